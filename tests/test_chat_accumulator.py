@@ -1,0 +1,164 @@
+"""The chat-completions accumulator on synthetic streams: one test per quirk of the issue list."""
+
+from __future__ import annotations
+
+import json
+
+from tests.streams import chunk, tc
+from toolcall_lab.formats import ChatCompletionAccumulator, parse_chat_completion
+from toolcall_lab.formats.base import ArgumentsDelta, CallFinished, CallStarted
+from toolcall_lab.messages import InvalidArguments, ParsedArguments
+
+
+def run(chunks, batch=0):
+    acc = ChatCompletionAccumulator(batch=batch)
+    for c in chunks:
+        acc.feed(c)
+    return acc.finish()
+
+
+def kinds(response):
+    return [f.kind for f in response.findings]
+
+
+def test_interleaved_calls_by_index() -> None:
+    r = run([chunk(tc(0, "a", "f", ""), tc(1, "b", "g", "")), chunk(tc(1, args='{"y":')),
+             chunk(tc(0, args='{"x":1}')), chunk(tc(1, args="2}")), chunk(finish="tool_calls")])
+    assert [(c.tool_call_id, c.name, c.arguments) for c in r.tool_calls] == [
+        ("a", "f", '{"x":1}'), ("b", "g", '{"y":2}')]
+    assert kinds(r) == []
+
+
+def test_sparse_indices_are_kept_and_reported() -> None:
+    r = run([chunk(tc(1, "a", "f", "{}")), chunk(tc(3, "b", "g", "{}")), chunk(finish="tool_calls")])
+    assert [c.index for c in r.tool_calls] == [1, 3]
+    assert kinds(r).count("sparse_index") == 2
+
+
+def test_missing_or_null_index_new_id_starts_a_new_call() -> None:
+    r = run([chunk(tc(None, "a", "f", '{"q":')), chunk(tc(None, args="1}")),
+             chunk({"index": None, "id": "b", "function": {"name": "g", "arguments": "{}"}}),
+             chunk(finish="tool_calls")])
+    assert [(c.tool_call_id, c.arguments) for c in r.tool_calls] == [("a", '{"q":1}'), ("b", "{}")]
+    assert kinds(r).count("missing_index") == 2
+
+
+def test_two_entries_with_the_same_index_in_one_chunk() -> None:
+    r = run([chunk(tc(0, "a", "f", "{}"), tc(0, "b", "g", "{}")), chunk(finish="tool_calls")])
+    assert [c.tool_call_id for c in r.tool_calls] == ["a", "b"]
+    assert "duplicate_index_in_chunk" in kinds(r)
+    r2 = run([chunk(tc(0, "a", "f", '{"x":'), tc(0, args="1}")), chunk(finish="tool_calls")])
+    assert r2.tool_calls[0].arguments == '{"x":1}'
+    assert "duplicate_index_in_chunk" in kinds(r2)
+
+
+def test_id_and_name_repeated_or_empty_on_continuations_are_not_concatenated() -> None:
+    r = run([chunk(tc(0, "a", "f", '{"x"')), chunk(tc(0, "a", "f", ":1}")),
+             chunk({"index": 0, "id": "", "function": {"name": "", "arguments": ""}}),
+             chunk(finish="tool_calls")])
+    (call,) = r.tool_calls
+    assert (call.tool_call_id, call.name, call.arguments) == ("a", "f", '{"x":1}')
+    assert "repeated_header" in kinds(r)
+
+
+def test_no_id_gets_a_reproducible_fallback_id_per_batch() -> None:
+    chunks = [chunk(tc(0, name="f", args="{}"), tc(1, name="g", args="{}")), chunk(finish="tool_calls")]
+    r = run(chunks, batch=3)
+    assert [c.tool_call_id for c in r.tool_calls] == ["call_3_0", "call_3_1"]
+    assert all(c.id_source == "fallback" for c in r.tool_calls)
+    assert run(chunks, batch=3).tool_calls == r.tool_calls
+    r_empty = run([chunk({"index": 0, "id": "", "function": {"name": "f", "arguments": "{}"}})])
+    assert r_empty.tool_calls[0].tool_call_id == "call_0_0" and "empty_id" in kinds(r_empty)
+
+
+def test_provider_id_is_never_altered() -> None:
+    r = run([chunk(tc(0, "  odd:id 0 ", "f", "{}"))])
+    assert r.tool_calls[0].tool_call_id == "  odd:id 0 "
+
+
+def test_arguments_split_mid_escape_and_mid_unicode() -> None:
+    args = json.dumps({"q": 'he said "hi" \\ é 日本'}, ensure_ascii=False)
+    pieces = [args[i:i + 1] for i in range(len(args))]
+    r = run([chunk(tc(0, "a", "f"))] + [chunk(tc(0, args=p)) for p in pieces])
+    assert r.tool_calls[0].arguments == args
+    assert r.tool_calls[0].args == json.loads(args)
+
+
+def test_double_encoded_arguments_decoded_once_more_and_reported() -> None:
+    inner = json.dumps({"city": "Paris"})
+    r = run([chunk(tc(0, "a", "f", json.dumps(inner)), finish="tool_calls")])
+    call = r.tool_calls[0]
+    assert call.arguments == json.dumps(inner)  # raw kept
+    outcome = call.parse_arguments()
+    assert isinstance(outcome, ParsedArguments) and outcome.double_encoded
+    assert outcome.value == {"city": "Paris"}
+    assert "double_encoded_arguments" in kinds(r)
+
+
+def test_incomplete_json_at_length_finish_is_kept_and_marked() -> None:
+    r = run([chunk(tc(0, "a", "f", '{"text": "a long sto')), chunk(finish="length")])
+    call = r.tool_calls[0]
+    assert call.arguments == '{"text": "a long sto' and not call.complete
+    assert isinstance(call.parse_arguments(), InvalidArguments)
+    assert call.parse_arguments().truncated
+    assert {"incomplete_arguments", "length_finish"} <= set(kinds(r))
+
+
+def test_invalid_json_is_reported_as_invalid_not_incomplete() -> None:
+    r = run([chunk(tc(0, "a", "f", "{'x': 1}"), finish="tool_calls")])
+    assert not r.tool_calls[0].complete and "invalid_arguments" in kinds(r)
+
+
+def test_noise_chunks_are_ignored() -> None:
+    r = run([
+        {"choices": [], "prompt_filter_results": []},  # Azure prelude
+        chunk(reasoning="thinking..."),
+        {**chunk(content="Let me check. "), "obfuscation": "xyz"},
+        chunk(tc(0, "a", "f", "{}")),
+        {"id": "x", "choices": [], "usage": {"total_tokens": 9}},
+    ])
+    assert r.first.content == "Let me check. " and r.first.reasoning == "thinking..."
+    assert r.usage == {"total_tokens": 9}
+    assert "no_finish_reason" in kinds(r)
+    assert len(r.tool_calls) == 1
+
+
+def test_n_greater_than_1_choices_keyed_by_choice_and_index() -> None:
+    r = run([chunk(tc(0, "a", "f", '{"c":'), choice=0), chunk(tc(0, "b", "f", '{"c":'), choice=1),
+             chunk(tc(0, args="0}"), choice=0), chunk(tc(0, args="1}"), choice=1)])
+    assert [(c.index, c.tool_calls[0].arguments) for c in r.choices] == [(0, '{"c":0}'), (1, '{"c":1}')]
+
+
+def test_malformed_chunks_become_findings_not_crashes() -> None:
+    r = run(["garbage", {"choices": "x"}, {"choices": [{"delta": {"tool_calls": [5]}}]},
+             chunk(tc(0, "a", "f", "{}"))])
+    assert kinds(r).count("malformed_chunk") == 3 and len(r.tool_calls) == 1
+
+
+def test_events_animate_deltas_into_calls() -> None:
+    events = []
+    acc = ChatCompletionAccumulator(listener=events.append)
+    for c in [chunk(tc(0, "a", "f", "")), chunk(tc(0, args='{"x":')), chunk(tc(0, args="1}"))]:
+        acc.feed(c)
+    acc.finish()
+    assert [type(e) for e in events] == [CallStarted, CallStarted, ArgumentsDelta, ArgumentsDelta, CallFinished]
+    assert events[-1].call.arguments == '{"x":1}'
+
+
+def test_sdk_chunk_objects_are_accepted() -> None:
+    from openai.types.chat import ChatCompletionChunk
+
+    raw = [chunk(tc(0, "a", "f", '{"x":')), chunk(tc(0, args="1}"), finish="tool_calls")]
+    for c in raw:
+        c["created"] = 0
+    sdk = [ChatCompletionChunk.model_validate(c) for c in raw]
+    assert run(sdk).tool_calls == run(raw).tool_calls
+
+
+def test_non_streamed_body_with_ollama_index() -> None:
+    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "", "tool_calls": [
+            {"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}},
+            {"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x":1}'}}]}}]}
+    r = parse_chat_completion(body)
+    assert [c.tool_call_id for c in r.tool_calls] == ["a", "b"]

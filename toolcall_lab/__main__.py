@@ -1,0 +1,3 @@
+from toolcall_lab.cli import main
+
+raise SystemExit(main())

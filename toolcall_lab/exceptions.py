@@ -1,0 +1,88 @@
+"""The error hierarchy: caller mistakes, unreadable wire data, model/script problems, trace files.
+
+Model *behaviour* (bad argument JSON, unknown tools, odd deltas) is never an exception: it becomes a
+`Finding` or a tool message. Exceptions are for things the caller must act on::
+
+    ToolcallLabError
+    ├── UsageError                  the caller used the API wrongly (bad setting, sync call in a loop)
+    ├── WireFormatError             bytes that cannot be read as the format they claim to be
+    │   ├── SSEDecodeError          a `data:` line that is not JSON (carries the line number)
+    │   ├── ProviderStreamError     the provider sent an `error` event inside a 200 stream
+    │   └── UnknownFormatError      a file whose format cannot be detected
+    ├── ModelError                  a model adapter could not produce a response
+    │   └── ScriptError             a scripted model ran out of steps or left steps unused
+    ├── TraceError                  a trace file is unusable
+    │   ├── TraceFormatError        wrong shape; names the file and the JSON path of the bad field
+    │   └── TraceVersionError       unknown or newer `schema_version`
+    └── ReplayDivergenceError       the conversation sent in replay differs from the recording
+"""
+
+from __future__ import annotations
+
+
+class ToolcallLabError(Exception):
+    """Base class of every error raised on purpose by toolcall_lab."""
+
+
+class UsageError(ToolcallLabError, ValueError):
+    """The caller used the library wrongly; the message says how to fix it."""
+
+
+class WireFormatError(ToolcallLabError):
+    """Input bytes cannot be read as the wire format they claim to be."""
+
+
+class SSEDecodeError(WireFormatError):
+    """A server-sent-events payload is not JSON."""
+
+    def __init__(self, message: str, *, line_number: int, line: str) -> None:
+        super().__init__(f"line {line_number}: {message}: {line[:120]!r}")
+        self.line_number = line_number
+        self.line = line
+
+
+class ProviderStreamError(WireFormatError):
+    """The provider reported an error inside an otherwise successful (HTTP 200) stream."""
+
+    def __init__(self, message: str, *, payload: dict[str, object], line_number: int | None) -> None:
+        where = f" (line {line_number})" if line_number is not None else ""
+        super().__init__(f"provider error in stream{where}: {message}")
+        self.provider_message = message
+        self.payload = payload
+        self.line_number = line_number
+
+
+class UnknownFormatError(WireFormatError):
+    """The format of a recording could not be detected."""
+
+
+class ModelError(ToolcallLabError):
+    """A model adapter failed to produce a response."""
+
+
+class ScriptError(ModelError):
+    """A scripted model was called more often than scripted, or not often enough."""
+
+
+class TraceError(ToolcallLabError):
+    """A trace file cannot be used."""
+
+
+class TraceFormatError(TraceError):
+    """A trace file has the wrong shape: names the file and the JSON path of the bad field."""
+
+    def __init__(self, problem: str, *, path: str = "", source: str | None = None) -> None:
+        location = f"{source}: " if source else ""
+        field = f"{path}: " if path else ""
+        super().__init__(f"{location}{field}{problem}")
+        self.problem = problem
+        self.path = path
+        self.source = source
+
+
+class TraceVersionError(TraceError):
+    """A trace file has a missing, unknown or newer schema version."""
+
+
+class ReplayDivergenceError(ToolcallLabError):
+    """The conversation sent to a replay model differs from the recorded one."""

@@ -1,0 +1,149 @@
+"""Anthropic Messages API: ``tool_use`` content blocks, streamed (``input_json_delta``) or whole.
+
+A streamed tool_use whose deltas are all empty takes its ``input`` from ``content_block_start``
+(``{}`` for tools without parameters). Whole messages carry ``input`` as an object: it is shown as
+compact JSON so every format yields an argument *string*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats.base import (
+    ArgumentsDelta,
+    CallFinished,
+    CallStarted,
+    PendingCall,
+    StreamListener,
+    compact_json,
+)
+from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
+
+
+class AnthropicStreamAccumulator:
+    """Assemble tool calls and text from Anthropic stream events (``message_start`` ... ``message_stop``)."""
+
+    def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
+        self.batch = batch
+        self.listener = listener
+        self.findings: list[Finding] = []
+        self.chunk_count = 0
+        self.usage: dict[str, Any] = {}
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._blocks: dict[int, PendingCall] = {}
+        self._start_input: dict[int, Any] = {}
+        self._calls: list[PendingCall] = []
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        n = self.chunk_count
+        self.chunk_count = n + 1
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            dkind = delta.get("type")
+            if dkind == "input_json_delta":
+                call = self._blocks.get(event.get("index", -1))
+                piece = delta.get("partial_json") or ""
+                if call is None:
+                    self.findings.append(Finding(kind="orphan_delta", chunk_index=n,
+                                                 message="input_json_delta for an unknown block"))
+                elif piece:
+                    call.pieces.append(piece)
+                    if self.listener is not None:
+                        self.listener(ArgumentsDelta(chunk_index=n, choice_index=0,
+                                                     call_index=call.index, delta=piece))
+            elif dkind == "text_delta":
+                self._text.append(delta.get("text") or "")
+            elif dkind == "thinking_delta":
+                self._thinking.append(delta.get("thinking") or "")
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") in ("tool_use", "server_tool_use"):
+                call = PendingCall(0, len(self._calls), n)
+                call.tool_call_id = block.get("id") or None
+                call.saw_empty_id = block.get("id") == ""
+                call.name = block.get("name") or None
+                self._blocks[event.get("index", -1)] = call
+                self._start_input[call.index] = block.get("input")
+                self._calls.append(call)
+                if self.listener is not None:
+                    self.listener(CallStarted(chunk_index=n, choice_index=0, call_index=call.index,
+                                              tool_call_id=call.tool_call_id, name=call.name))
+            elif block.get("type") == "text" and block.get("text"):
+                self._text.append(block["text"])
+        elif kind == "message_start":
+            message = event.get("message") or {}
+            self.response_id = message.get("id")
+            self.model = message.get("model")
+            self.usage.update(message.get("usage") or {})
+        elif kind == "message_delta":
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self.usage.update(event.get("usage") or {})
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise ProviderStreamError(str(error.get("message") or error), payload=dict(event),
+                                      line_number=None)
+        elif kind not in ("ping", "content_block_stop", "message_stop"):
+            self.findings.append(Finding(kind="unexpected_event", severity="info", chunk_index=n,
+                                         message=f"unknown Anthropic event type {kind!r} ignored"))
+
+    def finish(self) -> ParsedResponse:
+        findings = list(self.findings)
+        calls: list[ToolCall] = []
+        for pending in self._calls:
+            raw = None
+            if not pending.pieces:
+                start = self._start_input.get(pending.index)
+                raw = compact_json(start if start is not None else {})
+            call = pending.finalize(batch=self.batch, findings=findings,
+                                    finish_reason="length" if self.stop_reason == "max_tokens" else None,
+                                    raw=raw)
+            calls.append(call)
+            if self.listener is not None:
+                self.listener(CallFinished(call=call))
+        if self.stop_reason is None:
+            findings.append(Finding(kind="no_finish_reason", severity="info",
+                                    message="stream ended without a stop_reason"))
+        choice = ParsedChoice(
+            index=0,
+            content="".join(self._text) or None,
+            reasoning="".join(self._thinking) or None,
+            tool_calls=tuple(calls),
+            finish_reason=self.stop_reason,
+        )
+        return ParsedResponse(format="anthropic-stream", choices=(choice,), findings=tuple(findings),
+                              usage=self.usage or None, response_id=self.response_id, model=self.model)
+
+
+def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
+    """Read a whole Anthropic ``message`` body (``content`` blocks with ``tool_use``)."""
+    findings: list[Finding] = []
+    text: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    for block in body.get("content") or []:
+        kind = block.get("type")
+        if kind in ("tool_use", "server_tool_use"):
+            pending = PendingCall(0, len(calls), 0)
+            pending.tool_call_id = block.get("id") or None
+            pending.saw_empty_id = block.get("id") == ""
+            pending.name = block.get("name") or None
+            raw = block.get("input")
+            calls.append(pending.finalize(
+                batch=batch, findings=findings,
+                raw=raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
+            ))
+        elif kind == "text":
+            text.append(block.get("text") or "")
+        elif kind == "thinking":
+            thinking.append(block.get("thinking") or "")
+    choice = ParsedChoice(index=0, content="".join(text) or None, reasoning="".join(thinking) or None,
+                          tool_calls=tuple(calls), finish_reason=body.get("stop_reason"))
+    return ParsedResponse(format="anthropic", choices=(choice,), findings=tuple(findings),
+                          usage=body.get("usage"), response_id=body.get("id"), model=body.get("model"))

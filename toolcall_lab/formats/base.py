@@ -1,0 +1,184 @@
+"""What every format shares: a call being assembled, turning it into a `ToolCall`, stream events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolcall_lab.messages import (
+    Finding,
+    InvalidArguments,
+    ParsedArguments,
+    ToolCall,
+    fallback_tool_call_id,
+    parse_arguments,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallStarted:
+    """A new tool call appeared in the stream."""
+
+    kind: Literal["call_started"] = "call_started"
+    chunk_index: int
+    choice_index: int
+    call_index: int
+    tool_call_id: str | None
+    name: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArgumentsDelta:
+    """A piece of a call's argument string arrived."""
+
+    kind: Literal["arguments_delta"] = "arguments_delta"
+    chunk_index: int
+    choice_index: int
+    call_index: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallFinished:
+    """A call is complete (emitted when the stream ends, in index order)."""
+
+    kind: Literal["call_finished"] = "call_finished"
+    call: ToolCall
+
+
+StreamEvent = CallStarted | ArgumentsDelta | CallFinished
+StreamListener = Callable[[StreamEvent], None]
+
+
+class PendingCall:
+    """A tool call still being assembled from deltas (mutable; internal to accumulators)."""
+
+    __slots__ = (
+        "choice_index",
+        "first_chunk",
+        "index",
+        "name",
+        "pieces",
+        "repeated_header",
+        "saw_empty_id",
+        "tool_call_id",
+    )
+
+    def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
+        self.choice_index = choice_index
+        self.index = index
+        self.first_chunk = first_chunk
+        self.tool_call_id: str | None = None
+        self.name: str | None = None
+        self.pieces: list[str] = []
+        self.saw_empty_id = False
+        self.repeated_header = False
+
+    def finalize(
+        self,
+        *,
+        batch: int,
+        findings: list[Finding],
+        finish_reason: str | None = None,
+        raw: str | None = None,
+    ) -> ToolCall:
+        """Build the frozen call, reporting missing ids/names and unusable arguments as findings."""
+        where: dict[str, Any] = {"choice_index": self.choice_index, "call_index": self.index}
+        tool_call_id = self.tool_call_id
+        id_source: Literal["provider", "fallback"] = "provider"
+        if not tool_call_id:
+            tool_call_id = fallback_tool_call_id(batch, self.index, self.choice_index)
+            id_source = "fallback"
+            kind: Literal["empty_id", "missing_id"] = "empty_id" if self.saw_empty_id else "missing_id"
+            what = 'an empty id ("")' if self.saw_empty_id else "no id"
+            findings.append(
+                Finding(
+                    kind=kind,
+                    message=f"call {self.index} came with {what}; using fallback id {tool_call_id}",
+                    severity="info",
+                    chunk_index=self.first_chunk,
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        name = self.name or ""
+        if not name:
+            findings.append(
+                Finding(
+                    kind="missing_name",
+                    message=f"call {tool_call_id} has no function name",
+                    severity="error",
+                    chunk_index=self.first_chunk,
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.repeated_header:
+            findings.append(
+                Finding(
+                    kind="repeated_header",
+                    message=f"call {tool_call_id}: id/name repeated on continuation deltas "
+                    "(kept once, not concatenated)",
+                    severity="info",
+                    chunk_index=self.first_chunk,
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        arguments = "".join(self.pieces) if raw is None else raw
+        outcome = parse_arguments(arguments)
+        complete = True
+        if isinstance(outcome, InvalidArguments):
+            complete = False
+            cut = outcome.truncated or finish_reason == "length"
+            findings.append(
+                Finding(
+                    kind="incomplete_arguments" if cut else "invalid_arguments",
+                    message=f"call {tool_call_id} ({name}): arguments {outcome.reason}; "
+                    "raw string kept, call marked incomplete and will not be executed",
+                    severity="error",
+                    chunk_index=self.first_chunk,
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        elif isinstance(outcome, ParsedArguments):
+            if outcome.double_encoded:
+                findings.append(
+                    Finding(
+                        kind="double_encoded_arguments",
+                        message=f"call {tool_call_id} ({name}): arguments are a JSON string "
+                        "holding JSON; decoded once more",
+                        chunk_index=self.first_chunk,
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
+            elif outcome.empty:
+                findings.append(
+                    Finding(
+                        kind="empty_arguments",
+                        message=f"call {tool_call_id} ({name}): empty argument string, read as {{}}",
+                        severity="info",
+                        chunk_index=self.first_chunk,
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
+        return ToolCall(
+            tool_call_id=tool_call_id,
+            name=name,
+            arguments=arguments,
+            index=self.index,
+            choice_index=self.choice_index,
+            id_source=id_source,
+            complete=complete,
+            _outcome=outcome,
+        )
+
+
+def compact_json(value: Any) -> str:
+    """Serialise an argument object the way it is shown for object-valued inputs (no spaces)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
