@@ -14,8 +14,13 @@ HERE = Path(__file__).resolve().parent / "recordings"
 
 
 def _chunk(delta: dict, finish: str | None = None) -> dict:
-    return {"id": "chatcmpl-scripted-1", "object": "chat.completion.chunk", "created": 1767225600,
-            "model": "scripted-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-scripted-1",
+        "object": "chat.completion.chunk",
+        "created": 1767225600,
+        "model": "scripted-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def weather_news_stock() -> list[dict]:
@@ -27,16 +32,35 @@ def weather_news_stock() -> list[dict]:
     ]
     out = [_chunk({"role": "assistant", "content": "Checking three sources at once. "})]
     for i, (cid, name, _) in enumerate(calls):
-        out.append(_chunk({"tool_calls": [{"index": i, "id": cid, "type": "function",
-                                           "function": {"name": name, "arguments": ""}}]}))
+        out.append(
+            _chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
     pieces = [[a[:7], a[7:19], a[19:]] for _, _, a in calls]
     for step in range(3):
         for i in range(3):
             out.append(_chunk({"tool_calls": [{"index": i, "function": {"arguments": pieces[i][step]}}]}))
     out.append(_chunk({}, finish="tool_calls"))
-    out.append({"id": "chatcmpl-scripted-1", "object": "chat.completion.chunk", "created": 1767225600,
-                "model": "scripted-model", "choices": [],
-                "usage": {"prompt_tokens": 120, "completion_tokens": 61, "total_tokens": 181}})
+    out.append(
+        {
+            "id": "chatcmpl-scripted-1",
+            "object": "chat.completion.chunk",
+            "created": 1767225600,
+            "model": "scripted-model",
+            "choices": [],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 61, "total_tokens": 181},
+        }
+    )
     return out
 
 

@@ -50,11 +50,13 @@ def expected_calls(provenance: Path) -> dict[str, list[ExpectedResponse]]:
         if (m := _CALL.match(line)) and calls is not None:
             args = json.loads(m["args"]) if m["lit"] else m["args"]
             raw_id = m["id"]
-            calls.append(ExpectedCall(
-                tool_call_id=None if raw_id in ("(no id)", '"" (empty)') else raw_id,
-                name=m["name"],
-                arguments=args[:-1] if args.endswith("…") else args,
-                prefix_only=args.endswith("…"),
-                valid_json=not m["bad"],
-            ))
+            calls.append(
+                ExpectedCall(
+                    tool_call_id=None if raw_id in ("(no id)", '"" (empty)') else raw_id,
+                    name=m["name"],
+                    arguments=args[:-1] if args.endswith("…") else args,
+                    prefix_only=args.endswith("…"),
+                    valid_json=not m["bad"],
+                )
+            )
     return {path: responses for path, responses in out.items() if responses}

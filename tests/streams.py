@@ -7,8 +7,13 @@ from itertools import pairwise
 from typing import Any
 
 
-def chunk(*calls: dict[str, Any], content: str | None = None, finish: str | None = None,
-          choice: int = 0, reasoning: str | None = None) -> dict[str, Any]:
+def chunk(
+    *calls: dict[str, Any],
+    content: str | None = None,
+    finish: str | None = None,
+    choice: int = 0,
+    reasoning: str | None = None,
+) -> dict[str, Any]:
     delta: dict[str, Any] = {}
     if content is not None:
         delta["content"] = content
@@ -16,12 +21,17 @@ def chunk(*calls: dict[str, Any], content: str | None = None, finish: str | None
         delta["reasoning_content"] = reasoning
     if calls:
         delta["tool_calls"] = list(calls)
-    return {"id": "chatcmpl-x", "object": "chat.completion.chunk", "model": "m",
-            "choices": [{"index": choice, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-x",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": choice, "delta": delta, "finish_reason": finish}],
+    }
 
 
-def tc(index: int | None = 0, id: str | None = None, name: str | None = None,
-       args: str | None = None) -> dict[str, Any]:
+def tc(
+    index: int | None = 0, id: str | None = None, name: str | None = None, args: str | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if index is not None:
         out["index"] = index
@@ -37,8 +47,9 @@ def tc(index: int | None = 0, id: str | None = None, name: str | None = None,
     return out
 
 
-def stream_of(calls: list[tuple[str, str, str]], splits: list[list[int]] | None = None,
-              interleave: bool = False) -> list[dict[str, Any]]:
+def stream_of(
+    calls: list[tuple[str, str, str]], splits: list[list[int]] | None = None, interleave: bool = False
+) -> list[dict[str, Any]]:
     """Chunks for calls (id, name, args), each argument string cut at the given split points."""
     per_call: list[list[dict[str, Any]]] = []
     for i, (cid, name, args) in enumerate(calls):

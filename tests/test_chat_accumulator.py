@@ -22,10 +22,19 @@ def kinds(response):
 
 
 def test_interleaved_calls_by_index() -> None:
-    r = run([chunk(tc(0, "a", "f", ""), tc(1, "b", "g", "")), chunk(tc(1, args='{"y":')),
-             chunk(tc(0, args='{"x":1}')), chunk(tc(1, args="2}")), chunk(finish="tool_calls")])
+    r = run(
+        [
+            chunk(tc(0, "a", "f", ""), tc(1, "b", "g", "")),
+            chunk(tc(1, args='{"y":')),
+            chunk(tc(0, args='{"x":1}')),
+            chunk(tc(1, args="2}")),
+            chunk(finish="tool_calls"),
+        ]
+    )
     assert [(c.tool_call_id, c.name, c.arguments) for c in r.tool_calls] == [
-        ("a", "f", '{"x":1}'), ("b", "g", '{"y":2}')]
+        ("a", "f", '{"x":1}'),
+        ("b", "g", '{"y":2}'),
+    ]
     assert kinds(r) == []
 
 
@@ -36,9 +45,14 @@ def test_sparse_indices_are_kept_and_reported() -> None:
 
 
 def test_missing_or_null_index_new_id_starts_a_new_call() -> None:
-    r = run([chunk(tc(None, "a", "f", '{"q":')), chunk(tc(None, args="1}")),
-             chunk({"index": None, "id": "b", "function": {"name": "g", "arguments": "{}"}}),
-             chunk(finish="tool_calls")])
+    r = run(
+        [
+            chunk(tc(None, "a", "f", '{"q":')),
+            chunk(tc(None, args="1}")),
+            chunk({"index": None, "id": "b", "function": {"name": "g", "arguments": "{}"}}),
+            chunk(finish="tool_calls"),
+        ]
+    )
     assert [(c.tool_call_id, c.arguments) for c in r.tool_calls] == [("a", '{"q":1}'), ("b", "{}")]
     assert kinds(r).count("missing_index") == 2
 
@@ -53,9 +67,14 @@ def test_two_entries_with_the_same_index_in_one_chunk() -> None:
 
 
 def test_id_and_name_repeated_or_empty_on_continuations_are_not_concatenated() -> None:
-    r = run([chunk(tc(0, "a", "f", '{"x"')), chunk(tc(0, "a", "f", ":1}")),
-             chunk({"index": 0, "id": "", "function": {"name": "", "arguments": ""}}),
-             chunk(finish="tool_calls")])
+    r = run(
+        [
+            chunk(tc(0, "a", "f", '{"x"')),
+            chunk(tc(0, "a", "f", ":1}")),
+            chunk({"index": 0, "id": "", "function": {"name": "", "arguments": ""}}),
+            chunk(finish="tool_calls"),
+        ]
+    )
     (call,) = r.tool_calls
     assert (call.tool_call_id, call.name, call.arguments) == ("a", "f", '{"x":1}')
     assert "repeated_header" in kinds(r)
@@ -78,7 +97,7 @@ def test_provider_id_is_never_altered() -> None:
 
 def test_arguments_split_mid_escape_and_mid_unicode() -> None:
     args = json.dumps({"q": 'he said "hi" \\ é 日本'}, ensure_ascii=False)
-    pieces = [args[i:i + 1] for i in range(len(args))]
+    pieces = [args[i : i + 1] for i in range(len(args))]
     r = run([chunk(tc(0, "a", "f"))] + [chunk(tc(0, args=p)) for p in pieces])
     assert r.tool_calls[0].arguments == args
     assert r.tool_calls[0].args == json.loads(args)
@@ -110,13 +129,15 @@ def test_invalid_json_is_reported_as_invalid_not_incomplete() -> None:
 
 
 def test_noise_chunks_are_ignored() -> None:
-    r = run([
-        {"choices": [], "prompt_filter_results": []},  # Azure prelude
-        chunk(reasoning="thinking..."),
-        {**chunk(content="Let me check. "), "obfuscation": "xyz"},
-        chunk(tc(0, "a", "f", "{}")),
-        {"id": "x", "choices": [], "usage": {"total_tokens": 9}},
-    ])
+    r = run(
+        [
+            {"choices": [], "prompt_filter_results": []},  # Azure prelude
+            chunk(reasoning="thinking..."),
+            {**chunk(content="Let me check. "), "obfuscation": "xyz"},
+            chunk(tc(0, "a", "f", "{}")),
+            {"id": "x", "choices": [], "usage": {"total_tokens": 9}},
+        ]
+    )
     assert r.first.content == "Let me check. " and r.first.reasoning == "thinking..."
     assert r.usage == {"total_tokens": 9}
     assert "no_finish_reason" in kinds(r)
@@ -124,14 +145,26 @@ def test_noise_chunks_are_ignored() -> None:
 
 
 def test_n_greater_than_1_choices_keyed_by_choice_and_index() -> None:
-    r = run([chunk(tc(0, "a", "f", '{"c":'), choice=0), chunk(tc(0, "b", "f", '{"c":'), choice=1),
-             chunk(tc(0, args="0}"), choice=0), chunk(tc(0, args="1}"), choice=1)])
+    r = run(
+        [
+            chunk(tc(0, "a", "f", '{"c":'), choice=0),
+            chunk(tc(0, "b", "f", '{"c":'), choice=1),
+            chunk(tc(0, args="0}"), choice=0),
+            chunk(tc(0, args="1}"), choice=1),
+        ]
+    )
     assert [(c.index, c.tool_calls[0].arguments) for c in r.choices] == [(0, '{"c":0}'), (1, '{"c":1}')]
 
 
 def test_malformed_chunks_become_findings_not_crashes() -> None:
-    r = run(["garbage", {"choices": "x"}, {"choices": [{"delta": {"tool_calls": [5]}}]},
-             chunk(tc(0, "a", "f", "{}"))])
+    r = run(
+        [
+            "garbage",
+            {"choices": "x"},
+            {"choices": [{"delta": {"tool_calls": [5]}}]},
+            chunk(tc(0, "a", "f", "{}")),
+        ]
+    )
     assert kinds(r).count("malformed_chunk") == 3 and len(r.tool_calls) == 1
 
 
@@ -141,7 +174,13 @@ def test_events_animate_deltas_into_calls() -> None:
     for c in [chunk(tc(0, "a", "f", "")), chunk(tc(0, args='{"x":')), chunk(tc(0, args="1}"))]:
         acc.feed(c)
     acc.finish()
-    assert [type(e) for e in events] == [CallStarted, CallStarted, ArgumentsDelta, ArgumentsDelta, CallFinished]
+    assert [type(e) for e in events] == [
+        CallStarted,
+        CallStarted,
+        ArgumentsDelta,
+        ArgumentsDelta,
+        CallFinished,
+    ]
     assert events[-1].call.arguments == '{"x":1}'
 
 
@@ -156,9 +195,21 @@ def test_sdk_chunk_objects_are_accepted() -> None:
 
 
 def test_non_streamed_body_with_ollama_index() -> None:
-    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": "", "tool_calls": [
-            {"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}},
-            {"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x":1}'}}]}}]}
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}},
+                        {"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x":1}'}},
+                    ],
+                },
+            }
+        ]
+    }
     r = parse_chat_completion(body)
     assert [c.tool_call_id for c in r.tool_calls] == ["a", "b"]

@@ -15,7 +15,9 @@ def test_all_is_sorted_and_importable() -> None:
 
 
 def test_core_import_pulls_no_ui_or_dataframes() -> None:
-    code = ("import sys, toolcall_lab; bad = [m for m in ('ipywidgets', 'matplotlib', 'pandas') "
-            "if m in sys.modules]; print(bad)")
+    code = (
+        "import sys, toolcall_lab; bad = [m for m in ('ipywidgets', 'matplotlib', 'pandas') "
+        "if m in sys.modules]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -57,10 +57,22 @@ def test_any_split_and_interleaving_gives_the_same_calls(calls, data, interleave
 def test_streamed_equals_whole_body(calls, data) -> None:
     spec = triples(calls)
     splits = [data.draw(st.lists(st.integers(0, max(len(a), 1)), max_size=5)) for _, _, a in spec]
-    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": None,
-        "tool_calls": [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                       for i, n, a in spec]}}]}
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                        for i, n, a in spec
+                    ],
+                },
+            }
+        ]
+    }
     assert parse(stream_of(spec, splits)).tool_calls == parse_chat_completion(body).tool_calls
 
 
@@ -92,9 +104,13 @@ def test_garbage_sse_raises_only_library_errors(body) -> None:
 def _chat_recordings() -> list[str]:
     if not REALDATA.is_dir():
         return []
-    return sorted(str(p.relative_to(REALDATA)) for p in REALDATA.glob("*/*")
-                  if p.name.endswith((".sse", ".chunks.jsonl")) and "PATHOLOGICAL" not in p.name
-                  and "midstream_error" not in p.name)
+    return sorted(
+        str(p.relative_to(REALDATA))
+        for p in REALDATA.glob("*/*")
+        if p.name.endswith((".sse", ".chunks.jsonl"))
+        and "PATHOLOGICAL" not in p.name
+        and "midstream_error" not in p.name
+    )
 
 
 @pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
@@ -106,8 +122,7 @@ def test_real_recordings_rechunked_give_the_same_calls(relpath, data) -> None:
     if exchange.format != "openai-chat":
         return
     original = exchange.parse()[0]
-    spec = [(c.tool_call_id, c.name, c.arguments) for c in original.tool_calls
-            if c.id_source == "provider"]
+    spec = [(c.tool_call_id, c.name, c.arguments) for c in original.tool_calls if c.id_source == "provider"]
     splits = [data.draw(st.lists(st.integers(0, max(len(a), 1)), max_size=6)) for _, _, a in spec]
     rechunked = parse(stream_of(spec, splits, interleave=data.draw(st.booleans())))
     assert [(c.tool_call_id, c.name, c.arguments) for c in rechunked.tool_calls] == spec

@@ -43,7 +43,8 @@ def test_recording_yields_exactly_the_listed_calls(relpath: str) -> None:
                 if exp.tool_call_id is None:  # provider sent no usable id: fallback, and said so
                     assert call.id_source == "fallback"
                     assert call.tool_call_id == f"call_{number}_{call.index}" + (
-                        f"_c{choice}" if choice else "")
+                        f"_c{choice}" if choice else ""
+                    )
                     assert {f.kind for f in got.findings} & {"missing_id", "empty_id"}
                 else:
                     assert call.tool_call_id == exp.tool_call_id
@@ -53,7 +54,10 @@ def test_recording_yields_exactly_the_listed_calls(relpath: str) -> None:
 
 def test_pathological_snapshot_arguments_are_reported_not_repaired() -> None:
     """Quirk: mistral-large on watsonx sends a complete JSON object in every delta."""
-    path = REALDATA / "watsonx-ai-java-sdk/watsonx_mistral-large-2512_chat_stream_parallel2_PATHOLOGICAL_snapshot_args.sse"
+    path = (
+        REALDATA
+        / "watsonx-ai-java-sdk/watsonx_mistral-large-2512_chat_stream_parallel2_PATHOLOGICAL_snapshot_args.sse"
+    )
     (response,) = read_recording(path).parse()
     assert all(not c.complete for c in response.tool_calls)
     kinds = [f.kind for f in response.findings]
@@ -71,7 +75,10 @@ def test_midstream_error_event_raises_with_the_provider_message() -> None:
 
 def test_repeated_id_and_name_are_not_concatenated() -> None:
     """Quirk: OpenRouter/Novita repeats id "0" and the name on every delta."""
-    path = REALDATA / "simonw-llm/openrouter_novita_kimi-k2_chat_stream_variant_a_id_and_name_repeated_every_delta.sse"
+    path = (
+        REALDATA
+        / "simonw-llm/openrouter_novita_kimi-k2_chat_stream_variant_a_id_and_name_repeated_every_delta.sse"
+    )
     (response,) = read_recording(path).parse()
     (call,) = response.tool_calls
     assert (call.tool_call_id, call.name) == ("0", "llm_version")
@@ -94,25 +101,34 @@ def test_streamed_and_whole_forms_agree() -> None:
     assert (s.name, s.args) == (w.name, w.args)
 
 
-@pytest.mark.parametrize("relpath", [
-    "openai-python/chat_stream_gpt-4o_parallel_2_tools_weather_stock.sse",
-    "vercel-ai/mistral-small_chat_stream_1_tool_no_index.chunks.jsonl",
-    "pydantic-ai/openai_chat_stream_gpt-4o_agent_3rounds_parallel2.cassette.yaml",
-])
+@pytest.mark.parametrize(
+    "relpath",
+    [
+        "openai-python/chat_stream_gpt-4o_parallel_2_tools_weather_stock.sse",
+        "vercel-ai/mistral-small_chat_stream_1_tool_no_index.chunks.jsonl",
+        "pydantic-ai/openai_chat_stream_gpt-4o_agent_3rounds_parallel2.cassette.yaml",
+    ],
+)
 def test_cli_parse_prints_the_calls(relpath: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "toolcall_lab", "parse", str(REALDATA / relpath)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "parse", str(REALDATA / relpath)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     doc = json.loads(out.stdout)
     first = doc.get("responses", [doc])[0]
     want = EXPECTED[relpath]
     assert [t["arguments"] for t in first["choices"][0]["tool_calls"]] == [
-        c.arguments for c in want[0].choices[0]]
+        c.arguments for c in want[0].choices[0]
+    ]
 
 
 def test_cli_parse_unreadable_input_exits_2(tmp_path) -> None:
     bad = tmp_path / "bad.sse"
     bad.write_text("data: {not json\n\n")
-    out = subprocess.run([sys.executable, "-m", "toolcall_lab", "parse", str(bad)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "parse", str(bad)], capture_output=True, text=True
+    )
     assert out.returncode == 2
     assert "line 1" in out.stderr and out.stderr.count("\n") == 1

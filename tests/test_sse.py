@@ -34,7 +34,11 @@ def test_error_event_raises_with_the_provider_message() -> None:
 
 def test_error_payload_without_event_line() -> None:
     with pytest.raises(ProviderStreamError, match="overloaded"):
-        list(iter_sse_payloads('data: {"type":"error","error":{"type":"overloaded_error","message":"overloaded"}}\n\n'))
+        list(
+            iter_sse_payloads(
+                'data: {"type":"error","error":{"type":"overloaded_error","message":"overloaded"}}\n\n'
+            )
+        )
 
 
 def test_non_json_line_names_its_line_number() -> None:
@@ -43,4 +47,6 @@ def test_non_json_line_names_its_line_number() -> None:
 
 
 def test_null_error_field_is_not_an_error() -> None:
-    assert list(iter_sse_payloads('data: {"choices":[], "error": null}\n\n')) == [{"choices": [], "error": None}]
+    assert list(iter_sse_payloads('data: {"choices":[], "error": null}\n\n')) == [
+        {"choices": [], "error": None}
+    ]

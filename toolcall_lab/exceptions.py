@@ -5,6 +5,7 @@ Model *behaviour* (bad argument JSON, unknown tools, odd deltas) is never an exc
 
     ToolcallLabError
     ├── UsageError                  the caller used the API wrongly (bad setting, sync call in a loop)
+    │   └── ProxyProtocolError      a serialized-proxy client sent an unknown/repeated/out-of-order result
     ├── WireFormatError             bytes that cannot be read as the format they claim to be
     │   ├── SSEDecodeError          a `data:` line that is not JSON (carries the line number)
     │   ├── ProviderStreamError     the provider sent an `error` event inside a 200 stream
@@ -22,6 +23,9 @@ from __future__ import annotations
 
 class ToolcallLabError(Exception):
     """Base class of every error raised on purpose by toolcall_lab."""
+
+    partial_result: object = None
+    """When a run is interrupted by this error, the `RunResult` of what it did so far."""
 
 
 class UsageError(ToolcallLabError, ValueError):
@@ -86,3 +90,7 @@ class TraceVersionError(TraceError):
 
 class ReplayDivergenceError(ToolcallLabError):
     """The conversation sent to a replay model differs from the recorded one."""
+
+
+class ProxyProtocolError(UsageError):
+    """A client broke the one-call-per-round-trip protocol (unknown, repeated or out-of-order result)."""

@@ -51,13 +51,19 @@ class AnthropicStreamAccumulator:
                 call = self._blocks.get(event.get("index", -1))
                 piece = delta.get("partial_json") or ""
                 if call is None:
-                    self.findings.append(Finding(kind="orphan_delta", chunk_index=n,
-                                                 message="input_json_delta for an unknown block"))
+                    self.findings.append(
+                        Finding(
+                            kind="orphan_delta",
+                            chunk_index=n,
+                            message="input_json_delta for an unknown block",
+                        )
+                    )
                 elif piece:
                     call.pieces.append(piece)
                     if self.listener is not None:
-                        self.listener(ArgumentsDelta(chunk_index=n, choice_index=0,
-                                                     call_index=call.index, delta=piece))
+                        self.listener(
+                            ArgumentsDelta(chunk_index=n, choice_index=0, call_index=call.index, delta=piece)
+                        )
             elif dkind == "text_delta":
                 self._text.append(delta.get("text") or "")
             elif dkind == "thinking_delta":
@@ -73,8 +79,15 @@ class AnthropicStreamAccumulator:
                 self._start_input[call.index] = block.get("input")
                 self._calls.append(call)
                 if self.listener is not None:
-                    self.listener(CallStarted(chunk_index=n, choice_index=0, call_index=call.index,
-                                              tool_call_id=call.tool_call_id, name=call.name))
+                    self.listener(
+                        CallStarted(
+                            chunk_index=n,
+                            choice_index=0,
+                            call_index=call.index,
+                            tool_call_id=call.tool_call_id,
+                            name=call.name,
+                        )
+                    )
             elif block.get("type") == "text" and block.get("text"):
                 self._text.append(block["text"])
         elif kind == "message_start":
@@ -87,11 +100,18 @@ class AnthropicStreamAccumulator:
             self.usage.update(event.get("usage") or {})
         elif kind == "error":
             error = event.get("error") or {}
-            raise ProviderStreamError(str(error.get("message") or error), payload=dict(event),
-                                      line_number=None)
+            raise ProviderStreamError(
+                str(error.get("message") or error), payload=dict(event), line_number=None
+            )
         elif kind not in ("ping", "content_block_stop", "message_stop"):
-            self.findings.append(Finding(kind="unexpected_event", severity="info", chunk_index=n,
-                                         message=f"unknown Anthropic event type {kind!r} ignored"))
+            self.findings.append(
+                Finding(
+                    kind="unexpected_event",
+                    severity="info",
+                    chunk_index=n,
+                    message=f"unknown Anthropic event type {kind!r} ignored",
+                )
+            )
 
     def finish(self) -> ParsedResponse:
         findings = list(self.findings)
@@ -101,15 +121,21 @@ class AnthropicStreamAccumulator:
             if not pending.pieces:
                 start = self._start_input.get(pending.index)
                 raw = compact_json(start if start is not None else {})
-            call = pending.finalize(batch=self.batch, findings=findings,
-                                    finish_reason="length" if self.stop_reason == "max_tokens" else None,
-                                    raw=raw)
+            call = pending.finalize(
+                batch=self.batch,
+                findings=findings,
+                finish_reason="length" if self.stop_reason == "max_tokens" else None,
+                raw=raw,
+            )
             calls.append(call)
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
         if self.stop_reason is None:
-            findings.append(Finding(kind="no_finish_reason", severity="info",
-                                    message="stream ended without a stop_reason"))
+            findings.append(
+                Finding(
+                    kind="no_finish_reason", severity="info", message="stream ended without a stop_reason"
+                )
+            )
         choice = ParsedChoice(
             index=0,
             content="".join(self._text) or None,
@@ -117,8 +143,14 @@ class AnthropicStreamAccumulator:
             tool_calls=tuple(calls),
             finish_reason=self.stop_reason,
         )
-        return ParsedResponse(format="anthropic-stream", choices=(choice,), findings=tuple(findings),
-                              usage=self.usage or None, response_id=self.response_id, model=self.model)
+        return ParsedResponse(
+            format="anthropic-stream",
+            choices=(choice,),
+            findings=tuple(findings),
+            usage=self.usage or None,
+            response_id=self.response_id,
+            model=self.model,
+        )
 
 
 def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
@@ -135,15 +167,29 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             pending.saw_empty_id = block.get("id") == ""
             pending.name = block.get("name") or None
             raw = block.get("input")
-            calls.append(pending.finalize(
-                batch=batch, findings=findings,
-                raw=raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
-            ))
+            calls.append(
+                pending.finalize(
+                    batch=batch,
+                    findings=findings,
+                    raw=raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
+                )
+            )
         elif kind == "text":
             text.append(block.get("text") or "")
         elif kind == "thinking":
             thinking.append(block.get("thinking") or "")
-    choice = ParsedChoice(index=0, content="".join(text) or None, reasoning="".join(thinking) or None,
-                          tool_calls=tuple(calls), finish_reason=body.get("stop_reason"))
-    return ParsedResponse(format="anthropic", choices=(choice,), findings=tuple(findings),
-                          usage=body.get("usage"), response_id=body.get("id"), model=body.get("model"))
+    choice = ParsedChoice(
+        index=0,
+        content="".join(text) or None,
+        reasoning="".join(thinking) or None,
+        tool_calls=tuple(calls),
+        finish_reason=body.get("stop_reason"),
+    )
+    return ParsedResponse(
+        format="anthropic",
+        choices=(choice,),
+        findings=tuple(findings),
+        usage=body.get("usage"),
+        response_id=body.get("id"),
+        model=body.get("model"),
+    )

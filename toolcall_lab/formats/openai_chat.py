@@ -76,13 +76,12 @@ class ChatCompletionAccumulator:
             if not isinstance(chunk, dict):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
+        choices = chunk.get("choices")
         if self.response_id is None:
             self.response_id = chunk.get("id")
             self.model = chunk.get("model")
-        usage = chunk.get("usage")
-        if usage:
-            self.usage = usage
-        choices = chunk.get("choices")
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
         if not choices:
             return  # Azure prelude, usage-only chunk, keep-alive
         if type(choices) is not list:
@@ -103,19 +102,51 @@ class ChatCompletionAccumulator:
             if delta:
                 if type(delta) is not dict:
                     self._malformed(n, "delta is not an object")
+                    continue
+                calls = delta.get("tool_calls")
+                if calls:
+                    # fast path: the common continuation delta {"index": i, "function": {"arguments": s}}
+                    if len(calls) == 1 and type(calls) is list:
+                        tc = calls[0]
+                        if type(tc) is dict and len(tc) == 2:
+                            call = st.calls.get(tc.get("index"))  # type: ignore[arg-type]
+                            fn = tc.get("function")
+                            if call is not None and type(fn) is dict and len(fn) == 1:
+                                args = fn.get("arguments")
+                                if type(args) is str:
+                                    if args:
+                                        call.pieces.append(args)
+                                        if self.listener is not None:
+                                            self.listener(
+                                                ArgumentsDelta(
+                                                    chunk_index=n,
+                                                    choice_index=ci,
+                                                    call_index=call.index,
+                                                    delta=args,
+                                                )
+                                            )
+                                    if len(delta) > 1:
+                                        self._text(st, delta)
+                                    if choice.get("finish_reason"):
+                                        st.finish_reason = choice["finish_reason"]
+                                    continue
+                    self._tool_deltas(st, calls, n)
+                    if len(delta) > 1:
+                        self._text(st, delta)
                 else:
-                    text = delta.get("content")
-                    if text:
-                        st.content.append(text)
-                    thought = delta.get("reasoning_content") or delta.get("reasoning")
-                    if thought and type(thought) is str:
-                        st.reasoning.append(thought)
-                    calls = delta.get("tool_calls")
-                    if calls:
-                        self._tool_deltas(st, calls, n)
+                    self._text(st, delta)
             finish = choice.get("finish_reason")
             if finish:
                 st.finish_reason = finish
+
+    @staticmethod
+    def _text(st: _Choice, delta: dict[str, Any]) -> None:
+        text = delta.get("content")
+        if text and type(text) is str:
+            st.content.append(text)
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if thought and type(thought) is str:
+            st.reasoning.append(thought)
 
     def _malformed(self, n: int, message: str) -> None:
         self.findings.append(
@@ -158,41 +189,59 @@ class ChatCompletionAccumulator:
                     continue
                 call.pieces.append(args)
                 if self.listener is not None:
-                    self.listener(ArgumentsDelta(chunk_index=n, choice_index=st.index,
-                                                 call_index=call.index, delta=args))
+                    self.listener(
+                        ArgumentsDelta(
+                            chunk_index=n, choice_index=st.index, call_index=call.index, delta=args
+                        )
+                    )
 
     def _start(self, st: _Choice, idx: int, n: int) -> PendingCall:
         if idx > st.max_index + 1 or idx < 0:
             expected = st.max_index + 1
-            self.findings.append(Finding(
-                kind="sparse_index", severity="info", chunk_index=n, choice_index=st.index,
-                call_index=idx,
-                message=f"tool call index {idx} where {expected} was next (sparse indices kept)",
-            ))
+            self.findings.append(
+                Finding(
+                    kind="sparse_index",
+                    severity="info",
+                    chunk_index=n,
+                    choice_index=st.index,
+                    call_index=idx,
+                    message=f"tool call index {idx} where {expected} was next (sparse indices kept)",
+                )
+            )
         call = st.calls[idx] = PendingCall(st.index, idx, n)
         if idx > st.max_index:
             st.max_index = idx
         st.last = call
         if self.listener is not None:
-            self.listener(CallStarted(chunk_index=n, choice_index=st.index, call_index=idx,
-                                      tool_call_id=None, name=None))
+            self.listener(
+                CallStarted(
+                    chunk_index=n, choice_index=st.index, call_index=idx, tool_call_id=None, name=None
+                )
+            )
         return call
 
     def _unindexed(self, st: _Choice, tid: Any, name: Any, n: int) -> PendingCall:
         """A delta without ``index``: a new id, or a name after arguments began, starts a new call."""
         last = st.last
-        new = last is None or (bool(tid) and tid != last.tool_call_id) or (
-            bool(name) and not tid and bool(last.pieces)
+        new = (
+            last is None
+            or (bool(tid) and tid != last.tool_call_id)
+            or (bool(name) and not tid and bool(last.pieces))
         )
         if not new and last is not None:
             return last
         call = self._start(st, st.max_index + 1, n)
-        self.findings.append(Finding(
-            kind="missing_index", severity="info", chunk_index=n, choice_index=st.index,
-            call_index=call.index,
-            message=f"tool call delta without index; treated as call {call.index} "
-            "(a new id or name starts a new call)",
-        ))
+        self.findings.append(
+            Finding(
+                kind="missing_index",
+                severity="info",
+                chunk_index=n,
+                choice_index=st.index,
+                call_index=call.index,
+                message=f"tool call delta without index; treated as call {call.index} "
+                "(a new id or name starts a new call)",
+            )
+        )
         return call
 
     def _same_index_twice(
@@ -201,10 +250,15 @@ class ChatCompletionAccumulator:
         different = call is not None and bool(tid) and bool(call.tool_call_id) and tid != call.tool_call_id
         target = self._start(st, st.max_index + 1, n) if different else call
         what = f"a different id; kept as call {target.index}" if different and target else "continued"
-        self.findings.append(Finding(
-            kind="duplicate_index_in_chunk", chunk_index=n, choice_index=st.index, call_index=idx,
-            message=f"two tool call entries with index {idx} in one chunk ({what})",
-        ))
+        self.findings.append(
+            Finding(
+                kind="duplicate_index_in_chunk",
+                chunk_index=n,
+                choice_index=st.index,
+                call_index=idx,
+                message=f"two tool call entries with index {idx} in one chunk ({what})",
+            )
+        )
         return target
 
     def _header(self, call: PendingCall, tid: Any, name: Any, n: int) -> None:
@@ -212,18 +266,29 @@ class ChatCompletionAccumulator:
             if call.tool_call_id is None:
                 call.tool_call_id = str(tid)
                 if self.listener is not None:
-                    self.listener(CallStarted(chunk_index=n, choice_index=call.choice_index,
-                                              call_index=call.index, tool_call_id=call.tool_call_id,
-                                              name=call.name))
+                    self.listener(
+                        CallStarted(
+                            chunk_index=n,
+                            choice_index=call.choice_index,
+                            call_index=call.index,
+                            tool_call_id=call.tool_call_id,
+                            name=call.name,
+                        )
+                    )
             elif tid == call.tool_call_id:
                 call.repeated_header = True
             else:
-                self.findings.append(Finding(
-                    kind="id_changed", chunk_index=n, choice_index=call.choice_index,
-                    call_index=call.index, tool_call_id=call.tool_call_id,
-                    message=f"call {call.index}: id changed from {call.tool_call_id!r} to {tid!r}; "
-                    "kept the first",
-                ))
+                self.findings.append(
+                    Finding(
+                        kind="id_changed",
+                        chunk_index=n,
+                        choice_index=call.choice_index,
+                        call_index=call.index,
+                        tool_call_id=call.tool_call_id,
+                        message=f"call {call.index}: id changed from {call.tool_call_id!r} to {tid!r}; "
+                        "kept the first",
+                    )
+                )
         elif tid == "":
             call.saw_empty_id = True
         if name:
@@ -232,12 +297,17 @@ class ChatCompletionAccumulator:
             elif name == call.name:
                 call.repeated_header = True
             else:
-                self.findings.append(Finding(
-                    kind="name_changed", chunk_index=n, choice_index=call.choice_index,
-                    call_index=call.index, tool_call_id=call.tool_call_id,
-                    message=f"call {call.index}: name changed from {call.name!r} to {name!r}; "
-                    "kept the first",
-                ))
+                self.findings.append(
+                    Finding(
+                        kind="name_changed",
+                        chunk_index=n,
+                        choice_index=call.choice_index,
+                        call_index=call.index,
+                        tool_call_id=call.tool_call_id,
+                        message=f"call {call.index}: name changed from {call.name!r} to {name!r}; "
+                        "kept the first",
+                    )
+                )
 
     # -- results ---------------------------------------------------------------------------------
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
@@ -257,32 +327,47 @@ class ChatCompletionAccumulator:
         for ci in sorted(self._choices):
             st = self._choices[ci]
             if st.finish_reason is None:
-                findings.append(Finding(
-                    kind="no_finish_reason", severity="info", choice_index=ci,
-                    message=f"choice {ci}: stream ended without a finish_reason",
-                ))
+                findings.append(
+                    Finding(
+                        kind="no_finish_reason",
+                        severity="info",
+                        choice_index=ci,
+                        message=f"choice {ci}: stream ended without a finish_reason",
+                    )
+                )
             elif st.finish_reason == "length":
-                findings.append(Finding(
-                    kind="length_finish", choice_index=ci,
-                    message=f"choice {ci}: finish_reason 'length' (output cut at the token limit)",
-                ))
+                findings.append(
+                    Finding(
+                        kind="length_finish",
+                        choice_index=ci,
+                        message=f"choice {ci}: finish_reason 'length' (output cut at the token limit)",
+                    )
+                )
             calls: list[ToolCall] = []
             for idx in sorted(st.calls):
-                call = st.calls[idx].finalize(batch=self.batch, findings=findings,
-                                              finish_reason=st.finish_reason)
+                call = st.calls[idx].finalize(
+                    batch=self.batch, findings=findings, finish_reason=st.finish_reason
+                )
                 calls.append(call)
                 if self.listener is not None:
                     self.listener(CallFinished(call=call))
-            choices.append(ParsedChoice(
-                index=ci,
-                content="".join(st.content) if st.content else None,
-                reasoning="".join(st.reasoning) if st.reasoning else None,
-                tool_calls=tuple(calls),
-                finish_reason=st.finish_reason,
-            ))
-        return ParsedResponse(format="openai-chat-stream", choices=tuple(choices),
-                              findings=tuple(findings), usage=self.usage,
-                              response_id=self.response_id, model=self.model)
+            choices.append(
+                ParsedChoice(
+                    index=ci,
+                    content="".join(st.content) if st.content else None,
+                    reasoning="".join(st.reasoning) if st.reasoning else None,
+                    tool_calls=tuple(calls),
+                    finish_reason=st.finish_reason,
+                )
+            )
+        return ParsedResponse(
+            format="openai-chat-stream",
+            choices=tuple(choices),
+            findings=tuple(findings),
+            usage=self.usage,
+            response_id=self.response_id,
+            model=self.model,
+        )
 
 
 def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
@@ -307,23 +392,35 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             pending.name = fn.get("name") or None
             args = fn.get("arguments")
             if isinstance(args, dict):  # some servers send an object; keep it, but say so
-                findings.append(Finding(
-                    kind="malformed_chunk", choice_index=ci, call_index=pending.index,
-                    message=f"call {pending.index}: arguments sent as an object, not a string; "
-                    "serialised compactly",
-                ))
+                findings.append(
+                    Finding(
+                        kind="malformed_chunk",
+                        choice_index=ci,
+                        call_index=pending.index,
+                        message=f"call {pending.index}: arguments sent as an object, not a string; "
+                        "serialised compactly",
+                    )
+                )
                 args = compact_json(args)
             pending.pieces = [args] if isinstance(args, str) else []
-            calls.append(pending.finalize(batch=batch, findings=findings,
-                                          finish_reason=choice.get("finish_reason")))
+            calls.append(
+                pending.finalize(batch=batch, findings=findings, finish_reason=choice.get("finish_reason"))
+            )
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        choices.append(ParsedChoice(
-            index=ci,
-            content=message.get("content"),
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-            tool_calls=tuple(sorted(calls, key=lambda c: c.index)),
-            finish_reason=choice.get("finish_reason"),
-        ))
-    return ParsedResponse(format="openai-chat", choices=tuple(choices), findings=tuple(findings),
-                          usage=body.get("usage"), response_id=body.get("id"),
-                          model=body.get("model"))
+        choices.append(
+            ParsedChoice(
+                index=ci,
+                content=message.get("content"),
+                reasoning=reasoning if isinstance(reasoning, str) else None,
+                tool_calls=tuple(sorted(calls, key=lambda c: c.index)),
+                finish_reason=choice.get("finish_reason"),
+            )
+        )
+    return ParsedResponse(
+        format="openai-chat",
+        choices=tuple(choices),
+        findings=tuple(findings),
+        usage=body.get("usage"),
+        response_id=body.get("id"),
+        model=body.get("model"),
+    )

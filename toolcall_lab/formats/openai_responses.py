@@ -51,13 +51,15 @@ class ResponsesStreamAccumulator:
             call = self._item(event)
             piece = event.get("delta") or ""
             if call is None:
-                self.findings.append(Finding(kind="orphan_delta", chunk_index=n,
-                                             message="arguments delta for an unknown item"))
+                self.findings.append(
+                    Finding(kind="orphan_delta", chunk_index=n, message="arguments delta for an unknown item")
+                )
             elif piece:
                 call.pieces.append(piece)
                 if self.listener is not None:
-                    self.listener(ArgumentsDelta(chunk_index=n, choice_index=0,
-                                                 call_index=call.index, delta=piece))
+                    self.listener(
+                        ArgumentsDelta(chunk_index=n, choice_index=0, call_index=call.index, delta=piece)
+                    )
         elif kind == "response.output_text.delta":
             self._text.append(event.get("delta") or "")
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
@@ -75,8 +77,15 @@ class ResponsesStreamAccumulator:
                 self._items.setdefault(f"#{event.get('output_index')}", call)
                 self._calls.append(call)
                 if self.listener is not None:
-                    self.listener(CallStarted(chunk_index=n, choice_index=0, call_index=call.index,
-                                              tool_call_id=call.tool_call_id, name=call.name))
+                    self.listener(
+                        CallStarted(
+                            chunk_index=n,
+                            choice_index=0,
+                            call_index=call.index,
+                            tool_call_id=call.tool_call_id,
+                            name=call.name,
+                        )
+                    )
         elif kind == "response.function_call_arguments.done":
             call = self._item(event)
             if call is not None and isinstance(event.get("arguments"), str):
@@ -86,8 +95,12 @@ class ResponsesStreamAccumulator:
             call = self._items.get(item.get("id") or f"#{event.get('output_index')}")
             if call is not None and isinstance(item.get("arguments"), str):
                 self._done_args.setdefault(call.index, item["arguments"])
-        elif kind in ("response.created", "response.in_progress", "response.completed",
-                      "response.incomplete"):
+        elif kind in (
+            "response.created",
+            "response.in_progress",
+            "response.completed",
+            "response.incomplete",
+        ):
             response = event.get("response") or {}
             self.response_id = response.get("id") or self.response_id
             self.model = response.get("model") or self.model
@@ -106,14 +119,28 @@ class ResponsesStreamAccumulator:
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
         if self.status is None:
-            findings.append(Finding(kind="no_finish_reason", severity="info",
-                                    message="stream ended without response.completed"))
-        choice = ParsedChoice(index=0, content="".join(self._text) or None,
-                              reasoning="".join(self._reasoning) or None, tool_calls=tuple(calls),
-                              finish_reason=self.status)
-        return ParsedResponse(format="openai-responses-stream", choices=(choice,),
-                              findings=tuple(findings), usage=self.usage,
-                              response_id=self.response_id, model=self.model)
+            findings.append(
+                Finding(
+                    kind="no_finish_reason",
+                    severity="info",
+                    message="stream ended without response.completed",
+                )
+            )
+        choice = ParsedChoice(
+            index=0,
+            content="".join(self._text) or None,
+            reasoning="".join(self._reasoning) or None,
+            tool_calls=tuple(calls),
+            finish_reason=self.status,
+        )
+        return ParsedResponse(
+            format="openai-responses-stream",
+            choices=(choice,),
+            findings=tuple(findings),
+            usage=self.usage,
+            response_id=self.response_id,
+            model=self.model,
+        )
 
 
 def split_responses(events: Iterable[Mapping[str, Any]], *, batch: int = 0) -> list[ParsedResponse]:
@@ -144,8 +171,9 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
             pending.saw_empty_id = item.get("call_id") == ""
             pending.name = item.get("name") or None
             args = item.get("arguments")
-            calls.append(pending.finalize(batch=batch, findings=findings,
-                                          raw=args if isinstance(args, str) else ""))
+            calls.append(
+                pending.finalize(batch=batch, findings=findings, raw=args if isinstance(args, str) else "")
+            )
         elif kind == "message":
             for part in item.get("content") or []:
                 if part.get("type") == "output_text":
@@ -153,7 +181,18 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
         elif kind == "reasoning":
             for part in item.get("summary") or []:
                 reasoning.append(part.get("text") or "")
-    choice = ParsedChoice(index=0, content="".join(text) or None, reasoning="".join(reasoning) or None,
-                          tool_calls=tuple(calls), finish_reason=body.get("status"))
-    return ParsedResponse(format="openai-responses", choices=(choice,), findings=tuple(findings),
-                          usage=body.get("usage"), response_id=body.get("id"), model=body.get("model"))
+    choice = ParsedChoice(
+        index=0,
+        content="".join(text) or None,
+        reasoning="".join(reasoning) or None,
+        tool_calls=tuple(calls),
+        finish_reason=body.get("status"),
+    )
+    return ParsedResponse(
+        format="openai-responses",
+        choices=(choice,),
+        findings=tuple(findings),
+        usage=body.get("usage"),
+        response_id=body.get("id"),
+        model=body.get("model"),
+    )

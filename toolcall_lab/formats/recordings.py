@@ -21,8 +21,17 @@ from toolcall_lab.formats.sse import decode_payload, iter_sse_payloads
 from toolcall_lab.messages import ParsedResponse
 
 WireFormat = Literal["openai-chat", "anthropic", "openai-responses"]
-_ANTHROPIC_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
-                               "content_block_stop", "message_delta", "message_stop", "ping"})
+_ANTHROPIC_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
 
 
 def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
@@ -142,11 +151,15 @@ def read_recording(path: str | Path) -> Recording:
         raise UnknownFormatError(f"{p}: cannot read: {exc}") from exc
     name = p.name
     if name.endswith(".sse"):
-        return Recording(path=str(p), container="sse",
-                         exchanges=(_stream_exchange(list(iter_sse_payloads(text))),))
+        return Recording(
+            path=str(p), container="sse", exchanges=(_stream_exchange(list(iter_sse_payloads(text))),)
+        )
     if name.endswith(".jsonl"):
-        return Recording(path=str(p), container="chunks-jsonl",
-                         exchanges=(_stream_exchange(_jsonl_payloads(text.splitlines())),))
+        return Recording(
+            path=str(p),
+            container="chunks-jsonl",
+            exchanges=(_stream_exchange(_jsonl_payloads(text.splitlines())),),
+        )
     if name.endswith((".yaml", ".yml")):
         import yaml
 
@@ -160,20 +173,30 @@ def read_recording(path: str | Path) -> Recording:
             raw = response.get("parsed_body")
             if raw is None:
                 raw = (response.get("body") or {}).get("string", "")
-            items.append(_body_exchange(raw, request=request.get("parsed_body"),
-                                            response_headers=_headers(response.get("headers"))))
+            items.append(
+                _body_exchange(
+                    raw,
+                    request=request.get("parsed_body"),
+                    response_headers=_headers(response.get("headers")),
+                )
+            )
         return Recording(path=str(p), container="cassette", exchanges=tuple(items))
     if name.endswith(".json"):
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SSEDecodeError(f"{p}: not JSON ({exc.msg})", line_number=exc.lineno,
-                                 line=text.splitlines()[exc.lineno - 1] if text else "") from None
+            raise SSEDecodeError(
+                f"{p}: not JSON ({exc.msg})",
+                line_number=exc.lineno,
+                line=text.splitlines()[exc.lineno - 1] if text else "",
+            ) from None
         if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "response" in doc[0]:
             exchanges = tuple(
-                _body_exchange((x["response"] or {}).get("body") or {},
-                               request=(x.get("request") or {}).get("body"),
-                               response_headers=_headers((x["response"] or {}).get("headers")))
+                _body_exchange(
+                    (x["response"] or {}).get("body") or {},
+                    request=(x.get("request") or {}).get("body"),
+                    response_headers=_headers((x["response"] or {}).get("headers")),
+                )
                 for x in doc
             )
             return Recording(path=str(p), container="exchanges", exchanges=exchanges)

@@ -1,0 +1,105 @@
+"""Time for runs: the event loop's clock, and a virtual event loop on which waiting costs nothing.
+
+The loop, the modes and the replay models only ever call ``asyncio.sleep`` and read
+``loop.time()``. On `VirtualEventLoop`, ``time()`` is a counter that jumps straight to the next
+scheduled timer whenever nothing is ready, so a replay with seconds of recorded latency runs in
+milliseconds and gives identical timings run after run.
+
+Limits of the virtual clock (it is for fully simulated runs):
+- real I/O is not simulated: a socket read under a timeout can time out spuriously, because virtual
+  time jumps over the wait. Do not mix network calls into a virtual run.
+- sync tools (``asyncio.to_thread`` / ``run_in_executor``) run inline and take zero virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import selectors
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def now() -> float:
+    """The running loop's clock (virtual on `VirtualEventLoop`)."""
+    return asyncio.get_running_loop().time()
+
+
+class _VirtualSelector(selectors.DefaultSelector):
+    """A selector that polls real file descriptors without waiting and advances virtual time instead."""
+
+    loop: VirtualEventLoop
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready: list[tuple[selectors.SelectorKey, int]] = super().select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:
+            # nothing scheduled and nothing ready: only real I/O (another thread) can wake us
+            blocked: list[tuple[selectors.SelectorKey, int]] = super().select(None)
+            return blocked
+        self.loop.advance(timeout)
+        return []
+
+
+class VirtualEventLoop(asyncio.SelectorEventLoop):
+    """An asyncio event loop whose clock is virtual: sleeping advances time instantly."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        selector = _VirtualSelector()
+        selector.loop = self
+        super().__init__(selector)
+        self._virtual_now = start
+
+    def time(self) -> float:
+        return self._virtual_now
+
+    def advance(self, seconds: float) -> None:
+        """Move virtual time forward (to the next timer exactly when one is due)."""
+        target = self._virtual_now + seconds
+        scheduled = getattr(self, "_scheduled", None)
+        if scheduled:
+            target = max(target, scheduled[0].when())
+        self._virtual_now = target
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
+        """Run sync work inline: zero virtual time, and no thread racing the virtual clock."""
+        future: asyncio.Future[T] = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except BaseException as exc:  # delivered to the awaiting coroutine, like an executor would
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            future.set_exception(exc)
+        return future
+
+
+def run_virtual(main: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion on a fresh `VirtualEventLoop`.
+
+    Works from a notebook too: inside a running event loop it runs in a helper thread (virtual runs
+    take milliseconds, so the cell blocks only that long).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_on_virtual_loop(main)
+    ctx = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="toolcall-lab-virtual") as pool:
+        return pool.submit(ctx.run, _run_on_virtual_loop, main).result()
+
+
+def _run_on_virtual_loop(main: Coroutine[Any, Any, T]) -> T:
+    loop = VirtualEventLoop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()

@@ -1,0 +1,106 @@
+"""The typed event stream of a run; every event carries the run clock's timestamp (`at`).
+
+In parallel mode the batch's ACTION events all come first, then its OBSERVATION events in batch order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolcall_lab.messages import ToolCall
+from toolcall_lab.records import ToolExecution
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundStarted:
+    kind: Literal["round_started"] = "round_started"
+    at: float
+    round_index: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequested:
+    kind: Literal["model_request"] = "model_request"
+    at: float
+    round_index: int
+    n_messages: int
+    tools_offered: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponded:
+    kind: Literal["model_response"] = "model_response"
+    at: float
+    round_index: int
+    ttfc_s: float | None
+    latency_s: float
+    n_tool_calls: int
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Thought:
+    kind: Literal["thought"] = "thought"
+    at: float
+    round_index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    kind: Literal["action"] = "action"
+    at: float
+    round_index: int
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observation:
+    kind: Literal["observation"] = "observation"
+    at: float
+    round_index: int
+    execution: ToolExecution
+
+    @property
+    def duration_s(self) -> float:
+        return self.execution.duration_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinalAnswer:
+    kind: Literal["final_answer"] = "final_answer"
+    at: float
+    round_index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent:
+    kind: Literal["error"] = "error"
+    at: float
+    round_index: int | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    kind: Literal["run_finished"] = "run_finished"
+    at: float
+    status: str
+    reason: str
+
+
+RunEvent = (
+    RoundStarted
+    | ModelRequested
+    | ModelResponded
+    | Thought
+    | Action
+    | Observation
+    | FinalAnswer
+    | ErrorEvent
+    | RunFinished
+)
+EventListener = Callable[[RunEvent], Any]

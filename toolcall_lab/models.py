@@ -1,0 +1,205 @@
+"""The model boundary: a protocol, and a strict scripted model for tests and teaching.
+
+A model streams OpenAI chat-completion chunks (dicts) for a request; it may instead yield one whole
+``chat.completion`` body. The loop times and parses what arrives, so every model gets the same
+treatment: the scripted one here, the replay model (`toolcall_lab.replay`) and the ``openai`` client
+adapter (`toolcall_lab.openai_model`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from toolcall_lab.exceptions import ScriptError, UsageError
+from toolcall_lab.messages import ToolCall
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """What the loop asks of the model for one round."""
+
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...] | None
+    round_index: int
+    batch: int
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that streams chat-completion chunks for a request."""
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]: ...
+
+
+ScriptedCall = ToolCall | tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptedResponse:
+    """One scripted model turn: text and/or tool calls, with the time it takes.
+
+    Args:
+        content: assistant text (None for none).
+        tool_calls: calls as ``(name, arguments)`` or ``(name, arguments, tool_call_id)``; arguments
+            are a dict (serialised) or a raw string (sent as is, so broken JSON can be scripted).
+            Without an id the call gets ``call_{batch}_{index}``.
+        latency_s: seconds from request to the last chunk; ttfc_s: to the first chunk (default: a
+            quarter of the latency).
+    """
+
+    content: str | None = None
+    tool_calls: tuple[ScriptedCall, ...] = ()
+    reasoning: str | None = None
+    latency_s: float = 0.0
+    ttfc_s: float | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.latency_s < 0 or (self.ttfc_s is not None and not 0 <= self.ttfc_s <= self.latency_s):
+            raise UsageError(
+                f"ScriptedResponse latency_s={self.latency_s!r}, ttfc_s={self.ttfc_s!r}: "
+                "need 0 <= ttfc_s <= latency_s"
+            )
+
+    def chunks(self, batch: int) -> list[dict[str, Any]]:
+        """The chat-completion chunks this turn streams as."""
+        calls = []
+        for i, item in enumerate(self.tool_calls):
+            if isinstance(item, ToolCall):
+                calls.append((item.tool_call_id, item.name, item.arguments))
+                continue
+            name, args = item[0], item[1]
+            cid = item[2] if len(item) > 2 else f"call_{batch}_{i}"
+            calls.append((cid, name, args if isinstance(args, str) else json.dumps(args)))
+        return response_chunks(
+            content=self.content,
+            reasoning=self.reasoning,
+            calls=calls,
+            finish_reason=self.finish_reason or ("tool_calls" if calls else "stop"),
+            usage=self.usage,
+            response_id=f"chatcmpl-scripted-{batch}",
+        )
+
+    def offsets(self, n: int) -> list[float]:
+        """Arrival offsets for `n` chunks: the first at ttfc, the rest spread evenly to the latency."""
+        ttfc = self.latency_s / 4 if self.ttfc_s is None else self.ttfc_s
+        if n <= 1:
+            return [self.latency_s] * n
+        step = (self.latency_s - ttfc) / (n - 1)
+        return [ttfc + i * step for i in range(n - 1)] + [self.latency_s]
+
+
+def response_chunks(
+    *,
+    content: str | None,
+    calls: Sequence[tuple[str, str, str]],
+    reasoning: str | None = None,
+    finish_reason: str = "stop",
+    usage: dict[str, Any] | None = None,
+    response_id: str = "chatcmpl-scripted",
+    model: str = "scripted",
+) -> list[dict[str, Any]]:
+    """Chat-completion chunks for a response: role/text, reasoning, one header + one args delta per call."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": response_id,
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    out = [chunk({"role": "assistant", "content": content or ""})]
+    if reasoning:
+        out.insert(0, chunk({"role": "assistant", "reasoning_content": reasoning}))
+    for i, (cid, name, args) in enumerate(calls):
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        if args:
+            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args}}]}))
+    out.append(chunk({}, finish_reason))
+    if usage:
+        out.append(
+            {
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+        )
+    return out
+
+
+ScriptStep = ScriptedResponse | str | Callable[[ModelRequest], "ScriptedResponse | str"]
+
+
+class ScriptedModel:
+    """A strict model that plays a script: one step per model call.
+
+    A step is a `ScriptedResponse`, a plain string (a final text answer), or a function of the
+    request returning one of those. Calling it more often than scripted raises `ScriptError`;
+    `assert_consumed()` raises when steps were left unused.
+    """
+
+    def __init__(self, steps: Sequence[ScriptStep], *, name: str = "scripted") -> None:
+        self.name = name
+        self.steps = list(steps)
+        self.requests: list[ModelRequest] = []
+
+    def _step(self, request: ModelRequest) -> ScriptedResponse:
+        if len(self.requests) >= len(self.steps):
+            raise ScriptError(
+                f"{self.name}: script has {len(self.steps)} step(s) but the model was "
+                f"called a {len(self.requests) + 1}th time (round {request.round_index}); "
+                "add a step or lower max_rounds"
+            )
+        self.requests.append(request)
+        step = self.steps[len(self.requests) - 1]
+        if callable(step) and not isinstance(step, ScriptedResponse):
+            step = step(request)
+        if isinstance(step, str):
+            step = ScriptedResponse(content=step)
+        return step
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]:
+        step = self._step(request)
+        chunks = step.chunks(request.batch)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for offset, payload in zip(step.offsets(len(chunks)), chunks, strict=True):
+            delay = start + offset - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            yield payload
+
+    def assert_consumed(self) -> None:
+        """Raise `ScriptError` when scripted steps were never used."""
+        left = len(self.steps) - len(self.requests)
+        if left:
+            raise ScriptError(
+                f"{self.name}: {left} scripted step(s) left unused after {len(self.requests)} model call(s)"
+            )
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel({self.name!r}, {len(self.requests)}/{len(self.steps)} steps used)"

@@ -1,0 +1,191 @@
+"""Tool registry: plain functions (sync or async) -> OpenAI function schemas, with per-tool timeouts.
+
+Schemas come from type hints and Google-style docstrings, or are given explicitly, and can be passed
+as ``tools=`` to the ``openai`` client. Sync functions run in a worker thread so they never block the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union, get_args, get_origin
+
+from toolcall_lab.exceptions import UsageError
+
+ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+_SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+
+
+def json_schema_for(annotation: Any) -> dict[str, Any]:
+    """A JSON schema for a Python type hint (the common subset tools use)."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return {}
+    if annotation in _SIMPLE:
+        return {"type": _SIMPLE[annotation]}
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (list, tuple, set, frozenset, typing.Sequence, Iterable):
+        item = json_schema_for(args[0]) if args else {}
+        return {"type": "array", "items": item}
+    if origin is dict or annotation is dict:
+        return {"type": "object"}
+    if annotation is list:
+        return {"type": "array"}
+    if origin in (Union, types.UnionType):
+        options = [json_schema_for(a) for a in args if a is not type(None)]
+        schema = options[0] if len(options) == 1 else {"anyOf": options}
+        return schema
+    return {}
+
+
+def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Summary and per-argument descriptions from a Google-style docstring."""
+    if not doc:
+        return "", {}
+    doc = inspect.cleandoc(doc)
+    summary = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    params: dict[str, str] = {}
+    section = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?)+)", doc, re.M)
+    if section:
+        current = None
+        for line in section.group(1).splitlines():
+            m = re.match(r"\s+(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
+            if m and (current is None or len(line) - len(line.lstrip()) <= 4):
+                current = m.group(1)
+                params[current] = m.group(2).strip()
+            elif current:
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    return summary, params
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A callable the model may call, with its schema and timeout."""
+
+    name: str
+    function: ToolFunction
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
+            raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise UsageError(f"Tool.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no limit")
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools=`` entry."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    async def invoke(self, arguments: dict[str, Any]) -> Any:
+        """Call the function; sync functions run in a worker thread."""
+        if self.is_async:
+            return await self.function(**arguments)
+        return await asyncio.to_thread(self.function, **arguments)
+
+
+def tool_from_function(
+    function: ToolFunction,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
+) -> Tool:
+    """Build a `Tool`, deriving the schema from hints and docstring unless `parameters` is given."""
+    summary, arg_docs = _doc_parts(function.__doc__)
+    if parameters is None:
+        hints = typing.get_type_hints(function)
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        for pname, param in inspect.signature(function).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            schema = json_schema_for(hints.get(pname, param.annotation))
+            if pname in arg_docs:
+                schema = {**schema, "description": arg_docs[pname]}
+            props[pname] = schema
+            if param.default is inspect.Parameter.empty:
+                required.append(pname)
+        parameters = {"type": "object", "properties": props, "required": required}
+    return Tool(
+        name=name or function.__name__,
+        function=function,
+        description=description if description is not None else summary,
+        parameters=parameters,
+        timeout_s=timeout_s,
+    )
+
+
+class ToolRegistry:
+    """The tools offered to a model, by name. Use `register` as a decorator or call it directly."""
+
+    def __init__(self, tools: Iterable[Tool | ToolFunction] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item if isinstance(item, Tool) else tool_from_function(item))
+
+    def add(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise UsageError(f"a tool named {tool.name!r} is already registered; names must be unique")
+        self._tools[tool.name] = tool
+        return tool
+
+    def register(
+        self,
+        function: ToolFunction | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Register a function: ``@registry.register`` or ``@registry.register(timeout_s=2)``."""
+
+        def decorate(fn: ToolFunction) -> ToolFunction:
+            self.add(
+                tool_from_function(
+                    fn, name=name, description=description, parameters=parameters, timeout_s=timeout_s
+                )
+            )
+            return fn
+
+        return decorate(function) if function is not None else decorate
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """All schemas, for ``tools=`` in a chat completions request."""
+        return [t.schema() for t in self._tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({', '.join(self._tools)})"
