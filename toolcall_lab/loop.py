@@ -214,11 +214,12 @@ class _Run:
     def finish_with_answer(self, rnd: Round) -> None:
         text = rnd.assistant_message.get("content")
         if not text and not rnd.tool_calls:
-            self.stop(
-                "failed",
-                "empty_response",
-                f"round {rnd.round_index}: the model returned no text and no tool calls",
+            why = (
+                "only tool calls, which were ignored (no tools offered)"
+                if rnd.findings and rnd.final
+                else ("no text and no tool calls")
             )
+            self.stop("failed", "empty_response", f"round {rnd.round_index}: the model returned {why}")
             return
         self.final_answer = text
         self.emit(FinalAnswer(at=self.now(), round_index=rnd.round_index, text=text or ""))

@@ -81,7 +81,7 @@ def validate_messages(messages: Sequence[dict[str, Any]]) -> list[ProtocolViolat
                         kind="orphan_tool_message",
                         message_index=i,
                         tool_call_id=cid,
-                        message=f"message {i} (tool) answers {cid!r}, which no preceding assistant message called",
+                        message=f"message {i} (tool) answers {cid!r}, which no earlier assistant call made",
                     )
                 )
             continue
