@@ -1,13 +1,178 @@
-"""Subcommands that run things (replay, bench, validate, ...); filled in as those parts land."""
+"""Subcommands that load, replay, record, import and generate traces."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
+from pathlib import Path
 from typing import Any
+
+from toolcall_lab.exceptions import UsageError
+from toolcall_lab.records import MODES
+
+
+def _modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
+    return modes
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from toolcall_lab.trace_files import iter_trace_paths, validate
+
+    worst = 0
+    for path in iter_trace_paths(args.paths):
+        try:
+            trace, warnings = validate(path)
+        except Exception as exc:  # report every file, then fail
+            print(f"ERROR {path}: {exc}", file=sys.stderr)
+            worst = 2
+            continue
+        print(f"ok    {path}: {trace!r}")
+        for w in warnings:
+            print(f"  warning: {w}")
+            worst = max(worst, 1 if args.strict else 0)
+    return worst
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from toolcall_lab.replay import replay
+    from toolcall_lab.trace_files import load
+
+    trace = load(args.path)
+    result = replay(trace, args.mode, virtual=not args.real_time, round_trip_s=args.round_trip)
+    clock = "real" if args.real_time else "virtual"
+    print(f"{trace!r}\nreplayed as {args.mode} on the {clock} clock: {result!r}")
+    for r in result.rounds:
+        calls = " ".join(f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions)
+        mc = r.model_call
+        print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
+    if args.out:
+        from toolcall_lab.trace import Trace
+        from toolcall_lab.trace_files import save
+
+        save(Trace.from_run(result, trace.metadata), args.out)
+    return 0
+
+
+def _load_tools(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    if not attr:
+        raise UsageError(f"--tools {spec!r}: use MODULE:ATTRIBUTE, e.g. mypkg.tools:registry")
+    return getattr(importlib.import_module(module), attr)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    from toolcall_lab.openai_model import OpenAIModel
+    from toolcall_lab.record import record
+    from toolcall_lab.trace_files import save
+
+    client = AsyncOpenAI(base_url=args.base_url) if args.base_url else AsyncOpenAI()
+    model = OpenAIModel(args.model, client, parallel_tool_calls=args.parallel_tool_calls)
+    trace = asyncio.run(
+        record(
+            model,
+            _load_tools(args.tools),
+            args.prompt,
+            title=args.title or args.prompt[:60],
+            provider=args.provider,
+            source=str(client.base_url),
+            mode=args.mode,
+            max_rounds=args.max_rounds,
+        )
+    )
+    save(trace, args.out)
+    print(f"recorded {trace!r} -> {args.out}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from toolcall_lab import importers
+    from toolcall_lab.trace_files import save
+
+    src = Path(args.source)
+    if args.kind == "tau-bench":
+        traces = importers.import_tau_bench(src, limit=args.limit)
+    elif args.kind == "bfcl":
+        answers = src.parent / f"possible_answer_{src.name}"
+        traces = importers.import_bfcl(src, answers, limit=args.limit)
+    else:
+        traces = [importers.import_recording(src)]
+    out = Path(args.out)
+    for i, trace in enumerate(traces):
+        name = (
+            f"{src.stem.split('.')[0]}_{i:04d}.json" if len(traces) > 1 else f"{src.name.split('.')[0]}.json"
+        )
+        save(trace, out / name)
+    print(f"imported {len(traces)} trace(s) from {src} into {out}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from toolcall_lab.scenarios import SCENARIOS, generate_corpus
+    from toolcall_lab.trace_files import save
+
+    out = Path(args.out)
+    if args.scenarios:
+        for name, scenario in SCENARIOS.items():
+            save(scenario.record(), out / f"{name}.json")
+        print(f"wrote {len(SCENARIOS)} scenario traces to {out}")
+    else:
+        for i, trace in enumerate(generate_corpus(args.n, args.seed)):
+            save(trace, out / f"gen_{args.seed}_{i:04d}.json")
+        print(f"wrote {args.n} generated traces (seed {args.seed}) to {out}")
+    return 0
 
 
 def register(sub: Any) -> None:
-    del sub
+    p = sub.add_parser("validate", help="check trace files (exit 2 if any is unusable)")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser("replay", help="replay a trace under a mode (virtual clock unless --real-time)")
+    p.add_argument("path")
+    p.add_argument("--mode", default="parallel", choices=MODES)
+    p.add_argument("--real-time", action="store_true")
+    p.add_argument(
+        "--round-trip", type=float, default=0.0, help="serialized mode: client round trip, seconds"
+    )
+    p.add_argument("--out", help="save the replayed run as a trace")
+    p.set_defaults(func=cmd_replay)
 
-__all__ = ["argparse", "register"]
+    p = sub.add_parser("record", help="record a live run against an OpenAI-compatible endpoint")
+    p.add_argument("--model", required=True)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--tools", required=True, help="MODULE:ATTRIBUTE of a ToolRegistry or list of functions")
+    p.add_argument("--base-url", help="default: OPENAI_BASE_URL or api.openai.com; key from OPENAI_API_KEY")
+    p.add_argument("--mode", default="parallel", choices=MODES)
+    p.add_argument("--max-rounds", type=int, default=10)
+    p.add_argument("--parallel-tool-calls", type=lambda s: s.lower() == "true", default=None)
+    p.add_argument("--provider")
+    p.add_argument("--title")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("import", help="turn a real public recording into trace files")
+    p.add_argument("kind", choices=["recording", "tau-bench", "bfcl"])
+    p.add_argument("source")
+    p.add_argument("--out", required=True)
+    p.add_argument("--limit", type=int)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("generate", help="write the scripted scenarios or a seeded benchmark corpus")
+    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--scenarios", action="store_true", help="the design-document scenarios instead of a corpus"
+    )
+    p.add_argument("--n", type=int, default=300)
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=cmd_generate)
+    _ = _modes

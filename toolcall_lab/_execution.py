@@ -6,17 +6,22 @@ cancellation.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolcall_lab.exceptions import ReplayDivergenceError
 from toolcall_lab.messages import InvalidArguments, ToolCall
 from toolcall_lab.records import CallStatus, ToolExecution
-from toolcall_lab.tools import ToolRegistry
+from toolcall_lab.tools import ToolOutcome, ToolRegistry
 
 Approval = bool | str | None
+
+current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("current_tool_call")
+"""The call a tool function is running for (lets replayed tools answer by tool_call_id)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,15 +172,19 @@ class Executor:
         await call_hook(self.hooks.on_tool_start, call)
         started = self.now()
         status: CallStatus = "ok"
+        current_tool_call.set(call)
         try:
             if tool.timeout_s is None:
                 value = await tool.invoke(call.args or {})
             else:
                 value = await asyncio.wait_for(tool.invoke(call.args or {}), tool.timeout_s)
-            text = result_text(value)
+            if isinstance(value, ToolOutcome):
+                status, text = value.status, value.text
+            else:
+                text = result_text(value)
         except TimeoutError:
             status, text = "timeout", f"Error: tool {call.name!r} timed out after {tool.timeout_s} s."
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ReplayDivergenceError):
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             status, text = "error", f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"

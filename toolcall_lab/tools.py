@@ -67,6 +67,18 @@ def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutcome:
+    """A tool's result with an explicit status: the text is sent verbatim, the status recorded.
+
+    Return it from a tool to report a failure without raising (replayed tools use it to reproduce
+    recorded errors and timeouts exactly).
+    """
+
+    text: str
+    status: Literal["ok", "error", "timeout"] = "ok"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tool:
     """A callable the model may call, with its schema and timeout."""
 

@@ -1,0 +1,107 @@
+"""Replay: exact virtual timings per mode, determinism, divergence detection, real vs virtual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import pytest
+
+from toolcall_lab.exceptions import ReplayDivergenceError
+from toolcall_lab.protocol import validate_messages
+from toolcall_lab.replay import replay, replay_tools
+from toolcall_lab.scenarios import SCENARIOS
+
+
+def timings(result):
+    return [
+        (
+            r.round_index,
+            r.model_call.started_at,
+            r.model_call.ended_at,
+            tuple((e.tool_call_id, e.status, e.started_at, e.ended_at) for e in r.executions),
+        )
+        for r in result.rounds
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "wall"),
+    [
+        ("parallel", 0.8 + 0.8 + 0.8),  # model, slowest of 0.5/0.8/0.3, final
+        ("sequential", 0.8 + 1.6 + 0.8),  # design doc: 0.5 + 0.8 + 0.3 = 1.6 s of tools
+        ("serialized", 0.8 + 1.6 + 3 * 0.05 + 0.8),
+        ("first_only", 0.8 + 0.5 + 0.8),
+    ],
+)
+def test_weather_news_stock_under_every_mode(mode, wall) -> None:
+    trace = SCENARIOS["weather_news_stock"].record()
+    result = replay(trace, mode, round_trip_s=0.05)
+    assert result.wall_time_s == pytest.approx(wall)
+    assert result.model_calls == 2
+
+
+def test_virtual_replays_are_identical() -> None:
+    trace = SCENARIOS["failing_and_hanging"].record()
+    assert timings(replay(trace, "parallel")) == timings(replay(trace, "parallel"))
+    assert timings(replay(trace, "serialized", round_trip_s=0.03)) == timings(
+        replay(trace, "serialized", round_trip_s=0.03)
+    )
+
+
+def test_recorded_errors_and_timeouts_replay_verbatim() -> None:
+    trace = SCENARIOS["failing_and_hanging"].record()
+    result = replay(trace, "sequential")
+    assert [e.status for e in result.executions] == ["ok", "error", "timeout"]
+    assert [e.result for e in result.executions] == [e.result for e in trace.rounds[0].executions]
+    assert result.executions[2].duration_s == pytest.approx(1.0)
+
+
+def test_divergence_is_detected_and_shown() -> None:
+    trace = SCENARIOS["weather_news_stock"].record()
+    edited = replace(trace, initial_messages=({"role": "user", "content": "something else"},))
+    with pytest.raises(
+        ReplayDivergenceError, match=r"round 0: the conversation differs .*message 0 differs"
+    ) as info:
+        replay(edited)
+    assert "something else" in str(info.value) and "Paris" in str(info.value)
+    assert replay(edited, check="ids").status == "completed"  # lenient: only tool-call ids
+
+
+def test_replaying_past_the_recording_fails_clearly() -> None:
+    trace = SCENARIOS["one_tool_round"].record()
+    short = replace(trace, rounds=trace.rounds[:1])
+    with pytest.raises(ReplayDivergenceError, match="recording has only 1 response"):
+        replay(short)
+
+
+def test_first_only_replay_of_a_parallel_recording_is_flagged() -> None:
+    result = replay(SCENARIOS["multi_angle_search"].record(), "first_only")
+    assert len(validate_messages(result.messages)) == 3
+
+
+def test_real_clock_agrees_with_the_virtual_clock() -> None:
+    """A correctness check with wide slack, not a speed test: sleeps never return early."""
+    trace = SCENARIOS["three_tools_100ms"].record()
+    virtual = replay(trace, "sequential").wall_time_s
+    start = time.perf_counter()
+    real = replay(trace, "sequential", virtual=False).wall_time_s
+    assert virtual == pytest.approx(0.3)
+    assert virtual - 0.001 <= real <= time.perf_counter() - start + 0.001
+    assert real == pytest.approx(virtual, rel=0.5, abs=0.25)
+
+
+def test_real_tools_on_the_virtual_clock_warn() -> None:
+    trace = SCENARIOS["one_tool_round"].record()
+    with pytest.warns(RuntimeWarning, match="virtual clock"):
+        replay(trace, tools=replay_tools(trace))
+
+
+def test_replay_in_a_notebook_loop_uses_a_helper_thread() -> None:
+    trace = SCENARIOS["straggler"].record()
+
+    async def cell():
+        return replay(trace, "sequential").wall_time_s
+
+    assert asyncio.run(cell()) == pytest.approx(0.8 + 2.3 + 0.8)

@@ -1,0 +1,129 @@
+"""Trace files: round trip, stable bytes, atomic saves, negative fixtures with exact errors, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA
+from toolcall_lab.exceptions import TraceFormatError, TraceVersionError
+from toolcall_lab.scenarios import SCENARIOS, generate_corpus
+from toolcall_lab.trace import Trace
+from toolcall_lab.trace_files import dumps, load, save, scrub, secret_warnings, validate
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_round_trip(tmp_path, name) -> None:
+    trace = SCENARIOS[name].record()
+    path = save(trace, tmp_path / f"{name}.json")
+    assert load(path) == trace
+    assert path.read_text() == dumps(load(path))  # stable bytes
+
+
+def test_generated_and_loaded_traces_round_trip(tmp_path) -> None:
+    for i, trace in enumerate(generate_corpus(5, seed=3)):
+        assert load(save(trace, tmp_path / f"{i}.json")) == trace
+
+
+def test_output_is_sorted_and_indented() -> None:
+    text = dumps(SCENARIOS["one_tool_round"].record())
+    doc = json.loads(text)
+    assert text == json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    assert list(doc) == sorted(doc)
+
+
+def test_atomic_save_survives_a_crash(tmp_path, monkeypatch) -> None:
+    path = save(SCENARIOS["one_tool_round"].record(), tmp_path / "t.json")
+    before = path.read_bytes()
+
+    def crash(*_a, **_k):
+        raise KeyboardInterrupt("power cut during rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save(SCENARIOS["straggler"].record(), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]  # no temp file left behind
+
+
+def test_valid_fixture_loads() -> None:
+    assert load(FIXTURES / "valid_one_tool_round.json").metadata.title.startswith("One tool round")
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "message"),
+    [
+        (
+            "future_version.json",
+            TraceVersionError,
+            "schema_version 99 is not supported (newer than this toolcall_lab; upgrade it); supported: 1: ",
+        ),
+        ("missing_version.json", TraceVersionError, "no schema_version; supported versions: 1: "),
+        (
+            "wrong_type_duration.json",
+            TraceFormatError,
+            "rounds[0].tool_executions[0].duration_s: expected a number, got 'fast'",
+        ),
+        (
+            "wrong_type_offset.json",
+            TraceFormatError,
+            "rounds[0].response.chunks[1].offset_s: expected a number, got null",
+        ),
+        (
+            "wrong_origin.json",
+            TraceFormatError,
+            "metadata.origin: expected one of recorded, imported, scripted, got 'invented'",
+        ),
+        ("truncated.json", TraceFormatError, "not valid JSON (file looks truncated)"),
+    ],
+)
+def test_negative_fixtures_give_exact_errors(name, error, message) -> None:
+    with pytest.raises(error) as info:
+        load(FIXTURES / name)
+    text = str(info.value)
+    assert str(FIXTURES / name) in text
+    assert message in text
+
+
+def test_cli_validate_reports_each_file(tmp_path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "validate", str(FIXTURES)], capture_output=True, text=True
+    )
+    assert out.returncode == 2
+    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 6
+
+
+def test_secrets_are_scrubbed_and_flagged(tmp_path) -> None:
+    assert scrub({"headers": {"Authorization": "Bearer x", "accept": "json"}, "api_key": "k"}) == {
+        "headers": {"accept": "json"}
+    }
+    warnings = secret_warnings({"messages": [{"content": "my key is sk-abcdefghijklmnopqrstuv"}]})
+    assert warnings == ["messages[0].content: looks like a credential (sk-abcde…)"]
+    trace = SCENARIOS["one_tool_round"].record()
+    doc = trace.to_dict()
+    doc["initial_messages"][0]["content"] = "use Bearer abcdefghijklmnop123 please"
+    path = tmp_path / "leaky.json"
+    path.write_text(json.dumps(doc))
+    _, found = validate(path)
+    assert any("looks like a credential" in w for w in found)
+
+
+def test_bundled_scenario_traces_replay_to_their_recorded_timings() -> None:
+    from toolcall_lab.replay import replay
+
+    paths = sorted((DATA / "traces").glob("*.json"))
+    assert len(paths) == len(SCENARIOS)
+    for path in paths:
+        trace = load(path)
+        result = replay(trace)  # recorded mode, strict divergence check
+        assert result.wall_time_s == pytest.approx(trace.wall_time_s), path.name
+        assert Trace.from_run(result, trace.metadata).to_dict()["rounds"] == trace.to_dict()["rounds"], (
+            path.name
+        )

@@ -1,0 +1,1 @@
+"""Notebook views (the only package that imports ipywidgets). Import submodules lazily."""

@@ -1,0 +1,55 @@
+"""Record a live run against any OpenAI-compatible endpoint into a trace (secrets stripped)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from toolcall_lab.loop import run
+from toolcall_lab.models import Model
+from toolcall_lab.records import Round
+from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
+from toolcall_lab.trace import Trace, TraceMetadata
+from toolcall_lab.trace_files import scrub
+
+
+def public_url(url: str | None) -> str | None:
+    """A URL without user info or query string (where credentials hide)."""
+    if url is None:
+        return None
+    return re.sub(r"//[^/@]*@", "//", url).split("?", 1)[0]
+
+
+async def record(
+    model: Model,
+    tools: ToolRegistry | Iterable[Tool | ToolFunction],
+    messages: str | Sequence[dict[str, Any]],
+    *,
+    title: str,
+    provider: str | None = None,
+    source: str | None = None,
+    notes: str = "",
+    **run_kwargs: Any,
+) -> Trace:
+    """Run live (real clock) and return the run as a recorded trace with chunk timings and tool durations."""
+    result = await run(model, tools, messages, **run_kwargs)
+    rounds = tuple(_scrubbed(r) for r in result.rounds)
+    result = replace(result, rounds=rounds, messages=tuple(scrub(list(result.messages))))
+    meta = TraceMetadata(
+        title=title,
+        origin="recorded",
+        provider=provider,
+        model=getattr(model, "name", None),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        source=public_url(source),
+        timings="recorded",
+        notes=notes,
+    )
+    return Trace.from_run(result, meta)
+
+
+def _scrubbed(r: Round) -> Round:
+    return replace(r, request_messages=tuple(scrub(list(r.request_messages))))

@@ -1,0 +1,434 @@
+"""Traces: a run (recorded, imported or scripted) as a versioned, self-describing value.
+
+`Trace.to_dict()` / `Trace.from_dict()` are the JSON contract; `toolcall_lab.trace_files` does the
+disk I/O. Loading checks every field and names the JSON path of a bad one; nothing in a file is ever
+executed. Schema versions (one line each)::
+
+    1  metadata, tool schemas, initial messages, outcome; per round the request, the response as
+       received (timed chunks or a whole body), parsed calls, findings and timed tool executions
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+
+from toolcall_lab.exceptions import TraceFormatError, TraceVersionError
+from toolcall_lab.messages import Finding, ToolCall
+from toolcall_lab.records import MODES, Mode, ModelCall, Round, TimedChunk, ToolExecution
+
+if TYPE_CHECKING:
+    from toolcall_lab.loop import RunResult
+
+SCHEMA_VERSION = 1
+SCHEMA_VERSIONS: dict[int, str] = {
+    1: "metadata, tools, initial messages, outcome; rounds with request, timed response chunks, calls, "
+    "findings and timed tool executions",
+}
+Origin = Literal["recorded", "imported", "scripted"]
+Timings = Literal["recorded", "modelled", "mixed"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceMetadata:
+    """Where a trace came from and how much of its timing is real."""
+
+    title: str
+    origin: Origin
+    provider: str | None = None
+    model: str | None = None
+    created: str | None = None
+    source: str | None = None
+    timings: Timings = "recorded"
+    notes: str = ""
+    mode: Mode | None = None
+    """The execution mode the trace was recorded under."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Run settings at recording time (max_rounds, dedupe, params, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceOutcome:
+    status: str
+    reason: str
+    final_answer: str | None = None
+    error: str | None = None
+    wall_time_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trace:
+    """A whole run as data: replayable under any mode, comparable, saved as stable JSON."""
+
+    metadata: TraceMetadata
+    tools: tuple[dict[str, Any], ...]
+    initial_messages: tuple[dict[str, Any], ...]
+    rounds: tuple[Round, ...]
+    outcome: TraceOutcome
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def from_run(cls, result: RunResult, metadata: TraceMetadata) -> Trace:
+        meta = metadata
+        if meta.mode is None or not meta.settings:
+            cfg = result.config
+            settings = {
+                "max_rounds": cfg.max_rounds,
+                "concurrency": cfg.concurrency,
+                "error_policy": cfg.error_policy,
+                "dedupe": cfg.dedupe,
+                "round_trip_s": cfg.round_trip_s,
+                "params": dict(cfg.params),
+            }
+            meta = TraceMetadata(
+                **{**_fields(metadata), "mode": result.mode, "settings": metadata.settings or settings}
+            )
+        return cls(
+            metadata=meta,
+            tools=result.tools,
+            initial_messages=result.initial_messages,
+            rounds=result.rounds,
+            outcome=TraceOutcome(
+                status=result.status,
+                reason=result.reason,
+                final_answer=result.final_answer,
+                error=result.error,
+                wall_time_s=result.wall_time_s,
+            ),
+        )
+
+    @property
+    def wall_time_s(self) -> float:
+        return self.outcome.wall_time_s
+
+    @property
+    def n_calls(self) -> int:
+        return sum(len(r.tool_calls) for r in self.rounds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "metadata": _fields(self.metadata),
+            "tools": list(self.tools),
+            "initial_messages": list(self.initial_messages),
+            "outcome": _fields(self.outcome),
+            "rounds": [round_to_dict(r) for r in self.rounds],
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, source: str | None = None) -> Trace:
+        """Build a trace from its JSON form, checking every field (errors name the JSON path)."""
+        return _Reader(source).trace(doc)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from toolcall_lab.notebook.html import trace_html
+
+        return {"text/plain": repr(self), "text/html": trace_html(self.to_dict())}
+
+    def __repr__(self) -> str:
+        m = self.metadata
+        return (
+            f"<Trace {m.title!r} ({m.origin}, {m.mode or '?'}): {len(self.rounds)} rounds, "
+            f"{self.n_calls} calls, {self.wall_time_s:.3f}s, {self.outcome.status}/{self.outcome.reason}>"
+        )
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__ if not name.startswith("_")}
+
+
+def call_to_dict(call: ToolCall) -> dict[str, Any]:
+    return {
+        "tool_call_id": call.tool_call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "index": call.index,
+        "choice_index": call.choice_index,
+        "id_source": call.id_source,
+        "complete": call.complete,
+    }
+
+
+def round_to_dict(r: Round) -> dict[str, Any]:
+    mc = r.model_call
+    return {
+        "round_index": r.round_index,
+        "mode": r.mode,
+        "final": r.final,
+        "client_round_trips": r.client_round_trips,
+        "request": {"messages": list(r.request_messages), "tools_offered": mc.tools_offered},
+        "response": {
+            "started_at": mc.started_at,
+            "ended_at": mc.ended_at,
+            "first_chunk_at": mc.first_chunk_at,
+            "ttfc_s": mc.ttfc_s,
+            "latency_s": mc.latency_s,
+            "usage": mc.usage,
+            "chunks": [{"offset_s": c.offset_s, "payload": c.payload} for c in mc.chunks],
+        },
+        "assistant_message": r.assistant_message,
+        "tool_calls": [call_to_dict(c) for c in r.tool_calls],
+        "findings": [f.to_dict() for f in r.findings],
+        "tool_executions": [{**_fields(e), "duration_s": e.duration_s} for e in r.executions],
+    }
+
+
+def _kind(value: Any) -> str:
+    return (
+        "null"
+        if value is None
+        else {
+            dict: "an object",
+            list: "a list",
+            str: "a string",
+            bool: "a boolean",
+            int: "a number",
+            float: "a number",
+        }.get(type(value), type(value).__name__)
+    )
+
+
+class _Reader:
+    """Checks a decoded trace document field by field, with JSON paths in its errors."""
+
+    def __init__(self, source: str | None) -> None:
+        self.source = source
+
+    def fail(self, path: str, problem: str) -> TraceFormatError:
+        return TraceFormatError(problem, path=path, source=self.source)
+
+    def obj(self, value: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected an object, got {_kind(value)}")
+        return value
+
+    def get(
+        self, d: Mapping[str, Any], key: str, path: str, check: Callable[[Any, str], T], default: Any = ...
+    ) -> T:
+        p = f"{path}.{key}" if path else key
+        if key not in d:
+            if default is ...:
+                raise self.fail(p, "missing")
+            return cast(T, default)
+        return check(d[key], p)
+
+    def num(self, value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self.fail(
+                path,
+                f"expected a number, got {value!r}"
+                if isinstance(value, str)
+                else f"expected a number, got {_kind(value)}",
+            )
+        return value
+
+    def opt_num(self, value: Any, path: str) -> float | None:
+        return None if value is None else self.num(value, path)
+
+    def int_(self, value: Any, path: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"expected an integer, got {value!r}")
+        return value
+
+    def str_(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_kind(value)}")
+        return value
+
+    def opt_str(self, value: Any, path: str) -> str | None:
+        return None if value is None else self.str_(value, path)
+
+    def bool_(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {value!r}")
+        return value
+
+    def dict_(self, value: Any, path: str) -> dict[str, Any]:
+        return dict(self.obj(value, path))
+
+    def opt_dict(self, value: Any, path: str) -> dict[str, Any] | None:
+        return None if value is None else self.dict_(value, path)
+
+    def list_(self, value: Any, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list, got {_kind(value)}")
+        return value
+
+    def choice(self, allowed: tuple[str, ...]) -> Callable[[Any, str], Any]:
+        def check(value: Any, path: str) -> Any:
+            if value not in allowed:
+                raise self.fail(path, f"expected one of {', '.join(allowed)}, got {value!r}")
+            return value
+
+        return check
+
+    def trace(self, doc: Any) -> Trace:
+        d = self.obj(doc, "")
+        if "schema_version" not in d:
+            raise TraceVersionError(
+                f"{self.source or 'trace'}: no schema_version; supported versions: "
+                + "; ".join(f"{v}: {s}" for v, s in SCHEMA_VERSIONS.items())
+            )
+        version = d["schema_version"]
+        if version not in SCHEMA_VERSIONS:
+            newer = (
+                " (newer than this toolcall_lab; upgrade it)"
+                if isinstance(version, int) and version > SCHEMA_VERSION
+                else ""
+            )
+            raise TraceVersionError(
+                f"{self.source or 'trace'}: schema_version {version!r} is not supported"
+                f"{newer}; supported: " + "; ".join(f"{v}: {s}" for v, s in SCHEMA_VERSIONS.items())
+            )
+        m = self.get(d, "metadata", "", self.obj)
+        meta = TraceMetadata(
+            title=self.get(m, "title", "metadata", self.str_),
+            origin=self.get(m, "origin", "metadata", self.choice(("recorded", "imported", "scripted"))),
+            provider=self.get(m, "provider", "metadata", self.opt_str, None),
+            model=self.get(m, "model", "metadata", self.opt_str, None),
+            created=self.get(m, "created", "metadata", self.opt_str, None),
+            source=self.get(m, "source", "metadata", self.opt_str, None),
+            timings=self.get(
+                m, "timings", "metadata", self.choice(("recorded", "modelled", "mixed")), "recorded"
+            ),
+            notes=self.get(m, "notes", "metadata", self.str_, ""),
+            mode=self.get(
+                m, "mode", "metadata", lambda v, p: None if v is None else self.choice(MODES)(v, p), None
+            ),
+            settings=self.get(m, "settings", "metadata", self.dict_, {}),
+        )
+        o = self.get(d, "outcome", "", self.obj)
+        outcome = TraceOutcome(
+            status=self.get(o, "status", "outcome", self.str_),
+            reason=self.get(o, "reason", "outcome", self.str_),
+            final_answer=self.get(o, "final_answer", "outcome", self.opt_str, None),
+            error=self.get(o, "error", "outcome", self.opt_str, None),
+            wall_time_s=self.get(o, "wall_time_s", "outcome", self.num, 0.0),
+        )
+        tools = self.get(d, "tools", "", self.list_)
+        initial = self.get(d, "initial_messages", "", self.list_)
+        for i, t in enumerate(tools):
+            self.obj(t, f"tools[{i}]")
+        for i, msg in enumerate(initial):
+            self.obj(msg, f"initial_messages[{i}]")
+        rounds = self.get(d, "rounds", "", self.list_)
+        return Trace(
+            metadata=meta,
+            tools=tuple(tools),
+            initial_messages=tuple(initial),
+            rounds=tuple(self.round(r, f"rounds[{i}]") for i, r in enumerate(rounds)),
+            outcome=outcome,
+            schema_version=version,
+        )
+
+    def round(self, value: Any, path: str) -> Round:
+        d = self.obj(value, path)
+        req = self.get(d, "request", path, self.obj)
+        resp = self.get(d, "response", path, self.obj)
+        rp = f"{path}.response"
+        chunks = []
+        for i, c in enumerate(self.get(resp, "chunks", rp, self.list_)):
+            c = self.obj(c, f"{rp}.chunks[{i}]")
+            chunks.append(
+                TimedChunk(
+                    offset_s=self.get(c, "offset_s", f"{rp}.chunks[{i}]", self.num),
+                    payload=self.get(c, "payload", f"{rp}.chunks[{i}]", self.dict_),
+                )
+            )
+        model_call = ModelCall(
+            started_at=self.get(resp, "started_at", rp, self.num),
+            ended_at=self.get(resp, "ended_at", rp, self.num),
+            first_chunk_at=self.get(resp, "first_chunk_at", rp, self.opt_num, None),
+            chunks=tuple(chunks),
+            tools_offered=self.get(req, "tools_offered", f"{path}.request", self.bool_, True),
+            usage=self.get(resp, "usage", rp, self.opt_dict, None),
+        )
+        if model_call.ended_at < model_call.started_at:
+            raise self.fail(
+                f"{rp}.ended_at", f"ends ({model_call.ended_at}) before it starts ({model_call.started_at})"
+            )
+        messages = self.get(req, "messages", f"{path}.request", self.list_)
+        for i, msg in enumerate(messages):
+            self.obj(msg, f"{path}.request.messages[{i}]")
+        calls = tuple(
+            self.call(c, f"{path}.tool_calls[{i}]")
+            for i, c in enumerate(self.get(d, "tool_calls", path, self.list_, []))
+        )
+        findings = tuple(
+            self.finding(f, f"{path}.findings[{i}]")
+            for i, f in enumerate(self.get(d, "findings", path, self.list_, []))
+        )
+        executions = tuple(
+            self.execution(e, f"{path}.tool_executions[{i}]")
+            for i, e in enumerate(self.get(d, "tool_executions", path, self.list_, []))
+        )
+        return Round(
+            round_index=self.get(d, "round_index", path, self.int_),
+            mode=self.get(d, "mode", path, self.choice(MODES)),
+            request_messages=tuple(messages),
+            model_call=model_call,
+            assistant_message=self.get(d, "assistant_message", path, self.dict_),
+            tool_calls=calls,
+            executions=executions,
+            findings=findings,
+            final=self.get(d, "final", path, self.bool_, False),
+            client_round_trips=self.get(d, "client_round_trips", path, self.int_, 1),
+        )
+
+    def call(self, value: Any, path: str) -> ToolCall:
+        d = self.obj(value, path)
+        return ToolCall(
+            tool_call_id=self.get(d, "tool_call_id", path, self.str_),
+            name=self.get(d, "name", path, self.str_),
+            arguments=self.get(d, "arguments", path, self.str_),
+            index=self.get(d, "index", path, self.int_, 0),
+            choice_index=self.get(d, "choice_index", path, self.int_, 0),
+            id_source=self.get(d, "id_source", path, self.choice(("provider", "fallback")), "provider"),
+            complete=self.get(d, "complete", path, self.bool_, True),
+        )
+
+    def finding(self, value: Any, path: str) -> Finding:
+        d = self.obj(value, path)
+        return Finding(
+            kind=self.get(d, "kind", path, self.str_),  # type: ignore[arg-type]
+            message=self.get(d, "message", path, self.str_),
+            severity=self.get(d, "severity", path, self.choice(("info", "warning", "error")), "warning"),
+            chunk_index=self.get(
+                d, "chunk_index", path, lambda v, p: None if v is None else self.int_(v, p), None
+            ),
+            choice_index=self.get(
+                d, "choice_index", path, lambda v, p: None if v is None else self.int_(v, p), None
+            ),
+            call_index=self.get(
+                d, "call_index", path, lambda v, p: None if v is None else self.int_(v, p), None
+            ),
+            tool_call_id=self.get(d, "tool_call_id", path, self.opt_str, None),
+        )
+
+    def execution(self, value: Any, path: str) -> ToolExecution:
+        from toolcall_lab.records import CallStatus
+
+        statuses = cast(tuple[str, ...], CallStatus.__args__)  # type: ignore[attr-defined]
+        d = self.obj(value, path)
+        started = self.get(d, "started_at", path, self.num)
+        ended = self.get(d, "ended_at", path, self.num)
+        duration = self.get(d, "duration_s", path, self.num, ended - started)
+        if ended < started or abs(duration - (ended - started)) > 1e-6:
+            raise self.fail(
+                f"{path}.duration_s", f"{duration} does not match ended_at - started_at ({ended} - {started})"
+            )
+        return ToolExecution(
+            tool_call_id=self.get(d, "tool_call_id", path, self.str_),
+            name=self.get(d, "name", path, self.str_),
+            arguments=self.get(d, "arguments", path, self.str_),
+            index=self.get(d, "index", path, self.int_, 0),
+            status=self.get(d, "status", path, self.choice(statuses)),
+            result=self.get(d, "result", path, self.str_),
+            error=self.get(d, "error", path, self.opt_str, None),
+            started_at=started,
+            ended_at=ended,
+            duplicate_of=self.get(d, "duplicate_of", path, self.opt_str, None),
+        )
