@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,14 +68,13 @@ async def run_parallel(
     gate = asyncio.Semaphore(concurrency) if concurrency else None
 
     async def capped(call: ToolCall) -> None:
-        cm = gate if gate is not None else contextlib.nullcontext()
-        async with cm:
+        async with gate:  # type: ignore[union-attr]
             await _one(executor, state, call, None)
 
     async with asyncio.TaskGroup() as group:
         for call, pre in zip(state.calls, screened, strict=True):
             if pre is None:
-                group.create_task(capped(call))
+                group.create_task(capped(call) if gate is not None else _one(executor, state, call, None))
             else:
                 state.done[call.tool_call_id] = pre
     for call in state.calls:

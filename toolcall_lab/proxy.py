@@ -25,6 +25,7 @@ class SerializedSession:
             raise ProxyProtocolError("a serialized session needs at least one tool call")
         self.assistant_message = copy.deepcopy(assistant_message)
         self.calls = tuple(calls)
+        self._ids = frozenset(c.tool_call_id for c in self.calls)
         self._position = 0
         self._results: dict[str, str] = {}
         self.handed_out = 0
@@ -61,10 +62,9 @@ class SerializedSession:
         """Record the client's result for the current call; anything else is a protocol error."""
         if tool_call_id in self._results:
             raise ProxyProtocolError(f"tool_call_id {tool_call_id!r} was already answered")
-        known = {c.tool_call_id for c in self.calls}
-        if tool_call_id not in known:
+        if tool_call_id not in self._ids:
             raise ProxyProtocolError(
-                f"tool_call_id {tool_call_id!r} is not part of this batch (expected one of {sorted(known)})"
+                f"tool_call_id {tool_call_id!r} is not part of this batch (expected one of {sorted(self._ids)})"
             )
         current = self.current
         assert current is not None  # every known id is answered before done

@@ -87,16 +87,14 @@ class Tool:
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
+    is_async: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
         if self.timeout_s is not None and not self.timeout_s > 0:
             raise UsageError(f"Tool.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no limit")
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.function)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools=`` entry."""
