@@ -7,7 +7,8 @@ milliseconds and gives identical timings run after run.
 
 Limits of the virtual clock (it is for fully simulated runs):
 - real I/O is not simulated: a socket read under a timeout can time out spuriously, because virtual
-  time jumps over the wait. Do not mix network calls into a virtual run.
+  time jumps over the wait, and sockets are only polled when no timer is pending. Do not mix network
+  calls into a virtual run.
 - sync tools (``asyncio.to_thread`` / ``run_in_executor``) run inline and take zero virtual time.
 """
 
@@ -29,18 +30,19 @@ def now() -> float:
 
 
 class _VirtualSelector(selectors.DefaultSelector):
-    """A selector that polls real file descriptors without waiting and advances virtual time instead."""
+    """A selector that advances virtual time instead of waiting for the next timer.
+
+    When a timer is pending (timeout > 0) it does not poll at all: callbacks from other threads land
+    in the loop's ready queue and are seen on the next iteration, and real sockets are not part of a
+    virtual run. With nothing scheduled (timeout None) it blocks on real I/O as usual.
+    """
 
     loop: VirtualEventLoop
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready: list[tuple[selectors.SelectorKey, int]] = super().select(0)
-        if ready or timeout == 0:
+        if timeout is None or timeout <= 0:
+            ready: list[tuple[selectors.SelectorKey, int]] = super().select(timeout)
             return ready
-        if timeout is None:
-            # nothing scheduled and nothing ready: only real I/O (another thread) can wake us
-            blocked: list[tuple[selectors.SelectorKey, int]] = super().select(None)
-            return blocked
         self.loop.advance(timeout)
         return []
 
@@ -60,9 +62,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def advance(self, seconds: float) -> None:
         """Move virtual time forward (to the next timer exactly when one is due)."""
         target = self._virtual_now + seconds
-        scheduled = getattr(self, "_scheduled", None)
-        if scheduled:
-            target = max(target, scheduled[0].when())
+        scheduled = self._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0]._when > target:
+            target = scheduled[0]._when
         self._virtual_now = target
 
     def run_in_executor(  # type: ignore[override]
