@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo corpus test lint bench clean
 
 setup: $(STAMP)
 
@@ -14,9 +14,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The main job on bundled data.
-demo: setup
-	$(BIN)/toolcall-lab parse data/recordings/scripted_weather_news_stock.sse
+# The main job on bundled data: benchmark the scenarios and the seeded corpus under all four modes,
+# print the summary, write the tables and plots into artifacts/.
+demo: corpus
+	mkdir -p artifacts
+	$(BIN)/toolcall-lab bench data/traces data/corpus --jobs 2 \
+		--out artifacts/results.csv --plot artifacts/speedup.png
+
+corpus: setup
+	test -d data/corpus || $(BIN)/toolcall-lab generate --n 300 --seed 7 --out data/corpus
 
 lint: setup
 	$(BIN)/ruff check .
@@ -26,9 +32,15 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest --nbval-lax tests notebooks
 
-bench: setup
-	$(BIN)/python -m pip install -q -e '.[bench]'
-	$(BIN)/python benchmarks/bench_parse.py
+# Benchmarks run in their own venv: looptime's pytest plugin would break the test venv.
+BENCH := .venv-bench/bin
+bench:
+	test -x $(BENCH)/python || $(PYTHON) -m venv .venv-bench
+	$(BENCH)/python -m pip install -q -e '.[dev,bench]'
+	$(BENCH)/python benchmarks/bench_parse.py
+	$(BENCH)/python benchmarks/bench_modes.py
+	$(BENCH)/python benchmarks/bench_replay.py
+	$(BENCH)/python benchmarks/bench_compare.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-bench build *.egg-info artifacts data/corpus

@@ -24,7 +24,10 @@ async def noop(i: int) -> str:
 
 
 def calls_for(n: int) -> list[ToolCall]:
-    return [ToolCall(tool_call_id=f"call_{i}", name="noop", arguments=json.dumps({"i": i}), index=i) for i in range(n)]
+    return [
+        ToolCall(tool_call_id=f"call_{i}", name="noop", arguments=json.dumps({"i": i}), index=i)
+        for i in range(n)
+    ]
 
 
 async def gather_only(n: int) -> None:
@@ -51,7 +54,10 @@ def main() -> None:
     quick = "--quick" in sys.argv
     registry = ToolRegistry([noop])
     loop = asyncio.new_event_loop()
-    print(f"{'calls':>5} {'gather us/call':>15} | " + " | ".join(f"{m:>22}" for m in ("sequential", "parallel", "serialized", "first_only")))
+    print(
+        f"{'calls':>5} {'gather us/call':>15} | "
+        + " | ".join(f"{m:>22}" for m in ("sequential", "parallel", "serialized", "first_only"))
+    )
     for n in (1, 8, 64, 512):
         repeat = 20 if quick else (200 if n < 64 else 40)
         base = best(loop, lambda n=n: gather_only(n), repeat)

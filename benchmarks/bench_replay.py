@@ -20,7 +20,7 @@ import time
 
 from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.replay import replay
-from toolcall_lab.scenarios import ScriptedResponse, Scenario, simulated
+from toolcall_lab.scenarios import Scenario, ScriptedResponse, simulated
 
 
 def rounds_coro(n_rounds: int, calls: int, sleep) -> object:
@@ -65,10 +65,14 @@ def measure(n_rounds: int, calls: int, repeat: int) -> dict[str, float]:
 
 
 def ten_round_trace():
-    steps = [ScriptedResponse(tool_calls=tuple((f"t{r}_{c}", {"x": c}) for c in range(3)), latency_s=1.2)
-             for r in range(10)] + [ScriptedResponse(content="done", latency_s=1.2)]
+    steps = [
+        ScriptedResponse(tool_calls=tuple((f"t{r}_{c}", {"x": c}) for c in range(3)), latency_s=1.2)
+        for r in range(10)
+    ] + [ScriptedResponse(content="done", latency_s=1.2)]
     tools = tuple(simulated(f"t{r}_{c}", 0.3 + 0.2 * c) for r in range(10) for c in range(3))
-    return Scenario(name="ten", title="10 rounds x 3 calls", prompt="go", steps=tuple(steps), tools=tools).record()
+    return Scenario(
+        name="ten", title="10 rounds x 3 calls", prompt="go", steps=tuple(steps), tools=tools
+    ).record()
 
 
 def main() -> None:
@@ -79,9 +83,11 @@ def main() -> None:
     for calls in (3, 64):
         rounds = n if calls == 3 else n // 10
         r = measure(rounds, calls, repeat)
-        print(f"  {calls:>2}-call rounds: looptime {r['looptime']:>9,.0f}   ours {r['ours']:>9,.0f}   "
-              f"floor {r['floor']:>9,.0f}   ours/looptime {r['ours'] / r['looptime']:5.1f}x (target >= 10x)   "
-              f"floor/ours time ratio {r['floor'] / r['ours']:4.2f}x (target <= 2x)")
+        print(
+            f"  {calls:>2}-call rounds: looptime {r['looptime']:>9,.0f}   ours {r['ours']:>9,.0f}   "
+            f"floor {r['floor']:>9,.0f}   ours/looptime {r['ours'] / r['looptime']:5.1f}x (target >= 10x)   "
+            f"floor/ours time ratio {r['floor'] / r['ours']:4.2f}x (target <= 2x)"
+        )
 
     trace = ten_round_trace()
     times = []
@@ -90,9 +96,11 @@ def main() -> None:
         result = replay(trace, "parallel")
         times.append(time.perf_counter() - t0)
     best = min(times)
-    print(f"\nfull replay (loop + modes + replay model), parallel mode: 10 rounds x 3 calls, "
-          f"{result.wall_time_s:.1f} s of recorded time replayed in {best * 1e3:.1f} ms "
-          f"({len(result.rounds) / best:,.0f} rounds/s)")
+    print(
+        f"\nfull replay (loop + modes + replay model), parallel mode: 10 rounds x 3 calls, "
+        f"{result.wall_time_s:.1f} s of recorded time replayed in {best * 1e3:.1f} ms "
+        f"({len(result.rounds) / best:,.0f} rounds/s)"
+    )
 
     short = ten_round_trace()
     from dataclasses import replace
@@ -103,8 +111,10 @@ def main() -> None:
     for _ in range(1 if quick else 3):
         reals.append(replay(short, "parallel", virtual=False, check="off", max_rounds=3).wall_time_s)
     real = statistics.median(reals)
-    print(f"real clock vs virtual on a {virtual:.2f} s trace: real {real:.4f} s, virtual {virtual:.4f} s, "
-          f"difference {(real - virtual) * 1e3:.1f} ms ({(real / virtual - 1) * 100:.2f}%)")
+    print(
+        f"real clock vs virtual on a {virtual:.2f} s trace: real {real:.4f} s, virtual {virtual:.4f} s, "
+        f"difference {(real - virtual) * 1e3:.1f} ms ({(real / virtual - 1) * 100:.2f}%)"
+    )
 
 
 if __name__ == "__main__":

@@ -131,7 +131,93 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from toolcall_lab.analysis import compare, summary_text
+    from toolcall_lab.trace_files import iter_trace_paths
+
+    paths: list[Any] = list(iter_trace_paths(args.paths))
+    if args.corpus:
+        from toolcall_lab.scenarios import generate_corpus
+
+        paths += generate_corpus(args.corpus, args.seed)
+    if not paths:
+        raise UsageError("no traces found: name trace files or folders, or use --corpus N")
+    paths = paths[: args.limit] if args.limit else paths
+    started = time.perf_counter()
+    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
+    try:
+        result = compare(
+            paths,
+            args.modes,
+            round_trip_s=args.round_trip,
+            concurrency=args.concurrency,
+            virtual=not args.real_time,
+            executor=pool,
+            progress=not args.quiet,
+        )
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    elapsed = time.perf_counter() - started
+    print(
+        f"\n{len(paths)} traces x {len(args.modes)} modes in {elapsed:.2f} s "
+        f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
+    )
+    print(summary_text(result))
+    missed = result.missed
+    if len(missed):
+        print(
+            f"\nmissed parallelism: {missed['trace'].nunique()} trace(s) had consecutive independent rounds; "
+            f"one batch would have saved {missed['saved_s'].sum():.2f} s in total"
+        )
+    if args.out:
+        out = Path(args.out)
+        if out.suffix == ".parquet":
+            result.runs.to_parquet(out)
+            result.calls.to_parquet(out.with_name(out.stem + "_calls.parquet"))
+        else:
+            result.runs.to_csv(out, index=False)
+            result.calls.to_csv(out.with_name(out.stem + "_calls.csv"), index=False)
+        print(f"wrote {out} (one row per trace x mode) and its per-call table")
+    if args.plot:
+        from toolcall_lab import plotting
+        from toolcall_lab.trace_files import load
+
+        plot = Path(args.plot)
+        plotting.speedup_distribution(result, save=plot)
+        plotting.time_breakdown(result, save=plot.with_name(plot.stem + "_breakdown" + plot.suffix))
+        first = paths[0] if not isinstance(paths[0], (str, Path)) else load(paths[0])
+        plotting.gantt(
+            first,
+            args.modes,
+            round_trip_s=args.round_trip,
+            save=plot.with_name(plot.stem + "_gantt" + plot.suffix),
+        )
+        print(f"wrote {plot}, its _breakdown and _gantt companions")
+    return 0
+
+
 def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="replay traces under several modes and compare them")
+    p.add_argument("paths", nargs="*", help="trace files or folders of them")
+    p.add_argument("--modes", type=_modes, default=list(MODES), help="comma-separated (default: all four)")
+    p.add_argument("--corpus", type=int, default=0, help="also generate N traces in memory (seeded)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--limit", type=int)
+    p.add_argument(
+        "--round-trip", type=float, default=0.05, help="serialized mode: client round trip, seconds"
+    )
+    p.add_argument("--concurrency", type=int, help="parallel mode: cap on calls at once")
+    p.add_argument("--real-time", action="store_true", help="replay on the real clock (slow)")
+    p.add_argument("--jobs", type=int, default=1, help="spread traces over N processes")
+    p.add_argument("--out", help="results.csv or results.parquet")
+    p.add_argument("--plot", help="out.png (or .svg): speedup distribution, plus _breakdown and _gantt")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser("validate", help="check trace files (exit 2 if any is unusable)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
@@ -175,4 +261,3 @@ def register(sub: Any) -> None:
     p.add_argument("--n", type=int, default=300)
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=cmd_generate)
-    _ = _modes

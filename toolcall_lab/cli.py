@@ -45,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stderr.close()
+        return 0
     except (ToolcallLabError, OSError, UnicodeDecodeError) as exc:
         print(f"toolcall-lab {args.command}: {exc}".replace("\n", " "), file=sys.stderr)
         return 2

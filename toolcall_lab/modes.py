@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolcall_lab._execution import Executor
@@ -40,8 +40,13 @@ Emit = Callable[[RunEvent], None]
 async def _one(
     executor: Executor, state: BatchState, call: ToolCall, pre: ToolExecution | None
 ) -> ToolExecution:
-    state.started[call.tool_call_id] = executor.now()
-    ex = pre if pre is not None else await executor.execute(call)
+    now = state.started[call.tool_call_id] = executor.now()
+    if pre is None:
+        ex = await executor.execute(call)
+    elif pre.started_at != now:  # decided at screening; it happens when its turn comes
+        ex = replace(pre, started_at=now, ended_at=now)
+    else:
+        ex = pre
     state.done[call.tool_call_id] = ex
     return ex
 

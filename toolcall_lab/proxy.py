@@ -64,7 +64,8 @@ class SerializedSession:
             raise ProxyProtocolError(f"tool_call_id {tool_call_id!r} was already answered")
         if tool_call_id not in self._ids:
             raise ProxyProtocolError(
-                f"tool_call_id {tool_call_id!r} is not part of this batch (expected one of {sorted(self._ids)})"
+                f"tool_call_id {tool_call_id!r} is not part of this batch "
+                f"(expected one of {sorted(self._ids)})"
             )
         current = self.current
         assert current is not None  # every known id is answered before done

@@ -141,7 +141,12 @@ def _scenarios() -> dict[str, Scenario]:
     hang = simulated("slow_service", 3600.0, parameters=_obj(q="string"), timeout_s=1.0)
     lookup = simulated("lookup", 0.1, parameters=_obj(key="string"))
     slow = simulated("slow_lookup", 2.0, parameters=_obj(key="string"))
-    step = simulated("step", 0.2, parameters=_obj(n="integer"))
+    step = simulated(
+        "step",
+        0.2,
+        lambda a: f"step {a.get('n')} done: ticket T{a.get('n')}-7731",
+        parameters=_obj(n="integer"),
+    )
     items = [
         Scenario(
             name="weather_news_stock",
@@ -284,7 +289,7 @@ def _scenarios() -> dict[str, Scenario]:
             name="two_tool_rounds",
             title="Two dependent tool rounds",
             prompt="Do two steps, the second after the first.",
-            steps=(R(None, ("step", {"n": 1})), R(None, ("step", {"n": 2})), R("done")),
+            steps=(R(None, ("step", {"n": 1})), R(None, ("step", {"n": 2, "after": "T1-7731"})), R("done")),
             tools=(step,),
         ),
     ]

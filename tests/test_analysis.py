@@ -1,0 +1,173 @@
+"""Mode comparison: exact virtual timings, bounds, missed parallelism, the design documents' numbers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import pandas as pd
+import pytest
+
+from tests.conftest import DATA
+from toolcall_lab.analysis import compare, critical_path_s, missed_parallelism, one_call_per_response_s
+from toolcall_lab.replay import replay
+from toolcall_lab.scenarios import SCENARIOS, generate_corpus
+
+RTT = 0.05
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    return {name: s.record() for name, s in SCENARIOS.items()}
+
+
+@pytest.fixture(scope="module")
+def table(scenarios):
+    return compare(scenarios.values(), round_trip_s=RTT)
+
+
+def wall(table, title, mode):
+    runs = table.runs
+    return runs.loc[(runs["title"] == title) & (runs["mode"] == mode), "wall_time_s"].item()
+
+
+# hand-computed: model calls 0.8 s each unless stated; tool times as each scenario states
+EXPECTED = {
+    "weather_news_stock": {
+        "sequential": 0.8 + 0.5 + 0.8 + 0.3 + 0.8,
+        "parallel": 0.8 + 0.8 + 0.8,
+        "serialized": 0.8 + 1.6 + 3 * RTT + 0.8,
+        "first_only": 0.8 + 0.5 + 0.8,
+    },
+    "multi_angle_search": {
+        "sequential": 0.8 + 4 * 0.6 + 0.8,
+        "parallel": 0.8 + 0.6 + 0.8,
+        "serialized": 0.8 + 4 * (0.6 + RTT) + 0.8,
+        "first_only": 0.8 + 0.6 + 0.8,
+    },
+    "straggler": {
+        "sequential": 0.8 + 0.3 + 2.0 + 0.8,
+        "parallel": 0.8 + 2.0 + 0.8,
+        "serialized": 0.8 + 2.3 + 4 * RTT + 0.8,
+        "first_only": 0.8 + 0.1 + 0.8,
+    },
+    "failing_and_hanging": {
+        "sequential": 0.8 + 0.5 + 0.2 + 1.0 + 0.8,
+        "parallel": 0.8 + 1.0 + 0.8,
+        "serialized": 0.8 + 1.7 + 3 * RTT + 0.8,
+        "first_only": 0.8 + 0.5 + 0.8,
+    },
+    "duplicate_call": {
+        m: 0.8 + 0.5 + 0.8 + 0.8 + (2 * RTT if m == "serialized" else 0) + (RTT if m == "serialized" else 0)
+        for m in ("sequential", "parallel", "serialized")
+    },
+    "three_tools_100ms": {"sequential": 0.3, "parallel": 0.1, "serialized": 0.3 + 3 * RTT, "first_only": 0.1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_hand_computed_times_for_every_mode(table, name) -> None:
+    title = SCENARIOS[name].title
+    for mode, seconds in EXPECTED[name].items():
+        assert wall(table, title, mode) == pytest.approx(seconds), mode
+
+
+def test_design_document_numbers(scenarios) -> None:
+    three = scenarios["three_tools_100ms"]
+    assert replay(three, "parallel").wall_time_s < 0.2
+    assert replay(three, "sequential").wall_time_s == pytest.approx(0.3)
+    tools = [e.duration_s for e in replay(scenarios["weather_news_stock"], "sequential").executions]
+    assert tools == pytest.approx([0.5, 0.8, 0.3]) and sum(tools) == pytest.approx(1.6)
+    assert replay(scenarios["one_tool_round"], "sequential").wall_time_s == pytest.approx(1.8)
+    # "two rounds, worst case ~3.6 s" is two one-round exchanges back to back (2 x 1.8 s); two dependent
+    # tool rounds in one exchange share the final call: 0.8 + 0.2 + 0.8 + 0.2 + 0.8 = 2.8 s
+    assert 2 * replay(scenarios["one_tool_round"], "sequential").wall_time_s == pytest.approx(3.6)
+    assert replay(scenarios["two_tool_rounds"], "sequential").wall_time_s == pytest.approx(2.8)
+    serialized = replay(scenarios["serialized_three"], "serialized", round_trip_s=RTT)
+    first = serialized.rounds[0]
+    assert (first.client_round_trips, serialized.model_calls) == (
+        3,
+        2,
+    )  # 3 round trips, one upstream call per batch
+
+
+def test_bounds_efficiency_and_speedup(table, scenarios) -> None:
+    trace = scenarios["weather_news_stock"]
+    assert critical_path_s(trace) == pytest.approx(0.8 + 0.8 + 0.8)
+    runs = table.runs.set_index(["title", "mode"])
+    row = runs.loc[(trace.metadata.title, "sequential")]
+    assert row["efficiency"] == pytest.approx(2.4 / 3.2)
+    assert runs.loc[(trace.metadata.title, "parallel"), "speedup_vs_sequential"] == pytest.approx(3.2 / 2.4)
+    assert runs.loc[(trace.metadata.title, "serialized"), "client_round_trips"] == 3 + 1
+    assert runs.loc[(trace.metadata.title, "parallel"), "overlap_saved_s"] == pytest.approx(1.6 - 0.8)
+    assert bool(runs["results_in_model_order"].all())
+    assert set(table.summary.index) == {"sequential", "parallel", "serialized", "first_only"}
+
+
+def test_missed_parallelism(scenarios) -> None:
+    (missed,) = missed_parallelism(scenarios["course_search_two_rounds"])
+    assert (missed.first_round, missed.last_round) == (0, 1)
+    assert missed.saved_s == pytest.approx(0.8 + 0.4)  # one model call + the shorter of the two searches
+    assert missed_parallelism(scenarios["search_then_read"]) == []  # round 2 reads round 1's URL
+    assert missed_parallelism(scenarios["two_tool_rounds"]) == []  # round 2 passes round 1's ticket
+
+
+def test_what_if_provider_returns_one_call_per_response(scenarios) -> None:
+    trace = scenarios["weather_news_stock"]
+    assert one_call_per_response_s(trace) == pytest.approx(3 * 0.8 + 1.6 + 0.8)
+
+
+def test_process_pool_gives_the_same_tables(tmp_path) -> None:
+    traces = generate_corpus(6, seed=5)
+    local = compare(traces)
+    with ProcessPoolExecutor(2) as pool:
+        spread = compare(traces, executor=pool)
+    pd.testing.assert_frame_equal(local.runs, spread.runs)
+    pd.testing.assert_frame_equal(local.calls, spread.calls)
+
+
+def test_plots_return_figures_and_save(tmp_path, table, scenarios) -> None:
+    from matplotlib.figure import Figure
+
+    from toolcall_lab import plotting
+
+    fig = plotting.gantt(scenarios["straggler"], save=tmp_path / "g.svg")
+    assert isinstance(fig, Figure) and len(fig.axes) == 4 and (tmp_path / "g.svg").stat().st_size > 1000
+    assert isinstance(plotting.speedup_distribution(table, save=tmp_path / "s.png"), Figure)
+    assert isinstance(plotting.time_breakdown(table), Figure)
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_bench_writes_tables_and_plots(tmp_path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolcall_lab",
+            "bench",
+            str(DATA / "traces"),
+            "--corpus",
+            "5",
+            "--modes",
+            "sequential,parallel",
+            "--out",
+            str(tmp_path / "r.csv"),
+            "--plot",
+            str(tmp_path / "p.png"),
+            "--quiet",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "16 traces x 2 modes" in out.stdout and "missed parallelism" in out.stdout
+    runs = pd.read_csv(tmp_path / "r.csv")
+    assert len(runs) == 32 and {"wall_time_s", "lower_bound_s", "speedup_vs_sequential"} <= set(runs.columns)
+    assert (tmp_path / "r_calls.csv").exists() and (tmp_path / "p_gantt.png").exists()
+    bad = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "bench", "--modes", "turbo"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "unknown mode" in bad.stderr
