@@ -41,6 +41,7 @@ bench:
 	$(BENCH)/python benchmarks/bench_modes.py
 	$(BENCH)/python benchmarks/bench_replay.py
 	$(BENCH)/python benchmarks/bench_compare.py
+	$(BENCH)/python benchmarks/bench_widgets.py
 
 clean:
 	rm -rf $(VENV) .venv-bench build *.egg-info artifacts data/corpus
