@@ -207,6 +207,41 @@ for policy in ("continue", "fail_fast"):
     r = play("failing_and_hanging", error_policy=policy)
     print(f"{policy:9}: {r.status}/{r.reason}, {[e.status for e in r.executions]}, final: {r.final_answer!r}")
 """),
+        md("""
+## Storing finished tool chains compressed
+A chat app can keep a finished tool chain as **one** assistant message: a system hint listing the
+executed tools with variable references, a `[Tool Execution Log]` block per call (truncated
+arguments, status, a 200-character preview), then the final answer. Full results live in a variable
+store the model can read back with the `read_variable` tool.
+"""),
+        code("""
+from toolcall_lab.compression import CompressionHook, compress_messages, final_transcript, savings, VariableStore
+
+store = VariableStore()
+compressed = compress_messages(final_transcript(SCENARIOS["failing_and_hanging"].record()), store)
+print(compressed[-1]["content"])
+print("\\nvariables:", list(store.values))
+"""),
+        code("""
+# what it saves: bundled scenarios + a generated corpus, and imported real traces when ../shared is present
+from toolcall_lab.scenarios import generate_corpus
+from toolcall_lab.trace_files import load
+
+def totals(name, traces):
+    rows = [savings(final_transcript(t)) for t in traces]
+    b, a = sum(r["chars_before"] for r in rows), sum(r["chars_after"] for r in rows)
+    tb, ta = sum(r["tokens_before"] for r in rows), sum(r["tokens_after"] for r in rows)
+    return {"corpus": name, "traces": len(rows), "chars before": b, "chars after": a, "chars saved %": round(100 * (1 - a / b), 1),
+            "tokens before": tb, "tokens after": ta, "tokens saved %": round(100 * (1 - ta / tb), 1), "token count": rows[0]["token_method"]}
+
+corpora = [("bundled scenarios", [load(p) for p in sorted((DATA / "traces").glob("*.json"))]),
+           ("generated corpus", generate_corpus(100, seed=7))]
+if (REALDATA / "PROVENANCE.md").is_file():
+    from toolcall_lab.importers import import_recording, import_tau_bench
+    corpora.append(("real: pydantic-ai cassettes", [import_recording(p) for p in sorted((REALDATA / "pydantic-ai").glob("*.cassette.yaml"))]))
+    corpora.append(("real: tau-bench (first 25 tasks)", import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json", limit=25)))
+pd.DataFrame([totals(name, traces) for name, traces in corpora])
+"""),
         md("## A live run\nThe live view updates from the run's events as it progresses (real clock here: about 0.3 s)."),
         code("""
 live = LiveView("three 100 ms tools, sequential", mode="sequential")
@@ -415,6 +450,32 @@ fig
         code("""
 from toolcall_lab.plotting import gantt
 gantt(trace, ["parallel", "serialized"], round_trip_s=0.1)
+"""),
+        md("""
+## The proxy as an HTTP server
+`toolcall-lab proxy --upstream URL|TRACE.json` serves `POST /v1/chat/completions`. Here it runs on
+loopback in front of a recorded trace, and the loop itself is the client: the real `openai` client
+with `parallel_tool_calls=False`, streaming.
+"""),
+        code("""
+from openai import AsyncOpenAI
+from toolcall_lab.loop import run
+from toolcall_lab.openai_model import OpenAIModel
+from toolcall_lab.proxy_server import ProxyServer, TraceUpstream
+from toolcall_lab.replay import replay_tools
+
+recorded = SCENARIOS["three_tools_100ms"].record()
+upstream = TraceUpstream(recorded)
+server = ProxyServer(upstream)
+url = await server.start()          # 127.0.0.1, a free port
+client = AsyncOpenAI(api_key="not-needed", base_url=url)
+result = await run(OpenAIModel("any", client, parallel_tool_calls=False), replay_tools(recorded),
+                   recorded.initial_messages, mode="sequential")
+await client.close()
+await server.close()
+print("calls per response the client saw:", [len(r.tool_calls) for r in result.rounds])
+print("upstream requests:", len(upstream.requests), "| messages in the second:", [m["role"] for m in upstream.requests[1]["messages"]])
+print(server.stats)
 """),
     ],
 }

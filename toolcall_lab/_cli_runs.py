@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from pathlib import Path
@@ -200,7 +201,54 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_proxy(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from toolcall_lab.proxy_server import OpenAIUpstream, ProxyServer, TraceUpstream, Upstream
+
+    upstream: Upstream
+    if args.upstream.startswith(("http://", "https://")):
+        from openai import AsyncOpenAI
+
+        upstream = OpenAIUpstream(AsyncOpenAI(base_url=args.upstream), model=args.model)
+    else:
+        from toolcall_lab.trace_files import load
+
+        upstream = TraceUpstream(load(args.upstream), delay_scale=args.delay_scale)
+
+    async def main() -> None:
+        server = ProxyServer(
+            upstream,
+            ttl_s=args.ttl,
+            max_conversations=args.max_conversations,
+            upstream_timeout_s=args.upstream_timeout,
+        )
+        url = await server.start(args.host, args.port)
+        print(f"serialized proxy on {url} -> {args.upstream} (Ctrl-C to stop)", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+    return 0
+
+
 def register(sub: Any) -> None:
+    p = sub.add_parser("proxy", help="run the serialized proxy (OpenAI-compatible) in front of an upstream")
+    p.add_argument("--upstream", required=True, help="an OpenAI-compatible base URL, or a trace JSON file")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--model", help="model name to send upstream (default: the client's)")
+    p.add_argument("--ttl", type=float, default=600.0, help="seconds an idle conversation is kept")
+    p.add_argument("--max-conversations", type=int, default=10_000)
+    p.add_argument("--upstream-timeout", type=float, default=120.0)
+    p.add_argument(
+        "--delay-scale", type=float, default=0.0, help="trace upstream: sleep recorded latency x this"
+    )
+    p.set_defaults(func=cmd_proxy)
+
     p = sub.add_parser("bench", help="replay traces under several modes and compare them")
     p.add_argument("paths", nargs="*", help="trace files or folders of them")
     p.add_argument("--modes", type=_modes, default=list(MODES), help="comma-separated (default: all four)")

@@ -36,6 +36,11 @@ class SerializedSession:
         return self._position >= len(self.calls)
 
     @property
+    def answered(self) -> int:
+        """How many calls of the batch have a result."""
+        return self._position
+
+    @property
     def current(self) -> ToolCall | None:
         """The call the client must answer next (None when all are answered)."""
         return None if self.done else self.calls[self._position]

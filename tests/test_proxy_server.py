@@ -1,0 +1,266 @@
+"""The serialized proxy over HTTP on loopback: the real openai client, bad input, isolation, load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from toolcall_lab.loop import run
+from toolcall_lab.openai_model import OpenAIModel
+from toolcall_lab.protocol import validate_messages
+from toolcall_lab.proxy_server import (
+    Conversation,
+    ConversationStore,
+    OpenAIUpstream,
+    ProxyServer,
+    TraceUpstream,
+    UpstreamError,
+    serve,
+    upstream_app,
+)
+from toolcall_lab.replay import replay_tools
+from toolcall_lab.scenarios import SCENARIOS
+
+TRACE = SCENARIOS["three_tools_100ms"].record()  # a 3-call batch, then a final answer; model time 0
+
+
+def arun(coro):
+    return asyncio.run(coro)
+
+
+async def with_proxy(fn, upstream=None, **kwargs):
+    upstream = upstream or TraceUpstream(TRACE)
+    server = ProxyServer(upstream, **kwargs)
+    url = await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            return await fn(http, upstream, server)
+    finally:
+        await server.close()
+
+
+def prompt(text="Run a, b and c."):
+    return [{"role": "user", "content": text}]
+
+
+def call_of(body):
+    message = body["choices"][0]["message"]
+    return message, message.get("tool_calls") or []
+
+
+def answer(messages, body, result):
+    message, (call,) = call_of(body)
+    return [
+        *messages,
+        {"role": "assistant", "content": message.get("content"), "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": result},
+    ]
+
+
+def test_real_openai_client_gets_one_call_per_response_and_upstream_one_complete_list() -> None:
+    async def go(http, upstream, server):
+        from openai import AsyncOpenAI
+
+        client = AsyncOpenAI(api_key="unused", base_url=str(http.base_url))
+        seen = []
+        messages = prompt()
+        for _ in range(5):
+            response = await client.chat.completions.create(
+                model="m", messages=messages, parallel_tool_calls=False, tools=list(TRACE.tools)
+            )
+            message = response.choices[0].message
+            seen.append(len(message.tool_calls or []))
+            if not message.tool_calls:
+                break
+            call = message.tool_calls[0]
+            messages = [
+                *messages,
+                message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": f"result of {call.function.name}"},
+            ]
+        await client.close()
+        return seen, upstream.requests, messages
+
+    seen, upstream_requests, client_messages = arun(with_proxy(go))
+    assert seen == [1, 1, 1, 0]  # three single-call responses, then the final answer
+    assert len(upstream_requests) == 2  # upstream called once per batch
+    full = upstream_requests[1]["messages"]
+    assert [m["role"] for m in full] == ["user", "assistant", "tool", "tool", "tool"]
+    assert [c["id"] for c in full[1]["tool_calls"]] == ["call_0_0", "call_0_1", "call_0_2"]
+    assert [m["content"] for m in full[2:]] == ["result of tool_a", "result of tool_b", "result of tool_c"]
+    assert validate_messages(full) == [] and validate_messages(client_messages) == []
+
+
+def test_the_loop_as_a_streaming_client_through_the_proxy() -> None:
+    async def go(http, upstream, server):
+        from openai import AsyncOpenAI
+
+        client = AsyncOpenAI(api_key="unused", base_url=str(http.base_url))
+        result = await run(
+            OpenAIModel("m", client, parallel_tool_calls=False),
+            replay_tools(TRACE),
+            TRACE.initial_messages,
+            mode="sequential",
+        )
+        await client.close()
+        return result, server.stats
+
+    result, stats = arun(with_proxy(go))
+    assert [len(r.tool_calls) for r in result.rounds] == [1, 1, 1, 0]
+    assert result.final_answer == "done"
+    assert stats["upstream_calls"] == 2 and stats["served_from_queue"] == 2
+
+
+def test_without_the_flag_everything_passes_through() -> None:
+    async def go(http, upstream, server):
+        r = await http.post("/chat/completions", json={"model": "m", "messages": prompt()})
+        return call_of(r.json())[1]
+
+    assert len(arun(with_proxy(go))) == 3
+
+
+def test_retries_are_idempotent() -> None:
+    async def go(http, upstream, server):
+        body = {"model": "m", "messages": prompt(), "parallel_tool_calls": False}
+        first = (await http.post("/chat/completions", json=body)).json()
+        again = (await http.post("/chat/completions", json=body)).json()
+        step2 = {**body, "messages": answer(body["messages"], first, "ra")}
+        second = (await http.post("/chat/completions", json=step2)).json()
+        second_again = (await http.post("/chat/completions", json=step2)).json()
+        return first, again, second, second_again, len(upstream.requests)
+
+    first, again, second, second_again, calls = arun(with_proxy(go))
+    assert call_of(first)[1] == call_of(again)[1] and call_of(first)[1][0]["id"] == "call_0_0"
+    assert call_of(second)[1] == call_of(second_again)[1] and call_of(second)[1][0]["id"] == "call_0_1"
+    assert calls == 1
+
+
+def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
+    async def go(http, upstream, server):
+        out = {}
+        r = await http.post(
+            "/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        out["malformed"] = (r.status_code, r.json()["error"]["code"])
+        base = {"model": "m", "messages": prompt(), "parallel_tool_calls": False}
+        first = (await http.post("/chat/completions", json=base)).json()
+        good = answer(base["messages"], first, "ra")
+        unknown = json.loads(json.dumps(good))
+        unknown[-2]["tool_calls"][0]["id"] = unknown[-1]["tool_call_id"] = "call_zz"
+        r = await http.post("/chat/completions", json={**base, "messages": unknown})
+        out["unknown"] = (r.status_code, r.json()["error"]["message"])
+        skipping = json.loads(json.dumps(good))
+        skipping[-2]["tool_calls"][0]["id"] = skipping[-1]["tool_call_id"] = "call_0_2"
+        r = await http.post("/chat/completions", json={**base, "messages": skipping})
+        out["out_of_order"] = (r.status_code, r.json()["error"]["message"])
+        second = (await http.post("/chat/completions", json={**base, "messages": good})).json()
+        out["after_errors"] = call_of(second)[1][0]["id"]
+        third = answer(good, second, "rb")
+        stale = [
+            *good,
+            *third[len(good) : len(good) + 1],
+            {"role": "tool", "tool_call_id": "call_0_0", "content": "x"},
+        ]
+        r = await http.post("/chat/completions", json={**base, "messages": stale})
+        out["mismatch"] = r.status_code
+        return out
+
+    out = arun(with_proxy(go))
+    assert out["malformed"] == (400, "invalid_json")
+    assert out["unknown"][0] == 400 and "'call_zz' is not part of this batch" in out["unknown"][1]
+    assert out["out_of_order"][0] == 409 and "out of order" in out["out_of_order"][1]
+    assert out["after_errors"] == "call_0_1"  # nothing was corrupted by the bad requests
+    assert out["mismatch"] == 400
+
+
+class Failing:
+    async def complete(self, body):
+        raise UpstreamError("model overloaded", 502)
+
+
+class Slow:
+    async def complete(self, body):
+        await asyncio.sleep(5)
+
+
+@pytest.mark.parametrize(
+    ("upstream", "status", "text"),
+    [(Failing(), 502, "model overloaded"), (Slow(), 504, "did not answer within 0.2 s")],
+)
+def test_upstream_errors_and_timeouts(upstream, status, text) -> None:
+    async def go(http, up, server):
+        r = await http.post("/chat/completions", json={"model": "m", "messages": prompt()})
+        return r.status_code, r.json()["error"]["message"]
+
+    code, message = arun(with_proxy(go, upstream=upstream, upstream_timeout_s=0.2))
+    assert code == status and text in message
+
+
+def test_openai_upstream_through_a_served_trace() -> None:
+    async def go():
+        from openai import AsyncOpenAI
+
+        runner, upstream_url = await serve(upstream_app(TraceUpstream(TRACE)))
+        client = AsyncOpenAI(api_key="unused", base_url=upstream_url)
+        try:
+
+            async def inner(http, up, server):
+                r = await http.post(
+                    "/chat/completions",
+                    json={"model": "m", "messages": prompt(), "parallel_tool_calls": False},
+                )
+                return r.json()
+
+            return await with_proxy(inner, upstream=OpenAIUpstream(client))
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    body = arun(go())
+    assert len(call_of(body)[1]) == 1
+
+
+def test_store_expires_and_is_bounded(monkeypatch) -> None:
+    store = ConversationStore(ttl_s=10, max_entries=2)
+    for key in "abc":
+        store.put(key, Conversation(client_len=1, upstream_messages=[]))
+    assert len(store) == 2 and store.get("a") is None
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + 11)
+    assert store.get("b") is None
+
+
+def test_load_many_conversations_no_lost_or_crossed_results() -> None:
+    """200 conversations x a 3-call batch from 20 concurrent clients (bounded: about 800 requests)."""
+
+    async def go(http, upstream, server):
+        gate = asyncio.Semaphore(20)
+
+        async def conversation(n: int) -> list[str]:
+            async with gate:
+                messages = prompt(f"conversation {n}: run a, b and c")
+                body = {"model": "m", "messages": messages, "parallel_tool_calls": False}
+                for _ in range(4):
+                    reply = (await http.post("/chat/completions", json=body)).json()
+                    _, calls = call_of(reply)
+                    if not calls:
+                        return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+                    body = {**body, "messages": answer(body["messages"], reply, f"conv {n} {calls[0]['id']}")}
+                raise AssertionError("no final answer")
+
+        results = await asyncio.gather(*(conversation(n) for n in range(200)))
+        return results, upstream.requests, server.stats
+
+    results, upstream_requests, stats = arun(with_proxy(go))
+    for n, tool_results in enumerate(results):
+        assert tool_results == [f"conv {n} call_0_{i}" for i in range(3)]
+    complete = [r["messages"] for r in upstream_requests if len(r["messages"]) == 5]
+    assert len(complete) == 200 and len(upstream_requests) == 400
+    for messages in complete:  # every upstream list holds one conversation's own results, in order
+        n = messages[0]["content"].split(":")[0].split()[1]
+        assert [m["content"] for m in messages[2:]] == [f"conv {n} call_0_{i}" for i in range(3)]
+    assert stats["errors"] == 0
