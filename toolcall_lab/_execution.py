@@ -10,7 +10,7 @@ import contextvars
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolcall_lab.exceptions import ReplayDivergenceError
@@ -111,9 +111,11 @@ class Executor:
         text: str,
         *,
         duplicate_of: str | None = None,
-        at: float | None = None,
+        started_at: float | None = None,
+        ended_at: float | None = None,
     ) -> ToolExecution:
-        t = self.now() if at is None else at
+        """The record of a call's outcome; without times, it happened just now and took no time."""
+        now = self.now() if started_at is None or ended_at is None else 0.0
         return ToolExecution(
             tool_call_id=call.tool_call_id,
             name=call.name,
@@ -122,8 +124,8 @@ class Executor:
             status=status,
             result=text,
             error=None if status in ("ok", "skipped") else text,
-            started_at=t,
-            ended_at=t,
+            started_at=now if started_at is None else started_at,
+            ended_at=now if ended_at is None else ended_at,
             duplicate_of=duplicate_of,
         )
 
@@ -132,7 +134,7 @@ class Executor:
 
     def cancelled(self, call: ToolCall, started_at: float | None = None) -> ToolExecution:
         ex = self._made(call, "cancelled", "Cancelled: the run was aborted before this call finished.")
-        return ex if started_at is None else ToolExecution(**{**_fields(ex), "started_at": started_at})
+        return ex if started_at is None else replace(ex, started_at=started_at)
 
     async def screen(self, calls: Sequence[ToolCall]) -> list[ToolExecution | None]:
         """Decide up front which calls cannot run (None = runnable), in model order."""
@@ -205,28 +207,12 @@ class Executor:
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             status, text = "error", f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
-        ex = ToolExecution(
-            tool_call_id=call.tool_call_id,
-            name=call.name,
-            arguments=call.arguments,
-            index=call.index,
-            status=status,
-            result=text,
-            error=None if status == "ok" else text,
-            started_at=started,
-            ended_at=self.now(),
-        )
+        ex = self._made(call, status, text, started_at=started, ended_at=self.now())
         if status == "ok":
             reason = _rejected(await call_hook(self.hooks.approve_result, call, ex))
             if reason is not None:
-                ex = ToolExecution(
-                    **{
-                        **_fields(ex),
-                        "status": "rejected",
-                        "result": f"Result withheld: {reason}.",
-                        "error": f"Result withheld: {reason}.",
-                    }
-                )
+                withheld = f"Result withheld: {reason}."
+                ex = replace(ex, status="rejected", result=withheld, error=withheld)
         await call_hook(self.hooks.on_tool_complete, ex)
         return ex
 
@@ -238,7 +224,3 @@ class Executor:
             key = dedupe_key(call) if call is not None and ex.status == "ok" else None
             if key and key not in self.history:
                 self.history[key] = ex.tool_call_id
-
-
-def _fields(ex: ToolExecution) -> dict[str, Any]:
-    return {name: getattr(ex, name) for name in ToolExecution.__dataclass_fields__}

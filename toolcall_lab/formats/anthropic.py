@@ -16,23 +16,18 @@ from toolcall_lab.formats.base import (
     CallFinished,
     CallStarted,
     PendingCall,
+    StreamAccumulator,
     StreamListener,
     compact_json,
 )
 from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
 
 
-class AnthropicStreamAccumulator:
+class AnthropicStreamAccumulator(StreamAccumulator):
     """Assemble tool calls and text from Anthropic stream events (``message_start`` ... ``message_stop``)."""
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
-        self.batch = batch
-        self.listener = listener
-        self.findings: list[Finding] = []
-        self.chunk_count = 0
-        self.usage: dict[str, Any] = {}
-        self.response_id: str | None = None
-        self.model: str | None = None
+        super().__init__(batch=batch, listener=listener)
         self.stop_reason: str | None = None
         self._text: list[str] = []
         self._thinking: list[str] = []
@@ -94,10 +89,10 @@ class AnthropicStreamAccumulator:
             message = event.get("message") or {}
             self.response_id = message.get("id")
             self.model = message.get("model")
-            self.usage.update(message.get("usage") or {})
+            self.usage = {**(self.usage or {}), **(message.get("usage") or {})}
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
-            self.usage.update(event.get("usage") or {})
+            self.usage = {**(self.usage or {}), **(event.get("usage") or {})}
         elif kind == "error":
             error = event.get("error") or {}
             raise ProviderStreamError(

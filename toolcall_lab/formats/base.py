@@ -52,6 +52,20 @@ StreamEvent = CallStarted | ArgumentsDelta | CallFinished
 StreamListener = Callable[[StreamEvent], None]
 
 
+class StreamAccumulator:
+    """What every streaming accumulator keeps: the batch number for fallback ids, the optional event
+    listener, findings so far, the chunk counter, and the response's id, model and usage."""
+
+    def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
+        self.batch = batch
+        self.listener = listener
+        self.findings: list[Finding] = []
+        self.chunk_count = 0
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+        self.model: str | None = None
+
+
 class PendingCall:
     """A tool call still being assembled from deltas (mutable; internal to accumulators)."""
 

@@ -9,13 +9,14 @@ only at the end, and reports every oddity as a `Finding` with its chunk number.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
     CallStarted,
     PendingCall,
+    StreamAccumulator,
     StreamListener,
     compact_json,
 )
@@ -46,7 +47,7 @@ def _as_dict(chunk: Any) -> Any:
     return chunk
 
 
-class ChatCompletionAccumulator:
+class ChatCompletionAccumulator(StreamAccumulator):
     """Assemble tool calls, text and reasoning from OpenAI chat-completion chunks, one at a time.
 
     Args:
@@ -57,13 +58,7 @@ class ChatCompletionAccumulator:
     """
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
-        self.batch = batch
-        self.listener = listener
-        self.findings: list[Finding] = []
-        self.chunk_count = 0
-        self.usage: dict[str, Any] | None = None
-        self.response_id: str | None = None
-        self.model: str | None = None
+        super().__init__(batch=batch, listener=listener)
         self._choices: dict[int, _Choice] = {}
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -278,17 +273,7 @@ class ChatCompletionAccumulator:
             elif tid == call.tool_call_id:
                 call.repeated_header = True
             else:
-                self.findings.append(
-                    Finding(
-                        kind="id_changed",
-                        chunk_index=n,
-                        choice_index=call.choice_index,
-                        call_index=call.index,
-                        tool_call_id=call.tool_call_id,
-                        message=f"call {call.index}: id changed from {call.tool_call_id!r} to {tid!r}; "
-                        "kept the first",
-                    )
-                )
+                self._changed(call, "id", call.tool_call_id, tid, n)
         elif tid == "":
             call.saw_empty_id = True
         if name:
@@ -297,17 +282,19 @@ class ChatCompletionAccumulator:
             elif name == call.name:
                 call.repeated_header = True
             else:
-                self.findings.append(
-                    Finding(
-                        kind="name_changed",
-                        chunk_index=n,
-                        choice_index=call.choice_index,
-                        call_index=call.index,
-                        tool_call_id=call.tool_call_id,
-                        message=f"call {call.index}: name changed from {call.name!r} to {name!r}; "
-                        "kept the first",
-                    )
-                )
+                self._changed(call, "name", call.name, name, n)
+
+    def _changed(self, call: PendingCall, what: Literal["id", "name"], kept: Any, new: Any, n: int) -> None:
+        self.findings.append(
+            Finding(
+                kind="id_changed" if what == "id" else "name_changed",
+                chunk_index=n,
+                choice_index=call.choice_index,
+                call_index=call.index,
+                tool_call_id=call.tool_call_id,
+                message=f"call {call.index}: {what} changed from {kept!r} to {new!r}; kept the first",
+            )
+        )
 
     # -- results ---------------------------------------------------------------------------------
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:

@@ -16,22 +16,17 @@ from toolcall_lab.formats.base import (
     CallFinished,
     CallStarted,
     PendingCall,
+    StreamAccumulator,
     StreamListener,
 )
 from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
 
 
-class ResponsesStreamAccumulator:
+class ResponsesStreamAccumulator(StreamAccumulator):
     """Assemble function calls and text from the events of one Responses API stream."""
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
-        self.batch = batch
-        self.listener = listener
-        self.findings: list[Finding] = []
-        self.chunk_count = 0
-        self.usage: dict[str, Any] | None = None
-        self.response_id: str | None = None
-        self.model: str | None = None
+        super().__init__(batch=batch, listener=listener)
         self.status: str | None = None
         self._text: list[str] = []
         self._reasoning: list[str] = []
