@@ -171,3 +171,46 @@ def test_cli_bench_writes_tables_and_plots(tmp_path) -> None:
         [sys.executable, "-m", "toolcall_lab", "bench", "--modes", "turbo"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "unknown mode" in bad.stderr
+
+
+def test_a_broken_file_is_reported_and_the_rest_compared(tmp_path) -> None:
+    good = DATA / "traces" / "straggler.json"
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"schema_version": 1, "metadata": ')
+    table = compare([good, bad], ["sequential", "parallel"])
+    assert len(table.runs) == 2 and list(table.errors["trace"]) == [str(bad)]
+    assert "not valid JSON (file looks truncated)" in table.errors["error"].item()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolcall_lab",
+            "bench",
+            str(good),
+            str(bad),
+            "--quiet",
+            "--out",
+            str(tmp_path / "r.csv"),
+            "--plot",
+            str(tmp_path / "p.png"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and f"not compared: {bad}" in out.stderr
+    assert len(pd.read_csv(tmp_path / "r.csv")) == 4 and (tmp_path / "p_gantt.png").exists()
+
+
+def test_rounds_and_runs_display_as_html(scenarios) -> None:
+    result = replay(scenarios["weather_news_stock"], "parallel")
+    bundle = result._repr_mimebundle_()
+    assert (
+        bundle["text/plain"].startswith("<RunResult completed/final_answer")
+        and "tcl-round" in bundle["text/html"]
+    )
+    round_bundle = result.rounds[0]._repr_mimebundle_()
+    assert (
+        round_bundle["text/plain"].startswith("<Round 0 parallel: 3 calls")
+        and "get_news" in round_bundle["text/html"]
+    )
+    assert "tcl-trace" in scenarios["straggler"]._repr_mimebundle_()["text/html"]

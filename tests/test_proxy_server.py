@@ -264,3 +264,36 @@ def test_load_many_conversations_no_lost_or_crossed_results() -> None:
         n = messages[0]["content"].split(":")[0].split()[1]
         assert [m["content"] for m in messages[2:]] == [f"conv {n} call_0_{i}" for i in range(3)]
     assert stats["errors"] == 0
+
+
+def test_already_answered_results_are_refused() -> None:
+    async def go(http, upstream, server):
+        base = {"model": "m", "messages": prompt(), "parallel_tool_calls": False}
+        first = (await http.post("/chat/completions", json=base)).json()
+        step1 = answer(base["messages"], first, "ra")
+        second = (await http.post("/chat/completions", json={**base, "messages": step1})).json()
+        step2 = answer(step1, second, "rb")
+        await http.post("/chat/completions", json={**base, "messages": step2})
+        stale = base["messages"]  # the conversation before any answer, but extended differently
+        replayed_first = [
+            *stale,
+            step1[1],
+            {"role": "tool", "tool_call_id": "call_0_0", "content": "changed"},
+        ]
+        r1 = await http.post("/chat/completions", json={**base, "messages": replayed_first})
+        return r1.status_code, r1.json()
+
+    status, body = arun(with_proxy(go))
+    assert status == 409 and "already answered" in body["error"]["message"]
+
+
+def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
+    async def go(http, upstream, server):
+        base = {"model": "m", "messages": prompt(), "parallel_tool_calls": False}
+        a = (await http.post("/chat/completions", json=base, headers={"x-session-id": "A"})).json()
+        step_a = answer(base["messages"], a, "from A")
+        await http.post("/chat/completions", json={**base, "messages": step_a}, headers={"x-session-id": "A"})
+        b = (await http.post("/chat/completions", json=base, headers={"x-session-id": "B"})).json()
+        return call_of(a)[1][0]["id"], call_of(b)[1][0]["id"]
+
+    assert arun(with_proxy(go)) == ("call_0_0", "call_0_0")  # B starts its own queue, not A's second call

@@ -167,7 +167,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         f"\n{len(paths)} traces x {len(args.modes)} modes in {elapsed:.2f} s "
         f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
     )
-    print(summary_text(result))
+    print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
+    for err in result.errors.itertuples():
+        print(
+            f"not compared: {err.trace}" + (f" [{err.mode}]" if err.mode else "") + f": {err.error}",
+            file=sys.stderr,
+        )
     missed = result.missed
     if len(missed):
         print(
@@ -183,14 +188,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
             result.runs.to_csv(out, index=False)
             result.calls.to_csv(out.with_name(out.stem + "_calls.csv"), index=False)
         print(f"wrote {out} (one row per trace x mode) and its per-call table")
-    if args.plot:
+    if args.plot and len(result.runs):
         from toolcall_lab import plotting
         from toolcall_lab.trace_files import load
 
         plot = Path(args.plot)
         plotting.speedup_distribution(result, save=plot)
         plotting.time_breakdown(result, save=plot.with_name(plot.stem + "_breakdown" + plot.suffix))
-        first = paths[0] if not isinstance(paths[0], (str, Path)) else load(paths[0])
+        broken = set(result.errors["trace"])
+        item = next(
+            p for p in paths if (str(p) if isinstance(p, (str, Path)) else p.metadata.title) not in broken
+        )
+        first = load(item) if isinstance(item, (str, Path)) else item
         plotting.gantt(
             first,
             args.modes,
@@ -198,7 +207,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             save=plot.with_name(plot.stem + "_gantt" + plot.suffix),
         )
         print(f"wrote {plot}, its _breakdown and _gantt companions")
-    return 0
+    return 1 if len(result.errors) else 0
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:

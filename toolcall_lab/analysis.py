@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolcall_lab.exceptions import ReplayDivergenceError, TraceError
 from toolcall_lab.loop import RunResult
 from toolcall_lab.records import MODES, Mode, Round
 from toolcall_lab.replay import replay
@@ -197,13 +198,28 @@ def _tool_messages_after(result: RunResult, r: Round) -> list[dict[str, Any]]:
 def trace_rows(
     item: Trace | str | Path, modes: Sequence[Mode], settings: dict[str, Any], virtual: bool = True
 ) -> dict[str, list[dict[str, Any]]]:
-    """Replay one trace under each mode; plain rows (picklable) for `compare`."""
+    """Replay one trace under each mode; plain rows (picklable) for `compare`.
+
+    A trace that cannot be loaded or replayed yields an ``errors`` row naming it (and the mode), so
+    one broken file never costs the rest of a corpus.
+    """
+    empty: dict[str, list[dict[str, Any]]] = {
+        "runs": [],
+        "rounds": [],
+        "calls": [],
+        "missed": [],
+        "errors": [],
+    }
     if isinstance(item, Trace):
         trace, trace_id = item, item.metadata.title
     else:
         from toolcall_lab.trace_files import load
 
-        trace, trace_id = load(item), str(item)
+        trace_id = str(item)
+        try:
+            trace = load(item)
+        except TraceError as exc:
+            return {**empty, "errors": [{"trace": trace_id, "mode": None, "error": str(exc)}]}
     bound = critical_path_s(trace)
     missed = missed_parallelism(trace)
     runs, rounds, calls = [], [], []
@@ -211,7 +227,11 @@ def trace_rows(
         mode_settings = dict(settings)
         if mode != "serialized":
             mode_settings.pop("round_trip_s", None)
-        result = replay(trace, mode, virtual=virtual, **mode_settings)
+        try:
+            result = replay(trace, mode, virtual=virtual, **mode_settings)
+        except ReplayDivergenceError as exc:
+            empty["errors"].append({"trace": trace_id, "mode": mode, "error": str(exc)})
+            continue
         summary, r_rows, c_rows = run_rows(trace_id, result, trace)
         summary.update(
             lower_bound_s=bound,
@@ -229,6 +249,7 @@ def trace_rows(
         "rounds": rounds,
         "calls": calls,
         "missed": [{"trace": trace_id, **m.to_dict()} for m in missed],
+        "errors": empty["errors"],
     }
 
 
@@ -243,6 +264,8 @@ class Comparison:
     calls: pd.DataFrame
     """One row per (trace, mode, round, call) with start/end times."""
     missed: pd.DataFrame
+    errors: pd.DataFrame
+    """Traces (and modes) that could not be compared, and why; the rest are in the other tables."""
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -305,12 +328,13 @@ def compare(
     if progress:
         wrap = progress if callable(progress) else _tqdm
         parts = wrap(parts, total=len(items))  # type: ignore[call-arg]
-    runs, rounds, calls, missed = [], [], [], []
+    runs, rounds, calls, missed, errors = [], [], [], [], []
     for part in parts:
         runs += part["runs"]
         rounds += part["rounds"]
         calls += part["calls"]
         missed += part["missed"]
+        errors += part["errors"]
     runs_df = pd.DataFrame(runs)
     if not runs_df.empty and "sequential" in set(runs_df["mode"]):
         seq = runs_df[runs_df["mode"] == "sequential"].set_index("trace")["wall_time_s"]
@@ -320,6 +344,7 @@ def compare(
         rounds=pd.DataFrame(rounds),
         calls=pd.DataFrame(calls),
         missed=pd.DataFrame(missed, columns=["trace", "first_round", "last_round", "saved_s"]),
+        errors=pd.DataFrame(errors, columns=["trace", "mode", "error"]),
     )
 
 

@@ -142,6 +142,14 @@ class RunResult:
                     total[k] = total.get(k, 0) + v
         return total
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from toolcall_lab.trace import Trace, TraceMetadata
+
+        trace = Trace.from_run(self, TraceMetadata(title=f"run ({self.mode})", origin="recorded"))
+        bundle = trace._repr_mimebundle_()
+        bundle["text/plain"] = repr(self)
+        return bundle
+
     def __repr__(self) -> str:
         calls = sum(len(r.tool_calls) for r in self.rounds)
         return (

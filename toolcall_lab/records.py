@@ -127,6 +127,15 @@ class Round:
             return "ok"
         return "failed" if failed == len([e for e in self.executions if e.answered]) else "partial"
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from toolcall_lab.notebook.html import CSS, round_html
+        from toolcall_lab.trace import round_to_dict
+
+        return {
+            "text/plain": repr(self),
+            "text/html": f"<div class='tcl'>{CSS}{round_html(round_to_dict(self))}</div>",
+        }
+
     def __repr__(self) -> str:
         return (
             f"<Round {self.round_index} {self.mode}: {len(self.tool_calls)} calls, "

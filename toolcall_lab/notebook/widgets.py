@@ -49,7 +49,7 @@ def as_doc(trace: Trace | RunResult | dict[str, Any]) -> dict[str, Any]:
     if isinstance(trace, dict):
         return trace
     if isinstance(trace, RunResult):
-        trace = Trace.from_run(trace, TraceMetadata(title="run", origin="scripted"))
+        trace = Trace.from_run(trace, TraceMetadata(title="run", origin="recorded"))
     return trace.to_dict()
 
 
