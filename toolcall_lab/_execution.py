@@ -174,7 +174,8 @@ class Executor:
                     )
                 )
                 continue
-            rejection = _rejected(await call_hook(self.hooks.approve_call, call))
+            hook = self.hooks.approve_call
+            rejection = _rejected(await call_hook(hook, call)) if hook is not None else None
             if rejection is not None:
                 out.append(self._made(call, "rejected", f"Rejected: {rejection}. The call was not executed."))
                 continue
@@ -183,12 +184,18 @@ class Executor:
             out.append(None)
         return out
 
-    async def execute(self, call: ToolCall) -> ToolExecution:
-        """Run one screened call; tool exceptions and timeouts become results, not raises."""
+    async def execute(self, call: ToolCall, started: float | None = None) -> ToolExecution:
+        """Run one screened call; tool exceptions and timeouts become results, not raises.
+
+        `started` is the start time if the caller already read the clock (the hook runs first).
+        """
         tool = self.tools.get(call.name)
         assert tool is not None, "execute() is only called on screened calls"
-        await call_hook(self.hooks.on_tool_start, call)
-        started = self.now()
+        if self.hooks.on_tool_start is not None:  # checked here: awaiting a no-op costs per call
+            await call_hook(self.hooks.on_tool_start, call)
+            started = None
+        if started is None:
+            started = self.now()
         status: CallStatus = "ok"
         current_tool_call.set(call)
         try:
@@ -208,12 +215,13 @@ class Executor:
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             status, text = "error", f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
         ex = self._made(call, status, text, started_at=started, ended_at=self.now())
-        if status == "ok":
+        if status == "ok" and self.hooks.approve_result is not None:
             reason = _rejected(await call_hook(self.hooks.approve_result, call, ex))
             if reason is not None:
                 withheld = f"Result withheld: {reason}."
                 ex = replace(ex, status="rejected", result=withheld, error=withheld)
-        await call_hook(self.hooks.on_tool_complete, ex)
+        if self.hooks.on_tool_complete is not None:
+            await call_hook(self.hooks.on_tool_complete, ex)
         return ex
 
     def remember(self, executions: Sequence[ToolExecution], calls: Sequence[ToolCall]) -> None:

@@ -357,7 +357,8 @@ class _Run:
                 whole = parse_chat_completion(payload, batch=request.batch)
             else:
                 acc.feed(payload)
-            await call_hook(self.hooks.on_model_chunk, payload)
+            if self.hooks.on_model_chunk is not None:
+                await call_hook(self.hooks.on_model_chunk, payload)
         parsed = whole if whole is not None else acc.finish()
         end = self.now()
         call = ModelCall(

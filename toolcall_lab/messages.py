@@ -59,10 +59,23 @@ class InvalidArguments:
 ArgumentsOutcome = ParsedArguments | InvalidArguments
 
 
+_fast_loads: Any
+try:  # orjson reads valid JSON 3-5x faster; anything it refuses is re-read by json for the diagnosis
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - the optional extra is absent
+    _fast_loads = json.loads
+
+
 def parse_arguments(raw: str) -> ArgumentsOutcome:
     """Read a tool call's argument string. Total: every input gives an outcome, none raises."""
-    if raw == "" or raw.isspace():
+    if not raw or raw.isspace():
         return ParsedArguments(value={}, empty=True)
+    try:
+        value = _fast_loads(raw)
+        if type(value) is dict:
+            return ParsedArguments(value=value)
+    except Exception:  # orjson is stricter (NaN, huge integers); json below decides
+        pass
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:

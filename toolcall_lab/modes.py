@@ -42,7 +42,7 @@ async def _one(
 ) -> ToolExecution:
     now = state.started[call.tool_call_id] = executor.now()
     if pre is None:
-        ex = await executor.execute(call)
+        ex = await executor.execute(call, now)
     elif pre.started_at != now:  # decided at screening; it happens when its turn comes
         ex = replace(pre, started_at=now, ended_at=now)
     else:
@@ -68,8 +68,9 @@ async def run_parallel(
     round_index: int,
     concurrency: int | None,
 ) -> None:
+    at = executor.now()  # the batch starts at one instant: one clock read for all its actions
     for call in state.calls:
-        emit(Action(at=executor.now(), round_index=round_index, call=call))
+        emit(Action(at=at, round_index=round_index, call=call))
     gate = asyncio.Semaphore(concurrency) if concurrency else None
 
     async def capped(call: ToolCall) -> None:
@@ -82,8 +83,9 @@ async def run_parallel(
                 group.create_task(capped(call) if gate is not None else _one(executor, state, call, None))
             else:
                 state.done[call.tool_call_id] = pre
+    at = executor.now()
     for call in state.calls:
-        emit(Observation(at=executor.now(), round_index=round_index, execution=state.done[call.tool_call_id]))
+        emit(Observation(at=at, round_index=round_index, execution=state.done[call.tool_call_id]))
 
 
 async def run_serialized(

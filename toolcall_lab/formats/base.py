@@ -9,8 +9,10 @@ from typing import Any, Literal
 
 from toolcall_lab.messages import (
     Finding,
+    FindingKind,
     InvalidArguments,
     ParsedArguments,
+    Severity,
     ToolCall,
     fallback_tool_call_id,
     parse_arguments,
@@ -99,87 +101,63 @@ class PendingCall:
         raw: str | None = None,
     ) -> ToolCall:
         """Build the frozen call, reporting missing ids/names and unusable arguments as findings."""
-        where: dict[str, Any] = {"choice_index": self.choice_index, "call_index": self.index}
+
+        def report(kind: FindingKind, message: str, severity: Severity = "warning") -> None:
+            findings.append(
+                Finding(
+                    kind=kind,
+                    message=message,
+                    severity=severity,
+                    chunk_index=self.first_chunk,
+                    choice_index=self.choice_index,
+                    call_index=self.index,
+                    tool_call_id=tool_call_id,
+                )
+            )
+
         tool_call_id = self.tool_call_id
         id_source: Literal["provider", "fallback"] = "provider"
         if not tool_call_id:
             tool_call_id = fallback_tool_call_id(batch, self.index, self.choice_index)
             id_source = "fallback"
-            kind: Literal["empty_id", "missing_id"] = "empty_id" if self.saw_empty_id else "missing_id"
             what = 'an empty id ("")' if self.saw_empty_id else "no id"
-            findings.append(
-                Finding(
-                    kind=kind,
-                    message=f"call {self.index} came with {what}; using fallback id {tool_call_id}",
-                    severity="info",
-                    chunk_index=self.first_chunk,
-                    tool_call_id=tool_call_id,
-                    **where,
-                )
+            report(
+                "empty_id" if self.saw_empty_id else "missing_id",
+                f"call {self.index} came with {what}; using fallback id {tool_call_id}",
+                "info",
             )
         name = self.name or ""
         if not name:
-            findings.append(
-                Finding(
-                    kind="missing_name",
-                    message=f"call {tool_call_id} has no function name",
-                    severity="error",
-                    chunk_index=self.first_chunk,
-                    tool_call_id=tool_call_id,
-                    **where,
-                )
-            )
+            report("missing_name", f"call {tool_call_id} has no function name", "error")
         if self.repeated_header:
-            findings.append(
-                Finding(
-                    kind="repeated_header",
-                    message=f"call {tool_call_id}: id/name repeated on continuation deltas "
-                    "(kept once, not concatenated)",
-                    severity="info",
-                    chunk_index=self.first_chunk,
-                    tool_call_id=tool_call_id,
-                    **where,
-                )
+            report(
+                "repeated_header",
+                f"call {tool_call_id}: id/name repeated on continuation deltas (kept once, not concatenated)",
+                "info",
             )
         arguments = "".join(self.pieces) if raw is None else raw
         outcome = parse_arguments(arguments)
         complete = True
-        if isinstance(outcome, InvalidArguments):
+        if type(outcome) is InvalidArguments:
             complete = False
             cut = outcome.truncated or finish_reason == "length"
-            findings.append(
-                Finding(
-                    kind="incomplete_arguments" if cut else "invalid_arguments",
-                    message=f"call {tool_call_id} ({name}): arguments {outcome.reason}; "
-                    "raw string kept, call marked incomplete and will not be executed",
-                    severity="error",
-                    chunk_index=self.first_chunk,
-                    tool_call_id=tool_call_id,
-                    **where,
-                )
+            report(
+                "incomplete_arguments" if cut else "invalid_arguments",
+                f"call {tool_call_id} ({name}): arguments {outcome.reason}; raw string kept, call marked "
+                "incomplete and will not be executed",
+                "error",
             )
-        elif isinstance(outcome, ParsedArguments):
+        elif type(outcome) is ParsedArguments and (outcome.double_encoded or outcome.empty):
             if outcome.double_encoded:
-                findings.append(
-                    Finding(
-                        kind="double_encoded_arguments",
-                        message=f"call {tool_call_id} ({name}): arguments are a JSON string "
-                        "holding JSON; decoded once more",
-                        chunk_index=self.first_chunk,
-                        tool_call_id=tool_call_id,
-                        **where,
-                    )
+                report(
+                    "double_encoded_arguments",
+                    f"call {tool_call_id} ({name}): arguments are a JSON string holding JSON; decoded again",
                 )
-            elif outcome.empty:
-                findings.append(
-                    Finding(
-                        kind="empty_arguments",
-                        message=f"call {tool_call_id} ({name}): empty argument string, read as {{}}",
-                        severity="info",
-                        chunk_index=self.first_chunk,
-                        tool_call_id=tool_call_id,
-                        **where,
-                    )
+            else:
+                report(
+                    "empty_arguments",
+                    f"call {tool_call_id} ({name}): empty argument string, read as {{}}",
+                    "info",
                 )
         return ToolCall(
             tool_call_id=tool_call_id,

@@ -77,17 +77,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self.model = chunk.get("model")
         if chunk.get("usage"):
             self.usage = chunk["usage"]
-        if not choices:
-            return  # Azure prelude, usage-only chunk, keep-alive
-        if type(choices) is not list:
-            self._malformed(n, "choices is not a list")
-            return
+        if type(choices) is not list or not choices:
+            if choices:
+                self._malformed(n, "choices is not a list")
+            return  # empty: Azure prelude, usage-only chunk, keep-alive
+        known = self._choices
         for choice in choices:
             if type(choice) is not dict:
                 self._malformed(n, "a choice is not an object")
                 continue
             ci = choice.get("index") or 0
-            st = self._choices.get(ci)
+            st = known.get(ci)
             if st is None:
                 if type(ci) is not int:
                     self._malformed(n, f"choice index {ci!r} is not an integer")
@@ -100,32 +100,23 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     continue
                 calls = delta.get("tool_calls")
                 if calls:
-                    # fast path: the common continuation delta {"index": i, "function": {"arguments": s}}
-                    if len(calls) == 1 and type(calls) is list:
-                        tc = calls[0]
-                        if type(tc) is dict and len(tc) == 2:
-                            call = st.calls.get(tc.get("index"))  # type: ignore[arg-type]
-                            fn = tc.get("function")
-                            if call is not None and type(fn) is dict and len(fn) == 1:
-                                args = fn.get("arguments")
-                                if type(args) is str:
-                                    if args:
-                                        call.pieces.append(args)
-                                        if self.listener is not None:
-                                            self.listener(
-                                                ArgumentsDelta(
-                                                    chunk_index=n,
-                                                    choice_index=ci,
-                                                    call_index=call.index,
-                                                    delta=args,
-                                                )
-                                            )
-                                    if len(delta) > 1:
-                                        self._text(st, delta)
-                                    if choice.get("finish_reason"):
-                                        st.finish_reason = choice["finish_reason"]
-                                    continue
-                    self._tool_deltas(st, calls, n)
+                    # inlined fast path (it is the hot loop): the common continuation delta
+                    # [{"index": i, "function": {"arguments": s}}] of a call already started
+                    tc = calls[0] if type(calls) is list and len(calls) == 1 else None
+                    fn = tc.get("function") if type(tc) is dict and len(tc) == 2 else None
+                    args = fn.get("arguments") if type(fn) is dict and len(fn) == 1 else None
+                    call = st.calls.get(tc.get("index")) if type(args) is str else None  # type: ignore[union-attr]
+                    if call is not None:
+                        if args:
+                            call.pieces.append(args)
+                            if self.listener is not None:
+                                self.listener(
+                                    ArgumentsDelta(
+                                        chunk_index=n, choice_index=ci, call_index=call.index, delta=args
+                                    )
+                                )
+                    else:
+                        self._tool_deltas(st, calls, n)
                     if len(delta) > 1:
                         self._text(st, delta)
                 else:
