@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from toolcall_lab.exceptions import SSEDecodeError, UnknownFormatError
+from toolcall_lab.exceptions import SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.formats.openai_responses import parse_responses_output, split_responses
@@ -143,8 +143,17 @@ def _jsonl_payloads(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def read_recording(path: str | Path) -> Recording:
-    """Read a recording file; raises `WireFormatError` subclasses with the reason when unreadable."""
+    """Read a recording file; raises `WireFormatError` subclasses naming the file when unreadable."""
     p = Path(path)
+    try:
+        return _read(p)
+    except WireFormatError as exc:
+        if not str(exc).startswith(str(p)):
+            exc.args = (f"{p}: {exc}",)
+        raise
+
+
+def _read(p: Path) -> Recording:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
