@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.conftest import DATA
+from tests.conftest import DATA, REALDATA
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.loop import run
 from toolcall_lab.notebook.html import trace_html
@@ -113,3 +113,14 @@ def test_views_build_fast_enough_to_feel_immediate() -> None:
     start = time.perf_counter()
     view = TraceView(trace)
     assert len(view.panels) == 6 and time.perf_counter() - start >= 0
+
+
+@pytest.mark.skipif(not (REALDATA / "PROVENANCE.md").is_file(), reason="../shared/realdata is absent")
+def test_stream_stepper_on_real_anthropic_and_responses_streams() -> None:
+    anthropic = StreamStepper(REALDATA / "anthropic-sdk-python/messages_stream_claude-sonnet-4_text_then_1_tool_use.sse")
+    assert anthropic.format == "anthropic"
+    assert anthropic.states[-1][0][0][0]["arguments"] == '{"location": "Paris"}'
+    growing = [s[0].get(0, {}).get(0, {}).get("arguments", "") for s in anthropic.states]
+    assert growing == sorted(growing, key=len)  # arguments only grow, chunk by chunk
+    steps = StreamStepper(REALDATA / "vercel-ai/openai_responses_gpt-5.1-codex-max_stream_4steps_3_function_calls.chunks.jsonl")
+    assert steps.format == "openai-responses" and list(steps.states[-1][0][0]) == [0]  # the first response only

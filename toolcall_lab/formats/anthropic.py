@@ -18,6 +18,7 @@ from toolcall_lab.formats.base import (
     PendingCall,
     StreamAccumulator,
     StreamListener,
+    calls_snapshot,
     compact_json,
 )
 from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
@@ -107,6 +108,10 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                     message=f"unknown Anthropic event type {kind!r} ignored",
                 )
             )
+
+    def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """The calls assembled so far (for stepping through a stream)."""
+        return calls_snapshot(self._calls)
 
     def finish(self) -> ParsedResponse:
         findings = list(self.findings)

@@ -68,6 +68,13 @@ class StreamAccumulator:
         self.model: str | None = None
 
 
+def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, Any]]]:
+    """Calls assembled so far (choice 0 only), keyed like the chat accumulator's `snapshot`."""
+    return {
+        0: {c.index: {"id": c.tool_call_id, "name": c.name, "arguments": "".join(c.pieces)} for c in calls}
+    }
+
+
 class PendingCall:
     """A tool call still being assembled from deltas (mutable; internal to accumulators)."""
 

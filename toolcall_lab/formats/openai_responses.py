@@ -18,6 +18,7 @@ from toolcall_lab.formats.base import (
     PendingCall,
     StreamAccumulator,
     StreamListener,
+    calls_snapshot,
 )
 from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
 
@@ -102,6 +103,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self.status = response.get("status") or self.status
             if response.get("usage"):
                 self.usage = response["usage"]
+
+    def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """The calls assembled so far (for stepping through a stream)."""
+        return calls_snapshot(self._calls)
 
     def finish(self) -> ParsedResponse:
         findings = list(self.findings)

@@ -26,7 +26,9 @@ from toolcall_lab.events import (
     RunEvent,
     Thought,
 )
+from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
+from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator
 from toolcall_lab.formats.recordings import read_recording
 from toolcall_lab.loop import RunResult
 from toolcall_lab.notebook.html import (
@@ -190,20 +192,26 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
 
 
 class StreamStepper(widgets.VBox):  # type: ignore[misc]
-    """Step through the chunks of one streamed chat-completions response: the chunk, the calls
-    assembled so far per index (arguments growing), and findings as they appear."""
+    """Step through the chunks of one streamed response (chat completions, Anthropic Messages or
+    Responses API): the chunk, the calls assembled so far per index (arguments growing), and
+    findings as they appear. A file holding several Responses streams shows the first."""
 
     step = traitlets.Int(0)
 
     def __init__(
         self, source: Sequence[dict[str, Any]] | str | Path, *, batch: int = 0, **kwargs: Any
     ) -> None:
+        self.format = "openai-chat"
         if isinstance(source, str | Path):
             exchange = read_recording(source).exchanges[0]
-            if exchange.payloads is None or exchange.format != "openai-chat":
-                raise ValueError(f"{source}: the stepper shows streamed chat-completions responses only")
-            source = exchange.payloads
+            if exchange.payloads is None:
+                raise ValueError(f"{source}: a whole (non-streamed) response has no chunks to step through")
+            source, self.format = exchange.payloads, exchange.format
         self.chunks = list(source)
+        if self.format == "openai-responses":  # several consecutive responses: keep the first
+            starts = [i for i, c in enumerate(self.chunks) if c.get("type") == "response.created"]
+            if len(starts) > 1:
+                self.chunks = self.chunks[: starts[1]]
         self.states = self._states(batch)
         self.slider = widgets.IntSlider(
             value=0,
@@ -221,7 +229,13 @@ class StreamStepper(widgets.VBox):  # type: ignore[misc]
         self._render()
 
     def _states(self, batch: int) -> list[tuple[dict[int, dict[int, dict[str, Any]]], list[dict[str, Any]]]]:
-        acc = ChatCompletionAccumulator(batch=batch)
+        acc: ChatCompletionAccumulator | AnthropicStreamAccumulator | ResponsesStreamAccumulator
+        if self.format == "anthropic":
+            acc = AnthropicStreamAccumulator(batch=batch)
+        elif self.format == "openai-responses":
+            acc = ResponsesStreamAccumulator(batch=batch)
+        else:
+            acc = ChatCompletionAccumulator(batch=batch)
         states = []
         for chunk in self.chunks:
             acc.feed(chunk)
