@@ -351,6 +351,14 @@ table
 table.assign(findings=table["findings"].str.split(", ")).explode("findings").query("findings != ''") \\
     .groupby("findings")["provider dir"].agg(lambda s: ", ".join(sorted(set(s))))
 """),
+        md("## Stepping through a real stream\nThe Anthropic SDK's recorded `tool_use` stream: `input_json_delta` pieces growing into the arguments (the scripted sample when real data is absent)."),
+        code("""
+from toolcall_lab.notebook.widgets import StreamStepper
+
+source = REALDATA / "anthropic-sdk-python/messages_stream_claude-sonnet-4_text_then_1_tool_use.sse" if HAVE_REAL \\
+    else DATA / "recordings/scripted_weather_news_stock.sse"
+StreamStepper(source)
+"""),
         md("## Real recordings as traces\nA recorded three-round agent run (OpenAI, streamed) imported as a trace, with the server's `openai-processing-ms` as model latency, replayed under each mode."),
         code("""
 from toolcall_lab.importers import import_recording, import_bfcl, import_tau_bench
