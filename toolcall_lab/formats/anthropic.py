@@ -20,8 +20,9 @@ from toolcall_lab.formats.base import (
     StreamListener,
     calls_snapshot,
     compact_json,
+    single_choice,
 )
-from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
+from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 
 
 class AnthropicStreamAccumulator(StreamAccumulator):
@@ -136,17 +137,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                     kind="no_finish_reason", severity="info", message="stream ended without a stop_reason"
                 )
             )
-        choice = ParsedChoice(
-            index=0,
-            content="".join(self._text) or None,
-            reasoning="".join(self._thinking) or None,
-            tool_calls=tuple(calls),
+        return single_choice(
+            "anthropic-stream",
+            text=self._text,
+            reasoning=self._thinking,
+            calls=calls,
             finish_reason=self.stop_reason,
-        )
-        return ParsedResponse(
-            format="anthropic-stream",
-            choices=(choice,),
-            findings=tuple(findings),
+            findings=findings,
             usage=self.usage or None,
             response_id=self.response_id,
             model=self.model,
@@ -178,17 +175,13 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             text.append(block.get("text") or "")
         elif kind == "thinking":
             thinking.append(block.get("thinking") or "")
-    choice = ParsedChoice(
-        index=0,
-        content="".join(text) or None,
-        reasoning="".join(thinking) or None,
-        tool_calls=tuple(calls),
+    return single_choice(
+        "anthropic",
+        text=text,
+        reasoning=thinking,
+        calls=calls,
         finish_reason=body.get("stop_reason"),
-    )
-    return ParsedResponse(
-        format="anthropic",
-        choices=(choice,),
-        findings=tuple(findings),
+        findings=findings,
         usage=body.get("usage"),
         response_id=body.get("id"),
         model=body.get("model"),

@@ -12,6 +12,8 @@ from toolcall_lab.messages import (
     FindingKind,
     InvalidArguments,
     ParsedArguments,
+    ParsedChoice,
+    ParsedResponse,
     Severity,
     ToolCall,
     fallback_tool_call_id,
@@ -66,6 +68,36 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.model: str | None = None
+
+
+def single_choice(
+    fmt: str,
+    *,
+    text: list[str],
+    reasoning: list[str],
+    calls: list[ToolCall],
+    finish_reason: str | None,
+    findings: list[Finding],
+    usage: dict[str, Any] | None,
+    response_id: str | None,
+    model: str | None,
+) -> ParsedResponse:
+    """A response with one choice (Anthropic and Responses API answers have exactly one)."""
+    choice = ParsedChoice(
+        index=0,
+        content="".join(text) or None,
+        reasoning="".join(reasoning) or None,
+        tool_calls=tuple(calls),
+        finish_reason=finish_reason,
+    )
+    return ParsedResponse(
+        format=fmt,
+        choices=(choice,),
+        findings=tuple(findings),
+        usage=usage,
+        response_id=response_id,
+        model=model,
+    )
 
 
 def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, Any]]]:

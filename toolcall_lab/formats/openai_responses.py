@@ -19,8 +19,9 @@ from toolcall_lab.formats.base import (
     StreamAccumulator,
     StreamListener,
     calls_snapshot,
+    single_choice,
 )
-from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
+from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 
 
 class ResponsesStreamAccumulator(StreamAccumulator):
@@ -126,17 +127,13 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     message="stream ended without response.completed",
                 )
             )
-        choice = ParsedChoice(
-            index=0,
-            content="".join(self._text) or None,
-            reasoning="".join(self._reasoning) or None,
-            tool_calls=tuple(calls),
+        return single_choice(
+            "openai-responses-stream",
+            text=self._text,
+            reasoning=self._reasoning,
+            calls=calls,
             finish_reason=self.status,
-        )
-        return ParsedResponse(
-            format="openai-responses-stream",
-            choices=(choice,),
-            findings=tuple(findings),
+            findings=findings,
             usage=self.usage,
             response_id=self.response_id,
             model=self.model,
@@ -181,17 +178,13 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
         elif kind == "reasoning":
             for part in item.get("summary") or []:
                 reasoning.append(part.get("text") or "")
-    choice = ParsedChoice(
-        index=0,
-        content="".join(text) or None,
-        reasoning="".join(reasoning) or None,
-        tool_calls=tuple(calls),
+    return single_choice(
+        "openai-responses",
+        text=text,
+        reasoning=reasoning,
+        calls=calls,
         finish_reason=body.get("status"),
-    )
-    return ParsedResponse(
-        format="openai-responses",
-        choices=(choice,),
-        findings=tuple(findings),
+        findings=findings,
         usage=body.get("usage"),
         response_id=body.get("id"),
         model=body.get("model"),
