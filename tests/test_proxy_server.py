@@ -297,3 +297,34 @@ def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
         return call_of(a)[1][0]["id"], call_of(b)[1][0]["id"]
 
     assert arun(with_proxy(go)) == ("call_0_0", "call_0_0")  # B starts its own queue, not A's second call
+
+
+def test_proxy_command_serves_a_trace_on_loopback(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from toolcall_lab.trace_files import save
+
+    path = save(TRACE, tmp_path / "three.json")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolcall_lab", "proxy", "--upstream", str(path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serialized proxy on http://127.0.0.1:"), line + proc.stderr.read()
+        url = line.split()[3]
+        reply = httpx.post(
+            f"{url}/chat/completions",
+            json={"model": "m", "messages": prompt(), "parallel_tool_calls": False},
+            timeout=10,
+        ).json()
+        assert len(call_of(reply)[1]) == 1
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).json()["conversations"] == 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -117,10 +117,16 @@ def test_views_build_fast_enough_to_feel_immediate() -> None:
 
 @pytest.mark.skipif(not (REALDATA / "PROVENANCE.md").is_file(), reason="../shared/realdata is absent")
 def test_stream_stepper_on_real_anthropic_and_responses_streams() -> None:
-    anthropic = StreamStepper(REALDATA / "anthropic-sdk-python/messages_stream_claude-sonnet-4_text_then_1_tool_use.sse")
+    anthropic = StreamStepper(
+        REALDATA / "anthropic-sdk-python/messages_stream_claude-sonnet-4_text_then_1_tool_use.sse"
+    )
     assert anthropic.format == "anthropic"
     assert anthropic.states[-1][0][0][0]["arguments"] == '{"location": "Paris"}'
     growing = [s[0].get(0, {}).get(0, {}).get("arguments", "") for s in anthropic.states]
     assert growing == sorted(growing, key=len)  # arguments only grow, chunk by chunk
-    steps = StreamStepper(REALDATA / "vercel-ai/openai_responses_gpt-5.1-codex-max_stream_4steps_3_function_calls.chunks.jsonl")
-    assert steps.format == "openai-responses" and list(steps.states[-1][0][0]) == [0]  # the first response only
+    steps = StreamStepper(
+        REALDATA / "vercel-ai/openai_responses_gpt-5.1-codex-max_stream_4steps_3_function_calls.chunks.jsonl"
+    )
+    assert steps.format == "openai-responses" and list(steps.states[-1][0][0]) == [
+        0
+    ]  # the first response only

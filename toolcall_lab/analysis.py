@@ -269,7 +269,11 @@ class Comparison:
 
     @property
     def summary(self) -> pd.DataFrame:
-        """Per mode: totals and medians over the traces."""
+        """Per mode: totals and medians over the traces (empty when nothing could be compared)."""
+        import pandas as pd
+
+        if self.runs.empty:
+            return pd.DataFrame()
         g = self.runs.groupby("mode", sort=False)
         out = g.agg(
             traces=("trace", "count"),
