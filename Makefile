@@ -42,6 +42,7 @@ bench:
 	$(BENCH)/python benchmarks/bench_replay.py
 	$(BENCH)/python benchmarks/bench_compare.py
 	$(BENCH)/python benchmarks/bench_widgets.py
+	$(BENCH)/python benchmarks/bench_proxy.py
 
 clean:
 	rm -rf $(VENV) .venv-bench build *.egg-info artifacts data/corpus

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _api_key() -> str:
+    """OPENAI_API_KEY, or a placeholder for local endpoints that need none (a real one answers 401)."""
+    return os.environ.get("OPENAI_API_KEY") or "no-key-set"
+
+
 def _load_tools(spec: str) -> Any:
     module, _, attr = spec.partition(":")
     if not attr:
@@ -75,7 +81,11 @@ def cmd_record(args: argparse.Namespace) -> int:
     from toolcall_lab.record import record
     from toolcall_lab.trace_files import save
 
-    client = AsyncOpenAI(base_url=args.base_url) if args.base_url else AsyncOpenAI()
+    client = (
+        AsyncOpenAI(base_url=args.base_url, api_key=_api_key())
+        if args.base_url
+        else AsyncOpenAI(api_key=_api_key())
+    )
     model = OpenAIModel(args.model, client, parallel_tool_calls=args.parallel_tool_calls)
     trace = asyncio.run(
         record(
@@ -219,7 +229,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     if args.upstream.startswith(("http://", "https://")):
         from openai import AsyncOpenAI
 
-        upstream = OpenAIUpstream(AsyncOpenAI(base_url=args.upstream), model=args.model)
+        upstream = OpenAIUpstream(AsyncOpenAI(base_url=args.upstream, api_key=_api_key()), model=args.model)
     else:
         from toolcall_lab.trace_files import load
 
@@ -244,7 +254,37 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve_trace(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from toolcall_lab.proxy_server import TraceUpstream, serve, upstream_app
+    from toolcall_lab.trace_files import load
+
+    async def main() -> None:
+        runner, url = await serve(
+            upstream_app(TraceUpstream(load(args.path), delay_scale=args.delay_scale)), args.host, args.port
+        )
+        print(
+            f"trace {args.path} served as an OpenAI-compatible endpoint on {url} (Ctrl-C to stop)", flush=True
+        )
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+    return 0
+
+
 def register(sub: Any) -> None:
+    p = sub.add_parser("serve-trace", help="serve a recorded trace as a plain OpenAI-compatible endpoint")
+    p.add_argument("path")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8081)
+    p.add_argument("--delay-scale", type=float, default=0.0, help="sleep recorded latency x this")
+    p.set_defaults(func=cmd_serve_trace)
+
     p = sub.add_parser("proxy", help="run the serialized proxy (OpenAI-compatible) in front of an upstream")
     p.add_argument("--upstream", required=True, help="an OpenAI-compatible base URL, or a trace JSON file")
     p.add_argument("--host", default="127.0.0.1")

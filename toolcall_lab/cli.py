@@ -48,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()
         return 0
-    except (ToolcallLabError, OSError, UnicodeDecodeError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, ToolcallLabError | OSError | UnicodeDecodeError) and not type(
+            exc
+        ).__module__.startswith("openai"):
+            raise  # a bug of ours: keep the traceback
         print(f"toolcall-lab {args.command}: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
