@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.conftest import DATA, REALDATA
@@ -105,14 +103,12 @@ def test_live_view_follows_a_run() -> None:
     assert live.view.value.count("class='tcl-call ") == 3 and "final answer:" in live.view.value
 
 
-def test_views_build_fast_enough_to_feel_immediate() -> None:
-    """Not a timing assertion: builds the benchmark's big trace once to prove it renders at all."""
+def test_the_benchmark_trace_renders() -> None:
+    """The widget benchmark's trace shape (speed is measured in benchmarks/bench_widgets.py)."""
     from benchmarks.bench_widgets import big_trace
 
-    trace = big_trace(rounds=5, calls=8)
-    start = time.perf_counter()
-    view = TraceView(trace)
-    assert len(view.panels) == 6 and time.perf_counter() - start >= 0
+    view = TraceView(big_trace(rounds=5, calls=8))
+    assert len(view.panels) == 6 and view.panels[0].value.count("class='tcl-call ") == 8
 
 
 @pytest.mark.skipif(not (REALDATA / "PROVENANCE.md").is_file(), reason="../shared/realdata is absent")

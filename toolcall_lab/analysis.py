@@ -7,7 +7,6 @@ rows into pandas DataFrames (pandas is imported only here, lazily).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
@@ -366,7 +365,3 @@ def summary_text(comparison: Comparison) -> str:
     """The per-mode summary as a plain-text table (for the CLI)."""
     s = comparison.summary
     return str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
-
-
-def to_json_rows(comparison: Comparison) -> str:
-    return json.dumps(comparison.runs.to_dict(orient="records"), default=str)

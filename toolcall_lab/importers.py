@@ -219,7 +219,7 @@ def import_recording(path: str | Path) -> Trace:
     """A multi-exchange recording (cassette or exchange list) as one trace."""
     p = Path(path)
     recording = read_recording(p)
-    exchanges = [x for x in recording.exchanges]
+    exchanges = list(recording.exchanges)
     first = exchanges[0]
     initial = [m for m in _request_messages(first)]
     tools = _request_tools(first)
@@ -240,7 +240,8 @@ def import_recording(path: str | Path) -> Trace:
                 if m.get("role") == "tool":
                     results[str(m.get("tool_call_id"))] = (str(m.get("content")), TOOL_S, "ok")
         turns.append(Turn(payloads=payloads, latency_s=latency, results=results))
-    if turns and _has_calls(turns[-1]):
+    ends_with_calls = bool(turns) and bool(exchanges[-1].parse(batch=len(exchanges) - 1)[0].tool_calls)
+    if ends_with_calls:  # the recording stops after a tool call: close it so the loop can finish
         turns.append(
             Turn(
                 payloads=[
@@ -279,13 +280,14 @@ def import_recording(path: str | Path) -> Trace:
             "non-chat responses converted to chat-completion bodies"
             if first.format != "openai-chat"
             else "chat chunks verbatim"
+        )
+        + (
+            "; the recording stops after a tool call: a synthetic final answer closes it"
+            if ends_with_calls
+            else ""
         ),
     )
     return build_trace(meta, tools, initial, turns)
-
-
-def _has_calls(turn: Turn) -> bool:
-    return any("tool_calls" in json.dumps(p) for p in turn.payloads) and bool(turn.results) is False
 
 
 def tau_latency(text: str) -> float:

@@ -11,7 +11,6 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
 from toolcall_lab.clock import run_virtual
@@ -343,7 +342,3 @@ def generate_corpus(n: int = 300, seed: int = 7) -> list[Trace]:
         )
         traces.append(scenario.record())
     return traces
-
-
-def today() -> str:
-    return date.today().isoformat()
