@@ -68,10 +68,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") in ("tool_use", "server_tool_use"):
-                call = PendingCall(0, len(self._calls), n)
-                call.tool_call_id = block.get("id") or None
-                call.saw_empty_id = block.get("id") == ""
-                call.name = block.get("name") or None
+                call = PendingCall.announced(0, len(self._calls), n, block.get("id"), block.get("name"))
                 self._blocks[event.get("index", -1)] = call
                 self._start_input[call.index] = block.get("input")
                 self._calls.append(call)
@@ -159,10 +156,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     for block in body.get("content") or []:
         kind = block.get("type")
         if kind in ("tool_use", "server_tool_use"):
-            pending = PendingCall(0, len(calls), 0)
-            pending.tool_call_id = block.get("id") or None
-            pending.saw_empty_id = block.get("id") == ""
-            pending.name = block.get("name") or None
+            pending = PendingCall.announced(0, len(calls), 0, block.get("id"), block.get("name"))
             raw = block.get("input")
             calls.append(
                 pending.finalize(

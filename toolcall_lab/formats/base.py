@@ -131,6 +131,17 @@ class PendingCall:
         self.saw_empty_id = False
         self.repeated_header = False
 
+    @classmethod
+    def announced(
+        cls, choice_index: int, index: int, first_chunk: int, tool_call_id: Any, name: Any
+    ) -> PendingCall:
+        """A call whose id and name arrived together (a header delta, a block start, a whole body)."""
+        call = cls(choice_index, index, first_chunk)
+        call.tool_call_id = tool_call_id or None
+        call.saw_empty_id = tool_call_id == ""
+        call.name = name or None
+        return call
+
     def finalize(
         self,
         *,

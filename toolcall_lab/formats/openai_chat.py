@@ -363,11 +363,10 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         for pos_call, tc in enumerate(message.get("tool_calls") or []):
             fn = (tc.get("function") if isinstance(tc, dict) else None) or {}
             idx = tc.get("index") if isinstance(tc, dict) else None
-            pending = PendingCall(ci, idx if isinstance(idx, int) else pos_call, 0)
             tid = tc.get("id") if isinstance(tc, dict) else None
-            pending.tool_call_id = tid or None
-            pending.saw_empty_id = tid == ""
-            pending.name = fn.get("name") or None
+            pending = PendingCall.announced(
+                ci, idx if isinstance(idx, int) else pos_call, 0, tid, fn.get("name")
+            )
             args = fn.get("arguments")
             if isinstance(args, dict):  # some servers send an object; keep it, but say so
                 findings.append(

@@ -64,10 +64,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         elif kind == "response.output_item.added":
             item = event.get("item") or {}
             if item.get("type") == "function_call":
-                call = PendingCall(0, len(self._calls), n)
-                call.tool_call_id = item.get("call_id") or None
-                call.saw_empty_id = item.get("call_id") == ""
-                call.name = item.get("name") or None
+                call = PendingCall.announced(0, len(self._calls), n, item.get("call_id"), item.get("name"))
                 if item.get("arguments"):
                     call.pieces.append(item["arguments"])
                 self._items[item.get("id") or f"#{event.get('output_index')}"] = call
@@ -163,10 +160,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
     for item in body.get("output") or []:
         kind = item.get("type")
         if kind == "function_call":
-            pending = PendingCall(0, len(calls), 0)
-            pending.tool_call_id = item.get("call_id") or None
-            pending.saw_empty_id = item.get("call_id") == ""
-            pending.name = item.get("name") or None
+            pending = PendingCall.announced(0, len(calls), 0, item.get("call_id"), item.get("name"))
             args = item.get("arguments")
             calls.append(
                 pending.finalize(batch=batch, findings=findings, raw=args if isinstance(args, str) else "")
