@@ -221,12 +221,12 @@ def import_recording(path: str | Path) -> Trace:
     recording = read_recording(p)
     exchanges = list(recording.exchanges)
     first = exchanges[0]
-    initial = [m for m in _request_messages(first)]
+    initial = _request_messages(first)
     tools = _request_tools(first)
     turns: list[Turn] = []
     recorded_latency = 0
-    for k, ex in enumerate(exchanges):
-        parsed = ex.parse(batch=k)[0]
+    responses = [ex.parse(batch=k)[0] for k, ex in enumerate(exchanges)]  # parsed once, used below
+    for k, (ex, parsed) in enumerate(zip(exchanges, responses, strict=True)):
         if ex.format == "openai-chat" and ex.payloads is not None:
             payloads = list(ex.payloads)
         else:
@@ -240,7 +240,7 @@ def import_recording(path: str | Path) -> Trace:
                 if m.get("role") == "tool":
                     results[str(m.get("tool_call_id"))] = (str(m.get("content")), TOOL_S, "ok")
         turns.append(Turn(payloads=payloads, latency_s=latency, results=results))
-    ends_with_calls = bool(turns) and bool(exchanges[-1].parse(batch=len(exchanges) - 1)[0].tool_calls)
+    ends_with_calls = bool(responses[-1].tool_calls)
     if ends_with_calls:  # the recording stops after a tool call: close it so the loop can finish
         turns.append(
             Turn(
@@ -271,7 +271,7 @@ def import_recording(path: str | Path) -> Trace:
         title=p.name,
         origin="imported",
         provider=provider,
-        model=exchanges[0].parse()[0].model,
+        model=responses[0].model,
         source=str(p),
         timings="mixed" if recorded_latency else "modelled",
         notes=f"{timing_note}; tool durations modelled ({TOOL_S} s); tool results from the next "

@@ -40,7 +40,6 @@ from toolcall_lab.notebook.html import (
     round_title,
     summary_table,
     timeline_svg,
-    trace_html,
 )
 from toolcall_lab.records import MODES, Mode
 from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
@@ -361,8 +360,3 @@ class LiveView(widgets.VBox):  # type: ignore[misc]
             f"{last:.2f} s</span>{timeline_svg(rounds)}"
             f"{''.join(round_html(r) for r in rounds)}</div>"
         )
-
-
-def show_trace_html(trace: Trace | RunResult | dict[str, Any]) -> widgets.HTML:
-    """The static rendering as a widget (for layouts mixing widgets and traces)."""
-    return widgets.HTML(trace_html(as_doc(trace)))
