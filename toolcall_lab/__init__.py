@@ -4,6 +4,7 @@ The core (value types, parsing, the loop, execution modes, traces) imports no UI
 in `toolcall_lab.notebook` and plots in `toolcall_lab.plotting`, both imported lazily.
 """
 
+from toolcall_lab._execution import Hooks
 from toolcall_lab.exceptions import (
     ModelError,
     ProviderStreamError,
@@ -28,6 +29,7 @@ from toolcall_lab.formats import (
     parse_responses_output,
     read_recording,
 )
+from toolcall_lab.loop import AbortHandle, RunConfig, RunResult, run, run_sync
 from toolcall_lab.messages import (
     Finding,
     InvalidArguments,
@@ -38,35 +40,58 @@ from toolcall_lab.messages import (
     fallback_tool_call_id,
     parse_arguments,
 )
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
+from toolcall_lab.openai_model import OpenAIModel
+from toolcall_lab.replay import replay, replay_async
+from toolcall_lab.tools import ToolOutcome, ToolRegistry
+from toolcall_lab.trace import Trace, TraceMetadata
+from toolcall_lab.trace_files import load, save
 
 __all__ = [
+    "AbortHandle",
     "AnthropicStreamAccumulator",
     "ChatCompletionAccumulator",
     "Finding",
+    "Hooks",
     "InvalidArguments",
     "ModelError",
+    "OpenAIModel",
     "ParsedArguments",
     "ParsedChoice",
     "ParsedResponse",
     "ProviderStreamError",
     "ReplayDivergenceError",
     "ResponsesStreamAccumulator",
+    "RunConfig",
+    "RunResult",
     "SSEDecodeError",
     "ScriptError",
+    "ScriptedModel",
+    "ScriptedResponse",
     "ToolCall",
+    "ToolOutcome",
+    "ToolRegistry",
     "ToolcallLabError",
+    "Trace",
     "TraceError",
     "TraceFormatError",
+    "TraceMetadata",
     "TraceVersionError",
     "UnknownFormatError",
     "UsageError",
     "WireFormatError",
     "fallback_tool_call_id",
     "iter_sse_payloads",
+    "load",
     "parse_anthropic_message",
     "parse_arguments",
     "parse_chat_completion",
     "parse_responses_output",
     "read_recording",
+    "replay",
+    "replay_async",
+    "run",
+    "run_sync",
+    "save",
 ]
 __version__ = "0.1.0"
