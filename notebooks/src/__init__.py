@@ -1,0 +1,1 @@
+"""Notebook sources: one module per notebook, each a list of cells (`CELLS`)."""

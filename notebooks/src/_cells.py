@@ -1,0 +1,21 @@
+"""Cell builders shared by the notebook sources (`nbNN.py`, one per notebook)."""
+
+from __future__ import annotations
+
+from nbformat.v4 import new_code_cell, new_markdown_cell
+
+SETUP = """from pathlib import Path
+import json
+import pandas as pd
+pd.set_option("display.width", 160)
+ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
+DATA = ROOT / "data"
+REALDATA = ROOT.parent / "shared" / "realdata\""""
+
+
+def md(text: str):
+    return new_markdown_cell(text.strip())
+
+
+def code(text: str):
+    return new_code_cell(text.strip())

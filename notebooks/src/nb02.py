@@ -1,0 +1,111 @@
+"""Cells of notebook 02_explore_strategies."""
+
+from __future__ import annotations
+
+from ._cells import SETUP, code, md
+
+CELLS = [
+        md("""
+# Exploring execution strategies
+Run the loop on scripted scenarios and switch what matters: the execution mode, de-duplication,
+approval hooks, `max_rounds` with its final call without tools, and the error policy. Scenario runs
+use the virtual clock (`run_virtual`), so seconds of model and tool time take milliseconds; the live
+view at the end runs on the real clock with top-level `await`.
+"""),
+        code(SETUP),
+        code("""
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.loop import Hooks, run
+from toolcall_lab.scenarios import SCENARIOS
+from toolcall_lab.notebook.widgets import LiveView, TraceView
+
+def play(name, **settings):
+    s = SCENARIOS[name]
+    return run_virtual(run(s.model(), s.registry(), s.prompt, **settings))
+
+rows = []
+for mode in ["sequential", "parallel", "serialized", "first_only"]:
+    r = play("weather_news_stock", mode=mode, round_trip_s=0.05)
+    rows.append({"mode": mode, "wall_s": round(r.wall_time_s, 3), "model_calls": r.model_calls,
+                 "client_round_trips": r.client_round_trips, "statuses": [e.status for e in r.executions]})
+pd.DataFrame(rows)
+"""),
+        md("## The trace view\nOne panel per round: the assistant message, its calls with arguments and matched results, colour-coded status, and a timeline."),
+        code("""
+view = TraceView(play("failing_and_hanging", mode="parallel"))
+view
+"""),
+        md("## De-duplication\nIdentical calls (same tool, same canonical arguments) within a batch or across the run are answered with a note instead of running again; it can be switched off."),
+        code("""
+for dedupe in (True, False):
+    r = play("duplicate_call", dedupe=dedupe)
+    print(f"dedupe={dedupe}:", [(e.tool_call_id, e.status) for e in r.executions], f"{r.wall_time_s:.2f} s")
+print(r.executions[0].result)
+print(play("duplicate_call").executions[1].result)
+"""),
+        md("## Approval hooks\nA hook can reject a call before it runs, or withhold a result; the model gets a tool message saying so."),
+        code("""
+def no_news(call):
+    return "news lookups need approval" if call.name == "get_news" else True
+
+r = play("weather_news_stock", hooks=Hooks(approve_call=no_news))
+for e in r.executions:
+    print(f"{e.name:12} {e.status:9} {e.result}")
+"""),
+        md("## `max_rounds` and the final answer without tools\nWhen the round budget is used up, the loop adds a system note and makes one last call without tools."),
+        code("""
+r = play("two_tool_rounds", max_rounds=1)
+print(r.status, r.reason, "| rounds:", len(r.rounds), "| last round final:", r.rounds[-1].final)
+print("note sent:", r.rounds[-1].request_messages[-1]["content"])
+print("final answer:", r.final_answer)
+"""),
+        md("## Error policies\n`continue` (default) treats errors as results; `fail_fast` stops after a failing round and asks for the final answer without tools."),
+        code("""
+for policy in ("continue", "fail_fast"):
+    r = play("failing_and_hanging", error_policy=policy)
+    print(f"{policy:9}: {r.status}/{r.reason}, {[e.status for e in r.executions]}, final: {r.final_answer!r}")
+"""),
+        md("""
+## Storing finished tool chains compressed
+A chat app can keep a finished tool chain as **one** assistant message: a system hint listing the
+executed tools with variable references, a `[Tool Execution Log]` block per call (truncated
+arguments, status, a 200-character preview), then the final answer. Full results live in a variable
+store the model can read back with the `read_variable` tool.
+"""),
+        code("""
+from toolcall_lab.compression import CompressionHook, compress_messages, final_transcript, savings, VariableStore
+
+store = VariableStore()
+compressed = compress_messages(final_transcript(SCENARIOS["failing_and_hanging"].record()), store)
+print(compressed[-1]["content"])
+print("\\nvariables:", list(store.values))
+"""),
+        code("""
+# what it saves: bundled scenarios + a generated corpus, and imported real traces when ../shared is present
+from toolcall_lab.scenarios import generate_corpus
+from toolcall_lab.trace_files import load
+
+def totals(name, traces):
+    rows = [savings(final_transcript(t)) for t in traces]
+    b, a = sum(r["chars_before"] for r in rows), sum(r["chars_after"] for r in rows)
+    tb, ta = sum(r["tokens_before"] for r in rows), sum(r["tokens_after"] for r in rows)
+    return {"corpus": name, "traces": len(rows), "chars before": b, "chars after": a, "chars saved %": round(100 * (1 - a / b), 1),
+            "tokens before": tb, "tokens after": ta, "tokens saved %": round(100 * (1 - ta / tb), 1), "token count": rows[0]["token_method"]}
+
+corpora = [("bundled scenarios", [load(p) for p in sorted((DATA / "traces").glob("*.json"))]),
+           ("generated corpus", generate_corpus(100, seed=7))]
+if (REALDATA / "PROVENANCE.md").is_file():
+    from toolcall_lab.importers import import_recording, import_tau_bench
+    corpora.append(("real: pydantic-ai cassettes", [import_recording(p) for p in sorted((REALDATA / "pydantic-ai").glob("*.cassette.yaml"))]))
+    corpora.append(("real: tau-bench (first 25 tasks)", import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json", limit=25)))
+pd.DataFrame([totals(name, traces) for name, traces in corpora])
+"""),
+        md("## A live run\nThe live view updates from the run's events as it progresses (real clock here: about 0.3 s)."),
+        code("""
+live = LiveView("three 100 ms tools, sequential", mode="sequential")
+display(live)
+s = SCENARIOS["three_tools_100ms"]
+result = await run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=live.on_event)
+print(result, "| events seen by the view:", live.n_events)
+"""),
+]
