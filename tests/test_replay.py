@@ -9,9 +9,14 @@ from dataclasses import replace
 import pytest
 
 from toolcall_lab.exceptions import ReplayDivergenceError
+from toolcall_lab.loop import run
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
 from toolcall_lab.protocol import validate_messages
+from toolcall_lab.records import Timing
 from toolcall_lab.replay import replay, replay_tools
 from toolcall_lab.scenarios import SCENARIOS
+from toolcall_lab.tools import ToolOutcome, ToolRegistry
+from toolcall_lab.trace import Trace, TraceMetadata
 
 
 def timings(result):
@@ -105,3 +110,44 @@ def test_replay_in_a_notebook_loop_uses_a_helper_thread() -> None:
         return replay(trace, "sequential").wall_time_s
 
     assert asyncio.run(cell()) == pytest.approx(0.8 + 2.3 + 0.8)
+
+
+def test_timing_labels_say_where_each_number_came_from() -> None:
+    """Scripted latencies and simulated tools are placeholders; a replay keeps the recording's labels."""
+    tools = ToolRegistry()
+
+    @tools.register
+    async def measured(x: int) -> str:
+        return str(x)
+
+    @tools.register
+    async def reported(x: int) -> ToolOutcome:
+        return ToolOutcome(text=str(x), timing=Timing(source="reported", note="x-runtime header"))
+
+    class LiveModel:  # a user's model: no labels of its own
+        name = "live"
+
+        def __init__(self) -> None:
+            self.script = ScriptedModel(
+                [ScriptedResponse(tool_calls=(("measured", {"x": 1}), ("reported", {"x": 2}))), "done"]
+            )
+
+        def stream(self, request):
+            return self.script.stream(request)
+
+    real = asyncio.run(run(LiveModel(), tools, "go"))  # real clock: measured here
+    assert real.origin == "recorded"
+    assert [r.model_call.timing.source for r in real.rounds] == ["recorded", "recorded"]
+    assert [e.timing.source for e in real.rounds[0].executions] == ["recorded", "reported"]
+    assert real.rounds[0].executions[1].timing.note == "x-runtime header"
+
+    scripted = SCENARIOS["weather_news_stock"].record()  # virtual clock, scripted model
+    assert set(scripted.timing_sources) == {"placeholder"}
+    assert scripted.metadata.origin == "scripted"
+
+    trace = Trace.from_run(real, TraceMetadata(title="live", origin="recorded"))
+    again = replay(trace, "sequential")
+    assert again.origin == "replayed"
+    assert [r.model_call.timing for r in again.rounds] == [r.model_call.timing for r in trace.rounds]
+    assert [e.timing for e in again.rounds[0].executions] == [e.timing for e in trace.rounds[0].executions]
+    assert [r.model_call.chunk_timing for r in again.rounds] == ["recorded", "recorded"]

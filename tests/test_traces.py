@@ -55,6 +55,28 @@ def test_atomic_save_survives_a_crash(tmp_path, monkeypatch) -> None:
 
 def test_valid_fixture_loads() -> None:
     assert load(FIXTURES / "valid_one_tool_round.json").metadata.title.startswith("One tool round")
+    assert load(FIXTURES / "v2_valid_one_tool_round.json").metadata.title.startswith("One tool round")
+
+
+def test_version_1_files_load_with_honest_timing_labels() -> None:
+    """v1 had one trace-wide word for its timings; a scripted v1 trace's numbers are placeholders."""
+    old = load(FIXTURES / "valid_one_tool_round.json")
+    assert old.schema_version == 2  # migrated on reading; saving writes version 2
+    assert old.timing_sources == {"placeholder": 3}  # 2 model calls, 1 tool call
+    assert old.rounds[0].model_call.chunk_timing == "spread"
+    assert "v1 scripted trace" in old.rounds[0].executions[0].timing.note
+    new = load(FIXTURES / "v2_valid_one_tool_round.json")
+    assert [r.model_call.timing.source for r in new.rounds] == ["placeholder", "placeholder"]
+    # the rest of the record is unchanged by the migration
+    assert [r.to_dict()["tool_calls"] for r in old.rounds] == [r.to_dict()["tool_calls"] for r in new.rounds]
+
+
+def test_v1_mixed_timings_are_not_claimed_as_recorded() -> None:
+    from toolcall_lab.trace import v1_timing
+
+    timing, chunks = v1_timing("imported", "mixed")
+    assert timing.source == "placeholder" and "unknown" in timing.note and chunks == "spread"
+    assert v1_timing("recorded", "recorded")[0].source == "recorded"
 
 
 @pytest.mark.parametrize(
@@ -82,6 +104,17 @@ def test_valid_fixture_loads() -> None:
             "metadata.origin: expected one of recorded, imported, scripted, got 'invented'",
         ),
         ("truncated.json", TraceFormatError, "not valid JSON (file looks truncated)"),
+        (
+            "v2_missing_timing.json",
+            TraceFormatError,
+            "rounds[0].tool_executions[0].timing: missing",
+        ),
+        (
+            "v2_wrong_timing_source.json",
+            TraceFormatError,
+            "rounds[0].response.timing.source: expected one of recorded, reported, estimated, placeholder, "
+            "got 'guessed'",
+        ),
     ],
 )
 def test_negative_fixtures_give_exact_errors(name, error, message) -> None:
@@ -97,7 +130,7 @@ def test_cli_validate_reports_each_file(tmp_path) -> None:
         [sys.executable, "-m", "toolcall_lab", "validate", str(FIXTURES)], capture_output=True, text=True
     )
     assert out.returncode == 2
-    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 6
+    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 8
 
 
 def test_secrets_are_scrubbed_and_flagged(tmp_path) -> None:

@@ -29,7 +29,7 @@ from toolcall_lab.formats import (
     parse_responses_output,
     read_recording,
 )
-from toolcall_lab.loop import AbortHandle, RunConfig, RunResult, run, run_sync
+from toolcall_lab.loop import AbortHandle, run, run_sync
 from toolcall_lab.messages import (
     Finding,
     InvalidArguments,
@@ -43,6 +43,7 @@ from toolcall_lab.messages import (
 from toolcall_lab.models import ScriptedModel, ScriptedResponse
 from toolcall_lab.openai_model import OpenAIModel
 from toolcall_lab.replay import replay, replay_async
+from toolcall_lab.runs import RunConfig, RunResult
 from toolcall_lab.tools import ToolOutcome, ToolRegistry
 from toolcall_lab.trace import Trace, TraceMetadata
 from toolcall_lab.trace_files import load, save

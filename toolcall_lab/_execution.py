@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.exceptions import ReplayDivergenceError
 from toolcall_lab.messages import InvalidArguments, ToolCall
-from toolcall_lab.records import CallStatus, ToolExecution
+from toolcall_lab.records import DECIDED, MEASURED, SIMULATED, CallStatus, Timing, ToolExecution
 from toolcall_lab.tools import ToolOutcome, ToolRegistry
 
 Approval = bool | str | None
@@ -97,7 +98,10 @@ class Executor:
         self.hooks = hooks
         self.origin = origin
         self.dedupe = dedupe
-        self._clock = asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
+        self._clock = loop.time
+        self.clock_timing: Timing = SIMULATED if isinstance(loop, VirtualEventLoop) else MEASURED
+        """The label of a duration measured on this run's clock (real or virtual)."""
         self.history: dict[str, str] = {}
         """dedupe key -> id of the first call with that key that ran successfully in this run."""
 
@@ -113,6 +117,7 @@ class Executor:
         duplicate_of: str | None = None,
         started_at: float | None = None,
         ended_at: float | None = None,
+        timing: Timing = DECIDED,
     ) -> ToolExecution:
         """The record of a call's outcome; without times, it happened just now and took no time."""
         now = self.now() if started_at is None or ended_at is None else 0.0
@@ -127,13 +132,19 @@ class Executor:
             started_at=now if started_at is None else started_at,
             ended_at=now if ended_at is None else ended_at,
             duplicate_of=duplicate_of,
+            timing=timing,
         )
 
     def skipped(self, call: ToolCall) -> ToolExecution:
         return self._made(call, "skipped", "not executed: only the first call of the batch runs (first_only)")
 
     def cancelled(self, call: ToolCall, started_at: float | None = None) -> ToolExecution:
-        ex = self._made(call, "cancelled", "Cancelled: the run was aborted before this call finished.")
+        ex = self._made(
+            call,
+            "cancelled",
+            "Cancelled: the run was aborted before this call finished.",
+            timing=self.clock_timing,
+        )
         return ex if started_at is None else replace(ex, started_at=started_at)
 
     async def screen(self, calls: Sequence[ToolCall]) -> list[ToolExecution | None]:
@@ -197,6 +208,7 @@ class Executor:
         if started is None:
             started = self.now()
         status: CallStatus = "ok"
+        timing = self.clock_timing
         current_tool_call.set(call)
         try:
             if tool.timeout_s is None:
@@ -206,6 +218,7 @@ class Executor:
                 value = await asyncio.wait_for(tool.invoke(call.args or {}), tool.timeout_s)
             if isinstance(value, ToolOutcome):
                 status, text = value.status, value.text
+                timing = value.timing or timing
             else:
                 text = result_text(value)
         except TimeoutError:
@@ -214,7 +227,7 @@ class Executor:
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             status, text = "error", f"Error: tool {call.name!r} raised {type(exc).__name__}: {exc}"
-        ex = self._made(call, status, text, started_at=started, ended_at=self.now())
+        ex = self._made(call, status, text, started_at=started, ended_at=self.now(), timing=timing)
         if status == "ok" and self.hooks.approve_result is not None:
             reason = _rejected(await call_hook(self.hooks.approve_result, call, ex))
             if reason is not None:

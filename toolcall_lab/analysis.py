@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError
-from toolcall_lab.loop import RunResult
 from toolcall_lab.records import MODES, Mode, Round
 from toolcall_lab.replay import replay
+from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace
 
 if TYPE_CHECKING:

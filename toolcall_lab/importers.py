@@ -26,7 +26,7 @@ from toolcall_lab.formats.recordings import Exchange, read_recording
 from toolcall_lab.messages import ParsedResponse, ToolCall
 from toolcall_lab.models import ScriptedResponse
 from toolcall_lab.protocol import from_anthropic
-from toolcall_lab.records import CallStatus, ModelCall, Round, TimedChunk, ToolExecution
+from toolcall_lab.records import CallStatus, ModelCall, Round, TimedChunk, Timing, ToolExecution
 from toolcall_lab.replay import replay
 from toolcall_lab.trace import Trace, TraceMetadata
 
@@ -34,6 +34,8 @@ TOOL_S = 0.1
 """Modelled duration of a tool call whose timing was not recorded."""
 MODEL_S = 0.8
 """Modelled model latency where none was recorded."""
+TOOL_PLACEHOLDER = Timing(source="placeholder", note=f"tool duration not recorded: {TOOL_S} s assumed")
+MODEL_PLACEHOLDER = Timing(source="placeholder", note=f"model latency not recorded: {MODEL_S} s assumed")
 
 
 @dataclass(slots=True)
@@ -45,6 +47,10 @@ class Turn:
     ttfc_s: float | None = None
     results: dict[str, tuple[str, float, str]] = field(default_factory=dict)
     """tool_call_id -> (result text, duration in seconds, status)."""
+    timing: Timing = MODEL_PLACEHOLDER
+    """Where `latency_s` comes from."""
+    tool_timing: Timing = TOOL_PLACEHOLDER
+    """Where the durations in `results` come from."""
 
 
 def spread(n: int, latency_s: float, ttfc_s: float | None) -> list[float]:
@@ -111,6 +117,7 @@ def build_trace(
                     error=None if status == "ok" else text,
                     started_at=0.0,
                     ended_at=seconds,
+                    timing=turn.tool_timing,
                 )
             )
         rounds.append(
@@ -119,7 +126,12 @@ def build_trace(
                 mode="sequential",
                 request_messages=(),
                 model_call=ModelCall(
-                    started_at=0.0, ended_at=turn.latency_s, first_chunk_at=None, chunks=chunks
+                    started_at=0.0,
+                    ended_at=turn.latency_s,
+                    first_chunk_at=None,
+                    chunks=chunks,
+                    timing=turn.timing,
+                    chunk_timing="spread" if len(chunks) > 1 else "none",
                 ),
                 assistant_message=parsed.first.to_message(),
                 tool_calls=calls,
@@ -232,14 +244,24 @@ def import_recording(path: str | Path) -> Trace:
         else:
             payloads = [chat_body(parsed)]
         ms = ex.response_headers.get("openai-processing-ms")
-        latency = int(ms) / 1000 if ms and ms.isdigit() else MODEL_S
-        recorded_latency += bool(ms)
+        reported = bool(ms and ms.isdigit())
+        latency = int(ms) / 1000 if ms and reported else MODEL_S
+        timing = (
+            Timing(
+                source="reported",
+                note="openai-processing-ms response header: the server's processing time, "
+                "without network transfer",
+            )
+            if reported
+            else MODEL_PLACEHOLDER
+        )
+        recorded_latency += reported
         results: dict[str, tuple[str, float, str]] = {}
         if k + 1 < len(exchanges):
             for m in _request_messages(exchanges[k + 1]):
                 if m.get("role") == "tool":
                     results[str(m.get("tool_call_id"))] = (str(m.get("content")), TOOL_S, "ok")
-        turns.append(Turn(payloads=payloads, latency_s=latency, results=results))
+        turns.append(Turn(payloads=payloads, latency_s=latency, results=results, timing=timing))
     ends_with_calls = bool(responses[-1].tool_calls)
     if ends_with_calls:  # the recording stops after a tool call: close it so the loop can finish
         turns.append(
@@ -258,6 +280,7 @@ def import_recording(path: str | Path) -> Trace:
                     }
                 ],
                 latency_s=0.0,
+                timing=Timing(source="placeholder", note="synthetic final answer closing the recording"),
             )
         )
     provider = p.name.split("_")[0]
@@ -273,7 +296,6 @@ def import_recording(path: str | Path) -> Trace:
         provider=provider,
         model=responses[0].model,
         source=str(p),
-        timings="mixed" if recorded_latency else "modelled",
         notes=f"{timing_note}; tool durations modelled ({TOOL_S} s); tool results from the next "
         "request; "
         + (
@@ -298,6 +320,10 @@ def tau_latency(text: str) -> float:
 def tau_tool_s(name: str) -> float:
     """Modelled tool time for tau-bench: reads 0.15 s, writes (book/update/cancel/send...) 0.4 s."""
     return 0.15 if name.split("_")[0] in ("get", "search", "list", "calculate", "think") else 0.4
+
+
+TAU_MODEL = Timing(source="estimated", note="tau-bench has no timings: 0.5 s + 10 ms per output token")
+TAU_TOOL = Timing(source="placeholder", note="tau-bench has no timings: reads 0.15 s, writes 0.4 s")
 
 
 def import_tau_bench(path: str | Path, *, limit: int | None = None) -> list[Trace]:
@@ -349,6 +375,8 @@ def import_tau_bench(path: str | Path, *, limit: int | None = None) -> list[Trac
                         ],
                         latency_s=tau_latency(text),
                         results=results,
+                        timing=TAU_MODEL,
+                        tool_timing=TAU_TOOL,
                     )
                 )
                 j = k
@@ -365,7 +393,6 @@ def import_tau_bench(path: str | Path, *, limit: int | None = None) -> list[Trac
                     provider="openai",
                     model="gpt-4o",
                     source=f"{p}#task={item['task_id']}",
-                    timings="modelled",
                     notes="no timings in tau-bench: model 0.5 s + 10 ms/token; tools 0.15 s (reads), 0.4 s",
                 )
                 out.append(build_trace(meta, tools, traj[: i + 1], turns))
@@ -473,7 +500,6 @@ def import_bfcl(questions: str | Path, answers: str | Path, *, limit: int | None
             origin="imported",
             provider="bfcl",
             source=f"{questions}#{q['id']}",
-            timings="modelled",
             notes=f"calls from the first acceptable value of each parameter; "
             f"model {MODEL_S} s, tools {TOOL_S} s; dotted names use '_'",
         )

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from toolcall_lab._execution import Executor, Hooks, call_hook
 from toolcall_lab.events import (
@@ -29,50 +29,11 @@ from toolcall_lab.events import (
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageError
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
-from toolcall_lab.models import Model, ModelRequest
+from toolcall_lab.models import Model, ModelRequest, response_timing
 from toolcall_lab.modes import BatchState, execute_batch
-from toolcall_lab.records import MODES, Mode, ModelCall, Round, TimedChunk, ToolExecution
+from toolcall_lab.records import Mode, ModelCall, Round, TimedChunk
+from toolcall_lab.runs import Reason, RunConfig, RunResult, Status
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
-
-Status = Literal["completed", "aborted", "failed"]
-Reason = Literal[
-    "final_answer", "max_rounds", "fail_fast", "all_calls_failed", "aborted", "model_error", "empty_response"
-]
-FINAL_NOTE = (
-    "You have reached the maximum number of tool rounds ({max_rounds}). "
-    "Do not call any more tools; give your final answer now from what you have."
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunConfig:
-    """Settings of a run; validated on creation."""
-
-    mode: Mode = "parallel"
-    max_rounds: int = 10
-    concurrency: int | None = None
-    """Parallel mode: at most this many calls at once (None: no cap)."""
-    error_policy: Literal["continue", "fail_fast"] = "continue"
-    dedupe: bool = True
-    round_trip_s: float = 0.0
-    """Serialized mode: client<->proxy round-trip latency paid once per call handed out."""
-    final_note: str = FINAL_NOTE
-    params: dict[str, Any] = field(default_factory=dict)
-    """Extra request parameters passed to the model (e.g. ``parallel_tool_calls``)."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UsageError(f"RunConfig.mode={self.mode!r}: choose one of {', '.join(MODES)}")
-        if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
-            raise UsageError(f"RunConfig.max_rounds={self.max_rounds!r}: must be an integer >= 1")
-        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise UsageError(
-                f"RunConfig.concurrency={self.concurrency!r}: must be an integer >= 1, or None for no cap"
-            )
-        if self.error_policy not in ("continue", "fail_fast"):
-            raise UsageError(f"RunConfig.error_policy={self.error_policy!r}: use 'continue' or 'fail_fast'")
-        if not self.round_trip_s >= 0:
-            raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: must be >= 0 seconds")
 
 
 class AbortHandle:
@@ -98,64 +59,6 @@ class AbortHandle:
             task, loop = self._task, self._loop
         if task is not None and loop is not None and not task.done():
             loop.call_soon_threadsafe(task.cancel)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    """Everything a run did: status and why, the rounds, the final transcript and the events."""
-
-    status: Status
-    reason: Reason
-    mode: Mode
-    rounds: tuple[Round, ...]
-    messages: tuple[dict[str, Any], ...]
-    initial_messages: tuple[dict[str, Any], ...]
-    tools: tuple[dict[str, Any], ...]
-    events: tuple[RunEvent, ...]
-    final_answer: str | None = None
-    error: str | None = None
-    ended_at: float = 0.0
-    config: RunConfig = field(default_factory=RunConfig)
-
-    @property
-    def wall_time_s(self) -> float:
-        return self.ended_at
-
-    @property
-    def executions(self) -> tuple[ToolExecution, ...]:
-        return tuple(e for r in self.rounds for e in r.executions)
-
-    @property
-    def model_calls(self) -> int:
-        return len(self.rounds)
-
-    @property
-    def client_round_trips(self) -> int:
-        return sum(r.client_round_trips for r in self.rounds)
-
-    @property
-    def usage(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for r in self.rounds:
-            for k, v in (r.model_call.usage or {}).items():
-                if isinstance(v, int):
-                    total[k] = total.get(k, 0) + v
-        return total
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from toolcall_lab.trace import Trace, TraceMetadata
-
-        trace = Trace.from_run(self, TraceMetadata(title=f"run ({self.mode})", origin="recorded"))
-        bundle = trace._repr_mimebundle_()
-        bundle["text/plain"] = repr(self)
-        return bundle
-
-    def __repr__(self) -> str:
-        calls = sum(len(r.tool_calls) for r in self.rounds)
-        return (
-            f"<RunResult {self.status}/{self.reason} mode={self.mode} rounds={len(self.rounds)} "
-            f"calls={calls} wall={self.wall_time_s:.3f}s>"
-        )
 
 
 class _Run:
@@ -361,6 +264,7 @@ class _Run:
                 await call_hook(self.hooks.on_model_chunk, payload)
         parsed = whole if whole is not None else acc.finish()
         end = self.now()
+        timing, chunk_timing = response_timing(self.model, request, self.executor.clock_timing)
         call = ModelCall(
             started_at=start,
             ended_at=end,
@@ -368,6 +272,8 @@ class _Run:
             chunks=tuple(chunks),
             tools_offered=request.tools is not None,
             usage=parsed.usage,
+            timing=timing,
+            chunk_timing="none" if whole is not None or not chunks else chunk_timing,
         )
         return call, parsed
 
@@ -387,6 +293,7 @@ class _Run:
             error=self.error,
             ended_at=end,
             config=self.config,
+            origin=getattr(self.model, "origin", "recorded"),
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolcall_lab.exceptions import ScriptError, UsageError
 from toolcall_lab.messages import ToolCall
+from toolcall_lab.records import ChunkTiming, Timing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,11 +32,27 @@ class ModelRequest:
 
 @runtime_checkable
 class Model(Protocol):
-    """Anything that streams chat-completion chunks for a request."""
+    """Anything that streams chat-completion chunks for a request.
+
+    Optional members the loop reads when present: ``origin`` (``"scripted"``, ``"replayed"``; default
+    ``"recorded"``: a live run) and ``response_timing(request) -> (Timing, ChunkTiming)``, called after
+    each stream ends, saying where the response's duration came from when the model knows better
+    than the clock (a replay reproduces the recording's labels; a script says its latencies are
+    placeholders).
+    """
 
     name: str
 
     def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]: ...
+
+
+def response_timing(model: Any, request: ModelRequest, clock: Timing) -> tuple[Timing, ChunkTiming]:
+    """The timing label of the response the model just streamed (see `Model`)."""
+    describe = getattr(model, "response_timing", None)
+    if describe is not None:
+        timing, chunks = describe(request)
+        return timing, chunks
+    return clock, "recorded" if clock.source == "recorded" else "spread"
 
 
 ScriptedCall = ToolCall | tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str]
@@ -151,6 +168,8 @@ def response_chunks(
     return out
 
 
+SCRIPTED = Timing(source="placeholder", note="scripted latency (ScriptedResponse.latency_s)")
+
 ScriptStep = ScriptedResponse | str | Callable[[ModelRequest], "ScriptedResponse | str"]
 
 
@@ -161,6 +180,8 @@ class ScriptedModel:
     request returning one of those. Calling it more often than scripted raises `ScriptError`;
     `assert_consumed()` raises when steps were left unused.
     """
+
+    origin = "scripted"
 
     def __init__(self, steps: Sequence[ScriptStep], *, name: str = "scripted") -> None:
         self.name = name
@@ -192,6 +213,10 @@ class ScriptedModel:
             if delay > 0:
                 await asyncio.sleep(delay)
             yield payload
+
+    def response_timing(self, request: ModelRequest) -> tuple[Timing, ChunkTiming]:
+        """Scripted latencies are constants chosen by the script's author, chunks spread evenly."""
+        return SCRIPTED, "spread"
 
     def assert_consumed(self) -> None:
         """Raise `ScriptError` when scripted steps were never used."""

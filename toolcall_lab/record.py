@@ -45,7 +45,6 @@ async def record(
         model=getattr(model, "name", None),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         source=public_url(source),
-        timings="recorded",
         notes=notes,
     )
     return Trace.from_run(result, meta)

@@ -17,9 +17,10 @@ from typing import Any, Literal
 from toolcall_lab._execution import current_tool_call, dedupe_key
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ReplayDivergenceError
-from toolcall_lab.loop import RunConfig, RunResult, run
+from toolcall_lab.loop import run
 from toolcall_lab.models import ModelRequest
-from toolcall_lab.records import Mode, Round, ToolExecution
+from toolcall_lab.records import ChunkTiming, Mode, Round, Timing, ToolExecution
+from toolcall_lab.runs import RunConfig, RunResult
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
 from toolcall_lab.trace import Trace
 
@@ -82,11 +83,18 @@ class ReplayModel:
             purpose, e.g. first_only against a parallel recording).
     """
 
+    origin = "replayed"
+
     def __init__(self, trace: Trace, *, check: Check = "strict") -> None:
         self.trace = trace
         self.check = check
         self.name = f"replay:{trace.metadata.title}"
         self.served = 0
+
+    def response_timing(self, request: ModelRequest) -> tuple[Timing, ChunkTiming]:
+        """A replayed response is timed as recorded, so it carries the recording's labels."""
+        recorded = self.trace.rounds[self.served - 1].model_call
+        return recorded.timing, recorded.chunk_timing
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]:
         rounds = self.trace.rounds
@@ -157,7 +165,7 @@ def replay_tools(trace: Trace) -> ToolRegistry:
             used.add(pos)
             ex = recorded[pos]
             await asyncio.sleep(ex.duration_s)
-            return ToolOutcome(text=ex.result, status=_OUTCOME.get(ex.status, "ok"))
+            return ToolOutcome(text=ex.result, status=_OUTCOME.get(ex.status, "ok"), timing=ex.timing)
 
         replayed.__name__ = name
         return replayed

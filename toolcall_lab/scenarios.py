@@ -93,7 +93,6 @@ class Scenario:
             model="scripted",
             created=CREATED,
             source=f"toolcall_lab.scenarios:{self.name}",
-            timings="modelled",
             notes=self.notes or f"model {MODEL_LATENCY_S} s per call; tool times as scripted",
         )
         return Trace.from_run(result, meta)

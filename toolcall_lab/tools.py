@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
 
 from toolcall_lab.exceptions import UsageError
+from toolcall_lab.records import Timing
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
@@ -76,6 +77,9 @@ class ToolOutcome:
 
     text: str
     status: Literal["ok", "error", "timeout"] = "ok"
+    timing: Timing | None = None
+    """Where the duration of this execution comes from, when the tool knows better than the clock
+    (a replayed tool reproduces the recorded label; a simulated tool says it is a placeholder)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,6 +6,13 @@ executed. Schema versions (one line each)::
 
     1  metadata, tool schemas, initial messages, outcome; per round the request, the response as
        received (timed chunks or a whole body), parsed calls, findings and timed tool executions
+    2  as 1, plus where every duration came from: ``timing`` {source, note} on each response and tool
+       execution, ``chunk_timing`` on each response; metadata ``timings`` dropped (derived from the
+       rounds), origin ``replayed`` added
+
+Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
+where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
+``placeholder`` with a note saying so.
 """
 
 from __future__ import annotations
@@ -13,22 +20,48 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from toolcall_lab.exceptions import TraceFormatError, TraceVersionError
 from toolcall_lab.messages import Finding, ToolCall
-from toolcall_lab.records import MODES, Mode, ModelCall, Round, TimedChunk, ToolExecution
+from toolcall_lab.records import (
+    CHUNK_TIMINGS,
+    MODES,
+    ORIGINS,
+    TIMING_SOURCES,
+    ChunkTiming,
+    Mode,
+    ModelCall,
+    Origin,
+    Round,
+    TimedChunk,
+    Timing,
+    TimingSource,
+    ToolExecution,
+    call_to_dict,
+)
 
 if TYPE_CHECKING:
-    from toolcall_lab.loop import RunResult
+    from toolcall_lab.runs import RunResult
 
-SCHEMA_VERSION = 1
+__all__ = [
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
+    "Trace",
+    "TraceMetadata",
+    "TraceOutcome",
+    "call_to_dict",
+    "round_to_dict",
+]
+
+SCHEMA_VERSION = 2
 SCHEMA_VERSIONS: dict[int, str] = {
     1: "metadata, tools, initial messages, outcome; rounds with request, timed response chunks, calls, "
     "findings and timed tool executions",
+    2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution and "
+    "chunk_timing on every response",
 }
-Origin = Literal["recorded", "imported", "scripted"]
-Timings = Literal["recorded", "modelled", "mixed"]
+V1_TIMINGS = ("recorded", "modelled", "mixed")
 T = TypeVar("T")
 
 
@@ -42,7 +75,6 @@ class TraceMetadata:
     model: str | None = None
     created: str | None = None
     source: str | None = None
-    timings: Timings = "recorded"
     notes: str = ""
     mode: Mode | None = None
     """The execution mode the trace was recorded under."""
@@ -108,6 +140,16 @@ class Trace:
     def n_calls(self) -> int:
         return sum(len(r.tool_calls) for r in self.rounds)
 
+    @property
+    def timing_sources(self) -> dict[TimingSource, int]:
+        """How many model calls and tool executions rest on each kind of timing evidence."""
+        counts: dict[TimingSource, int] = {}
+        for r in self.rounds:
+            items = [r.model_call.timing, *(e.timing for e in r.executions if e.answered)]
+            for t in items:
+                counts[t.source] = counts.get(t.source, 0) + 1
+        return counts
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
@@ -115,7 +157,7 @@ class Trace:
             "tools": list(self.tools),
             "initial_messages": list(self.initial_messages),
             "outcome": _fields(self.outcome),
-            "rounds": [round_to_dict(r) for r in self.rounds],
+            "rounds": [r.to_dict() for r in self.rounds],
         }
 
     @classmethod
@@ -140,40 +182,24 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__ if not name.startswith("_")}
 
 
-def call_to_dict(call: ToolCall) -> dict[str, Any]:
-    return {
-        "tool_call_id": call.tool_call_id,
-        "name": call.name,
-        "arguments": call.arguments,
-        "index": call.index,
-        "choice_index": call.choice_index,
-        "id_source": call.id_source,
-        "complete": call.complete,
-    }
-
-
 def round_to_dict(r: Round) -> dict[str, Any]:
-    mc = r.model_call
-    return {
-        "round_index": r.round_index,
-        "mode": r.mode,
-        "final": r.final,
-        "client_round_trips": r.client_round_trips,
-        "request": {"messages": list(r.request_messages), "tools_offered": mc.tools_offered},
-        "response": {
-            "started_at": mc.started_at,
-            "ended_at": mc.ended_at,
-            "first_chunk_at": mc.first_chunk_at,
-            "ttfc_s": mc.ttfc_s,
-            "latency_s": mc.latency_s,
-            "usage": mc.usage,
-            "chunks": [{"offset_s": c.offset_s, "payload": c.payload} for c in mc.chunks],
-        },
-        "assistant_message": r.assistant_message,
-        "tool_calls": [call_to_dict(c) for c in r.tool_calls],
-        "findings": [f.to_dict() for f in r.findings],
-        "tool_executions": [{**_fields(e), "duration_s": e.duration_s} for e in r.executions],
-    }
+    """A round's JSON form (`Round.to_dict`); kept here because the trace file is its contract."""
+    return r.to_dict()
+
+
+def v1_timing(origin: str, timings: str) -> tuple[Timing, ChunkTiming]:
+    """The label a version-1 file's numbers get: it had one trace-wide word for all of them."""
+    if origin == "scripted":
+        return Timing(source="placeholder", note="v1 scripted trace: latencies set by the script"), "spread"
+    if timings == "recorded":
+        return Timing(source="recorded", note="v1 trace marked 'recorded'"), "recorded"
+    return (
+        Timing(
+            source="placeholder",
+            note=f"v1 trace marked {timings!r}: which of its numbers were recorded is unknown",
+        ),
+        "spread",
+    )
 
 
 def _kind(value: Any) -> str:
@@ -196,6 +222,8 @@ class _Reader:
 
     def __init__(self, source: str | None) -> None:
         self.source = source
+        self.v1_timing: tuple[Timing, ChunkTiming] | None = None
+        """Version 1 files: the one label every number gets (they had no per-number provenance)."""
 
     def fail(self, path: str, problem: str) -> TraceFormatError:
         return TraceFormatError(problem, path=path, source=self.source)
@@ -284,16 +312,18 @@ class _Reader:
                 f"{newer}; supported: " + "; ".join(f"{v}: {s}" for v, s in SCHEMA_VERSIONS.items())
             )
         m = self.get(d, "metadata", "", self.obj)
+        origins = ORIGINS if version >= 2 else ("recorded", "imported", "scripted")
+        origin = self.get(m, "origin", "metadata", self.choice(origins))
+        if version == 1:
+            label = self.get(m, "timings", "metadata", self.choice(V1_TIMINGS), "recorded")
+            self.v1_timing = v1_timing(origin, label)
         meta = TraceMetadata(
             title=self.get(m, "title", "metadata", self.str_),
-            origin=self.get(m, "origin", "metadata", self.choice(("recorded", "imported", "scripted"))),
+            origin=origin,
             provider=self.get(m, "provider", "metadata", self.opt_str, None),
             model=self.get(m, "model", "metadata", self.opt_str, None),
             created=self.get(m, "created", "metadata", self.opt_str, None),
             source=self.get(m, "source", "metadata", self.opt_str, None),
-            timings=self.get(
-                m, "timings", "metadata", self.choice(("recorded", "modelled", "mixed")), "recorded"
-            ),
             notes=self.get(m, "notes", "metadata", self.str_, ""),
             mode=self.get(
                 m, "mode", "metadata", lambda v, p: None if v is None else self.choice(MODES)(v, p), None
@@ -321,8 +351,24 @@ class _Reader:
             initial_messages=tuple(initial),
             rounds=tuple(self.round(r, f"rounds[{i}]") for i, r in enumerate(rounds)),
             outcome=outcome,
-            schema_version=version,
+            schema_version=SCHEMA_VERSION,  # older versions are migrated on reading
         )
+
+    def timing(self, d: Mapping[str, Any], path: str) -> Timing:
+        if self.v1_timing is not None:
+            return self.v1_timing[0]
+        t = self.get(d, "timing", path, self.obj)
+        p = f"{path}.timing"
+        return Timing(
+            source=self.get(t, "source", p, self.choice(TIMING_SOURCES)),
+            note=self.get(t, "note", p, self.str_, ""),
+        )
+
+    def chunk_timing(self, d: Mapping[str, Any], path: str) -> ChunkTiming:
+        if self.v1_timing is not None:
+            chunks: ChunkTiming = self.v1_timing[1]
+            return chunks if d.get("chunks") else "none"
+        return cast(ChunkTiming, self.get(d, "chunk_timing", path, self.choice(CHUNK_TIMINGS)))
 
     def round(self, value: Any, path: str) -> Round:
         d = self.obj(value, path)
@@ -345,6 +391,8 @@ class _Reader:
             chunks=tuple(chunks),
             tools_offered=self.get(req, "tools_offered", f"{path}.request", self.bool_, True),
             usage=self.get(resp, "usage", rp, self.opt_dict, None),
+            timing=self.timing(resp, rp),
+            chunk_timing=self.chunk_timing(resp, rp),
         )
         if model_call.ended_at < model_call.started_at:
             raise self.fail(
@@ -431,4 +479,5 @@ class _Reader:
             started_at=started,
             ended_at=ended,
             duplicate_of=self.get(d, "duplicate_of", path, self.opt_str, None),
+            timing=self.timing(d, path),
         )

@@ -264,8 +264,21 @@ def header_html(doc: dict[str, Any]) -> str:
     return (
         f"<div><b>{_e(meta['title'])}</b> <span class='tcl-muted'>{_e(meta['origin'])} · mode "
         f"{_e(meta.get('mode'))} · {len(doc['rounds'])} rounds · {outcome['wall_time_s']:.2f} s · "
-        f"{_e(outcome['status'])}/{_e(outcome['reason'])} · timings {_e(meta.get('timings'))}</span></div>"
+        f"{_e(outcome['status'])}/{_e(outcome['reason'])} · timings {_e(timing_summary(doc))}</span></div>"
     )
+
+
+def timing_summary(doc: dict[str, Any]) -> str:
+    """How many model calls and tool executions rest on each kind of timing evidence."""
+    counts: dict[str, int] = {}
+    for r in doc["rounds"]:
+        items = [r["response"].get("timing")] + [
+            e.get("timing") for e in r["tool_executions"] if e["status"] != "skipped"
+        ]
+        for t in items:
+            source = (t or {}).get("source", "unlabelled")
+            counts[source] = counts.get(source, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
 def trace_html(doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None = None) -> str:

@@ -30,7 +30,6 @@ from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
 from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator
 from toolcall_lab.formats.recordings import read_recording
-from toolcall_lab.loop import RunResult
 from toolcall_lab.notebook.html import (
     CSS,
     _e,
@@ -42,6 +41,7 @@ from toolcall_lab.notebook.html import (
     timeline_svg,
 )
 from toolcall_lab.records import MODES, Mode
+from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
 
 
