@@ -103,7 +103,7 @@ class CheckingUpstream:
             if seen != expected:
                 return self.problem(f"results differ: got {seen}, expected {expected}")
             self.completed.append(messages)
-            reply = {"role": "assistant", "content": "All done: " + " | ".join(r for _, r in seen)}
+            reply = {"role": "assistant", "content": "All done: " + " | ".join(f"{i}: {r}" for i, r in seen)}
         else:
             question = text_of(last.get("content"))
             calls = [
@@ -138,3 +138,42 @@ class CheckingUpstream:
             data = b"".join(sse_events(response, include_usage=include))
             return web.Response(body=data, content_type="text/event-stream")
         return web.json_response(response)
+
+
+class ScriptedHTTP:
+    """An upstream on loopback that answers with scripted (status, headers, body) replies, in order,
+    and records every request body it received."""
+
+    def __init__(self, replies: list[tuple[int, dict[str, str], bytes]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner, url = await serve(app)
+        return url
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append(await request.json())
+        status, headers, body = self.replies.pop(0)
+        return web.Response(status=status, headers=headers, body=body)
+
+
+def completion(message: dict[str, Any], **extra: Any) -> bytes:
+    body = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "m",
+        "system_fingerprint": "fp_scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        **extra,
+    }
+    return json.dumps(body).encode()
