@@ -62,10 +62,15 @@ class Batch:
     def answered(self) -> int:
         return len(self.results)
 
+    _assistant_size: int = 0
+
     @property
     def size(self) -> int:
         """Approximate bytes this record holds (for the store's byte bound)."""
-        return 400 + len(dumps(self.assistant)) + len(dumps(self.results)) + len(dumps(self.final or {}))
+        if not self._assistant_size:
+            self._assistant_size = len(dumps(self.assistant)) + len(dumps(self.template))
+        results = sum(len(r) if isinstance(r, str) else len(dumps(r)) for r in self.results)
+        return 400 + self._assistant_size + results + (len(dumps(self.final)) if self.final else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,10 +165,7 @@ def normal_form(message: dict[str, Any]) -> bytes:
         for c in message.get("tool_calls") or []
         if isinstance(c, dict)
     ]
-    return json.dumps(
-        [message.get("role"), text_of(message.get("content")), calls, message.get("tool_call_id")],
-        ensure_ascii=False,
-    ).encode()
+    return dumps([message.get("role"), text_of(message.get("content")), calls, message.get("tool_call_id")])
 
 
 class PrefixHashes:
@@ -255,10 +257,15 @@ def choose_batch(candidates: Sequence[Batch], results: Sequence[Any]) -> Batch:
 def find_runs(
     messages: Sequence[dict[str, Any]],
     hashes: PrefixHashes,
-    session: str,
-    batches_with_call: Callable[[str], list[Batch]],
+    batches_starting: Callable[[str, str], list[Batch]],
+    has_calls: Callable[[str], bool],
 ) -> list[Run]:
-    """Every run of a known batch in `messages`, left to right (see the module docstring)."""
+    """Every run of a known batch in `messages`, left to right (see the module docstring).
+
+    `batches_starting(call_id, prefix_hash)` returns the batches whose first call and conversation
+    match (the prefix hash includes the session); `has_calls(call_id)` tells cheaply whether any batch
+    holds that id, so prefix hashes are computed only where a run may start.
+    """
     runs: list[Run] = []
     i = 0
     n = len(messages)
@@ -268,12 +275,7 @@ def find_runs(
         if not isinstance(cid, str):
             i += 1
             continue
-        candidates = [
-            b for b in batches_with_call(cid) if b.session == session and b.calls[0].tool_call_id == cid
-        ]
-        if candidates:
-            h = hashes[i]
-            candidates = [b for b in candidates if b.prefix_hash == h]
+        candidates = batches_starting(cid, hashes[i]) if has_calls(cid) else []
         if not candidates:
             i += 1
             continue

@@ -139,19 +139,13 @@ class ProxySettings:
         )
 
 
-@web.middleware
-async def _json_errors(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Every error is an OpenAI-style JSON body, also aiohttp's own (404, 405, 413)."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return json_reply(
-            exc.status, error_body(exc.status, f"{exc.reason}: {request.method} {request.path}", "http_error")
-        )
+def _not_routed(request: web.Request) -> web.Response:
+    """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405), not aiohttp's text."""
+    if request.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions", "/health"):
+        status, reason = 405, f"method {request.method} not allowed on {request.path}"
+    else:
+        status, reason = 404, f"no such endpoint: {request.method} {request.path}"
+    return json_reply(status, error_body(status, reason, "http_error"))
 
 
 class ProxyServer:
@@ -190,10 +184,11 @@ class ProxyServer:
         }
         self._locks: dict[str, asyncio.Lock] = {}
         self._key_locks: dict[str, asyncio.Lock] = {}
-        self.app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[_json_errors])
+        self.app = web.Application(client_max_size=self.settings.max_body_bytes)
         self.app.router.add_post("/v1/chat/completions", self.handle)
         self.app.router.add_post("/chat/completions", self.handle)
         self.app.router.add_get("/health", self.health)
+        self.app.router.add_route("*", "/{path:.*}", self.not_routed)
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -230,6 +225,9 @@ class ProxyServer:
                 if self.store.get(batch_id) is None:
                     del self._locks[batch_id]
         return expired
+
+    async def not_routed(self, request: web.Request) -> web.Response:
+        return _not_routed(request)
 
     async def health(self, request: web.Request) -> web.Response:
         self.sweep()
@@ -320,7 +318,7 @@ class ProxyServer:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
             return await self.pass_through(request, body, raw, changed=False)
         hashes = PrefixHashes(messages, session)
-        runs = find_runs(messages, hashes, session, self.store.with_call)
+        runs = find_runs(messages, hashes, self.store.starting, self.store.has_call)
         n = len(messages)
         ends_with_result = bool(messages) and messages[-1].get("role") == "tool"
         if runs and runs[-1].end == n and ends_with_result:

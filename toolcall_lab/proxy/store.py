@@ -65,8 +65,9 @@ class MemoryStore:
         self.clock = clock
         self._batches: OrderedDict[str, Batch] = OrderedDict()  # least recently used first
         self._sizes: dict[str, int] = {}
-        self._by_call: dict[str, set[str]] = {}
-        self._by_prefix: dict[str, set[str]] = {}
+        self._by_call: dict[str, dict[str, None]] = {}  # ordered sets: oldest batch first
+        self._by_prefix: dict[str, dict[str, None]] = {}
+        self._by_start: dict[tuple[str, str], dict[str, None]] = {}
         self._tombs: OrderedDict[str, Tombstone] = OrderedDict()
         self._tombs_by_call: dict[str, set[str]] = {}
         self._replies: OrderedDict[str, StoredReply] = OrderedDict()
@@ -84,12 +85,18 @@ class MemoryStore:
 
     def with_call(self, tool_call_id: str) -> list[Batch]:
         """Live batches holding a call with this id, oldest first."""
-        ids = self._by_call.get(tool_call_id) or ()
-        return sorted((self._batches[i] for i in ids), key=lambda b: (b.created_at, b.batch_id))
+        return [self._batches[i] for i in self._by_call.get(tool_call_id, ())]
 
     def with_prefix(self, prefix_hash: str) -> list[Batch]:
-        ids = self._by_prefix.get(prefix_hash) or ()
-        return sorted((self._batches[i] for i in ids), key=lambda b: (b.created_at, b.batch_id))
+        """Live batches issued for the conversation with this prefix hash, oldest first."""
+        return [self._batches[i] for i in self._by_prefix.get(prefix_hash, ())]
+
+    def has_call(self, tool_call_id: str) -> bool:
+        return tool_call_id in self._by_call
+
+    def starting(self, tool_call_id: str, prefix_hash: str) -> list[Batch]:
+        """Live batches whose first call has this id and whose conversation has this prefix hash."""
+        return [self._batches[i] for i in self._by_start.get((tool_call_id, prefix_hash), ())]
 
     def tombstones_with_call(self, tool_call_id: str) -> list[Tombstone]:
         ids = self._tombs_by_call.get(tool_call_id) or ()
@@ -125,8 +132,10 @@ class MemoryStore:
         self._sizes[batch.batch_id] = size
         if not known:
             for call in batch.calls:
-                self._by_call.setdefault(call.tool_call_id, set()).add(batch.batch_id)
-            self._by_prefix.setdefault(batch.prefix_hash, set()).add(batch.batch_id)
+                self._by_call.setdefault(call.tool_call_id, {})[batch.batch_id] = None
+            self._by_prefix.setdefault(batch.prefix_hash, {})[batch.batch_id] = None
+            start = (batch.calls[0].tool_call_id, batch.prefix_hash)
+            self._by_start.setdefault(start, {})[batch.batch_id] = None
         self._write_batch(batch)
         self._evict()
 
@@ -172,17 +181,16 @@ class MemoryStore:
         self.counts[reason] += 1
         del self._batches[batch.batch_id]
         self.bytes -= self._sizes.pop(batch.batch_id, 0)
-        for call in batch.calls:
-            ids = self._by_call.get(call.tool_call_id)
+        for index, key in [
+            *((self._by_call, c.tool_call_id) for c in batch.calls),
+            (self._by_prefix, batch.prefix_hash),
+            (self._by_start, (batch.calls[0].tool_call_id, batch.prefix_hash)),
+        ]:
+            ids = index.get(key)  # type: ignore[attr-defined]
             if ids is not None:
-                ids.discard(batch.batch_id)
+                ids.pop(batch.batch_id, None)
                 if not ids:
-                    del self._by_call[call.tool_call_id]
-        ids = self._by_prefix.get(batch.prefix_hash)
-        if ids is not None:
-            ids.discard(batch.batch_id)
-            if not ids:
-                del self._by_prefix[batch.prefix_hash]
+                    del index[key]  # type: ignore[attr-defined]
         self._delete_batch(batch.batch_id)
         tomb = Tombstone(
             batch_id=batch.batch_id,
