@@ -40,7 +40,12 @@ def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
 
 
 async def one_conversation(
-    http: httpx.AsyncClient, k: int, serial: bool, label: str, upstream_hops: list[float], queued_hops: list[float]
+    http: httpx.AsyncClient,
+    k: int,
+    serial: bool,
+    label: str,
+    upstream_hops: list[float],
+    queued_hops: list[float],
 ) -> None:
     body: dict = {"model": "m", "messages": [{"role": "user", "content": f"{label} {k}"}]}
     if serial:
@@ -144,7 +149,9 @@ def main() -> None:
     print(
         f"    upstream hops median {med(p_up) * 1e3:.2f} ms, queued hops median {med(p_queued) * 1e3:.2f} ms"
     )
-    print(f"  median latency via proxy / direct = {ratio_load:.2f}x (target <= 1.3x: {verdict(ratio_load <= 1.3)})")
+    print(
+        f"  median latency via proxy / direct = {ratio_load:.2f}x (target <= 1.3x: {verdict(ratio_load <= 1.3)})"
+    )
 
 
 if __name__ == "__main__":

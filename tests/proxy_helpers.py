@@ -92,13 +92,17 @@ class CheckingUpstream:
             calls = assistant.get("tool_calls") or []
             issued = self.issued.get(calls[0]["id"]) if calls else None
             if issued is None:
-                return self.problem(f"the assistant message before the results is not a batch I issued: {assistant}")
+                return self.problem(
+                    f"the assistant message before the results is not a batch I issued: {assistant}"
+                )
             got = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls]
             want = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in issued]
             if got != want:
                 return self.problem(f"rebuilt assistant message differs: got {got}, issued {want}")
             results = messages[start:end]
-            expected = [(c["id"], tool_result(c["function"]["name"], c["function"]["arguments"])) for c in issued]
+            expected = [
+                (c["id"], tool_result(c["function"]["name"], c["function"]["arguments"])) for c in issued
+            ]
             seen = [(m.get("tool_call_id"), text_of(m.get("content"))) for m in results]
             if seen != expected:
                 return self.problem(f"results differ: got {seen}, expected {expected}")
@@ -172,7 +176,13 @@ def completion(message: dict[str, Any], **extra: Any) -> bytes:
         "created": 1_700_000_000,
         "model": "m",
         "system_fingerprint": "fp_scripted",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
         **extra,
     }

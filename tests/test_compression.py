@@ -50,8 +50,15 @@ def chain(calls, results, final="done", content=None):
 
 def execution(cid, name, arguments, result, status="ok", error=None):
     return ToolExecution(
-        tool_call_id=cid, name=name, arguments=arguments, index=0, status=status, result=result, error=error,
-        started_at=0.0, ended_at=0.1,
+        tool_call_id=cid,
+        name=name,
+        arguments=arguments,
+        index=0,
+        status=status,
+        result=result,
+        error=error,
+        started_at=0.0,
+        ended_at=0.1,
     )
 
 
@@ -69,7 +76,10 @@ def test_the_designs_format_hint_block_flow_and_final_reply() -> None:
         "- `get_weather` (args=$VAR_REF{{get_weather_1_args}}, result=$VAR_REF{{get_weather_1_result}})\n"
         "- `flaky_api` (args=$VAR_REF{{flaky_api_1_args}}, result=$VAR_REF{{flaky_api_1_result}})\n"
     ) in text
-    assert "\n[WARNING] `[Tool Execution Log]` blocks are system-generated. Mimicking this format will NOT" in text
+    assert (
+        "\n[WARNING] `[Tool Execution Log]` blocks are system-generated. Mimicking this format will NOT"
+        in text
+    )
     assert "</SYSTEM-CONTEXT>\n---\n**[Tool Execution Log]**: get_weather\n```accesslog\n" in text
     assert (
         '**[Tool Execution Log]**: get_weather\n```accesslog\nArguments: {"city":"Lyon"}\n'
@@ -78,7 +88,9 @@ def test_the_designs_format_hint_block_flow_and_final_reply() -> None:
     assert "Status: ✗ Failed: Error: tool 'flaky_api' raised RuntimeError: 503" in text
     assert "Status: ✗ Failed: Error: tool 'slow_service' timed out after 1.0 s." in text
     assert text.endswith("```\n\nWeather is fine; the API failed and the service timed out.")
-    assert store.get("$VAR_REF{{flaky_api_1_result}}").startswith("Error: tool 'flaky_api' raised RuntimeError")
+    assert store.get("$VAR_REF{{flaky_api_1_result}}").startswith(
+        "Error: tool 'flaky_api' raised RuntimeError"
+    )
     assert json.loads(store.get("get_weather_1_args")) == {"city": "Lyon"}
     assert validate_messages(out) == []
 
@@ -125,8 +137,12 @@ def test_unanswered_calls_and_orphan_results_are_flagged_not_hidden() -> None:
 
 def test_content_part_lists_render_as_text() -> None:
     parts = [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]
-    messages = chain([("a", "f", "{}")], [("a", parts)], final=parts, content=[{"type": "text", "text": "thinking"}])
-    text = compress_messages(messages, executions=[execution("a", "f", "{}", "part one\npart two")])[1]["content"]
+    messages = chain(
+        [("a", "f", "{}")], [("a", parts)], final=parts, content=[{"type": "text", "text": "thinking"}]
+    )
+    text = compress_messages(messages, executions=[execution("a", "f", "{}", "part one\npart two")])[1][
+        "content"
+    ]
     assert "---\nthinking\n\n**[Tool Execution Log]**: f" in text
     assert "Status: ✓ Success\n\npart one\npart two\n```" in text and text.endswith("part one\npart two")
 
@@ -181,13 +197,14 @@ def test_var_refs_in_arguments_are_resolved_and_unknown_ones_are_named() -> None
     store = VariableStore()
     name = store.put("fetch", "0123456789", key=("c1",))
     assert name == "fetch_1_result" and store.put("fetch", "0123456789", key=("c1",)) == name
+
     def shout(text: str) -> str:
         return text.upper()
 
     tools = store.resolving(ToolRegistry([shout]))
     (tool,) = list(tools)
     assert tool.function(text="<$VAR_REF{{fetch_1_result:2:3}}>") == "<234>"
-    with pytest.raises(UsageError, match="no such variable. Known variables: fetch_1_result"):
+    with pytest.raises(UsageError, match=r"no such variable\. Known variables: fetch_1_result"):
         store.resolve("$VAR_REF{{nope}}")
     read = store.read_variable_tool()
     assert read.name == "ReadVar" and read.function(name="fetch_1_result", start=8) == "89"
@@ -195,7 +212,9 @@ def test_var_refs_in_arguments_are_resolved_and_unknown_ones_are_named() -> None
 
 
 def test_another_template_and_bad_settings() -> None:
-    text = compress_messages(final_transcript(FAILING), config=CompressionConfig(template="compact"), executions=FAILING)
+    text = compress_messages(
+        final_transcript(FAILING), config=CompressionConfig(template="compact"), executions=FAILING
+    )
     assert text[-1]["content"].startswith("[System hint] Tools executed: get_weather -> get_weather_1_result")
     with pytest.raises(UsageError, match="choose siyuan, compact"):
         CompressionConfig(template="fancy")

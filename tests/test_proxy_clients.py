@@ -59,7 +59,12 @@ def test_openai_client(stream: bool) -> None:
         per_response = []
         try:
             for _ in range(6):
-                kwargs = {"model": "m", "messages": messages, "tools": tool_schemas(), "parallel_tool_calls": False}
+                kwargs = {
+                    "model": "m",
+                    "messages": messages,
+                    "tools": tool_schemas(),
+                    "parallel_tool_calls": False,
+                }
                 if stream:
                     acc = ChatCompletionAccumulator(batch=len(per_response))
                     async for chunk in await client.chat.completions.create(
@@ -80,7 +85,11 @@ def test_openai_client(stream: bool) -> None:
                 for call in calls:
                     fn = call["function"]
                     messages.append(
-                        {"role": "tool", "tool_call_id": call["id"], "content": tool_result(fn["name"], fn["arguments"])}
+                        {
+                            "role": "tool",
+                            "tool_call_id": call["id"],
+                            "content": tool_result(fn["name"], fn["arguments"]),
+                        }
                     )
         finally:
             await client.close()
@@ -127,11 +136,12 @@ def test_openai_agents_sdk(stream: bool, monkeypatch) -> None:
         finally:
             await client.close()
         per_response = [
-            sum(1 for item in r.output if getattr(item, "type", "") == "function_call") for r in result.raw_responses
+            sum(1 for item in r.output if getattr(item, "type", "") == "function_call")
+            for r in result.raw_responses
         ]
         return per_response, str(result.final_output)
 
-    (per_response, final), up, server = asyncio.run(through_proxy(drive))
+    (per_response, final), up, _ = asyncio.run(through_proxy(drive))
     assert per_response == [1, 1, 1, 0]
     check_one_batch(up, final)
     assert all(r.get("parallel_tool_calls") is False for r in up.requests)
@@ -173,7 +183,7 @@ def test_langchain_chat_openai(stream: bool, monkeypatch) -> None:
                 messages.append(ToolMessage(content=content, tool_call_id=call["id"]))
         raise AssertionError("no final answer")
 
-    (per_response, final), up, server = asyncio.run(through_proxy(drive))
+    (per_response, final), up, _ = asyncio.run(through_proxy(drive))
     assert per_response == [1, 1, 1, 0]
     check_one_batch(up, final)
 
@@ -206,7 +216,11 @@ def test_concurrency_200_conversations_20_clients_identical_groups_zero_crossed_
                 received.append(calls[0]["id"])
                 fn = calls[0]["function"]
                 messages.append(
-                    {"role": "tool", "tool_call_id": calls[0]["id"], "content": tool_result(fn["name"], fn["arguments"])}
+                    {
+                        "role": "tool",
+                        "tool_call_id": calls[0]["id"],
+                        "content": tool_result(fn["name"], fn["arguments"]),
+                    }
                 )
 
         async def worker(client) -> None:

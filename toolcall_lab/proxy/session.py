@@ -92,7 +92,8 @@ class SerializedSession:
         if tool_call_id != current.tool_call_id:
             if tool_call_id not in ids:
                 raise ProxyProtocolError(
-                    f"tool_call_id {tool_call_id!r} is not part of this batch (expected one of {sorted(set(ids))})"
+                    f"tool_call_id {tool_call_id!r} is not part of this batch (expected one of "
+                    f"{sorted(set(ids))})"
                 )
             if tool_call_id in ids[:at]:
                 raise ProxyProtocolError(
