@@ -139,7 +139,7 @@ class ProxySettings:
         )
 
 
-def _not_routed(request: web.Request) -> web.Response:
+def _not_routed(request: web.BaseRequest) -> web.Response:
     """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405), not aiohttp's text."""
     if request.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions", "/health"):
         status, reason = 405, f"method {request.method} not allowed on {request.path}"
@@ -184,19 +184,16 @@ class ProxyServer:
         }
         self._locks: dict[str, asyncio.Lock] = {}
         self._key_locks: dict[str, asyncio.Lock] = {}
-        self.app = web.Application(client_max_size=self.settings.max_body_bytes)
-        self.app.router.add_post("/v1/chat/completions", self.handle)
-        self.app.router.add_post("/chat/completions", self.handle)
-        self.app.router.add_get("/health", self.health)
-        self.app.router.add_route("*", "/{path:.*}", self.not_routed)
-        self._runner: web.AppRunner | None = None
+        self._runner: web.BaseRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on host:port (port 0 picks a free one); returns the base URL ending in /v1."""
-        self._runner, url = await serve(self.app, host, port)
+        self._runner, url = await serve(
+            self.dispatch, host, port, max_body_bytes=self.settings.max_body_bytes
+        )
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return url
 
@@ -226,16 +223,21 @@ class ProxyServer:
                     del self._locks[batch_id]
         return expired
 
-    async def not_routed(self, request: web.Request) -> web.Response:
+    async def dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The routes: POST /v1/chat/completions (or /chat/completions), GET /health; else JSON 404/405."""
+        if request.path in ("/v1/chat/completions", "/chat/completions") and request.method == "POST":
+            return await self.handle(request)
+        if request.path == "/health" and request.method == "GET":
+            return await self.health(request)
         return _not_routed(request)
 
-    async def health(self, request: web.Request) -> web.Response:
+    async def health(self, request: web.BaseRequest) -> web.Response:
         self.sweep()
         return json_reply(200, {"ok": True, **self.store.summary(), **self.stats})
 
     # --- requests --------------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         self.stats["requests"] += 1
         try:
             raw = await request.read()
@@ -258,7 +260,7 @@ class ProxyServer:
             if not lock.locked() and self._key_locks.get(key) is lock:
                 del self._key_locks[key]
 
-    async def _idempotent(self, key: str, request: web.Request, raw: bytes) -> web.StreamResponse:
+    async def _idempotent(self, key: str, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
         digest = hashlib.sha256(raw).hexdigest()
         stored = self.store.reply_for(key)
         if stored is not None:
@@ -289,7 +291,7 @@ class ProxyServer:
             )
         return response
 
-    async def _answer(self, request: web.Request, raw: bytes) -> web.StreamResponse:
+    async def _answer(self, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
         try:
             return await self.respond(request, raw)
         except HTTPError as exc:
@@ -303,7 +305,7 @@ class ProxyServer:
             self.stats["errors"] += 1
             return reply.response
 
-    async def respond(self, request: web.Request, raw: bytes) -> web.StreamResponse:
+    async def respond(self, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
         try:
             body = loads(raw)
         except JSONError as exc:
@@ -366,7 +368,7 @@ class ProxyServer:
 
     async def continue_batch(
         self,
-        request: web.Request,
+        request: web.BaseRequest,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         runs: Sequence[Run],
@@ -582,7 +584,7 @@ class ProxyServer:
             raise HTTPError(exc.status, str(exc), exc.code) from None
 
     async def call_upstream(
-        self, request: web.Request, body: dict[str, Any], messages: list[dict[str, Any]]
+        self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
         reply = await self.send(
@@ -619,7 +621,7 @@ class ProxyServer:
         return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
 
     async def pass_through(
-        self, request: web.Request, body: dict[str, Any], raw: bytes, *, changed: bool
+        self, request: web.BaseRequest, body: dict[str, Any], raw: bytes, *, changed: bool
     ) -> web.StreamResponse:
         """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
         self.stats["passed_through"] += 1

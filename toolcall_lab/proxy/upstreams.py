@@ -273,9 +273,29 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
     return app
 
 
-async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:
-    """Start an aiohttp app; returns its runner (for cleanup) and base URL ending in /v1."""
-    runner = web.AppRunner(app, access_log=None)
+async def serve(
+    app: web.Application | Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    max_body_bytes: int = 32 * 1024 * 1024,
+) -> tuple[web.BaseRunner, str]:
+    """Start an aiohttp app, or a bare request handler on aiohttp's low-level server (no router or
+    middleware machinery: the proxy's per-request cost); returns the runner and base URL ending in /v1."""
+    runner: web.BaseRunner
+    if isinstance(app, web.Application):
+        runner = web.AppRunner(app, access_log=None)
+    else:
+        loop = asyncio.get_running_loop()
+
+        def make_request(
+            message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+        ) -> web.BaseRequest:
+            return web.BaseRequest(
+                message, payload, protocol, writer, task, loop, client_max_size=max_body_bytes
+            )
+
+        runner = web.ServerRunner(web.Server(app, request_factory=make_request, access_log=None))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
