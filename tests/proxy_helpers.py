@@ -1,0 +1,189 @@
+"""A checking upstream for the proxy tests: an OpenAI-compatible endpoint on loopback that issues unique
+call ids and verifies every request that completes a batch.
+
+For a conversation ending in a user message it answers with a batch of N calls (``call_<uuid>``,
+arguments naming the question); for one ending in tool results it checks that the last assistant
+message holds exactly the N calls it issued (ids, names, argument strings byte for byte) followed by
+the N results in call order, each the one the tool computes from its own arguments. A request that
+fails the check is answered 400 and recorded in `problems`; a good one gets a final answer quoting
+the results, so a client can see it received its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from toolcall_lab.proxy import serve
+
+TOOL_NAMES = ("get_weather", "get_news", "get_stock")
+
+
+def tool_result(name: str, arguments: str) -> str:
+    """What the test clients' tools return: derived from the arguments, so the upstream can check it."""
+    return f"{name} says {json.loads(arguments)['query']}"
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"Look up {name.removeprefix('get_')}.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}},
+                    "required": ["query"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+        for name in TOOL_NAMES
+    ]
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+class CheckingUpstream:
+    def __init__(self, n_calls: int = 3) -> None:
+        self.n_calls = n_calls
+        self.issued: dict[str, list[dict[str, Any]]] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.completed: list[list[dict[str, Any]]] = []
+        """The message lists of requests that completed a batch (checked)."""
+        self.problems: list[str] = []
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner, self.url = await serve(app)
+        return self.url
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    def problem(self, text: str) -> web.Response:
+        self.problems.append(text)
+        return web.json_response({"error": {"message": text, "type": "invalid_request_error"}}, status=400)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        messages = body["messages"]
+        last = messages[-1]
+        if last["role"] == "tool":
+            end = len(messages)
+            start = end
+            while start > 0 and messages[start - 1]["role"] == "tool":
+                start -= 1
+            assistant = messages[start - 1]
+            calls = assistant.get("tool_calls") or []
+            issued = self.issued.get(calls[0]["id"]) if calls else None
+            if issued is None:
+                return self.problem(
+                    f"the assistant message before the results is not a batch I issued: {assistant}"
+                )
+            got = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls]
+            want = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in issued]
+            if got != want:
+                return self.problem(f"rebuilt assistant message differs: got {got}, issued {want}")
+            results = messages[start:end]
+            expected = [
+                (c["id"], tool_result(c["function"]["name"], c["function"]["arguments"])) for c in issued
+            ]
+            seen = [(m.get("tool_call_id"), text_of(m.get("content"))) for m in results]
+            if seen != expected:
+                return self.problem(f"results differ: got {seen}, expected {expected}")
+            self.completed.append(messages)
+            reply = {"role": "assistant", "content": "All done: " + " | ".join(f"{i}: {r}" for i, r in seen)}
+        else:
+            question = text_of(last.get("content"))
+            calls = [
+                {
+                    "id": f"call_{uuid.uuid4().hex[:20]}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps({"query": f"{name}/{question}"})},
+                }
+                for name in TOOL_NAMES[: self.n_calls]
+            ]
+            self.issued[calls[0]["id"]] = calls
+            reply = {"role": "assistant", "content": "Let me look those up.", "tool_calls": calls}
+        response = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "m"),
+            "system_fingerprint": "fp_checking",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": reply,
+                    "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }
+        if body.get("stream"):
+            from toolcall_lab.proxy._wire import sse_events
+
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            data = b"".join(sse_events(response, include_usage=include))
+            return web.Response(body=data, content_type="text/event-stream")
+        return web.json_response(response)
+
+
+class ScriptedHTTP:
+    """An upstream on loopback that answers with scripted (status, headers, body) replies, in order,
+    and records every request body it received."""
+
+    def __init__(self, replies: list[tuple[int, dict[str, str], bytes]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner, url = await serve(app)
+        return url
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append(await request.json())
+        status, headers, body = self.replies.pop(0)
+        return web.Response(status=status, headers=headers, body=body)
+
+
+def completion(message: dict[str, Any], **extra: Any) -> bytes:
+    body = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "m",
+        "system_fingerprint": "fp_scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        **extra,
+    }
+    return json.dumps(body).encode()

@@ -1,0 +1,52 @@
+"""The serialized proxy: hand a ``parallel_tool_calls: false`` client one tool call per round trip.
+
+- `session`: `SerializedSession`, the in-process state machine of one batch (the run loop's serialized
+  mode uses it).
+- `batches`: what the HTTP proxy remembers of a batch and how a client's messages are matched to it.
+- `store`: batches in memory or in SQLite (``--state FILE``), bounded by count and bytes, with expiry.
+- `server`: `ProxyServer`, the OpenAI-compatible HTTP server; its docstring describes how first
+  requests, retries, continuations, conflicts, expired and interrupted batches are recognised.
+- `upstreams`: `HTTPUpstream` (raw pooled pass-through to a real endpoint), `TraceUpstream` (a recorded
+  trace), `upstream_app` / `serve`.
+"""
+
+from typing import TYPE_CHECKING
+
+from toolcall_lab.proxy.session import SerializedSession, hand_out_message
+
+if TYPE_CHECKING:
+    from toolcall_lab.proxy.server import ProxyServer, ProxySettings
+    from toolcall_lab.proxy.upstreams import (
+        HTTPUpstream,
+        TraceUpstream,
+        Upstream,
+        UpstreamError,
+        serve,
+        upstream_app,
+    )
+
+__all__ = [
+    "HTTPUpstream",
+    "ProxyServer",
+    "ProxySettings",
+    "SerializedSession",
+    "TraceUpstream",
+    "Upstream",
+    "UpstreamError",
+    "hand_out_message",
+    "serve",
+    "upstream_app",
+]
+
+
+def __getattr__(name: str) -> object:
+    """The server and upstreams import aiohttp; load them only when asked for (the loop needs none)."""
+    if name in ("ProxyServer", "ProxySettings"):
+        from toolcall_lab.proxy import server
+
+        return getattr(server, name)
+    if name in ("HTTPUpstream", "TraceUpstream", "Upstream", "UpstreamError", "serve", "upstream_app"):
+        from toolcall_lab.proxy import upstreams
+
+        return getattr(upstreams, name)
+    raise AttributeError(f"module 'toolcall_lab.proxy' has no attribute {name!r}")

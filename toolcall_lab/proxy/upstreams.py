@@ -1,0 +1,305 @@
+"""Where the proxy sends requests: a real OpenAI-compatible endpoint (raw pooled HTTP) or a recorded trace.
+
+`HTTPUpstream` forwards bytes over one pooled ``aiohttp.ClientSession``: no client library parses,
+rebuilds or retries anything, so status, body and headers such as ``Retry-After`` come back exactly
+as the upstream sent them, and a 429 or 500 reaches the client instead of being retried here.
+`TraceUpstream` answers from a recorded trace in-process (no network, no key); `upstream_app` serves
+any upstream as a plain endpoint (``toolcall-lab serve-trace``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
+
+from toolcall_lab.exceptions import ToolcallLabError
+from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.trace import Trace
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "content-encoding",
+        "accept-encoding",
+    }
+)
+PROXY_HEADERS = frozenset({"x-session-id"})
+"""Headers meant for the proxy itself; not forwarded."""
+
+
+class UpstreamError(ToolcallLabError):
+    """The upstream could not be reached or did not answer in time; carries the status to report."""
+
+    def __init__(self, message: str, status: int = 502, code: str = "upstream_unreachable") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(slots=True, kw_only=True)
+class UpstreamResponse:
+    """Status, forwardable headers and the body (whole, or a byte stream to pass through)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+    release: Callable[[], Awaitable[None]] = field(default=_nothing)
+
+
+class Upstream(Protocol):
+    """Sends one chat-completions request body; `stream=True` returns the body as a byte stream."""
+
+    async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse: ...
+
+    async def close(self) -> None: ...
+
+
+def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {
+        k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in PROXY_HEADERS
+    }
+
+
+class HTTPUpstream:
+    """A real OpenAI-compatible endpoint, e.g. ``https://api.openai.com/v1``, over pooled raw HTTP.
+
+    Args:
+        base_url: the endpoint's base URL (``/chat/completions`` is appended).
+        api_key: sent as ``Authorization: Bearer``; None forwards the client's own Authorization.
+        timeout_s: total time allowed for one upstream request.
+        max_connections: size of the connection pool.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        max_connections: int = 100,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_connections = max_connections
+        self._session: ClientSession | None = None
+
+    def _client(self) -> ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = ClientSession(
+                connector=TCPConnector(limit=self.max_connections, keepalive_timeout=30),
+                timeout=ClientTimeout(total=self.timeout_s),
+                auto_decompress=True,
+            )
+        return self._session
+
+    async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
+        out = forward_headers(headers)
+        out["Content-Type"] = "application/json"
+        if self.api_key:
+            out = {k: v for k, v in out.items() if k.lower() != "authorization"}
+            out["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            response = await self._client().post(self.url, data=body, headers=out)
+        except TimeoutError:
+            raise UpstreamError(
+                f"upstream {self.url} did not answer within {self.timeout_s} s", 504, "upstream_timeout"
+            ) from None
+        except ClientError as exc:
+            raise UpstreamError(f"upstream {self.url} unreachable: {exc}") from None
+        kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
+        if stream and response.status < 300:
+
+            async def chunks() -> AsyncIterator[bytes]:
+                try:
+                    async for data in response.content.iter_any():
+                        yield data
+                except TimeoutError:
+                    raise UpstreamError(
+                        f"upstream {self.url} stream stalled past {self.timeout_s} s", 504, "upstream_timeout"
+                    ) from None
+                except ClientError as exc:
+                    raise UpstreamError(f"upstream {self.url} stream broke: {exc}") from None
+
+            async def release() -> None:
+                response.release()
+
+            return UpstreamResponse(status=response.status, headers=kept, stream=chunks(), release=release)
+        try:
+            data = await response.read()
+        except TimeoutError:
+            raise UpstreamError(
+                f"upstream {self.url} did not finish its answer within {self.timeout_s} s",
+                504,
+                "upstream_timeout",
+            ) from None
+        except ClientError as exc:
+            raise UpstreamError(f"upstream {self.url} broke off its answer: {exc}") from None
+        finally:
+            response.release()
+        return UpstreamResponse(status=response.status, headers=kept, body=data)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class TraceUpstream:
+    """A recorded trace as the upstream: request k (k = assistant messages sent so far) gets the
+    recorded response of round k. Stateless, so many conversations can replay the same trace.
+
+    Keeps `request_count` and the last `keep_requests` request bodies (`requests`), never all of them.
+    """
+
+    def __init__(self, trace: Trace, *, delay_scale: float = 0.0, keep_requests: int = 100) -> None:
+        from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
+        from toolcall_lab.importers import chat_body
+
+        self.trace = trace
+        self.delay_scale = delay_scale
+        self.requests: deque[dict[str, Any]] = deque(maxlen=keep_requests)
+        self.request_count = 0
+        self._offset = sum(1 for m in trace.initial_messages if m.get("role") == "assistant")
+        self._bodies: list[dict[str, Any]] = []
+        for r in trace.rounds:
+            chunks = [c.payload for c in r.model_call.chunks]
+            if len(chunks) == 1 and chunks[0].get("object") == "chat.completion":
+                self._bodies.append(chunks[0])
+            else:
+                acc = ChatCompletionAccumulator(batch=r.round_index)
+                for c in chunks:
+                    acc.feed(c)
+                self._bodies.append(chat_body(acc.finish()))
+        self._latency = [r.model_call.latency_s for r in trace.rounds]
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The recorded response for this conversation (raises `UpstreamError` 400 when there is none)."""
+        self.request_count += 1
+        self.requests.append(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise UpstreamError("request has no 'messages' list", 400, "invalid_request")
+        k = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant") - self._offset
+        if not 0 <= k < len(self._bodies):
+            raise UpstreamError(
+                f"the recorded trace has no response for a conversation with {k} assistant "
+                f"turn(s) (it has {len(self._bodies)} rounds)",
+                400,
+                "no_recorded_response",
+            )
+        if self.delay_scale:
+            await asyncio.sleep(self._latency[k] * self.delay_scale)
+        copied: dict[str, Any] = json.loads(json.dumps(self._bodies[k]))  # callers may mutate it
+        return copied
+
+    async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
+        try:
+            request = loads(body)
+        except JSONError as exc:
+            return _json_response(400, error_body(400, f"request body is not JSON: {exc}", "invalid_json"))
+        if not isinstance(request, dict):
+            return _json_response(400, error_body(400, "request body must be a JSON object", "invalid_json"))
+        try:
+            response = await self.complete(request)
+        except UpstreamError as exc:
+            return _json_response(exc.status, error_body(exc.status, str(exc), exc.code))
+        if stream:
+            include = bool((request.get("stream_options") or {}).get("include_usage"))
+            data = b"".join(sse_events(response, include_usage=include))
+
+            async def one() -> AsyncIterator[bytes]:
+                yield data
+
+            return UpstreamResponse(status=200, headers={"Content-Type": "text/event-stream"}, stream=one())
+        return _json_response(200, response)
+
+    async def close(self) -> None:
+        return None
+
+
+def _json_response(status: int, value: Any) -> UpstreamResponse:
+    return UpstreamResponse(status=status, headers={"Content-Type": "application/json"}, body=dumps(value))
+
+
+def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) -> web.Application:
+    """Serve any `Upstream` (e.g. a recorded trace) as a plain OpenAI-compatible endpoint."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return web.json_response(
+                error_body(413, f"request body over {max_body_bytes} bytes", "body_too_large"), status=413
+            )
+        try:
+            parsed = loads(raw)
+        except JSONError:
+            parsed = None
+        stream = isinstance(parsed, dict) and parsed.get("stream") is True
+        reply = await upstream.send(raw, request.headers, stream=stream)
+        if reply.stream is None:
+            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
+        out = web.StreamResponse(status=reply.status, headers=reply.headers)
+        await out.prepare(request)
+        async for data in reply.stream:
+            await out.write(data)
+        await out.write_eof()
+        return out
+
+    app = web.Application(client_max_size=max_body_bytes)
+    app.router.add_post("/v1/chat/completions", handle)
+    app.router.add_post("/chat/completions", handle)
+    return app
+
+
+async def serve(
+    app: web.Application | Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    max_body_bytes: int = 32 * 1024 * 1024,
+) -> tuple[web.BaseRunner, str]:
+    """Start an aiohttp app, or a bare request handler on aiohttp's low-level server (no router or
+    middleware machinery: the proxy's per-request cost); returns the runner and base URL ending in /v1."""
+    runner: web.BaseRunner
+    if isinstance(app, web.Application):
+        runner = web.AppRunner(app, access_log=None)
+    else:
+        loop = asyncio.get_running_loop()
+
+        def make_request(
+            message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+        ) -> web.BaseRequest:
+            return web.BaseRequest(
+                message, payload, protocol, writer, task, loop, client_max_size=max_body_bytes
+            )
+
+        runner = web.ServerRunner(web.Server(app, request_factory=make_request, access_log=None))
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    assert server is not None and getattr(server, "sockets", None)
+    bound = server.sockets[0].getsockname()  # type: ignore[attr-defined]
+    return runner, f"http://{bound[0]}:{bound[1]}/v1"
