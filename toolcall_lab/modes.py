@@ -19,7 +19,7 @@ from typing import Any
 from toolcall_lab._execution import Executor
 from toolcall_lab.events import Action, Observation, RunEvent
 from toolcall_lab.messages import ToolCall
-from toolcall_lab.proxy import SerializedSession
+from toolcall_lab.proxy.session import SerializedSession
 from toolcall_lab.records import Mode, ToolExecution
 
 
