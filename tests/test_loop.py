@@ -43,7 +43,7 @@ def test_three_100ms_tools_parallel_vs_sequential_vs_serialized() -> None:
     ser = go(three_then_answer(), mode="serialized", round_trip_s=0.05)
     assert par.wall_time_s == pytest.approx(0.1)
     assert seq.wall_time_s == pytest.approx(0.3)
-    assert ser.wall_time_s == pytest.approx(0.3 + 3 * 0.05)  # one client round trip per call
+    assert ser.wall_time_s == pytest.approx(0.3 + 2 * 0.05)  # N-1 extra client round trips
     assert ser.client_round_trips == 3 + 1 and ser.model_calls == 2  # upstream called once per batch
     assert [e.started_at for e in seq.executions] == pytest.approx([0.0, 0.1, 0.2])
 
@@ -176,24 +176,49 @@ def test_tool_calls_in_the_final_answer_are_ignored_with_a_finding() -> None:
     assert result.rounds[-1].tool_calls == () and result.rounds[-1].findings
 
 
-def test_duplicates_within_a_batch_and_across_rounds() -> None:
+def test_duplicates_within_a_batch_by_default_across_rounds_on_request() -> None:
     same = ("get_weather", {"city": "Paris"})
-    model = ScriptedModel(
-        [
-            ScriptedResponse(tool_calls=(same, ("get_weather", {"city": "Paris"}))),
-            ScriptedResponse(tool_calls=(("get_weather", {"city": "Paris"}),)),
-            "done",
-        ]
-    )
-    result = go(model)
-    statuses = [e.status for e in result.executions]
-    assert statuses == ["ok", "duplicate", "duplicate"]
-    assert (
-        result.executions[1].duplicate_of == "call_0_0"
-        and "duplicates call call_0_0" in result.executions[1].result
-    )
-    off = go(ScriptedModel(model.steps), dedupe=False)
+    steps = [
+        ScriptedResponse(tool_calls=(same, ("get_weather", {"city": "Paris"}))),
+        ScriptedResponse(tool_calls=(("get_weather", {"city": "Paris"}),)),
+        "done",
+    ]
+    result = go(ScriptedModel(steps))  # default: within the batch only (a polling tool runs again)
+    assert [e.status for e in result.executions] == ["ok", "duplicate", "ok"]
+    dup = result.executions[1]
+    assert dup.duplicate_of == "call_0_0" and "duplicates call call_0_0" in dup.result
+    assert "within-batch de-duplication" in dup.result
+    across = go(ScriptedModel(steps), dedupe_across_rounds=True)
+    assert [e.status for e in across.executions] == ["ok", "duplicate", "duplicate"]
+    assert "of round 0" in across.executions[2].result
+    assert "cross-round de-duplication is on for this run" in across.executions[2].result
+    off = go(ScriptedModel(steps), dedupe=False)
     assert [e.status for e in off.executions] == ["ok", "ok", "ok"]
+
+
+def test_idempotent_tools_are_deduplicated_across_rounds() -> None:
+    tools = make_tools()
+    calls = []
+
+    @tools.register(idempotent=True)
+    async def lookup(key: str) -> str:
+        calls.append(key)
+        return key.upper()
+
+    @tools.register
+    async def poll(job: str) -> str:
+        calls.append(job)
+        return "running"
+
+    steps = [
+        ScriptedResponse(tool_calls=(("lookup", {"key": "a"}), ("poll", {"job": "j"}))),
+        ScriptedResponse(tool_calls=(("lookup", {"key": "a"}), ("poll", {"job": "j"}))),
+        "done",
+    ]
+    result = go(ScriptedModel(steps), tools)
+    assert [e.status for e in result.executions] == ["ok", "ok", "duplicate", "ok"]
+    assert calls == ["a", "j", "j"]
+    assert "'lookup' is marked idempotent" in result.executions[2].result
 
 
 def test_hooks_approve_reject_rewrite_and_notify() -> None:
@@ -219,7 +244,7 @@ def test_hooks_approve_reject_rewrite_and_notify() -> None:
     model = three_then_answer()
     result = go(model, hooks=hooks)
     status = {e.name: e.status for e in result.executions}
-    assert status == {"get_weather": "ok", "get_news": "rejected", "get_stock": "rejected"}
+    assert status == {"get_weather": "ok", "get_news": "withheld", "get_stock": "rejected"}
     stock = next(e for e in result.executions if e.name == "get_stock")
     assert stock.result == "Rejected: stock lookups are not allowed. The call was not executed."
     assert all(r.messages[0]["content"] == "be brief" for r in model.requests)
