@@ -13,6 +13,7 @@ from toolcall_lab.exceptions import ScriptError, UsageError
 from toolcall_lab.loop import AbortHandle, Hooks, RunConfig, run, run_sync
 from toolcall_lab.models import ScriptedModel, ScriptedResponse
 from toolcall_lab.protocol import validate_messages
+from toolcall_lab.tools import ToolRegistry
 
 
 def three_then_answer(latency: float = 0.0) -> ScriptedModel:
@@ -369,3 +370,67 @@ def test_usage_and_events_carry_timestamps() -> None:
     responded = next(e for e in result.events if e.kind == "model_response")
     assert (responded.ttfc_s, responded.latency_s) == pytest.approx((0.2, 0.8))
     assert result.events[-1].kind == "run_finished"
+
+
+def test_blocking_sync_tools_all_run_at_once_in_parallel_mode() -> None:
+    """16 blocking tools meet at a barrier: it only opens if all 16 run at the same time (a pool of
+    6 workers, asyncio's default on 2 cores, would time the barrier out). Counted, not timed."""
+    import threading
+
+    barrier = threading.Barrier(16, timeout=10)
+    threads = set()
+
+    def blocking(i: int) -> str:
+        threads.add(threading.current_thread().name)
+        barrier.wait()
+        return f"passed {i}"
+
+    calls = tuple(("blocking", {"i": i}) for i in range(16))
+    result = run_sync(ScriptedModel([ScriptedResponse(tool_calls=calls), "ok"]), [blocking], "go")
+    assert [e.status for e in result.executions] == ["ok"] * 16
+    assert len(threads) == 16
+
+
+def test_a_stuck_sync_tool_neither_blocks_other_calls_nor_the_end_of_the_run() -> None:
+    import threading
+
+    release = threading.Event()
+    still_running = []
+
+    def stuck() -> str:
+        still_running.append(True)
+        release.wait(30)
+        still_running.pop()
+        return "late"
+
+    def quick(i: int) -> str:
+        return f"quick {i}"
+
+    tools = ToolRegistry()
+    tools.register(stuck, timeout_s=0.05)
+    tools.register(quick)
+    steps = [
+        ScriptedResponse(tool_calls=(("stuck", {}), *(("quick", {"i": i}) for i in range(8)))),
+        ScriptedResponse(tool_calls=(("stuck", {}), ("quick", {"i": 9}))),
+        "done",
+    ]
+    try:
+        for mode in ("parallel", "sequential"):
+            result = run_sync(ScriptedModel(steps), tools, "go", mode=mode, concurrency=2, dedupe=False)
+            assert [e.status for e in result.executions] == ["timeout", *["ok"] * 8, "timeout", "ok"]
+            assert "thread cannot be stopped" in result.executions[0].result
+            assert result.status == "completed" and still_running  # returned while the threads still block
+    finally:
+        release.set()
+
+
+def test_sync_tools_on_the_virtual_clock_run_inline() -> None:
+    seen = []
+
+    def blocking(x: int) -> int:
+        seen.append(x)
+        return x * 2
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("blocking", {"x": 21}),)), "42"])
+    result = go(model, [blocking], mode="parallel")
+    assert result.executions[0].result == "42" and result.executions[0].duration_s == 0.0 and seen == [21]

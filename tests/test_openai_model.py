@@ -85,8 +85,9 @@ async def _recorded_agent_rounds() -> None:
 def test_request_kwargs_without_tools_omit_parallel_flag() -> None:
     from toolcall_lab.models import ModelRequest
 
-    model = OpenAIModel("m", client=object(), parallel_tool_calls=False, temperature=0)
+    model = OpenAIModel("m", client=object(), parallel_tool_calls=False, temperature=0, tool_choice="auto")
     kw = model.request_kwargs(
         ModelRequest(messages=({"role": "user", "content": "x"},), tools=None, round_index=0, batch=0)
     )
     assert "parallel_tool_calls" not in kw and kw["temperature"] == 0 and kw["stream"] is True
+    assert "tool_choice" not in kw  # the OpenAI API rejects it without tools

@@ -151,3 +151,36 @@ def test_timing_labels_say_where_each_number_came_from() -> None:
     assert [r.model_call.timing for r in again.rounds] == [r.model_call.timing for r in trace.rounds]
     assert [e.timing for e in again.rounds[0].executions] == [e.timing for e in trace.rounds[0].executions]
     assert [r.model_call.chunk_timing for r in again.rounds] == ["recorded", "recorded"]
+
+
+def _diverging_trace():
+    trace = SCENARIOS["weather_news_stock"].record()
+    first = trace.rounds[0]
+    return replace(trace, rounds=(replace(first, executions=first.executions[1:]), *trace.rounds[1:]))
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+def test_cli_replay_exits_non_zero_on_divergence(tmp_path, mode) -> None:
+    import subprocess
+    import sys
+
+    from toolcall_lab.trace_files import save
+
+    path = save(_diverging_trace(), tmp_path / "edited.json")
+    out = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "replay", str(path), "--mode", mode],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1, out
+    assert f"diverged from its recording under {mode}" in out.stderr and "no recorded execution" in out.stderr
+    assert "replay_divergence" in out.stderr  # the partial run, with why it stopped
+
+
+def test_divergence_in_parallel_mode_lands_in_compare_errors() -> None:
+    from toolcall_lab.analysis import compare
+
+    table = compare([_diverging_trace(), SCENARIOS["one_tool_round"].record()], ["sequential", "parallel"])
+    assert sorted(table.errors["mode"]) == ["parallel", "sequential"]
+    assert all("no recorded execution" in e for e in table.errors["error"])
+    assert set(table.runs["title"]) == {SCENARIOS["one_tool_round"].title}

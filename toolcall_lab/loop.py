@@ -316,7 +316,7 @@ class _Run:
                 self.config.mode,
                 self.executor,
                 state,
-                emit=self.emit,
+                emit=self.events.append if self.listener is None else self.emit,
                 round_index=round_index,
                 assistant_message=assistant,
                 concurrency=self.config.concurrency,
