@@ -99,7 +99,9 @@ def test_run_deadline_ends_with_timeout_and_a_consistent_record(mode) -> None:
         ("sleep_for", {"seconds": 5.0}),
         ("sleep_for", {"seconds": 6.0}),
     )
-    _model, result = go([ScriptedResponse(tool_calls=calls, latency_s=0.4), "never"], mode=mode, timeout_s=1.5)
+    _model, result = go(
+        [ScriptedResponse(tool_calls=calls, latency_s=0.4), "never"], mode=mode, timeout_s=1.5
+    )
     if mode == "first_only":  # only the 0.1 s call runs; the answer comes at 0.9 s
         assert result.status == "completed"
         return

@@ -148,9 +148,7 @@ class ToolThreads(concurrent.futures.Executor):
         self.started = 0
         """Threads started so far (for tests and curiosity)."""
 
-    def submit(
-        self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[Any]:
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         job = (future, functools.partial(fn, *args, **kwargs))
         with self._lock:
