@@ -434,3 +434,40 @@ def test_sync_tools_on_the_virtual_clock_run_inline() -> None:
     model = ScriptedModel([ScriptedResponse(tool_calls=(("blocking", {"x": 21}),)), "42"])
     result = go(model, [blocking], mode="parallel")
     assert result.executions[0].result == "42" and result.executions[0].duration_s == 0.0 and seen == [21]
+
+
+def test_ctrl_c_during_run_sync_keeps_the_partial_record() -> None:
+    """asyncio.run turns SIGINT into a cancellation, then raises a fresh KeyboardInterrupt: the record
+    of the run so far rides on it as `partial_result`."""
+    import signal
+
+    async def presses_ctrl_c() -> str:
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(30)
+        return "never"
+
+    async def quick() -> str:
+        return "fine"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("quick", {}), ("presses_ctrl_c", {}))), "x"])
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_sync(model, [quick, presses_ctrl_c], "go", mode="sequential")
+    partial = info.value.partial_result
+    assert (partial.status, partial.reason) == ("aborted", "cancelled")
+    assert [e.status for e in partial.executions] == ["ok", "cancelled"]
+    assert "while this call was running" in partial.executions[1].result
+    assert validate_messages(partial.messages) == []
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "first_only"])
+def test_the_mode_benchmark_measures_a_sound_batch(mode) -> None:
+    """benchmarks/bench_modes.py times real work: every call is run and recorded (speed is not tested)."""
+    from benchmarks.bench_modes import batch_for, checked, executor, with_mode
+
+    loop = asyncio.new_event_loop()
+    try:
+        for n in (1, 3):
+            ex = executor(loop)
+            checked(mode, n, loop.run_until_complete(with_mode(mode, batch_for(n), ex, True)))
+    finally:
+        loop.close()

@@ -36,7 +36,8 @@ from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry, ToolThreads
 Approval = bool | str | None
 
 current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("current_tool_call")
-"""The call a tool function is running for (lets replayed tools answer by tool_call_id)."""
+"""The call a tool function is running for, set for tools made with ``uses_current_call=True``
+(replayed tools: they answer by tool_call_id)."""
 _set_current = current_tool_call.set
 
 
@@ -411,7 +412,8 @@ class Executor:
         clock, origin = self._clock, self.origin
         if started is None:
             started = clock() - origin
-        _set_current(call)
+        if tool.uses_current_call:  # only when asked: setting a context variable costs per call
+            _set_current(call)
         status: CallStatus = "ok"
         timing = self.clock_timing
         try:

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
+from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -44,11 +45,10 @@ from toolcall_lab.events import (
     Thought,
 )
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageError
-from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
-from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ToolCall
-from toolcall_lab.models import Model, ModelRequest, response_timing
+from toolcall_lab.messages import Finding, ToolCall
+from toolcall_lab.models import Model, ModelRequest
 from toolcall_lab.modes import BatchState, execute_batch
-from toolcall_lab.records import FinalReason, HookFailure, Mode, ModelCall, Round, TimedChunk
+from toolcall_lab.records import FinalReason, HookFailure, Mode, Round
 from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
@@ -76,10 +76,6 @@ class AbortHandle:
             task, loop = self._task, self._loop
         if task is not None and loop is not None and not task.done():
             loop.call_soon_threadsafe(task.cancel)
-
-
-class _ModelFailed(Exception):
-    """The model adapter (or the wire data it produced) failed during a model call."""
 
 
 class _Run:
@@ -115,8 +111,8 @@ class _Run:
         self.error: str | None = None
         self.final_answer: str | None = None
         self.partial: dict[str, Any] = {}
-        self.streaming: tuple[int, float, int] | None = None
-        """(round, start, chunks so far) while a model call is in progress."""
+        self.streaming: ModelStream | None = None
+        """The model call in progress, if any."""
         self.retried_empty = False
         self.deadline: asyncio.Timeout | None = None
 
@@ -268,9 +264,11 @@ class _Run:
                 at=self.now(), round_index=round_index, n_messages=len(sent), tools_offered=offer_tools
             )
         )
+        stream = self.streaming = ModelStream(self.model, request, self.executor)
         try:
-            model_call, parsed = await self.call_model(request)
-        except _ModelFailed as exc:
+            model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
+        except ModelFailed as exc:
+            self.streaming = None
             cause = exc.__cause__
             self.stop(
                 "failed",
@@ -278,6 +276,7 @@ class _Run:
                 f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}",
             )
             return None
+        self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
         choice = parsed.first
         findings = list(parsed.findings)
         calls: tuple[ToolCall, ...] = choice.tool_calls
@@ -372,58 +371,10 @@ class _Run:
         if self.partial.get("state") is not None:
             self.close_round(why)
         elif self.streaming is not None:
-            round_index, start, n = self.streaming
-            where = (
-                f" (round {round_index}'s model call, sent at {start:.3f} s, was cut off after {n} "
-                "chunk(s); it is not in the record)"
-            )
+            where = f" ({self.streaming!r} when it was cut off; it is not in the record)"
         self.partial = {}
         self.streaming = None
         return where
-
-    async def call_model(self, request: ModelRequest) -> tuple[ModelCall, ParsedResponse]:
-        start = self.now()
-        acc = ChatCompletionAccumulator(batch=request.batch)
-        chunks: list[TimedChunk] = []
-        first: float | None = None
-        whole: ParsedResponse | None = None
-        on_chunk = self.hooks.on_model_chunk
-        self.streaming = (request.round_index, start, 0)
-        try:
-            async for payload in self.model.stream(request):
-                t = self.now()
-                if first is None:
-                    first = t
-                chunks.append(TimedChunk(offset_s=t - start, payload=payload))
-                self.streaming = (request.round_index, start, len(chunks))
-                if payload.get("object") == "chat.completion":
-                    whole = parse_chat_completion(payload, batch=request.batch)
-                else:
-                    acc.feed(payload)
-                if on_chunk is not None:
-                    await self.executor.ask(
-                        "on_model_chunk", on_chunk, (payload,), effect="ignored; the stream went on"
-                    )
-            parsed = whole if whole is not None else acc.finish()
-        except (ScriptError, ReplayDivergenceError, Interrupted, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # the adapter, the network or the wire data: the model failed
-            self.streaming = None
-            raise _ModelFailed from exc
-        self.streaming = None
-        end = self.now()
-        timing, chunk_timing = response_timing(self.model, request, self.executor.clock_timing)
-        call = ModelCall(
-            started_at=start,
-            ended_at=end,
-            first_chunk_at=first,
-            chunks=tuple(chunks),
-            tools_offered=request.tools is not None,
-            usage=parsed.usage,
-            timing=timing,
-            chunk_timing="none" if whole is not None or not chunks else chunk_timing,
-        )
-        return call, parsed
 
     def result(self) -> RunResult:
         end = self.now()
@@ -444,25 +395,6 @@ class _Run:
             origin=getattr(self.model, "origin", "recorded"),
             hook_failures=tuple(self.executor.hook_failures),
         )
-
-
-def repeated_ids(calls: tuple[ToolCall, ...], round_index: int) -> list[Finding]:
-    """A finding per tool-call id that more than one call of the batch carries."""
-    positions: dict[str, list[int]] = {}
-    for pos, call in enumerate(calls):
-        positions.setdefault(call.tool_call_id, []).append(pos)
-    return [
-        Finding(
-            kind=cast(FindingKind, "duplicate_tool_call_id"),
-            severity="warning",
-            message=f"round {round_index}: the calls at positions {where} share the id {cid!r}; each "
-            "is run (or screened) and answered by position, so the tool messages repeat the id",
-            tool_call_id=cid,
-            call_index=where[1],
-        )
-        for cid, where in positions.items()
-        if len(where) > 1
-    ]
 
 
 def as_registry(tools: ToolRegistry | Iterable[Tool | ToolFunction] | None) -> ToolRegistry:

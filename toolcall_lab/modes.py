@@ -67,6 +67,8 @@ class BatchState:
 
 
 Emit = Callable[[RunEvent], None]
+TASK_NAME = "toolcall_lab tool call"
+"""The name of the tasks parallel mode runs calls in (as `asyncio.all_tasks()` shows them)."""
 
 
 async def _one(
@@ -123,14 +125,15 @@ async def run_parallel(
     concurrency: int | None,
 ) -> None:
     at = executor.now()  # the batch starts at one instant: one clock read for all its actions
-    for call in state.calls:
-        emit(make_action("action", at, round_index, call))
+    done = state.done
     runnable = []
-    for pos, pre in enumerate(screened):
+    for pos, call in enumerate(state.calls):
+        emit(make_action("action", at, round_index, call))
+        pre = screened[pos]
         if pre is None:
             runnable.append(pos)
         else:
-            state.done[pos] = pre
+            done[pos] = pre
     if runnable:
         await run_all(executor, state, runnable, concurrency)
     at = executor.now()
@@ -178,20 +181,22 @@ async def run_all(executor: Executor, state: BatchState, positions: list[int], c
                 return
             await one(pos)
 
-    # asyncio.Task directly when no task factory is installed: what loop.create_task does then, minus
-    # its Python wrapper (a tenth of a call's cost here); a factory, when set, is respected
+    # asyncio.Task directly when no task factory is installed (what loop.create_task does then, minus
+    # its Python wrapper), named once (Python 3.11 formats a fresh "Task-N" name per task otherwise):
+    # together a tenth of a call's cost here. A task factory, when set, is respected.
     spawn = loop.create_task if loop.get_task_factory() is not None else None
-    Task = asyncio.Task
+    Task, name = asyncio.Task, TASK_NAME
     if cap is None or cap >= len(positions):
         tasks = (
-            [Task(one(pos), loop=loop) for pos in positions]
+            [Task(one(pos), loop=loop, name=name) for pos in positions]
             if spawn is None
-            else [spawn(one(pos)) for pos in positions]
+            else [spawn(one(pos), name=name) for pos in positions]
         )
     else:
         queue = iter(positions)
         tasks = [
-            Task(worker(queue), loop=loop) if spawn is None else spawn(worker(queue)) for _ in range(cap)
+            Task(worker(queue), loop=loop, name=name) if spawn is None else spawn(worker(queue), name=name)
+            for _ in range(cap)
         ]
     try:
         await finished

@@ -181,6 +181,7 @@ def replay_tools(trace: Trace) -> ToolRegistry:
                     function=make(name),
                     description=fn.get("description") or "",
                     parameters=fn.get("parameters") or {},
+                    uses_current_call=True,
                 )
             )
     return registry

@@ -104,6 +104,9 @@ class Tool:
     idempotent: bool = False
     """Same arguments, same answer, no side effects: a repeat of a successful call of an earlier round
     is answered with that call's id instead of running again (cross-round de-duplication)."""
+    uses_current_call: bool = False
+    """The function reads the call it runs for from ``toolcall_lab._execution.current_tool_call``
+    (replayed tools do, to answer by tool_call_id); the context variable is only set for such tools."""
     is_async: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
