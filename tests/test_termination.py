@@ -178,3 +178,16 @@ def test_serialized_round_trips_survive_save_and_load(tmp_path) -> None:
     save(trace, tmp_path / "t.json")
     again = load(tmp_path / "t.json")
     assert again == trace and len(again.rounds[0].round_trips) == 2
+
+
+def test_compare_charges_the_recorded_round_trips() -> None:
+    """analysis reads the round trips the run recorded: N-1 per batch, not one per call."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.scenarios import SCENARIOS
+
+    table = compare([SCENARIOS["weather_news_stock"].record()], ["serialized", "parallel"], round_trip_s=0.05)
+    runs = table.runs.set_index("mode")
+    assert runs.loc["serialized", "round_trip_time_s"] == pytest.approx(2 * 0.05)
+    assert runs.loc["serialized", "client_round_trips"] == 3 + 1  # 1 + (3-1) for the batch, 1 for the answer
+    assert runs.loc["parallel", "round_trip_time_s"] == 0.0
+    assert runs.loc["serialized", "tool_phase_s"] == pytest.approx(0.5 + 0.8 + 0.3)
