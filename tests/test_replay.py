@@ -184,3 +184,21 @@ def test_divergence_in_parallel_mode_lands_in_compare_errors() -> None:
     assert sorted(table.errors["mode"]) == ["parallel", "sequential"]
     assert all("no recorded execution" in e for e in table.errors["error"])
     assert set(table.runs["title"]) == {SCENARIOS["one_tool_round"].title}
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+def test_recorded_approval_decisions_are_replayed(mode) -> None:
+    """A recording's rejected calls and withheld results come out the same (same text to the model)."""
+    from pathlib import Path
+
+    from toolcall_lab.trace_files import load
+
+    trace = load(Path(__file__).parent / "fixtures" / "traces" / "v2_loop_records.json")
+    result = replay(trace, mode, round_trip_s=0.05)
+    recorded = trace.rounds[0].executions
+    assert [(e.status, e.result) for e in result.rounds[0].executions] == [
+        (e.status, e.result) for e in recorded
+    ]
+    assert result.status == "completed" and result.hook_failures == ()  # decisions replayed, nothing failed
+    if mode == "serialized":
+        assert result.wall_time_s == pytest.approx(trace.wall_time_s)
