@@ -201,11 +201,12 @@ async def run_all(executor: Executor, state: BatchState, positions: list[int], c
     try:
         await finished
     finally:
-        pending = [t for t in tasks if not t.done()]
-        if pending:
-            for t in pending:
-                t.cancel()
-            await asyncio.wait(pending)
+        if left or failure:  # (when every call counted itself out, every task has returned)
+            pending = [t for t in tasks if not t.done()]
+            if pending:
+                for t in pending:
+                    t.cancel()
+                await asyncio.wait(pending)
     if failure:
         raise failure[0]
 
