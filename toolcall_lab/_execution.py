@@ -71,16 +71,6 @@ class Hooks:
     on_model_chunk: Callable[[dict[str, Any]], Any] | None = None
 
 
-async def call_hook(hook: Callable[..., Any] | None, *args: Any) -> Any:
-    """Call a plain or async hook and return its value (no failure handling: see `Executor.ask`)."""
-    if hook is None:
-        return None
-    value = hook(*args)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
 class Interrupted(Exception):
     """Carries a BaseException that is not an `Exception` (KeyboardInterrupt, SystemExit, ...) raised
     by a tool or hook through the run's tasks: asyncio would re-raise it straight out of the event
@@ -218,10 +208,9 @@ class Executor:
         *,
         duplicate_of: str | None = None,
         timing: Timing = DECIDED,
-        at: float | None = None,
     ) -> ToolExecution:
         """The record of an outcome decided without running the tool: it took no time."""
-        now = self.now() if at is None else at
+        now = self.now()
         error = None if status in ("ok", "skipped") else text
         return make_execution(
             call.tool_call_id, call.name, call.arguments, call.index, status, text, error, now, now,
