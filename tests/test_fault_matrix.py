@@ -347,3 +347,31 @@ def test_replay_divergence_raises_in_every_mode(mode: str) -> None:
     partial = info.value.partial_result
     assert (partial.status, partial.reason) == ("failed", "replay_divergence")
     assert validate_messages(partial.messages) == [] or mode == "first_only"
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "approve_call",
+        "approve_result",
+        "before_model_call",
+        "on_tool_start",
+        "on_tool_complete",
+        "on_model_chunk",
+    ],
+)
+def test_a_keyboard_interrupt_from_a_hook_propagates_with_the_record(hook: str, mode: str) -> None:
+    def interrupt(*args: Any) -> None:
+        if hook == "before_model_call" and not any(m.get("role") == "tool" for m in args[0]):
+            return None
+        raise KeyboardInterrupt
+
+    ledger = Ledger()
+    model = ScriptedModel([ScriptedResponse(tool_calls=(W("a"), W("b"))), "done"])
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(run(model, fault_tools(ledger), "go", mode=mode, hooks=Hooks(**{hook: interrupt})))
+    partial = info.value.partial_result
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert f"hook {hook} raised KeyboardInterrupt" in partial.error
+    check_record(partial, ledger, False, ())

@@ -389,14 +389,21 @@ class Executor:
         args = outcome.value
         hooks = self.hooks
         if hooks.on_tool_start is not None:  # checked here: awaiting a no-op costs per call
-            await self.ask(
-                "on_tool_start",
-                hooks.on_tool_start,
-                (call,),
-                effect="ignored; the call ran",
-                call=call,
-                position=position,
-            )
+            try:
+                await self.ask(
+                    "on_tool_start",
+                    hooks.on_tool_start,
+                    (call,),
+                    effect="ignored; the call ran",
+                    call=call,
+                    position=position,
+                )
+            except Interrupted as stop:  # the tool never started
+                what = type(stop.original).__name__
+                stop.execution = self._made(
+                    call, "cancelled", f"Not executed: the on_tool_start hook raised {what}; the run stopped."
+                )
+                raise
             started = None
         clock, origin = self._clock, self.origin
         if started is None:
@@ -446,14 +453,23 @@ class Executor:
             None if status == "ok" else text, started, ended, None, timing,
         )  # fmt: skip
         if hooks.approve_result is not None and status == "ok":
-            ok, verdict = await self.ask(
-                "approve_result",
-                hooks.approve_result,
-                (call, ex),
-                effect="result withheld",
-                call=call,
-                position=position,
-            )
+            try:
+                ok, verdict = await self.ask(
+                    "approve_result",
+                    hooks.approve_result,
+                    (call, ex),
+                    effect="result withheld",
+                    call=call,
+                    position=position,
+                )
+            except Interrupted as stop:  # the tool ran; its result was never approved
+                what = type(stop.original).__name__
+                text = f"Result withheld: the approve_result hook raised {what}; the run stopped."
+                stop.execution = make_execution(
+                    call.tool_call_id, call.name, call.arguments, call.index, "withheld", text, text, started,
+                    ended, None, timing,
+                )  # fmt: skip
+                raise
             reason = _rejected(verdict) if ok else f"the approve_result hook failed ({_error(verdict)})"
             if reason is not None:
                 withheld = f"Result withheld: {reason}."
@@ -462,14 +478,18 @@ class Executor:
                     withheld, started, ended, None, timing,
                 )  # fmt: skip
         if hooks.on_tool_complete is not None:
-            await self.ask(
-                "on_tool_complete",
-                hooks.on_tool_complete,
-                (ex,),
-                effect="ignored; the result stands",
-                call=call,
-                position=position,
-            )
+            try:
+                await self.ask(
+                    "on_tool_complete",
+                    hooks.on_tool_complete,
+                    (ex,),
+                    effect="ignored; the result stands",
+                    call=call,
+                    position=position,
+                )
+            except Interrupted as stop:  # the call is settled; its record stands
+                stop.execution = ex
+                raise
         return ex
 
     async def _limited(self, tool: Tool, args: dict[str, Any]) -> Any:
