@@ -375,3 +375,39 @@ def test_a_keyboard_interrupt_from_a_hook_propagates_with_the_record(hook: str, 
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert f"hook {hook} raised KeyboardInterrupt" in partial.error
     check_record(partial, ledger, False, ())
+
+
+def test_hooks_and_listeners_that_cannot_work_are_refused_up_front() -> None:
+    from toolcall_lab.exceptions import UsageError
+
+    with pytest.raises(UsageError, match=r"Hooks.approve_call='yes': must be a function"):
+        Hooks(approve_call="yes")  # type: ignore[arg-type]
+
+    async def listener(event: Any) -> None: ...
+
+    with pytest.raises(UsageError, match=r"on_event=.*must be a plain function"):
+        run_virtual(run(ScriptedModel(["hi"]), [], "go", on_event=listener))
+
+
+def test_a_listener_returning_an_awaitable_is_recorded_not_ignored() -> None:
+    async def later() -> None: ...
+
+    result = run_virtual(run(ScriptedModel(["hi"]), [], "go", on_event=lambda event: later()))
+    assert result.final_answer == "hi" and result.hook_failures
+    assert "returned an awaitable" in result.hook_failures[0].error
+
+
+def test_an_exception_whose_str_fails_is_still_recorded() -> None:
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no text")
+
+    async def broken() -> str:
+        raise Broken
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("broken", {}),)), "done"])
+    result = run_virtual(run(model, [broken], "go"))
+    assert result.executions[0].status == "error"
+    assert (
+        result.executions[0].result == "Error: tool 'broken' raised Broken: (its str() raised an error too)"
+    )

@@ -70,6 +70,14 @@ class Hooks:
     on_tool_complete: Callable[[ToolExecution], Any] | None = None
     on_model_chunk: Callable[[dict[str, Any]], Any] | None = None
 
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            hook = getattr(self, name)
+            if hook is not None and not callable(hook):
+                raise UsageError(
+                    f"Hooks.{name}={hook!r}: must be a function or coroutine function, or None for none"
+                )
+
 
 class Interrupted(Exception):
     """Carries a BaseException that is not an `Exception` (KeyboardInterrupt, SystemExit, ...) raised
@@ -139,7 +147,11 @@ def _rejected(approval: Approval) -> str | None:
 
 
 def _error(exc: BaseException) -> str:
-    text = str(exc)
+    """``Type: message`` (an exception whose ``str()`` itself fails is shown by its ``repr``)."""
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not turn a tool's error into a harness crash
+        text = "(its str() raised an error too)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -25,6 +25,7 @@ exception's ``partial_result``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -123,7 +124,11 @@ class _Run:
         self.events.append(event)
         if self.listener is not None:
             try:
-                self.listener(event)
+                returned = self.listener(event)
+                if inspect.isawaitable(returned):  # nothing would ever await it
+                    if inspect.iscoroutine(returned):
+                        returned.close()
+                    raise TypeError("returned an awaitable; event listeners are called synchronously")
             except Exception as exc:  # a listener's bug is recorded; the run goes on
                 self.executor.hook_failed(
                     "on_event", exc, f"ignored; the {event.kind} event stands", None, None
@@ -448,6 +453,11 @@ async def _run(
 ) -> RunResult:
     """`run`, leaving the partial record in `box` when the run is cancelled (`run_sync` reads it after
     a Ctrl-C, which asyncio turns into a cancellation and then into a fresh KeyboardInterrupt)."""
+    if on_event is not None and (not callable(on_event) or inspect.iscoroutinefunction(on_event)):
+        raise UsageError(
+            f"on_event={on_event!r}: must be a plain function called with each event (it is called "
+            "synchronously; from a coroutine function nothing would be awaited)"
+        )
     cfg = config or RunConfig()
     if mode is not None:
         settings["mode"] = mode
