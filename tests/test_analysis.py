@@ -37,32 +37,32 @@ EXPECTED = {
     "weather_news_stock": {
         "sequential": 0.8 + 0.5 + 0.8 + 0.3 + 0.8,
         "parallel": 0.8 + 0.8 + 0.8,
-        "serialized": 0.8 + 1.6 + 3 * RTT + 0.8,
+        "serialized": 0.8 + 1.6 + 2 * RTT + 0.8,  # N-1 extra client round trips
         "first_only": 0.8 + 0.5 + 0.8,
     },
     "multi_angle_search": {
         "sequential": 0.8 + 4 * 0.6 + 0.8,
         "parallel": 0.8 + 0.6 + 0.8,
-        "serialized": 0.8 + 4 * (0.6 + RTT) + 0.8,
+        "serialized": 0.8 + 4 * 0.6 + 3 * RTT + 0.8,
         "first_only": 0.8 + 0.6 + 0.8,
     },
     "straggler": {
         "sequential": 0.8 + 0.3 + 2.0 + 0.8,
         "parallel": 0.8 + 2.0 + 0.8,
-        "serialized": 0.8 + 2.3 + 4 * RTT + 0.8,
+        "serialized": 0.8 + 2.3 + 3 * RTT + 0.8,
         "first_only": 0.8 + 0.1 + 0.8,
     },
     "failing_and_hanging": {
         "sequential": 0.8 + 0.5 + 0.2 + 1.0 + 0.8,
         "parallel": 0.8 + 1.0 + 0.8,
-        "serialized": 0.8 + 1.7 + 3 * RTT + 0.8,
+        "serialized": 0.8 + 1.7 + 2 * RTT + 0.8,
         "first_only": 0.8 + 0.5 + 0.8,
     },
     "duplicate_call": {
-        m: 0.8 + 0.5 + 0.8 + 0.8 + (2 * RTT if m == "serialized" else 0) + (RTT if m == "serialized" else 0)
+        m: 0.8 + 0.5 + 0.8 + 0.8 + (RTT if m == "serialized" else 0)  # a batch of 2, then of 1
         for m in ("sequential", "parallel", "serialized")
     },
-    "three_tools_100ms": {"sequential": 0.3, "parallel": 0.1, "serialized": 0.3 + 3 * RTT, "first_only": 0.1},
+    "three_tools_100ms": {"sequential": 0.3, "parallel": 0.1, "serialized": 0.3 + 2 * RTT, "first_only": 0.1},
 }
 
 

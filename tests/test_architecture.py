@@ -40,6 +40,7 @@ CORE = (
     "toolcall_lab.formats",
     "toolcall_lab.tools",
     "toolcall_lab._execution",
+    "toolcall_lab._model_call",
     "toolcall_lab.modes",
     "toolcall_lab.strategies",
     "toolcall_lab.loop",

@@ -86,7 +86,7 @@ def test_the_designs_format_hint_block_flow_and_final_reply() -> None:
         "Status: ✓ Success\n\nLyon: 18°C, light rain\n```\n"
     ) in text
     assert "Status: ✗ Failed: Error: tool 'flaky_api' raised RuntimeError: 503" in text
-    assert "Status: ✗ Failed: Error: tool 'slow_service' timed out after 1.0 s." in text
+    assert "Status: ✗ Failed: Error: tool 'slow_service' timed out after 1.0 s (the harness's limit)." in text
     assert text.endswith("```\n\nWeather is fine; the API failed and the service timed out.")
     assert store.get("$VAR_REF{{flaky_api_1_result}}").startswith(
         "Error: tool 'flaky_api' raised RuntimeError"

@@ -13,6 +13,7 @@ from toolcall_lab.exceptions import ScriptError, UsageError
 from toolcall_lab.loop import AbortHandle, Hooks, RunConfig, run, run_sync
 from toolcall_lab.models import ScriptedModel, ScriptedResponse
 from toolcall_lab.protocol import validate_messages
+from toolcall_lab.tools import ToolRegistry
 
 
 def three_then_answer(latency: float = 0.0) -> ScriptedModel:
@@ -43,7 +44,7 @@ def test_three_100ms_tools_parallel_vs_sequential_vs_serialized() -> None:
     ser = go(three_then_answer(), mode="serialized", round_trip_s=0.05)
     assert par.wall_time_s == pytest.approx(0.1)
     assert seq.wall_time_s == pytest.approx(0.3)
-    assert ser.wall_time_s == pytest.approx(0.3 + 3 * 0.05)  # one client round trip per call
+    assert ser.wall_time_s == pytest.approx(0.3 + 2 * 0.05)  # N-1 extra client round trips
     assert ser.client_round_trips == 3 + 1 and ser.model_calls == 2  # upstream called once per batch
     assert [e.started_at for e in seq.executions] == pytest.approx([0.0, 0.1, 0.2])
 
@@ -176,24 +177,49 @@ def test_tool_calls_in_the_final_answer_are_ignored_with_a_finding() -> None:
     assert result.rounds[-1].tool_calls == () and result.rounds[-1].findings
 
 
-def test_duplicates_within_a_batch_and_across_rounds() -> None:
+def test_duplicates_within_a_batch_by_default_across_rounds_on_request() -> None:
     same = ("get_weather", {"city": "Paris"})
-    model = ScriptedModel(
-        [
-            ScriptedResponse(tool_calls=(same, ("get_weather", {"city": "Paris"}))),
-            ScriptedResponse(tool_calls=(("get_weather", {"city": "Paris"}),)),
-            "done",
-        ]
-    )
-    result = go(model)
-    statuses = [e.status for e in result.executions]
-    assert statuses == ["ok", "duplicate", "duplicate"]
-    assert (
-        result.executions[1].duplicate_of == "call_0_0"
-        and "duplicates call call_0_0" in result.executions[1].result
-    )
-    off = go(ScriptedModel(model.steps), dedupe=False)
+    steps = [
+        ScriptedResponse(tool_calls=(same, ("get_weather", {"city": "Paris"}))),
+        ScriptedResponse(tool_calls=(("get_weather", {"city": "Paris"}),)),
+        "done",
+    ]
+    result = go(ScriptedModel(steps))  # default: within the batch only (a polling tool runs again)
+    assert [e.status for e in result.executions] == ["ok", "duplicate", "ok"]
+    dup = result.executions[1]
+    assert dup.duplicate_of == "call_0_0" and "duplicates call call_0_0" in dup.result
+    assert "within-batch de-duplication" in dup.result
+    across = go(ScriptedModel(steps), dedupe_across_rounds=True)
+    assert [e.status for e in across.executions] == ["ok", "duplicate", "duplicate"]
+    assert "of round 0" in across.executions[2].result
+    assert "cross-round de-duplication is on for this run" in across.executions[2].result
+    off = go(ScriptedModel(steps), dedupe=False)
     assert [e.status for e in off.executions] == ["ok", "ok", "ok"]
+
+
+def test_idempotent_tools_are_deduplicated_across_rounds() -> None:
+    tools = make_tools()
+    calls = []
+
+    @tools.register(idempotent=True)
+    async def lookup(key: str) -> str:
+        calls.append(key)
+        return key.upper()
+
+    @tools.register
+    async def poll(job: str) -> str:
+        calls.append(job)
+        return "running"
+
+    steps = [
+        ScriptedResponse(tool_calls=(("lookup", {"key": "a"}), ("poll", {"job": "j"}))),
+        ScriptedResponse(tool_calls=(("lookup", {"key": "a"}), ("poll", {"job": "j"}))),
+        "done",
+    ]
+    result = go(ScriptedModel(steps), tools)
+    assert [e.status for e in result.executions] == ["ok", "ok", "duplicate", "ok"]
+    assert calls == ["a", "j", "j"]
+    assert "'lookup' is marked idempotent" in result.executions[2].result
 
 
 def test_hooks_approve_reject_rewrite_and_notify() -> None:
@@ -219,7 +245,7 @@ def test_hooks_approve_reject_rewrite_and_notify() -> None:
     model = three_then_answer()
     result = go(model, hooks=hooks)
     status = {e.name: e.status for e in result.executions}
-    assert status == {"get_weather": "ok", "get_news": "rejected", "get_stock": "rejected"}
+    assert status == {"get_weather": "ok", "get_news": "withheld", "get_stock": "rejected"}
     stock = next(e for e in result.executions if e.name == "get_stock")
     assert stock.result == "Rejected: stock lookups are not allowed. The call was not executed."
     assert all(r.messages[0]["content"] == "be brief" for r in model.requests)
@@ -344,3 +370,104 @@ def test_usage_and_events_carry_timestamps() -> None:
     responded = next(e for e in result.events if e.kind == "model_response")
     assert (responded.ttfc_s, responded.latency_s) == pytest.approx((0.2, 0.8))
     assert result.events[-1].kind == "run_finished"
+
+
+def test_blocking_sync_tools_all_run_at_once_in_parallel_mode() -> None:
+    """16 blocking tools meet at a barrier: it only opens if all 16 run at the same time (a pool of
+    6 workers, asyncio's default on 2 cores, would time the barrier out). Counted, not timed."""
+    import threading
+
+    barrier = threading.Barrier(16, timeout=10)
+    threads = set()
+
+    def blocking(i: int) -> str:
+        threads.add(threading.current_thread().name)
+        barrier.wait()
+        return f"passed {i}"
+
+    calls = tuple(("blocking", {"i": i}) for i in range(16))
+    result = run_sync(ScriptedModel([ScriptedResponse(tool_calls=calls), "ok"]), [blocking], "go")
+    assert [e.status for e in result.executions] == ["ok"] * 16
+    assert len(threads) == 16
+
+
+def test_a_stuck_sync_tool_neither_blocks_other_calls_nor_the_end_of_the_run() -> None:
+    import threading
+
+    release = threading.Event()
+    still_running = []
+
+    def stuck() -> str:
+        still_running.append(True)
+        release.wait(30)
+        still_running.pop()
+        return "late"
+
+    def quick(i: int) -> str:
+        return f"quick {i}"
+
+    tools = ToolRegistry()
+    tools.register(stuck, timeout_s=0.05)
+    tools.register(quick)
+    steps = [
+        ScriptedResponse(tool_calls=(("stuck", {}), *(("quick", {"i": i}) for i in range(8)))),
+        ScriptedResponse(tool_calls=(("stuck", {}), ("quick", {"i": 9}))),
+        "done",
+    ]
+    try:
+        for mode in ("parallel", "sequential"):
+            result = run_sync(ScriptedModel(steps), tools, "go", mode=mode, concurrency=2, dedupe=False)
+            assert [e.status for e in result.executions] == ["timeout", *["ok"] * 8, "timeout", "ok"]
+            assert "thread cannot be stopped" in result.executions[0].result
+            assert result.status == "completed" and still_running  # returned while the threads still block
+    finally:
+        release.set()
+
+
+def test_sync_tools_on_the_virtual_clock_run_inline() -> None:
+    seen = []
+
+    def blocking(x: int) -> int:
+        seen.append(x)
+        return x * 2
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("blocking", {"x": 21}),)), "42"])
+    result = go(model, [blocking], mode="parallel")
+    assert result.executions[0].result == "42" and result.executions[0].duration_s == 0.0 and seen == [21]
+
+
+def test_ctrl_c_during_run_sync_keeps_the_partial_record() -> None:
+    """asyncio.run turns SIGINT into a cancellation, then raises a fresh KeyboardInterrupt: the record
+    of the run so far rides on it as `partial_result`."""
+    import signal
+
+    async def presses_ctrl_c() -> str:
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(30)
+        return "never"
+
+    async def quick() -> str:
+        return "fine"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("quick", {}), ("presses_ctrl_c", {}))), "x"])
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_sync(model, [quick, presses_ctrl_c], "go", mode="sequential")
+    partial = info.value.partial_result
+    assert (partial.status, partial.reason) == ("aborted", "cancelled")
+    assert [e.status for e in partial.executions] == ["ok", "cancelled"]
+    assert "while this call was running" in partial.executions[1].result
+    assert validate_messages(partial.messages) == []
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "first_only"])
+def test_the_mode_benchmark_measures_a_sound_batch(mode) -> None:
+    """benchmarks/bench_modes.py times real work: every call is run and recorded (speed is not tested)."""
+    from benchmarks.bench_modes import batch_for, checked, executor, with_mode
+
+    loop = asyncio.new_event_loop()
+    try:
+        for n in (1, 3):
+            ex = executor(loop)
+            checked(mode, n, loop.run_until_complete(with_mode(mode, batch_for(n), ex, True)))
+    finally:
+        loop.close()

@@ -41,6 +41,7 @@ async def _recorded_agent_rounds() -> None:
         api_key="test-key",
         base_url="http://recorded.invalid/v1",
         http_client=httpx.AsyncClient(transport=serve(bodies, seen)),
+        max_retries=0,
     )
 
     def get_country() -> str:
@@ -69,9 +70,14 @@ async def _recorded_agent_rounds() -> None:
         "call_b51ijcpFkDiTQG1bQzsrmtW5",
     ]
     assert "tools" not in seen[2]  # the final call after max_rounds goes without tools
-    # the recorded third response is only a `final_result` tool call: ignored, so no final text
-    assert (result.status, result.reason) == ("failed", "empty_response")
-    assert "only tool calls, which were ignored" in result.error and result.rounds[-1].findings
+    # the recorded third response is only a `final_result` tool call: ignored, so no final text;
+    # after tool rounds an empty answer is asked for once more (the SiYuan rule), without tools
+    assert result.rounds[2].findings and result.rounds[2].final_reason == "max_rounds"
+    assert "tools" not in seen[3] and "parallel_tool_calls" not in seen[3]
+    assert seen[3]["messages"][-1]["content"].startswith("[SYSTEM]")
+    # the cassette has no fourth response (the transport answers 500): the run says so
+    assert (result.status, result.reason) == ("failed", "model_error")
+    assert "round 3: the model call failed" in result.error and "500" in result.error
     assert validate_messages(result.messages) == []
     assert result.usage.get("total_tokens", 0) > 0
 
@@ -79,8 +85,9 @@ async def _recorded_agent_rounds() -> None:
 def test_request_kwargs_without_tools_omit_parallel_flag() -> None:
     from toolcall_lab.models import ModelRequest
 
-    model = OpenAIModel("m", client=object(), parallel_tool_calls=False, temperature=0)
+    model = OpenAIModel("m", client=object(), parallel_tool_calls=False, temperature=0, tool_choice="auto")
     kw = model.request_kwargs(
         ModelRequest(messages=({"role": "user", "content": "x"},), tools=None, round_index=0, batch=0)
     )
     assert "parallel_tool_calls" not in kw and kw["temperature"] == 0 and kw["stream"] is True
+    assert "tool_choice" not in kw  # the OpenAI API rejects it without tools

@@ -36,7 +36,7 @@ def timings(result):
     [
         ("parallel", 0.8 + 0.8 + 0.8),  # model, slowest of 0.5/0.8/0.3, final
         ("sequential", 0.8 + 1.6 + 0.8),  # design doc: 0.5 + 0.8 + 0.3 = 1.6 s of tools
-        ("serialized", 0.8 + 1.6 + 3 * 0.05 + 0.8),
+        ("serialized", 0.8 + 1.6 + 2 * 0.05 + 0.8),  # N-1 extra client round trips
         ("first_only", 0.8 + 0.5 + 0.8),
     ],
 )
@@ -151,3 +151,54 @@ def test_timing_labels_say_where_each_number_came_from() -> None:
     assert [r.model_call.timing for r in again.rounds] == [r.model_call.timing for r in trace.rounds]
     assert [e.timing for e in again.rounds[0].executions] == [e.timing for e in trace.rounds[0].executions]
     assert [r.model_call.chunk_timing for r in again.rounds] == ["recorded", "recorded"]
+
+
+def _diverging_trace():
+    trace = SCENARIOS["weather_news_stock"].record()
+    first = trace.rounds[0]
+    return replace(trace, rounds=(replace(first, executions=first.executions[1:]), *trace.rounds[1:]))
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+def test_cli_replay_exits_non_zero_on_divergence(tmp_path, mode) -> None:
+    import subprocess
+    import sys
+
+    from toolcall_lab.trace_files import save
+
+    path = save(_diverging_trace(), tmp_path / "edited.json")
+    out = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "replay", str(path), "--mode", mode],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1, out
+    assert f"diverged from its recording under {mode}" in out.stderr and "no recorded execution" in out.stderr
+    assert "replay_divergence" in out.stderr  # the partial run, with why it stopped
+
+
+def test_divergence_in_parallel_mode_lands_in_compare_errors() -> None:
+    from toolcall_lab.analysis import compare
+
+    table = compare([_diverging_trace(), SCENARIOS["one_tool_round"].record()], ["sequential", "parallel"])
+    assert sorted(table.errors["mode"]) == ["parallel", "sequential"]
+    assert all("no recorded execution" in e for e in table.errors["error"])
+    assert set(table.runs["title"]) == {SCENARIOS["one_tool_round"].title}
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+def test_recorded_approval_decisions_are_replayed(mode) -> None:
+    """A recording's rejected calls and withheld results come out the same (same text to the model)."""
+    from pathlib import Path
+
+    from toolcall_lab.trace_files import load
+
+    trace = load(Path(__file__).parent / "fixtures" / "traces" / "v2_loop_records.json")
+    result = replay(trace, mode, round_trip_s=0.05)
+    recorded = trace.rounds[0].executions
+    assert [(e.status, e.result) for e in result.rounds[0].executions] == [
+        (e.status, e.result) for e in recorded
+    ]
+    assert result.status == "completed" and result.hook_failures == ()  # decisions replayed, nothing failed
+    if mode == "serialized":
+        assert result.wall_time_s == pytest.approx(trace.wall_time_s)

@@ -130,7 +130,7 @@ def test_cli_validate_reports_each_file(tmp_path) -> None:
         [sys.executable, "-m", "toolcall_lab", "validate", str(FIXTURES)], capture_output=True, text=True
     )
     assert out.returncode == 2
-    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 8
+    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 9  # every negative fixture
 
 
 def test_secrets_are_scrubbed_and_flagged(tmp_path) -> None:
@@ -160,3 +160,35 @@ def test_bundled_scenario_traces_replay_to_their_recorded_timings() -> None:
         assert Trace.from_run(result, trace.metadata).to_dict()["rounds"] == trace.to_dict()["rounds"], (
             path.name
         )
+
+
+def test_loop_records_fixture_loads_with_every_new_field() -> None:
+    """Hook failures, serialized round trips, an empty-answer retry and a withheld result (schema 2)."""
+    trace = load(FIXTURES / "v2_loop_records.json")
+    assert [(f.hook, f.tool_call_id, f.effect) for f in trace.outcome.hook_failures] == [
+        ("approve_call", "call_0_2", "call rejected"),
+        ("approve_result", "call_0_1", "result withheld"),
+    ]
+    assert trace.outcome.hook_failures[0].error == "ValueError: quota service down"
+    assert [e.status for e in trace.rounds[0].executions] == ["ok", "withheld", "rejected"]
+    trips = trace.rounds[0].round_trips
+    assert [(t.tool_call_id, t.position, round(t.duration_s, 6)) for t in trips] == [
+        ("call_0_1", 1, 0.05),
+        ("call_0_2", 2, 0.05),
+    ]
+    assert trips[0].timing.source == "placeholder" and trace.rounds[0].client_round_trips == 3
+    assert [r.final_reason for r in trace.rounds] == [None, None, "empty_answer"]
+    assert trace.rounds[2].request_messages[-1]["content"].startswith("[SYSTEM]")
+    assert Trace.from_dict(json.loads(dumps(trace))) == trace
+
+
+def test_unknown_hook_name_is_refused_with_its_path() -> None:
+    with pytest.raises(
+        TraceFormatError, match=r"outcome\.hook_failures\[0\]\.hook: expected one of .*got 'on_lunch'"
+    ):
+        load(FIXTURES / "v2_wrong_hook_name.json")
+
+
+def test_v1_dedupe_setting_covered_repeats_across_rounds() -> None:
+    old = load(FIXTURES / "valid_one_tool_round.json")
+    assert old.metadata.settings["dedupe"] is True and old.metadata.settings["dedupe_across_rounds"] is True

@@ -41,11 +41,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    """Exit 0 when the replay followed the recording, 1 when it diverged (the partial run is shown)."""
+    from toolcall_lab.exceptions import ReplayDivergenceError
     from toolcall_lab.replay import replay
     from toolcall_lab.trace_files import load
 
     trace = load(args.path)
-    result = replay(trace, args.mode, virtual=not args.real_time, round_trip_s=args.round_trip)
+    try:
+        result = replay(trace, args.mode, virtual=not args.real_time, round_trip_s=args.round_trip)
+    except ReplayDivergenceError as exc:
+        print(
+            f"toolcall-lab replay: {args.path} diverged from its recording under {args.mode}: {exc}",
+            file=sys.stderr,
+        )
+        if exc.partial_result is not None:
+            print(f"  replayed until then: {exc.partial_result!r}", file=sys.stderr)
+        return 1
     clock = "real" if args.real_time else "virtual"
     print(f"{trace!r}\nreplayed as {args.mode} on the {clock} clock: {result!r}")
     for r in result.rounds:

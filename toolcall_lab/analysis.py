@@ -156,8 +156,7 @@ def run_rows(
     ran = [e for e in result.executions if e.status != "skipped"]
     model_time = sum(r.model_call.latency_s for r in result.rounds)
     tool_time = sum(e.duration_s for e in ran)
-    trip_s = result.config.round_trip_s if result.mode == "serialized" else 0.0
-    trips_time = sum(r.client_round_trips for r in result.rounds if r.tool_calls) * trip_s
+    trips_time = sum(r.round_trip_s for r in result.rounds)  # serialized: the N-1 recorded per batch
     phases = sum(_tool_phase(r) for r in result.rounds) - trips_time
     order_ok = all(
         [m["tool_call_id"] for m in _tool_messages_after(result, r)]

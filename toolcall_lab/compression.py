@@ -461,7 +461,7 @@ def _state(record: ToolExecution | None) -> tuple[CallState, str]:
         return "unrecorded", ""
     if record.status == "ok":
         return "success", ""
-    if record.status in ("rejected", "duplicate"):
+    if record.status in ("rejected", "duplicate", "withheld"):
         return "rejected", (record.error or record.result).strip()
     if record.status == "skipped":
         return "not_answered", ""

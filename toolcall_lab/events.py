@@ -1,6 +1,7 @@
 """The typed event stream of a run; every event carries the run clock's timestamp (`at`).
 
 In parallel mode the batch's ACTION events all come first, then its OBSERVATION events in batch order.
+A listener that raises is recorded as a hook failure (``on_event``) and the run goes on.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolcall_lab.messages import ToolCall
-from toolcall_lab.records import ToolExecution
+from toolcall_lab.records import HookFailure, ToolExecution, positional_constructor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +69,20 @@ class Observation:
         return self.execution.duration_s
 
 
+make_action = positional_constructor(Action)
+make_observation = positional_constructor(Observation)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookFailed:
+    """A hook raised; `failure` says which, for which call, and what the loop did about it."""
+
+    kind: Literal["hook_failed"] = "hook_failed"
+    at: float
+    round_index: int | None
+    failure: HookFailure
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinalAnswer:
     kind: Literal["final_answer"] = "final_answer"
@@ -99,6 +114,7 @@ RunEvent = (
     | Thought
     | Action
     | Observation
+    | HookFailed
     | FinalAnswer
     | ErrorEvent
     | RunFinished

@@ -1,7 +1,10 @@
 """The error hierarchy: caller mistakes, unreadable wire data, model/script problems, trace files.
 
 Model *behaviour* (bad argument JSON, unknown tools, odd deltas) is never an exception: it becomes a
-`Finding` or a tool message. Exceptions are for things the caller must act on::
+`Finding` or a tool message; so do a tool's own exceptions and a hook's (recorded as hook failures).
+Exceptions are for things the caller must act on. When one stops a run (`ScriptError`,
+`ReplayDivergenceError`, and also a task cancellation or a KeyboardInterrupt / other BaseException
+raised by a tool or hook), it carries the consistent record of the run so far as ``partial_result``::
 
     ToolcallLabError
     ├── UsageError                  the caller used the API wrongly (bad setting, sync call in a loop)

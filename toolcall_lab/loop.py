@@ -2,23 +2,42 @@
 
 Reads like the protocol it implements: each round sends the conversation with the tools, executes the
 batch of calls the model answered with, and appends the assistant message and one tool message per
-call. It stops when the model answers without tools, when `max_rounds` is used up (then one final call
-without tools), on abort, on `fail_fast` after a failing round, or when every call of a round failed.
+call. Termination rules:
+
+- the model answers without tools: done (``final_answer``); an *empty* answer after tool rounds is
+  followed by the `EMPTY_ANSWER_NOTE` and one more call without tools, once (``final_reason`` of that
+  round: ``empty_answer``);
+- ``max_rounds`` used up: a system note and one final call without tools;
+- ``fail_fast``: a round with any failed call is followed by one final call without tools (also when
+  every call failed);
+- ``continue``: a round where every call failed ends the run, with `ALL_FAILED_NOTE` appended as the
+  assistant's message;
+- the deadline ``timeout_s`` passes: status ``timeout``; abort (`AbortHandle`): status ``aborted``;
+- ``before_model_call`` raises: ``hook_error``; the model fails: ``model_error``.
+
+Calls made without tools never carry tool-only parameters (`TOOL_ONLY_PARAMS`). Whatever ends a run,
+the record is closed consistently: finished calls keep their outcome, calls cut off are recorded as
+cancelled, and every call that was made is answered in the transcript. A task cancellation or a
+KeyboardInterrupt (or other BaseException) propagates out of `run`, with that record as the
+exception's ``partial_result``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
-from toolcall_lab._execution import Executor, Hooks, call_hook
+from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
+from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
     FinalAnswer,
+    HookFailed,
     ModelRequested,
     ModelResponded,
     RoundStarted,
@@ -27,12 +46,11 @@ from toolcall_lab.events import (
     Thought,
 )
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageError
-from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
-from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
-from toolcall_lab.models import Model, ModelRequest, response_timing
+from toolcall_lab.messages import Finding, ToolCall
+from toolcall_lab.models import Model, ModelRequest
 from toolcall_lab.modes import BatchState, execute_batch
-from toolcall_lab.records import Mode, ModelCall, Round, TimedChunk
-from toolcall_lab.runs import Reason, RunConfig, RunResult, Status
+from toolcall_lab.records import FinalReason, HookFailure, Mode, Round
+from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
 
@@ -81,12 +99,23 @@ class _Run:
         self.events: list[RunEvent] = []
         self.batch = 0
         self.origin = asyncio.get_running_loop().time()
-        self.executor = Executor(tools, hooks, self.origin, dedupe=config.dedupe)
+        self.executor = Executor(
+            tools,
+            hooks,
+            self.origin,
+            dedupe=config.dedupe,
+            dedupe_across_rounds=config.dedupe_across_rounds,
+        )
+        self.executor.on_hook_failure = self.hook_failed
         self.status: Status = "completed"
         self.reason: Reason = "final_answer"
         self.error: str | None = None
         self.final_answer: str | None = None
         self.partial: dict[str, Any] = {}
+        self.streaming: ModelStream | None = None
+        """The model call in progress, if any."""
+        self.retried_empty = False
+        self.deadline: asyncio.Timeout | None = None
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -94,45 +123,96 @@ class _Run:
     def emit(self, event: RunEvent) -> None:
         self.events.append(event)
         if self.listener is not None:
-            self.listener(event)
+            try:
+                returned = self.listener(event)
+                if inspect.isawaitable(returned):  # nothing would ever await it
+                    if inspect.iscoroutine(returned):
+                        returned.close()
+                    raise TypeError("returned an awaitable; event listeners are called synchronously")
+            except Exception as exc:  # a listener's bug is recorded; the run goes on
+                self.executor.hook_failed(
+                    "on_event", exc, f"ignored; the {event.kind} event stands", None, None
+                )
+            except BaseException as exc:
+                raise Interrupted(exc, "the on_event listener") from exc
+
+    def hook_failed(self, failure: HookFailure) -> None:
+        event = HookFailed(at=failure.at, round_index=failure.round_index, failure=failure)
+        if failure.hook == "on_event":  # not back to the listener that just failed
+            self.events.append(event)
+        else:
+            self.emit(event)
+
+    async def guarded(self) -> None:
+        """`main` under the run's deadline; BaseExceptions carried out of the task (see `Interrupted`)."""
+        try:
+            if self.config.timeout_s is None:
+                await self.main()
+                return
+            async with asyncio.timeout(self.config.timeout_s) as self.deadline:
+                await self.main()
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as exc:
+            raise Interrupted(exc, "the run") from exc
 
     async def main(self) -> None:
         cfg = self.config
         for round_index in range(cfg.max_rounds):
             rnd = await self.round(round_index, offer_tools=True)
+            if rnd is None:
+                return
             if not rnd.tool_calls:
-                self.finish_with_answer(rnd)
+                await self.finish(rnd, "final_answer")
                 return
-            runnable = [e for e in rnd.executions if e.answered]
-            if runnable and all(e.failed for e in runnable):
-                self.stop("failed", "all_calls_failed", f"every call of round {round_index} failed")
+            answered = [e for e in rnd.executions if e.answered]
+            failed = sum(e.failed for e in answered)
+            if failed and cfg.error_policy == "fail_fast":
+                await self.final_round(round_index + 1, "fail_fast")
                 return
-            if cfg.error_policy == "fail_fast" and any(e.failed for e in runnable):
-                self.reason = "fail_fast"
-                await self.final_round(round_index + 1)
+            if answered and failed == len(answered):
+                self.messages.append({"role": "assistant", "content": cfg.all_failed_note})
+                self.stop(
+                    "failed",
+                    "all_calls_failed",
+                    f"every call of round {round_index} failed; the loop answered with its own "
+                    f"assistant message ({cfg.all_failed_note!r}) and stopped",
+                )
                 return
-        self.reason = "max_rounds"
         self.messages.append({"role": "system", "content": cfg.final_note.format(max_rounds=cfg.max_rounds)})
-        await self.final_round(cfg.max_rounds)
+        await self.final_round(cfg.max_rounds, "max_rounds")
 
-    async def final_round(self, round_index: int) -> None:
-        reason = self.reason
-        rnd = await self.round(round_index, offer_tools=False)
-        self.finish_with_answer(rnd)
-        if self.status == "completed":
-            self.reason = reason
+    async def final_round(self, round_index: int, why: FinalReason) -> None:
+        rnd = await self.round(round_index, offer_tools=False, final_reason=why)
+        if rnd is not None:
+            await self.finish(rnd, cast(Reason, why))
 
-    def finish_with_answer(self, rnd: Round) -> None:
+    async def finish(self, rnd: Round, reason: Reason) -> None:
+        """The model answered without tool calls: its text ends the run (an empty one is retried once
+        when tool rounds came before it, with the empty-answer note)."""
         text = rnd.assistant_message.get("content")
         if not text and not rnd.tool_calls:
+            after_tools = any(r.tool_calls for r in self.rounds)
+            if after_tools and not self.retried_empty:
+                self.retried_empty = True
+                self.messages.append({"role": "user", "content": self.config.empty_answer_note})
+                again = await self.round(rnd.round_index + 1, offer_tools=False, final_reason="empty_answer")
+                if again is not None:
+                    await self.finish(again, reason)
+                return
+            ignored = [f for f in rnd.findings if f.kind == "unexpected_event"] if rnd.final else []
             why = (
                 "only tool calls, which were ignored (no tools offered)"
-                if rnd.findings and rnd.final
-                else ("no text and no tool calls")
+                if ignored
+                else "no text and no tool calls"
             )
-            self.stop("failed", "empty_response", f"round {rnd.round_index}: the model returned {why}")
+            retried = " again, after the empty-answer note" if rnd.final_reason == "empty_answer" else ""
+            self.stop(
+                "failed", "empty_response", f"round {rnd.round_index}: the model returned {why}{retried}"
+            )
             return
         self.final_answer = text
+        self.reason = reason
         self.emit(FinalAnswer(at=self.now(), round_index=rnd.round_index, text=text or ""))
 
     def stop(self, status: Status, reason: Reason, message: str | None = None) -> None:
@@ -145,19 +225,42 @@ class _Run:
                 )
             )
 
-    async def round(self, round_index: int, *, offer_tools: bool) -> Round:
-        self.partial = {"round_index": round_index}
+    async def round(
+        self, round_index: int, *, offer_tools: bool, final_reason: FinalReason | None = None
+    ) -> Round | None:
+        """One model call and its batch; None when the run stopped before the batch (hook, model)."""
+        self.partial = {"round_index": round_index, "final_reason": final_reason}
+        self.executor.round_index = round_index
         self.emit(RoundStarted(at=self.now(), round_index=round_index))
         sent = list(self.messages)
-        rewritten = await call_hook(self.hooks.before_model_call, sent)
-        if rewritten is not None:
-            sent = list(rewritten)
+        hook = self.hooks.before_model_call
+        if hook is not None:
+            effect = "the run stopped before this model call"
+            ok, value = await self.executor.ask("before_model_call", hook, (list(sent),), effect=effect)
+            if ok and value is not None:
+                if isinstance(value, list | tuple) and all(isinstance(m, dict) for m in value):
+                    sent = list(value)
+                else:
+                    value = TypeError(f"returned {type(value).__name__}, expected a list of messages or None")
+                    self.executor.hook_failed("before_model_call", value, effect, None, None)
+                    ok = False
+            if not ok:
+                self.stop(
+                    "failed",
+                    "hook_error",
+                    f"round {round_index}: the before_model_call hook failed "
+                    f"({type(value).__name__}: {value}); the run stopped before this model call",
+                )
+                return None
+        params = self.config.params
+        if not offer_tools and TOOL_ONLY_PARAMS.intersection(params):
+            params = {k: v for k, v in params.items() if k not in TOOL_ONLY_PARAMS}
         request = ModelRequest(
             messages=tuple(sent),
             tools=tuple(self.tools.schemas()) if offer_tools else None,
             round_index=round_index,
             batch=self.batch,
-            params=self.config.params,
+            params=params,
         )
         self.batch += 1
         self.partial["request"] = request
@@ -166,7 +269,19 @@ class _Run:
                 at=self.now(), round_index=round_index, n_messages=len(sent), tools_offered=offer_tools
             )
         )
-        model_call, parsed = await self.call_model(request)
+        stream = self.streaming = ModelStream(self.model, request, self.executor)
+        try:
+            model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
+        except ModelFailed as exc:
+            self.streaming = None
+            cause = exc.__cause__
+            self.stop(
+                "failed",
+                "model_error",
+                f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}",
+            )
+            return None
+        self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
         choice = parsed.first
         findings = list(parsed.findings)
         calls: tuple[ToolCall, ...] = choice.tool_calls
@@ -182,6 +297,7 @@ class _Run:
             )
             calls = ()
             assistant.pop("tool_calls", None)
+        findings += repeated_ids(calls, round_index)
         self.emit(
             ModelResponded(
                 at=self.now(),
@@ -204,31 +320,38 @@ class _Run:
                 self.config.mode,
                 self.executor,
                 state,
-                emit=self.emit,
+                emit=self.events.append if self.listener is None else self.emit,
                 round_index=round_index,
                 assistant_message=assistant,
                 concurrency=self.config.concurrency,
                 round_trip_s=self.config.round_trip_s,
             )
-        return self.close_round(final=not offer_tools)
+        return self.close_round()
 
-    def close_round(self, *, final: bool = False, aborted: bool = False) -> Round:
-        """Freeze the round in progress (after an abort: finished results kept, the rest cancelled)."""
+    def close_round(self, cut: str | None = None) -> Round:
+        """Freeze the round in progress. After a cut (abort, cancellation, deadline, interruption),
+        finished results are kept, calls that had not finished are recorded as cancelled (`cut` says
+        why), and every call that was made is answered in the transcript."""
         p = self.partial
         state: BatchState = p["state"]
         executions = []
-        for call in state.calls:
-            ex = state.done.get(call.tool_call_id)
+        first_only = self.config.mode == "first_only"
+        for pos, call in enumerate(state.calls):
+            ex = state.done[pos]
             if ex is None:
-                ex = self.executor.cancelled(call, state.started.get(call.tool_call_id))
+                if first_only and pos:
+                    ex = self.executor.skipped(call)
+                else:
+                    ex = self.executor.cancelled(call, state.started[pos], cut or "the batch was cut off")
             executions.append(ex)
         tool_messages = (
             state.tool_messages
-            if state.tool_messages is not None and not aborted
+            if state.tool_messages is not None and cut is None
             else [e.to_message() for e in executions if e.answered]
         )
         self.messages.extend(tool_messages)
-        self.executor.remember(executions, state.calls)
+        self.executor.remember(executions, state.calls, p["round_index"])
+        final_reason = p["final_reason"]
         rnd = Round(
             round_index=p["round_index"],
             mode=self.config.mode,
@@ -238,44 +361,25 @@ class _Run:
             tool_calls=tuple(state.calls),
             executions=tuple(executions),
             findings=tuple(p["findings"]),
-            final=final,
-            client_round_trips=max(state.client_round_trips, 1),
+            final=final_reason is not None,
+            final_reason=final_reason,
+            client_round_trips=state.client_round_trips,
+            round_trips=tuple(state.round_trips),
         )
         self.rounds.append(rnd)
         self.partial = {}
         return rnd
 
-    async def call_model(self, request: ModelRequest) -> tuple[ModelCall, ParsedResponse]:
-        start = self.now()
-        acc = ChatCompletionAccumulator(batch=request.batch)
-        chunks: list[TimedChunk] = []
-        first: float | None = None
-        whole: ParsedResponse | None = None
-        async for payload in self.model.stream(request):
-            t = self.now()
-            if first is None:
-                first = t
-            chunks.append(TimedChunk(offset_s=t - start, payload=payload))
-            if payload.get("object") == "chat.completion":
-                whole = parse_chat_completion(payload, batch=request.batch)
-            else:
-                acc.feed(payload)
-            if self.hooks.on_model_chunk is not None:
-                await call_hook(self.hooks.on_model_chunk, payload)
-        parsed = whole if whole is not None else acc.finish()
-        end = self.now()
-        timing, chunk_timing = response_timing(self.model, request, self.executor.clock_timing)
-        call = ModelCall(
-            started_at=start,
-            ended_at=end,
-            first_chunk_at=first,
-            chunks=tuple(chunks),
-            tools_offered=request.tools is not None,
-            usage=parsed.usage,
-            timing=timing,
-            chunk_timing="none" if whole is not None or not chunks else chunk_timing,
-        )
-        return call, parsed
+    def cut(self, why: str) -> str:
+        """Close whatever was in progress when the run was cut off; say where that was."""
+        where = ""
+        if self.partial.get("state") is not None:
+            self.close_round(why)
+        elif self.streaming is not None:
+            where = f" ({self.streaming!r} when it was cut off; it is not in the record)"
+        self.partial = {}
+        self.streaming = None
+        return where
 
     def result(self) -> RunResult:
         end = self.now()
@@ -294,6 +398,7 @@ class _Run:
             ended_at=end,
             config=self.config,
             origin=getattr(self.model, "origin", "recorded"),
+            hook_failures=tuple(self.executor.hook_failures),
         )
 
 
@@ -331,6 +436,28 @@ async def run(
         config: a `RunConfig`; keyword `settings` (e.g. ``max_rounds=3``) override its fields.
         hooks: approval and notification callbacks; abort: an `AbortHandle`; on_event: event listener.
     """
+    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, [], settings)
+
+
+async def _run(
+    model: Model,
+    tools: ToolRegistry | Iterable[Tool | ToolFunction] | None,
+    messages: str | Sequence[dict[str, Any]],
+    mode: Mode | None,
+    config: RunConfig | None,
+    hooks: Hooks | None,
+    abort: AbortHandle | None,
+    on_event: EventListener | None,
+    box: list[RunResult],
+    settings: dict[str, Any],
+) -> RunResult:
+    """`run`, leaving the partial record in `box` when the run is cancelled (`run_sync` reads it after
+    a Ctrl-C, which asyncio turns into a cancellation and then into a fresh KeyboardInterrupt)."""
+    if on_event is not None and (not callable(on_event) or inspect.iscoroutinefunction(on_event)):
+        raise UsageError(
+            f"on_event={on_event!r}: must be a plain function called with each event (it is called "
+            "synchronously; from a coroutine function nothing would be awaited)"
+        )
     cfg = config or RunConfig()
     if mode is not None:
         settings["mode"] = mode
@@ -343,25 +470,43 @@ async def run(
             )
         cfg = replace(cfg, **settings)
     state = _Run(model, as_registry(tools), as_messages(messages), cfg, hooks or Hooks(), on_event)
-    task = asyncio.create_task(state.main())
+    task = asyncio.create_task(state.guarded())
     if abort is not None:
         abort._attach(task)
     try:
         await task
-    except asyncio.CancelledError:
-        if abort is None or not abort.aborted:
+    except asyncio.CancelledError as exc:
+        if being_cancelled() or abort is None or not abort.aborted:  # cancelled from outside
             task.cancel()
+            where = state.cut("the run was cancelled")
+            state.stop("aborted", "cancelled", f"the run was cancelled{where}")
+            box.append(partial := state.result())
+            exc.partial_result = partial  # type: ignore[attr-defined]
             raise
-        if state.partial.get("state") is not None:
-            state.close_round(aborted=True)
-        state.stop("aborted", "aborted", abort.reason)
+        where = state.cut(f"the run was aborted ({abort.reason})")
+        state.stop("aborted", "aborted", f"{abort.reason}{where}")
+    except Interrupted as carrier:
+        original = carrier.original
+        what = f"{carrier.where} raised {type(original).__name__}"
+        where = state.cut(f"the run was interrupted ({what})")
+        state.stop("aborted", "interrupted", f"{what}; the run stopped{where}")
+        original.partial_result = state.result()  # type: ignore[attr-defined]
+        original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
+        raise original from None
+    except TimeoutError:
+        if state.deadline is None or not state.deadline.expired():
+            raise
+        why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
+        where = state.cut(why)
+        state.stop("timeout", "deadline", f"{why} at {state.now():.3f} s{where}")
     except (ScriptError, ReplayDivergenceError) as exc:
+        where = state.cut(f"the run stopped ({type(exc).__name__})")
+        reason: Reason = "model_error" if isinstance(exc, ScriptError) else "replay_divergence"
+        state.stop("failed", reason, f"{type(exc).__name__}: {exc}{where}")
         exc.partial_result = state.result()
         raise
-    except Exception as exc:  # the model adapter failed: keep what the run did so far
-        if state.partial.get("state") is not None:
-            state.close_round(aborted=True)
-        state.stop("failed", "model_error", f"{type(exc).__name__}: {exc}")
+    finally:
+        state.executor.close()
     return state.result()
 
 
@@ -375,8 +520,31 @@ def run_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(run(model, tools, messages, **kwargs))
-    raise UsageError(
-        "run_sync() was called inside a running event loop (a notebook or async code); "
-        "use `await run(...)` there instead"
-    )
+        pass
+    else:
+        raise UsageError(
+            "run_sync() was called inside a running event loop (a notebook or async code); "
+            "use `await run(...)` there instead"
+        )
+    known = {"mode", "config", "hooks", "abort", "on_event"}
+    named = {k: kwargs.pop(k) for k in known & set(kwargs)}
+    box: list[RunResult] = []
+    try:
+        return asyncio.run(
+            _run(
+                model,
+                tools,
+                messages,
+                named.get("mode"),
+                named.get("config"),
+                named.get("hooks"),
+                named.get("abort"),
+                named.get("on_event"),
+                box,
+                kwargs,
+            )
+        )
+    except KeyboardInterrupt as exc:  # Ctrl-C: asyncio cancelled the run, then raised a new exception
+        if box and getattr(exc, "partial_result", None) is None:
+            exc.partial_result = box[-1]  # type: ignore[attr-defined]
+        raise

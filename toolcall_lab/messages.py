@@ -17,6 +17,7 @@ FindingKind = Literal[
     "missing_index",
     "sparse_index",
     "duplicate_index_in_chunk",
+    "duplicate_tool_call_id",
     "missing_id",
     "empty_id",
     "id_changed",

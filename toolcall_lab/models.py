@@ -28,6 +28,8 @@ class ModelRequest:
     round_index: int
     batch: int
     params: Mapping[str, Any] = field(default_factory=dict)
+    """Extra request parameters (`RunConfig.params`); without ``tools`` the loop leaves out the
+    tool-only ones (``parallel_tool_calls``, ``tool_choice``), which the OpenAI API rejects there."""
 
 
 @runtime_checkable

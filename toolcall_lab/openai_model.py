@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolcall_lab.models import ModelRequest
+from toolcall_lab.runs import TOOL_ONLY_PARAMS
 
 
 class OpenAIModel:
@@ -53,6 +54,9 @@ class OpenAIModel:
             kwargs["tools"] = list(request.tools)
             if self.parallel_tool_calls is not None:
                 kwargs["parallel_tool_calls"] = self.parallel_tool_calls
+        else:  # the API rejects tool-only parameters in a request without tools
+            for name in TOOL_ONLY_PARAMS:
+                kwargs.pop(name, None)
         if self.streaming:
             kwargs["stream"] = True
             kwargs.setdefault("stream_options", {"include_usage": True})

@@ -2,7 +2,9 @@
 
 Rule checked: every tool call of an assistant message is answered by exactly one ``tool`` message
 with its id before the next assistant or user turn, and no tool message answers a call that was not
-made (or was already answered).
+made (or was already answered). A buggy server may repeat an id within one message: that is flagged
+(``duplicate_call_id``), and each of those calls still expects its own answer (answers are matched
+in order, as the loop sends them), so answering both is not a second violation.
 """
 
 from __future__ import annotations
@@ -33,21 +35,22 @@ class ProtocolViolation:
 def validate_messages(messages: Sequence[dict[str, Any]]) -> list[ProtocolViolation]:
     """All protocol violations of an OpenAI-format message list (empty when it is valid)."""
     out: list[ProtocolViolation] = []
-    open_calls: dict[str, tuple[int, str]] = {}
+    open_calls: dict[str, list[tuple[int, str]]] = {}
     answered: set[str] = set()
     seen_ids: set[str] = set()
 
     def close(before: int) -> None:
-        for cid, (at, name) in open_calls.items():
-            out.append(
-                ProtocolViolation(
-                    kind="unanswered_call",
-                    message_index=at,
-                    tool_call_id=cid,
-                    message=f"message {at} (assistant) made tool call {cid!r} ({name}) but no tool message "
-                    f"answers it before message {before}",
+        for cid, pending in open_calls.items():
+            for at, name in pending:
+                out.append(
+                    ProtocolViolation(
+                        kind="unanswered_call",
+                        message_index=at,
+                        tool_call_id=cid,
+                        message=f"message {at} (assistant) made tool call {cid!r} ({name}) but no tool "
+                        f"message answers it before message {before}",
+                    )
                 )
-            )
         open_calls.clear()
 
     for i, msg in enumerate(messages):
@@ -64,7 +67,10 @@ def validate_messages(messages: Sequence[dict[str, Any]]) -> list[ProtocolViolat
                     )
                 )
             elif cid in open_calls:
-                del open_calls[cid]
+                pending = open_calls[cid]
+                pending.pop(0)
+                if not pending:
+                    del open_calls[cid]
                 answered.add(cid)
             elif cid in answered:
                 out.append(
@@ -101,7 +107,7 @@ def validate_messages(messages: Sequence[dict[str, Any]]) -> list[ProtocolViolat
                         )
                     )
                 seen_ids.add(cid)
-                open_calls[cid] = (i, name)
+                open_calls.setdefault(cid, []).append((i, name))
     close(len(messages))
     return out
 

@@ -11,8 +11,9 @@ JSON form (the trace file contract, `toolcall_lab.trace`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeVar
 
 from toolcall_lab.messages import Finding, ToolCall
 
@@ -23,11 +24,51 @@ CallStatus = Literal[
     "unknown_tool",
     "invalid_arguments",
     "rejected",
+    "withheld",
     "duplicate",
     "cancelled",
     "skipped",
 ]
+"""What happened to one call. Ran: ``ok``, ``error`` (the tool raised or reported an error), ``timeout``
+(the harness's limit, `Tool.timeout_s`), ``withheld`` (it ran, `approve_result` kept its result
+from the model). Did not run: ``unknown_tool``, ``invalid_arguments``, ``rejected`` (by
+`approve_call`), ``duplicate``, ``skipped`` (first_only). ``cancelled``: cut off by an abort, a
+cancellation or the run's deadline (the text says whether it had started)."""
+CALL_STATUSES: tuple[CallStatus, ...] = (
+    "ok",
+    "error",
+    "timeout",
+    "unknown_tool",
+    "invalid_arguments",
+    "rejected",
+    "withheld",
+    "duplicate",
+    "cancelled",
+    "skipped",
+)
 FAILED_STATUSES: frozenset[str] = frozenset({"error", "timeout", "unknown_tool", "invalid_arguments"})
+HookName = Literal[
+    "approve_call",
+    "approve_result",
+    "before_model_call",
+    "on_tool_start",
+    "on_tool_complete",
+    "on_model_chunk",
+    "on_event",
+]
+HOOK_NAMES: tuple[HookName, ...] = (
+    "approve_call",
+    "approve_result",
+    "before_model_call",
+    "on_tool_start",
+    "on_tool_complete",
+    "on_model_chunk",
+    "on_event",
+)
+FinalReason = Literal["max_rounds", "fail_fast", "empty_answer"]
+"""Why a round was made without tools: the round budget was used up, `fail_fast` after a failing
+round, or the model's answer after tool rounds was empty and it was asked once more."""
+FINAL_REASONS: tuple[FinalReason, ...] = ("max_rounds", "fail_fast", "empty_answer")
 Mode = Literal["sequential", "parallel", "serialized", "first_only"]
 MODES: tuple[Mode, ...] = ("sequential", "parallel", "serialized", "first_only")
 
@@ -67,6 +108,29 @@ class Timing:
 MEASURED = Timing(source="recorded", note="measured by toolcall_lab on the real clock")
 SIMULATED = Timing(source="placeholder", note="simulated on the virtual clock")
 DECIDED = Timing(source="recorded", note="decided by the harness; no tool ran")
+
+R = TypeVar("R")
+
+
+def positional_constructor(cls: type[R]) -> Callable[..., R]:
+    """A constructor taking every field of a frozen slots dataclass positionally, in field order.
+
+    Hot paths only (one execution record and two events per tool call): the generated ``__init__``
+    of a frozen dataclass pays an ``object.__setattr__`` per field (1.6 us for `ToolExecution`);
+    setting the slots through their descriptors gives the same object in about a third of the time.
+    Every field must be passed; there are no defaults and no ``__post_init__``.
+    """
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = [f"def make({', '.join(names)}):", "    o = _new(_cls)"]
+    for name in names:
+        env[f"_set_{name}"] = cls.__dict__[name].__set__
+        lines.append(f"    _set_{name}(o, {name})")
+    lines.append("    return o")
+    exec("\n".join(lines), env)  # the same technique dataclasses uses to build __init__
+    make: Callable[..., R] = env["make"]
+    make.__qualname__ = f"{cls.__name__}.positional"
+    return make
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +183,75 @@ class ToolExecution:
         }
 
 
+make_execution = positional_constructor(ToolExecution)
+"""`ToolExecution` from all its fields, positionally (see `positional_constructor`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookFailure:
+    """A hook (or the event listener) raised: which one, for which call, what it raised, what the
+    loop did about it (the policy in `toolcall_lab._execution.Hooks`)."""
+
+    hook: HookName
+    error: str
+    """``ExceptionType: message`` as raised."""
+    effect: str
+    """What followed, e.g. "call rejected", "result withheld", "ignored; the run went on"."""
+    at: float
+    round_index: int | None = None
+    tool_call_id: str | None = None
+    position: int | None = None
+    """The call's position in its batch (ids can repeat within a batch; positions cannot)."""
+    timing: Timing = MEASURED
+    """Where ``at`` came from (the run's clock: measured, or simulated on the virtual clock)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hook": self.hook,
+            "error": self.error,
+            "effect": self.effect,
+            "at": self.at,
+            "round_index": self.round_index,
+            "tool_call_id": self.tool_call_id,
+            "position": self.position,
+            "timing": self.timing.to_dict(),
+        }
+
+
+ROUND_TRIP_PLACEHOLDER = "RunConfig.round_trip_s, a constant: serialized mode does not measure a client"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientRoundTrip:
+    """One extra client<->proxy round trip of serialized mode: the client sends a result back and
+    receives the next call. A batch of N calls costs N-1 of them (the first call arrives with the
+    model's response; the last result travels with the next model request)."""
+
+    tool_call_id: str
+    """The call handed out at the end of this round trip."""
+    position: int
+    started_at: float
+    ended_at: float
+    timing: Timing
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended_at - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool_call_id": self.tool_call_id,
+            "position": self.position,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_s": self.duration_s,
+            "timing": self.timing.to_dict(),
+        }
+
+
+make_round_trip = positional_constructor(ClientRoundTrip)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimedChunk:
     """A streamed payload and when it arrived, in seconds after the request was sent."""
@@ -160,11 +293,16 @@ class Round:
     assistant_message: dict[str, Any]
     tool_calls: tuple[ToolCall, ...] = ()
     executions: tuple[ToolExecution, ...] = ()
+    """One per call, position by position (``executions[i]`` answers ``tool_calls[i]``; ids can repeat)."""
     findings: tuple[Finding, ...] = ()
     final: bool = False
-    """The closing call made without tools (after max_rounds or fail_fast)."""
+    """A call made without tools (see `final_reason`)."""
+    final_reason: FinalReason | None = None
+    """Why this round offered no tools (None for rounds that offered them)."""
     client_round_trips: int = 1
-    """Client<->proxy round trips this round cost (serialized mode: one per call)."""
+    """Client<->proxy round trips this round cost: 1, and in serialized mode 1 + (N-1) for N calls."""
+    round_trips: tuple[ClientRoundTrip, ...] = ()
+    """Serialized mode: the N-1 extra client round trips of the batch, timed and labelled."""
 
     @property
     def started_at(self) -> float:
@@ -178,6 +316,11 @@ class Round:
     @property
     def duration_s(self) -> float:
         return self.ended_at - self.started_at
+
+    @property
+    def round_trip_s(self) -> float:
+        """Time spent on serialized mode's extra client round trips in this round."""
+        return sum(t.duration_s for t in self.round_trips)
 
     @property
     def status(self) -> str:
@@ -195,7 +338,9 @@ class Round:
             "round_index": self.round_index,
             "mode": self.mode,
             "final": self.final,
+            "final_reason": self.final_reason,
             "client_round_trips": self.client_round_trips,
+            "round_trips": [t.to_dict() for t in self.round_trips],
             "request": {"messages": list(self.request_messages), "tools_offered": mc.tools_offered},
             "response": {
                 "started_at": mc.started_at,

@@ -14,10 +14,11 @@ from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
-from toolcall_lab._execution import current_tool_call, dedupe_key
+from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ReplayDivergenceError
 from toolcall_lab.loop import run
+from toolcall_lab.messages import ToolCall
 from toolcall_lab.models import ModelRequest
 from toolcall_lab.records import ChunkTiming, Mode, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
@@ -137,7 +138,7 @@ def replay_tools(trace: Trace) -> ToolRegistry:
     for r in trace.rounds:
         calls = {c.tool_call_id: c for c in r.tool_calls}
         for ex in r.executions:
-            if ex.status in ("ok", "error", "timeout"):
+            if ex.status in ("ok", "error", "timeout", "withheld"):  # the tool ran
                 recorded.append(ex)
                 by_id[ex.tool_call_id].append(len(recorded) - 1)
                 call = calls.get(ex.tool_call_id)
@@ -181,9 +182,45 @@ def replay_tools(trace: Trace) -> ToolRegistry:
                     function=make(name),
                     description=fn.get("description") or "",
                     parameters=fn.get("parameters") or {},
+                    uses_current_call=True,
                 )
             )
     return registry
+
+
+def _between(text: str, prefix: str, suffix: str) -> str | None:
+    if text.startswith(prefix) and text.endswith(suffix):
+        return text[len(prefix) : len(text) - len(suffix)]
+    return None
+
+
+def replay_hooks(trace: Trace) -> Hooks:
+    """The recording's approval decisions, made again: calls it rejected are rejected with the
+    recorded reason, results it withheld are withheld with the recorded reason, so the conversation
+    (and the record) matches the recording's. Calls are matched by tool_call_id, in recorded order."""
+    rejected: dict[str, deque[str]] = defaultdict(deque)
+    withheld: dict[str, deque[str]] = defaultdict(deque)
+    for r in trace.rounds:
+        for ex in r.executions:
+            if ex.status == "rejected":
+                reason = _between(ex.result, "Rejected: ", ". The call was not executed.")
+                rejected[ex.tool_call_id].append(reason or ex.result)
+            elif ex.status == "withheld":
+                reason = _between(ex.result, "Result withheld: ", ".")
+                withheld[ex.tool_call_id].append(reason or ex.result)
+
+    def approve_call(call: ToolCall) -> str | None:
+        queue = rejected.get(call.tool_call_id)
+        return queue.popleft() if queue else None
+
+    def approve_result(call: ToolCall, execution: ToolExecution) -> str | None:
+        queue = withheld.get(call.tool_call_id)
+        return queue.popleft() if queue else None
+
+    return Hooks(
+        approve_call=approve_call if rejected else None,
+        approve_result=approve_result if withheld else None,
+    )
 
 
 def replay_config(trace: Trace, mode: Mode | None = None, **settings: Any) -> RunConfig:
@@ -209,7 +246,8 @@ async def replay_async(
     """Replay on the running loop's clock (real time in a notebook: ``await replay_async(...)``)."""
     cfg = replay_config(trace, mode, **settings)
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
-    return await run(model, tools or replay_tools(trace), trace.initial_messages, config=cfg)
+    hooks = replay_hooks(trace)
+    return await run(model, tools or replay_tools(trace), trace.initial_messages, config=cfg, hooks=hooks)
 
 
 def replay(

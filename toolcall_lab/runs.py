@@ -11,16 +11,43 @@ from typing import Any, Literal
 
 from toolcall_lab.events import RunEvent
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.records import MODES, Mode, Origin, Round, ToolExecution
+from toolcall_lab.records import MODES, HookFailure, Mode, Origin, Round, ToolExecution
 
-Status = Literal["completed", "aborted", "failed"]
+Status = Literal["completed", "aborted", "failed", "timeout"]
 Reason = Literal[
-    "final_answer", "max_rounds", "fail_fast", "all_calls_failed", "aborted", "model_error", "empty_response"
+    "final_answer",
+    "max_rounds",
+    "fail_fast",
+    "all_calls_failed",
+    "aborted",
+    "cancelled",
+    "interrupted",
+    "deadline",
+    "model_error",
+    "hook_error",
+    "empty_response",
+    "replay_divergence",
 ]
+"""Why a run ended. Completed: ``final_answer``, ``max_rounds`` / ``fail_fast`` (answered by the final
+call without tools). Failed: ``all_calls_failed`` (``continue`` policy), ``model_error``,
+``hook_error`` (``before_model_call`` raised), ``empty_response``, ``replay_divergence`` (only in the
+``partial_result`` of a `ReplayDivergenceError`). Aborted: ``aborted`` (`AbortHandle`),
+``cancelled`` (the task was cancelled), ``interrupted`` (KeyboardInterrupt or another BaseException;
+the exception propagates with the record as ``partial_result``). Timeout: ``deadline`` (``timeout_s``)."""
 FINAL_NOTE = (
     "You have reached the maximum number of tool rounds ({max_rounds}). "
     "Do not call any more tools; give your final answer now from what you have."
 )
+EMPTY_ANSWER_NOTE = (
+    "[SYSTEM] Your last reply was empty. Reply to the user now with your final answer, "
+    "based on the tool results above."
+)
+"""Sent (as a user message) when the model answers with nothing after tool rounds (SiYuan design)."""
+ALL_FAILED_NOTE = "All tool calls failed. Please check the error messages and try again."
+"""Appended as the assistant's message when every call of a round failed under ``continue`` (Dolphin)."""
+TOOL_ONLY_PARAMS = frozenset({"parallel_tool_calls", "tool_choice"})
+"""Request parameters that only make sense with ``tools``: dropped from calls made without tools
+(the OpenAI API rejects them there)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,12 +59,27 @@ class RunConfig:
     concurrency: int | None = None
     """Parallel mode: at most this many calls at once (None: no cap)."""
     error_policy: Literal["continue", "fail_fast"] = "continue"
+    """``continue``: failed calls are results; a round where every call failed ends the run with
+    `ALL_FAILED_NOTE`. ``fail_fast``: a round with any failed call is followed by one final call
+    without tools."""
     dedupe: bool = True
+    """Within a batch: a call with the same tool and arguments as an earlier call of the same batch is
+    answered "not executed: duplicates call ..." instead of running."""
+    dedupe_across_rounds: bool = False
+    """Also across rounds: a call repeating a successful call of an earlier round is not run. Off by
+    default (a polling tool must run again); per tool, `Tool.idempotent` turns it on for that tool."""
     round_trip_s: float = 0.0
-    """Serialized mode: client<->proxy round-trip latency paid once per call handed out."""
+    """Serialized mode: one client<->proxy round trip, charged N-1 times for a batch of N calls (a
+    placeholder constant in the record, never a measurement)."""
+    timeout_s: float | None = None
+    """Deadline for the whole run: past it, calls in flight are cancelled and the run ends with status
+    ``timeout`` and a consistent partial record."""
     final_note: str = FINAL_NOTE
+    empty_answer_note: str = EMPTY_ANSWER_NOTE
+    all_failed_note: str = ALL_FAILED_NOTE
     params: dict[str, Any] = field(default_factory=dict)
-    """Extra request parameters passed to the model (e.g. ``parallel_tool_calls``)."""
+    """Extra request parameters passed to the model (e.g. ``parallel_tool_calls``; `TOOL_ONLY_PARAMS`
+    are left out of calls made without tools)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -52,6 +94,13 @@ class RunConfig:
             raise UsageError(f"RunConfig.error_policy={self.error_policy!r}: use 'continue' or 'fail_fast'")
         if not self.round_trip_s >= 0:
             raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: must be >= 0 seconds")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise UsageError(
+                f"RunConfig.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no deadline"
+            )
+        for name in ("dedupe", "dedupe_across_rounds"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"RunConfig.{name}={getattr(self, name)!r}: use True or False")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +121,8 @@ class RunResult:
     config: RunConfig = field(default_factory=RunConfig)
     origin: Origin = "recorded"
     """``scripted`` / ``replayed`` when the model was scripted or a replay, else ``recorded``."""
+    hook_failures: tuple[HookFailure, ...] = ()
+    """Every hook (and event listener) that raised during the run, in order, with what followed."""
 
     @property
     def wall_time_s(self) -> float:

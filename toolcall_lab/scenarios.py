@@ -263,6 +263,7 @@ def _scenarios() -> dict[str, Scenario]:
                 R("18°C and light rain."),
             ),
             tools=(weather,),
+            settings={"dedupe_across_rounds": True},
         ),
         Scenario(
             name="three_tools_100ms",

@@ -1,17 +1,27 @@
 """Tool registry: plain functions (sync or async) -> OpenAI function schemas, with per-tool timeouts.
 
 Schemas come from type hints and Google-style docstrings, or are given explicitly, and can be passed
-as ``tools=`` to the ``openai`` client. Sync functions run in a worker thread so they never block the
-event loop.
+as ``tools=`` to the ``openai`` client. Sync functions run in worker threads (`ToolThreads`, one set
+per run) so they never block the event loop.
+
+A sync tool that outlives its timeout is reported at its timeout, and neither the other calls nor the
+end of the run wait for it. **Its thread cannot be stopped** (Python has no way to kill a thread): it
+runs on in the background until the function returns, and its result is discarded. Give blocking
+tools their own timeouts (e.g. on sockets) when that matters.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import inspect
 import re
+import threading
 import types
 import typing
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
@@ -91,6 +101,12 @@ class Tool:
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
+    idempotent: bool = False
+    """Same arguments, same answer, no side effects: a repeat of a successful call of an earlier round
+    is answered with that call's id instead of running again (cross-round de-duplication)."""
+    uses_current_call: bool = False
+    """The function reads the call it runs for from ``toolcall_lab._execution.current_tool_call``
+    (replayed tools do, to answer by tool_call_id); the context variable is only set for such tools."""
     is_async: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,11 +123,102 @@ class Tool:
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
-    async def invoke(self, arguments: dict[str, Any]) -> Any:
-        """Call the function; sync functions run in a worker thread."""
+    async def invoke(self, arguments: dict[str, Any], threads: ToolThreads | None = None) -> Any:
+        """Call the function; sync functions run in a worker thread (of `threads` when given, else
+        asyncio's default pool). The caller's context variables are visible in the thread."""
         if self.is_async:
             return await self.function(**arguments)
-        return await asyncio.to_thread(self.function, **arguments)
+        if threads is None:
+            return await asyncio.to_thread(self.function, **arguments)
+        return await threads.run(self.function, arguments)
+
+
+class ToolThreads(concurrent.futures.Executor):
+    """The worker threads of one run's sync tools: an idle worker takes the next call, and when none
+    is idle a new one starts, so a batch of N blocking calls runs N at once (the concurrency cap, not
+    the pool, decides how many run) and a worker stuck in a timed-out call never delays another.
+
+    Workers are daemon threads: a stuck one does not keep the run, `run_sync` or the interpreter from
+    finishing. `shutdown()` (at the end of every run) lets idle workers exit; busy ones exit when their
+    call returns. On the virtual clock sync tools run inline instead (see `toolcall_lab.clock`).
+    """
+
+    def __init__(self, name: str = "toolcall-lab-tool") -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._idle: deque[_Worker] = deque()
+        self._closed = False
+        self.started = 0
+        """Threads started so far (for tests and curiosity)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        job = (future, functools.partial(fn, *args, **kwargs))
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("ToolThreads is shut down; this run has ended")
+            worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                self.started += 1
+                worker = _Worker(self, f"{self._name}-{self.started}")
+        worker.give(job)
+        return future
+
+    def run(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> asyncio.Future[Any]:
+        """Run ``fn(**arguments)`` on a worker, with the caller's context; await the result."""
+        ctx = contextvars.copy_context()
+        call = functools.partial(ctx.run, fn, **arguments)
+        return asyncio.get_running_loop().run_in_executor(self, call)
+
+    def _rest(self, worker: _Worker) -> bool:
+        """A worker finished a call: keep it for the next one (False: the run ended, exit)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._idle.append(worker)
+            return True
+
+    def shutdown(self, wait: bool = False, *, cancel_futures: bool = False) -> None:
+        """Idle workers exit now, busy ones when their call returns. Never waits (a thread stuck in a
+        tool cannot be stopped, and the run must not wait for it)."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = list(self._idle), deque()
+        for worker in idle:
+            worker.give(None)
+
+
+_Job = tuple["concurrent.futures.Future[Any]", Callable[[], Any]]
+
+
+class _Worker:
+    def __init__(self, pool: ToolThreads, name: str) -> None:
+        self.pool = pool
+        self.jobs: deque[_Job | None] = deque()
+        self.ready = threading.Semaphore(0)
+        threading.Thread(target=self.loop, name=name, daemon=True).start()
+
+    def give(self, job: _Job | None) -> None:
+        self.jobs.append(job)
+        self.ready.release()
+
+    def loop(self) -> None:
+        while True:
+            self.ready.acquire()
+            job = self.jobs.popleft()
+            if job is None:
+                return
+            future, fn = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn()
+                except BaseException as exc:  # delivered to the awaiting coroutine, like any executor
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del job, future, fn
+            if not self.pool._rest(self):
+                return
 
 
 def tool_from_function(
@@ -121,6 +228,7 @@ def tool_from_function(
     description: str | None = None,
     parameters: dict[str, Any] | None = None,
     timeout_s: float | None = None,
+    idempotent: bool = False,
 ) -> Tool:
     """Build a `Tool`, deriving the schema from hints and docstring unless `parameters` is given."""
     summary, arg_docs = _doc_parts(function.__doc__)
@@ -144,6 +252,7 @@ def tool_from_function(
         description=description if description is not None else summary,
         parameters=parameters,
         timeout_s=timeout_s,
+        idempotent=idempotent,
     )
 
 
@@ -169,13 +278,19 @@ class ToolRegistry:
         description: str | None = None,
         parameters: dict[str, Any] | None = None,
         timeout_s: float | None = None,
+        idempotent: bool = False,
     ) -> Any:
         """Register a function: ``@registry.register`` or ``@registry.register(timeout_s=2)``."""
 
         def decorate(fn: ToolFunction) -> ToolFunction:
             self.add(
                 tool_from_function(
-                    fn, name=name, description=description, parameters=parameters, timeout_s=timeout_s
+                    fn,
+                    name=name,
+                    description=description,
+                    parameters=parameters,
+                    timeout_s=timeout_s,
+                    idempotent=idempotent,
                 )
             )
             return fn

@@ -8,11 +8,13 @@ executed. Schema versions (one line each)::
        received (timed chunks or a whole body), parsed calls, findings and timed tool executions
     2  as 1, plus where every duration came from: ``timing`` {source, note} on each response and tool
        execution, ``chunk_timing`` on each response; metadata ``timings`` dropped (derived from the
-       rounds), origin ``replayed`` added
+       rounds), origin ``replayed`` added; per round ``final_reason`` and serialized mode's timed
+       ``round_trips``; ``outcome.hook_failures``; execution status ``withheld``
 
 Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
 where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
-``placeholder`` with a note saying so.
+``placeholder`` with a note saying so. Their ``dedupe`` setting covered repeats across rounds too,
+so it is read as ``dedupe_across_rounds`` as well.
 """
 
 from __future__ import annotations
@@ -25,11 +27,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from toolcall_lab.exceptions import TraceFormatError, TraceVersionError
 from toolcall_lab.messages import Finding, ToolCall
 from toolcall_lab.records import (
+    CALL_STATUSES,
     CHUNK_TIMINGS,
+    FINAL_REASONS,
+    HOOK_NAMES,
     MODES,
     ORIGINS,
     TIMING_SOURCES,
     ChunkTiming,
+    ClientRoundTrip,
+    HookFailure,
     Mode,
     ModelCall,
     Origin,
@@ -58,8 +65,9 @@ SCHEMA_VERSION = 2
 SCHEMA_VERSIONS: dict[int, str] = {
     1: "metadata, tools, initial messages, outcome; rounds with request, timed response chunks, calls, "
     "findings and timed tool executions",
-    2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution and "
-    "chunk_timing on every response",
+    2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution, "
+    "chunk_timing on every response, final_reason and timed serialized round_trips per round, "
+    "outcome.hook_failures, execution status withheld",
 }
 V1_TIMINGS = ("recorded", "modelled", "mixed")
 T = TypeVar("T")
@@ -89,6 +97,18 @@ class TraceOutcome:
     final_answer: str | None = None
     error: str | None = None
     wall_time_s: float = 0.0
+    hook_failures: tuple[HookFailure, ...] = ()
+    """Every hook (or event listener) that raised during the run, with what followed."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "final_answer": self.final_answer,
+            "error": self.error,
+            "wall_time_s": self.wall_time_s,
+            "hook_failures": [f.to_dict() for f in self.hook_failures],
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +132,9 @@ class Trace:
                 "concurrency": cfg.concurrency,
                 "error_policy": cfg.error_policy,
                 "dedupe": cfg.dedupe,
+                "dedupe_across_rounds": cfg.dedupe_across_rounds,
                 "round_trip_s": cfg.round_trip_s,
+                "timeout_s": cfg.timeout_s,
                 "params": dict(cfg.params),
             }
             meta = TraceMetadata(
@@ -129,6 +151,7 @@ class Trace:
                 final_answer=result.final_answer,
                 error=result.error,
                 wall_time_s=result.wall_time_s,
+                hook_failures=result.hook_failures,
             ),
         )
 
@@ -156,7 +179,7 @@ class Trace:
             "metadata": _fields(self.metadata),
             "tools": list(self.tools),
             "initial_messages": list(self.initial_messages),
-            "outcome": _fields(self.outcome),
+            "outcome": self.outcome.to_dict(),
             "rounds": [r.to_dict() for r in self.rounds],
         }
 
@@ -330,6 +353,8 @@ class _Reader:
             ),
             settings=self.get(m, "settings", "metadata", self.dict_, {}),
         )
+        if version == 1 and isinstance(meta.settings.get("dedupe"), bool):
+            meta.settings.setdefault("dedupe_across_rounds", meta.settings["dedupe"])
         o = self.get(d, "outcome", "", self.obj)
         outcome = TraceOutcome(
             status=self.get(o, "status", "outcome", self.str_),
@@ -337,6 +362,10 @@ class _Reader:
             final_answer=self.get(o, "final_answer", "outcome", self.opt_str, None),
             error=self.get(o, "error", "outcome", self.opt_str, None),
             wall_time_s=self.get(o, "wall_time_s", "outcome", self.num, 0.0),
+            hook_failures=tuple(
+                self.hook_failure(f, f"outcome.hook_failures[{i}]")
+                for i, f in enumerate(self.get(o, "hook_failures", "outcome", self.list_, []))
+            ),
         )
         tools = self.get(d, "tools", "", self.list_)
         initial = self.get(d, "initial_messages", "", self.list_)
@@ -423,7 +452,46 @@ class _Reader:
             executions=executions,
             findings=findings,
             final=self.get(d, "final", path, self.bool_, False),
+            final_reason=self.get(
+                d,
+                "final_reason",
+                path,
+                lambda v, p: None if v is None else self.choice(FINAL_REASONS)(v, p),
+                None,
+            ),
             client_round_trips=self.get(d, "client_round_trips", path, self.int_, 1),
+            round_trips=tuple(
+                self.round_trip(t, f"{path}.round_trips[{i}]")
+                for i, t in enumerate(self.get(d, "round_trips", path, self.list_, []))
+            ),
+        )
+
+    def round_trip(self, value: Any, path: str) -> ClientRoundTrip:
+        d = self.obj(value, path)
+        started = self.get(d, "started_at", path, self.num)
+        ended = self.get(d, "ended_at", path, self.num)
+        if ended < started:
+            raise self.fail(f"{path}.ended_at", f"ends ({ended}) before it starts ({started})")
+        return ClientRoundTrip(
+            tool_call_id=self.get(d, "tool_call_id", path, self.str_),
+            position=self.get(d, "position", path, self.int_),
+            started_at=started,
+            ended_at=ended,
+            timing=self.timing(d, path),
+        )
+
+    def hook_failure(self, value: Any, path: str) -> HookFailure:
+        d = self.obj(value, path)
+        opt_int = lambda v, p: None if v is None else self.int_(v, p)  # noqa: E731
+        return HookFailure(
+            hook=self.get(d, "hook", path, self.choice(HOOK_NAMES)),
+            error=self.get(d, "error", path, self.str_),
+            effect=self.get(d, "effect", path, self.str_),
+            at=self.get(d, "at", path, self.num),
+            round_index=self.get(d, "round_index", path, opt_int, None),
+            tool_call_id=self.get(d, "tool_call_id", path, self.opt_str, None),
+            position=self.get(d, "position", path, opt_int, None),
+            timing=self.timing(d, path),
         )
 
     def call(self, value: Any, path: str) -> ToolCall:
@@ -457,9 +525,7 @@ class _Reader:
         )
 
     def execution(self, value: Any, path: str) -> ToolExecution:
-        from toolcall_lab.records import CallStatus
-
-        statuses = cast(tuple[str, ...], CallStatus.__args__)  # type: ignore[attr-defined]
+        statuses = cast(tuple[str, ...], CALL_STATUSES)
         d = self.obj(value, path)
         started = self.get(d, "started_at", path, self.num)
         ended = self.get(d, "ended_at", path, self.num)

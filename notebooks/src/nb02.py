@@ -35,13 +35,14 @@ pd.DataFrame(rows)
 view = TraceView(play("failing_and_hanging", mode="parallel"))
 view
 """),
-        md("## De-duplication\nIdentical calls (same tool, same canonical arguments) within a batch or across the run are answered with a note instead of running again; it can be switched off."),
+        md("## De-duplication\nIdentical calls (same tool, same canonical arguments) within one batch are answered with a note instead of running again. Across rounds it is opt-in (a polling tool must run again): per tool with `register(idempotent=True)`, or for the whole run with `dedupe_across_rounds=True`. The note says which rule applied."),
         code("""
-for dedupe in (True, False):
-    r = play("duplicate_call", dedupe=dedupe)
-    print(f"dedupe={dedupe}:", [(e.tool_call_id, e.status) for e in r.executions], f"{r.wall_time_s:.2f} s")
-print(r.executions[0].result)
-print(play("duplicate_call").executions[1].result)
+for settings in ({}, {"dedupe_across_rounds": True}, {"dedupe": False}):
+    r = play("duplicate_call", **settings)
+    print(f"{str(settings or 'default'):30}", [(e.tool_call_id, e.status) for e in r.executions], f"{r.wall_time_s:.2f} s")
+r = play("duplicate_call", dedupe_across_rounds=True)
+print(r.executions[1].result)
+print(r.executions[2].result)
 """),
         md("## Approval hooks\nA hook can reject a call before it runs, or withhold a result; the model gets a tool message saying so."),
         code("""
@@ -52,6 +53,15 @@ r = play("weather_news_stock", hooks=Hooks(approve_call=no_news))
 for e in r.executions:
     print(f"{e.name:12} {e.status:9} {e.result}")
 """),
+        md("A hook that raises is not hidden: the failure is recorded with the hook, the call and what followed. A failing `approve_call` rejects that call, a failing `approve_result` withholds that result, a failing `before_model_call` stops the run, and a failing notification hook changes nothing else."),
+        code("""
+def policy_service_down(call):
+    raise ConnectionError("policy service down")
+
+r = play("weather_news_stock", hooks=Hooks(approve_call=policy_service_down))
+print([e.status for e in r.executions], "|", r.status, r.reason)
+r.hook_failures[0]
+"""),
         md("## `max_rounds` and the final answer without tools\nWhen the round budget is used up, the loop adds a system note and makes one last call without tools."),
         code("""
 r = play("two_tool_rounds", max_rounds=1)
@@ -59,11 +69,18 @@ print(r.status, r.reason, "| rounds:", len(r.rounds), "| last round final:", r.r
 print("note sent:", r.rounds[-1].request_messages[-1]["content"])
 print("final answer:", r.final_answer)
 """),
-        md("## Error policies\n`continue` (default) treats errors as results; `fail_fast` stops after a failing round and asks for the final answer without tools."),
+        md("## Error policies\n`continue` (default) treats errors as results, and stops with the design's message when every call of a round failed; `fail_fast` follows a failing round with one final call without tools."),
         code("""
 for policy in ("continue", "fail_fast"):
     r = play("failing_and_hanging", error_policy=policy)
     print(f"{policy:9}: {r.status}/{r.reason}, {[e.status for e in r.executions]}, final: {r.final_answer!r}")
+"""),
+        md("A deadline for the whole run (`timeout_s`) ends it with status `timeout`: calls in flight are cancelled (their text says whether they had started) and the record stays consistent."),
+        code("""
+r = play("straggler", timeout_s=2.0)
+print(r.status, r.reason, f"{r.wall_time_s:.2f} s |", r.error)
+for e in r.executions:
+    print(f"  {e.tool_call_id} {e.status:9} {e.result[:90]}")
 """),
         md("""
 ## Storing finished tool chains compressed

@@ -45,7 +45,7 @@ for bad in ("call_2", "nope"):
         print("refused:", exc)
 print("still waiting for:", s.current.tool_call_id)
 """),
-        md("## What it costs\nEach call now costs a client round trip, and the calls run one after another. Sweep the round-trip latency on a 3-call batch, and compare with a provider that itself returns one call per response (an extra model turn per call)."),
+        md("## What it costs\nEach call after the first now costs a client round trip, and the calls run one after another. Sweep the round-trip latency on a 3-call batch, and compare with a provider that itself returns one call per response (an extra model turn per call)."),
         code("""
 from toolcall_lab.replay import replay
 from toolcall_lab.scenarios import SCENARIOS
@@ -60,6 +60,23 @@ for rtt_ms in (0, 10, 50, 100, 200):
                  "one call per model response s": one_call_per_response_s(trace)})
 cost = pd.DataFrame(rows).set_index("round trip ms")
 cost
+"""),
+        md("""
+### The serialized cost model
+For a batch of N calls the client makes **N-1 extra round trips**: the first call arrives with the
+model's response, and the last result travels with the next model request, so a 3-call batch costs
+two. Each one is in the record (`Round.round_trips`), labelled `placeholder`: in process it is the
+constant `round_trip_s`, not a measurement.
+"""),
+        code("""
+from toolcall_lab.replay import replay
+from toolcall_lab.scenarios import SCENARIOS
+
+served = replay(SCENARIOS["weather_news_stock"].record(), "serialized", round_trip_s=0.05)
+batch = served.rounds[0]
+print(f"{len(batch.tool_calls)} calls -> {len(batch.round_trips)} extra client round trips "
+      f"({batch.round_trip_s:.2f} s); client round trips in this round: {batch.client_round_trips}")
+pd.DataFrame([t.to_dict() for t in batch.round_trips])
 """),
         code("""
 from matplotlib.figure import Figure

@@ -77,7 +77,6 @@ class SerializedSession:
                 one (lets a caller whose batch repeats an id say which of the calls it means).
         """
         current = self.current
-        ids = [c.tool_call_id for c in self.calls]
         if current is None:
             raise ProxyProtocolError(
                 f"tool_call_id {tool_call_id!r} was already answered: all {len(self.calls)} calls of "
@@ -90,6 +89,7 @@ class SerializedSession:
                 f"handed out is position {at} ({current.tool_call_id!r})"
             )
         if tool_call_id != current.tool_call_id:
+            ids = [c.tool_call_id for c in self.calls]  # only on the error path: submit is per call
             if tool_call_id not in ids:
                 raise ProxyProtocolError(
                     f"tool_call_id {tool_call_id!r} is not part of this batch (expected one of "

@@ -1,0 +1,100 @@
+"""One model call: stream the response, time every chunk on the run's clock, parse it, label it.
+
+Every model gets the same treatment (scripted, replayed, the ``openai`` adapter): the payloads it
+streams are fed to the chat-completions accumulator (or parsed whole), and the call is recorded as a
+`ModelCall` with its timing label. What goes wrong inside the model or its wire data is a
+`ModelFailed`; what must stop the run (scripts running out, replay divergence, cancellation,
+interruptions) passes through untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from toolcall_lab._execution import Executor, Interrupted
+from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError
+from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
+from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
+from toolcall_lab.models import Model, ModelRequest, response_timing
+from toolcall_lab.records import ModelCall, TimedChunk
+
+
+class ModelFailed(Exception):
+    """The model adapter (or the wire data it produced) failed during a model call; the cause is
+    ``__cause__``."""
+
+
+class ModelStream:
+    """One model call in progress; it knows how far it got, so a run cut off mid-stream can say so."""
+
+    def __init__(self, model: Model, request: ModelRequest, executor: Executor) -> None:
+        self.model, self.request, self.executor = model, request, executor
+        self.started_at = executor.now()
+        self.chunks: list[TimedChunk] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"round {self.request.round_index}'s model call, sent at {self.started_at:.3f} s, "
+            f"{len(self.chunks)} chunk(s) received"
+        )
+
+    async def receive(
+        self, on_chunk: Callable[[dict[str, Any]], Any] | None
+    ) -> tuple[ModelCall, ParsedResponse]:
+        """Stream the whole response; `on_chunk` is the run's ``on_model_chunk`` hook (a notification)."""
+        request, now, start, chunks = self.request, self.executor.now, self.started_at, self.chunks
+        acc = ChatCompletionAccumulator(batch=request.batch)
+        first: float | None = None
+        whole: ParsedResponse | None = None
+        try:
+            async for payload in self.model.stream(request):
+                t = now()
+                if first is None:
+                    first = t
+                chunks.append(TimedChunk(offset_s=t - start, payload=payload))
+                if payload.get("object") == "chat.completion":
+                    whole = parse_chat_completion(payload, batch=request.batch)
+                else:
+                    acc.feed(payload)
+                if on_chunk is not None:
+                    await self.executor.ask(
+                        "on_model_chunk", on_chunk, (payload,), effect="ignored; the stream went on"
+                    )
+            parsed = whole if whole is not None else acc.finish()
+        except (ScriptError, ReplayDivergenceError, Interrupted, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # the adapter, the network or the wire data: the model failed
+            raise ModelFailed from exc
+        timing, chunk_timing = response_timing(self.model, request, self.executor.clock_timing)
+        call = ModelCall(
+            started_at=start,
+            ended_at=now(),
+            first_chunk_at=first,
+            chunks=tuple(chunks),
+            tools_offered=request.tools is not None,
+            usage=parsed.usage,
+            timing=timing,
+            chunk_timing="none" if whole is not None or not chunks else chunk_timing,
+        )
+        return call, parsed
+
+
+def repeated_ids(calls: tuple[ToolCall, ...], round_index: int) -> list[Finding]:
+    """A finding per tool-call id that more than one call of the batch carries (buggy servers)."""
+    positions: dict[str, list[int]] = {}
+    for pos, call in enumerate(calls):
+        positions.setdefault(call.tool_call_id, []).append(pos)
+    return [
+        Finding(
+            kind="duplicate_tool_call_id",
+            severity="warning",
+            message=f"round {round_index}: the calls at positions {where} share the id {cid!r}; each "
+            "is run (or screened) and answered by position, so the tool messages repeat the id",
+            tool_call_id=cid,
+            call_index=where[1],
+        )
+        for cid, where in positions.items()
+        if len(where) > 1
+    ]
