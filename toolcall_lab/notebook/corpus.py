@@ -28,9 +28,9 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     are listed with the reason, never dropped silently.
     """
 
-    sort_by = traitlets.Unicode("")
+    sort_by = traitlets.Unicode("", allow_none=True)
     descending = traitlets.Bool(True)
-    mode_filter = traitlets.Unicode("all modes")
+    mode_filter = traitlets.Unicode("all modes", allow_none=True)
     page = traitlets.Int(1)
     selected = traitlets.Int(-1, help="row (index into comparison.runs) whose trace is open; -1: none")
 
