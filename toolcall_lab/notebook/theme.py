@@ -64,7 +64,7 @@ def status_badge(status: str) -> str:
     s = status_style(status)
     return (
         f"<span class='tcl-status' data-status='{e(status)}'><span class='tcl-icon' "
-        f"style='color:{s.fill}' aria-hidden='true'>{s.icon}</span> {e(status)}</span>"
+        f"style='background:{s.fill};color:{s.on_fill}' aria-hidden='true'>{s.icon}</span> {e(status)}</span>"
     )
 
 
@@ -87,6 +87,8 @@ CSS = """<style>
 .tcl .tcl-head{margin:2px 0 6px 0}.tcl .tcl-title{font-weight:600;font-size:14px}
 .tcl .tcl-facts{display:flex;flex-wrap:wrap;gap:2px 14px;color:var(--tcl-fg2)}
 .tcl .tcl-facts b{color:var(--tcl-fg);font-weight:600}
+.tcl .tcl-icon{display:inline-block;min-width:1.4em;text-align:center;border-radius:3px;
+ padding:0 2px;font-size:12px;line-height:1.35}
 .tcl .tcl-badge{display:inline-block;border:1px solid var(--tcl-border);border-radius:10px;
  padding:0 7px;margin-right:4px;background:var(--tcl-bg1);color:var(--tcl-fg);font-size:12px}
 .tcl .tcl-badge-warn{border-color:#b45309}
