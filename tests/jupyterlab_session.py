@@ -9,6 +9,7 @@ rendered widgets, horizontal overflow and text contrast of the views in light an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -150,10 +151,20 @@ class Lab:
         self.log = (root / "jupyterlab.log").open("w")
         self.server = subprocess.Popen(
             [
-                sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-                "--ServerApp.password=", f"--ServerApp.root_dir={work}", "--ServerApp.disable_check_xsrf=True",
-                "--LabApp.news_url=None", "--ServerApp.terminals_enabled=False", "--ServerApp.allow_root=True",
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                "--IdentityProvider.token=",
+                "--ServerApp.password=",
+                f"--ServerApp.root_dir={work}",
+                "--ServerApp.disable_check_xsrf=True",
+                "--LabApp.news_url=None",
+                "--ServerApp.terminals_enabled=False",
+                "--ServerApp.allow_root=True",
             ],
             env=env,
             stdout=self.log,
@@ -177,10 +188,8 @@ class Lab:
         raise RuntimeError(f"jupyter lab did not answer within 60 s: see {self.log.name}")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing down: the server must still stop
             self.page.close()
-        except Exception:  # closing down: keep going, the server must still stop
-            pass
         self.server.terminate()
         try:
             self.server.wait(timeout=20)
@@ -257,11 +266,20 @@ class Lab:
         views = self.page.locator(
             ".jp-NotebookPanel:not(.lm-mod-hidden) :is(.tcl-view, .jp-OutputArea-output > .tcl, .jp-OutputArea-output img)"
         )
+        size = self.page.viewport_size or {"width": 1400, "height": 1000}
         for k in range(min(views.count(), 8)):
             target = self.shots / f"{stem}_{k}.png"
-            views.nth(k).scroll_into_view_if_needed()
-            views.nth(k).screenshot(path=str(target))
+            view = views.nth(k)
+            view.evaluate("e => e.scrollIntoView({block: 'start'})")
+            height = view.evaluate("e => e.getBoundingClientRect().height")
+            # a tall view is shot whole: make the window tall enough for it, then restore
+            self.page.set_viewport_size(
+                {"width": size["width"], "height": int(min(max(1000, height + 300), 6000))}
+            )
+            view.evaluate("e => e.scrollIntoView({block: 'start'})")
+            view.screenshot(path=str(target))
             out.append(target)
+        self.page.set_viewport_size(size)
         return out
 
     def step_through(self) -> list[tuple[str, str]]:

@@ -76,7 +76,11 @@ def browser():
     _skip_or_fail(
         "chromium is not installed (apt-get install chromium; .ci/run does it)"
         if CHROMIUM is None
-        else (None if importlib.util.find_spec("playwright") else "playwright is not installed (pip install -e '.[dev,browser]')")
+        else (
+            None
+            if importlib.util.find_spec("playwright")
+            else "playwright is not installed (pip install -e '.[dev,browser]')"
+        )
     )
     from playwright.sync_api import sync_playwright
 
@@ -140,7 +144,9 @@ def test_notebook_runs_in_jupyterlab_without_errors(runs, name) -> None:
 def test_every_plotting_cell_shows_one_image(runs, name) -> None:
     saved, measured = runs[name]["saved"], runs[name]["light"]["cells"]
     plotting = [
-        i for i, c in enumerate(saved["cells"]) if c["cell_type"] == "code" and PLOTTING.search("".join(c["source"]))
+        i
+        for i, c in enumerate(saved["cells"])
+        if c["cell_type"] == "code" and PLOTTING.search("".join(c["source"]))
     ]
     for i in plotting:
         assert measured[i]["images"] == 1, f"cell {i} shows {measured[i]['images']} images"
@@ -214,11 +220,15 @@ def exported(tmp_path_factory) -> tuple[str, Path]:
                 "TraceView(SCENARIOS['failing_and_hanging'].record())"
             ),
             new_code_cell("CompareView(SCENARIOS['weather_news_stock'].record())"),
-            new_code_cell(f"StreamStepper({str(REPO / 'data/recordings/scripted_weather_news_stock.sse')!r})"),
+            new_code_cell(
+                f"StreamStepper({str(REPO / 'data/recordings/scripted_weather_news_stock.sse')!r})"
+            ),
         ],
         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
     )
-    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}).execute()
+    NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}
+    ).execute()
     assert "application/vnd.jupyter.widget-state+json" in nb.metadata["widgets"]
     exporter = HTMLExporter(require_js_url=REQUIRE.as_uri(), widget_renderer_url=EMBED.as_uri())
     body, _ = exporter.from_notebook_node(nb)
@@ -257,7 +267,9 @@ def test_static_trace_view_renders_round_panels_call_rows_and_timeline(exported)
     view = _section(exported[0], "tcl-trace-view")
     view = view[: view.find("tcl-compare-view")]
     assert len(re.findall(r'class="tcl-round"', view)) >= 2
-    assert {"tcl-status-ok", "tcl-status-error", "tcl-status-timeout"} <= set(re.findall(r"tcl-status-\w+", view))
+    assert {"tcl-status-ok", "tcl-status-error", "tcl-status-timeout"} <= set(
+        re.findall(r"tcl-status-\w+", view)
+    )
     assert view.count('class="tcl-timeline"') >= 2
     assert "widget-accordion" in view or "jupyter-widget-Accordion" in view or "lm-Widget" in view
 

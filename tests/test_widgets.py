@@ -37,7 +37,7 @@ def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     # the run header: origin told truthfully, model, mode, outcome, timing provenance, first chunk
     assert "origin: scripted" in head and "fake model on the virtual clock" in head
     assert "model scripted" in head and "mode parallel" in head and "completed / final_answer" in head
-    assert "timings: modelled" in head and "first chunk after 0.200 s" in head
+    assert "timings: scripted (durations set by the script" in head and "first chunk after 0.200 s" in head
     # the prompt and the tools offered
     assert "Check the weather, the flaky API and the slow service." in head
     assert "3 tools offered: get_weather, flaky_api, slow_service" in head
@@ -106,7 +106,9 @@ def test_timing_provenance_is_drawn_and_counted_when_the_trace_has_it(failing) -
         x["timing"] = {"source": "placeholder", "note": "0.1 s constant"}
     html = trace_html(doc)
     assert "data-provenance='estimated'" in html and "data-provenance='placeholder'" in html
-    assert "timings: model calls 1 estimated; tools 3 placeholder; chunk offsets 1 spread" in visible_text(html)
+    assert "timings: model calls 1 estimated; tools 3 placeholder; chunk offsets 1 spread" in visible_text(
+        html
+    )
     assert "placeholder timing" in visible_text(html) and "tokens x 50 ms" in html
 
 
@@ -126,7 +128,9 @@ def test_compare_view_reruns_when_controls_change() -> None:
     walls = {r["mode"]: r["wall_time_s"] for r in view.rows}
     assert walls["serialized"] == pytest.approx(3.35) and walls["parallel"] == pytest.approx(2.4)
     view.rtt_box.value = 200
-    assert {r["mode"]: r["wall_time_s"] for r in view.rows}["serialized"] == pytest.approx(0.8 + 1.6 + 0.6 + 0.8)
+    assert {r["mode"]: r["wall_time_s"] for r in view.rows}["serialized"] == pytest.approx(
+        0.8 + 1.6 + 0.6 + 0.8
+    )
     assert "3.800 s" in view.summary.value
     view.mode_box.value = ("sequential", "parallel")
     assert [r["mode"] for r in view.rows] == ["sequential", "parallel"]
@@ -160,10 +164,26 @@ def test_numbers_are_rounded_for_reading() -> None:
     assert fmt(3.55e-15, "overlap_saved_s") == "0.000" and fmt(2.2857142, "speedup") == "2.29"
     assert fmt(float("nan")) == "—" and fmt(12) == "12" and fmt(True) == "yes"
     rows = [
-        {"mode": "sequential", "wall_time_s": 3.2, "upstream_calls": 2, "client_round_trips": 2,
-         "tool_time_s": 1.6, "failures": 0, "skipped": 0, "n_calls": 3},
-        {"mode": "my_strategy", "wall_time_s": 1.4, "upstream_calls": 2, "client_round_trips": 2,
-         "tool_time_s": 0.5, "failures": 0, "skipped": 1, "n_calls": 3},
+        {
+            "mode": "sequential",
+            "wall_time_s": 3.2,
+            "upstream_calls": 2,
+            "client_round_trips": 2,
+            "tool_time_s": 1.6,
+            "failures": 0,
+            "skipped": 0,
+            "n_calls": 3,
+        },
+        {
+            "mode": "my_strategy",
+            "wall_time_s": 1.4,
+            "upstream_calls": 2,
+            "client_round_trips": 2,
+            "tool_time_s": 0.5,
+            "failures": 0,
+            "skipped": 1,
+            "n_calls": 3,
+        },
     ]
     html = summary_table(rows)
     assert "not comparable (skipped 1 of 3 calls)" in html and "2.29x" not in html
@@ -176,10 +196,15 @@ def test_stream_stepper_frames_show_the_delta_what_it_appended_and_findings() ->
     assert stepper.states[3][0][0][0]["arguments"] == ""
     assert stepper.states[4][0][0][0]["arguments"] == '{"city"'
     stepper.step = 4
-    visible = re.search(r"<div class='tcl-frame' data-frame='4'>(.*?)</div><div class='tcl-frame'", stepper.view.value, re.S)
+    visible = re.search(
+        r"<div class='tcl-frame' data-frame='4'>(.*?)</div><div class='tcl-frame'", stepper.view.value, re.S
+    )
     assert visible, "step 4 is the frame shown"
     frame = visible.group(1)
-    assert "choice 0 delta:" in frame and "<mark class='tcl-added' title='added by this chunk'>{&quot;city&quot;</mark>" in frame
+    assert (
+        "choice 0 delta:" in frame
+        and "<mark class='tcl-added' title='added by this chunk'>{&quot;city&quot;</mark>" in frame
+    )
     assert stepper.view.value.count(" hidden>") == n  # every other frame hidden
     for control in ("tcl-first", "tcl-prev", "tcl-play", "tcl-next", "tcl-last"):
         assert f'class="{control}"' in stepper.view.value
@@ -191,7 +216,16 @@ def test_stream_stepper_frames_show_the_delta_what_it_appended_and_findings() ->
 
 
 def test_stream_stepper_shows_findings_made_at_finish() -> None:
-    no_ids = [{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}}]}]
+    no_ids = [
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]},
+                }
+            ]
+        }
+    ]
     s2 = StreamStepper(no_ids)
     s2.step = 1
     last = s2.view.value[s2.view.value.index("data-frame='1'") :]
@@ -232,10 +266,10 @@ def test_views_open_files_and_report_bad_ones(tmp_path, failing) -> None:
 def test_views_export_svg_png_and_csv(tmp_path, failing) -> None:
     view = CompareView(failing)
     view.export.folder.value = str(tmp_path)
-    svg, = view.export.save("svg")
+    (svg,) = view.export.save("svg")
     ET.parse(svg)
     assert svg.read_text().count("<title>") >= 1
-    png, = view.export.save("png")
+    (png,) = view.export.save("png")
     assert png.read_bytes()[:4] == b"\x89PNG"
     summary, calls = view.export.save("csv")
     assert summary.read_text().splitlines()[0].startswith("trace,mode,")
@@ -317,7 +351,9 @@ def test_stream_stepper_on_real_anthropic_and_responses_streams() -> None:
     steps = StreamStepper(
         REALDATA / "vercel-ai/openai_responses_gpt-5.1-codex-max_stream_4steps_3_function_calls.chunks.jsonl"
     )
-    assert steps.format == "openai-responses" and list(steps.states[-1][0][0]) == [0]  # the first response only
+    assert steps.format == "openai-responses" and list(steps.states[-1][0][0]) == [
+        0
+    ]  # the first response only
 
 
 @pytest.mark.skipif(not (REALDATA / "PROVENANCE.md").is_file(), reason="../shared/realdata is absent")

@@ -44,7 +44,7 @@ def _shell() -> Any:
     return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
 
 
-class LabFigure(Figure):  # type: ignore[misc]
+class LabFigure(Figure):
     """A Figure that displays as PNG in Jupyter itself (no pyplot, no backend needed), once per cell."""
 
     _tcl_shown_in: int | None = None
@@ -57,7 +57,7 @@ class LabFigure(Figure):  # type: ignore[misc]
 
         buf = io.BytesIO()
         self.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
-        publish_display_data(
+        publish_display_data(  # type: ignore[no-untyped-call]
             {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(self)}
         )
         self._tcl_shown_in = shell.execution_count

@@ -189,7 +189,8 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             panels.append(f"<div class='tcl-panel' data-mode='{e(mode)}'><b>{e(mode)}</b>{body}</div>")
         self.details.value = wrap(
             f"<div class='tcl-muted'>round {self.selected_round} under each mode, on one time axis "
-            f"({secs(span)} from each round's start)</div><div class='tcl-grid-panels'>{''.join(panels)}</div>"
+            f"({secs(span)} from each round's start)</div>"
+            f"<div class='tcl-grid-panels'>{''.join(panels)}</div>"
         )
 
     def static_html(self) -> str:

@@ -119,6 +119,13 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             self.message.value = note(f"no trace files in {source}", error=True)
             return
         self.items = {(x.metadata.title if isinstance(x, Trace) else str(x)): x for x in items}
+        if len(self.items) < len(items):  # compare names a Trace's rows by its title
+            self.message.value = note(
+                f"{len(items) - len(self.items)} trace(s) share a title with another: compare would mix "
+                "their rows; give every trace a distinct title (or pass file paths)",
+                error=True,
+            )
+            return
         self.comparison = compare(items, self.modes_arg, round_trip_s=self.round_trip_s)
         runs = self.comparison.runs
         n_bad = len(self.comparison.errors)
@@ -134,6 +141,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             else (columns[0] if columns else None)
         )
         self.mode_box.options = ["all modes", *[mode_name(m) for m in self.modes_arg]]
+        self.mode_box.value = "all modes"
         self.page = 1
         if default is not None:
             if self.sort_box.value == default:
@@ -147,7 +155,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         runs = self.comparison.runs
         if runs.empty:
             return runs
-        if self.mode_filter != "all modes":
+        if self.mode_filter not in (None, "all modes"):
             runs = runs[runs["mode"] == self.mode_filter]
         if self.sort_by in runs:
             runs = runs.sort_values(

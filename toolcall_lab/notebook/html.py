@@ -318,6 +318,8 @@ def timing_summary(doc: dict[str, Any]) -> str:
             if isinstance(t, dict) and t.get("source"):
                 tools[t["source"]] = tools.get(t["source"], 0) + 1
     if not model and not tools:
+        if doc["metadata"].get("origin") == "scripted":
+            return "timings: scripted (durations set by the script, run on the virtual clock)"
         label = doc["metadata"].get("timings") or "not stated"
         return f"timings: {label} (whole trace)"
 
@@ -361,7 +363,8 @@ def header_html(doc: dict[str, Any]) -> str:
     status = f"{outcome['status']} / {outcome['reason']}"
     bad = outcome["status"] not in ("completed",)
     facts = [
-        f"<span class='tcl-badge{' tcl-badge-warn' if origin != 'recorded' else ''}' title='{e(origin_note)}'>"
+        f"<span class='tcl-badge{' tcl-badge-warn' if origin != 'recorded' else ''}' "
+        f"title='{e(origin_note)}'>"
         f"origin: {e(origin)}</span><span class='tcl-muted'>{e(origin_note)}</span>",
         f"model <b>{e(model) if model else '(not recorded)'}</b>"
         + (f" via {e(meta['provider'])}" if meta.get("provider") else ""),
@@ -447,7 +450,8 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
     is marked not comparable and gets no speedup."""
     seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
     head = (
-        "<tr><th class='tcl-left'>mode</th><th>wall time</th><th>speedup vs sequential</th><th>model calls</th>"
+        "<tr><th class='tcl-left'>mode</th><th>wall time</th><th>speedup vs sequential</th>"
+        "<th>model calls</th>"
         "<th>client round trips</th><th>tool time</th><th>failures</th><th>skipped</th></tr>"
     )
     body = []

@@ -106,14 +106,15 @@ def calls_table(now: Snapshot, before: Snapshot | None) -> str:
     rows = []
     for ci, calls in now.items():
         for idx, c in calls.items():
-            old = (before or {}).get(ci, {}).get(idx)
-            new = old is None and before is not None
+            old: dict[str, Any] = (before or {}).get(ci, {}).get(idx) or {}
+            new = not old and before is not None
+            args = _changed(old.get("arguments"), c["arguments"])
             rows.append(
                 f"<tr{' class=tcl-new-call' if new else ''}><td>{ci}</td><td>{idx}"
                 f"{' <mark class=tcl-added>new</mark>' if new else ''}</td>"
-                f"<td class='tcl-left'>{_changed(old and old['id'], c['id'])}</td>"
-                f"<td class='tcl-left'>{_changed(old and old['name'], c['name'])}</td>"
-                f"<td class='tcl-left'><code>{_changed(old and old['arguments'], c['arguments'])}</code></td></tr>"
+                f"<td class='tcl-left'>{_changed(old.get('id'), c['id'])}</td>"
+                f"<td class='tcl-left'>{_changed(old.get('name'), c['name'])}</td>"
+                f"<td class='tcl-left'><code>{args}</code></td></tr>"
             )
     if not rows:
         return "<div class='tcl-muted'>no tool calls yet</div>"
@@ -178,14 +179,18 @@ def stepper_html(states: StreamStates, step: int = 0) -> str:
     last = len(states) - 1
     step = max(0, min(step, last))
     frames = "".join(
-        f"<div class='tcl-frame' data-frame='{k}'{'' if k == step else ' hidden'}>{frame_html(states, k)}</div>"
+        f"<div class='tcl-frame' data-frame='{k}'{'' if k == step else ' hidden'}>"
+        f"{frame_html(states, k)}</div>"
         for k in range(len(states))
     )
 
     def button(act: str, text: str, label: str) -> str:
         code = {"first": "go(0)", "prev": "go(+s.value-1)", "next": "go(+s.value+1)", "last": f"go({last})"}
         handler = _GO + (_PLAY if act == "play" else code[act])
-        return f'<button type="button" class="tcl-{act}" aria-label="{label}" onclick="{handler}">{text}</button>'
+        return (
+            f'<button type="button" class="tcl-{act}" aria-label="{label}" onclick="{handler}">'
+            f"{text}</button>"
+        )
 
     controls = (
         "<div class='tcl-controls'>"

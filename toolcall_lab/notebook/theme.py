@@ -127,7 +127,8 @@ CSS = """<style>
 .tcl .tcl-controls{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:4px 0}
 .tcl .tcl-controls button{font:inherit;color:var(--tcl-fg);background:var(--tcl-bg1);
  border:1px solid var(--tcl-border);border-radius:4px;padding:2px 10px;cursor:pointer}
-.tcl .tcl-controls button:focus-visible,.tcl .tcl-controls input:focus-visible{outline:2px solid var(--tcl-accent)}
+.tcl .tcl-controls button:focus-visible,.tcl .tcl-controls input:focus-visible{
+ outline:2px solid var(--tcl-accent)}
 .tcl .tcl-controls input[type=range]{flex:1 1 200px;min-width:120px}
 .tcl .tcl-error{color:var(--jp-error-color1,#b91c1c);white-space:pre-wrap}
 </style>"""

@@ -240,7 +240,8 @@ def _bars(items: Sequence[Item], axis: Axis, n_lanes: int) -> list[str]:
             continue
         if it.kind == "skipped":
             parts.append(
-                f"<rect class='tcl-bar-skipped' x='{axis.x(it.t0)}' y='{y}' width='{axis.w(it.t0, it.t0, 10)}' "
+                f"<rect class='tcl-bar-skipped' x='{axis.x(it.t0)}' y='{y}' "
+                f"width='{axis.w(it.t0, it.t0, 10)}' "
                 f"height='{BAR}' fill='none' stroke='#9ca3af' stroke-dasharray='3 2'{op}>{tip}</rect>"
             )
             continue

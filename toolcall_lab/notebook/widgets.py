@@ -295,7 +295,8 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"<div class='tcl-head'><div class='tcl-title'>{e(self.title)}</div><div class='tcl-facts'>"
             f"<span><span class='tcl-badge'>origin: live</span></span><span>{e(status)}</span>"
             f"<span>{self.n_events} events</span><span>{len(rounds)} rounds</span><span>{last:.2f} s</span>"
-            f"</div></div>{final}<div class='tcl-live-timeline'>{timeline_svg(rounds, min_px=420) if rounds else ''}"
+            f"</div></div>{final}<div class='tcl-live-timeline'>"
+            f"{timeline_svg(rounds, min_px=420) if rounds else ''}"
             f"</div>{panels}"
         )
 
