@@ -92,7 +92,10 @@ def draw_rounds(
     axis = Axis(0.0, max(t1, 1e-3), plot_px, 0.0)
     by_lane: dict[int, list[Any]] = {}
     for it in items:
-        by_lane.setdefault(it.lane, []).append(it)
+        if it.kind != "wait":
+            by_lane.setdefault(it.lane, []).append(it)
+    for lane_items in by_lane.values():
+        lane_items.sort(key=lambda i: (i.t0, i.t1))
     kinds: set[str] = set()
     for it in items:
         w = it.t1 - it.t0
@@ -127,7 +130,11 @@ def draw_rounds(
         if prov != "recorded":
             kinds.add(f"prov:{prov}")
         if it.kind in ("model", "tool"):
-            placed = place_label(it, by_lane[it.lane], axis)
+            lane = by_lane[it.lane]
+            k = lane.index(it)
+            before = next((o for o in reversed(lane[:k]) if o.t1 <= it.t0 + 1e-9), None)
+            after = next((o for o in lane[k + 1 : k + 4] if o.t0 >= it.t1 - 1e-9), None)
+            placed = place_label(it, before, after, axis)
             if placed:
                 text, where = placed
                 colour = it.on_fill if where == "in" and prov == "recorded" else "#1f2328"

@@ -225,9 +225,15 @@ def _bars(items: Sequence[Item], axis: Axis, n_lanes: int) -> list[str]:
     parts: list[str] = []
     by_lane: dict[int, list[Item]] = {}
     for it in items:
-        by_lane.setdefault(it.lane, []).append(it)
+        if it.kind != "wait":
+            by_lane.setdefault(it.lane, []).append(it)
+    neighbours: dict[int, tuple[Item | None, Item | None]] = {}
     for lane_items in by_lane.values():
         lane_items.sort(key=lambda i: (i.t0, i.t1))
+        for k, it in enumerate(lane_items):
+            before = next((o for o in reversed(lane_items[:k]) if o.t1 <= it.t0 + 1e-9), None) if k else None
+            after = next((o for o in lane_items[k + 1 : k + 4] if o.t0 >= it.t1 - 1e-9), None)
+            neighbours[id(it)] = (before, after)
     for it in items:
         y = it.lane * ROW + (ROW - BAR) / 2
         op = " opacity='0.35'" if it.dim else ""
@@ -259,7 +265,7 @@ def _bars(items: Sequence[Item], axis: Axis, n_lanes: int) -> list[str]:
         )
         if it.kind not in ("model", "tool") or it.dim:
             continue  # dimmed bars carry no text: it would be unreadable
-        label = place_label(it, by_lane[it.lane], axis)
+        label = place_label(it, *neighbours[id(it)], axis)
         if label:
             text, where = label
             ty = y + BAR - 3.5
@@ -281,20 +287,15 @@ def _bars(items: Sequence[Item], axis: Axis, n_lanes: int) -> list[str]:
     return parts
 
 
-def place_label(it: Item, lane: Sequence[Item], axis: Axis) -> tuple[str, str] | None:
-    """Inside the bar if it fits, else beside it where the lane is free, else nothing (the tooltip
-    still has it): a label is never cut."""
+def place_label(it: Item, before: Item | None, after: Item | None, axis: Axis) -> tuple[str, str] | None:
+    """Inside the bar if it fits, else beside it where the lane is free (up to the neighbouring bars
+    `before` and `after`), else nothing (the tooltip still has it): a label is never cut."""
     width = axis.px(it.t0, it.t1)
     for text in (it.label, it.short):
         if len(text) * CHAR_PX + 8 <= width:
             return text, "in"
-    others = [o for o in lane if o is not it and o.kind != "wait"]
-    right_free = min(
-        [axis.px(it.t1, o.t0) for o in others if o.t0 >= it.t1 - 1e-9] + [axis.px(it.t1, axis.t0 + axis.span)]
-    )
-    left_free = min(
-        [axis.px(o.t1, it.t0) for o in others if o.t1 <= it.t0 + 1e-9] + [axis.px(axis.t0, it.t0)]
-    )
+    right_free = axis.px(it.t1, after.t0 if after else axis.t0 + axis.span)
+    left_free = axis.px(before.t1 if before else axis.t0, it.t0)
     for text in (it.label, it.short):
         need = len(text) * CHAR_PX + 10
         if need <= right_free:
