@@ -193,6 +193,7 @@ def stepper_html(states: StreamStates, step: int = 0) -> str:
         )
 
     controls = (
+        # data-lm-suppress-shortcuts (on the slider itself): JupyterLab leaves it the arrow keys
         "<div class='tcl-controls'>"
         + button("first", "⏮", "first chunk")
         + button("prev", "◀ previous", "previous chunk")
@@ -200,6 +201,7 @@ def stepper_html(states: StreamStates, step: int = 0) -> str:
         + button("next", "next ▶", "next chunk")
         + button("last", "⏭", "after the last chunk")
         + f'<input type="range" min="0" max="{last}" value="{step}" aria-label="chunk" '
+        'data-lm-suppress-shortcuts="true" '
         f'oninput="{_GO}go(+this.value)">' + f"<span class='tcl-step-of'>{step} / {last}</span></div>"
     )
     return (

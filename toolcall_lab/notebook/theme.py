@@ -78,6 +78,7 @@ CSS = """<style>
  color:var(--tcl-fg);background:var(--tcl-bg);font-family:var(--jp-ui-font-family,system-ui,-apple-system,
  'Segoe UI',sans-serif);font-size:13px;line-height:1.4;max-width:100%;box-sizing:border-box;min-width:0}
 .tcl *{box-sizing:border-box}
+.tcl-view .widget-html,.tcl-view .widget-html-content{min-width:0;max-width:100%}
 .tcl pre,.tcl code{font-family:var(--jp-code-font-family,ui-monospace,SFMono-Regular,Menlo,monospace);
  font-size:12px;color:var(--tcl-fg)}
 .tcl pre{margin:2px 0;padding:4px 6px;background:var(--tcl-bg1);border:1px solid var(--tcl-grid);
