@@ -293,6 +293,9 @@ def test_corpus_view_sorts_every_column_and_opens_a_row(tmp_path) -> None:
     shown = [int(i) for i in re.findall(r"<tr class='[^']*'><td>(\d+)</td>", view.table.value)]
     walls = [runs.loc[i, "wall_time_s"] for i in shown]
     assert walls == sorted(walls, reverse=True)
+    view.sort_box.value = "speedup_vs_sequential"
+    top = int(re.findall(r"<tr class='[^']*'><td>(\d+)</td>", view.table.value)[0])
+    assert runs.loc[top, "skipped"] == 0  # a mode that skipped calls never tops the speedup ranking
     view.mode_box.value = "first_only"
     skipping = runs[(runs["mode"] == "first_only") & (runs["skipped"] > 0)]
     assert len(skipping) == 2 and view.table.value.count("not comparable") == 2

@@ -158,9 +158,11 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         if self.mode_filter not in (None, "all modes"):
             runs = runs[runs["mode"] == self.mode_filter]
         if self.sort_by in runs:
-            runs = runs.sort_values(
-                self.sort_by, ascending=not self.descending, na_position="last", kind="stable"
-            )
+            key = runs[self.sort_by]
+            if str(self.sort_by).startswith("speedup") and "skipped" in runs:
+                key = key.where(runs["skipped"] == 0)  # a mode that skipped calls has no speedup to rank
+            order = key.sort_values(ascending=not self.descending, na_position="last", kind="stable").index
+            runs = runs.loc[order]
         return runs
 
     def render(self, _: Any = None) -> None:

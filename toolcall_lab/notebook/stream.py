@@ -195,11 +195,11 @@ def stepper_html(states: StreamStates, step: int = 0) -> str:
     controls = (
         # data-lm-suppress-shortcuts (on the slider itself): JupyterLab leaves it the arrow keys
         "<div class='tcl-controls'>"
-        + button("first", "⏮", "first chunk")
+        + button("first", "◀◀ first", "first chunk")
         + button("prev", "◀ previous", "previous chunk")
         + button("play", "▶ play", "play through the chunks")
         + button("next", "next ▶", "next chunk")
-        + button("last", "⏭", "after the last chunk")
+        + button("last", "last ▶▶", "after the last chunk")
         + f'<input type="range" min="0" max="{last}" value="{step}" aria-label="chunk" '
         'data-lm-suppress-shortcuts="true" '
         f'oninput="{_GO}go(+this.value)">' + f"<span class='tcl-step-of'>{step} / {last}</span></div>"

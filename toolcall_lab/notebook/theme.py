@@ -106,6 +106,7 @@ CSS = """<style>
  color:var(--tcl-fg);background:var(--tcl-bg)}
 .tcl .tcl-table th{background:var(--tcl-bg1);font-weight:600}
 .tcl .tcl-table td.tcl-left,.tcl .tcl-table th.tcl-left{text-align:left}
+.tcl .tcl-table td,.tcl .tcl-table th{white-space:nowrap}
 .tcl .tcl-table tr.tcl-nc td{background:var(--tcl-bg2)}
 .tcl .tcl-scroll{overflow-x:auto;max-width:100%}
 .tcl .tcl-tl{margin:4px 0 2px 0;min-width:0}
