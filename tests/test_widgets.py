@@ -367,3 +367,17 @@ def test_real_recording_opens_in_the_trace_view_with_its_model_and_usage() -> No
     )
     head = visible_text(view.header.value)
     assert "origin: imported" in head and "gpt-4o" in head
+
+
+def test_readable_tables_round_and_mark_modes_that_skip_calls() -> None:
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.notebook.tables import readable
+
+    table = compare([SCENARIOS["weather_news_stock"].record()])
+    runs = readable(table.runs)
+    first_only = runs[runs["mode"] == "first_only"].iloc[0]
+    assert first_only["speedup_vs_sequential"] == "⚠ not comparable (skipped 2)"
+    assert runs[runs["mode"] == "parallel"].iloc[0]["speedup_vs_sequential"] == "1.33"
+    assert "e-" not in " ".join(runs["overlap_saved_s"]) and table.runs["wall_time_s"].dtype.kind == "f"
+    summary = readable(table.summary)
+    assert summary.loc["first_only", "median_speedup_vs_sequential"].startswith("⚠ not comparable")

@@ -17,15 +17,16 @@ from toolcall_lab.analysis import compare
 from toolcall_lab.scenarios import SCENARIOS, generate_corpus
 from toolcall_lab.trace_files import load
 from toolcall_lab import plotting
+from toolcall_lab.notebook.tables import readable   # rounded for reading, modes that skip calls marked
 
 scenarios = [load(p) for p in sorted((DATA / "traces").glob("*.json"))]
 corpus = generate_corpus(200, seed=7)
 table = compare(scenarios + corpus, round_trip_s=0.05)
-table.summary
+readable(table.summary)
 """),
         code("""
-table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency", "speedup_vs_sequential",
-            "upstream_calls", "client_round_trips"]].head(12)
+readable(table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency", "speedup_vs_sequential",
+                     "upstream_calls", "client_round_trips", "skipped"]].head(12))
 """),
         md("## One trace, four modes\nModel calls (blue), tool calls by status, and the serialized proxy's client round trips (hatched), on a shared time axis."),
         code("""

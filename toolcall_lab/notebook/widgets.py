@@ -81,10 +81,12 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.raw_box = widgets.Checkbox(value=False, description="raw argument strings", indent=False)
         self.accordion = widgets.Accordion()
         self.open_box = OpenBox(guarded(self.errors, self._opened))
+        self.doc: dict[str, Any] = {}
+        self._rtt = self._span = 0.0
         self.export = ExportBar(
-            lambda: str(self.doc["metadata"]["title"]),
-            lambda: [(str(self.doc["metadata"]["title"]), self.doc["rounds"])],
-            lambda: {"calls": calls_rows(self.doc)},
+            lambda: str(self.doc.get("metadata", {}).get("title", "trace")),
+            lambda: [(str(self.doc["metadata"]["title"]), self.doc["rounds"])] if self.doc else [],
+            lambda: {"calls": calls_rows(self.doc) if self.doc else []},
             round_trip_s=lambda: self._rtt,
         )
         self.panels: list[widgets.HTML] = []
@@ -99,7 +101,6 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         widgets.link((self.accordion, "selected_index"), (self, "selected_round"))
         self.observe(guarded(self.errors, self._rerender), names=["show_raw"])
         self.choice.observe(guarded(self.errors, self._chosen), names=["value"])
-        self.doc: dict[str, Any] = {}
         if trace is None:
             self.header.value = note("open a trace file, a recording or a transcript above")
         else:
