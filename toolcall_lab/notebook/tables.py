@@ -16,7 +16,7 @@ def readable(table: Any) -> Any:
     (skipped N)". The numbers in the original table are untouched: use it for computing.
     """
     out = table.copy()
-    skipped = out["skipped"] if "skipped" in out else None
+    skipped = out.get("skipped")
     for column in out.columns:
         values = out[column]
         if str(column).startswith(("speedup", "median_speedup")) and skipped is not None:
