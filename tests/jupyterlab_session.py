@@ -88,7 +88,7 @@ MEASURE = r"""
       }
     }
   }
-  const texts = panel.querySelectorAll('.tcl-trace-view .tcl *, .tcl-compare-view .tcl *, .tcl-trace *');
+  const texts = panel.querySelectorAll('.tcl-view .tcl *, .tcl-trace *');
   for (const el of texts) {
     if (el.tagName === 'STYLE' || el.tagName === 'title' || el.closest('title')) continue;
     const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());

@@ -3,7 +3,7 @@
 1. Each notebook opened in a real JupyterLab (headless, loopback) and run from the Run menu in the
    system Chromium through Playwright: no error outputs, an image in every plotting cell (once),
    every widget rendered, no view wider than its output area, readable text contrast (WCAG 4.5) in
-   the trace and compare views in the light and the dark theme, and the stream stepper's controls
+   every view (trace, compare, corpus, stepper, live) in the light and the dark theme, and the stream stepper's controls
    changing what is shown. Screenshots go to artifacts/browser/ for a person to look at.
 2. The static export: a notebook executed, exported to HTML with its widget state, opened in
    Chromium without a kernel; the views render and the stepper still steps.

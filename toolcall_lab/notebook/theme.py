@@ -74,7 +74,7 @@ CSS = """<style>
  --tcl-bg:var(--jp-layout-color0,#ffffff);--tcl-bg1:var(--jp-layout-color1,#f6f8fa);
  --tcl-bg2:var(--jp-layout-color2,#eef1f4);--tcl-border:var(--jp-border-color1,#c9d1d9);
  --tcl-grid:var(--jp-border-color2,#e5e7eb);--tcl-accent:var(--jp-brand-color1,#1f6feb);
- --tcl-mark:var(--jp-warn-color3,#fff3c4);--tcl-mark-fg:var(--jp-ui-font-color0,#1f2328);
+ --tcl-mark:#fff3c4;--tcl-mark-fg:#1f2328;
  color:var(--tcl-fg);background:var(--tcl-bg);font-family:var(--jp-ui-font-family,system-ui,-apple-system,
  'Segoe UI',sans-serif);font-size:13px;line-height:1.4;max-width:100%;box-sizing:border-box;min-width:0}
 .tcl *{box-sizing:border-box}
@@ -124,7 +124,7 @@ CSS = """<style>
  border-radius:2px}
 .tcl .tcl-grid-panels{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:8px}
 .tcl .tcl-grid-panels>div{min-width:0}
-.tcl .tcl-chunk-delta{background:var(--tcl-mark);color:var(--tcl-mark-fg);border-radius:2px}
+.tcl pre.tcl-chunk-delta{background:var(--tcl-mark);color:var(--tcl-mark-fg);border-radius:2px}
 .tcl .tcl-added{background:var(--tcl-mark);color:var(--tcl-mark-fg);font-weight:600}
 .tcl .tcl-controls{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:4px 0}
 .tcl .tcl-controls button{font:inherit;color:var(--tcl-fg);background:var(--tcl-bg1);
