@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo corpus test lint bench clean
+.PHONY: setup demo corpus test lint bench clean notebooks browser-deps
 
 setup: $(STAMP)
 
@@ -31,6 +31,14 @@ lint: setup
 # Every test: lint, types, unit + property tests, notebooks (nbval).
 test: lint
 	$(BIN)/python -m pytest --nbval-lax tests notebooks
+
+# Notebooks from notebooks/src, executed so they keep their outputs (bundled data only).
+notebooks: setup
+	$(BIN)/python notebooks/make_notebooks.py --execute
+
+# What the real-browser check needs besides Chromium: JupyterLab and Playwright's client.
+browser-deps: setup
+	$(BIN)/python -m pip install -q -e '.[dev,browser]'
 
 # Benchmarks run in their own venv: looptime's pytest plugin would break the test venv.
 BENCH := .venv-bench/bin

@@ -1,14 +1,20 @@
 """Writes the notebooks in this folder from their sources in `notebooks/src/` (one module per notebook).
 
-Run `python notebooks/make_notebooks.py` after editing a source; CI executes every notebook with nbval.
-Keeping the source in Python makes notebook diffs reviewable, and one module per notebook keeps
-edits to different notebooks apart.
+    python notebooks/make_notebooks.py            # sources -> notebooks, no outputs
+    python notebooks/make_notebooks.py --execute  # ... then run each and keep its outputs (`make notebooks`)
+
+Executed notebooks keep their outputs and widget state (the views also carry a static HTML copy),
+so they read on a code host without a kernel. They are executed on bundled data only: the real
+recordings in ../shared/realdata are hidden from the kernel, so nothing from them lands in the
+repository. CI runs every notebook again with nbval. Keeping the source in Python makes notebook
+diffs reviewable, and one module per notebook keeps edits to different notebooks apart.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -23,19 +29,42 @@ NOTEBOOKS = {
     "04_real_recordings": "nb04",
     "05_serialized_proxy": "nb05",
 }
+OUTPUT_NOTE = (
+    "*The outputs stored in this file were produced by `make notebooks` on the bundled data only "
+    "(real recordings hidden); run it yourself to see the real ones.*"
+)
 
 
-def main() -> None:
+def build(name: str, module: str) -> nbformat.NotebookNode:
+    cells = importlib.import_module(f"src.{module}").CELLS
+    for i, cell in enumerate(cells):  # stable ids: regenerating changes only what was edited
+        cell["id"] = hashlib.sha1(f"{name}:{i}:{cell['source']}".encode()).hexdigest()[:8]
+    return new_notebook(cells=cells, metadata={
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"}})
+
+
+def execute(nb: nbformat.NotebookNode) -> None:
+    """Run in a fresh kernel in this folder, real data hidden; outputs and widget state kept."""
+    from nbclient import NotebookClient
+
+    os.environ["TOOLCALL_LAB_REALDATA"] = str(HERE / "no-real-data-when-storing-outputs")
+    NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(HERE)}}).execute()
+    if nb.cells and nb.cells[0].cell_type == "markdown" and OUTPUT_NOTE not in nb.cells[0].source:
+        nb.cells[0].source += "\n\n" + OUTPUT_NOTE
+
+
+def main(argv: list[str]) -> None:
     sys.path.insert(0, str(HERE))
+    run = "--execute" in argv
     for name, module in NOTEBOOKS.items():
-        cells = importlib.import_module(f"src.{module}").CELLS
-        for i, cell in enumerate(cells):  # stable ids: regenerating changes only what was edited
-            cell["id"] = hashlib.sha1(f"{name}:{i}:{cell['source']}".encode()).hexdigest()[:8]
-        nb = new_notebook(cells=cells, metadata={
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"}})
+        nb = build(name, module)
+        if run:
+            execute(nb)
+            print(f"executed {name}")
         nbformat.write(nb, HERE / f"{name}.ipynb")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -1,18 +1,27 @@
-"""Widgets are only real if they render: execute a notebook, export it with widget state to HTML,
-open it in headless Chromium, and check the rendered DOM. Keeps a screenshot in artifacts/.
+"""The views as people see them, in a real browser.
 
-Needs Chromium and the widget JavaScript (`@jupyter-widgets/html-manager`, `requirejs` from npm,
-installed by `.ci/run` into ~/.cache/toolcall-lab/widget-js). Skips with the reason when they are
-missing, unless TOOLCALL_LAB_REQUIRE_BROWSER=1 (set by CI), where it fails instead.
+1. Each notebook opened in a real JupyterLab (headless, loopback) and run from the Run menu in the
+   system Chromium through Playwright: no error outputs, an image in every plotting cell (once),
+   every widget rendered, no view wider than its output area, readable text contrast (WCAG 4.5) in
+   every view (trace, compare, corpus, stepper, live) in the light and the dark theme, and the stream stepper's controls
+   changing what is shown. Screenshots go to artifacts/browser/ for a person to look at.
+2. The static export: a notebook executed, exported to HTML with its widget state, opened in
+   Chromium without a kernel; the views render and the stepper still steps.
+
+Needs Chromium (/usr/bin/chromium), the `browser` extra (jupyterlab, playwright) and, for the static
+export, the widget JavaScript from npm (`.ci/run` installs all of them). Skips with the reason when
+something is missing, unless TOOLCALL_LAB_REQUIRE_BROWSER=1 (set by CI), where it fails instead.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +34,8 @@ WIDGET_JS = Path(
 EMBED = WIDGET_JS / "node_modules" / "@jupyter-widgets" / "html-manager" / "dist" / "embed-amd.js"
 REQUIRE = WIDGET_JS / "node_modules" / "requirejs" / "require.js"
 REQUIRED = os.environ.get("TOOLCALL_LAB_REQUIRE_BROWSER") == "1"
+SHOTS = REPO / "artifacts" / "browser"
+NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -37,9 +48,156 @@ FLAGS = [
     "--allow-file-access-from-files",
     "--virtual-time-budget=20000",
 ]
+PLOTTING = re.compile(r"plotting\.\w+\(|\bgantt\(|\.plot\(")
 
 
-def _missing() -> str | None:
+def _skip_or_fail(reason: str | None) -> None:
+    if reason:
+        if REQUIRED:
+            pytest.fail(f"browser check required but {reason}")
+        pytest.skip(reason)
+
+
+def _missing_lab() -> str | None:
+    if CHROMIUM is None:
+        return "chromium is not installed (apt-get install chromium; .ci/run does it)"
+    for module in ("jupyterlab", "playwright"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install -e '.[dev,browser]'; .ci/run does it)"
+    return None
+
+
+# --- 1. JupyterLab ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One Playwright Chromium (the system browser, never a download) for the whole module."""
+    _skip_or_fail(
+        "chromium is not installed (apt-get install chromium; .ci/run does it)"
+        if CHROMIUM is None
+        else (
+            None
+            if importlib.util.find_spec("playwright")
+            else "playwright is not installed (pip install -e '.[dev,browser]')"
+        )
+    )
+    from playwright.sync_api import sync_playwright
+
+    from tests.jupyterlab_session import CHROMIUM_FLAGS
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=[*CHROMIUM_FLAGS, "--allow-file-access-from-files"]
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def lab(browser, tmp_path_factory):
+    _skip_or_fail(_missing_lab())
+    from tests.jupyterlab_session import Lab
+
+    session = Lab(tmp_path_factory.mktemp("jupyterlab"), browser, SHOTS)
+    yield session
+    session.close()
+
+
+@pytest.fixture(scope="module")
+def runs(lab) -> dict[str, dict[str, Any]]:
+    """Every notebook run once, measured in both themes (shared by the tests below)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in NOTEBOOKS:
+        result = lab.run_notebook(name)
+        stem = name.split("_")[0]
+        result["shots"] = lab.screenshots(f"nb{stem}_light")
+        if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
+            result["stepping"] = lab.step_through()
+        lab.theme("JupyterLab Dark")
+        result["dark"] = lab.measure()
+        result["shots"] += lab.screenshots(f"nb{stem}_dark")
+        lab.theme("JupyterLab Light")
+        out[name] = result
+    return out
+
+
+def _code_cells(saved: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in saved["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_in_jupyterlab_without_errors(runs, name) -> None:
+    saved = runs[name]["saved"]
+    cells = _code_cells(saved)
+    assert cells and all(c.get("execution_count") for c in cells), "every cell ran"
+    errors = [
+        f"cell {i}: {o.get('ename')}: {o.get('evalue')}"
+        for i, c in enumerate(cells)
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    assert not errors
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_plotting_cell_shows_one_image(runs, name) -> None:
+    saved, measured = runs[name]["saved"], runs[name]["light"]["cells"]
+    plotting = [
+        i
+        for i, c in enumerate(saved["cells"])
+        if c["cell_type"] == "code" and PLOTTING.search("".join(c["source"]))
+    ]
+    for i in plotting:
+        assert measured[i]["images"] == 1, f"cell {i} shows {measured[i]['images']} images"
+    if name.startswith("03"):
+        assert len(plotting) >= 3
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_widget_rendered(runs, name) -> None:
+    saved, measured = runs[name]["saved"], runs[name]["light"]
+    expected = sum(
+        "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+        for c in _code_cells(saved)
+        for o in c.get("outputs", [])
+    )
+    assert len(measured["widgets"]) == expected
+    for w in measured["widgets"]:
+        assert w["chars"] > 0 and w["nodes"] > 3 and not w["problem"], w
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) -> None:
+    measured = runs[name][theme]
+    assert not measured["overflow"], measured["overflow"][:10]
+    assert not measured["contrast"], measured["contrast"][:10]
+    if name.startswith(("02", "03")):
+        assert measured["checked"] > 50 and measured["lowest"] >= 4.5
+
+
+def test_stepper_controls_change_what_is_shown(runs) -> None:
+    seen = runs["01_how_tool_calling_works.ipynb"]["stepping"]
+    steps = [int(s) for s, _ in seen]
+    labels = [label for _, label in seen]
+    assert steps[:4] == [0, 1, 2, 1] and labels[1] != labels[0] and labels[2] != labels[1]
+    assert "after the last chunk" in labels[4]
+    assert steps[5] >= 2, "play moved forward on its own"
+    assert steps[7] == steps[6] + 1, "the arrow key moves the slider"
+
+
+def test_screenshots_were_kept(runs) -> None:
+    shots = [p for r in runs.values() for p in r["shots"]]
+    assert len(shots) >= 2 * len(NOTEBOOKS)
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in shots)
+    assert any("dark" in p.name for p in shots)
+
+
+# --- 2. Static export (no kernel) ----------------------------------------------------------------
+
+
+def _missing_static() -> str | None:
     if CHROMIUM is None:
         return "chromium is not installed (apt-get install chromium; .ci/run does it)"
     if not EMBED.is_file() or not REQUIRE.is_file():
@@ -48,12 +206,8 @@ def _missing() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    reason = _missing()
-    if reason:
-        if REQUIRED:
-            pytest.fail(f"browser check required but {reason}")
-        pytest.skip(reason)
+def exported(tmp_path_factory) -> tuple[str, Path]:
+    _skip_or_fail(_missing_static())
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
     from nbformat.v4 import new_code_cell, new_notebook
@@ -82,26 +236,25 @@ def rendered(tmp_path_factory):
     page.write_text(body, encoding="utf-8")
     profile = tmp_path_factory.mktemp("chromium-profile")
     dom = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=180,
     ).stdout
-    artifacts = REPO / "artifacts"
-    artifacts.mkdir(exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [
-            CHROMIUM,
+            str(CHROMIUM),
             *FLAGS,
             f"--user-data-dir={profile}",
             "--window-size=1100,1500",
-            f"--screenshot={artifacts / 'widgets_in_chromium.png'}",
+            f"--screenshot={SHOTS / 'static_export.png'}",
             page.as_uri(),
         ],
         capture_output=True,
         timeout=180,
     )
-    return dom
+    return dom, page
 
 
 def _section(dom: str, cls: str) -> str:
@@ -110,8 +263,8 @@ def _section(dom: str, cls: str) -> str:
     return dom[start:]
 
 
-def test_trace_view_renders_round_panels_call_rows_and_timeline(rendered) -> None:
-    view = _section(rendered, "tcl-trace-view")
+def test_static_trace_view_renders_round_panels_call_rows_and_timeline(exported) -> None:
+    view = _section(exported[0], "tcl-trace-view")
     view = view[: view.find("tcl-compare-view")]
     assert len(re.findall(r'class="tcl-round"', view)) >= 2
     assert {"tcl-status-ok", "tcl-status-error", "tcl-status-timeout"} <= set(
@@ -121,12 +274,20 @@ def test_trace_view_renders_round_panels_call_rows_and_timeline(rendered) -> Non
     assert "widget-accordion" in view or "jupyter-widget-Accordion" in view or "lm-Widget" in view
 
 
-def test_compare_view_and_stepper_render(rendered) -> None:
-    compare = _section(rendered, "tcl-compare-view")
-    assert "speedup vs sequential" in compare and compare.count('class="tcl-timeline"') >= 4
-    assert "calls so far" in _section(rendered, "tcl-stream-stepper")
+def test_static_compare_view_and_stepper_render(exported) -> None:
+    compare = _section(exported[0], "tcl-compare-view")
+    assert "speedup vs sequential" in compare and compare.count('class="tcl-timeline"') >= 8
+    assert "calls so far" in _section(exported[0], "tcl-stream-stepper")
+    assert (SHOTS / "static_export.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_screenshot_was_kept(rendered) -> None:
-    shot = REPO / "artifacts" / "widgets_in_chromium.png"
-    assert shot.is_file() and shot.read_bytes()[:4] == b"\x89PNG"
+def test_static_export_steps_through_chunks_without_a_kernel(exported, browser) -> None:
+    page = browser.new_page()
+    page.goto(exported[1].as_uri())
+    stepper = page.locator(".tcl-stepper").first
+    stepper.wait_for(timeout=30_000)
+    before = stepper.locator(".tcl-frame:not([hidden]) .tcl-frame-label").inner_text()
+    stepper.locator("button.tcl-next").click()
+    after = stepper.locator(".tcl-frame:not([hidden]) .tcl-frame-label").inner_text()
+    page.close()
+    assert before.startswith("chunk 0") and after.startswith("chunk 1")

@@ -6,11 +6,12 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 
 SETUP = """from pathlib import Path
 import json
+import os
 import pandas as pd
 pd.set_option("display.width", 160)
 ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
 DATA = ROOT / "data"
-REALDATA = ROOT.parent / "shared" / "realdata\""""
+REALDATA = Path(os.environ.get("TOOLCALL_LAB_REALDATA", ROOT.parent / "shared" / "realdata"))"""
 
 
 def md(text: str):

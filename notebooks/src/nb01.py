@@ -39,7 +39,8 @@ print(json.dumps(request, indent=1))
 The bundled recording `data/recordings/scripted_weather_news_stock.sse` is a scripted stream (made by
 `data/make_recordings.py`, not a provider capture): some text, then three calls whose deltas are
 interleaved by `index`; ids and names only on each call's first delta; arguments split mid-string.
-Move the slider to see the calls assemble.
+Step with the buttons, press play, or drag the slider: each step shows what the chunk says, the calls
+so far with what it appended highlighted, and any findings (the last step is after `finish()`).
 """),
         code("""
 from toolcall_lab.notebook.widgets import StreamStepper

@@ -30,9 +30,20 @@ for mode in ["sequential", "parallel", "serialized", "first_only"]:
                  "client_round_trips": r.client_round_trips, "statuses": [e.status for e in r.executions]})
 pd.DataFrame(rows)
 """),
-        md("## The trace view\nOne panel per round: the assistant message, its calls with arguments and matched results, colour-coded status, and a timeline."),
+        md("""
+## The trace view
+Everything the trace holds: the run header (model, origin, timing provenance, token usage, outcome),
+the prompt and the tools offered, a whole-run timeline (model on top, one lane per call position;
+hover a bar for exact times), then one panel per round: the request as sent, the assistant message,
+each call with its id, arguments, status (icon and word), duration and tool message. The box at
+the top opens another trace file or recording; the buttons at the bottom export the timeline and
+the calls table.
+"""),
         code("""
-view = TraceView(play("failing_and_hanging", mode="parallel"))
+from toolcall_lab.trace import Trace, TraceMetadata
+
+result = play("failing_and_hanging", mode="parallel")
+view = TraceView(Trace.from_run(result, TraceMetadata(title="one failing and one hanging tool", origin="scripted")))
 view
 """),
         md("## De-duplication\nIdentical calls (same tool, same canonical arguments) within one batch are answered with a note instead of running again. Across rounds it is opt-in (a polling tool must run again): per tool with `register(idempotent=True)`, or for the whole run with `dedupe_across_rounds=True`. The note says which rule applied."),

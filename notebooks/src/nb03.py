@@ -17,15 +17,16 @@ from toolcall_lab.analysis import compare
 from toolcall_lab.scenarios import SCENARIOS, generate_corpus
 from toolcall_lab.trace_files import load
 from toolcall_lab import plotting
+from toolcall_lab.notebook.tables import readable   # rounded for reading, modes that skip calls marked
 
 scenarios = [load(p) for p in sorted((DATA / "traces").glob("*.json"))]
 corpus = generate_corpus(200, seed=7)
 table = compare(scenarios + corpus, round_trip_s=0.05)
-table.summary
+readable(table.summary)
 """),
         code("""
-table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency", "speedup_vs_sequential",
-            "upstream_calls", "client_round_trips"]].head(12)
+readable(table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency", "speedup_vs_sequential",
+                     "upstream_calls", "client_round_trips", "skipped"]].head(12))
 """),
         md("## One trace, four modes\nModel calls (blue), tool calls by status, and the serialized proxy's client round trips (hatched), on a shared time axis."),
         code("""
@@ -61,10 +62,31 @@ claims = [
 ]
 pd.DataFrame(claims, columns=["claim", "design documents", "measured (virtual clock)"])
 """),
-        md("## Compare view\nChange the modes, the parallel cap or the client round trip; the replays re-run instantly."),
+        md("""
+## Compare view
+One trace under every mode: the summary marks modes that skip calls as not comparable, every run
+sits on one shared time axis (hover a bar for its exact times), and the selected round of each run
+is shown side by side. Change the modes, the parallel cap or the client round trip; the replays
+re-run instantly. The box at the top opens your own trace file or recording; the buttons at the
+bottom save the timelines (SVG, PNG) and the tables (CSV).
+"""),
         code("""
 from toolcall_lab.notebook.widgets import CompareView
 
 CompareView(SCENARIOS["straggler"].record(), round_trip_s=0.05)
+"""),
+        md("""
+## Corpus view: overview, then drill down
+The `compare` table of a whole corpus, every column it returns, sortable and filterable by mode;
+pick a row to open that trace's comparison below. `CorpusView("path/to/folder")` does the same for
+a folder of trace files.
+"""),
+        code("""
+from toolcall_lab.notebook.widgets import CorpusView
+
+corpus_view = CorpusView(scenarios + corpus[:30], round_trip_s=0.05)
+corpus_view.sort_by = "speedup_vs_sequential"
+corpus_view.open_row(int(corpus_view.rows().index[0]))   # the most parallel trace, opened below
+corpus_view
 """),
 ]

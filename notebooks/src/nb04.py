@@ -60,7 +60,8 @@ else:
     from toolcall_lab.scenarios import SCENARIOS
     agent = SCENARIOS["weather_news_stock"].record()
 print(agent.metadata.notes)
-compare([agent], round_trip_s=0.05).runs[["mode", "wall_time_s", "speedup_vs_sequential", "client_round_trips"]]
+from toolcall_lab.notebook.tables import readable
+readable(compare([agent], round_trip_s=0.05).runs[["mode", "wall_time_s", "speedup_vs_sequential", "client_round_trips", "skipped"]])
 """),
         code("TraceView(agent)"),
         md("## Public datasets: tau-bench and BFCL\ntau-bench trajectories never batch calls (one per assistant turn); BFCL parallel tasks always do. Timings are modelled (the notes in each trace say how)."),

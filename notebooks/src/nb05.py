@@ -79,14 +79,8 @@ print(f"{len(batch.tool_calls)} calls -> {len(batch.round_trips)} extra client r
 pd.DataFrame([t.to_dict() for t in batch.round_trips])
 """),
         code("""
-from matplotlib.figure import Figure
-
-fig = Figure(figsize=(6, 3.2), layout="constrained")
-ax = fig.subplots()
-cost.plot(ax=ax, marker="o")
-ax.set_ylabel("wall time (s)")
-ax.set_title("weather + news + stock: cost of serializing a 3-call batch")
-fig
+ax = cost.plot(marker="o", figsize=(6, 3.2), title="weather + news + stock: cost of serializing a 3-call batch")
+ax.set_ylabel("wall time (s)");
 """),
         code("""
 from toolcall_lab.plotting import gantt

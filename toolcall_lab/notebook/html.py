@@ -1,49 +1,39 @@
-"""HTML and SVG for traces, rendered from the serialized form (`Trace.to_dict()`).
+"""HTML for traces, rendered from the serialized form (`Trace.to_dict()`).
 
-Pure string building, no widgets: `Trace` uses it for its rich display (so exported notebooks show
-traces without a kernel), and the widgets embed it.
+Pure string building, no widgets: `Trace` and `Round` use it for their rich display (so exported
+notebooks show them without a kernel), and the widgets embed it. Everything a trace holds is shown:
+the run header (model, origin, timing provenance, usage, outcome), the prompt and tools offered,
+and per round the request as sent, the assistant message, each call with its tool message.
 """
 
 from __future__ import annotations
 
-import html
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-STATUS = {  # status -> (icon, colour)
-    "ok": ("✔", "#2e7d32"),
-    "error": ("✖", "#c62828"),
-    "timeout": ("◔", "#ef6c00"),
-    "unknown_tool": ("?", "#c62828"),
-    "invalid_arguments": ("⚠", "#c62828"),
-    "rejected": ("⛔", "#616161"),
-    "duplicate": ("⧉", "#9e9e9e"),
-    "cancelled": ("⏹", "#6a1b9a"),
-    "skipped": ("⤼", "#9e9e9e"),
-}
-MODEL_COLOUR = "#3f6fb5"
-TRIP_COLOUR = "#d9c25c"
+from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, e, status_badge, status_style
+from toolcall_lab.notebook.timeline import round_end, secs, timeline_svg
+
+__all__ = [
+    "CSS",
+    "fmt",
+    "header_html",
+    "message_tree",
+    "pretty_arguments",
+    "round_duration",
+    "round_html",
+    "round_title",
+    "summary_table",
+    "table_html",
+    "timeline_svg",
+    "trace_html",
+]
+
+_e = e  # older name, kept for callers
 PREVIEW = 160
-
-CSS = """<style>
-.tcl{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;line-height:1.35}
-.tcl-round{border:1px solid #d0d7de;border-radius:6px;margin:6px 0;padding:6px 10px}
-.tcl-round-title{font-weight:600;margin-bottom:4px}
-.tcl-msg{margin:3px 0 3px 0}.tcl-role{font-weight:600;color:#555;margin-right:6px}
-.tcl-calls{list-style:none;margin:4px 0 4px 14px;padding:0}
-.tcl-call{border-left:4px solid #ccc;padding:3px 8px;margin:4px 0;background:#fafafa}
-.tcl-call pre{margin:2px 0;padding:4px;background:#f3f3f3;white-space:pre-wrap;font-size:12px;
- max-height:16em;overflow:auto}
-.tcl-id{color:#777;font-size:11px}.tcl-dur{float:right;color:#555}
-.tcl-result{margin-top:2px}.tcl-muted{color:#888}
-.tcl-table{border-collapse:collapse}
-.tcl-table td,.tcl-table th{border:1px solid #ddd;padding:2px 8px;text-align:right}
-</style>"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+FAILED = ("error", "timeout", "unknown_tool", "invalid_arguments")
 
 
 def pretty_arguments(raw: str) -> str:
@@ -53,84 +43,149 @@ def pretty_arguments(raw: str) -> str:
         return raw
 
 
+def fmt(value: Any, column: str = "") -> str:
+    """A table value as people read it: seconds to the millisecond, ratios to 2 places, no float
+    noise (3.55e-15 -> 0.000), NaN as an em dash."""
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else ("yes" if value else "no")
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if math.isinf(value):
+            return "∞"
+        if column.endswith("_s") or column.endswith("seconds"):
+            return f"{value:,.3f}"
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return f"{value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.3f}"
+    return str(value)
+
+
 def round_duration(r: dict[str, Any]) -> float:
-    ends = [e["ended_at"] for e in r["tool_executions"] if e["status"] != "skipped"]
-    return float(max([r["response"]["ended_at"], *ends]) - r["response"]["started_at"])
+    return round_end(r) - float(r["response"]["started_at"])
 
 
 def round_status(r: dict[str, Any]) -> str:
-    runs = [e for e in r["tool_executions"] if e["status"] != "skipped"]
+    runs = [x for x in r["tool_executions"] if x["status"] != "skipped"]
     if not r["tool_calls"]:
         return "final answer"
-    failed = sum(e["status"] in ("error", "timeout", "unknown_tool", "invalid_arguments") for e in runs)
-    skipped = len(r["tool_executions"]) - len(runs)
+    failed = sum(x["status"] in FAILED for x in runs)
+    skipped = len(r["tool_calls"]) - len(runs)
     text = "ok" if not failed else ("failed" if failed == len(runs) else f"{failed} failed")
     return text + (f", {skipped} skipped" if skipped else "")
+
+
+def tool_names(r: dict[str, Any], limit: int = 4) -> str:
+    """`get_weather, get_news ×2, …`: which tools a round called, in order of first use."""
+    counts: dict[str, int] = {}
+    for c in r["tool_calls"]:
+        counts[c["name"]] = counts.get(c["name"], 0) + 1
+    parts = [f"{n} ×{k}" if k > 1 else n for n, k in counts.items()]
+    return ", ".join(parts[:limit]) + (f", +{len(parts) - limit} more" if len(parts) > limit else "")
 
 
 def round_title(r: dict[str, Any]) -> str:
     n = len(r["tool_calls"])
     kind = " (final, no tools)" if r.get("final") else ""
+    calls = f"{n} call{'s' if n != 1 else ''}: {tool_names(r)}" if n else "no calls"
     return (
-        f"Round {r['round_index']}{kind} · {r['mode']} · {n} call{'s' if n != 1 else ''} · "
-        f"{round_duration(r):.2f} s · {round_status(r)}"
+        f"Round {r['round_index']}{kind} · {r['mode']} · {calls} · {secs(round_duration(r))} · "
+        f"{round_status(r)}"
     )
 
 
 def _result_block(text: str) -> str:
     if len(text) <= PREVIEW:
-        return f"<div class='tcl-result'>→ {_e(text)}</div>"
+        return f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text)}</div>"
     return (
-        f"<div class='tcl-result'>→ {_e(text[:PREVIEW])}… <details><summary class='tcl-muted'>"
-        f"full result ({len(text):,} characters)</summary><pre>{_e(text)}</pre></details></div>"
+        f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text[:PREVIEW])}… <details>"
+        f"<summary>full result ({len(text):,} characters)</summary><pre>{e(text)}</pre></details></div>"
     )
 
 
 def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: bool = False) -> str:
+    """One call: status icon and word, name, id, arguments, duration and times, its tool message."""
     status = execution["status"] if execution else "skipped"
-    icon, colour = STATUS.get(status, ("•", "#999"))
-    dur = f"{execution['duration_s']:.2f} s" if execution and status != "skipped" else ""
+    colour = status_style(status).fill
+    ran = execution is not None and status != "skipped"
+    times = (
+        f"{secs(execution['duration_s'])} <span class='tcl-muted'>({execution['started_at']:.3f} → "
+        f"{execution['ended_at']:.3f} s)</span>"
+        if ran and execution
+        else ""
+    )
     args = call["arguments"] if raw else pretty_arguments(call["arguments"])
+    notes = []
+    if call.get("id_source") not in (None, "provider"):
+        notes.append(f"id from {call['id_source']}")
+    if call.get("complete") is False:
+        notes.append("arguments incomplete: never executed")
+    if execution and execution.get("duplicate_of"):
+        notes.append(f"duplicate of {execution['duplicate_of']}")
     body = (
         _result_block(execution["result"])
-        if execution and status != "skipped"
+        if ran and execution
         else "<div class='tcl-result tcl-muted'>not executed (no tool message sent)</div>"
     )
     return (
-        f"<li class='tcl-call tcl-status-{status}' data-call-id='{_e(call['tool_call_id'])}' "
-        f"style='border-left-color:{colour}'><span style='color:{colour}' title='{status}'>{icon}</span> "
-        f"<b>{_e(call['name'])}</b> <span class='tcl-id'>{_e(call['tool_call_id'])} · {status}</span>"
-        f"<span class='tcl-dur'>{dur}</span><pre class='tcl-args'>{_e(args)}</pre>{body}</li>"
+        f"<li class='tcl-call tcl-status-{e(status)}' data-call-id='{e(call['tool_call_id'])}' "
+        f"style='border-left-color:{colour}'>{status_badge(status)} <b>{e(call['name'])}</b> "
+        f"<span class='tcl-id'>{e(call['tool_call_id'])}{' · ' + e('; '.join(notes)) if notes else ''}</span>"
+        f"<span class='tcl-dur'>{times}</span><pre class='tcl-args'>{e(args)}</pre>{body}</li>"
     )
 
 
-def message_tree(r: dict[str, Any], *, raw: bool = False) -> str:
-    """The assistant message of a round with its calls as children, each with its matched result."""
-    msg = r["assistant_message"]
-    by_id = {e["tool_call_id"]: e for e in r["tool_executions"]}
-    parts = ["<div class='tcl-msg tcl-assistant'><span class='tcl-role'>assistant</span>"]
-    reasoning = reasoning_text(r)
-    if reasoning:
-        parts.append(
-            f"<details><summary class='tcl-muted'>reasoning ({len(reasoning):,} characters)</summary>"
-            f"<pre>{_e(reasoning)}</pre></details>"
+def _content(m: Mapping[str, Any]) -> str:
+    c = m.get("content")
+    if c is None:
+        return ""
+    return c if isinstance(c, str) else json.dumps(c, ensure_ascii=False)
+
+
+def message_html(m: Mapping[str, Any]) -> str:
+    """One chat message, whatever its role."""
+    role = str(m.get("role", "?"))
+    extra = ""
+    if m.get("tool_call_id"):
+        extra = f" <span class='tcl-id'>answers {e(m['tool_call_id'])}</span>"
+    calls = m.get("tool_calls") or []
+    if calls:
+        extra += (
+            " <span class='tcl-id'>calls "
+            + e(", ".join(f"{(c.get('function') or {}).get('name')} ({c.get('id')})" for c in calls))
+            + "</span>"
         )
-    if msg.get("content"):
-        parts.append(_e(msg["content"]))
-    elif not r["tool_calls"]:
-        parts.append("<span class='tcl-muted'>(empty)</span>")
-    parts.append("</div>")
-    if r["tool_calls"]:
-        parts.append("<ul class='tcl-calls'>")
-        parts += [call_row(c, by_id.get(c["tool_call_id"]), raw=raw) for c in r["tool_calls"]]
-        parts.append("</ul>")
-    if r.get("findings"):
-        items = "".join(f"<li>{_e(f['kind'])}: {_e(f['message'])}</li>" for f in r["findings"])
-        parts.append(
-            f"<details><summary class='tcl-muted'>{len(r['findings'])} finding(s)</summary><ul>{items}</ul>"
-            "</details>"
-        )
-    return "".join(parts)
+    text = _content(m)
+    body = (
+        f"<pre>{e(text)}</pre>"
+        if "\n" in text or len(text) > 200
+        else (e(text) if text else "<span class='tcl-muted'>(no text)</span>")
+    )
+    return (
+        f"<div class='tcl-msg tcl-msg-{e(role)}'><span class='tcl-role'>{e(role)}</span>{extra} {body}</div>"
+    )
+
+
+def request_html(r: dict[str, Any], previous: dict[str, Any] | None) -> str:
+    """The request messages as sent, folded: messages unchanged from the previous request are
+    counted, not repeated (a long session would otherwise repeat its history every round)."""
+    msgs = (r.get("request") or {}).get("messages") or []
+    offered = (r.get("request") or {}).get("tools_offered", True)
+    same = 0
+    if previous is not None:
+        before = (previous.get("request") or {}).get("messages") or []
+        while same < min(len(before), len(msgs)) and msgs[same] == before[same]:
+            same += 1
+    new = msgs[same:]
+    kept = f"{same} unchanged from round {previous['round_index']}'s request, " if previous and same else ""
+    summary = (
+        f"request as sent: {len(msgs)} message{'s' if len(msgs) != 1 else ''} ({kept}{len(new)} shown)"
+        f"{'' if offered else ' · tools not offered'}"
+    )
+    body = "".join(message_html(m) for m in new) or "<span class='tcl-muted'>(no messages recorded)</span>"
+    return f"<details class='tcl-request'><summary>{e(summary)}</summary>{body}</details>"
 
 
 def reasoning_text(r: dict[str, Any]) -> str:
@@ -149,166 +204,291 @@ def reasoning_text(r: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _lanes(executions: Sequence[dict[str, Any]]) -> list[int]:
-    ends: list[float] = []
-    out = []
-    for e in executions:
-        for lane, end in enumerate(ends):
-            if end <= e["started_at"] + 1e-12:
-                ends[lane] = e["ended_at"]
-                out.append(lane)
-                break
-        else:
-            ends.append(e["ended_at"])
-            out.append(len(ends) - 1)
-    return out
+def findings_html(findings: Sequence[Mapping[str, Any]], *, open_: bool = False) -> str:
+    """Findings of any kind: every field they carry, nothing assumed beyond `kind` and `message`."""
+    if not findings:
+        return ""
+    items = "".join(
+        f"<li><b>{e(f.get('kind', '?'))}</b>"
+        + (f" (chunk {e(f['chunk_index'])})" if f.get("chunk_index") is not None else "")
+        + f": {e(f.get('message', ''))}"
+        + "".join(
+            f" <span class='tcl-id'>{e(k)}={e(v)}</span>"
+            for k, v in f.items()
+            if k not in ("kind", "message", "chunk_index") and v not in (None, "")
+        )
+        + "</li>"
+        for f in findings
+    )
+    return (
+        f"<details class='tcl-findings'{' open' if open_ else ''}><summary>⚠ {len(findings)} finding"
+        f"{'s' if len(findings) != 1 else ''} while parsing</summary><ul>{items}</ul></details>"
+    )
 
 
-def timeline_svg(
-    rounds: Sequence[dict[str, Any]],
-    *,
-    start: float | None = None,
-    end: float | None = None,
-    width: int = 640,
-    highlight: int | None = None,
-    round_trip_s: float = 0.0,
-    label: str = "",
-) -> str:
-    """Model calls and tool calls as bars on one time axis (pass start/end to share an axis)."""
-    if not rounds:
-        return "<svg class='tcl-timeline' width='10' height='10'></svg>"
-    t0 = rounds[0]["response"]["started_at"] if start is None else start
-    t1 = max(round_duration(r) + r["response"]["started_at"] for r in rounds) if end is None else end
-    span = max(t1 - t0, 1e-9)
-    left, row = 70, 16
-    scale = (width - left - 24) / span
-    bars: list[str] = []
-    lanes_needed = 1
-    for r in rounds:
-        resp = r["response"]
-        x = left + (resp["started_at"] - t0) * scale
-        w = max((resp["ended_at"] - resp["started_at"]) * scale, 1)
-        opacity = "1" if highlight in (None, r["round_index"]) else "0.35"
-        bars.append(
-            f"<rect class='tcl-bar-model' x='{x:.1f}' y='4' width='{w:.1f}' height='{row - 4}' "
-            f"fill='{MODEL_COLOUR}' opacity='{opacity}'><title>round {r['round_index']} model call "
-            f"{resp['latency_s']:.3f} s</title></rect>"
-        )
-        ran = sorted(
-            (e for e in r["tool_executions"] if e["status"] != "skipped"), key=lambda e: e["started_at"]
-        )
-        for e, lane in zip(ran, _lanes(ran), strict=True):
-            lanes_needed = max(lanes_needed, lane + 2)
-            y = 4 + (lane + 1) * row
-            x = left + (e["started_at"] - t0) * scale
-            w = max(e["duration_s"] * scale, 1.5)
-            colour = STATUS.get(e["status"], ("", "#999"))[1]
-            if round_trip_s and r["mode"] == "serialized":
-                bars.append(
-                    f"<rect class='tcl-bar-trip' x='{x - round_trip_s * scale:.1f}' y='{y}' "
-                    f"width='{round_trip_s * scale:.1f}' height='{row - 4}' fill='{TRIP_COLOUR}' "
-                    f"opacity='{opacity}'><title>client round trip {round_trip_s:.3f} s</title></rect>"
-                )
-            bars.append(
-                f"<rect class='tcl-bar-tool' x='{x:.1f}' y='{y}' width='{w:.1f}' height='{row - 4}' "
-                f"fill='{colour}' opacity='{opacity}'><title>{_e(e['name'])} {e['status']} "
-                f"{e['duration_s']:.3f} s</title></rect>"
-            )
-            if w > 60:
-                bars.append(
-                    f"<text x='{x + 3:.1f}' y='{y + row - 7}' font-size='9' fill='white'>"
-                    f"{_e(e['name'][:16])} {e['duration_s']:.2f}s</text>"
-                )
-    height = 8 + lanes_needed * row + 14
-    ticks = []
-    step = _tick_step(span)
-    t = 0.0
-    while t <= span + 1e-9:
-        x = left + t * scale
-        ticks.append(
-            f"<line x1='{x:.1f}' x2='{x:.1f}' y1='2' y2='{height - 14}' stroke='#eee'/>"
-            f"<text x='{x:.1f}' y='{height - 3}' font-size='9' text-anchor='middle' fill='#666'>"
-            f"{t0 + t:.2f}s</text>"
-        )
-        t += step
-    names = [f"<text x='4' y='{4 + row - 6}' font-size='10' fill='#333'>{_e(label) or 'model'}</text>"]
-    names += [
-        f"<text x='4' y='{4 + (i + 1) * row + row - 6}' font-size='10' fill='#666'>tools {i + 1}</text>"
-        for i in range(lanes_needed - 1)
+def _usage_text(usage: Mapping[str, Any] | None) -> str:
+    if not usage:
+        return ""
+    keys = [
+        k
+        for k in ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens", "total_tokens")
+        if isinstance(usage.get(k), int)
     ]
+    return ", ".join(f"{k.replace('_tokens', '')} {usage[k]:,}" for k in keys)
+
+
+def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, Any] | None = None) -> str:
+    """A round as a tree: the request as sent, the assistant message, each call with its tool message."""
+    msg = r["assistant_message"]
+    by_id = {x["tool_call_id"]: x for x in r["tool_executions"]}
+    resp = r["response"]
+    facts = [f"model {resp['latency_s']:.3f} s"]
+    if isinstance(resp.get("ttfc_s"), int | float):
+        facts.append(f"first chunk after {resp['ttfc_s']:.3f} s")
+    facts.append(f"{len(resp['chunks'])} chunk{'s' if len(resp['chunks']) != 1 else ''}")
+    if _usage_text(resp.get("usage")):
+        facts.append(f"tokens: {_usage_text(resp.get('usage'))}")
+    timing = resp.get("timing")
+    if isinstance(timing, dict) and timing.get("source"):
+        facts.append(f"timing {timing['source']}" + (f" ({timing['note']})" if timing.get("note") else ""))
+    parts = [
+        request_html(r, previous) if "request" in r else "",
+        f"<div class='tcl-msg tcl-assistant'><span class='tcl-role'>assistant</span>"
+        f"<span class='tcl-muted'>{e(' · '.join(facts))}</span>",
+    ]
+    reasoning = reasoning_text(r)
+    if reasoning:
+        parts.append(
+            f"<details><summary>reasoning ({len(reasoning):,} characters)</summary><pre>{e(reasoning)}</pre>"
+            "</details>"
+        )
+    content = _content(msg)
+    if content:
+        parts.append(f"<div>{e(content)}</div>")
+    elif not r["tool_calls"]:
+        parts.append(" <span class='tcl-muted'>(empty)</span>")
+    parts.append("</div>")
+    if r["tool_calls"]:
+        parts.append("<ul class='tcl-calls'>")
+        parts += [call_row(c, by_id.get(c["tool_call_id"]), raw=raw) for c in r["tool_calls"]]
+        parts.append("</ul>")
+    parts.append(findings_html(r.get("findings") or []))
+    return "".join(parts)
+
+
+def round_html(
+    r: dict[str, Any],
+    *,
+    raw: bool = False,
+    round_trip_s: float = 0.0,
+    title: bool = True,
+    previous: dict[str, Any] | None = None,
+    span: float | None = None,
+) -> str:
+    """One round's panel: title (optional, e.g. when an accordion shows it), message tree, timeline.
+
+    `span`: seconds the timeline covers from the round's start (share it across rounds or modes so
+    bars compare; a round of ~0 s is then a sliver, not a full-width bar).
+    """
+    heading = f"<div class='tcl-round-title'>{e(round_title(r))}</div>" if title else ""
+    start = float(r["response"]["started_at"])
+    end = start + max(span or 0.0, round_duration(r), 1e-3)
+    tl = timeline_svg([r], start=start, end=end, relative=True, round_trip_s=round_trip_s, min_px=260)
     return (
-        f"<svg class='tcl-timeline' xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}'>"
-        f"{''.join(ticks)}{''.join(names)}{''.join(bars)}</svg>"
-    )
-
-
-def _tick_step(span: float) -> float:
-    for step in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500):
-        if span / step <= 10:
-            return float(step)
-    return span / 10
-
-
-def round_html(r: dict[str, Any], *, raw: bool = False, round_trip_s: float = 0.0, title: bool = True) -> str:
-    """One round's panel: title (optional, e.g. when an accordion shows it), message tree, timeline."""
-    heading = f"<div class='tcl-round-title'>{_e(round_title(r))}</div>" if title else ""
-    return (
-        f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}{message_tree(r, raw=raw)}"
-        f"{timeline_svg([r], round_trip_s=round_trip_s)}</div>"
-    )
-
-
-def header_html(doc: dict[str, Any]) -> str:
-    """Title line of a trace: origin, mode, rounds, wall time, outcome, whether timings are real."""
-    meta, outcome = doc["metadata"], doc["outcome"]
-    return (
-        f"<div><b>{_e(meta['title'])}</b> <span class='tcl-muted'>{_e(meta['origin'])} · mode "
-        f"{_e(meta.get('mode'))} · {len(doc['rounds'])} rounds · {outcome['wall_time_s']:.2f} s · "
-        f"{_e(outcome['status'])}/{_e(outcome['reason'])} · timings {_e(timing_summary(doc))}</span></div>"
+        f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}"
+        f"{message_tree(r, raw=raw, previous=previous)}{tl}</div>"
     )
 
 
 def timing_summary(doc: dict[str, Any]) -> str:
-    """How many model calls and tool executions rest on each kind of timing evidence."""
-    counts: dict[str, int] = {}
+    """Where the run's numbers come from, counted from the data (per-call provenance when the trace
+    carries it, the trace-level `timings` label otherwise)."""
+    model: dict[str, int] = {}
+    tools: dict[str, int] = {}
+    chunks: dict[str, int] = {}
     for r in doc["rounds"]:
-        items = [r["response"].get("timing")] + [
-            e.get("timing") for e in r["tool_executions"] if e["status"] != "skipped"
-        ]
-        for t in items:
-            source = (t or {}).get("source", "unlabelled")
-            counts[source] = counts.get(source, 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+        t = r["response"].get("timing")
+        if isinstance(t, dict) and t.get("source"):
+            model[t["source"]] = model.get(t["source"], 0) + 1
+        c = r["response"].get("chunk_timing")
+        if isinstance(c, str):
+            chunks[c] = chunks.get(c, 0) + 1
+        for x in r["tool_executions"]:
+            t = x.get("timing")
+            if isinstance(t, dict) and t.get("source"):
+                tools[t["source"]] = tools.get(t["source"], 0) + 1
+    if not model and not tools:
+        if doc["metadata"].get("origin") == "scripted":
+            return "timings: scripted (durations set by the script, run on the virtual clock)"
+        label = doc["metadata"].get("timings") or "not stated"
+        return f"timings: {label} (whole trace)"
+
+    def part(name: str, counts: dict[str, int]) -> str:
+        return f"{name} " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if counts else ""
+
+    pieces = [
+        p for p in (part("model calls", model), part("tools", tools), part("chunk offsets", chunks)) if p
+    ]
+    return "timings: " + "; ".join(pieces)
 
 
-def trace_html(doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None = None) -> str:
-    """A whole trace: header, whole-run timeline, then one panel per round."""
+def _first_model(doc: dict[str, Any]) -> str | None:
+    for r in doc["rounds"]:
+        for c in r["response"]["chunks"][:3]:
+            m = c["payload"].get("model") if isinstance(c.get("payload"), dict) else None
+            if isinstance(m, str) and m:
+                return m
+    return None
+
+
+def header_html(doc: dict[str, Any]) -> str:
+    """The run header: title, origin (truthfully), model, mode, size, wall time, outcome, timing
+    provenance, token usage and time to first chunk."""
+    meta, outcome, rounds = doc["metadata"], doc["outcome"], doc["rounds"]
+    origin = str(meta.get("origin"))
+    origin_note = ORIGIN_NOTE.get(origin, origin)
+    if meta.get("replayed_from"):
+        origin_note += f" from a {meta['replayed_from']} trace"
+    model = meta.get("model") or _first_model(doc)
+    usage: dict[str, int] = {}
+    for r in rounds:
+        for k, v in (r["response"].get("usage") or {}).items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                usage[k] = usage.get(k, 0) + v
+    ttfc = next(
+        (r["response"].get("ttfc_s") for r in rounds if r["response"].get("ttfc_s") is not None), None
+    )
+    modes = sorted({r["mode"] for r in rounds})
+    n_calls = sum(len(r["tool_calls"]) for r in rounds)
+    status = f"{outcome['status']} / {outcome['reason']}"
+    bad = outcome["status"] not in ("completed",)
+    facts = [
+        f"<span class='tcl-badge{' tcl-badge-warn' if origin != 'recorded' else ''}' "
+        f"title='{e(origin_note)}'>"
+        f"origin: {e(origin)}</span><span class='tcl-muted'>{e(origin_note)}</span>",
+        f"model <b>{e(model) if model else '(not recorded)'}</b>"
+        + (f" via {e(meta['provider'])}" if meta.get("provider") else ""),
+        f"mode <b>{e(', '.join(modes) or meta.get('mode') or '?')}</b>",
+        f"<b>{len(rounds)}</b> rounds, <b>{n_calls}</b> calls",
+        f"wall <b>{outcome['wall_time_s']:.3f} s</b>",
+        f"outcome <b>{'⚠ ' if bad else '✔ '}{e(status)}</b>",
+        e(timing_summary(doc)),
+    ]
+    if usage:
+        facts.append("tokens " + e(_usage_text(usage)))
+    if ttfc is not None:
+        facts.append(f"first chunk after {ttfc:.3f} s")
+    notes = []
+    if outcome.get("error"):
+        notes.append(f"<div class='tcl-error'>error: {e(outcome['error'])}</div>")
+    if meta.get("notes"):
+        notes.append(f"<div class='tcl-muted'>notes: {e(meta['notes'])}</div>")
+    if meta.get("source"):
+        notes.append(f"<div class='tcl-muted'>source: {e(meta['source'])}</div>")
+    facts_html = "".join(f"<span>{f}</span>" for f in facts)
+    return (
+        f"<div class='tcl-head'><div class='tcl-title'>{e(meta['title'])}</div>"
+        f"<div class='tcl-facts'>{facts_html}</div>{''.join(notes)}</div>"
+    )
+
+
+def prompt_html(doc: dict[str, Any]) -> str:
+    """The initial messages (system and user prompt) and the tools offered, collapsible."""
+    initial = doc.get("initial_messages") or []
+    tools = doc.get("tools") or []
+    roles = ", ".join(str(m.get("role")) for m in initial)
+    msgs = "".join(message_html(m) for m in initial) or "<span class='tcl-muted'>(none recorded)</span>"
+    rows = []
+    for t in tools:
+        fn = t.get("function") or t
+        params = (fn.get("parameters") or {}).get("properties") or {}
+        rows.append(
+            f"<li><b>{e(fn.get('name'))}</b>({e(', '.join(params))}) "
+            f"<span class='tcl-muted'>{e((fn.get('description') or '').strip()[:200])}</span></li>"
+        )
+    return (
+        f"<details class='tcl-prompt' open><summary>prompt: {len(initial)} initial message"
+        f"{'s' if len(initial) != 1 else ''} ({e(roles)})</summary>{msgs}</details>"
+        f"<details class='tcl-tools'><summary>{len(tools)} tool{'s' if len(tools) != 1 else ''} offered: "
+        f"{e(', '.join(str((t.get('function') or t).get('name')) for t in tools[:8]))}"
+        f"{' …' if len(tools) > 8 else ''}</summary><ul>{''.join(rows)}</ul></details>"
+    )
+
+
+def trace_html(doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None = 60) -> str:
+    """A whole trace: header, prompt and tools, whole-run timeline, then one panel per round."""
     rounds = doc["rounds"][:max_rounds] if max_rounds else doc["rounds"]
     rtt = float(doc["metadata"].get("settings", {}).get("round_trip_s") or 0.0)
-    header = header_html(doc)
+    span = max((round_duration(r) for r in doc["rounds"]), default=0.0)
     more = (
-        f"<div class='tcl-muted'>… {len(doc['rounds']) - len(rounds)} more rounds</div>"
+        f"<div class='tcl-muted'>… {len(doc['rounds']) - len(rounds)} more rounds (open it in a "
+        "TraceView to see them all)</div>"
         if len(rounds) < len(doc["rounds"])
         else ""
     )
-    return (
-        f"<div class='tcl tcl-trace'>{CSS}{header}{timeline_svg(doc['rounds'], round_trip_s=rtt)}"
-        f"{''.join(round_html(r, raw=raw, round_trip_s=rtt) for r in rounds)}{more}</div>"
+    panels = "".join(
+        round_html(r, raw=raw, round_trip_s=rtt, previous=doc["rounds"][i - 1] if i else None, span=span)
+        for i, r in enumerate(rounds)
     )
+    return (
+        f"<div class='tcl tcl-trace'>{CSS}{header_html(doc)}{prompt_html(doc)}"
+        f"{timeline_svg(doc['rounds'], round_trip_s=rtt, min_px=480)}{panels}{more}</div>"
+    )
+
+
+def comparable(row: Mapping[str, Any]) -> str | None:
+    """Why a mode's run cannot be compared with the others (it skipped calls), or None."""
+    skipped = row.get("skipped") or 0
+    if skipped:
+        n = row.get("n_calls")
+        return f"skipped {skipped} of {n} calls" if n else f"skipped {skipped} calls"
+    return None
 
 
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Per-mode wall time, speedup, model calls and client round trips as an HTML table."""
-    seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential"), None)
+    """Per-mode wall time, speedup, model calls and client round trips; a mode that skipped calls
+    is marked not comparable and gets no speedup."""
+    seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
     head = (
-        "<tr><th>mode</th><th>wall time</th><th>speedup vs sequential</th><th>model calls</th>"
+        "<tr><th class='tcl-left'>mode</th><th>wall time</th><th>speedup vs sequential</th>"
+        "<th>model calls</th>"
         "<th>client round trips</th><th>tool time</th><th>failures</th><th>skipped</th></tr>"
     )
-    body = "".join(
-        f"<tr><td style='text-align:left'>{_e(r['mode'])}</td><td>{r['wall_time_s']:.3f} s</td>"
-        f"<td>{(seq / r['wall_time_s']) if seq and r['wall_time_s'] else float('nan'):.2f}x</td>"
-        f"<td>{r['upstream_calls']}</td><td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td>"
-        f"<td>{r['failures']}</td><td>{r['skipped']}</td></tr>"
-        for r in rows
+    body = []
+    for r in rows:
+        why = comparable(r)
+        if why:
+            speed = f"<span title='{e(why)}'>⚠ not comparable ({e(why)})</span>"
+        elif seq and r["wall_time_s"]:
+            speed = f"{seq / r['wall_time_s']:.2f}x"
+        else:
+            speed = "—"
+        body.append(
+            f"<tr class='{'tcl-nc' if why else ''}'><td class='tcl-left'>{e(r['mode'])}</td>"
+            f"<td>{r['wall_time_s']:.3f} s</td><td>{speed}</td><td>{r['upstream_calls']}</td>"
+            f"<td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td><td>{r['failures']}</td>"
+            f"<td>{r['skipped']}</td></tr>"
+        )
+    return f"<div class='tcl-scroll'><table class='tcl-table'>{head}{''.join(body)}</table></div>"
+
+
+def table_html(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, index: Sequence[int] | None = None
+) -> str:
+    """Any table (e.g. whatever `compare` returns), values rounded for reading, rows that skipped
+    calls marked not comparable."""
+    head = "".join(
+        f"<th class='tcl-left'>{e(c)}</th>" for c in ["#", *columns] if index is not None or c != "#"
     )
-    return f"<table class='tcl-table'>{head}{body}</table>"
+    body = []
+    for k, row in enumerate(rows):
+        why = comparable(row)
+        cells = "".join(
+            f"<td class='{'tcl-left' if isinstance(row.get(c), str) else ''}'>"
+            + (f"⚠ not comparable ({e(why)})" if why and c.startswith("speedup") else e(fmt(row.get(c), c)))
+            + "</td>"
+            for c in columns
+        )
+        num = f"<td>{index[k]}</td>" if index is not None else ""
+        body.append(f"<tr class='{'tcl-nc' if why else ''}'>{num}{cells}</tr>")
+    return f"<div class='tcl-scroll'><table class='tcl-table'><tr>{head}</tr>{''.join(body)}</table></div>"

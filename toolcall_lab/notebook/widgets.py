@@ -1,16 +1,15 @@
-"""ipywidgets views: trace view, compare view, stream stepper and live view.
+"""ipywidgets views: trace view, compare view, stream stepper, live view (and the corpus view).
 
 State lives in traitlets (testable from Python without a browser); every view renders from the
-serialized trace (`Trace.to_dict()`) through `toolcall_lab.notebook.html`. Callback errors are shown
-in an Output widget instead of disappearing into the browser console.
+serialized trace (`Trace.to_dict()`) through `toolcall_lab.notebook.html` and `.timeline`. Callback
+errors are shown in the view. Each view also carries a static HTML rendering, so notebooks read
+on a code host without a kernel.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,176 +23,137 @@ from toolcall_lab.events import (
     Observation,
     RoundStarted,
     RunEvent,
+    RunFinished,
     Thought,
 )
-from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator
-from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
-from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator
 from toolcall_lab.formats.recordings import read_recording
+from toolcall_lab.notebook._controls import ExportBar, OpenBox, StaticFallback, guarded, note, wrap
+from toolcall_lab.notebook.compare import CompareView
+from toolcall_lab.notebook.corpus import CorpusView
+from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import (
-    CSS,
-    _e,
     header_html,
+    prompt_html,
     round_duration,
     round_html,
     round_title,
-    summary_table,
-    timeline_svg,
+    trace_html,
 )
-from toolcall_lab.records import MODES, Mode
+from toolcall_lab.notebook.stream import StreamStates, stepper_html
+from toolcall_lab.notebook.theme import e
+from toolcall_lab.notebook.timeline import round_end, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
 
+__all__ = ["CompareView", "CorpusView", "LiveView", "StreamStepper", "TraceView", "as_doc"]
+
 
 def as_doc(trace: Trace | RunResult | dict[str, Any]) -> dict[str, Any]:
-    """The serialized form every view renders from."""
+    """The serialized form every view renders from. A bare `RunResult` is labelled with the origin
+    it records (``recorded`` for a live model, ``scripted``, ``replayed``)."""
     if isinstance(trace, dict):
         return trace
     if isinstance(trace, RunResult):
-        trace = Trace.from_run(trace, TraceMetadata(title="run", origin="recorded"))
+        meta = TraceMetadata(title=f"run ({trace.mode})", origin=trace.origin)
+        return Trace.from_run(trace, meta).to_dict()
     return trace.to_dict()
 
 
-def _guarded(out: widgets.Output, fn: Callable[..., None]) -> Callable[..., None]:
-    def wrapper(*args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception:  # shown to the user in the view, not lost in the browser console
-            with out:
-                print(traceback.format_exc())
-
-    return wrapper
-
-
-class TraceView(widgets.VBox):  # type: ignore[misc]
-    """One panel per round: title, the message tree (calls with matched results), the round timeline."""
+class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
+    """A whole trace: run header, prompt and tools, whole-run timeline, then one accordion panel per
+    round (request as sent, assistant message, calls with their tool messages, round timeline).
+    A file picker opens another trace or recording; an export bar saves the timeline and calls."""
 
     show_raw = traitlets.Bool(False, help="show argument strings exactly as received")
     selected_round = traitlets.Int(0, allow_none=True)
 
-    def __init__(self, trace: Trace | RunResult | dict[str, Any], **kwargs: Any) -> None:
-        self.doc = as_doc(trace)
-        self._rtt = float(self.doc["metadata"].get("settings", {}).get("round_trip_s") or 0.0)
+    def __init__(self, trace: Trace | RunResult | dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.errors = widgets.Output()
-        self.header = widgets.HTML(self._header())
+        self.header = widgets.HTML()
+        self.choice = widgets.Dropdown(
+            description="trace", layout=widgets.Layout(display="none", width="95%")
+        )
         self.raw_box = widgets.Checkbox(value=False, description="raw argument strings", indent=False)
-        rounds = self.doc["rounds"]
-        self.panels = [widgets.HTML(self._panel(r)) for r in rounds]
-        self.accordion = widgets.Accordion(children=self.panels, titles=tuple(round_title(r) for r in rounds))
-        self.accordion.selected_index = 0 if rounds else None
-        super().__init__([self.header, self.raw_box, self.accordion, self.errors], **kwargs)
+        self.accordion = widgets.Accordion()
+        self.open_box = OpenBox(guarded(self.errors, self._opened))
+        self.doc: dict[str, Any] = {}
+        self._rtt = self._span = 0.0
+        self.export = ExportBar(
+            lambda: str(self.doc.get("metadata", {}).get("title", "trace")),
+            lambda: [(str(self.doc["metadata"]["title"]), self.doc["rounds"])] if self.doc else [],
+            lambda: {"calls": calls_rows(self.doc) if self.doc else []},
+            round_trip_s=lambda: self._rtt,
+        )
+        self.panels: list[widgets.HTML] = []
+        self.traces: list[Trace] = []
+        super().__init__(
+            [self.open_box, self.choice, self.header, self.raw_box, self.accordion, self.export, self.errors],
+            **kwargs,
+        )
+        self.add_class("tcl-view")
         self.add_class("tcl-trace-view")
         widgets.link((self.raw_box, "value"), (self, "show_raw"))
         widgets.link((self.accordion, "selected_index"), (self, "selected_round"))
-        self.observe(_guarded(self.errors, self._rerender), names=["show_raw"])
+        self.observe(guarded(self.errors, self._rerender), names=["show_raw"])
+        self.choice.observe(guarded(self.errors, self._chosen), names=["value"])
+        if trace is None:
+            self.header.value = note("open a trace file, a recording or a transcript above")
+        else:
+            self.show(trace)
 
-    def _header(self) -> str:
-        timeline = timeline_svg(self.doc["rounds"], round_trip_s=self._rtt)
-        return f"<div class='tcl'>{CSS}{header_html(self.doc)}{timeline}</div>"
+    def show(self, trace: Trace | RunResult | dict[str, Any]) -> None:
+        """Display another trace in this view."""
+        self.doc = as_doc(trace)
+        self._rtt = float(self.doc["metadata"].get("settings", {}).get("round_trip_s") or 0.0)
+        rounds = self.doc["rounds"]
+        self._span = max((round_duration(r) for r in rounds), default=0.0)
+        timeline = timeline_svg(rounds, round_trip_s=self._rtt, min_px=480)
+        self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
+        self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
+        self.accordion.children = self.panels
+        self.accordion.titles = tuple(round_title(r) for r in rounds)
+        self.accordion.selected_index = 0 if rounds else None
 
-    def _panel(self, r: dict[str, Any]) -> str:
-        body = round_html(r, raw=self.show_raw, round_trip_s=self._rtt, title=False)
-        return f"<div class='tcl'>{CSS}{body}</div>"
+    def _opened(self, traces: list[Trace], label: str) -> None:
+        self.traces = traces
+        if len(traces) > 1:
+            self.choice.options = [(f"{i}: {t.metadata.title}", i) for i, t in enumerate(traces)]
+            self.choice.layout.display = None
+        else:
+            self.choice.layout.display = "none"
+        self.show(traces[0])
+
+    def _chosen(self, change: Any) -> None:
+        if change["new"] is not None and self.traces:
+            self.show(self.traces[change["new"]])
+
+    def _panel(self, i: int) -> str:
+        rounds = self.doc["rounds"]
+        body = round_html(
+            rounds[i],
+            raw=self.show_raw,
+            round_trip_s=self._rtt,
+            title=False,
+            previous=rounds[i - 1] if i else None,
+            span=self._span,
+        )
+        return wrap(body)
 
     def _rerender(self, _: Any = None) -> None:
-        for panel, r in zip(self.panels, self.doc["rounds"], strict=True):
-            panel.value = self._panel(r)
+        for i, panel in enumerate(self.panels):
+            panel.value = self._panel(i)
+
+    def static_html(self) -> str:
+        return trace_html(self.doc, raw=self.show_raw) if self.doc else ""
 
 
-class CompareView(widgets.VBox):  # type: ignore[misc]
-    """The same trace under several modes: shared time axis, synchronized round, summary table.
-
-    Changing the modes, the parallel concurrency cap or the client round trip re-runs the replays on
-    the virtual clock (milliseconds).
-    """
-
-    modes = traitlets.Tuple(default_value=tuple(MODES))
-    concurrency = traitlets.Int(0, help="parallel mode cap; 0 = no cap")
-    round_trip_ms = traitlets.Float(50.0)
-    selected_round = traitlets.Int(0)
-
-    def __init__(
-        self,
-        trace: Trace,
-        modes: Sequence[Mode] = MODES,
-        *,
-        round_trip_s: float = 0.05,
-        concurrency: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.trace = trace
-        self.errors = widgets.Output()
-        self.mode_box = widgets.SelectMultiple(
-            options=list(MODES), value=tuple(modes), description="modes", rows=4
-        )
-        self.cap_box = widgets.BoundedIntText(value=concurrency or 0, min=0, max=1000, description="cap")
-        self.rtt_box = widgets.FloatSlider(
-            value=round_trip_s * 1000, min=0, max=500, step=5, description="round trip ms"
-        )
-        n = len(trace.rounds)
-        self.round_box = widgets.Dropdown(
-            options=[(f"round {i}", i) for i in range(n)], value=0, description="round"
-        )
-        self.summary = widgets.HTML()
-        self.timelines = widgets.HTML()
-        self.details = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
-        controls = widgets.HBox([self.mode_box, widgets.VBox([self.cap_box, self.rtt_box, self.round_box])])
-        super().__init__([controls, self.summary, self.timelines, self.details, self.errors], **kwargs)
-        self.add_class("tcl-compare-view")
-        self.results: dict[str, dict[str, Any]] = {}
-        self.rows: list[dict[str, Any]] = []
-        self.modes, self.concurrency, self.round_trip_ms = tuple(modes), concurrency or 0, round_trip_s * 1000
-        widgets.link((self.mode_box, "value"), (self, "modes"))
-        widgets.link((self.cap_box, "value"), (self, "concurrency"))
-        widgets.link((self.rtt_box, "value"), (self, "round_trip_ms"))
-        widgets.link((self.round_box, "value"), (self, "selected_round"))
-        self.observe(_guarded(self.errors, self.rerun), names=["modes", "concurrency", "round_trip_ms"])
-        self.observe(_guarded(self.errors, self.render), names=["selected_round"])
-        self.rerun()
-
-    def rerun(self, _: Any = None) -> None:
-        from toolcall_lab.analysis import run_rows
-        from toolcall_lab.replay import replay
-
-        self.results, self.rows = {}, []
-        for mode in self.modes:
-            kwargs: dict[str, Any] = {}
-            if mode == "serialized":
-                kwargs["round_trip_s"] = self.round_trip_ms / 1000
-            if mode == "parallel" and self.concurrency:
-                kwargs["concurrency"] = self.concurrency
-            result = replay(self.trace, mode, **kwargs)
-            self.results[mode] = Trace.from_run(result, self.trace.metadata).to_dict()
-            self.rows.append(run_rows(self.trace.metadata.title, result, self.trace)[0])
-        self.render()
-
-    def render(self, _: Any = None) -> None:
-        end = max((r["outcome"]["wall_time_s"] for r in self.results.values()), default=1.0)
-        rtt = self.round_trip_ms / 1000
-        self.summary.value = f"<div class='tcl'>{CSS}{summary_table(self.rows)}</div>"
-        svgs = "".join(
-            f"<div><b>{_e(mode)}</b> {doc['outcome']['wall_time_s']:.2f} s<br>"
-            + timeline_svg(
-                doc["rounds"], start=0.0, end=end, highlight=self.selected_round, label=mode, round_trip_s=rtt
-            )
-            + "</div>"
-            for mode, doc in self.results.items()
-        )
-        self.timelines.value = f"<div class='tcl'>{svgs}</div>"
-        panels = []
-        for mode, doc in self.results.items():
-            rounds = [r for r in doc["rounds"] if r["round_index"] == self.selected_round]
-            body = round_html(rounds[0], round_trip_s=rtt) if rounds else "<i>no such round</i>"
-            panels.append(
-                widgets.HTML(f"<div class='tcl' style='width:420px'>{CSS}<b>{_e(mode)}</b>{body}</div>")
-            )
-        self.details.children = panels
-
-
-class StreamStepper(widgets.VBox):  # type: ignore[misc]
+class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """Step through the chunks of one streamed response (chat completions, Anthropic Messages or
-    Responses API): the chunk, the calls assembled so far per index (arguments growing), and
-    findings as they appear. A file holding several Responses streams shows the first."""
+    Responses API): each chunk's delta, the calls assembled so far with what the chunk appended
+    highlighted, and the findings as they occur. The controls (first, previous, play, next, last,
+    a slider) run in the page, so a static export steps through the chunks without a kernel;
+    setting `step` from Python shows that step. A file holding several Responses streams shows the
+    first."""
 
     step = traitlets.Int(0)
 
@@ -206,83 +166,38 @@ class StreamStepper(widgets.VBox):  # type: ignore[misc]
             if exchange.payloads is None:
                 raise ValueError(f"{source}: a whole (non-streamed) response has no chunks to step through")
             source, self.format = exchange.payloads, exchange.format
-        self.chunks = list(source)
+        chunks = list(source)
         if self.format == "openai-responses":  # several consecutive responses: keep the first
-            starts = [i for i, c in enumerate(self.chunks) if c.get("type") == "response.created"]
+            starts = [i for i, c in enumerate(chunks) if c.get("type") == "response.created"]
             if len(starts) > 1:
-                self.chunks = self.chunks[: starts[1]]
-        self.states = self._states(batch)
-        self.slider = widgets.IntSlider(
-            value=0,
-            min=0,
-            max=len(self.chunks),
-            description="chunk",
-            continuous_update=True,
-            layout=widgets.Layout(width="90%"),
-        )
+                chunks = chunks[: starts[1]]
+        self.chunks = chunks
+        self.stream = StreamStates.build(chunks, self.format, batch)
+        self.states = [(s, list(f)) for s, f in zip(self.stream.snapshots, self.stream.findings, strict=True)]
+        """Per step: (calls so far per choice and index, findings so far); the last is after finish()."""
         self.view = widgets.HTML()
-        super().__init__([self.slider, self.view], **kwargs)
+        super().__init__([self.view], **kwargs)
+        self.add_class("tcl-view")
         self.add_class("tcl-stream-stepper")
-        widgets.link((self.slider, "value"), (self, "step"))
         self.observe(self._render, names=["step"])
         self._render()
 
-    def _states(self, batch: int) -> list[tuple[dict[int, dict[int, dict[str, Any]]], list[dict[str, Any]]]]:
-        acc: ChatCompletionAccumulator | AnthropicStreamAccumulator | ResponsesStreamAccumulator
-        if self.format == "anthropic":
-            acc = AnthropicStreamAccumulator(batch=batch)
-        elif self.format == "openai-responses":
-            acc = ResponsesStreamAccumulator(batch=batch)
-        else:
-            acc = ChatCompletionAccumulator(batch=batch)
-        states = []
-        for chunk in self.chunks:
-            acc.feed(chunk)
-            states.append((acc.snapshot(), [f.to_dict() for f in acc.findings]))
-        final = acc.finish()
-        done = {
-            c.index: {
-                idx: {"id": t.tool_call_id, "name": t.name, "arguments": t.arguments}
-                for idx, t in enumerate(c.tool_calls)
-            }
-            for c in final.choices
-        }
-        states.append((done, [f.to_dict() for f in final.findings]))
-        return states
+    @property
+    def last_step(self) -> int:
+        return len(self.states) - 1
+
+    @traitlets.validate("step")
+    def _valid_step(self, proposal: Any) -> int:
+        return max(0, min(int(proposal["value"]), len(self.states) - 1))
 
     def _render(self, _: Any = None) -> None:
-        i = self.step
-        snapshot, findings = self.states[i]
-        chunk = (
-            json.dumps(self.chunks[i], indent=1, ensure_ascii=False)
-            if i < len(self.chunks)
-            else "(end of stream)"
-        )
-        rows = "".join(
-            f"<tr><td>{ci}</td><td>{idx}</td><td>{_e(c['id'])}</td><td>{_e(c['name'])}</td>"
-            f"<td style='text-align:left'><code>{_e(c['arguments'])}</code></td></tr>"
-            for ci, calls in snapshot.items()
-            for idx, c in calls.items()
-        )
-        found = (
-            "".join(
-                f"<li>chunk {f['chunk_index']}: <b>{_e(f['kind'])}</b> {_e(f['message'])}</li>"
-                for f in findings
-            )
-            or "<li class='tcl-muted'>none yet</li>"
-        )
-        label = (
-            f"chunk {i} of {len(self.chunks)}" if i < len(self.chunks) else "after the last chunk (finish)"
-        )
-        self.view.value = (
-            f"<div class='tcl'>{CSS}<b>{label}</b><pre style='max-height:14em;overflow:auto'>"
-            f"{_e(chunk)}</pre><b>calls so far</b><table class='tcl-table'><tr><th>choice</th>"
-            f"<th>index</th><th>id</th><th>name</th><th>arguments</th></tr>{rows}</table>"
-            f"<b>findings</b><ul>{found}</ul></div>"
-        )
+        self.view.value = stepper_html(self.stream, self.step)
+
+    def static_html(self) -> str:
+        return self.view.value  # type: ignore[no-any-return]
 
 
-class LiveView(widgets.VBox):  # type: ignore[misc]
+class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """A trace view fed by a run's events: ``await run(..., on_event=live.on_event)``."""
 
     n_events = traitlets.Int(0)
@@ -293,10 +208,14 @@ class LiveView(widgets.VBox):  # type: ignore[misc]
         self.title, self.mode = title, mode
         self.rounds: dict[int, dict[str, Any]] = {}
         self.final: str | None = None
+        self.finished: str | None = None
         self.min_interval_s = min_interval_s
         self._last = 0.0
-        self.view = widgets.HTML(f"<div class='tcl'>{CSS}<b>{_e(title)}</b> waiting for events…</div>")
+        self.view = widgets.HTML(
+            wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
+        )
         super().__init__([self.view], **kwargs)
+        self.add_class("tcl-view")
         self.add_class("tcl-live-view")
 
     def _round(self, index: int, at: float = 0.0) -> dict[str, Any]:
@@ -320,27 +239,31 @@ class LiveView(widgets.VBox):  # type: ignore[misc]
             self._round(event.round_index, event.at)
         elif isinstance(event, ModelResponded):
             r = self._round(event.round_index)
-            r["response"].update(ended_at=event.at, latency_s=event.latency_s)
+            r["response"].update(
+                ended_at=event.at, latency_s=event.latency_s, ttfc_s=event.ttfc_s, usage=event.usage
+            )
         elif isinstance(event, Thought):
             self._round(event.round_index)["assistant_message"]["content"] = event.text
         elif isinstance(event, Action):
             self._round(event.round_index)["tool_calls"].append(call_to_dict(event.call))
         elif isinstance(event, Observation):
-            e = event.execution
+            x = event.execution
             self._round(event.round_index)["tool_executions"].append(
                 {
-                    "tool_call_id": e.tool_call_id,
-                    "name": e.name,
-                    "status": e.status,
-                    "result": e.result,
-                    "started_at": e.started_at,
-                    "ended_at": e.ended_at,
-                    "duration_s": e.duration_s,
+                    "tool_call_id": x.tool_call_id,
+                    "name": x.name,
+                    "status": x.status,
+                    "result": x.result,
+                    "started_at": x.started_at,
+                    "ended_at": x.ended_at,
+                    "duration_s": x.duration_s,
                 }
             )
         elif isinstance(event, FinalAnswer):
             self._round(event.round_index)["assistant_message"]["content"] = event.text
             self.final = event.text
+        elif isinstance(event, RunFinished):
+            self.finished = f"{event.status} / {event.reason}"
         now = time.monotonic()
         if (
             event.kind in ("run_finished", "final_answer", "model_response")
@@ -349,14 +272,32 @@ class LiveView(widgets.VBox):  # type: ignore[misc]
             self._last = now
             self.render()
 
-    def render(self) -> None:
+    def html(self) -> str:
         rounds = [self.rounds[k] for k in sorted(self.rounds)]
         for r in rounds:
             r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
-        status = f"final answer: {_e(self.final)}" if self.final is not None else f"{self.n_events} events"
-        last = max((round_duration(r) + r["response"]["started_at"] for r in rounds), default=0.0)
-        self.view.value = (
-            f"<div class='tcl'>{CSS}<b>{_e(self.title)}</b> <span class='tcl-muted'>{status} · "
-            f"{last:.2f} s</span>{timeline_svg(rounds)}"
-            f"{''.join(round_html(r) for r in rounds)}</div>"
+        last = max((round_end(r) for r in rounds), default=0.0)
+        span = max((round_duration(r) for r in rounds), default=0.0)
+        status = self.finished or ("running" if self.final is None else "final answer received")
+        final = (
+            f"<div><span class='tcl-role'>final answer</span>{e(self.final)}</div>"
+            if self.final is not None
+            else ""
         )
+        panels = "".join(
+            round_html(r, span=span, previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
+        )
+        return (
+            f"<div class='tcl-head'><div class='tcl-title'>{e(self.title)}</div><div class='tcl-facts'>"
+            f"<span><span class='tcl-badge'>origin: live</span></span><span>{e(status)}</span>"
+            f"<span>{self.n_events} events</span><span>{len(rounds)} rounds</span><span>{last:.2f} s</span>"
+            f"</div></div>{final}<div class='tcl-live-timeline'>"
+            f"{timeline_svg(rounds, min_px=420) if rounds else ''}"
+            f"</div>{panels}"
+        )
+
+    def render(self) -> None:
+        self.view.value = wrap(self.html())
+
+    def static_html(self) -> str:
+        return wrap(self.html())

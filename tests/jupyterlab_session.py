@@ -1,0 +1,308 @@
+"""A real JupyterLab on loopback driven by a real Chromium (Playwright, the system browser).
+
+Used by tests/test_browser.py: copies the notebooks into a scratch folder (JupyterLab saves what it
+runs; the repository's notebooks are never touched), starts `jupyter lab` headless with fresh
+settings (no news, every cell attached to the page), opens a notebook, runs all cells from the Run
+menu, saves it, and measures what a person would look at: error outputs, images in plotting cells,
+rendered widgets, horizontal overflow and text contrast of the views in light and dark themes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REALDATA, REPO
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/themes.jupyterlab-settings": {"theme": "JupyterLab Light"},
+}
+
+# Runs in the page: per-cell outputs, widgets, overflow and contrast of the toolcall_lab views.
+MEASURE = r"""
+() => {
+  const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden'));
+  const cells = [...panel.querySelectorAll('.jp-Notebook .jp-Cell')];
+  const rgba = s => { const m = s && s.match(/rgba?\(([^)]+)\)/); if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const over = (t, b) => [0, 1, 2].map(i => t[i] * t[3] + b[i] * (1 - t[3])).concat([1]);
+  const bgOf = el => { const layers = []; for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor); if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    let acc = [255, 255, 255, 1]; for (let i = layers.length - 1; i >= 0; i--) acc = over(layers[i], acc); return acc; };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const visible = el => el.getClientRects().length > 0 && !el.closest('details:not([open]) > :not(summary)')
+    && getComputedStyle(el).visibility !== 'hidden';
+  const describe = el => (el.tagName + '.' + [...el.classList].join('.') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"');
+  const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [] };
+  for (const cell of cells) {
+    result.cells.push({
+      images: cell.querySelectorAll('.jp-OutputArea-output img').length,
+      widgets: [...cell.querySelectorAll('.jp-OutputArea-output')].filter(o => o.querySelector(':scope > .jupyter-widgets')).length,
+    });
+  }
+  for (const out of [...panel.querySelectorAll('.jp-OutputArea-output')].filter(o => o.querySelector(':scope > .jupyter-widgets'))) {
+    const text = out.innerText.trim();
+    result.widgets.push({ chars: text.length, nodes: out.querySelectorAll('*').length,
+      problem: /Error displaying widget|Loading widget|model not found/i.test(text) ? text.slice(0, 120) : '' });
+  }
+  for (const view of panel.querySelectorAll('.tcl-view, .jp-OutputArea-output > .tcl')) {
+    const area = view.closest('.jp-OutputArea-output') || view.parentElement;
+    const limit = area.getBoundingClientRect().right + 1;
+    for (const el of [view, ...view.querySelectorAll('*')]) {
+      if (el.parentElement && el.parentElement.closest('.tcl-scroll')) continue;  // may scroll inside its box
+      const r = el.getBoundingClientRect();
+      if (!r.width || !visible(el)) continue;
+      if (r.right > limit) result.overflow.push(describe(el) + ' by ' + Math.round(r.right - limit) + 'px');
+    }
+    for (const box of view.querySelectorAll('.tcl-panel, .tcl-mode, .tcl-round')) {
+      const right = box.getBoundingClientRect().right + 1;
+      for (const svg of box.querySelectorAll('svg.tcl-timeline')) {
+        const r = svg.getBoundingClientRect();
+        if (r.width && visible(svg) && r.right > right) result.overflow.push('timeline spills out of ' + describe(box));
+      }
+    }
+  }
+  const texts = panel.querySelectorAll('.tcl-view .tcl *, .tcl-trace *');
+  for (const el of texts) {
+    if (el.tagName === 'STYLE' || el.tagName === 'title' || el.closest('title')) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !visible(el)) continue;
+    let fg, bg;
+    if (el instanceof SVGElement) {
+      const cs = getComputedStyle(el);
+      fg = rgba(cs.fill);
+      bg = bgOf(el.closest('svg'));
+      const bar = el.classList.contains('tcl-in') ? el.previousElementSibling : null;
+      if (bar) { const c = rgba(getComputedStyle(bar).fill); const o = parseFloat(bar.getAttribute('fill-opacity') || '1');
+        bg = over([c[0], c[1], c[2], o], bg); }
+    } else {
+      fg = rgba(getComputedStyle(el).color); bg = bgOf(el);
+    }
+    if (!fg) continue;
+    fg = over(fg, bg);
+    const r = ratio(fg, bg);
+    result.checked++;
+    result.lowest = Math.min(result.lowest, r);
+    if (r < 4.5) result.contrast.push(describe(el) + ' contrast ' + r.toFixed(2));
+  }
+  return result;
+}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Lab:
+    """JupyterLab + Chromium for one test session."""
+
+    def __init__(self, root: Path, browser: Any, shots: Path) -> None:
+        self.root, self.shots = root, shots
+        work = root / "work"
+        (work / "notebooks").mkdir(parents=True)
+        for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
+            shutil.copy(nb, work / "notebooks" / nb.name)
+        (work / "data").symlink_to(REPO / "data")
+        if REALDATA.is_dir():
+            (root / "shared").mkdir()
+            (root / "shared" / "realdata").symlink_to(REALDATA)
+        settings = root / "settings"
+        for name, value in SETTINGS.items():
+            (settings / name).parent.mkdir(parents=True, exist_ok=True)
+            (settings / name).write_text(json.dumps(value))
+        self.work = work
+        self.port = free_port()
+        env = {
+            **os.environ,
+            "JUPYTERLAB_SETTINGS_DIR": str(settings),
+            "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"),
+            "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
+            "JUPYTER_CONFIG_DIR": str(root / "config"),
+        }
+        self.log = (root / "jupyterlab.log").open("w")
+        self.server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                "--IdentityProvider.token=",
+                "--ServerApp.password=",
+                f"--ServerApp.root_dir={work}",
+                "--ServerApp.disable_check_xsrf=True",
+                "--LabApp.news_url=None",
+                "--ServerApp.terminals_enabled=False",
+                "--ServerApp.allow_root=True",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=work,
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._wait_for_server()
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+    def _wait_for_server(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited: see {self.log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/status", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"jupyter lab did not answer within 60 s: see {self.log.name}")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing down: the server must still stop
+            self.page.close()
+        self.server.terminate()
+        try:
+            self.server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+        self.log.close()
+
+    def menu(self, top: str, *path: str) -> None:
+        page = self.page
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(top)}$")).click()
+        for i, item in enumerate(path):
+            entry = page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).last
+            if i < len(path) - 1:
+                entry.hover()
+            else:
+                entry.click()
+
+    def theme(self, name: str) -> None:
+        self.menu("Settings", "Theme", name)
+        want = "false" if "Dark" in name else "true"
+        self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
+        self.page.wait_for_timeout(600)
+
+    def run_notebook(self, name: str, timeout_s: float = 150) -> dict[str, Any]:
+        """Open, run all, save; returns the saved notebook and the in-page measurements."""
+        page = self.page
+        page.goto(f"{self.base}/lab/tree/notebooks/{name}?reset", wait_until="domcontentloaded")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+        # the kernel is up when the status bar says so ("Python 3 (ipykernel) | Idle")
+        page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=60_000)
+        self.menu("Run", "Run All Cells")
+        started = time.monotonic()
+        page.wait_for_function(
+            """() => { const ps = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
+                       return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }""",
+            timeout=timeout_s * 1000,
+            polling=500,
+        )
+        run_s = time.monotonic() - started
+        page.wait_for_timeout(1500)  # widget views attach after the last reply
+        page.keyboard.press("Control+s")
+        path = self.work / "notebooks" / name
+        page.wait_for_function(
+            "!document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-mod-dirty')", timeout=20_000
+        )
+        saved = self._read_saved(path)
+        return {"saved": saved, "run_s": run_s, "light": page.evaluate(MEASURE)}
+
+    @staticmethod
+    def _read_saved(path: Path) -> dict[str, Any]:
+        """The notebook as JupyterLab saved it (waits while the save is still being written)."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                saved = json.loads(path.read_text(encoding="utf-8"))
+                if any(c.get("outputs") for c in saved["cells"] if c["cell_type"] == "code"):
+                    return dict(saved)
+            except (json.JSONDecodeError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{path}: JupyterLab did not save the run outputs")
+            time.sleep(0.3)
+
+    def measure(self) -> dict[str, Any]:
+        return dict(self.page.evaluate(MEASURE))
+
+    def screenshots(self, stem: str) -> list[Path]:
+        """One picture per view (and the notebook's top), for a person to look at."""
+        self.shots.mkdir(parents=True, exist_ok=True)
+        out = []
+        top = self.shots / f"{stem}.png"
+        self.page.screenshot(path=str(top))
+        out.append(top)
+        views = self.page.locator(
+            ".jp-NotebookPanel:not(.lm-mod-hidden) :is(.tcl-view, .jp-OutputArea-output > .tcl, .jp-OutputArea-output img)"
+        )
+        size = self.page.viewport_size or {"width": 1400, "height": 1000}
+        for k in range(min(views.count(), 8)):
+            target = self.shots / f"{stem}_{k}.png"
+            view = views.nth(k)
+            view.evaluate("e => e.scrollIntoView({block: 'start'})")
+            height = view.evaluate("e => e.getBoundingClientRect().height")
+            # a tall view is shot whole: make the window tall enough for it, then restore
+            self.page.set_viewport_size(
+                {"width": size["width"], "height": int(min(max(1000, height + 300), 6000))}
+            )
+            view.evaluate("e => e.scrollIntoView({block: 'start'})")
+            view.screenshot(path=str(target))
+            out.append(target)
+        self.page.set_viewport_size(size)
+        return out
+
+    def step_through(self) -> list[tuple[str, str]]:
+        """Use the first stream stepper's controls; (data-step, visible frame label) after each."""
+        stepper = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").first
+        stepper.scroll_into_view_if_needed()
+
+        def state() -> tuple[str, str]:
+            label = stepper.locator(".tcl-frame:not([hidden]) .tcl-frame-label").inner_text()
+            return str(stepper.get_attribute("data-step")), label
+
+        seen = [state()]
+        for button in ("tcl-next", "tcl-next", "tcl-prev", "tcl-last"):
+            stepper.locator(f"button.{button}").click()
+            seen.append(state())
+        stepper.locator("button.tcl-first").click()
+        stepper.locator("button.tcl-play").click()
+        self.page.wait_for_timeout(1300)
+        stepper.locator("button.tcl-play").click()  # pause
+        seen.append(state())
+        slider = stepper.locator("input[type=range]")
+        slider.click()  # the slider jumps to where it is clicked ...
+        seen.append(state())
+        self.page.keyboard.press("ArrowRight")  # ... and the arrow keys move it on
+        seen.append(state())
+        return seen

@@ -1,0 +1,237 @@
+"""The researcher's main loop as one view: a corpus compared under every mode, sorted as you like,
+and the side-by-side comparison of whichever trace you pick."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+import traitlets
+
+from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
+from toolcall_lab.notebook.compare import CompareView, mode_name
+from toolcall_lab.notebook.html import fmt, table_html
+from toolcall_lab.notebook.theme import e
+from toolcall_lab.records import MODES
+from toolcall_lab.trace import Trace
+
+PREFERRED = ("trace", "mode", "wall_time_s", "speedup_vs_sequential", "efficiency", "lower_bound_s")
+
+
+class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
+    """`compare` over a folder (or list) of traces as a sortable, paged table of every column it
+    returns; picking a row opens that trace's `CompareView` below.
+
+    Rows of modes that skipped calls are marked not comparable. Traces that could not be compared
+    are listed with the reason, never dropped silently.
+    """
+
+    sort_by = traitlets.Unicode("", allow_none=True)
+    descending = traitlets.Bool(True)
+    mode_filter = traitlets.Unicode("all modes", allow_none=True)
+    page = traitlets.Int(1)
+    selected = traitlets.Int(-1, help="row (index into comparison.runs) whose trace is open; -1: none")
+
+    def __init__(
+        self,
+        source: str | Path | Sequence[Trace | str | Path] | None = None,
+        modes: Sequence[Any] = MODES,
+        *,
+        round_trip_s: float = 0.05,
+        page_size: int = 20,
+        **kwargs: Any,
+    ) -> None:
+        self.modes_arg, self.round_trip_s, self.page_size = tuple(modes), round_trip_s, page_size
+        self.errors = widgets.Output()
+        self.folder = widgets.Text(
+            placeholder="folder of trace files (*.json)",
+            description="corpus",
+            layout=widgets.Layout(flex="1 1 260px", min_width="160px"),
+        )
+        self.folder_button = widgets.Button(description="compare folder")
+        self.folder_button.on_click(guarded(self.errors, lambda _: self.load(self.folder.value)))
+        self.message = widgets.HTML()
+        self.sort_box = widgets.Dropdown(description="sort by")
+        self.order_box = widgets.ToggleButtons(options=[("descending", True), ("ascending", False)])
+        self.mode_box = widgets.Dropdown(description="mode")
+        self.page_box = widgets.BoundedIntText(value=1, min=1, max=1, description="page")
+        self.table = widgets.HTML()
+        self.picker = widgets.Select(description="open", layout=widgets.Layout(width="98%"))
+        self.detail = widgets.VBox()
+        self.problems = widgets.HTML()
+        self.export = ExportBar(
+            lambda: "corpus",
+            lambda: self._panels(),
+            lambda: {"runs": self._records(), "errors": self._records("errors")},
+            round_trip_s=lambda: self.round_trip_s,
+        )
+        controls = widgets.HBox(
+            [self.sort_box, self.order_box, self.mode_box, self.page_box],
+            layout=widgets.Layout(flex_flow="row wrap"),
+        )
+        super().__init__(
+            [
+                widgets.HBox([self.folder, self.folder_button], layout=widgets.Layout(flex_flow="row wrap")),
+                self.message,
+                controls,
+                self.table,
+                self.problems,
+                self.picker,
+                self.detail,
+                self.export,
+                self.errors,
+            ],
+            **kwargs,
+        )
+        self.add_class("tcl-view")
+        self.add_class("tcl-corpus-view")
+        widgets.link((self.sort_box, "value"), (self, "sort_by"))
+        widgets.link((self.order_box, "value"), (self, "descending"))
+        widgets.link((self.mode_box, "value"), (self, "mode_filter"))
+        widgets.link((self.page_box, "value"), (self, "page"))
+        self.observe(
+            guarded(self.errors, self.render), names=["sort_by", "descending", "mode_filter", "page"]
+        )
+        self.picker.observe(guarded(self.errors, self._picked), names=["value"])
+        self.comparison: Any = None
+        self.items: dict[str, Trace | Path] = {}
+        if source is not None:
+            self.load(source)
+        else:
+            self.message.value = note("type a folder of trace files above, or pass traces to CorpusView(...)")
+
+    def load(self, source: str | Path | Sequence[Trace | str | Path]) -> None:
+        """Compare a folder, or a list of traces / trace paths, under the view's modes."""
+        from toolcall_lab.analysis import compare
+        from toolcall_lab.trace_files import iter_trace_paths
+
+        if isinstance(source, str | Path):
+            folder = Path(source).expanduser()
+            if not folder.exists():
+                self.message.value = note(f"cannot compare {folder}: no such file or folder", error=True)
+                return
+            items: list[Trace | Path] = list(iter_trace_paths([folder]))
+        else:
+            items = [x if isinstance(x, Trace) else Path(x) for x in source]
+        if not items:
+            self.message.value = note(f"no trace files in {source}", error=True)
+            return
+        self.items = {(x.metadata.title if isinstance(x, Trace) else str(x)): x for x in items}
+        if len(self.items) < len(items):  # compare names a Trace's rows by its title
+            self.message.value = note(
+                f"{len(items) - len(self.items)} trace(s) share a title with another: compare would mix "
+                "their rows; give every trace a distinct title (or pass file paths)",
+                error=True,
+            )
+            return
+        self.comparison = compare(items, self.modes_arg, round_trip_s=self.round_trip_s)
+        runs = self.comparison.runs
+        n_bad = len(self.comparison.errors)
+        self.message.value = note(
+            f"{len(items)} trace(s) × {len(self.modes_arg)} mode(s): {len(runs)} runs compared"
+            + (f"; {n_bad} could not be compared (listed below)" if n_bad else "")
+        )
+        columns = list(runs.columns)
+        self.sort_box.options = columns
+        default = (
+            "speedup_vs_sequential"
+            if "speedup_vs_sequential" in columns
+            else (columns[0] if columns else None)
+        )
+        self.mode_box.options = ["all modes", *[mode_name(m) for m in self.modes_arg]]
+        self.mode_box.value = "all modes"
+        self.page = 1
+        if default is not None:
+            if self.sort_box.value == default:
+                self.render()
+            self.sort_box.value = default
+        else:
+            self.render()
+
+    def rows(self) -> Any:
+        """The runs table as shown: filtered by mode, sorted (not paged)."""
+        runs = self.comparison.runs
+        if runs.empty:
+            return runs
+        if self.mode_filter not in (None, "all modes"):
+            runs = runs[runs["mode"] == self.mode_filter]
+        if self.sort_by in runs:
+            key = runs[self.sort_by]
+            if str(self.sort_by).startswith("speedup") and "skipped" in runs:
+                key = key.where(runs["skipped"] == 0)  # a mode that skipped calls has no speedup to rank
+            order = key.sort_values(ascending=not self.descending, na_position="last", kind="stable").index
+            runs = runs.loc[order]
+        return runs
+
+    def render(self, _: Any = None) -> None:
+        if self.comparison is None:
+            return
+        runs = self.rows()
+        pages = max(1, -(-len(runs) // self.page_size))
+        self.page_box.max = pages
+        page = min(max(self.page, 1), pages)
+        shown = runs.iloc[(page - 1) * self.page_size : page * self.page_size]
+        columns = [c for c in PREFERRED if c in shown] + [c for c in shown.columns if c not in PREFERRED]
+        records = shown.to_dict("records")
+        arrow = "▼" if self.descending else "▲"
+        self.table.value = wrap(
+            f"<div class='tcl-muted'>{len(runs)} rows, sorted by {e(self.sort_by)} {arrow}, page {page} of "
+            f"{pages}; every column compare returned</div>"
+            + table_html(records, columns, index=list(shown.index))
+        )
+        self.picker.options = [
+            (self._label(i, row), int(i)) for i, row in zip(shown.index, records, strict=True)
+        ]
+        self.picker.rows = min(8, max(2, len(records)))
+        self.picker.value = None
+        errs = self.comparison.errors
+        self.problems.value = (
+            wrap(
+                f"<b>could not compare {len(errs)}:</b>"
+                + table_html(errs.to_dict("records"), list(errs.columns))
+            )
+            if len(errs)
+            else ""
+        )
+
+    def _label(self, i: Any, row: dict[str, Any]) -> str:
+        speed = row.get("speedup_vs_sequential")
+        skipped = row.get("skipped") or 0
+        speed_text = "not comparable" if skipped else f"{fmt(speed)}x"
+        return (
+            f"#{i} {str(row.get('title') or row.get('trace'))[:48]} · {row.get('mode')} · "
+            f"{fmt(row.get('wall_time_s'), 'wall_time_s')} s · {speed_text}"
+        )
+
+    def _picked(self, change: Any) -> None:
+        if change["new"] is None:
+            return
+        self.open_row(int(change["new"]))
+
+    def open_row(self, index: int) -> CompareView:
+        """Open the side-by-side comparison of the trace of row `index` of `comparison.runs`."""
+        from toolcall_lab.trace_files import load
+
+        row = self.comparison.runs.loc[index]
+        item = self.items[str(row["trace"])]
+        trace = item if isinstance(item, Trace) else load(item)
+        view = CompareView(trace, self.modes_arg, round_trip_s=self.round_trip_s)
+        self.detail.children = [widgets.HTML(wrap(f"<b>row #{index}: {e(row['trace'])}</b>")), view]
+        self.selected = index
+        return view
+
+    def _records(self, table: str = "runs") -> list[dict[str, Any]]:
+        if self.comparison is None:
+            return []
+        return list(getattr(self.comparison, table).to_dict("records"))
+
+    def _panels(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        view = self.detail.children[-1] if self.detail.children else None
+        if isinstance(view, CompareView):
+            return [(m, d["rounds"]) for m, d in view.results.items()]
+        return []
+
+    def static_html(self) -> str:
+        return wrap(self.message.value + self.table.value + self.problems.value)

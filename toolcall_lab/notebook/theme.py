@@ -1,0 +1,142 @@
+"""Colours, status icons and the stylesheet every view shares.
+
+Text and backgrounds come from JupyterLab's CSS variables, with light fallbacks for the classic
+notebook and static HTML; both always come from the same source, so text never lands on a background
+of its own colour (white on white in a dark theme). Bar colours are fixed and chosen so that the
+white labels drawn on them stay readable (WCAG contrast of 4.5 or more) in every theme.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, NamedTuple
+
+
+class StatusStyle(NamedTuple):
+    icon: str
+    label: str
+    fill: str
+    """Bar and icon colour (labels on it are drawn in `on_fill`)."""
+    on_fill: str = "#ffffff"
+
+
+STATUS: dict[str, StatusStyle] = {
+    "ok": StatusStyle("✔", "ok", "#2e7d32"),
+    "error": StatusStyle("✖", "error", "#c62828"),
+    "timeout": StatusStyle("◔", "timeout", "#b45309"),
+    "unknown_tool": StatusStyle("?", "unknown tool", "#ad1457"),
+    "invalid_arguments": StatusStyle("⚠", "invalid arguments", "#a21caf"),
+    "rejected": StatusStyle("⛔", "rejected", "#5f6368"),
+    "duplicate": StatusStyle("⧉", "duplicate (answered with a note)", "#6b7280"),
+    "cancelled": StatusStyle("⏹", "cancelled", "#6a1b9a"),
+    "skipped": StatusStyle("⤼", "skipped (not executed, no tool message)", "#9ca3af", "#111111"),
+}
+UNKNOWN_STATUS = StatusStyle("•", "other", "#6b7280")
+MODEL = StatusStyle("▬", "model call", "#3b6bb0")
+TRIP = StatusStyle("↔", "client round trip (serialized proxy)", "#d9c25c", "#1f2328")
+WAIT = StatusStyle("┈", "queued / waiting for a slot", "#8b95a5")
+PROVENANCE_NOTE = {
+    "recorded": "recorded at the source",
+    "reported": "reported by the server",
+    "estimated": "estimated (a stated formula)",
+    "placeholder": "placeholder (a constant, not measured)",
+}
+ORIGIN_NOTE = {
+    "recorded": "recorded live from a model",
+    "imported": "imported from a recording or dataset",
+    "scripted": "scripted (a fake model on the virtual clock)",
+    "replayed": "replayed on the virtual clock",
+    "live": "this run, as it happened",
+}
+
+
+def status_style(status: str) -> StatusStyle:
+    return STATUS.get(status, UNKNOWN_STATUS)
+
+
+def e(value: Any) -> str:
+    """HTML-escape any value (quotes too: safe inside attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def status_badge(status: str) -> str:
+    """Icon and text, never colour alone."""
+    s = status_style(status)
+    return (
+        f"<span class='tcl-status' data-status='{e(status)}'><span class='tcl-icon' "
+        f"style='background:{s.fill};color:{s.on_fill}' aria-hidden='true'>{s.icon}</span> {e(status)}</span>"
+    )
+
+
+# One stylesheet, scoped to `.tcl`. Variables first: JupyterLab's when present, light otherwise.
+CSS = """<style>
+.tcl{--tcl-fg:var(--jp-ui-font-color1,#1f2328);--tcl-fg2:var(--jp-ui-font-color2,#4b5563);
+ --tcl-bg:var(--jp-layout-color0,#ffffff);--tcl-bg1:var(--jp-layout-color1,#f6f8fa);
+ --tcl-bg2:var(--jp-layout-color2,#eef1f4);--tcl-border:var(--jp-border-color1,#c9d1d9);
+ --tcl-grid:var(--jp-border-color2,#e5e7eb);--tcl-accent:var(--jp-brand-color1,#1f6feb);
+ --tcl-mark:#fff3c4;--tcl-mark-fg:#1f2328;
+ color:var(--tcl-fg);background:var(--tcl-bg);font-family:var(--jp-ui-font-family,system-ui,-apple-system,
+ 'Segoe UI',sans-serif);font-size:13px;line-height:1.4;max-width:100%;box-sizing:border-box;min-width:0}
+.tcl *{box-sizing:border-box}
+.tcl-view .widget-html,.tcl-view .widget-html-content{min-width:0;max-width:100%}
+.tcl pre,.tcl code{font-family:var(--jp-code-font-family,ui-monospace,SFMono-Regular,Menlo,monospace);
+ font-size:12px;color:var(--tcl-fg)}
+.tcl pre{margin:2px 0;padding:4px 6px;background:var(--tcl-bg1);border:1px solid var(--tcl-grid);
+ border-radius:4px;white-space:pre-wrap;word-break:break-word;max-height:18em;overflow:auto}
+.tcl details>summary{cursor:pointer;color:var(--tcl-fg2)}
+.tcl .tcl-muted{color:var(--tcl-fg2)}
+.tcl .tcl-head{margin:2px 0 6px 0}.tcl .tcl-title{font-weight:600;font-size:14px}
+.tcl .tcl-facts{display:flex;flex-wrap:wrap;gap:2px 14px;color:var(--tcl-fg2)}
+.tcl .tcl-facts b{color:var(--tcl-fg);font-weight:600}
+.tcl .tcl-icon{display:inline-block;min-width:1.4em;text-align:center;border-radius:3px;
+ padding:0 2px;font-size:12px;line-height:1.35}
+.tcl .tcl-badge{display:inline-block;border:1px solid var(--tcl-border);border-radius:10px;
+ padding:0 7px;margin-right:4px;background:var(--tcl-bg1);color:var(--tcl-fg);font-size:12px}
+.tcl .tcl-badge-warn{border-color:#b45309}
+.tcl .tcl-round{border:1px solid var(--tcl-border);border-radius:6px;margin:6px 0;padding:6px 10px;
+ background:var(--tcl-bg)}
+.tcl .tcl-round-title{font-weight:600;margin-bottom:4px}
+.tcl .tcl-msg{margin:3px 0;padding:2px 0}.tcl .tcl-role{font-weight:600;color:var(--tcl-fg2);margin-right:6px}
+.tcl .tcl-calls{list-style:none;margin:4px 0 4px 10px;padding:0}
+.tcl .tcl-call{border-left:4px solid var(--tcl-border);padding:3px 8px;margin:4px 0;background:var(--tcl-bg1)}
+.tcl .tcl-id{color:var(--tcl-fg2);font-size:12px}.tcl .tcl-dur{float:right;color:var(--tcl-fg2)}
+.tcl .tcl-result{margin-top:2px}
+.tcl table.tcl-table{border-collapse:collapse;margin:4px 0}
+.tcl .tcl-table td,.tcl .tcl-table th{border:1px solid var(--tcl-grid);padding:2px 8px;text-align:right;
+ color:var(--tcl-fg);background:var(--tcl-bg)}
+.tcl .tcl-table th{background:var(--tcl-bg1);font-weight:600}
+.tcl .tcl-table td.tcl-left,.tcl .tcl-table th.tcl-left{text-align:left}
+.tcl .tcl-table td,.tcl .tcl-table th{white-space:nowrap}
+.tcl .tcl-table tr.tcl-nc td{background:var(--tcl-bg2)}
+.tcl .tcl-scroll{overflow-x:auto;max-width:100%}
+.tcl .tcl-tl{margin:4px 0 2px 0;min-width:0}
+.tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(220px,1fr);column-gap:6px}
+.tcl .tcl-lanes{font-size:12px;color:var(--tcl-fg)}
+.tcl .tcl-lane{height:20px;line-height:20px;white-space:nowrap;max-width:14em;overflow:hidden;
+ text-overflow:ellipsis}
+.tcl svg.tcl-timeline{display:block;width:100%;overflow:visible}
+.tcl svg.tcl-timeline text{fill:var(--tcl-fg);font-size:11px;font-family:inherit}
+.tcl svg.tcl-timeline text.tcl-in{font-size:11px}
+.tcl svg.tcl-timeline .tcl-gridline{stroke:var(--tcl-grid);stroke-width:1}
+.tcl svg.tcl-timeline .tcl-bar{stroke:var(--tcl-bg);stroke-width:1}
+.tcl .tcl-legend{display:flex;flex-wrap:wrap;gap:2px 12px;font-size:12px;color:var(--tcl-fg);margin:2px 0 4px}
+.tcl .tcl-swatch{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle;
+ border-radius:2px}
+.tcl .tcl-grid-panels{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:8px}
+.tcl .tcl-grid-panels>div{min-width:0}
+.tcl pre.tcl-chunk-delta{background:var(--tcl-mark);color:var(--tcl-mark-fg);border-radius:2px}
+.tcl .tcl-added{background:var(--tcl-mark);color:var(--tcl-mark-fg);font-weight:600}
+.tcl .tcl-controls{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:4px 0}
+.tcl .tcl-controls button{font:inherit;color:var(--tcl-fg);background:var(--tcl-bg1);
+ border:1px solid var(--tcl-border);border-radius:4px;padding:2px 10px;cursor:pointer}
+.tcl .tcl-controls button:focus-visible,.tcl .tcl-controls input:focus-visible{
+ outline:2px solid var(--tcl-accent)}
+.tcl .tcl-controls input[type=range]{flex:1 1 200px;min-width:120px}
+.tcl .tcl-error{color:var(--jp-error-color1,#b91c1c);white-space:pre-wrap}
+</style>"""
+
+# Colours for a standalone SVG file (no page around it to take variables from).
+SVG_FILE_STYLE = """<style>
+text{fill:#1f2328;font-size:11px;font-family:system-ui,-apple-system,'Segoe UI',sans-serif}
+.tcl-gridline{stroke:#e5e7eb;stroke-width:1}.tcl-bar{stroke:#ffffff;stroke-width:1}
+</style>"""
