@@ -365,3 +365,18 @@ def test_every_kind_has_a_real_source() -> None:
     for kind, source in sources.items():
         result = import_source(kind, source, limit=3 if "limit" in KINDS[kind].options else None)
         assert result.report.ok and len(result) > 0, kind
+
+
+def test_openhands_unreadable_line_costs_only_its_episode(tmp_path) -> None:
+    lines = OPENHANDS_EVAL.read_text().splitlines()
+    lines[1] = lines[1][:200]
+    path = tmp_path / "output.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = import_openhands(path)
+    assert not result.report.ok
+    (failed,) = [i for i in result.report.issues if i.kind == "failed"]
+    assert failed.where == "output.jsonl line 2" and "not valid JSON" in failed.what
+    assert {t.metadata.title.split(" episode ")[1].split(" part")[0] for t in result} == {
+        "ponylang__ponyc-4595",
+        "ponylang__ponyc-4588",
+    }

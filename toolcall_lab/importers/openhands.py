@@ -295,8 +295,8 @@ def _history(
     return segments
 
 
-def _events(path: Path) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
-    """(label, events, record) per episode in the file."""
+def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    """(label, events, record) per episode in the file; an unreadable line is reported and skipped."""
     text = path.read_text(encoding="utf-8")
     stripped = text.lstrip()
     if stripped.startswith("["):
@@ -305,7 +305,17 @@ def _events(path: Path) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        record = json.loads(line)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{path.name} line {number}",
+                    what=f"not valid JSON ({exc.msg} at column {exc.colno}): this episode is not imported",
+                )
+            )
+            continue
         label = str(record.get("instance_id") or f"line {number}")
         out.append((f"episode {label}", list(record.get("history") or []), record))
     return out
@@ -315,7 +325,7 @@ def _file(path: Path) -> ImportResult:
     segments: list[Segment] = []
     issues: list[Issue] = []
     source_calls = source_model_calls = 0
-    for label, events, record in _events(path):
+    for label, events, record in _events(path, issues):
         metrics = record.get("metrics") or {}
         latencies = {
             str(r.get("response_id")): float(r["latency"])

@@ -118,12 +118,26 @@ def _spans(doc: Any) -> Iterable[_Span]:
                     )
 
 
-def _read(path: Path) -> list[_Span]:
+def _read(path: Path, issues: list[Issue]) -> list[_Span]:
+    """The spans of a JSON export, or of one export per line (an unreadable line is reported)."""
     text = path.read_text(encoding="utf-8")
     try:
         docs: list[Any] = [json.loads(text)]
     except json.JSONDecodeError:
-        docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        docs = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                issues.append(
+                    Issue(
+                        kind="failed",
+                        where=f"{path.name} line {number}",
+                        what=f"not valid JSON ({exc.msg} at column {exc.colno}): its spans are not imported",
+                    )
+                )
     return [s for d in docs for s in _spans(d)]
 
 
@@ -353,7 +367,8 @@ def _results(conv: _Conversation, k: int, tools: list[_Span], used: set[str]) ->
 
 
 def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
-    spans = sorted(_read(path), key=lambda s: s.start)
+    issues: list[Issue] = []
+    spans = sorted(_read(path, issues), key=lambda s: s.start)
     models = [s for s in spans if s.kind == "model"]
     tools = [s for s in spans if s.kind == "tool"]
     conversations: list[_Conversation] = []
@@ -370,7 +385,6 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             conversations.append(conv)
             open_[key] = conv
         conv.spans.append((span, body, own, request))
-    issues: list[Issue] = []
     segments: list[Segment] = []
     used: set[str] = set()
     name = slugify(path.stem)
