@@ -183,8 +183,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"not compared: {err.trace}" + (f" [{err.mode}]" if err.mode else "") + f": {err.error}",
             file=sys.stderr,
         )
-    for row in result.excluded.itertuples():
-        print(f"excluded: {row.trace}: {row.reason}", file=sys.stderr)
+    excluded = result.excluded
+    if len(excluded):
+        print(
+            f"left out by --timings {args.timings}: {len(excluded)} trace(s) whose timings rest on weaker "
+            "evidence" + (" (all listed in the _excluded table)" if args.out else ""),
+            file=sys.stderr,
+        )
+        for row in excluded.head(5).itertuples():
+            print(f"  {row.trace}: {row.reason}", file=sys.stderr)
+        if len(excluded) > 5:
+            print(f"  ... and {len(excluded) - 5} more", file=sys.stderr)
     missed = result.missed
     if len(missed):
         print(

@@ -414,9 +414,10 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     base_notes = (
         "Claude Code transcript: model latency from the line that completed the request to the "
         "response's last line; tool durations from toolUseResult.durationMs where present, else from "
-        "the end of the response (or the previous call's result) to the result line; chunk offsets "
-        "when each content block's line was written; arguments are the tool_use input serialised "
-        "compactly; Claude Code's system prompt and tool schemas are not in the log (schemas inferred)"
+        "the end of the response (or the previous call's result) to the result line; responses rebuilt "
+        "as chat-completion chunks, one per content block, each at the time its line was written; "
+        "arguments are the tool_use input serialised compactly; Claude Code's system prompt and tool "
+        "schemas are not in the log (schemas inferred)"
     )
     segments = _thread_segments(
         path, threads[0], label="main", slug=f"{name}__main", results=results, issues=issues, notes=base_notes

@@ -174,7 +174,8 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
                 created=str(e.get("timestamp")),
                 notes="inspect_ai log: model latency and tool durations from each event's working_time; "
                 + (
-                    "responses are the provider's bodies (call.response)"
+                    "responses are the provider's bodies as inspect kept them (call.response, the SDK's "
+                    "dump: values exact, not the wire bytes)"
                     if own
                     else "responses rebuilt from inspect's output messages (not verbatim)"
                 ),
