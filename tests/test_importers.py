@@ -380,3 +380,120 @@ def test_openhands_unreadable_line_costs_only_its_episode(tmp_path) -> None:
         "ponylang__ponyc-4595",
         "ponylang__ponyc-4588",
     }
+
+
+def test_claude_code_results_between_the_lines_of_one_response(tmp_path) -> None:
+    """Newer Claude Code runs a tool while the response still streams: its result line can come before
+    the response's next tool_use line. Made from the real v2.1.14 transcript by moving the first
+    Read's result line up between the two Read lines; still one response with two calls."""
+    lines = CC_V2.read_text().splitlines()
+    second_read = next(i for i, line in enumerate(lines) if "ufNPZ9" in line and '"tool_use"' in line)
+    first_result = next(i for i, line in enumerate(lines) if '"tool_result"' in line and "BUUJJE" in line)
+    lines.insert(second_read, lines.pop(first_result))
+    path = tmp_path / "interleaved.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = import_claude_code(path)
+    assert result.report.ok and result.report.imported_model_calls == 14
+    trace = by_title(result, "main turn 1")
+    assert [c.name for c in trace.rounds[1].tool_calls] == ["Read", "Read"]
+
+
+def test_openhands_actions_of_one_response_between_observations(tmp_path) -> None:
+    """OpenHands runs the actions of one response one at a time: action, observation, action,
+    observation. A two-call response written that way (a hand-made event stream) is one round."""
+
+    def meta(call_id: str) -> dict:
+        calls = [
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": "execute_bash", "arguments": json.dumps({"command": c})},
+            }
+            for cid, c in (("toolu_a", "ls"), ("toolu_b", "pwd"))
+        ]
+        body = {
+            "id": "resp-1",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {"role": "assistant", "content": "Two.", "tool_calls": calls},
+                }
+            ],
+        }
+        return {
+            "function_name": "execute_bash",
+            "tool_call_id": call_id,
+            "model_response": body,
+            "total_calls_in_response": 2,
+        }
+
+    events = [
+        {
+            "id": 0,
+            "timestamp": "2025-01-01T10:00:00.000",
+            "source": "agent",
+            "action": "system",
+            "args": {"content": "sys", "tools": []},
+        },
+        {
+            "id": 1,
+            "timestamp": "2025-01-01T10:00:00.100",
+            "source": "user",
+            "action": "message",
+            "args": {"content": "go"},
+        },
+        {
+            "id": 2,
+            "timestamp": "2025-01-01T10:00:02.000",
+            "source": "agent",
+            "action": "run",
+            "tool_call_metadata": meta("toolu_a"),
+            "args": {},
+        },
+        {
+            "id": 3,
+            "timestamp": "2025-01-01T10:00:02.500",
+            "source": "agent",
+            "observation": "run",
+            "cause": 2,
+            "content": "a.txt",
+            "tool_call_metadata": meta("toolu_a"),
+        },
+        {
+            "id": 4,
+            "timestamp": "2025-01-01T10:00:02.600",
+            "source": "agent",
+            "action": "run",
+            "tool_call_metadata": meta("toolu_b"),
+            "args": {},
+        },
+        {
+            "id": 5,
+            "timestamp": "2025-01-01T10:00:03.600",
+            "source": "agent",
+            "observation": "run",
+            "cause": 4,
+            "content": "/w",
+            "tool_call_metadata": meta("toolu_b"),
+        },
+        {
+            "id": 6,
+            "timestamp": "2025-01-01T10:00:05.000",
+            "source": "agent",
+            "action": "message",
+            "args": {"content": "done"},
+        },
+    ]
+    path = tmp_path / "stream.json"
+    path.write_text(json.dumps(events))
+    result = import_openhands(path)
+    assert result.report.ok and result.report.imported_calls == 2
+    (trace,) = result
+    first, second = trace.rounds[0].executions
+    assert (first.result, second.result) == ("a.txt", "/w")
+    assert first.duration_s == pytest.approx(0.5) and second.duration_s == pytest.approx(1.0)
+    assert trace.rounds[0].model_call.latency_s == pytest.approx(1.9)
+    assert trace.outcome.final_answer == "done"

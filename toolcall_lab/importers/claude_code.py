@@ -269,7 +269,7 @@ def _thread_segments(
     for ln in thread:  # group the assistant lines of one response; keep user lines as they come
         if ln.doc.get("type") == "assistant":
             mid = str((ln.doc.get("message") or {}).get("id") or f"line{ln.number}")
-            if responses and responses[-1].message_id == mid and events and events[-1][0] == "response":
+            if responses and responses[-1].message_id == mid:  # (results may come between its lines)
                 responses[-1].lines.append(ln)
             else:
                 responses.append(_Response(message_id=mid, lines=[ln]))

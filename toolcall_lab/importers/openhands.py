@@ -119,6 +119,12 @@ def _history(
         )
 
     responses: list[tuple[_Response, dict[str, Any]]] = []
+    actions_of: dict[str, list[dict[str, Any]]] = {}  # one response's actions, wherever they are
+    for e in events:
+        rid_ = ((e.get("tool_call_metadata") or {}).get("model_response") or {}).get("id")
+        if "action" in e and rid_:
+            actions_of.setdefault(str(rid_), []).append(e)
+    done: set[str] = set()
     i = 0
     while i < len(events):
         e = events[i]
@@ -194,15 +200,10 @@ def _history(
         meta = e.get("tool_call_metadata") or {}
         body = meta.get("model_response")
         rid = str((body or {}).get("id") or f"event-{e.get('id')}")
-        group = [e]
-        while (  # the other actions of the same response
-            i < len(events)
-            and body is not None
-            and "action" in events[i]
-            and ((events[i].get("tool_call_metadata") or {}).get("model_response") or {}).get("id") == rid
-        ):
-            group.append(events[i])
-            i += 1
+        if rid in done:  # a later action of a response already imported (they run one at a time)
+            continue
+        done.add(rid)
+        group = actions_of.get(rid, [e]) if body is not None else [e]
         response = _Response(response_id=rid, body=body if isinstance(body, dict) else None, actions=group)
         if response.body is None:
             response.text = text_of((e.get("args") or {}).get("content")) or str(e.get("message") or "")
