@@ -217,3 +217,35 @@ def test_bundled_scenario_traces_replay_to_their_recorded_timings() -> None:
         assert Trace.from_run(result, trace.metadata).to_dict()["rounds"] == trace.to_dict()["rounds"], (
             path.name
         )
+
+
+def test_a_credential_split_over_streamed_chunks_is_removed_from_every_chunk(tmp_path) -> None:
+    """A streamed answer that spells out a key across two deltas: no chunk keeps a piece of it."""
+    from dataclasses import replace
+
+    from toolcall_lab.records import TimedChunk
+
+    trace = SCENARIOS["one_tool_round"].record()
+    last = trace.rounds[-1]
+    chunk = {
+        "object": "chat.completion.chunk",
+        "id": "x",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": None}],
+    }
+    pieces = ["your key: sk-abcdefgh", "ijklmnopqrstuvwx, keep it safe"]
+    chunks = tuple(
+        TimedChunk(
+            offset_s=0.1 * i,
+            payload={**chunk, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        )
+        for i, text in enumerate(pieces)
+    )
+    leaky = replace(
+        trace, rounds=(*trace.rounds[:-1], replace(last, model_call=replace(last.model_call, chunks=chunks)))
+    )
+    text = save(leaky, tmp_path / "t.json").read_text()
+    assert "ijklmnopqrstuvwx" not in text and "sk-abcdefgh" not in text
+    saved = load(tmp_path / "t.json")
+    contents = [c.payload["choices"][0]["delta"]["content"] for c in saved.rounds[-1].model_call.chunks]
+    assert contents == ["your key: [REDACTED: an OpenAI-style key], keep it safe", ""]
+    assert any("split over 2 chunks" in r for r in saved.metadata.redactions)

@@ -14,7 +14,8 @@ Two kinds of secret are recognised:
   string) only the key itself is replaced; the rest of the text stays byte for byte.
 
 Each removal leaves ``[REDACTED: what]`` in place and a line in the trace's
-``metadata.redactions`` (JSON path and what), so a reader knows something was there.
+``metadata.redactions`` (JSON path and what), so a reader knows something was there. A secret split
+over several streamed chunks is found in the joined text (`redact_stream`).
 """
 
 from __future__ import annotations
@@ -132,6 +133,48 @@ def _redact_json_text(text: str, path: str) -> tuple[str, list[str]]:
                 text = text.replace(str(v), MARK.format(what=f"the value of {key!r}"))
             notes.append(f"{path} (JSON {p}): the value of {key!r}")
     return text, notes
+
+
+def redact_stream(payloads: list[dict[str, Any]], path: str) -> list[str]:
+    """Credentials split over several streamed chunks (in place, on chat-completion chunk payloads).
+
+    Each text a stream builds up (a choice's content or reasoning, a call's arguments) is joined; if
+    the whole holds a credential, its cleaned text goes into the first fragment and the others become
+    empty strings, so no chunk keeps a piece of the secret and the stream still parses the same.
+    """
+    pieces: dict[tuple[Any, ...], list[tuple[dict[str, Any], str]]] = {}
+    for payload in payloads:
+        for choice in payload.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            ci = choice.get("index", 0)
+            delta = choice.get("delta") or {}
+            for name in ("content", "reasoning_content", "reasoning"):
+                if isinstance(delta.get(name), str):
+                    pieces.setdefault((ci, name), []).append((delta, name))
+            for pos, call in enumerate(delta.get("tool_calls") or []):
+                fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                    key = (ci, "arguments", call.get("index", pos))
+                    pieces.setdefault(key, []).append((fn, "arguments"))
+    notes = []
+    for key, parts in pieces.items():
+        if len(parts) < 2:
+            continue
+        joined = "".join(holder[name] for holder, name in parts)
+        cleaned, json_notes = _redact_json_text(joined, "") if key[1] == "arguments" else (joined, [])
+        cleaned, found = scrub_text(cleaned)
+        if cleaned == joined:
+            continue
+        parts[0][0][parts[0][1]] = cleaned
+        for holder, name in parts[1:]:
+            holder[name] = ""
+        what = ", ".join([*found, *(n.split(": ", 1)[-1] for n in json_notes)])
+        notes.append(
+            f"{path}: {what} in the {key[1]} of choice {key[0]}, split over {len(parts)} chunks "
+            "(their text now sits in the first)"
+        )
+    return notes
 
 
 def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import TraceError, TraceFormatError
-from toolcall_lab.redaction import SECRET_KEYS, redact, secret_warnings
+from toolcall_lab.redaction import SECRET_KEYS, redact, redact_stream, secret_warnings
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace
 
 __all__ = [
@@ -41,7 +41,15 @@ def redact_trace(trace: Trace) -> Trace:
     removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`)."""
     doc = trace.to_dict()
     kept = doc["metadata"].pop("redactions")
-    cleaned, notes = redact(doc)
+    notes = [
+        note
+        for i, r in enumerate(doc["rounds"])
+        for note in redact_stream(
+            [c["payload"] for c in r["response"]["chunks"]], f"rounds[{i}].response.chunks"
+        )
+    ]
+    cleaned, more = redact(doc)
+    notes += more
     if not notes:
         return trace
     cleaned["metadata"]["redactions"] = [*kept, *notes]
