@@ -1,4 +1,4 @@
-"""What every importer shares: the source-neutral shape of a run, the import report, and the builder.
+"""What every importer shares: the source-neutral shape of a run, and the builder (report: `_report`).
 
 An importer reads its source into `Segment`s (one conversation the loop can replay: initial messages,
 then model responses each with the results its calls got) and hands them to `build_result`. The
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from toolcall_lab.exceptions import ToolcallLabError
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
+from toolcall_lab.importers._report import ImportReport, ImportResult, Issue, IssueKind, merge_results
 from toolcall_lab.messages import ParsedResponse
 from toolcall_lab.models import ScriptedResponse
 from toolcall_lab.records import (
@@ -37,6 +38,14 @@ from toolcall_lab.records import (
 from toolcall_lab.replay import replay
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace, TraceMetadata, TraceOutcome
 
+__all__ = [
+    "ImportReport",
+    "ImportResult",
+    "Issue",
+    "IssueKind",
+    "merge_results",
+]
+
 TOOL_S = 0.1
 """Placeholder duration of a tool call whose timing the source did not record."""
 MODEL_S = 0.8
@@ -50,7 +59,6 @@ CLOSING = Timing(
 CLOSING_TEXT = "(the recording ends here: no model response after these tool calls)"
 
 ResultStatus = Literal["ok", "error", "timeout"]
-IssueKind = Literal["skipped", "gap", "failed"]
 
 
 class ImportBuildError(ToolcallLabError):
@@ -120,94 +128,6 @@ class Segment:
     status: str = "completed"
     reason: str = "final_answer"
     error: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Issue:
-    """Something of the source that is not in the traces as it stands there, and why.
-
-    ``skipped``: left out on purpose (a limit, an option); ``gap``: the source itself lacks it (a
-    response body, a result); ``failed``: present in the source but could not be represented (the
-    import then exits non-zero).
-    """
-
-    kind: IssueKind
-    where: str
-    what: str
-    calls: int = 0
-    """Tool calls of the source this issue accounts for (not imported)."""
-    model_calls: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.what}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportReport:
-    """What an import read and wrote: counts of the source against the traces, and every issue."""
-
-    kind: str
-    source: str
-    source_calls: int
-    imported_calls: int
-    source_model_calls: int
-    imported_model_calls: int
-    traces: int
-    issues: tuple[Issue, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Every call of the source is in a trace, or accounted for by a skipped/gap issue."""
-        accounted = sum(i.calls for i in self.issues if i.kind != "failed")
-        return not any(i.kind == "failed" for i in self.issues) and (
-            self.imported_calls + accounted == self.source_calls
-        )
-
-    def summary(self) -> str:
-        """A few lines for the command line."""
-        lines = [
-            f"{self.kind} {self.source}: {self.traces} trace(s)",
-            f"  tool calls:  {self.source_calls} in the source, {self.imported_calls} imported",
-            f"  model calls: {self.source_model_calls} in the source, {self.imported_model_calls} imported",
-        ]
-        titles = {"skipped": "skipped", "gap": "not in the source", "failed": "NOT REPRESENTED"}
-        for kind in ("skipped", "gap", "failed"):
-            items = [i for i in self.issues if i.kind == kind]
-            if items:
-                lines.append(f"  {titles[kind]} ({len(items)}):")
-                lines += [f"    {i}" for i in items[:20]]
-                if len(items) > 20:
-                    lines.append(f"    ... and {len(items) - 20} more")
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class ImportResult(Sequence[Trace]):
-    """The traces of one import (a sequence of `Trace`), their file names, and the report."""
-
-    traces: tuple[Trace, ...]
-    slugs: tuple[str, ...]
-    report: ImportReport
-
-    @overload
-    def __getitem__(self, index: int) -> Trace: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Trace]: ...
-    def __getitem__(self, index: int | slice) -> Trace | Sequence[Trace]:
-        return self.traces[index]
-
-    def __len__(self) -> int:
-        return len(self.traces)
-
-    def __iter__(self) -> Iterator[Trace]:
-        return iter(self.traces)
-
-    def __repr__(self) -> str:
-        r = self.report
-        return (
-            f"<ImportResult {r.kind}: {len(self.traces)} traces, {r.imported_calls}/{r.source_calls} "
-            f"calls, {'ok' if r.ok else 'NOT OK'}>"
-        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -623,24 +543,3 @@ def build_result(
             ),
         )
     return ImportResult(traces=tuple(traces), slugs=tuple(slugs), report=report)
-
-
-def merge_results(kind: str, source: str, results: Sequence[ImportResult]) -> ImportResult:
-    """One result for a folder imported file by file."""
-    traces = tuple(t for r in results for t in r.traces)
-    slugs = tuple(s for r in results for s in r.slugs)
-    reports = [r.report for r in results]
-    return ImportResult(
-        traces=traces,
-        slugs=slugs,
-        report=ImportReport(
-            kind=kind,
-            source=source,
-            source_calls=sum(r.source_calls for r in reports),
-            imported_calls=sum(r.imported_calls for r in reports),
-            source_model_calls=sum(r.source_model_calls for r in reports),
-            imported_model_calls=sum(r.imported_model_calls for r in reports),
-            traces=len(traces),
-            issues=tuple(i for r in reports for i in r.issues),
-        ),
-    )
