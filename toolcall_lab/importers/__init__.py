@@ -81,7 +81,8 @@ KINDS: dict[str, Kind] = {
         Kind(
             name="recording",
             function=import_recording,
-            source="a recorded response or exchange list: .sse, .chunks.jsonl, .json, VCR cassette .yaml",
+            source="a recorded response or exchange list (.sse, .chunks.jsonl, .json, VCR cassette .yaml) "
+            "or a folder",
             options=frozenset({"include_no_calls"}),
         ),
         Kind(

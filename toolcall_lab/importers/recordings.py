@@ -40,6 +40,7 @@ from toolcall_lab.importers._build import (
     Turn,
     build_result,
     chat_body,
+    merge_results,
     slugify,
     text_of,
 )
@@ -209,8 +210,14 @@ def _results_for(parsed: ParsedResponse, request: _Request) -> tuple[list[Result
 
 
 def import_recording(path: str | Path, *, include_no_calls: bool = False) -> ImportResult:
-    """A recording file (cassette, exchange list, or one response) -> one trace per conversation."""
+    """A recording file (cassette, exchange list, or one response), or a folder of them, -> one trace
+    per conversation."""
     p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(SUFFIXES))
+        return merge_results(
+            "recording", str(p), [import_recording(f, include_no_calls=include_no_calls) for f in files]
+        )
     recording = read_recording(p)
     conversations: list[_Conversation] = []
     open_: list[_Conversation] = []
