@@ -305,3 +305,49 @@ def test_bench_parquet_without_pyarrow_fails_before_the_run(tmp_path, monkeypatc
     err = capsys.readouterr()
     assert code == 2 and "needs pyarrow" in err.err and "traces x" not in err.out  # nothing was run
     assert not list(tmp_path.iterdir())
+
+
+def test_a_zero_second_placeholder_before_the_end_counts_as_unknown(scenarios) -> None:
+    """A result the source did not record, mid-run, is 0 s in the replay: that 0 is not a measurement."""
+    from dataclasses import replace
+
+    from toolcall_lab.analysis import timing_columns, timing_gap, timing_seconds, unknown_durations
+    from toolcall_lab.records import Timing
+
+    recorded = Timing(source="recorded", note="test")
+    missing = Timing(source="placeholder", note="not recorded: 0 s")
+    base = scenarios["two_tool_rounds"]
+    rounds = [
+        replace(
+            r,
+            model_call=replace(r.model_call, timing=recorded),
+            executions=tuple(replace(e, timing=recorded) for e in r.executions),
+        )
+        for r in base.rounds
+    ]
+    first = rounds[0]
+    rounds[0] = replace(
+        first,
+        executions=(replace(first.executions[0], ended_at=first.executions[0].started_at, timing=missing),),
+    )
+    trace = replace(base, rounds=tuple(rounds))
+    assert unknown_durations(trace.rounds) == {"placeholder": 1}
+    cols = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
+    assert (
+        cols["timing_evidence"] == "placeholder"
+        and cols["rests_on_estimates"]
+        and cols["measured_share"] == 1.0
+    )
+    assert "1 unknown duration(s) counted as 0 s" in timing_gap(trace, frozenset({"recorded"}))
+    # the same 0 s after the last model call (a recording that stops there) changes no wall time
+    last = rounds[-1]
+    tail = replace(
+        base,
+        rounds=(
+            *rounds[1:-1],
+            replace(
+                last, model_call=replace(last.model_call, ended_at=last.model_call.started_at, timing=missing)
+            ),
+        ),
+    )
+    assert unknown_durations(tail.rounds) == {}

@@ -110,18 +110,38 @@ def timing_seconds(rounds: Iterable[Round]) -> dict[TimingSource, float]:
     return out
 
 
-def timing_columns(seconds: dict[TimingSource, float], extra_placeholder_s: float = 0.0) -> dict[str, Any]:
-    """``timing_evidence`` (weakest label carrying time), ``measured_share``, ``rests_on_estimates``."""
+def unknown_durations(rounds: Sequence[Round]) -> dict[TimingSource, int]:
+    """Durations set to 0 s for want of a figure (estimated or placeholder) before the last model call
+    that took time: something took time there that no number accounts for. (The same at the very end
+    of a recording, e.g. a closing round, adds nothing to any replay's wall time.)"""
+    last = max((k for k, r in enumerate(rounds) if r.model_call.latency_s > 0), default=-1)
+    out: dict[TimingSource, int] = {}
+    for r in rounds[:last]:
+        items = [r.model_call.timing] if r.model_call.latency_s == 0 else []
+        items += [e.timing for e in r.executions if e.answered and e.duration_s == 0]
+        for t in items:
+            if t.source in ("estimated", "placeholder"):
+                out[t.source] = out.get(t.source, 0) + 1
+    return out
+
+
+def timing_columns(
+    seconds: dict[TimingSource, float],
+    extra_placeholder_s: float = 0.0,
+    unknown: dict[TimingSource, int] | None = None,
+) -> dict[str, Any]:
+    """``timing_evidence`` (weakest label carrying time, or standing for an unknown duration),
+    ``measured_share`` (of the seconds), ``rests_on_estimates``."""
     seconds = dict(seconds)
     if extra_placeholder_s:
         seconds["placeholder"] = seconds.get("placeholder", 0.0) + extra_placeholder_s
-    carrying = [s for s, v in seconds.items() if v > 0]
+    carrying = {s for s, v in seconds.items() if v > 0} | set(unknown or {})
     total = sum(seconds.values())
     measured = seconds.get("recorded", 0.0) + seconds.get("reported", 0.0)
     return {
         "timing_evidence": max(carrying, key=_STRENGTH.__getitem__) if carrying else "none",
         "measured_share": measured / total if total else 1.0,
-        "rests_on_estimates": any(seconds.get(s, 0.0) > 0 for s in ("estimated", "placeholder")),
+        "rests_on_estimates": bool(carrying & {"estimated", "placeholder"}),
     }
 
 
@@ -129,11 +149,13 @@ def timing_gap(trace: Trace, allowed: frozenset[TimingSource]) -> str | None:
     """Why `trace` does not rest only on `allowed` timing labels (None when it does)."""
     seconds = timing_seconds(trace.rounds)
     weak = {s: v for s, v in seconds.items() if s not in allowed and v > 0}
-    if not weak:
+    unknown = {s: n for s, n in unknown_durations(trace.rounds).items() if s not in allowed}
+    if not weak and not unknown:
         return None
     total = sum(seconds.values())
-    parts = ", ".join(f"{v:.2f} s {s}" for s, v in sorted(weak.items(), key=lambda kv: _STRENGTH[kv[0]]))
-    return f"rests partly on {parts} (of {total:.2f} s)"
+    parts = [f"{v:.2f} s {s}" for s, v in sorted(weak.items(), key=lambda kv: _STRENGTH[kv[0]])]
+    parts += [f"{n} unknown duration(s) counted as 0 s ({s})" for s, n in unknown.items()]
+    return f"rests partly on {', '.join(parts)} (of {total:.2f} s)"
 
 
 def one_call_per_response_s(trace: Trace) -> float:
@@ -215,7 +237,7 @@ def run_rows(
         "skipped": sum(e.status == "skipped" for e in result.executions),
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
-        **timing_columns(timing_seconds(result.rounds), trips_time),
+        **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
         "comparable": result.mode != "first_only"
         or not any(e.status == "skipped" for e in result.executions),
     }
@@ -269,7 +291,7 @@ def trace_rows(
     bound = critical_path_s(trace)
     pairs = dependency_evidence(trace)
     missed = missed_parallelism(trace, pairs)
-    trace_timing = timing_columns(timing_seconds(trace.rounds))
+    trace_timing = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
     for mode in modes:
         mode_settings = dict(settings)
         if mode != "serialized":
