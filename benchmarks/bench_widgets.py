@@ -48,17 +48,14 @@ def largest_real_trace() -> Trace | None:
     from toolcall_lab import importers
 
     found: list[Trace] = []
-    claude = getattr(importers, "import_claude_code", None)
-    if claude is not None:
-        for p in sorted(REALDATA.glob("*/claude-code_*.jsonl")):
-            try:
-                out = claude(p)
-                found += out if isinstance(out, list) else [out]
-            except Exception as exc:  # a benchmark input, not a test: say so and go on
-                print(f"  (skipped {p.name}: {exc})")
+    for p in sorted(REALDATA.glob("*/claude-code_*.jsonl")):
+        try:
+            found += list(importers.import_claude_code(p))
+        except Exception as exc:  # a benchmark input, not a test: say so and go on
+            print(f"  (skipped {p.name}: {exc})")
     for p in sorted(REALDATA.glob("pydantic-ai/*.cassette.yaml")):
         try:
-            found.append(importers.import_recording(p))
+            found += list(importers.import_recording(p))
         except Exception as exc:
             print(f"  (skipped {p.name}: {exc})")
     found += importers.import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json")

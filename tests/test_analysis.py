@@ -108,7 +108,8 @@ def test_bounds_efficiency_and_speedup(table, scenarios) -> None:
 def test_missed_parallelism(scenarios) -> None:
     (missed,) = missed_parallelism(scenarios["course_search_two_rounds"])
     assert (missed.first_round, missed.last_round) == (0, 1)
-    assert missed.saved_s == pytest.approx(0.8 + 0.4)  # one model call + the shorter of the two searches
+    # at most: one model call + the shorter of the two searches
+    assert missed.saved_upper_bound_s == pytest.approx(0.8 + 0.4)
     assert missed_parallelism(scenarios["search_then_read"]) == []  # round 2 reads round 1's URL
     assert missed_parallelism(scenarios["two_tool_rounds"]) == []  # round 2 passes round 1's ticket
 
@@ -163,10 +164,13 @@ def test_cli_bench_writes_tables_and_plots(tmp_path) -> None:
         text=True,
         check=True,
     )
-    assert "16 traces x 2 modes" in out.stdout and "missed parallelism" in out.stdout
+    assert "16 traces x 2 modes" in out.stdout and "missed parallelism (upper bound)" in out.stdout
     runs = pd.read_csv(tmp_path / "r.csv")
     assert len(runs) == 32 and {"wall_time_s", "lower_bound_s", "speedup_vs_sequential"} <= set(runs.columns)
-    assert (tmp_path / "r_calls.csv").exists() and (tmp_path / "p_gantt.png").exists()
+    assert {"timing_evidence", "measured_share", "rests_on_estimates", "comparable"} <= set(runs.columns)
+    for table in ("calls", "errors", "excluded", "missed", "dependencies"):
+        assert (tmp_path / f"r_{table}.csv").exists(), table
+    assert (tmp_path / "p_gantt.png").exists()
     bad = subprocess.run(
         [sys.executable, "-m", "toolcall_lab", "bench", "--modes", "turbo"], capture_output=True, text=True
     )
@@ -199,6 +203,8 @@ def test_a_broken_file_is_reported_and_the_rest_compared(tmp_path) -> None:
     )
     assert out.returncode == 1 and f"not compared: {bad}" in out.stderr
     assert len(pd.read_csv(tmp_path / "r.csv")) == 4 and (tmp_path / "p_gantt.png").exists()
+    errors = pd.read_csv(tmp_path / "r_errors.csv")  # the errors table is written next to --out
+    assert list(errors["trace"]) == [str(bad)]
 
 
 def test_rounds_and_runs_display_as_html(scenarios) -> None:
@@ -214,3 +220,134 @@ def test_rounds_and_runs_display_as_html(scenarios) -> None:
         and "get_news" in round_bundle["text/html"]
     )
     assert "tcl-trace" in scenarios["straggler"]._repr_mimebundle_()["text/html"]
+
+
+def test_timing_provenance_columns_and_the_recorded_only_restriction(scenarios) -> None:
+    """Scripted traces rest on placeholders; a trace whose numbers were all recorded passes the filter."""
+    from dataclasses import replace
+
+    from toolcall_lab.records import Timing
+
+    recorded = Timing(source="recorded", note="test: timestamps")
+    base = scenarios["weather_news_stock"]
+    real = replace(
+        base,
+        metadata=replace(base.metadata, title="all recorded"),
+        rounds=tuple(
+            replace(
+                r,
+                model_call=replace(r.model_call, timing=recorded),
+                executions=tuple(replace(e, timing=recorded) for e in r.executions),
+            )
+            for r in base.rounds
+        ),
+    )
+    table = compare([base, real], ["sequential", "parallel", "serialized"], round_trip_s=RTT)
+    runs = table.runs.set_index(["title", "mode"])
+    assert runs.loc[("all recorded", "parallel"), "timing_evidence"] == "recorded"
+    assert runs.loc[("all recorded", "parallel"), "measured_share"] == pytest.approx(1.0)
+    assert not runs.loc[("all recorded", "parallel"), "rests_on_estimates"]
+    # serialized mode adds client round trips: a constant, so that row rests on a placeholder
+    assert runs.loc[("all recorded", "serialized"), "timing_evidence"] == "placeholder"
+    assert runs.loc[(base.metadata.title, "parallel"), "timing_evidence"] == "placeholder"
+    assert set(table.calls["timing"]) == {"recorded", "placeholder"}
+    only = compare([base, real], ["sequential", "parallel"], timings="recorded")
+    assert set(only.runs["title"]) == {"all recorded"}
+    (reason,) = only.excluded["reason"]
+    assert reason.startswith("timings='recorded': rests partly on") and "placeholder" in reason
+    with pytest.raises(Exception, match="use one of any, measured, recorded"):
+        compare([base], timings="exact")  # type: ignore[arg-type]
+
+
+def test_summaries_cover_the_same_traces_in_every_mode(scenarios) -> None:
+    """A trace that cannot be replayed in one mode is flagged in all and left out of every summary."""
+    from dataclasses import replace
+
+    good = scenarios["weather_news_stock"]
+    broken_base = scenarios["multi_angle_search"]
+    first = broken_base.rounds[0]
+    broken = replace(  # the 2nd call's recorded execution is missing: only first_only gets through
+        broken_base,
+        metadata=replace(broken_base.metadata, title="missing a result"),
+        rounds=(replace(first, executions=first.executions[:1]), *broken_base.rounds[1:]),
+    )
+    table = compare([good, broken])
+    assert {"sequential", "serialized"} <= set(table.errors["mode"])  # (parallel too, once it raises)
+    assert "first_only" in set(table.runs.loc[table.runs["title"] == "missing a result", "mode"])
+    flagged = table.runs.groupby("title")["in_all_modes"].agg(set)
+    assert flagged["missing a result"] == {False} and flagged[good.metadata.title] == {True}
+    summary = table.summary
+    assert (summary["traces"] == 1).all() and (summary["traces_left_out"] == 1).all()
+
+
+def test_first_only_is_marked_not_comparable(table) -> None:
+    runs = table.runs
+    fo = runs[runs["mode"] == "first_only"]
+    assert not fo.loc[fo["skipped"] > 0, "comparable"].any()
+    assert fo.loc[fo["skipped"] == 0, "comparable"].all()  # nothing skipped: the same work
+    assert runs.loc[runs["mode"] != "first_only", "comparable"].all()
+    summary = table.summary
+    assert summary.loc["first_only", "comparable_runs"] == (fo["skipped"] == 0).sum()
+
+
+def test_dependencies_table(table) -> None:
+    deps = table.dependencies
+    assert {"trace", "earlier_round", "later_round", "classification", "summary"} <= set(deps.columns)
+    assert set(deps["classification"]) <= {"dependent", "likely_independent", "unknown"}
+
+
+def test_bench_parquet_without_pyarrow_fails_before_the_run(tmp_path, monkeypatch, capsys) -> None:
+    from toolcall_lab import cli
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "fastparquet", None)
+    code = cli.main(["bench", str(DATA / "traces"), "--quiet", "--out", str(tmp_path / "r.parquet")])
+    err = capsys.readouterr()
+    assert code == 2 and "needs pyarrow" in err.err and "traces x" not in err.out  # nothing was run
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_zero_second_placeholder_before_the_end_counts_as_unknown(scenarios) -> None:
+    """A result the source did not record, mid-run, is 0 s in the replay: that 0 is not a measurement."""
+    from dataclasses import replace
+
+    from toolcall_lab.analysis import timing_columns, timing_gap, timing_seconds, unknown_durations
+    from toolcall_lab.records import Timing
+
+    recorded = Timing(source="recorded", note="test")
+    missing = Timing(source="placeholder", note="not recorded: 0 s")
+    base = scenarios["two_tool_rounds"]
+    rounds = [
+        replace(
+            r,
+            model_call=replace(r.model_call, timing=recorded),
+            executions=tuple(replace(e, timing=recorded) for e in r.executions),
+        )
+        for r in base.rounds
+    ]
+    first = rounds[0]
+    rounds[0] = replace(
+        first,
+        executions=(replace(first.executions[0], ended_at=first.executions[0].started_at, timing=missing),),
+    )
+    trace = replace(base, rounds=tuple(rounds))
+    assert unknown_durations(trace.rounds) == {"placeholder": 1}
+    cols = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
+    assert (
+        cols["timing_evidence"] == "placeholder"
+        and cols["rests_on_estimates"]
+        and cols["measured_share"] == 1.0
+    )
+    assert "1 unknown duration(s) counted as 0 s" in timing_gap(trace, frozenset({"recorded"}))
+    # the same 0 s after the last model call (a recording that stops there) changes no wall time
+    last = rounds[-1]
+    tail = replace(
+        base,
+        rounds=(
+            *rounds[1:-1],
+            replace(
+                last, model_call=replace(last.model_call, ended_at=last.model_call.started_at, timing=missing)
+            ),
+        ),
+    )
+    assert unknown_durations(tail.rounds) == {}

@@ -18,6 +18,7 @@ EDGES = (
     "toolcall_lab.notebook",
     "toolcall_lab.plotting",
     "toolcall_lab.analysis",
+    "toolcall_lab.dependencies",
     "toolcall_lab.cli",
     "toolcall_lab._cli_runs",
     "toolcall_lab.importers",
@@ -28,6 +29,7 @@ EDGES = (
     "toolcall_lab.openai_model",
     "toolcall_lab.scenarios",
     "toolcall_lab.trace_files",
+    "toolcall_lab.redaction",
     "toolcall_lab.conformance",
 )
 CORE = (

@@ -135,17 +135,74 @@ def test_cli_validate_reports_each_file(tmp_path) -> None:
 
 def test_secrets_are_scrubbed_and_flagged(tmp_path) -> None:
     assert scrub({"headers": {"Authorization": "Bearer x", "accept": "json"}, "api_key": "k"}) == {
-        "headers": {"accept": "json"}
+        "headers": {"Authorization": "[REDACTED: the value of 'Authorization']", "accept": "json"},
+        "api_key": "[REDACTED: the value of 'api_key']",
     }
     warnings = secret_warnings({"messages": [{"content": "my key is sk-abcdefghijklmnopqrstuv"}]})
-    assert warnings == ["messages[0].content: looks like a credential (sk-abcde…)"]
+    assert warnings == ["messages[0].content: looks like an OpenAI-style key (sk-abcde…)"]
     trace = SCENARIOS["one_tool_round"].record()
     doc = trace.to_dict()
     doc["initial_messages"][0]["content"] = "use Bearer abcdefghijklmnop123 please"
     path = tmp_path / "leaky.json"
     path.write_text(json.dumps(doc))
     _, found = validate(path)
-    assert any("looks like a credential" in w for w in found)
+    assert any("looks like a bearer token" in w for w in found)
+
+
+def test_save_strips_credentials_wherever_they_occur_and_marks_them(tmp_path) -> None:
+    """Settings, messages, raw argument strings, results and chunk payloads; the rest stays as it was."""
+    from dataclasses import replace
+
+    trace = SCENARIOS["one_tool_round"].record()
+    r0 = trace.rounds[0]
+    call = replace(r0.tool_calls[0], arguments='{"city": "Paris", "api_key": "abc123secret"}')
+    leaky = replace(
+        trace,
+        metadata=replace(
+            trace.metadata,
+            settings={**trace.metadata.settings, "params": {"api_key": "sk-abcdefghijklmnop1234"}},
+        ),
+        initial_messages=({"role": "user", "content": "token: ghp_abcdefghijklmnopqrstuvwxyz0123456789"},),
+        rounds=(
+            replace(
+                r0,
+                tool_calls=(call,),
+                executions=(replace(r0.executions[0], result="the key is sk-ant-abcdefghijklmnopqrstu, ok"),),
+            ),
+            *trace.rounds[1:],
+        ),
+    )
+    text = save(leaky, tmp_path / "t.json").read_text()
+    for secret in ("abcdefghijklmnop1234", "ghp_abcdefghij", "sk-ant-abcdef", "abc123secret"):
+        assert secret not in text
+    saved = load(tmp_path / "t.json")
+    assert saved.rounds[0].executions[0].result == "the key is [REDACTED: an Anthropic key], ok"
+    assert saved.rounds[0].tool_calls[0].arguments == (
+        '{"city": "Paris", "api_key": "[REDACTED: the value of \'api_key\']"}'
+    )
+    assert len(saved.metadata.redactions) == 4
+    assert any(r.startswith("metadata.settings.params.api_key") for r in saved.metadata.redactions)
+    _, found = validate(tmp_path / "t.json")
+    assert not [w for w in found if w.startswith("possible secret")]
+    clean = SCENARIOS["one_tool_round"].record()
+    assert load(save(clean, tmp_path / "clean.json")) == clean  # nothing to strip: nothing changes
+
+
+def test_validate_reports_unknown_fields_unanswered_calls_and_real_secrets_only() -> None:
+    _, found = validate(FIXTURES / "v2_unknown_fields_unanswered_call.json")
+    assert found == [
+        "unanswered tool call: rounds[0] call call_0_0 (step): no execution recorded",
+        "unknown field: metadata.titel",
+        "unknown field: rounds[0].tool_excutions",
+    ]
+    _, found = validate(FIXTURES / "v2_api_key_property_and_a_key_in_a_message.json")
+    assert found == [
+        "possible secret: initial_messages[0].content: looks like an OpenAI-style key (sk-live0…)"
+    ]
+    for name in ("valid_one_tool_round.json", "v2_valid_one_tool_round.json"):
+        assert validate(FIXTURES / name)[1] == []  # version 1's metadata.timings is known
+    trace, found = validate(FIXTURES / "v2_imported_recorded_wall_and_redactions.json")
+    assert found == [] and trace.metadata.recorded_wall_s == 2.25 and len(trace.metadata.redactions) == 1
 
 
 def test_bundled_scenario_traces_replay_to_their_recorded_timings() -> None:
@@ -192,3 +249,35 @@ def test_unknown_hook_name_is_refused_with_its_path() -> None:
 def test_v1_dedupe_setting_covered_repeats_across_rounds() -> None:
     old = load(FIXTURES / "valid_one_tool_round.json")
     assert old.metadata.settings["dedupe"] is True and old.metadata.settings["dedupe_across_rounds"] is True
+
+
+def test_a_credential_split_over_streamed_chunks_is_removed_from_every_chunk(tmp_path) -> None:
+    """A streamed answer that spells out a key across two deltas: no chunk keeps a piece of it."""
+    from dataclasses import replace
+
+    from toolcall_lab.records import TimedChunk
+
+    trace = SCENARIOS["one_tool_round"].record()
+    last = trace.rounds[-1]
+    chunk = {
+        "object": "chat.completion.chunk",
+        "id": "x",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": None}],
+    }
+    pieces = ["your key: sk-abcdefgh", "ijklmnopqrstuvwx, keep it safe"]
+    chunks = tuple(
+        TimedChunk(
+            offset_s=0.1 * i,
+            payload={**chunk, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        )
+        for i, text in enumerate(pieces)
+    )
+    leaky = replace(
+        trace, rounds=(*trace.rounds[:-1], replace(last, model_call=replace(last.model_call, chunks=chunks)))
+    )
+    text = save(leaky, tmp_path / "t.json").read_text()
+    assert "ijklmnopqrstuvwx" not in text and "sk-abcdefgh" not in text
+    saved = load(tmp_path / "t.json")
+    contents = [c.payload["choices"][0]["delta"]["content"] for c in saved.rounds[-1].model_call.chunks]
+    assert contents == ["your key: [REDACTED: an OpenAI-style key], keep it safe", ""]
+    assert any("split over 2 chunks" in r for r in saved.metadata.redactions)

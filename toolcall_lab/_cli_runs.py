@@ -116,24 +116,20 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from toolcall_lab import importers
-    from toolcall_lab.trace_files import save
+    """Import a source into trace files; print what was read and written; exit 1 if a call of the
+    source could not be represented (the traces that could be made are still written)."""
+    from toolcall_lab.importers import import_source, write_result
 
-    src = Path(args.source)
-    if args.kind == "tau-bench":
-        traces = importers.import_tau_bench(src, limit=args.limit)
-    elif args.kind == "bfcl":
-        answers = src.parent / f"possible_answer_{src.name}"
-        traces = importers.import_bfcl(src, answers, limit=args.limit)
-    else:
-        traces = [importers.import_recording(src)]
-    out = Path(args.out)
-    for i, trace in enumerate(traces):
-        name = (
-            f"{src.stem.split('.')[0]}_{i:04d}.json" if len(traces) > 1 else f"{src.name.split('.')[0]}.json"
+    result = import_source(args.kind, args.source, limit=args.limit, include_no_calls=args.include_no_calls)
+    written = write_result(result, args.out)
+    print(result.report.summary())
+    print(f"wrote {len(written)} trace file(s) to {args.out}")
+    if not result.report.ok:
+        print(
+            f"toolcall-lab import: not every call of {args.source} could be represented (see above)",
+            file=sys.stderr,
         )
-        save(trace, out / name)
-    print(f"imported {len(traces)} trace(s) from {src} into {out}")
+        return 1
     return 0
 
 
@@ -160,6 +156,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from toolcall_lab.analysis import compare, summary_text
     from toolcall_lab.trace_files import iter_trace_paths
 
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        _check_output(out)
     paths: list[Any] = list(iter_trace_paths(args.paths))
     if args.corpus:
         from toolcall_lab.scenarios import generate_corpus
@@ -177,6 +176,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             round_trip_s=args.round_trip,
             concurrency=args.concurrency,
             virtual=not args.real_time,
+            timings=args.timings,
             executor=pool,
             progress=not args.quiet,
         )
@@ -194,21 +194,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"not compared: {err.trace}" + (f" [{err.mode}]" if err.mode else "") + f": {err.error}",
             file=sys.stderr,
         )
+    excluded = result.excluded
+    if len(excluded):
+        print(
+            f"left out by --timings {args.timings}: {len(excluded)} trace(s) whose timings rest on weaker "
+            "evidence" + (" (all listed in the _excluded table)" if args.out else ""),
+            file=sys.stderr,
+        )
+        for row in excluded.head(5).itertuples():
+            print(f"  {row.trace}: {row.reason}", file=sys.stderr)
+        if len(excluded) > 5:
+            print(f"  ... and {len(excluded) - 5} more", file=sys.stderr)
     missed = result.missed
     if len(missed):
         print(
-            f"\nmissed parallelism: {missed['trace'].nunique()} trace(s) had consecutive independent rounds; "
-            f"one batch would have saved {missed['saved_s'].sum():.2f} s in total"
+            f"\nmissed parallelism (upper bound): {missed['trace'].nunique()} trace(s) had consecutive "
+            f"rounds with no evidence of using each other; one batch would have saved at most "
+            f"{missed['saved_upper_bound_s'].sum():.2f} s in total"
         )
-    if args.out:
-        out = Path(args.out)
-        if out.suffix == ".parquet":
-            result.runs.to_parquet(out)
-            result.calls.to_parquet(out.with_name(out.stem + "_calls.parquet"))
-        else:
-            result.runs.to_csv(out, index=False)
-            result.calls.to_csv(out.with_name(out.stem + "_calls.csv"), index=False)
-        print(f"wrote {out} (one row per trace x mode) and its per-call table")
+    if len(result.runs) and not result.runs["comparable"].all():
+        print(
+            "first_only runs that skipped calls did less work: marked comparable=False, left out of speedups"
+        )
+    if out is not None:
+        written = _write_tables(result, out)
+        print("wrote " + ", ".join(str(p) for p in written))
     if args.plot and len(result.runs):
         from toolcall_lab import plotting
         from toolcall_lab.trace_files import load
@@ -229,6 +239,42 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         print(f"wrote {plot}, its _breakdown and _gantt companions")
     return 1 if len(result.errors) else 0
+
+
+_TABLES = ("calls", "errors", "excluded", "missed", "dependencies")
+
+
+def _check_output(out: Path) -> None:
+    """Fail before a long run if the results could not be written."""
+    if out.suffix not in (".csv", ".parquet"):
+        raise UsageError(f"--out {out}: use a .csv or .parquet file name")
+    if out.suffix == ".parquet":
+        try:
+            importlib.import_module("pyarrow")
+        except ImportError:
+            try:
+                importlib.import_module("fastparquet")
+            except ImportError:
+                raise UsageError(
+                    f"--out {out}: writing parquet needs pyarrow (pip install pyarrow) or fastparquet; "
+                    "or use a .csv file name"
+                ) from None
+    if not out.parent.exists():
+        raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
+
+
+def _write_tables(result: Any, out: Path) -> list[Path]:
+    """The runs table at `out`, the others beside it (``<stem>_calls``, ``_errors``, ...)."""
+    written = []
+    for name in ("runs", *_TABLES):
+        table = getattr(result, name)
+        path = out if name == "runs" else out.with_name(f"{out.stem}_{name}{out.suffix}")
+        if out.suffix == ".parquet":
+            table.to_parquet(path)
+        else:
+            table.to_csv(path, index=False)
+        written.append(path)
+    return written
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
@@ -344,7 +390,15 @@ def register(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, help="parallel mode: cap on calls at once")
     p.add_argument("--real-time", action="store_true", help="replay on the real clock (slow)")
     p.add_argument("--jobs", type=int, default=1, help="spread traces over N processes")
-    p.add_argument("--out", help="results.csv or results.parquet")
+    p.add_argument(
+        "--out", help="results.csv or results.parquet (other tables beside it: _calls, _errors, ...)"
+    )
+    p.add_argument(
+        "--timings",
+        choices=["any", "measured", "recorded"],
+        default="any",
+        help="keep only traces whose durations were all recorded (or recorded/reported by a server)",
+    )
     p.add_argument("--plot", help="out.png (or .svg): speedup distribution, plus _breakdown and _gantt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
@@ -377,11 +431,22 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_record)
 
-    p = sub.add_parser("import", help="turn a real public recording into trace files")
-    p.add_argument("kind", choices=["recording", "tau-bench", "bfcl"])
-    p.add_argument("source")
-    p.add_argument("--out", required=True)
-    p.add_argument("--limit", type=int)
+    from toolcall_lab.importers import KINDS
+
+    p = sub.add_parser(
+        "import",
+        help="turn agent runs where they already live into trace files",
+        description="Kinds: " + "; ".join(f"{k.name}: {k.source}" for k in KINDS.values()),
+    )
+    p.add_argument("kind", choices=list(KINDS))
+    p.add_argument("source", help="the file (or folder) to import")
+    p.add_argument("--out", required=True, help="folder for the trace files")
+    p.add_argument("--limit", type=int, help="tau-bench, bfcl: import only the first N items")
+    p.add_argument(
+        "--include-no-calls",
+        action="store_true",
+        help="also import conversations without tool calls (claude-code, otlp, recording, tau-bench)",
+    )
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("generate", help="write the scripted scenarios or a seeded benchmark corpus")

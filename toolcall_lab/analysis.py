@@ -3,19 +3,28 @@
 The per-trace work (`trace_rows`) returns plain dicts so it can run in any `concurrent.futures`
 executor (processes, or a Dask/Ray executor for corpora beyond one machine); `compare` turns the
 rows into pandas DataFrames (pandas is imported only here, lazily).
+
+Every run row says what its times rest on (``timing_evidence``: the weakest label among the
+durations that add up to it, ``measured_share``: the share of those seconds that was recorded or
+reported by a server, ``rests_on_estimates``), and `compare(..., timings="recorded")` keeps only
+traces whose every duration was recorded. Per-mode summaries cover the same traces in every mode
+(a trace that could not be replayed in one mode is left out of all, and counted). A ``first_only``
+run that skipped calls did less work: its row is marked ``comparable=False`` and summaries leave it
+out of speedups. Missed parallelism rests on dependency evidence (`toolcall_lab.dependencies`): only
+rounds every pair of which is ``likely_independent`` count, and the figure is an upper bound.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from toolcall_lab.exceptions import ReplayDivergenceError, TraceError
-from toolcall_lab.records import MODES, Mode, Round
+from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
+from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, UsageError
+from toolcall_lab.records import MODES, TIMING_SOURCES, Mode, Round, TimingSource
 from toolcall_lab.replay import replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace
@@ -43,69 +52,110 @@ def _tool_phase(r: Round) -> float:
     return max(e.ended_at for e in ran) - r.model_call.ended_at
 
 
-_TOKEN = re.compile(r"[A-Za-z0-9_./:-]{3,}")
-
-
-def _uses_results(later: Round, earlier: Round) -> bool:
-    """Whether any argument value of `later` appears in a result of `earlier` (a data dependency)."""
-    results = " ".join(e.result for e in earlier.executions)
-    for call in later.tool_calls:
-        for value in _leaf_values(call.args or {}):
-            if len(value) >= 3 and value in results:
-                return True
-    return False
-
-
-def _leaf_values(value: Any) -> Iterable[str]:
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _leaf_values(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _leaf_values(v)
-    elif value is not None and not isinstance(value, bool):
-        yield str(value)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MissedParallelism:
-    """Consecutive tool rounds that used nothing from each other: one batch would have done."""
+    """Consecutive tool rounds with no evidence of using each other: one batch might have done.
+
+    ``saved_upper_bound_s`` is what merging them would save at most: the evidence shows no data flow
+    and no reference between the rounds (every pair ``likely_independent``), but the model still saw
+    the earlier results before it chose the later calls.
+    """
 
     first_round: int
     last_round: int
-    saved_s: float
+    saved_upper_bound_s: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"first_round": self.first_round, "last_round": self.last_round, "saved_s": self.saved_s}
+        return {
+            "first_round": self.first_round,
+            "last_round": self.last_round,
+            "saved_upper_bound_s": self.saved_upper_bound_s,
+        }
 
 
-def missed_parallelism(trace: Trace) -> list[MissedParallelism]:
-    """Groups of consecutive independent tool rounds and the time one batch would have saved.
-
-    Saving of merging rounds k..m into one batch: the model calls of rounds k+1..m, plus the sum of
-    their slowest calls minus the slowest call of all (they would have overlapped).
-    """
-    tool_rounds = [r for r in trace.rounds if r.tool_calls and not r.final]
-    out: list[MissedParallelism] = []
-    group: list[Round] = []
-
-    def flush() -> None:
-        if len(group) > 1:
-            slowest = [max((e.duration_s for e in r.executions), default=0.0) for r in group]
-            saved = sum(r.model_call.latency_s for r in group[1:]) + sum(slowest) - max(slowest)
-            out.append(
-                MissedParallelism(
-                    first_round=group[0].round_index, last_round=group[-1].round_index, saved_s=saved
-                )
+def missed_parallelism(trace: Trace, pairs: Sequence[RoundPair] | None = None) -> list[MissedParallelism]:
+    """Groups of consecutive tool rounds whose every pair is ``likely_independent``, and an upper bound
+    of the time one batch would have saved: the model calls of the later rounds, plus the sum of the
+    rounds' slowest calls minus the slowest of all (they would have overlapped)."""
+    out = []
+    for group in independent_groups(trace, pairs if pairs is not None else dependency_evidence(trace)):
+        slowest = [max((e.duration_s for e in r.executions if e.answered), default=0.0) for r in group]
+        saved = sum(r.model_call.latency_s for r in group[1:]) + sum(slowest) - max(slowest)
+        out.append(
+            MissedParallelism(
+                first_round=group[0].round_index, last_round=group[-1].round_index, saved_upper_bound_s=saved
             )
-
-    for r in tool_rounds:
-        if group and (r.round_index != group[-1].round_index + 1 or any(_uses_results(r, g) for g in group)):
-            flush()
-            group = []
-        group.append(r)
-    flush()
+        )
     return out
+
+
+TimingFilter = Literal["any", "measured", "recorded"]
+TIMING_FILTERS: dict[str, frozenset[TimingSource]] = {
+    "any": frozenset(TIMING_SOURCES),
+    "measured": frozenset({"recorded", "reported"}),
+    "recorded": frozenset({"recorded"}),
+}
+_STRENGTH = {source: rank for rank, source in enumerate(TIMING_SOURCES)}
+
+
+def timing_seconds(rounds: Iterable[Round]) -> dict[TimingSource, float]:
+    """Seconds of model latency and tool time per timing label (what a wall time adds up from)."""
+    out: dict[TimingSource, float] = {}
+    for r in rounds:
+        mc = r.model_call
+        out[mc.timing.source] = out.get(mc.timing.source, 0.0) + mc.latency_s
+        for e in r.executions:
+            if e.answered:
+                out[e.timing.source] = out.get(e.timing.source, 0.0) + e.duration_s
+    return out
+
+
+def unknown_durations(rounds: Sequence[Round]) -> dict[TimingSource, int]:
+    """Durations set to 0 s for want of a figure (estimated or placeholder) before the last model call
+    that took time: something took time there that no number accounts for. (The same at the very end
+    of a recording, e.g. a closing round, adds nothing to any replay's wall time.)"""
+    last = max((k for k, r in enumerate(rounds) if r.model_call.latency_s > 0), default=-1)
+    out: dict[TimingSource, int] = {}
+    for r in rounds[:last]:
+        items = [r.model_call.timing] if r.model_call.latency_s == 0 else []
+        items += [e.timing for e in r.executions if e.answered and e.duration_s == 0]
+        for t in items:
+            if t.source in ("estimated", "placeholder"):
+                out[t.source] = out.get(t.source, 0) + 1
+    return out
+
+
+def timing_columns(
+    seconds: dict[TimingSource, float],
+    extra_placeholder_s: float = 0.0,
+    unknown: dict[TimingSource, int] | None = None,
+) -> dict[str, Any]:
+    """``timing_evidence`` (weakest label carrying time, or standing for an unknown duration),
+    ``measured_share`` (of the seconds), ``rests_on_estimates``."""
+    seconds = dict(seconds)
+    if extra_placeholder_s:
+        seconds["placeholder"] = seconds.get("placeholder", 0.0) + extra_placeholder_s
+    carrying = {s for s, v in seconds.items() if v > 0} | set(unknown or {})
+    total = sum(seconds.values())
+    measured = seconds.get("recorded", 0.0) + seconds.get("reported", 0.0)
+    return {
+        "timing_evidence": max(carrying, key=_STRENGTH.__getitem__) if carrying else "none",
+        "measured_share": measured / total if total else 1.0,
+        "rests_on_estimates": bool(carrying & {"estimated", "placeholder"}),
+    }
+
+
+def timing_gap(trace: Trace, allowed: frozenset[TimingSource]) -> str | None:
+    """Why `trace` does not rest only on `allowed` timing labels (None when it does)."""
+    seconds = timing_seconds(trace.rounds)
+    weak = {s: v for s, v in seconds.items() if s not in allowed and v > 0}
+    unknown = {s: n for s, n in unknown_durations(trace.rounds).items() if s not in allowed}
+    if not weak and not unknown:
+        return None
+    total = sum(seconds.values())
+    parts = [f"{v:.2f} s {s}" for s, v in sorted(weak.items(), key=lambda kv: _STRENGTH[kv[0]])]
+    parts += [f"{n} unknown duration(s) counted as 0 s ({s})" for s, n in unknown.items()]
+    return f"rests partly on {', '.join(parts)} (of {total:.2f} s)"
 
 
 def one_call_per_response_s(trace: Trace) -> float:
@@ -136,6 +186,7 @@ def run_rows(
                 "model_end": r.model_call.ended_at,
                 "round_end": r.ended_at,
                 "client_round_trips": r.client_round_trips if len(r.tool_calls) else 0,
+                "model_timing": r.model_call.timing.source,
             }
         )
         for e in r.executions:
@@ -151,6 +202,7 @@ def run_rows(
                     "start": e.started_at,
                     "end": e.ended_at,
                     "duration": e.duration_s,
+                    "timing": e.timing.source,
                 }
             )
     ran = [e for e in result.executions if e.status != "skipped"]
@@ -184,6 +236,9 @@ def run_rows(
         "skipped": sum(e.status == "skipped" for e in result.executions),
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
+        **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
+        "comparable": result.mode != "first_only"
+        or not any(e.status == "skipped" for e in result.executions),
     }
     return summary, rounds, calls
 
@@ -194,19 +249,26 @@ def _tool_messages_after(result: RunResult, r: Round) -> list[dict[str, Any]]:
 
 
 def trace_rows(
-    item: Trace | str | Path, modes: Sequence[Mode], settings: dict[str, Any], virtual: bool = True
+    item: Trace | str | Path,
+    modes: Sequence[Mode],
+    settings: dict[str, Any],
+    virtual: bool = True,
+    timings: TimingFilter = "any",
 ) -> dict[str, list[dict[str, Any]]]:
     """Replay one trace under each mode; plain rows (picklable) for `compare`.
 
     A trace that cannot be loaded or replayed yields an ``errors`` row naming it (and the mode), so
-    one broken file never costs the rest of a corpus.
+    one broken file never costs the rest of a corpus; a trace whose timings are weaker than `timings`
+    allows yields an ``excluded`` row instead of runs.
     """
-    empty: dict[str, list[dict[str, Any]]] = {
+    out: dict[str, list[dict[str, Any]]] = {
         "runs": [],
         "rounds": [],
         "calls": [],
         "missed": [],
         "errors": [],
+        "excluded": [],
+        "dependencies": [],
     }
     if isinstance(item, Trace):
         trace, trace_id = item, item.metadata.title
@@ -217,10 +279,18 @@ def trace_rows(
         try:
             trace = load(item)
         except TraceError as exc:
-            return {**empty, "errors": [{"trace": trace_id, "mode": None, "error": str(exc)}]}
+            out["errors"].append({"trace": trace_id, "mode": None, "error": str(exc)})
+            return out
+    gap = timing_gap(trace, TIMING_FILTERS[timings])
+    if gap is not None:
+        out["excluded"].append(
+            {"trace": trace_id, "title": trace.metadata.title, "reason": f"timings={timings!r}: {gap}"}
+        )
+        return out
     bound = critical_path_s(trace)
-    missed = missed_parallelism(trace)
-    runs, rounds, calls = [], [], []
+    pairs = dependency_evidence(trace)
+    missed = missed_parallelism(trace, pairs)
+    trace_timing = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
     for mode in modes:
         mode_settings = dict(settings)
         if mode != "serialized":
@@ -228,7 +298,7 @@ def trace_rows(
         try:
             result = replay(trace, mode, virtual=virtual, **mode_settings)
         except ReplayDivergenceError as exc:
-            empty["errors"].append({"trace": trace_id, "mode": mode, "error": str(exc)})
+            out["errors"].append({"trace": trace_id, "mode": mode, "error": str(exc)})
             continue
         summary, r_rows, c_rows = run_rows(trace_id, result, trace)
         summary.update(
@@ -236,19 +306,46 @@ def trace_rows(
             efficiency=bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0,
             title=trace.metadata.title,
             origin=trace.metadata.origin,
-            missed_parallelism_s=sum(m.saved_s for m in missed),
+            source_status=trace.outcome.status,
+            recorded_wall_s=trace.metadata.recorded_wall_s,
+            trace_timing_evidence=trace_timing["timing_evidence"],
+            missed_parallelism_upper_bound_s=sum(m.saved_upper_bound_s for m in missed),
             one_call_per_response_s=one_call_per_response_s(trace),
         )
-        runs.append(summary)
-        rounds.extend(r_rows)
-        calls.extend(c_rows)
-    return {
-        "runs": runs,
-        "rounds": rounds,
-        "calls": calls,
-        "missed": [{"trace": trace_id, **m.to_dict()} for m in missed],
-        "errors": empty["errors"],
-    }
+        out["runs"].append(summary)
+        out["rounds"].extend(r_rows)
+        out["calls"].extend(c_rows)
+    out["missed"] = [{"trace": trace_id, **m.to_dict()} for m in missed]
+    out["dependencies"] = [
+        {
+            "trace": trace_id,
+            "earlier_round": p.earlier,
+            "later_round": p.later,
+            "classification": p.classification,
+            "strong_evidence": sum(e.strong for e in p.evidence),
+            "weak_evidence": sum(not e.strong for e in p.evidence),
+            "summary": p.summary,
+        }
+        for p in pairs
+    ]
+    return out
+
+
+_TABLES = ("runs", "rounds", "calls", "missed", "errors", "excluded", "dependencies")
+_COLUMNS = {
+    "missed": ["trace", "first_round", "last_round", "saved_upper_bound_s"],
+    "errors": ["trace", "mode", "error"],
+    "excluded": ["trace", "title", "reason"],
+    "dependencies": [
+        "trace",
+        "earlier_round",
+        "later_round",
+        "classification",
+        "strong_evidence",
+        "weak_evidence",
+        "summary",
+    ],
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,22 +354,37 @@ class Comparison:
 
     runs: pd.DataFrame
     """One row per (trace, mode): wall time, model/tool time, overlap, upstream calls, round trips,
-    tokens, failures, lower bound, efficiency, speedup vs sequential."""
+    tokens, failures, lower bound, efficiency, speedup vs sequential; what the times rest on
+    (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
+    first_only run that skipped calls); ``in_all_modes`` (False when the trace failed in some mode)."""
     rounds: pd.DataFrame
     calls: pd.DataFrame
-    """One row per (trace, mode, round, call) with start/end times."""
+    """One row per (trace, mode, round, call) with start/end times and the duration's timing label."""
     missed: pd.DataFrame
+    """Groups of rounds with no evidence of using each other; ``saved_upper_bound_s`` is an upper bound."""
     errors: pd.DataFrame
     """Traces (and modes) that could not be compared, and why; the rest are in the other tables."""
+    excluded: pd.DataFrame
+    """Traces left out by the ``timings`` restriction, and what their timings rest on."""
+    dependencies: pd.DataFrame
+    """One row per (trace, earlier round, later round): the class and a summary of the evidence."""
 
     @property
     def summary(self) -> pd.DataFrame:
-        """Per mode: totals and medians over the traces (empty when nothing could be compared)."""
+        """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
+
+        ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
+        medians of comparable runs only (``comparable_runs`` says how many).
+        """
         import pandas as pd
 
         if self.runs.empty:
             return pd.DataFrame()
-        g = self.runs.groupby("mode", sort=False)
+        runs = self.runs[self.runs["in_all_modes"]]
+        left_out = self.runs.loc[~self.runs["in_all_modes"], "trace"].nunique()
+        if runs.empty:
+            return pd.DataFrame()
+        g = runs.groupby("mode", sort=False)
         out = g.agg(
             traces=("trace", "count"),
             wall_time_s=("wall_time_s", "sum"),
@@ -285,9 +397,16 @@ class Comparison:
             failures=("failures", "sum"),
             skipped=("skipped", "sum"),
             median_efficiency=("efficiency", "median"),
+            comparable_runs=("comparable", "sum"),
+            runs_resting_on_estimates=("rests_on_estimates", "sum"),
+            median_measured_share=("measured_share", "median"),
         )
-        if "speedup_vs_sequential" in self.runs:
-            out["median_speedup_vs_sequential"] = g["speedup_vs_sequential"].median()
+        out["traces_left_out"] = left_out
+        if "speedup_vs_sequential" in runs:
+            comparable = runs[runs["comparable"]]
+            out["median_speedup_vs_sequential"] = comparable.groupby("mode", sort=False)[
+                "speedup_vs_sequential"
+            ].median()
         return out
 
 
@@ -298,6 +417,7 @@ def compare(
     round_trip_s: float = DEFAULT_ROUND_TRIP_S,
     concurrency: int | None = None,
     virtual: bool = True,
+    timings: TimingFilter = "any",
     executor: Executor | None = None,
     progress: bool | Callable[[Iterable[Any]], Iterable[Any]] = False,
 ) -> Comparison:
@@ -306,47 +426,52 @@ def compare(
     Args:
         traces: `Trace` objects or paths to trace files (paths are cheaper to ship to processes).
         modes: the modes to compare; ``sequential`` is needed for speedups.
-        round_trip_s: client round trip in serialized mode; concurrency: parallel mode's cap.
+        round_trip_s: client round trip in serialized mode (a constant: serialized rows rest on a
+            placeholder when it is above 0); concurrency: parallel mode's cap.
         virtual: replay on the virtual clock (default) or in real time.
+        timings: ``"recorded"`` keeps only traces whose every duration was recorded at the source,
+            ``"measured"`` also admits server-reported figures, ``"any"`` (default) keeps all; the
+            rest are listed in ``excluded``.
         executor: any ``concurrent.futures.Executor`` (``ProcessPoolExecutor``, a Dask or Ray
             executor); None runs in this process.
         progress: True for a tqdm bar (notebook-aware), or a callable wrapping an iterable.
     """
     import pandas as pd
 
+    if timings not in TIMING_FILTERS:
+        raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
     settings: dict[str, Any] = {"round_trip_s": round_trip_s}
     if concurrency is not None:
         settings["concurrency"] = concurrency
     items = list(traces)
     if executor is None:
         parts: Iterable[dict[str, list[dict[str, Any]]]] = (
-            trace_rows(t, modes, settings, virtual) for t in items
+            trace_rows(t, modes, settings, virtual, timings) for t in items
         )
     else:
         chunk = max(1, len(items) // 64)
         parts = executor.map(
-            _rows_star, [(t, tuple(modes), settings, virtual) for t in items], chunksize=chunk
+            _rows_star, [(t, tuple(modes), settings, virtual, timings) for t in items], chunksize=chunk
         )
     if progress:
         wrap = progress if callable(progress) else _tqdm
         parts = wrap(parts, total=len(items))  # type: ignore[call-arg]
-    runs, rounds, calls, missed, errors = [], [], [], [], []
+    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in _TABLES}
     for part in parts:
-        runs += part["runs"]
-        rounds += part["rounds"]
-        calls += part["calls"]
-        missed += part["missed"]
-        errors += part["errors"]
-    runs_df = pd.DataFrame(runs)
-    if not runs_df.empty and "sequential" in set(runs_df["mode"]):
-        seq = runs_df[runs_df["mode"] == "sequential"].set_index("trace")["wall_time_s"]
-        runs_df["speedup_vs_sequential"] = runs_df["trace"].map(seq) / runs_df["wall_time_s"]
+        for name in _TABLES:
+            tables[name] += part[name]
+    runs_df = pd.DataFrame(tables["runs"])
+    if not runs_df.empty:
+        failed = {e["trace"] for e in tables["errors"] if e["mode"] is not None}
+        runs_df["in_all_modes"] = ~runs_df["trace"].isin(failed)
+        if "sequential" in set(runs_df["mode"]):
+            seq = runs_df[runs_df["mode"] == "sequential"].set_index("trace")["wall_time_s"]
+            runs_df["speedup_vs_sequential"] = runs_df["trace"].map(seq) / runs_df["wall_time_s"]
     return Comparison(
         runs=runs_df,
-        rounds=pd.DataFrame(rounds),
-        calls=pd.DataFrame(calls),
-        missed=pd.DataFrame(missed, columns=["trace", "first_round", "last_round", "saved_s"]),
-        errors=pd.DataFrame(errors, columns=["trace", "mode", "error"]),
+        rounds=pd.DataFrame(tables["rounds"]),
+        calls=pd.DataFrame(tables["calls"]),
+        **{name: pd.DataFrame(tables[name], columns=_COLUMNS[name]) for name in _COLUMNS},
     )
 
 

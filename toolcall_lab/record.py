@@ -1,19 +1,19 @@
-"""Record a live run against any OpenAI-compatible endpoint into a trace (secrets stripped)."""
+"""Record a live run against any OpenAI-compatible endpoint into a trace (credentials stripped and
+marked wherever they occur: headers, settings, messages, arguments, results; see
+`toolcall_lab.redaction`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from toolcall_lab.loop import run
 from toolcall_lab.models import Model
-from toolcall_lab.records import Round
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 from toolcall_lab.trace import Trace, TraceMetadata
-from toolcall_lab.trace_files import scrub
+from toolcall_lab.trace_files import redact_trace
 
 
 def public_url(url: str | None) -> str | None:
@@ -36,8 +36,6 @@ async def record(
 ) -> Trace:
     """Run live (real clock) and return the run as a recorded trace with chunk timings and tool durations."""
     result = await run(model, tools, messages, **run_kwargs)
-    rounds = tuple(_scrubbed(r) for r in result.rounds)
-    result = replace(result, rounds=rounds, messages=tuple(scrub(list(result.messages))))
     meta = TraceMetadata(
         title=title,
         origin="recorded",
@@ -47,8 +45,4 @@ async def record(
         source=public_url(source),
         notes=notes,
     )
-    return Trace.from_run(result, meta)
-
-
-def _scrubbed(r: Round) -> Round:
-    return replace(r, request_messages=tuple(scrub(list(r.request_messages))))
+    return redact_trace(Trace.from_run(result, meta))

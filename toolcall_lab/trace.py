@@ -9,7 +9,9 @@ executed. Schema versions (one line each)::
     2  as 1, plus where every duration came from: ``timing`` {source, note} on each response and tool
        execution, ``chunk_timing`` on each response; metadata ``timings`` dropped (derived from the
        rounds), origin ``replayed`` added; per round ``final_reason`` and serialized mode's timed
-       ``round_trips``; ``outcome.hook_failures``; execution status ``withheld``
+       ``round_trips``; ``outcome.hook_failures``; execution status ``withheld``; metadata
+       ``recorded_wall_s`` (an imported run's wall time as its source recorded it) and ``redactions``
+       (credentials removed on saving)
 
 Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
 where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from toolcall_lab.runs import RunResult
 
 __all__ = [
+    "RESULT_NOT_RECORDED",
     "SCHEMA_VERSION",
     "SCHEMA_VERSIONS",
     "Trace",
@@ -67,8 +70,11 @@ SCHEMA_VERSIONS: dict[int, str] = {
     "findings and timed tool executions",
     2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution, "
     "chunk_timing on every response, final_reason and timed serialized round_trips per round, "
-    "outcome.hook_failures, execution status withheld",
+    "outcome.hook_failures, execution status withheld; metadata recorded_wall_s and redactions",
 }
+RESULT_NOT_RECORDED = "(result not recorded)"
+"""The result text of a call whose result the source does not hold (a recording that stops before it, a
+dataset of expected calls without tool outputs). Analyses treat such a result as missing evidence."""
 V1_TIMINGS = ("recorded", "modelled", "mixed")
 T = TypeVar("T")
 
@@ -88,6 +94,11 @@ class TraceMetadata:
     """The execution mode the trace was recorded under."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Run settings at recording time (max_rounds, dedupe, params, ...)."""
+    recorded_wall_s: float | None = None
+    """For an imported run: its wall time as the source recorded it (first to last timestamp), to
+    set beside the replayed times. None when the source has no timestamps."""
+    redactions: tuple[str, ...] = ()
+    """Where credentials were removed when the trace was saved or recorded (JSON paths and what)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,7 +187,7 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
-            "metadata": _fields(self.metadata),
+            "metadata": {**_fields(self.metadata), "redactions": list(self.metadata.redactions)},
             "tools": list(self.tools),
             "initial_messages": list(self.initial_messages),
             "outcome": self.outcome.to_dict(),
@@ -352,6 +363,11 @@ class _Reader:
                 m, "mode", "metadata", lambda v, p: None if v is None else self.choice(MODES)(v, p), None
             ),
             settings=self.get(m, "settings", "metadata", self.dict_, {}),
+            recorded_wall_s=self.get(m, "recorded_wall_s", "metadata", self.opt_num, None),
+            redactions=tuple(
+                self.str_(v, f"metadata.redactions[{i}]")
+                for i, v in enumerate(self.get(m, "redactions", "metadata", self.list_, []))
+            ),
         )
         if version == 1 and isinstance(meta.settings.get("dedupe"), bool):
             meta.settings.setdefault("dedupe_across_rounds", meta.settings["dedupe"])

@@ -1,36 +1,31 @@
-"""Traces on disk: stable JSON (sorted keys, indent), atomic saves, clear errors, secret checks."""
+"""Traces on disk: stable JSON (sorted keys, indent), atomic saves without credentials, clear errors,
+and `validate`: possible secrets, unanswered tool calls, fields the schema does not know."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import TraceError, TraceFormatError
-from toolcall_lab.trace import Trace
+from toolcall_lab.redaction import SECRET_KEYS, redact, redact_stream, secret_warnings
+from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace
 
-SECRET_KEYS = frozenset(
-    {
-        "authorization",
-        "api-key",
-        "api_key",
-        "x-api-key",
-        "cookie",
-        "set-cookie",
-        "proxy-authorization",
-        "openai-api-key",
-        "anthropic-api-key",
-    }
-)
-_SECRET_VALUE = re.compile(
-    r"(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}"
-    r"|Bearer\s+[A-Za-z0-9._~+/=-]{12,}|xox[baprs]-[A-Za-z0-9-]{10,})"
-)
-
+__all__ = [
+    "SECRET_KEYS",
+    "dumps",
+    "iter_trace_paths",
+    "load",
+    "redact_trace",
+    "save",
+    "scrub",
+    "secret_warnings",
+    "unknown_fields",
+    "validate",
+]
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -41,10 +36,34 @@ def dumps(trace: Trace) -> str:
     return json.dumps(trace.to_dict(), sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
+def redact_trace(trace: Trace) -> Trace:
+    """The trace with credentials replaced by ``[REDACTED: ...]`` marks wherever they occur, each
+    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`)."""
+    doc = trace.to_dict()
+    kept = doc["metadata"].pop("redactions")
+    notes = [
+        note
+        for i, r in enumerate(doc["rounds"])
+        for note in redact_stream(
+            [c["payload"] for c in r["response"]["chunks"]], f"rounds[{i}].response.chunks"
+        )
+    ]
+    cleaned, more = redact(doc)
+    notes += more
+    if not notes:
+        return trace
+    cleaned["metadata"]["redactions"] = [*kept, *notes]
+    return Trace.from_dict(cleaned)
+
+
 def save(trace: Trace, path: str | Path) -> Path:
-    """Write atomically (temp file in the same folder + rename): a crash never leaves half a file."""
+    """Write atomically (temp file in the same folder + rename): a crash never leaves half a file.
+
+    Credentials are stripped first (`redact_trace`): what was removed is marked in place and listed
+    in ``metadata.redactions``.
+    """
     target = Path(path)
-    text = dumps(trace)
+    text = dumps(redact_trace(trace))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -88,38 +107,150 @@ def iter_trace_paths(paths: Iterable[str | Path]) -> Iterator[Path]:
 
 
 def scrub(value: Any) -> Any:
-    """A copy without credential-bearing keys (Authorization, api-key, cookies) at any depth."""
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if str(k).lower() not in SECRET_KEYS}
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    return value
+    """A copy of any JSON value with credentials replaced by marks (see `toolcall_lab.redaction`)."""
+    return redact(value)[0]
 
 
-def secret_warnings(value: Any, path: str = "") -> list[str]:
-    """Places that look like credentials: secret-named keys, or values shaped like API keys/tokens."""
-    out: list[str] = []
+_FREE_FORM = frozenset(
+    {
+        "settings",
+        "usage",
+        "payload",
+        "assistant_message",
+        "messages",
+        "tools",
+        "initial_messages",
+        "redactions",
+    }
+)
+"""Keys whose values are not described by the schema (provider payloads, messages, settings)."""
+
+
+def _sample_doc() -> dict[str, Any]:
+    """A trace with one of everything, as written: the fields the current schema knows."""
+    from toolcall_lab.messages import Finding, ToolCall
+    from toolcall_lab.records import ModelCall, Round, TimedChunk, ToolExecution
+    from toolcall_lab.trace import TraceMetadata, TraceOutcome
+
+    call = ToolCall(tool_call_id="c", name="t", arguments="{}")
+    rnd = Round(
+        round_index=0,
+        mode="sequential",
+        request_messages=(),
+        model_call=ModelCall(
+            started_at=0.0, ended_at=1.0, first_chunk_at=0.5, chunks=(TimedChunk(offset_s=0.5, payload={}),)
+        ),
+        assistant_message={},
+        tool_calls=(call,),
+        executions=(
+            ToolExecution(
+                tool_call_id="c",
+                name="t",
+                arguments="{}",
+                index=0,
+                status="ok",
+                result="",
+                started_at=1.0,
+                ended_at=2.0,
+            ),
+        ),
+        findings=(Finding(kind="missing_id", message=""),),
+    )
+    trace = Trace(
+        metadata=TraceMetadata(title="", origin="scripted"),
+        tools=(),
+        initial_messages=(),
+        rounds=(rnd,),
+        outcome=TraceOutcome(status="completed", reason="final_answer"),
+    )
+    return trace.to_dict()
+
+
+def _shape(value: Any, path: str = "") -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
     if isinstance(value, dict):
+        out[path] = set(value)
         for k, v in value.items():
-            p = f"{path}.{k}" if path else str(k)
-            if str(k).lower() in SECRET_KEYS:
-                out.append(f"{p}: a '{k}' field (credentials must not be stored)")
-            out.extend(secret_warnings(v, p))
+            if k not in _FREE_FORM:
+                for p, keys in _shape(v, f"{path}.{k}").items():
+                    out.setdefault(p, set()).update(keys)
     elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out.extend(secret_warnings(v, f"{path}[{i}]"))
-    elif isinstance(value, str) and (m := _SECRET_VALUE.search(value)):
-        out.append(f"{path}: looks like a credential ({m.group(0)[:8]}…)")
+        for v in value:
+            for p, keys in _shape(v, f"{path}[]").items():
+                out.setdefault(p, set()).update(keys)
+    return out
+
+
+_OLDER_FIELDS: dict[int, dict[str, set[str]]] = {1: {".metadata": {"timings"}}}
+"""Fields earlier schema versions wrote that the current one dropped (read, then migrated)."""
+
+
+def unknown_fields(doc: Any) -> list[str]:
+    """JSON paths of fields the trace schema does not know (a typo, or a newer writer), in order."""
+    known = _shape(_sample_doc())
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    for shape_path, keys in _OLDER_FIELDS.get(version if isinstance(version, int) else 0, {}).items():
+        known[shape_path] = known.get(shape_path, set()) | keys
+    out: list[str] = []
+
+    def walk(value: Any, shape_path: str, path: str) -> None:
+        if isinstance(value, dict):
+            allowed = known.get(shape_path)
+            for k, v in value.items():
+                p = f"{path}.{k}" if path else str(k)
+                if allowed is not None and k not in allowed:
+                    out.append(p)
+                elif k not in _FREE_FORM:
+                    walk(v, f"{shape_path}.{k}", p)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{shape_path}[]", f"{path}[{i}]")
+
+    walk(doc, "", "")
+    return out
+
+
+def unanswered_calls(trace: Trace) -> list[str]:
+    """Tool calls without a result: no execution, none sent back to the model, or none recorded."""
+    out: list[str] = []
+    rounds = trace.rounds
+    for k, r in enumerate(rounds):
+        by_id: dict[str, list[Any]] = {}
+        for e in r.executions:
+            by_id.setdefault(e.tool_call_id, []).append(e)
+        following = rounds[k + 1].request_messages if k + 1 < len(rounds) else None
+        answered = (
+            {m.get("tool_call_id") for m in following if m.get("role") == "tool"} if following else None
+        )
+        for call in r.tool_calls:
+            where = f"rounds[{r.round_index}] call {call.tool_call_id} ({call.name})"
+            found = by_id.get(call.tool_call_id)
+            if not found:
+                out.append(f"{where}: no execution recorded")
+                continue
+            ex = found.pop(0)
+            if ex.status == "skipped":
+                continue  # first_only: no result is sent back, on purpose
+            if ex.result == RESULT_NOT_RECORDED:
+                out.append(f"{where}: its result was not recorded by the source")
+            elif (
+                answered is not None and rounds[k + 1].request_messages and call.tool_call_id not in answered
+            ):
+                out.append(f"{where}: the next request does not answer it")
     return out
 
 
 def validate(path: str | Path) -> tuple[Trace, list[str]]:
-    """Load a trace and list warnings (possible secrets, protocol breaks); raises on unusable files."""
+    """Load a trace and list warnings: possible secrets (schema properties merely named like one are
+    not), unanswered tool calls, unknown fields, protocol breaks; raises on unusable files."""
     from toolcall_lab.protocol import validate_messages
 
-    trace = load(path)
-    doc = trace.to_dict()
-    warnings = secret_warnings(doc)
+    p = Path(path)
+    trace = load(p)
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    warnings = [f"possible secret: {w}" for w in secret_warnings(doc)]
+    warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace)]
+    warnings += [f"unknown field: {f}" for f in unknown_fields(doc)]
     if trace.rounds:
         last = trace.rounds[-1]
         messages = [*last.request_messages, last.assistant_message]

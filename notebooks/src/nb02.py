@@ -124,7 +124,7 @@ corpora = [("bundled scenarios", [load(p) for p in sorted((DATA / "traces").glob
            ("generated corpus", generate_corpus(100, seed=7))]
 if (REALDATA / "PROVENANCE.md").is_file():
     from toolcall_lab.importers import import_recording, import_tau_bench
-    corpora.append(("real: pydantic-ai cassettes", [import_recording(p) for p in sorted((REALDATA / "pydantic-ai").glob("*.cassette.yaml"))]))
+    corpora.append(("real: pydantic-ai cassettes", [t for p in sorted((REALDATA / "pydantic-ai").glob("*.cassette.yaml")) for t in import_recording(p)]))
     corpora.append(("real: tau-bench (first 25 tasks)", import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json", limit=25)))
 pd.DataFrame([totals(name, traces) for name, traces in corpora])
 """),

@@ -91,7 +91,7 @@ def _run(p: Path, what: str, importer: Any) -> list[Trace]:
         raise TraceError(f"{p}: as a {what}: {exc}") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise TraceError(f"{p}: as a {what}: unexpected content ({type(exc).__name__}: {exc})") from None
-    traces = out if isinstance(out, list) else [out]
+    traces = [out] if isinstance(out, Trace) else list(out)  # an importer's ImportResult is a sequence
     if not traces:
         raise TraceError(f"{p}: as a {what}: no traces in it")
     return traces

@@ -1,0 +1,120 @@
+"""What an import read and wrote: the issues, the report, and the result (a sequence of traces)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, overload
+
+from toolcall_lab.trace import Trace
+
+IssueKind = Literal["skipped", "gap", "failed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Issue:
+    """Something of the source that is not in the traces as it stands there, and why.
+
+    ``skipped``: left out on purpose (a limit, an option); ``gap``: the source itself lacks it (a
+    response body, a result); ``failed``: present in the source but could not be represented (the
+    import then exits non-zero).
+    """
+
+    kind: IssueKind
+    where: str
+    what: str
+    calls: int = 0
+    """Tool calls of the source this issue accounts for (not imported)."""
+    model_calls: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportReport:
+    """What an import read and wrote: counts of the source against the traces, and every issue."""
+
+    kind: str
+    source: str
+    source_calls: int
+    imported_calls: int
+    source_model_calls: int
+    imported_model_calls: int
+    traces: int
+    issues: tuple[Issue, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Every call of the source is in a trace, or accounted for by a skipped/gap issue."""
+        accounted = sum(i.calls for i in self.issues if i.kind != "failed")
+        return not any(i.kind == "failed" for i in self.issues) and (
+            self.imported_calls + accounted == self.source_calls
+        )
+
+    def summary(self) -> str:
+        """A few lines for the command line."""
+        lines = [
+            f"{self.kind} {self.source}: {self.traces} trace(s)",
+            f"  tool calls:  {self.source_calls} in the source, {self.imported_calls} imported",
+            f"  model calls: {self.source_model_calls} in the source, {self.imported_model_calls} imported",
+        ]
+        titles = {"skipped": "skipped", "gap": "not in the source", "failed": "NOT REPRESENTED"}
+        for kind in ("skipped", "gap", "failed"):
+            items = [i for i in self.issues if i.kind == kind]
+            if items:
+                lines.append(f"  {titles[kind]} ({len(items)}):")
+                lines += [f"    {i}" for i in items[:20]]
+                if len(items) > 20:
+                    lines.append(f"    ... and {len(items) - 20} more")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult(Sequence[Trace]):
+    """The traces of one import (a sequence of `Trace`), their file names, and the report."""
+
+    traces: tuple[Trace, ...]
+    slugs: tuple[str, ...]
+    report: ImportReport
+
+    @overload
+    def __getitem__(self, index: int) -> Trace: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Trace]: ...
+    def __getitem__(self, index: int | slice) -> Trace | Sequence[Trace]:
+        return self.traces[index]
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __iter__(self) -> Iterator[Trace]:
+        return iter(self.traces)
+
+    def __repr__(self) -> str:
+        r = self.report
+        return (
+            f"<ImportResult {r.kind}: {len(self.traces)} traces, {r.imported_calls}/{r.source_calls} "
+            f"calls, {'ok' if r.ok else 'NOT OK'}>"
+        )
+
+
+def merge_results(kind: str, source: str, results: Sequence[ImportResult]) -> ImportResult:
+    """One result for a folder imported file by file."""
+    traces = tuple(t for r in results for t in r.traces)
+    slugs = tuple(s for r in results for s in r.slugs)
+    reports = [r.report for r in results]
+    return ImportResult(
+        traces=traces,
+        slugs=slugs,
+        report=ImportReport(
+            kind=kind,
+            source=source,
+            source_calls=sum(r.source_calls for r in reports),
+            imported_calls=sum(r.imported_calls for r in reports),
+            source_model_calls=sum(r.source_model_calls for r in reports),
+            imported_model_calls=sum(r.imported_model_calls for r in reports),
+            traces=len(traces),
+            issues=tuple(i for r in reports for i in r.issues),
+        ),
+    )

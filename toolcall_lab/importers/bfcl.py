@@ -1,0 +1,130 @@
+"""BFCL parallel / parallel_multiple questions -> scripted one-batch traces.
+
+BFCL holds questions and the calls a correct answer makes, not model runs: each trace is the question,
+one response carrying the calls of the first acceptable answer (each parameter's first acceptable
+value; an optional parameter whose first value is ``""`` is left out), and a closing round. Its
+origin is ``scripted``: the calls are the dataset's expected answer, not a model's. BFCL has no call
+ids (the ids are ``fallback``), no tool outputs (results are `RESULT_NOT_RECORDED`) and no timings
+(model `MODEL_S` and tools `TOOL_S`, both ``placeholder``). Dotted function names become ``_``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from toolcall_lab.importers._build import (
+    MODEL_PLACEHOLDER,
+    MODEL_S,
+    TOOL_PLACEHOLDER,
+    TOOL_S,
+    ImportResult,
+    Issue,
+    Result,
+    Segment,
+    Turn,
+    build_result,
+    call_entry,
+    completion,
+    safe_tool_name,
+    slugify,
+)
+from toolcall_lab.records import Timing
+from toolcall_lab.trace import RESULT_NOT_RECORDED
+
+
+def _schema(fn: dict[str, Any]) -> dict[str, Any]:
+    params = json.loads(json.dumps(fn.get("parameters") or {}).replace('"type": "dict"', '"type": "object"'))
+    return {
+        "type": "function",
+        "function": {
+            "name": safe_tool_name(fn["name"]),
+            "description": fn.get("description", ""),
+            "parameters": params,
+        },
+    }
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def answers_path(questions: Path) -> Path:
+    """Where BFCL keeps the answers of a question file: ``possible_answer_<name>`` beside it."""
+    return questions.parent / f"possible_answer_{questions.name}"
+
+
+def import_bfcl(
+    questions: str | Path, answers: str | Path | None = None, *, limit: int | None = None
+) -> ImportResult:
+    """BFCL parallel tasks -> one batch plus a closing round per question (calls from the answers)."""
+    qpath = Path(questions)
+    apath = Path(answers) if answers is not None else answers_path(qpath)
+    qs = _jsonl(qpath)
+    ans = {a["id"]: a for a in _jsonl(apath)}
+    segments: list[Segment] = []
+    issues: list[Issue] = []
+    source_calls = 0
+    for n, q in enumerate(qs):
+        truth = ans.get(q["id"], {}).get("ground_truth") or []
+        source_calls += len(truth)
+        if limit is not None and n >= limit:
+            issues.append(
+                Issue(
+                    kind="skipped",
+                    where=f"question {q['id']}",
+                    what=f"beyond limit={limit}",
+                    calls=len(truth),
+                )
+            )
+            continue
+        if not truth:
+            issues.append(Issue(kind="gap", where=f"question {q['id']}", what=f"no answer in {apath.name}"))
+            continue
+        calls = []
+        for entry in truth:
+            ((name, params),) = entry.items()
+            args = {k: v[0] for k, v in params.items() if v and v[0] != ""}
+            calls.append(call_entry(None, safe_tool_name(name), json.dumps(args)))
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        segments.append(
+            Segment(
+                title=f"BFCL {q['id']}",
+                slug=f"{slugify(qpath.stem)}__{slugify(q['id'])}",
+                source=f"{qpath}#{q['id']}",
+                initial=[m for turn in q["question"] for m in turn],
+                tools=[_schema(f) for f in q["function"]],
+                turns=[
+                    Turn(
+                        payloads=[completion(message, response_id=q["id"])],
+                        latency_s=MODEL_S,
+                        timing=MODEL_PLACEHOLDER,
+                        results=[
+                            Result(
+                                text=RESULT_NOT_RECORDED,
+                                duration_s=TOOL_S,
+                                timing=Timing(
+                                    source="placeholder",
+                                    note=f"BFCL has no tool outputs or timings: {TOOL_S} s assumed",
+                                ),
+                            )
+                            for _ in calls
+                        ],
+                    )
+                ],
+                origin="scripted",
+                provider="bfcl",
+                notes=f"BFCL expected calls (first acceptable value of each parameter), not a model run; "
+                f"ids are fallback ids; no tool outputs; model {MODEL_S} s and tools {TOOL_S} s are "
+                f"placeholders; dotted names use '_'",
+                status="incomplete",
+                reason="dataset_has_no_final_answer",
+            )
+        )
+    return build_result(
+        "bfcl", str(qpath), segments, source_calls=source_calls, source_model_calls=0, issues=issues
+    )
+
+
+__all__ = ["TOOL_PLACEHOLDER", "answers_path", "import_bfcl"]

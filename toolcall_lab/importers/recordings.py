@@ -1,0 +1,330 @@
+"""Recorded HTTP exchanges -> traces: VCR cassettes, exchange lists, single response files.
+
+One file may hold several conversations (a cassette of two agents, a retry): a request continues a
+conversation when its last assistant message repeats that conversation's last response (same tool
+names and arguments in order; clients may rename the ids, so ids are not compared). Anything else
+starts a new conversation whose initial messages are the request's.
+
+Where each number comes from:
+
+- model latency: the ``openai-processing-ms`` response header where present (``reported``: the
+  server's processing time, without network transfer); Groq's ``usage.total_time`` (``reported``: its
+  prompt + completion time, without its queue time); otherwise ``placeholder`` (`MODEL_S`);
+- chunk offsets: a cassette keeps no arrival times: streamed chunks are ``spread`` evenly;
+- tool results: the tool messages of the conversation's next request, matched to the response's
+  calls through the ids the client echoed (``is_error: true`` in an Anthropic ``tool_result`` is an
+  error); the last response's calls have no recorded result; durations ``placeholder`` (`TOOL_S`).
+
+OpenAI chat responses are kept verbatim (streamed chunks, or the body as the cassette parsed it: the
+values are exact, the layout is the recorder's); Anthropic and Responses API bodies are converted to
+chat-completion bodies, and the notes say so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolcall_lab.formats.recordings import Exchange, read_recording
+from toolcall_lab.importers._build import (
+    MODEL_PLACEHOLDER,
+    MODEL_S,
+    TOOL_PLACEHOLDER,
+    TOOL_S,
+    ImportResult,
+    Issue,
+    Result,
+    Segment,
+    Turn,
+    build_result,
+    chat_body,
+    merge_results,
+    slugify,
+    text_of,
+)
+from toolcall_lab.messages import ParsedResponse
+from toolcall_lab.protocol import from_anthropic
+from toolcall_lab.records import Timing
+
+SUFFIXES = (".cassette.yaml", ".chunks.jsonl", ".yaml", ".yml", ".sse", ".json", ".jsonl")
+
+
+def stem(path: Path) -> str:
+    """The file name without the container suffix (dots kept apart from the suffix)."""
+    name = path.name
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+@dataclass(slots=True)
+class _Request:
+    messages: list[dict[str, Any]]
+    errors: set[str]
+    """tool_call_ids whose result the request marks ``is_error``."""
+
+
+def _request(exchange: Exchange) -> _Request | None:
+    body = exchange.request
+    if not body:
+        return None
+    if exchange.format == "anthropic":
+        system = body.get("system")
+        raw = body.get("messages") or []
+        errors = {
+            str(b.get("tool_use_id"))
+            for m in raw
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error") is True
+        }
+        return _Request(from_anthropic(system if isinstance(system, str) else text_of(system), raw), errors)
+    if exchange.format == "openai-responses":
+        out: list[dict[str, Any]] = []
+        if body.get("instructions"):
+            out.append({"role": "system", "content": body["instructions"]})
+        for item in body.get("input") or []:
+            kind = item.get("type")
+            if kind == "function_call":
+                call = {
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments") or ""},
+                }
+                if out and out[-1].get("role") == "assistant" and "tool_calls" in out[-1]:
+                    out[-1]["tool_calls"].append(call)
+                elif out and out[-1].get("role") == "assistant":
+                    out[-1]["tool_calls"] = [call]
+                else:
+                    out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            elif kind == "function_call_output":
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": item.get("call_id"),
+                        "content": text_of(item.get("output")),
+                    }
+                )
+            elif item.get("role") in ("user", "system", "developer", "assistant"):
+                role = {"developer": "system"}.get(item["role"], item["role"])
+                out.append({"role": role, "content": text_of(item.get("content")) or None})
+        return _Request(out, set())
+    return _Request([dict(m) for m in body.get("messages") or []], set())
+
+
+def _tools(exchange: Exchange) -> list[dict[str, Any]]:
+    out = []
+    for t in (exchange.request or {}).get("tools") or []:
+        if t.get("type") == "function" and "function" in t:
+            out.append({"type": "function", "function": t["function"]})
+        elif "input_schema" in t or t.get("type") == "function":  # Anthropic, or Responses flat form
+            out.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.get("name"),
+                        "description": t.get("description", ""),
+                        "parameters": t.get("input_schema") or t.get("parameters") or {},
+                    },
+                }
+            )
+    return out
+
+
+def _signature(message: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """Names and arguments of a message's calls (arguments compared as JSON values: clients echo
+    them re-serialised)."""
+    out = []
+    for c in message.get("tool_calls") or []:
+        fn = c.get("function") or {}
+        raw = fn.get("arguments")
+        try:
+            value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+        except json.JSONDecodeError:
+            value = raw
+        out.append((fn.get("name"), json.dumps(value, sort_keys=True)))
+    return out
+
+
+def _timing(exchange: Exchange, parsed: ParsedResponse) -> tuple[float, Timing]:
+    ms = exchange.response_headers.get("openai-processing-ms")
+    if ms and ms.isdigit():
+        return int(ms) / 1000, Timing(
+            source="reported",
+            note=f"openai-processing-ms: {ms} (the server's processing time, without network transfer)",
+        )
+    usage = parsed.usage or {}
+    total = usage.get("total_time")
+    if isinstance(total, int | float) and total > 0:
+        return float(total), Timing(
+            source="reported",
+            note=f"Groq usage.total_time {total} s (prompt + completion on the server; queue_time "
+            f"{usage.get('queue_time')} s and network not included)",
+        )
+    return MODEL_S, MODEL_PLACEHOLDER
+
+
+@dataclass(slots=True)
+class _Conversation:
+    initial: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    responses: list[tuple[Exchange, ParsedResponse]] = field(default_factory=list)
+    results: list[list[Result]] = field(default_factory=list)
+    injected: bool = False
+    """The next request added messages the model did not write after these results."""
+
+
+def _results_for(parsed: ParsedResponse, request: _Request) -> tuple[list[Result], bool] | None:
+    """The results a request gives the response's calls, and whether the request continues it as the
+    loop would (the echoed response is its last assistant message); None if it does not echo it."""
+    wanted = _signature(parsed.first.to_message())
+    assistants = [i for i, m in enumerate(request.messages) if m.get("role") == "assistant"]
+    i = next((i for i in reversed(assistants) if _signature(request.messages[i]) == wanted), None)
+    if i is None:
+        return None
+    echoed = request.messages[i]
+    by_id: dict[str, dict[str, Any]] = {}
+    for m in request.messages[i + 1 :]:
+        if m.get("role") != "tool":
+            break
+        by_id.setdefault(str(m.get("tool_call_id")), m)
+    out = []
+    for call in echoed.get("tool_calls") or []:
+        cid = str(call.get("id"))
+        message = by_id.get(cid)
+        if message is None:
+            out.append(Result.missing())
+            continue
+        out.append(
+            Result(
+                text=text_of(message.get("content")),
+                duration_s=TOOL_S,
+                timing=TOOL_PLACEHOLDER,
+                status="error" if cid in request.errors else "ok",
+            )
+        )
+    return out, i == assistants[-1] and all(m.get("role") == "tool" for m in request.messages[i + 1 :])
+
+
+def import_recording(path: str | Path, *, include_no_calls: bool = False) -> ImportResult:
+    """A recording file (cassette, exchange list, or one response), or a folder of them, -> one trace
+    per conversation."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(SUFFIXES))
+        return merge_results(
+            "recording", str(p), [import_recording(f, include_no_calls=include_no_calls) for f in files]
+        )
+    recording = read_recording(p)
+    conversations: list[_Conversation] = []
+    open_: list[_Conversation] = []
+    batch = 0
+    for exchange in recording.exchanges:
+        parsed_all = exchange.parse(batch=batch)
+        batch += len(parsed_all)
+        request = _request(exchange)
+        target = None
+        if request is not None:
+            for conv in open_:
+                found = _results_for(conv.responses[-1][1], request)
+                if found is None:
+                    continue
+                conv.results.append(found[0])
+                if found[1]:
+                    target = conv
+                else:  # the client added messages the model did not write: a new conversation follows
+                    conv.injected = True
+                    open_.remove(conv)
+                break
+        if target is None:
+            target = _Conversation(initial=request.messages if request else [], tools=_tools(exchange))
+            conversations.append(target)
+            open_.append(target)
+        for k, parsed in enumerate(parsed_all):
+            if k > 0:  # several responses in one stream (a multi-step Responses run): no requests between
+                target.results.append([Result.missing() for _ in target.responses[-1][1].tool_calls])
+            target.responses.append((exchange, parsed))
+        if not parsed_all[-1].tool_calls and target in open_:
+            open_.remove(target)
+    source_calls = sum(len(parsed.tool_calls) for c in conversations for _, parsed in c.responses)
+    source_model_calls = sum(len(c.responses) for c in conversations)
+    issues: list[Issue] = []
+    segments: list[Segment] = []
+    name = stem(p)
+    for n, conv in enumerate(conversations):
+        if len(conv.results) < len(conv.responses):
+            conv.results.append([Result.missing() for _ in conv.responses[-1][1].tool_calls])
+        calls = sum(len(parsed.tool_calls) for _, parsed in conv.responses)
+        where = f"conversation {n + 1}" if len(conversations) > 1 else "the recording"
+        if not calls and not include_no_calls:
+            issues.append(
+                Issue(
+                    kind="skipped",
+                    where=where,
+                    what=f"{len(conv.responses)} model call(s) without tool calls (nothing to execute; "
+                    "include_no_calls=True imports them)",
+                    model_calls=len(conv.responses),
+                )
+            )
+            continue
+        turns = []
+        reported = 0
+        for (exchange, parsed), results in zip(conv.responses, conv.results, strict=True):
+            if exchange.format == "openai-chat" and exchange.payloads is not None:
+                payloads = list(exchange.payloads)
+            elif exchange.format == "openai-chat" and exchange.body is not None:
+                payloads = [exchange.body]
+            else:
+                payloads = [chat_body(parsed, keep_fallback_ids=False)]
+            latency, timing = _timing(exchange, parsed)
+            reported += timing.source == "reported"
+            turns.append(Turn(payloads=payloads, latency_s=latency, timing=timing, results=results))
+        first = conv.responses[0][0]
+        kept = (
+            "chat chunks as recorded"
+            if first.format == "openai-chat" and first.streamed
+            else "chat body as recorded (values exact)"
+            if first.format == "openai-chat"
+            else f"{first.format} responses converted to chat-completion bodies (rebuilt, not verbatim)"
+        )
+        segments.append(
+            Segment(
+                title=f"{p.name}" + (f" (conversation {n + 1})" if len(conversations) > 1 else ""),
+                slug=slugify(name) + (f"__conv{n + 1}" if len(conversations) > 1 else ""),
+                source=f"{p}" + (f"#conversation={n + 1}" if len(conversations) > 1 else ""),
+                initial=conv.initial,
+                tools=conv.tools,
+                turns=turns,
+                provider=p.name.split("_")[0],
+                model=conv.responses[0][1].model,
+                reason="client_added_messages" if conv.injected else "final_answer",
+                status="incomplete" if conv.injected else "completed",
+                error="the next request adds messages after these results that the model did not write "
+                "(e.g. a harness's own tool round): it starts a new conversation"
+                if conv.injected
+                else None,
+                notes=(
+                    f"model latency reported by the server in {reported} of {len(turns)} responses, "
+                    f"otherwise a {MODEL_S} s placeholder; chunk offsets spread evenly (a cassette keeps "
+                    f"no arrival times); tool durations a {TOOL_S} s placeholder; tool results from the "
+                    f"next request; {kept}"
+                    + ("" if conv.initial else "; the request was not recorded (no initial messages)")
+                ),
+            )
+        )
+    return build_result(
+        "recording",
+        str(p),
+        segments,
+        source_calls=source_calls,
+        source_model_calls=source_model_calls,
+        issues=issues,
+    )
+
+
+def count_calls(path: str | Path) -> int:
+    """Tool calls the file's responses show (the parser's count), for checks."""
+    return sum(len(r.tool_calls) for r in read_recording(path).parse())

@@ -1,0 +1,176 @@
+"""SWE-agent trajectories (``.traj``, function calling) -> traces.
+
+The ``history`` holds the messages the model saw (system, user, assistant with ``tool_calls``, tool);
+the ``trajectory`` holds one step per action with ``execution_time``. The n-th assistant message with
+tool calls is the n-th step. A user message after the first starts a new trace. The episode ends with
+``info.exit_status`` (e.g. ``submitted``): the trace's outcome reason.
+
+Where each number comes from:
+
+- tool duration: the step's ``execution_time`` (``recorded``: SWE-agent's measurement of running the
+  action in its environment);
+- model latency: SWE-agent records none (only token counts and costs): ``placeholder`` (`MODEL_S`).
+  A replayed trajectory (``replay_config`` set, ``model_stats`` at zero) made no model calls at all.
+
+Results are the tool messages that follow each assistant message, in order (their ``tool_call_ids``
+do not always repeat the call's id: demonstration trajectories reuse ids).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from toolcall_lab.importers._build import (
+    MODEL_PLACEHOLDER,
+    MODEL_S,
+    ImportResult,
+    Issue,
+    Result,
+    Segment,
+    Turn,
+    build_result,
+    completion,
+    conversation,
+    merge_results,
+    slugify,
+    text_of,
+)
+from toolcall_lab.records import Timing
+
+
+def _file(path: Path) -> ImportResult:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or "history" not in doc:
+        raise ValueError(f"{path}: not a SWE-agent trajectory (no 'history')")
+    history_in: list[dict[str, Any]] = [m for m in doc.get("history") or [] if isinstance(m, dict)]
+    steps = [s for s in doc.get("trajectory") or [] if isinstance(s, dict)]
+    info = doc.get("info") or {}
+    replayed = bool(doc.get("replay_config")) and not any(
+        v for k, v in (info.get("model_stats") or {}).items() if k != "api_calls"
+    )
+    issues: list[Issue] = []
+    segments: list[Segment] = []
+    history: list[dict[str, Any]] = []
+    current: Segment | None = None
+    step = 0
+    source_calls = sum(len(m.get("tool_calls") or []) for m in history_in if m.get("role") == "assistant")
+    source_model_calls = sum(1 for m in history_in if m.get("role") == "assistant")
+    name = slugify(path.name.removesuffix(".traj"))
+    mismatched = 0
+
+    def close(**outcome: Any) -> None:
+        nonlocal current
+        if current is not None:
+            for k, v in outcome.items():
+                setattr(current, k, v)
+            history.extend(conversation(current.turns))
+            segments.append(current)
+            current = None
+
+    i = 0
+    while i < len(history_in):
+        m = history_in[i]
+        i += 1
+        role = m.get("role")
+        if role in ("system", "user"):
+            if current is not None:
+                close(status="incomplete", reason="recording_ends_after_tool_results")
+            history.append({"role": role, "content": text_of(m.get("content"))})
+            continue
+        if role != "assistant":
+            issues.append(
+                Issue(kind="gap", where=f"history[{i - 1}]", what=f"a {role!r} message out of place")
+            )
+            continue
+        calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+        results: list[Result] = []
+        tool_messages = []
+        while i < len(history_in) and history_in[i].get("role") == "tool":
+            tool_messages.append(history_in[i])
+            i += 1
+        seconds = None
+        if calls:
+            if step < len(steps) and isinstance(steps[step].get("execution_time"), int | float):
+                seconds = float(steps[step]["execution_time"])
+            step += 1
+        for k, call in enumerate(calls):
+            if k >= len(tool_messages):
+                results.append(Result.missing())
+                continue
+            t = tool_messages[k]
+            if call.get("id") not in (t.get("tool_call_ids") or [t.get("tool_call_id")]):
+                mismatched += 1
+            results.append(
+                Result(
+                    text=text_of(t.get("content")),
+                    duration_s=(seconds or 0.0) / len(calls),
+                    timing=Timing(
+                        source="recorded",
+                        note="trajectory step execution_time (SWE-agent's measurement of the action)"
+                        + (f", split evenly over the step's {len(calls)} calls" if len(calls) > 1 else ""),
+                    )
+                    if seconds is not None
+                    else Timing(source="placeholder", note="no execution_time for this step: 0 s"),
+                )
+            )
+        message = {
+            "role": "assistant",
+            "content": text_of(m.get("content")) or None,
+            **({"tool_calls": calls} if calls else {}),
+        }
+        if current is None:
+            current = Segment(
+                title=f"SWE-agent {path.name}" + (f" part {len(segments) + 1}" if segments else ""),
+                slug=f"{name}__part{len(segments) + 1}",
+                source=f"{path}#history={i - 1}",
+                initial=list(history),
+                tools=[],
+                turns=[],
+                provider="swe-agent",
+                model=((doc.get("replay_config") or {}).get("agent") or {}).get("model", {}).get("name")
+                if isinstance(doc.get("replay_config"), dict)
+                else None,
+                notes="SWE-agent trajectory: tool durations from each step's execution_time; no model "
+                f"latency is recorded ({MODEL_S} s placeholder)"
+                + ("; a replay of earlier actions: no model was called" if replayed else ""),
+            )
+        current.turns.append(
+            Turn(
+                payloads=[completion(message, response_id=f"swe-agent-step-{step}")],
+                latency_s=MODEL_S,
+                timing=MODEL_PLACEHOLDER,
+                results=results,
+            )
+        )
+        if not calls:
+            close()
+    if current is not None:
+        status = info.get("exit_status")
+        close(
+            status="completed" if status == "submitted" else "incomplete",
+            reason=str(status or "recording_ends_after_tool_results"),
+        )
+    if mismatched:
+        for seg in segments:
+            seg.notes += (
+                f"; {mismatched} tool message(s) name another call id than the call they follow "
+                "(matched by position)"
+            )
+    return build_result(
+        "swe-agent",
+        str(path),
+        segments,
+        source_calls=source_calls,
+        source_model_calls=source_model_calls,
+        issues=issues,
+    )
+
+
+def import_swe_agent(path: str | Path) -> ImportResult:
+    """A SWE-agent ``.traj`` file, or a folder of them, -> traces."""
+    p = Path(path)
+    if p.is_dir():
+        return merge_results("swe-agent", str(p), [_file(f) for f in sorted(p.rglob("*.traj"))])
+    return _file(p)

@@ -1,0 +1,184 @@
+"""tau-bench trajectories -> one trace per user turn that led to tool calls.
+
+A trajectory is one OpenAI message list (system, user, assistant with ``tool_calls``, tool, ...). Each
+user message starts a segment: the assistant's responses until it answers in text (or the trajectory
+ends). A segment that ends in tool messages (the conversation stopped after, e.g., a transfer to a
+human agent) is still a trace; its outcome says so. The initial messages of a segment are the
+trajectory up to and including its user message.
+
+tau-bench records no timings, so every number is modelled and labelled so:
+
+- model latency ``estimated``: 0.5 s + 10 ms per output token, counting 4 characters a token over the
+  message text and the serialised calls (`tau_latency`);
+- tool durations ``placeholder``: reads (get/search/list/calculate/think) 0.15 s, writes 0.4 s.
+
+A tool message starting with ``Error:`` is an error: that is how tau-bench's environment reports a
+tool that raised (``observation = f"Error: {e}"``); ``Unknown action ...`` likewise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from toolcall_lab.importers._build import (
+    ImportResult,
+    Issue,
+    Result,
+    Segment,
+    Turn,
+    build_result,
+    completion,
+    inferred_tools,
+    slugify,
+)
+from toolcall_lab.records import Timing
+
+TAU_MODEL = Timing(
+    source="estimated", note="tau-bench has no timings: 0.5 s + 10 ms per output token (4 characters a token)"
+)
+TAU_TOOL = Timing(source="placeholder", note="tau-bench has no timings: reads 0.15 s, writes 0.4 s")
+
+
+def tau_latency(text: str) -> float:
+    """Estimated model latency for tau-bench: 0.5 s + 10 ms per output token (4 characters a token)."""
+    return round(0.5 + 0.01 * len(text) / 4, 3)
+
+
+def tau_tool_s(name: str) -> float:
+    """Placeholder tool time for tau-bench: reads 0.15 s, writes (book/update/cancel/send...) 0.4 s."""
+    return 0.15 if name.split("_")[0] in ("get", "search", "list", "calculate", "think") else 0.4
+
+
+def _status(text: str) -> Any:
+    return "error" if text.startswith(("Error:", "Unknown action")) else "ok"
+
+
+def import_tau_bench(
+    path: str | Path, *, limit: int | None = None, include_no_calls: bool = False
+) -> ImportResult:
+    """tau-bench trajectories -> one trace per user turn that led to tool calls.
+
+    Args:
+        limit: import only the first `limit` trajectories (the rest are reported as skipped).
+        include_no_calls: also import user turns the assistant answered without tools.
+    """
+    p = Path(path)
+    data = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise ValueError(f"{p}: expected a JSON list of trajectories, got {type(data).__name__}")
+    segments: list[Segment] = []
+    issues: list[Issue] = []
+    source_calls = source_model_calls = 0
+    for n, item in enumerate(data):
+        traj = item.get("traj") or []
+        calls_here = sum(len(m.get("tool_calls") or []) for m in traj)
+        responses_here = sum(1 for m in traj if m.get("role") == "assistant")
+        source_calls += calls_here
+        source_model_calls += responses_here
+        if limit is not None and n >= limit:
+            issues.append(
+                Issue(
+                    kind="skipped",
+                    where=f"trajectory {n}",
+                    what=f"beyond limit={limit}",
+                    calls=calls_here,
+                    model_calls=responses_here,
+                )
+            )
+            continue
+        tools = inferred_tools(
+            (
+                (
+                    str((c.get("function") or {}).get("name") or ""),
+                    str((c.get("function") or {}).get("arguments") or "{}"),
+                )
+                for m in traj
+                for c in m.get("tool_calls") or []
+            ),
+            "tau-bench trajectories do not store the tool schemas",
+        )
+        task = item.get("task_id")
+        for i, msg in enumerate(traj):
+            if msg.get("role") != "user":
+                continue
+            turns: list[Turn] = []
+            j = i + 1
+            while j < len(traj) and traj[j].get("role") == "assistant":
+                a = traj[j]
+                calls = a.get("tool_calls") or []
+                by_id: dict[str, Any] = {}
+                k = j + 1
+                while k < len(traj) and traj[k].get("role") == "tool":
+                    by_id.setdefault(str(traj[k].get("tool_call_id")), traj[k])
+                    k += 1
+                results = []
+                for c in calls:
+                    t = by_id.get(str(c.get("id")))
+                    if t is None:
+                        results.append(Result.missing())
+                        continue
+                    text = str(t.get("content"))
+                    results.append(
+                        Result(
+                            text=text,
+                            duration_s=tau_tool_s(t.get("name") or ""),
+                            timing=TAU_TOOL,
+                            status=_status(text),
+                        )
+                    )
+                message = {
+                    "role": "assistant",
+                    "content": a.get("content"),
+                    **({"tool_calls": calls} if calls else {}),
+                }
+                turns.append(
+                    Turn(
+                        payloads=[completion(message, response_id=f"tau-{task}-{n}-{j}", model="gpt-4o")],
+                        latency_s=tau_latency((a.get("content") or "") + json.dumps(calls)),
+                        timing=TAU_MODEL,
+                        results=results,
+                    )
+                )
+                j = k
+                if not calls:
+                    break
+            where = f"trajectory {n} (task {task}) message {i}"
+            n_calls = sum(len(t.results) for t in turns)
+            if not turns:
+                continue
+            if not n_calls and not include_no_calls:
+                issues.append(
+                    Issue(
+                        kind="skipped",
+                        where=where,
+                        what=f"{len(turns)} model call(s) without tool calls (nothing to execute; "
+                        "include_no_calls=True imports them)",
+                        model_calls=len(turns),
+                    )
+                )
+                continue
+            segments.append(
+                Segment(
+                    title=f"tau-bench trajectory {n} task {task} trial {item.get('trial', 0)} turn {i}",
+                    slug=f"{slugify(p.stem)}__traj{n:04d}_task{task}_msg{i:03d}",
+                    source=f"{p}#trajectory={n}&message={i}",
+                    initial=[dict(m) for m in traj[: i + 1]],
+                    tools=tools,
+                    turns=turns,
+                    provider="openai",
+                    model="gpt-4o",
+                    notes="tau-bench has no timings: model latency estimated (0.5 s + 10 ms per output "
+                    "token), tool durations placeholders (reads 0.15 s, writes 0.4 s); 'Error:' results "
+                    "are errors; tool schemas inferred from the calls",
+                )
+            )
+    return build_result(
+        "tau-bench",
+        str(p),
+        segments,
+        source_calls=source_calls,
+        source_model_calls=source_model_calls,
+        issues=issues,
+    )
