@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import REALDATA, needs_realdata
 from tests.proxy_helpers import CheckingUpstream, ScriptedHTTP, completion, model_for
 from tests.test_proxy_faults import answered, arun, body, checking, converse, proxied, the_call
 from toolcall_lab.cli import main
@@ -509,3 +510,59 @@ def test_concurrent_retries_of_the_completing_request_call_upstream_once() -> No
     (replies, locks_left), up = arun(checking(go))
     assert len(up.completed) == 1 and all(r == replies[0] for r in replies)
     assert locks_left == 0
+
+
+REAL = [
+    "openai_chat_stream_gpt-4o_agent_3rounds_parallel2.cassette.yaml",  # a batch of 2, then single calls
+    "deepseek_chat_nonstream_thinking_parallel2_3rounds.cassette.yaml",  # reasoning_content beside the calls
+    "ollama_openai_compat_nonstream_qwen2.5_parallel2_19calls.cassette.yaml",  # batches and singles mixed
+    "huggingface_router_chat_nonstream_parallel2.cassette.yaml",  # no system or user message before the batch
+]
+
+
+@needs_realdata
+@pytest.mark.parametrize("name", REAL)
+def test_real_recordings_through_the_proxy_with_the_openai_client(name) -> None:
+    """Recorded conversations replayed as the upstream, driven by the real `openai` client one call at a
+    time: each recorded batch goes upstream whole, under the recorded ids, and the recorded answer arrives."""
+    from openai import AsyncOpenAI
+
+    from toolcall_lab.importers import import_recording
+
+    trace = import_recording(REALDATA / "pydantic-ai" / name)
+    upstream = TraceUpstream(trace, keep_requests=1000)
+
+    async def go(http, server):
+        client = AsyncOpenAI(base_url=str(http.base_url), api_key="dummy", max_retries=0)
+        messages, per_response = list(trace.initial_messages), []
+        try:
+            for _ in range(60):
+                response = await client.chat.completions.create(
+                    model="m", messages=messages, tools=list(trace.tools), parallel_tool_calls=False
+                )
+                message = response.choices[0].message.model_dump(exclude_none=True)
+                calls = message.get("tool_calls") or []
+                per_response.append(len(calls))
+                messages.append(message)
+                if not calls:
+                    return per_response, message.get("content")
+                messages.append(
+                    {"role": "tool", "tool_call_id": calls[0]["id"], "content": f"result {len(messages)}"}
+                )
+        finally:
+            await client.close()
+        raise AssertionError("no final answer")
+
+    per_response, final = arun(proxied(go, upstream))
+    recorded = [len(r.assistant_message.get("tool_calls") or []) for r in trace.rounds]
+    assert max(per_response) == 1 and sum(per_response) == sum(recorded)
+    assert final == trace.rounds[-1].assistant_message.get("content")
+    requests = list(upstream.requests)
+    assert len(requests) == len(trace.rounds)  # one upstream request per recorded round
+    last = requests[-1]["messages"]
+    batches = [n for n in recorded if n]
+    sent = [len(m.get("tool_calls") or []) for m in last if m["role"] == "assistant"]
+    assert sent[-len(batches) :] == batches  # each recorded batch merged back into one assistant message
+    recorded_ids = [c["id"] for r in trace.rounds for c in r.assistant_message.get("tool_calls") or []]
+    assert tool_ids(last)[-len(recorded_ids) :] == recorded_ids  # the upstream's own ids, every one answered
+    assert "_tlp" not in json.dumps(last)
