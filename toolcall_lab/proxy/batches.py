@@ -11,7 +11,6 @@ calls under the upstream's ids, then one tool message per call.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Sequence
@@ -124,7 +123,7 @@ class Batch:
         out = {k: self.message[k] for k in _UPSTREAM_FIELDS if self.message.get(k) is not None}
         out["role"] = "assistant"
         out.setdefault("content", None)
-        out["tool_calls"] = copy.deepcopy(self.calls)
+        out["tool_calls"] = list(self.calls)
         return out
 
     def upstream_id(self, position: int) -> Any:

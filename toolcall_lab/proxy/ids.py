@@ -15,6 +15,7 @@ never interpret them; they only see that the ids differ from the upstream's.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from dataclasses import dataclass
@@ -54,6 +55,12 @@ def parse(value: object) -> ProxyId | None:
     """The parts of a proxy id, or None when `value` is not one (any other id, or not a string)."""
     if not isinstance(value, str) or MARKER not in value:
         return None
+    return _parse(value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse(value: str) -> ProxyId | None:
+    """Cached: every request of a conversation resends the ids handed out before."""
     match = _SUFFIX.search(value)
     if match is None:
         return None

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 import logging
 import time
@@ -161,6 +160,9 @@ class _Locks:
 
     def __len__(self) -> int:
         return len(self._held)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._held
 
     @contextlib.asynccontextmanager
     async def hold(self, name: str) -> AsyncIterator[None]:
@@ -459,7 +461,11 @@ class ProxyServer:
         tail: Split,
     ) -> web.StreamResponse:
         """A request ending with the next result of a batch (or a retry of an earlier one)."""
-        async with self._locks.hold("batch:" + tail.tag):
+        name = "batch:" + tail.tag
+        if tail.answered < tail.n_calls and name not in self._locks:
+            # served from the queue without awaiting anything: nothing can interleave, no lock needed
+            return await self._continue(request, body, messages, history, forms, tail)
+        async with self._locks.hold(name):
             return await self._continue(request, body, messages, history, forms, tail)
 
     async def _continue(
@@ -603,7 +609,7 @@ class ProxyServer:
         now = self.clock()
         batch = Batch(
             tag=tag,
-            message=copy.deepcopy(message),
+            message=message,  # parsed from the upstream's bytes for this request alone; never mutated
             template=template_of(response),
             session_key=key,
             created_at=now,
