@@ -157,6 +157,11 @@ def test_malformed_batch_messages_get_a_json_400_naming_the_message_and_nothing_
             "call twice": [*first, a0, a0, t0],
             "interleaved": [*first, a0, {"role": "user", "content": "hm"}, t0],
             "ends without result": [*first, a0],
+            "calls not handed out": [
+                *good,
+                {**other, "tool_calls": [call("call_guess", "x")]},
+                {**t0, "tool_call_id": "call_guess"},
+            ],
         }
         out = {}
         for name, messages in cases.items():

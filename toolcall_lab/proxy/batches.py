@@ -226,7 +226,9 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
 
     A batch's messages must be contiguous (nothing else between its pairs), hold its calls from position
     0 on, each once, and answer them in order, each after the message that holds it; only the last call
-    the client holds may be unanswered (an interruption). Ids the proxy did not make are left alone.
+    the client holds may be unanswered (an interruption), and an unfinished batch is never followed by
+    an assistant message with other calls (the model cannot have made them). Ids the proxy did not make
+    are left alone.
     """
     splits: dict[str, Split] = {}
     owner: list[str | None] = [None] * len(messages)
@@ -323,6 +325,15 @@ def _check_shape(split: Split, messages: Sequence[dict[str, Any]], owner: list[s
                 f"handed out one at a time (messages {split.start}-{split.end - 1}); the proxy cannot "
                 "merge such a batch back into the model's answer"
             )
+    after: dict[str, Any] = messages[split.end] if split.end < len(messages) else {}
+    calls_after = after.get("tool_calls") if after.get("role") == "assistant" else None
+    if split.answered < split.n_calls and isinstance(calls_after, list) and calls_after:
+        raise MalformedBatch(
+            f"{_where(split.end, after)} makes tool calls the proxy did not hand out, right after a batch "
+            f"with {split.answered} of its {split.n_calls} calls answered (messages {split.start}-"
+            f"{split.end - 1}); after a call the proxy handed out comes its result, or a new user message "
+            "to move on"
+        )
     held = sorted(split.calls)
     if held != list(range(len(held))):
         missing = next(p for p in range(split.n_calls) if p not in split.calls)

@@ -27,7 +27,7 @@ with the current time). How each request is handled:
   call and its position; a result for a call the proxy has not handed out yet is a 409
   ``out_of_order`` naming that call. Nothing is recorded from a refused request. Messages that break
   the shape the proxy handed out (a result without its call, a batch interleaved with other
-  messages, ids changed) are a 400 naming the message.
+  messages, ids changed, other calls right after an unfinished batch) are a 400 naming the message.
 - **A batch the proxy no longer holds** (expired after ``--ttl``, evicted by ``--max-batches`` /
   ``--max-bytes``, or a restart without ``--state``): its ids still say they are the proxy's. A
   continuation that holds the whole batch (all N calls and results) is rebuilt from the client's
