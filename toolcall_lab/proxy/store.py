@@ -255,7 +255,7 @@ class MemoryStore:
             reply = StoredReply(
                 request_hash=reply.request_hash,
                 status=reply.status,
-                content_type=reply.content_type,
+                content_type=f"{len(reply.body)} bytes, more than the proxy may hold (--max-bytes)",
                 body=b"",
                 at=reply.at,
                 kept=False,
