@@ -7,7 +7,8 @@
   batches and merged into the upstream's form.
 - `store`: batches in memory or in SQLite (``--state FILE``), bounded by count and bytes, with expiry.
 - `server`: `ProxyServer`, the OpenAI-compatible HTTP server; its docstring describes how first
-  requests, retries, continuations, conflicts, expired and interrupted batches are recognised.
+  requests, retries, continuations, conflicts, expired and interrupted batches are recognised
+  (`_forward`: its side of the upstream, errors and reply rendering).
 - `upstreams`: `HTTPUpstream` (raw pooled pass-through to a real endpoint), `TraceUpstream` (a recorded
   trace), `upstream_app` / `serve`.
 """

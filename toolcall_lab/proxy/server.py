@@ -55,7 +55,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,13 +63,13 @@ from typing import Any
 from aiohttp import web
 
 from toolcall_lab.exceptions import UsageError
+from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
 from toolcall_lab.proxy._wire import (
     JSONError,
     dumps,
     error_body,
     hand_out_reply,
     loads,
-    sse_events,
     template_of,
 )
 from toolcall_lab.proxy.batches import (
@@ -85,34 +85,11 @@ from toolcall_lab.proxy.batches import (
 )
 from toolcall_lab.proxy.ids import new_tag
 from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits, TooLarge
-from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse, serve
+from toolcall_lab.proxy.upstreams import Upstream, serve
 
 logger = logging.getLogger("toolcall_lab.proxy")
 SESSION_HEADER = "x-session-id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-
-
-class HTTPError(Exception):
-    """A reply the proxy makes itself: an OpenAI-style error with a status and a code."""
-
-    def __init__(self, status: int, message: str, code: str) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
-
-    def response(self) -> web.Response:
-        return json_reply(self.status, error_body(self.status, str(self), self.code))
-
-
-class Reply(Exception):
-    """A finished response to send as it is (an upstream error passed through)."""
-
-    def __init__(self, response: web.Response) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=dumps(value), content_type="application/json", headers=headers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,6 +202,9 @@ class ProxyServer:
             "calls_left_out": 0,
             "errors": 0,
         }
+        self.forward = Forwarder(
+            upstream, timeout_s=self.settings.upstream_timeout_s, model=self.settings.model, stats=self.stats
+        )
         self._locks = _Locks()
         """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
         self._runner: web.BaseRunner | None = None
@@ -374,7 +354,7 @@ class ProxyServer:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
-            return await self.pass_through(request, body, raw, changed=False)
+            return await self.forward.pass_through(request, body, raw, changed=False)
         try:
             splits = scan(messages)
         except MalformedBatch as exc:
@@ -399,14 +379,14 @@ class ProxyServer:
             if retry is not None:  # the same request again under the same x-session-id
                 self.stats["served_from_queue"] += 1
                 self.store.touch(retry)
-                return self.render(body, hand_out_reply(retry.template, retry.hand_out(0), 0))
+                return self.forward.render(body, hand_out_reply(retry.template, retry.hand_out(0), 0))
         upstream_messages = translate(messages, history, forms)
         if not serial:
-            return await self.pass_through(
+            return await self.forward.pass_through(
                 request, {**body, "messages": upstream_messages}, raw, changed=bool(splits)
             )
-        response = await self.call_upstream(request, body, upstream_messages)
-        return self.render(body, self.open_batch(response, key))
+        response = await self.forward.call_upstream(request, body, upstream_messages)
+        return self.forward.render(body, self.open_batch(response, key))
 
     # --- batches ---------------------------------------------------------------------------------
 
@@ -518,18 +498,20 @@ class ProxyServer:
             self.store.touch(batch)
         if given < n_calls:
             self.stats["served_from_queue"] += 1
-            return self.render(body, hand_out_reply(batch.template, batch.hand_out(given), given))
+            return self.forward.render(body, hand_out_reply(batch.template, batch.hand_out(given), given))
         if batch.final is not None:  # a retry of the request that completed the batch
             self.stats["retries_replayed"] += 1
-            return self.render(body, batch.final)
+            return self.forward.render(body, batch.final)
         forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
-        response = await self.call_upstream(request, body, translate(messages, [*history, tail], forms))
+        response = await self.forward.call_upstream(
+            request, body, translate(messages, [*history, tail], forms)
+        )
         reply = self.open_batch(response, "") if serial else response
         if batch.state == "open":
             self.stats["batches_finished"] += 1
         batch.final, batch.state = reply, "finished"
         self.store.save(batch)
-        return self.render(body, reply)
+        return self.forward.render(body, reply)
 
     async def rebuild_or_gone(
         self,
@@ -554,11 +536,11 @@ class ProxyServer:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
         form, _ = merged(None, tail, messages)
         self.stats["batches_rebuilt_from_client"] += 1
-        response = await self.call_upstream(
+        response = await self.forward.call_upstream(
             request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
         )
         serial = body.get("parallel_tool_calls") is False
-        return self.render(body, self.open_batch(response, "") if serial else response)
+        return self.forward.render(body, self.open_batch(response, "") if serial else response)
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
@@ -627,128 +609,6 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.hand_out(0), 0)
-
-    # --- upstream --------------------------------------------------------------------------------
-
-    def upstream_body(self, body: dict[str, Any], messages: list[dict[str, Any]], *, stream: bool) -> bytes:
-        out = {**body, "messages": messages}
-        if self.settings.model:
-            out["model"] = self.settings.model
-        if not stream:
-            out.pop("stream", None)
-            out.pop("stream_options", None)
-        return dumps(out)
-
-    async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
-        self.stats["upstream_calls"] += 1
-        try:
-            return await asyncio.wait_for(
-                self.upstream.send(data, headers, stream=stream), self.settings.upstream_timeout_s
-            )
-        except TimeoutError:
-            raise HTTPError(
-                504,
-                f"upstream did not answer within {self.settings.upstream_timeout_s:g} s",
-                "upstream_timeout",
-            ) from None
-        except UpstreamError as exc:
-            raise HTTPError(exc.status, str(exc), exc.code) from None
-
-    async def call_upstream(
-        self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
-        reply = await self.send(
-            self.upstream_body(body, messages, stream=False), request.headers, stream=False
-        )
-        if reply.status >= 400:
-            raise Reply(self.upstream_error(reply))
-        return self.chat_completion(reply)
-
-    def chat_completion(self, reply: UpstreamResponse) -> dict[str, Any]:
-        """The upstream's body as a chat completion, or a 502 JSON error saying what came instead."""
-        try:
-            response = loads(reply.body)
-        except JSONError:
-            response = None
-        if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
-            kind = reply.headers.get("Content-Type") or reply.headers.get("content-type") or "no content type"
-            raise HTTPError(
-                502,
-                f"upstream answered {reply.status} ({kind}) with a body that is not a chat completion: "
-                f"{reply.body[:300].decode('utf-8', 'replace')!r}",
-                "upstream_bad_response",
-            )
-        return response
-
-    def upstream_error(self, reply: UpstreamResponse) -> web.Response:
-        """An upstream error as the client must see it: same status, body and Retry-After."""
-        try:
-            parsed = loads(reply.body)
-        except JSONError:
-            parsed = None
-        headers = {k: v for k, v in reply.headers.items() if k.lower() != "content-type"}
-        if isinstance(parsed, dict):
-            return web.Response(
-                status=reply.status, body=reply.body, content_type="application/json", headers=headers
-            )
-        text = reply.body[:2000].decode("utf-8", "replace")
-        message = f"upstream answered {reply.status} with a non-JSON body: {text!r}"
-        return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
-
-    async def pass_through(
-        self, request: web.BaseRequest, body: dict[str, Any], raw: bytes, *, changed: bool
-    ) -> web.StreamResponse:
-        """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
-        self.stats["passed_through"] += 1
-        stream = body.get("stream") is True
-        if changed or self.settings.model:
-            raw = self.upstream_body(body, body["messages"], stream=True)
-        reply = await self.send(raw, request.headers, stream=stream)
-        if reply.status >= 400:
-            if reply.stream is not None:  # pragma: no cover - upstreams read error bodies whole
-                await reply.release()
-            return self.upstream_error(reply)
-        if reply.stream is not None and not _is_event_stream(reply.headers):
-            try:  # asked to stream, answered with something else: read it whole and check it
-                reply.body = b"".join([data async for data in reply.stream])
-            except UpstreamError as exc:
-                raise HTTPError(exc.status, str(exc), exc.code) from None
-            finally:
-                await reply.release()
-            reply.stream = None
-        if reply.stream is None:
-            if 200 <= reply.status < 300:
-                self.chat_completion(reply)  # a 502 unless it is one
-            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
-        out = web.StreamResponse(status=reply.status, headers=reply.headers)
-        try:
-            await out.prepare(request)
-            async for data in reply.stream:
-                await out.write(data)
-        except UpstreamError as exc:  # the upstream broke off mid-stream: say so in the stream
-            self.stats["errors"] += 1
-            await out.write(b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n")
-        finally:
-            await reply.release()
-        await out.write_eof()
-        return out
-
-    def render(self, body: dict[str, Any], response: dict[str, Any]) -> web.Response:
-        """A reply as the client asked for it: JSON, or the same as server-sent events."""
-        if body.get("stream") is True:
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return web.Response(
-                status=200,
-                body=b"".join(sse_events(response, include_usage=include)),
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
-            )
-        return json_reply(200, response)
-
-
-def _is_event_stream(headers: Mapping[str, str]) -> bool:
-    kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
-    return kind.lower().startswith("text/event-stream")
 
 
 def _body_bytes(response: web.Response) -> bytes:
