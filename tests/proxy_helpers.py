@@ -1,12 +1,16 @@
-"""A checking upstream for the proxy tests: an OpenAI-compatible endpoint on loopback that issues unique
-call ids and verifies every request that completes a batch.
+"""A checking upstream for the proxy tests: an OpenAI-compatible endpoint on loopback that issues batches
+of calls and verifies every request that completes one.
 
-For a conversation ending in a user message it answers with a batch of N calls (``call_<uuid>``,
-arguments naming the question); for one ending in tool results it checks that the last assistant
-message holds exactly the N calls it issued (ids, names, argument strings byte for byte) followed by
-the N results in call order, each the one the tool computes from its own arguments. A request that
-fails the check is answered 400 and recorded in `problems`; a good one gets a final answer quoting
-the results, so a client can see it received its own.
+For a conversation ending in a user message it answers with a batch of N calls whose arguments carry
+a fresh nonce (``{"query": "<tool>/<question>#<nonce>"}``), so every batch is unique even when its
+call ids are not. The call ids follow the request's model name: ``m`` unique ids (``call_<uuid>``),
+``m-repeat`` the same ids every time (``call_fixed_0``...), ``m-empty`` empty ids, ``m-missing`` no
+``id`` key at all (providers do all of these). For a conversation ending in tool results it finds the
+batch by the nonce and checks that the last assistant message holds exactly the N calls it issued
+(ids, names, argument strings byte for byte) followed by the N results in call order under the ids it
+issued, each the one the tool computes from its own arguments. A request that fails the check is
+answered 400 and recorded in `problems`; a good one gets a final answer quoting the results, so a
+client can see it received its own.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from aiohttp import web
 from toolcall_lab.proxy import serve
 
 TOOL_NAMES = ("get_weather", "get_news", "get_stock")
+ID_STYLES = ("unique", "repeat", "empty", "missing")
 
 
 def tool_result(name: str, arguments: str) -> str:
@@ -53,10 +58,23 @@ def text_of(content: Any) -> str:
     return content or ""
 
 
+def model_for(style: str) -> str:
+    """The model name that asks the checking upstream for this id style."""
+    return "m" if style == "unique" else f"m-{style}"
+
+
+def _nonce(call: dict[str, Any]) -> str | None:
+    try:
+        return str(json.loads(call["function"]["arguments"])["query"]).rsplit("#", 1)[1]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
 class CheckingUpstream:
     def __init__(self, n_calls: int = 3) -> None:
         self.n_calls = n_calls
         self.issued: dict[str, list[dict[str, Any]]] = {}
+        """Batches issued, by nonce."""
         self.requests: list[dict[str, Any]] = []
         self.completed: list[list[dict[str, Any]]] = []
         """The message lists of requests that completed a batch (checked)."""
@@ -90,35 +108,45 @@ class CheckingUpstream:
                 start -= 1
             assistant = messages[start - 1]
             calls = assistant.get("tool_calls") or []
-            issued = self.issued.get(calls[0]["id"]) if calls else None
+            issued = self.issued.get(_nonce(calls[0]) or "") if calls else None
             if issued is None:
                 return self.problem(
                     f"the assistant message before the results is not a batch I issued: {assistant}"
                 )
-            got = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls]
-            want = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in issued]
-            if got != want:
-                return self.problem(f"rebuilt assistant message differs: got {got}, issued {want}")
+            if calls != issued:
+                return self.problem(f"rebuilt assistant message differs: got {calls}, issued {issued}")
             results = messages[start:end]
             expected = [
-                (c["id"], tool_result(c["function"]["name"], c["function"]["arguments"])) for c in issued
+                (c.get("id", ""), tool_result(c["function"]["name"], c["function"]["arguments"]))
+                for c in issued
             ]
             seen = [(m.get("tool_call_id"), text_of(m.get("content"))) for m in results]
             if seen != expected:
                 return self.problem(f"results differ: got {seen}, expected {expected}")
             self.completed.append(messages)
-            reply = {"role": "assistant", "content": "All done: " + " | ".join(f"{i}: {r}" for i, r in seen)}
+            reply = {"role": "assistant", "content": "All done: " + " | ".join(r for _, r in seen)}
         else:
             question = text_of(last.get("content"))
-            calls = [
-                {
-                    "id": f"call_{uuid.uuid4().hex[:20]}",
+            style = str(body.get("model", "m")).removeprefix("m-") if body.get("model") != "m" else "unique"
+            nonce = uuid.uuid4().hex[:16]
+            calls = []
+            for i, name in enumerate(TOOL_NAMES[: self.n_calls]):
+                call: dict[str, Any] = {
+                    "id": {
+                        "unique": f"call_{uuid.uuid4().hex[:20]}",
+                        "repeat": f"call_fixed_{i}",
+                        "empty": "",
+                    }.get(style, f"call_{uuid.uuid4().hex[:20]}"),
                     "type": "function",
-                    "function": {"name": name, "arguments": json.dumps({"query": f"{name}/{question}"})},
+                    "function": {
+                        "name": name,
+                        "arguments": json.dumps({"query": f"{name}/{question}#{nonce}"}),
+                    },
                 }
-                for name in TOOL_NAMES[: self.n_calls]
-            ]
-            self.issued[calls[0]["id"]] = calls
+                if style == "missing":
+                    del call["id"]
+                calls.append(call)
+            self.issued[nonce] = calls
             reply = {"role": "assistant", "content": "Let me look those up.", "tool_calls": calls}
         response = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",

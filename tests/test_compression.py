@@ -85,8 +85,8 @@ def test_the_designs_format_hint_block_flow_and_final_reply() -> None:
         '**[Tool Execution Log]**: get_weather\n```accesslog\nArguments: {"city":"Lyon"}\n'
         "Status: ✓ Success\n\nLyon: 18°C, light rain\n```\n"
     ) in text
-    assert "Status: ✗ Failed: Error: tool 'flaky_api' raised RuntimeError: 503" in text
-    assert "Status: ✗ Failed: Error: tool 'slow_service' timed out after 1.0 s (the harness's limit)." in text
+    assert "Status: ✗ Failed: tool 'flaky_api' raised RuntimeError: 503" in text  # not "Failed: Error: ..."
+    assert "Status: ✗ Failed: tool 'slow_service' timed out after 1.0 s (the harness's limit)." in text
     assert text.endswith("```\n\nWeather is fine; the API failed and the service timed out.")
     assert store.get("$VAR_REF{{flaky_api_1_result}}").startswith(
         "Error: tool 'flaky_api' raised RuntimeError"
@@ -246,3 +246,54 @@ def test_savings_on_imported_real_traces() -> None:
     rows = [savings(t) for t in traces]
     assert sum(r["tokens_after"] for r in rows) < sum(r["tokens_before"] for r in rows)
     assert all(r["violations"] == 0 for r in rows)
+
+
+def test_compress_and_savings_take_a_trace_or_a_run_result() -> None:
+    """B16: a Trace or RunResult is compressed with its own transcript and executions."""
+    expected = compress(final_transcript(FAILING), executions=FAILING).messages
+    assert compress(FAILING).messages == expected
+    result = replay(FAILING, "parallel")
+    assert compress(result).messages == compress(list(result.messages), executions=result).messages
+    assert savings(FAILING)["violations"] == 0
+    with pytest.raises(UsageError, match="pass a list of OpenAI-format messages, a RunResult or a Trace"):
+        compress(42)
+
+
+def test_log_blocks_say_each_thing_once_and_show_what_the_model_sent() -> None:
+    """C19: no "Failed: Error:" / "Rejected: Rejected:", raw non-JSON arguments, image parts described."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 500}}
+    messages = chain(
+        [("a", "boom", '{"x":1}'), ("b", "guarded", "{}"), ("c", "f", "not json"), ("d", "g", "")],
+        [
+            ("a", "Error: tool 'boom' raised RuntimeError: kaput"),
+            ("b", "Rejected: rejected by policy"),
+            ("c", [{"type": "text", "text": "see"}, image]),
+            ("d", "ok"),
+        ],
+    )
+    records = [
+        execution(
+            "a",
+            "boom",
+            '{"x":1}',
+            "Error: tool 'boom' raised RuntimeError: kaput",
+            "error",
+            "Error: tool 'boom' raised RuntimeError: kaput",
+        ),
+        execution(
+            "b", "guarded", "{}", "Rejected: rejected by policy", "rejected", "Rejected: rejected by policy"
+        ),
+    ]
+    text = compress_messages(messages, executions=records)[1]["content"]
+    assert "Status: ✗ Failed: tool 'boom' raised RuntimeError: kaput" in text
+    assert "Status: ⚠️ Rejected: rejected by policy" in text
+    assert "Arguments: not json\n" in text and "_raw" not in text and "Arguments: (none)\n" in text
+    assert "see\n[image: data URL, 522 characters]" in text and "AAAA" not in text
+    assert "may be garbage-collected by the system.\n" in text
+
+
+def test_savings_count_what_the_model_reads_not_the_json_around_it() -> None:
+    messages = chain([("a", "f", '{"q": "a \\"quoted\\" word"}')], [("a", 'line\n"two"')], final="done")
+    counted = savings(messages)
+    model_reads = "\n".join(["go", "f", '{"q": "a \\"quoted\\" word"}', 'line\n"two"', "done"])
+    assert counted["chars_before"] == len(model_reads)

@@ -7,21 +7,25 @@ rebuilt request. For each: one call per response, N round trips, exactly one ups
 batch holding the assistant message with all N calls and the N results in order, and the final answer
 delivered. No network, no keys: loopback and a dummy key; the Agents SDK's tracing export is disabled.
 Plus the concurrency test: 200 conversations x a 3-call batch from 20 clients, in groups of identical
-conversations, with zero crossed and zero lost.
+conversations, from an upstream that gives some of them unique call ids, repeated ids, empty ids or
+none, with a system prompt that changes every round trip for half of them: zero crossed, zero lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
-from tests.proxy_helpers import TOOL_NAMES, CheckingUpstream, tool_result, tool_schemas
+from tests.proxy_helpers import ID_STYLES, TOOL_NAMES, CheckingUpstream, model_for, tool_result, tool_schemas
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
-from toolcall_lab.proxy import HTTPUpstream, ProxyServer
+from toolcall_lab.proxy import HTTPUpstream, ProxyServer, ids
 
 STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+STYLES = pytest.mark.parametrize("style", ["unique", "repeat", "empty", "missing"])
+"""The upstream's call ids: unique, the same every time, empty, or none (the client sees proxy ids)."""
 
 
 async def through_proxy(drive):
@@ -44,13 +48,15 @@ def check_one_batch(up: CheckingUpstream, final_text: str) -> None:
     assert len(up.requests) == 2 and len(up.completed) == 1
     (calls,) = up.issued.values()
     complete = up.completed[0]
-    assert [c["id"] for c in complete[-4]["tool_calls"]] == [c["id"] for c in calls]
-    assert [m["tool_call_id"] for m in complete[-3:]] == [c["id"] for c in calls]
-    assert final_text.startswith("All done") and all(c["id"] in final_text for c in calls)
+    assert complete[-4]["tool_calls"] == calls  # the upstream's own calls, ids included (or absent)
+    assert [m["tool_call_id"] for m in complete[-3:]] == [c.get("id", "") for c in calls]
+    expected = [tool_result(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    assert final_text == "All done: " + " | ".join(expected)  # its own results, in order
 
 
+@STYLES
 @STREAMING
-def test_openai_client(stream: bool) -> None:
+def test_openai_client(stream: bool, style: str) -> None:
     from openai import AsyncOpenAI
 
     async def drive(url: str):
@@ -60,7 +66,7 @@ def test_openai_client(stream: bool) -> None:
         try:
             for _ in range(6):
                 kwargs = {
-                    "model": "m",
+                    "model": model_for(style),
                     "messages": messages,
                     "tools": tool_schemas(),
                     "parallel_tool_calls": False,
@@ -101,8 +107,9 @@ def test_openai_client(stream: bool) -> None:
     assert server.stats["served_from_queue"] == 2
 
 
+@STYLES
 @STREAMING
-def test_openai_agents_sdk(stream: bool, monkeypatch) -> None:
+def test_openai_agents_sdk(stream: bool, style: str, monkeypatch) -> None:
     agents = pytest.importorskip("agents", reason="the `clients` extra (openai-agents) is not installed")
     from openai import AsyncOpenAI
 
@@ -123,7 +130,7 @@ def test_openai_agents_sdk(stream: bool, monkeypatch) -> None:
             name="assistant",
             instructions="Use the tools.",
             tools=[make(n) for n in TOOL_NAMES],
-            model=agents.OpenAIChatCompletionsModel(model="m", openai_client=client),
+            model=agents.OpenAIChatCompletionsModel(model=model_for(style), openai_client=client),
             model_settings=agents.ModelSettings(parallel_tool_calls=False),
         )
         try:
@@ -147,8 +154,9 @@ def test_openai_agents_sdk(stream: bool, monkeypatch) -> None:
     assert all(r.get("parallel_tool_calls") is False for r in up.requests)
 
 
+@STYLES
 @STREAMING
-def test_langchain_chat_openai(stream: bool, monkeypatch) -> None:
+def test_langchain_chat_openai(stream: bool, style: str, monkeypatch) -> None:
     pytest.importorskip("langchain_openai", reason="the `clients` extra (langchain-openai) is not installed")
     from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_openai import ChatOpenAI
@@ -157,7 +165,9 @@ def test_langchain_chat_openai(stream: bool, monkeypatch) -> None:
         monkeypatch.delenv(var, raising=False)
 
     async def drive(url: str):
-        llm = ChatOpenAI(model="m", base_url=url, api_key="dummy", max_retries=0, streaming=stream)
+        llm = ChatOpenAI(
+            model=model_for(style), base_url=url, api_key="dummy", max_retries=0, streaming=stream
+        )
         bound = llm.bind_tools(tool_schemas(), parallel_tool_calls=False)
         messages: list = [HumanMessage("Weather, news and stock for Paris?")]
         per_response = []
@@ -189,7 +199,10 @@ def test_langchain_chat_openai(stream: bool, monkeypatch) -> None:
 
 
 def test_concurrency_200_conversations_20_clients_identical_groups_zero_crossed_zero_lost() -> None:
-    """200 conversations x a 3-call batch from 20 concurrent clients; every 4 conversations are identical."""
+    """200 conversations x a 3-call batch from 20 concurrent clients. Every 4 conversations send identical
+    messages; a quarter get unique call ids from the upstream, a quarter the same ids every time, a
+    quarter empty ids and a quarter none; every other conversation rebuilds its system prompt (with the
+    current time) on every round trip."""
     from openai import AsyncOpenAI
 
     async def drive(url: str):
@@ -197,31 +210,33 @@ def test_concurrency_200_conversations_20_clients_identical_groups_zero_crossed_
         queue: asyncio.Queue[int] = asyncio.Queue()
         for n in range(200):
             queue.put_nowait(n)
-        outcomes: dict[int, tuple[list[str], str]] = {}
+        outcomes: dict[int, tuple[list[str], list[str], str]] = {}
 
         async def conversation(client, n: int) -> None:
-            messages: list[dict] = [{"role": "user", "content": f"question {n % 50}"}]  # 4 identical each
+            style = ID_STYLES[(n // 4) % 4]  # the 4 identical conversations of a group share a style
+            ticking = n % 2 == 1
+            messages: list[dict] = [{"role": "user", "content": f"question {n // 4}"}]
             received: list[str] = []
+            results: list[str] = []
             for _ in range(6):
+                system = [{"role": "system", "content": f"Now: {time.time_ns()}"}] if ticking else []
                 response = await client.chat.completions.create(
-                    model="m", messages=messages, tools=tool_schemas(), parallel_tool_calls=False
+                    model=model_for(style),
+                    messages=[*system, *messages],
+                    tools=tool_schemas(),
+                    parallel_tool_calls=False,
                 )
                 message = response.choices[0].message.model_dump(exclude_none=True)
                 messages.append(message)
                 calls = message.get("tool_calls") or []
                 if not calls:
-                    outcomes[n] = (received, message["content"])
+                    outcomes[n] = (received, results, message["content"])
                     return
                 assert len(calls) == 1
                 received.append(calls[0]["id"])
                 fn = calls[0]["function"]
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": calls[0]["id"],
-                        "content": tool_result(fn["name"], fn["arguments"]),
-                    }
-                )
+                results.append(tool_result(fn["name"], fn["arguments"]))
+                messages.append({"role": "tool", "tool_call_id": calls[0]["id"], "content": results[-1]})
 
         async def worker(client) -> None:
             while not queue.empty():
@@ -237,11 +252,15 @@ def test_concurrency_200_conversations_20_clients_identical_groups_zero_crossed_
     outcomes, up, server = asyncio.run(through_proxy(drive))
     assert len(outcomes) == 200  # zero lost: every conversation got its final answer
     assert up.problems == [] and len(up.completed) == 200 and len(up.requests) == 400
-    issued = {tuple(c["id"] for c in calls) for calls in up.issued.values()}
+    issued = {
+        tuple(tool_result(c["function"]["name"], c["function"]["arguments"]) for c in calls)
+        for calls in up.issued.values()
+    }
     seen = set()
-    for received, final in outcomes.values():
-        assert tuple(received) in issued  # one whole batch, as issued
-        assert all(f"{cid}: " in final for cid in received)  # the final answer quotes its own results
-        seen.add(tuple(received))
+    for received, results, final in outcomes.values():
+        assert tuple(results) in issued  # one whole batch, as issued
+        assert final == "All done: " + " | ".join(results)  # the upstream saw this conversation's results
+        assert len({ids.parse(cid).tag for cid in received}) == 1  # handed out from one batch
+        seen.add(tuple(results))
     assert len(seen) == 200  # zero crossed: no two conversations shared a batch
     assert server.stats["errors"] == 0 and server.stats["served_from_queue"] == 400

@@ -11,8 +11,16 @@ import pytest
 from toolcall_lab.loop import run
 from toolcall_lab.openai_model import OpenAIModel
 from toolcall_lab.protocol import validate_messages
-from toolcall_lab.proxy import HTTPUpstream, ProxyServer, TraceUpstream, UpstreamError, serve, upstream_app
-from toolcall_lab.proxy.batches import Batch, CallInfo
+from toolcall_lab.proxy import (
+    HTTPUpstream,
+    ProxyServer,
+    TraceUpstream,
+    UpstreamError,
+    ids,
+    serve,
+    upstream_app,
+)
+from toolcall_lab.proxy.batches import Batch
 from toolcall_lab.proxy.store import MemoryStore, StoreLimits
 from toolcall_lab.replay import replay_tools
 from toolcall_lab.scenarios import SCENARIOS
@@ -128,8 +136,9 @@ def test_retries_are_idempotent() -> None:
 
     first, again, second, second_again, calls = arun(with_proxy(go))
     assert first.content == again.content  # the same reply, byte for byte
-    assert call_of(first.json())[1][0]["id"] == "call_0_0"
-    assert call_of(second)[1] == call_of(second_again)[1] and call_of(second)[1][0]["id"] == "call_0_1"
+    assert ids.parse(call_of(first.json())[1][0]["id"]).upstream_id == "call_0_0"
+    assert call_of(second)[1] == call_of(second_again)[1]
+    assert ids.parse(call_of(second)[1][0]["id"]).upstream_id == "call_0_1"
     assert second == second_again
     assert calls == 1
 
@@ -148,12 +157,21 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
         unknown[-2]["tool_calls"][0]["id"] = unknown[-1]["tool_call_id"] = "call_zz"
         r = await http.post("/chat/completions", json={**base, "messages": unknown})
         out["unknown"] = (r.status_code, call_of(r.json())[0]["content"])
-        skipping = json.loads(json.dumps(good))
-        skipping[-2]["tool_calls"][0]["id"] = skipping[-1]["tool_call_id"] = "call_0_2"
+        tag = ids.parse(good[-1]["tool_call_id"]).tag  # a result for call 1, which was never handed out:
+        forged = ids.proxy_id("call_0_1", tag, 1, 3)
+        skipping = [
+            *good,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{**good[-2]["tool_calls"][0], "id": forged}],
+            },
+            {"role": "tool", "tool_call_id": forged, "content": "rb"},
+        ]
         r = await http.post("/chat/completions", json={**base, "messages": skipping})
         out["out_of_order"] = (r.status_code, r.json()["error"]["message"])
         second = (await http.post("/chat/completions", json={**base, "messages": good})).json()
-        out["after_errors"] = call_of(second)[1][0]["id"]
+        out["after_errors"] = ids.parse(call_of(second)[1][0]["id"]).upstream_id
         third = answer(good, second, "rb")
         stale = [
             *good,
@@ -168,7 +186,8 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
     assert out["malformed"] == (400, "invalid_json")
     # a result for a call no batch issued is not a continuation: it passes through (the trace answers)
     assert out["unknown"] == (200, "done")
-    assert out["out_of_order"][0] == 409 and "out of order" in out["out_of_order"][1]
+    assert out["out_of_order"][0] == 409 and "before the proxy handed that call out" in out["out_of_order"][1]
+    assert "call_0_1_tlp" in out["out_of_order"][1] and "position 1 of 3" in out["out_of_order"][1]
     assert out["after_errors"] == "call_0_1"  # nothing was corrupted by the bad requests
     assert out["mismatch"] == 400
 
@@ -223,14 +242,13 @@ def test_http_upstream_through_a_served_trace() -> None:
 
 
 def _batch(n: int, size: int = 10) -> Batch:
-    calls = [CallInfo(tool_call_id=f"c{n}_{i}", name="f", arguments="{}") for i in range(2)]
+    calls = [
+        {"id": f"c{n}_{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for i in range(2)
+    ]
     return Batch(
-        batch_id=f"b{n}",
-        session="",
-        prefix_hash=f"h{n}",
-        prefix_len=1,
-        assistant={"role": "assistant", "content": "x" * size, "tool_calls": []},
-        calls=calls,
+        tag=f"{n:012x}",
+        message={"role": "assistant", "content": "x" * size, "tool_calls": calls},
         template={},
     )
 
@@ -240,15 +258,16 @@ def test_store_expires_on_sweep_and_is_bounded_by_count_and_bytes() -> None:
     store = MemoryStore(StoreLimits(ttl_s=10, max_batches=2), clock=lambda: now[0])
     for n in range(3):
         store.save(_batch(n))
-    assert len(store) == 2 and store.get("b0") is None  # least recently used went first
-    assert [t.reason for t in store.tombstones_with_call("c0_0")] == ["evicted"]
+    assert len(store) == 2 and store.get(f"{0:012x}") is None  # least recently used went first
+    assert store.tombstone(f"{0:012x}").reason == "evicted"
     now[0] += 11
     assert store.sweep() == 2 and len(store) == 0
-    assert store.summary()["batches_expired"] == 2 and store.summary()["tombstones"] == 3
-    by_bytes = MemoryStore(StoreLimits(max_bytes=5_000))
+    # tombstones are bounded by the same count as batches, and count against the byte bound
+    assert store.summary()["batches_expired"] == 2 and store.summary()["tombstones"] == 2
+    by_bytes = MemoryStore(StoreLimits(max_bytes=6_000))  # a batch here takes about 2.6 KB
     for n in range(5):
         by_bytes.save(_batch(n, size=2_000))
-    assert len(by_bytes) == 2 and by_bytes.bytes <= 5_000
+    assert len(by_bytes) == 2 and by_bytes.total_bytes <= 6_000
 
 
 def test_load_many_conversations_no_lost_or_crossed_results() -> None:
@@ -274,12 +293,15 @@ def test_load_many_conversations_no_lost_or_crossed_results() -> None:
 
     results, upstream_requests, stats = arun(with_proxy(go))
     for n, tool_results in enumerate(results):
-        assert tool_results == [f"conv {n} call_0_{i}" for i in range(3)]
+        assert [r.split("_tlp")[0] for r in tool_results] == [f"conv {n} call_0_{i}" for i in range(3)]
     complete = [r["messages"] for r in upstream_requests if len(r["messages"]) == 5]
     assert len(complete) == 200 and len(upstream_requests) == 400 and stats["upstream_calls"] == 400
     for messages in complete:  # every upstream list holds one conversation's own results, in order
         n = messages[0]["content"].split(":")[0].split()[1]
-        assert [m["content"] for m in messages[2:]] == [f"conv {n} call_0_{i}" for i in range(3)]
+        assert [m["content"].split("_tlp")[0] for m in messages[2:]] == [
+            f"conv {n} call_0_{i}" for i in range(3)
+        ]
+        assert [m["tool_call_id"] for m in messages[2:]] == [f"call_0_{i}" for i in range(3)]
     assert stats["errors"] == 0
 
 
@@ -295,14 +317,16 @@ def test_already_answered_results_are_refused() -> None:
         replayed_first = [
             *stale,
             step1[1],
-            {"role": "tool", "tool_call_id": "call_0_0", "content": "changed"},
+            {"role": "tool", "tool_call_id": step1[2]["tool_call_id"], "content": "changed"},
         ]
         r1 = await http.post("/chat/completions", json={**base, "messages": replayed_first})
         return r1.status_code, r1.json()
 
     status, body = arun(with_proxy(go))
     assert status == 409 and "already answered with different content" in body["error"]["message"]
-    assert "'call_0_0' (tool_a, position 0 of 3)" in body["error"]["message"]
+    assert (
+        "(tool_a, position 0 of 3)" in body["error"]["message"] and "call_0_0_tlp" in body["error"]["message"]
+    )
 
 
 def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
@@ -312,9 +336,11 @@ def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
         step_a = answer(base["messages"], a, "from A")
         await http.post("/chat/completions", json={**base, "messages": step_a}, headers={"x-session-id": "A"})
         b = (await http.post("/chat/completions", json=base, headers={"x-session-id": "B"})).json()
-        return call_of(a)[1][0]["id"], call_of(b)[1][0]["id"]
+        return ids.parse(call_of(a)[1][0]["id"]), ids.parse(call_of(b)[1][0]["id"])
 
-    assert arun(with_proxy(go)) == ("call_0_0", "call_0_0")  # B starts its own queue, not A's second call
+    a, b = arun(with_proxy(go))
+    assert (a.upstream_id, a.position) == (b.upstream_id, b.position) == ("call_0_0", 0)  # B: its own queue
+    assert a.tag != b.tag
 
 
 def test_proxy_command_serves_a_trace_on_loopback(tmp_path) -> None:

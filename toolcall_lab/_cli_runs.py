@@ -277,10 +277,82 @@ def _write_tables(result: Any, out: Path) -> list[Path]:
     return written
 
 
+class _Defaults(argparse.HelpFormatter):
+    """--help shows each option's default (when it has one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.option_strings and action.default is not None and action.default is not argparse.SUPPRESS:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port: use 0-65535 (0 picks a free one)")
+    return port
+
+
+def _positive(kind: type[int] | type[float], *, zero: bool = False, minimum: float = 0) -> Any:
+    """An argparse type: a number > 0 (or >= 0 with `zero`, or >= `minimum`), naming the bound."""
+    what = "an integer" if kind is int else "a number"
+    bound = f">= {minimum:g}" if minimum else (">= 0" if zero else "> 0")
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        finite = value == value and value not in (float("inf"), float("-inf"))
+        if not finite or value < minimum or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {bound}")
+        return value
+
+    return parse
+
+
+def _upstream(spec: str, delay_scale: float) -> Any:
+    """`--upstream` as an upstream: an http(s) URL, or a trace file; anything else is a clear error."""
+    from urllib.parse import urlsplit
+
+    from toolcall_lab.proxy import HTTPUpstream, TraceUpstream
+
+    if spec.startswith(("http://", "https://")):
+        parts = urlsplit(spec)
+        if not parts.hostname:
+            raise UsageError(f"--upstream {spec!r}: the URL names no host (e.g. http://127.0.0.1:8081/v1)")
+        try:
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            raise UsageError(f"--upstream {spec!r}: {exc}") from None
+        if delay_scale:
+            raise UsageError(
+                "--delay-scale applies to a trace upstream only (it sleeps the recorded latency); "
+                f"{spec} is a live endpoint"
+            )
+        return HTTPUpstream(spec, api_key=os.environ.get("OPENAI_API_KEY") or None)
+    path = Path(spec)
+    if not path.is_file():
+        looks_like_url = "://" in spec or spec.split("/")[0].count(":") == 1 or spec.startswith("localhost")
+        hint = (
+            f"; URLs need a scheme: did you mean http://{spec.split('://')[-1]} ?"
+            if looks_like_url
+            else " (give an http:// or https:// URL, or a trace JSON file)"
+        )
+        raise UsageError(f"--upstream {spec!r}: no such trace file{hint}")
+    from toolcall_lab.trace_files import load
+
+    return TraceUpstream(load(path), delay_scale=delay_scale)
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
     import asyncio
 
-    from toolcall_lab.proxy import HTTPUpstream, ProxyServer, ProxySettings, TraceUpstream, Upstream
+    from toolcall_lab.proxy import HTTPUpstream, ProxyServer, ProxySettings
 
     settings = ProxySettings(
         ttl_s=args.ttl,
@@ -290,23 +362,21 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         upstream_timeout_s=args.upstream_timeout,
         model=args.model,
     )
-    upstream: Upstream
-    if args.upstream.startswith(("http://", "https://")):
-        upstream = HTTPUpstream(
-            args.upstream, api_key=os.environ.get("OPENAI_API_KEY") or None, timeout_s=args.upstream_timeout
-        )
-    else:
-        from toolcall_lab.trace_files import load
-
-        upstream = TraceUpstream(load(args.upstream), delay_scale=args.delay_scale)
+    upstream = _upstream(args.upstream, args.delay_scale)
+    if isinstance(upstream, HTTPUpstream):
+        upstream.timeout_s = args.upstream_timeout
 
     async def main() -> None:
         server = ProxyServer(upstream, settings, state=args.state)
-        url = await server.start(args.host, args.port)
+        try:
+            url = await server.start(args.host, args.port)
+        except BaseException:
+            await server.close()
+            raise
         state = (
             f"state in {args.state} (SQLite; open batches survive a restart)"
             if args.state
-            else "state in memory (a restart forgets open batches; --state FILE keeps them)"
+            else "state in memory (after a restart, an open batch is gone: a 410; --state FILE keeps them)"
         )
         print(f"serialized proxy on {url} -> {args.upstream} (Ctrl-C to stop)", flush=True)
         print(f"  {state}; batches expire after {settings.ttl_s:g} s unused", flush=True)
@@ -345,36 +415,67 @@ def cmd_serve_trace(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve-trace", help="serve a recorded trace as a plain OpenAI-compatible endpoint")
-    p.add_argument("path")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8081)
-    p.add_argument("--delay-scale", type=float, default=0.0, help="sleep recorded latency x this")
+    defaults = _Defaults
+    p = sub.add_parser(
+        "serve-trace",
+        help="serve a recorded trace as a plain OpenAI-compatible endpoint",
+        formatter_class=defaults,
+    )
+    p.add_argument("path", help="a trace JSON file")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=_port, default=8081, help="TCP port (0 picks a free one)")
+    p.add_argument(
+        "--delay-scale", type=_positive(float, zero=True), default=0.0, help="sleep recorded latency x this"
+    )
     p.set_defaults(func=cmd_serve_trace)
 
-    p = sub.add_parser("proxy", help="run the serialized proxy (OpenAI-compatible) in front of an upstream")
-    p.add_argument("--upstream", required=True, help="an OpenAI-compatible base URL, or a trace JSON file")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p = sub.add_parser(
+        "proxy",
+        help="run the serialized proxy (OpenAI-compatible) in front of an upstream",
+        description="Serve POST /v1/chat/completions and GET /health. For parallel_tool_calls=false, hand "
+        "the client one tool call per response and send the upstream one complete batch.",
+        formatter_class=defaults,
+    )
+    p.add_argument(
+        "--upstream",
+        required=True,
+        help="an OpenAI-compatible base URL (http:// or https://), or a trace JSON file",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=_port, default=8080, help="TCP port (0 picks a free one)")
     p.add_argument("--model", help="model name to send upstream (default: the client's)")
-    p.add_argument("--ttl", type=float, default=600.0, help="seconds an unused batch is kept")
+    p.add_argument("--ttl", type=_positive(float), default=600.0, help="seconds an unused batch is kept")
     p.add_argument(
         "--max-batches",
         "--max-conversations",
-        type=int,
+        type=_positive(int),
         default=10_000,
-        help="at most this many batches kept",
+        help="at most this many batches kept (and as many tombstones of forgotten ones)",
     )
     p.add_argument(
-        "--max-bytes", type=int, default=256 * 1024 * 1024, help="memory bound of the kept batches"
+        "--max-bytes",
+        type=_positive(int),
+        default=256 * 1024 * 1024,
+        help="bytes the proxy may hold in all (batches, tombstones, idempotent replies)",
     )
     p.add_argument(
-        "--max-body-bytes", type=int, default=32 * 1024 * 1024, help="largest request body accepted"
+        "--max-body-bytes",
+        type=_positive(int, minimum=1024),
+        default=32 * 1024 * 1024,
+        help="largest request body accepted",
     )
     p.add_argument("--state", help="SQLite file for durable state (open batches survive a restart)")
-    p.add_argument("--upstream-timeout", type=float, default=120.0)
     p.add_argument(
-        "--delay-scale", type=float, default=0.0, help="trace upstream: sleep recorded latency x this"
+        "--upstream-timeout",
+        type=_positive(float),
+        default=120.0,
+        help="seconds allowed for one upstream request",
+    )
+    p.add_argument(
+        "--delay-scale",
+        type=_positive(float, zero=True),
+        default=0.0,
+        help="trace upstream only: sleep the recorded latency x this",
     )
     p.set_defaults(func=cmd_proxy)
 

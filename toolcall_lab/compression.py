@@ -53,19 +53,36 @@ _REF = re.compile(r"\$VAR_REF\{\{([^{}:]+)(?::(\d+))?(?::(\d+))?\}\}")
 
 
 def text_of(content: Any) -> str:
-    """Message content as text: content-part lists are joined (text parts; others as JSON)."""
+    """Message content as text: content-part lists are joined, text parts as they are and other parts
+    (images, audio, files) as a short ``[image: ...]`` line, never as raw JSON or base64."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", ""))
-            if isinstance(p, dict) and p.get("type", "text") == "text"
-            else json.dumps(p)
-            for p in content
-        )
+        return "\n".join(_part_text(p) for p in content)
     return json.dumps(content, ensure_ascii=False)
+
+
+def _part_text(part: Any) -> str:
+    if not isinstance(part, dict):
+        return str(part)
+    kind = part.get("type", "text")
+    if kind == "text":
+        return str(part.get("text", ""))
+    value = part.get(kind)
+    inner: dict[str, Any] = value if isinstance(value, dict) else {}
+    if kind == "image_url":
+        url = str(inner.get("url", ""))
+        where = f"data URL, {len(url)} characters" if url.startswith("data:") else url[:200]
+        return f"[image: {where}]"
+    if kind == "file":
+        return f"[file: {inner.get('filename') or inner.get('file_id') or 'attached'}]"
+    if kind == "input_audio":
+        return f"[audio: {inner.get('format') or 'attached'}]"
+    if kind == "refusal":
+        return f"[refusal: {part.get('refusal', '')}]"
+    return f"[{kind} part]"
 
 
 # --- variables -------------------------------------------------------------------------------------
@@ -224,10 +241,15 @@ def _truncate_json(value: Any, limit: int, keep: frozenset[str]) -> Any:
 
 
 def _arguments_preview(arguments: str, config: CompressionConfig) -> str:
+    """The arguments with each string cut; arguments that are not JSON are shown as the model wrote
+    them (cut the same way), never dressed up as JSON."""
+    if not arguments.strip():
+        return "(none)" if not arguments else repr(arguments)
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
+        value = json.loads(arguments)
     except ValueError:
-        value = {"_raw": arguments}
+        limit = config.argument_chars
+        return arguments if len(arguments) <= limit else arguments[:limit] + "..."
     value = _truncate_json(value, config.argument_chars, config.keep_whole)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -245,7 +267,7 @@ class SiYuanTemplate:
             "<SYSTEM-CONTEXT>",
             f"Tool results cached in variables. **Access**: via `{config.read_tool}` tool or "
             "`$VAR_REF{{VarID}}` syntax. **Note**: Variables are session-scoped and may be garbage-collected "
-            "by the system",
+            "by the system.",
             "",
         ]
         if chain.calls:
@@ -307,8 +329,8 @@ class SiYuanTemplate:
 
 
 class CompactTemplate:
-    """A shorter rendering: one hint line, then ``[Tool Execution Log] name(args)`` "
-    "/ status / result lines."""
+    """A shorter rendering: one hint line, then ``[Tool Execution Log] name(args)`` with status and
+    result lines."""
 
     def render(self, chain: ChainView, config: CompressionConfig) -> str:
         refs = ", ".join(f"{c.name} -> {c.result_var or 'no result'}" for c in chain.calls)
@@ -334,8 +356,8 @@ TEMPLATES: dict[str, ChainTemplate] = {"siyuan": SiYuanTemplate(), "compact": Co
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompressionConfig:
-    """How compressed chains look. `template` is ``"siyuan"`` (the design), "
-    "``"compact"`` or a `ChainTemplate`."""
+    """How compressed chains look: `template` is ``siyuan`` (the design's format), ``compact``, or any
+    `ChainTemplate`."""
 
     preview_chars: int = 200
     argument_chars: int = 50
@@ -462,10 +484,19 @@ def _state(record: ToolExecution | None) -> tuple[CallState, str]:
     if record.status == "ok":
         return "success", ""
     if record.status in ("rejected", "duplicate", "withheld"):
-        return "rejected", (record.error or record.result).strip()
+        return "rejected", _reason(record.error or record.result, "rejected")
     if record.status == "skipped":
         return "not_answered", ""
-    return "failed", (record.error or record.result).strip()
+    return "failed", _reason(record.error or record.result, "error", "failed")
+
+
+def _reason(text: str, *words: str) -> str:
+    """The reason without a leading word the status already says (``Rejected: rejected by policy``)."""
+    text = text.strip()
+    for word in words:
+        if text.lower().startswith(word + ":"):
+            return text[len(word) + 1 :].strip()
+    return text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -477,8 +508,23 @@ class Compressed:
     chains: int
 
 
+def conversation(source: Any) -> tuple[list[dict[str, Any]], Any]:
+    """(messages, executions) of what `compress` and `savings` accept: a message list (no executions),
+    a `RunResult` (its messages) or a `Trace` (its `final_transcript`), the latter two with their own
+    executions."""
+    if isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        return list(source), None
+    if hasattr(source, "rounds") and hasattr(source, "initial_messages"):
+        messages = getattr(source, "messages", None)
+        return (list(messages) if messages is not None else final_transcript(source)), source
+    raise UsageError(
+        f"cannot compress a {type(source).__name__}: pass a list of OpenAI-format messages, a RunResult "
+        "or a Trace"
+    )
+
+
 def compress(
-    messages: Sequence[dict[str, Any]],
+    messages: Sequence[dict[str, Any]] | Any,
     store: VariableStore | None = None,
     config: CompressionConfig | None = None,
     executions: Any = None,
@@ -486,12 +532,15 @@ def compress(
     """Replace every finished tool chain by one assistant message (see the module docstring).
 
     Args:
-        messages: an OpenAI-format conversation.
+        messages: an OpenAI-format conversation, or a `RunResult` or `Trace` (whose transcript is
+            compressed, with its own executions unless `executions` is given).
         store: where full arguments and results go (a new one if None).
         config: format settings.
         executions: the recorded executions (a `RunResult`, `Trace` or `ToolExecution`s) that give each
             call its status; without them a status reads "not recorded".
     """
+    messages, own = conversation(messages)
+    executions = executions if executions is not None else own
     store = store if store is not None else VariableStore()
     config = config or CompressionConfig()
     records = execution_records(executions)
@@ -579,6 +628,23 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
     return "estimate: characters / 4 (no offline tokenizer installed)", lambda text: math.ceil(len(text) / 4)
 
 
+def model_text(messages: Sequence[dict[str, Any]]) -> str:
+    """What the model reads of a conversation: each message's text, and each call's name and arguments
+    (not the JSON around them, whose quotes and escapes no model is billed for as text)."""
+    parts: list[str] = []
+    for m in messages:
+        parts.append(text_of(m.get("content")))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                arguments = fn.get("arguments")
+                parts += [
+                    str(fn.get("name", "")),
+                    arguments if isinstance(arguments, str) else json.dumps(arguments),
+                ]
+    return "\n".join(p for p in parts if p)
+
+
 def savings(
     messages: Sequence[dict[str, Any]] | Any,
     config: CompressionConfig | None = None,
@@ -586,16 +652,16 @@ def savings(
 ) -> dict[str, Any]:
     """Characters and tokens of a conversation before and after compressing its finished chains.
 
-    `messages` may be a `Trace` (its final transcript and executions are used).
+    `messages` may be a `Trace` or `RunResult` (its transcript and executions are used). Counts are of
+    `model_text`: the texts, tool names and arguments the model reads, not the JSON encoding.
     """
-    if hasattr(messages, "rounds"):
-        executions = executions if executions is not None else messages
-        messages = final_transcript(messages)
+    messages, own = conversation(messages)
+    executions = executions if executions is not None else own
     label, count = token_counter()
-    before = json.dumps(list(messages), ensure_ascii=False)
+    before = model_text(messages)
     store = VariableStore()
     done = compress(messages, store, config, executions)
-    after = json.dumps(done.messages, ensure_ascii=False)
+    after = model_text(done.messages)
     return {
         "chars_before": len(before),
         "chars_after": len(after),
@@ -610,7 +676,8 @@ def savings(
 
 
 def final_transcript(trace: Any) -> list[dict[str, Any]]:
-    """The whole conversation of a trace: the last request plus the final assistant message."""
+    """The whole conversation of a trace: the last request plus the final assistant message
+    (`compress(trace)` and `savings(trace)` use it)."""
     if not trace.rounds:
         return list(trace.initial_messages)
     last = trace.rounds[-1]

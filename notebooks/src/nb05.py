@@ -111,14 +111,17 @@ print("calls per response the client saw:", [len(r.tool_calls) for r in result.r
 print("upstream requests:", upstream.request_count, "| messages in the second:", [m["role"] for m in upstream.requests[1]["messages"]])
 """),
         md("""
-### How the proxy knows which conversation a request belongs to
-Every **first request** goes upstream, even when another client sent the very same messages; only an
-`Idempotency-Key` (or, under an `x-session-id`, the same messages while that batch is open) marks a
-retry. A request that **carries tool results** is matched by the ids of the calls it answers (the
-upstream issued them) and the conversation before them; when an upstream repeats ids (this recorded
-trace does), identical conversations are still told apart by the results each has given. Below, two
-clients send identical messages (each with its own `x-session-id`): they get separate batches, and a
-client that changes a result it already gave gets a 409 naming the call.
+### How the proxy knows which batch a request belongs to
+The proxy **owns the ids it hands out**: each call reaches the client as
+`<upstream id>_tlp<batch tag>_<position>of<N>`, and every request it sends upstream carries the
+upstream's own ids again. A request that carries a result is matched by that id alone, so nothing
+else can cross it: not an upstream that repeats its ids (this recorded trace answers `call_0_0`,
+`call_0_1`, `call_0_2` to everyone), not identical conversations, not a system prompt that changes
+every round trip. Every first request goes upstream; only an `Idempotency-Key` (or, under an
+`x-session-id`, the same messages while that batch is open) marks a retry. Below, two clients send
+identical messages and get separate batches; a client that changes a result it already gave gets a
+409 naming the call; a new user message in the middle of a batch closes it, and the upstream gets a
+valid conversation saying which calls were not executed and why.
 """),
         code("""
 import httpx
@@ -126,24 +129,28 @@ import httpx
 first = [{"role": "user", "content": "Run a, b and c."}]
 body = {"model": "m", "messages": first, "parallel_tool_calls": False}
 async with httpx.AsyncClient(base_url=url) as http:
-    a = (await http.post("/chat/completions", json=body, headers={"x-session-id": "A"})).json()
-    b = (await http.post("/chat/completions", json=body, headers={"x-session-id": "B"})).json()
+    a = (await http.post("/chat/completions", json=body)).json()
+    b = (await http.post("/chat/completions", json=body)).json()   # identical, from another client
     call = a["choices"][0]["message"]["tool_calls"][0]
+    print("client A got", call["id"], "| client B got", b["choices"][0]["message"]["tool_calls"][0]["id"])
     answered = [*first, a["choices"][0]["message"], {"role": "tool", "tool_call_id": call["id"], "content": "result A"}]
-    await http.post("/chat/completions", json={**body, "messages": answered}, headers={"x-session-id": "A"})
-    answered[-1]["content"] = "a different result"
-    conflict = await http.post("/chat/completions", json={**body, "messages": answered}, headers={"x-session-id": "A"})
+    await http.post("/chat/completions", json={**body, "messages": answered})       # hands out call 2 of 3
+    changed = [*answered[:-1], {**answered[-1], "content": "a different result"}]
+    conflict = await http.post("/chat/completions", json={**body, "messages": changed})
+    turn = [*answered, {"role": "user", "content": "Stop, do something else."}]  # the user interrupts
+    await http.post("/chat/completions", json={**body, "messages": turn})
     health = (await http.get(url.removesuffix("/v1") + "/health")).json()
-print("upstream requests for the two identical first messages:", upstream.request_count - 2)
-print("conflict:", conflict.status_code, conflict.json()["error"]["message"][:120], "...")
-print({k: health[k] for k in ("open_batches", "batches_opened", "served_from_queue", "conflicts")})
+print("conflict:", conflict.status_code, conflict.json()["error"]["message"][:110], "...")
+print("the upstream got, for the interrupted turn:")
+for m in upstream.requests[-1]["messages"]:
+    print(f"  {m['role']:>9}: {[c['id'] for c in m.get('tool_calls', [])] or m.get('tool_call_id') or ''} {m.get('content') or ''}"[:140])
+print({k: health[k] for k in ("batches_opened", "open_batches", "interrupted_batches", "served_from_queue", "conflicts")})
 await server.close()
 """),
         md("""
-Expired or evicted batches leave a tombstone, so a late continuation gets a 410 that names the calls
-never handed out (a partial batch is never forwarded); `--state FILE` keeps open batches in SQLite
-across a restart; a new user message in the middle of a batch closes it and the upstream sees the
-calls never handed out answered as *not executed*.
+A batch the proxy no longer holds (expired, evicted, or a restart without `--state FILE`) is still
+recognised by its ids: a request holding the whole batch is rebuilt from the client's messages and
+forwarded, any other gets a 410 naming the calls never handed out; a partial batch is never forwarded.
 """),
         md("""
 ## Storing finished tool chains compressed
@@ -154,11 +161,11 @@ recorded execution, a 200-character preview), then the final reply. Full argumen
 a variable store the model reads back with the `ReadVar` tool.
 """),
         code("""
-from toolcall_lab.compression import VariableStore, compress, final_transcript
+from toolcall_lab.compression import VariableStore, compress
 
 traced = SCENARIOS["failing_and_hanging"].record()
 store = VariableStore()
-done = compress(final_transcript(traced), store, executions=traced)   # statuses from the recorded executions
+done = compress(traced, store)   # its final_transcript, statuses from its recorded executions
 print(done.messages[-1]["content"])
 print("\\nvariables:", list(store.values), "| protocol violations:", done.violations)
 """),
@@ -196,6 +203,7 @@ pd.DataFrame([totals(name, traces) for name, traces in corpora])
         md("""
 The design's `<SYSTEM-CONTEXT>` block is a fixed cost per chain (about a hundred tokens): on the
 generated corpus, whose tool results are a few words, compressing costs more than it saves; on real
-conversations with long results (tau-bench) it saves a large share of the tokens.
+conversations with long results (tau-bench) it saves a share of the tokens. Counts are of what the
+model reads (texts, tool names and arguments), not of the JSON around them.
 """),
 ]

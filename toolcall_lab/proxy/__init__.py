@@ -2,10 +2,13 @@
 
 - `session`: `SerializedSession`, the in-process state machine of one batch (the run loop's serialized
   mode uses it).
-- `batches`: what the HTTP proxy remembers of a batch and how a client's messages are matched to it.
+- `ids`: the call ids the HTTP proxy hands out (the upstream's id, a batch tag, position and size).
+- `batches`: what the HTTP proxy remembers of a batch, and how a client's messages are read back into
+  batches and merged into the upstream's form.
 - `store`: batches in memory or in SQLite (``--state FILE``), bounded by count and bytes, with expiry.
 - `server`: `ProxyServer`, the OpenAI-compatible HTTP server; its docstring describes how first
-  requests, retries, continuations, conflicts, expired and interrupted batches are recognised.
+  requests, retries, continuations, conflicts, expired and interrupted batches are recognised
+  (`_forward`: its side of the upstream, errors and reply rendering).
 - `upstreams`: `HTTPUpstream` (raw pooled pass-through to a real endpoint), `TraceUpstream` (a recorded
   trace), `upstream_app` / `serve`.
 """

@@ -1,128 +1,44 @@
-"""What the proxy remembers of a batch, and how a client's message list is matched against batches.
+"""What the proxy remembers of a batch, and how a client's message list is read back into batches.
 
-A *batch* is one upstream response with N > 1 tool calls served to a ``parallel_tool_calls: false``
-client one call per round trip. The client's copy of the conversation then holds a *run*: N pairs of
-(assistant message with the one call handed out, its tool message). `find_runs` locates runs of known
-batches in a message list: a run starts where the client's messages before it hash to the batch's
-*prefix hash* (the conversation the batch was issued for, under the same ``x-session-id``) and
-continues while each pair answers the batch's next call id. Identity is therefore (session, prefix,
-call ids), never the prefix alone: two conversations with identical messages get separate upstream
-batches, and even a deterministic upstream that repeats call ids cannot cross them (see
-`choose_batch`).
+A *batch* is one upstream response with N > 1 tool calls, served to a ``parallel_tool_calls: false``
+client one call per round trip under proxy ids (see `ids`). In the client's copy of the conversation
+a batch appears *split*: up to N pairs of (assistant message with the one call handed out, its tool
+message). `scan` finds every split batch in a message list by the proxy ids alone (never by the
+upstream's ids or by the conversation around it) and checks that it is shaped the way the proxy
+handed it out; `merged` turns one back into the upstream's form: the assistant message with all N
+calls under the upstream's ids, then one tool message per call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolcall_lab.proxy._wire import dumps
+from toolcall_lab.proxy.ids import parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
 
-NOT_EXECUTED = (
-    "Not executed: the user sent a new message before this call was handed out, so the client never "
-    "ran it (serialized proxy)."
+HANDED_NOT_ANSWERED = (
+    "Not executed: this call was handed to the client, but the user sent a new message before its "
+    "result came back (serialized proxy)."
 )
-"""The result the upstream sees for calls of an interrupted batch that were never handed out."""
+"""What the upstream sees for a call of an interrupted batch that the client received but never answered."""
+NEVER_HANDED_OUT = (
+    "Not executed: the user sent a new message before this call was handed to the client, so the "
+    "client never ran it (serialized proxy)."
+)
+"""What the upstream sees for a call of an interrupted batch that was never handed out."""
+RESULT_LEFT_OUT = (
+    "Result left out: the client answered this call, but the conversation it sent does not hold that "
+    "result (serialized proxy)."
+)
+"""What the upstream sees for a call the proxy knows was answered when the client's history drops it."""
 
-
-@dataclass(slots=True, kw_only=True)
-class CallInfo:
-    tool_call_id: str
-    name: str
-    arguments: str
-
-
-@dataclass(slots=True, kw_only=True)
-class Batch:
-    """One upstream response with N calls, served one call per client round trip."""
-
-    batch_id: str
-    session: str
-    prefix_hash: str
-    prefix_len: int
-    assistant: dict[str, Any]
-    """The assistant message with all N calls, as it goes back upstream."""
-    calls: list[CallInfo]
-    template: dict[str, Any]
-    """id / created / model / system_fingerprint / usage of the upstream response."""
-    results: list[Any] = field(default_factory=list)
-    """Tool message contents received so far, by position (a string or a list of content parts)."""
-    final: dict[str, Any] | None = None
-    """The reply sent once all N were answered (a retry of that request gets it again)."""
-    state: BatchState = "open"
-    created_at: float = 0.0
-    touched_at: float = 0.0
-
-    @property
-    def answered(self) -> int:
-        return len(self.results)
-
-    _assistant_size: int = 0
-
-    @property
-    def size(self) -> int:
-        """Approximate bytes this record holds (for the store's byte bound)."""
-        if not self._assistant_size:
-            self._assistant_size = len(dumps(self.assistant)) + len(dumps(self.template))
-        results = sum(len(r) if isinstance(r, str) else len(dumps(r)) for r in self.results)
-        return 400 + self._assistant_size + results + (len(dumps(self.final)) if self.final else 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "batch_id": self.batch_id,
-            "session": self.session,
-            "prefix_hash": self.prefix_hash,
-            "prefix_len": self.prefix_len,
-            "assistant": self.assistant,
-            "calls": [[c.tool_call_id, c.name, c.arguments] for c in self.calls],
-            "template": self.template,
-            "results": self.results,
-            "final": self.final,
-            "state": self.state,
-            "created_at": self.created_at,
-            "touched_at": self.touched_at,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Batch:
-        calls = [CallInfo(tool_call_id=c[0], name=c[1], arguments=c[2]) for c in data["calls"]]
-        return cls(
-            batch_id=data["batch_id"],
-            session=data["session"],
-            prefix_hash=data["prefix_hash"],
-            prefix_len=data["prefix_len"],
-            assistant=data["assistant"],
-            calls=calls,
-            template=data["template"],
-            results=data["results"],
-            final=data["final"],
-            state=data["state"],
-            created_at=data["created_at"],
-            touched_at=data["touched_at"],
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Tombstone:
-    """What is left of a batch the proxy forgot (expired or evicted): enough to say so clearly."""
-
-    batch_id: str
-    session: str
-    prefix_hash: str
-    call_ids: tuple[str, ...]
-    names: tuple[str, ...]
-    answered: int
-    state: BatchState
-    reason: Literal["expired", "evicted"]
-    at: float
-
-
-# --- conversation identity -------------------------------------------------------------------------
+_UPSTREAM_FIELDS = ("role", "content", "name", "refusal")
 
 
 def text_of(content: Any) -> str:
@@ -144,10 +60,353 @@ def text_of(content: Any) -> str:
     return dumps(content).decode()
 
 
+def result_digest(content: Any) -> str:
+    """A result compared by its text (a string and a one-part list with the same text are the same)."""
+    return hashlib.sha256(text_of(content).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+@dataclass(slots=True, kw_only=True)
+class Batch:
+    """One upstream response with N calls, served one call per client round trip.
+
+    Results are kept as digests (enough to tell a retry from a conflict): the client resends every
+    result with each request, so the proxy never needs their text, and a batch's size does not grow
+    with them.
+    """
+
+    tag: str
+    message: dict[str, Any]
+    """The upstream's assistant message with all N calls, as received."""
+    template: dict[str, Any]
+    """id / created / model / system_fingerprint / usage of the upstream response."""
+    session_key: str = ""
+    """With ``x-session-id``: a hash of the session and the request that opened the batch (retries)."""
+    digests: list[str] = field(default_factory=list)
+    """`result_digest` of each result received, by position."""
+    final: dict[str, Any] | None = None
+    """The reply sent once all N were answered (a retry of that request gets it again)."""
+    state: BatchState = "open"
+    created_at: float = 0.0
+    touched_at: float = 0.0
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        calls: list[dict[str, Any]] = self.message["tool_calls"]
+        return calls
+
+    @property
+    def n_calls(self) -> int:
+        return len(self.calls)
+
+    @property
+    def answered(self) -> int:
+        return len(self.digests)
+
+    @property
+    def handed_out(self) -> int:
+        """How many calls the proxy has handed out: each result received hands out the next."""
+        return min(self.answered + 1, self.n_calls)
+
+    def name(self, position: int) -> str:
+        fn = self.calls[position].get("function")
+        return str(fn.get("name")) if isinstance(fn, dict) else "?"
+
+    def client_id(self, position: int) -> str:
+        return proxy_id(self.calls[position].get("id"), self.tag, position, self.n_calls)
+
+    def describe(self, position: int) -> str:
+        """``'<proxy id>' (name, position k of N)`` for error messages."""
+        return f"{self.client_id(position)!r} ({self.name(position)}, position {position} of {self.n_calls})"
+
+    def upstream_assistant(self) -> dict[str, Any]:
+        """The assistant message as it goes back upstream: all N calls under the upstream's own ids."""
+        out = {k: self.message[k] for k in _UPSTREAM_FIELDS if self.message.get(k) is not None}
+        out["role"] = "assistant"
+        out.setdefault("content", None)
+        out["tool_calls"] = list(self.calls)
+        return out
+
+    def upstream_id(self, position: int) -> Any:
+        value = self.calls[position].get("id")
+        return "" if value is None else value
+
+    def hand_out(self, position: int) -> dict[str, Any]:
+        """The assistant message the client receives for `position`: one call, under its proxy id.
+
+        Position 0 is the upstream's message (its text and other fields) with only the first call; later
+        positions carry no text (it went out with the first).
+        """
+        call = {**self.calls[position], "id": self.client_id(position)}
+        if position == 0:
+            message = {k: v for k, v in self.message.items() if k != "tool_calls"}
+        else:
+            message = {"role": "assistant", "content": None}
+        message["tool_calls"] = [call]
+        return message
+
+    _fixed_size: int = 0
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes this record holds (for the store's byte bound)."""
+        if not self._fixed_size:
+            self._fixed_size = 400 + len(dumps(self.message)) + len(dumps(self.template))
+        return self._fixed_size + 40 * len(self.digests) + (len(dumps(self.final)) if self.final else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "message": self.message,
+            "template": self.template,
+            "session_key": self.session_key,
+            "digests": self.digests,
+            "final": self.final,
+            "state": self.state,
+            "created_at": self.created_at,
+            "touched_at": self.touched_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Batch:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tombstone:
+    """What is left of a batch the proxy forgot (expired or evicted): enough to say so clearly."""
+
+    tag: str
+    names: tuple[str, ...]
+    answered: int
+    state: BatchState
+    reason: Literal["expired", "evicted"]
+    at: float
+
+    @property
+    def size(self) -> int:
+        return 200 + sum(len(n) for n in self.names)
+
+
+# --- a client's message list -----------------------------------------------------------------------
+
+
+class MalformedBatch(ValueError):
+    """The messages holding a batch's calls are not shaped the way the proxy handed them out (a 400)."""
+
+
+@dataclass(slots=True)
+class Split:
+    """One batch as it appears in a client's message list: messages[start:end]."""
+
+    tag: str
+    n_calls: int
+    calls: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    """position -> (message index, the call as the client holds it)"""
+    results: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    """position -> (message index, the client's tool message)"""
+    start: int = 0
+    end: int = 0
+
+    @property
+    def handed(self) -> int:
+        """How many of the batch's calls the client holds."""
+        return len(self.calls)
+
+    @property
+    def answered(self) -> int:
+        return len(self.results)
+
+
+def _where(i: int, message: dict[str, Any]) -> str:
+    return f"message {i} ({message.get('role')})"
+
+
+def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
+    """Every batch the proxy handed out in `messages`, in order; `MalformedBatch` names what is wrong.
+
+    A batch's messages must be contiguous (nothing else between its pairs), hold its calls from position
+    0 on, each once, and answer them in order, each after the message that holds it; only the last call
+    the client holds may be unanswered (an interruption), and an unfinished batch is never followed by
+    an assistant message with other calls (the model cannot have made them). Ids the proxy did not make
+    are left alone.
+    """
+    splits: dict[str, Split] = {}
+    owner: list[str | None] = [None] * len(messages)
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            if not isinstance(calls, list):
+                continue
+            tags: set[str] = set()
+            others = 0
+            for call in calls:
+                pid = parse(call.get("id")) if isinstance(call, dict) else None
+                if pid is None:
+                    others += 1
+                    continue
+                split = splits.setdefault(pid.tag, Split(pid.tag, pid.n_calls))
+                _same_size(split, pid.n_calls, call.get("id"), i)
+                if pid.position in split.calls:
+                    raise MalformedBatch(
+                        f"{_where(i, message)}: call id {call.get('id')!r} was already in message "
+                        f"{split.calls[pid.position][0]}; each call the proxy handed out appears once"
+                    )
+                split.calls[pid.position] = (i, call)
+                tags.add(pid.tag)
+            if tags and (others or len(tags) > 1):
+                raise MalformedBatch(
+                    f"{_where(i, message)} mixes calls the proxy handed out one at a time with other calls; "
+                    "keep each call it handed out in its own assistant message, as received"
+                )
+            if tags:
+                owner[i] = tags.pop()
+        elif role == "tool":
+            cid = message.get("tool_call_id")
+            pid = parse(cid)
+            if pid is None:
+                _not_after_ours(messages, owner, i, cid)
+                continue
+            found = splits.get(pid.tag)
+            if found is None or pid.position not in found.calls:
+                raise MalformedBatch(
+                    f"{_where(i, message)} answers {cid!r}, but no assistant message before it holds that "
+                    "call; send the assistant message the proxy handed out, then its result"
+                )
+            _same_size(found, pid.n_calls, cid, i)
+            held = found.calls[pid.position][1].get("id")
+            if cid != held:
+                raise MalformedBatch(
+                    f"{_where(i, message)} answers {cid!r}, but the call at that position of the batch is "
+                    f"{held!r}; send call ids back exactly as handed out"
+                )
+            if pid.position in found.results:
+                raise MalformedBatch(
+                    f"{_where(i, message)} answers {cid!r} a second time (first in message "
+                    f"{found.results[pid.position][0]})"
+                )
+            found.results[pid.position] = (i, message)
+            owner[i] = pid.tag
+    out = sorted(splits.values(), key=lambda s: min(i for i, _ in s.calls.values()))
+    for split in out:
+        _check_shape(split, messages, owner)
+    return out
+
+
+def _not_after_ours(messages: Sequence[dict[str, Any]], owner: list[str | None], i: int, cid: Any) -> None:
+    """A tool message with another id must not answer an assistant message holding a call of ours."""
+    j = i - 1
+    while j >= 0 and messages[j].get("role") == "tool":
+        j -= 1
+    if j >= 0 and owner[j] is not None:
+        held = [c.get("id") for c in messages[j].get("tool_calls") or [] if isinstance(c, dict)]
+        raise MalformedBatch(
+            f"message {i} (tool) answers {cid!r}, but the assistant message before it (message {j}) holds "
+            f"{', '.join(repr(h) for h in held)}, handed out by the proxy; answer that call with its id "
+            "exactly as received"
+        )
+
+
+def _same_size(split: Split, n_calls: int, cid: Any, i: int) -> None:
+    if n_calls != split.n_calls:
+        raise MalformedBatch(
+            f"message {i}: call id {cid!r} says its batch has {n_calls} calls, but an earlier id of the "
+            f"same batch says {split.n_calls}; call ids must be sent back exactly as handed out"
+        )
+
+
+def _check_shape(split: Split, messages: Sequence[dict[str, Any]], owner: list[str | None]) -> None:
+    indexes = [i for i, _ in split.calls.values()] + [i for i, _ in split.results.values()]
+    split.start, split.end = min(indexes), max(indexes) + 1
+    for j in range(split.start, split.end):
+        if owner[j] != split.tag:
+            raise MalformedBatch(
+                f"{_where(j, messages[j])} sits between the messages of one batch of calls the proxy "
+                f"handed out one at a time (messages {split.start}-{split.end - 1}); the proxy cannot "
+                "merge such a batch back into the model's answer"
+            )
+    after: dict[str, Any] = messages[split.end] if split.end < len(messages) else {}
+    calls_after = after.get("tool_calls") if after.get("role") == "assistant" else None
+    if split.answered < split.n_calls and isinstance(calls_after, list) and calls_after:
+        raise MalformedBatch(
+            f"{_where(split.end, after)} makes tool calls the proxy did not hand out, right after a batch "
+            f"with {split.answered} of its {split.n_calls} calls answered (messages {split.start}-"
+            f"{split.end - 1}); after a call the proxy handed out comes its result, or a new user message "
+            "to move on"
+        )
+    held = sorted(split.calls)
+    if held != list(range(len(held))):
+        missing = next(p for p in range(split.n_calls) if p not in split.calls)
+        some = split.calls[held[-1]][1].get("id")
+        raise MalformedBatch(
+            f"the conversation holds {some!r} (position {held[-1]} of {split.n_calls}) but not the call at "
+            f"position {missing} of the same batch; send a batch's messages whole, from its first call on"
+        )
+    answered = sorted(split.results)
+    if answered != list(range(len(answered))) or len(answered) < len(held) - 1:
+        missing = next(p for p in range(len(held)) if p not in split.results)
+        index, call = split.calls[missing]
+        raise MalformedBatch(
+            f"call {call.get('id')!r} (message {index}, position {missing} of {split.n_calls}) has no "
+            "result, but a later call of the same batch does; answer the calls in the order handed out"
+        )
+
+
+# --- the upstream's form ---------------------------------------------------------------------------
+
+
+def merged(
+    batch: Batch | None, split: Split, messages: Sequence[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """A split batch in the upstream's form, and how many of its calls had to be left out.
+
+    With the proxy's record (`batch`) the upstream gets its own assistant message with all N calls,
+    byte for byte. Without one (expired, evicted, a restart without ``--state``) the message is rebuilt
+    from the client's copies, under the upstream ids the proxy ids carry; calls the client never
+    received are then unknown and left out (the count says how many). Each call gets one tool message:
+    the client's own (under the upstream's id), else a text saying truthfully why there is none.
+    """
+    results = {p: m for p, (_, m) in split.results.items()}
+    tools: list[dict[str, Any]] = []
+    if batch is not None:
+        handed = max(batch.handed_out, split.handed)
+        for p in range(batch.n_calls):
+            upstream_id = batch.upstream_id(p)
+            if p in results:
+                tools.append({**results[p], "tool_call_id": upstream_id})
+                continue
+            if p < batch.answered:
+                content = RESULT_LEFT_OUT
+            elif p < handed:
+                content = HANDED_NOT_ANSWERED
+            else:
+                content = NEVER_HANDED_OUT
+            tools.append({"role": "tool", "tool_call_id": upstream_id, "content": content})
+        return [batch.upstream_assistant(), *tools], 0
+    calls = []
+    for p in range(split.handed):
+        call = split.calls[p][1]
+        pid = parse(call.get("id"))
+        calls.append({**call, "id": pid.upstream_id if pid is not None else call.get("id")})
+    first = messages[split.calls[0][0]]
+    assistant: dict[str, Any] = {"role": "assistant", "content": None}
+    assistant.update({k: v for k, v in first.items() if k != "tool_calls"})
+    assistant["tool_calls"] = calls
+    for p, call in enumerate(calls):
+        if p in results:
+            tools.append({**results[p], "tool_call_id": call["id"]})
+        else:
+            tools.append({"role": "tool", "tool_call_id": call["id"], "content": HANDED_NOT_ANSWERED})
+    return [assistant, *tools], split.n_calls - split.handed
+
+
+# --- conversation identity for x-session-id retries ------------------------------------------------
+
+
 def _canonical_arguments(arguments: Any) -> str:
     """Arguments compared by meaning: clients such as LangChain re-serialise them (spacing, key order)."""
     if not isinstance(arguments, str):
-        return json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
     except ValueError:
@@ -158,163 +417,37 @@ def normal_form(message: dict[str, Any]) -> bytes:
     """The parts of a message that identify a conversation, robust to how clients re-serialise it."""
     calls = [
         (
-            c.get("id"),
-            (c.get("function") or {}).get("name"),
-            _canonical_arguments((c.get("function") or {}).get("arguments")),
+            str(c.get("id")),
+            str((c.get("function") or {}).get("name")) if isinstance(c.get("function"), dict) else "",
+            _canonical_arguments((c.get("function") or {}).get("arguments"))
+            if isinstance(c.get("function"), dict)
+            else "",
         )
         for c in message.get("tool_calls") or []
         if isinstance(c, dict)
     ]
-    return dumps([message.get("role"), text_of(message.get("content")), calls, message.get("tool_call_id")])
+    return dumps(
+        [str(message.get("role")), text_of(message.get("content")), calls, str(message.get("tool_call_id"))]
+    )
 
 
-class PrefixHashes:
-    """Hash of every prefix of a message list (a chain), computed lazily and at most once."""
-
-    def __init__(self, messages: Sequence[dict[str, Any]], session: str) -> None:
-        self.messages = messages
-        self._hashes = [hashlib.sha256(b"toolcall-lab proxy\x00" + session.encode()).hexdigest()]
-
-    def __getitem__(self, length: int) -> str:
-        """The hash of ``messages[:length]``."""
-        while len(self._hashes) <= length:
-            i = len(self._hashes) - 1
-            h = hashlib.sha256(self._hashes[-1].encode() + normal_form(self.messages[i])).hexdigest()
-            self._hashes.append(h)
-        return self._hashes[length]
+def session_key(session: str, messages: Sequence[dict[str, Any]]) -> str:
+    """Identity of a request under an ``x-session-id``: the same session and the same messages."""
+    h = hashlib.sha256(b"toolcall-lab proxy\x00" + session.encode("utf-8", "surrogatepass"))
+    for message in messages:
+        h.update(hashlib.sha256(normal_form(message)).digest())
+    return h.hexdigest()
 
 
-# --- runs ------------------------------------------------------------------------------------------
-
-
-def single_call(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The one tool call of an assistant message that has exactly one, else None."""
-    if message.get("role") != "assistant":
-        return None
-    calls = message.get("tool_calls")
-    if not isinstance(calls, list) or len(calls) != 1 or not isinstance(calls[0], dict):
-        return None
-    return calls[0]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    """A batch's pairs inside a client's message list: messages[start:end], `answered` results."""
-
-    batch: Batch
-    start: int
-    end: int
-    results: tuple[Any, ...]
-
-    @property
-    def answered(self) -> int:
-        return len(self.results)
-
-
-def pairs_from(messages: Sequence[dict[str, Any]], start: int, call_ids: Sequence[str]) -> list[Any]:
-    """Contents of the (assistant with call k, tool answering it) pairs at `start` that follow `call_ids`."""
-    out: list[Any] = []
-    i = start
-    for cid in call_ids:
-        if i + 1 >= len(messages):
-            break
-        call = single_call(messages[i])
-        tool = messages[i + 1]
-        if (
-            call is None
-            or call.get("id") != cid
-            or tool.get("role") != "tool"
-            or tool.get("tool_call_id") != cid
-        ):
-            break
-        out.append(tool.get("content"))
-        i += 2
-    return out
-
-
-def same_content(a: Any, b: Any) -> bool:
-    return a == b or text_of(a) == text_of(b)
-
-
-def choose_batch(candidates: Sequence[Batch], results: Sequence[Any]) -> Batch:
-    """Among batches that fit the same place (identical conversations from an upstream that repeats call
-    ids), the one whose recorded results agree with the client's: an exact retry first, then the batch
-    waiting for exactly this next result, then the oldest (which will report the conflict)."""
-
-    def agrees(b: Batch) -> bool:
-        return all(same_content(x, y) for x, y in zip(b.results, results, strict=False))
-
-    exact = [b for b in candidates if agrees(b) and b.answered >= len(results)]
-    if exact:
-        return exact[0]
-    waiting = [b for b in candidates if agrees(b) and b.answered == len(results) - 1]
-    if waiting:
-        return waiting[0]
-    growing = [b for b in candidates if agrees(b)]
-    return growing[0] if growing else candidates[0]
-
-
-def find_runs(
-    messages: Sequence[dict[str, Any]],
-    hashes: PrefixHashes,
-    batches_starting: Callable[[str, str], list[Batch]],
-    has_calls: Callable[[str], bool],
-) -> list[Run]:
-    """Every run of a known batch in `messages`, left to right (see the module docstring).
-
-    `batches_starting(call_id, prefix_hash)` returns the batches whose first call and conversation
-    match (the prefix hash includes the session); `has_calls(call_id)` tells cheaply whether any batch
-    holds that id, so prefix hashes are computed only where a run may start.
-    """
-    runs: list[Run] = []
-    i = 0
-    n = len(messages)
-    while i < n - 1:
-        call = single_call(messages[i])
-        cid = call.get("id") if call is not None else None
-        if not isinstance(cid, str):
-            i += 1
-            continue
-        candidates = batches_starting(cid, hashes[i]) if has_calls(cid) else []
-        if not candidates:
-            i += 1
-            continue
-        found = []
-        for b in candidates:
-            results = pairs_from(messages, i, [c.tool_call_id for c in b.calls])
-            if results:
-                found.append((b, results))
-        if not found:
-            i += 1
-            continue
-        longest = max(len(r) for _, r in found)
-        best = choose_batch(
-            [b for b, r in found if len(r) == longest], next(r for _, r in found if len(r) == longest)
-        )
-        results = pairs_from(messages, i, [c.tool_call_id for c in best.calls])
-        runs.append(Run(batch=best, start=i, end=i + 2 * len(results), results=tuple(results)))
-        i += 2 * len(results)
-    return runs
-
-
-def upstream_tool_messages(batch: Batch, results: Sequence[Any]) -> list[dict[str, Any]]:
-    """The batch's N tool messages for the upstream: the client's results, then NOT_EXECUTED."""
-    out = []
-    for k, call in enumerate(batch.calls):
-        content = results[k] if k < len(results) else NOT_EXECUTED
-        out.append({"role": "tool", "tool_call_id": call.tool_call_id, "content": content})
-    return out
-
-
-def translate(messages: Sequence[dict[str, Any]], runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """The client's messages as the upstream saw the conversation: each run merged back into the batch's
-    assistant message with all N calls and N results (unanswered calls marked NOT_EXECUTED)."""
+def translate(
+    messages: Sequence[dict[str, Any]], splits: Sequence[Split], forms: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The client's messages with each split batch replaced by its upstream form (`forms`, by tag)."""
     out: list[dict[str, Any]] = []
     last = 0
-    for run in runs:
-        out.extend(messages[last : run.start])
-        out.append(run.batch.assistant)
-        out.extend(upstream_tool_messages(run.batch, run.results))
-        last = run.end
+    for split in sorted(splits, key=lambda s: s.start):
+        out.extend(messages[last : split.start])
+        out.extend(forms[split.tag])
+        last = split.end
     out.extend(messages[last:])
     return out

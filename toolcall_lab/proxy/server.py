@@ -2,35 +2,47 @@
 
 For a request with ``parallel_tool_calls: false`` whose upstream answer holds N > 1 tool calls, the
 client receives only the first call; each tool result it sends back is answered with the next call
-without calling upstream; once all N are answered, one upstream request carries the original
+without calling upstream; once all N are answered, one upstream request carries the upstream's own
 assistant message with all N calls and the N results in order. Everything else passes through as
 bytes over a pooled connection.
 
-How each request is recognised (see `batches` for the matching itself):
+**The proxy owns the ids it hands out** (see `ids`): each call goes to the client under a proxy id
+that carries a random batch tag, its position, the batch size and the upstream's own id; every
+request sent upstream carries the upstream's ids again. A batch is therefore recognised by ids only it
+ever had, whatever the upstream's ids are (repeated, empty, missing), whatever ``x-session-id`` is
+sent, and however the conversation before the batch changes between round trips (a system prompt
+with the current time). How each request is handled:
 
-- **First request** (no tool results at the end): always a new conversation; it goes upstream, even
-  when another client sent identical messages. It is a *retry* only when the client says so: the same
-  ``Idempotency-Key`` header replays the stored reply byte for byte (a different body under a used
-  key is a 409), and under an ``x-session-id`` the same messages while that session's batch for them
-  is still open get its first call again. A repeated first message after the batch finished is a new
+- **First request** (it answers no call handed out by the proxy): always a new conversation; it goes
+  upstream, even when another client sent identical messages. It is a *retry* only when the client
+  says so: the same ``Idempotency-Key`` replays the stored reply byte for byte (another body under a
+  used key is a 409), and under an ``x-session-id`` the same messages while the batch they opened is
+  still open get its first call again. The same first message after that batch finished is a new
   conversation.
-- **Continuation** (ends with tool results): matched by the ids of the calls it answers, which the
-  upstream issued, plus the conversation before them (prefix hash, same ``x-session-id``). The next
-  result is recorded and the next call handed out; a repeat of an earlier continuation gets the same
-  reply as before (idempotent); the last result triggers the single upstream request, and its reply is
+- **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
+  id names. The next result is recorded and the next call handed out; a repeat of an earlier request
+  gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
   kept so a retry of that request gets it again.
-- **Conflict**: a result for a call that was already answered with *different* content is a 409
-  naming the call and its position; a result for a call not handed out yet is a 409 (out of order).
-  Nothing is recorded from a refused request.
-- **Expired / evicted batch**: the proxy keeps a tombstone (call ids, progress) for a day, so a
-  continuation gets a 410 naming the calls never handed out and what to do; a partial batch is never
-  forwarded. With ``--state FILE`` (SQLite) open batches survive a restart.
-- **Interrupted batch**: a request in which a batch's pairs are followed by anything other than the
-  next tool result (typically a new user message) proceeds upstream; the batch is closed as
-  ``interrupted`` and the upstream sees the full assistant message, the results given, and for each
-  call never handed out a tool message saying it was not executed because the user interrupted.
-- **Later turns**: every known batch in the history is merged back into the form the upstream
-  produced (one assistant message with N calls), so the upstream never sees the split form.
+- **Conflict**: a result for a call already answered with *different* content is a 409 naming the
+  call and its position; a result for a call the proxy has not handed out yet is a 409
+  ``out_of_order`` naming that call. Nothing is recorded from a refused request. Messages that break
+  the shape the proxy handed out (a result without its call, a batch interleaved with other
+  messages, ids changed, other calls right after an unfinished batch) are a 400 naming the message.
+- **A batch the proxy no longer holds** (expired after ``--ttl``, evicted by ``--max-batches`` /
+  ``--max-bytes``, or a restart without ``--state``): its ids still say they are the proxy's. A
+  continuation that holds the whole batch (all N calls and results) is rebuilt from the client's
+  messages and forwarded; any other is a 410 naming the calls never handed out and where to cut the
+  conversation: a partial batch is never forwarded. With ``--state FILE`` (SQLite) open batches
+  survive a restart.
+- **Interrupted batch**: a batch followed by anything other than its next result (typically a new
+  user message) is closed as ``interrupted`` and the new turn proceeds. The upstream gets a valid
+  conversation: the assistant message with all N calls, one tool message per call (the client's
+  result; else "handed to the client, but the user sent a new message before its result came back";
+  else "the user sent a new message before this call was handed to the client"), then the new message.
+- **Later turns**: every batch in the history goes upstream in the upstream's form (one assistant
+  message with N calls under its own ids, then N tool messages). When the proxy no longer holds the
+  batch it is rebuilt from the client's messages; only the calls of an interrupted batch that were
+  never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged).
 
 Errors are OpenAI-style JSON bodies; upstream errors keep their status, body and ``Retry-After``;
 the proxy never retries by itself.
@@ -41,9 +53,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,56 +63,33 @@ from typing import Any
 from aiohttp import web
 
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.formats.openai_chat import parse_chat_completion
+from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
 from toolcall_lab.proxy._wire import (
     JSONError,
     dumps,
     error_body,
     hand_out_reply,
     loads,
-    sse_events,
     template_of,
 )
 from toolcall_lab.proxy.batches import (
     Batch,
-    CallInfo,
-    PrefixHashes,
-    Run,
-    find_runs,
-    same_content,
-    single_call,
+    MalformedBatch,
+    Split,
+    Tombstone,
+    merged,
+    result_digest,
+    scan,
+    session_key,
     translate,
-    upstream_tool_messages,
 )
-from toolcall_lab.proxy.session import hand_out_message
-from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits
-from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse, serve
+from toolcall_lab.proxy.ids import new_tag
+from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits, TooLarge
+from toolcall_lab.proxy.upstreams import Upstream, serve
 
+logger = logging.getLogger("toolcall_lab.proxy")
 SESSION_HEADER = "x-session-id"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-
-
-class HTTPError(Exception):
-    """A reply the proxy makes itself: an OpenAI-style error with a status and a code."""
-
-    def __init__(self, status: int, message: str, code: str) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
-
-    def response(self) -> web.Response:
-        return json_reply(self.status, error_body(self.status, str(self), self.code))
-
-
-class Reply(Exception):
-    """A finished response to send as it is (an upstream error passed through)."""
-
-    def __init__(self, response: web.Response) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=dumps(value), content_type="application/json", headers=headers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +126,35 @@ class ProxySettings:
             max_bytes=self.max_bytes,
             tombstone_ttl_s=self.tombstone_ttl_s,
         )
+
+
+class _Locks:
+    """Named locks that exist only while someone holds or waits for them (counted, so none is dropped
+    while a waiter still needs it)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._held
+
+    @contextlib.asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        lock, users = self._held.get(name, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._held[name] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            users = self._held[name][1] - 1
+            if users:
+                self._held[name] = (lock, users)
+            else:
+                del self._held[name]
 
 
 def _not_routed(request: web.BaseRequest) -> web.Response:
@@ -180,10 +198,15 @@ class ProxyServer:
             "retries_replayed": 0,
             "conflicts": 0,
             "gone": 0,
+            "batches_rebuilt_from_client": 0,
+            "calls_left_out": 0,
             "errors": 0,
         }
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._key_locks: dict[str, asyncio.Lock] = {}
+        self.forward = Forwarder(
+            upstream, timeout_s=self.settings.upstream_timeout_s, model=self.settings.model, stats=self.stats
+        )
+        self._locks = _Locks()
+        """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
         self._runner: web.BaseRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -216,20 +239,27 @@ class ProxyServer:
 
     def sweep(self) -> int:
         """Expire idle batches now (the server also does it every `sweep_s`)."""
-        expired = self.store.sweep()
-        if expired:
-            for batch_id in [k for k, lock in self._locks.items() if not lock.locked()]:
-                if self.store.get(batch_id) is None:
-                    del self._locks[batch_id]
-        return expired
+        return self.store.sweep()
 
     async def dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
-        """The routes: POST /v1/chat/completions (or /chat/completions), GET /health; else JSON 404/405."""
-        if request.path in ("/v1/chat/completions", "/chat/completions") and request.method == "POST":
-            return await self.handle(request)
-        if request.path == "/health" and request.method == "GET":
-            return await self.health(request)
-        return _not_routed(request)
+        """The routes: POST /v1/chat/completions (or /chat/completions), GET /health; else JSON 404/405.
+
+        A bug of the proxy's own still answers JSON (a 500 naming the exception; the traceback is logged).
+        """
+        try:
+            if request.path in ("/v1/chat/completions", "/chat/completions") and request.method == "POST":
+                return await self.handle(request)
+            if request.path == "/health" and request.method == "GET":
+                return await self.health(request)
+            return _not_routed(request)
+        except (asyncio.CancelledError, ConnectionResetError):
+            raise
+        except Exception as exc:
+            logger.exception("proxy bug while answering %s %s", request.method, request.path)
+            self.stats["errors"] += 1
+            return HTTPError(
+                500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
+            ).response()
 
     async def health(self, request: web.BaseRequest) -> web.Response:
         self.sweep()
@@ -252,13 +282,8 @@ class ProxyServer:
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
             return await self._answer(request, raw)
-        lock = self._key_locks.setdefault(key, asyncio.Lock())
-        try:
-            async with lock:
-                return await self._idempotent(key, request, raw)
-        finally:
-            if not lock.locked() and self._key_locks.get(key) is lock:
-                del self._key_locks[key]
+        async with self._locks.hold("key:" + key):
+            return await self._idempotent(key, request, raw)
 
     async def _idempotent(self, key: str, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
         digest = hashlib.sha256(raw).hexdigest()
@@ -272,21 +297,33 @@ class ProxyServer:
                     "for a new request",
                     "idempotency_key_reused",
                 ).response()
+            if not stored.kept:
+                self.stats["conflicts"] += 1
+                return HTTPError(
+                    409,
+                    f"Idempotency-Key {key!r} was already answered, but that reply was not kept "
+                    f"({stored.content_type}); the proxy will not send the request again under the "
+                    "same key. Use a new key to ask again.",
+                    "idempotent_reply_not_kept",
+                ).response()
             self.stats["retries_replayed"] += 1
             return web.Response(
                 status=stored.status, body=stored.body, headers={"Content-Type": stored.content_type}
             )
         response = await self._answer(request, raw)
-        if isinstance(response, web.Response) and 200 <= response.status < 300 and response.body is not None:
-            body = response.body if isinstance(response.body, bytes) else bytes(response.body)  # type: ignore[arg-type]
+        if 200 <= response.status < 300:
+            whole = isinstance(response, web.Response) and response.body is not None
+            streamed = not whole
+            body = _body_bytes(response) if isinstance(response, web.Response) and whole else b""
             self.store.keep_reply(
                 key,
                 StoredReply(
                     request_hash=digest,
                     status=response.status,
-                    content_type=response.headers.get("Content-Type", "application/json"),
+                    content_type="a stream passed through" if streamed else response.content_type,
                     body=body,
                     at=self.clock(),
+                    kept=not streamed,
                 ),
             )
         return response
@@ -314,350 +351,269 @@ class ProxyServer:
             raise HTTPError(400, "request body must be a JSON object", "invalid_json")
         messages = body.get("messages")
         serial = body.get("parallel_tool_calls") is False
-        session = request.headers.get(SESSION_HEADER, "")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
-            return await self.pass_through(request, body, raw, changed=False)
-        hashes = PrefixHashes(messages, session)
-        runs = find_runs(messages, hashes, self.store.starting, self.store.has_call)
-        n = len(messages)
-        ends_with_result = bool(messages) and messages[-1].get("role") == "tool"
-        if runs and runs[-1].end == n and ends_with_result:
-            return await self.continue_batch(request, body, messages, runs, hashes, session)
-        if ends_with_result:
-            self.check_trailing_results(messages, hashes, session)
-        if session and serial and not runs:
-            retry = [
-                b for b in self.store.with_prefix(hashes[n]) if b.session == session and b.state == "open"
-            ]
-            if retry:
-                self.stats["served_from_queue"] += 1
-                self.store.touch(retry[-1])
-                return self.render(body, self.hand_out(retry[-1], 0))
-        for run in runs:
-            self.close_interrupted(run)
-        upstream_messages = translate(messages, runs) if runs else messages
-        if not serial:
-            return await self.pass_through(
-                request, {**body, "messages": upstream_messages}, raw, changed=bool(runs)
+            return await self.forward.pass_through(request, body, raw, changed=False)
+        try:
+            splits = scan(messages)
+        except MalformedBatch as exc:
+            raise HTTPError(400, str(exc), "invalid_batch_messages") from None
+        tail = splits[-1] if splits and splits[-1].end == len(messages) else None
+        if tail is not None and (messages[-1].get("role") != "tool" or tail.answered < tail.handed):
+            index, call = tail.calls[tail.handed - 1]
+            raise HTTPError(
+                400,
+                f"the conversation ends with call {call.get('id')!r} (message {index}), which the proxy "
+                "handed out, but without its result; send its tool message to continue",
+                "missing_tool_result",
             )
-        response = await self.call_upstream(request, body, upstream_messages)
-        return self.render(body, self.after_upstream(response, messages, hashes, session))
+        history = splits[:-1] if tail is not None else splits
+        forms = {split.tag: self.history_form(split, messages) for split in history}
+        if tail is not None:
+            return await self.continue_batch(request, body, messages, history, forms, tail)
+        session = request.headers.get(SESSION_HEADER, "")
+        key = session_key(session, messages) if session and serial else ""
+        if key:
+            retry = self.store.open_for(key)
+            if retry is not None:  # the same request again under the same x-session-id
+                self.stats["served_from_queue"] += 1
+                self.store.touch(retry)
+                return self.forward.render(body, hand_out_reply(retry.template, retry.hand_out(0), 0))
+        upstream_messages = translate(messages, history, forms)
+        if not serial:
+            return await self.forward.pass_through(
+                request, {**body, "messages": upstream_messages}, raw, changed=bool(splits)
+            )
+        response = await self.forward.call_upstream(request, body, upstream_messages)
+        return self.forward.render(body, self.open_batch(response, key))
 
     # --- batches ---------------------------------------------------------------------------------
 
-    def hand_out(self, batch: Batch, position: int) -> dict[str, Any]:
-        from toolcall_lab.messages import ToolCall
-
-        info = batch.calls[position]
-        call = ToolCall(
-            tool_call_id=info.tool_call_id, name=info.name, arguments=info.arguments, index=position
-        )
-        return hand_out_reply(batch.template, hand_out_message(batch.assistant, call, position), position)
-
-    def close_interrupted(self, run: Run) -> None:
-        """A batch whose pairs are followed by something else: the user moved on (see module docstring)."""
-        batch = run.batch
+    def history_form(self, split: Split, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The upstream's form of a batch followed by other messages; an open batch is closed here:
+        finished when the client holds every result, else interrupted (see the module docstring)."""
+        batch = self.store.get(split.tag)
+        if batch is None:
+            form, left_out = merged(None, split, messages)
+            self.stats["batches_rebuilt_from_client"] += 1
+            if left_out:
+                self.stats["calls_left_out"] += left_out
+                logger.warning(
+                    "batch %s: the proxy no longer holds it and the client holds %d of its %d calls; the "
+                    "upstream gets those %d (the %d never handed out are unknown now)",
+                    split.tag,
+                    split.handed,
+                    split.n_calls,
+                    split.handed,
+                    left_out,
+                )
+            return form
+        self.check_ids(batch, split)
         if batch.state == "open":
-            batch.state = "finished" if run.answered >= len(batch.calls) else "interrupted"
-            self.stats["batches_interrupted" if batch.state == "interrupted" else "batches_finished"] += 1
+            batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
+            self.stats["batches_finished" if batch.state == "finished" else "batches_interrupted"] += 1
             self.store.save(batch)
         else:
             self.store.touch(batch)
+        return merged(batch, split, messages)[0]
+
+    def check_ids(self, batch: Batch, split: Split) -> None:
+        """The client's copies of the batch's ids must be exactly the ones handed out."""
+        for position, (index, call) in split.calls.items():
+            if split.n_calls != batch.n_calls or call.get("id") != batch.client_id(position):
+                expected = batch.client_id(position) if position < batch.n_calls else "none"
+                raise HTTPError(
+                    400,
+                    f"message {index}: call id {call.get('id')!r} is not the id the proxy handed out for "
+                    f"position {position} of batch {batch.tag} (expected {expected!r}); send call ids "
+                    "back exactly as received",
+                    "invalid_batch_messages",
+                )
 
     async def continue_batch(
         self,
         request: web.BaseRequest,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
-        runs: Sequence[Run],
-        hashes: PrefixHashes,
-        session: str,
+        history: list[Split],
+        forms: dict[str, list[dict[str, Any]]],
+        tail: Split,
     ) -> web.StreamResponse:
-        tail = runs[-1]
-        lock = self._locks.setdefault(tail.batch.batch_id, asyncio.Lock())
-        async with lock:
-            batch = self.store.get(tail.batch.batch_id)
-            if batch is None:  # expired while this request waited
-                raise HTTPError(
-                    410, self.gone_message(tail.batch.calls, tail.batch.answered, "expired"), "batch_expired"
-                )
-            results, n_calls = tail.results, len(batch.calls)
-            for j in range(min(len(results), batch.answered)):
-                if not same_content(results[j], batch.results[j]):
-                    call = batch.calls[j]
-                    raise HTTPError(
-                        409,
-                        f"conflict: tool call {call.tool_call_id!r} ({call.name}, position {j} of "
-                        f"{n_calls}) was "
-                        f"already answered with different content (message {tail.start + 2 * j + 1}); a "
-                        "result "
-                        "cannot be changed once given. Resend the conversation with the original result, "
-                        "or start "
-                        "a new turn.",
-                        "result_conflict",
-                    )
-            if batch.state == "interrupted":
-                raise HTTPError(
-                    409,
-                    f"the batch holding {batch.calls[0].tool_call_id!r} was closed because a later request "
-                    "in this conversation moved on (a new user message) before it was finished",
-                    "batch_interrupted",
-                )
-            k = len(results)
-            if k > batch.answered + 1:
-                early = batch.calls[batch.answered + 1]
+        """A request ending with the next result of a batch (or a retry of an earlier one)."""
+        name = "batch:" + tail.tag
+        if tail.answered < tail.n_calls and name not in self._locks:
+            # served from the queue without awaiting anything: nothing can interleave, no lock needed
+            return await self._continue(request, body, messages, history, forms, tail)
+        async with self._locks.hold(name):
+            return await self._continue(request, body, messages, history, forms, tail)
+
+    async def _continue(
+        self,
+        request: web.BaseRequest,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        history: list[Split],
+        forms: dict[str, list[dict[str, Any]]],
+        tail: Split,
+    ) -> web.StreamResponse:
+        serial = body.get("parallel_tool_calls") is False
+        batch = self.store.get(tail.tag)
+        if batch is None:
+            return await self.rebuild_or_gone(request, body, messages, history, forms, tail)
+        self.check_ids(batch, tail)
+        n_calls, given = batch.n_calls, tail.answered
+        for p in range(min(given, batch.answered)):
+            index, message = tail.results[p]
+            if result_digest(message.get("content")) != batch.digests[p]:
                 raise HTTPError(
                     409,
-                    f"result for {early.tool_call_id!r} arrived out of order: the proxy has handed "
-                    "out calls up "
-                    f"to position {batch.answered} ({batch.calls[batch.answered].tool_call_id!r})",
-                    "out_of_order",
+                    f"conflict: tool call {batch.describe(p)} was already answered with different content "
+                    f"(message {index} differs); a result cannot be changed once given. Resend the "
+                    "conversation with the original result, or start a new turn.",
+                    "result_conflict",
                 )
-            if k == batch.answered + 1:
-                batch.results.append(results[-1])
-                self.store.save(batch)
-            else:
-                self.store.touch(batch)
-            if k < n_calls:
-                self.stats["served_from_queue"] += 1
-                return self.render(body, self.hand_out(batch, k))
-            if batch.final is not None:  # a retry of the request that completed the batch
-                self.stats["retries_replayed"] += 1
-                return self.render(body, batch.final)
-            history = translate(messages[: tail.start], runs[:-1])
-            upstream_messages = [*history, batch.assistant, *upstream_tool_messages(batch, results)]
-            response = await self.call_upstream(request, body, upstream_messages)
-            reply = self.after_upstream(response, messages, hashes, session)
-            batch.final, batch.state = reply, "finished"
-            self.stats["batches_finished"] += 1
+        if batch.state == "interrupted":
+            raise HTTPError(
+                409,
+                f"batch {batch.tag} (first call {batch.describe(0)}) was closed as interrupted: a request "
+                "of this conversation moved on (a new message after its calls) before all its results "
+                "came in, and the upstream was told which calls were not executed. Continue from that "
+                "new message instead.",
+                "batch_interrupted",
+            )
+        if given > batch.handed_out:
+            early = batch.handed_out
+            raise HTTPError(
+                409,
+                f"result for call {batch.describe(early)} (message {tail.results[early][0]}) arrived "
+                f"before the proxy handed that call out: it hands out calls one at a time, in order, and "
+                f"has handed out {batch.handed_out} of {n_calls}",
+                "out_of_order",
+            )
+        if given == batch.answered + 1:
+            batch.digests.append(result_digest(tail.results[given - 1][1].get("content")))
             self.store.save(batch)
-            return self.render(body, reply)
+        else:  # a retry of an earlier request of this batch: the same reply again
+            self.store.touch(batch)
+        if given < n_calls:
+            self.stats["served_from_queue"] += 1
+            return self.forward.render(body, hand_out_reply(batch.template, batch.hand_out(given), given))
+        if batch.final is not None:  # a retry of the request that completed the batch
+            self.stats["retries_replayed"] += 1
+            return self.forward.render(body, batch.final)
+        forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
+        response = await self.forward.call_upstream(
+            request, body, translate(messages, [*history, tail], forms)
+        )
+        reply = self.open_batch(response, "") if serial else response
+        if batch.state == "open":
+            self.stats["batches_finished"] += 1
+        batch.final, batch.state = reply, "finished"
+        self.store.save(batch)
+        return self.forward.render(body, reply)
 
-    def check_trailing_results(
-        self, messages: list[dict[str, Any]], hashes: PrefixHashes, session: str
-    ) -> None:
-        """Tool results at the end that match no live batch: refuse them when they belong to a batch this
-        proxy forgot (410) or continue a live batch wrongly (409); otherwise they pass through."""
-        n = len(messages)
-        start = n
-        while start >= 2 and messages[start - 1].get("role") == "tool":
-            call = single_call(messages[start - 2])
-            if call is None:
-                break
-            if call.get("id") != messages[start - 1].get("tool_call_id"):
-                if self.store.with_call(str(call.get("id"))):
-                    raise HTTPError(
-                        400,
-                        f"message {start - 1} (tool) answers {messages[start - 1].get('tool_call_id')!r} "
-                        "but the "
-                        f"assistant message before it called {call.get('id')!r}",
-                        "tool_call_mismatch",
-                    )
-                break
-            start -= 2
-        if start == n:
-            return
-        ids = [single_call(messages[i])["id"] for i in range(start, n, 2)]  # type: ignore[index]
-        for tomb in self.store.tombstones_with_call(ids[0]):
-            if (
-                tomb.session == session
-                and tomb.prefix_hash == hashes[start]
-                and list(tomb.call_ids[: len(ids)]) == ids
-            ):
-                calls = [
-                    CallInfo(tool_call_id=c, name=nm, arguments="")
-                    for c, nm in zip(tomb.call_ids, tomb.names, strict=True)
-                ]
-                raise HTTPError(
-                    410,
-                    self.gone_message(calls, tomb.answered, tomb.reason, given=len(ids)),
-                    f"batch_{tomb.reason}",
-                )
-        for pos, cid in enumerate(ids):
-            for batch in self.store.with_call(cid):
-                if batch.session != session or batch.prefix_hash != hashes[start]:
-                    continue
-                expected = batch.calls[pos] if pos < len(batch.calls) else None
-                want = f"{expected.tool_call_id!r} ({expected.name})" if expected else "no further call"
-                raise HTTPError(
-                    409,
-                    f"result for {cid!r} arrived out of order: message {start + 2 * pos + 1} answers "
-                    f"it, but position {pos} of the batch this "
-                    f"conversation is waiting on is {want}; the proxy hands out calls in order and "
-                    "has handed out "
-                    f"{min(batch.answered + 1, len(batch.calls))} of {len(batch.calls)}",
-                    "out_of_order",
-                )
+    async def rebuild_or_gone(
+        self,
+        request: web.BaseRequest,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        history: list[Split],
+        forms: dict[str, list[dict[str, Any]]],
+        tail: Split,
+    ) -> web.StreamResponse:
+        """A continuation of a batch the proxy does not hold: forwarded when the client's messages hold
+        the whole batch (every call and result), else a 410 saying what happened (never a partial batch)."""
+        tomb = self.store.tombstone(tail.tag)
+        if tomb is not None and tomb.state == "interrupted":
+            raise HTTPError(
+                409,
+                f"batch {tail.tag} was closed as interrupted (a request of this conversation moved on "
+                "before all its results came in); continue from that new message instead",
+                "batch_interrupted",
+            )
+        if tail.answered < tail.n_calls:
+            raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
+        form, _ = merged(None, tail, messages)
+        self.stats["batches_rebuilt_from_client"] += 1
+        response = await self.forward.call_upstream(
+            request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
+        )
+        serial = body.get("parallel_tool_calls") is False
+        return self.forward.render(body, self.open_batch(response, "") if serial else response)
 
-    def gone_message(
-        self, calls: Sequence[CallInfo], answered: int, reason: str, *, given: int | None = None
-    ) -> str:
-        handed = min(answered + 1, len(calls))
-        never = [f"{c.tool_call_id} ({c.name})" for c in calls[handed:]]
-        why = (
-            f"expired after {self.settings.ttl_s:g} s without use"
-            if reason == "expired"
-            else "was evicted to stay within the proxy's memory bound"
+    def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
+        if tomb is None:
+            why = "is not known to this proxy: it was restarted without --state, or forgot the batch long ago"
+        elif tomb.reason == "expired":
+            why = f"expired after {self.settings.ttl_s:g} s without use"
+        else:
+            why = "was evicted to stay within the proxy's bounds (--max-batches, --max-bytes)"
+        given, n_calls = tail.answered, tail.n_calls
+        missing = [
+            f"position {p}" + (f" ({tomb.names[p]})" if tomb is not None and p < len(tomb.names) else "")
+            for p in range(given, n_calls)
+        ]
+        first_index, first_call = tail.calls[0]
+        cut = (
+            f"end it at message {first_index - 1}, the one before message {first_index} that holds "
+            f"{first_call.get('id')!r}"
+            if first_index > 0
+            else "start the conversation again"
         )
         return (
-            f"this batch of {len(calls)} tool calls {why}; the proxy no longer holds the "
-            "model's full answer, so "
-            "it will not forward a partial batch. "
-            + (
-                f"Calls never handed out: {', '.join(never)}. "
-                if never
-                else "All calls had been handed out. "
-            )
-            + (f"This request carries {given} result(s). " if given is not None else "")
-            + "To continue, resend the conversation without this batch's tool calls and "
-            "results (ending at the "
-            "message before the assistant message that holds the first of them) so the model is asked again."
+            f"this request answers {given} of the {n_calls} tool calls of batch {tail.tag}, which {why}. "
+            "The proxy no longer holds the model's full answer, so it will not forward a partial batch. "
+            f"Calls never handed out to the client: {', '.join(missing)}. To continue, resend the "
+            f"conversation without this batch's calls and results ({cut}) so the model is asked again."
         )
 
-    def after_upstream(
-        self,
-        response: dict[str, Any],
-        client_messages: list[dict[str, Any]],
-        hashes: PrefixHashes,
-        session: str,
-    ) -> dict[str, Any]:
-        """Open a batch when a serial client got N > 1 calls; reply with its first call."""
+    def open_batch(self, response: dict[str, Any], key: str) -> dict[str, Any]:
+        """Open a batch when a serial client got N > 1 calls; the reply hands out the first."""
         choices = response.get("choices")
         if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
             return response
         message = choices[0].get("message")
         if not isinstance(message, dict) or not isinstance(message.get("tool_calls"), list):
             return response
-        if len(message["tool_calls"]) < 2:
-            return response
-        calls = parse_chat_completion(response).tool_calls
+        calls = message["tool_calls"]
         if len(calls) < 2:
             return response
-        assistant: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-        for key in ("refusal", "name"):
-            if message.get(key) is not None:
-                assistant[key] = message[key]
-        assistant["tool_calls"] = [c.to_openai() for c in calls]
+        if not all(isinstance(c, dict) for c in calls):
+            raise HTTPError(
+                502,
+                f"upstream answered with tool_calls that are not all objects: {dumps(calls)[:300]!r}",
+                "upstream_bad_response",
+            )
+        tag = new_tag()
+        while self.store.in_use(tag):  # pragma: no cover - 48 random bits
+            tag = new_tag()
         now = self.clock()
         batch = Batch(
-            batch_id=uuid.uuid4().hex,
-            session=session,
-            prefix_hash=hashes[len(client_messages)],
-            prefix_len=len(client_messages),
-            assistant=assistant,
-            calls=[CallInfo(tool_call_id=c.tool_call_id, name=c.name, arguments=c.arguments) for c in calls],
+            tag=tag,
+            message=message,  # parsed from the upstream's bytes for this request alone; never mutated
             template=template_of(response),
+            session_key=key,
             created_at=now,
             touched_at=now,
         )
-        self.store.save(batch)
-        self.stats["batches_opened"] += 1
-        first = hand_out_message({**message, "tool_calls": assistant["tool_calls"]}, calls[0], 0)
-        return hand_out_reply(batch.template, first, 0)
-
-    # --- upstream --------------------------------------------------------------------------------
-
-    def upstream_body(self, body: dict[str, Any], messages: list[dict[str, Any]], *, stream: bool) -> bytes:
-        out = {**body, "messages": messages}
-        if self.settings.model:
-            out["model"] = self.settings.model
-        if not stream:
-            out.pop("stream", None)
-            out.pop("stream_options", None)
-        return dumps(out)
-
-    async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
-        self.stats["upstream_calls"] += 1
         try:
-            return await asyncio.wait_for(
-                self.upstream.send(data, headers, stream=stream), self.settings.upstream_timeout_s
-            )
-        except TimeoutError:
+            self.store.save(batch)
+        except TooLarge as exc:
             raise HTTPError(
-                504,
-                f"upstream did not answer within {self.settings.upstream_timeout_s:g} s",
-                "upstream_timeout",
+                507,
+                f"the model answered with {len(calls)} tool calls whose record takes {exc.size} bytes, more "
+                f"than the proxy may hold in all ({exc.limit} bytes, --max-bytes / ProxySettings.max_bytes); "
+                "nothing was kept and no call was handed out. Raise the bound and send the request again.",
+                "batch_too_large",
             ) from None
-        except UpstreamError as exc:
-            raise HTTPError(exc.status, str(exc), exc.code) from None
+        self.stats["batches_opened"] += 1
+        return hand_out_reply(batch.template, batch.hand_out(0), 0)
 
-    async def call_upstream(
-        self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
-        reply = await self.send(
-            self.upstream_body(body, messages, stream=False), request.headers, stream=False
-        )
-        if reply.status >= 400:
-            raise Reply(self.upstream_error(reply))
-        try:
-            response = loads(reply.body)
-        except JSONError:
-            response = None
-        if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
-            raise HTTPError(
-                502,
-                f"upstream answered {reply.status} with a body that is not a chat completion: "
-                f"{reply.body[:300].decode('utf-8', 'replace')!r}",
-                "upstream_bad_response",
-            )
-        return response
 
-    def upstream_error(self, reply: UpstreamResponse) -> web.Response:
-        """An upstream error as the client must see it: same status, body and Retry-After."""
-        try:
-            parsed = loads(reply.body)
-        except JSONError:
-            parsed = None
-        headers = {k: v for k, v in reply.headers.items() if k.lower() != "content-type"}
-        if isinstance(parsed, dict):
-            return web.Response(
-                status=reply.status, body=reply.body, content_type="application/json", headers=headers
-            )
-        text = reply.body[:2000].decode("utf-8", "replace")
-        message = f"upstream answered {reply.status} with a non-JSON body: {text!r}"
-        return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
-
-    async def pass_through(
-        self, request: web.BaseRequest, body: dict[str, Any], raw: bytes, *, changed: bool
-    ) -> web.StreamResponse:
-        """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
-        self.stats["passed_through"] += 1
-        stream = body.get("stream") is True
-        if changed or self.settings.model:
-            raw = self.upstream_body(body, body["messages"], stream=True)
-        reply = await self.send(raw, request.headers, stream=stream)
-        if reply.status >= 400:
-            if reply.stream is not None:  # pragma: no cover - upstreams read error bodies whole
-                await reply.release()
-            return self.upstream_error(reply)
-        if reply.stream is None:
-            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
-        out = web.StreamResponse(status=reply.status, headers=reply.headers)
-        try:
-            await out.prepare(request)
-            async for data in reply.stream:
-                await out.write(data)
-        except UpstreamError as exc:  # the upstream broke off mid-stream: say so in the stream
-            self.stats["errors"] += 1
-            await out.write(b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n")
-        finally:
-            await reply.release()
-        await out.write_eof()
-        return out
-
-    def render(self, body: dict[str, Any], response: dict[str, Any]) -> web.Response:
-        """A reply as the client asked for it: JSON, or the same as server-sent events."""
-        if body.get("stream") is True:
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return web.Response(
-                status=200,
-                body=b"".join(sse_events(response, include_usage=include)),
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
-            )
-        return json_reply(200, response)
+def _body_bytes(response: web.Response) -> bytes:
+    body = response.body
+    return body if isinstance(body, bytes) else bytes(body)  # type: ignore[arg-type]
 
 
 def _fields(settings: ProxySettings) -> dict[str, Any]:

@@ -4,7 +4,9 @@ A client that sets ``parallel_tool_calls: false`` may only receive one call at a
 upstream model returned N. `SerializedSession` keeps the batch: it hands out the first call, records
 each result, hands out the next, and once all N are answered rebuilds the complete message list
 (the original assistant message with all N calls, then the N results in the original order) for the
-single upstream call that follows. The in-process serialized mode and the HTTP proxy both use it.
+single upstream call that follows. The run loop's in-process serialized mode uses it (one batch, one
+client, the upstream's ids unchanged); the HTTP proxy, which serves many clients, keeps its batches
+as `batches.Batch` records under ids of its own (see `ids`).
 
 Results are kept **by position**, not by id: calls are handed out one at a time, so the result that
 arrives answers the call that was handed out, and a batch in which the provider repeated an id

@@ -1,11 +1,13 @@
 """Where the proxy keeps batches: in memory, or durably in SQLite (``--state FILE``) so a restart
 resumes open queues.
 
-Batches expire `ttl_s` after they were last used. The store is bounded by count *and* bytes: past
-either bound the least recently used batch is evicted. An expired or evicted batch leaves a
-`Tombstone` (its call ids, how far it got) for `tombstone_ttl_s`, so a client that continues it gets a
-clear "gone" error instead of a partial batch forwarded upstream. Idempotency-Key replies are kept
-here too. Reads are served from memory; the SQLite store writes every change through (WAL mode).
+Batches expire `ttl_s` after they were last used. Everything the store holds (batches, tombstones,
+idempotent replies) counts against `max_bytes`, and at most `max_batches` batches and as many
+tombstones are kept; past a bound the oldest tombstones go first, then the least recently used
+replies and batches. A forgotten batch leaves a small `Tombstone` (why, how far it got, its call
+names) for `tombstone_ttl_s`, so a 410 can say what happened; without one the proxy still recognises
+its own ids and answers 410. A batch larger than the whole byte bound is refused (`TooLarge`), never
+kept over the bound. Reads are served from memory; the SQLite store writes every change through (WAL).
 """
 
 from __future__ import annotations
@@ -32,27 +34,37 @@ class StoredReply:
     content_type: str
     body: bytes
     at: float
+    kept: bool = True
+    """False when the reply was too large to keep: a retry gets an error saying so."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreLimits:
-    """Bounds of a store; validated on creation."""
+    """Bounds of a store; validated on creation. Tombstones count against `max_bytes` too, and at most
+    `max_batches` of them are kept."""
 
     ttl_s: float = 600.0
     max_batches: int = 10_000
     max_bytes: int = 256 * 1024 * 1024
     tombstone_ttl_s: float = 24 * 3600.0
-    max_tombstones: int = 100_000
 
     def __post_init__(self) -> None:
         for name in ("ttl_s", "tombstone_ttl_s"):
             value = getattr(self, name)
-            if not value > 0:
+            if not (isinstance(value, int | float) and value > 0):
                 raise UsageError(f"StoreLimits.{name}={value!r}: must be > 0 seconds")
-        for name in ("max_batches", "max_bytes", "max_tombstones"):
+        for name in ("max_batches", "max_bytes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UsageError(f"StoreLimits.{name}={value!r}: must be an integer >= 1")
+
+
+class TooLarge(Exception):
+    """A batch (or a reply to keep) larger than the store's whole byte bound."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(size, limit)
+        self.size, self.limit = size, limit
 
 
 class MemoryStore:
@@ -65,42 +77,41 @@ class MemoryStore:
         self.clock = clock
         self._batches: OrderedDict[str, Batch] = OrderedDict()  # least recently used first
         self._sizes: dict[str, int] = {}
-        self._by_call: dict[str, dict[str, None]] = {}  # ordered sets: oldest batch first
-        self._by_prefix: dict[str, dict[str, None]] = {}
-        self._by_start: dict[tuple[str, str], dict[str, None]] = {}
-        self._tombs: OrderedDict[str, Tombstone] = OrderedDict()
-        self._tombs_by_call: dict[str, set[str]] = {}
+        self._by_session: dict[str, dict[str, None]] = {}  # session key -> tags (ordered set)
+        self._tombs: OrderedDict[str, Tombstone] = OrderedDict()  # oldest first
+        self._tomb_bytes = 0
         self._replies: OrderedDict[str, StoredReply] = OrderedDict()
         self._reply_bytes = 0
         self.bytes = 0
-        self.counts = {"expired": 0, "evicted": 0}
+        """Bytes of the batches held (the store's total is `total_bytes`)."""
+        self.counts = {"expired": 0, "evicted": 0, "refused_too_large": 0, "finals_dropped": 0}
 
     # --- reading ---------------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self._batches)
 
-    def get(self, batch_id: str) -> Batch | None:
-        return self._batches.get(batch_id)
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes + self._tomb_bytes + self._reply_bytes
 
-    def with_call(self, tool_call_id: str) -> list[Batch]:
-        """Live batches holding a call with this id, oldest first."""
-        return [self._batches[i] for i in self._by_call.get(tool_call_id, ())]
+    def get(self, tag: str) -> Batch | None:
+        return self._batches.get(tag)
 
-    def with_prefix(self, prefix_hash: str) -> list[Batch]:
-        """Live batches issued for the conversation with this prefix hash, oldest first."""
-        return [self._batches[i] for i in self._by_prefix.get(prefix_hash, ())]
+    def in_use(self, tag: str) -> bool:
+        """Whether a batch or a tombstone has this tag (new tags must be fresh)."""
+        return tag in self._batches or tag in self._tombs
 
-    def has_call(self, tool_call_id: str) -> bool:
-        return tool_call_id in self._by_call
+    def open_for(self, session_key: str) -> Batch | None:
+        """The newest open batch opened by a request with this session key (an ``x-session-id`` retry)."""
+        for tag in reversed(self._by_session.get(session_key, {})):
+            batch = self._batches[tag]
+            if batch.state == "open":
+                return batch
+        return None
 
-    def starting(self, tool_call_id: str, prefix_hash: str) -> list[Batch]:
-        """Live batches whose first call has this id and whose conversation has this prefix hash."""
-        return [self._batches[i] for i in self._by_start.get((tool_call_id, prefix_hash), ())]
-
-    def tombstones_with_call(self, tool_call_id: str) -> list[Tombstone]:
-        ids = self._tombs_by_call.get(tool_call_id) or ()
-        return [self._tombs[i] for i in ids]
+    def tombstone(self, tag: str) -> Tombstone | None:
+        return self._tombs.get(tag)
 
     def summary(self) -> dict[str, Any]:
         states: dict[str, int] = {"open": 0, "finished": 0, "interrupted": 0}
@@ -113,7 +124,7 @@ class MemoryStore:
             "finished_batches": states["finished"],
             "interrupted_batches": states["interrupted"],
             "tombstones": len(self._tombs),
-            "bytes": self.bytes + self._reply_bytes,
+            "bytes": self.total_bytes,
             "max_bytes": self.limits.max_bytes,
             "idempotent_replies": len(self._replies),
             **{f"batches_{k}": v for k, v in self.counts.items()},
@@ -122,28 +133,30 @@ class MemoryStore:
     # --- writing ---------------------------------------------------------------------------------
 
     def save(self, batch: Batch) -> None:
-        """Insert or update a batch (marks it used now), then enforce the bounds."""
-        batch.touched_at = self.clock()
-        known = batch.batch_id in self._batches
-        self._batches[batch.batch_id] = batch
-        self._batches.move_to_end(batch.batch_id)
+        """Insert or update a batch (marks it used now), then enforce the bounds.
+
+        Raises `TooLarge` (and keeps nothing) for a new batch larger than the whole byte bound.
+        """
         size = batch.size
-        self.bytes += size - self._sizes.get(batch.batch_id, 0)
-        self._sizes[batch.batch_id] = size
-        if not known:
-            for call in batch.calls:
-                self._by_call.setdefault(call.tool_call_id, {})[batch.batch_id] = None
-            self._by_prefix.setdefault(batch.prefix_hash, {})[batch.batch_id] = None
-            start = (batch.calls[0].tool_call_id, batch.prefix_hash)
-            self._by_start.setdefault(start, {})[batch.batch_id] = None
+        known = batch.tag in self._batches
+        if size > self.limits.max_bytes and not known:
+            self.counts["refused_too_large"] += 1
+            raise TooLarge(size, self.limits.max_bytes)
+        batch.touched_at = self.clock()
+        self._batches[batch.tag] = batch
+        self._batches.move_to_end(batch.tag)
+        self.bytes += size - self._sizes.get(batch.tag, 0)
+        self._sizes[batch.tag] = size
+        if not known and batch.session_key:
+            self._by_session.setdefault(batch.session_key, {})[batch.tag] = None
         self._write_batch(batch)
-        self._evict()
+        self._evict(keep=batch.tag)
 
     def touch(self, batch: Batch) -> None:
         """Mark a batch used (a request referred to it), without rewriting it."""
         batch.touched_at = self.clock()
-        if batch.batch_id in self._batches:
-            self._batches.move_to_end(batch.batch_id)
+        if batch.tag in self._batches:
+            self._batches.move_to_end(batch.tag)
             self._write_touch(batch)
 
     def sweep(self) -> int:
@@ -161,43 +174,47 @@ class MemoryStore:
             first = next(iter(self._tombs.values()))
             if now - first.at <= self.limits.tombstone_ttl_s:
                 break
-            self._drop_tomb(first.batch_id)
+            self._drop_tomb(first.tag)
         while self._replies and now - next(iter(self._replies.values())).at > self.limits.ttl_s:
             self._drop_reply(next(iter(self._replies)))
         return expired
 
-    def _evict(self) -> None:
-        """Least recently used first, until within both bounds (the newest batch always stays)."""
+    def _evict(self, keep: str | None = None) -> None:
+        """Back within both bounds: tombstones first (oldest), then idempotent replies and batches,
+        least recently used first. The batch just saved (`keep`) stays; if it alone is over the byte
+        bound (it grew), its kept final reply is dropped (a retry of that request then goes upstream)."""
         limits = self.limits
-        while len(self._batches) > limits.max_batches or self.bytes + self._reply_bytes > limits.max_bytes:
-            if self._replies and (self._reply_bytes >= self.bytes or len(self._batches) <= 1):
+        while len(self._batches) > limits.max_batches or self.total_bytes > limits.max_bytes:
+            if self._tombs and self.total_bytes > limits.max_bytes:
+                self._drop_tomb(next(iter(self._tombs)))
+                continue
+            oldest = next(iter(self._batches), None)
+            if self._replies and (self._reply_bytes >= self.bytes or oldest in (None, keep)):
                 self._drop_reply(next(iter(self._replies)))
-            elif len(self._batches) > 1:
-                self._forget(next(iter(self._batches.values())), "evicted")
+            elif oldest is not None and oldest != keep:
+                self._forget(self._batches[oldest], "evicted")
+            elif (kept := self._batches.get(keep or "")) is not None and kept.final is not None:
+                kept.final = None
+                self.counts["finals_dropped"] += 1
+                self.save(kept)
+                return
             else:
                 break
 
     def _forget(self, batch: Batch, reason: str) -> None:
         self.counts[reason] += 1
-        del self._batches[batch.batch_id]
-        self.bytes -= self._sizes.pop(batch.batch_id, 0)
-        for index, key in [
-            *((self._by_call, c.tool_call_id) for c in batch.calls),
-            (self._by_prefix, batch.prefix_hash),
-            (self._by_start, (batch.calls[0].tool_call_id, batch.prefix_hash)),
-        ]:
-            ids = index.get(key)  # type: ignore[attr-defined]
-            if ids is not None:
-                ids.pop(batch.batch_id, None)
-                if not ids:
-                    del index[key]  # type: ignore[attr-defined]
-        self._delete_batch(batch.batch_id)
+        del self._batches[batch.tag]
+        self.bytes -= self._sizes.pop(batch.tag, 0)
+        if batch.session_key:
+            tags = self._by_session.get(batch.session_key)
+            if tags is not None:
+                tags.pop(batch.tag, None)
+                if not tags:
+                    del self._by_session[batch.session_key]
+        self._delete_batch(batch.tag)
         tomb = Tombstone(
-            batch_id=batch.batch_id,
-            session=batch.session,
-            prefix_hash=batch.prefix_hash,
-            call_ids=tuple(c.tool_call_id for c in batch.calls),
-            names=tuple(c.name for c in batch.calls),
+            tag=batch.tag,
+            names=tuple(batch.name(p) for p in range(batch.n_calls)),
             answered=batch.answered,
             state=batch.state,
             reason="expired" if reason == "expired" else "evicted",
@@ -206,23 +223,19 @@ class MemoryStore:
         self._add_tomb(tomb)
 
     def _add_tomb(self, tomb: Tombstone, *, write: bool = True) -> None:
-        self._tombs[tomb.batch_id] = tomb
-        for cid in tomb.call_ids:
-            self._tombs_by_call.setdefault(cid, set()).add(tomb.batch_id)
+        if tomb.tag in self._tombs:
+            self._drop_tomb(tomb.tag)
+        self._tombs[tomb.tag] = tomb
+        self._tomb_bytes += tomb.size
         if write:
             self._write_tomb(tomb)
-        while len(self._tombs) > self.limits.max_tombstones:
+        while len(self._tombs) > self.limits.max_batches:
             self._drop_tomb(next(iter(self._tombs)))
 
-    def _drop_tomb(self, batch_id: str) -> None:
-        tomb = self._tombs.pop(batch_id)
-        for cid in tomb.call_ids:
-            ids = self._tombs_by_call.get(cid)
-            if ids is not None:
-                ids.discard(batch_id)
-                if not ids:
-                    del self._tombs_by_call[cid]
-        self._delete_tomb(batch_id)
+    def _drop_tomb(self, tag: str) -> None:
+        tomb = self._tombs.pop(tag)
+        self._tomb_bytes -= tomb.size
+        self._delete_tomb(tag)
 
     # --- idempotent replies ----------------------------------------------------------------------
 
@@ -234,42 +247,56 @@ class MemoryStore:
         return reply
 
     def keep_reply(self, key: str, reply: StoredReply) -> None:
+        """Keep a reply for its Idempotency-Key; one larger than the whole byte bound is kept without its
+        body (`StoredReply.kept` False), so a retry is told instead of silently answered anew."""
         if key in self._replies:
             self._drop_reply(key)
+        if _reply_size(key, reply) > self.limits.max_bytes:
+            reply = StoredReply(
+                request_hash=reply.request_hash,
+                status=reply.status,
+                content_type=f"{len(reply.body)} bytes, more than the proxy may hold (--max-bytes)",
+                body=b"",
+                at=reply.at,
+                kept=False,
+            )
         self._replies[key] = reply
-        self._reply_bytes += len(reply.body) + len(key) + 100
+        self._reply_bytes += _reply_size(key, reply)
         self._write_reply(key, reply)
         self._evict()
-        while self._replies and self._reply_bytes > self.limits.max_bytes:
-            self._drop_reply(next(iter(self._replies)))
 
     def _drop_reply(self, key: str) -> None:
         reply = self._replies.pop(key)
-        self._reply_bytes -= len(reply.body) + len(key) + 100
+        self._reply_bytes -= _reply_size(key, reply)
         self._delete_reply(key)
 
     # --- persistence hooks (no-ops in memory) ----------------------------------------------------
 
     def _write_batch(self, batch: Batch) -> None: ...
     def _write_touch(self, batch: Batch) -> None: ...
-    def _delete_batch(self, batch_id: str) -> None: ...
+    def _delete_batch(self, tag: str) -> None: ...
     def _write_tomb(self, tomb: Tombstone) -> None: ...
-    def _delete_tomb(self, batch_id: str) -> None: ...
+    def _delete_tomb(self, tag: str) -> None: ...
     def _write_reply(self, key: str, reply: StoredReply) -> None: ...
     def _delete_reply(self, key: str) -> None: ...
 
     def close(self) -> None: ...
 
 
+def _reply_size(key: str, reply: StoredReply) -> int:
+    return len(reply.body) + len(key) + 100
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, touched_at REAL NOT NULL, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS tombstones (batch_id TEXT PRIMARY KEY, at REAL NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (tag TEXT PRIMARY KEY, touched_at REAL NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS tombstones (tag TEXT PRIMARY KEY, at REAL NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS replies (
     key TEXT PRIMARY KEY, at REAL NOT NULL, data BLOB NOT NULL, body BLOB NOT NULL
 );
 """
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""1: batches matched by upstream call ids and prefix hashes; 2: batches by proxy id tags."""
 
 
 class SQLiteStore(MemoryStore):
@@ -293,28 +320,42 @@ class SQLiteStore(MemoryStore):
         if row is None:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
         elif row[0] != SCHEMA_VERSION:
+            self._db.close()
             raise UsageError(
                 f"--state {self.path}: proxy state schema {row[0]!r}, this version reads {SCHEMA_VERSION!r}; "
                 "use another file"
             )
-        self._load()
+        try:
+            self._load()
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
+            self._db.close()
+            raise UsageError(f"--state {self.path}: cannot read the proxy state in it ({exc!r})") from None
 
     def _load(self) -> None:
         for (data,) in self._db.execute("SELECT data FROM tombstones ORDER BY at"):
             d = loads(data)
-            d["call_ids"], d["names"] = tuple(d["call_ids"]), tuple(d["names"])
+            d["names"] = tuple(d["names"])
             self._add_tomb(Tombstone(**d), write=False)
         rows = self._db.execute("SELECT touched_at, data FROM batches ORDER BY touched_at").fetchall()
         self._loading = True
-        for touched, data in rows:
-            batch = Batch.from_dict(loads(data))
-            self.save(batch)
-            batch.touched_at = touched  # keep the expiry time it had before the restart
-        self._loading = False
+        try:
+            for touched, data in rows:
+                batch = Batch.from_dict(loads(data))
+                try:
+                    self.save(batch)
+                except TooLarge:  # the bound was lowered since: forget it, saying so
+                    self._batches[batch.tag] = batch
+                    self._sizes[batch.tag] = 0
+                    self._forget(batch, "evicted")
+                    continue
+                batch.touched_at = touched  # keep the expiry time it had before the restart
+        finally:
+            self._loading = False
         for key, data, body in self._db.execute("SELECT key, data, body FROM replies ORDER BY at"):
-            d = loads(data)
-            self._replies[key] = StoredReply(body=body, **d)
-            self._reply_bytes += len(body) + len(key) + 100
+            reply = StoredReply(body=body, **loads(data))
+            self._replies[key] = reply
+            self._reply_bytes += _reply_size(key, reply)
+        self._evict()
         self.sweep()
 
     _loading = False
@@ -323,25 +364,22 @@ class SQLiteStore(MemoryStore):
         if not self._loading:
             self._db.execute(
                 "INSERT OR REPLACE INTO batches VALUES (?, ?, ?)",
-                (batch.batch_id, batch.touched_at, dumps(batch.to_dict())),
+                (batch.tag, batch.touched_at, dumps(batch.to_dict())),
             )
 
     def _write_touch(self, batch: Batch) -> None:
-        self._db.execute(
-            "UPDATE batches SET touched_at=? WHERE batch_id=?", (batch.touched_at, batch.batch_id)
-        )
+        self._db.execute("UPDATE batches SET touched_at=? WHERE tag=?", (batch.touched_at, batch.tag))
 
-    def _delete_batch(self, batch_id: str) -> None:
-        self._db.execute("DELETE FROM batches WHERE batch_id=?", (batch_id,))
+    def _delete_batch(self, tag: str) -> None:
+        self._db.execute("DELETE FROM batches WHERE tag=?", (tag,))
 
     def _write_tomb(self, tomb: Tombstone) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
-            (tomb.batch_id, tomb.at, dumps(asdict(tomb))),
+            "INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)", (tomb.tag, tomb.at, dumps(asdict(tomb)))
         )
 
-    def _delete_tomb(self, batch_id: str) -> None:
-        self._db.execute("DELETE FROM tombstones WHERE batch_id=?", (batch_id,))
+    def _delete_tomb(self, tag: str) -> None:
+        self._db.execute("DELETE FROM tombstones WHERE tag=?", (tag,))
 
     def _write_reply(self, key: str, reply: StoredReply) -> None:
         meta = {k: v for k, v in asdict(reply).items() if k != "body"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, Protocol
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
 from toolcall_lab.exceptions import ToolcallLabError
-from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.proxy._wire import ZERO_USAGE, JSONError, dumps, error_body, loads, sse_events
 from toolcall_lab.trace import Trace
 
 HOP_BY_HOP = frozenset(
@@ -169,6 +170,9 @@ class TraceUpstream:
     """A recorded trace as the upstream: request k (k = assistant messages sent so far) gets the
     recorded response of round k. Stateless, so many conversations can replay the same trace.
 
+    Replies carry the recorded ``created`` (else the time of the reply) and the recorded ``usage``;
+    a trace that recorded no usage (the scripted scenarios) reports zero tokens: no model ran.
+
     Keeps `request_count` and the last `keep_requests` request bodies (`requests`), never all of them.
     """
 
@@ -185,12 +189,18 @@ class TraceUpstream:
         for r in trace.rounds:
             chunks = [c.payload for c in r.model_call.chunks]
             if len(chunks) == 1 and chunks[0].get("object") == "chat.completion":
-                self._bodies.append(chunks[0])
+                body = dict(chunks[0])
             else:
                 acc = ChatCompletionAccumulator(batch=r.round_index)
                 for c in chunks:
                     acc.feed(c)
-                self._bodies.append(chat_body(acc.finish()))
+                body = chat_body(acc.finish())
+            created = next((c.get("created") for c in chunks if isinstance(c.get("created"), int)), None)
+            if created is not None:
+                body.setdefault("created", created)
+            if body.get("usage") is None:  # the recorded usage; a trace that recorded none: no model ran
+                body["usage"] = dict(r.model_call.usage) if r.model_call.usage else dict(ZERO_USAGE)
+            self._bodies.append(body)
         self._latency = [r.model_call.latency_s for r in trace.rounds]
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -211,6 +221,7 @@ class TraceUpstream:
         if self.delay_scale:
             await asyncio.sleep(self._latency[k] * self.delay_scale)
         copied: dict[str, Any] = json.loads(json.dumps(self._bodies[k]))  # callers may mutate it
+        copied.setdefault("created", int(time.time()))  # a required field the recording may lack
         return copied
 
     async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:

@@ -1,0 +1,174 @@
+"""How the HTTP proxy talks to its upstream and answers its clients: its own errors as OpenAI-style
+JSON, upstream errors passed through with their status, body and ``Retry-After``, requests forwarded
+as bytes (an answer that is not a chat completion becomes a 502), replies rendered as JSON or SSE."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse
+
+
+class HTTPError(Exception):
+    """A reply the proxy makes itself: an OpenAI-style error with a status and a code."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+    def response(self) -> web.Response:
+        return json_reply(self.status, error_body(self.status, str(self), self.code))
+
+
+class Reply(Exception):
+    """A finished response to send as it is (an upstream error passed through)."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=dumps(value), content_type="application/json", headers=headers)
+
+
+class Forwarder:
+    """The proxy's side of the upstream: one request out, one reply back, never retried.
+
+    Args:
+        upstream: where requests go.
+        timeout_s: time allowed for one upstream request (a 504 past it).
+        model: model name sent upstream instead of the client's (None: the client's).
+        stats: the server's counters (``upstream_calls``, ``passed_through``, ``errors``).
+    """
+
+    def __init__(
+        self, upstream: Upstream, *, timeout_s: float, model: str | None, stats: dict[str, int]
+    ) -> None:
+        self.upstream = upstream
+        self.timeout_s = timeout_s
+        self.model = model
+        self.stats = stats
+
+    def upstream_body(self, body: dict[str, Any], messages: list[dict[str, Any]], *, stream: bool) -> bytes:
+        out = {**body, "messages": messages}
+        if self.model:
+            out["model"] = self.model
+        if not stream:
+            out.pop("stream", None)
+            out.pop("stream_options", None)
+        return dumps(out)
+
+    async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
+        self.stats["upstream_calls"] += 1
+        try:
+            return await asyncio.wait_for(self.upstream.send(data, headers, stream=stream), self.timeout_s)
+        except TimeoutError:
+            raise HTTPError(
+                504,
+                f"upstream did not answer within {self.timeout_s:g} s",
+                "upstream_timeout",
+            ) from None
+        except UpstreamError as exc:
+            raise HTTPError(exc.status, str(exc), exc.code) from None
+
+    async def call_upstream(
+        self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
+        reply = await self.send(
+            self.upstream_body(body, messages, stream=False), request.headers, stream=False
+        )
+        if reply.status >= 400:
+            raise Reply(self.upstream_error(reply))
+        return self.chat_completion(reply)
+
+    def chat_completion(self, reply: UpstreamResponse) -> dict[str, Any]:
+        """The upstream's body as a chat completion, or a 502 JSON error saying what came instead."""
+        try:
+            response = loads(reply.body)
+        except JSONError:
+            response = None
+        if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+            kind = reply.headers.get("Content-Type") or reply.headers.get("content-type") or "no content type"
+            raise HTTPError(
+                502,
+                f"upstream answered {reply.status} ({kind}) with a body that is not a chat completion: "
+                f"{reply.body[:300].decode('utf-8', 'replace')!r}",
+                "upstream_bad_response",
+            )
+        return response
+
+    def upstream_error(self, reply: UpstreamResponse) -> web.Response:
+        """An upstream error as the client must see it: same status, body and Retry-After."""
+        try:
+            parsed = loads(reply.body)
+        except JSONError:
+            parsed = None
+        headers = {k: v for k, v in reply.headers.items() if k.lower() != "content-type"}
+        if isinstance(parsed, dict):
+            return web.Response(
+                status=reply.status, body=reply.body, content_type="application/json", headers=headers
+            )
+        text = reply.body[:2000].decode("utf-8", "replace")
+        message = f"upstream answered {reply.status} with a non-JSON body: {text!r}"
+        return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
+
+    async def pass_through(
+        self, request: web.BaseRequest, body: dict[str, Any], raw: bytes, *, changed: bool
+    ) -> web.StreamResponse:
+        """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
+        self.stats["passed_through"] += 1
+        stream = body.get("stream") is True
+        if changed or self.model:
+            raw = self.upstream_body(body, body["messages"], stream=True)
+        reply = await self.send(raw, request.headers, stream=stream)
+        if reply.status >= 400:
+            if reply.stream is not None:  # pragma: no cover - upstreams read error bodies whole
+                await reply.release()
+            return self.upstream_error(reply)
+        if reply.stream is not None and not _is_event_stream(reply.headers):
+            try:  # asked to stream, answered with something else: read it whole and check it
+                reply.body = b"".join([data async for data in reply.stream])
+            except UpstreamError as exc:
+                raise HTTPError(exc.status, str(exc), exc.code) from None
+            finally:
+                await reply.release()
+            reply.stream = None
+        if reply.stream is None:
+            if 200 <= reply.status < 300:
+                self.chat_completion(reply)  # a 502 unless it is one
+            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
+        out = web.StreamResponse(status=reply.status, headers=reply.headers)
+        try:
+            await out.prepare(request)
+            async for data in reply.stream:
+                await out.write(data)
+        except UpstreamError as exc:  # the upstream broke off mid-stream: say so in the stream
+            self.stats["errors"] += 1
+            await out.write(b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n")
+        finally:
+            await reply.release()
+        await out.write_eof()
+        return out
+
+    def render(self, body: dict[str, Any], response: dict[str, Any]) -> web.Response:
+        """A reply as the client asked for it: JSON, or the same as server-sent events."""
+        if body.get("stream") is True:
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return web.Response(
+                status=200,
+                body=b"".join(sse_events(response, include_usage=include)),
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+            )
+        return json_reply(200, response)
+
+
+def _is_event_stream(headers: Mapping[str, str]) -> bool:
+    kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    return kind.lower().startswith("text/event-stream")
