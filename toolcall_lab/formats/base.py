@@ -263,7 +263,7 @@ class PendingCall:
             self.name = piece
         else:
             self.name = current + piece
-            self.name_pieces += 1
+            self.name_pieces = (self.name_pieces or 1) + 1
             self.quirky = True
 
     def looks_complete(self) -> bool:
@@ -468,5 +468,11 @@ class PendingCall:
 
 
 def compact_json(value: Any) -> str:
-    """Serialise an argument object the way it is shown for object-valued inputs (no spaces)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Serialise an argument object the way it is shown for object-valued inputs (no spaces).
+
+    Total: a value too deeply nested to serialise gives a text that is not JSON (so the call is
+    reported as having invalid arguments), never an exception."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"<arguments that cannot be shown as JSON: {type(exc).__name__}>"

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
-from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
+from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.base import StreamAccumulator, finding, single_choice
 from toolcall_lab.formats.errors import error_message
@@ -129,88 +129,94 @@ def iter_stream_responses(
     boundary: str | None = _NEW_RESPONSE.get(fmt) if fmt else None
     after_done = False
     count = 0
-    for item in items:
-        if type(item) is dict:
-            if acc is None:
-                if fmt is None:
-                    fmt = try_detect(item)
+    try:
+        for item in items:
+            if type(item) is dict:
+                if acc is None:
                     if fmt is None:
-                        message = error_message(item)
-                        if message is not None:
-                            response = _with_notes(error_response(message), notes)
-                            if errors == "raise":
-                                _raise(
-                                    ProviderStreamError(message, payload=item, line_number=_line(where)),
-                                    done,
-                                    response,
+                        fmt = try_detect(item)
+                        if fmt is None:
+                            message = error_message(item)
+                            if message is not None:
+                                response = _with_notes(error_response(message), notes)
+                                if errors == "raise":
+                                    _raise(
+                                        ProviderStreamError(message, payload=item, line_number=_line(where)),
+                                        done,
+                                        response,
+                                    )
+                                done.append(response)
+                                yield response
+                                batch += 1
+                                continue
+                            held.append(item)
+                            if len(held) > _MAX_UNDETECTED:
+                                raise UnknownFormatError(
+                                    f"no payload among the first {len(held)} has a known wire format"
                                 )
-                            yield response
-                            batch += 1
                             continue
-                        held.append(item)
-                        if len(held) > _MAX_UNDETECTED:
-                            raise UnknownFormatError(
-                                f"no payload among the first {len(held)} has a known wire format"
+                        boundary = _NEW_RESPONSE.get(fmt)
+                    if after_done:
+                        notes.append(
+                            finding(
+                                "data_after_done",
+                                f"line {_line(where)}: data after [DONE]; read as response {batch}",
                             )
-                        continue
-                    boundary = _NEW_RESPONSE.get(fmt)
-                if after_done:
-                    notes.append(
-                        finding(
-                            "data_after_done",
-                            f"line {_line(where)}: data after [DONE]; read as response {batch}",
                         )
-                    )
-                    after_done = False
-                acc = new_accumulator(fmt, batch)
-                feed = acc.feed
-                count = 0
-                if held:
-                    for h in held:
-                        feed(h)
-                    held.clear()
-            elif boundary is not None and acc.chunk_count and item.get("type") == boundary:
-                response = _with_notes(acc.finish(), notes)
-                done.append(response)
-                yield response
-                batch += 1
-                acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
-                feed = acc.feed
-                count = 0
-            try:
-                feed(item)
-            except ProviderStreamError as exc:
-                response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
-                if errors == "raise":
-                    _raise(
-                        ProviderStreamError(
-                            exc.provider_message,
-                            payload=exc.payload,
-                            line_number=_line(where),
-                            chunk_index=exc.chunk_index,
-                        ),
-                        done,
-                        response,
-                    )
-                done.append(response)
-                yield response
-                batch += 1
-                acc = None
-                continue
-            count += 1
-            if count >= _COMPACT_EVERY:
-                count = 0
-                _compact(acc)
-        elif item is DONE:
-            if acc is not None:
-                response = _with_notes(acc.finish(), notes)
-                done.append(response)
-                yield response
-                batch += 1
-                acc = None
-            after_done = True
-        else:
-            notes.append(item)  # type: ignore[arg-type]  # a framing finding
+                        after_done = False
+                    acc = new_accumulator(fmt, batch)
+                    feed = acc.feed
+                    count = 0
+                    if held:
+                        for h in held:
+                            feed(h)
+                        held.clear()
+                elif boundary is not None and acc.chunk_count and item.get("type") == boundary:
+                    response = _with_notes(acc.finish(), notes)
+                    done.append(response)
+                    yield response
+                    batch += 1
+                    acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
+                    feed = acc.feed
+                    count = 0
+                try:
+                    feed(item)
+                except ProviderStreamError as exc:
+                    response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
+                    if errors == "raise":
+                        _raise(
+                            ProviderStreamError(
+                                exc.provider_message,
+                                payload=exc.payload,
+                                line_number=_line(where),
+                                chunk_index=exc.chunk_index,
+                            ),
+                            done,
+                            response,
+                        )
+                    done.append(response)
+                    yield response
+                    batch += 1
+                    acc = None
+                    continue
+                count += 1
+                if count >= _COMPACT_EVERY:
+                    count = 0
+                    _compact(acc)
+            elif item is DONE:
+                if acc is not None:
+                    response = _with_notes(acc.finish(), notes)
+                    done.append(response)
+                    yield response
+                    batch += 1
+                    acc = None
+                after_done = True
+            else:
+                notes.append(item)  # type: ignore[arg-type]  # a framing finding
+    except SSEDecodeError as exc:  # unreadable data: keep what was read, the response in progress failed
+        partial = None if acc is None else _with_notes(acc._result(f"unreadable data: {exc}"), notes)
+        exc.partial_responses = (*done, partial) if partial is not None else tuple(done)
+        raise
     if held:
         raise UnknownFormatError("no payload of the stream has a known wire format")
     if acc is not None:

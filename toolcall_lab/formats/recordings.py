@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -271,8 +272,10 @@ def _load_json(data: bytes, path: Path) -> Any:
     text = data[3:] if data.startswith(BOM) else data
     try:
         return json.loads(text)
+    except RecursionError:
+        raise SSEDecodeError("JSON nested too deeply to read", line_number=1, line="") from None
     except json.JSONDecodeError as exc:
-        lines = text.decode("utf-8", "replace").splitlines()
+        lines = text.decode("utf-8", "replace").split("\n")
         raise SSEDecodeError(
             f"not JSON ({exc.msg})",
             line_number=exc.lineno,
@@ -286,10 +289,22 @@ def _collect(items: Iterable[Any], where: list[int]) -> tuple[list[Any], tuple[i
     """The stream's items, and the line of each payload."""
     out: list[Any] = []
     lines: list[int] = []
-    for item in items:
-        out.append(item)
-        if type(item) is dict:
-            lines.append(where[0])
+    try:
+        for item in items:
+            out.append(item)
+            if type(item) is dict:
+                lines.append(where[0])
+    except SSEDecodeError as exc:  # parse what was read, so the error carries it
+        error = exc
+
+        def replay() -> Iterator[Any]:
+            yield from out
+            raise error
+
+        with suppress(UnknownFormatError, SSEDecodeError):
+            for _ in iter_stream_responses(replay(), errors="keep"):
+                pass
+        raise error from None
     return out, tuple(lines)
 
 
@@ -332,7 +347,7 @@ def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
     if stripped.startswith("{"):
         try:
             doc = json.loads(stripped)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             doc = None
         if doc is not None:
             return _exchange_of_doc(doc, **extra)
@@ -417,6 +432,8 @@ def _cassette(data: bytes, p: Path) -> tuple[Exchange, ...]:
     loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         doc = yaml.load(data, Loader=loader)
+    except RecursionError:
+        raise UnknownFormatError("not a readable YAML cassette: nested too deeply") from None
     except yaml.YAMLError as exc:
         raise UnknownFormatError(f"not a readable YAML cassette: {exc}".replace("\n", " ")) from None
     interactions = doc.get("interactions") if isinstance(doc, dict) else None

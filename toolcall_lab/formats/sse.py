@@ -146,7 +146,7 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[tuple[str | None, bytes, int
                     data = None
                 event = None
                 continue
-            elif line[:1] == b":":
+            elif line[:1] == b":" or line.isspace():  # a comment; or only blanks (no field, no dispatch)
                 continue
             else:
                 name, colon, value = line.partition(b":")
