@@ -77,7 +77,7 @@ WEATHER = '{"city":"Paris"}'
 ROLE = chunk({"role": "assistant", "content": None})
 
 
-def weather_stream(pieces: list[str] = ['{"ci', 'ty":"Pa', 'ris"}']) -> list[Any]:
+def weather_stream(pieces: tuple[str, ...] = ('{"ci', 'ty":"Pa', 'ris"}')) -> list[Any]:
     return [
         ROLE,
         chunk(header(0, "call_w1", "get_weather", "")),
@@ -89,7 +89,9 @@ def weather_stream(pieces: list[str] = ['{"ci', 'ty":"Pa', 'ris"}']) -> list[Any
 # ---------------------------------------------------------------------------------------------
 # 1. SSE framing (WHATWG rules)
 SPEC = "https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation"
-ONE_CALL = {"responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "absent": ["malformed_chunk"]}]}
+ONE_CALL = {
+    "responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "absent": ["malformed_chunk"]}]
+}
 
 case(
     "sse/bom_at_start.sse",
@@ -162,7 +164,10 @@ case(
 )
 case(
     "sse/empty_data_events.sse",
-    "data:\n\n" + sse(weather_stream()[:2], done=False) + "data: \n\nevent: ping\ndata:\n\n" + sse(weather_stream()[2:]),
+    "data:\n\n"
+    + sse(weather_stream()[:2], done=False)
+    + "data: \n\nevent: ping\ndata:\n\n"
+    + sse(weather_stream()[2:]),
     quirk="empty data: lines and events with empty data (no payload)",
     category="sse-framing",
     provider="any SSE server (spec rule)",
@@ -171,9 +176,7 @@ case(
 )
 case(
     "sse/multiline_data.sse",
-    "".join(
-        "data: " + js(p).replace(",", ",\ndata: ", 2) + "\n\n" for p in weather_stream()
-    )
+    "".join("data: " + js(p).replace(",", ",\ndata: ", 2) + "\n\n" for p in weather_stream())
     + "data: [DONE]\n\n",
     quirk="one event's data split over several data: lines (joined with a newline)",
     category="sse-framing",
@@ -211,7 +214,9 @@ case(
     provider="OpenRouter / Novita (kimi-k2)",
     models="https://github.com/simonw/llm tests/cassettes/test_tools_streaming (variant c body starts with ' data:')",
     expect={
-        "responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_nonstandard_line"]}]
+        "responses": [
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_nonstandard_line"]}
+        ]
     },
 )
 case(
@@ -223,6 +228,7 @@ case(
     models="https://github.com/vercel/ai (packages/*/src/__fixtures__/*.chunks.txt)",
     expect=ONE_CALL,
 )
+
 
 # ---------------------------------------------------------------------------------------------
 # 2. JSON text
@@ -250,7 +256,9 @@ case(
     models="https://github.com/rllm-org/rllm/pull/879 (orjson rejects lone surrogate escapes; "
     "JSON.stringify emits them)",
     expect={
-        "responses": [{"calls": [call("call_t1", "echo", '{"text":"\ud83d"}')], "findings": ["lone_surrogate"]}]
+        "responses": [
+            {"calls": [call("call_t1", "echo", '{"text":"\ud83d"}')], "findings": ["lone_surrogate"]}
+        ]
     },
 )
 case(
@@ -274,7 +282,10 @@ case(
     models="https://github.com/Kohaku-Lab/KohakuTerrarium/pull/48",
     expect={
         "responses": [
-            {"calls": [call("call_t2", "react", '{"emoji":"\U0001f600"}')], "findings": ["split_surrogate_pair"]}
+            {
+                "calls": [call("call_t2", "react", '{"emoji":"\U0001f600"}')],
+                "findings": ["split_surrogate_pair"],
+            }
         ]
     },
 )
@@ -359,7 +370,10 @@ case(
     models=SPEC + " (event types are free text; the data need not be JSON)",
     expect={
         "responses": [
-            {"calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)], "error": "upstream timed out"}
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "upstream timed out",
+            }
         ]
     },
 )
@@ -368,7 +382,12 @@ case(
     sse(
         [
             *ERR_PARTIAL,
-            {"error": {"message": "The server had an error while processing your request.", "type": "server_error"}},
+            {
+                "error": {
+                    "message": "The server had an error while processing your request.",
+                    "type": "server_error",
+                }
+            },
         ],
         done=False,
     ),
@@ -394,13 +413,24 @@ case(
     models="https://openrouter.ai/docs/api-reference/streaming ('error' finish reason)",
     expect={
         "responses": [
-            {"calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)], "error": "finish_reason 'error'"}
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "finish_reason 'error'",
+            }
         ]
     },
 )
 case(
     "errors/error_body.json",
-    js({"error": {"message": "Rate limit reached for gpt-4o", "type": "requests", "code": "rate_limit_exceeded"}}),
+    js(
+        {
+            "error": {
+                "message": "Rate limit reached for gpt-4o",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        }
+    ),
     quirk="the whole response body is an error object",
     category="provider-errors",
     provider="OpenAI",
@@ -423,12 +453,61 @@ case(
     "errors/anthropic_overloaded_midstream.sse",
     events(
         [
-            ("message_start", {"type": "message_start", "message": {"id": "msg_conf1", "model": "claude-conf", "content": [], "usage": {"input_tokens": 10}}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_done", "name": "get_time", "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"tz":"UTC"}'}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_conf1",
+                        "model": "claude-conf",
+                        "content": [],
+                        "usage": {"input_tokens": 10},
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_done",
+                        "name": "get_time",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"tz":"UTC"}'},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_cut", "name": "get_weather", "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"city": "Pa'}}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 1,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_cut",
+                        "name": "get_weather",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 1,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"city": "Pa'},
+                },
+            ),
             ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
         ]
     ),
@@ -470,7 +549,10 @@ case(
     models="https://platform.openai.com/docs/api-reference/chat/streaming (delta.function_call, deprecated)",
     expect={
         "responses": [
-            {"calls": [call("fallback", "get_weather", WEATHER)], "findings": ["legacy_function_call", "missing_id"]}
+            {
+                "calls": [call("fallback", "get_weather", WEATHER)],
+                "findings": ["legacy_function_call", "missing_id"],
+            }
         ]
     },
 )
@@ -485,7 +567,11 @@ case(
                 {
                     "index": 0,
                     "finish_reason": "function_call",
-                    "message": {"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": WEATHER}},
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "function_call": {"name": "get_weather", "arguments": WEATHER},
+                    },
                 }
             ],
         }
@@ -494,7 +580,11 @@ case(
     category="chat-completions",
     provider="Azure OpenAI (older API versions)",
     models="https://platform.openai.com/docs/api-reference/chat/object (message.function_call, deprecated)",
-    expect={"responses": [{"calls": [call("fallback", "get_weather", WEATHER)], "findings": ["legacy_function_call"]}]},
+    expect={
+        "responses": [
+            {"calls": [call("fallback", "get_weather", WEATHER)], "findings": ["legacy_function_call"]}
+        ]
+    },
 )
 case(
     "chat/index_zero_reused_for_every_call.sse",
@@ -546,7 +636,10 @@ case(
     expect={
         "responses": [
             {
-                "calls": [call("call_a", "get_weather", WEATHER), call("call_b", "get_weather", '{"city":"Rome"}')],
+                "calls": [
+                    call("call_a", "get_weather", WEATHER),
+                    call("call_b", "get_weather", '{"city":"Rome"}'),
+                ],
                 "findings": ["index_reused"],
             }
         ]
@@ -558,7 +651,16 @@ case(
         [
             ROLE,
             chunk(header(0, "call_1", "get_weather", "")),
-            *[chunk({"tool_calls": [{"index": 0, "id": f"call_{n + 2}", "function": {"name": "", "arguments": piece}}]}) for n, piece in enumerate(['{"c', 'ity"', ':"Par', 'is"}'])],
+            *[
+                chunk(
+                    {
+                        "tool_calls": [
+                            {"index": 0, "id": f"call_{n + 2}", "function": {"name": "", "arguments": piece}}
+                        ]
+                    }
+                )
+                for n, piece in enumerate(['{"c', 'ity"', ':"Par', 'is"}'])
+            ],
             chunk(finish="tool_calls"),
         ]
     ),
@@ -588,9 +690,45 @@ case(
     "chat/full_name_on_every_delta.sse",
     sse(
         [
-            chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "0", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}),
-            chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city"'}}]}),
-            chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "0", "type": "function", "function": {"name": "get_weather", "arguments": ':"Paris"}'}}]}),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "0",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ""},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "0",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city"'},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "0",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ':"Paris"}'},
+                        }
+                    ],
+                }
+            ),
         ],
     ),
     quirk="the full name (and id) repeated on every delta, no finish_reason",
@@ -614,7 +752,11 @@ case(
     category="chat-completions",
     provider="llama.cpp server",
     models="https://github.com/ggml-org/llama.cpp/issues/20198",
-    expect={"responses": [{"calls": [call("call_o1", "get_weather", WEATHER)], "findings": ["arguments_not_string"]}]},
+    expect={
+        "responses": [
+            {"calls": [call("call_o1", "get_weather", WEATHER)], "findings": ["arguments_not_string"]}
+        ]
+    },
 )
 case(
     "chat/arguments_as_object_body.json",
@@ -630,7 +772,13 @@ case(
                     "message": {
                         "role": "assistant",
                         "content": "",
-                        "tool_calls": [{"id": "call_o2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+                        "tool_calls": [
+                            {
+                                "id": "call_o2",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+                            }
+                        ],
                     },
                 }
             ],
@@ -640,7 +788,11 @@ case(
     category="chat-completions",
     provider="llama.cpp server",
     models="https://github.com/ggml-org/llama.cpp/pull/20202",
-    expect={"responses": [{"calls": [call("call_o2", "get_weather", WEATHER)], "findings": ["arguments_not_string"]}]},
+    expect={
+        "responses": [
+            {"calls": [call("call_o2", "get_weather", WEATHER)], "findings": ["arguments_not_string"]}
+        ]
+    },
 )
 case(
     "chat/arguments_null.sse",
@@ -659,7 +811,10 @@ case(
     models="https://github.com/huggingface/text-generation-inference/issues/2136",
     expect={
         "responses": [
-            {"calls": [call("call_z1", "get_time", ""), call("call_z2", "get_weather", WEATHER)], "findings": ["empty_arguments"]}
+            {
+                "calls": [call("call_z1", "get_time", ""), call("call_z2", "get_weather", WEATHER)],
+                "findings": ["empty_arguments"],
+            }
         ]
     },
 )
@@ -667,8 +822,23 @@ case(
     "chat/no_index_two_calls.sse",
     sse(
         [
-            chunk({"role": "assistant", "content": "", "tool_calls": [{"id": "gSIMJ1", "function": {"name": "get_weather", "arguments": WEATHER}}]}),
-            chunk({"tool_calls": [{"id": "gSIMJ2", "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'}}]}, "tool_calls"),
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": "gSIMJ1", "function": {"name": "get_weather", "arguments": WEATHER}}
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        {"id": "gSIMJ2", "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'}}
+                    ]
+                },
+                "tool_calls",
+            ),
         ]
     ),
     quirk="tool-call deltas without index, one whole call per delta",
@@ -677,7 +847,13 @@ case(
     models="https://github.com/vercel/ai packages/mistral/src/__fixtures__/mistral-tool-call.chunks.txt",
     expect={
         "responses": [
-            {"calls": [call("gSIMJ1", "get_weather", WEATHER), call("gSIMJ2", "get_weather", '{"city":"Rome"}')], "findings": ["missing_index"]}
+            {
+                "calls": [
+                    call("gSIMJ1", "get_weather", WEATHER),
+                    call("gSIMJ2", "get_weather", '{"city":"Rome"}'),
+                ],
+                "findings": ["missing_index"],
+            }
         ]
     },
 )
@@ -685,8 +861,31 @@ case(
     "chat/empty_id_no_index_same_function_twice.sse",
     sse(
         [
-            chunk({"role": "assistant", "tool_calls": [{"id": "", "type": "function", "function": {"name": "get_weather", "arguments": WEATHER}}]}),
-            chunk({"role": "assistant", "tool_calls": [{"id": "", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'}}]}, "tool_calls"),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": WEATHER},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'},
+                        }
+                    ],
+                },
+                "tool_calls",
+            ),
         ]
     ),
     quirk="id '' and no index; the same function called twice",
@@ -696,7 +895,10 @@ case(
     expect={
         "responses": [
             {
-                "calls": [call("fallback", "get_weather", WEATHER), call("fallback", "get_weather", '{"city":"Rome"}')],
+                "calls": [
+                    call("fallback", "get_weather", WEATHER),
+                    call("fallback", "get_weather", '{"city":"Rome"}'),
+                ],
                 "findings": ["empty_id", "missing_index"],
             }
         ]
@@ -707,7 +909,24 @@ case(
     sse(
         [
             ROLE,
-            chunk({"tool_calls": [{"index": 0, "id": "call_p", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}, {"index": 0, "id": "call_q", "type": "function", "function": {"name": "get_weather", "arguments": WEATHER}}]}),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_p",
+                            "type": "function",
+                            "function": {"name": "get_time", "arguments": "{}"},
+                        },
+                        {
+                            "index": 0,
+                            "id": "call_q",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": WEATHER},
+                        },
+                    ]
+                }
+            ),
             chunk(finish="tool_calls"),
         ]
     ),
@@ -717,16 +936,28 @@ case(
     models="https://github.com/earendil-works/pi/issues/8861",
     expect={
         "responses": [
-            {"calls": [call("call_p", "get_time", "{}"), call("call_q", "get_weather", WEATHER)], "findings": ["duplicate_index_in_chunk"]}
+            {
+                "calls": [call("call_p", "get_time", "{}"), call("call_q", "get_weather", WEATHER)],
+                "findings": ["duplicate_index_in_chunk"],
+            }
         ]
     },
 )
 
 # ---------------------------------------------------------------------------------------------
 # 5. Anthropic
-MSG_START = ("message_start", {"type": "message_start", "message": {"id": "msg_conf", "model": "claude-conf", "content": [], "usage": {"input_tokens": 20}}})
+MSG_START = (
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {"id": "msg_conf", "model": "claude-conf", "content": [], "usage": {"input_tokens": 20}},
+    },
+)
 MSG_END = [
-    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 40}}),
+    (
+        "message_delta",
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 40}},
+    ),
     ("message_stop", {"type": "message_stop"}),
 ]
 SEARCH_RESULT = {
@@ -735,7 +966,15 @@ SEARCH_RESULT = {
     "content_block": {
         "type": "web_search_tool_result",
         "tool_use_id": "srvtoolu_conf1",
-        "content": [{"type": "web_search_result", "title": "Paris weather", "url": "https://example.org/paris", "encrypted_content": "xyz", "page_age": None}],
+        "content": [
+            {
+                "type": "web_search_result",
+                "title": "Paris weather",
+                "url": "https://example.org/paris",
+                "encrypted_content": "xyz",
+                "page_age": None,
+            }
+        ],
     },
 }
 case(
@@ -743,15 +982,51 @@ case(
     events(
         [
             MSG_START,
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_conf1", "name": "web_search", "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'}}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_conf1",
+                        "name": "web_search",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("content_block_start", SEARCH_RESULT),
             ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-            ("content_block_start", {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "It is sunny."}}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 2,
+                    "delta": {"type": "text_delta", "text": "It is sunny."},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 2}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 40}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": 40},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
     ),
@@ -763,7 +1038,9 @@ case(
         "responses": [
             {
                 "calls": [],
-                "server_calls": [{"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}],
+                "server_calls": [
+                    {"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}
+                ],
                 "findings": ["server_tool_call"],
             }
         ]
@@ -774,13 +1051,51 @@ case(
     events(
         [
             MSG_START,
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_conf1", "name": "web_search", "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'}}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_conf1",
+                        "name": "web_search",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("content_block_start", SEARCH_RESULT),
             ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-            ("content_block_start", {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_conf2", "name": "save_note", "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"text": "sunny"}'}}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 2,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_conf2",
+                        "name": "save_note",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 2,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"text": "sunny"}'},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 2}),
             *MSG_END,
         ]
@@ -793,7 +1108,9 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_conf2", "save_note", '{"text": "sunny"}')],
-                "server_calls": [{"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}],
+                "server_calls": [
+                    {"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}
+                ],
             }
         ]
     },
@@ -808,8 +1125,17 @@ case(
             "model": "claude-conf",
             "stop_reason": "tool_use",
             "content": [
-                {"type": "server_tool_use", "id": "srvtoolu_conf3", "name": "web_search", "input": {"query": "weather Paris"}},
-                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_conf3", "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}},
+                {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_conf3",
+                    "name": "web_search",
+                    "input": {"query": "weather Paris"},
+                },
+                {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_conf3",
+                    "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+                },
                 {"type": "tool_use", "id": "toolu_conf4", "name": "get_weather", "input": {"city": "Paris"}},
             ],
         }
@@ -822,7 +1148,9 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_conf4", "get_weather", WEATHER)],
-                "server_calls": [{"id": "srvtoolu_conf3", "name": "web_search", "result_type": "web_search_tool_result"}],
+                "server_calls": [
+                    {"id": "srvtoolu_conf3", "name": "web_search", "result_type": "web_search_tool_result"}
+                ],
             }
         ]
     },
@@ -833,8 +1161,27 @@ case(
         js(p) + "\n"
         for _, p in [
             MSG_START,
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_conf5", "name": "list_files", "input": {}}}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_conf5",
+                        "name": "list_files",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": ""},
+                },
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             *MSG_END,
         ]
@@ -846,48 +1193,123 @@ case(
     expect={"responses": [{"calls": [call("toolu_conf5", "list_files", "{}")]}]},
 )
 
+
 # ---------------------------------------------------------------------------------------------
 # 6. OpenAI Responses API
 def resp(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
     return kind, {"type": kind, **fields}
 
 
-CREATED = resp("response.created", response={"id": "resp_conf", "status": "in_progress", "model": "gpt-conf", "output": []})
+CREATED = resp(
+    "response.created",
+    response={"id": "resp_conf", "status": "in_progress", "model": "gpt-conf", "output": []},
+)
 
 
 def completed(output: list[Any], status: str = "completed", **extra: Any) -> tuple[str, dict[str, Any]]:
-    kind = {"completed": "response.completed", "incomplete": "response.incomplete", "failed": "response.failed"}[status]
-    return resp(kind, response={"id": "resp_conf", "status": status, "model": "gpt-conf", "output": output, **extra})
+    kind = {
+        "completed": "response.completed",
+        "incomplete": "response.incomplete",
+        "failed": "response.failed",
+    }[status]
+    return resp(
+        kind, response={"id": "resp_conf", "status": status, "model": "gpt-conf", "output": output, **extra}
+    )
 
 
-FC = {"type": "function_call", "id": "fc_1", "call_id": "call_r1", "name": "get_weather", "arguments": WEATHER, "status": "completed"}
+FC = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_r1",
+    "name": "get_weather",
+    "arguments": WEATHER,
+    "status": "completed",
+}
 case(
     "responses/custom_tool_call.sse",
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=0, item={"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c1", "name": "code_exec", "input": "", "status": "in_progress"}),
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={
+                    "type": "custom_tool_call",
+                    "id": "ctc_1",
+                    "call_id": "call_c1",
+                    "name": "code_exec",
+                    "input": "",
+                    "status": "in_progress",
+                },
+            ),
             resp("response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="print("),
             resp("response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="1 + 1)"),
-            resp("response.custom_tool_call_input.done", output_index=0, item_id="ctc_1", input="print(1 + 1)"),
-            resp("response.output_item.done", output_index=0, item={"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c1", "name": "code_exec", "input": "print(1 + 1)", "status": "completed"}),
-            completed([{"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c1", "name": "code_exec", "input": "print(1 + 1)", "status": "completed"}]),
+            resp(
+                "response.custom_tool_call_input.done", output_index=0, item_id="ctc_1", input="print(1 + 1)"
+            ),
+            resp(
+                "response.output_item.done",
+                output_index=0,
+                item={
+                    "type": "custom_tool_call",
+                    "id": "ctc_1",
+                    "call_id": "call_c1",
+                    "name": "code_exec",
+                    "input": "print(1 + 1)",
+                    "status": "completed",
+                },
+            ),
+            completed(
+                [
+                    {
+                        "type": "custom_tool_call",
+                        "id": "ctc_1",
+                        "call_id": "call_c1",
+                        "name": "code_exec",
+                        "input": "print(1 + 1)",
+                        "status": "completed",
+                    }
+                ]
+            ),
         ]
     ),
     quirk="custom_tool_call items with custom_tool_call_input.delta / .done (free-form input)",
     category="responses",
     provider="OpenAI Responses API (GPT-5 custom tools)",
     models="https://platform.openai.com/docs/guides/function-calling#custom-tools",
-    expect={"responses": [{"calls": [call("call_c1", "code_exec", "print(1 + 1)", kind="custom")], "findings": ["custom_tool_call"]}]},
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_c1", "code_exec", "print(1 + 1)", kind="custom")],
+                "findings": ["custom_tool_call"],
+            }
+        ]
+    },
 )
 case(
     "responses/completed_output_is_authoritative.sse",
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=0, item={**FC, "arguments": "", "status": "in_progress"}),
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
             resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":'),
-            completed([FC, {"type": "function_call", "id": "fc_2", "call_id": "call_r2", "name": "get_time", "arguments": '{"tz":"CET"}', "status": "completed"}]),
+            completed(
+                [
+                    FC,
+                    {
+                        "type": "function_call",
+                        "id": "fc_2",
+                        "call_id": "call_r2",
+                        "name": "get_time",
+                        "arguments": '{"tz":"CET"}',
+                        "status": "completed",
+                    },
+                ]
+            ),
         ]
     ),
     quirk="deltas and items missed: response.completed output used as the authoritative list",
@@ -897,7 +1319,10 @@ case(
     expect={
         "responses": [
             {
-                "calls": [call("call_r1", "get_weather", WEATHER), call("call_r2", "get_time", '{"tz":"CET"}')],
+                "calls": [
+                    call("call_r1", "get_weather", WEATHER),
+                    call("call_r2", "get_time", '{"tz":"CET"}'),
+                ],
                 "findings": ["recovered_from_completed"],
             }
         ]
@@ -916,16 +1341,29 @@ case(
     category="responses",
     provider="LM Studio / Ollama Responses endpoints",
     models="https://github.com/vercel/ai packages/open-responses/src/responses/__fixtures__/lmstudio-tool-call.1.chunks.txt",
-    expect={"responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["unannounced_item"]}]},
+    expect={
+        "responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["unannounced_item"]}]
+    },
 )
 case(
     "responses/arguments_done_differs.sse",
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=0, item={**FC, "arguments": "", "status": "in_progress"}),
-            resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Par'),
-            resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='is"}{"city":"Paris"}'),
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Par'
+            ),
+            resp(
+                "response.function_call_arguments.delta",
+                output_index=0,
+                item_id="fc_1",
+                delta='is"}{"city":"Paris"}',
+            ),
             resp("response.function_call_arguments.done", output_index=0, item_id="fc_1", arguments=WEATHER),
             resp("response.output_item.done", output_index=0, item=FC),
             completed([FC]),
@@ -935,16 +1373,35 @@ case(
     category="responses",
     provider="Azure OpenAI Responses (duplicated delta)",
     models="https://platform.openai.com/docs/api-reference/responses-streaming/response/function_call_arguments/done",
-    expect={"responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["arguments_mismatch"]}]},
+    expect={
+        "responses": [
+            {"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["arguments_mismatch"]}
+        ]
+    },
 )
-FC2 = {"type": "function_call", "id": "fc_2", "call_id": "call_r2", "name": "get_time", "arguments": '{"tz":"CET"}', "status": "completed"}
+FC2 = {
+    "type": "function_call",
+    "id": "fc_2",
+    "call_id": "call_r2",
+    "name": "get_time",
+    "arguments": '{"tz":"CET"}',
+    "status": "completed",
+}
 case(
     "responses/interleaved_by_output_index.sse",
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=1, item={**FC, "arguments": "", "status": "in_progress"}),
-            resp("response.output_item.added", output_index=2, item={**FC2, "arguments": "", "status": "in_progress"}),
+            resp(
+                "response.output_item.added",
+                output_index=1,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.output_item.added",
+                output_index=2,
+                item={**FC2, "arguments": "", "status": "in_progress"},
+            ),
             resp("response.function_call_arguments.delta", output_index=2, delta='{"tz":'),
             resp("response.function_call_arguments.delta", output_index=1, delta='{"city":'),
             resp("response.function_call_arguments.delta", output_index=2, delta='"CET"}'),
@@ -958,16 +1415,30 @@ case(
     category="responses",
     provider="OpenAI-compatible Responses servers (no item_id on deltas)",
     models="https://platform.openai.com/docs/api-reference/responses-streaming (output_index on every event)",
-    expect={"responses": [{"calls": [call("call_r1", "get_weather", WEATHER), call("call_r2", "get_time", '{"tz":"CET"}')]}]},
+    expect={
+        "responses": [
+            {"calls": [call("call_r1", "get_weather", WEATHER), call("call_r2", "get_time", '{"tz":"CET"}')]}
+        ]
+    },
 )
 case(
     "responses/response_failed.sse",
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=0, item={**FC, "arguments": "", "status": "in_progress"}),
-            resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'),
-            completed([], "failed", error={"code": "server_error", "message": "The model failed to generate a response."}),
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'
+            ),
+            completed(
+                [],
+                "failed",
+                error={"code": "server_error", "message": "The model failed to generate a response."},
+            ),
         ]
     ),
     quirk="response.failed ends the stream",
@@ -990,8 +1461,14 @@ case(
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=0, item={**FC, "arguments": "", "status": "in_progress"}),
-            resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'),
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'
+            ),
             completed([], "incomplete", incomplete_details={"reason": "max_output_tokens"}),
         ]
     ),
@@ -1010,7 +1487,18 @@ case(
 )
 case(
     "responses/error_event.sse",
-    events([CREATED, resp("error", code="ERR_RATE", message="Rate limit exceeded while streaming", param=None, sequence_number=2)]),
+    events(
+        [
+            CREATED,
+            resp(
+                "error",
+                code="ERR_RATE",
+                message="Rate limit exceeded while streaming",
+                param=None,
+                sequence_number=2,
+            ),
+        ]
+    ),
     quirk="an error event in a Responses stream",
     category="responses",
     provider="OpenAI Responses API",
@@ -1022,13 +1510,40 @@ case(
     events(
         [
             CREATED,
-            resp("response.output_item.added", output_index=0, item={"type": "web_search_call", "id": "ws_1", "status": "in_progress"}),
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={"type": "web_search_call", "id": "ws_1", "status": "in_progress"},
+            ),
             resp("response.web_search_call.searching", output_index=0, item_id="ws_1"),
-            resp("response.output_item.done", output_index=0, item={"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "weather Paris"}}),
-            resp("response.output_item.added", output_index=1, item={**FC, "arguments": "", "status": "in_progress"}),
+            resp(
+                "response.output_item.done",
+                output_index=0,
+                item={
+                    "type": "web_search_call",
+                    "id": "ws_1",
+                    "status": "completed",
+                    "action": {"type": "search", "query": "weather Paris"},
+                },
+            ),
+            resp(
+                "response.output_item.added",
+                output_index=1,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
             resp("response.function_call_arguments.delta", output_index=1, item_id="fc_1", delta=WEATHER),
             resp("response.output_item.done", output_index=1, item=FC),
-            completed([{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "weather Paris"}}, FC]),
+            completed(
+                [
+                    {
+                        "type": "web_search_call",
+                        "id": "ws_1",
+                        "status": "completed",
+                        "action": {"type": "search", "query": "weather Paris"},
+                    },
+                    FC,
+                ]
+            ),
         ]
     ),
     quirk="a web_search_call item (run by OpenAI) next to a function_call",
@@ -1056,7 +1571,7 @@ def cassette(interactions: list[tuple[int, dict[str, list[str]], str]]) -> str:
     for status, headers, body in interactions:
         lines += [
             "- request:",
-            "    body: '{\"model\": \"m\"}'",
+            '    body: \'{"model": "m"}\'',
             "    headers: {}",
             "    method: POST",
             "    uri: https://api.example.org/v1/chat/completions",
@@ -1071,7 +1586,11 @@ def cassette(interactions: list[tuple[int, dict[str, list[str]], str]]) -> str:
         for key, values in headers.items():
             lines.append(f"      {key}:")
             lines += [f"      - {v}" for v in values]
-        lines += ["    status:", f"      code: {status}", "      message: OK" if status < 400 else "      message: Error"]
+        lines += [
+            "    status:",
+            f"      code: {status}",
+            "      message: OK" if status < 400 else "      message: Error",
+        ]
     lines.append("version: 1")
     return "\n".join(lines) + "\n"
 
@@ -1079,7 +1598,15 @@ def cassette(interactions: list[tuple[int, dict[str, list[str]], str]]) -> str:
 SSE_TEXT = sse(weather_stream())
 case(
     "cassettes/binary_gzip_body.yaml",
-    cassette([(200, {"Content-Encoding": ["gzip"], "Content-Type": ["text/event-stream"]}, gzip.compress(SSE_TEXT.encode(), mtime=0))]),
+    cassette(
+        [
+            (
+                200,
+                {"Content-Encoding": ["gzip"], "Content-Type": ["text/event-stream"]},
+                gzip.compress(SSE_TEXT.encode(), mtime=0),
+            )
+        ]
+    ),
     quirk="a !!binary gzip body, decoded by its recorded content-encoding",
     category="cassettes",
     provider="vcrpy (decode_compressed_response off)",
@@ -1093,7 +1620,7 @@ case(
             (
                 200,
                 {"Content-Type": ["text/event-stream; charset=utf-8"]},
-                sse(weather_stream(['{"city":', '"Zürich"}'])).encode(),
+                sse(weather_stream(('{"city":', '"Zürich"}'))).encode(),
             )
         ]
     ),
@@ -1107,7 +1634,11 @@ case(
     "cassettes/http_error_then_success.yaml",
     cassette(
         [
-            (429, {"Content-Type": ["application/json"]}, js({"error": {"message": "Rate limit reached", "type": "requests"}})),
+            (
+                429,
+                {"Content-Type": ["application/json"]},
+                js({"error": {"message": "Rate limit reached", "type": "requests"}}),
+            ),
             (200, {"Content-Type": ["text/event-stream"]}, SSE_TEXT),
         ]
     ),
@@ -1131,7 +1662,11 @@ def write(root: Path = HERE) -> list[Path]:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        stem = name[: -len("".join(Path(name).suffixes))] if not name.endswith(".chunks.jsonl") else name[: -len(".chunks.jsonl")]
+        stem = (
+            name[: -len("".join(Path(name).suffixes))]
+            if not name.endswith(".chunks.jsonl")
+            else name[: -len(".chunks.jsonl")]
+        )
         expect = root / f"{stem}.expect.json"
         expect.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
         written += [path, expect]

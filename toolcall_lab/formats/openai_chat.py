@@ -184,6 +184,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     self._text(st, delta, n)
             else:
                 self._text(st, delta, n)
+        else:
+            st.seen = True
         finish = choice.get("finish_reason")
         if finish:
             st.finish_reason = finish if type(finish) is str else str(finish)

@@ -37,6 +37,7 @@ _CLIENT_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
 _SERVER_ITEMS = frozenset(
     {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
 )
+_FINAL_STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled"})
 _QUIET_ITEMS = frozenset({"message", "reasoning", "mcp_list_tools"})
 _RESPONSE_EVENTS = frozenset(
     {
@@ -367,8 +368,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     "marked incomplete",
                 )
             )
-        elif self.status is None and error is None:
-            findings.append(finding("no_finish_reason", "stream ended without response.completed"))
+        elif self.status not in _FINAL_STATUSES and error is None:
+            message = f"stream ended without response.completed (status {self.status!r})"
+            findings.append(finding("no_finish_reason", message))
         server = tuple(self._server.values())
         for s in server:
             findings.append(
