@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - exercised when the optional extra is a
     _loads = json.loads
 
 BOM = b"\xef\xbb\xbf"
+_ERROR_TYPES = ("error", "response.failed")
 READ_SIZE = 1 << 20
 
 
@@ -230,18 +231,30 @@ def payload_items(
     provider error. `where[0]` is set to the line of the payload last yielded.
     """
     notes: list[Finding] = []
+    if where is None:
+        where = [0]
+    loads = _loads
     for frame in frames:
         if type(frame) is not tuple:
             yield frame  # type: ignore[misc]
             continue
         event, data, start, _ = frame
+        if event != "error":  # the common case first: a JSON object the fast decoder reads
+            try:
+                payload = loads(data)
+            except Exception:
+                payload = None
+            if type(payload) is dict:
+                where[0] = start
+                yield payload
+                continue
         if not data or data.isspace():
             continue  # an event without data carries no payload
         if data[:1] == b"[" and data.strip() == b"[DONE]":
             yield DONE
             continue
         if event == "error":
-            payload: Any = error_frame_payload(data.decode("utf-8", "replace"))
+            payload = error_frame_payload(data.decode("utf-8", "replace"))
         else:
             payload = decode_json(data, start, notes)
             if notes:
@@ -253,8 +266,7 @@ def payload_items(
                     line_number=start,
                     line=data.decode("utf-8", "replace"),
                 )
-        if where is not None:
-            where[0] = start
+        where[0] = start
         yield payload
 
 
@@ -287,9 +299,10 @@ def iter_sse_payloads(
     where = [0]
     for item in payload_items(sse_frames(byte_pieces(source, chunked=chunked)), where):
         if type(item) is dict:
-            message = error_message(item)
-            if message is not None:
-                raise ProviderStreamError(message, payload=item, line_number=where[0])
+            if "error" in item or item.get("type") in _ERROR_TYPES:
+                message = error_message(item)
+                if message is not None:
+                    raise ProviderStreamError(message, payload=item, line_number=where[0])
             yield item
         elif item is DONE:
             return
