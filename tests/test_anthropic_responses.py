@@ -312,3 +312,16 @@ def test_server_items_are_not_client_calls() -> None:
     assert [c.tool_call_id for c in r.tool_calls] == ["call_1"]
     assert [(s.tool_call_id, s.name) for s in r.server_tool_calls] == [("ws_1", "web_search")]
     assert any("computer_call" in f.message for f in r.findings if f.kind == "unknown_event")
+
+
+def test_error_payloads_without_the_usual_type_still_end_the_stream() -> None:
+    acc = ResponsesStreamAccumulator()
+    acc.feed(CREATED)
+    with pytest.raises(ProviderStreamError, match="quota"):
+        acc.feed({"error": {"message": "quota exhausted"}})
+    with pytest.raises(ProviderStreamError, match="bad gateway"):
+        ResponsesStreamAccumulator().feed({"type": "response.error", "error": {"message": "bad gateway"}})
+    anthropic = AnthropicStreamAccumulator()
+    anthropic.feed(START)
+    with pytest.raises(ProviderStreamError, match="api_error"):
+        anthropic.feed({"error": {"type": "api_error", "message": "Internal"}})

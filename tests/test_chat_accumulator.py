@@ -378,3 +378,28 @@ def test_choice_zero_is_reported_only_when_a_chunk_had_it() -> None:
     assert [c.index for c in only_one.choices] == [1]
     role_only = run([chunk(content=None)])
     assert [c.index for c in role_only.choices] == [0] and "no_finish_reason" in kinds(role_only)
+
+
+def test_a_repeated_name_after_complete_arguments_waits_for_the_next_delta() -> None:
+    """No ids and index 0 for every call: the same name again starts a new call only when arguments
+    follow; a trailing repeat (no arguments) is just a repeat."""
+    header, ending = chunk(tc(0, name="f", args="")), chunk(finish="tool_calls")
+    two = run([header, chunk(tc(0, args='{"a":1}')), header, chunk(tc(0, args='{"a":2}')), header, ending])
+    assert calls_of(two) == [("call_0_0", "f", '{"a":1}', True), ("call_0_1", "f", '{"a":2}', True)]
+    assert "index_reused" in kinds(two) and "invalid_arguments" not in kinds(two)
+    unindexed = run(
+        [
+            chunk(tc(None, name="f", args='{"a":1}')),
+            chunk(tc(None, name="f", args="")),
+            chunk(tc(None, args='{"a":2}')),
+        ]
+    )
+    assert [c.arguments for c in unindexed.tool_calls] == ['{"a":1}', '{"a":2}']
+    repeater = run(
+        [
+            chunk(tc(0, name="f", args='{"a"')),
+            chunk(tc(0, name="f", args=":1}")),
+            chunk(tc(0, name="f", args=" ")),
+        ]
+    )
+    assert calls_of(repeater) == [("call_0_0", "f", '{"a":1} ', True)]

@@ -141,3 +141,12 @@ def test_invalid_utf8_is_replaced_and_reported() -> None:
 def test_events_keep_name_id_and_joined_data() -> None:
     (event,) = iter_sse_events(b"event: x\nid: 7\ndata: a\ndata: b\r\n\r\n")
     assert (event.event, event.id, event.data, event.line_number) == ("x", "7", "a\nb", 3)
+
+
+def test_a_bom_before_a_later_field_is_read_and_reported() -> None:
+    findings = []
+    assert payloads(b'data: {"a":1}\n\n\xef\xbb\xbfdata: {"a":2}\n\n', findings=findings) == [
+        {"a": 1},
+        {"a": 2},
+    ]
+    assert [f.kind for f in findings] == ["sse_nonstandard_line"]

@@ -220,6 +220,15 @@ case(
     },
 )
 case(
+    "sse/sse_saved_as_jsonl.chunks.jsonl",
+    sse(weather_stream()),
+    quirk="an SSE body (data: lines) saved under a .jsonl name",
+    category="sse-framing",
+    provider="recordings renamed by hand",
+    models=SPEC,
+    expect=ONE_CALL,
+)
+case(
     "sse/jsonl_crlf_bom.chunks.jsonl",
     "\ufeff" + "".join(js(p) + "\r\n" for p in weather_stream()) + "\r\n",
     quirk="JSON-lines chunks with a BOM, CRLF and a blank last line",
@@ -448,6 +457,41 @@ case(
     provider="OpenRouter",
     models="https://openrouter.ai/docs/api-reference/errors (error body with the HTTP status)",
     expect={"responses": [{"calls": [], "error": "Insufficient credits"}]},
+)
+case(
+    "errors/vllm_error_object.json",
+    js(
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 8192 tokens",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    ),
+    quirk="an error body shaped {object: error, message, type, code}",
+    category="provider-errors",
+    provider="vLLM",
+    models="https://github.com/vllm-project/vllm (entrypoints/openai ErrorResponse)",
+    expect={"responses": [{"calls": [], "error": "maximum context length is 8192 tokens"}]},
+)
+case(
+    "errors/json_lines_in_sse_file.sse",
+    "".join(js(p) + "\n" for p in ERR_PARTIAL)
+    + js({"error": {"message": "stream aborted", "code": 500}})
+    + "\n",
+    quirk="a stream saved as JSON lines (no data: prefix) under .sse, ending in an error",
+    category="provider-errors",
+    provider="custom recorders / proxies logging payloads",
+    models="https://github.com/vercel/ai (raw chunk logs, one JSON payload per line)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "stream aborted",
+            }
+        ]
+    },
 )
 case(
     "errors/anthropic_overloaded_midstream.sse",
@@ -939,6 +983,38 @@ case(
             {
                 "calls": [call("call_p", "get_time", "{}"), call("call_q", "get_weather", WEATHER)],
                 "findings": ["duplicate_index_in_chunk"],
+            }
+        ]
+    },
+)
+
+case(
+    "chat/no_ids_index_zero_same_function_twice.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, None, "get_weather", "")),
+            chunk(more(0, WEATHER)),
+            chunk(header(0, None, "get_weather", "")),
+            chunk(more(0, '{"city":"Rome"}')),
+            chunk(header(0, None, "get_weather", "")),  # a trailing repeat: no arguments follow
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="no ids, index 0 for every call, the same function twice (name first, arguments after)",
+    category="chat-completions",
+    provider="small OpenAI-compatible servers (llama.cpp forks, LocalAI)",
+    models="https://github.com/ollama/ollama/issues/15457 (index 0 reuse) + "
+    "https://github.com/IBM/watsonx-ai-java-sdk (streams without ids)",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("fallback", "get_weather", WEATHER),
+                    call("fallback", "get_weather", '{"city":"Rome"}'),
+                ],
+                "findings": ["index_reused", "missing_id"],
+                "absent": ["invalid_arguments"],
             }
         ]
     },

@@ -141,7 +141,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
             self.usage = {**(self.usage or {}), **(event.get("usage") or {})}
-        elif kind == "error" or (kind is None and event.get("error")):
+        elif kind == "error" or (kind not in _QUIET and event.get("error")):
             self.fail(describe_error(event.get("error") or event), dict(event), n)
         elif kind not in _QUIET:
             self.note("unknown_event", f"unknown Anthropic event type {kind!r} ignored", chunk_index=n)

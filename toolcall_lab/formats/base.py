@@ -227,6 +227,7 @@ class PendingCall:
     kind: CallKind = "function"
     done = False
     blocks = 0  # leading entries of `pieces` that are already joined blocks (memory compaction)
+    next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
         self.choice_index = choice_index

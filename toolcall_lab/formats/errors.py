@@ -3,7 +3,8 @@
 Shapes seen in the wild: ``{"error": {...}}`` bodies and stream payloads (OpenAI, OpenRouter — the
 latter also with ``choices`` and ``finish_reason: "error"``), Anthropic's ``{"type": "error",
 "error": {...}}``, the Responses API's ``{"type": "error", "message": ...}`` and
-``response.failed``, and frames sent as ``event: error`` or llama.cpp's ``error:`` field.
+``response.failed``, vLLM's ``{"object": "error", "message": ...}``, and frames sent as
+``event: error`` or llama.cpp's ``error:`` field.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def error_message(payload: Mapping[str, Any]) -> str | None:
     error = payload.get("error")
     if error:
         return describe_error(error)
-    if kind == "error":  # Responses API error event: code and message at the top level
+    if kind == "error" or payload.get("object") == "error":  # Responses error events; vLLM error bodies
         return describe_error(payload)
     return None
 

@@ -51,6 +51,7 @@ class _Choice:
     legacy: PendingCall | None = None
     max_index = -1
     seen = False  # choice 0 exists from the start; it is reported only if a chunk had it
+    parked: dict[int, PendingCall] | None = None  # calls whose next delta decides (see _parks)
     content: list[str] | None = None  # text and reasoning pieces, once some arrive
     reasoning: list[str] | None = None
 
@@ -301,6 +302,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 name = self._header_text(name, "function name", n)
             args = fn.get("arguments")
             call = self._target(st, tc.get("index"), tid, name, args, n, seen)
+            if call is None:
+                continue
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
             if args:
@@ -345,23 +348,29 @@ class ChatCompletionAccumulator(StreamAccumulator):
         args: Any,
         n: int,
         seen: set[int] | None,
-    ) -> PendingCall:
-        """The call a delta belongs to (see the module docstring for the rules)."""
+    ) -> PendingCall | None:
+        """The call a delta belongs to (see the module docstring for the rules); None when the
+        delta was only a header whose meaning waits for the next delta (a parked name)."""
         if type(idx) is not int:
             last = st.last
+            if last is not None and last.next_name is not None:
+                parked_name, last.next_name = last.next_name, None
+                if tid or _real_args(args) or (name and name != parked_name):
+                    return self._unindexed(st, n, parked_name)
             if last is not None and not _is_new_call(last, tid, name, args):
+                if _parks(last, tid, name, args):
+                    last.next_name = name
+                    if args:  # whitespace: kept, as everything the model sent
+                        last.pieces.append(args)
+                    return None
                 return last
-            call = self._start(st, None, n)
-            self.note(
-                "missing_index",
-                f"tool call delta without index; treated as call {call.index} "
-                "(a new id, or a new name after complete arguments, starts a new call)",
-                chunk_index=n,
-                choice_index=st.index,
-                call_index=call.index,
-            )
-            return call
+            return self._unindexed(st, n, None)
         held = st.calls.get(idx)
+        if held is None and st.parked is not None and idx in st.parked:
+            held = st.calls[idx] = st.parked.pop(idx)
+            waiting, held.next_name = held.next_name, None
+            if tid or _real_args(args) or (name and name != waiting):
+                return self._reuse(st, idx, n, tid, waiting)
         if seen is not None:
             if held is not None and idx in seen:
                 return self._same_index_twice(st, held, idx, tid, n)
@@ -369,16 +378,42 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if held is None:
             return self._start(st, idx, n)
         if _is_new_call(held, tid, name, args):
-            new = self._start(st, idx, n)
-            self.note(
-                "index_reused",
-                f"index {idx} reused by a new call (id {tid!r}, name {name!r}); kept as call {new.index}",
-                chunk_index=n,
-                choice_index=st.index,
-                call_index=new.index,
-            )
-            return new
+            return self._reuse(st, idx, n, tid, name)
+        if _parks(held, tid, name, args):  # the fast path must not append to it meanwhile
+            held.next_name = name
+            if args:  # whitespace: kept, as everything the model sent
+                held.pieces.append(args)
+            del st.calls[idx]
+            if st.parked is None:
+                st.parked = {}
+            st.parked[idx] = held
+            return None
         return held
+
+    def _unindexed(self, st: _Choice, n: int, name: str | None) -> PendingCall:
+        call = self._start(st, None, n)
+        call.name = name
+        self.note(
+            "missing_index",
+            f"tool call delta without index; treated as call {call.index} "
+            "(a new id, or a new name after complete arguments, starts a new call)",
+            chunk_index=n,
+            choice_index=st.index,
+            call_index=call.index,
+        )
+        return call
+
+    def _reuse(self, st: _Choice, idx: int, n: int, tid: str | None, name: str | None) -> PendingCall:
+        call = self._start(st, idx, n)
+        call.name = name or None
+        self.note(
+            "index_reused",
+            f"index {idx} reused by a new call (id {tid!r}, name {name!r}); kept as call {call.index}",
+            chunk_index=n,
+            choice_index=st.index,
+            call_index=call.index,
+        )
+        return call
 
     def _start(self, st: _Choice, idx: int | None, n: int) -> PendingCall:
         """A new call, at wire index `idx` (None: no index) or the next free index when it is taken."""
@@ -565,8 +600,18 @@ def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any
             return bool(name) or call.looks_complete()
         return False
     if name:
-        return (name != call.name or bool(args)) and call.looks_complete()
+        return (name != call.name or _real_args(args)) and call.looks_complete()
     return False
+
+
+def _real_args(args: Any) -> bool:
+    return args is not None and (type(args) is not str or (args != "" and not args.isspace()))
+
+
+def _parks(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:
+    """The call's name again, without id or arguments, after its arguments are complete: a repeat,
+    or the first delta of a second call to the same function. The next delta decides."""
+    return not tid and bool(name) and name == call.name and not _real_args(args) and call.looks_complete()
 
 
 def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:

@@ -207,6 +207,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         elif kind == "response.failed" or kind == "error":
             self._response_event(kind, event.get("response") or {})
             self.fail(error_message(event) or "response failed", dict(event), n)
+        elif kind not in _RESPONSE_EVENTS and (message := error_message(event)) is not None:
+            self.fail(message, dict(event), n)  # {"error": ...} or "response.error" from other servers
         elif not (isinstance(kind, str) and kind.startswith(_QUIET_PREFIXES)):
             self.note("unknown_event", f"unknown Responses event type {kind!r} ignored", chunk_index=n)
 

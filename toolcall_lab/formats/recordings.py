@@ -179,15 +179,36 @@ def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str
             yield payload
 
 
-def _sniff(first: bytes) -> str:
-    """'json' when a stream file actually holds a JSON document (an error body, say), else 'stream'."""
-    head = first[3:] if first.startswith(BOM) else first
-    return "json" if head.lstrip()[:1] in (b"{", b"[") else "stream"
+Framing = Literal["json", "jsonl", "sse"]
 
 
-def _stream_items(handle: BinaryIO, container: str, where: list[int]) -> Iterator[Any]:
+def _sniff(first: bytes, container: Container) -> Framing:
+    """How a stream file is framed, from its first block: the extension is a hint, the bytes
+    decide (a ``.sse`` file may hold a JSON error body or JSON lines, a ``.jsonl`` file SSE)."""
+    head = (first[3:] if first.startswith(BOM) else first).lstrip()
+    if head[:1] in (b"{", b"["):
+        if container == "chunks-jsonl":
+            return "jsonl"
+        line, _, rest = head.partition(b"\n")
+        if rest.strip():
+            try:
+                one = json.loads(line)
+            except (ValueError, RecursionError):
+                one = None
+            if isinstance(one, dict):
+                return "jsonl"
+        return "json"
+    if container == "chunks-jsonl" and not head.startswith((b"data:", b"event:", b"id:", b"retry:", b":")):
+        return "jsonl"
+    return "sse"
+
+
+_CONTAINER_OF: dict[Framing, Container] = {"json": "json", "jsonl": "chunks-jsonl", "sse": "sse"}
+
+
+def _stream_items(handle: BinaryIO, framing: Framing, where: list[int]) -> Iterator[Any]:
     pieces = byte_pieces(handle)
-    if container == "chunks-jsonl":
+    if framing == "jsonl":
         return _jsonl_items(pieces, where)
     return payload_items(sse_frames(pieces), where)
 
@@ -224,12 +245,14 @@ class RecordingReader:
             raise UnknownFormatError(f"cannot read: {exc}") from exc
         with handle:
             first = handle.read(READ_SIZE)
-            if _sniff(first) == "json" and self.container == "sse":
+            framing = _sniff(first, self.container)
+            self.container = _CONTAINER_OF[framing]
+            if framing == "json":
                 doc = _load_json(first + handle.read(), self.path)
                 yield from _exchange_of_doc(doc).parse(errors=self.errors)
                 return
             where = [0]
-            items = _stream_items(_Prefixed(first, handle), self.container, where)  # type: ignore[arg-type]
+            items = _stream_items(_Prefixed(first, handle), framing, where)  # type: ignore[arg-type]
             yield from iter_stream_responses(items, errors=self.errors, where=where)
 
 
@@ -323,13 +346,17 @@ def _exchange_of_stream(items: list[Any], lines: tuple[int, ...] | None = None, 
     return Exchange(format=fmt, payloads=payloads, items=tuple(items), lines=lines, **extra)
 
 
-def _exchange_of_doc(doc: Any, **extra: Any) -> Exchange:
+def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Exchange:
     """A whole JSON document: a response body, or a provider error body."""
     if not isinstance(doc, dict):
+        if status is not None and status >= 400:
+            return Exchange(format="openai-chat", error=f"HTTP {status}: {json.dumps(doc)[:300]}", **extra)
         raise UnknownFormatError(f"JSON {type(doc).__name__} is not a response body")
     fmt = try_detect(doc)
     if fmt is None:
         message = error_message(doc)
+        if message is None and status is not None and status >= 400:
+            message = f"HTTP {status}: {json.dumps(doc, ensure_ascii=False)[:300]}"
         if message is None:
             raise UnknownFormatError(f"cannot tell the wire format of a body with keys {sorted(doc)[:8]}")
         return Exchange(
@@ -350,7 +377,7 @@ def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
         except (json.JSONDecodeError, RecursionError):
             doc = None
         if doc is not None:
-            return _exchange_of_doc(doc, **extra)
+            return _exchange_of_doc(doc, status, **extra)
     if status is not None and status >= 400:
         return Exchange(format="openai-chat", error=f"HTTP {status}: {text.strip()[:300]}", **extra)
     where = [0]
@@ -360,7 +387,7 @@ def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
 
 def _exchange_of_recorded(raw: Any, status: int | None, **extra: Any) -> Exchange:
     if isinstance(raw, Mapping):
-        return _exchange_of_doc(dict(raw), **extra)
+        return _exchange_of_doc(dict(raw), status, **extra)
     if isinstance(raw, str):
         return _exchange_of_text(raw, status, **extra)
     if raw is None:
@@ -385,13 +412,15 @@ def _read(p: Path) -> Recording:
     except OSError as exc:
         raise UnknownFormatError(f"cannot read: {exc}") from exc
     if container in ("sse", "chunks-jsonl"):
-        if container == "sse" and _sniff(data[:READ_SIZE]) == "json":
+        framing = _sniff(data[:READ_SIZE], container)
+        if framing == "json":
             return Recording(
                 path=str(p), container="json", exchanges=(_exchange_of_doc(_load_json(data, p)),)
             )
         where = [0]
-        items, lines = _collect(_stream_items(_Prefixed(data, _Empty()), container, where), where)  # type: ignore[arg-type]
-        return Recording(path=str(p), container=container, exchanges=(_exchange_of_stream(items, lines),))
+        items, lines = _collect(_stream_items(_Prefixed(data, _Empty()), framing, where), where)  # type: ignore[arg-type]
+        exchange = _exchange_of_stream(items, lines)
+        return Recording(path=str(p), container=_CONTAINER_OF[framing], exchanges=(exchange,))
     if container == "cassette":
         return Recording(path=str(p), container="cassette", exchanges=_cassette(data, p))
     doc = _load_json(data, p)

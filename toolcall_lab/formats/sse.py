@@ -154,7 +154,7 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[tuple[str | None, bytes, int
                 if value[:1] == b" ":
                     value = value[1:]
                 if name not in _FIELDS:
-                    stripped = name.strip()
+                    stripped = name.replace(BOM, b"").strip()
                     if colon and stripped in _FIELDS:
                         yield finding(
                             "sse_nonstandard_line",
