@@ -247,7 +247,8 @@ class ParsedResponse:
     response_id: str | None = None
     model: str | None = None
     error: str | None = None
-    """The provider's own error message when the response ended in an error, else None."""
+    """Why the response ended in an error, else None: the provider's own message (a provider error),
+    or ``"unreadable data: ..."`` when the recording broke off. Its calls are marked incomplete."""
 
     @property
     def first(self) -> ParsedChoice:

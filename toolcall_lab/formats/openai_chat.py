@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -40,7 +39,17 @@ from toolcall_lab.formats.base import (
     join_text,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.messages import Finding, ParsedResponse, ToolCall, new_choice, new_response
+from toolcall_lab.formats.openai_chat_body import parse_chat_completion
+from toolcall_lab.messages import (
+    Finding,
+    ParsedChoice,
+    ParsedResponse,
+    ToolCall,
+    _ChoiceTwin,
+    _ResponseTwin,
+)
+
+__all__ = ["ChatCompletionAccumulator", "parse_chat_completion"]
 
 
 class _Choice:
@@ -105,7 +114,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.model: str | None = None
-        self._choices: dict[int, _Choice] = {0: _Choice(0)}  # most streams have just choice 0
+        first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
+        first.index, first.calls, first.order = 0, {}, []
+        self._choices: dict[int, _Choice] = {0: first}
         self._seen = False
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -556,16 +567,26 @@ class ChatCompletionAccumulator(StreamAccumulator):
             reasoning = (
                 None if st.reasoning is None else join_text(st.reasoning, findings, f"choice {ci} reasoning")
             )
-            choices.append(new_choice(ci, content, reasoning, calls, finish))
-        return new_response(
-            "openai-chat-stream",
-            tuple(choices),
-            tuple(findings),
-            self.usage,
-            self.response_id,
-            self.model,
-            error,
-        )
+            # new_choice(...) and new_response(...), inlined: this runs once per response
+            choice: Any = _new(_ChoiceTwin)
+            choice.index = ci
+            choice.content = content
+            choice.reasoning = reasoning
+            choice.tool_calls = calls
+            choice.finish_reason = finish
+            choice.server_tool_calls = ()
+            choice.__class__ = ParsedChoice
+            choices.append(choice)
+        response: Any = _new(_ResponseTwin)
+        response.format = "openai-chat-stream"
+        response.choices = tuple(choices)
+        response.findings = tuple(findings)
+        response.usage = self.usage
+        response.response_id = self.response_id
+        response.model = self.model
+        response.error = error
+        response.__class__ = ParsedResponse
+        return response  # type: ignore[no-any-return]
 
     @staticmethod
     def _ending(ci: int, finish: str | None, failed: bool, findings: list[Finding]) -> None:
@@ -612,123 +633,3 @@ def _parks(call: PendingCall, tid: str | None, name: str | None, args: Any) -> b
     """The call's name again, without id or arguments, after its arguments are complete: a repeat,
     or the first delta of a second call to the same function. The next delta decides."""
     return not tid and bool(name) and name == call.name and not _real_args(args) and call.looks_complete()
-
-
-def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
-    """Read a whole (non-streamed) chat completion body, including Ollama's ``index`` inside calls.
-
-    A body that is a provider error (``{"error": {...}}``, or ``finish_reason: "error"``) raises
-    `ProviderStreamError` quoting the provider, with what could be read as ``partial_responses``.
-    """
-    findings: list[Finding] = []
-    choices = []
-    raw_choices = body.get("choices") or []
-    if not isinstance(raw_choices, list):
-        findings.append(finding("malformed_chunk", "choices is not a list; skipped"))
-        raw_choices = []
-    errored = False
-    for pos, choice in enumerate(raw_choices):
-        if not isinstance(choice, dict):
-            findings.append(finding("malformed_chunk", f"choice {pos} is not an object; skipped"))
-            continue
-        ci = choice.get("index", pos)
-        ci = ci if type(ci) is int else pos
-        message = choice.get("message") or {}
-        if not isinstance(message, dict):
-            findings.append(finding("malformed_chunk", f"choice {ci}: message is not an object; skipped"))
-            message = {}
-        finish = choice.get("finish_reason")
-        errored |= finish == "error"
-        calls = _whole_calls(message, ci, batch, finish, findings)
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        content = message.get("content")
-        choices.append(
-            new_choice(
-                ci,
-                join_text([content], findings, f"choice {ci} content") if isinstance(content, str) else None,
-                join_text([reasoning], findings, f"choice {ci} reasoning")
-                if isinstance(reasoning, str)
-                else None,
-                tuple(calls),
-                finish,
-            )
-        )
-    error = error_message(body)
-    if error is None and errored:
-        error = "finish_reason 'error' without an error message"
-    usage, rid, model = body.get("usage"), body.get("id"), body.get("model")
-    response = new_response(
-        "openai-chat",
-        tuple(choices),
-        tuple(findings),
-        usage if isinstance(usage, dict) else None,
-        rid if isinstance(rid, str) else None,
-        model if isinstance(model, str) else None,
-        error,
-    )
-    if error is not None:
-        exc = ProviderStreamError(error, payload=dict(body), line_number=None)
-        failed = finding("provider_error", f"provider error instead of a response: {error}")
-        exc.partial_responses = (_mark_failed(response, failed),)
-        raise exc
-    return response
-
-
-def _whole_calls(
-    message: dict[str, Any], ci: int, batch: int, finish: Any, findings: list[Finding]
-) -> list[ToolCall]:
-    entries = message.get("tool_calls") or []
-    if not isinstance(entries, list):
-        findings.append(finding("malformed_chunk", f"choice {ci}: tool_calls is not a list; skipped"))
-        entries = []
-    given = [tc.get("index") if isinstance(tc, dict) else None for tc in entries]
-    explicit = all(type(i) is int for i in given) and len(set(given)) == len(given)
-    pendings: list[PendingCall] = []
-    for pos, tc in enumerate(entries):
-        if not isinstance(tc, dict):
-            findings.append(
-                finding("malformed_chunk", f"choice {ci}: tool call {pos} is not an object; skipped")
-            )
-            continue
-        fn = tc.get("function") or {}
-        fn = fn if isinstance(fn, dict) else {}
-        index = given[pos] if explicit else pos
-        index = index if type(index) is int else pos
-        pending = PendingCall.announced(ci, index, 0, tc.get("id"), fn.get("name"))
-        _whole_arguments(pending, fn.get("arguments"))
-        pendings.append(pending)
-    legacy = message.get("function_call")
-    if isinstance(legacy, dict):
-        pending = PendingCall.announced(ci, len(pendings), 0, None, legacy.get("name"))
-        _whole_arguments(pending, legacy.get("arguments"))
-        pendings.append(pending)
-        findings.append(
-            finding(
-                "legacy_function_call",
-                f"choice {ci}: deprecated function_call read as call {pending.index} (no id)",
-                choice_index=ci,
-                call_index=pending.index,
-            )
-        )
-    pendings.sort(key=_by_index)
-    return [p.finalize(batch=batch, findings=findings, finish_reason=finish) for p in pendings]
-
-
-def _whole_arguments(pending: PendingCall, args: Any) -> None:
-    if args is None:
-        return
-    if not isinstance(args, str):  # some servers send an object; keep it, and say so
-        args = compact_json(args)
-        pending.non_string_args = pending.quirky = True
-    pending.pieces = [args]
-
-
-def _mark_failed(response: ParsedResponse, failed: Finding) -> ParsedResponse:
-    """The same response with every call marked incomplete and the provider error noted."""
-    from dataclasses import replace
-
-    choices = tuple(
-        replace(c, tool_calls=tuple(replace(t, complete=False) for t in c.tool_calls))
-        for c in response.choices
-    )
-    return replace(response, choices=choices, findings=(*response.findings, failed))
