@@ -136,7 +136,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self.usage = usage
         try:
             (choice,) = chunk["choices"]
-            st = self._choices[choice.get("index") or 0]
+            st = self._choices[choice["index"]]  # a choice without "index" takes the general path
             delta = choice["delta"]
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
@@ -165,6 +165,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
                                             delta=args,
                                         )
                                     )
+                            if len(delta) == 1:  # nothing else in this delta: done, but for a finish
+                                finish = choice.get("finish_reason")
+                                if finish:
+                                    self._finished(st, finish, chunk, n)
+                                return
                             calls = None
                     elif (
                         idx == st.max_index + 1
@@ -200,9 +205,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
             st.seen = True
         finish = choice.get("finish_reason")
         if finish:
-            st.finish_reason = finish if type(finish) is str else str(finish)
-            if finish == "error":
-                self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
+            self._finished(st, finish, chunk, n)
+
+    def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
+        st.finish_reason = finish if type(finish) is str else str(finish)
+        if finish == "error":
+            self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
 
     def _general(self, chunk: Any, n: int, *, usage_done: bool = False) -> None:
         if type(chunk) is not dict:
