@@ -215,7 +215,13 @@ def write_big_stream(path: Path, n_calls: int = 16, arg_bytes: int = 50_000, see
             text = "".join(rng.choice("abcdefghij klmnop") for _ in range(arg_bytes - 40))
             args = json.dumps({"path": f"/tmp/file_{i}.txt", "content": text})
             function = {"name": "write_file", "arguments": ""}
-            emit({"tool_calls": [{"index": i, "id": f"call_{i:02d}", "type": "function", "function": function}]})
+            emit(
+                {
+                    "tool_calls": [
+                        {"index": i, "id": f"call_{i:02d}", "type": "function", "function": function}
+                    ]
+                }
+            )
             j = 0
             while j < len(args):
                 k = rng.randint(2, 7)
