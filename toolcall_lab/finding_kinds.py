@@ -93,6 +93,13 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "Two tool-call entries with the same index in one chunk; a different id makes it a new call.",
         "two tool call entries with index 0 in one chunk (a different id; kept as call 1)",
     ),
+    "duplicate_tool_call_id": KindInfo(
+        "warning",
+        "Two calls of one batch carry the same id (buggy servers); each is run and answered by "
+        "position, so the tool messages repeat the id. Reported by the run loop, not the parser.",
+        "round 2: the calls at positions [0, 1] share the id 'call_1'; each is run (or screened) and "
+        "answered by position, so the tool messages repeat the id",
+    ),
     "index_reused": KindInfo(
         "info",
         "A later delta reuses an index for a different call (Ollama sends index 0 for every call): a "

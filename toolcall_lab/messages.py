@@ -27,6 +27,7 @@ FindingKind = Literal[
     "missing_index",
     "sparse_index",
     "duplicate_index_in_chunk",
+    "duplicate_tool_call_id",
     "index_reused",
     "id_changed",
     "repeated_header",
