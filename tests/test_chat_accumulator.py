@@ -213,3 +213,193 @@ def test_non_streamed_body_with_ollama_index() -> None:
     }
     r = parse_chat_completion(body)
     assert [c.tool_call_id for c in r.tool_calls] == ["a", "b"]
+
+
+# -- issue 10: quirks real providers send -------------------------------------------------------
+import dataclasses  # noqa: E402
+
+import pytest  # noqa: E402
+
+from toolcall_lab.exceptions import ProviderStreamError  # noqa: E402
+from toolcall_lab.messages import ToolCall, new_choice, new_response, new_tool_call  # noqa: E402
+
+
+def calls_of(response):
+    return [(c.tool_call_id, c.name, c.arguments, c.complete) for c in response.tool_calls]
+
+
+def test_split_name_is_joined_and_repeated_full_name_is_not_doubled() -> None:
+    split = run(
+        [chunk(tc(0, "a", "get_", "")), chunk(tc(0, name="weather", args="{}")), chunk(finish="tool_calls")]
+    )
+    assert split.tool_calls[0].name == "get_weather" and "split_name" in kinds(split)
+    # the name piece can come with argument pieces (one delta carrying both)
+    mixed = run([chunk(tc(0, "a", "get_wea", '{"c')), chunk(tc(0, name="ther", args='":1}'))])
+    assert (mixed.tool_calls[0].name, mixed.tool_calls[0].arguments) == ("get_weather", '{"c":1}')
+    repeated = run([chunk(tc(0, "0", "get_weather", "")), chunk(tc(0, "0", "get_weather", "{}"))])
+    assert repeated.tool_calls[0].name == "get_weather"
+    assert "repeated_header" in kinds(repeated) and "split_name" not in kinds(repeated)
+    snapshot = run([chunk(tc(0, "a", "get_", "")), chunk(tc(0, name="get_weather", args="{}"))])
+    assert snapshot.tool_calls[0].name == "get_weather"
+
+
+def test_new_id_at_a_used_index_in_a_later_chunk_starts_a_new_call() -> None:
+    r = run(
+        [
+            chunk(tc(0, "a", "f", '{"x":1}')),
+            chunk(tc(0, "b", "g", "")),
+            chunk(tc(0, args='{"y":2}')),
+            chunk(tc(0, "c", args='{"z":3}')),  # no name, but the call at index 0 is complete
+            chunk(finish="tool_calls"),
+        ]
+    )
+    assert calls_of(r) == [
+        ("a", "f", '{"x":1}', True),
+        ("b", "g", '{"y":2}', True),
+        ("c", "", '{"z":3}', True),
+    ]
+    assert kinds(r).count("index_reused") == 2 and "missing_name" in kinds(r)
+    assert [c.index for c in r.tool_calls] == [0, 1, 2]
+
+
+def test_other_ids_on_fragments_of_an_unfinished_call_are_reported_not_split() -> None:
+    pieces = ['{"c', 'ity"', ':"Par', 'is"}']
+    r = run(
+        [chunk(tc(0, "id0", "f", ""))] + [chunk(tc(0, f"id{n + 1}", "", p)) for n, p in enumerate(pieces)]
+    )
+    assert calls_of(r) == [("id0", "f", '{"city":"Paris"}', True)]
+    (changed,) = [f for f in r.findings if f.kind == "id_changed"]
+    assert "4 later delta(s)" in changed.message and "id1" in changed.message
+
+
+def test_legacy_function_call_stream_and_body() -> None:
+    r = run(
+        [
+            chunk(),
+            {"choices": [{"index": 0, "delta": {"function_call": {"name": "f", "arguments": ""}}}]},
+            {"choices": [{"index": 0, "delta": {"function_call": {"arguments": '{"x":1}'}}}]},
+            chunk(finish="function_call"),
+        ],
+        batch=2,
+    )
+    assert calls_of(r) == [("call_2_0", "f", '{"x":1}', True)]
+    assert {"legacy_function_call", "missing_id"} <= set(kinds(r))
+    body = {
+        "choices": [{"message": {"function_call": {"name": "f", "arguments": "{}"}}, "finish_reason": "stop"}]
+    }
+    assert calls_of(parse_chat_completion(body)) == [("call_0_0", "f", "{}", True)]
+
+
+def test_arguments_as_json_object_are_kept_serialised() -> None:
+    r = run([chunk(tc(0, "a", "f", {"city": "Paris", "n": [1, 2]}))])
+    assert calls_of(r) == [("a", "f", '{"city":"Paris","n":[1,2]}', True)]
+    assert "arguments_not_string" in kinds(r) and "malformed_chunk" not in kinds(r)
+    empty = run([chunk(tc(0, "a", "f", {}))])
+    assert empty.tool_calls[0].arguments == "{}"
+    body = {
+        "choices": [
+            {"message": {"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {"x": 1}}}]}}
+        ]
+    }
+    assert calls_of(parse_chat_completion(body)) == [("a", "f", '{"x":1}', True)]
+
+
+def test_null_arguments_add_nothing() -> None:
+    r = run([chunk(tc(0, "a", "f", None)), chunk(tc(0, args=None)), chunk(tc(0, args='{"x":1}'))])
+    assert calls_of(r) == [("a", "f", '{"x":1}', True)]
+    alone = run([chunk(tc(0, "a", "f", None))])
+    assert calls_of(alone) == [("a", "f", "", True)] and "empty_arguments" in kinds(alone)
+
+
+def test_error_chunk_with_choices_raises_with_the_partial_response() -> None:
+    acc = ChatCompletionAccumulator()
+    acc.feed(chunk(tc(0, "a", "f", '{"x":')))
+    error_chunk = {
+        **chunk(content="", finish="error"),
+        "error": {"code": 502, "message": "Provider disconnected"},
+    }
+    with pytest.raises(ProviderStreamError, match="Provider disconnected") as info:
+        acc.feed(error_chunk)
+    assert info.value.chunk_index == 1 and info.value.provider_message.startswith("Provider disconnected")
+    (partial,) = info.value.partial_responses
+    assert partial.error and calls_of(partial) == [("a", "f", '{"x":', False)]
+    assert "provider_error" in kinds(partial)
+
+
+def test_calls_complete_before_an_error_are_not_marked_complete() -> None:
+    acc = ChatCompletionAccumulator()
+    acc.feed(chunk(tc(0, "a", "f", '{"x":1}')))
+    with pytest.raises(ProviderStreamError) as info:
+        acc.feed({"error": {"message": "overloaded"}})
+    assert not info.value.partial_responses[0].tool_calls[0].complete
+
+
+def test_finish_reason_error_without_error_object_raises() -> None:
+    acc = ChatCompletionAccumulator()
+    with pytest.raises(ProviderStreamError, match="finish_reason 'error'"):
+        acc.feed(chunk(finish="error"))
+
+
+def test_whole_error_body_raises() -> None:
+    with pytest.raises(ProviderStreamError, match="rate limited"):
+        parse_chat_completion({"error": {"message": "rate limited", "type": "requests"}})
+
+
+def test_split_surrogate_pair_is_joined_and_lone_one_reported() -> None:
+    r = run([chunk(tc(0, "a", "f", '{"e":"\ud83d')), chunk(tc(0, args='\ude00"}'), content="\ud83d")])
+    assert r.tool_calls[0].arguments == '{"e":"\U0001f600"}' and r.tool_calls[0].args == {"e": "\U0001f600"}
+    assert {"split_surrogate_pair", "lone_surrogate"} <= set(kinds(r))
+    assert r.first.content == "\ud83d"
+
+
+def test_fast_constructors_build_equal_values() -> None:
+    call = new_tool_call("a", "f", "{}", 1, 2, "fallback", False, "custom", None)
+    assert call == ToolCall(
+        tool_call_id="a",
+        name="f",
+        arguments="{}",
+        index=1,
+        choice_index=2,
+        id_source="fallback",
+        complete=False,
+        kind="custom",
+    )
+    assert type(call) is ToolCall and dataclasses.asdict(call)["kind"] == "custom"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        call.name = "g"  # type: ignore[misc]
+    choice = new_choice(0, "t", None, (call,), "stop")
+    response = new_response("x", (choice,), (), None, "id", "m", None)
+    assert dataclasses.replace(response) == response and response.tool_calls == (call,)
+
+
+def test_choice_zero_is_reported_only_when_a_chunk_had_it() -> None:
+    assert run([{"id": "x", "choices": [], "usage": {"total_tokens": 1}}]).choices == ()
+    only_one = run([chunk(tc(0, "a", "f", "{}"), choice=1)])
+    assert [c.index for c in only_one.choices] == [1]
+    role_only = run([chunk(content=None)])
+    assert [c.index for c in role_only.choices] == [0] and "no_finish_reason" in kinds(role_only)
+
+
+def test_a_repeated_name_after_complete_arguments_waits_for_the_next_delta() -> None:
+    """No ids and index 0 for every call: the same name again starts a new call only when arguments
+    follow; a trailing repeat (no arguments) is just a repeat."""
+    header, ending = chunk(tc(0, name="f", args="")), chunk(finish="tool_calls")
+    two = run([header, chunk(tc(0, args='{"a":1}')), header, chunk(tc(0, args='{"a":2}')), header, ending])
+    assert calls_of(two) == [("call_0_0", "f", '{"a":1}', True), ("call_0_1", "f", '{"a":2}', True)]
+    assert "index_reused" in kinds(two) and "invalid_arguments" not in kinds(two)
+    unindexed = run(
+        [
+            chunk(tc(None, name="f", args='{"a":1}')),
+            chunk(tc(None, name="f", args="")),
+            chunk(tc(None, args='{"a":2}')),
+        ]
+    )
+    assert [c.arguments for c in unindexed.tool_calls] == ['{"a":1}', '{"a":2}']
+    repeater = run(
+        [
+            chunk(tc(0, name="f", args='{"a"')),
+            chunk(tc(0, name="f", args=":1}")),
+            chunk(tc(0, name="f", args=" ")),
+        ]
+    )
+    assert calls_of(repeater) == [("call_0_0", "f", '{"a":1} ', True)]

@@ -126,3 +126,49 @@ def test_real_recordings_rechunked_give_the_same_calls(relpath, data) -> None:
     splits = [data.draw(st.lists(st.integers(0, max(len(a), 1)), max_size=6)) for _, _, a in spec]
     rechunked = parse(stream_of(spec, splits, interleave=data.draw(st.booleans())))
     assert [(c.tool_call_id, c.name, c.arguments) for c in rechunked.tool_calls] == spec
+
+
+def _framed(payloads: list[dict[str, Any]], data: Any) -> bytes:
+    """The payloads as an SSE body in a randomly drawn but valid framing."""
+    eol = data.draw(st.sampled_from(["\n", "\r", "\r\n"]), label="eol")
+    parts = ["\ufeff"] if data.draw(st.booleans(), label="bom") else []
+    for payload in [*payloads, None]:
+        if data.draw(st.booleans(), label="comment"):
+            parts.append(data.draw(st.sampled_from([": keep-alive", ":", ": OPENROUTER PROCESSING"])) + eol)
+        if data.draw(st.booleans(), label="keep-alive event"):
+            parts.append(
+                data.draw(st.sampled_from(["event: ping", "data:", "retry: 10", "id: 4"])) + eol + eol
+            )
+        sep = data.draw(st.sampled_from(["data: ", "data:"]), label="field")
+        if payload is None:
+            parts.append(sep + "[DONE]")
+        elif data.draw(st.booleans(), label="multi-line"):  # pretty JSON, one data: line per text line
+            parts.extend(f"{sep}{line}{eol}" for line in json.dumps(payload, indent=1).split("\n"))
+            parts[-1] = parts[-1][: -len(eol)]
+        else:
+            parts.append(sep + json.dumps(payload, ensure_ascii=data.draw(st.booleans(), label="ascii")))
+        parts.append(eol + eol)
+    body = "".join(parts)
+    if data.draw(st.booleans(), label="no final newline"):
+        body = body.rstrip("\r\n")
+    return body.encode("utf-8")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=calls_strategy, data=st.data())
+def test_any_sse_framing_and_chunking_gives_the_same_calls(calls, data) -> None:
+    """CR/LF/CRLF, BOM, comments, keep-alives, multi-line data and byte pieces cut anywhere
+    (inside UTF-8 sequences and CRLF pairs included) all give the calls of the plain stream."""
+    from toolcall_lab.formats.dispatch import iter_stream_responses
+    from toolcall_lab.formats.sse import payload_items, sse_frames
+
+    spec = triples(calls)
+    chunks = stream_of(spec)
+    body = _framed(chunks, data)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(body)), max_size=12), label="cuts")))
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    want = parse(chunks).tool_calls
+    assert parse(list(iter_sse_payloads(pieces, chunked=True))).tool_calls == want
+    (response,) = iter_stream_responses(payload_items(sse_frames(iter(pieces))))
+    assert response.tool_calls == want
+    assert [(c.tool_call_id, c.name, c.arguments) for c in want] == spec

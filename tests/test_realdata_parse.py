@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import REALDATA, needs_realdata
 from tests.provenance import expected_calls
 from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats import read_recording
+from toolcall_lab.formats import iter_responses, read_recording
 
 pytestmark = [needs_realdata, pytest.mark.realdata]
 
@@ -69,8 +69,16 @@ def test_midstream_error_event_raises_with_the_provider_message() -> None:
     """Quirk: Groq ends an HTTP 200 stream with `event: error` instead of tool calls."""
     path = REALDATA / "pydantic-ai/groq_chat_stream_gpt-oss-120b_midstream_error_event_tool_use_failed.sse"
     with pytest.raises(ProviderStreamError, match="Tool call validation failed") as info:
-        read_recording(path)
+        read_recording(path).parse()
     assert info.value.line_number is not None
+    (partial,) = info.value.partial_responses  # the reasoning streamed before the error is kept
+    assert partial.error and "Tool call validation failed" in partial.error
+    assert partial.first.reasoning and "provider_error" in {f.kind for f in partial.findings}
+    with pytest.raises(ProviderStreamError) as streamed:
+        list(iter_responses(path))
+    assert streamed.value.line_number == info.value.line_number
+    (kept,) = read_recording(path).parse(errors="keep")
+    assert kept.error == partial.error
 
 
 def test_repeated_id_and_name_are_not_concatenated() -> None:

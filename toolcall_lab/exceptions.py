@@ -11,7 +11,7 @@ raised by a tool or hook), it carries the consistent record of the run so far as
     │   └── ProxyProtocolError      a serialized-proxy client sent an unknown/repeated/out-of-order result
     ├── WireFormatError             bytes that cannot be read as the format they claim to be
     │   ├── SSEDecodeError          a `data:` line that is not JSON (carries the line number)
-    │   ├── ProviderStreamError     the provider sent an `error` event inside a 200 stream
+    │   ├── ProviderStreamError     the provider reported an error in a stream or instead of a response
     │   └── UnknownFormatError      a file whose format cannot be detected
     ├── ModelError                  a model adapter could not produce a response
     │   └── ScriptError             a scripted model ran out of steps or left steps unused
@@ -38,6 +38,10 @@ class UsageError(ToolcallLabError, ValueError):
 class WireFormatError(ToolcallLabError):
     """Input bytes cannot be read as the wire format they claim to be."""
 
+    partial_responses: tuple[object, ...] = ()
+    """The `ParsedResponse`s read before the error, the last one being the interrupted response
+    (its calls marked incomplete). Empty when nothing could be read."""
+
 
 class SSEDecodeError(WireFormatError):
     """A server-sent-events payload is not JSON."""
@@ -49,14 +53,29 @@ class SSEDecodeError(WireFormatError):
 
 
 class ProviderStreamError(WireFormatError):
-    """The provider reported an error inside an otherwise successful (HTTP 200) stream."""
+    """The provider reported an error: inside an otherwise successful (HTTP 200) stream, or as the
+    whole response body. `provider_message` is the provider's own text."""
 
-    def __init__(self, message: str, *, payload: dict[str, object], line_number: int | None) -> None:
-        where = f" (line {line_number})" if line_number is not None else ""
-        super().__init__(f"provider error in stream{where}: {message}")
+    def __init__(
+        self,
+        message: str,
+        *,
+        payload: dict[str, object],
+        line_number: int | None,
+        chunk_index: int | None = None,
+    ) -> None:
+        where = (
+            f" (line {line_number})"
+            if line_number is not None
+            else f" (chunk {chunk_index})"
+            if chunk_index is not None
+            else ""
+        )
+        super().__init__(f"provider error{where}: {message}")
         self.provider_message = message
         self.payload = payload
         self.line_number = line_number
+        self.chunk_index = chunk_index
 
 
 class UnknownFormatError(WireFormatError):

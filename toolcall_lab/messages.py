@@ -10,28 +10,49 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolcall_lab.finding_kinds import Severity
+
 IdSource = Literal["provider", "fallback"]
-Severity = Literal["info", "warning", "error"]
+CallKind = Literal["function", "custom"]
 FindingKind = Literal[
+    "sse_nonstandard_line",
+    "sse_unknown_field",
+    "sse_unterminated_event",
+    "invalid_utf8",
+    "data_after_done",
     "malformed_chunk",
+    "unknown_event",
+    "provider_error",
+    "unexpected_event",
     "missing_index",
     "sparse_index",
     "duplicate_index_in_chunk",
     "duplicate_tool_call_id",
-    "missing_id",
-    "empty_id",
+    "index_reused",
     "id_changed",
     "repeated_header",
+    "split_name",
     "name_changed",
+    "legacy_function_call",
+    "arguments_not_string",
+    "missing_id",
+    "empty_id",
     "missing_name",
     "double_encoded_arguments",
     "empty_arguments",
     "incomplete_arguments",
     "invalid_arguments",
+    "split_surrogate_pair",
+    "lone_surrogate",
+    "custom_tool_call",
+    "server_tool_call",
     "no_finish_reason",
     "length_finish",
+    "incomplete_response",
     "orphan_delta",
-    "unexpected_event",
+    "unannounced_item",
+    "arguments_mismatch",
+    "recovered_from_completed",
 ]
 
 
@@ -101,11 +122,12 @@ def parse_arguments(raw: str) -> ArgumentsOutcome:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
-    """One tool call as the model made it.
+    """One tool call as the model made it, for the client to execute.
 
     `arguments` is the raw string exactly as received (concatenated deltas, or an Anthropic `input`
     object serialised compactly). `complete` is False when the stream ended before the arguments
-    formed valid JSON; such calls are reported and never executed.
+    formed valid JSON, or ended in a provider error; such calls are reported and never executed.
+    `kind` is ``"custom"`` for Responses custom tools, whose input is free-form text, not JSON.
     """
 
     tool_call_id: str
@@ -115,15 +137,23 @@ class ToolCall:
     choice_index: int = 0
     id_source: IdSource = "provider"
     complete: bool = True
-    _outcome: ArgumentsOutcome | None = field(default=None, compare=False, repr=False)
+    kind: CallKind = "function"
+    _outcome: ArgumentsOutcome | dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The parsed arguments, once known (a plain dict: the parser's shortcut for a valid object)."""
 
     def parse_arguments(self) -> ArgumentsOutcome:
         """The arguments as a dict, or why they are unusable (cached after the first call)."""
         outcome = self._outcome
-        if outcome is None:
-            outcome = parse_arguments(self.arguments)
+        if type(outcome) is dict:
+            outcome = new_parsed(outcome)
             object.__setattr__(self, "_outcome", outcome)
-        return outcome
+        elif outcome is None:
+            if self.kind == "custom":
+                outcome = InvalidArguments(reason="free-form input of a custom tool, not JSON")
+            else:
+                outcome = parse_arguments(self.arguments)
+            object.__setattr__(self, "_outcome", outcome)
+        return outcome  # type: ignore[return-value]
 
     @property
     def args(self) -> dict[str, Any] | None:
@@ -137,6 +167,29 @@ class ToolCall:
             "id": self.tool_call_id,
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerToolCall:
+    """A tool the provider ran on its own servers (Anthropic ``server_tool_use``, Responses
+    ``web_search_call`` ...): recorded model behaviour, never handed to the client loop."""
+
+    tool_call_id: str
+    name: str
+    arguments: str
+    result_type: str | None = None
+    """The type of the result block or item (``web_search_tool_result``), None if none was seen."""
+    result_error: str | None = None
+    """The error code of an error result (``max_uses_exceeded``), else None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.tool_call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "result_type": self.result_type,
+            "result_error": self.result_error,
         }
 
 
@@ -173,6 +226,8 @@ class ParsedChoice:
     reasoning: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
+    server_tool_calls: tuple[ServerToolCall, ...] = ()
+    """Tools the provider ran itself; reported, never executed by the client."""
 
     def to_message(self) -> dict[str, Any]:
         """The assistant message in OpenAI chat format, as it goes back into the conversation."""
@@ -192,6 +247,9 @@ class ParsedResponse:
     usage: dict[str, Any] | None = None
     response_id: str | None = None
     model: str | None = None
+    error: str | None = None
+    """Why the response ended in an error, else None: the provider's own message (a provider error),
+    or ``"unreadable data: ..."`` when the recording broke off. Its calls are marked incomplete."""
 
     @property
     def first(self) -> ParsedChoice:
@@ -203,11 +261,17 @@ class ParsedResponse:
         """The tool calls of choice 0, in index order."""
         return self.first.tool_calls
 
+    @property
+    def server_tool_calls(self) -> tuple[ServerToolCall, ...]:
+        """The server-side tool calls of choice 0."""
+        return self.first.server_tool_calls
+
     def to_dict(self) -> dict[str, Any]:
         """The `toolcall-lab parse` output shape."""
         return {
             "format": self.format,
             "model": self.model,
+            "error": self.error,
             "choices": [
                 {
                     "index": c.index,
@@ -222,9 +286,11 @@ class ParsedResponse:
                             "index": t.index,
                             "id_source": t.id_source,
                             "complete": t.complete,
+                            "kind": t.kind,
                         }
                         for t in c.tool_calls
                     ],
+                    "server_tool_calls": [s.to_dict() for s in c.server_tool_calls],
                 }
                 for c in self.choices
             ],
@@ -240,3 +306,109 @@ def fallback_tool_call_id(batch: int, index: int, choice_index: int = 0) -> str:
     """
     base = f"call_{batch}_{index}"
     return base if choice_index == 0 else f"{base}_c{choice_index}"
+
+
+# -- fast constructors for the parser's hot path --------------------------------------------------
+# A frozen dataclass's generated __init__ sets each field through object.__setattr__, which costs
+# ~1 µs for a ToolCall: as much as parsing a small stream. The parser builds the same values through
+# a mutable twin class with the very same slots, then switches the instance's class (CPython allows
+# it between classes of identical layout). The result is an ordinary, equal, immutable instance;
+# every field is set (tests check the twins against the dataclass fields). Only the parsers use these.
+
+
+def _twin(cls: type) -> type:
+    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__slots__})  # type: ignore[attr-defined]
+
+
+_new = object.__new__
+_ToolCallTwin = _twin(ToolCall)
+_ChoiceTwin = _twin(ParsedChoice)
+_ResponseTwin = _twin(ParsedResponse)
+_ArgumentsTwin = _twin(ParsedArguments)
+
+
+def new_tool_call(
+    tool_call_id: str,
+    name: str,
+    arguments: str,
+    index: int,
+    choice_index: int,
+    id_source: IdSource,
+    complete: bool,
+    kind: CallKind,
+    outcome: ArgumentsOutcome | dict[str, Any] | None,
+    _twin: Any = _ToolCallTwin,
+    _cls: type = ToolCall,
+) -> ToolCall:
+    """`ToolCall(...)` with every field given, positionally."""
+    call = _new(_twin)
+    call.tool_call_id = tool_call_id
+    call.name = name
+    call.arguments = arguments
+    call.index = index
+    call.choice_index = choice_index
+    call.id_source = id_source
+    call.complete = complete
+    call.kind = kind
+    call._outcome = outcome
+    call.__class__ = _cls
+    return call  # type: ignore[no-any-return]
+
+
+def new_choice(
+    index: int,
+    content: str | None,
+    reasoning: str | None,
+    tool_calls: tuple[ToolCall, ...],
+    finish_reason: str | None,
+    server_tool_calls: tuple[ServerToolCall, ...] = (),
+    _twin: Any = _ChoiceTwin,
+    _cls: type = ParsedChoice,
+) -> ParsedChoice:
+    """`ParsedChoice(...)` with every field given, positionally."""
+    choice = _new(_twin)
+    choice.index = index
+    choice.content = content
+    choice.reasoning = reasoning
+    choice.tool_calls = tool_calls
+    choice.finish_reason = finish_reason
+    choice.server_tool_calls = server_tool_calls
+    choice.__class__ = _cls
+    return choice  # type: ignore[no-any-return]
+
+
+def new_response(
+    fmt: str,
+    choices: tuple[ParsedChoice, ...],
+    findings: tuple[Finding, ...],
+    usage: dict[str, Any] | None,
+    response_id: str | None,
+    model: str | None,
+    error: str | None = None,
+    _twin: Any = _ResponseTwin,
+    _cls: type = ParsedResponse,
+) -> ParsedResponse:
+    """`ParsedResponse(...)` with every field given, positionally."""
+    response = _new(_twin)
+    response.format = fmt
+    response.choices = choices
+    response.findings = findings
+    response.usage = usage
+    response.response_id = response_id
+    response.model = model
+    response.error = error
+    response.__class__ = _cls
+    return response  # type: ignore[no-any-return]
+
+
+def new_parsed(
+    value: dict[str, Any], _twin: Any = _ArgumentsTwin, _cls: type = ParsedArguments
+) -> ParsedArguments:
+    """`ParsedArguments(value=value)`: a plain object, neither double-encoded nor empty."""
+    parsed = _new(_twin)
+    parsed.kind = "ok"
+    parsed.value = value
+    parsed.double_encoded = False
+    parsed.empty = False
+    parsed.__class__ = _cls
+    return parsed  # type: ignore[no-any-return]

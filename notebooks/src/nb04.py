@@ -12,6 +12,22 @@ frameworks; see its `PROVENANCE.md`). When that folder is absent, this notebook 
 bundled **scripted** sample `data/recordings/` and says so.
 """),
         code(SETUP),
+        md("""
+## The conformance corpus: one quirk, one provider, one case
+Small recordings this project wrote, one per provider quirk (`tests/conformance/`), each naming the
+public issue or documentation it models. Every case is parsed whole and streamed; the table shows what
+the parser gives. Run the same from a shell with `toolcall-lab conformance`.
+"""),
+        code("""
+from toolcall_lab.conformance import run_corpus
+
+results = run_corpus(ROOT / "tests" / "conformance")
+print(f"{sum(r.passed for r in results)}/{len(results)} cases pass")
+quirks = pd.DataFrame([r.row() for r in results]).drop(columns=["case"])
+with pd.option_context("display.max_colwidth", 70, "display.max_rows", 100):
+    display(quirks.sort_values(["category", "provider"]).set_index(["category", "quirk"]))
+quirks.pivot_table(index="category", columns="result", values="quirk", aggfunc="count", fill_value=0)
+"""),
         code("""
 from toolcall_lab import read_recording
 from toolcall_lab.exceptions import ToolcallLabError

@@ -3,6 +3,11 @@
 A streamed tool_use whose deltas are all empty takes its ``input`` from ``content_block_start``
 (``{}`` for tools without parameters). Whole messages carry ``input`` as an object: it is shown as
 compact JSON so every format yields an argument *string*.
+
+Blocks the provider runs itself (``server_tool_use``, ``mcp_tool_use``) and their ``*_tool_result``
+blocks are reported in ``server_tool_calls``, never as client calls. An ``error`` event
+(``overloaded_error`` mid-stream) ends the stream with the provider's message; blocks that were
+not closed by ``content_block_stop`` are marked incomplete.
 """
 
 from __future__ import annotations
@@ -20,70 +25,114 @@ from toolcall_lab.formats.base import (
     StreamListener,
     calls_snapshot,
     compact_json,
+    finding,
     single_choice,
 )
-from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
+from toolcall_lab.formats.errors import describe_error
+from toolcall_lab.messages import Finding, ParsedResponse, ServerToolCall, ToolCall
+
+_SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
+_QUIET = frozenset({"ping", "message_stop"})
+
+
+def _result_of(block: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(type, error code) of a ``*_tool_result`` block."""
+    content = block.get("content")
+    error = None
+    if isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error"):
+        error = str(content.get("error_code") or content.get("type"))
+    elif block.get("is_error"):
+        error = "is_error"
+    return str(block.get("type")), error
+
+
+def _server_calls(
+    pending: list[PendingCall],
+    inputs: dict[int, Any],
+    results: dict[str, tuple[str, str | None]],
+    findings: list[Finding],
+) -> tuple[ServerToolCall, ...]:
+    out = []
+    for call in pending:
+        raw = "".join(call.pieces) if call.pieces else compact_json(inputs.get(call.index) or {})
+        tid = call.tool_call_id or ""
+        result_type, result_error = results.get(tid, (None, None))
+        out.append(
+            ServerToolCall(
+                tool_call_id=tid,
+                name=call.name or "",
+                arguments=raw,
+                result_type=result_type,
+                result_error=result_error,
+            )
+        )
+        findings.append(
+            finding(
+                "server_tool_call",
+                f"server-side tool call {tid} ({call.name}) reported separately; not a client call",
+                chunk_index=call.first_chunk,
+                tool_call_id=tid or None,
+            )
+        )
+    return tuple(out)
 
 
 class AnthropicStreamAccumulator(StreamAccumulator):
     """Assemble tool calls and text from Anthropic stream events (``message_start`` ... ``message_stop``)."""
+
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_inputs",
+        "_results",
+        "_server",
+        "_server_inputs",
+        "_text",
+        "_thinking",
+        "stop_reason",
+    )
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         super().__init__(batch=batch, listener=listener)
         self.stop_reason: str | None = None
         self._text: list[str] = []
         self._thinking: list[str] = []
-        self._blocks: dict[int, PendingCall] = {}
-        self._start_input: dict[int, Any] = {}
+        self._blocks: dict[Any, tuple[PendingCall, bool]] = {}  # block index -> (call, is client call)
+        self._inputs: dict[int, Any] = {}
+        self._server_inputs: dict[int, Any] = {}
         self._calls: list[PendingCall] = []
+        self._server: list[PendingCall] = []
+        self._results: dict[str, tuple[str, str | None]] = {}
 
     def feed(self, event: Mapping[str, Any]) -> None:
         n = self.chunk_count
         self.chunk_count = n + 1
+        if type(event) is not dict:
+            dump = getattr(event, "model_dump", None)
+            event = dump(mode="json") if dump is not None else event
+            if not isinstance(event, Mapping):
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: event is {type(event).__name__}, expected an object; skipped",
+                    chunk_index=n,
+                )
+                return
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
-            dkind = delta.get("type")
+            dkind = delta.get("type") if isinstance(delta, Mapping) else None
             if dkind == "input_json_delta":
-                call = self._blocks.get(event.get("index", -1))
-                piece = delta.get("partial_json") or ""
-                if call is None:
-                    self.findings.append(
-                        Finding(
-                            kind="orphan_delta",
-                            chunk_index=n,
-                            message="input_json_delta for an unknown block",
-                        )
-                    )
-                elif piece:
-                    call.pieces.append(piece)
-                    if self.listener is not None:
-                        self.listener(
-                            ArgumentsDelta(chunk_index=n, choice_index=0, call_index=call.index, delta=piece)
-                        )
+                self._input_delta(event, delta, n)
             elif dkind == "text_delta":
                 self._text.append(delta.get("text") or "")
             elif dkind == "thinking_delta":
                 self._thinking.append(delta.get("thinking") or "")
         elif kind == "content_block_start":
-            block = event.get("content_block") or {}
-            if block.get("type") in ("tool_use", "server_tool_use"):
-                call = PendingCall.announced(0, len(self._calls), n, block.get("id"), block.get("name"))
-                self._blocks[event.get("index", -1)] = call
-                self._start_input[call.index] = block.get("input")
-                self._calls.append(call)
-                if self.listener is not None:
-                    self.listener(
-                        CallStarted(
-                            chunk_index=n,
-                            choice_index=0,
-                            call_index=call.index,
-                            tool_call_id=call.tool_call_id,
-                            name=call.name,
-                        )
-                    )
-            elif block.get("type") == "text" and block.get("text"):
-                self._text.append(block["text"])
+            self._block_start(event, n)
+        elif kind == "content_block_stop":
+            entry = self._blocks.get(event.get("index", -1))
+            if entry is not None:
+                entry[0].done = True
         elif kind == "message_start":
             message = event.get("message") or {}
             self.response_id = message.get("id")
@@ -92,47 +141,89 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
             self.usage = {**(self.usage or {}), **(event.get("usage") or {})}
-        elif kind == "error":
-            error = event.get("error") or {}
-            raise ProviderStreamError(
-                str(error.get("message") or error), payload=dict(event), line_number=None
+        elif kind == "error" or (kind not in _QUIET and event.get("error")):
+            self.fail(describe_error(event.get("error") or event), dict(event), n)
+        elif kind not in _QUIET:
+            self.note("unknown_event", f"unknown Anthropic event type {kind!r} ignored", chunk_index=n)
+
+    def _input_delta(self, event: Mapping[str, Any], delta: Mapping[str, Any], n: int) -> None:
+        entry = self._blocks.get(event.get("index", -1))
+        piece = delta.get("partial_json") or ""
+        if entry is None:
+            self.note(
+                "orphan_delta",
+                f"chunk {n}: input_json_delta for unknown block {event.get('index')!r}; skipped",
+                chunk_index=n,
             )
-        elif kind not in ("ping", "content_block_stop", "message_stop"):
-            self.findings.append(
-                Finding(
-                    kind="unexpected_event",
-                    severity="info",
-                    chunk_index=n,
-                    message=f"unknown Anthropic event type {kind!r} ignored",
+            return
+        call, client = entry
+        if piece:
+            call.pieces.append(piece)
+            if client and self.listener is not None:
+                self.listener(
+                    ArgumentsDelta(chunk_index=n, choice_index=0, call_index=call.index, delta=piece)
                 )
-            )
+
+    def _block_start(self, event: Mapping[str, Any], n: int) -> None:
+        block = event.get("content_block") or {}
+        btype = block.get("type")
+        if btype == "tool_use":
+            call = PendingCall.announced(0, len(self._calls), n, block.get("id"), block.get("name"))
+            self._blocks[event.get("index", -1)] = (call, True)
+            self._inputs[call.index] = block.get("input")
+            self._calls.append(call)
+            if self.listener is not None:
+                self.listener(
+                    CallStarted(
+                        chunk_index=n,
+                        choice_index=0,
+                        call_index=call.index,
+                        tool_call_id=call.tool_call_id,
+                        name=call.name,
+                    )
+                )
+        elif btype in _SERVER_BLOCKS:
+            call = PendingCall.announced(0, len(self._server), n, block.get("id"), block.get("name"))
+            self._blocks[event.get("index", -1)] = (call, False)
+            self._server_inputs[call.index] = block.get("input")
+            self._server.append(call)
+        elif isinstance(btype, str) and btype.endswith("_tool_result"):
+            self._results[str(block.get("tool_use_id"))] = _result_of(block)
+        elif btype == "text" and block.get("text"):
+            self._text.append(block["text"])
+
+    def pending_calls(self) -> list[PendingCall]:
+        return [*self._calls, *self._server]
 
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far (for stepping through a stream)."""
         return calls_snapshot(self._calls)
 
-    def finish(self) -> ParsedResponse:
+    def _result(self, error: str | None) -> ParsedResponse:
         findings = list(self.findings)
         calls: list[ToolCall] = []
+        cut = "length" if self.stop_reason == "max_tokens" else None
         for pending in self._calls:
             raw = None
             if not pending.pieces:
-                start = self._start_input.get(pending.index)
+                start = self._inputs.get(pending.index)
                 raw = compact_json(start if start is not None else {})
             call = pending.finalize(
                 batch=self.batch,
                 findings=findings,
-                finish_reason="length" if self.stop_reason == "max_tokens" else None,
+                finish_reason=cut,
                 raw=raw,
+                failed=error is not None and not pending.done,
             )
             calls.append(call)
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
-        if self.stop_reason is None:
+        server = _server_calls(self._server, self._server_inputs, self._results, findings)
+        if self.stop_reason is None and error is None:
+            findings.append(finding("no_finish_reason", "stream ended without a stop_reason"))
+        elif cut:
             findings.append(
-                Finding(
-                    kind="no_finish_reason", severity="info", message="stream ended without a stop_reason"
-                )
+                finding("length_finish", "stop_reason 'max_tokens' (output cut at the token limit)")
             )
         return single_choice(
             "anthropic-stream",
@@ -144,27 +235,65 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             usage=self.usage or None,
             response_id=self.response_id,
             model=self.model,
+            server_calls=server,
+            error=error,
         )
 
 
 def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
-    """Read a whole Anthropic ``message`` body (``content`` blocks with ``tool_use``)."""
+    """Read a whole Anthropic ``message`` body (``content`` blocks with ``tool_use``).
+
+    An error body (``{"type": "error", "error": {...}}``) raises `ProviderStreamError` quoting it.
+    """
+    if body.get("type") == "error" or (body.get("error") and not body.get("content")):
+        message = describe_error(body.get("error") or body)
+        exc = ProviderStreamError(message, payload=dict(body), line_number=None)
+        exc.partial_responses = (
+            single_choice(
+                "anthropic",
+                text=[],
+                reasoning=[],
+                calls=[],
+                finish_reason=None,
+                findings=[finding("provider_error", f"provider error instead of a response: {message}")],
+                usage=None,
+                response_id=None,
+                model=None,
+                error=message,
+            ),
+        )
+        raise exc
     findings: list[Finding] = []
     text: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
-    for block in body.get("content") or []:
+    server: list[PendingCall] = []
+    server_inputs: dict[int, Any] = {}
+    results: dict[str, tuple[str, str | None]] = {}
+    cut = "length" if body.get("stop_reason") == "max_tokens" else None
+    content = body.get("content") or []
+    for pos, block in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(block, Mapping):
+            findings.append(finding("malformed_chunk", f"content block {pos} is not an object; skipped"))
+            continue
         kind = block.get("type")
-        if kind in ("tool_use", "server_tool_use"):
+        if kind == "tool_use":
             pending = PendingCall.announced(0, len(calls), 0, block.get("id"), block.get("name"))
             raw = block.get("input")
             calls.append(
                 pending.finalize(
                     batch=batch,
                     findings=findings,
+                    finish_reason=cut,
                     raw=raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
                 )
             )
+        elif kind in _SERVER_BLOCKS:
+            pending = PendingCall.announced(0, len(server), 0, block.get("id"), block.get("name"))
+            server_inputs[pending.index] = block.get("input")
+            server.append(pending)
+        elif isinstance(kind, str) and kind.endswith("_tool_result"):
+            results[str(block.get("tool_use_id"))] = _result_of(block)
         elif kind == "text":
             text.append(block.get("text") or "")
         elif kind == "thinking":
@@ -179,4 +308,5 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
         usage=body.get("usage"),
         response_id=body.get("id"),
         model=body.get("model"),
+        server_calls=_server_calls(server, server_inputs, results, findings),
     )

@@ -1,22 +1,31 @@
-"""What every format shares: a call being assembled, turning it into a `ToolCall`, stream events."""
+"""What every format shares: a call being assembled, turning it into a `ToolCall`, stream events,
+findings with the registry's severity, and ending a stream in a provider error."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
+from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.finding_kinds import FINDING_KINDS
 from toolcall_lab.messages import (
+    CallKind,
     Finding,
     FindingKind,
     InvalidArguments,
     ParsedArguments,
-    ParsedChoice,
     ParsedResponse,
-    Severity,
+    ServerToolCall,
     ToolCall,
+    _fast_loads,
+    _ToolCallTwin,
     fallback_tool_call_id,
+    new_choice,
+    new_response,
+    new_tool_call,
     parse_arguments,
 )
 
@@ -56,9 +65,36 @@ StreamEvent = CallStarted | ArgumentsDelta | CallFinished
 StreamListener = Callable[[StreamEvent], None]
 
 
+def finding(
+    kind: FindingKind,
+    message: str,
+    *,
+    chunk_index: int | None = None,
+    choice_index: int | None = None,
+    call_index: int | None = None,
+    tool_call_id: str | None = None,
+) -> Finding:
+    """A finding whose severity is the one `toolcall_lab.finding_kinds` gives its kind."""
+    return Finding(
+        kind=kind,
+        message=message,
+        severity=FINDING_KINDS[kind].severity,
+        chunk_index=chunk_index,
+        choice_index=choice_index,
+        call_index=call_index,
+        tool_call_id=tool_call_id,
+    )
+
+
 class StreamAccumulator:
     """What every streaming accumulator keeps: the batch number for fallback ids, the optional event
-    listener, findings so far, the chunk counter, and the response's id, model and usage."""
+    listener, findings so far, the chunk counter, and the response's id, model and usage.
+
+    Subclasses build their result in `_result(error)`; `finish()` is `_result(None)`, and a provider
+    error ends the stream through `fail()`, which raises with the partial result attached.
+    """
+
+    __slots__ = ("batch", "chunk_count", "findings", "listener", "model", "response_id", "usage")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         self.batch = batch
@@ -68,6 +104,37 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.model: str | None = None
+
+    def note(self, kind: FindingKind, message: str, **where: Any) -> None:
+        self.findings.append(finding(kind, message, **where))
+
+    def feed(self, payload: Any) -> None:
+        """Take one payload of the stream."""
+        raise NotImplementedError
+
+    def _result(self, error: str | None) -> ParsedResponse:
+        raise NotImplementedError
+
+    def pending_calls(self) -> list[PendingCall]:
+        """The calls being assembled (for memory compaction by the recording reader)."""
+        return []
+
+    def finish(self) -> ParsedResponse:
+        """End of stream: finalise every call (fallback ids, argument checks) and return the response."""
+        return self._result(None)
+
+    def fail(self, message: str, payload: dict[str, Any], chunk_index: int | None) -> NoReturn:
+        """The provider reported an error: raise `ProviderStreamError` quoting it, with the response so
+        far (every call marked incomplete, a ``provider_error`` finding) as ``partial_responses``."""
+        self.note(
+            "provider_error",
+            f"provider error at chunk {chunk_index}: {message}" if chunk_index is not None else message,
+            chunk_index=chunk_index,
+        )
+        partial = self._result(message)
+        exc = ProviderStreamError(message, payload=payload, line_number=None, chunk_index=chunk_index)
+        exc.partial_responses = (partial,)
+        raise exc
 
 
 def single_choice(
@@ -81,23 +148,14 @@ def single_choice(
     usage: dict[str, Any] | None,
     response_id: str | None,
     model: str | None,
+    server_calls: tuple[ServerToolCall, ...] = (),
+    error: str | None = None,
 ) -> ParsedResponse:
     """A response with one choice (Anthropic and Responses API answers have exactly one)."""
-    choice = ParsedChoice(
-        index=0,
-        content="".join(text) or None,
-        reasoning="".join(reasoning) or None,
-        tool_calls=tuple(calls),
-        finish_reason=finish_reason,
-    )
-    return ParsedResponse(
-        format=fmt,
-        choices=(choice,),
-        findings=tuple(findings),
-        usage=usage,
-        response_id=response_id,
-        model=model,
-    )
+    content = join_text(text, findings, "text")
+    thought = join_text(reasoning, findings, "reasoning")
+    choice = new_choice(0, content, thought, tuple(calls), finish_reason, server_calls)
+    return new_response(fmt, (choice,), tuple(findings), usage, response_id, model, error)
 
 
 def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, Any]]]:
@@ -107,29 +165,77 @@ def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, An
     }
 
 
-class PendingCall:
-    """A tool call still being assembled from deltas (mutable; internal to accumulators)."""
+_new = object.__new__
+_LONE = re.compile("[\ud800-\udfff]")
 
-    __slots__ = (
-        "choice_index",
-        "first_chunk",
-        "index",
-        "name",
-        "pieces",
-        "repeated_header",
-        "saw_empty_id",
-        "tool_call_id",
-    )
+
+def fix_surrogates(text: str) -> tuple[str, bool, bool]:
+    """Join surrogate pairs that arrived split over two chunks; report lone surrogates.
+
+    Returns (text, joined, lone). Text without surrogates is returned as is (the common case).
+    """
+    if text.isascii():
+        return text, False, False
+    try:
+        text.encode("utf-8")
+        return text, False, False
+    except UnicodeEncodeError:
+        pass
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return fixed, fixed != text, _LONE.search(fixed) is not None
+
+
+def join_text(pieces: list[str], findings: list[Finding], what: str) -> str | None:
+    """Join text deltas (content, reasoning), joining split surrogate pairs; None when empty."""
+    if not pieces:
+        return None
+    text = "".join(pieces)
+    if not text:
+        return None
+    text, joined, lone = fix_surrogates(text)
+    if joined:
+        findings.append(
+            finding("split_surrogate_pair", f"{what}: a surrogate pair split across chunks was joined")
+        )
+    if lone:
+        findings.append(finding("lone_surrogate", f"{what}: holds a lone surrogate; kept as is"))
+    return text
+
+
+class PendingCall:
+    """A tool call still being assembled from deltas (mutable; internal to accumulators).
+
+    Rare facts (quirks) are class-level defaults, so building a call sets only what every call has;
+    `quirky` tells `finalize` that one of them was set and findings are due.
+    """
+
+    # set on every call
+    choice_index: int
+    index: int
+    first_chunk: int
+    tool_call_id: str | None
+    name: str | None
+    pieces: list[str]
+    # quirks, rarely set (class defaults)
+    quirky = False
+    saw_empty_id = False
+    repeated_header = False
+    name_pieces = 0
+    other_ids = 0
+    first_other_id: str | None = None
+    non_string_args = False
+    kind: CallKind = "function"
+    done = False
+    blocks = 0  # leading entries of `pieces` that are already joined blocks (memory compaction)
+    next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
         self.choice_index = choice_index
         self.index = index
         self.first_chunk = first_chunk
-        self.tool_call_id: str | None = None
-        self.name: str | None = None
-        self.pieces: list[str] = []
-        self.saw_empty_id = False
-        self.repeated_header = False
+        self.tool_call_id = None
+        self.name = None
+        self.pieces = []
 
     @classmethod
     def announced(
@@ -137,90 +243,237 @@ class PendingCall:
     ) -> PendingCall:
         """A call whose id and name arrived together (a header delta, a block start, a whole body)."""
         call = cls(choice_index, index, first_chunk)
-        call.tool_call_id = tool_call_id or None
-        call.saw_empty_id = tool_call_id == ""
-        call.name = name or None
+        if tool_call_id:
+            call.tool_call_id = str(tool_call_id)
+        elif tool_call_id == "":
+            call.saw_empty_id = True
+        if name:
+            call.name = str(name)
         return call
+
+    def add_name(self, piece: str) -> None:
+        """A name piece: equal to the name so far = a repeat; starting with it = a snapshot that
+        replaces it; anything else = the next piece of a split name (appended)."""
+        current = self.name
+        if current is None:
+            self.name = piece
+            self.name_pieces = 1
+        elif piece == current:
+            self.repeated_header = self.quirky = True
+        elif piece.startswith(current):
+            self.name = piece
+        else:
+            self.name = current + piece
+            self.name_pieces = (self.name_pieces or 1) + 1
+            self.quirky = True
+
+    def looks_complete(self) -> bool:
+        """The arguments so far already form a complete JSON object (a later header is a new call)."""
+        pieces = self.pieces
+        if not pieces or not pieces[-1].rstrip().endswith("}"):
+            return False
+        return type(parse_arguments("".join(pieces))) is ParsedArguments
 
     def finalize(
         self,
-        *,
         batch: int,
         findings: list[Finding],
         finish_reason: str | None = None,
         raw: str | None = None,
+        failed: bool = False,
     ) -> ToolCall:
-        """Build the frozen call, reporting missing ids/names and unusable arguments as findings."""
+        """Build the frozen call, reporting missing ids/names and unusable arguments as findings.
 
-        def report(kind: FindingKind, message: str, severity: Severity = "warning") -> None:
-            findings.append(
-                Finding(
-                    kind=kind,
-                    message=message,
-                    severity=severity,
-                    chunk_index=self.first_chunk,
-                    choice_index=self.choice_index,
-                    call_index=self.index,
-                    tool_call_id=tool_call_id,
-                )
-            )
-
+        `failed`: the stream ended in a provider error, so the call is never complete.
+        """
         tool_call_id = self.tool_call_id
+        name = self.name
+        if tool_call_id and name and not (self.quirky or failed):  # the common case, kept short
+            arguments = "".join(self.pieces) if raw is None else raw
+            if arguments.isascii() and arguments:
+                try:
+                    value = _fast_loads(arguments)
+                except Exception:
+                    value = None
+                if type(value) is dict:  # new_tool_call(...), inlined: this runs once per call parsed
+                    call: Any = _new(_ToolCallTwin)
+                    call.tool_call_id = tool_call_id
+                    call.name = name
+                    call.arguments = arguments
+                    call.index = self.index
+                    call.choice_index = self.choice_index
+                    call.id_source = "provider"
+                    call.complete = True
+                    call.kind = "function"
+                    call._outcome = value
+                    call.__class__ = ToolCall
+                    return call  # type: ignore[no-any-return]
+        return self._finalize(batch, findings, finish_reason, raw, failed)
+
+    def _finalize(
+        self, batch: int, findings: list[Finding], finish_reason: str | None, raw: str | None, failed: bool
+    ) -> ToolCall:
+        tool_call_id = self.tool_call_id
+        where = {
+            "chunk_index": self.first_chunk,
+            "choice_index": self.choice_index,
+            "call_index": self.index,
+        }
         id_source: Literal["provider", "fallback"] = "provider"
         if not tool_call_id:
             tool_call_id = fallback_tool_call_id(batch, self.index, self.choice_index)
             id_source = "fallback"
             what = 'an empty id ("")' if self.saw_empty_id else "no id"
-            report(
-                "empty_id" if self.saw_empty_id else "missing_id",
-                f"call {self.index} came with {what}; using fallback id {tool_call_id}",
-                "info",
+            findings.append(
+                finding(
+                    "empty_id" if self.saw_empty_id else "missing_id",
+                    f"call {self.index} came with {what}; using fallback id {tool_call_id}",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
             )
         name = self.name or ""
+        if self.quirky:
+            self._quirks(tool_call_id, name, findings, where)
         if not name:
-            report("missing_name", f"call {tool_call_id} has no function name", "error")
-        if self.repeated_header:
-            report(
-                "repeated_header",
-                f"call {tool_call_id}: id/name repeated on continuation deltas (kept once, not concatenated)",
-                "info",
+            findings.append(
+                finding(
+                    "missing_name",
+                    f"call {tool_call_id} has no function name",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
             )
         arguments = "".join(self.pieces) if raw is None else raw
+        if not arguments.isascii():
+            arguments, joined, lone = fix_surrogates(arguments)
+            if joined:
+                findings.append(
+                    finding(
+                        "split_surrogate_pair",
+                        f"call {tool_call_id}: a surrogate pair split across chunks was joined",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
+            if lone:
+                findings.append(
+                    finding(
+                        "lone_surrogate",
+                        f"call {tool_call_id}: arguments hold a lone surrogate; kept as is",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
+        if self.kind == "custom":
+            outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
+            complete = not failed
+            findings.append(
+                finding(
+                    "custom_tool_call",
+                    f"call {tool_call_id} ({name}): custom tool with free-form input "
+                    "(kept as text, not JSON)",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+            return new_tool_call(
+                tool_call_id,
+                name,
+                arguments,
+                self.index,
+                self.choice_index,
+                id_source,
+                complete,
+                "custom",
+                outcome,
+            )
         outcome = parse_arguments(arguments)
-        complete = True
+        complete = not failed
         if type(outcome) is InvalidArguments:
             complete = False
-            cut = outcome.truncated or finish_reason == "length"
-            report(
-                "incomplete_arguments" if cut else "invalid_arguments",
-                f"call {tool_call_id} ({name}): arguments {outcome.reason}; raw string kept, call marked "
-                "incomplete and will not be executed",
-                "error",
+            cut = outcome.truncated or finish_reason == "length" or failed
+            findings.append(
+                finding(
+                    "incomplete_arguments" if cut else "invalid_arguments",
+                    f"call {tool_call_id} ({name}): arguments {outcome.reason}; raw string kept, call marked "
+                    "incomplete and will not be executed",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
             )
-        elif type(outcome) is ParsedArguments and (outcome.double_encoded or outcome.empty):
+        elif outcome.double_encoded or outcome.empty:
             if outcome.double_encoded:
-                report(
-                    "double_encoded_arguments",
-                    f"call {tool_call_id} ({name}): arguments are a JSON string holding JSON; decoded again",
+                message = (
+                    f"call {tool_call_id} ({name}): arguments are a JSON string holding JSON; decoded again"
+                )
+                findings.append(
+                    finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
             else:
-                report(
-                    "empty_arguments",
-                    f"call {tool_call_id} ({name}): empty argument string, read as {{}}",
-                    "info",
-                )
-        return ToolCall(
-            tool_call_id=tool_call_id,
-            name=name,
-            arguments=arguments,
-            index=self.index,
-            choice_index=self.choice_index,
-            id_source=id_source,
-            complete=complete,
-            _outcome=outcome,
+                message = f"call {tool_call_id} ({name}): empty argument string, read as {{}}"
+                findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
+        return new_tool_call(
+            tool_call_id,
+            name,
+            arguments,
+            self.index,
+            self.choice_index,
+            id_source,
+            complete,
+            "function",
+            outcome,
         )
+
+    def _quirks(self, tool_call_id: str, name: str, findings: list[Finding], where: dict[str, Any]) -> None:
+        if self.repeated_header:
+            findings.append(
+                finding(
+                    "repeated_header",
+                    f"call {tool_call_id}: id/name repeated on continuation deltas "
+                    "(kept once, not concatenated)",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.name_pieces > 1:
+            findings.append(
+                finding(
+                    "split_name",
+                    f"call {tool_call_id}: function name arrived in {self.name_pieces} pieces, "
+                    f"joined as {name!r}",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.other_ids:
+            findings.append(
+                finding(
+                    "id_changed",
+                    f"call {self.index}: {self.other_ids} later delta(s) carried other ids "
+                    f"(first {self.first_other_id!r}); kept {tool_call_id!r}",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.non_string_args:
+            findings.append(
+                finding(
+                    "arguments_not_string",
+                    f"call {tool_call_id} ({name}): arguments sent as JSON, not a string; "
+                    "kept, serialised compactly",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
 
 
 def compact_json(value: Any) -> str:
-    """Serialise an argument object the way it is shown for object-valued inputs (no spaces)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Serialise an argument object the way it is shown for object-valued inputs (no spaces).
+
+    Total: a value too deeply nested to serialise gives a text that is not JSON (so the call is
+    reported as having invalid arguments), never an exception."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"<arguments that cannot be shown as JSON: {type(exc).__name__}>"

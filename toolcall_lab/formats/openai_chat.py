@@ -1,15 +1,31 @@
 """OpenAI chat completions: the streaming accumulator for ``chat.completion.chunk`` deltas and the
 parser for whole ``chat.completion`` bodies.
 
-The accumulator is the one mutable object of the core. It keys calls by (choice, index), keeps ids
-and names once (repeated or empty continuation headers are not concatenated), joins argument pieces
-only at the end, and reports every oddity as a `Finding` with its chunk number.
+The accumulator is the one mutable object of the core. It keys calls by (choice, index), joins
+argument pieces only at the end, and reports every oddity as a `Finding` with its chunk number.
+
+How a delta finds its call (each rule is a provider seen doing it; see the finding reference):
+
+* A delta with ``index`` goes to the call at that index; one without continues the choice's last
+  call (Mistral, Gemini).
+* At an occupied index a delta starts a *new* call only when it carries a header that differs and
+  the call there is finished: a different id with a name (Ollama reuses index 0 for every call),
+  a different id once the call's arguments are a complete JSON object, or a different name
+  (without id) once they are. Otherwise it continues the call: a different id is reported and the
+  first kept (LM Studio sends a new id on every fragment).
+* Names: a piece equal to the name so far is a repeat (OpenRouter/Novita repeat the full name on
+  every delta), a piece that starts with it replaces it (a snapshot), any other piece is appended
+  (names split as ``get_`` + ``weather``). Ids are kept once, never concatenated.
+* ``arguments`` that is not a string (an object) is serialised compactly and kept; ``null`` adds
+  nothing. The deprecated ``function_call`` field is read as a call without id.
+* An ``error`` object (OpenRouter sends one with ``finish_reason: "error"``) or ``finish_reason:
+  "error"`` ends the stream: `ProviderStreamError` quoting the provider, calls marked incomplete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
@@ -19,21 +35,43 @@ from toolcall_lab.formats.base import (
     StreamAccumulator,
     StreamListener,
     compact_json,
+    finding,
+    join_text,
 )
-from toolcall_lab.messages import Finding, ParsedChoice, ParsedResponse, ToolCall
+from toolcall_lab.formats.errors import error_message
+from toolcall_lab.formats.openai_chat_body import parse_chat_completion
+from toolcall_lab.messages import (
+    Finding,
+    ParsedChoice,
+    ParsedResponse,
+    ToolCall,
+    _ChoiceTwin,
+    _ResponseTwin,
+)
+
+__all__ = ["ChatCompletionAccumulator", "parse_chat_completion"]
 
 
 class _Choice:
-    __slots__ = ("calls", "content", "finish_reason", "index", "last", "max_index", "reasoning")
+    """The state of one choice. Rarely used fields are class defaults (a new choice is cheap)."""
+
+    finish_reason: str | None = None
+    last: PendingCall | None = None
+    legacy: PendingCall | None = None
+    max_index = -1
+    seen = False  # choice 0 exists from the start; it is reported only if a chunk had it
+    parked: dict[int, PendingCall] | None = None  # calls whose next delta decides (see _parks)
+    content: list[str] | None = None  # text and reasoning pieces, once some arrive
+    reasoning: list[str] | None = None
+
+    def pristine(self) -> bool:
+        """No chunk had this choice (content and reasoning mark it `seen`)."""
+        return not (self.seen or self.order or self.finish_reason)
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.calls: dict[int, PendingCall] = {}
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.finish_reason: str | None = None
-        self.last: PendingCall | None = None
-        self.max_index = -1
+        self.calls: dict[int, PendingCall] = {}  # wire index -> the call it currently names
+        self.order: list[PendingCall] = []  # every call, in the order they started
 
 
 def _as_dict(chunk: Any) -> Any:
@@ -47,6 +85,10 @@ def _as_dict(chunk: Any) -> Any:
     return chunk
 
 
+_FAST_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
+_new = object.__new__
+
+
 class ChatCompletionAccumulator(StreamAccumulator):
     """Assemble tool calls, text and reasoning from OpenAI chat-completion chunks, one at a time.
 
@@ -55,90 +97,207 @@ class ChatCompletionAccumulator(StreamAccumulator):
             ``call_{batch}_{index}`` for calls that arrive without a provider id.
         listener: optional callback receiving `CallStarted` / `ArgumentsDelta` / `CallFinished`
             events, for animating how deltas become calls. None (the default) costs nothing.
+
+    `feed` raises `ProviderStreamError` when a chunk reports a provider error; the response so far
+    is on the exception (``partial_responses``).
     """
 
+    __slots__ = ("_choices", "_seen")
+
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
-        super().__init__(batch=batch, listener=listener)
-        self._choices: dict[int, _Choice] = {}
+        # the base class's fields, set here directly: one accumulator per model response, so its
+        # construction is part of every response's fixed cost
+        self.batch = batch
+        self.listener = listener
+        self.findings: list[Finding] = []
+        self.chunk_count = 0
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+        self.model: str | None = None
+        first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
+        first.index, first.calls, first.order = 0, {}, []
+        self._choices: dict[int, _Choice] = {0: first}
+        self._seen = False
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
         """Take one chunk (a decoded SSE payload dict or an SDK ``ChatCompletionChunk``)."""
         n = self.chunk_count
         self.chunk_count = n + 1
+        # The fast path is the common chunk: a dict with one known choice and no error. Anything
+        # else, or anything that does not fit, takes `_general`, which checks every part.
+        if type(chunk) is not dict or "error" in chunk:
+            self._general(chunk, n)
+            return
+        if not self._seen:
+            self._first(chunk)
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = usage
+        try:
+            (choice,) = chunk["choices"]
+            st = self._choices[choice["index"]]  # a choice without "index" takes the general path
+            delta = choice["delta"]
+        except _FAST_ERRORS:
+            self._general(chunk, n, usage_done=True)
+            return
+        if delta:
+            calls = delta.get("tool_calls")
+            if calls:
+                # the hot loop: a continuation {"index": i, "function": {"arguments": s}} of a known
+                # call, or the usual header {"index": next, "id", "type", "function": {"name", "arguments"}}
+                try:
+                    (tc,) = calls
+                    idx = tc["index"]
+                    fn = tc["function"]
+                    args = fn["arguments"]
+                    call = st.calls.get(idx)
+                    if call is not None:
+                        if len(tc) == 2 and len(fn) == 1 and type(args) is str:
+                            if args:
+                                call.pieces.append(args)
+                                if self.listener is not None:
+                                    self.listener(
+                                        ArgumentsDelta(
+                                            chunk_index=n,
+                                            choice_index=st.index,
+                                            call_index=call.index,
+                                            delta=args,
+                                        )
+                                    )
+                            if len(delta) == 1:  # nothing else in this delta: done, but for a finish
+                                finish = choice.get("finish_reason")
+                                if finish:
+                                    self._finished(st, finish, chunk, n)
+                                return
+                            calls = None
+                    elif (
+                        idx == st.max_index + 1
+                        and type(idx) is int
+                        and len(fn) == 2
+                        and type(args) is str
+                        and self.listener is None
+                    ):
+                        tid = tc["id"]
+                        name = fn["name"]
+                        if tid and name and type(tid) is str and type(name) is str:
+                            call = _new(PendingCall)  # PendingCall(...) without the __init__ call
+                            call.choice_index = st.index
+                            call.index = idx
+                            call.first_chunk = n
+                            call.tool_call_id = tid
+                            call.name = name
+                            call.pieces = [args] if args else []
+                            st.calls[idx] = call
+                            st.order.append(call)
+                            st.max_index = idx
+                            st.last = call
+                            calls = None
+                except _FAST_ERRORS:
+                    pass
+                if calls is not None:
+                    self._tool_deltas(st, calls, n)
+                if len(delta) > 1:
+                    self._text(st, delta, n)
+            else:
+                self._text(st, delta, n)
+        else:
+            st.seen = True
+        finish = choice.get("finish_reason")
+        if finish:
+            self._finished(st, finish, chunk, n)
+
+    def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
+        st.finish_reason = finish if type(finish) is str else str(finish)
+        if finish == "error":
+            self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
+
+    def _general(self, chunk: Any, n: int, *, usage_done: bool = False) -> None:
         if type(chunk) is not dict:
             chunk = _as_dict(chunk)
             if not isinstance(chunk, dict):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
+        if not self._seen:
+            self._first(chunk)
+        if not usage_done:
+            usage = chunk.get("usage")
+            if usage and type(usage) is dict:
+                self.usage = usage
         choices = chunk.get("choices")
-        if self.response_id is None:
-            self.response_id = chunk.get("id")
-            self.model = chunk.get("model")
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        if type(choices) is not list or not choices:
-            if choices:
-                self._malformed(n, "choices is not a list")
-            return  # empty: Azure prelude, usage-only chunk, keep-alive
-        known = self._choices
-        for choice in choices:
-            if type(choice) is not dict:
-                self._malformed(n, "a choice is not an object")
-                continue
-            ci = choice.get("index") or 0
-            st = known.get(ci)
-            if st is None:
-                if type(ci) is not int:
-                    self._malformed(n, f"choice index {ci!r} is not an integer")
-                    continue
-                st = self._choices[ci] = _Choice(ci)
-            delta = choice.get("delta")
-            if delta:
-                if type(delta) is not dict:
-                    self._malformed(n, "delta is not an object")
-                    continue
+        error_finish = False
+        if type(choices) is list:
+            for choice in choices:
+                error_finish |= self._choice(choice, n)
+        elif choices is not None:
+            self._malformed(n, "choices is not a list")
+        if "error" in chunk or error_finish:
+            message = error_message(chunk)
+            if message is None and error_finish:
+                message = "finish_reason 'error' without an error message"
+            if message is not None:
+                self.fail(message, chunk, n)
+
+    def _first(self, chunk: dict[str, Any]) -> None:
+        self._seen = True
+        rid, model = chunk.get("id"), chunk.get("model")
+        self.response_id = rid if type(rid) is str else None
+        self.model = model if type(model) is str else None
+
+    def _choice(self, choice: Any, n: int) -> bool:
+        """One choice of a chunk; True when it finished with ``finish_reason: "error"``."""
+        if type(choice) is not dict:
+            self._malformed(n, "a choice is not an object")
+            return False
+        ci = choice.get("index")
+        if ci is None:
+            ci = 0
+        elif type(ci) is not int:
+            self._malformed(n, f"choice index {ci!r} is not an integer")
+            return False
+        st = self._choices.get(ci)
+        if st is None:
+            st = self._choices[ci] = _Choice(ci)
+        st.seen = True
+        delta = choice.get("delta")
+        if delta is None:
+            delta = choice.get("message")  # some servers stream whole messages
+        if delta:
+            if type(delta) is not dict:
+                self._malformed(n, "delta is not an object")
+            else:
                 calls = delta.get("tool_calls")
                 if calls:
-                    # inlined fast path (it is the hot loop): the common continuation delta
-                    # [{"index": i, "function": {"arguments": s}}] of a call already started
-                    tc = calls[0] if type(calls) is list and len(calls) == 1 else None
-                    fn = tc.get("function") if type(tc) is dict and len(tc) == 2 else None
-                    args = fn.get("arguments") if type(fn) is dict and len(fn) == 1 else None
-                    call = st.calls.get(tc.get("index")) if type(args) is str else None  # type: ignore[union-attr]
-                    if call is not None:
-                        if args:
-                            call.pieces.append(args)
-                            if self.listener is not None:
-                                self.listener(
-                                    ArgumentsDelta(
-                                        chunk_index=n, choice_index=ci, call_index=call.index, delta=args
-                                    )
-                                )
-                    else:
-                        self._tool_deltas(st, calls, n)
-                    if len(delta) > 1:
-                        self._text(st, delta)
-                else:
-                    self._text(st, delta)
-            finish = choice.get("finish_reason")
-            if finish:
-                st.finish_reason = finish
+                    self._tool_deltas(st, calls, n)
+                self._text(st, delta, n)
+        finish = choice.get("finish_reason")
+        if finish:
+            st.finish_reason = str(finish)
+            return st.finish_reason == "error"
+        return False
 
-    @staticmethod
-    def _text(st: _Choice, delta: dict[str, Any]) -> None:
+    def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
+        st.seen = True
         text = delta.get("content")
         if text and type(text) is str:
-            st.content.append(text)
+            if st.content is None:
+                st.content = [text]
+            else:
+                st.content.append(text)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought and type(thought) is str:
-            st.reasoning.append(thought)
+            if st.reasoning is None:
+                st.reasoning = [thought]
+            else:
+                st.reasoning.append(thought)
+        legacy = delta.get("function_call")
+        if legacy:
+            self._legacy(st, legacy, n)
 
     def _malformed(self, n: int, message: str) -> None:
-        self.findings.append(
-            Finding(kind="malformed_chunk", message=f"chunk {n}: {message}; skipped", chunk_index=n)
-        )
+        self.note("malformed_chunk", f"chunk {n}: {message}; skipped", chunk_index=n)
 
+    # -- tool-call deltas ------------------------------------------------------------------------
     def _tool_deltas(self, st: _Choice, deltas: Any, n: int) -> None:
         if type(deltas) is not list:
             self._malformed(n, "tool_calls is not a list")
@@ -148,256 +307,337 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if type(tc) is not dict:
                 self._malformed(n, "a tool_calls entry is not an object")
                 continue
-            fn = tc.get("function") or {}
-            if type(fn) is not dict:
+            fn = tc.get("function")
+            if fn is None:
+                fn = {}
+            elif type(fn) is not dict:
                 self._malformed(n, "function is not an object")
                 fn = {}
             tid = tc.get("id")
+            if tid is not None and type(tid) is not str:
+                tid = self._header_text(tid, "id", n)
             name = fn.get("name")
-            idx = tc.get("index")
-            call: PendingCall | None
-            if type(idx) is not int:
-                call = self._unindexed(st, tid, name, n)
-            else:
-                call = st.calls.get(idx)
-                if seen is not None:
-                    if idx in seen:
-                        call = self._same_index_twice(st, call, idx, tid, n)
-                    seen.add(idx)
-                if call is None:
-                    call = self._start(st, idx, n)
+            if name is not None and type(name) is not str:
+                name = self._header_text(name, "function name", n)
+            args = fn.get("arguments")
+            call = self._target(st, tc.get("index"), tid, name, args, n, seen)
+            if call is None:
+                continue
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
-            args = fn.get("arguments")
             if args:
-                if type(args) is not str:
-                    self._malformed(n, f"arguments of call {call.index} are not a string")
-                    continue
-                call.pieces.append(args)
-                if self.listener is not None:
-                    self.listener(
-                        ArgumentsDelta(
-                            chunk_index=n, choice_index=st.index, call_index=call.index, delta=args
+                if type(args) is str:
+                    call.pieces.append(args)
+                    if self.listener is not None:
+                        self.listener(
+                            ArgumentsDelta(
+                                chunk_index=n, choice_index=st.index, call_index=call.index, delta=args
+                            )
                         )
-                    )
+                else:
+                    self._arguments(st, call, args, n)
+            elif args is not None and type(args) is not str:
+                self._arguments(st, call, args, n)  # {} or [] or 0 or false: still JSON, still kept
 
-    def _start(self, st: _Choice, idx: int, n: int) -> PendingCall:
-        if idx > st.max_index + 1 or idx < 0:
-            expected = st.max_index + 1
-            self.findings.append(
-                Finding(
-                    kind="sparse_index",
-                    severity="info",
-                    chunk_index=n,
-                    choice_index=st.index,
-                    call_index=idx,
-                    message=f"tool call index {idx} where {expected} was next (sparse indices kept)",
+    def _header_text(self, value: Any, what: str, n: int) -> str | None:
+        if value is None or type(value) is str:
+            return value
+        if type(value) is int:
+            return str(value)
+        self._malformed(n, f"{what} {value!r} is not a string")
+        return None
+
+    def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int) -> None:
+        if type(args) is not str:
+            args = compact_json(args)
+            call.non_string_args = call.quirky = True
+        if args:
+            call.pieces.append(args)
+            if self.listener is not None:
+                self.listener(
+                    ArgumentsDelta(chunk_index=n, choice_index=st.index, call_index=call.index, delta=args)
                 )
-            )
-        call = st.calls[idx] = PendingCall(st.index, idx, n)
-        if idx > st.max_index:
-            st.max_index = idx
+
+    def _target(
+        self,
+        st: _Choice,
+        idx: Any,
+        tid: str | None,
+        name: str | None,
+        args: Any,
+        n: int,
+        seen: set[int] | None,
+    ) -> PendingCall | None:
+        """The call a delta belongs to (see the module docstring for the rules); None when the
+        delta was only a header whose meaning waits for the next delta (a parked name)."""
+        if type(idx) is not int:
+            last = st.last
+            if last is not None and last.next_name is not None:
+                parked_name, last.next_name = last.next_name, None
+                if tid or _real_args(args) or (name and name != parked_name):
+                    return self._unindexed(st, n, parked_name)
+            if last is not None and not _is_new_call(last, tid, name, args):
+                if _parks(last, tid, name, args):
+                    last.next_name = name
+                    if args:  # whitespace: kept, as everything the model sent
+                        last.pieces.append(args)
+                    return None
+                return last
+            return self._unindexed(st, n, None)
+        held = st.calls.get(idx)
+        if held is None and st.parked is not None and idx in st.parked:
+            held = st.calls[idx] = st.parked.pop(idx)
+            waiting, held.next_name = held.next_name, None
+            if tid or _real_args(args) or (name and name != waiting):
+                return self._reuse(st, idx, n, tid, waiting)
+        if seen is not None:
+            if held is not None and idx in seen:
+                return self._same_index_twice(st, held, idx, tid, n)
+            seen.add(idx)
+        if held is None:
+            return self._start(st, idx, n)
+        if _is_new_call(held, tid, name, args):
+            return self._reuse(st, idx, n, tid, name)
+        if _parks(held, tid, name, args):  # the fast path must not append to it meanwhile
+            held.next_name = name
+            if args:  # whitespace: kept, as everything the model sent
+                held.pieces.append(args)
+            del st.calls[idx]
+            if st.parked is None:
+                st.parked = {}
+            st.parked[idx] = held
+            return None
+        return held
+
+    def _unindexed(self, st: _Choice, n: int, name: str | None) -> PendingCall:
+        call = self._start(st, None, n)
+        call.name = name
+        self.note(
+            "missing_index",
+            f"tool call delta without index; treated as call {call.index} "
+            "(a new id, or a new name after complete arguments, starts a new call)",
+            chunk_index=n,
+            choice_index=st.index,
+            call_index=call.index,
+        )
+        return call
+
+    def _reuse(self, st: _Choice, idx: int, n: int, tid: str | None, name: str | None) -> PendingCall:
+        call = self._start(st, idx, n)
+        call.name = name or None
+        self.note(
+            "index_reused",
+            f"index {idx} reused by a new call (id {tid!r}, name {name!r}); kept as call {call.index}",
+            chunk_index=n,
+            choice_index=st.index,
+            call_index=call.index,
+        )
+        return call
+
+    def _start(self, st: _Choice, idx: int | None, n: int) -> PendingCall:
+        """A new call, at wire index `idx` (None: no index) or the next free index when it is taken."""
+        top = st.max_index
+        if idx is not None and idx > top:
+            index = idx
+            if idx > top + 1:
+                self._sparse(st, idx, n)
+        elif idx is not None and idx >= 0 and all(c.index != idx for c in st.order):
+            index = idx
+        else:
+            index = top + 1
+            if idx is not None and idx < 0:
+                self._sparse(st, idx, n)
+        call = PendingCall(st.index, index, n)
+        if idx is not None:
+            st.calls[idx] = call
+        st.order.append(call)
+        if index > top:
+            st.max_index = index
         st.last = call
         if self.listener is not None:
             self.listener(
                 CallStarted(
-                    chunk_index=n, choice_index=st.index, call_index=idx, tool_call_id=None, name=None
+                    chunk_index=n, choice_index=st.index, call_index=index, tool_call_id=None, name=None
                 )
             )
         return call
 
-    def _unindexed(self, st: _Choice, tid: Any, name: Any, n: int) -> PendingCall:
-        """A delta without ``index``: a new id, or a name after arguments began, starts a new call."""
-        last = st.last
-        new = (
-            last is None
-            or (bool(tid) and tid != last.tool_call_id)
-            or (bool(name) and not tid and bool(last.pieces))
+    def _sparse(self, st: _Choice, idx: int, n: int) -> None:
+        self.note(
+            "sparse_index",
+            f"tool call index {idx} where {st.max_index + 1} was next (sparse indices kept)",
+            chunk_index=n,
+            choice_index=st.index,
+            call_index=idx,
         )
-        if not new and last is not None:
-            return last
-        call = self._start(st, st.max_index + 1, n)
-        self.findings.append(
-            Finding(
-                kind="missing_index",
-                severity="info",
-                chunk_index=n,
-                choice_index=st.index,
-                call_index=call.index,
-                message=f"tool call delta without index; treated as call {call.index} "
-                "(a new id or name starts a new call)",
-            )
-        )
-        return call
 
     def _same_index_twice(
-        self, st: _Choice, call: PendingCall | None, idx: int, tid: Any, n: int
-    ) -> PendingCall | None:
-        different = call is not None and bool(tid) and bool(call.tool_call_id) and tid != call.tool_call_id
-        target = self._start(st, st.max_index + 1, n) if different else call
-        what = f"a different id; kept as call {target.index}" if different and target else "continued"
-        self.findings.append(
-            Finding(
-                kind="duplicate_index_in_chunk",
-                chunk_index=n,
-                choice_index=st.index,
-                call_index=idx,
-                message=f"two tool call entries with index {idx} in one chunk ({what})",
-            )
+        self, st: _Choice, call: PendingCall, idx: int, tid: str | None, n: int
+    ) -> PendingCall:
+        different = bool(tid) and bool(call.tool_call_id) and tid != call.tool_call_id
+        target = self._start(st, idx, n) if different else call
+        what = f"a different id; kept as call {target.index}" if different else "continued"
+        self.note(
+            "duplicate_index_in_chunk",
+            f"two tool call entries with index {idx} in one chunk ({what})",
+            chunk_index=n,
+            choice_index=st.index,
+            call_index=idx,
         )
         return target
 
-    def _header(self, call: PendingCall, tid: Any, name: Any, n: int) -> None:
+    def _header(self, call: PendingCall, tid: str | None, name: str | None, n: int) -> None:
         if tid:
             if call.tool_call_id is None:
-                call.tool_call_id = str(tid)
+                call.tool_call_id = tid
                 if self.listener is not None:
                     self.listener(
                         CallStarted(
                             chunk_index=n,
                             choice_index=call.choice_index,
                             call_index=call.index,
-                            tool_call_id=call.tool_call_id,
+                            tool_call_id=tid,
                             name=call.name,
                         )
                     )
             elif tid == call.tool_call_id:
-                call.repeated_header = True
+                call.repeated_header = call.quirky = True
             else:
-                self._changed(call, "id", call.tool_call_id, tid, n)
+                call.other_ids += 1
+                call.quirky = True
+                if call.first_other_id is None:
+                    call.first_other_id = tid
         elif tid == "":
             call.saw_empty_id = True
         if name:
-            if call.name is None:
-                call.name = str(name)
-            elif name == call.name:
-                call.repeated_header = True
-            else:
-                self._changed(call, "name", call.name, name, n)
+            call.add_name(name)
 
-    def _changed(self, call: PendingCall, what: Literal["id", "name"], kept: Any, new: Any, n: int) -> None:
-        self.findings.append(
-            Finding(
-                kind="id_changed" if what == "id" else "name_changed",
+    def _legacy(self, st: _Choice, fc: Any, n: int) -> None:
+        """The deprecated ``function_call`` delta: one call per choice, without id."""
+        if type(fc) is not dict:
+            self._malformed(n, "function_call is not an object")
+            return
+        call = st.legacy
+        if call is None:
+            call = st.legacy = self._start(st, None, n)
+            self.note(
+                "legacy_function_call",
+                f"choice {st.index}: deprecated function_call read as call {call.index} (no id)",
                 chunk_index=n,
-                choice_index=call.choice_index,
+                choice_index=st.index,
                 call_index=call.index,
-                tool_call_id=call.tool_call_id,
-                message=f"call {call.index}: {what} changed from {kept!r} to {new!r}; kept the first",
             )
-        )
+        name = self._header_text(fc.get("name"), "function name", n)
+        if name:
+            call.add_name(name)
+        args = fc.get("arguments")
+        if args is not None:
+            self._arguments(st, call, args, n)
 
     # -- results ---------------------------------------------------------------------------------
+    def pending_calls(self) -> list[PendingCall]:
+        return [call for st in self._choices.values() for call in st.order]
+
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far per choice and index (for stepping through a stream)."""
         return {
             ci: {
-                idx: {"id": c.tool_call_id, "name": c.name, "arguments": "".join(c.pieces)}
-                for idx, c in sorted(st.calls.items())
+                c.index: {"id": c.tool_call_id, "name": c.name, "arguments": "".join(c.pieces)}
+                for c in sorted(st.order, key=_by_index)
             }
             for ci, st in sorted(self._choices.items())
+            if ci or not st.pristine()
         }
 
-    def finish(self) -> ParsedResponse:
-        """End of stream: finalise every call (fallback ids, argument checks) and return the response."""
-        findings = list(self.findings)
+    def _result(self, error: str | None) -> ParsedResponse:
+        findings = self.findings[:]
         choices = []
-        for ci in sorted(self._choices):
-            st = self._choices[ci]
-            if st.finish_reason is None:
-                findings.append(
-                    Finding(
-                        kind="no_finish_reason",
-                        severity="info",
-                        choice_index=ci,
-                        message=f"choice {ci}: stream ended without a finish_reason",
-                    )
+        batch, failed = self.batch, error is not None
+        states = self._choices
+        for ci in states if len(states) == 1 else sorted(states):
+            st = states[ci]
+            if ci == 0 and not (st.seen or st.order or st.finish_reason):
+                continue  # no chunk had choice 0
+            finish = st.finish_reason
+            if finish is None or finish == "length":
+                self._ending(ci, finish, failed, findings)
+            order = st.order
+            if len(order) == 1:
+                calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, finish, None, failed),)
+            else:
+                calls = tuple(
+                    p.finalize(batch, findings, finish, None, failed) for p in sorted(order, key=_by_index)
                 )
-            elif st.finish_reason == "length":
-                findings.append(
-                    Finding(
-                        kind="length_finish",
-                        choice_index=ci,
-                        message=f"choice {ci}: finish_reason 'length' (output cut at the token limit)",
-                    )
-                )
-            calls: list[ToolCall] = []
-            for idx in sorted(st.calls):
-                call = st.calls[idx].finalize(
-                    batch=self.batch, findings=findings, finish_reason=st.finish_reason
-                )
-                calls.append(call)
-                if self.listener is not None:
+            if self.listener is not None:
+                for call in calls:
                     self.listener(CallFinished(call=call))
-            choices.append(
-                ParsedChoice(
-                    index=ci,
-                    content="".join(st.content) if st.content else None,
-                    reasoning="".join(st.reasoning) if st.reasoning else None,
-                    tool_calls=tuple(calls),
-                    finish_reason=st.finish_reason,
+            content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
+            reasoning = (
+                None if st.reasoning is None else join_text(st.reasoning, findings, f"choice {ci} reasoning")
+            )
+            # new_choice(...) and new_response(...), inlined: this runs once per response
+            choice: Any = _new(_ChoiceTwin)
+            choice.index = ci
+            choice.content = content
+            choice.reasoning = reasoning
+            choice.tool_calls = calls
+            choice.finish_reason = finish
+            choice.server_tool_calls = ()
+            choice.__class__ = ParsedChoice
+            choices.append(choice)
+        response: Any = _new(_ResponseTwin)
+        response.format = "openai-chat-stream"
+        response.choices = tuple(choices)
+        response.findings = tuple(findings)
+        response.usage = self.usage
+        response.response_id = self.response_id
+        response.model = self.model
+        response.error = error
+        response.__class__ = ParsedResponse
+        return response  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _ending(ci: int, finish: str | None, failed: bool, findings: list[Finding]) -> None:
+        if failed:
+            return
+        if finish is None:
+            findings.append(
+                finding(
+                    "no_finish_reason", f"choice {ci}: stream ended without a finish_reason", choice_index=ci
                 )
             )
-        return ParsedResponse(
-            format="openai-chat-stream",
-            choices=tuple(choices),
-            findings=tuple(findings),
-            usage=self.usage,
-            response_id=self.response_id,
-            model=self.model,
-        )
-
-
-def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
-    """Read a whole (non-streamed) chat completion body, including Ollama's ``index`` inside calls."""
-    findings: list[Finding] = []
-    choices = []
-    raw_choices = body.get("choices") or []
-    for pos, choice in enumerate(raw_choices):
-        if not isinstance(choice, dict):
-            findings.append(Finding(kind="malformed_chunk", message=f"choice {pos} is not an object"))
-            continue
-        ci = choice.get("index", pos)
-        message = choice.get("message") or {}
-        calls: list[ToolCall] = []
-        for pos_call, tc in enumerate(message.get("tool_calls") or []):
-            fn = (tc.get("function") if isinstance(tc, dict) else None) or {}
-            idx = tc.get("index") if isinstance(tc, dict) else None
-            tid = tc.get("id") if isinstance(tc, dict) else None
-            pending = PendingCall.announced(
-                ci, idx if isinstance(idx, int) else pos_call, 0, tid, fn.get("name")
-            )
-            args = fn.get("arguments")
-            if isinstance(args, dict):  # some servers send an object; keep it, but say so
-                findings.append(
-                    Finding(
-                        kind="malformed_chunk",
-                        choice_index=ci,
-                        call_index=pending.index,
-                        message=f"call {pending.index}: arguments sent as an object, not a string; "
-                        "serialised compactly",
-                    )
+        else:
+            findings.append(
+                finding(
+                    "length_finish",
+                    f"choice {ci}: finish_reason 'length' (output cut at the token limit)",
+                    choice_index=ci,
                 )
-                args = compact_json(args)
-            pending.pieces = [args] if isinstance(args, str) else []
-            calls.append(
-                pending.finalize(batch=batch, findings=findings, finish_reason=choice.get("finish_reason"))
             )
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        choices.append(
-            ParsedChoice(
-                index=ci,
-                content=message.get("content"),
-                reasoning=reasoning if isinstance(reasoning, str) else None,
-                tool_calls=tuple(sorted(calls, key=lambda c: c.index)),
-                finish_reason=choice.get("finish_reason"),
-            )
-        )
-    return ParsedResponse(
-        format="openai-chat",
-        choices=tuple(choices),
-        findings=tuple(findings),
-        usage=body.get("usage"),
-        response_id=body.get("id"),
-        model=body.get("model"),
-    )
+
+
+def _by_index(call: PendingCall) -> int:
+    return call.index
+
+
+def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:
+    """Does a delta with this header start a new call where `call` is? (module docstring rules)"""
+    if tid:
+        if call.tool_call_id is None:  # a late id for this call, unless it already looks finished
+            return (bool(name) or bool(args)) and call.looks_complete()
+        if tid != call.tool_call_id:
+            return bool(name) or call.looks_complete()
+        return False
+    if name:
+        return (name != call.name or _real_args(args)) and call.looks_complete()
+    return False
+
+
+def _real_args(args: Any) -> bool:
+    return args is not None and (type(args) is not str or (args != "" and not args.isspace()))
+
+
+def _parks(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:
+    """The call's name again, without id or arguments, after its arguments are complete: a repeat,
+    or the first delta of a second call to the same function. The next delta decides."""
+    return not tid and bool(name) and name == call.name and not _real_args(args) and call.looks_complete()

@@ -1,9 +1,15 @@
-"""OpenAI Responses API: ``function_call`` output items, streamed or whole.
+"""OpenAI Responses API: ``function_call`` and ``custom_tool_call`` output items, streamed or whole.
 
 Streams announce a call with ``response.output_item.added`` (call_id + name), send its arguments as
-``response.function_call_arguments.delta`` events and repeat them in ``.done``; some servers send no
-deltas at all, so ``.done`` (or ``output_item.done``) is used when no delta came. The tool call id is
-the item's ``call_id`` (what a ``function_call_output`` must answer), not its ``fc_`` item id.
+``response.function_call_arguments.delta`` events (``response.custom_tool_call_input.delta`` for
+custom tools, whose input is free-form text) and repeat them in ``.done`` and ``output_item.done``.
+Events are matched to items by ``item_id``, else by ``output_index``, so interleaved calls stay
+apart. The final forms are authoritative: ``.done`` / ``output_item.done`` over the deltas, and the
+``output`` of ``response.completed`` over everything (a call only found there is recovered), each
+difference reported. The tool call id is the item's ``call_id`` (what a ``function_call_output``
+must answer), not its ``fc_`` item id. Items the provider runs itself (``web_search_call`` ...)
+are reported in ``server_tool_calls``. ``response.failed`` and ``error`` events raise
+`ProviderStreamError`; ``response.incomplete`` marks calls whose items did not finish incomplete.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -19,43 +26,159 @@ from toolcall_lab.formats.base import (
     StreamAccumulator,
     StreamListener,
     calls_snapshot,
+    compact_json,
+    finding,
     single_choice,
 )
-from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
+from toolcall_lab.formats.errors import error_message
+from toolcall_lab.messages import Finding, ParsedResponse, ServerToolCall, ToolCall
+
+_CLIENT_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
+_SERVER_ITEMS = frozenset(
+    {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
+)
+_FINAL_STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled"})
+_QUIET_ITEMS = frozenset({"message", "reasoning", "mcp_list_tools"})
+_RESPONSE_EVENTS = frozenset(
+    {
+        "response.created",
+        "response.in_progress",
+        "response.queued",
+        "response.completed",
+        "response.incomplete",
+    }
+)
+_QUIET_PREFIXES = (
+    "response.output_text.",
+    "response.content_part.",
+    "response.reasoning",
+    "response.refusal.",
+    "response.web_search_call.",
+    "response.file_search_call.",
+    "response.code_interpreter_call",
+    "response.image_generation_call.",
+    "response.mcp_",
+    "response.audio",
+    "response.output_item.",
+    "response.function_call_arguments.",
+    "response.custom_tool_call_input.",
+)
+
+
+def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
+    kind = str(item.get("type"))
+    details = {
+        k: v for k, v in item.items() if k not in ("id", "type", "status", "output", "results", "result")
+    }
+    status = item.get("status")
+    return ServerToolCall(
+        tool_call_id=str(item.get("id") or ""),
+        name=str(item.get("name") or kind.removesuffix("_call")),
+        arguments=compact_json(details),
+        result_type=kind,
+        result_error=str(status) if status in ("failed", "incomplete") else None,
+    )
+
+
+class _Item:
+    """A client call item: its pending call, where it is, and its final text once known."""
+
+    __slots__ = ("call", "final", "item_id", "output_index")
+
+    def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
+        self.call = call
+        self.item_id = item_id
+        self.output_index = output_index if type(output_index) is int else 1 << 30
+        self.final: str | None = None
 
 
 class ResponsesStreamAccumulator(StreamAccumulator):
     """Assemble function calls and text from the events of one Responses API stream."""
 
+    __slots__ = (
+        "_by_key",
+        "_completed",
+        "_items",
+        "_reasoning",
+        "_server",
+        "_text",
+        "incomplete_reason",
+        "status",
+    )
+
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         super().__init__(batch=batch, listener=listener)
         self.status: str | None = None
+        self.incomplete_reason: str | None = None
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._items: dict[str, PendingCall] = {}
-        self._done_args: dict[int, str] = {}
-        self._calls: list[PendingCall] = []
+        self._items: list[_Item] = []
+        self._by_key: dict[Any, _Item] = {}
+        self._server: dict[str, ServerToolCall] = {}
+        self._completed: list[Any] | None = None
 
-    def _item(self, event: Mapping[str, Any]) -> PendingCall | None:
-        key = event.get("item_id") or f"#{event.get('output_index')}"
-        return self._items.get(key)
+    def _find(self, event: Mapping[str, Any]) -> _Item | None:
+        item_id = event.get("item_id")
+        found = self._by_key.get(item_id) if item_id else None
+        if found is None:
+            found = self._by_key.get(("#", event.get("output_index")))
+        return found
+
+    def _announce(self, item: Mapping[str, Any], output_index: Any, n: int) -> _Item:
+        kind = str(item.get("type"))
+        call = PendingCall.announced(0, len(self._items), n, item.get("call_id"), item.get("name"))
+        if kind == "custom_tool_call":
+            call.kind = "custom"
+            call.quirky = True
+        entry = _Item(call, item.get("id"), output_index)
+        self._items.append(entry)
+        if item.get("id"):
+            self._by_key[item["id"]] = entry
+        if type(output_index) is int:
+            self._by_key[("#", output_index)] = entry
+        if self.listener is not None:
+            self.listener(
+                CallStarted(
+                    chunk_index=n,
+                    choice_index=0,
+                    call_index=call.index,
+                    tool_call_id=call.tool_call_id,
+                    name=call.name,
+                )
+            )
+        return entry
 
     def feed(self, event: Mapping[str, Any]) -> None:
         n = self.chunk_count
         self.chunk_count = n + 1
+        if type(event) is not dict:
+            dump = getattr(event, "model_dump", None)
+            event = dump(mode="json") if dump is not None else event
+            if not isinstance(event, Mapping):
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: event is {type(event).__name__}, expected an object; skipped",
+                    chunk_index=n,
+                )
+                return
         kind = event.get("type")
-        if kind == "response.function_call_arguments.delta":
-            call = self._item(event)
+        if kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
+            entry = self._find(event)
             piece = event.get("delta") or ""
-            if call is None:
-                self.findings.append(
-                    Finding(kind="orphan_delta", chunk_index=n, message="arguments delta for an unknown item")
+            if entry is None:
+                self.note(
+                    "orphan_delta",
+                    f"chunk {n}: arguments delta for item {event.get('item_id')!r} never announced; skipped "
+                    "(recovered if the item is finished later)",
+                    chunk_index=n,
                 )
             elif piece:
-                call.pieces.append(piece)
+                entry.call.pieces.append(piece)
                 if self.listener is not None:
                     self.listener(
-                        ArgumentsDelta(chunk_index=n, choice_index=0, call_index=call.index, delta=piece)
+                        ArgumentsDelta(
+                            chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece
+                        )
                     )
         elif kind == "response.output_text.delta":
             self._text.append(event.get("delta") or "")
@@ -63,65 +186,201 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._reasoning.append(event.get("delta") or "")
         elif kind == "response.output_item.added":
             item = event.get("item") or {}
-            if item.get("type") == "function_call":
-                call = PendingCall.announced(0, len(self._calls), n, item.get("call_id"), item.get("name"))
-                if item.get("arguments"):
-                    call.pieces.append(item["arguments"])
-                self._items[item.get("id") or f"#{event.get('output_index')}"] = call
-                self._items.setdefault(f"#{event.get('output_index')}", call)
-                self._calls.append(call)
-                if self.listener is not None:
-                    self.listener(
-                        CallStarted(
-                            chunk_index=n,
-                            choice_index=0,
-                            call_index=call.index,
-                            tool_call_id=call.tool_call_id,
-                            name=call.name,
+            itype = item.get("type")
+            if itype in _CLIENT_ITEMS:
+                entry = self._announce(item, event.get("output_index"), n)
+                first = item.get(_CLIENT_ITEMS[itype])
+                if isinstance(first, str) and first:
+                    entry.call.pieces.append(first)
+            elif itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
+                self._unknown_item(itype, n)
+        elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
+            entry = self._find(event)
+            final = event.get("arguments" if kind.startswith("response.function") else "input")
+            if entry is not None and isinstance(final, str):
+                entry.final = final
+                entry.call.done = True
+        elif kind == "response.output_item.done":
+            self._item_done(event, n)
+        elif kind in _RESPONSE_EVENTS:
+            self._response_event(kind, event.get("response") or {})
+        elif kind == "response.failed" or kind == "error":
+            self._response_event(kind, event.get("response") or {})
+            self.fail(error_message(event) or "response failed", dict(event), n)
+        elif kind not in _RESPONSE_EVENTS and (message := error_message(event)) is not None:
+            self.fail(message, dict(event), n)  # {"error": ...} or "response.error" from other servers
+        elif not (isinstance(kind, str) and kind.startswith(_QUIET_PREFIXES)):
+            self.note("unknown_event", f"unknown Responses event type {kind!r} ignored", chunk_index=n)
+
+    def _unknown_item(self, itype: Any, n: int) -> None:
+        self.note(
+            "unknown_event", f"output item type {itype!r} is not read as a tool call; ignored", chunk_index=n
+        )
+
+    def _item_done(self, event: Mapping[str, Any], n: int) -> None:
+        item = event.get("item") or {}
+        itype = item.get("type")
+        if itype in _SERVER_ITEMS:
+            server = _server_call(item)
+            self._server[server.tool_call_id] = server
+            return
+        if itype not in _CLIENT_ITEMS:
+            return
+        entry = self._by_key.get(item.get("id")) if item.get("id") else None
+        if entry is None:
+            entry = self._by_key.get(("#", event.get("output_index")))
+        if entry is None:
+            entry = self._announce(item, event.get("output_index"), n)
+            self.note(
+                "unannounced_item",
+                f"chunk {n}: output_item.done for item {item.get('id')!r} never announced; "
+                "call taken from it",
+                chunk_index=n,
+                tool_call_id=entry.call.tool_call_id,
+            )
+        elif item.get("name") and entry.call.name and item["name"] != entry.call.name:
+            self.note(
+                "name_changed",
+                f"call {entry.call.index}: name changed from {entry.call.name!r} to {item['name']!r}; "
+                "kept the first",
+                chunk_index=n,
+            )
+        if entry.call.tool_call_id is None and item.get("call_id"):
+            entry.call.tool_call_id = str(item["call_id"])
+        final = item.get(_CLIENT_ITEMS[itype])
+        if isinstance(final, str):
+            entry.final = final
+        if item.get("status") != "incomplete":
+            entry.call.done = True
+
+    def _response_event(self, kind: str, response: Any) -> None:
+        if not isinstance(response, Mapping):
+            return
+        self.response_id = response.get("id") or self.response_id
+        self.model = response.get("model") or self.model
+        self.status = response.get("status") or self.status
+        if response.get("usage"):
+            self.usage = response["usage"]
+        if kind == "response.incomplete":
+            details = response.get("incomplete_details") or {}
+            self.incomplete_reason = (
+                str(details.get("reason") or "no reason given") if isinstance(details, Mapping) else None
+            )
+            self.status = "incomplete"
+        if kind in ("response.completed", "response.incomplete") and isinstance(response.get("output"), list):
+            self._completed = response["output"]
+
+    def _reconcile(self, findings: list[Finding]) -> None:
+        """Take the ``output`` of ``response.completed`` as the authoritative list of items."""
+        for pos, item in enumerate(self._completed or ()):
+            if not isinstance(item, Mapping):
+                continue
+            itype = item.get("type")
+            if itype in _SERVER_ITEMS:
+                server = _server_call(item)
+                self._server.setdefault(server.tool_call_id, server)
+                continue
+            if itype not in _CLIENT_ITEMS:
+                continue
+            entry = self._by_key.get(item.get("id")) if item.get("id") else None
+            if entry is None:
+                entry = next(
+                    (
+                        e
+                        for e in self._items
+                        if e.call.tool_call_id and e.call.tool_call_id == item.get("call_id")
+                    ),
+                    None,
+                )
+            final = item.get(_CLIENT_ITEMS[itype])
+            if entry is None:
+                entry = self._announce(item, pos, -1)
+                findings.append(
+                    finding(
+                        "recovered_from_completed",
+                        f"call {item.get('call_id')} ({item.get('name')}) only in response.completed "
+                        "output; taken from there",
+                        tool_call_id=entry.call.tool_call_id,
+                    )
+                )
+            if isinstance(final, str):
+                if entry.final is not None and entry.final != final:
+                    findings.append(
+                        finding(
+                            "arguments_mismatch",
+                            f"call {entry.call.tool_call_id}: response.completed output differs from "
+                            "the earlier "
+                            "final arguments; kept the response.completed output",
+                            tool_call_id=entry.call.tool_call_id,
                         )
                     )
-        elif kind == "response.function_call_arguments.done":
-            call = self._item(event)
-            if call is not None and isinstance(event.get("arguments"), str):
-                self._done_args.setdefault(call.index, event["arguments"])
-        elif kind == "response.output_item.done":
-            item = event.get("item") or {}
-            call = self._items.get(item.get("id") or f"#{event.get('output_index')}")
-            if call is not None and isinstance(item.get("arguments"), str):
-                self._done_args.setdefault(call.index, item["arguments"])
-        elif kind in (
-            "response.created",
-            "response.in_progress",
-            "response.completed",
-            "response.incomplete",
-        ):
-            response = event.get("response") or {}
-            self.response_id = response.get("id") or self.response_id
-            self.model = response.get("model") or self.model
-            self.status = response.get("status") or self.status
-            if response.get("usage"):
-                self.usage = response["usage"]
+                entry.final = final
+            if item.get("status") != "incomplete":
+                entry.call.done = True
+
+    def pending_calls(self) -> list[PendingCall]:
+        return [e.call for e in self._items]
 
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far (for stepping through a stream)."""
-        return calls_snapshot(self._calls)
+        return calls_snapshot([e.call for e in self._items])
 
-    def finish(self) -> ParsedResponse:
+    def _result(self, error: str | None) -> ParsedResponse:
         findings = list(self.findings)
+        if error is None:
+            self._reconcile(findings)
         calls: list[ToolCall] = []
-        cut = "length" if self.status == "incomplete" else None
-        for pending in self._calls:
-            raw = None if pending.pieces else self._done_args.get(pending.index, "")
-            call = pending.finalize(batch=self.batch, findings=findings, finish_reason=cut, raw=raw)
+        incomplete = self.status == "incomplete"
+        unfinished = 0
+        for position, entry in enumerate(sorted(self._items, key=lambda e: e.output_index)):
+            pending = entry.call
+            pending.index = position
+            raw = None
+            if entry.final is not None:
+                joined = "".join(pending.pieces)
+                if pending.pieces and joined != entry.final:
+                    findings.append(
+                        finding(
+                            "arguments_mismatch",
+                            f"call {pending.tool_call_id}: the final arguments differ from the "
+                            "concatenated deltas "
+                            f"({len(joined)} vs {len(entry.final)} characters); kept the final ones",
+                            chunk_index=pending.first_chunk,
+                            tool_call_id=pending.tool_call_id,
+                        )
+                    )
+                raw = entry.final
+            failed = (error is not None or incomplete) and not pending.done
+            unfinished += failed
+            call = pending.finalize(
+                batch=self.batch,
+                findings=findings,
+                finish_reason="length" if incomplete else None,
+                raw=raw,
+                failed=failed,
+            )
             calls.append(call)
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
-        if self.status is None:
+        if incomplete:
             findings.append(
-                Finding(
-                    kind="no_finish_reason",
-                    severity="info",
-                    message="stream ended without response.completed",
+                finding(
+                    "incomplete_response",
+                    f"response incomplete ({self.incomplete_reason}); {unfinished} call(s) not finished "
+                    "marked incomplete",
+                )
+            )
+        elif self.status not in _FINAL_STATUSES and error is None:
+            message = f"stream ended without response.completed (status {self.status!r})"
+            findings.append(finding("no_finish_reason", message))
+        server = tuple(self._server.values())
+        for s in server:
+            findings.append(
+                finding(
+                    "server_tool_call",
+                    f"server-side tool call {s.tool_call_id} ({s.name}) reported separately; "
+                    "not a client call",
+                    tool_call_id=s.tool_call_id or None,
                 )
             )
         return single_choice(
@@ -134,6 +393,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             usage=self.usage,
             response_id=self.response_id,
             model=self.model,
+            server_calls=server,
+            error=error,
         )
 
 
@@ -152,34 +413,53 @@ def split_responses(events: Iterable[Mapping[str, Any]], *, batch: int = 0) -> l
 
 
 def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
-    """Read a whole Responses API ``response`` object (its ``output`` items)."""
-    findings: list[Finding] = []
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    for item in body.get("output") or []:
+    """Read a whole Responses API ``response`` object (its ``output`` items).
+
+    ``status: "failed"`` (or an ``error`` object) raises `ProviderStreamError` quoting the provider;
+    ``status: "incomplete"`` marks calls whose items are not completed incomplete.
+    """
+    acc = ResponsesStreamAccumulator(batch=batch)
+    acc._response_event("response.completed", body)
+    if body.get("status") == "incomplete":
+        acc._response_event("response.incomplete", body)
+    output = body.get("output") or []
+    for pos, item in enumerate(output if isinstance(output, list) else []):
+        if not isinstance(item, Mapping):
+            acc.note("malformed_chunk", f"output item {pos} is not an object; skipped")
+            continue
         kind = item.get("type")
-        if kind == "function_call":
-            pending = PendingCall.announced(0, len(calls), 0, item.get("call_id"), item.get("name"))
-            args = item.get("arguments")
-            calls.append(
-                pending.finalize(batch=batch, findings=findings, raw=args if isinstance(args, str) else "")
-            )
-        elif kind == "message":
+        if kind == "message":
             for part in item.get("content") or []:
-                if part.get("type") == "output_text":
-                    text.append(part.get("text") or "")
+                if isinstance(part, Mapping) and part.get("type") == "output_text":
+                    acc._text.append(part.get("text") or "")
         elif kind == "reasoning":
             for part in item.get("summary") or []:
-                reasoning.append(part.get("text") or "")
-    return single_choice(
-        "openai-responses",
-        text=text,
-        reasoning=reasoning,
-        calls=calls,
-        finish_reason=body.get("status"),
-        findings=findings,
-        usage=body.get("usage"),
-        response_id=body.get("id"),
-        model=body.get("model"),
-    )
+                if isinstance(part, Mapping):
+                    acc._reasoning.append(part.get("text") or "")
+        elif kind not in _CLIENT_ITEMS and kind not in _SERVER_ITEMS and kind not in _QUIET_ITEMS:
+            acc._unknown_item(kind, 0)
+    acc._completed = None
+    for pos, item in enumerate(output if isinstance(output, list) else []):
+        if isinstance(item, Mapping) and item.get("type") in _CLIENT_ITEMS:
+            entry = acc._announce(item, pos, 0)
+            final = item.get(_CLIENT_ITEMS[item["type"]])
+            entry.final = final if isinstance(final, str) else ""
+            entry.call.done = item.get("status") != "incomplete"
+        elif isinstance(item, Mapping) and item.get("type") in _SERVER_ITEMS:
+            server = _server_call(item)
+            acc._server[server.tool_call_id] = server
+    message = error_message(body) if body.get("status") == "failed" or body.get("error") else None
+    if message is None and body.get("status") == "failed":
+        message = "status 'failed' without an error object"
+    if message is not None:
+        acc.note("provider_error", f"provider error instead of a response: {message}")
+        exc = ProviderStreamError(message, payload=dict(body), line_number=None)
+        exc.partial_responses = (_whole(acc._result(message)),)
+        raise exc
+    return _whole(acc._result(None))
+
+
+def _whole(response: ParsedResponse) -> ParsedResponse:
+    from dataclasses import replace
+
+    return replace(response, format="openai-responses")

@@ -2,50 +2,49 @@
 
 Containers: ``.sse`` (raw event stream), ``.chunks.jsonl`` (one SSE payload per line, vercel/ai
 style), ``.json`` (a response body, or a list of recorded HTTP exchanges), ``.yaml`` (VCR cassettes
-with several request/response interactions). Wire formats are detected from the payloads.
+with several request/response interactions; ``!!binary`` bodies are decoded by their recorded
+``content-encoding``). Wire formats are detected from the payloads.
+
+Two ways in: `read_recording(path)` reads everything into `Exchange` values (payloads kept, for
+importers and widgets); `iter_responses(path)` / `RecordingReader` parse ``.sse`` and ``.jsonl``
+streams payload by payload from the file, in memory that grows with the calls, not the chunks.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
-from toolcall_lab.exceptions import SSEDecodeError, UnknownFormatError, WireFormatError
-from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
-from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
-from toolcall_lab.formats.openai_responses import parse_responses_output, split_responses
-from toolcall_lab.formats.sse import decode_payload, iter_sse_payloads
-from toolcall_lab.messages import ParsedResponse
-
-WireFormat = Literal["openai-chat", "anthropic", "openai-responses"]
-_ANTHROPIC_EVENTS = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-    }
+from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
+from toolcall_lab.formats._bodies import decode_body, headers_of
+from toolcall_lab.formats.dispatch import (
+    ErrorPolicy,
+    WireFormat,
+    detect_payload_format,
+    error_response,
+    iter_stream_responses,
+    parse_body,
+    try_detect,
 )
+from toolcall_lab.formats.errors import error_message
+from toolcall_lab.formats.sse import BOM, DONE, READ_SIZE, byte_pieces, decode_json, payload_items, sse_frames
+from toolcall_lab.messages import Finding, ParsedResponse
 
+__all__ = [
+    "Exchange",
+    "Recording",
+    "RecordingReader",
+    "detect_payload_format",
+    "iter_responses",
+    "read_recording",
+]
 
-def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
-    """The wire format of one stream payload or whole response body."""
-    kind = payload.get("type")
-    if "choices" in payload or str(payload.get("object", "")).startswith("chat.completion"):
-        return "openai-chat"
-    if isinstance(kind, str) and kind.startswith("response."):
-        return "openai-responses"
-    if kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload):
-        return "anthropic"
-    if payload.get("object") == "response" or "output" in payload:
-        return "openai-responses"
-    raise UnknownFormatError(f"cannot tell the wire format of a payload with keys {sorted(payload)[:8]}")
+Container = Literal["sse", "chunks-jsonl", "json", "exchanges", "cassette"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,30 +58,52 @@ class Exchange:
     """The whole response body, for non-streamed responses."""
     request: dict[str, Any] | None = None
     response_headers: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    """The provider's error when the exchange is an error instead of a response (HTTP >= 400)."""
+    items: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
+    """The stream as read: payloads, ``[DONE]`` markers and framing findings, in order."""
+    lines: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
+    """The line of each payload in `items` (for error messages), when read from a file."""
 
     @property
     def streamed(self) -> bool:
         return self.payloads is not None
 
-    def parse(self, *, batch: int = 0) -> list[ParsedResponse]:
-        """Parse this exchange (a Responses stream may hold several responses)."""
+    def parse(self, *, batch: int = 0, errors: ErrorPolicy = "raise") -> list[ParsedResponse]:
+        """Parse this exchange (a stream may hold several responses).
+
+        A provider error raises `ProviderStreamError` (``partial_responses`` = what was read), or
+        with ``errors="keep"`` comes back as a response whose ``error`` is set.
+        """
+        if self.error is not None:
+            response = error_response(self.error, self.format)
+            if errors == "keep":
+                return [response]
+            exc = ProviderStreamError(self.error, payload=self.body or {}, line_number=None)
+            exc.partial_responses = (response,)
+            raise exc
         if self.payloads is not None:
-            if self.format == "openai-responses":
-                return split_responses(self.payloads, batch=batch)
-            acc: ChatCompletionAccumulator | AnthropicStreamAccumulator
-            if self.format == "openai-chat":
-                acc = ChatCompletionAccumulator(batch=batch)
-            else:
-                acc = AnthropicStreamAccumulator(batch=batch)
-            for payload in self.payloads:
-                acc.feed(payload)
-            return [acc.finish()]
-        body = self.body or {}
-        if self.format == "openai-chat":
-            return [parse_chat_completion(body, batch=batch)]
-        if self.format == "anthropic":
-            return [parse_anthropic_message(body, batch=batch)]
-        return [parse_responses_output(body, batch=batch)]
+            where = [0]
+            items: Iterable[Any] = self.payloads
+            if self.items is not None:
+                items = self.items if self.lines is None else _with_lines(self.items, self.lines, where)
+            return list(
+                iter_stream_responses(items, fmt=self.format, batch=batch, errors=errors, where=where)
+            )
+        try:
+            return [parse_body(self.body or {}, batch=batch)]
+        except ProviderStreamError as exc:
+            if errors == "keep":
+                return list(exc.partial_responses)  # type: ignore[arg-type]
+            raise
+
+
+def _with_lines(items: tuple[Any, ...], lines: tuple[int, ...], where: list[int]) -> Iterator[Any]:
+    payload_lines = iter(lines)
+    for item in items:
+        if type(item) is dict:
+            where[0] = next(payload_lines, 0)
+        yield item
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,56 +111,288 @@ class Recording:
     """A recording file: its container kind and the exchanges it holds."""
 
     path: str
-    container: Literal["sse", "chunks-jsonl", "json", "exchanges", "cassette"]
+    container: Container
     exchanges: tuple[Exchange, ...]
 
-    def parse(self) -> list[ParsedResponse]:
-        """Every response in the file, in order; fallback ids numbered by position."""
+    def parse(self, *, errors: ErrorPolicy = "raise") -> list[ParsedResponse]:
+        """Every response in the file, in order; fallback ids numbered by position.
+
+        ``errors="keep"`` returns provider errors as responses (``error`` set) and goes on with
+        the next exchange; ``"raise"`` stops at the first, with everything read so far on the
+        exception (``partial_responses``).
+        """
         out: list[ParsedResponse] = []
         for exchange in self.exchanges:
-            out.extend(exchange.parse(batch=len(out)))
+            try:
+                out.extend(exchange.parse(batch=len(out), errors=errors))
+            except WireFormatError as exc:
+                exc.partial_responses = (*out, *exc.partial_responses)
+                _name(exc, self.path)
+                raise
         return out
 
 
-def _stream_exchange(payloads: Sequence[dict[str, Any]], **extra: Any) -> Exchange:
-    if not payloads:
-        raise UnknownFormatError("the stream holds no payloads")
-    fmt = next((_try_detect(p) for p in payloads if _try_detect(p)), None)
-    if fmt is None:
-        raise UnknownFormatError("no payload of the stream has a known wire format")
-    return Exchange(format=fmt, payloads=tuple(payloads), **extra)
+def _name(exc: WireFormatError, path: str) -> None:
+    if not str(exc).startswith(path):
+        exc.args = (f"{path}: {exc}",)
 
 
-def _try_detect(payload: Mapping[str, Any]) -> WireFormat | None:
+# -- reading streams -----------------------------------------------------------------------------
+def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str, Any] | Any]:
+    """One JSON payload per line (a BOM, CRLF and blank lines tolerated; ``[DONE]`` lines are markers)."""
+    number = 0
+    pending = b""
+    first = True
+    for piece in chain(pieces, (None,)):
+        if piece is None:
+            if not pending:
+                break
+            lines, pending = [pending], b""
+        else:
+            piece = pending + piece
+            if first:
+                if len(piece) < 3 and BOM.startswith(piece):
+                    pending = piece
+                    continue
+                first = False
+                if piece.startswith(BOM):
+                    piece = piece[3:]
+            lines = piece.split(b"\n")
+            pending = lines.pop()
+        for line in lines:
+            number += 1
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if not line or line.isspace():
+                continue
+            if line.strip() == b"[DONE]":
+                yield DONE
+                continue
+            payload = decode_json(line, number)
+            if type(payload) is not dict:
+                raise SSEDecodeError(
+                    f"line is JSON {type(payload).__name__}, expected an object",
+                    line_number=number,
+                    line=line.decode("utf-8", "replace"),
+                )
+            where[0] = number
+            yield payload
+
+
+Framing = Literal["json", "jsonl", "sse"]
+
+
+def _sniff(first: bytes, container: Container) -> Framing:
+    """How a stream file is framed, from its first block: the extension is a hint, the bytes
+    decide (a ``.sse`` file may hold a JSON error body or JSON lines, a ``.jsonl`` file SSE)."""
+    head = (first[3:] if first.startswith(BOM) else first).lstrip()
+    if head[:1] in (b"{", b"["):
+        if container == "chunks-jsonl":
+            return "jsonl"
+        line, _, rest = head.partition(b"\n")
+        if rest.strip():
+            try:
+                one = json.loads(line)
+            except (ValueError, RecursionError):
+                one = None
+            if isinstance(one, dict):
+                return "jsonl"
+        return "json"
+    if container == "chunks-jsonl" and not head.startswith((b"data:", b"event:", b"id:", b"retry:", b":")):
+        return "jsonl"
+    return "sse"
+
+
+_CONTAINER_OF: dict[Framing, Container] = {"json": "json", "jsonl": "chunks-jsonl", "sse": "sse"}
+
+
+def _stream_items(handle: BinaryIO, framing: Framing, where: list[int]) -> Iterator[Any]:
+    pieces = byte_pieces(handle)
+    if framing == "jsonl":
+        return _jsonl_items(pieces, where)
+    return payload_items(sse_frames(pieces), where)
+
+
+class RecordingReader:
+    """Iterate a recording's responses. ``.sse`` and ``.jsonl`` files are parsed payload by payload
+    as they are read (bounded memory); other containers are small and read whole.
+
+    Args:
+        path: the recording file.
+        errors: ``"raise"`` (stop at a provider error, `ProviderStreamError` carrying the responses
+            so far) or ``"keep"`` (yield the failed response with ``error`` set and go on).
+    """
+
+    def __init__(self, path: str | Path, *, errors: ErrorPolicy = "raise") -> None:
+        self.path = Path(path)
+        self.errors: ErrorPolicy = errors
+        self.container: Container = _container_of(self.path)
+
+    def __iter__(self) -> Iterator[ParsedResponse]:
+        try:
+            if self.container in ("sse", "chunks-jsonl"):
+                yield from self._stream()
+            else:
+                yield from read_recording(self.path).parse(errors=self.errors)
+        except WireFormatError as exc:
+            _name(exc, str(self.path))
+            raise
+
+    def _stream(self) -> Iterator[ParsedResponse]:
+        try:
+            handle = self.path.open("rb")
+        except OSError as exc:
+            raise UnknownFormatError(f"cannot read: {exc}") from exc
+        with handle:
+            first = handle.read(READ_SIZE)
+            framing = _sniff(first, self.container)
+            self.container = _CONTAINER_OF[framing]
+            if framing == "json":
+                doc = _load_json(first + handle.read(), self.path)
+                yield from _exchange_of_doc(doc).parse(errors=self.errors)
+                return
+            where = [0]
+            items = _stream_items(_Prefixed(first, handle), framing, where)  # type: ignore[arg-type]
+            yield from iter_stream_responses(items, errors=self.errors, where=where)
+
+
+class _Prefixed:
+    """A binary file whose first block was already read (for sniffing)."""
+
+    def __init__(self, first: bytes, handle: BinaryIO) -> None:
+        self._first: bytes | None = first
+        self._handle = handle
+
+    def read(self, size: int) -> bytes:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return self._handle.read(size)
+
+
+def iter_responses(path: str | Path, *, errors: ErrorPolicy = "raise") -> Iterator[ParsedResponse]:
+    """Every response in a recording, parsed as the file is read (see `RecordingReader`)."""
+    return iter(RecordingReader(path, errors=errors))
+
+
+# -- reading whole files -------------------------------------------------------------------------
+def _container_of(path: Path) -> Container:
+    name = path.name
+    if name.endswith(".sse"):
+        return "sse"
+    if name.endswith(".jsonl"):
+        return "chunks-jsonl"
+    if name.endswith((".yaml", ".yml")):
+        return "cassette"
+    if name.endswith(".json"):
+        return "json"
+    raise UnknownFormatError(
+        f"{path}: unknown file type (expected .sse, .chunks.jsonl, .json or a .yaml cassette)"
+    )
+
+
+def _load_json(data: bytes, path: Path) -> Any:
+    text = data[3:] if data.startswith(BOM) else data
     try:
-        return detect_payload_format(payload)
-    except UnknownFormatError:
-        return None
+        return json.loads(text)
+    except RecursionError:
+        raise SSEDecodeError("JSON nested too deeply to read", line_number=1, line="") from None
+    except json.JSONDecodeError as exc:
+        lines = text.decode("utf-8", "replace").split("\n")
+        raise SSEDecodeError(
+            f"not JSON ({exc.msg})",
+            line_number=exc.lineno,
+            line=lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else "",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise UnknownFormatError(f"{path}: not UTF-8 text ({exc})") from None
 
 
-def _body_exchange(text_or_body: str | Mapping[str, Any], **extra: Any) -> Exchange:
-    """A recorded response that is either an SSE text or a JSON body."""
-    if isinstance(text_or_body, str):
-        stripped = text_or_body.lstrip()
-        if stripped.startswith("{"):
-            return _body_exchange(json.loads(stripped), **extra)
-        return _stream_exchange(list(iter_sse_payloads(text_or_body)), **extra)
-    body = dict(text_or_body)
-    return Exchange(format=detect_payload_format(body), body=body, **extra)
+def _collect(items: Iterable[Any], where: list[int]) -> tuple[list[Any], tuple[int, ...]]:
+    """The stream's items, and the line of each payload."""
+    out: list[Any] = []
+    lines: list[int] = []
+    try:
+        for item in items:
+            out.append(item)
+            if type(item) is dict:
+                lines.append(where[0])
+    except SSEDecodeError as exc:  # parse what was read, so the error carries it
+        error = exc
+
+        def replay() -> Iterator[Any]:
+            yield from out
+            raise error
+
+        with suppress(UnknownFormatError, SSEDecodeError):
+            for _ in iter_stream_responses(replay(), errors="keep"):
+                pass
+        raise error from None
+    return out, tuple(lines)
 
 
-def _headers(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, Mapping):
-        return {}
-    return {str(k).lower(): str(v[0] if isinstance(v, list) and v else v) for k, v in raw.items()}
+def _exchange_of_stream(items: list[Any], lines: tuple[int, ...] | None = None, **extra: Any) -> Exchange:
+    payloads = tuple(p for p in items if type(p) is dict)
+    fmt = next((f for p in payloads if (f := try_detect(p))), None)
+    if fmt is None:
+        message = next((m for p in payloads if (m := error_message(p))), None)
+        if message is not None:
+            return Exchange(format="openai-chat", payloads=None, body=payloads[0], error=message, **extra)
+        raise UnknownFormatError(
+            "the stream holds no payloads"
+            if not payloads
+            else "no payload of the stream has a known wire format"
+        )
+    return Exchange(format=fmt, payloads=payloads, items=tuple(items), lines=lines, **extra)
 
 
-def _jsonl_payloads(lines: Iterable[str]) -> list[dict[str, Any]]:
-    out = []
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
-            out.append(decode_payload(line, line_number=number))
-    return out
+def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Exchange:
+    """A whole JSON document: a response body, or a provider error body."""
+    if not isinstance(doc, dict):
+        if status is not None and status >= 400:
+            return Exchange(format="openai-chat", error=f"HTTP {status}: {json.dumps(doc)[:300]}", **extra)
+        raise UnknownFormatError(f"JSON {type(doc).__name__} is not a response body")
+    fmt = try_detect(doc)
+    if fmt is None:
+        message = error_message(doc)
+        if message is None and status is not None and status >= 400:
+            message = f"HTTP {status}: {json.dumps(doc, ensure_ascii=False)[:300]}"
+        if message is None:
+            raise UnknownFormatError(f"cannot tell the wire format of a body with keys {sorted(doc)[:8]}")
+        return Exchange(
+            format="anthropic" if doc.get("type") == "error" else "openai-chat",
+            body=doc,
+            error=message,
+            **extra,
+        )
+    return Exchange(format=fmt, body=doc, **extra)
+
+
+def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
+    """A recorded response body as text: JSON, or an event stream."""
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError):
+            doc = None
+        if doc is not None:
+            return _exchange_of_doc(doc, status, **extra)
+    if status is not None and status >= 400:
+        return Exchange(format="openai-chat", error=f"HTTP {status}: {text.strip()[:300]}", **extra)
+    where = [0]
+    items, lines = _collect(payload_items(sse_frames(byte_pieces(text)), where), where)
+    return _exchange_of_stream(items, lines, **extra)
+
+
+def _exchange_of_recorded(raw: Any, status: int | None, **extra: Any) -> Exchange:
+    if isinstance(raw, Mapping):
+        return _exchange_of_doc(dict(raw), status, **extra)
+    if isinstance(raw, str):
+        return _exchange_of_text(raw, status, **extra)
+    if raw is None:
+        return _exchange_of_text("", status, **extra)
+    raise UnknownFormatError(f"response body is {type(raw).__name__}, expected text or an object")
 
 
 def read_recording(path: str | Path) -> Recording:
@@ -148,70 +401,100 @@ def read_recording(path: str | Path) -> Recording:
     try:
         return _read(p)
     except WireFormatError as exc:
-        if not str(exc).startswith(str(p)):
-            exc.args = (f"{p}: {exc}",)
+        _name(exc, str(p))
         raise
 
 
 def _read(p: Path) -> Recording:
+    container = _container_of(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UnknownFormatError(f"{p}: cannot read: {exc}") from exc
-    name = p.name
-    if name.endswith(".sse"):
-        return Recording(
-            path=str(p), container="sse", exchanges=(_stream_exchange(list(iter_sse_payloads(text))),)
-        )
-    if name.endswith(".jsonl"):
-        return Recording(
-            path=str(p),
-            container="chunks-jsonl",
-            exchanges=(_stream_exchange(_jsonl_payloads(text.splitlines())),),
-        )
-    if name.endswith((".yaml", ".yml")):
-        import yaml
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UnknownFormatError(f"cannot read: {exc}") from exc
+    if container in ("sse", "chunks-jsonl"):
+        framing = _sniff(data[:READ_SIZE], container)
+        if framing == "json":
+            return Recording(
+                path=str(p), container="json", exchanges=(_exchange_of_doc(_load_json(data, p)),)
+            )
+        where = [0]
+        items, lines = _collect(_stream_items(_Prefixed(data, _Empty()), framing, where), where)  # type: ignore[arg-type]
+        exchange = _exchange_of_stream(items, lines)
+        return Recording(path=str(p), container=_CONTAINER_OF[framing], exchanges=(exchange,))
+    if container == "cassette":
+        return Recording(path=str(p), container="cassette", exchanges=_cassette(data, p))
+    doc = _load_json(data, p)
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "response" in doc[0]:
+        return Recording(path=str(p), container="exchanges", exchanges=tuple(_exchanges(doc)))
+    if isinstance(doc, dict):
+        return Recording(path=str(p), container="json", exchanges=(_exchange_of_doc(doc),))
+    raise UnknownFormatError("JSON is neither a response body nor a list of exchanges")
 
-        doc = yaml.safe_load(text)
-        interactions = doc.get("interactions") if isinstance(doc, dict) else None
-        if not isinstance(interactions, list):
-            raise UnknownFormatError(f"{p}: YAML without a cassette 'interactions' list")
-        items: list[Exchange] = []
-        for item in interactions:
-            response, request = item.get("response") or {}, item.get("request") or {}
+
+class _Empty:
+    def read(self, size: int) -> bytes:
+        return b""
+
+
+def _exchanges(doc: list[Any]) -> Iterator[Exchange]:
+    for number, x in enumerate(doc):
+        response = x.get("response") or {} if isinstance(x, dict) else {}
+        request = (x.get("request") or {}) if isinstance(x, dict) else {}
+        headers = headers_of(response.get("headers"))
+        status = response.get("status_code") or response.get("status")
+        try:
+            body = decode_body(response.get("body"), headers)
+            yield _exchange_of_recorded(
+                body,
+                status if isinstance(status, int) else None,
+                request=request.get("body") if isinstance(request.get("body"), dict) else None,
+                response_headers=headers,
+            )
+        except WireFormatError as exc:
+            exc.args = (f"exchange {number}: {exc}",)
+            raise
+
+
+def _cassette(data: bytes, p: Path) -> tuple[Exchange, ...]:
+    import yaml
+
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        doc = yaml.load(data, Loader=loader)
+    except RecursionError:
+        raise UnknownFormatError("not a readable YAML cassette: nested too deeply") from None
+    except yaml.YAMLError as exc:
+        raise UnknownFormatError(f"not a readable YAML cassette: {exc}".replace("\n", " ")) from None
+    interactions = doc.get("interactions") if isinstance(doc, dict) else None
+    if not isinstance(interactions, list):
+        raise UnknownFormatError("YAML without a cassette 'interactions' list")
+    items: list[Exchange] = []
+    for number, item in enumerate(interactions):
+        if not isinstance(item, dict):
+            raise UnknownFormatError(f"interaction {number} is not a mapping")
+        response, request = item.get("response") or {}, item.get("request") or {}
+        headers = headers_of(response.get("headers"))
+        status = response.get("status")
+        code = status.get("code") if isinstance(status, dict) else status
+        try:
             raw = response.get("parsed_body")
             if raw is None:
-                raw = (response.get("body") or {}).get("string", "")
+                body = response.get("body")
+                raw = decode_body(body if body is not None else response.get("content"), headers)
             items.append(
-                _body_exchange(
+                _exchange_of_recorded(
                     raw,
+                    code if isinstance(code, int) else None,
                     request=request.get("parsed_body"),
-                    response_headers=_headers(response.get("headers")),
+                    response_headers=headers,
                 )
             )
-        return Recording(path=str(p), container="cassette", exchanges=tuple(items))
-    if name.endswith(".json"):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SSEDecodeError(
-                f"{p}: not JSON ({exc.msg})",
-                line_number=exc.lineno,
-                line=text.splitlines()[exc.lineno - 1] if text else "",
-            ) from None
-        if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "response" in doc[0]:
-            exchanges = tuple(
-                _body_exchange(
-                    (x["response"] or {}).get("body") or {},
-                    request=(x.get("request") or {}).get("body"),
-                    response_headers=_headers((x["response"] or {}).get("headers")),
-                )
-                for x in doc
-            )
-            return Recording(path=str(p), container="exchanges", exchanges=exchanges)
-        if isinstance(doc, dict):
-            return Recording(path=str(p), container="json", exchanges=(_body_exchange(doc),))
-        raise UnknownFormatError(f"{p}: JSON is neither a response body nor a list of exchanges")
-    raise UnknownFormatError(
-        f"{p}: unknown file type (expected .sse, .chunks.jsonl, .json or a .yaml cassette)"
-    )
+        except WireFormatError as exc:
+            exc.args = (f"interaction {number}: {exc}",)
+            raise
+    return tuple(items)
+
+
+def findings_of(items: Iterable[Any]) -> list[Finding]:
+    """The framing findings among stream items (for display)."""
+    return [i for i in items if isinstance(i, Finding)]

@@ -1,0 +1,1754 @@
+"""Writes the conformance corpus: one small input per provider quirk + what parsing it must give.
+
+Every input here is written by this project (bytes modelled on the public issue or documentation
+each case names; nothing is copied from recordings). Run ``python tests/conformance/make_cases.py``
+to rewrite the files; `tests/test_conformance.py` checks that the committed files are what this
+script writes. A case can also be added by hand: see ``tests/conformance/README.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CASES: dict[str, tuple[bytes, dict[str, Any]]] = {}
+
+
+def case(name: str, data: bytes | str, **spec: Any) -> None:
+    if name in CASES:
+        raise ValueError(f"duplicate case {name}")
+    CASES[name] = (data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data, spec)
+
+
+def js(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-conf",
+        "object": "chat.completion.chunk",
+        "created": 1732000000,
+        "model": "conformance-model",
+        "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}],
+        **extra,
+    }
+
+
+def header(index: int | None, call_id: str | None, name: str | None, args: Any = "") -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    if index is not None:
+        entry["index"] = index
+    if call_id is not None:
+        entry["id"] = call_id
+        entry["type"] = "function"
+    fn: dict[str, Any] = {}
+    if name is not None:
+        fn["name"] = name
+    fn["arguments"] = args
+    entry["function"] = fn
+    return {"tool_calls": [entry]}
+
+
+def more(index: int | None, args: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"function": {"arguments": args}}
+    if index is not None:
+        entry = {"index": index, **entry}
+    return {"tool_calls": [entry]}
+
+
+def sse(payloads: list[Any], *, done: bool = True, eol: str = "\n") -> str:
+    out = "".join(f"data: {p if isinstance(p, str) else js(p)}{eol}{eol}" for p in payloads)
+    return out + (f"data: [DONE]{eol}{eol}" if done else "")
+
+
+def events(pairs: list[tuple[str, Any]]) -> str:
+    return "".join(f"event: {name}\ndata: {js(data)}\n\n" for name, data in pairs)
+
+
+def call(call_id: str, name: str, arguments: str, **extra: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "arguments": arguments, **extra}
+
+
+WEATHER = '{"city":"Paris"}'
+ROLE = chunk({"role": "assistant", "content": None})
+
+
+def weather_stream(pieces: tuple[str, ...] = ('{"ci', 'ty":"Pa', 'ris"}')) -> list[Any]:
+    return [
+        ROLE,
+        chunk(header(0, "call_w1", "get_weather", "")),
+        *[chunk(more(0, p)) for p in pieces],
+        chunk(finish="tool_calls"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. SSE framing (WHATWG rules)
+SPEC = "https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation"
+ONE_CALL = {
+    "responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "absent": ["malformed_chunk"]}]
+}
+
+case(
+    "sse/bom_at_start.sse",
+    "\ufeff" + sse(weather_stream()),
+    quirk="UTF-8 byte order mark at the start of the stream",
+    category="sse-framing",
+    provider="any SSE server (spec rule)",
+    models=SPEC + " (one leading U+FEFF is stripped)",
+    expect=ONE_CALL,
+)
+case(
+    "sse/unicode_line_separators_in_json.sse",
+    sse(
+        [
+            ROLE,
+            chunk({"content": "line\u2028break\u2029para\u0085nel "}),
+            chunk(header(0, "call_w1", "note", "")),
+            chunk(more(0, '{"text":"a\u2028b')),
+            chunk(more(0, '\u2029c\u0085d"}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="raw U+2028, U+2029 and NEL inside JSON strings (str.splitlines breaks on them)",
+    category="sse-framing",
+    provider="OpenAI / MCP servers",
+    models="https://github.com/openai/openai-python/issues/1230 ; "
+    "https://github.com/modelcontextprotocol/python-sdk/issues/1356",
+    expect={"responses": [{"calls": [call("call_w1", "note", '{"text":"a\u2028b\u2029c\u0085d"}')]}]},
+)
+case(
+    "sse/cr_only_line_endings.sse",
+    sse(weather_stream(), eol="\r"),
+    quirk="CR-only line endings",
+    category="sse-framing",
+    provider="any SSE server (spec rule)",
+    models=SPEC + " (CR, LF and CRLF all end a line)",
+    expect=ONE_CALL,
+)
+case(
+    "sse/crlf_line_endings.sse",
+    sse(weather_stream(), eol="\r\n"),
+    quirk="CRLF line endings",
+    category="sse-framing",
+    provider="IIS / .NET-hosted gateways",
+    models=SPEC,
+    expect=ONE_CALL,
+)
+case(
+    "sse/comments_and_keepalives.sse",
+    ": OPENROUTER PROCESSING\n\n"
+    + sse(weather_stream()[:2], done=False)
+    + ": keep-alive\n\n:\n\n"
+    + sse(weather_stream()[2:]),
+    quirk="comment lines (': keep-alive', ': OPENROUTER PROCESSING')",
+    category="sse-framing",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/streaming (comments to keep the connection open)",
+    expect=ONE_CALL,
+)
+case(
+    "sse/retry_id_and_unknown_fields.sse",
+    "retry: 3000\n\n"
+    + "".join(f"id: {n}\nevent: message\ndata: {js(p)}\n\n" for n, p in enumerate(weather_stream()))
+    + "data: [DONE]\n\n",
+    quirk="retry:, id: and event: message fields",
+    category="sse-framing",
+    provider="watsonx / vLLM-served",
+    models=SPEC + " (retry and unknown fields are ignored)",
+    expect=ONE_CALL,
+)
+case(
+    "sse/empty_data_events.sse",
+    "data:\n\n"
+    + sse(weather_stream()[:2], done=False)
+    + "data: \n\nevent: ping\ndata:\n\n"
+    + sse(weather_stream()[2:]),
+    quirk="empty data: lines and events with empty data (no payload)",
+    category="sse-framing",
+    provider="any SSE server (spec rule)",
+    models=SPEC + " (an empty data buffer is not dispatched)",
+    expect=ONE_CALL,
+)
+case(
+    "sse/multiline_data.sse",
+    "".join("data: " + js(p).replace(",", ",\ndata: ", 2) + "\n\n" for p in weather_stream())
+    + "data: [DONE]\n\n",
+    quirk="one event's data split over several data: lines (joined with a newline)",
+    category="sse-framing",
+    provider="any SSE server (spec rule)",
+    models=SPEC + " (data lines are joined with U+000A)",
+    expect=ONE_CALL,
+)
+case(
+    "sse/no_trailing_newline.sse",
+    sse(weather_stream(), done=False) + "data: [DONE]",
+    quirk="no newline after the last line of the file",
+    category="sse-framing",
+    provider="llama.cpp server",
+    models="https://github.com/darshi1337/apogee/pull/139 ('data: [DONE] arrives with no trailing blank line')",
+    expect=ONE_CALL,
+)
+case(
+    "sse/unterminated_last_event.sse",
+    sse(weather_stream()[:-1], done=False) + "data: " + js(chunk(finish="tool_calls")),
+    quirk="the last event is not closed by a blank line (file cut after its data line)",
+    category="sse-framing",
+    provider="recordings cut at the end",
+    models="https://github.com/IBM/watsonx-ai-java-sdk (resources end without [DONE] or blank line)",
+    expect={
+        "responses": [
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_unterminated_event"]}
+        ]
+    },
+)
+case(
+    "sse/leading_space_before_field.sse",
+    " " + sse(weather_stream()),
+    quirk="whitespace before the field name (' data: {...}')",
+    category="sse-framing",
+    provider="OpenRouter / Novita (kimi-k2)",
+    models="https://github.com/simonw/llm tests/cassettes/test_tools_streaming (variant c body starts with ' data:')",
+    expect={
+        "responses": [
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_nonstandard_line"]}
+        ]
+    },
+)
+case(
+    "sse/sse_saved_as_jsonl.chunks.jsonl",
+    sse(weather_stream()),
+    quirk="an SSE body (data: lines) saved under a .jsonl name",
+    category="sse-framing",
+    provider="recordings renamed by hand",
+    models=SPEC,
+    expect=ONE_CALL,
+)
+case(
+    "sse/jsonl_crlf_bom.chunks.jsonl",
+    "\ufeff" + "".join(js(p) + "\r\n" for p in weather_stream()) + "\r\n",
+    quirk="JSON-lines chunks with a BOM, CRLF and a blank last line",
+    category="sse-framing",
+    provider="vercel/ai raw-chunk recordings edited on Windows",
+    models="https://github.com/vercel/ai (packages/*/src/__fixtures__/*.chunks.txt)",
+    expect=ONE_CALL,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. JSON text
+def escaped(payloads: list[Any]) -> list[str]:
+    """Payloads as ASCII JSON: lone surrogates become \\udXXX escapes, as JSON.stringify writes them."""
+    return [json.dumps(p, separators=(",", ":")) for p in payloads]
+
+
+case(
+    "json/lone_surrogate_escape.sse",
+    sse(
+        escaped(
+            [
+                ROLE,
+                chunk({"content": "cut emoji: \ud83d"}),
+                chunk(header(0, "call_t1", "echo", "")),
+                chunk(more(0, '{"text":"\ud83d"}')),
+                chunk(finish="tool_calls"),
+            ]
+        )
+    ),
+    quirk="an escaped lone surrogate (\\ud83d): legal JSON that a fast decoder refuses",
+    category="json-text",
+    provider="Node-based servers slicing UTF-16 strings",
+    models="https://github.com/rllm-org/rllm/pull/879 (orjson rejects lone surrogate escapes; "
+    "JSON.stringify emits them)",
+    expect={
+        "responses": [
+            {"calls": [call("call_t1", "echo", '{"text":"\ud83d"}')], "findings": ["lone_surrogate"]}
+        ]
+    },
+)
+case(
+    "json/surrogate_pair_split_across_chunks.sse",
+    sse(
+        escaped(
+            [
+                ROLE,
+                chunk({"content": "smile \ud83d"}),
+                chunk({"content": "\ude00!"}),
+                chunk(header(0, "call_t2", "react", "")),
+                chunk(more(0, '{"emoji":"\ud83d')),
+                chunk(more(0, '\ude00"}')),
+                chunk(finish="tool_calls"),
+            ]
+        )
+    ),
+    quirk="a surrogate pair split across two chunks (\\ud83d ... \\ude00)",
+    category="json-text",
+    provider="OpenRouter (surrogates in streamed delta.content)",
+    models="https://github.com/Kohaku-Lab/KohakuTerrarium/pull/48",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_t2", "react", '{"emoji":"\U0001f600"}')],
+                "findings": ["split_surrogate_pair"],
+            }
+        ]
+    },
+)
+
+# ---------------------------------------------------------------------------------------------
+# 3. Provider errors
+ERR_PARTIAL = [ROLE, chunk(header(0, "call_e1", "get_weather", "")), chunk(more(0, '{"city":"Par'))]
+case(
+    "errors/openrouter_error_chunk_with_choices.sse",
+    sse(
+        [
+            *ERR_PARTIAL,
+            chunk(
+                {"content": ""},
+                "error",
+                provider="Novita",
+                error={"code": "server_error", "message": "Provider disconnected unexpectedly"},
+            ),
+        ]
+    ),
+    quirk="an error object on a chunk that also carries choices (finish_reason: error)",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/streaming (errors during streaming)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["provider_error"],
+                "error": "Provider disconnected unexpectedly",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Provider disconnected unexpectedly"},
+    },
+)
+case(
+    "errors/llamacpp_error_field.sse",
+    sse(ERR_PARTIAL, done=False)
+    + 'error: {"code":400,"message":"the request exceeds the available context size","type":"invalid_request_error"}\n\n'
+    + "data: [DONE]\n\n",
+    quirk="an error: SSE field instead of data:",
+    category="provider-errors",
+    provider="llama.cpp server (before 2025-09)",
+    models="https://github.com/ggml-org/llama.cpp/issues/16104 , fixed by /pull/16109",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["provider_error"],
+                "error": "the request exceeds the available context size",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "exceeds the available context size"},
+    },
+)
+case(
+    "errors/event_error_frame.sse",
+    sse(ERR_PARTIAL, done=False)
+    + "event: error\n"
+    + 'data: {"error":{"message":"Tool call validation failed: parameters for tool get_weather did not match schema",'
+    + '"type":"invalid_request_error","code":"tool_use_failed"}}\n\n',
+    quirk="an event: error frame ends an HTTP 200 stream",
+    category="provider-errors",
+    provider="Groq",
+    models="https://github.com/pydantic/pydantic-ai tests/models/cassettes/test_groq/test_tool_use_failed_error_streaming.yaml",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "Tool call validation failed",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "tool_use_failed"},
+    },
+)
+case(
+    "errors/event_error_plain_text.sse",
+    sse(ERR_PARTIAL, done=False) + "event: error\ndata: upstream timed out\n\n",
+    quirk="an event: error frame whose data is plain text",
+    category="provider-errors",
+    provider="proxies (LiteLLM-style gateways)",
+    models=SPEC + " (event types are free text; the data need not be JSON)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "upstream timed out",
+            }
+        ]
+    },
+)
+case(
+    "errors/openai_error_payload_midstream.sse",
+    sse(
+        [
+            *ERR_PARTIAL,
+            {
+                "error": {
+                    "message": "The server had an error while processing your request.",
+                    "type": "server_error",
+                }
+            },
+        ],
+        done=False,
+    ),
+    quirk="a data: payload that is only an error object (no choices)",
+    category="provider-errors",
+    provider="OpenAI",
+    models="https://github.com/coder/coder aibridge/fixtures/openai/chatcompletions/stream_error.txtar",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "The server had an error while processing your request",
+            }
+        ]
+    },
+)
+case(
+    "errors/finish_reason_error_without_object.sse",
+    sse([*ERR_PARTIAL, chunk({}, "error")]),
+    quirk="finish_reason: error with no error object",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/streaming ('error' finish reason)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "finish_reason 'error'",
+            }
+        ]
+    },
+)
+case(
+    "errors/error_body.json",
+    js(
+        {
+            "error": {
+                "message": "Rate limit reached for gpt-4o",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        }
+    ),
+    quirk="the whole response body is an error object",
+    category="provider-errors",
+    provider="OpenAI",
+    models="https://platform.openai.com/docs/guides/error-codes",
+    expect={
+        "responses": [{"calls": [], "findings": ["provider_error"], "error": "Rate limit reached"}],
+        "raises": {"type": "ProviderStreamError", "message": "rate_limit_exceeded"},
+    },
+)
+case(
+    "errors/error_body_instead_of_stream.sse",
+    js({"error": {"code": 402, "message": "Insufficient credits"}}) + "\n",
+    quirk="a stream recording that holds a JSON error body instead of events",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/errors (error body with the HTTP status)",
+    expect={"responses": [{"calls": [], "error": "Insufficient credits"}]},
+)
+case(
+    "errors/vllm_error_object.json",
+    js(
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 8192 tokens",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    ),
+    quirk="an error body shaped {object: error, message, type, code}",
+    category="provider-errors",
+    provider="vLLM",
+    models="https://github.com/vllm-project/vllm (entrypoints/openai ErrorResponse)",
+    expect={"responses": [{"calls": [], "error": "maximum context length is 8192 tokens"}]},
+)
+case(
+    "errors/json_lines_in_sse_file.sse",
+    "".join(js(p) + "\n" for p in ERR_PARTIAL)
+    + js({"error": {"message": "stream aborted", "code": 500}})
+    + "\n",
+    quirk="a stream saved as JSON lines (no data: prefix) under .sse, ending in an error",
+    category="provider-errors",
+    provider="custom recorders / proxies logging payloads",
+    models="https://github.com/vercel/ai (raw chunk logs, one JSON payload per line)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "error": "stream aborted",
+            }
+        ]
+    },
+)
+case(
+    "errors/anthropic_overloaded_midstream.sse",
+    events(
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_conf1",
+                        "model": "claude-conf",
+                        "content": [],
+                        "usage": {"input_tokens": 10},
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_done",
+                        "name": "get_time",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"tz":"UTC"}'},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 1,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_cut",
+                        "name": "get_weather",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 1,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"city": "Pa'},
+                },
+            ),
+            ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ]
+    ),
+    quirk="an error event (overloaded_error) in the middle of a stream",
+    category="anthropic",
+    provider="Anthropic",
+    models="https://docs.anthropic.com/en/docs/build-with-claude/streaming#error-events",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("toolu_done", "get_time", '{"tz":"UTC"}'),
+                    call("toolu_cut", "get_weather", '{"city": "Pa', complete=False),
+                ],
+                "findings": ["provider_error"],
+                "error": "Overloaded",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "overloaded_error"},
+    },
+)
+
+# ---------------------------------------------------------------------------------------------
+# 4. Chat completions
+case(
+    "chat/legacy_function_call_stream.sse",
+    sse(
+        [
+            ROLE,
+            chunk({"function_call": {"name": "get_weather", "arguments": ""}}),
+            chunk({"function_call": {"arguments": '{"city"'}}),
+            chunk({"function_call": {"arguments": ':"Paris"}'}}),
+            chunk(finish="function_call"),
+        ]
+    ),
+    quirk="the deprecated function_call field, streamed",
+    category="chat-completions",
+    provider="Azure OpenAI (older API versions)",
+    models="https://platform.openai.com/docs/api-reference/chat/streaming (delta.function_call, deprecated)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("fallback", "get_weather", WEATHER)],
+                "findings": ["legacy_function_call", "missing_id"],
+            }
+        ]
+    },
+)
+case(
+    "chat/legacy_function_call_body.json",
+    js(
+        {
+            "id": "chatcmpl-conf",
+            "object": "chat.completion",
+            "model": "gpt-35-turbo-0613",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "function_call",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "function_call": {"name": "get_weather", "arguments": WEATHER},
+                    },
+                }
+            ],
+        }
+    ),
+    quirk="the deprecated function_call field in a whole message",
+    category="chat-completions",
+    provider="Azure OpenAI (older API versions)",
+    models="https://platform.openai.com/docs/api-reference/chat/object (message.function_call, deprecated)",
+    expect={
+        "responses": [
+            {"calls": [call("fallback", "get_weather", WEATHER)], "findings": ["legacy_function_call"]}
+        ]
+    },
+)
+case(
+    "chat/index_zero_reused_for_every_call.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_a", "file_write", '{"filePath":"hello.py","content":"print(1)"}')),
+            chunk(header(0, "call_b", "file_write", '{"filePath":"world.py","content":"print(2)"}')),
+            chunk(header(0, "call_c", "list_dir", '{"path":"."}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="every call sent at index 0 (a new id in a later chunk is a new call)",
+    category="chat-completions",
+    provider="Ollama",
+    models="https://github.com/ollama/ollama/issues/15457",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_a", "file_write", '{"filePath":"hello.py","content":"print(1)"}'),
+                    call("call_b", "file_write", '{"filePath":"world.py","content":"print(2)"}'),
+                    call("call_c", "list_dir", '{"path":"."}'),
+                ],
+                "findings": ["index_reused"],
+                "absent": ["invalid_arguments", "id_changed"],
+            }
+        ]
+    },
+)
+case(
+    "chat/index_reused_streamed_arguments.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_a", "get_weather", "")),
+            chunk(more(0, '{"city":')),
+            chunk(more(0, '"Paris"}')),
+            chunk(header(0, "call_b", "get_weather", "")),
+            chunk(more(0, '{"city":')),
+            chunk(more(0, '"Rome"}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="index 0 reused, arguments streamed in pieces after each header",
+    category="chat-completions",
+    provider="DeepSeek / Qwen (OpenAI-compatible)",
+    models="https://github.com/cloudwego/eino/pull/961",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_a", "get_weather", WEATHER),
+                    call("call_b", "get_weather", '{"city":"Rome"}'),
+                ],
+                "findings": ["index_reused"],
+            }
+        ]
+    },
+)
+case(
+    "chat/new_id_on_every_fragment.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_1", "get_weather", "")),
+            *[
+                chunk(
+                    {
+                        "tool_calls": [
+                            {"index": 0, "id": f"call_{n + 2}", "function": {"name": "", "arguments": piece}}
+                        ]
+                    }
+                )
+                for n, piece in enumerate(['{"c', 'ity"', ':"Par', 'is"}'])
+            ],
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a different id on every argument fragment of one call",
+    category="chat-completions",
+    provider="LM Studio",
+    models="https://github.com/NousResearch/hermes-agent/pull/106943 (fixes #5254)",
+    expect={"responses": [{"calls": [call("call_1", "get_weather", WEATHER)], "findings": ["id_changed"]}]},
+)
+case(
+    "chat/name_split_across_deltas.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_n1", "get_wea", '{"ci')),
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "ther", "arguments": 'ty":"Paris"}'}}]}),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a function name split across deltas ('get_wea' + 'ther')",
+    category="chat-completions",
+    provider="Gemini (OpenAI-compatible) / LM Studio",
+    models="https://github.com/continuedev/continue/pull/5849 ; https://github.com/ankit373/hydra/issues/957",
+    expect={"responses": [{"calls": [call("call_n1", "get_weather", WEATHER)], "findings": ["split_name"]}]},
+)
+case(
+    "chat/full_name_on_every_delta.sse",
+    sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "0",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ""},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "0",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city"'},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "0",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ':"Paris"}'},
+                        }
+                    ],
+                }
+            ),
+        ],
+    ),
+    quirk="the full name (and id) repeated on every delta, no finish_reason",
+    category="chat-completions",
+    provider="OpenRouter / Novita (kimi-k2)",
+    models="https://github.com/simonw/llm tests/cassettes/test_tools_streaming (variant a)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("0", "get_weather", WEATHER)],
+                "findings": ["repeated_header", "no_finish_reason"],
+                "absent": ["split_name"],
+            }
+        ]
+    },
+)
+case(
+    "chat/arguments_as_object_stream.sse",
+    sse([ROLE, chunk(header(0, "call_o1", "get_weather", {"city": "Paris"})), chunk(finish="tool_calls")]),
+    quirk="arguments sent as a JSON object instead of a string (streamed)",
+    category="chat-completions",
+    provider="llama.cpp server",
+    models="https://github.com/ggml-org/llama.cpp/issues/20198",
+    expect={
+        "responses": [
+            {"calls": [call("call_o1", "get_weather", WEATHER)], "findings": ["arguments_not_string"]}
+        ]
+    },
+)
+case(
+    "chat/arguments_as_object_body.json",
+    js(
+        {
+            "id": "chatcmpl-conf",
+            "object": "chat.completion",
+            "model": "local",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [
+                            {
+                                "id": "call_o2",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+                            }
+                        ],
+                    },
+                }
+            ],
+        }
+    ),
+    quirk="arguments sent as a JSON object instead of a string (whole message)",
+    category="chat-completions",
+    provider="llama.cpp server",
+    models="https://github.com/ggml-org/llama.cpp/pull/20202",
+    expect={
+        "responses": [
+            {"calls": [call("call_o2", "get_weather", WEATHER)], "findings": ["arguments_not_string"]}
+        ]
+    },
+)
+case(
+    "chat/arguments_null.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_z1", "get_time", None)),
+            chunk(header(1, "call_z2", "get_weather", None)),
+            chunk(more(1, WEATHER)),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="arguments: null (on a header, and for a tool without parameters)",
+    category="chat-completions",
+    provider="vLLM / TGI (OpenAI-compatible)",
+    models="https://github.com/huggingface/text-generation-inference/issues/2136",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_z1", "get_time", ""), call("call_z2", "get_weather", WEATHER)],
+                "findings": ["empty_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/no_index_two_calls.sse",
+    sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": "gSIMJ1", "function": {"name": "get_weather", "arguments": WEATHER}}
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        {"id": "gSIMJ2", "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'}}
+                    ]
+                },
+                "tool_calls",
+            ),
+        ]
+    ),
+    quirk="tool-call deltas without index, one whole call per delta",
+    category="chat-completions",
+    provider="Mistral",
+    models="https://github.com/vercel/ai packages/mistral/src/__fixtures__/mistral-tool-call.chunks.txt",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("gSIMJ1", "get_weather", WEATHER),
+                    call("gSIMJ2", "get_weather", '{"city":"Rome"}'),
+                ],
+                "findings": ["missing_index"],
+            }
+        ]
+    },
+)
+case(
+    "chat/empty_id_no_index_same_function_twice.sse",
+    sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": WEATHER},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'},
+                        }
+                    ],
+                },
+                "tool_calls",
+            ),
+        ]
+    ),
+    quirk="id '' and no index; the same function called twice",
+    category="chat-completions",
+    provider="Gemini (OpenAI-compatible)",
+    models="https://github.com/shediao/ai.cli tests/test_stream_response.cc (id '' and no index)",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("fallback", "get_weather", WEATHER),
+                    call("fallback", "get_weather", '{"city":"Rome"}'),
+                ],
+                "findings": ["empty_id", "missing_index"],
+            }
+        ]
+    },
+)
+case(
+    "chat/two_calls_same_index_one_chunk.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_p",
+                            "type": "function",
+                            "function": {"name": "get_time", "arguments": "{}"},
+                        },
+                        {
+                            "index": 0,
+                            "id": "call_q",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": WEATHER},
+                        },
+                    ]
+                }
+            ),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="two complete calls with the same index in one chunk",
+    category="chat-completions",
+    provider="OpenAI-compatible gateways flattening parallel calls",
+    models="https://github.com/earendil-works/pi/issues/8861",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_p", "get_time", "{}"), call("call_q", "get_weather", WEATHER)],
+                "findings": ["duplicate_index_in_chunk"],
+            }
+        ]
+    },
+)
+
+case(
+    "chat/no_ids_index_zero_same_function_twice.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, None, "get_weather", "")),
+            chunk(more(0, WEATHER)),
+            chunk(header(0, None, "get_weather", "")),
+            chunk(more(0, '{"city":"Rome"}')),
+            chunk(header(0, None, "get_weather", "")),  # a trailing repeat: no arguments follow
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="no ids, index 0 for every call, the same function twice (name first, arguments after)",
+    category="chat-completions",
+    provider="small OpenAI-compatible servers (llama.cpp forks, LocalAI)",
+    models="https://github.com/ollama/ollama/issues/15457 (index 0 reuse) + "
+    "https://github.com/IBM/watsonx-ai-java-sdk (streams without ids)",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("fallback", "get_weather", WEATHER),
+                    call("fallback", "get_weather", '{"city":"Rome"}'),
+                ],
+                "findings": ["index_reused", "missing_id"],
+                "absent": ["invalid_arguments"],
+            }
+        ]
+    },
+)
+
+# ---------------------------------------------------------------------------------------------
+# 5. Anthropic
+MSG_START = (
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {"id": "msg_conf", "model": "claude-conf", "content": [], "usage": {"input_tokens": 20}},
+    },
+)
+MSG_END = [
+    (
+        "message_delta",
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 40}},
+    ),
+    ("message_stop", {"type": "message_stop"}),
+]
+SEARCH_RESULT = {
+    "type": "content_block_start",
+    "index": 1,
+    "content_block": {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_conf1",
+        "content": [
+            {
+                "type": "web_search_result",
+                "title": "Paris weather",
+                "url": "https://example.org/paris",
+                "encrypted_content": "xyz",
+                "page_age": None,
+            }
+        ],
+    },
+}
+case(
+    "anthropic/server_tool_use_web_search.sse",
+    events(
+        [
+            MSG_START,
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_conf1",
+                        "name": "web_search",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("content_block_start", SEARCH_RESULT),
+            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 2,
+                    "delta": {"type": "text_delta", "text": "It is sunny."},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 2}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": 40},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    ),
+    quirk="server_tool_use + web_search_tool_result: run by Anthropic, not a client call",
+    category="anthropic",
+    provider="Anthropic (web search tool)",
+    models="https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/web-search-tool",
+    expect={
+        "responses": [
+            {
+                "calls": [],
+                "server_calls": [
+                    {"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}
+                ],
+                "findings": ["server_tool_call"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/server_and_client_tools_mixed.sse",
+    events(
+        [
+            MSG_START,
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_conf1",
+                        "name": "web_search",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("content_block_start", SEARCH_RESULT),
+            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 2,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_conf2",
+                        "name": "save_note",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 2,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"text": "sunny"}'},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 2}),
+            *MSG_END,
+        ]
+    ),
+    quirk="server_tool_use mixed with client tool_use in one message",
+    category="anthropic",
+    provider="Anthropic (web search tool)",
+    models="https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/web-search-tool",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_conf2", "save_note", '{"text": "sunny"}')],
+                "server_calls": [
+                    {"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}
+                ],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/server_tool_use_body.json",
+    js(
+        {
+            "id": "msg_conf3",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-conf",
+            "stop_reason": "tool_use",
+            "content": [
+                {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_conf3",
+                    "name": "web_search",
+                    "input": {"query": "weather Paris"},
+                },
+                {
+                    "type": "web_search_tool_result",
+                    "tool_use_id": "srvtoolu_conf3",
+                    "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+                },
+                {"type": "tool_use", "id": "toolu_conf4", "name": "get_weather", "input": {"city": "Paris"}},
+            ],
+        }
+    ),
+    quirk="server_tool_use with an error result, and a client tool_use, in a whole message",
+    category="anthropic",
+    provider="Anthropic (web search tool)",
+    models="https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/web-search-tool#errors",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_conf4", "get_weather", WEATHER)],
+                "server_calls": [
+                    {"id": "srvtoolu_conf3", "name": "web_search", "result_type": "web_search_tool_result"}
+                ],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/tool_use_without_arguments.chunks.jsonl",
+    "".join(
+        js(p) + "\n"
+        for _, p in [
+            MSG_START,
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_conf5",
+                        "name": "list_files",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": ""},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            *MSG_END,
+        ]
+    ),
+    quirk="a tool_use whose only input_json_delta is empty (input {})",
+    category="anthropic",
+    provider="Anthropic",
+    models="https://github.com/vercel/ai packages/anthropic/src/__fixtures__/anthropic-tool-no-args.chunks.txt",
+    expect={"responses": [{"calls": [call("toolu_conf5", "list_files", "{}")]}]},
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. OpenAI Responses API
+def resp(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+    return kind, {"type": kind, **fields}
+
+
+CREATED = resp(
+    "response.created",
+    response={"id": "resp_conf", "status": "in_progress", "model": "gpt-conf", "output": []},
+)
+
+
+def completed(output: list[Any], status: str = "completed", **extra: Any) -> tuple[str, dict[str, Any]]:
+    kind = {
+        "completed": "response.completed",
+        "incomplete": "response.incomplete",
+        "failed": "response.failed",
+    }[status]
+    return resp(
+        kind, response={"id": "resp_conf", "status": status, "model": "gpt-conf", "output": output, **extra}
+    )
+
+
+FC = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_r1",
+    "name": "get_weather",
+    "arguments": WEATHER,
+    "status": "completed",
+}
+case(
+    "responses/custom_tool_call.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={
+                    "type": "custom_tool_call",
+                    "id": "ctc_1",
+                    "call_id": "call_c1",
+                    "name": "code_exec",
+                    "input": "",
+                    "status": "in_progress",
+                },
+            ),
+            resp("response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="print("),
+            resp("response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="1 + 1)"),
+            resp(
+                "response.custom_tool_call_input.done", output_index=0, item_id="ctc_1", input="print(1 + 1)"
+            ),
+            resp(
+                "response.output_item.done",
+                output_index=0,
+                item={
+                    "type": "custom_tool_call",
+                    "id": "ctc_1",
+                    "call_id": "call_c1",
+                    "name": "code_exec",
+                    "input": "print(1 + 1)",
+                    "status": "completed",
+                },
+            ),
+            completed(
+                [
+                    {
+                        "type": "custom_tool_call",
+                        "id": "ctc_1",
+                        "call_id": "call_c1",
+                        "name": "code_exec",
+                        "input": "print(1 + 1)",
+                        "status": "completed",
+                    }
+                ]
+            ),
+        ]
+    ),
+    quirk="custom_tool_call items with custom_tool_call_input.delta / .done (free-form input)",
+    category="responses",
+    provider="OpenAI Responses API (GPT-5 custom tools)",
+    models="https://platform.openai.com/docs/guides/function-calling#custom-tools",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_c1", "code_exec", "print(1 + 1)", kind="custom")],
+                "findings": ["custom_tool_call"],
+            }
+        ]
+    },
+)
+case(
+    "responses/completed_output_is_authoritative.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":'),
+            completed(
+                [
+                    FC,
+                    {
+                        "type": "function_call",
+                        "id": "fc_2",
+                        "call_id": "call_r2",
+                        "name": "get_time",
+                        "arguments": '{"tz":"CET"}',
+                        "status": "completed",
+                    },
+                ]
+            ),
+        ]
+    ),
+    quirk="deltas and items missed: response.completed output used as the authoritative list",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping events",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming/response/completed",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_r1", "get_weather", WEATHER),
+                    call("call_r2", "get_time", '{"tz":"CET"}'),
+                ],
+                "findings": ["recovered_from_completed"],
+            }
+        ]
+    },
+)
+case(
+    "responses/output_item_done_never_announced.sse",
+    events(
+        [
+            CREATED,
+            resp("response.output_item.done", output_index=0, item=FC),
+            completed([FC]),
+        ]
+    ),
+    quirk="an output_item.done for an item never announced",
+    category="responses",
+    provider="LM Studio / Ollama Responses endpoints",
+    models="https://github.com/vercel/ai packages/open-responses/src/responses/__fixtures__/lmstudio-tool-call.1.chunks.txt",
+    expect={
+        "responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["unannounced_item"]}]
+    },
+)
+case(
+    "responses/arguments_done_differs.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Par'
+            ),
+            resp(
+                "response.function_call_arguments.delta",
+                output_index=0,
+                item_id="fc_1",
+                delta='is"}{"city":"Paris"}',
+            ),
+            resp("response.function_call_arguments.done", output_index=0, item_id="fc_1", arguments=WEATHER),
+            resp("response.output_item.done", output_index=0, item=FC),
+            completed([FC]),
+        ]
+    ),
+    quirk="function_call_arguments.done differs from the concatenated deltas",
+    category="responses",
+    provider="Azure OpenAI Responses (duplicated delta)",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming/response/function_call_arguments/done",
+    expect={
+        "responses": [
+            {"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["arguments_mismatch"]}
+        ]
+    },
+)
+FC2 = {
+    "type": "function_call",
+    "id": "fc_2",
+    "call_id": "call_r2",
+    "name": "get_time",
+    "arguments": '{"tz":"CET"}',
+    "status": "completed",
+}
+case(
+    "responses/interleaved_by_output_index.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=1,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.output_item.added",
+                output_index=2,
+                item={**FC2, "arguments": "", "status": "in_progress"},
+            ),
+            resp("response.function_call_arguments.delta", output_index=2, delta='{"tz":'),
+            resp("response.function_call_arguments.delta", output_index=1, delta='{"city":'),
+            resp("response.function_call_arguments.delta", output_index=2, delta='"CET"}'),
+            resp("response.function_call_arguments.delta", output_index=1, delta='"Paris"}'),
+            resp("response.output_item.done", output_index=1, item=FC),
+            resp("response.output_item.done", output_index=2, item=FC2),
+            completed([{"type": "reasoning", "id": "rs_1", "summary": []}, FC, FC2]),
+        ]
+    ),
+    quirk="two calls interleaved, deltas keyed only by output_index",
+    category="responses",
+    provider="OpenAI-compatible Responses servers (no item_id on deltas)",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming (output_index on every event)",
+    expect={
+        "responses": [
+            {"calls": [call("call_r1", "get_weather", WEATHER), call("call_r2", "get_time", '{"tz":"CET"}')]}
+        ]
+    },
+)
+case(
+    "responses/response_failed.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'
+            ),
+            completed(
+                [],
+                "failed",
+                error={"code": "server_error", "message": "The model failed to generate a response."},
+            ),
+        ]
+    ),
+    quirk="response.failed ends the stream",
+    category="responses",
+    provider="OpenAI Responses API",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming/response/failed",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", '{"city":"Pa', complete=False)],
+                "findings": ["provider_error"],
+                "error": "The model failed to generate a response",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "server_error"},
+    },
+)
+case(
+    "responses/response_incomplete.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'
+            ),
+            completed([], "incomplete", incomplete_details={"reason": "max_output_tokens"}),
+        ]
+    ),
+    quirk="response.incomplete (max_output_tokens) with a call cut short",
+    category="responses",
+    provider="OpenAI Responses API",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming/response/incomplete",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", '{"city":"Pa', complete=False)],
+                "findings": ["incomplete_response", "incomplete_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "responses/error_event.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "error",
+                code="ERR_RATE",
+                message="Rate limit exceeded while streaming",
+                param=None,
+                sequence_number=2,
+            ),
+        ]
+    ),
+    quirk="an error event in a Responses stream",
+    category="responses",
+    provider="OpenAI Responses API",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming/error",
+    expect={"responses": [{"calls": [], "error": "Rate limit exceeded while streaming"}]},
+)
+case(
+    "responses/web_search_call_server_item.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={"type": "web_search_call", "id": "ws_1", "status": "in_progress"},
+            ),
+            resp("response.web_search_call.searching", output_index=0, item_id="ws_1"),
+            resp(
+                "response.output_item.done",
+                output_index=0,
+                item={
+                    "type": "web_search_call",
+                    "id": "ws_1",
+                    "status": "completed",
+                    "action": {"type": "search", "query": "weather Paris"},
+                },
+            ),
+            resp(
+                "response.output_item.added",
+                output_index=1,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp("response.function_call_arguments.delta", output_index=1, item_id="fc_1", delta=WEATHER),
+            resp("response.output_item.done", output_index=1, item=FC),
+            completed(
+                [
+                    {
+                        "type": "web_search_call",
+                        "id": "ws_1",
+                        "status": "completed",
+                        "action": {"type": "search", "query": "weather Paris"},
+                    },
+                    FC,
+                ]
+            ),
+        ]
+    ),
+    quirk="a web_search_call item (run by OpenAI) next to a function_call",
+    category="responses",
+    provider="OpenAI Responses API (web search tool)",
+    models="https://platform.openai.com/docs/guides/tools-web-search",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER)],
+                "server_calls": [{"id": "ws_1", "name": "web_search", "result_type": "web_search_call"}],
+            }
+        ]
+    },
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Cassettes
+def cassette(interactions: list[tuple[int, dict[str, list[str]], str]]) -> str:
+    """A vcrpy YAML cassette; a body given as bytes is written as !!binary, as vcrpy does."""
+    import base64
+
+    lines = ["interactions:"]
+    for status, headers, body in interactions:
+        lines += [
+            "- request:",
+            '    body: \'{"model": "m"}\'',
+            "    headers: {}",
+            "    method: POST",
+            "    uri: https://api.example.org/v1/chat/completions",
+            "  response:",
+        ]
+        if isinstance(body, bytes):
+            encoded = base64.encodebytes(body).decode().rstrip("\n").replace("\n", "\n        ")
+            lines += ["    body:", "      string: !!binary |", f"        {encoded}"]
+        else:
+            lines += ["    body:", f"      string: {json.dumps(body)}"]
+        lines.append("    headers:")
+        for key, values in headers.items():
+            lines.append(f"      {key}:")
+            lines += [f"      - {v}" for v in values]
+        lines += [
+            "    status:",
+            f"      code: {status}",
+            "      message: OK" if status < 400 else "      message: Error",
+        ]
+    lines.append("version: 1")
+    return "\n".join(lines) + "\n"
+
+
+SSE_TEXT = sse(weather_stream())
+case(
+    "cassettes/binary_gzip_body.yaml",
+    cassette(
+        [
+            (
+                200,
+                {"Content-Encoding": ["gzip"], "Content-Type": ["text/event-stream"]},
+                gzip.compress(SSE_TEXT.encode(), mtime=0),
+            )
+        ]
+    ),
+    quirk="a !!binary gzip body, decoded by its recorded content-encoding",
+    category="cassettes",
+    provider="vcrpy (decode_compressed_response off)",
+    models="https://github.com/kevin1024/vcrpy/issues/249",
+    expect=ONE_CALL,
+)
+case(
+    "cassettes/binary_plain_body.yaml",
+    cassette(
+        [
+            (
+                200,
+                {"Content-Type": ["text/event-stream; charset=utf-8"]},
+                sse(weather_stream(('{"city":', '"Zürich"}'))).encode(),
+            )
+        ]
+    ),
+    quirk="a !!binary body of plain UTF-8 bytes (no content-encoding)",
+    category="cassettes",
+    provider="vcrpy",
+    models="https://github.com/kevin1024/vcrpy (bytes bodies are written as !!binary)",
+    expect={"responses": [{"calls": [call("call_w1", "get_weather", '{"city":"Zürich"}')]}]},
+)
+case(
+    "cassettes/http_error_then_success.yaml",
+    cassette(
+        [
+            (
+                429,
+                {"Content-Type": ["application/json"]},
+                js({"error": {"message": "Rate limit reached", "type": "requests"}}),
+            ),
+            (200, {"Content-Type": ["text/event-stream"]}, SSE_TEXT),
+        ]
+    ),
+    quirk="a recorded 429 error body, then the retried successful stream",
+    category="cassettes",
+    provider="vcrpy recordings of retried requests",
+    models="https://platform.openai.com/docs/guides/rate-limits",
+    expect={
+        "responses": [
+            {"calls": [], "error": "Rate limit reached"},
+            {"calls": [call("call_w1", "get_weather", WEATHER)]},
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Rate limit reached"},
+    },
+)
+
+
+def write(root: Path = HERE) -> list[Path]:
+    written = []
+    for name, (data, spec) in CASES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        stem = (
+            name[: -len("".join(Path(name).suffixes))]
+            if not name.endswith(".chunks.jsonl")
+            else name[: -len(".chunks.jsonl")]
+        )
+        expect = root / f"{stem}.expect.json"
+        expect.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+        written += [path, expect]
+    return written
+
+
+if __name__ == "__main__":
+    for path in write():
+        print(path.relative_to(HERE))

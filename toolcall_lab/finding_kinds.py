@@ -1,0 +1,257 @@
+"""Every kind of parser finding: its severity, what it means, and an example message.
+
+This table is the one reference users read: the README's finding table is generated from it
+(`reference_markdown`, checked by a test), and `toolcall-lab findings` prints it. Severities:
+``info`` = a known provider quirk, handled; ``warning`` = something was odd and a choice was made
+(the message says which); ``error`` = a call or response is unusable as it stands (such calls are
+marked incomplete and never executed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    severity: Severity
+    meaning: str
+    example: str
+
+
+FINDING_KINDS: dict[str, KindInfo] = {
+    # -- framing: SSE and JSON-lines files ------------------------------------------------------
+    "sse_nonstandard_line": KindInfo(
+        "info",
+        "A line has whitespace before a known field name (` data: {...}`). The SSE standard would "
+        "ignore it as an unknown field; it is read as that field instead, so no payload is lost.",
+        "line 1: ' data' has whitespace before the field name; read as 'data'",
+    ),
+    "sse_unknown_field": KindInfo(
+        "info",
+        "A line whose field is not data/event/id/retry (nor llama.cpp's `error`); ignored, as the "
+        "SSE standard says. Shown because a server may have meant it as data.",
+        "line 9: unknown SSE field 'result' ignored: 'result: {\"x\": 1}'",
+    ),
+    "sse_unterminated_event": KindInfo(
+        "info",
+        "The file ends inside an event (no blank line after its last `data:` line). The standard "
+        "discards such an event; a recording that was cut there is read to its end instead.",
+        "line 42: the file ends without the blank line that closes this event; read anyway",
+    ),
+    "invalid_utf8": KindInfo(
+        "warning",
+        "Bytes that are not UTF-8 were replaced by U+FFFD, as the SSE standard decodes them.",
+        "line 3: bytes that are not valid UTF-8 replaced by U+FFFD",
+    ),
+    "data_after_done": KindInfo(
+        "info",
+        "Payloads follow `data: [DONE]`: a second response in the same file; read as a new response.",
+        "line 30: data after [DONE]; read as response 1",
+    ),
+    # -- payloads ---------------------------------------------------------------------------------
+    "malformed_chunk": KindInfo(
+        "warning",
+        "A payload or part of one does not have the shape its format defines; that part is skipped.",
+        "chunk 4: a tool_calls entry is not an object; skipped",
+    ),
+    "unknown_event": KindInfo(
+        "info",
+        "An Anthropic or Responses event type this parser does not know; ignored.",
+        "unknown Anthropic event type 'content_block_pause' ignored",
+    ),
+    "provider_error": KindInfo(
+        "error",
+        "The provider reported an error in the stream or instead of a response (an `error` object, "
+        '`event: error`, llama.cpp\'s `error:` field, `finish_reason: "error"`, `response.failed`). '
+        "The message quotes the provider; calls still in progress are marked incomplete.",
+        "provider error at chunk 7: Provider disconnected unexpectedly; 1 call in progress marked incomplete",
+    ),
+    "unexpected_event": KindInfo(
+        "warning",
+        "Something arrived where the run did not expect it (tool calls in the final answer of a run "
+        "that offered no tools); ignored.",
+        "round 3: 1 tool call(s) in the final answer made without tools; ignored",
+    ),
+    # -- chat-completions deltas ------------------------------------------------------------------
+    "missing_index": KindInfo(
+        "info",
+        "A tool-call delta without `index` (Mistral, Gemini): it continues the last call unless it "
+        "starts a new one (a different id, or a new name after complete arguments).",
+        "tool call delta without index; treated as call 1",
+    ),
+    "sparse_index": KindInfo(
+        "info",
+        "Tool-call indices skip numbers; the wire indices are kept.",
+        "tool call index 3 where 1 was next (sparse indices kept)",
+    ),
+    "duplicate_index_in_chunk": KindInfo(
+        "warning",
+        "Two tool-call entries with the same index in one chunk; a different id makes it a new call.",
+        "two tool call entries with index 0 in one chunk (a different id; kept as call 1)",
+    ),
+    "duplicate_tool_call_id": KindInfo(
+        "warning",
+        "Two calls of one batch carry the same id (buggy servers); each is run and answered by "
+        "position, so the tool messages repeat the id. Reported by the run loop, not the parser.",
+        "round 2: the calls at positions [0, 1] share the id 'call_1'; each is run (or screened) and "
+        "answered by position, so the tool messages repeat the id",
+    ),
+    "index_reused": KindInfo(
+        "info",
+        "A later delta reuses an index for a different call (Ollama sends index 0 for every call): a "
+        "different id with a name, or a different id or name once the call's arguments are complete "
+        "JSON, starts a new call.",
+        "index 0 reused by a new call (id 'call_b', name 'get_time'); kept as call 1",
+    ),
+    "id_changed": KindInfo(
+        "warning",
+        "Continuation deltas of one call carry other ids (LM Studio sends a new id on every fragment); "
+        "the first id is kept.",
+        "call 0: 40 later deltas carried other ids (first 'call_x'); kept 'call_a'",
+    ),
+    "repeated_header": KindInfo(
+        "info",
+        "The id and/or the full name is repeated on continuation deltas (OpenRouter/Novita); kept "
+        "once, never concatenated.",
+        "call 0: id/name repeated on continuation deltas (kept once, not concatenated)",
+    ),
+    "split_name": KindInfo(
+        "info",
+        "The function name arrived in pieces (`get_` + `weather`) and was joined. Rule: a name piece "
+        "equal to the name so far is a repeat, one that starts with it replaces it (a snapshot), "
+        "any other piece is appended. A name split into two equal halves reads as a repeat.",
+        "call 0: function name arrived in 2 pieces, joined as 'get_weather'",
+    ),
+    "name_changed": KindInfo(
+        "warning",
+        "A later event names a call differently; the first name is kept.",
+        "call 1: name changed from 'f' to 'g'; kept the first",
+    ),
+    "legacy_function_call": KindInfo(
+        "info",
+        "The deprecated `function_call` field (no id) was read as a tool call.",
+        "choice 0: deprecated function_call read as call 0 (no id)",
+    ),
+    "arguments_not_string": KindInfo(
+        "warning",
+        "`arguments` arrived as JSON (an object, list, number) instead of a string; kept, serialised "
+        "compactly.",
+        "call 0: arguments sent as an object, not a string; kept, serialised compactly",
+    ),
+    # -- the calls themselves ---------------------------------------------------------------------
+    "missing_id": KindInfo(
+        "info",
+        "A call without an id gets the fallback `call_{batch}_{index}`.",
+        "call 0 came with no id; using fallback id call_0_0",
+    ),
+    "empty_id": KindInfo(
+        "info",
+        'A call whose id is `""` gets the fallback `call_{batch}_{index}`.',
+        'call 0 came with an empty id (""); using fallback id call_0_0',
+    ),
+    "missing_name": KindInfo(
+        "error",
+        "A call without a function name.",
+        "call call_0_0 has no function name",
+    ),
+    "double_encoded_arguments": KindInfo(
+        "warning",
+        "The arguments are a JSON string holding JSON; decoded once more for `args`, raw kept.",
+        "call a (f): arguments are a JSON string holding JSON; decoded again",
+    ),
+    "empty_arguments": KindInfo(
+        "info",
+        "An empty argument string, read as `{}` (tools without parameters).",
+        "call a (f): empty argument string, read as {}",
+    ),
+    "incomplete_arguments": KindInfo(
+        "error",
+        "The arguments end where the JSON expected more (cut off); raw kept, call never executed.",
+        "call a (f): arguments cut off (incomplete JSON): ...; call marked incomplete",
+    ),
+    "invalid_arguments": KindInfo(
+        "error",
+        "The arguments are not a JSON object; raw kept, call never executed.",
+        "call a (f): arguments not valid JSON: Extra data at char 15; call marked incomplete",
+    ),
+    "split_surrogate_pair": KindInfo(
+        "info",
+        "A UTF-16 surrogate pair arrived split over two chunks (`\\ud83d` ... `\\ude00`); joined "
+        "into the one character it encodes.",
+        "call a: a surrogate pair split across chunks was joined",
+    ),
+    "lone_surrogate": KindInfo(
+        "warning",
+        "Text holds an escaped lone surrogate (legal JSON, not a character); kept, printed escaped.",
+        "call a: arguments hold a lone surrogate \\ud83d; kept as is",
+    ),
+    "custom_tool_call": KindInfo(
+        "info",
+        "A Responses `custom_tool_call`: free-form text input, not JSON; kept as text.",
+        "call call_1 (code_exec): custom tool with free-form input (kept as text, not JSON)",
+    ),
+    "server_tool_call": KindInfo(
+        "info",
+        "A tool the provider ran itself (Anthropic `server_tool_use`, Responses `web_search_call`, "
+        "...); reported in `server_tool_calls`, never handed to the loop.",
+        "server-side tool call srvtoolu_01 (web_search) reported separately; not a client call",
+    ),
+    # -- how a response ended ---------------------------------------------------------------------
+    "no_finish_reason": KindInfo(
+        "info",
+        "The stream ended without a finish reason / stop reason / `response.completed`.",
+        "choice 0: stream ended without a finish_reason",
+    ),
+    "length_finish": KindInfo(
+        "warning",
+        "The response stopped at the token limit.",
+        "choice 0: finish_reason 'length' (output cut at the token limit)",
+    ),
+    "incomplete_response": KindInfo(
+        "warning",
+        "A Responses `response.incomplete`; calls whose items did not finish are marked incomplete.",
+        "response incomplete (max_output_tokens); 1 call not finished marked incomplete",
+    ),
+    # -- Anthropic and Responses events -----------------------------------------------------------
+    "orphan_delta": KindInfo(
+        "warning",
+        "An arguments delta for a block or item never announced (with no id to recover it); skipped.",
+        "chunk 5: input_json_delta for unknown block 3; skipped",
+    ),
+    "unannounced_item": KindInfo(
+        "warning",
+        "A Responses item finished (`output_item.done`) or streamed without being announced; the call "
+        "is taken from the event.",
+        "chunk 9: output_item.done for item fc_1 never announced; call taken from it",
+    ),
+    "arguments_mismatch": KindInfo(
+        "warning",
+        "The final arguments (`.done`, `response.completed`) differ from the concatenated deltas; the "
+        "final ones are kept.",
+        "call call_1: function_call_arguments.done differs from the deltas; kept .done",
+    ),
+    "recovered_from_completed": KindInfo(
+        "warning",
+        "A call the stream never showed was found in the `output` of `response.completed`; taken from there.",
+        "call call_2 (f) only in response.completed output; taken from there",
+    ),
+}
+
+
+def severity_of(kind: str) -> Severity:
+    """The severity every finding of `kind` carries."""
+    return FINDING_KINDS[kind].severity
+
+
+def reference_markdown() -> str:
+    """The finding reference as a Markdown table (the README's copy is checked against this)."""
+    rows = ["| kind | severity | meaning | example message |", "|---|---|---|---|"]
+    for kind, info in FINDING_KINDS.items():
+        meaning = info.meaning.replace("|", "\\|")
+        example = info.example.replace("|", "\\|").replace("`", "'")
+        rows.append(f"| `{kind}` | {info.severity} | {meaning} | `{example}` |")
+    return "\n".join(rows)

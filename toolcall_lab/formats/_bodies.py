@@ -1,0 +1,90 @@
+"""Recorded HTTP response bodies -> text: VCR ``body: {string: ...}`` (``!!binary`` bytes decoded by the
+recorded ``content-encoding``: gzip, deflate, br, zstd), Ruby VCR ``base64_string``, or a JSON body
+stored as an object."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+from toolcall_lab.exceptions import UnknownFormatError
+
+
+def headers_of(raw: Any) -> dict[str, str]:
+    """Recorded headers, lower-cased; VCR keeps each value as a list."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k).lower(): str(v[0] if isinstance(v, list) and v else v) for k, v in raw.items()}
+
+
+def _decompress(data: bytes, coding: str) -> bytes:
+    if coding in ("gzip", "x-gzip"):
+        return gzip.decompress(data)
+    if coding == "deflate":
+        try:
+            return zlib.decompress(data)
+        except zlib.error:  # raw deflate without the zlib header, as some servers send it
+            return zlib.decompress(data, -zlib.MAX_WBITS)
+    if coding == "br":
+        try:
+            import brotli
+        except ImportError:
+            raise UnknownFormatError(
+                "the body is brotli-compressed (content-encoding: br); `pip install brotli` to read it"
+            ) from None
+        return bytes(brotli.decompress(data))
+    if coding == "zstd":
+        try:
+            from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+        except ImportError:
+            try:
+                import zstandard
+            except ImportError:
+                raise UnknownFormatError(
+                    "the body is zstd-compressed (content-encoding: zstd); `pip install zstandard` to read it"
+                ) from None
+            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data))
+        return bytes(zstd.decompress(data))
+    if coding == "identity":
+        return data
+    raise UnknownFormatError(f"unknown content-encoding {coding!r} of a binary body")
+
+
+def decode_bytes(data: bytes, headers: Mapping[str, str]) -> str:
+    """Bytes of a recorded body -> text, undoing each recorded content-encoding in reverse order."""
+    codings = [c.strip().lower() for c in headers.get("content-encoding", "").split(",") if c.strip()]
+    for coding in reversed(codings):
+        try:
+            data = _decompress(data, coding)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UnknownFormatError(f"the body does not decompress as {coding} ({exc})") from None
+        except Exception as exc:  # brotli / zstd raise their own error types
+            if isinstance(exc, UnknownFormatError):
+                raise
+            raise UnknownFormatError(f"the body does not decompress as {coding} ({exc})") from None
+    if not codings and data[:2] == b"\x1f\x8b":
+        raise UnknownFormatError(
+            "the body is gzip data but no content-encoding was recorded; cannot tell how it was meant"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnknownFormatError(
+            f"the body is not UTF-8 text after decoding {codings or 'nothing'} ({exc})"
+        ) from None
+
+
+def decode_body(body: Any, headers: Mapping[str, str]) -> Any:
+    """A recorded body as text or a JSON object (None when absent)."""
+    if isinstance(body, Mapping) and ("string" in body or "base64_string" in body):
+        if "base64_string" in body:
+            raw: Any = base64.b64decode(str(body["base64_string"]))
+        else:
+            raw = body["string"]
+        return decode_bytes(bytes(raw), headers) if isinstance(raw, bytes | bytearray) else raw
+    if isinstance(body, bytes | bytearray):
+        return decode_bytes(bytes(body), headers)
+    return body

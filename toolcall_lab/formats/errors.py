@@ -1,0 +1,57 @@
+"""Recognise a provider's error report, whatever shape it takes, and quote the provider's own words.
+
+Shapes seen in the wild: ``{"error": {...}}`` bodies and stream payloads (OpenAI, OpenRouter — the
+latter also with ``choices`` and ``finish_reason: "error"``), Anthropic's ``{"type": "error",
+"error": {...}}``, the Responses API's ``{"type": "error", "message": ...}`` and
+``response.failed``, vLLM's ``{"object": "error", "message": ...}``, and frames sent as
+``event: error`` or llama.cpp's ``error:`` field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def describe_error(error: Any) -> str:
+    """The provider's message, with its code or type when the message does not already say it."""
+    if isinstance(error, Mapping):
+        message = error.get("message") or error.get("msg") or error.get("detail")
+        code = error.get("code") or error.get("type") or error.get("status")
+        if not message:
+            return json.dumps(dict(error), ensure_ascii=False, default=str)[:500]
+        text = str(message)
+        if code and str(code) not in text:
+            text = f"{text} ({code})"
+        return text
+    return str(error)
+
+
+def error_message(payload: Mapping[str, Any]) -> str | None:
+    """The provider's error text if `payload` reports an error, else None.
+
+    ``"error": null`` (some servers always send the key) and ``"error": {}`` are not errors.
+    """
+    kind = payload.get("type")
+    if kind == "response.failed":
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, Mapping) else None
+        return describe_error(error) if error else "response.failed without an error object"
+    error = payload.get("error")
+    if error:
+        return describe_error(error)
+    if kind == "error" or payload.get("object") == "error":  # Responses error events; vLLM error bodies
+        return describe_error(payload)
+    return None
+
+
+def error_frame_payload(data: str) -> dict[str, Any]:
+    """The payload for an ``event: error`` frame or an ``error:`` field, JSON or plain text."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return {"error": {"message": data.strip() or "error event without a message"}}
+    if isinstance(value, dict):
+        return value if error_message(value) is not None else {"error": value or {"message": data}}
+    return {"error": {"message": str(value)}}
