@@ -23,6 +23,7 @@ from toolcall_lab.importers._build import (
     ImportReport,
     ImportResult,
     Issue,
+    NotThisKind,
     Result,
     Segment,
     SourceError,
@@ -30,6 +31,7 @@ from toolcall_lab.importers._build import (
     build_result,
     chat_body,
 )
+from toolcall_lab.importers._files import READ_ERRORS, looks_like
 from toolcall_lab.importers.bfcl import import_bfcl
 from toolcall_lab.importers.claude_code import import_claude_code
 from toolcall_lab.importers.inspect_logs import import_inspect
@@ -94,7 +96,7 @@ KINDS: dict[str, Kind] = {
         Kind(
             name="bfcl",
             function=import_bfcl,
-            source="a BFCL question file (its possible_answer_<name> beside it)",
+            source="a BFCL question file (its possible_answer_<name> beside it) or a folder of them",
             options=frozenset({"limit"}),
         ),
     )
@@ -133,30 +135,38 @@ def import_source(kind: str, source: str | Path, **options: Any) -> ImportResult
     if kind not in KINDS:
         raise UsageError(f"unknown import kind {kind!r}; choose one of {', '.join(KINDS)}")
     spec = KINDS[kind]
-    given = {k: v for k, v in options.items() if v not in (None, False)}
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
     unknown = set(given) - spec.options
     if unknown:
         raise UsageError(
             f"import {kind}: {', '.join(sorted(unknown))} does not apply "
             f"(it takes {', '.join(sorted(spec.options)) or 'no options'})"
         )
+    limit = given.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(
+            f"import {kind}: limit={limit!r}: give a whole number >= 1 (how many input items to import), "
+            "or leave it out to import all"
+        )
     if not Path(source).exists():
         raise UsageError(f"import {kind}: {source} does not exist")
     try:
         return spec.function(source, **given)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except READ_ERRORS as exc:
         raise SourceError(f"{source}: not a readable {kind} source ({type(exc).__name__}: {exc})") from exc
 
 
 __all__ = [
     "KINDS",
     "MODEL_S",
+    "READ_ERRORS",
     "TOOL_S",
     "ImportBuildError",
     "ImportReport",
     "ImportResult",
     "Issue",
     "Kind",
+    "NotThisKind",
     "Result",
     "Segment",
     "SourceError",
@@ -173,5 +183,6 @@ __all__ = [
     "import_source",
     "import_swe_agent",
     "import_tau_bench",
+    "looks_like",
     "write_result",
 ]
