@@ -111,13 +111,14 @@ def timing_seconds(rounds: Iterable[Round]) -> dict[TimingSource, float]:
 
 
 def unknown_durations(rounds: Sequence[Round]) -> dict[TimingSource, int]:
-    """Durations set to 0 s for want of a figure (estimated or placeholder) before the last model call
-    that took time: something took time there that no number accounts for. (The same at the very end
-    of a recording, e.g. a closing round, adds nothing to any replay's wall time.)"""
-    last = max((k for k, r in enumerate(rounds) if r.model_call.latency_s > 0), default=-1)
+    """Durations set to 0 s for want of a figure (estimated or placeholder), anywhere in the run:
+    something may have taken time there that no number accounts for (a call whose result the source
+    does not hold, a response it did not time). A round an importer wrote where the source holds no
+    response (`Round.placeholder`, e.g. a recording's closing round) is a marker, not a duration: its
+    0 s model call is left out (the run's status says the recording is incomplete)."""
     out: dict[TimingSource, int] = {}
-    for r in rounds[:last]:
-        items = [r.model_call.timing] if r.model_call.latency_s == 0 else []
+    for r in rounds:
+        items = [r.model_call.timing] if r.model_call.latency_s == 0 and r.placeholder is None else []
         items += [e.timing for e in r.executions if e.answered and e.duration_s == 0]
         for t in items:
             if t.source in ("estimated", "placeholder"):
@@ -303,7 +304,10 @@ def trace_rows(
         summary, r_rows, c_rows = run_rows(trace_id, result, trace)
         summary.update(
             lower_bound_s=bound,
-            efficiency=bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0,
+            # a run that skipped calls (first_only) did less than the bound counts: no efficiency
+            efficiency=(bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0)
+            if summary["comparable"]
+            else float("nan"),
             title=trace.metadata.title,
             origin=trace.metadata.origin,
             source_status=trace.outcome.status,
