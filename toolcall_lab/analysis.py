@@ -45,6 +45,37 @@ def critical_path_s(trace: Trace) -> float:
     return total
 
 
+OVERLAP_S = 0.002
+"""Two recorded calls overlapped when one started this much before the other ended (logs stamp to
+the millisecond)."""
+BatchRun = Literal["overlapped", "partly overlapped", "one after another", "not evidenced"]
+
+
+def how_batch_ran(spans: Iterable[tuple[float, float]]) -> BatchRun:
+    """How calls of one batch ran, from their (start, end) where both are known: all overlapping the
+    ones before them, some, none; ``not evidenced`` with fewer than two."""
+    known = sorted(spans)
+    if len(known) < 2:
+        return "not evidenced"
+    latest, overlapping = known[0][1], 0
+    for start, end in known[1:]:
+        overlapping += start < latest - OVERLAP_S
+        latest = max(latest, end)
+    if not overlapping:
+        return "one after another"
+    return "overlapped" if overlapping == len(known) - 1 else "partly overlapped"
+
+
+def recorded_batch(r: Round) -> BatchRun:
+    """How a recorded round's calls ran, from the calls whose start and end the source gives
+    (``recorded`` timing, a result recorded): evidence of the agent's mode, or ``not evidenced``."""
+    return how_batch_ran(
+        (e.started_at, e.ended_at)
+        for e in r.executions
+        if e.timing.source == "recorded" and e.status != "not_recorded"
+    )
+
+
 def _tool_phase(r: Round) -> float:
     ran = [e for e in r.executions if e.status != "skipped"]
     if not ran:

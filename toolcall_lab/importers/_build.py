@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from toolcall_lab.analysis import how_batch_ran
 from toolcall_lab.exceptions import ToolcallLabError
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.importers._report import (
@@ -81,8 +82,6 @@ CLOSING_TEXT = "(the recording ends here: no model response after these tool cal
 TOLERANCE_S = 0.1
 """How far recorded timestamps may disagree (clock resolution, log write delays) before the import
 calls them inconsistent."""
-OVERLAP_S = 0.002
-"""Two recorded calls overlapped when one started this much before the other ended (ms stamps)."""
 
 ResultStatus = Literal["ok", "error", "timeout", "not_recorded"]
 
@@ -477,22 +476,13 @@ def mode_evidence(turns: Sequence[Turn]) -> tuple[Mode | None, str]:
     starts and ends) and a sentence saying which batches showed what."""
     seen: dict[str, list[str]] = {"overlapped": [], "partly overlapped": [], "ran one after another": []}
     for k, turn in enumerate(turns):
-        spans = sorted(x for r in turn.results if (x := _known(r)) is not None)
-        if len(spans) < 2:
+        spans = [x for r in turn.results if (x := _known(r)) is not None]
+        how = how_batch_ran(spans)
+        if how == "not evidenced":
             continue
-        latest = spans[0][1]
-        overlapping = 0
-        for start, end in spans[1:]:
-            overlapping += start < latest - OVERLAP_S
-            latest = max(latest, end)
-        key = (
-            "ran one after another"
-            if not overlapping
-            else "overlapped"
-            if overlapping == len(spans) - 1
-            else "partly overlapped"
+        seen["ran one after another" if how == "one after another" else how].append(
+            f"{k} ({len(spans)} calls)"
         )
-        seen[key].append(f"{k} ({len(spans)} calls)")
     found = [
         f"round {', '.join(v)} {key}" if len(v) == 1 else f"rounds {', '.join(v)} {key}"
         for key, v in seen.items()
