@@ -391,7 +391,9 @@ class Comparison:
     """One row per (trace, mode): wall time, model/tool time, overlap, upstream calls, round trips,
     tokens, failures, lower bound, efficiency, speedup vs sequential; what the times rest on
     (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
-    first_only run that skipped calls); ``in_all_modes`` (False when the trace failed in some mode)."""
+    first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped);
+    ``in_all_modes`` (False when the trace failed in some mode); ``status`` ``incomplete`` when the
+    replay ended on an importer's placeholder round (the recording holds no response there)."""
     rounds: pd.DataFrame
     calls: pd.DataFrame
     """One row per (trace, mode, round, call) with start/end times and the duration's timing label."""

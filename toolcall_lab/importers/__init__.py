@@ -2,9 +2,12 @@
 
 Every importer returns an `ImportResult`: the traces (it is a sequence of `Trace`), a file name for
 each, and an `ImportReport` counting the source's tool calls and model calls against the imported
-ones, with every call that was skipped, missing from the source, or could not be represented. Each
-module's docstring says where each of its numbers comes from; every number in a trace carries a
-`timing` label (``recorded`` / ``reported`` / ``estimated`` / ``placeholder``) with a note.
+ones, with every call that was skipped, missing from the source, or could not be represented, every
+result the source does not hold (status ``not_recorded``) and every place the source is damaged.
+Each module's docstring says where each of its numbers comes from; every number in a trace carries a
+`timing` label (``recorded`` / ``reported`` / ``estimated`` / ``placeholder``) with a note, and
+traces are placed on their source's timeline where it has one (`toolcall_lab.importers._build`).
+A folder is imported file by file (`_files.import_folder`); `looks_like` names the kind of a file.
 
 ``toolcall-lab import KIND SOURCE --out DIR`` runs `import_source` (kinds in `KINDS`).
 """
