@@ -209,6 +209,18 @@ def test_a_bad_byte_costs_one_character_not_the_file(tmp_path) -> None:
     assert result.report.imported_calls == 12 and result.report.missing_results == 0
 
 
+def test_a_bad_byte_in_a_key_is_reported_and_the_line_still_read(tmp_path) -> None:
+    """The tester's zz_bad.jsonl: the byte lands in the "type" key of a result line."""
+    raw = CC_5CALLS.read_bytes().split(b"\n")
+    k = next(i for i, line in enumerate(raw) if b'"tool_result"' in line and b"W4KbPx" in line)
+    raw[k] = raw[k].replace(b'"type":"user"', b'"ty\xff\xfepe":"user"', 1)
+    path = tmp_path / "key.jsonl"
+    path.write_bytes(b"\n".join(raw))
+    result = import_claude_code(path)
+    assert result.report.imported_calls == 12 and result.report.missing_results == 0
+    assert [i.where for i in result.report.issues if i.kind == "damaged"] == [f"key.jsonl line {k + 1}"] * 2
+
+
 def test_a_folder_keeps_every_good_file(tmp_path) -> None:
     """Three real sessions, one with a bad byte, one of another kind, one empty, one text file."""
     for path in sorted(CC.glob("*.jsonl")):

@@ -140,7 +140,23 @@ def _read(path: Path) -> tuple[list[_Line], list[Issue]]:
                 )
                 continue
             uuids[uuid] = number
-        if doc.get("type") not in ("user", "assistant") or not isinstance(doc.get("message"), dict | str):
+        message = doc.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        if (
+            doc.get("type") not in ("user", "assistant")
+            and role in ("user", "assistant")
+            and "type" not in doc
+        ):
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{path.name} line {number}",
+                    what=f"a message line without its 'type' (damaged key?): read as its message's role "
+                    f"({role})",
+                )
+            )
+            doc = {**doc, "type": role}
+        if doc.get("type") not in ("user", "assistant") or not isinstance(message, dict | str):
             continue
         at = stamp_or_none(doc.get("timestamp"))
         if at is None:
