@@ -550,3 +550,39 @@ def test_replays_of_recordings_that_stop_never_claim_a_final_answer() -> None:
             assert replay(trace, "parallel").final_answer is None
         else:
             assert "incomplete" not in set(rows["status"])
+
+
+def test_inspect_repeated_and_reordered_model_events(tmp_path) -> None:
+    from toolcall_lab.importers import import_inspect
+
+    source = (
+        REALDATA
+        / "inspect_ai/inspect_log_gpt-4o-mini_browser_agent_5_model_calls_with_raw_api_and_timings.json"
+    )
+    log = json.loads(source.read_text())
+    events = log["samples"][0]["events"]
+    models = [k for k, e in enumerate(events) if e.get("event") == "model"]
+    events.insert(models[1] + 1, json.loads(json.dumps(events[models[1]])))  # a repeated model event
+    a, b = models[2] + 1, models[3] + 1  # (shifted by the insert) two model events swapped
+    events[a], events[b] = events[b], events[a]
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    result = import_inspect(path)
+    damaged = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert any("repeats model event" in w for w in damaged) and any("out of time order" in w for w in damaged)
+    (trace,) = result
+    (original,) = import_inspect(source)
+    assert (trace.n_calls, len(trace.rounds)) == (original.n_calls, len(original.rounds))
+    assert trace.wall_time_s == pytest.approx(original.wall_time_s)
+
+
+def test_a_bfcl_folder_with_a_broken_question_file(tmp_path) -> None:
+    for name in ("BFCL_v4_parallel.jsonl", "possible_answer_BFCL_v4_parallel.jsonl"):
+        (tmp_path / name).write_bytes((REALDATA / "bfcl" / name).read_bytes())
+    (tmp_path / "BFCL_v4_broken.jsonl").write_text(
+        '{"id": "x", "question": [[{"role": "user", "content": "hi"}]], "function": []}\n{not json\n'
+    )
+    result = import_source("bfcl", tmp_path, limit=3)
+    (failed,) = [i for i in result.report.issues if i.kind == "failed"]
+    assert failed.where == "BFCL_v4_broken.jsonl" and "line 2 is not valid JSON" in failed.what
+    assert len(result) == 3 and not any("possible_answer" in i.where for i in result.report.issues)

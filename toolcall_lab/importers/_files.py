@@ -152,12 +152,15 @@ def import_folder(
     one_file: Callable[[Path], ImportResult],
     *,
     recursive: bool = False,
+    companion: Callable[[Path], bool] | None = None,
 ) -> ImportResult:
     """Import every file of `folder` ending with one of `suffixes`, each on its own: a file that cannot
     be read is a ``failed`` issue naming it (its calls are unknown), an empty file or one of another
     kind is ``skipped`` with the reason; files with other endings are listed as skipped."""
     entries = sorted(folder.rglob("*") if recursive else folder.iterdir())
-    files = [f for f in entries if f.is_file() and not f.name.startswith(".")]
+    files = [
+        f for f in entries if f.is_file() and not f.name.startswith(".") and not (companion and companion(f))
+    ]
     chosen = [f for f in files if f.name.endswith(tuple(suffixes))]
     if not chosen:
         raise NotThisKind(

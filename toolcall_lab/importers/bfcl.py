@@ -27,12 +27,11 @@ from toolcall_lab.importers._build import (
     build_result,
     call_entry,
     completion,
-    merge_results,
     safe_tool_name,
     slugify,
 )
-from toolcall_lab.importers._files import not_empty, read_text, wrong_kind
-from toolcall_lab.importers._report import NotThisKind, SourceError
+from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._report import SourceError
 from toolcall_lab.records import Timing
 
 
@@ -80,14 +79,13 @@ def import_bfcl(
     of them; `limit` counts questions (per file), not traces."""
     qpath = Path(questions)
     if qpath.is_dir():
-        files = sorted(
-            f
-            for f in qpath.iterdir()
-            if f.suffix in (".json", ".jsonl") and not f.name.startswith("possible_answer_")
+        return import_folder(
+            "bfcl",
+            qpath,
+            (".json", ".jsonl"),
+            lambda f: import_bfcl(f, limit=limit),
+            companion=lambda f: f.name.startswith("possible_answer_"),
         )
-        if not files:
-            raise NotThisKind(f"{qpath}: no BFCL question file (.json / .jsonl) in this folder")
-        return merge_results("bfcl", str(qpath), [import_bfcl(f, limit=limit) for f in files])
     if qpath.name.startswith("possible_answer_") and answers is None:
         raise wrong_kind(
             qpath,

@@ -17,11 +17,13 @@ Responses: the raw ``call.response`` when it is a chat-completion body (the Open
 exact, layout not the wire's), else rebuilt from inspect's ``output`` message (arguments serialised
 from the object). A tool event with an ``error`` is an error (``timeout`` errors are timeouts).
 Each trace is placed on the events' timeline (each call ends at its event's ``completed``). An event
-without valid times is reported; numbers resting on it are placeholders.
+without valid times is reported; numbers resting on it are placeholders; repeated model events are
+read once and model events out of time order are read in time order (both reported).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,40 @@ def _duration(
     )
 
 
+def _in_order(label: str, model_events: list[dict[str, Any]], issues: list[Issue]) -> list[dict[str, Any]]:
+    """Model events read once each, in time order (repeats and events out of order are reported)."""
+    seen: dict[str, int] = {}
+    kept = []
+    for k, e in enumerate(model_events):
+        key = json.dumps(
+            [e.get("timestamp"), e.get("completed"), e.get("output")], sort_keys=True, default=str
+        )
+        if key in seen:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} model event {k}",
+                    what=f"repeats model event {seen[key]} (same times and output): read once",
+                )
+            )
+            continue
+        seen[key] = k
+        kept.append(e)
+    starts = [stamp_or_none(e.get("timestamp")) for e in kept]
+    if all(t is not None for t in starts) and any(
+        b < a - TOLERANCE_S for a, b in itertools.pairwise(starts) if a is not None and b is not None
+    ):
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=label,
+                what="model events out of time order: read in the order of their timestamps",
+            )
+        )
+        kept = [e for _, e in sorted(zip(starts, kept, strict=True), key=lambda x: x[0] or 0.0)]
+    return kept
+
+
 def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: list[Issue]) -> list[Segment]:
     attachments = sample.get("attachments") or {}
     events = [_resolve(e, attachments) for e in sample.get("events") or [] if isinstance(e, dict)]
@@ -166,7 +202,7 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
     segments: list[Segment] = []
     current: Segment | None = None
     answered = False
-    model_events = [e for e in events if e.get("event") == "model"]
+    model_events = _in_order(label, [e for e in events if e.get("event") == "model"], issues)
     for n, e in enumerate(model_events):
         body, own = _response(e, n)
         message = (body.get("choices") or [{}])[0].get("message") or {}
