@@ -234,6 +234,14 @@ def _distrust_times(path: Path, thread: list[_Line], issues: list[Issue]) -> Non
     tolerance); the others are not trusted (set to None) and reported."""
     known = [ln for ln in thread if ln.at is not None]
     n = len(known)
+    latest = float("-inf")
+    for ln in known:  # the usual case, in one pass: no line earlier than the lines before it
+        assert ln.at is not None
+        if ln.at < latest - TOLERANCE_S:
+            break
+        latest = max(latest, ln.at)
+    else:
+        return
     best = [1] * n
     back = [-1] * n
     for i in range(n):
@@ -497,6 +505,16 @@ def _thread_segments(
             if responses and responses[-1].message_id == mid:  # (results may come between its lines)
                 responses[-1].lines.append(ln)
             else:
+                earlier = next((r for r in responses if r.message_id == mid), None)
+                if earlier is not None:
+                    issues.append(
+                        Issue(
+                            kind="damaged",
+                            where=f"{path.name} line {ln.number}",
+                            what=f"continues response {mid} of line {earlier.lines[0].number} after other "
+                            "lines: read as a model call of its own",
+                        )
+                    )
                 responses.append(_Response(message_id=mid, lines=[ln]))
                 events.append(("response", responses[-1]))
         else:
