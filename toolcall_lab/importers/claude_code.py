@@ -505,13 +505,13 @@ def _thread_segments(
             if responses and responses[-1].message_id == mid:  # (results may come between its lines)
                 responses[-1].lines.append(ln)
             else:
-                earlier = next((r for r in responses if r.message_id == mid), None)
-                if earlier is not None:
+                seen = next((r for r in responses if r.message_id == mid), None)
+                if seen is not None:
                     issues.append(
                         Issue(
                             kind="damaged",
                             where=f"{path.name} line {ln.number}",
-                            what=f"continues response {mid} of line {earlier.lines[0].number} after other "
+                            what=f"continues response {mid} of line {seen.lines[0].number} after other "
                             "lines: read as a model call of its own",
                         )
                     )
