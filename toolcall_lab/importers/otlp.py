@@ -39,7 +39,6 @@ start and end times is reported; numbers resting on it are placeholders.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,119 +53,16 @@ from toolcall_lab.importers._build import (
     Segment,
     Turn,
     build_result,
-    call_entry,
-    completion,
     slugify,
     text_of,
 )
 from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._otlp_spans import Span, request_messages, response_body, spans_of, tool_schemas
 from toolcall_lab.records import Timing
 from toolcall_lab.trace import RESULT_NOT_RECORDED
 
-MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 
-
-def _value(v: dict[str, Any]) -> Any:
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_value(x) for x in (v["arrayValue"] or {}).get("values") or []]
-    if "kvlistValue" in v:
-        return {
-            kv["key"]: _value(kv.get("value") or {}) for kv in (v["kvlistValue"] or {}).get("values") or []
-        }
-    return None
-
-
-@dataclass(slots=True)
-class _Span:
-    trace_id: str
-    span_id: str
-    name: str
-    start: float | None
-    end: float | None
-    attrs: dict[str, Any]
-    error: str | None
-
-    @property
-    def kind(self) -> str | None:
-        oi = self.attrs.get("openinference.span.kind")
-        op = self.attrs.get("gen_ai.operation.name")
-        if oi == "LLM" or op in MODEL_OPERATIONS:
-            return "model"
-        if oi == "TOOL" or op == "execute_tool":
-            return "tool"
-        return None
-
-    @property
-    def timed(self) -> bool:
-        return self.start is not None and self.end is not None
-
-    @property
-    def duration_s(self) -> float:
-        return 0.0 if self.start is None or self.end is None else self.end - self.start
-
-
-def _nanos(value: Any) -> float | None:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        return None
-    return n / 1e9 if n > 0 else None
-
-
-def _spans(doc: Any, where: str, issues: list[Issue]) -> Iterable[_Span]:
-    batches = doc if isinstance(doc, list) else [doc]
-    for batch in batches:
-        if not isinstance(batch, dict):
-            continue
-        for rs in batch.get("resourceSpans") or []:
-            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-                for sp in ss.get("spans") or []:
-                    if not isinstance(sp, dict):
-                        continue
-                    attrs = {
-                        a["key"]: _value(a.get("value") or {})
-                        for a in sp.get("attributes") or []
-                        if isinstance(a, dict) and "key" in a
-                    }
-                    status = sp.get("status") or {}
-                    error = None
-                    if status.get("code") in ("STATUS_CODE_ERROR", 2):
-                        error = status.get("message") or "error"
-                    start, end = _nanos(sp.get("startTimeUnixNano")), _nanos(sp.get("endTimeUnixNano"))
-                    span = _Span(
-                        trace_id=str(sp.get("traceId")),
-                        span_id=str(sp.get("spanId")),
-                        name=str(sp.get("name")),
-                        start=start,
-                        end=end,
-                        attrs=attrs,
-                        error=error or (str(attrs["error.type"]) if "error.type" in attrs else None),
-                    )
-                    if span.kind is not None and (start is None or end is None or end < start):
-                        issues.append(
-                            Issue(
-                                kind="damaged",
-                                where=f"{where} span {span.span_id} ({span.name})",
-                                what=f"no valid start and end (startTimeUnixNano "
-                                f"{sp.get('startTimeUnixNano')!r}, endTimeUnixNano "
-                                f"{sp.get('endTimeUnixNano')!r}): the durations resting on it are "
-                                "placeholders",
-                            )
-                        )
-                        if start is not None and end is not None:  # ends before it starts
-                            span.start = span.end = None
-                    yield span
-
-
-def _read(path: Path, issues: list[Issue]) -> list[_Span]:
+def _read(path: Path, issues: list[Issue]) -> list[Span]:
     """The spans of a JSON export, or of one export per line (an unreadable line is reported)."""
     text = read_text(path, issues)
     not_empty(path, text, "OTLP")
@@ -193,143 +89,7 @@ def _read(path: Path, issues: list[Issue]) -> list[_Span]:
         for d in (d if isinstance(d, list) else [d])
     ):
         raise wrong_kind(path, "otlp", "no 'resourceSpans' (an OTLP JSON export has them)")
-    return [s for d in docs for s in _spans(d, path.name, issues)]
-
-
-def _indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """``prefix.N.rest`` attributes -> a list of dicts keyed by ``rest``."""
-    items: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        if not key.startswith(prefix + "."):
-            continue
-        head, _, rest = key[len(prefix) + 1 :].partition(".")
-        if head.isdigit():
-            items.setdefault(int(head), {})[rest] = value
-    return [items[k] for k in sorted(items)]
-
-
-def _oi_message(flat: dict[str, Any]) -> dict[str, Any]:
-    role = flat.get("message.role")
-    texts = [v for k, v in sorted(flat.items()) if k.endswith("message_content.text")]
-    content = flat.get("message.content")
-    message: dict[str, Any] = {"role": role, "content": content if content is not None else "".join(texts)}
-    calls = _indexed({k.removeprefix("message."): v for k, v in flat.items()}, "tool_calls")
-    if calls:
-        message["tool_calls"] = [
-            call_entry(
-                c.get("tool_call.id"),
-                str(c.get("tool_call.function.name")),
-                str(c.get("tool_call.function.arguments") or "{}"),
-            )
-            for c in calls
-        ]
-        message["content"] = message["content"] or None
-    if flat.get("message.tool_call_id"):
-        message["tool_call_id"] = flat["message.tool_call_id"]
-    return message
-
-
-def _genai_messages(raw: Any) -> list[dict[str, Any]]:
-    items = json.loads(raw) if isinstance(raw, str) else raw
-    out = []
-    for m in items or []:
-        texts, calls, responses = [], [], []
-        for part in m.get("parts") or []:
-            kind = part.get("type")
-            if kind == "text":
-                texts.append(str(part.get("content", "")))
-            elif kind == "tool_call":
-                args = part.get("arguments")
-                calls.append(
-                    call_entry(
-                        part.get("id"),
-                        str(part.get("name")),
-                        args if isinstance(args, str) else json.dumps(args or {}),
-                    )
-                )
-            elif kind == "tool_call_response":
-                responses.append(part)
-        if responses:
-            out += [
-                {"role": "tool", "tool_call_id": r.get("id"), "content": text_of(r.get("response"))}
-                for r in responses
-            ]
-            continue
-        message: dict[str, Any] = {"role": m.get("role"), "content": "".join(texts) or None}
-        if calls:
-            message["tool_calls"] = calls
-        out.append(message)
-    return out
-
-
-def _request(span: _Span) -> list[dict[str, Any]]:
-    a = span.attrs
-    raw = a.get("input.value")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
-            return [dict(m) for m in doc["messages"]]
-    if "gen_ai.input.messages" in a:
-        system = a.get("gen_ai.system_instructions")
-        head = []
-        if system:
-            parts = json.loads(system) if isinstance(system, str) else system
-            head = [{"role": "system", "content": "".join(str(p.get("content", "")) for p in parts or [])}]
-        return head + _genai_messages(a["gen_ai.input.messages"])
-    flat = _indexed(a, "llm.input_messages")
-    if flat:
-        return [_oi_message(m) for m in flat]
-    return [{"role": m.get("role"), "content": m.get("content")} for m in _indexed(a, "gen_ai.prompt")]
-
-
-def _response(span: _Span, n: int) -> tuple[dict[str, Any], bool]:
-    a = span.attrs
-    raw = a.get("output.value")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and doc.get("choices"):
-            doc.setdefault("object", "chat.completion")
-            return doc, True
-    model = a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
-    rid = str(a.get("gen_ai.response.id") or f"otlp-{span.span_id}-{n}")
-    message: dict[str, Any]
-    if "gen_ai.output.messages" in a:
-        messages = _genai_messages(a["gen_ai.output.messages"])
-        message = messages[0] if messages else {"role": "assistant", "content": None}
-    elif _indexed(a, "llm.output_messages"):
-        message = _oi_message(_indexed(a, "llm.output_messages")[0])
-    else:
-        comp = (_indexed(a, "gen_ai.completion") or [{}])[0]
-        message = {"role": "assistant", "content": comp.get("content")}
-        calls = _indexed(comp, "tool_calls")
-        if calls:
-            message["tool_calls"] = [
-                call_entry(c.get("id"), str(c.get("name")), str(c.get("arguments") or "{}")) for c in calls
-            ]
-    message["role"] = "assistant"
-    return completion(message, response_id=rid, model=model), False
-
-
-def _tools(span: _Span) -> list[dict[str, Any]]:
-    a = span.attrs
-    out = []
-    for item in _indexed(a, "llm.tools"):
-        schema = item.get("tool.json_schema")
-        doc = json.loads(schema) if isinstance(schema, str) else schema
-        if isinstance(doc, dict) and "function" in doc:
-            out.append({"type": "function", "function": doc["function"]})
-    defs = a.get("gen_ai.tool.definitions")
-    for d in (json.loads(defs) if isinstance(defs, str) else defs) or []:
-        if isinstance(d, dict) and d.get("name"):
-            fn = d.get("function") or {k: d.get(k) for k in ("name", "description", "parameters")}
-            out.append({"type": "function", "function": fn})
-    return out
+    return [s for d in docs for s in spans_of(d, path.name, issues)]
 
 
 def _signature(messages: list[dict[str, Any]]) -> list[tuple[Any, str]]:
@@ -342,7 +102,7 @@ def _calls(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 @dataclass(slots=True)
 class _Conversation:
-    spans: list[tuple[_Span, dict[str, Any], bool, list[dict[str, Any]]]] = field(default_factory=list)
+    spans: list[tuple[Span, dict[str, Any], bool, list[dict[str, Any]]]] = field(default_factory=list)
     """(span, response body, body is the provider's, input messages)"""
 
     def continued_by(self, request: list[dict[str, Any]]) -> bool:
@@ -357,7 +117,7 @@ class _Conversation:
         return len(request) > len(last) and _signature(request[: len(last)]) == _signature(last)
 
 
-def _tool_name(span: _Span) -> Any:
+def _tool_name(span: Span) -> Any:
     return (
         span.attrs.get("gen_ai.tool.name")
         or span.attrs.get("tool.name")
@@ -365,7 +125,7 @@ def _tool_name(span: _Span) -> Any:
     )
 
 
-def _results(conv: _Conversation, k: int, tools: list[_Span], used: set[str], where: str) -> list[Result]:
+def _results(conv: _Conversation, k: int, tools: list[Span], used: set[str], where: str) -> list[Result]:
     span, body, _, request = conv.spans[k]
     nxt = conv.spans[k + 1] if k + 1 < len(conv.spans) else None
     window_end = nxt[0].start if nxt and nxt[0].start is not None else float("inf")
@@ -527,8 +287,8 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     open_: dict[str, list[_Conversation]] = {}
     source_calls = 0
     for n, span in enumerate(models):
-        body, own = _response(span, n)
-        request = _request(span)
+        body, own = response_body(span, n)
+        request = request_messages(span)
         source_calls += len(_calls(body))
         candidates = [c for c in open_.get(span.trace_id, []) if c.continued_by(request)]
         if candidates:
@@ -591,7 +351,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
                 slug=f"{name}__conv{c + 1:02d}",
                 source=f"{path}#trace={first.trace_id}&span={first.span_id}",
                 initial=conv.spans[0][3],
-                tools=_tools(first),
+                tools=tool_schemas(first),
                 turns=turns,
                 provider=str(
                     a.get("gen_ai.provider.name") or a.get("gen_ai.system") or a.get("llm.provider") or "otlp"
