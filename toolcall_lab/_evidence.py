@@ -35,7 +35,8 @@ _CUES = re.compile(
     r"\b(results?|returned|returns|found|shows?|showed|output|based on|according to|appears|seems|"
     r"looks like|now|then|next|since|pass(?:es|ed)?|done|complete[sd]?|success(?:ful(?:ly)?)?|"
     r"succeeded|failed|errors?|empty|i (?:can )?see|great|perfect|no (?:files|results|matches)|notice[ds]?|"
-    r"missing|still|again|instead|worked|didn't|doesn't|not found|no such)\b",
+    r"missing|still|again|instead|worked|didn't|doesn't|not found|no such|different approach|another way|"
+    r"retry|retrying)\b",
     re.IGNORECASE,
 )
 _TOKEN = re.compile(r"[\w.-]+")
