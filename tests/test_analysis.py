@@ -312,7 +312,7 @@ def test_a_zero_second_placeholder_before_the_end_counts_as_unknown(scenarios) -
     from dataclasses import replace
 
     from toolcall_lab.analysis import timing_columns, timing_gap, timing_seconds, unknown_durations
-    from toolcall_lab.records import Timing
+    from toolcall_lab.records import PLACEHOLDER_KEY, Timing
 
     recorded = Timing(source="recorded", note="test")
     missing = Timing(source="placeholder", note="not recorded: 0 s")
@@ -339,15 +339,19 @@ def test_a_zero_second_placeholder_before_the_end_counts_as_unknown(scenarios) -
         and cols["measured_share"] == 1.0
     )
     assert "1 unknown duration(s) counted as 0 s" in timing_gap(trace, frozenset({"recorded"}))
-    # the same 0 s after the last model call (a recording that stops there) changes no wall time
+    # at the very end too: a last response whose latency the source did not give is unknown...
     last = rounds[-1]
-    tail = replace(
-        base,
-        rounds=(
-            *rounds[1:-1],
-            replace(
-                last, model_call=replace(last.model_call, ended_at=last.model_call.started_at, timing=missing)
-            ),
+    untimed = replace(last.model_call, ended_at=last.model_call.started_at, timing=missing)
+    tail = replace(base, rounds=(*rounds[1:-1], replace(last, model_call=untimed)))
+    assert unknown_durations(tail.rounds) == {"placeholder": 1}
+    # ...but an importer's marker where the source holds no response is no duration at all
+    marker = replace(
+        untimed,
+        chunks=tuple(
+            replace(c, payload={**c.payload, PLACEHOLDER_KEY: "the recording ends here"})
+            for c in untimed.chunks
         ),
     )
-    assert unknown_durations(tail.rounds) == {}
+    closing = replace(base, rounds=(*rounds[1:-1], replace(last, model_call=marker)))
+    assert closing.rounds[-1].placeholder == "the recording ends here"
+    assert unknown_durations(closing.rounds) == {}

@@ -91,24 +91,43 @@ LABELS = [
      "open(src/marshmallow/fields.py) opens the file find_file found"),
     ("swe", "function_calling_11steps_execution_time.traj", 5, 6, "dependent",
      "the edit's search text is the line open displayed"),
-    ("openhands", "ponylang__ponyc-4595 part 1", 1, 2, "dependent",
+    ("openhands", "ponylang__ponyc-4595 (part 1)", 1, 2, "dependent",
      "ls of src/libponyc, a directory the ls of src listed"),
-    ("openhands", "ponylang__ponyc-4595 part 1", 7, 8, "dependent",
+    ("openhands", "ponylang__ponyc-4595 (part 1)", 7, 8, "dependent",
      "the model views parser.c after grep reported 'DEF(pattern);' at line 666, and says so"),
+    ("openhands", "ponylang__ponyc-4595 (part 1)", 0, 1, "dependent",
+     "ls of .../src after the listing showed a 'src' directory; the model's text names it (`src`)"),
+    ("openhands", "ponylang__ponyc-4595 (part 1)", 5, 6, "dependent",
+     "grep printed '29:DECL(pattern);'; the model writes 'The `pattern` rule is declared on line 29' and "
+     "views the file there: the text quotes the result"),
+    ("openhands", "ponylang__ponyc-4595 (part 1)", 13, 14, "dependent",
+     "a control dependency: the edit of parser.c, then a shell command; a command runs on the tree the "
+     "edit changed, so the two cannot run as one batch"),
+    ("cc_v2", "main turn 3 (part 1)", 2, 3, "dependent",
+     "a control dependency: Edit .gitignore, then `git status` described as 'Verify untracked files are "
+     "now ignored': it checks what the edit did"),
+    ("swe", "function_calling_11steps_execution_time.traj", 9, 10, "dependent",
+     "a control dependency: `rm reproduce.py`, then submit: the submission is the tree after the rm"),
 ]
 
 # Pairs whose dependency is real but the evidence found is weak: the classifier must say "unknown",
 # never "likely_independent" (that would count them as missed parallelism).
 WEAK = [
-    ("openhands", "ponylang__ponyc-4595 part 1", 0, 1,
-     "ls of .../src after the listing of the repository showed a 'src' directory: a 3-letter word"),
     ("swe", "function_calling_11steps_execution_time.traj", 0, 1,
      "insert writes into reproduce.py, the file create made: the model's text says 'Now let's paste'"),
+    ("openhands", "ponylang__ponyc-4593 (part 2)", 1, 2,
+     "find src/libponyc found nothing, so the model widens the search to src: 'It seems that the `find` "
+     "command didn't return any results' reacts to the empty result without quoting it"),
 ]
+# fmt: on
 
 
 @needs_realdata
-@pytest.mark.parametrize(("name", "title", "earlier", "later", "label", "why"), LABELS, ids=[f"{x[0]}-{x[2]}-{x[3]}" for x in LABELS])
+@pytest.mark.parametrize(
+    ("name", "title", "earlier", "later", "label", "why"),
+    LABELS,
+    ids=[f"{x[0]}-{x[2]}-{x[3]}" for x in LABELS],
+)
 def test_hand_labelled_pairs(name, title, earlier, later, label, why) -> None:
     found = pair(name, title, earlier, later)
     assert found.classification == label, f"{why}\nevidence: {found.summary}"
@@ -117,7 +136,9 @@ def test_hand_labelled_pairs(name, title, earlier, later, label, why) -> None:
 
 
 @needs_realdata
-@pytest.mark.parametrize(("name", "title", "earlier", "later", "why"), WEAK, ids=[f"{x[0]}-{x[2]}-{x[3]}" for x in WEAK])
+@pytest.mark.parametrize(
+    ("name", "title", "earlier", "later", "why"), WEAK, ids=[f"{x[0]}-{x[2]}-{x[3]}" for x in WEAK]
+)
 def test_weak_evidence_is_unknown_never_independent(name, title, earlier, later, why) -> None:
     found = pair(name, title, earlier, later)
     assert found.classification == "unknown", why
@@ -168,3 +189,92 @@ def test_scripted_scenarios() -> None:
 
 def test_normalise() -> None:
     assert normalise("  Mexico   City. ") == "mexico city"
+
+
+def _scripted(steps, results):
+    """A scripted sequential run: `steps` are (text, ((tool, arguments),)) per round; `results` the
+    text each tool returns."""
+    from toolcall_lab.loop import run_sync
+    from toolcall_lab.models import ScriptedModel, ScriptedResponse
+    from toolcall_lab.tools import Tool, ToolRegistry
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    tools = ToolRegistry()
+    for name, text in results.items():
+
+        def answer(_text: str = text, **_: object) -> str:
+            return _text
+
+        tools.add(Tool(name=name, function=answer, parameters={"type": "object", "properties": {}}))
+    model = ScriptedModel([ScriptedResponse(content=c, tool_calls=tc) for c, tc in steps] + ["done"])
+    result = run_sync(model, tools, "q", mode="sequential")
+    return Trace.from_run(result, TraceMetadata(title="t", origin="scripted"))
+
+
+# (case, steps, tool results, class, evidence kind, why); the fresh-eyes tester's cases and their kin
+# fmt: off
+SCRIPTED = [
+    ("write then run", [(None, (("write_file", {"path": "a.py", "text": "print(1)"}),)),
+                        (None, (("run_cmd", {"cmd": "python3 main.py"}),))],
+     {"write_file": "written", "run_cmd": "1"}, "dependent", "effect",
+     "a command runs on the files the write changed, whatever its arguments say"),
+    ("rm then submit", [(None, (("bash", {"command": "rm reproduce.py"}),)), (None, (("submit", {}),))],
+     {"bash": "", "submit": "diff --git a/src/x.py"}, "dependent", "effect",
+     "the submission is the tree after the rm"),
+    ("edit then read it", [(None, (("edit_file", {"path": "src/app.py", "old": "a", "new": "b"}),)),
+                           (None, (("read_file", {"path": "src/app.py"}),))],
+     {"edit_file": "ok", "read_file": "b"}, "dependent", "effect", "the read sees the edit"),
+    ("text quotes a code line", [(None, (("grep", {"pattern": "pattern"}),)),
+                                 ("The grep found DECL(pattern) in parser.c", (("view", {"path": "/src/a.c"}),))],
+     {"grep": "29:DECL(pattern);", "view": "..."}, "dependent", "text", "the model copies the result"),
+    ("text names the line", [(None, (("grep", {"pattern": "DEF(foo)"}),)),
+                             ("Foo is declared on line 29. Let's view the file.", (("view", {"path": "/src/a.c"}),))],
+     {"grep": "29:DEF(foo);", "view": "..."}, "dependent", "text", "line 29 is the grep's line 29"),
+    ("two reads", [(None, (("read_file", {"path": "a.txt"}),)), (None, (("read_file", {"path": "b.txt"}),))],
+     {"read_file": "hello"}, "likely_independent", None, "b.txt is not in a.txt's text; reads change nothing"),
+    ("independent look-ups", [(None, (("get_weather", {"city": "Paris"}),)), (None, (("get_stock", {"ticker": "AAPL"}),))],
+     {"get_weather": "sunny 18C", "get_stock": "191.2"}, "likely_independent", None, "nothing shared"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("case", "steps", "results", "label", "kind", "why"), SCRIPTED, ids=[c[0] for c in SCRIPTED]
+)
+def test_scripted_control_and_text_dependencies(case, steps, results, label, kind, why) -> None:
+    (p,) = dependency_evidence(_scripted(steps, results))
+    assert p.classification == label, f"{why}\nevidence: {p.summary}"
+    if kind is not None:
+        assert any(e.kind == kind and e.strong for e in p.evidence), p.summary
+
+
+def test_a_case_changed_match_is_normalised_not_exact() -> None:
+    """The tester's 'case/punct' case: THE-ALPHA-DOC is in the result only as the-alpha-doc."""
+    trace = _scripted(
+        [(None, (("search", {"q": "paris"}),)), (None, (("fetch", {"doc": "  THE-ALPHA-DOC  "}),))],
+        {"search": "Found: the-alpha-doc.", "fetch": "content"},
+    )
+    (p,) = dependency_evidence(trace)
+    (e,) = [e for e in p.evidence if e.argument == "fetch.doc"]
+    assert (e.kind, e.match) == ("normalised", "normalised") and "normalised match" not in e.describe()
+    exact = _scripted(
+        [(None, (("search", {"q": "paris"}),)), (None, (("fetch", {"doc": "the-alpha-doc"}),))],
+        {"search": "Found: the-alpha-doc.", "fetch": "content"},
+    )
+    (p,) = dependency_evidence(exact)
+    assert [(e.kind, e.match) for e in p.evidence if e.argument == "fetch.doc"] == [("exact", "exact")]
+
+
+def test_control_dependencies_leave_the_todo_list_and_reads_alone() -> None:
+    """Bookkeeping (a todo list) changes nothing another call could observe, and a read after a read
+    is no control dependency: neither turns a pair dependent."""
+    todo = _scripted(
+        [(None, (("TodoWrite", {"todos": "x"}),)), (None, (("Bash", {"command": "ls"}),))],
+        {"TodoWrite": "ok", "Bash": "a b"},
+    )
+    assert not any(e.kind == "effect" for p in dependency_evidence(todo) for e in p.evidence)
+    looked = _scripted(
+        [(None, (("Bash", {"command": "git status"}),)), (None, (("Bash", {"command": "ls"}),))],
+        {"Bash": "clean"},
+    )
+    assert not any(e.kind == "effect" for p in dependency_evidence(looked) for e in p.evidence)

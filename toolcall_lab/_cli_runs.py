@@ -130,6 +130,13 @@ def cmd_import(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if not result.report.clean:
+        print(
+            f"toolcall-lab import: {args.source} is damaged (see above); the traces say which numbers are "
+            "not recorded",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -542,7 +549,11 @@ def register(sub: Any) -> None:
     p.add_argument("kind", choices=list(KINDS))
     p.add_argument("source", help="the file (or folder) to import")
     p.add_argument("--out", required=True, help="folder for the trace files")
-    p.add_argument("--limit", type=int, help="tau-bench, bfcl: import only the first N items")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="tau-bench, bfcl: import only the first N input items (trajectories, questions), not N traces",
+    )
     p.add_argument(
         "--include-no-calls",
         action="store_true",

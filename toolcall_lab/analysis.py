@@ -45,6 +45,37 @@ def critical_path_s(trace: Trace) -> float:
     return total
 
 
+OVERLAP_S = 0.002
+"""Two recorded calls overlapped when one started this much before the other ended (logs stamp to
+the millisecond)."""
+BatchRun = Literal["overlapped", "partly overlapped", "one after another", "not evidenced"]
+
+
+def how_batch_ran(spans: Iterable[tuple[float, float]]) -> BatchRun:
+    """How calls of one batch ran, from their (start, end) where both are known: all overlapping the
+    ones before them, some, none; ``not evidenced`` with fewer than two."""
+    known = sorted(spans)
+    if len(known) < 2:
+        return "not evidenced"
+    latest, overlapping = known[0][1], 0
+    for start, end in known[1:]:
+        overlapping += start < latest - OVERLAP_S
+        latest = max(latest, end)
+    if not overlapping:
+        return "one after another"
+    return "overlapped" if overlapping == len(known) - 1 else "partly overlapped"
+
+
+def recorded_batch(r: Round) -> BatchRun:
+    """How a recorded round's calls ran, from the calls whose start and end the source gives
+    (``recorded`` timing, a result recorded): evidence of the agent's mode, or ``not evidenced``."""
+    return how_batch_ran(
+        (e.started_at, e.ended_at)
+        for e in r.executions
+        if e.timing.source == "recorded" and e.status != "not_recorded"
+    )
+
+
 def _tool_phase(r: Round) -> float:
     ran = [e for e in r.executions if e.status != "skipped"]
     if not ran:
@@ -111,13 +142,14 @@ def timing_seconds(rounds: Iterable[Round]) -> dict[TimingSource, float]:
 
 
 def unknown_durations(rounds: Sequence[Round]) -> dict[TimingSource, int]:
-    """Durations set to 0 s for want of a figure (estimated or placeholder) before the last model call
-    that took time: something took time there that no number accounts for. (The same at the very end
-    of a recording, e.g. a closing round, adds nothing to any replay's wall time.)"""
-    last = max((k for k, r in enumerate(rounds) if r.model_call.latency_s > 0), default=-1)
+    """Durations set to 0 s for want of a figure (estimated or placeholder), anywhere in the run:
+    something may have taken time there that no number accounts for (a call whose result the source
+    does not hold, a response it did not time). A round an importer wrote where the source holds no
+    response (`Round.placeholder`, e.g. a recording's closing round) is a marker, not a duration: its
+    0 s model call is left out (the run's status says the recording is incomplete)."""
     out: dict[TimingSource, int] = {}
-    for r in rounds[:last]:
-        items = [r.model_call.timing] if r.model_call.latency_s == 0 else []
+    for r in rounds:
+        items = [r.model_call.timing] if r.model_call.latency_s == 0 and r.placeholder is None else []
         items += [e.timing for e in r.executions if e.answered and e.duration_s == 0]
         for t in items:
             if t.source in ("estimated", "placeholder"):
@@ -303,7 +335,10 @@ def trace_rows(
         summary, r_rows, c_rows = run_rows(trace_id, result, trace)
         summary.update(
             lower_bound_s=bound,
-            efficiency=bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0,
+            # a run that skipped calls (first_only) did less than the bound counts: no efficiency
+            efficiency=(bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0)
+            if summary["comparable"]
+            else float("nan"),
             title=trace.metadata.title,
             origin=trace.metadata.origin,
             source_status=trace.outcome.status,
@@ -356,7 +391,9 @@ class Comparison:
     """One row per (trace, mode): wall time, model/tool time, overlap, upstream calls, round trips,
     tokens, failures, lower bound, efficiency, speedup vs sequential; what the times rest on
     (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
-    first_only run that skipped calls); ``in_all_modes`` (False when the trace failed in some mode)."""
+    first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped);
+    ``in_all_modes`` (False when the trace failed in some mode); ``status`` ``incomplete`` when the
+    replay ended on an importer's placeholder round (the recording holds no response there)."""
     rounds: pd.DataFrame
     calls: pd.DataFrame
     """One row per (trace, mode, round, call) with start/end times and the duration's timing label."""

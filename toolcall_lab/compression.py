@@ -479,7 +479,7 @@ def chain_view(
 
 
 def _state(record: ToolExecution | None) -> tuple[CallState, str]:
-    if record is None:
+    if record is None or record.status == "not_recorded":
         return "unrecorded", ""
     if record.status == "ok":
         return "success", ""

@@ -13,7 +13,16 @@ For each pair of tool rounds (earlier, later) of a trace the analysis looks for:
 - ``tool_named``: the later call's tool is named in an earlier result (a discovery step);
 - ``line``: a line of a multi-line argument (an edit's old text) appears in an earlier result;
 - ``shared_argument``: a later call repeats a specific argument value of an earlier call (the same
-  file, record or list): not data flow, but their order may matter.
+  file, record or list): not data flow, but their order may matter;
+- ``effect``: a control dependency: an earlier call changed state (wrote or edited a file, removed
+  one, ran a command that changes things, booked or cancelled) and a later call runs something
+  (a shell command, tests, a submit) or reads what was changed: the later call observes the
+  effect, so the two cannot be one batch whatever their arguments say.
+
+Every match says how it matched (``match``): ``exact`` only when the value occurs as written,
+``normalised`` when it needed case folding or whitespace and punctuation trimming, ``numeric`` for
+equal numbers. Text evidence looks for what the model's text between the rounds quotes from a
+result: a code span or quoted string, an identifier, a run of words, a line number of a listing.
 
 Evidence is strong or weak. Short strings, small numbers and words found somewhere in a long text
 are weak: they turn up by chance. A pair is ``dependent`` with any strong evidence; ``unknown`` with
@@ -25,171 +34,41 @@ upper bound, never a certainty (`missed_parallelism` says so).
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolcall_lab.records import Round, ToolExecution
+from toolcall_lab._effects import effect
+from toolcall_lab._evidence import (
+    FAILED_STATUSES,
+    Evidence,
+    EvidenceKind,
+    Index,
+    MatchKind,
+    bounded,
+    leaves,
+    match_argument,
+    match_kind,
+    normalise,
+    shared_argument,
+    text_evidence,
+)
+from toolcall_lab.records import Round
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace
 
-DependencyClass = Literal["dependent", "likely_independent", "unknown"]
-EvidenceKind = Literal[
-    "exact", "normalised", "contained", "line", "numeric", "text", "retry", "tool_named", "shared_argument"
+__all__ = [
+    "DependencyClass",
+    "Evidence",
+    "EvidenceKind",
+    "MatchKind",
+    "RoundPair",
+    "dependency_evidence",
+    "independent_groups",
+    "normalise",
+    "tool_rounds",
 ]
 
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?\d+(?:\.\d+)?(?![A-Za-z0-9_]|\.\d)")
-_WORD_CHARS = re.compile(r"\w", re.UNICODE)
-_SPACES = re.compile(r"\s+")
-_SPECIFIC = re.compile(r"[A-Za-z0-9][\w./:@#+-]*[\w/]")
-_CUES = re.compile(
-    r"\b(results?|returned|returns|found|shows?|showed|output|based on|according to|appears|seems|"
-    r"looks like|now|then|next|since|pass(?:es|ed)?|done|complete[sd]?|success(?:ful(?:ly)?)?|"
-    r"succeeded|failed|errors?|empty|i (?:can )?see|great|perfect|no (?:files|results|matches))\b",
-    re.IGNORECASE,
-)
-_TOKEN = re.compile(r"[\w.-]+")
-_LINE_MIN = 8
-"""Lines of a multi-line argument this long or longer are looked up one by one (an edit's old text)."""
-_FAILED = frozenset({"error", "timeout", "unknown_tool", "invalid_arguments"})
-_TRIVIAL_NUMBERS = frozenset({0.0, 1.0, -1.0})
-_WHOLE_TEXT_MAX = 200
-"""A plain-text result up to this many characters counts as one value (e.g. ``Mexico``)."""
-
-
-def normalise(text: str) -> str:
-    """Lower case, whitespace collapsed, surrounding punctuation dropped."""
-    return _SPACES.sub(" ", text.lower()).strip(" \t\n.,;:!?\"'()[]{}")
-
-
-def _bounded(needle: str, hay: str) -> bool:
-    """`needle` occurs in `hay` not glued to letters or digits on either side."""
-    if not needle:
-        return False
-    start = hay.find(needle)
-    while start >= 0:
-        end = start + len(needle)
-        before = hay[start - 1] if start else " "
-        after = hay[end] if end < len(hay) else " "
-        if not (_WORD_CHARS.match(before) and _WORD_CHARS.match(needle[0])) and not (
-            _WORD_CHARS.match(after) and _WORD_CHARS.match(needle[-1])
-        ):
-            return True
-        start = hay.find(needle, start + 1)
-    return False
-
-
-_CAMEL = re.compile(r"[a-z][A-Z]")
-
-
-def _is_specific(value: str) -> bool:
-    """An identifier-like string of 4+ characters: a digit, ``_ / . : @ #`` inside, or camelCase."""
-    return len(value) >= 4 and (
-        any(c.isdigit() for c in value)
-        or any(c in "_/.:@#" for c in value.strip("."))
-        or bool(_CAMEL.search(value))
-    )
-
-
-def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _leaves(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _leaves(v, f"{path}[{i}]")
-    elif value is not None and not isinstance(value, bool) and value != "":
-        yield path, value
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and re.fullmatch(r"-?\d+(?:\.\d+)?", value.strip()):
-        return float(value)
-    return None
-
-
-@dataclass(slots=True)
-class _Index:
-    """What one earlier call's result offers to match against."""
-
-    execution: ToolExecution
-    text: str
-    """Normalised text of the result."""
-    strings: set[str] = field(default_factory=set)
-    """Normalised string values (JSON values, or the whole short text)."""
-    exact: set[str] = field(default_factory=set)
-    numbers: set[float] = field(default_factory=set)
-    specific: set[str] = field(default_factory=set)
-    """Identifier-like tokens and long values: quoting one is a reference."""
-    echo: set[str] = field(default_factory=set)
-    """Tokens of the call's own arguments: a result that repeats them (a path) proves little."""
-
-    @classmethod
-    def of(cls, execution: ToolExecution) -> _Index:
-        raw = execution.result
-        index = cls(execution=execution, text=normalise(raw))
-        index.echo = {normalise(t) for t in _TOKEN.findall(execution.arguments)}
-        try:
-            doc = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
-            doc = None
-        if isinstance(doc, dict | list):
-            for _, leaf in _leaves(doc):
-                if isinstance(leaf, str):
-                    index.exact.add(leaf.strip())
-                    index.strings.add(normalise(leaf))
-                    if len(leaf) >= 4:
-                        index.specific.add(normalise(leaf))
-                elif (n := _number(leaf)) is not None:
-                    index.numbers.add(n)
-        elif len(raw) <= _WHOLE_TEXT_MAX and raw.strip():
-            index.exact.add(raw.strip())
-            index.strings.add(normalise(raw))
-            if len(raw.strip()) >= 4:
-                index.specific.add(normalise(raw))
-        index.numbers.update(float(m) for m in _NUMBER.findall(raw))
-        index.specific.update(normalise(t) for t in _SPECIFIC.findall(raw) if _is_specific(t))
-        index.strings.discard("")
-        return index
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Evidence:
-    """One sign that a later call used an earlier result."""
-
-    kind: EvidenceKind
-    strong: bool
-    value: str
-    """The value that matched (shortened)."""
-    argument: str
-    """``tool.argument.path`` of the later call, or ``text`` for the model's text."""
-    tool_call_id: str
-    """The later call (empty for text evidence)."""
-    source_call_id: str
-    source_tool: str
-
-    def describe(self) -> str:
-        strength = "" if self.strong else " (weak)"
-        return (
-            f"{self.kind}{strength}: {self.argument} = {self.value!r} "
-            f"from {self.source_tool} ({self.source_call_id})"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "strong": self.strong,
-            "value": self.value,
-            "argument": self.argument,
-            "tool_call_id": self.tool_call_id,
-            "source_call_id": self.source_call_id,
-            "source_tool": self.source_tool,
-        }
+DependencyClass = Literal["dependent", "likely_independent", "unknown"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,106 +102,13 @@ class RoundPair:
         }
 
 
-def _short(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _match_argument(path: str, value: Any, index: _Index, call_id: str) -> Evidence | None:
-    ex = index.execution
-    base = {
-        "argument": path,
-        "tool_call_id": call_id,
-        "source_call_id": ex.tool_call_id,
-        "source_tool": ex.name,
-    }
-    number = _number(value)
-    if number is not None:
-        if number in index.numbers and number not in _TRIVIAL_NUMBERS:
-            strong = abs(number) >= 10 or not number.is_integer()
-            return Evidence(kind="numeric", strong=strong, value=_short(value), **base)
-        if number in index.numbers:
-            return Evidence(kind="numeric", strong=False, value=_short(value), **base)
-        return None
-    if not isinstance(value, str):
-        return None
-    v = value.strip()
-    n = normalise(v)
-    if not n:
-        return None
-    long_enough = len(n) >= 3
-    if v in index.exact:
-        return Evidence(kind="exact", strong=long_enough, value=_short(v), **base)
-    if n in index.strings:
-        return Evidence(kind="normalised", strong=long_enough, value=_short(v), **base)
-    for s in index.strings:
-        if len(s) >= 3 and len(s) < len(n) and _bounded(s, n):
-            return Evidence(kind="contained", strong=len(s) >= 4 or _is_specific(s), value=_short(s), **base)
-    if _bounded(n, index.text):
-        strong = _is_specific(v) or len(n) >= 12 or (len(n) >= 6 and len(index.text) <= 2000)
-        return Evidence(kind="exact", strong=strong, value=_short(v), **base)
-    if "\n" in v:
-        for line in v.splitlines():
-            ln = normalise(line)
-            if len(ln) >= _LINE_MIN and _bounded(ln, index.text):
-                return Evidence(kind="line", strong=True, value=_short(line.strip()), **base)
-    weak: Evidence | None = None
-    for token in _TOKEN.findall(v):  # a path component, a word of a command: "ls src/libponyc"
-        t = normalise(token)
-        if len(t) >= 3 and _bounded(t, index.text):
-            if (_is_specific(token) or len(t) >= 8) and t not in index.echo:
-                return Evidence(kind="contained", strong=True, value=_short(token), **base)
-            weak = weak or Evidence(kind="contained", strong=False, value=_short(token), **base)
-    return weak
-
-
-def _text_evidence(text: str, index: _Index) -> Evidence | None:
-    ex = index.execution
-    base = {"argument": "text", "tool_call_id": "", "source_call_id": ex.tool_call_id, "source_tool": ex.name}
-    hay = normalise(text)
-    for token in sorted(index.specific, key=len, reverse=True):
-        if len(token) >= 4 and _bounded(token, hay):
-            return Evidence(kind="text", strong=True, value=_short(token), **base)
-    for number in _NUMBER.findall(text):
-        value = float(number)
-        if value in index.numbers and (abs(value) >= 100 or not value.is_integer()):
-            return Evidence(kind="text", strong=True, value=number, **base)
-    cue = _CUES.search(text)
-    if cue:
-        return Evidence(kind="text", strong=False, value=cue.group(0), **base)
-    return None
-
-
-def _shared(path: str, value: Any, tool: str, call_id: str, earlier: Round) -> Evidence | None:
-    """The same specific argument value in an earlier call: the two act on the same thing (a file,
-    a record, a todo list), so their order may matter."""
-    if not isinstance(value, str):
-        return None
-    n = normalise(value)
-    if len(n) < 4:
-        return None
-    for call in earlier.tool_calls:
-        for _, other in _leaves(call.args or {}):
-            if isinstance(other, str) and normalise(other) == n:
-                return Evidence(
-                    kind="shared_argument",
-                    strong=_is_specific(value) or len(n) >= 12,
-                    value=_short(value),
-                    argument=f"{tool}.{path}",
-                    tool_call_id=call_id,
-                    source_call_id=call.tool_call_id,
-                    source_tool=call.name,
-                )
-    return None
-
-
-def _pair(earlier: Round, later: Round, indexes: list[_Index]) -> RoundPair:
+def _pair(earlier: Round, later: Round, indexes: list[Index]) -> RoundPair:
     evidence: list[Evidence] = []
     missing: list[str] = []
     for ix in indexes:
         if ix.execution.result == RESULT_NOT_RECORDED:
             missing.append(f"the result of {ix.execution.name} ({ix.execution.tool_call_id}) is not recorded")
-    failed = {ix.execution.name: ix.execution for ix in indexes if ix.execution.status in _FAILED}
+    failed = {ix.execution.name: ix.execution for ix in indexes if ix.execution.status in FAILED_STATUSES}
     recorded = [ix for ix in indexes if ix.execution.result != RESULT_NOT_RECORDED]
     for call in later.tool_calls:
         if call.name in failed:
@@ -336,8 +122,12 @@ def _pair(earlier: Round, later: Round, indexes: list[_Index]) -> RoundPair:
                     tool_call_id=call.tool_call_id,
                     source_call_id=src.tool_call_id,
                     source_tool=src.name,
+                    match="none",
                 )
             )
+        effect_found = effect(earlier, call)
+        if effect_found is not None:
+            evidence.append(effect_found)
         for ix in recorded:
             if call.name in ix.exact:
                 evidence.append(
@@ -351,7 +141,7 @@ def _pair(earlier: Round, later: Round, indexes: list[_Index]) -> RoundPair:
                         source_tool=ix.execution.name,
                     )
                 )
-            elif _bounded(call.name.lower(), ix.text) and len(call.name) >= 4:
+            elif bounded(call.name.lower(), ix.text) and len(call.name) >= 4:
                 evidence.append(
                     Evidence(
                         kind="tool_named",
@@ -361,20 +151,21 @@ def _pair(earlier: Round, later: Round, indexes: list[_Index]) -> RoundPair:
                         tool_call_id=call.tool_call_id,
                         source_call_id=ix.execution.tool_call_id,
                         source_tool=ix.execution.name,
+                        match=match_kind(call.name, ix.raw),
                     )
                 )
         args = call.args
         if args is None:
             missing.append(f"the arguments of {call.name} ({call.tool_call_id}) do not parse")
             continue
-        for path, value in _leaves(args):
+        for path, value in leaves(args):
             for ix in recorded:
-                found = _match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id)
+                found = match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id)
                 if found is not None:
                     evidence.append(found)
                     break
             else:
-                shared = _shared(path, value, call.name, call.tool_call_id, earlier)
+                shared = shared_argument(path, value, call.name, call.tool_call_id, earlier)
                 if shared is not None:
                     evidence.append(shared)
     text = " ".join(
@@ -384,7 +175,7 @@ def _pair(earlier: Round, later: Round, indexes: list[_Index]) -> RoundPair:
     )
     if text.strip():
         for ix in recorded:
-            found = _text_evidence(text, ix)
+            found = text_evidence(text, ix)
             if found is not None:
                 evidence.append(found)
     if any(e.strong for e in evidence):
@@ -413,7 +204,7 @@ def dependency_evidence(trace: Trace, *, window: int | None = None) -> list[Roun
     `window` limits pairs to rounds at most that many tool rounds apart (None: all pairs).
     """
     rounds = tool_rounds(trace)
-    indexes = [[_Index.of(e) for e in r.executions if e.answered] for r in rounds]
+    indexes = [[Index.of(e) for e in r.executions if e.answered] for r in rounds]
     out = []
     for j, later in enumerate(rounds):
         first = 0 if window is None else max(0, j - window)

@@ -28,12 +28,15 @@ CallStatus = Literal[
     "duplicate",
     "cancelled",
     "skipped",
+    "not_recorded",
 ]
 """What happened to one call. Ran: ``ok``, ``error`` (the tool raised or reported an error), ``timeout``
 (the harness's limit, `Tool.timeout_s`), ``withheld`` (it ran, `approve_result` kept its result
 from the model). Did not run: ``unknown_tool``, ``invalid_arguments``, ``rejected`` (by
 `approve_call`), ``duplicate``, ``skipped`` (first_only). ``cancelled``: cut off by an abort, a
-cancellation or the run's deadline (the text says whether it had started)."""
+cancellation or the run's deadline (the text says whether it had started). ``not_recorded``: an
+imported call whose result the source does not hold (what it returned, and whether it ran, is
+unknown; the model was sent `RESULT_NOT_RECORDED`)."""
 CALL_STATUSES: tuple[CallStatus, ...] = (
     "ok",
     "error",
@@ -45,6 +48,7 @@ CALL_STATUSES: tuple[CallStatus, ...] = (
     "duplicate",
     "cancelled",
     "skipped",
+    "not_recorded",
 )
 FAILED_STATUSES: frozenset[str] = frozenset({"error", "timeout", "unknown_tool", "invalid_arguments"})
 HookName = Literal[
@@ -92,6 +96,11 @@ ChunkTiming = Literal["recorded", "spread", "none"]
 """Chunk arrival offsets: ``recorded`` as they arrived, ``spread`` evenly over the latency by a script or
 an importer (not evidence of when each chunk came), ``none`` for a whole (non-streamed) response."""
 CHUNK_TIMINGS: tuple[ChunkTiming, ...] = ("recorded", "spread", "none")
+PLACEHOLDER_KEY = "toolcall_lab_placeholder"
+"""Key an importer puts in a response payload it wrote itself because the source holds no response
+there (a recording that ends after tool calls, a response the agent rejected before logging it); the
+value says why. Such a round is a marker, not a model call: a replay that ends on it is
+``incomplete``, not a final answer (`Round.placeholder`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -321,6 +330,16 @@ class Round:
     def round_trip_s(self) -> float:
         """Time spent on serialized mode's extra client round trips in this round."""
         return sum(t.duration_s for t in self.round_trips)
+
+    @property
+    def placeholder(self) -> str | None:
+        """Why this round's response was written by an importer, not a model (None: a real response;
+        see `PLACEHOLDER_KEY`)."""
+        for chunk in self.model_call.chunks[:1]:
+            why = chunk.payload.get(PLACEHOLDER_KEY)
+            if why is not None:
+                return str(why)
+        return None
 
     @property
     def status(self) -> str:

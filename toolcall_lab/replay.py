@@ -12,6 +12,7 @@ import json
 import warnings
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key
@@ -126,7 +127,11 @@ class ReplayModel:
             await asyncio.sleep(rest)
 
 
-_OUTCOME: dict[str, Literal["ok", "error", "timeout"]] = {"error": "error", "timeout": "timeout"}
+_OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded"]] = {
+    "error": "error",
+    "timeout": "timeout",
+    "not_recorded": "not_recorded",
+}
 
 
 def replay_tools(trace: Trace) -> ToolRegistry:
@@ -138,7 +143,7 @@ def replay_tools(trace: Trace) -> ToolRegistry:
     for r in trace.rounds:
         calls = {c.tool_call_id: c for c in r.tool_calls}
         for ex in r.executions:
-            if ex.status in ("ok", "error", "timeout", "withheld"):  # the tool ran
+            if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # ran (or may have)
                 recorded.append(ex)
                 by_id[ex.tool_call_id].append(len(recorded) - 1)
                 call = calls.get(ex.tool_call_id)
@@ -247,7 +252,23 @@ async def replay_async(
     cfg = replay_config(trace, mode, **settings)
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
     hooks = replay_hooks(trace)
-    return await run(model, tools or replay_tools(trace), trace.initial_messages, config=cfg, hooks=hooks)
+    result = await run(model, tools or replay_tools(trace), trace.initial_messages, config=cfg, hooks=hooks)
+    return _ends_on_placeholder(result, trace, model.served)
+
+
+def _ends_on_placeholder(result: RunResult, trace: Trace, served: int) -> RunResult:
+    """A run whose last response was an importer's stand-in (`Round.placeholder`) did not end with a
+    model's answer: it is ``incomplete/recording_incomplete``, never a made-up final answer."""
+    why = trace.rounds[served - 1].placeholder if 0 < served <= len(trace.rounds) else None
+    if why is None or result.status != "completed":
+        return result
+    return replace(
+        result,
+        status="incomplete",
+        reason="recording_incomplete",
+        final_answer=None,
+        error=f"round {served - 1} is a placeholder, not a model response: {why}",
+    )
 
 
 def replay(

@@ -13,7 +13,7 @@ from toolcall_lab.events import RunEvent
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.records import MODES, HookFailure, Mode, Origin, Round, ToolExecution
 
-Status = Literal["completed", "aborted", "failed", "timeout"]
+Status = Literal["completed", "aborted", "failed", "timeout", "incomplete"]
 Reason = Literal[
     "final_answer",
     "max_rounds",
@@ -27,11 +27,14 @@ Reason = Literal[
     "hook_error",
     "empty_response",
     "replay_divergence",
+    "recording_incomplete",
 ]
 """Why a run ended. Completed: ``final_answer``, ``max_rounds`` / ``fail_fast`` (answered by the final
 call without tools). Failed: ``all_calls_failed`` (``continue`` policy), ``model_error``,
 ``hook_error`` (``before_model_call`` raised), ``empty_response``, ``replay_divergence`` (only in the
-``partial_result`` of a `ReplayDivergenceError`). Aborted: ``aborted`` (`AbortHandle`),
+``partial_result`` of a `ReplayDivergenceError`). Incomplete: ``recording_incomplete`` (a replay
+that ended on a round an importer wrote where the recording holds no response, `Round.placeholder`).
+Aborted: ``aborted`` (`AbortHandle`),
 ``cancelled`` (the task was cancelled), ``interrupted`` (KeyboardInterrupt or another BaseException;
 the exception propagates with the record as ``partial_result``). Timeout: ``deadline`` (``timeout_s``)."""
 FINAL_NOTE = (

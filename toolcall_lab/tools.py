@@ -86,7 +86,8 @@ class ToolOutcome:
     """
 
     text: str
-    status: Literal["ok", "error", "timeout"] = "ok"
+    status: Literal["ok", "error", "timeout", "not_recorded"] = "ok"
+    """``not_recorded``: a replayed call whose result the recording does not hold."""
     timing: Timing | None = None
     """Where the duration of this execution comes from, when the tool knows better than the clock
     (a replayed tool reproduces the recorded label; a simulated tool says it is a placeholder)."""

@@ -69,8 +69,9 @@ StreamStepper(source)
 Agent runs where they already live, imported with `toolcall_lab.importers` (one module per source):
 Claude Code transcripts, OpenHands event streams and evaluation outputs, an inspect_ai eval log, an
 OTLP export (OpenInference spans of a smolagents run), a Langfuse export and a SWE-agent trajectory.
-Every import reports the source's tool calls and model calls against what it imported, and anything
-skipped or missing from the source, with the reason.
+Every import reports the source's tool calls and model calls against what it imported, anything
+skipped, anything the source does not hold (a result never recorded: status `not_recorded`) and any
+damage it found in the source.
 """),
         code("""
 from toolcall_lab.importers import (import_claude_code, import_inspect, import_langfuse, import_openhands,
@@ -91,8 +92,9 @@ else:
 reports = pd.DataFrame([
     {"source": name, "traces": len(res), "calls (imported / in source)": f"{res.report.imported_calls} / {res.report.source_calls}",
      "model calls": f"{res.report.imported_model_calls} / {res.report.source_model_calls}",
+     "results not in the source": res.report.missing_results,
      "skipped": sum(i.kind == "skipped" for i in res.report.issues),
-     "not in the source": sum(i.kind == "gap" for i in res.report.issues), "all represented": res.report.ok}
+     "damaged": sum(i.kind == "damaged" for i in res.report.issues), "all represented": res.report.ok}
     for name, results in imports.items() for res in results])
 reports
 """),
@@ -100,8 +102,12 @@ reports
 ### Where every number comes from
 Each model call and tool execution carries a timing label. Claude Code, OpenHands, inspect, OTLP and
 Langfuse numbers are `recorded` (timestamps or durations in the log; each module's docstring says how
-each is derived); SWE-agent records no model latency, so its model calls are `placeholder`s. The
-check: replayed under the mode the agent itself used, a trace should take what its log says.
+each is derived), with two exceptions the labels show: a Claude Code call whose result came only
+after a sibling's has no start in the log (its duration from that sibling's result is `estimated`),
+and a call whose result the source does not hold is `not_recorded` (0 s, `placeholder`). SWE-agent
+records no model latency (`placeholder`). Each imported trace is placed on its log's timeline, so its
+own wall time is the recorded one; the check below replays each trace under the mode its timings
+show and sets that beside the log.
 """),
         code("""
 from toolcall_lab.replay import replay
@@ -111,20 +117,39 @@ source_of = {t.metadata.title: name for name, results in imports.items() for res
 group_of = {t.metadata.title: source_of[t.metadata.title] + (" sub-agents" if "sub-agent" in t.metadata.title else "")
             for t in sessions}
 check = pd.DataFrame([
-    {"group": group_of[t.metadata.title], "trace": t.metadata.title[-58:], "mode the agent used": t.metadata.mode,
+    {"group": group_of[t.metadata.title], "trace": t.metadata.title[-58:], "mode the timings show": t.metadata.mode,
      "timing labels": dict(t.timing_sources), "recorded wall s": t.metadata.recorded_wall_s,
-     "replayed wall s": replay(t).wall_time_s}
+     "trace wall s": t.wall_time_s, "replayed wall s": replay(t).wall_time_s}
     for t in sessions if t.metadata.recorded_wall_s])
 if len(check):
     check["replay / recorded"] = (check["replayed wall s"] / check["recorded wall s"]).round(4)
-check.groupby("group")[["recorded wall s", "replayed wall s"]].sum().round(2) if len(check) else check
+check.groupby("group")[["recorded wall s", "trace wall s", "replayed wall s"]].sum().round(2) if len(check) else check
+"""),
+        md("""
+### How the recorded batches ran
+A batch's calls are compared where the log gives both their start and their end: did they overlap,
+or run one after another? Calls whose start is not in the log (`estimated`) or whose result is not
+(`not_recorded`) are not evidence either way.
+"""),
+        code("""
+from toolcall_lab.analysis import recorded_batch
+
+batches = pd.DataFrame([
+    {"source": source_of[t.metadata.title], "trace": t.metadata.title[-45:], "round": r.round_index,
+     "calls": " + ".join(e.name for e in r.executions), "how they ran": recorded_batch(r),
+     "start not in the log": ", ".join(e.name for e in r.executions if e.timing.source == "estimated"),
+     "longest call s": max(e.duration_s for e in r.executions),
+     "overlap would save s": sum(e.duration_s for e in r.executions) - max(e.duration_s for e in r.executions)}
+    for t in sessions for r in t.rounds if len(r.executions) > 1])
+batches.round(3)
 """),
         md("""
 ### The four modes on the real sessions, recorded timings only
 `compare(..., timings="recorded")` leaves out every trace that rests on anything but recorded
-numbers (here: the SWE-agent replay, whose model latency is a placeholder) and says why. The
-`timing_evidence` and `measured_share` columns show what each row rests on; serialized mode adds a
-client round trip per call, a constant (`placeholder`).
+numbers (a model latency that is a placeholder, a call whose start or result is not in the log) and
+says why. The `timing_evidence` and `measured_share` columns show what each row rests on;
+serialized mode adds a client round trip per call, a constant (`placeholder`). A replay that ends
+on a recording's closing placeholder is `incomplete`, not a final answer.
 """),
         code("""
 from toolcall_lab.analysis import compare
@@ -137,8 +162,9 @@ by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequent
 by_source
 """),
         code("""
-runs[["group", "mode", "wall_time_s", "timing_evidence", "measured_share", "comparable"]].groupby(["group", "mode"]).agg(
-    wall_s=("wall_time_s", "sum"), evidence=("timing_evidence", lambda s: ", ".join(sorted(set(s)))),
+runs[["group", "mode", "status", "wall_time_s", "timing_evidence", "measured_share", "comparable"]].groupby(["group", "mode"]).agg(
+    wall_s=("wall_time_s", "sum"), statuses=("status", lambda s: ", ".join(sorted(set(s)))),
+    evidence=("timing_evidence", lambda s: ", ".join(sorted(set(s)))),
     measured_share=("measured_share", "median"), comparable=("comparable", "all"))
 """),
         md("""
@@ -152,26 +178,36 @@ batching = sorted({source_of[t.metadata.title] for t in sessions if any(len(r.to
 one_call = sorted({source_of[t.metadata.title] for t in sessions} - set(batching))
 deps = real.dependencies.assign(source=real.dependencies["trace"].map(source_of))
 adjacent = deps[deps["later_round"] - deps["earlier_round"] == 1]["classification"].value_counts()
-saving = {"Task": 0.0, "other": 0.0}
-for r in multi:  # what running a batch together saves over one after another: sum - max
-    durations = [e.duration_s for e in r.executions]
-    saving["Task" if any(c.name == "Task" for c in r.tool_calls) else "other"] += sum(durations) - max(durations)
 if HAVE_REAL:
-    cc = by_source.loc["Claude Code"]
+    ran = batches.groupby("how they ran")
+    counts = ran.size()
     print(f"1. {len(multi)} of {len(rounds)} tool rounds carried more than one call, all in {', '.join(batching)} sessions; "
           f"{', '.join(one_call)} made one call per response, so for them sequential and parallel execution "
           f"take exactly the same time.")
-    print(f"2. Claude Code ran its batches concurrently: replayed in parallel its main threads take {cc['parallel']:.1f} s "
-          f"(their logs: {check[check.group == 'Claude Code']['recorded wall s'].sum():.1f} s), "
-          f"sequentially {cc['sequential']:.1f} s ({cc['sequential'] / cc['parallel']:.2f}x). Of what overlap saves "
-          f"in the batches, {saving['Task']:.1f} s is in batches of sub-agents (Task calls of minutes each) and "
-          f"{saving['other']:.3f} s in all the other batches (Glob, Read, Edit, Bash, TodoWrite: milliseconds).")
-    print(f"3. Serialized one-call-per-round-trip execution costs sequential time plus a round trip per call: "
-          f"{cc['serialized']:.1f} s for the same Claude Code main threads at 50 ms per round trip.")
-    print(f"4. Between consecutive tool rounds the evidence found: {adjacent.get('dependent', 0)} dependent, "
+    overlapped = batches[batches["how they ran"] == "overlapped"]
+    print(f"2. How the {len(batches)} batches ran, by their timestamps: {counts.get('overlapped', 0)} overlapped "
+          f"({', '.join(sorted(set(overlapped['calls'])))}), {counts.get('one after another', 0)} ran one call after "
+          f"another, {counts.get('partly overlapped', 0)} partly, {counts.get('not evidenced', 0)} cannot tell. "
+          f"{(batches['start not in the log'] != '').sum()} batches hold a call whose result came only after a "
+          f"sibling's ({', '.join(sorted(set(', '.join(batches['start not in the log']).split(', ')) - {''}))}): it may have "
+          f"waited for it, and the log has no start. So the agent ran some calls of a batch together and others not: "
+          f"none of the four modes is exactly what it did. Of what running every batch together would save, "
+          f"{overlapped['overlap would save s'].sum():.1f} s is in the batches that did overlap, and "
+          f"{batches[batches['how they ran'] != 'overlapped']['overlap would save s'].sum():.3f} s in all the others.")
+    cc = by_source.loc["Claude Code"]
+    cc_check = check[check.group == "Claude Code"]
+    print(f"3. Replayed with recorded timings only, the Claude Code main threads kept ({runs[(runs.group == 'Claude Code') & (runs['mode'] == 'parallel')].shape[0]} traces) take "
+          f"{cc['parallel']:.1f} s in parallel and {cc['sequential']:.1f} s sequentially ({cc['sequential'] / cc['parallel']:.2f}x); "
+          f"serialized execution costs sequential time plus a round trip per call ({cc['serialized']:.1f} s at 50 ms).")
+    print(f"4. Replayed under the mode its timings show, each trace set beside its log: Claude Code main threads "
+          f"{cc_check['replayed wall s'].sum():.1f} s against {cc_check['recorded wall s'].sum():.1f} s recorded; "
+          f"all sessions {check['replayed wall s'].sum():.1f} s against {check['recorded wall s'].sum():.1f} s. The "
+          f"difference is what no single mode reproduces (calls that waited for a sibling) and time between the "
+          f"steps the logs do not attribute (OpenHands' step overhead, inspect's time outside working_time).")
+    print(f"5. Between consecutive tool rounds the evidence found: {adjacent.get('dependent', 0)} dependent, "
           f"{adjacent.get('unknown', 0)} unknown, {adjacent.get('likely_independent', 0)} likely independent. "
           f"Merging the likely independent ones would save at most {real.missed['saved_upper_bound_s'].sum():.1f} s "
-          f"over all sessions (an upper bound).")
+          f"over the sessions kept (an upper bound: the model saw each result before its next call).")
 """),
         code("""
 from toolcall_lab.notebook.widgets import TraceView

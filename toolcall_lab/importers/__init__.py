@@ -2,9 +2,12 @@
 
 Every importer returns an `ImportResult`: the traces (it is a sequence of `Trace`), a file name for
 each, and an `ImportReport` counting the source's tool calls and model calls against the imported
-ones, with every call that was skipped, missing from the source, or could not be represented. Each
-module's docstring says where each of its numbers comes from; every number in a trace carries a
-`timing` label (``recorded`` / ``reported`` / ``estimated`` / ``placeholder``) with a note.
+ones, with every call that was skipped, missing from the source, or could not be represented, every
+result the source does not hold (status ``not_recorded``) and every place the source is damaged.
+Each module's docstring says where each of its numbers comes from; every number in a trace carries a
+`timing` label (``recorded`` / ``reported`` / ``estimated`` / ``placeholder``) with a note, and
+traces are placed on their source's timeline where it has one (`toolcall_lab.importers._build`).
+A folder is imported file by file (`_files.import_folder`); `looks_like` names the kind of a file.
 
 ``toolcall-lab import KIND SOURCE --out DIR`` runs `import_source` (kinds in `KINDS`).
 """
@@ -23,6 +26,7 @@ from toolcall_lab.importers._build import (
     ImportReport,
     ImportResult,
     Issue,
+    NotThisKind,
     Result,
     Segment,
     SourceError,
@@ -30,6 +34,7 @@ from toolcall_lab.importers._build import (
     build_result,
     chat_body,
 )
+from toolcall_lab.importers._files import READ_ERRORS, looks_like
 from toolcall_lab.importers.bfcl import import_bfcl
 from toolcall_lab.importers.claude_code import import_claude_code
 from toolcall_lab.importers.inspect_logs import import_inspect
@@ -94,7 +99,7 @@ KINDS: dict[str, Kind] = {
         Kind(
             name="bfcl",
             function=import_bfcl,
-            source="a BFCL question file (its possible_answer_<name> beside it)",
+            source="a BFCL question file (its possible_answer_<name> beside it) or a folder of them",
             options=frozenset({"limit"}),
         ),
     )
@@ -133,30 +138,38 @@ def import_source(kind: str, source: str | Path, **options: Any) -> ImportResult
     if kind not in KINDS:
         raise UsageError(f"unknown import kind {kind!r}; choose one of {', '.join(KINDS)}")
     spec = KINDS[kind]
-    given = {k: v for k, v in options.items() if v not in (None, False)}
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
     unknown = set(given) - spec.options
     if unknown:
         raise UsageError(
             f"import {kind}: {', '.join(sorted(unknown))} does not apply "
             f"(it takes {', '.join(sorted(spec.options)) or 'no options'})"
         )
+    limit = given.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(
+            f"import {kind}: limit={limit!r}: give a whole number >= 1 (how many input items to import), "
+            "or leave it out to import all"
+        )
     if not Path(source).exists():
         raise UsageError(f"import {kind}: {source} does not exist")
     try:
         return spec.function(source, **given)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except READ_ERRORS as exc:
         raise SourceError(f"{source}: not a readable {kind} source ({type(exc).__name__}: {exc})") from exc
 
 
 __all__ = [
     "KINDS",
     "MODEL_S",
+    "READ_ERRORS",
     "TOOL_S",
     "ImportBuildError",
     "ImportReport",
     "ImportResult",
     "Issue",
     "Kind",
+    "NotThisKind",
     "Result",
     "Segment",
     "SourceError",
@@ -173,5 +186,6 @@ __all__ = [
     "import_source",
     "import_swe_agent",
     "import_tau_bench",
+    "looks_like",
     "write_result",
 ]

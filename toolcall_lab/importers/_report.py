@@ -6,18 +6,37 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, overload
 
+from toolcall_lab.exceptions import ToolcallLabError
 from toolcall_lab.trace import Trace
 
-IssueKind = Literal["skipped", "gap", "failed"]
+
+class SourceError(ToolcallLabError):
+    """The source cannot be read as this kind (the message names the file, the place and the problem)."""
+
+
+class NotThisKind(SourceError):
+    """The file is empty or of another kind: nothing of this kind is in it (in a folder: skipped)."""
+
+
+IssueKind = Literal["skipped", "gap", "damaged", "failed"]
+ISSUE_TITLES: dict[IssueKind, str] = {
+    "skipped": "skipped",
+    "gap": "not in the source",
+    "damaged": "DAMAGED SOURCE",
+    "failed": "NOT REPRESENTED",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Issue:
     """Something of the source that is not in the traces as it stands there, and why.
 
-    ``skipped``: left out on purpose (a limit, an option); ``gap``: the source itself lacks it (a
-    response body, a result); ``failed``: present in the source but could not be represented (the
-    import then exits non-zero).
+    ``skipped``: left out on purpose (a limit, an option, a file of another kind); ``gap``: the
+    source itself lacks it (a response body, a result the recording stops before); ``damaged``: the
+    source contradicts itself (lines out of order or repeated, impossible timestamps, bytes that are
+    not text, a result missing in the middle of a run): the message says what the import did, and
+    numbers it could not trust are not labelled ``recorded``; ``failed``: present in the source but
+    could not be represented. The command exits non-zero on ``damaged`` and ``failed``.
     """
 
     kind: IssueKind
@@ -43,6 +62,8 @@ class ImportReport:
     imported_model_calls: int
     traces: int
     issues: tuple[Issue, ...] = ()
+    missing_results: int = 0
+    """Imported calls whose result the source does not hold (status ``not_recorded``)."""
 
     @property
     def ok(self) -> bool:
@@ -52,18 +73,28 @@ class ImportReport:
             self.imported_calls + accounted == self.source_calls
         )
 
+    @property
+    def clean(self) -> bool:
+        """`ok`, and nothing in the source was damaged (the command exits 0 only then)."""
+        return self.ok and not any(i.kind == "damaged" for i in self.issues)
+
     def summary(self) -> str:
         """A few lines for the command line."""
         lines = [
             f"{self.kind} {self.source}: {self.traces} trace(s)",
-            f"  tool calls:  {self.source_calls} in the source, {self.imported_calls} imported",
+            f"  tool calls:  {self.source_calls} in the source, {self.imported_calls} imported"
+            + (
+                f" ({self.missing_results} without a result in the source: status not_recorded)"
+                if self.missing_results
+                else ""
+            ),
             f"  model calls: {self.source_model_calls} in the source, {self.imported_model_calls} imported",
         ]
-        titles = {"skipped": "skipped", "gap": "not in the source", "failed": "NOT REPRESENTED"}
-        for kind in ("skipped", "gap", "failed"):
+        kinds: tuple[IssueKind, ...] = ("skipped", "gap", "damaged", "failed")
+        for kind in kinds:
             items = [i for i in self.issues if i.kind == kind]
             if items:
-                lines.append(f"  {titles[kind]} ({len(items)}):")
+                lines.append(f"  {ISSUE_TITLES[kind]} ({len(items)}):")
                 lines += [f"    {i}" for i in items[:20]]
                 if len(items) > 20:
                     lines.append(f"    ... and {len(items) - 20} more")
@@ -116,5 +147,6 @@ def merge_results(kind: str, source: str, results: Sequence[ImportResult]) -> Im
             imported_model_calls=sum(r.imported_model_calls for r in reports),
             traces=len(traces),
             issues=tuple(i for r in reports for i in r.issues),
+            missing_results=sum(r.missing_results for r in reports),
         ),
     )

@@ -4,7 +4,7 @@ BFCL holds questions and the calls a correct answer makes, not model runs: each 
 one response carrying the calls of the first acceptable answer (each parameter's first acceptable
 value; an optional parameter whose first value is ``""`` is left out), and a closing round. Its
 origin is ``scripted``: the calls are the dataset's expected answer, not a model's. BFCL has no call
-ids (the ids are ``fallback``), no tool outputs (results are `RESULT_NOT_RECORDED`) and no timings
+ids (the ids are ``fallback``), no tool outputs (every call's status is ``not_recorded``) and no timings
 (model `MODEL_S` and tools `TOOL_S`, both ``placeholder``). Dotted function names become ``_``.
 """
 
@@ -30,8 +30,9 @@ from toolcall_lab.importers._build import (
     safe_tool_name,
     slugify,
 )
+from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._report import SourceError
 from toolcall_lab.records import Timing
-from toolcall_lab.trace import RESULT_NOT_RECORDED
 
 
 def _schema(fn: dict[str, Any]) -> dict[str, Any]:
@@ -46,8 +47,22 @@ def _schema(fn: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _jsonl(path: Path, issues: list[Issue]) -> list[dict[str, Any]]:
+    text = read_text(path, issues)
+    not_empty(path, text, "BFCL")
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(
+                f"{path}: line {number} is not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out
 
 
 def answers_path(questions: Path) -> Path:
@@ -58,15 +73,51 @@ def answers_path(questions: Path) -> Path:
 def import_bfcl(
     questions: str | Path, answers: str | Path | None = None, *, limit: int | None = None
 ) -> ImportResult:
-    """BFCL parallel tasks -> one batch plus a closing round per question (calls from the answers)."""
+    """BFCL parallel tasks -> one batch plus a closing round per question (calls from the answers).
+
+    `questions` is a question file (its answers beside it as ``possible_answer_<name>``) or a folder
+    of them; `limit` counts questions (per file), not traces."""
     qpath = Path(questions)
+    if qpath.is_dir():
+        return import_folder(
+            "bfcl",
+            qpath,
+            (".json", ".jsonl"),
+            lambda f: import_bfcl(f, limit=limit),
+            companion=lambda f: f.name.startswith("possible_answer_"),
+        )
+    if qpath.name.startswith("possible_answer_") and answers is None:
+        raise wrong_kind(
+            qpath,
+            "bfcl",
+            "an answer file; give the question file beside it "
+            f"({qpath.with_name(qpath.name.removeprefix('possible_answer_')).name})",
+        )
     apath = Path(answers) if answers is not None else answers_path(qpath)
-    qs = _jsonl(qpath)
-    ans = {a["id"]: a for a in _jsonl(apath)}
-    segments: list[Segment] = []
     issues: list[Issue] = []
+    qs = _jsonl(qpath, issues)
+    if not any("question" in q and "function" in q for q in qs):
+        raise wrong_kind(
+            qpath, "bfcl", "no line is a BFCL question (an object with 'question' and 'function')"
+        )
+    if not apath.is_file():
+        raise SourceError(f"{qpath}: its answers are not beside it (expected {apath.name})")
+    ans = {a.get("id"): a for a in _jsonl(apath, issues)}
+    segments: list[Segment] = []
     source_calls = 0
+    issues.append(
+        Issue(
+            kind="gap",
+            where=qpath.name,
+            what="BFCL holds expected calls, not runs: no call has a result (status not_recorded)",
+        )
+    )
     for n, q in enumerate(qs):
+        if "id" not in q or "question" not in q or "function" not in q:
+            issues.append(
+                Issue(kind="failed", where=f"{qpath.name} item {n}", what="not a BFCL question: not imported")
+            )
+            continue
         truth = ans.get(q["id"], {}).get("ground_truth") or []
         source_calls += len(truth)
         if limit is not None and n >= limit:
@@ -101,13 +152,13 @@ def import_bfcl(
                         latency_s=MODEL_S,
                         timing=MODEL_PLACEHOLDER,
                         results=[
-                            Result(
-                                text=RESULT_NOT_RECORDED,
+                            Result.missing(
                                 duration_s=TOOL_S,
                                 timing=Timing(
                                     source="placeholder",
                                     note=f"BFCL has no tool outputs or timings: {TOOL_S} s assumed",
                                 ),
+                                listed=False,
                             )
                             for _ in calls
                         ],

@@ -4,30 +4,38 @@ The log has one JSON line per content block: a response with text and three ``to
 four ``assistant`` lines with the same ``message.id``, each stamped when that block finished
 streaming; each result is a ``user`` line with a ``tool_result`` block, stamped when the result was
 written, sometimes with ``toolUseResult.durationMs`` (Glob, Grep, Read...) or ``totalDurationMs``
-(Task sub-agents).
+(Task sub-agents). Every line names the line it follows (``parentUuid``).
 
 Traces: the main thread gives one trace per user message (the conversation before it becomes the
 initial messages; Claude Code's system prompt is not in the log). Sub-agents (``isSidechain`` lines,
 chained through ``parentUuid`` from a root whose text is the Task's ``prompt``) give one trace each,
 titled with the Task call they ran inside; in the main trace that Task call is one tool call whose
 duration is the sub-agent's whole run. Where every call of a round failed and the agent went on,
-the trace is split (the loop would stop there; see `toolcall_lab.importers._build`).
+the trace is split (the loop would stop there; see `toolcall_lab.importers._build`). Each trace is
+placed on the log's timeline, so calls that overlapped overlap and calls that waited wait.
 
-Where each number comes from (all ``recorded``, from the log's timestamps; the notes give the raw
-figures):
+Where each number comes from (the notes give the raw figures):
 
-- model latency: from the line that completed the request (the user line, or the last result of the
-  previous batch) to the last line of the response. It includes Claude Code's own work to build the
-  request. Chunk offsets: when each content block's line was written (a block arrives whole).
-- tool duration: ``toolUseResult.durationMs`` / ``totalDurationMs`` where present (Claude Code's own
-  measurement of the run). Otherwise from the later of (a) the end of the response and (b) the
-  result of an earlier call of the same response that came in before this one, to this call's result
-  line. A ``tool_use`` line is written when its block streamed, not when the tool started: in these
-  logs tools start when the whole response is in (the Task sub-agents' ``totalDurationMs`` match
-  result − end of response within 40 ms), and Claude Code runs tools that are not concurrency-safe one
-  after another, so (b) keeps a call from being charged for waiting on a sibling. The figure still
-  includes Claude Code's scheduling and any permission prompt; it can under-state a call that ran
-  alongside an earlier sibling and finished after it.
+- model latency (``recorded``): from the line that completed the request (the user line, or the last
+  result of the previous batch) to the last line of the response. It includes Claude Code's own work
+  to build the request. Chunk offsets: when each content block's line was written (a block arrives
+  whole, so the first chunk's time is when the first block was complete, not the first token).
+- tool duration: ``toolUseResult.durationMs`` / ``totalDurationMs`` where present (``recorded``:
+  Claude Code's own measurement of the run), unless it is longer than the time between the call's
+  ``tool_use`` line and its result line (then the log contradicts itself: reported, not used).
+  Otherwise from the end of the response to the result line (``recorded``): a ``tool_use`` line is
+  written when its block streamed, not when the tool started; in these logs tools start when the
+  whole response is in (the Task sub-agents' ``totalDurationMs`` match result − end of response
+  within 40 ms). When an earlier call of the same response had already returned, the call may have
+  waited for it (Claude Code runs tools that are not concurrency-safe one after another) or run
+  alongside it: its start is not in the log. Its duration is then ``estimated`` from that earlier
+  result to its own (the note gives the figure from the end of the response too).
+
+Damage is reported per line and never repaired silently: lines out of ``parentUuid`` order are read
+in that order; a repeated line (same ``uuid``) or a repeated call id is read once; a timestamp that
+contradicts the order of the lines around it is not trusted (numbers resting on it become
+placeholders); bytes that are not UTF-8 are read as U+FFFD; a call whose result line is missing
+while the session goes on is imported with status ``not_recorded``.
 
 Arguments are the ``tool_use`` input object serialised compactly (the log stores an object, not the
 streamed string); text blocks of one response are joined with a blank line; ``is_error: true``
@@ -37,12 +45,14 @@ results are errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
+    MODEL_S,
+    TOLERANCE_S,
+    TOOL_S,
     ImportResult,
     Issue,
     Result,
@@ -51,32 +61,15 @@ from toolcall_lab.importers._build import (
     Turn,
     build_result,
     conversation,
-    epoch,
-    merge_results,
     slugify,
     text_of,
 )
+from toolcall_lab.importers._claude_code_lines import Line as _Line
+from toolcall_lab.importers._claude_code_lines import distrust_times, read_lines, threads_of
+from toolcall_lab.importers._files import import_folder
 from toolcall_lab.records import Timing
 
 SYNTHETIC_MODEL = "<synthetic>"
-
-
-@dataclass(slots=True)
-class _Line:
-    number: int
-    doc: dict[str, Any]
-    at: float
-
-    @property
-    def uuid(self) -> str | None:
-        return self.doc.get("uuid")
-
-    @property
-    def blocks(self) -> list[dict[str, Any]]:
-        content = (self.doc.get("message") or {}).get("content")
-        if isinstance(content, str):
-            return [{"type": "text", "text": content}]
-        return [b for b in content or [] if isinstance(b, dict)]
 
 
 @dataclass(slots=True)
@@ -89,59 +82,18 @@ class _Response:
         return [(ln, b) for ln in self.lines for b in ln.blocks if b.get("type") == "tool_use"]
 
 
-def _read(path: Path) -> tuple[list[_Line], list[Issue]]:
-    lines: list[_Line] = []
-    issues: list[Issue] = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            issues.append(
-                Issue(
-                    kind="failed",
-                    where=f"{path.name} line {number}",
-                    what=f"not valid JSON ({exc.msg} at column {exc.colno}); whatever it held (a tool "
-                    "call?) is not imported",
-                )
-            )
-            continue
-        if not isinstance(doc, dict) or doc.get("type") not in ("user", "assistant"):
-            continue
-        stamp = doc.get("timestamp")
-        if not isinstance(stamp, str):
-            issues.append(Issue(kind="gap", where=f"{path.name} line {number}", what="no timestamp; skipped"))
-            continue
-        lines.append(_Line(number=number, doc=doc, at=epoch(stamp)))
-    return lines, issues
-
-
-def _threads(lines: list[_Line]) -> list[list[_Line]]:
-    """The main thread first, then one list per sub-agent (chained through parentUuid)."""
-    thread_of: dict[str, int] = {}
-    threads: list[list[_Line]] = [[]]
-    for ln in lines:
-        if not ln.doc.get("isSidechain"):
-            threads[0].append(ln)
-            continue
-        parent = ln.doc.get("parentUuid")
-        k = thread_of.get(parent) if parent else None
-        if k is None:
-            threads.append([])
-            k = len(threads) - 1
-        threads[k].append(ln)
-        if ln.uuid:
-            thread_of[ln.uuid] = k
-    return threads
-
-
-def _chunks(response: _Response, start: float) -> tuple[list[dict[str, Any]], list[float], str | None]:
+def _chunks(
+    response: _Response, start: float | None
+) -> tuple[list[dict[str, Any]], list[float] | None, str | None]:
     payloads: list[dict[str, Any]] = []
-    offsets: list[float] = []
+    offsets: list[float | None] = []
     index = 0
     seen_text = False
     last = response.lines[-1].doc.get("message") or {}
+
+    def offset(ln: _Line) -> float | None:
+        return None if ln.at is None or start is None else ln.at - start
+
     for ln in response.lines:
         for block in ln.blocks:
             kind = block.get("type")
@@ -181,7 +133,7 @@ def _chunks(response: _Response, start: float) -> tuple[list[dict[str, Any]], li
                     "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
                 }
             )
-            offsets.append(max(ln.at - start, 0.0))
+            offsets.append(offset(ln))
     if not payloads:
         payloads.append(
             {
@@ -193,7 +145,7 @@ def _chunks(response: _Response, start: float) -> tuple[list[dict[str, Any]], li
                 ],
             }
         )
-        offsets.append(max(response.lines[-1].at - start, 0.0))
+        offsets.append(offset(response.lines[-1]))
     payloads[-1]["choices"][0]["finish_reason"] = "tool_calls" if index else "stop"
     usage = last.get("usage")
     if isinstance(usage, dict):
@@ -208,43 +160,110 @@ def _chunks(response: _Response, start: float) -> tuple[list[dict[str, Any]], li
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
-    return payloads, offsets, last.get("model")
+    known = [o for o in offsets if o is not None]
+    return payloads, known if len(known) == len(offsets) else None, last.get("model")
 
 
 def _tool_result(
-    block: dict[str, Any], line: _Line, use_line: _Line, response_end: float, waited_from: float | None
+    path: Path,
+    block: dict[str, Any],
+    line: _Line,
+    use_line: _Line,
+    response_end: float | None,
+    waited_from: float | None,
+    issues: list[Issue],
 ) -> Result:
     text = text_of(block.get("content"))
     status: ResultStatus = "error" if block.get("is_error") is True else "ok"
+    where = f"{path.name} line {line.number}"
     extra = line.doc.get("toolUseResult")
-    from_use = line.at - use_line.at
+    known = line.at is not None and use_line.at is not None
+    from_use = line.at - use_line.at if line.at is not None and use_line.at is not None else None
+    if from_use is not None and from_use < -TOLERANCE_S:
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=where,
+                what=f"the result of {block.get('tool_use_id')} is dated {-from_use:.3f} s before its "
+                f"tool_use line (line {use_line.number}): its duration is a placeholder",
+            )
+        )
+        known = False
+    raw = (
+        f"tool_use line to result line: {from_use:.3f} s"
+        if from_use is not None
+        else "timestamps not trusted"
+    )
     for key, what in (("durationMs", "the tool's run"), ("totalDurationMs", "the sub-agent's whole run")):
         ms = extra.get(key) if isinstance(extra, dict) else None
-        if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
-            return Result(
-                text=text,
-                duration_s=ms / 1000,
-                status=status,
-                timing=Timing(
-                    source="recorded",
-                    note=f"toolUseResult.{key} {ms} ms: Claude Code's measurement of {what} "
-                    f"(tool_use line to result line: {from_use:.3f} s)",
-                ),
+        if not isinstance(ms, int | float) or isinstance(ms, bool):
+            continue
+        if ms < 0 or (from_use is not None and ms / 1000 > from_use + TOLERANCE_S):
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=where,
+                    what=f"toolUseResult.{key} {ms} ms, but "
+                    + (
+                        f"its result line was written {from_use:.3f} s after its tool_use line"
+                        if ms >= 0
+                        else "negative"
+                    )
+                    + ": the figure is not used",
+                )
             )
+            break
+        return Result(
+            text=text,
+            duration_s=ms / 1000,
+            status=status,
+            end=line.at if known else None,
+            where=where,
+            timing=Timing(
+                source="recorded",
+                note=f"toolUseResult.{key} {ms} ms: Claude Code's measurement of {what} ({raw})",
+            ),
+        )
+    if not known or line.at is None or response_end is None:
+        return Result(
+            text=text,
+            duration_s=TOOL_S,
+            status=status,
+            where=where,
+            timing=Timing(
+                source="placeholder",
+                note=f"the log's timestamps for this call are not trusted: {TOOL_S} s assumed ({raw})",
+            ),
+        )
     if line.at < response_end:
         start, how = use_line.at, "its tool_use line (the result came before the response ended)"
     elif waited_from is not None and waited_from > response_end:
-        start, how = waited_from, "the previous call's result (it ran after that call)"
+        return Result(
+            text=text,
+            duration_s=line.at - waited_from,
+            status=status,
+            end=line.at,
+            start_known=False,
+            where=where,
+            timing=Timing(
+                source="estimated",
+                note="start not in the log: assumed when the previous call of the batch returned (Claude "
+                "Code runs tools that are not concurrency-safe one after another); from the end of the "
+                f"response it would be {line.at - response_end:.3f} s ({raw})",
+            ),
+        )
     else:
         start, how = response_end, "the end of the response"
+    assert start is not None
     return Result(
         text=text,
         duration_s=max(line.at - start, 0.0),
         status=status,
+        end=line.at,
+        where=where,
         timing=Timing(
             source="recorded",
-            note=f"from {how} to the tool_result line; includes Claude Code's scheduling "
-            f"(tool_use line to result line: {from_use:.3f} s)",
+            note=f"from {how} to the tool_result line; includes Claude Code's scheduling ({raw})",
         ),
     )
 
@@ -263,6 +282,7 @@ def _thread_segments(
     history: list[dict[str, Any]] = []
     current: Segment | None = None
     ready_at: float | None = None
+    ready_line: _Line | None = None
     pending_user: list[_Line] = []
     responses: list[_Response] = []
     events: list[tuple[str, Any]] = []
@@ -272,10 +292,21 @@ def _thread_segments(
             if responses and responses[-1].message_id == mid:  # (results may come between its lines)
                 responses[-1].lines.append(ln)
             else:
+                seen = next((r for r in responses if r.message_id == mid), None)
+                if seen is not None:
+                    issues.append(
+                        Issue(
+                            kind="damaged",
+                            where=f"{path.name} line {ln.number}",
+                            what=f"continues response {mid} of line {seen.lines[0].number} after other "
+                            "lines: read as a model call of its own",
+                        )
+                    )
                 responses.append(_Response(message_id=mid, lines=[ln]))
                 events.append(("response", responses[-1]))
         else:
             events.append(("user", ln))
+    last_response = responses[-1] if responses else None
 
     def close() -> None:
         nonlocal current
@@ -283,6 +314,11 @@ def _thread_segments(
             history.extend(conversation(current.turns))
             segments.append(current)
             current = None
+
+    def ready(ln: _Line) -> None:
+        nonlocal ready_at, ready_line
+        if ln.at is not None and (ready_at is None or ln.at >= ready_at):
+            ready_at, ready_line = ln.at, ln
 
     turn_no = 0
     for kind, item in events:
@@ -293,12 +329,12 @@ def _thread_segments(
                 history.clear()  # a new root: a fresh conversation (e.g. after /clear)
             texts = [b for b in ln.blocks if b.get("type") != "tool_result"]
             if any(b.get("type") == "tool_result" for b in ln.blocks):
-                ready_at = ln.at if ready_at is None else max(ready_at, ln.at)
+                ready(ln)
             if texts:
                 close()
                 history.append({"role": "user", "content": text_of(texts)})
                 pending_user.append(ln)
-                ready_at = ln.at if ready_at is None else max(ready_at, ln.at)
+                ready(ln)
             continue
         response: _Response = item
         model = (response.lines[-1].doc.get("message") or {}).get("model")
@@ -313,21 +349,29 @@ def _thread_segments(
             )
             continue
         start = ready_at if ready_at is not None else response.lines[0].at
-        end = max(ln.at for ln in response.lines)
+        end = response.lines[-1].at
         payloads, offsets, model = _chunks(response, start)
         turn_results: list[Result] = []
         result_times: list[float] = []
-        waited: float | None = None
+        result_lines: list[_Line] = []
         for use_line, block in response.uses:
             found = results.get(str(block.get("id")))
             if found is None:
-                turn_results.append(Result.missing())
+                turn_results.append(
+                    Result.missing(
+                        f"{path.name} line {use_line.number}",
+                        damaged=response is not last_response,
+                        why="no tool_result line for this call in the log: 0 s",
+                    )
+                )
                 continue
             res_line, res_block = found
-            earlier = [t for t in result_times if t < res_line.at]
+            earlier = [t for t in result_times if res_line.at is not None and t < res_line.at]
             waited = max(earlier) if earlier else None
-            turn_results.append(_tool_result(res_block, res_line, use_line, end, waited))
-            result_times.append(res_line.at)
+            turn_results.append(_tool_result(path, res_block, res_line, use_line, end, waited, issues))
+            if res_line.at is not None:
+                result_times.append(res_line.at)
+                result_lines.append(res_line)
         if current is None:
             turn_no += 1
             first_user = pending_user[-1] if pending_user else response.lines[0]
@@ -341,27 +385,45 @@ def _thread_segments(
                 provider="anthropic",
                 model=model,
                 created=str(first_user.doc.get("timestamp")),
-                mode="parallel",
                 notes=notes,
             )
             pending_user.clear()
+        if start is not None and end is not None and end >= start - TOLERANCE_S:
+            latency, timing = (
+                max(end - start, 0.0),
+                Timing(
+                    source="recorded",
+                    note=f"from the line that completed the request (line "
+                    f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "
+                    f"last line (line {response.lines[-1].number}); includes Claude Code's request "
+                    "preparation",
+                ),
+            )
+        else:
+            latency, timing = (
+                MODEL_S,
+                Timing(
+                    source="placeholder",
+                    note=f"the log's timestamps for this response (lines {response.lines[0].number}-"
+                    f"{response.lines[-1].number}) are not trusted: {MODEL_S} s assumed",
+                ),
+            )
+            end = None
         current.turns.append(
             Turn(
                 payloads=payloads,
                 offsets=offsets,
-                latency_s=max(end - start, 0.0),
-                timing=Timing(
-                    source="recorded",
-                    note="from the line that completed the request to the response's last line "
-                    f"({len(response.lines)} line(s)); includes Claude Code's request preparation",
-                ),
+                chunk_timing=None if offsets is not None or len(payloads) == 1 else "spread",
+                latency_s=latency,
+                timing=timing,
                 results=turn_results,
                 recorded_start=start,
-                recorded_end=max([end, *result_times]),
+                recorded_end=max([t for t in [end, *result_times] if t is not None], default=None),
+                model_end=end,
             )
         )
-        if result_times:
-            ready_at = max(result_times if ready_at is None else [ready_at, *result_times])
+        for ln in result_lines:
+            ready(ln)
         if not response.uses:
             close()
     close()
@@ -369,37 +431,67 @@ def _thread_segments(
 
 
 def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
-    lines, issues = _read(path)
-    uses = {
-        str(b.get("id")): ln
-        for ln in lines
-        if ln.doc.get("type") == "assistant"
-        for b in ln.blocks
-        if b.get("type") == "tool_use"
-    }
+    lines, issues = read_lines(path)
+    uses: dict[str, _Line] = {}
+    for ln in lines:
+        if ln.doc.get("type") != "assistant":
+            continue
+        content = (ln.doc.get("message") or {}).get("content")
+        for i, b in enumerate(content if isinstance(content, list) else []):
+            if not (isinstance(b, dict) and b.get("type") == "tool_use"):
+                continue
+            tid = str(b.get("id"))
+            if tid in uses:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{path.name} line {ln.number}",
+                        what=f"tool_use {tid} ({b.get('name')}) was already on line {uses[tid].number}: "
+                        "read once",
+                    )
+                )
+                ln.skip.add(i)
+                continue
+            uses[tid] = ln
     message_ids = {
         (ln.doc.get("message") or {}).get("id")
         for ln in lines
         if ln.doc.get("type") == "assistant" and (ln.doc.get("message") or {}).get("model") != SYNTHETIC_MODEL
     }
     results: dict[str, tuple[_Line, dict[str, Any]]] = {}
+    orphans = 0
     for ln in lines:
         if ln.doc.get("type") != "user":
             continue
         for b in ln.blocks:
-            if b.get("type") == "tool_result":
-                tid = str(b.get("tool_use_id"))
-                if tid not in uses:
-                    issues.append(
-                        Issue(
-                            kind="failed",
-                            where=f"{path.name} line {ln.number}",
-                            what=f"a tool_result for {tid}, whose tool_use is missing or unreadable: that "
-                            "call is lost",
-                        )
+            if b.get("type") != "tool_result":
+                continue
+            tid = str(b.get("tool_use_id"))
+            if tid not in uses:
+                orphans += 1
+                issues.append(
+                    Issue(
+                        kind="failed",
+                        where=f"{path.name} line {ln.number}",
+                        what=f"a tool_result for {tid}, whose tool_use is missing or unreadable: that "
+                        "call is lost",
+                        calls=1,
                     )
-                results.setdefault(tid, (ln, b))
-    threads = _threads(lines)
+                )
+            elif tid in results:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{path.name} line {ln.number}",
+                        what=f"a second tool_result for {tid} (the first is on line "
+                        f"{results[tid][0].number}): the first is used",
+                    )
+                )
+                continue
+            results.setdefault(tid, (ln, b))
+    threads = threads_of(lines)
+    for thread in threads:
+        distrust_times(path, thread, issues)
     prompts = {
         str((b.get("input") or {}).get("prompt")): (
             str(b.get("id")),
@@ -414,10 +506,10 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     base_notes = (
         "Claude Code transcript: model latency from the line that completed the request to the "
         "response's last line; tool durations from toolUseResult.durationMs where present, else from "
-        "the end of the response (or the previous call's result) to the result line; responses rebuilt "
-        "as chat-completion chunks, one per content block, each at the time its line was written; "
-        "arguments are the tool_use input serialised compactly; Claude Code's system prompt and tool "
-        "schemas are not in the log (schemas inferred)"
+        "the end of the response to the result line (estimated from the previous call's result where "
+        "the call may have waited for it); responses rebuilt as chat-completion chunks, one per content "
+        "block, each at the time its line was written; arguments are the tool_use input serialised "
+        "compactly; Claude Code's system prompt and tool schemas are not in the log (schemas inferred)"
     )
     segments = _thread_segments(
         path, threads[0], label="main", slug=f"{name}__main", results=results, issues=issues, notes=base_notes
@@ -457,17 +549,20 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         "claude-code",
         str(path),
         kept,
-        source_calls=len(uses),
+        source_calls=len(uses) + orphans,
         source_model_calls=len(message_ids),
         issues=issues,
     )
 
 
 def import_claude_code(path: str | Path, *, include_no_calls: bool = False) -> ImportResult:
-    """A Claude Code transcript (``.jsonl``), or a folder of them, -> traces (see the module notes)."""
+    """A Claude Code transcript (``.jsonl``), or a folder of them, -> traces (see the module notes).
+
+    In a folder each file is imported on its own: one that cannot be read is reported by name and
+    costs only itself."""
     p = Path(path)
-    files: Iterable[Path] = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
-    results = [_file(f, include_no_calls=include_no_calls) for f in files]
-    if len(results) == 1:
-        return results[0]
-    return merge_results("claude-code", str(p), results)
+    if p.is_dir():
+        return import_folder(
+            "claude-code", p, (".jsonl",), lambda f: _file(f, include_no_calls=include_no_calls)
+        )
+    return _file(p, include_no_calls=include_no_calls)

@@ -16,15 +16,21 @@ Where each number comes from (``recorded``):
 Responses: the raw ``call.response`` when it is a chat-completion body (the OpenAI SDK's dump: values
 exact, layout not the wire's), else rebuilt from inspect's ``output`` message (arguments serialised
 from the object). A tool event with an ``error`` is an error (``timeout`` errors are timeouts).
+Each trace is placed on the events' timeline (each call ends at its event's ``completed``). An event
+without valid times is reported; numbers resting on it are placeholders; repeated model events are
+read once and model events out of time order are read in time order (both reported).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
+    MODEL_S,
+    TOLERANCE_S,
     ImportResult,
     Issue,
     Result,
@@ -33,11 +39,11 @@ from toolcall_lab.importers._build import (
     build_result,
     call_entry,
     completion,
-    epoch,
-    merge_results,
     slugify,
+    stamp_or_none,
     text_of,
 )
+from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
 _ATTACHMENT = "attachment://"
@@ -114,6 +120,79 @@ def _input(event: dict[str, Any]) -> list[dict[str, Any]]:
     return [_chat_message(m) for m in event.get("input") or [] if isinstance(m, dict)]
 
 
+def _span(event: dict[str, Any]) -> tuple[float | None, float | None]:
+    start = stamp_or_none(event.get("timestamp"))
+    done = stamp_or_none(event.get("completed")) if event.get("completed") is not None else start
+    if start is None or done is None or done < start - TOLERANCE_S:
+        return None, None
+    return start, done
+
+
+def _duration(
+    event: dict[str, Any], what: str, where: str, issues: list[Issue]
+) -> tuple[float | None, Timing]:
+    """An event's working_time (or completed - timestamp), with its label; None when not trusted."""
+    start, done = _span(event)
+    working = event.get("working_time")
+    if start is None or done is None:
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=where,
+                what=f"{what} event without valid times (timestamp {event.get('timestamp')!r}, completed "
+                f"{event.get('completed')!r}): its duration is a placeholder",
+            )
+        )
+        return None, Timing(source="placeholder", note=f"the {what} event has no valid times")
+    if (
+        isinstance(working, int | float)
+        and not isinstance(working, bool)
+        and 0 <= working <= done - start + TOLERANCE_S
+    ):
+        return float(working), Timing(
+            source="recorded", note=f"{what} event working_time (completed - timestamp: {done - start:.3f} s)"
+        )
+    return done - start, Timing(
+        source="recorded",
+        note=f"{what} event completed - timestamp"
+        + (f" (working_time {working!r} does not fit: not used)" if working is not None else ""),
+    )
+
+
+def _in_order(label: str, model_events: list[dict[str, Any]], issues: list[Issue]) -> list[dict[str, Any]]:
+    """Model events read once each, in time order (repeats and events out of order are reported)."""
+    seen: dict[str, int] = {}
+    kept = []
+    for k, e in enumerate(model_events):
+        key = json.dumps(
+            [e.get("timestamp"), e.get("completed"), e.get("output")], sort_keys=True, default=str
+        )
+        if key in seen:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} model event {k}",
+                    what=f"repeats model event {seen[key]} (same times and output): read once",
+                )
+            )
+            continue
+        seen[key] = k
+        kept.append(e)
+    starts = [stamp_or_none(e.get("timestamp")) for e in kept]
+    if all(t is not None for t in starts) and any(
+        b < a - TOLERANCE_S for a, b in itertools.pairwise(starts) if a is not None and b is not None
+    ):
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=label,
+                what="model events out of time order: read in the order of their timestamps",
+            )
+        )
+        kept = [e for _, e in sorted(zip(starts, kept, strict=True), key=lambda x: x[0] or 0.0)]
+    return kept
+
+
 def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: list[Issue]) -> list[Segment]:
     attachments = sample.get("attachments") or {}
     events = [_resolve(e, attachments) for e in sample.get("events") or [] if isinstance(e, dict)]
@@ -123,48 +202,54 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
     segments: list[Segment] = []
     current: Segment | None = None
     answered = False
-    for n, e in enumerate(e for e in events if e.get("event") == "model"):
+    model_events = _in_order(label, [e for e in events if e.get("event") == "model"], issues)
+    for n, e in enumerate(model_events):
         body, own = _response(e, n)
         message = (body.get("choices") or [{}])[0].get("message") or {}
         calls = message.get("tool_calls") or []
-        start, done = epoch(str(e.get("timestamp"))), epoch(str(e.get("completed") or e.get("timestamp")))
-        working = e.get("working_time")
-        latency = float(working) if isinstance(working, int | float) else done - start
+        start, done = _span(e)
+        where = f"{label} model event {n}"
+        latency, timing = _duration(e, "model", where, issues)
         results = []
-        ends = [done]
+        ends = [done] if done is not None else []
         for call in calls:
             te = tool_events.get(str(call.get("id")))
             if te is None:
-                results.append(Result.missing())
+                results.append(
+                    Result.missing(
+                        f"{where} call {call.get('id')}",
+                        damaged=n < len(model_events) - 1,
+                        why="no tool event for this call: 0 s",
+                    )
+                )
                 continue
             error = te.get("error")
-            t_start = epoch(str(te.get("timestamp")))
-            t_done = epoch(str(te.get("completed") or te.get("timestamp")))
-            t_work = te.get("working_time")
-            ends.append(t_done)
+            _, t_done = _span(te)
+            seconds, t_timing = _duration(te, "tool", f"{label} tool event {te.get('id')}", issues)
+            if t_done is not None:
+                ends.append(t_done)
             results.append(
                 Result(
                     text=_text(te.get("result"))
                     if not error
                     else str((error or {}).get("message") if isinstance(error, dict) else error),
-                    duration_s=float(t_work) if isinstance(t_work, int | float) else t_done - t_start,
+                    duration_s=seconds if seconds is not None else 0.0,
                     status=(
                         "timeout" if isinstance(error, dict) and error.get("type") == "timeout" else "error"
                     )
                     if error
                     else "ok",
-                    timing=Timing(
-                        source="recorded",
-                        note=f"tool event working_time (completed - timestamp: {t_done - t_start:.3f} s)",
-                    ),
+                    end=t_done if seconds is not None else None,
+                    where=f"{label} tool event {te.get('id')}",
+                    timing=t_timing,
                 )
             )
         if current is None or not answered:
             if current is not None:
                 segments.append(current)
             current = Segment(
-                title=f"{path.name} {label}" + (f" part {len(segments) + 1}" if segments else ""),
-                slug=f"{slugify(path.stem)}__{slugify(label)}_part{len(segments) + 1}",
+                title=f"{path.name} {label}",
+                slug=f"{slugify(path.stem)}__{slugify(label)}",
                 source=f"{path}#sample={sample.get('id')}&epoch={sample.get('epoch', 1)}&model_event={n}",
                 initial=_input(e),
                 tools=_tools(e),
@@ -183,14 +268,12 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
         current.turns.append(
             Turn(
                 payloads=[body],
-                latency_s=latency,
-                timing=Timing(
-                    source="recorded",
-                    note=f"model event working_time (completed - timestamp: {done - start:.3f} s)",
-                ),
+                latency_s=latency if latency is not None else MODEL_S,
+                timing=timing,
                 results=results,
                 recorded_start=start,
-                recorded_end=max(ends),
+                recorded_end=max(ends, default=None),
+                model_end=done if latency is not None else None,
             )
         )
         answered = bool(calls)
@@ -218,15 +301,21 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
 
 def _file(path: Path) -> ImportResult:
     if path.suffix == ".eval":
-        raise ValueError(f"{path}: a binary .eval log; convert it with `inspect log convert --to json` first")
-    log = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(log, dict) or "samples" not in log:
-        raise ValueError(f"{path}: not an inspect_ai eval log (no 'samples')")
+        raise wrong_kind(
+            path, "inspect", "a binary .eval log; convert it with `inspect log convert --to json` first"
+        )
     issues: list[Issue] = []
+    text = read_text(path, issues)
+    not_empty(path, text, "inspect_ai")
+    log = load_json(path, text)
+    if not isinstance(log, dict) or not isinstance(log.get("samples"), list):
+        raise wrong_kind(path, "inspect", "not an inspect_ai eval log (no 'samples' list)")
     segments: list[Segment] = []
     source_calls = source_model_calls = 0
-    for sample in log.get("samples") or []:
-        events = sample.get("events") or []
+    for sample in log["samples"]:
+        if not isinstance(sample, dict):
+            continue
+        events = [e for e in sample.get("events") or [] if isinstance(e, dict)]
         source_model_calls += sum(1 for e in events if e.get("event") == "model")
         source_calls += sum(
             len(
@@ -248,8 +337,8 @@ def _file(path: Path) -> ImportResult:
 
 
 def import_inspect(path: str | Path) -> ImportResult:
-    """An inspect_ai eval log (``.json``), or a folder of them, -> traces."""
+    """An inspect_ai eval log (``.json``), or a folder of them (each file on its own), -> traces."""
     p = Path(path)
     if p.is_dir():
-        return merge_results("inspect", str(p), [_file(f) for f in sorted(p.glob("*.json"))])
+        return import_folder("inspect", p, (".json", ".eval"), _file)
     return _file(p)

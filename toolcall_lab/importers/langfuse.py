@@ -17,6 +17,10 @@ Where each number comes from (``recorded``):
   step open until the tool returns, so the model's part ends when the (last) tool started; the rest of
   the span is the tool. Time to first token (``completionStartTime``) is given in the note;
 - tool duration: the tool observation's start to end.
+
+An observation without a valid start or end (``endTime: null``: still running when exported) is
+reported by id; numbers resting on it are placeholders. The time to first token of a generation
+(``completionStartTime``) is kept as its first chunk's time.
 """
 
 from __future__ import annotations
@@ -26,19 +30,23 @@ from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
+    MODEL_S,
     ImportResult,
     Issue,
     Result,
+    ResultStatus,
     Segment,
     Turn,
     build_result,
     call_entry,
     completion,
-    epoch,
-    merge_results,
+    conversation,
+    placeholder_payload,
     slugify,
+    stamp_or_none,
     text_of,
 )
+from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
 
@@ -120,26 +128,54 @@ def _tool_schemas(o: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _export(doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _export(path: Path, doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if isinstance(doc, dict) and isinstance(doc.get("observations"), list):
         trace = doc.get("trace")
         observations = [o for o in doc["observations"] if isinstance(o, dict)]
         return (trace if isinstance(trace, dict) else doc), observations
-    raise ValueError("not a Langfuse export: expected an object with 'observations'")
+    raise wrong_kind(path, "langfuse", "expected an object with an 'observations' list")
+
+
+def _times(o: dict[str, Any], issues: list[Issue]) -> tuple[float | None, float | None]:
+    """An observation's start and end, or None for a missing or inconsistent one (reported)."""
+    start, end = stamp_or_none(o.get("startTime")), stamp_or_none(o.get("endTime"))
+    bad = start is None or end is None or end < start
+    if bad:
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=f"observation {o.get('id')} ({o.get('name')})",
+                what=f"startTime {o.get('startTime')!r}, endTime {o.get('endTime')!r}: no valid duration; "
+                "the numbers resting on it are placeholders",
+            )
+        )
+    if start is not None and end is not None and end < start:
+        return None, None
+    return start, end
 
 
 def _file(path: Path) -> ImportResult:
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    issues: list[Issue] = []
+    raw = read_text(path, issues)
+    not_empty(path, raw, "Langfuse")
+    doc = load_json(path, raw)
     exports = doc if isinstance(doc, list) else [doc]
     segments: list[Segment] = []
-    issues: list[Issue] = []
     source_calls = source_model_calls = 0
     for e, export in enumerate(exports):
-        trace, observations = _export(export)
+        trace, observations = _export(path, export)
+        times = {
+            id(o): _times(o, issues) for o in observations if o.get("type") == "GENERATION" or _is_tool(o)
+        }
+
+        def start_of(o: dict[str, Any], times: dict[int, tuple[float | None, float | None]] = times) -> float:
+            start = times[id(o)][0]
+            return float("inf") if start is None else start
+
         gens = [o for o in observations if o.get("type") == "GENERATION"]
         parents = {o.get("parentObservationId") for o in gens}
-        leaves = sorted((g for g in gens if g.get("id") not in parents), key=lambda o: epoch(o["startTime"]))
-        tools = sorted((o for o in observations if _is_tool(o)), key=lambda o: epoch(o["startTime"]))
+        leaves = sorted((g for g in gens if g.get("id") not in parents), key=start_of)
+        tools = sorted((o for o in observations if _is_tool(o)), key=start_of)
         source_model_calls += len(leaves)
         by_id = {o.get("id"): o for o in observations}
         runs: dict[Any, list[dict[str, Any]]] = {}
@@ -149,13 +185,14 @@ def _file(path: Path) -> ImportResult:
         for r, (parent_id, steps) in enumerate(runs.items()):
             parent = by_id.get(parent_id) or {}
             turns: list[Turn] = []
+            cuts: list[int] = []
             rebuilt = 0
             for k, g in enumerate(steps):
-                g_start, g_end = epoch(g["startTime"]), epoch(g["endTime"])
-                nxt = epoch(steps[k + 1]["startTime"]) if k + 1 < len(steps) else float("inf")
-                mine = [
-                    t for t in tools if t.get("id") not in used and g_start <= epoch(t["startTime"]) < nxt
-                ]
+                unknown_step = False
+                g_start, g_end = times[id(g)]
+                nxt = start_of(steps[k + 1]) if k + 1 < len(steps) else float("inf")
+                lo = g_start if g_start is not None else float("-inf")
+                mine = [t for t in tools if t.get("id") not in used and lo <= start_of(t) < nxt]
                 used.update(t.get("id") for t in mine)
                 output = _json(g.get("output"))
                 if isinstance(output, dict) and output.get("choices"):
@@ -186,7 +223,16 @@ def _file(path: Path) -> ImportResult:
                     message: dict[str, Any] = {"role": "assistant", "content": text}
                     if calls:
                         message["tool_calls"] = calls
-                    body = completion(message, response_id=str(g.get("id")), model=g.get("model"))
+                    if text is None and not calls and k < len(steps) - 1:  # a step we know nothing of
+                        body = placeholder_payload(
+                            "(response not recorded)",
+                            why="the step's output was not recorded and no tool observation started in it",
+                            response_id=str(g.get("id")),
+                            model=g.get("model"),
+                        )
+                        unknown_step = True
+                    else:
+                        body = completion(message, response_id=str(g.get("id")), model=g.get("model"))
                 usage = _json(g.get("usageDetails"))
                 if isinstance(usage, dict) and usage and "usage" not in body:
                     body["usage"] = {
@@ -194,18 +240,33 @@ def _file(path: Path) -> ImportResult:
                         "completion_tokens": usage.get("output"),
                         "total_tokens": usage.get("total"),
                     }
-                inside = [epoch(t["startTime"]) for t in mine if epoch(t["startTime"]) < g_end]
-                ttft = g.get("completionStartTime")
-                ttft_note = f"; first token after {epoch(ttft) - g_start:.3f} s" if ttft else ""
-                if inside:
-                    latency = max(inside) - g_start
-                    note = (
-                        f"from the generation's start to its tool's start ({latency:.3f} s): the AI SDK "
-                        f"ran the tool while the step was open (the span's own {g_end - g_start:.3f} s "
-                        "include the tool)"
+                ttft_at = stamp_or_none(g.get("completionStartTime"))
+                first_token = None
+                model_end: float | None = None
+                if g_start is None or g_end is None:
+                    latency, timing = (
+                        MODEL_S,
+                        Timing(
+                            source="placeholder",
+                            note=f"the generation has no valid start and end: {MODEL_S} s assumed",
+                        ),
                     )
                 else:
-                    latency, note = g_end - g_start, "the generation's start to end"
+                    inside = [start_of(t) for t in mine if start_of(t) < g_end]
+                    if inside:
+                        latency = max(inside) - g_start
+                        note = (
+                            f"from the generation's start to its tool's start ({latency:.3f} s): the AI SDK "
+                            f"ran the tool while the step was open (the span's own {g_end - g_start:.3f} s "
+                            "include the tool)"
+                        )
+                    else:
+                        latency, note = g_end - g_start, "the generation's start to end"
+                    if ttft_at is not None and g_start <= ttft_at <= g_start + latency:
+                        first_token = ttft_at - g_start
+                        note += f"; first token after {first_token:.3f} s (completionStartTime)"
+                    timing = Timing(source="recorded", note=note)
+                    model_end = g_start + latency
                 results = []
                 calls_here = (body.get("choices") or [{}])[0].get("message", {}).get("tool_calls") or []
                 source_calls += len(calls_here)
@@ -226,16 +287,35 @@ def _file(path: Path) -> ImportResult:
                             None,
                         )
                     if t is None:
-                        results.append(Result.missing())
+                        results.append(Result.missing(f"observation {g.get('id')} call {call.get('id')}"))
                         continue
                     pool.remove(t)
                     a = _attrs(t)
-                    text = a.get("ai.toolCall.result", t.get("output"))
+                    out = a.get("ai.toolCall.result", t.get("output"))
+                    shown = out if isinstance(out, str) else text_of(_json(out))
+                    status: ResultStatus = "error" if t.get("level") == "ERROR" else "ok"
+                    t_start, t_end = times[id(t)]
+                    if t_start is None or t_end is None:
+                        results.append(
+                            Result(
+                                text=shown,
+                                duration_s=0.0,
+                                status=status,
+                                where=f"observation {t.get('id')}",
+                                timing=Timing(
+                                    source="placeholder",
+                                    note="the tool observation has no valid start and end: 0 s",
+                                ),
+                            )
+                        )
+                        continue
                     results.append(
                         Result(
-                            text=text if isinstance(text, str) else text_of(_json(text)),
-                            duration_s=max(epoch(t["endTime"]) - epoch(t["startTime"]), 0.0),
-                            status="error" if t.get("level") == "ERROR" else "ok",
+                            text=shown,
+                            duration_s=t_end - t_start,
+                            status=status,
+                            end=t_end,
+                            where=f"observation {t.get('id')}",
                             timing=Timing(source="recorded", note="the tool observation's start to end"),
                         )
                     )
@@ -249,40 +329,50 @@ def _file(path: Path) -> ImportResult:
                             calls=1,
                         )
                     )
+                ends = [x for x in [g_end, *(times[id(t)][1] for t in mine)] if x is not None]
                 turns.append(
                     Turn(
                         payloads=[body],
                         latency_s=max(latency, 0.0),
-                        timing=Timing(source="recorded", note=note + ttft_note),
+                        timing=timing,
                         results=results,
                         recorded_start=g_start,
-                        recorded_end=max([g_end, *(epoch(t["endTime"]) for t in mine)]),
+                        recorded_end=max(ends, default=None),
+                        model_end=model_end,
+                        first_token_s=first_token,
                     )
                 )
+                if unknown_step:  # the conversation cannot be followed past it: the rest is another
+                    cuts.append(len(turns))
             first = steps[0]
             initial = _messages(first.get("input")) or _messages(trace.get("input"))
             label = f"export {e + 1} run {r + 1}" if len(exports) > 1 or len(runs) > 1 else "run"
-            segments.append(
-                Segment(
-                    title=f"{path.name} {trace.get('name') or ''} {label}".replace("  ", " "),
-                    slug=f"{slugify(path.stem)}__{slugify(label)}",
-                    source=f"{path}#trace={trace.get('id')}&observation={parent_id or first.get('id')}",
-                    initial=initial,
-                    tools=_tool_schemas(first),
-                    turns=turns,
-                    provider="langfuse",
-                    model=first.get("model"),
-                    created=str(first.get("startTime")),
-                    notes="Langfuse export: model latency from each generation (up to its tool's start "
-                    "when the tool ran inside it), tool durations from the tool observations; "
-                    + (
-                        f"{rebuilt} of {len(turns)} responses rebuilt from the tool observations and the "
-                        "parent's output (their outputs were not recorded)"
-                        if rebuilt
-                        else "responses as recorded"
-                    ),
+            for lo, hi in zip([0, *cuts], [*cuts, len(turns)], strict=True):
+                if lo == hi:
+                    continue
+                segments.append(
+                    Segment(
+                        title=f"{path.name} {trace.get('name') or ''} {label}".replace("  ", " "),
+                        slug=f"{slugify(path.stem)}__{slugify(label)}",
+                        source=f"{path}#trace={trace.get('id')}&observation={parent_id or first.get('id')}",
+                        initial=initial + conversation(turns[:lo]),
+                        tools=_tool_schemas(first),
+                        turns=turns[lo:hi],
+                        status="incomplete" if hi in cuts else "completed",
+                        reason="response_not_recorded" if hi in cuts else "final_answer",
+                        provider="langfuse",
+                        model=first.get("model"),
+                        created=str(first.get("startTime")),
+                        notes="Langfuse export: model latency from each generation (up to its tool's start "
+                        "when the tool ran inside it), tool durations from the tool observations; "
+                        + (
+                            f"{rebuilt} of {len(turns)} responses rebuilt from the tool observations and the "
+                            "parent's output (their outputs were not recorded)"
+                            if rebuilt
+                            else "responses as recorded"
+                        ),
+                    )
                 )
-            )
         for t in tools:
             if t.get("id") not in used:
                 source_calls += 1
@@ -305,8 +395,8 @@ def _file(path: Path) -> ImportResult:
 
 
 def import_langfuse(path: str | Path) -> ImportResult:
-    """A Langfuse trace export (``.json``), or a folder of them, -> traces."""
+    """A Langfuse trace export (``.json``), or a folder of them (each file on its own), -> traces."""
     p = Path(path)
     if p.is_dir():
-        return merge_results("langfuse", str(p), [_file(f) for f in sorted(p.glob("*.json"))])
+        return import_folder("langfuse", p, (".json",), _file)
     return _file(p)

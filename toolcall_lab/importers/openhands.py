@@ -23,30 +23,42 @@ Where each number comes from (``recorded``):
 
 Results are the observation's ``content`` (with the ``prefix``/``suffix`` OpenHands stores beside a
 command's output); OpenHands' other framing of observations (and recalled workspace context) is not
-in the log. An ``error`` observation is an error result.
+in the log. An ``error`` observation is an error result, and so is a command that exited with a
+non-zero code (as Claude Code logs mark them); exit code -1 (OpenHands' no-output limit) is a
+timeout. An action whose observation is missing while the
+episode goes on is imported with status ``not_recorded`` and reported as damage.
+
+Events are read in ``id`` order: events out of that order, repeated ids and timestamps that
+contradict the order are reported (a timestamp that does not fit is not trusted: numbers resting on
+it become placeholders). The trace is placed on the events' timeline (see `_build`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
+    MODEL_S,
+    TOLERANCE_S,
     ImportResult,
     Issue,
     Result,
+    ResultStatus,
     Segment,
     Turn,
     build_result,
     completion,
     conversation,
-    epoch,
-    merge_results,
+    placeholder_payload,
     slugify,
+    stamp_or_none,
     text_of,
 )
+from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
 
@@ -67,21 +79,111 @@ def _result_text(obs: dict[str, Any]) -> str:
     return content
 
 
+def _status(obs: dict[str, Any]) -> tuple[ResultStatus, str]:
+    """An observation's status, and why (an error observation, a non-zero exit code)."""
+    if obs.get("observation") == "error":
+        return "error", "an error observation"
+    meta = (obs.get("extras") or {}).get("metadata") or {}
+    code = meta.get("exit_code") if isinstance(meta, dict) else None
+    if code == -1:  # OpenHands' no-output timeout: the command did not finish in time
+        return "timeout", "exit code -1: no output within OpenHands' time limit"
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        return "error", f"exit code {code}"
+    return "ok", ""
+
+
+def _ordered(
+    events: list[dict[str, Any]], where: str, issues: list[Issue]
+) -> tuple[list[dict[str, Any]], dict[int, float | None]]:
+    """Events in id order (repeats read once), and each event's trusted time (by position)."""
+    seen: dict[Any, int] = {}
+    kept: list[dict[str, Any]] = []
+    for k, e in enumerate(events):
+        eid = e.get("id")
+        if eid is not None and eid in seen:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{where} event {eid}",
+                    what=f"the id {eid} is repeated (events {seen[eid]} and {k} of the list): read once",
+                )
+            )
+            continue
+        seen[eid] = k
+        kept.append(e)
+    ids = [e.get("id") for e in kept]
+    if all(isinstance(i, int) for i in ids) and ids != sorted(ids):  # type: ignore[type-var]
+        late = next(i for i, (x, y) in enumerate(itertools.pairwise(ids)) if y < x)  # type: ignore[operator]
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=where,
+                what=f"events out of id order (event {ids[late + 1]} comes after event {ids[late]}): "
+                "read in id order",
+            )
+        )
+        kept.sort(key=lambda e: e["id"])
+    at: dict[int, float | None] = {}
+    for k, e in enumerate(kept):
+        at[k] = stamp_or_none(e.get("timestamp"))
+        if at[k] is None:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{where} event {e.get('id')}",
+                    what=f"no valid timestamp ({e.get('timestamp')!r}): the times resting on it are "
+                    "placeholders",
+                )
+            )
+    known = [k for k in range(len(kept)) if at[k] is not None]
+    best = {k: 1 for k in known}
+    back: dict[int, int] = {}
+    for i, k in enumerate(known):
+        for j in known[max(0, i - 400) : i]:
+            if at[j] <= at[k] + TOLERANCE_S and best[j] + 1 > best[k]:  # type: ignore[operator]
+                best[k], back[k] = best[j] + 1, j
+    if known and max(best.values()) < len(known):
+        k = max(known, key=lambda x: (best[x], -x))
+        keep = {k}
+        while k in back:
+            k = back[k]
+            keep.add(k)
+        for k in known:
+            if k not in keep:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{where} event {kept[k].get('id')}",
+                        what=f"timestamp {kept[k].get('timestamp')} contradicts the order of the events: "
+                        "not trusted; the times resting on it are placeholders",
+                    )
+                )
+                at[k] = None
+    return kept, at
+
+
 def _history(
     path: Path,
     label: str,
     slug: str,
-    events: list[dict[str, Any]],
+    raw_events: list[dict[str, Any]],
     latencies: dict[str, float],
     unlogged: list[str],
     issues: list[Issue],
     model_name: str | None,
 ) -> list[Segment]:
+    events, at_of = _ordered(raw_events, label, issues)
+    position = {id(e): k for k, e in enumerate(events)}
+
+    def when(e: dict[str, Any]) -> float | None:
+        return at_of.get(position.get(id(e), -1))
+
     by_id = {e.get("id"): e for e in events}
     observation_of: dict[Any, dict[str, Any]] = {}
     for e in events:
         if "observation" in e and e.get("cause") is not None:
             observation_of.setdefault(e["cause"], e)
+    last_event = events[-1] if events else None
     initial: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
     segments: list[Segment] = []
@@ -89,7 +191,6 @@ def _history(
     current: Segment | None = None
     ready_at: float | None = None
     unlogged_queue = list(unlogged)
-    part = 0
 
     def close(**outcome: Any) -> None:
         nonlocal current
@@ -101,11 +202,9 @@ def _history(
             current = None
 
     def open_segment(at_event: dict[str, Any]) -> Segment:
-        nonlocal part
-        part += 1
         return Segment(
-            title=f"{label} part {part}",
-            slug=f"{slug}_part{part:02d}",
+            title=label,
+            slug=slug,
             source=f"{path}#{label.split(' ', 1)[-1]}&event={at_event.get('id')}",
             initial=[*initial, *history],
             tools=tools,
@@ -118,18 +217,14 @@ def _history(
             "its observation; responses as OpenHands logged them (model_response)",
         )
 
-    responses: list[tuple[_Response, dict[str, Any]]] = []
     actions_of: dict[str, list[dict[str, Any]]] = {}  # one response's actions, wherever they are
     for e in events:
         rid_ = ((e.get("tool_call_metadata") or {}).get("model_response") or {}).get("id")
         if "action" in e and rid_:
             actions_of.setdefault(str(rid_), []).append(e)
     done: set[str] = set()
-    i = 0
-    while i < len(events):
-        e = events[i]
-        i += 1
-        at = epoch(str(e.get("timestamp")))
+    for e in events:
+        at = when(e)
         action = e.get("action")
         if action == "system":
             args = e.get("args") or {}
@@ -145,31 +240,49 @@ def _history(
         if "observation" in e:
             if e.get("observation") == "error" and e.get("cause") is None:
                 rid = unlogged_queue.pop(0) if unlogged_queue else None
-                latency = latencies.get(rid or "", max(at - (ready_at or at), 0.0))
                 text = text_of(e.get("content"))
+                if rid in latencies:
+                    latency, timing = (
+                        latencies[rid or ""],
+                        Timing(
+                            source="recorded",
+                            note="metrics.response_latencies (OpenHands' measurement of the call)",
+                        ),
+                    )
+                elif at is not None and ready_at is not None and at >= ready_at:
+                    latency, timing = (
+                        at - ready_at,
+                        Timing(
+                            source="recorded",
+                            note="from the event that completed the request to the error event",
+                        ),
+                    )
+                else:
+                    latency, timing = (
+                        MODEL_S,
+                        Timing(
+                            source="placeholder",
+                            note=f"the events' times are not trusted here: {MODEL_S} s assumed",
+                        ),
+                    )
                 if current is None:
                     current = open_segment(e)
                 current.turns.append(
                     Turn(
                         payloads=[
-                            completion(
-                                {
-                                    "role": "assistant",
-                                    "content": f"(response not recorded: OpenHands rejected it: {text})",
-                                },
+                            placeholder_payload(
+                                f"(response not recorded: OpenHands rejected it: {text})",
+                                why=f"OpenHands rejected this model response before logging it "
+                                f"({text[:200]})",
                                 response_id=rid or f"unlogged-{e.get('id')}",
                                 model=model_name,
                             )
                         ],
                         latency_s=latency,
-                        timing=Timing(
-                            source="recorded",
-                            note="metrics.response_latencies (OpenHands' measurement of the call)"
-                            if rid in latencies
-                            else "from the event that completed the request to the error event",
-                        ),
+                        timing=timing,
                         recorded_start=ready_at,
                         recorded_end=at,
+                        model_end=at,
                     )
                 )
                 issues.append(
@@ -177,13 +290,13 @@ def _history(
                         kind="gap",
                         where=f"{label} event {e.get('id')}",
                         what=f"model response {rid or '(id unknown)'} is not in the log (OpenHands rejected "
-                        f"it: {text[:100]}); a round marks it",
+                        f"it: {text[:100]}); a placeholder round marks it",
                     )
                 )
                 close(status="incomplete", reason="response_not_recorded", error=text)
                 history.append({"role": "user", "content": text})
                 ready_at = at
-            elif e.get("cause") is not None and e.get("cause") in by_id:
+            elif e.get("cause") is not None and e.get("cause") in by_id and at is not None:
                 ready_at = at if ready_at is None else max(ready_at, at)
             continue
         if e.get("source") != "agent" or action in ("recall", "change_agent_state", "condensation"):
@@ -207,27 +320,34 @@ def _history(
         response = _Response(response_id=rid, body=body if isinstance(body, dict) else None, actions=group)
         if response.body is None:
             response.text = text_of((e.get("args") or {}).get("content")) or str(e.get("message") or "")
-        responses.append((response, e))
         if current is None:
             current = open_segment(e)
-        first_at = epoch(str(group[0].get("timestamp")))
+        first_at = when(group[0])
         start = ready_at if ready_at is not None else first_at
+        gap = f"{first_at - start:.3f} s" if first_at is not None and start is not None else "not known"
         if rid in latencies:
             latency, timing = (
                 latencies[rid],
                 Timing(
                     source="recorded",
                     note=f"metrics.response_latencies: {latencies[rid]:.3f} s (OpenHands' measurement of the "
-                    f"completion call; request-to-action gap {first_at - start:.3f} s)",
+                    f"completion call; request-to-action gap {gap})",
                 ),
             )
-        else:
+        elif first_at is not None and start is not None and first_at >= start:
             latency, timing = (
-                max(first_at - start, 0.0),
+                first_at - start,
                 Timing(
                     source="recorded",
                     note="from the event that completed the request to the action (includes OpenHands' "
                     "step overhead)",
+                ),
+            )
+        else:
+            latency, timing = (
+                MODEL_S,
+                Timing(
+                    source="placeholder", note=f"the events' times are not trusted here: {MODEL_S} s assumed"
                 ),
             )
         results: list[Result] = []
@@ -236,26 +356,53 @@ def _history(
         last_at = first_at
         for g in called:
             obs = observation_of.get(g.get("id"))
-            g_at = epoch(str(g.get("timestamp")))
+            g_at = when(g)
+            where = f"{label} event {g.get('id')}"
             if obs is None:
-                results.append(Result.missing())
+                finish = g.get("action") == "finish"
+                results.append(
+                    Result.missing(
+                        where,
+                        damaged=not finish and g is not last_event,
+                        why="the finish action gets no observation (OpenHands ends the run): 0 s"
+                        if finish
+                        else "no observation for this action in the log: 0 s",
+                    )
+                )
                 continue
-            obs_at = epoch(str(obs.get("timestamp")))
-            started = max(g_at, previous_obs_at) if previous_obs_at is not None else g_at
+            obs_at = when(obs)
+            status, why = _status(obs)
+            started = max(g_at, previous_obs_at) if previous_obs_at is not None and g_at is not None else g_at
+            if obs_at is None or started is None or obs_at < started - TOLERANCE_S:
+                results.append(
+                    Result(
+                        text=_result_text(obs),
+                        duration_s=0.0,
+                        status=status,
+                        where=where,
+                        timing=Timing(
+                            source="placeholder", note="the events' times are not trusted here: 0 s"
+                        ),
+                    )
+                )
+                continue
             results.append(
                 Result(
                     text=_result_text(obs),
                     duration_s=max(obs_at - started, 0.0),
-                    status="error" if obs.get("observation") == "error" else "ok",
+                    status=status,
+                    end=obs_at,
+                    where=where,
                     timing=Timing(
                         source="recorded",
                         note="from the action to its observation"
-                        + (" (after the previous call's observation)" if previous_obs_at else ""),
+                        + (" (after the previous call's observation)" if previous_obs_at else "")
+                        + (f"; {why}" if why else ""),
                     ),
                 )
             )
             previous_obs_at = obs_at
-            last_at = max(last_at, obs_at)
+            last_at = obs_at if last_at is None else max(last_at, obs_at)
         if response.body is not None:
             payload = json.loads(json.dumps(response.body))
             payload.setdefault("object", "chat.completion")
@@ -284,26 +431,41 @@ def _history(
                 results=results,
                 recorded_start=start,
                 recorded_end=last_at,
+                model_end=first_at if timing.source == "recorded" else None,
             )
         )
-        ready_at = last_at
+        if last_at is not None:
+            ready_at = last_at
         if not results:
             close()
         elif any(g.get("action") == "finish" for g in called):
-            close(status="completed", reason="finish_call")
+            close(
+                status="completed",
+                reason="finish_call",
+                closing="the agent ended the run with its finish tool: no model response follows",
+            )
     if current is not None:
         close(status="incomplete", reason="recording_ends_after_tool_results")
     return segments
 
 
+def _is_event(e: Any) -> bool:
+    return isinstance(e, dict) and ("action" in e or "observation" in e)
+
+
 def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
     """(label, events, record) per episode in the file; an unreadable line is reported and skipped."""
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        return [("trajectory", json.loads(text), {})]
+    text = read_text(path, issues)
+    not_empty(path, text, "OpenHands")
+    if text.lstrip().startswith("["):
+        doc = load_json(path, text)
+        if not isinstance(doc, list) or not any(_is_event(e) for e in doc):
+            raise wrong_kind(
+                path, "openhands", "a JSON list, but not of OpenHands events (action/observation)"
+            )
+        return [("trajectory", [e for e in doc if isinstance(e, dict)], {})]
     out = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -317,8 +479,21 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
                 )
             )
             continue
+        if not isinstance(record, dict) or not isinstance(record.get("history"), list):
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{path.name} line {number}",
+                    what="not an OpenHands evaluation record (no 'history' list): not imported",
+                )
+            )
+            continue
         label = str(record.get("instance_id") or f"line {number}")
-        out.append((f"episode {label}", list(record.get("history") or []), record))
+        out.append((f"episode {label}", [e for e in record["history"] if isinstance(e, dict)], record))
+    if not out:
+        raise wrong_kind(
+            path, "openhands", "no line is an OpenHands evaluation record (an object with a 'history' list)"
+        )
     return out
 
 
@@ -326,7 +501,11 @@ def _file(path: Path) -> ImportResult:
     segments: list[Segment] = []
     issues: list[Issue] = []
     source_calls = source_model_calls = 0
-    for label, events, record in _events(path, issues):
+    for label, all_events, record in _events(path, issues):
+        unique: dict[Any, dict[str, Any]] = {}
+        for k, e in enumerate(all_events):
+            unique.setdefault(e.get("id", f"#{k}"), e)
+        events = list(unique.values())
         metrics = record.get("metrics") or {}
         latencies = {
             str(r.get("response_id")): float(r["latency"])
@@ -358,7 +537,9 @@ def _file(path: Path) -> ImportResult:
                 None,
             )
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
-        segments += _history(path, f"{path.name} {label}", slug, events, latencies, unlogged, issues, model)
+        segments += _history(
+            path, f"{path.name} {label}", slug, all_events, latencies, unlogged, issues, model
+        )
         if record.get("error"):
             issues.append(
                 Issue(kind="gap", where=label, what=f"the episode ended with an error: {record['error']}")
@@ -374,9 +555,9 @@ def _file(path: Path) -> ImportResult:
 
 
 def import_openhands(path: str | Path) -> ImportResult:
-    """An OpenHands trajectory (``.json``) or evaluation output (``.jsonl``), or a folder of them."""
+    """An OpenHands trajectory (``.json``) or evaluation output (``.jsonl``), or a folder of them (each
+    file on its own: one that cannot be read is reported by name and costs only itself)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted([*p.glob("*.json"), *p.glob("*.jsonl")])
-        return merge_results("openhands", str(p), [_file(f) for f in files])
+        return import_folder("openhands", p, (".json", ".jsonl"), _file)
     return _file(p)

@@ -12,120 +12,65 @@ flattened ``llm.input_messages.N.message.*`` / ``llm.output_messages.N.message.*
 and ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` (OpenLLMetry). Converted responses are rebuilt
 bodies (the notes say so).
 
-Model calls are grouped into conversations within an OTLP trace by their first two input messages;
-a call continues the conversation when the previous call returned tool calls, otherwise it starts a
-new one (agents that re-prompt, planning calls). Conversations without any tool call are reported
-and skipped unless ``include_no_calls``.
+Model calls are grouped into conversations within an OTLP trace: a call continues a conversation
+whose last response returned tool calls when its input messages extend that response's request (the
+same messages first, then more) or answer one of its calls by id; otherwise it starts a new one
+(agents that re-prompt, planning calls). Conversations without any tool call are reported and
+skipped unless ``include_no_calls``.
 
-Where each number comes from (``recorded``):
+Where each number comes from:
 
-- model latency: the model span's duration (the instrumented client call);
-- tool duration: the tool span's duration, matched by call id (``gen_ai.tool.call.id``,
-  ``tool_call.id``) or else by name in time order. Without tool spans, the gap from the end of the
-  model span to the start of the conversation's next model span: an upper bound that covers every
-  call of the batch and the agent's own work, charged to each call (the note says so).
+- model latency (``recorded``): the model span's duration (the instrumented client call);
+- tool duration (``recorded``): the tool span's duration, matched by call id (``gen_ai.tool.call.id``,
+  ``tool_call.id``) or else by name in time order. The trace is placed as recorded, so tool spans
+  that overlapped overlap and the mode is what the spans show;
+- without tool spans, the tool time is not in the export: the gap from the end of the model span to
+  the start of the conversation's next model span holds the batch and the agent's own work. For one
+  call it is the call's duration, an upper bound (``recorded``, the note says so); for a batch of N
+  it is ``estimated`` as gap / N per call, one after another (the export cannot tell which ran when).
 
 Results: the tool span's result (``gen_ai.tool.call.result``, ``output.value``); else the tool
 messages of the next model call's input that answer the call's id; else, for a single call, the
 messages the agent sent back after echoing the response (e.g. smolagents' ``Observation:`` user
-message). A tool span with status ERROR is an error.
+message); else ``not_recorded``. A tool span with status ERROR is an error. A span without valid
+start and end times is reported; numbers resting on it are placeholders.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
+    MODEL_PLACEHOLDER,
+    MODEL_S,
     ImportResult,
     Issue,
     Result,
+    ResultStatus,
     Segment,
     Turn,
     build_result,
-    call_entry,
-    completion,
-    merge_results,
     slugify,
     text_of,
 )
+from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._otlp_spans import Span, request_messages, response_body, spans_of, tool_schemas
 from toolcall_lab.records import Timing
-
-MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-
-
-def _value(v: dict[str, Any]) -> Any:
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_value(x) for x in (v["arrayValue"] or {}).get("values") or []]
-    if "kvlistValue" in v:
-        return {
-            kv["key"]: _value(kv.get("value") or {}) for kv in (v["kvlistValue"] or {}).get("values") or []
-        }
-    return None
+from toolcall_lab.trace import RESULT_NOT_RECORDED
 
 
-@dataclass(slots=True)
-class _Span:
-    trace_id: str
-    span_id: str
-    name: str
-    start: float
-    end: float
-    attrs: dict[str, Any]
-    error: str | None
-
-    @property
-    def kind(self) -> str | None:
-        oi = self.attrs.get("openinference.span.kind")
-        op = self.attrs.get("gen_ai.operation.name")
-        if oi == "LLM" or op in MODEL_OPERATIONS:
-            return "model"
-        if oi == "TOOL" or op == "execute_tool":
-            return "tool"
-        return None
-
-
-def _spans(doc: Any) -> Iterable[_Span]:
-    batches = doc if isinstance(doc, list) else [doc]
-    for batch in batches:
-        for rs in (batch or {}).get("resourceSpans") or []:
-            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-                for sp in ss.get("spans") or []:
-                    attrs = {a["key"]: _value(a.get("value") or {}) for a in sp.get("attributes") or []}
-                    status = sp.get("status") or {}
-                    error = None
-                    if status.get("code") in ("STATUS_CODE_ERROR", 2):
-                        error = status.get("message") or "error"
-                    yield _Span(
-                        trace_id=str(sp.get("traceId")),
-                        span_id=str(sp.get("spanId")),
-                        name=str(sp.get("name")),
-                        start=int(sp.get("startTimeUnixNano") or 0) / 1e9,
-                        end=int(sp.get("endTimeUnixNano") or 0) / 1e9,
-                        attrs=attrs,
-                        error=error or (str(attrs["error.type"]) if "error.type" in attrs else None),
-                    )
-
-
-def _read(path: Path, issues: list[Issue]) -> list[_Span]:
+def _read(path: Path, issues: list[Issue]) -> list[Span]:
     """The spans of a JSON export, or of one export per line (an unreadable line is reported)."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, issues)
+    not_empty(path, text, "OTLP")
     try:
         docs: list[Any] = [json.loads(text)]
     except json.JSONDecodeError:
         docs = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
@@ -138,174 +83,64 @@ def _read(path: Path, issues: list[Issue]) -> list[_Span]:
                         what=f"not valid JSON ({exc.msg} at column {exc.colno}): its spans are not imported",
                     )
                 )
-    return [s for d in docs for s in _spans(d)]
+    if not any(
+        isinstance(d, dict) and "resourceSpans" in d
+        for d in docs
+        for d in (d if isinstance(d, list) else [d])
+    ):
+        raise wrong_kind(path, "otlp", "no 'resourceSpans' (an OTLP JSON export has them)")
+    return [s for d in docs for s in spans_of(d, path.name, issues)]
 
 
-def _indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """``prefix.N.rest`` attributes -> a list of dicts keyed by ``rest``."""
-    items: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        if not key.startswith(prefix + "."):
-            continue
-        head, _, rest = key[len(prefix) + 1 :].partition(".")
-        if head.isdigit():
-            items.setdefault(int(head), {})[rest] = value
-    return [items[k] for k in sorted(items)]
-
-
-def _oi_message(flat: dict[str, Any]) -> dict[str, Any]:
-    role = flat.get("message.role")
-    texts = [v for k, v in sorted(flat.items()) if k.endswith("message_content.text")]
-    content = flat.get("message.content")
-    message: dict[str, Any] = {"role": role, "content": content if content is not None else "".join(texts)}
-    calls = _indexed({k.removeprefix("message."): v for k, v in flat.items()}, "tool_calls")
-    if calls:
-        message["tool_calls"] = [
-            call_entry(
-                c.get("tool_call.id"),
-                str(c.get("tool_call.function.name")),
-                str(c.get("tool_call.function.arguments") or "{}"),
-            )
-            for c in calls
-        ]
-        message["content"] = message["content"] or None
-    if flat.get("message.tool_call_id"):
-        message["tool_call_id"] = flat["message.tool_call_id"]
-    return message
-
-
-def _genai_messages(raw: Any) -> list[dict[str, Any]]:
-    items = json.loads(raw) if isinstance(raw, str) else raw
-    out = []
-    for m in items or []:
-        texts, calls, responses = [], [], []
-        for part in m.get("parts") or []:
-            kind = part.get("type")
-            if kind == "text":
-                texts.append(str(part.get("content", "")))
-            elif kind == "tool_call":
-                args = part.get("arguments")
-                calls.append(
-                    call_entry(
-                        part.get("id"),
-                        str(part.get("name")),
-                        args if isinstance(args, str) else json.dumps(args or {}),
-                    )
-                )
-            elif kind == "tool_call_response":
-                responses.append(part)
-        if responses:
-            out += [
-                {"role": "tool", "tool_call_id": r.get("id"), "content": text_of(r.get("response"))}
-                for r in responses
-            ]
-            continue
-        message: dict[str, Any] = {"role": m.get("role"), "content": "".join(texts) or None}
-        if calls:
-            message["tool_calls"] = calls
-        out.append(message)
-    return out
-
-
-def _request(span: _Span) -> list[dict[str, Any]]:
-    a = span.attrs
-    raw = a.get("input.value")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
-            return [dict(m) for m in doc["messages"]]
-    if "gen_ai.input.messages" in a:
-        system = a.get("gen_ai.system_instructions")
-        head = []
-        if system:
-            parts = json.loads(system) if isinstance(system, str) else system
-            head = [{"role": "system", "content": "".join(str(p.get("content", "")) for p in parts or [])}]
-        return head + _genai_messages(a["gen_ai.input.messages"])
-    flat = _indexed(a, "llm.input_messages")
-    if flat:
-        return [_oi_message(m) for m in flat]
-    return [{"role": m.get("role"), "content": m.get("content")} for m in _indexed(a, "gen_ai.prompt")]
-
-
-def _response(span: _Span, n: int) -> tuple[dict[str, Any], bool]:
-    a = span.attrs
-    raw = a.get("output.value")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and doc.get("choices"):
-            doc.setdefault("object", "chat.completion")
-            return doc, True
-    model = a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
-    rid = str(a.get("gen_ai.response.id") or f"otlp-{span.span_id}-{n}")
-    message: dict[str, Any]
-    if "gen_ai.output.messages" in a:
-        messages = _genai_messages(a["gen_ai.output.messages"])
-        message = messages[0] if messages else {"role": "assistant", "content": None}
-    elif _indexed(a, "llm.output_messages"):
-        message = _oi_message(_indexed(a, "llm.output_messages")[0])
-    else:
-        comp = (_indexed(a, "gen_ai.completion") or [{}])[0]
-        message = {"role": "assistant", "content": comp.get("content")}
-        calls = _indexed(comp, "tool_calls")
-        if calls:
-            message["tool_calls"] = [
-                call_entry(c.get("id"), str(c.get("name")), str(c.get("arguments") or "{}")) for c in calls
-            ]
-    message["role"] = "assistant"
-    return completion(message, response_id=rid, model=model), False
-
-
-def _tools(span: _Span) -> list[dict[str, Any]]:
-    a = span.attrs
-    out = []
-    for item in _indexed(a, "llm.tools"):
-        schema = item.get("tool.json_schema")
-        doc = json.loads(schema) if isinstance(schema, str) else schema
-        if isinstance(doc, dict) and "function" in doc:
-            out.append({"type": "function", "function": doc["function"]})
-    defs = a.get("gen_ai.tool.definitions")
-    for d in (json.loads(defs) if isinstance(defs, str) else defs) or []:
-        if isinstance(d, dict) and d.get("name"):
-            fn = d.get("function") or {k: d.get(k) for k in ("name", "description", "parameters")}
-            out.append({"type": "function", "function": fn})
-    return out
-
-
-def _key(messages: list[dict[str, Any]]) -> str:
-    return json.dumps([[m.get("role"), text_of(m.get("content"))] for m in messages[:2]], ensure_ascii=False)
-
-
-@dataclass(slots=True)
-class _Conversation:
-    spans: list[tuple[_Span, dict[str, Any], bool, list[dict[str, Any]]]] = field(default_factory=list)
-    """(span, response body, body is the provider's, input messages)"""
+def _signature(messages: list[dict[str, Any]]) -> list[tuple[Any, str]]:
+    return [(m.get("role"), text_of(m.get("content")).strip()) for m in messages]
 
 
 def _calls(body: dict[str, Any]) -> list[dict[str, Any]]:
     return list(((body.get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or [])
 
 
-def _results(conv: _Conversation, k: int, tools: list[_Span], used: set[str]) -> list[Result]:
+@dataclass(slots=True)
+class _Conversation:
+    spans: list[tuple[Span, dict[str, Any], bool, list[dict[str, Any]]]] = field(default_factory=list)
+    """(span, response body, body is the provider's, input messages)"""
+
+    def continued_by(self, request: list[dict[str, Any]]) -> bool:
+        """Whether `request` goes on from this conversation's last response (see the module notes)."""
+        _, body, _, last = self.spans[-1]
+        calls = _calls(body)
+        if not calls:
+            return False
+        ids = {c.get("id") for c in calls if c.get("id")}
+        if any(m.get("role") == "tool" and m.get("tool_call_id") in ids for m in request):
+            return True
+        return len(request) > len(last) and _signature(request[: len(last)]) == _signature(last)
+
+
+def _tool_name(span: Span) -> Any:
+    return (
+        span.attrs.get("gen_ai.tool.name")
+        or span.attrs.get("tool.name")
+        or span.name.removeprefix("execute_tool ")
+    )
+
+
+def _results(conv: _Conversation, k: int, tools: list[Span], used: set[str], where: str) -> list[Result]:
     span, body, _, request = conv.spans[k]
     nxt = conv.spans[k + 1] if k + 1 < len(conv.spans) else None
-    window_end = nxt[0].start if nxt else float("inf")
-    out = []
+    window_end = nxt[0].start if nxt and nxt[0].start is not None else float("inf")
     calls = _calls(body)
+    later = nxt[3] if nxt else []
+    out: list[Result | None] = []
     for call in calls:
         cid, name = call.get("id"), (call.get("function") or {}).get("name")
         match = next(
             (
                 t
                 for t in tools
-                if t.span_id not in used
+                if cid
+                and t.span_id not in used
                 and (t.attrs.get("gen_ai.tool.call.id") or t.attrs.get("tool_call.id")) == cid
-                and cid
             ),
             None,
         ) or next(
@@ -313,77 +148,155 @@ def _results(conv: _Conversation, k: int, tools: list[_Span], used: set[str]) ->
                 t
                 for t in tools
                 if t.span_id not in used
+                and span.start is not None
+                and t.start is not None
                 and span.start <= t.start < window_end
-                and (t.attrs.get("gen_ai.tool.name") or t.attrs.get("tool.name") or t.name) == name
+                and _tool_name(t) == name
             ),
             None,
         )
+        answer = next(
+            (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
+        )
         if match is not None:
             used.add(match.span_id)
-            text = match.attrs.get("gen_ai.tool.call.result", match.attrs.get("output.value"))
-            out.append(
-                Result(
-                    text=text_of(text)
-                    if match.error is None
-                    else str(match.error if text is None else text_of(text)),
-                    duration_s=max(match.end - match.start, 0.0),
-                    status="error" if match.error else "ok",
-                    timing=Timing(source="recorded", note="the tool span's duration"),
-                )
+            value = match.attrs.get("gen_ai.tool.call.result", match.attrs.get("output.value"))
+            if value is None and answer is not None:
+                value = answer.get("content")
+            status: ResultStatus = "error" if match.error else "ok" if value is not None else "not_recorded"
+            shown = (
+                text_of(value)
+                if value is not None
+                else str(match.error)
+                if match.error
+                else RESULT_NOT_RECORDED
             )
-            continue
-        if nxt is None:
-            out.append(Result.missing())
-            continue
-        later = nxt[3]
-        answer = next(
-            (m for m in later if m.get("role") == "tool" and m.get("tool_call_id") == cid and cid), None
-        )
-        gap = max(nxt[0].start - span.end, 0.0)
-        timing = Timing(
-            source="recorded",
-            note=f"no tool span: the gap between this model span and the next ({gap:.3f} s), an upper "
-            f"bound covering all {len(calls)} call(s) of the batch and the agent's own work",
-        )
-        if answer is not None:
-            out.append(Result(text=text_of(answer.get("content")), duration_s=gap, timing=timing))
-            continue
-        tail = later[len(request) + 1 :] if len(later) > len(request) else []
-        if len(calls) == 1 and tail:
+            if not match.timed:
+                out.append(
+                    Result(
+                        text=shown,
+                        duration_s=0.0,
+                        status=status,
+                        where=f"{where} span {match.span_id}",
+                        timing=Timing(source="placeholder", note="the tool span has no valid times: 0 s"),
+                    )
+                )
+                continue
             out.append(
                 Result(
-                    text="\n\n".join(text_of(m.get("content")) for m in tail),
-                    duration_s=gap,
+                    text=shown,
+                    duration_s=match.duration_s,
+                    status=status,
+                    end=match.end,
+                    where=f"{where} span {match.span_id}",
                     timing=Timing(
                         source="recorded",
-                        note=timing.note + "; result: the messages the agent sent back after the response "
-                        "(no tool message)",
+                        note="the tool span's duration"
+                        + ("" if value is not None or match.error else "; the span holds no result"),
                     ),
                 )
             )
             continue
-        out.append(Result.missing())
-    return out
+        out.append(None)
+    unmatched = [i for i, r in enumerate(out) if r is None]
+    if not unmatched:
+        return [r for r in out if r is not None]
+    gap = None
+    if nxt is not None and span.end is not None and nxt[0].start is not None and nxt[0].start >= span.end:
+        gap = nxt[0].start - span.end
+    n = len(unmatched)
+    for j, i in enumerate(unmatched):
+        call = calls[i]
+        cid = call.get("id")
+        answer = next(
+            (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
+        )
+        text: str | None = None
+        how = ""
+        if answer is not None:
+            text = text_of(answer.get("content"))
+        elif nxt is not None and len(calls) == 1:
+            tail = later[len(request) + 1 :] if len(later) > len(request) else []
+            if tail:
+                text = "\n\n".join(text_of(m.get("content")) for m in tail)
+                how = "; result: the messages the agent sent back after the response (no tool message)"
+        if text is None:
+            out[i] = Result.missing(
+                f"{where} span {span.span_id} call {cid or i}",
+                why="no tool span and no tool message holds this call's result: 0 s",
+            )
+            continue
+        if gap is None:
+            out[i] = Result(
+                text=text,
+                duration_s=0.0,
+                where=f"{where} span {span.span_id}",
+                timing=Timing(
+                    source="placeholder",
+                    note="no tool span, and the model spans' times do not give a gap: 0 s",
+                ),
+            )
+            continue
+        assert nxt is not None and nxt[0].start is not None
+        if n == 1:
+            out[i] = Result(
+                text=text,
+                duration_s=gap,
+                end=nxt[0].start,
+                start_known=False,
+                where=f"{where} span {span.span_id}",
+                timing=Timing(
+                    source="recorded",
+                    note=f"no tool span: the gap between this model span and the next ({gap:.3f} s), an "
+                    "upper bound that includes the agent's own work" + how,
+                ),
+            )
+        else:
+            out[i] = Result(
+                text=text,
+                duration_s=gap / n,
+                end=nxt[0].start - (n - 1 - j) * gap / n,
+                start_known=False,
+                where=f"{where} span {span.span_id}",
+                timing=Timing(
+                    source="estimated",
+                    note=f"no tool span: the {gap:.3f} s gap to the next model span holds all {n} calls and "
+                    f"the agent's own work; gap / {n} each, placed one after another (the export does not "
+                    "say which ran when)" + how,
+                ),
+            )
+    return [r for r in out if r is not None]
 
 
 def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     issues: list[Issue] = []
-    spans = sorted(_read(path, issues), key=lambda s: s.start)
+    spans = sorted(
+        _read(path, issues),
+        key=lambda s: s.start if s.start is not None else s.end if s.end is not None else float("inf"),
+    )
     models = [s for s in spans if s.kind == "model"]
     tools = [s for s in spans if s.kind == "tool"]
+    if not models:
+        raise wrong_kind(
+            path,
+            "otlp",
+            f"{len(spans)} span(s) but no model call span (gen_ai.operation.name chat / "
+            "text_completion / generate_content, or openinference.span.kind LLM)",
+        )
     conversations: list[_Conversation] = []
-    open_: dict[tuple[str, str], _Conversation] = {}
+    open_: dict[str, list[_Conversation]] = {}
     source_calls = 0
     for n, span in enumerate(models):
-        body, own = _response(span, n)
-        request = _request(span)
+        body, own = response_body(span, n)
+        request = request_messages(span)
         source_calls += len(_calls(body))
-        key = (span.trace_id, _key(request))
-        conv = open_.get(key)
-        if conv is None or not _calls(conv.spans[-1][1]):
+        candidates = [c for c in open_.get(span.trace_id, []) if c.continued_by(request)]
+        if candidates:
+            conv = candidates[-1]
+        else:
             conv = _Conversation()
             conversations.append(conv)
-            open_[key] = conv
+            open_.setdefault(span.trace_id, []).append(conv)
         conv.spans.append((span, body, own, request))
     segments: list[Segment] = []
     used: set[str] = set()
@@ -405,15 +318,29 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             continue
         turns = []
         for k, (span, body, _own, _req) in enumerate(conv.spans):
-            results = _results(conv, k, tools, used)
+            results = _results(conv, k, tools, used, path.name)
+            if span.timed:
+                assert span.start is not None and span.end is not None
+                latency, timing, end = (
+                    span.duration_s,
+                    Timing(source="recorded", note=f"the model span's duration ({span.name})"),
+                    span.end,
+                )
+            else:
+                latency, end = MODEL_S, None
+                timing = Timing(
+                    source="placeholder", note=f"the model span has no valid times: {MODEL_PLACEHOLDER.note}"
+                )
+            ends = [r.end for r in results if r.end is not None]
             turns.append(
                 Turn(
                     payloads=[body],
-                    latency_s=max(span.end - span.start, 0.0),
-                    timing=Timing(source="recorded", note=f"the model span's duration ({span.name})"),
+                    latency_s=latency,
+                    timing=timing,
                     results=results,
                     recorded_start=span.start,
-                    recorded_end=max([span.end, *(span.end + r.duration_s for r in results)]),
+                    recorded_end=max([t for t in [end, *ends] if t is not None], default=None),
+                    model_end=end,
                 )
             )
         owned = all(own for _, _, own, _ in conv.spans)
@@ -424,7 +351,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
                 slug=f"{name}__conv{c + 1:02d}",
                 source=f"{path}#trace={first.trace_id}&span={first.span_id}",
                 initial=conv.spans[0][3],
-                tools=_tools(first),
+                tools=tool_schemas(first),
                 turns=turns,
                 provider=str(
                     a.get("gen_ai.provider.name") or a.get("gen_ai.system") or a.get("llm.provider") or "otlp"
@@ -433,7 +360,8 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
                     a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
                 ),
                 notes="OTLP spans: model latency from each model span's duration; tool durations from tool "
-                "spans, or without them the gap to the next model span (an upper bound); "
+                "spans, or without them from the gap to the next model span (one call: an upper bound; "
+                "a batch: estimated, gap / N each); "
                 + (
                     "responses are the providers' bodies (output.value)"
                     if owned
@@ -464,6 +392,7 @@ def import_otlp(path: str | Path, *, include_no_calls: bool = False) -> ImportRe
     """An OTLP JSON export (``.json`` / ``.jsonl``), or a folder of them, -> traces."""
     p = Path(path)
     if p.is_dir():
-        files = sorted([*p.glob("*.json"), *p.glob("*.jsonl")])
-        return merge_results("otlp", str(p), [_file(f, include_no_calls=include_no_calls) for f in files])
+        return import_folder(
+            "otlp", p, (".json", ".jsonl"), lambda f: _file(f, include_no_calls=include_no_calls)
+        )
     return _file(p, include_no_calls=include_no_calls)

@@ -17,7 +17,11 @@ Where each number comes from:
 
 OpenAI chat responses are kept verbatim (streamed chunks, or the body as the cassette parsed it: the
 values are exact, the layout is the recorder's); Anthropic and Responses API bodies are converted to
-chat-completion bodies, and the notes say so.
+chat-completion bodies, and the notes say so. The request messages of a trace are the loop's, rebuilt
+from the responses and results, not the recorded requests: where the recorded client sent an id of
+its own for a call the provider left without one (the trace keeps the parser's ``fallback`` id), the
+notes say which. A response with several choices (``n > 1``) continues with choice 0 (the one the
+loop reads); every other choice becomes a trace of its own, its calls without results.
 """
 
 from __future__ import annotations
@@ -40,10 +44,11 @@ from toolcall_lab.importers._build import (
     Turn,
     build_result,
     chat_body,
-    merge_results,
+    conversation,
     slugify,
     text_of,
 )
+from toolcall_lab.importers._files import import_folder
 from toolcall_lab.messages import ParsedResponse
 from toolcall_lab.protocol import from_anthropic
 from toolcall_lab.records import Timing
@@ -175,6 +180,8 @@ class _Conversation:
     results: list[list[Result]] = field(default_factory=list)
     injected: bool = False
     """The next request added messages the model did not write after these results."""
+    renamed: list[str] = field(default_factory=list)
+    """Fallback ids the recorded client sent under ids of its own."""
 
 
 def _results_for(parsed: ParsedResponse, request: _Request) -> tuple[list[Result], bool] | None:
@@ -196,7 +203,7 @@ def _results_for(parsed: ParsedResponse, request: _Request) -> tuple[list[Result
         cid = str(call.get("id"))
         message = by_id.get(cid)
         if message is None:
-            out.append(Result.missing())
+            out.append(Result.missing(why="the next request answers no call with this id: 0 s"))
             continue
         out.append(
             Result(
@@ -209,14 +216,29 @@ def _results_for(parsed: ParsedResponse, request: _Request) -> tuple[list[Result
     return out, i == assistants[-1] and all(m.get("role") == "tool" for m in request.messages[i + 1 :])
 
 
+def _renamed(parsed: ParsedResponse, request: _Request) -> list[str]:
+    """Calls without a provider id that the recorded client answered under an id of its own."""
+    wanted = _signature(parsed.first.to_message())
+    echoed = next(
+        (m for m in reversed(request.messages) if m.get("role") == "assistant" and _signature(m) == wanted),
+        None,
+    )
+    if echoed is None:
+        return []
+    return [
+        f"{c.tool_call_id} (sent as {e.get('id')!r})"
+        for c, e in zip(parsed.tool_calls, echoed.get("tool_calls") or [], strict=False)
+        if c.id_source != "provider" and e.get("id") and e.get("id") != c.tool_call_id
+    ]
+
+
 def import_recording(path: str | Path, *, include_no_calls: bool = False) -> ImportResult:
     """A recording file (cassette, exchange list, or one response), or a folder of them, -> one trace
     per conversation."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(SUFFIXES))
-        return merge_results(
-            "recording", str(p), [import_recording(f, include_no_calls=include_no_calls) for f in files]
+        return import_folder(
+            "recording", p, SUFFIXES, lambda f: import_recording(f, include_no_calls=include_no_calls)
         )
     recording = read_recording(p)
     conversations: list[_Conversation] = []
@@ -233,6 +255,7 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
                 if found is None:
                     continue
                 conv.results.append(found[0])
+                conv.renamed += _renamed(conv.responses[-1][1], request)
                 if found[1]:
                     target = conv
                 else:  # the client added messages the model did not write: a new conversation follows
@@ -245,19 +268,34 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
             open_.append(target)
         for k, parsed in enumerate(parsed_all):
             if k > 0:  # several responses in one stream (a multi-step Responses run): no requests between
-                target.results.append([Result.missing() for _ in target.responses[-1][1].tool_calls])
+                target.results.append(
+                    [
+                        Result.missing(why="the stream holds the next response but not the requests between")
+                        for _ in target.responses[-1][1].tool_calls
+                    ]
+                )
             target.responses.append((exchange, parsed))
         if not parsed_all[-1].tool_calls and target in open_:
             open_.remove(target)
-    source_calls = sum(len(parsed.tool_calls) for c in conversations for _, parsed in c.responses)
+    source_calls = sum(
+        len(choice.tool_calls)
+        for c in conversations
+        for _, parsed in c.responses
+        for choice in parsed.choices
+    )
     source_model_calls = sum(len(c.responses) for c in conversations)
     issues: list[Issue] = []
     segments: list[Segment] = []
     name = stem(p)
     for n, conv in enumerate(conversations):
         if len(conv.results) < len(conv.responses):
-            conv.results.append([Result.missing() for _ in conv.responses[-1][1].tool_calls])
-        calls = sum(len(parsed.tool_calls) for _, parsed in conv.responses)
+            conv.results.append(
+                [
+                    Result.missing(why="the recording ends before a request carrying this result: 0 s")
+                    for _ in conv.responses[-1][1].tool_calls
+                ]
+            )
+        calls = sum(len(choice.tool_calls) for _, parsed in conv.responses for choice in parsed.choices)
         where = f"conversation {n + 1}" if len(conversations) > 1 else "the recording"
         if not calls and not include_no_calls:
             issues.append(
@@ -271,6 +309,7 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
             )
             continue
         turns = []
+        alternatives: list[tuple[int, int, Turn]] = []
         reported = 0
         for (exchange, parsed), results in zip(conv.responses, conv.results, strict=True):
             if exchange.format == "openai-chat" and exchange.payloads is not None:
@@ -282,6 +321,27 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
             latency, timing = _timing(exchange, parsed)
             reported += timing.source == "reported"
             turns.append(Turn(payloads=payloads, latency_s=latency, timing=timing, results=results))
+            for c in range(1, len(parsed.choices)):  # n > 1: the other choices, each a trace
+                alternatives.append(
+                    (
+                        len(turns) - 1,
+                        c,
+                        Turn(
+                            payloads=[chat_body(parsed, keep_fallback_ids=False, choice_index=c)],
+                            latency_s=latency,
+                            timing=timing,
+                            results=[
+                                Result.missing(
+                                    f"{p.name} response {len(turns) - 1} choice {c}",
+                                    why=f"choice {c} of an n={len(parsed.choices)} response: the client went "
+                                    "on with choice 0, so no result was sent for this choice's calls: 0 s",
+                                )
+                                for _ in parsed.choices[c].tool_calls
+                            ],
+                            alternative=True,
+                        ),
+                    )
+                )
         first = conv.responses[0][0]
         kept = (
             "chat chunks as recorded"
@@ -290,10 +350,39 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
             if first.format == "openai-chat"
             else f"{first.format} responses converted to chat-completion bodies (rebuilt, not verbatim)"
         )
+        renamed = (
+            "; request messages are the loop's, not the recorded requests: the recorded client answered "
+            f"fallback id(s) {', '.join(conv.renamed)}"
+            if conv.renamed
+            else "; request messages are the loop's, rebuilt from the responses and results"
+        )
+        title = f"{p.name}" + (f" (conversation {n + 1})" if len(conversations) > 1 else "")
+        slug = slugify(name) + (f"__conv{n + 1}" if len(conversations) > 1 else "")
+        for k, c, alt in alternatives:
+            segments.append(
+                Segment(
+                    title=f"{title} response {k} choice {c}",
+                    slug=f"{slug}__r{k}_choice{c}",
+                    source=f"{p}#response={k}&choice={c}",
+                    initial=[*conv.initial, *conversation(turns[:k])],
+                    tools=conv.tools,
+                    turns=[alt],
+                    provider=p.name.split("_")[0],
+                    model=conv.responses[k][1].model,
+                    notes=f"choice {c} of a response with {len(conv.responses[k][1].choices)} choices "
+                    "(n > 1): an alternative the client did not go on with; its calls have no results; "
+                    + (
+                        "model latency as reported for the whole response"
+                        if alt.timing.source == "reported"
+                        else f"model latency a {MODEL_S} s placeholder"
+                    )
+                    + f"; {kept}",
+                )
+            )
         segments.append(
             Segment(
-                title=f"{p.name}" + (f" (conversation {n + 1})" if len(conversations) > 1 else ""),
-                slug=slugify(name) + (f"__conv{n + 1}" if len(conversations) > 1 else ""),
+                title=title,
+                slug=slug,
                 source=f"{p}" + (f"#conversation={n + 1}" if len(conversations) > 1 else ""),
                 initial=conv.initial,
                 tools=conv.tools,
@@ -312,6 +401,7 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
                     f"no arrival times); tool durations a {TOOL_S} s placeholder; tool results from the "
                     f"next request; {kept}"
                     + ("" if conv.initial else "; the request was not recorded (no initial messages)")
+                    + renamed
                 ),
             )
         )

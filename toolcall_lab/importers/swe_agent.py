@@ -18,7 +18,6 @@ do not always repeat the call's id: demonstration trajectories reuse ids).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +32,26 @@ from toolcall_lab.importers._build import (
     build_result,
     completion,
     conversation,
-    merge_results,
     slugify,
     text_of,
 )
+from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
 
 def _file(path: Path) -> ImportResult:
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(doc, dict) or "history" not in doc:
-        raise ValueError(f"{path}: not a SWE-agent trajectory (no 'history')")
+    issues: list[Issue] = []
+    text = read_text(path, issues)
+    not_empty(path, text, "SWE-agent")
+    doc = load_json(path, text)
+    if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
+        raise wrong_kind(path, "swe-agent", "not a SWE-agent trajectory (no 'history' list)")
     history_in: list[dict[str, Any]] = [m for m in doc.get("history") or [] if isinstance(m, dict)]
     steps = [s for s in doc.get("trajectory") or [] if isinstance(s, dict)]
     info = doc.get("info") or {}
     replayed = bool(doc.get("replay_config")) and not any(
         v for k, v in (info.get("model_stats") or {}).items() if k != "api_calls"
     )
-    issues: list[Issue] = []
     segments: list[Segment] = []
     history: list[dict[str, Any]] = []
     current: Segment | None = None
@@ -97,7 +98,13 @@ def _file(path: Path) -> ImportResult:
             step += 1
         for k, call in enumerate(calls):
             if k >= len(tool_messages):
-                results.append(Result.missing())
+                results.append(
+                    Result.missing(
+                        f"{path.name} history[{i - 1}] call {call.get('id')}",
+                        damaged=i < len(history_in),
+                        why="no tool message for this call in the history: 0 s",
+                    )
+                )
                 continue
             t = tool_messages[k]
             if call.get("id") not in (t.get("tool_call_ids") or [t.get("tool_call_id")]):
@@ -122,8 +129,8 @@ def _file(path: Path) -> ImportResult:
         }
         if current is None:
             current = Segment(
-                title=f"SWE-agent {path.name}" + (f" part {len(segments) + 1}" if segments else ""),
-                slug=f"{name}__part{len(segments) + 1}",
+                title=f"SWE-agent {path.name}",
+                slug=name,
                 source=f"{path}#history={i - 1}",
                 initial=list(history),
                 tools=[],
@@ -169,8 +176,8 @@ def _file(path: Path) -> ImportResult:
 
 
 def import_swe_agent(path: str | Path) -> ImportResult:
-    """A SWE-agent ``.traj`` file, or a folder of them, -> traces."""
+    """A SWE-agent ``.traj`` file, or a folder of them (searched recursively, each file on its own)."""
     p = Path(path)
     if p.is_dir():
-        return merge_results("swe-agent", str(p), [_file(f) for f in sorted(p.rglob("*.traj"))])
+        return import_folder("swe-agent", p, (".traj",), _file, recursive=True)
     return _file(p)

@@ -33,6 +33,7 @@ from toolcall_lab.importers._build import (
     inferred_tools,
     slugify,
 )
+from toolcall_lab.importers._files import load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
 TAU_MODEL = Timing(
@@ -61,18 +62,34 @@ def import_tau_bench(
     """tau-bench trajectories -> one trace per user turn that led to tool calls.
 
     Args:
-        limit: import only the first `limit` trajectories (the rest are reported as skipped).
+        limit: import only the first `limit` trajectories (input items, not output traces: one
+            trajectory gives a trace per user turn with calls; the rest are reported as skipped).
         include_no_calls: also import user turns the assistant answered without tools.
     """
     p = Path(path)
-    data = json.loads(p.read_text(encoding="utf-8"))
-    if not isinstance(data, list):
-        raise ValueError(f"{p}: expected a JSON list of trajectories, got {type(data).__name__}")
-    segments: list[Segment] = []
     issues: list[Issue] = []
+    text = read_text(p, issues)
+    not_empty(p, text, "tau-bench")
+    data = load_json(p, text)
+    if not isinstance(data, list):
+        raise wrong_kind(
+            p, "tau-bench", f"expected a JSON list of trajectories, got a JSON {type(data).__name__}"
+        )
+    if data and not any(isinstance(item, dict) and isinstance(item.get("traj"), list) for item in data):
+        raise wrong_kind(p, "tau-bench", "no item of the list is a trajectory (an object with a 'traj' list)")
+    segments: list[Segment] = []
     source_calls = source_model_calls = 0
     for n, item in enumerate(data):
-        traj = item.get("traj") or []
+        if not isinstance(item, dict) or not isinstance(item.get("traj"), list):
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"trajectory {n}",
+                    what="not a trajectory (an object with a 'traj' list): not imported",
+                )
+            )
+            continue
+        traj = [m for m in item["traj"] if isinstance(m, dict)]
         calls_here = sum(len(m.get("tool_calls") or []) for m in traj)
         responses_here = sum(1 for m in traj if m.get("role") == "assistant")
         source_calls += calls_here
@@ -117,7 +134,13 @@ def import_tau_bench(
                 for c in calls:
                     t = by_id.get(str(c.get("id")))
                     if t is None:
-                        results.append(Result.missing())
+                        results.append(
+                            Result.missing(
+                                f"trajectory {n} message {j}",
+                                damaged=k < len(traj),
+                                why="no tool message answers this call: 0 s",
+                            )
+                        )
                         continue
                     text = str(t.get("content"))
                     results.append(

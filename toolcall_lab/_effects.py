@@ -1,0 +1,174 @@
+"""Control dependencies: an earlier call changed state (a file, a record, the working tree) and a later
+call runs something or reads what was changed, so the two cannot be one batch whatever their
+arguments say (``effect`` evidence of `toolcall_lab.dependencies`)."""
+
+from __future__ import annotations
+
+import re
+
+from toolcall_lab._evidence import Evidence, leaves, normalise, short
+from toolcall_lab.messages import ToolCall
+from toolcall_lab.records import Round
+
+_CHANGES = frozenset(
+    [
+        "write",
+        "edit",
+        "multiedit",
+        "create",
+        "delete",
+        "remove",
+        "rm",
+        "update",
+        "insert",
+        "replace",
+        "patch",
+        "apply",
+        "move",
+        "rename",
+        "mkdir",
+        "install",
+        "book",
+        "cancel",
+        "modify",
+        "append",
+        "commit",
+        "push",
+        "upload",
+        "save",
+        "put",
+        "set",
+        "exchange",
+    ]
+)
+_RUNS = frozenset(
+    [
+        "bash",
+        "shell",
+        "terminal",
+        "run",
+        "exec",
+        "execute",
+        "command",
+        "cmd",
+        "test",
+        "tests",
+        "submit",
+        "build",
+        "compile",
+        "lint",
+        "check",
+        "verify",
+        "deploy",
+        "python",
+        "ipython",
+        "jupyter",
+    ]
+)
+_LOOKS = frozenset(
+    [
+        "read",
+        "view",
+        "open",
+        "cat",
+        "get",
+        "fetch",
+        "list",
+        "ls",
+        "glob",
+        "grep",
+        "search",
+        "find",
+        "status",
+        "show",
+        "diff",
+        "look",
+    ]
+)
+_EDITOR_CHANGES = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "append"})
+_SHELL_CHANGES = re.compile(
+    r"(?:^|[;&|(]\s*|\s)(?:rm|mv|cp|mkdir|rmdir|touch|chmod|chown|ln|patch|tee|truncate|"
+    r"git\s+(?:add|commit|checkout|apply|reset|restore|stash|rm|mv|merge|rebase|cherry-pick|switch)|"
+    r"pip3?\s+install|npm\s+(?:install|i|ci)|yarn\s+add|apt(?:-get)?\s+install|make|sed\s+-i)\b"
+    r"|>{1,2}\s*[\w./~$-]|<<",
+)
+
+
+def _words(name: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+
+
+def _command(call: ToolCall) -> str | None:
+    """The command a call runs: its ``command`` / ``cmd`` argument, or for a shell-like tool its
+    longest string argument."""
+    args = call.args if isinstance(call.args, dict) else {}
+    value = args.get("command", args.get("cmd"))
+    if isinstance(value, str):
+        return value
+    if _words(call.name) & _RUNS:
+        strings = [v for v in args.values() if isinstance(v, str)]
+        return max(strings, key=len) if strings else None
+    return None
+
+
+def _changes_state(call: ToolCall) -> bool:
+    """Whether a call changes something outside the model (a file, a record, the working tree)."""
+    words = _words(call.name)
+    if "todo" in words:
+        return False  # the agent's own bookkeeping
+    command = _command(call)
+    if command is not None and command in _EDITOR_CHANGES | {"view"}:  # str_replace_editor and kin
+        return command != "view"
+    if command is not None and words & _RUNS:
+        return bool(_SHELL_CHANGES.search(command))
+    return bool(words & _CHANGES)
+
+
+def _observes(call: ToolCall) -> tuple[bool, bool]:
+    """(runs something, reads something): a call that would see an earlier call's effect."""
+    words = _words(call.name)
+    if "todo" in words:
+        return False, False
+    command = _command(call)
+    if command == "view":
+        return False, True
+    runs = bool(words & _RUNS) and command not in _EDITOR_CHANGES
+    return runs, bool(words & _LOOKS) or runs
+
+
+def _paths(call: ToolCall) -> set[str]:
+    return {
+        normalise(v)
+        for _, v in leaves(call.args if isinstance(call.args, dict) else {})
+        if isinstance(v, str) and ("/" in v or "." in v) and 3 <= len(v) <= 300 and "\n" not in v
+    }
+
+
+def effect(earlier: Round, call: ToolCall) -> Evidence | None:
+    """A control dependency: `call` runs, or reads what, an earlier call of `earlier` changed."""
+    runs, reads = _observes(call)
+    if not runs and not reads:
+        return None
+    for ex, prior in zip(earlier.executions, earlier.tool_calls, strict=False):
+        if ex.status in ("unknown_tool", "invalid_arguments", "rejected", "duplicate", "skipped"):
+            continue  # it did not run: it changed nothing
+        if not _changes_state(prior):
+            continue
+        shared = _paths(prior) & _paths(call)
+        if runs or shared:
+            what = (
+                f"runs after {prior.name} changed state"
+                if runs and not shared
+                else f"reads {sorted(shared)[0]!r}, which {prior.name} changed"
+            )
+            return Evidence(
+                kind="effect",
+                strong=True,
+                value=short(_command(call) or what),
+                argument=f"{call.name} ({what})",
+                tool_call_id=call.tool_call_id,
+                source_call_id=prior.tool_call_id,
+                source_tool=prior.name,
+                match="none",
+            )
+    return None

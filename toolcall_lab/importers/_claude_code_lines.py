@@ -1,0 +1,231 @@
+"""Reading a Claude Code transcript's lines: what each holds, in the order they were written, with
+every sign of damage reported by line (see `toolcall_lab.importers.claude_code`)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolcall_lab.importers._build import TOLERANCE_S, Issue, stamp_or_none
+from toolcall_lab.importers._files import not_empty, read_text, wrong_kind
+
+_WINDOW = 400
+"""Lines looked back when finding the timestamps that agree with the order of the lines."""
+
+
+@dataclass(slots=True)
+class Line:
+    """One user or assistant line: its number in the file, its JSON, and its time (None: not trusted)."""
+
+    number: int
+    doc: dict[str, Any]
+    at: float | None
+    skip: set[int] = field(default_factory=set)
+    """Indexes of content blocks read elsewhere already (a repeated call id)."""
+
+    @property
+    def uuid(self) -> str | None:
+        return self.doc.get("uuid")
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        content = (self.doc.get("message") or {}).get("content")
+        if isinstance(content, str):
+            return [{"type": "text", "text": content}]
+        return [b for i, b in enumerate(content or []) if isinstance(b, dict) and i not in self.skip]
+
+
+def read_lines(path: Path) -> tuple[list[Line], list[Issue]]:
+    """The message lines in the order they were written (``parentUuid`` order when the file's order
+    disagrees), each read once, and every sign of damage by line."""
+    issues: list[Issue] = []
+    text = read_text(path, issues)
+    not_empty(path, text, "Claude Code")
+    lines: list[Line] = []
+    uuids: dict[str, int] = {}
+    parents: dict[int, str] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{path.name} line {number}",
+                    what=f"not valid JSON ({exc.msg} at column {exc.colno}); whatever it held (a tool "
+                    "call?) is not imported",
+                )
+            )
+            continue
+        if not isinstance(doc, dict):
+            continue
+        uuid = doc.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in uuids:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{path.name} line {number}",
+                        what=f"repeats line {uuids[uuid]} (same uuid {uuid}): read once",
+                    )
+                )
+                continue
+            uuids[uuid] = number
+        message = doc.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        if (
+            doc.get("type") not in ("user", "assistant")
+            and role in ("user", "assistant")
+            and "type" not in doc
+        ):
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{path.name} line {number}",
+                    what=f"a message line without its 'type' (damaged key?): read as its message's role "
+                    f"({role})",
+                )
+            )
+            doc = {**doc, "type": role}
+        if doc.get("type") not in ("user", "assistant") or not isinstance(message, dict | str):
+            continue
+        at = stamp_or_none(doc.get("timestamp"))
+        if at is None:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{path.name} line {number}",
+                    what=f"no valid timestamp ({doc.get('timestamp')!r}): the line is imported, the "
+                    "times resting on it are placeholders",
+                )
+            )
+        lines.append(Line(number=number, doc=doc, at=at))
+        if isinstance(doc.get("parentUuid"), str):
+            parents[number] = doc["parentUuid"]
+    if not lines:
+        raise wrong_kind(path, "claude-code", "no line is a Claude Code user or assistant message")
+    first = lines[0].number
+    for ln in lines:
+        parent = parents.get(ln.number)
+        if parent is not None and parent not in uuids and ln.number != first:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{path.name} line {ln.number}",
+                    what=f"follows a line (uuid {parent}) that is not in the file: something before it "
+                    "is missing",
+                )
+            )
+    late = [
+        (ln.number, uuids[p])
+        for ln in lines
+        if (p := parents.get(ln.number)) in uuids and uuids[p] > ln.number
+    ]
+    if late:
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=path.name,
+                what=f"{len(late)} line(s) come before the line they follow (e.g. line {late[0][0]} "
+                f"before line {late[0][1]}): read in parentUuid order",
+            )
+        )
+        lines = _in_chain_order(lines, uuids, parents)
+    return lines, issues
+
+
+def _in_chain_order(lines: list[Line], uuids: dict[str, int], parents: dict[int, str]) -> list[Line]:
+    """Lines ordered so every line comes after the line it follows; otherwise by time, then position."""
+    by_number = {ln.number: ln for ln in lines}
+    children: dict[int, list[int]] = {}
+    waiting: dict[int, int] = {}
+    for ln in lines:
+        parent = uuids.get(parents.get(ln.number, ""))
+        if parent in by_number:
+            children.setdefault(parent, []).append(ln.number)
+            waiting[ln.number] = 1
+
+    def key(number: int) -> tuple[float, int]:
+        at = by_number[number].at
+        return (float("inf") if at is None else at, number)
+
+    ready = [(key(ln.number), ln.number) for ln in lines if ln.number not in waiting]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, number = heapq.heappop(ready)
+        out.append(by_number[number])
+        for child in children.get(number, []):
+            heapq.heappush(ready, (key(child), child))
+    return out
+
+
+def distrust_times(path: Path, thread: list[Line], issues: list[Issue]) -> None:
+    """Keep the longest run of timestamps that agrees with the order of the lines (within the
+    tolerance); the others are not trusted (set to None) and reported."""
+    known = [ln for ln in thread if ln.at is not None]
+    n = len(known)
+    latest = float("-inf")
+    for ln in known:  # the usual case, in one pass: no line earlier than the lines before it
+        assert ln.at is not None
+        if ln.at < latest - TOLERANCE_S:
+            break
+        latest = max(latest, ln.at)
+    else:
+        return
+    best = [1] * n
+    back = [-1] * n
+    for i in range(n):
+        ai = known[i].at
+        assert ai is not None
+        for j in range(max(0, i - _WINDOW), i):
+            aj = known[j].at
+            assert aj is not None
+            if aj <= ai + TOLERANCE_S and best[j] + 1 > best[i]:
+                best[i], back[i] = best[j] + 1, j
+    if not n or max(best) == n:
+        return
+    i = max(range(n), key=lambda k: (best[k], -k))
+    keep = set()
+    while i >= 0:
+        keep.add(i)
+        i = back[i]
+    previous: Line | None = None
+    for k, ln in enumerate(known):
+        if k in keep:
+            previous = ln
+            continue
+        around = f"after line {previous.number} ({previous.doc.get('timestamp')})" if previous else "first"
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=f"{path.name} line {ln.number}",
+                what=f"timestamp {ln.doc.get('timestamp')} contradicts the order of the lines (it comes "
+                f"{around}): not trusted; the times resting on it are placeholders",
+            )
+        )
+        ln.at = None
+
+
+def threads_of(lines: list[Line]) -> list[list[Line]]:
+    """The main thread first, then one list per sub-agent (chained through parentUuid)."""
+    thread_of: dict[str, int] = {}
+    threads: list[list[Line]] = [[]]
+    for ln in lines:
+        if not ln.doc.get("isSidechain"):
+            threads[0].append(ln)
+            continue
+        parent = ln.doc.get("parentUuid")
+        k = thread_of.get(parent) if parent else None
+        if k is None:
+            threads.append([])
+            k = len(threads) - 1
+        threads[k].append(ln)
+        if ln.uuid:
+            thread_of[ln.uuid] = k
+    return threads

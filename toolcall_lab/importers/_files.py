@@ -1,0 +1,218 @@
+"""Reading source files: text that may be damaged, JSON whose errors name the place, the kind a file
+looks like, and folders imported file by file (one unreadable file costs only itself).
+
+Bytes that are not UTF-8 are read as U+FFFD and reported per line (a ``damaged`` issue): one bad
+byte costs one character, not the file. An empty file, or one of another kind, is `NotThisKind`
+(the message says what it looks like and which kind would read it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolcall_lab.exceptions import ToolcallLabError
+from toolcall_lab.importers._report import ImportResult, Issue, NotThisKind, SourceError, merge_results
+
+READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError)
+"""What reading a malformed file of a known shape can raise (caught per file, reported with its name)."""
+
+
+def read_text(path: Path, issues: list[Issue]) -> str:
+    """The file as text; lines with bytes that are not UTF-8 are reported and read with U+FFFD."""
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{path.name} line {number}",
+                    what=f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8 "
+                    f"({exc.reason}); the line is read with U+FFFD in place of "
+                    f"{exc.end - exc.start} byte(s)",
+                )
+            )
+            lines.append(raw.decode("utf-8", errors="replace"))
+    return "\n".join(lines)
+
+
+def not_empty(path: Path, text: str, kind: str) -> None:
+    """Raise `NotThisKind` for a file without content."""
+    if not text.strip():
+        raise NotThisKind(f"{path}: an empty file (no {kind} content to import)")
+
+
+def load_json(path: Path, text: str) -> Any:
+    """One JSON document; a syntax error names the line and column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+
+
+def _first_json_line(text: str) -> Any:
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def looks_like(path: Path) -> str | None:
+    """The import kind a file looks like, from its content (None when it looks like none of them)."""
+    try:
+        text = path.read_bytes()[:4_000_000].decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    head = text.lstrip()
+    if head.startswith(("data:", "event:", "interactions:")):
+        return "recording"
+    try:
+        doc: Any = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None
+    if doc is None:  # JSON lines: judge by the first
+        line = _first_json_line(text)
+        if isinstance(line, dict):
+            if line.get("type") in ("user", "assistant", "summary", "system", "queue-operation") and (
+                "sessionId" in line or "uuid" in line or "leafUuid" in line
+            ):
+                return "claude-code"
+            if "history" in line and ("instance_id" in line or "metrics" in line):
+                return "openhands"
+            if "question" in line and "function" in line:
+                return "bfcl"
+            if "ground_truth" in line:
+                return "bfcl answers"
+            if "resourceSpans" in line:
+                return "otlp"
+            if "choices" in line or str(line.get("type", "")).startswith(
+                ("response.", "message_", "content_")
+            ):
+                return "recording"
+        return None
+    items = doc if isinstance(doc, list) else [doc]
+    first = items[0] if items else None
+    if (isinstance(doc, dict) and "resourceSpans" in doc) or (
+        isinstance(first, dict) and "resourceSpans" in first
+    ):
+        return "otlp"
+    if isinstance(doc, dict):
+        if isinstance(doc.get("observations"), list):
+            return "langfuse"
+        if "samples" in doc and "eval" in doc:
+            return "inspect"
+        if "trajectory" in doc and "history" in doc:
+            return "swe-agent"
+        if "choices" in doc or doc.get("type") == "message" or doc.get("object") == "response":
+            return "recording"
+        return None
+    if isinstance(first, dict):
+        if "traj" in first:
+            return "tau-bench"
+        if ("action" in first or "observation" in first) and "timestamp" in first:
+            return "openhands"
+        if "request" in first and "response" in first:
+            return "recording"
+    return None
+
+
+def wrong_kind(path: Path, kind: str, what: str) -> NotThisKind:
+    """`NotThisKind` for a file of `kind`'s extension without `what`, naming the kind it looks like."""
+    other = looks_like(path)
+    hint = ""
+    if other and other != kind:
+        hint = (
+            f"; it looks like {other} (try `toolcall-lab import {other} {path}`)"
+            if " " not in other
+            else f"; it looks like {other}"
+        )
+    return NotThisKind(f"{path}: not a file of kind {kind}: {what}{hint}")
+
+
+def import_folder(
+    kind: str,
+    folder: Path,
+    suffixes: Sequence[str],
+    one_file: Callable[[Path], ImportResult],
+    *,
+    recursive: bool = False,
+    companion: Callable[[Path], bool] | None = None,
+) -> ImportResult:
+    """Import every file of `folder` ending with one of `suffixes`, each on its own: a file that cannot
+    be read is a ``failed`` issue naming it (its calls are unknown), an empty file or one of another
+    kind is ``skipped`` with the reason; files with other endings are listed as skipped."""
+    entries = sorted(folder.rglob("*") if recursive else folder.iterdir())
+    files = [
+        f for f in entries if f.is_file() and not f.name.startswith(".") and not (companion and companion(f))
+    ]
+    chosen = [f for f in files if f.name.endswith(tuple(suffixes))]
+    if not chosen:
+        raise NotThisKind(
+            f"{folder}: no {' / '.join(suffixes)} file in this folder ({len(files)} other file(s))"
+        )
+    others = [f for f in files if f not in chosen]
+    issues = [
+        Issue(
+            kind="skipped",
+            where=str(f.relative_to(folder)),
+            what=f"not a {' / '.join(suffixes)} file: not read as {kind}"
+            + (f" (it looks like {other})" if (other := looks_like(f)) else ""),
+        )
+        for f in others
+        if len(others) <= 10
+    ]
+    if len(others) > 10:
+        issues.append(
+            Issue(
+                kind="skipped",
+                where=str(folder),
+                what=f"{len(others)} file(s) not ending with {' / '.join(suffixes)}: not read as {kind}",
+            )
+        )
+    results = []
+    for f in chosen:
+        name = str(f.relative_to(folder))
+        try:
+            results.append(one_file(f))
+        except NotThisKind as exc:
+            issues.append(Issue(kind="skipped", where=name, what=str(exc).removeprefix(f"{f}: ")))
+        except (SourceError, ToolcallLabError) as exc:
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=name,
+                    what=f"{str(exc).removeprefix(f'{f}: ')}; nothing of this file is imported",
+                )
+            )
+        except READ_ERRORS as exc:
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=name,
+                    what=f"could not be read as {kind} ({type(exc).__name__}: {exc}); nothing of this "
+                    "file is imported",
+                )
+            )
+    merged = merge_results(kind, str(folder), results)
+    report = merged.report
+    from dataclasses import replace
+
+    return ImportResult(
+        traces=merged.traces, slugs=merged.slugs, report=replace(report, issues=(*report.issues, *issues))
+    )
