@@ -41,6 +41,8 @@ CORE = (
     "toolcall_lab.exceptions",
     "toolcall_lab.formats",
     "toolcall_lab.tools",
+    "toolcall_lab._copy",
+    "toolcall_lab._outcomes",
     "toolcall_lab._execution",
     "toolcall_lab._model_call",
     "toolcall_lab.modes",

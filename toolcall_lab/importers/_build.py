@@ -5,10 +5,11 @@ then model responses each with the results its calls got) and hands them to `bui
 builder replays each draft through the loop on the virtual clock, so the request messages in a trace
 are exactly what the loop sends; the timing labels of the source survive the replay.
 
-Where the loop would end a run the recorded agent continued (every call of a round failed), the
-segment is split there and the next model call starts a new trace holding the conversation so far:
-no call is dropped. A segment whose recording stops after tool calls gets one closing round that
-says so (``placeholder`` timing, 0 s), and the trace's outcome says why it is incomplete.
+The recorded agent decided when to stop, not toolcall_lab's loop: imported traces are built and
+replayed with ``all_failed_policy="continue"`` (recorded in their settings), so a round whose calls
+all failed is followed by the next recorded model call, as it was. A segment whose recording stops
+after tool calls gets one closing round that says so (``placeholder`` timing, 0 s), and the trace's
+outcome says why it is incomplete.
 """
 
 from __future__ import annotations
@@ -269,18 +270,6 @@ def inferred_tools(calls: Iterable[tuple[str, str]], why: str) -> list[dict[str,
 # building
 
 
-def _all_failed(turn: Turn, batch: int = 0) -> bool:
-    """Whether the loop will count every call of this turn as failed (a recorded error, or arguments
-    it will not run: the loop then ends the run)."""
-    if not turn.results:
-        return False
-    calls = parse_turn(turn.payloads, batch).tool_calls
-    return all(
-        r.status != "ok" or (k < len(calls) and (calls[k].args is None or not calls[k].complete))
-        for k, r in enumerate(turn.results)
-    )
-
-
 def conversation(turns: Sequence[Turn], *, first_batch: int = 0) -> list[dict[str, Any]]:
     """The messages the loop appends for these turns: each assistant message, then its results."""
     out: list[dict[str, Any]] = []
@@ -290,46 +279,6 @@ def conversation(turns: Sequence[Turn], *, first_batch: int = 0) -> list[dict[st
         for call, result in zip(parsed.tool_calls, turn.results, strict=False):
             out.append({"role": "tool", "tool_call_id": call.tool_call_id, "content": result.text})
     return out
-
-
-def split_on_failed_rounds(segment: Segment) -> list[Segment]:
-    """Split where every call of a round failed and the recording goes on (the loop would stop)."""
-    parts: list[Segment] = []
-    current = segment
-    n = 1
-    while True:
-        cut = next(
-            (k for k, t in enumerate(current.turns[:-1]) if _all_failed(t, k)),
-            None,
-        )
-        if cut is None:
-            parts.append(current)
-            break
-        head_turns, tail_turns = current.turns[: cut + 1], current.turns[cut + 1 :]
-        label = f"part {n + 1}"
-        parts.append(
-            replace(
-                current,
-                turns=head_turns,
-                title=f"{segment.title} (part {n})",
-                slug=f"{segment.slug}_part{n}",
-                status="incomplete",
-                reason="continued_in_next_part",
-                error=(
-                    f"every call of round {len(head_turns) - 1} failed; toolcall_lab's loop ends a run "
-                    f"there but the recorded agent went on: the rest is '{segment.title} ({label})'"
-                ),
-            )
-        )
-        current = replace(
-            current,
-            initial=[*current.initial, *conversation(head_turns)],
-            turns=tail_turns,
-            title=f"{segment.title} ({label})",
-            slug=f"{segment.slug}_part{n + 1}",
-        )
-        n += 1
-    return parts
 
 
 def _chunks(turn: Turn) -> tuple[tuple[TimedChunk, ...], ChunkTiming]:
@@ -354,7 +303,7 @@ def build_trace(segment: Segment) -> Trace:
         raise ImportBuildError("no model response to import")
     last = parse_turn(turns[-1].payloads, len(turns) - 1)
     status, reason = segment.status, segment.reason
-    if last.tool_calls and not _all_failed(turns[-1], len(turns) - 1):  # (then the loop stops itself)
+    if last.tool_calls:
         turns.append(
             Turn(
                 payloads=[
@@ -378,7 +327,7 @@ def build_trace(segment: Segment) -> Trace:
     for k, turn in enumerate(turns):
         parsed = parse_turn(turn.payloads, k)
         calls = parsed.tool_calls
-        if calls and k == len(turns) - 1 and not _all_failed(turn, k):
+        if calls and k == len(turns) - 1:
             raise ImportBuildError(f"round {k}: the last response still has tool calls")
         if not calls and k < len(turns) - 1:
             raise ImportBuildError(
@@ -435,7 +384,14 @@ def build_trace(segment: Segment) -> Trace:
     )
     tool_rounds = sum(1 for r in rounds if r.tool_calls)
     try:
-        result = replay(draft, segment.mode, check="off", max_rounds=tool_rounds + 1, dedupe=False)
+        result = replay(
+            draft,
+            segment.mode,
+            check="off",
+            max_rounds=tool_rounds + 1,
+            dedupe=False,
+            all_failed_policy="continue",  # the recorded agent went on; so does its replay
+        )
     except ToolcallLabError as exc:
         raise ImportBuildError(f"the loop could not replay it: {exc}") from exc
     if len(result.rounds) != len(rounds):
@@ -465,7 +421,7 @@ def build_trace(segment: Segment) -> Trace:
     )
     trace = Trace.from_run(result, meta)
     error = segment.error
-    if result.status != "completed" and reason == "final_answer":  # the loop ended it (all calls failed)
+    if result.status != "completed" and reason == "final_answer":  # the loop ended it
         status, reason, error = result.status, result.reason, result.error
     return replace(
         trace,
@@ -488,36 +444,35 @@ def build_result(
     source_model_calls: int,
     issues: Iterable[Issue] = (),
 ) -> ImportResult:
-    """Build every segment (splitting where the loop would stop), collect the report."""
+    """Build every segment, collect the report."""
     traces: list[Trace] = []
     slugs: list[str] = []
     found = list(issues)
     taken: set[str] = set()
     imported_calls = imported_model_calls = 0
     for segment in segments:
-        for part in split_on_failed_rounds(segment):
-            try:
-                trace = build_trace(part)
-            except ImportBuildError as exc:
-                n_calls = sum(len(t.results) for t in part.turns)
-                found.append(
-                    Issue(
-                        kind="failed",
-                        where=part.title,
-                        what=str(exc),
-                        calls=n_calls,
-                        model_calls=len(part.turns),
-                    )
+        try:
+            trace = build_trace(segment)
+        except ImportBuildError as exc:
+            n_calls = sum(len(t.results) for t in segment.turns)
+            found.append(
+                Issue(
+                    kind="failed",
+                    where=segment.title,
+                    what=str(exc),
+                    calls=n_calls,
+                    model_calls=len(segment.turns),
                 )
-                continue
-            slug, n = part.slug, 2
-            while slug in taken:
-                slug, n = f"{part.slug}_{n}", n + 1
-            taken.add(slug)
-            traces.append(trace)
-            slugs.append(slug)
-            imported_calls += trace.n_calls
-            imported_model_calls += sum(1 for t in part.turns if not t.synthetic)
+            )
+            continue
+        slug, n = segment.slug, 2
+        while slug in taken:
+            slug, n = f"{segment.slug}_{n}", n + 1
+        taken.add(slug)
+        traces.append(trace)
+        slugs.append(slug)
+        imported_calls += trace.n_calls
+        imported_model_calls += sum(1 for t in segment.turns if not t.synthetic)
     report = ImportReport(
         kind=kind,
         source=source,
