@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolcall_lab._copy import json_copy
 from toolcall_lab._outcomes import NotText, error_text, result_text, verdict
 from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.exceptions import ReplayDivergenceError, UsageError
@@ -36,8 +37,6 @@ from toolcall_lab.records import (
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry, ToolThreads
 
 Approval = bool | str | None
-_forget_arguments = ToolCall.__dict__["_outcome"].__set__
-"""Drops a call's cached parsed arguments (the slot's own setter: cheap enough to do per call)."""
 
 current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("current_tool_call")
 """The call a tool function is running for, set for tools made with ``uses_current_call=True``
@@ -164,10 +163,18 @@ def harness_decision(text: str) -> str | None:
 
 
 _Key = tuple[str, str]
+_CONTAINERS = (dict, list)
 
 Phase = tuple[str, float, ToolExecution | None]
 """Where a call stood when its hooks were involved: (``on_tool_start`` | ``running`` |
 ``approve_result`` | ``on_tool_complete``, since when, its record once the tool had ended)."""
+
+
+def _invalid(call: ToolCall, problem: str) -> str:
+    return (
+        f"Error: invalid arguments for {call.name!r}: {problem}. The call was not executed; send the "
+        "arguments its schema asks for."
+    )
 
 
 class Executor:
@@ -204,9 +211,13 @@ class Executor:
         """Cross-round de-duplication: key -> (id, round) of the first successful call with that key."""
         self.round_index: int | None = None
         """The round in progress (the loop sets it), for hook failure records."""
-        self.run_task: asyncio.Task[Any] | None = None
-        """The run's task (the loop sets it): a cancellation request on it means the run is being cut
-        off, also inside a tool that caught the CancelledError and went on."""
+        self._cancelling: Callable[[], int] = int  # (no run task: never; `int()` is 0)
+        self.hooked = (
+            hooks.on_tool_start is not None
+            or hooks.approve_result is not None
+            or hooks.on_tool_complete is not None
+        )
+        """Whether calls have hooks of their own (then where each stands is kept in `phases`)."""
         self.hook_failures: list[HookFailure] = []
         self.on_hook_failure: Callable[[HookFailure], None] | None = None
         """Called with each failure as it is recorded (the loop emits an event)."""
@@ -231,10 +242,14 @@ class Executor:
         if self._threads is not None:
             self._threads.shutdown()
 
+    def watch(self, task: asyncio.Task[Any]) -> None:
+        """The run's task (the loop sets it): a cancellation request on it means the run is being cut
+        off, also inside a tool or hook that caught the CancelledError and went on."""
+        self._cancelling = task.cancelling
+
     def _cut(self) -> bool:
         """Whether the run is being cut off (abort, cancellation, deadline)."""
-        task = self.run_task
-        return task is not None and task.cancelling() > 0
+        return self._cancelling() > 0
 
     # -- records the harness decides -----------------------------------------------------------------
 
@@ -410,7 +425,7 @@ class Executor:
         self, call: ToolCall, position: int, batch: dict[_Key, tuple[str, int]]
     ) -> ToolExecution | None:
         """The checks that need no hook: arguments, tool, duplicates (None = may run)."""
-        outcome = call.parse_arguments()
+        outcome = call._outcome or call.parse_arguments()
         if type(outcome) is not ParsedArguments or not call.complete:
             reason = "incomplete" if type(outcome) is ParsedArguments else outcome.reason  # type: ignore[union-attr]
             return self._made(
@@ -426,15 +441,8 @@ class Executor:
                 call, "unknown_tool", f"Error: unknown tool {call.name!r}. Available tools: {known}."
             )
         value = outcome.value
-        if tool.check_arguments and not (
-            value.keys() >= tool.required_names and (tool.accepted is None or tool.accepted.issuperset(value))
-        ):
-            return self._made(
-                call,
-                "invalid_arguments",
-                f"Error: invalid arguments for {call.name!r}: {tool.argument_problem(value)}. "
-                "The call was not executed; send the arguments its schema asks for.",
-            )
+        if tool.screened and tool.check_arguments and not value.keys() >= tool.screened:
+            return self._made(call, "invalid_arguments", _invalid(call, tool.argument_problem(value) or ""))
         dedupe = self.dedupe
         across = self.dedupe_across_rounds or tool.idempotent
         if not (dedupe or across):
@@ -489,22 +497,18 @@ class Executor:
         `Interrupted` (carrying a KeyboardInterrupt or other BaseException a tool or hook raised).
         """
         tool = self._tool(call.name)
-        outcome = call.parse_arguments()
+        outcome = call._outcome or call.parse_arguments()  # (screening parsed it: the cached outcome)
         if tool is None or type(outcome) is not ParsedArguments:
             raise UsageError(f"execute() got call {call.tool_call_id} that screening would not let run")
         args = outcome.value
+        for value in args.values():  # nested values: the tool gets its own (the call keeps what was sent)
+            if type(value) in _CONTAINERS:
+                args = json_copy(args)
+                break
         hooks = self.hooks
-        phases = (
-            self.phases
-            if position is not None
-            and (
-                hooks.on_tool_start is not None
-                or hooks.approve_result is not None
-                or hooks.on_tool_complete is not None
-            )
-            else None
-        )
-        if hooks.on_tool_start is not None:  # checked here: awaiting a no-op costs per call
+        hooked = self.hooked
+        phases = self.phases if hooked and position is not None else None
+        if hooked and hooks.on_tool_start is not None:  # checked here: awaiting a no-op costs per call
             if phases is not None:
                 phases[position] = ("on_tool_start", self.now(), None)  # type: ignore[index]
             try:
@@ -565,7 +569,11 @@ class Executor:
                 if position is not None:
                     self.cut_notes[position] = f"on being cancelled it raised {error_text(exc)}"
                 raise asyncio.CancelledError from exc
-            status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
+            problem = tool.argument_problem(args) if type(exc) is TypeError and tool.check_arguments else None
+            if problem is not None:  # the call itself failed (its body never ran): not the tool's error
+                status, text, value, timing = "invalid_arguments", _invalid(call, problem), None, DECIDED
+            else:
+                status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except BaseException as exc:
             text = f"Error: tool {call.name!r} raised {error_text(exc)}; the run stopped."
             ended = clock() - self.origin
@@ -575,19 +583,16 @@ class Executor:
             )  # fmt: skip
             raise Interrupted(exc, f"tool {call.name!r}", ex) from exc
         ended = clock() - origin
-        _forget_arguments(
-            call, None
-        )  # the tool may have changed nested arguments: the call re-reads its string
-        if self.run_task is not None and self.run_task.cancelling():  # it caught the run's cancellation
+        if self._cancelling():  # the run is being cut off, and the tool caught the cancellation
             if position is not None:
                 self.cut_notes[position] = (
                     f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded"
                 )
             raise asyncio.CancelledError
-        if status == "ok":
-            if type(value) is str:
-                text = value
-            elif isinstance(value, ToolOutcome):
+        if type(value) is str:
+            text = value
+        elif status == "ok":
+            if isinstance(value, ToolOutcome):
                 status, text = value.status, value.text
                 if value.duration_s is not None:
                     ended, timing = self._supplied(value, started, ended, timing)
@@ -604,6 +609,8 @@ class Executor:
             call.tool_call_id, call.name, call.arguments, call.index, status, text,
             None if status == "ok" else text, started, ended, None, timing,
         )  # fmt: skip
+        if not hooked:
+            return ex
         if hooks.approve_result is not None and status == "ok":
             if phases is not None:
                 phases[position] = ("approve_result", ended, ex)  # type: ignore[index]
@@ -707,6 +714,8 @@ class Executor:
         self, executions: Sequence[ToolExecution], calls: Sequence[ToolCall], round_index: int
     ) -> None:
         """Add this batch's successful calls to the cross-round history (for the tools it applies to)."""
+        if not (self.dedupe_across_rounds or self.tools.any_idempotent):
+            return
         for call, ex in zip(calls, executions, strict=True):
             if ex.status != "ok":
                 continue

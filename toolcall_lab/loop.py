@@ -174,7 +174,7 @@ class _Run:
 
     async def guarded(self) -> None:
         """`main` under the run's deadline; BaseExceptions carried out of the task (see `Interrupted`)."""
-        self.executor.run_task = asyncio.current_task()
+        self.executor.watch(asyncio.current_task())  # type: ignore[arg-type]
         try:
             if self.config.timeout_s is None:
                 await self.main()

@@ -148,14 +148,16 @@ class Tool:
     """The function reads the call it runs for from ``toolcall_lab._execution.current_tool_call``
     (replayed tools do, to answer by tool_call_id); the context variable is only set for such tools."""
     check_arguments: bool = True
-    """Check each call's arguments before running it: the properties `parameters` requires are there
-    and every argument is one the function accepts (a call that fails is ``invalid_arguments``, not
-    run). Types and nested structure are the tool's business. Replayed tools turn it off: they
-    reproduce whatever the recording did."""
+    """Hold each call's arguments to the tool: the properties `parameters` requires are there, and the
+    function accepts every one (a call that fails is ``invalid_arguments``: its body never ran, and
+    no TypeError of the harness's call is blamed on the tool). Types and nested structure are the
+    tool's business. Replayed tools turn it off: they reproduce whatever the recording did."""
     is_async: bool = field(init=False, compare=False, repr=False)
     required: tuple[str, ...] = field(init=False, compare=False, repr=False)
     """Arguments a call must carry: required by `parameters`, or by the function's signature."""
-    required_names: frozenset[str] = field(init=False, compare=False, repr=False)
+    screened: frozenset[str] = field(init=False, compare=False, repr=False)
+    """Required arguments the function's signature does not enforce itself (checked before the call;
+    the rest the call's own binding checks, at no cost when the arguments fit)."""
     accepted: frozenset[str] | None = field(init=False, compare=False, repr=False)
     """The argument names the function accepts (None: any, it takes ``**kwargs``)."""
 
@@ -175,8 +177,9 @@ class Tool:
             and inspect.iscoroutinefunction(call)
         )
         object.__setattr__(self, "is_async", is_async)
-        object.__setattr__(self, "required", _required(self.parameters, fn))
-        object.__setattr__(self, "required_names", frozenset(self.required))
+        required = _required(self.parameters, fn)
+        object.__setattr__(self, "required", required)
+        object.__setattr__(self, "screened", frozenset(required).difference(_required({}, fn)))
         object.__setattr__(self, "accepted", _accepted(fn))
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
@@ -432,6 +435,8 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool | ToolFunction] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.any_idempotent = False
+        """Whether some tool is `Tool.idempotent` (else cross-round history is kept only on request)."""
         for item in tools:
             self.add(item if isinstance(item, Tool) else tool_from_function(item))
 
@@ -439,6 +444,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise UsageError(f"a tool named {tool.name!r} is already registered; names must be unique")
         self._tools[tool.name] = tool
+        self.any_idempotent = self.any_idempotent or tool.idempotent
         return tool
 
     def register(
