@@ -42,6 +42,8 @@ CORE = (
     "toolcall_lab.formats",
     "toolcall_lab.tools",
     "toolcall_lab._copy",
+    "toolcall_lab._hooks",
+    "toolcall_lab._stopping",
     "toolcall_lab._outcomes",
     "toolcall_lab._execution",
     "toolcall_lab._model_call",
