@@ -34,7 +34,10 @@ def _as_text(value: Any) -> str:
         raise NotText(f"a {kind.__name__} object that nobody awaited")
     if getattr(kind, "__str__", None) is _OBJECT_STR and getattr(kind, "__repr__", None) is _OBJECT_REPR:
         raise NotText(f"a {kind.__name__} object, which has no text form (only its memory address)")
-    return str(value)
+    try:
+        return str(value)
+    except Exception as exc:
+        raise NotText(f"a {kind.__name__} whose conversion to text raised {error_text(exc)}") from None
 
 
 def result_text(value: Any) -> str:
