@@ -551,7 +551,7 @@ def test_an_abort_handle_that_stopped_a_run_is_refused_by_the_next_one() -> None
         asyncio.get_running_loop().call_later(0.2, handle.abort, "stop")
         first = await run(ScriptedModel([BATCH, DONE]), _slow_tools(), "go", abort=handle)
         assert first.status == "aborted"
-        with pytest.raises(UsageError, match="already aborted .* make a new AbortHandle for each run"):
+        with pytest.raises(UsageError, match=r"already aborted .* make a new AbortHandle for each run"):
             await run(ScriptedModel(["hi"]), [], "go", abort=handle)
         handle.reset()
         assert (await run(ScriptedModel(["hi"]), [], "go", abort=handle)).final_answer == "hi"
@@ -708,7 +708,7 @@ def test_bench_compares_modes_over_the_same_traces_and_refuses_missing_paths(tmp
     def drop(doc: dict[str, Any]) -> None:
         del doc["rounds"][0]["tool_executions"][1]
 
-    path, _ = _tampered(folder, "dropped", drop)
+    _tampered(folder, "dropped", drop)
     out = _cli("bench", str(folder), "--quiet")
     assert out.returncode == 1 and "3 trace(s) x 4 mode(s)" in out.stdout
     rows = {
