@@ -151,7 +151,10 @@ class Executor(HookCalls):
             or hooks.approve_result is not None
             or hooks.on_tool_complete is not None
         )
-        """Whether calls have hooks of their own (then where each stands is kept in `phases`)."""
+        """Whether calls have hooks of their own (then `_execute_hooked` runs them; where each call
+        stands is kept in `phases`)."""
+        if self.hooked:
+            self.execute = self._execute_hooked  # type: ignore[method-assign]
         self.phases: dict[int, Phase] = {}
         """By position in the batch: where calls with hooks stood (kept only when hooks are set), so
         a cut-off run records a call by what had happened to it, not by what was running around it."""
@@ -230,14 +233,9 @@ class Executor(HookCalls):
         if ex is None:  # running
             return self.cancelled(call, at, why, note)
         if kind == "approve_result":
-            text = (
-                f"Result withheld: {why} while the approve_result hook was deciding; the result was "
-                "never approved."
+            return self._withheld(
+                ex, f"{why} while the approve_result hook was deciding; the result was never approved"
             )
-            return make_execution(
-                ex.tool_call_id, ex.name, ex.arguments, ex.index, "withheld", text, text, ex.started_at,
-                ex.ended_at, None, ex.timing,
-            )  # fmt: skip
         return ex  # on_tool_complete: settled, only the notification was cut off
 
     # -- screening ----------------------------------------------------------------------------------
@@ -346,6 +344,9 @@ class Executor(HookCalls):
         its turn came, when the caller already read the clock (re-read after an ``on_tool_start``
         hook). Raises only when the run must stop: cancellation, replay divergence, and
         `Interrupted` (carrying a KeyboardInterrupt or other BaseException a tool or hook raised).
+
+        This is the path without per-call hooks; with them, `_execute_hooked` takes its place (set
+        on the instance in ``__init__``), so a run without hooks never checks for them per call.
         """
         tool = self._tool(call.name)
         outcome = call._outcome or call.parse_arguments()  # (screening parsed it: the cached outcome)
@@ -356,59 +357,27 @@ class Executor(HookCalls):
             if type(value) in _CONTAINERS:
                 args = json_copy(args)
                 break
-        hooks = self.hooks
-        hooked = self.hooked
-        phases = self.phases if hooked and position is not None else None
-        if hooked and hooks.on_tool_start is not None:  # checked here: awaiting a no-op costs per call
-            if phases is not None:
-                phases[position] = ("on_tool_start", self.now(), None)  # type: ignore[index]
-            try:
-                await self.ask(
-                    "on_tool_start",
-                    hooks.on_tool_start,
-                    (call,),
-                    effect="ignored; the call ran",
-                    call=call,
-                    position=position,
-                )
-            except Interrupted as stop:  # the tool never started
-                what = type(stop.original).__name__
-                stop.execution = self._made(
-                    call, "cancelled", f"Not executed: the on_tool_start hook raised {what}; the run stopped."
-                )
-                raise
-            started = None
         clock, origin = self._clock, self.origin
         if started is None:
             started = clock() - origin
-        if phases is not None:
-            phases[position] = ("running", started, None)  # type: ignore[index]
-        if tool.uses_current_call:  # only when asked: setting a context variable costs per call
-            _set_current(call)
         status: CallStatus = "ok"
         timing = self.clock_timing
         try:
-            if tool.timeout_s is not None:
-                value = await self._limited(tool, args, started)
-            elif tool.is_async:
+            if tool.plain:
                 value = await tool.function(**args)
             else:
-                value = await self.threads.run(tool.function, args)
+                if tool.uses_current_call:  # only when asked: setting a context variable costs per call
+                    _set_current(call)
+                if tool.timeout_s is not None:
+                    value = await self._limited(tool, args, started)
+                elif tool.is_async:
+                    value = await tool.function(**args)
+                else:
+                    value = await self.threads.run(tool.function, args)
             if type(value) is not str and inspect.isawaitable(value):  # e.g. a callable object's coroutine
                 value = await value
         except _HarnessTimeout as expired:
-            status = "timeout"
-            real = self.virtual and not tool.is_async
-            text = f"Error: tool {call.name!r} timed out after {tool.timeout_s} s (the harness's limit" + (
-                ", in real seconds: on the virtual clock a sync tool takes no virtual time)."
-                if real
-                else ")."
-            )
-            if expired.args and expired.args[0]:
-                text += f" {expired.args[0]}"
-            if not tool.is_async:
-                text += " Its thread cannot be stopped and may still be running; its result is discarded."
-            value = None
+            status, text, value = "timeout", self._timed_out(call, tool, expired), None
         except asyncio.CancelledError as exc:
             if being_cancelled() or self._cut():
                 raise
@@ -456,36 +425,58 @@ class Executor(HookCalls):
                         f"Error: tool {call.name!r} returned {exc}; a tool returns a str, or data JSON "
                         "can carry (dict, list, str, number, bool, None)."
                     )
-        ex = make_execution(
+        return make_execution(
             call.tool_call_id, call.name, call.arguments, call.index, status, text,
             None if status == "ok" else text, started, ended, None, timing,
         )  # fmt: skip
-        if not hooked:
-            return ex
-        if hooks.approve_result is not None and status == "ok":
+
+    async def _execute_hooked(
+        self, call: ToolCall, position: int | None = None, started: float | None = None
+    ) -> ToolExecution:
+        """`execute` with the per-call hooks around it (on_tool_start, approve_result,
+        on_tool_complete), keeping where the call stands in `phases` for a run cut off meanwhile."""
+        hooks = self.hooks
+        phases = self.phases if position is not None else None
+        if hooks.on_tool_start is not None:
             if phases is not None:
-                phases[position] = ("approve_result", ended, ex)  # type: ignore[index]
+                phases[position] = ("on_tool_start", self.now(), None)  # type: ignore[index]
+            try:
+                await self.ask(
+                    "on_tool_start",
+                    hooks.on_tool_start,
+                    (call,),
+                    effect="ignored; the call ran",
+                    call=call,
+                    position=position,
+                )
+            except Interrupted as stop:  # the tool never started
+                what = type(stop.original).__name__
+                stop.execution = self._made(
+                    call, "cancelled", f"Not executed: the on_tool_start hook raised {what}; the run stopped."
+                )
+                raise
+            started = None
+        if started is None:
+            started = self.now()
+        if phases is not None:
+            phases[position] = ("running", started, None)  # type: ignore[index]
+        ex = await Executor.execute(self, call, position, started)
+        if hooks.approve_result is not None and ex.status == "ok":
+            if phases is not None:
+                phases[position] = ("approve_result", ex.ended_at, ex)  # type: ignore[index]
             try:
                 reason = await self.approval(
                     "approve_result", hooks.approve_result, (call, ex), "result withheld", call, position
                 )
             except Interrupted as stop:  # the tool ran; its result was never approved
                 what = type(stop.original).__name__
-                text = f"Result withheld: the approve_result hook raised {what}; the run stopped."
-                stop.execution = make_execution(
-                    call.tool_call_id, call.name, call.arguments, call.index, "withheld", text, text, started,
-                    ended, None, timing,
-                )  # fmt: skip
+                stop.execution = self._withheld(ex, f"the approve_result hook raised {what}; the run stopped")
                 raise
             if reason is not None:
-                withheld = f"Result withheld: {reason}."
-                ex = make_execution(
-                    call.tool_call_id, call.name, call.arguments, call.index, "withheld", withheld,
-                    withheld, started, ended, None, timing,
-                )  # fmt: skip
+                ex = self._withheld(ex, reason)
         if hooks.on_tool_complete is not None:
             if phases is not None:
-                phases[position] = ("on_tool_complete", ended, ex)  # type: ignore[index]
+                phases[position] = ("on_tool_complete", ex.ended_at, ex)  # type: ignore[index]
             try:
                 await self.ask(
                     "on_tool_complete",
@@ -499,6 +490,26 @@ class Executor(HookCalls):
                 stop.execution = ex
                 raise
         return ex
+
+    @staticmethod
+    def _withheld(ex: ToolExecution, reason: str) -> ToolExecution:
+        """The call ran; the model gets `reason` instead of its result."""
+        text = f"Result withheld: {reason}."
+        return make_execution(
+            ex.tool_call_id, ex.name, ex.arguments, ex.index, "withheld", text, text, ex.started_at,
+            ex.ended_at, None, ex.timing,
+        )  # fmt: skip
+
+    def _timed_out(self, call: ToolCall, tool: Tool, expired: _HarnessTimeout) -> str:
+        real = self.virtual and not tool.is_async
+        text = f"Error: tool {call.name!r} timed out after {tool.timeout_s} s (the harness's limit" + (
+            ", in real seconds: on the virtual clock a sync tool takes no virtual time)." if real else ")."
+        )
+        if expired.args and expired.args[0]:
+            text += f" {expired.args[0]}"
+        if not tool.is_async:
+            text += " Its thread cannot be stopped and may still be running; its result is discarded."
+        return text
 
     def _supplied(
         self, value: ToolOutcome, started: float, ended: float, clock: Timing

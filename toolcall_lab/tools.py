@@ -160,6 +160,8 @@ class Tool:
     the rest the call's own binding checks, at no cost when the arguments fit)."""
     accepted: frozenset[str] | None = field(init=False, compare=False, repr=False)
     """The argument names the function accepts (None: any, it takes ``**kwargs``)."""
+    plain: bool = field(init=False, compare=False, repr=False)
+    """An async function without a limit that does not read its call: awaited directly."""
 
     def __post_init__(self) -> None:
         fn = self.function
@@ -181,6 +183,7 @@ class Tool:
         object.__setattr__(self, "required", required)
         object.__setattr__(self, "screened", frozenset(required).difference(_required({}, fn)))
         object.__setattr__(self, "accepted", _accepted(fn))
+        object.__setattr__(self, "plain", is_async and self.timeout_s is None and not self.uses_current_call)
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
         if self.timeout_s is not None and not self.timeout_s > 0:
