@@ -724,3 +724,25 @@ def test_bench_compares_modes_over_the_same_traces_and_refuses_missing_paths(tmp
         and "no such file or folder" in missing.stderr
         and "trace(s) x" not in missing.stdout
     )
+
+
+def test_a_replay_shares_the_recordings_payloads_but_hooks_still_get_copies() -> None:
+    """The replay model only reads (`copy_free`), so the loop skips its copies for it; a hook rewriting
+    what it is given must still leave the source trace as it was."""
+    from toolcall_lab.replay import ReplayModel, replay_tools
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    before = json.dumps(trace.to_dict(), sort_keys=True)
+
+    def rewrite(payload: dict[str, Any]) -> None:
+        payload.clear()
+
+    def before_call(messages: list[dict[str, Any]]) -> None:
+        messages[0]["content"] = "EDITED"
+
+    hooks = Hooks(on_model_chunk=rewrite, before_model_call=before_call)
+    model = ReplayModel(trace, check="off")
+    result = run_virtual(run(model, replay_tools(trace, model), trace.initial_messages, hooks=hooks))
+    assert result.status == "completed" and json.dumps(trace.to_dict(), sort_keys=True) == before
+    assert not getattr(ScriptedModel([]), "copy_free", False)  # any other model gets copies

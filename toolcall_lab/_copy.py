@@ -20,7 +20,11 @@ def json_copy(value: T) -> T:
     anything else is deep-copied (or shared, if it cannot be copied)."""
     kind = type(value)
     if kind is dict:
-        return {k: v if type(v) in _LEAVES else json_copy(v) for k, v in value.items()}  # type: ignore[attr-defined, return-value]
+        new = value.copy()  # type: ignore[attr-defined]
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(v) not in _LEAVES:
+                new[k] = json_copy(v)
+        return new  # type: ignore[no-any-return]
     if kind is list:
         return [v if type(v) in _LEAVES else json_copy(v) for v in value]  # type: ignore[attr-defined, return-value]
     if kind in _LEAVES:

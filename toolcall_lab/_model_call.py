@@ -35,6 +35,8 @@ class ModelStream:
 
     def __init__(self, model: Model, request: ModelRequest, executor: Executor) -> None:
         self.model, self.request, self.executor = model, request, executor
+        self.copy = not getattr(model, "copy_free", False)
+        """Copy each payload as it arrives (all but `Model.copy_free` models)."""
         self.started_at = executor.now()
         self.chunks: list[TimedChunk] = []
 
@@ -52,7 +54,13 @@ class ModelStream:
         self, on_chunk: Callable[[dict[str, Any]], Any] | None
     ) -> tuple[ModelCall, ParsedResponse]:
         """Stream the whole response; `on_chunk` is the run's ``on_model_chunk`` hook (a notification)."""
-        request, now, start, chunks = self.request, self.executor.now, self.started_at, self.chunks
+        request, now, start, chunks, copy = (
+            self.request,
+            self.executor.now,
+            self.started_at,
+            self.chunks,
+            self.copy,
+        )
         acc = ChatCompletionAccumulator(batch=request.batch)
         first: float | None = None
         whole: ParsedResponse | None = None
@@ -64,7 +72,9 @@ class ModelStream:
                         f"chunk {len(chunks)} is {type(payload).__name__} {payload!r:.80}, not a "
                         "chat-completion chunk (a dict)"
                     )
-                kept = json_copy(payload)  # the record: as sent now, whatever happens to `payload` later
+                kept = (
+                    json_copy(payload) if copy else payload
+                )  # the record: as sent now, whatever comes later
                 if first is None:
                     first = t
                 chunks.append(TimedChunk(offset_s=t - start, payload=kept))

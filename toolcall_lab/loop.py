@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -99,6 +99,8 @@ class _Run:
         """The model call in progress, if any."""
         self.retried_empty = False
         self.deadline: asyncio.Timeout | None = None
+        self.copy: Callable[[Any], Any] = _same if getattr(model, "copy_free", False) else json_copy
+        """What the model is handed: copies, unless it promises to leave requests alone (`Model`)."""
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -244,12 +246,13 @@ class _Run:
         params = self.config.params
         if not offer_tools and TOOL_ONLY_PARAMS.intersection(params):
             params = {k: v for k, v in params.items() if k not in TOOL_ONLY_PARAMS}
-        request = ModelRequest(  # copies: the model may do as it likes with them
-            messages=tuple(json_copy(sent)),
-            tools=tuple(json_copy(self.tools.schemas())) if offer_tools else None,
+        copy = self.copy  # copies: the model may do as it likes with them
+        request = ModelRequest(
+            messages=tuple(copy(sent)),
+            tools=tuple(copy(self.tools.schemas())) if offer_tools else None,
             round_index=round_index,
             batch=self.batch,
-            params=json_copy(params),
+            params=copy(params),
         )
         self.batch += 1
         self.partial["request"] = request
@@ -395,6 +398,10 @@ class _Run:
             origin=getattr(self.model, "origin", "recorded"),
             hook_failures=tuple(self.executor.hook_failures),
         )
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def as_registry(tools: ToolRegistry | Iterable[Tool | ToolFunction] | None) -> ToolRegistry:

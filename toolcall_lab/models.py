@@ -40,7 +40,9 @@ class Model(Protocol):
     ``"recorded"``: a live run) and ``response_timing(request) -> (Timing, ChunkTiming)``, called after
     each stream ends, saying where the response's duration came from when the model knows better
     than the clock (a replay reproduces the recording's labels; a script says its latencies are
-    placeholders).
+    placeholders). ``copy_free = True`` says the model never changes a request it is given nor a
+    payload after yielding it, so the loop may skip its defensive copies of both (the replay model,
+    which only reads; hooks and listeners still get copies). Any other model gets copies.
     """
 
     name: str

@@ -108,6 +108,8 @@ class ReplayModel:
     """
 
     origin = "replayed"
+    copy_free = True
+    """It only reads requests and yields the trace's own payloads: the loop need not copy them."""
 
     def __init__(self, trace: Trace, *, check: Check = "strict") -> None:
         self.trace = trace
