@@ -164,7 +164,7 @@ def test_cli_bench_writes_tables_and_plots(tmp_path) -> None:
         text=True,
         check=True,
     )
-    assert "16 traces x 2 modes" in out.stdout and "missed parallelism (upper bound)" in out.stdout
+    assert "16 trace(s) x 2 mode(s)" in out.stdout and "missed parallelism (upper bound)" in out.stdout
     runs = pd.read_csv(tmp_path / "r.csv")
     assert len(runs) == 32 and {"wall_time_s", "lower_bound_s", "speedup_vs_sequential"} <= set(runs.columns)
     assert {"timing_evidence", "measured_share", "rests_on_estimates", "comparable"} <= set(runs.columns)
@@ -303,7 +303,7 @@ def test_bench_parquet_without_pyarrow_fails_before_the_run(tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "fastparquet", None)
     code = cli.main(["bench", str(DATA / "traces"), "--quiet", "--out", str(tmp_path / "r.parquet")])
     err = capsys.readouterr()
-    assert code == 2 and "needs pyarrow" in err.err and "traces x" not in err.out  # nothing was run
+    assert code == 2 and "needs pyarrow" in err.err and "trace(s) x" not in err.out  # nothing was run
     assert not list(tmp_path.iterdir())
 
 

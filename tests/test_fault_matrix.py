@@ -16,6 +16,7 @@ Everything runs on the virtual clock except the blocking sync tool, which needs 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -62,12 +63,148 @@ class Case:
     hooks: Callable[[], Hooks] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     drive: str = "run"
-    """run | abort | cancel (at t = 1.0 s) | real (real clock, for blocking sync tools)."""
+    """run | abort | cancel (at t = 1.0 s) | real (real clock, for blocking sync tools) | real_abort
+    (real clock, abort at 0.2 s)."""
     raises: type[BaseException] | None = None
     outcome: tuple[str, str] | None = None
     """(status, reason) of the run in every mode but first_only."""
     violations: tuple[str, ...] = ()
     """Protocol violation kinds expected besides first_only's skips."""
+    by_mode: dict[str, list[str]] = field(default_factory=dict)
+    """Statuses for the modes where they differ from `expect` (a cut lands elsewhere in each)."""
+    model: Callable[[], Any] | None = None
+    """A model of its own instead of the script (raw chunks, a stream that fails midway)."""
+    check: Callable[[RunResult, str], None] | None = None
+    """Further checks of the record, given the mode."""
+
+
+def sleeping(seconds: float) -> Callable[..., Any]:
+    """A hook that takes its time (it is running when the run is cut off)."""
+
+    async def hook(*args: Any) -> Any:
+        await asyncio.sleep(seconds)
+        return None
+
+    return hook
+
+
+def says(position: int, *texts: str) -> Callable[[RunResult, str], None]:
+    """Check that the result text of the first round's call at `position` says each of `texts`."""
+
+    def check(result: RunResult, mode: str) -> None:
+        text = result.rounds[0].executions[position].result
+        for t in texts:
+            assert t in text, (t, text)
+
+    return check
+
+
+class ChunkModel:
+    """Streams given chunk lists, one per model call; a list ending in an exception raises it there."""
+
+    name = "chunks"
+
+    def __init__(self, *responses: list[Any]) -> None:
+        self.responses = list(responses)
+
+    async def stream(self, request: Any) -> Any:
+        for item in self.responses[request.round_index]:
+            await asyncio.sleep(0.1)
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _call_chunk(index: int, cid: str | None, key: str) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "index": index,
+        "type": "function",
+        "function": {"name": "work", "arguments": json.dumps({"key": key})},
+    }
+    if cid is not None:
+        call["id"] = cid
+    return _chunk({"tool_calls": [call]})
+
+
+def colliding_ids() -> ChunkModel:
+    """The provider names call 0 ``call_0_1`` and sends call 1 without an id: its fallback id would be
+    ``call_0_1`` too."""
+    return ChunkModel(
+        [
+            _chunk({"role": "assistant"}),
+            _call_chunk(0, "call_0_1", "a"),
+            _call_chunk(1, None, "b"),
+            _chunk({}, "tool_calls"),
+        ],
+        [_chunk({"role": "assistant", "content": "done"}), _chunk({}, "stop")],
+    )
+
+
+def fails_mid_stream() -> ChunkModel:
+    return ChunkModel(
+        [
+            _chunk({"role": "assistant"}),
+            _call_chunk(0, None, "a"),
+            _call_chunk(1, None, "b"),
+            _chunk({}, "tool_calls"),
+        ],
+        [_chunk({"role": "assistant", "content": "do"}), _chunk({"content": "ne"}), ConnectionError("reset")],
+    )
+
+
+def rewrite_chunk(payload: dict[str, Any]) -> None:
+    """An on_model_chunk hook that rewrites what it is given: the record must not change."""
+    for choice in payload.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            delta["content"] = "HACKED"
+        for call in delta.get("tool_calls") or []:
+            if (call.get("function") or {}).get("name"):
+                call["function"]["name"] = "fails"
+
+
+def chunks_kept(result: RunResult, mode: str) -> None:
+    names = [
+        c["function"]["name"]
+        for chunk in result.rounds[0].model_call.chunks
+        for choice in chunk.payload.get("choices") or []
+        for c in (choice.get("delta") or {}).get("tool_calls") or []
+        if (c.get("function") or {}).get("name")
+    ]
+    assert names == ["work", "work"] and result.final_answer == "done"
+    if mode != "first_only":  # the record replays: it is what the model sent
+        from toolcall_lab.trace import Trace, TraceMetadata
+
+        trace = Trace.from_run(result, TraceMetadata(title="rewritten", origin="scripted"))
+        assert replay(trace, result.mode).final_answer == "done"
+
+
+def ids_unique(result: RunResult, mode: str) -> None:
+    rnd = result.rounds[0]
+    assert [c.tool_call_id for c in rnd.tool_calls] == ["call_0_1", "call_0_1_1"]
+    assert "fallback id 'call_0_1' is another call's id" in " ".join(f.message for f in rnd.findings)
+
+
+def unrecorded_stream(result: RunResult, mode: str) -> None:
+    assert "ConnectionError: reset" in result.error
+    assert "round 1's model call, sent at" in result.error
+    assert "2 chunk(s) received when it failed; it is not in the record" in result.error
+
+
+def ignored_deadline(result: RunResult, mode: str) -> None:
+    """It ran 3 s from its start, whatever the deadline did; the record says so, and when."""
+    b = result.rounds[0].executions[1]
+    assert b.ended_at == pytest.approx(b.started_at + 3.0)
+    assert "deadline (timeout_s=1.0) passed at 1.000 s" in result.error
+    assert f"the run ended at {b.ended_at:.3f} s" in result.error
+    assert f"it caught the cancellation and returned at {b.ended_at:.3f} s" in b.result
 
 
 def raising(name: str) -> Callable[..., Any]:
@@ -81,6 +218,7 @@ def raising(name: str) -> Callable[..., Any]:
 
 FIRST_ONLY_UNCUT = Case(calls=(), expect=["ok", "skipped", "skipped"], outcome=("completed", "final_answer"))
 """first_only runs only the first (quick) call, so the fault in a later call never happens."""
+NOT_STARTED = "before this call started"
 
 CASES: dict[str, Case] = {
     "tool_raises": Case(calls=(W("a"), ("fails", {"key": "b"})), expect=["ok", "error"]),
@@ -178,25 +316,138 @@ CASES: dict[str, Case] = {
         settings={"timeout_s": 1.0},
         outcome=("timeout", "deadline"),
     ),
+    # -- second pass: what a fresh-eyes tester found ---------------------------------------------
+    "tool_raises_stop_iteration": Case(  # sync: no asyncio future can carry it (it used to hang)
+        calls=(("stops", {"key": "a"}), ("sync_stops", {"key": "b"}), W("c")),
+        expect=["error", "error", "ok"],
+        check=lambda result, mode: (
+            says(0, "Error: tool 'stops' raised StopIteration")(result, mode)
+            or mode == "first_only"
+            or says(1, "Error: tool 'sync_stops' raised StopIteration")(result, mode)
+        ),
+    ),
+    "arguments_the_tool_does_not_take": Case(  # the harness's TypeError is not the tool raising
+        calls=(("work", {"seconds": 0.1}), ("work", {"key": "b", "zzz": 1}), W("c")),
+        expect=["invalid_arguments", "invalid_arguments", "ok"],
+        check=says(0, "invalid arguments for 'work': missing required argument 'key'"),
+    ),
+    "returned_values_without_a_text_form": Case(
+        calls=(
+            ("returns_generator", {"key": "a"}),
+            ("returns_nan", {"key": "b"}),
+            ("returns_bytes", {"key": "c"}),
+            ("bad_outcome", {"key": "d"}),
+        ),
+        expect=["error", "error", "ok", "error"],
+        check=says(0, "returned a generator object, whose body has not run"),
+    ),
+    "tool_catches_the_cancel_at_its_limit": Case(
+        calls=(("swallows", {"key": "a"}), ("cleanup_fails", {"key": "b"}), W("c")),
+        expect=["timeout", "timeout", "ok"],
+        check=says(0, "timed out after 0.5 s", "it caught the cancellation and returned at 0.500 s"),
+    ),
+    "tool_ignores_the_run_deadline": Case(
+        calls=(W("a"), ("ignores_cancel", {"key": "b"}), W("c", 5.0)),
+        expect=["ok", "cancelled", "cancelled"],
+        first_only=FIRST_ONLY_UNCUT,
+        settings={"timeout_s": 1.0},
+        outcome=("timeout", "deadline"),
+        check=lambda result, mode: mode == "first_only" or ignored_deadline(result, mode),
+    ),
+    "result_hook_running_at_the_deadline": Case(  # the calls ran: never "cancelled, result unknown"
+        calls=(W("a"), W("b")),
+        expect=["withheld", "withheld"],
+        by_mode={"sequential": ["withheld", "cancelled"], "serialized": ["withheld", "cancelled"]},
+        first_only=Case(calls=(), expect=["withheld", "skipped"], outcome=("timeout", "deadline")),
+        hooks=lambda: Hooks(approve_result=sleeping(5)),
+        settings={"timeout_s": 1.0},
+        outcome=("timeout", "deadline"),
+        check=says(0, "while the approve_result hook was deciding"),
+    ),
+    "notification_running_when_aborted": Case(
+        calls=(W("a"), W("b")),
+        expect=["ok", "ok"],
+        by_mode={"sequential": ["ok", "cancelled"], "serialized": ["ok", "cancelled"]},
+        first_only=Case(calls=(), expect=["ok", "skipped"], outcome=("aborted", "aborted")),
+        hooks=lambda: Hooks(on_tool_complete=sleeping(5)),
+        drive="abort",
+        outcome=("aborted", "aborted"),
+    ),
+    "start_hook_running_when_cancelled": Case(  # the tool never started: not "while it was running"
+        calls=(W("a"), W("b")),
+        expect=["cancelled", "cancelled"],
+        first_only=Case(
+            calls=(),
+            expect=["cancelled", "skipped"],
+            raises=asyncio.CancelledError,
+            outcome=("aborted", "cancelled"),
+        ),
+        hooks=lambda: Hooks(on_tool_start=sleeping(5)),
+        drive="cancel",
+        raises=asyncio.CancelledError,
+        outcome=("aborted", "cancelled"),
+        check=says(0, NOT_STARTED, "its on_tool_start hook was running"),
+    ),
+    "approve_call_answers_nonsense": Case(
+        calls=(W("a"), W("b")),
+        expect=["rejected", "rejected"],
+        hooks=lambda: Hooks(approve_call=lambda call: 1),
+        check=says(0, "the approve_call hook failed (TypeError: returned 1 (int)"),
+    ),
+    "duplicate_of_a_failed_call": Case(  # it got no result either: every call of the round failed
+        calls=(("fails", {"key": "a"}), ("fails", {"key": "a"})),
+        expect=["error", "duplicate"],
+        outcome=("failed", "all_calls_failed"),
+    ),
+    "fallback_id_collides_with_a_provider_id": Case(
+        calls=(), expect=["ok", "ok"], model=colliding_ids, check=ids_unique
+    ),
+    "model_raises_mid_stream": Case(
+        calls=(),
+        expect=["ok", "ok"],
+        model=fails_mid_stream,
+        outcome=("failed", "model_error"),
+        check=unrecorded_stream,
+    ),
+    "chunk_hook_rewrites_the_chunks": Case(
+        calls=(W("a"), W("b")),
+        expect=["ok", "ok"],
+        hooks=lambda: Hooks(on_model_chunk=rewrite_chunk),
+        check=chunks_kept,
+    ),
+    "sync_tool_running_when_aborted": Case(
+        calls=(("sync_work", {"key": "a"}), ("sync_blocks", {"key": "b"}), ("sync_work", {"key": "c"})),
+        expect=["ok", "cancelled", "ok"],
+        by_mode={
+            "sequential": ["ok", "cancelled", "cancelled"],
+            "serialized": ["ok", "cancelled", "cancelled"],
+        },
+        first_only=FIRST_ONLY_UNCUT,
+        drive="real_abort",
+        outcome=("aborted", "aborted"),
+        check=lambda result, mode: (
+            mode == "first_only" or says(1, "worker thread, which cannot be stopped")(result, mode)
+        ),
+    ),
 }
 
 
 def make_run(case: Case, settings: dict[str, Any], ledger: Ledger) -> tuple[RunResult, BaseException | None]:
     steps = [ScriptedResponse(content="On it.", tool_calls=case.calls), *(case.steps or ["done"])]
-    model = ScriptedModel(steps)
+    model = case.model() if case.model is not None else ScriptedModel(steps)
     kwargs = {**case.settings, **settings}
     hooks = case.hooks() if case.hooks else None
     coro_kwargs = {"hooks": hooks, **kwargs}
 
     async def main() -> RunResult:
         tools = fault_tools(ledger)
-        if case.drive in ("abort", "cancel"):
+        if case.drive in ("abort", "cancel", "real_abort"):
             handle = AbortHandle()
             task = asyncio.create_task(run(model, tools, "go", abort=handle, **coro_kwargs))
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(0.2 if case.drive == "real_abort" else 1.0)
             if task.done():  # first_only finished before: nothing to cut
                 return await task
-            if case.drive == "abort":
+            if case.drive in ("abort", "real_abort"):
                 handle.abort("stop pressed")
             else:
                 task.cancel()
@@ -204,7 +455,7 @@ def make_run(case: Case, settings: dict[str, Any], ledger: Ledger) -> tuple[RunR
         return await run(model, tools, "go", **coro_kwargs)
 
     try:
-        if case.drive == "real":
+        if case.drive in ("real", "real_abort"):
             result = asyncio.run(main())
         else:
             result = run_virtual(main())
@@ -285,12 +536,12 @@ def test_fault_matrix(name: str, label: str, settings: dict[str, Any]) -> None:
 
 def check_case(name: str, case: Case, settings: dict[str, Any], ledger: Ledger, first_only: bool) -> None:
     result, exc = make_run(case, settings, ledger)
-    expect, raises, outcome = case.expect, case.raises, case.outcome
+    expect, raises, outcome = case.by_mode.get(settings["mode"], case.expect), case.raises, case.outcome
     if first_only:
         if case.first_only is not None:
             expect, raises, outcome = case.first_only.expect, case.first_only.raises, case.first_only.outcome
         else:
-            expect = [case.expect[0]] + ["skipped"] * (len(case.calls) - 1)
+            expect = [case.expect[0]] + ["skipped"] * (len(case.expect) - 1)
     assert [e.status for e in result.rounds[0].executions] == expect
     if raises is not None:
         assert isinstance(exc, raises)
@@ -300,6 +551,8 @@ def check_case(name: str, case: Case, settings: dict[str, Any], ledger: Ledger, 
         assert (result.status, result.reason) == outcome
     check_record(result, ledger, first_only, case.violations)
     assert result.events[-1].kind == "run_finished"
+    if case.check is not None:
+        case.check(result, settings["mode"])
 
 
 def test_hook_failures_are_recorded_with_the_hook_the_call_and_what_followed() -> None:

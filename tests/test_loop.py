@@ -294,7 +294,7 @@ def test_model_adapter_failure_keeps_partial_rounds() -> None:
 
 def test_script_running_out_raises_with_the_partial_result() -> None:
     model = ScriptedModel([ScriptedResponse(tool_calls=(("get_weather", {"city": "A"}),))])
-    with pytest.raises(ScriptError, match="called a 2th time") as info:
+    with pytest.raises(ScriptError, match="called a 2nd time") as info:
         go(model)
     assert len(info.value.partial_result.rounds) == 1
 
@@ -437,8 +437,8 @@ def test_sync_tools_on_the_virtual_clock_run_inline() -> None:
 
 
 def test_ctrl_c_during_run_sync_keeps_the_partial_record() -> None:
-    """asyncio.run turns SIGINT into a cancellation, then raises a fresh KeyboardInterrupt: the record
-    of the run so far rides on it as `partial_result`."""
+    """Ctrl-C cancels the run (as asyncio.run would) and comes out as a KeyboardInterrupt carrying the
+    record of the run so far as `partial_result`, which says it was a KeyboardInterrupt."""
     import signal
 
     async def presses_ctrl_c() -> str:
@@ -453,9 +453,12 @@ def test_ctrl_c_during_run_sync_keeps_the_partial_record() -> None:
     with pytest.raises(KeyboardInterrupt) as info:
         run_sync(model, [quick, presses_ctrl_c], "go", mode="sequential")
     partial = info.value.partial_result
-    assert (partial.status, partial.reason) == ("aborted", "cancelled")
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert partial.error.startswith("KeyboardInterrupt (Ctrl-C); the run stopped")
     assert [e.status for e in partial.executions] == ["ok", "cancelled"]
-    assert "while this call was running" in partial.executions[1].result
+    assert (
+        "interrupted (KeyboardInterrupt: Ctrl-C) while this call was running" in partial.executions[1].result
+    )
     assert validate_messages(partial.messages) == []
 
 

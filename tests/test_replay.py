@@ -122,7 +122,9 @@ def test_timing_labels_say_where_each_number_came_from() -> None:
 
     @tools.register
     async def reported(x: int) -> ToolOutcome:
-        return ToolOutcome(text=str(x), timing=Timing(source="reported", note="x-runtime header"))
+        return ToolOutcome(
+            text=str(x), duration_s=0.0, timing=Timing(source="reported", note="x-runtime header: 0 ms")
+        )
 
     class LiveModel:  # a user's model: no labels of its own
         name = "live"
@@ -139,7 +141,8 @@ def test_timing_labels_say_where_each_number_came_from() -> None:
     assert real.origin == "recorded"
     assert [r.model_call.timing.source for r in real.rounds] == ["recorded", "recorded"]
     assert [e.timing.source for e in real.rounds[0].executions] == ["recorded", "reported"]
-    assert real.rounds[0].executions[1].timing.note == "x-runtime header"
+    assert real.rounds[0].executions[1].timing.note == "x-runtime header: 0 ms"
+    assert real.rounds[0].executions[1].duration_s == 0.0  # the tool's figure, not the clock's
 
     scripted = SCENARIOS["weather_news_stock"].record()  # virtual clock, scripted model
     assert set(scripted.timing_sources) == {"placeholder"}

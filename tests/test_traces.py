@@ -191,6 +191,7 @@ def test_save_strips_credentials_wherever_they_occur_and_marks_them(tmp_path) ->
 def test_validate_reports_unknown_fields_unanswered_calls_and_real_secrets_only() -> None:
     _, found = validate(FIXTURES / "v2_unknown_fields_unanswered_call.json")
     assert found == [
+        "unanswered tool call: rounds[0]: 1 call(s) but 0 execution(s)",
         "unanswered tool call: rounds[0] call call_0_0 (step): no execution recorded",
         "unknown field: metadata.titel",
         "unknown field: rounds[0].tool_excutions",

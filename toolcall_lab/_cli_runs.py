@@ -41,14 +41,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Exit 0 when the replay followed the recording, 1 when it diverged (the partial run is shown)."""
+    """Exit 0 when the replay followed the recording, 1 when it diverged (the partial run is shown).
+    Says which conversation check was made: first_only against another mode's recording (or the
+    reverse) is not checked by default, because the conversations differ on purpose."""
     from toolcall_lab.exceptions import ReplayDivergenceError
-    from toolcall_lab.replay import replay
+    from toolcall_lab.replay import default_check, replay
     from toolcall_lab.trace_files import load
 
     trace = load(args.path)
+    check = args.check or default_check(trace, args.mode)
+    recorded = trace.metadata.mode or "sequential"
+    if check == "off":
+        why = (
+            f" (first_only against a {recorded} recording: the conversations differ on purpose)"
+            if args.check is None
+            else ""
+        )
+        print(f"conversation check: off{why}; a divergence from the recording is not detected")
     try:
-        result = replay(trace, args.mode, virtual=not args.real_time, round_trip_s=args.round_trip)
+        result = replay(
+            trace, args.mode, virtual=not args.real_time, round_trip_s=args.round_trip, check=check
+        )
     except ReplayDivergenceError as exc:
         print(
             f"toolcall-lab replay: {args.path} diverged from its recording under {args.mode}: {exc}",
@@ -166,6 +179,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None:
         _check_output(out)
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(str(p) for p in missing)}")
     paths: list[Any] = list(iter_trace_paths(args.paths))
     if args.corpus:
         from toolcall_lab.scenarios import generate_corpus
@@ -192,7 +208,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             pool.shutdown()
     elapsed = time.perf_counter() - started
     print(
-        f"\n{len(paths)} traces x {len(args.modes)} modes in {elapsed:.2f} s "
+        f"\n{len(paths)} trace(s) x {len(args.modes)} mode(s) in {elapsed:.2f} s "
         f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
     )
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
@@ -221,7 +237,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     if len(result.runs) and not result.runs["comparable"].all():
         print(
-            "first_only runs that skipped calls did less work: marked comparable=False, left out of speedups"
+            "first_only runs that skipped calls did less work, and replays of runs that were cut off end at "
+            "the cut: marked comparable=False, left out of speedups"
         )
     if out is not None:
         written = _write_tables(result, out)
@@ -524,6 +541,12 @@ def register(sub: Any) -> None:
         "--round-trip", type=float, default=0.0, help="serialized mode: client round trip, seconds"
     )
     p.add_argument("--out", help="save the replayed run as a trace")
+    p.add_argument(
+        "--check",
+        choices=("strict", "ids", "off"),
+        help="compare the conversation sent with the recording: every message, only tool-call ids, or "
+        "nothing (default: strict, off when first_only meets another mode)",
+    )
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("record", help="record a live run against an OpenAI-compatible endpoint")

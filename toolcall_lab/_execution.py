@@ -4,7 +4,7 @@ cancellation, replay divergence and the BaseExceptions a tool or hook raises (ca
 
 This is the unit every execution mode (and, later, every strategy) builds on: `Executor.screen_one`
 decides whether a call may run, `Executor.execute` runs it on the run's clock. How a batch is
-scheduled is the modes' business (`toolcall_lab.modes`).
+scheduled is the modes' business (`toolcall_lab.modes`); calling hooks is `toolcall_lab._hooks`'.
 """
 
 from __future__ import annotations
@@ -13,27 +13,37 @@ import asyncio
 import contextvars
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Sequence
 from typing import Any
 
+from toolcall_lab._copy import json_copy
+from toolcall_lab._hooks import HookCalls, Hooks, Interrupted, being_cancelled
+from toolcall_lab._outcomes import NotText, error_text, result_text
 from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.exceptions import ReplayDivergenceError, UsageError
-from toolcall_lab.messages import ParsedArguments, ToolCall
+from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.records import (
     DECIDED,
     MEASURED,
     SIMULATED,
     CallStatus,
-    HookFailure,
-    HookName,
     Timing,
     ToolExecution,
     make_execution,
 )
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry, ToolThreads
 
-Approval = bool | str | None
+__all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the modes import them here)
+    "Executor",
+    "Hooks",
+    "Interrupted",
+    "being_cancelled",
+    "canonical_json",
+    "current_tool_call",
+    "dedupe_key",
+    "harness_decision",
+]
 
 current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("current_tool_call")
 """The call a tool function is running for, set for tools made with ``uses_current_call=True``
@@ -41,66 +51,8 @@ current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("cu
 _set_current = current_tool_call.set
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hooks:
-    """Optional callbacks into a run; each may be a plain function or a coroutine function.
-
-    approve_call(call) -> True/None to run it, False or a reason string to reject it.
-    approve_result(call, execution) -> True/None to send the result, False/reason to withhold it.
-    before_model_call(messages) -> the message list to send (or None to keep it).
-    on_tool_start(call), on_tool_complete(execution), on_model_chunk(payload): notifications.
-
-    When a hook raises, the failure is recorded (`HookFailure`: the hook, the call, the error, what
-    followed) and the run follows this policy:
-
-    - approve_call: the call is rejected, with the error as the reason (it does not run);
-    - approve_result: the result is withheld (the call ran; status ``withheld``);
-    - before_model_call: the run stops before that model call (status ``failed``, reason ``hook_error``);
-    - on_tool_start, on_tool_complete, on_model_chunk (and the ``on_event`` listener): notifications
-      only; the failure is recorded and the run goes on unchanged.
-
-    KeyboardInterrupt and other BaseExceptions from a hook propagate out of `run` (with the partial
-    record attached as ``partial_result``), as they would from any Python call.
-    """
-
-    approve_call: Callable[[ToolCall], Approval | Awaitable[Approval]] | None = None
-    approve_result: Callable[[ToolCall, ToolExecution], Approval | Awaitable[Approval]] | None = None
-    before_model_call: Callable[[list[dict[str, Any]]], Any] | None = None
-    on_tool_start: Callable[[ToolCall], Any] | None = None
-    on_tool_complete: Callable[[ToolExecution], Any] | None = None
-    on_model_chunk: Callable[[dict[str, Any]], Any] | None = None
-
-    def __post_init__(self) -> None:
-        for name in self.__dataclass_fields__:
-            hook = getattr(self, name)
-            if hook is not None and not callable(hook):
-                raise UsageError(
-                    f"Hooks.{name}={hook!r}: must be a function or coroutine function, or None for none"
-                )
-
-
-class Interrupted(Exception):
-    """Carries a BaseException that is not an `Exception` (KeyboardInterrupt, SystemExit, ...) raised
-    by a tool or hook through the run's tasks: asyncio would re-raise it straight out of the event
-    loop, past the code that keeps the record. `run` re-raises ``original`` with the partial record."""
-
-    def __init__(self, original: BaseException, where: str, execution: ToolExecution | None = None) -> None:
-        super().__init__(f"{where} raised {type(original).__name__}")
-        self.original = original
-        self.where = where
-        self.execution = execution
-        """The record of the call that raised it, when a tool did."""
-
-
 class _HarnessTimeout(Exception):
     """The harness's limit (`Tool.timeout_s`) expired, as opposed to a TimeoutError the tool raised."""
-
-
-def being_cancelled() -> bool:
-    """Whether the current task has a cancellation request pending (as opposed to a CancelledError
-    that some code raised or let through on its own)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 try:  # canonical JSON for de-duplication keys; orjson is 5-10x faster when installed
@@ -131,34 +83,39 @@ def dedupe_key(call: ToolCall) -> str | None:
     return f"{call.name}\x00{canonical_json(args)}"
 
 
-def result_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
+_DUPLICATE = re.compile(r"Not executed: duplicates call (\S+) (?:\(position \d+ of this batch|of round \d+)")
+_INVALID = re.compile(r"Error: (?:invalid arguments for ('.*?'|\".*?\"):|arguments for ('.*?'|\".*?\") are) ")
 
 
-def _rejected(approval: Approval) -> str | None:
-    if approval is None or approval is True:
-        return None
-    return approval if isinstance(approval, str) and approval else "rejected by policy"
-
-
-def _error(exc: BaseException) -> str:
-    """``Type: message`` (an exception whose ``str()`` itself fails is shown by its ``repr``)."""
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not turn a tool's error into a harness crash
-        text = "(its str() raised an error too)"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def harness_decision(text: str) -> str | None:
+    """What the harness decided, for a tool-message text it wrote itself in any wording it has used
+    (``duplicate of call_0_0``, ``invalid arguments for 'f'``); None for other texts. A replay compares
+    these decisions, not their wording, so recordings made before a rewording still replay."""
+    if text.startswith("Not executed: duplicates call "):
+        m = _DUPLICATE.match(text)
+        return f"duplicate of {m[1]}" if m else None
+    if text.startswith(("Error: invalid arguments for ", "Error: arguments for ")):
+        m = _INVALID.match(text)
+        return f"invalid arguments for {m[1] or m[2]}" if m else None
+    return None
 
 
 _Key = tuple[str, str]
+_CONTAINERS = (dict, list)
+
+Phase = tuple[str, float, ToolExecution | None]
+"""Where a call stood when its hooks were involved: (``on_tool_start`` | ``running`` |
+``approve_result`` | ``on_tool_complete``, since when, its record once the tool had ended)."""
 
 
-class Executor:
+def _invalid(call: ToolCall, problem: str) -> str:
+    return (
+        f"Error: invalid arguments for {call.name!r}: {problem}. The call was not executed; send the "
+        "arguments its schema asks for."
+    )
+
+
+class Executor(HookCalls):
     """Turns tool calls into executions against a registry, with the run's hooks, clock and threads.
 
     Args:
@@ -178,22 +135,31 @@ class Executor:
     ) -> None:
         self.tools = tools
         self._tool = tools._tools.get  # the registry's own dict: a lookup per call, kept cheap
-        self.hooks = hooks
         self.origin = origin
         self.dedupe = dedupe
         self.dedupe_across_rounds = dedupe_across_rounds
         loop = asyncio.get_running_loop()
         self._clock = loop.time
-        self.clock_timing: Timing = SIMULATED if isinstance(loop, VirtualEventLoop) else MEASURED
-        """The label of a duration measured on this run's clock (real or virtual)."""
+        self.virtual = isinstance(loop, VirtualEventLoop)
+        super().__init__(hooks, SIMULATED if self.virtual else MEASURED)  # (clock_timing: the label of a
+        # duration measured on this run's clock, real or virtual)
         self._threads: ToolThreads | None = None
         self.history: dict[_Key, tuple[str, int]] = {}
         """Cross-round de-duplication: key -> (id, round) of the first successful call with that key."""
-        self.round_index: int | None = None
-        """The round in progress (the loop sets it), for hook failure records."""
-        self.hook_failures: list[HookFailure] = []
-        self.on_hook_failure: Callable[[HookFailure], None] | None = None
-        """Called with each failure as it is recorded (the loop emits an event)."""
+        self.hooked = (
+            hooks.on_tool_start is not None
+            or hooks.approve_result is not None
+            or hooks.on_tool_complete is not None
+        )
+        """Whether calls have hooks of their own (then `_execute_hooked` runs them; where each call
+        stands is kept in `phases`)."""
+        if self.hooked:
+            self.execute = self._execute_hooked  # type: ignore[method-assign]
+        self.phases: dict[int, Phase] = {}
+        """By position in the batch: where calls with hooks stood (kept only when hooks are set), so
+        a cut-off run records a call by what had happened to it, not by what was running around it."""
+        self.cut_notes: dict[int, str] = {}
+        """By position: what a call did when the run cut it off (caught the cancellation, raised)."""
 
     def now(self) -> float:
         return self._clock() - self.origin
@@ -232,68 +198,52 @@ class Executor:
     def skipped(self, call: ToolCall) -> ToolExecution:
         return self._made(call, "skipped", "not executed: only the first call of the batch runs (first_only)")
 
-    def cancelled(self, call: ToolCall, started_at: float | None, why: str) -> ToolExecution:
+    def cancelled(self, call: ToolCall, started_at: float | None, why: str, note: str = "") -> ToolExecution:
         """A call cut off by an abort, a cancellation or the deadline (`why` says which)."""
         if started_at is None:
             return self._made(call, "cancelled", f"Not executed: {why} before this call started.")
         now = self.now()
-        text = f"Cancelled: {why} while this call was running; its result is unknown."
+        extra = f" ({note})" if note else ""
+        text = f"Cancelled: {why} while this call was running{extra}; its result is unknown."
+        tool = self._tool(call.name)
+        if tool is not None and not tool.is_async and not self.virtual and not note:
+            text += (
+                " It runs in a worker thread, which cannot be stopped: it may still be running, and "
+                "whatever it returns is discarded."
+            )
         return make_execution(
             call.tool_call_id, call.name, call.arguments, call.index, "cancelled", text, text, started_at,
             max(now, started_at), None, self.clock_timing,
         )  # fmt: skip
 
-    # -- hooks --------------------------------------------------------------------------------------
-
-    def hook_failed(
-        self, hook: HookName, exc: BaseException, effect: str, call: ToolCall | None, position: int | None
-    ) -> HookFailure:
-        failure = HookFailure(
-            hook=hook,
-            error=_error(exc),
-            effect=effect,
-            at=self.now(),
-            round_index=self.round_index,
-            tool_call_id=None if call is None else call.tool_call_id,
-            position=position,
-            timing=self.clock_timing,
-        )
-        self.hook_failures.append(failure)
-        if self.on_hook_failure is not None:
-            self.on_hook_failure(failure)
-        return failure
-
-    async def ask(
-        self,
-        hook: HookName,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        *,
-        effect: str,
-        call: ToolCall | None = None,
-        position: int | None = None,
-    ) -> tuple[bool, Any]:
-        """Call a hook: (True, its value), or (False, the exception) after recording the failure."""
-        try:
-            value = fn(*args)
-            if inspect.isawaitable(value):
-                value = await value
-            return True, value
-        except asyncio.CancelledError as exc:
-            if being_cancelled():
-                raise
-            self.hook_failed(hook, exc, effect, call, position)
-            return False, exc
-        except Exception as exc:  # a hook's bug is recorded and handled by policy, never a crash
-            self.hook_failed(hook, exc, effect, call, position)
-            return False, exc
-        except BaseException as exc:
-            raise Interrupted(exc, f"hook {hook}") from exc
+    def cut_off(self, call: ToolCall, position: int, started_at: float | None, why: str) -> ToolExecution:
+        """The record of a call the run was cut off (`why`) before it settled: what had happened to it
+        so far decides (its tool not started yet, running, or ended and waiting on a result hook)."""
+        note = self.cut_notes.get(position, "")
+        phase = self.phases.get(position)
+        if phase is None:
+            return self.cancelled(call, started_at, why, note)
+        kind, at, ex = phase
+        if kind == "on_tool_start":
+            return self._made(
+                call,
+                "cancelled",
+                f"Not executed: {why} before this call started (its on_tool_start hook was running).",
+            )
+        if ex is None:  # running
+            return self.cancelled(call, at, why, note)
+        if kind == "approve_result":
+            return self._withheld(
+                ex, f"{why} while the approve_result hook was deciding; the result was never approved"
+            )
+        return ex  # on_tool_complete: settled, only the notification was cut off
 
     # -- screening ----------------------------------------------------------------------------------
 
     def new_batch(self) -> dict[_Key, tuple[str, int]]:
         """The within-batch de-duplication state of a new batch (key -> (id, position))."""
+        self.phases.clear()
+        self.cut_notes.clear()
         return {}
 
     async def screen_one(
@@ -305,10 +255,7 @@ class Executor:
             return pre
         approve = self.hooks.approve_call
         if approve is not None:
-            ok, verdict = await self.ask(
-                "approve_call", approve, (call,), effect="call rejected", call=call, position=position
-            )
-            reason = _rejected(verdict) if ok else f"the approve_call hook failed ({_error(verdict)})"
+            reason = await self.approval("approve_call", approve, (call,), "call rejected", call, position)
             if reason is not None:
                 if self.dedupe:  # a rejected call is not the original of later duplicates
                     self._forget(call, position, batch)
@@ -333,7 +280,7 @@ class Executor:
             return self._made(
                 call,
                 "invalid_arguments",
-                f"Error: arguments for {call.name!r} are {reason}. "
+                f"Error: invalid arguments for {call.name!r}: {reason}. "
                 "The call was not executed; send valid JSON arguments.",
             )
         tool = self._tool(call.name)
@@ -342,11 +289,14 @@ class Executor:
             return self._made(
                 call, "unknown_tool", f"Error: unknown tool {call.name!r}. Available tools: {known}."
             )
+        value = outcome.value
+        if tool.screened and tool.check_arguments and not value.keys() >= tool.screened:
+            return self._made(call, "invalid_arguments", _invalid(call, tool.argument_problem(value) or ""))
         dedupe = self.dedupe
         across = self.dedupe_across_rounds or tool.idempotent
         if not (dedupe or across):
             return None
-        key = (call.name, canonical_json(outcome.value))
+        key = (call.name, canonical_json(value))
         if dedupe:
             first = batch.get(key)
             if first is not None:
@@ -354,7 +304,8 @@ class Executor:
                     call,
                     "duplicate",
                     f"Not executed: duplicates call {first[0]} (position {first[1]} of this batch; same "
-                    "tool and arguments; within-batch de-duplication). Use that call's result.",
+                    "tool and arguments; within-batch de-duplication). The answer to that call stands for "
+                    "this one too.",
                     duplicate_of=first[0],
                 )
         if across:
@@ -393,14 +344,102 @@ class Executor:
         its turn came, when the caller already read the clock (re-read after an ``on_tool_start``
         hook). Raises only when the run must stop: cancellation, replay divergence, and
         `Interrupted` (carrying a KeyboardInterrupt or other BaseException a tool or hook raised).
+
+        This is the path without per-call hooks; with them, `_execute_hooked` takes its place (set
+        on the instance in ``__init__``), so a run without hooks never checks for them per call.
         """
         tool = self._tool(call.name)
-        outcome = call.parse_arguments()
+        outcome = call.parse_arguments()  # (cached: screening parsed it; the parser may leave a plain dict)
         if tool is None or type(outcome) is not ParsedArguments:
             raise UsageError(f"execute() got call {call.tool_call_id} that screening would not let run")
         args = outcome.value
+        for value in args.values():  # nested values: the tool gets its own (the call keeps what was sent)
+            if type(value) in _CONTAINERS:
+                args = json_copy(args)
+                break
+        clock, origin = self._clock, self.origin
+        if started is None:
+            started = clock() - origin
+        status: CallStatus = "ok"
+        timing = self.clock_timing
+        try:
+            if tool.plain:
+                value = await tool.function(**args)
+            else:
+                if tool.uses_current_call:  # only when asked: setting a context variable costs per call
+                    _set_current(call)
+                if tool.timeout_s is not None:
+                    value = await self._limited(tool, args, started)
+                elif tool.is_async:
+                    value = await tool.function(**args)
+                else:
+                    value = await self.threads.run(tool.function, args)
+            if type(value) is not str and inspect.isawaitable(value):  # e.g. a callable object's coroutine
+                value = await value
+        except _HarnessTimeout as expired:
+            status, text, value = "timeout", self._timed_out(call, tool, expired), None
+        except asyncio.CancelledError as exc:
+            if being_cancelled() or self._cut():
+                raise
+            status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
+        except ReplayDivergenceError:
+            raise
+        except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
+            if self._cut():  # it raised while the run was cutting it off (e.g. in its cleanup)
+                if position is not None:
+                    self.cut_notes[position] = f"on being cancelled it raised {error_text(exc)}"
+                raise asyncio.CancelledError from exc
+            problem = tool.argument_problem(args) if type(exc) is TypeError and tool.check_arguments else None
+            if problem is not None:  # the call itself failed (its body never ran): not the tool's error
+                status, text, value, timing = "invalid_arguments", _invalid(call, problem), None, DECIDED
+            else:
+                status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
+        except BaseException as exc:
+            text = f"Error: tool {call.name!r} raised {error_text(exc)}; the run stopped."
+            ended = clock() - self.origin
+            ex = make_execution(
+                call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
+                ended, None, timing,
+            )  # fmt: skip
+            raise Interrupted(exc, f"tool {call.name!r}", ex) from exc
+        ended = clock() - origin
+        if self._cancelling():  # the run is being cut off, and the tool caught the cancellation
+            if position is not None:
+                self.cut_notes[position] = (
+                    f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded"
+                )
+            raise asyncio.CancelledError
+        if type(value) is str:
+            text = value
+        elif status == "ok":
+            if isinstance(value, ToolOutcome):
+                status, text = value.status, value.text
+                if value.duration_s is not None:
+                    ended, timing = self._supplied(value, started, ended, timing)
+            else:
+                try:
+                    text = result_text(value)
+                except NotText as exc:
+                    status = "error"
+                    text = (
+                        f"Error: tool {call.name!r} returned {exc}; a tool returns a str, or data JSON "
+                        "can carry (dict, list, str, number, bool, None)."
+                    )
+        return make_execution(
+            call.tool_call_id, call.name, call.arguments, call.index, status, text,
+            None if status == "ok" else text, started, ended, None, timing,
+        )  # fmt: skip
+
+    async def _execute_hooked(
+        self, call: ToolCall, position: int | None = None, started: float | None = None
+    ) -> ToolExecution:
+        """`execute` with the per-call hooks around it (on_tool_start, approve_result,
+        on_tool_complete), keeping where the call stands in `phases` for a run cut off meanwhile."""
         hooks = self.hooks
-        if hooks.on_tool_start is not None:  # checked here: awaiting a no-op costs per call
+        phases = self.phases if position is not None else None
+        if hooks.on_tool_start is not None:
+            if phases is not None:
+                phases[position] = ("on_tool_start", self.now(), None)  # type: ignore[index]
             try:
                 await self.ask(
                     "on_tool_start",
@@ -417,79 +456,27 @@ class Executor:
                 )
                 raise
             started = None
-        clock, origin = self._clock, self.origin
         if started is None:
-            started = clock() - origin
-        if tool.uses_current_call:  # only when asked: setting a context variable costs per call
-            _set_current(call)
-        status: CallStatus = "ok"
-        timing = self.clock_timing
-        try:
-            if tool.timeout_s is not None:
-                value = await self._limited(tool, args)
-            elif tool.is_async:
-                value = await tool.function(**args)
-            else:
-                value = await self.threads.run(tool.function, args)
-            if type(value) is str:
-                text = value
-            elif isinstance(value, ToolOutcome):
-                status, text = value.status, value.text
-                timing = value.timing or timing
-            else:
-                text = result_text(value)
-        except _HarnessTimeout:
-            status = "timeout"
-            text = f"Error: tool {call.name!r} timed out after {tool.timeout_s} s (the harness's limit)."
-            if not tool.is_async:
-                text += " Its thread cannot be stopped and may still be running; its result is discarded."
-        except asyncio.CancelledError as exc:
-            if being_cancelled():
-                raise
-            status, text = "error", f"Error: tool {call.name!r} raised {_error(exc)}"
-        except ReplayDivergenceError:
-            raise
-        except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
-            status, text = "error", f"Error: tool {call.name!r} raised {_error(exc)}"
-        except BaseException as exc:
-            text = f"Error: tool {call.name!r} raised {_error(exc)}; the run stopped."
-            ended = clock() - self.origin
-            ex = make_execution(
-                call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
-                ended, None, timing,
-            )  # fmt: skip
-            raise Interrupted(exc, f"tool {call.name!r}", ex) from exc
-        ended = clock() - origin
-        ex = make_execution(
-            call.tool_call_id, call.name, call.arguments, call.index, status, text,
-            None if status == "ok" else text, started, ended, None, timing,
-        )  # fmt: skip
-        if hooks.approve_result is not None and status == "ok":
+            started = self.now()
+        if phases is not None:
+            phases[position] = ("running", started, None)  # type: ignore[index]
+        ex = await Executor.execute(self, call, position, started)
+        if hooks.approve_result is not None and ex.status == "ok":
+            if phases is not None:
+                phases[position] = ("approve_result", ex.ended_at, ex)  # type: ignore[index]
             try:
-                ok, verdict = await self.ask(
-                    "approve_result",
-                    hooks.approve_result,
-                    (call, ex),
-                    effect="result withheld",
-                    call=call,
-                    position=position,
+                reason = await self.approval(
+                    "approve_result", hooks.approve_result, (call, ex), "result withheld", call, position
                 )
             except Interrupted as stop:  # the tool ran; its result was never approved
                 what = type(stop.original).__name__
-                text = f"Result withheld: the approve_result hook raised {what}; the run stopped."
-                stop.execution = make_execution(
-                    call.tool_call_id, call.name, call.arguments, call.index, "withheld", text, text, started,
-                    ended, None, timing,
-                )  # fmt: skip
+                stop.execution = self._withheld(ex, f"the approve_result hook raised {what}; the run stopped")
                 raise
-            reason = _rejected(verdict) if ok else f"the approve_result hook failed ({_error(verdict)})"
             if reason is not None:
-                withheld = f"Result withheld: {reason}."
-                ex = make_execution(
-                    call.tool_call_id, call.name, call.arguments, call.index, "withheld", withheld,
-                    withheld, started, ended, None, timing,
-                )  # fmt: skip
+                ex = self._withheld(ex, reason)
         if hooks.on_tool_complete is not None:
+            if phases is not None:
+                phases[position] = ("on_tool_complete", ex.ended_at, ex)  # type: ignore[index]
             try:
                 await self.ask(
                     "on_tool_complete",
@@ -504,29 +491,103 @@ class Executor:
                 raise
         return ex
 
-    async def _limited(self, tool: Tool, args: dict[str, Any]) -> Any:
-        """The tool under its own limit; the harness's expiry is told apart from the tool's TimeoutError."""
-        limit = asyncio.timeout(tool.timeout_s)
+    @staticmethod
+    def _withheld(ex: ToolExecution, reason: str) -> ToolExecution:
+        """The call ran; the model gets `reason` instead of its result."""
+        text = f"Result withheld: {reason}."
+        return make_execution(
+            ex.tool_call_id, ex.name, ex.arguments, ex.index, "withheld", text, text, ex.started_at,
+            ex.ended_at, None, ex.timing,
+        )  # fmt: skip
+
+    def _timed_out(self, call: ToolCall, tool: Tool, expired: _HarnessTimeout) -> str:
+        real = self.virtual and not tool.is_async
+        text = f"Error: tool {call.name!r} timed out after {tool.timeout_s} s (the harness's limit" + (
+            ", in real seconds: on the virtual clock a sync tool takes no virtual time)." if real else ")."
+        )
+        if expired.args and expired.args[0]:
+            text += f" {expired.args[0]}"
+        if not tool.is_async:
+            text += " Its thread cannot be stopped and may still be running; its result is discarded."
+        return text
+
+    def _supplied(
+        self, value: ToolOutcome, started: float, ended: float, clock: Timing
+    ) -> tuple[float, Timing]:
+        """The end and label of a duration the tool supplied (`ToolOutcome.duration_s`): used when it
+        fits within the time the call took here, else the measurement stands and the note says why."""
+        d, label = value.duration_s, value.timing
+        assert d is not None and label is not None  # (ToolOutcome checks they come together)
+        measured = ended - started
+        if d <= measured + 1e-9:
+            return started + d, label
+        note = (
+            f"{clock.note}; the tool reported {d} s ({label.source}: {label.note}), more than the "
+            f"{measured:.6f} s the call took here, so the measurement is kept"
+        )
+        return ended, Timing(source=clock.source, note=note)
+
+    async def _limited(self, tool: Tool, args: dict[str, Any], started: float) -> Any:
+        """The tool under its own limit; the harness's expiry is told apart from the tool's own
+        TimeoutError, also when the tool caught the cancellation or its cleanup raised or took time."""
+        timeout_s = tool.timeout_s
+        assert timeout_s is not None
+        if not tool.is_async and self.virtual:  # no virtual time passes: hold it to real seconds
+            try:
+                return self.threads.wait(tool.function, args, timeout_s)
+            except TimeoutError:
+                raise _HarnessTimeout from None
+        limit = asyncio.timeout(timeout_s)
         try:
             async with limit:
                 if tool.is_async:
-                    return await tool.function(**args)
-                return await self.threads.run(tool.function, args)
+                    value = await tool.function(**args)
+                else:
+                    value = await self.threads.run(tool.function, args)
         except TimeoutError:
             if limit.expired():
-                raise _HarnessTimeout from None
+                raise _HarnessTimeout(self._late(started, timeout_s)) from None
             raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if limit.expired():  # raised on being cancelled at the limit (e.g. in its cleanup)
+                raise _HarnessTimeout(
+                    self._late(started, timeout_s, f"on being cancelled it raised {error_text(exc)}")
+                ) from None
+            raise
+        if limit.expired():  # it caught the cancellation and returned anyway
+            raise _HarnessTimeout(
+                self._late(started, timeout_s, "it caught the cancellation and returned")
+                + " That result is discarded."
+            )
+        return value
+
+    def _late(self, started: float, timeout_s: float, what: str | None = None) -> str:
+        """What the tool did at the limit, when it did not simply stop there (`what`: what it did)."""
+        ended = self.now()
+        if what is not None:
+            return f"At the limit {what} at {ended:.3f} s."
+        if ended - started <= timeout_s + 0.01:
+            return ""
+        return f"It stopped only at {ended:.3f} s (its cleanup took the rest)."
 
     def remember(
         self, executions: Sequence[ToolExecution], calls: Sequence[ToolCall], round_index: int
     ) -> None:
         """Add this batch's successful calls to the cross-round history (for the tools it applies to)."""
+        if not (self.dedupe_across_rounds or self.tools.any_idempotent):
+            return
         for call, ex in zip(calls, executions, strict=True):
             if ex.status != "ok":
                 continue
             tool = self.tools.get(call.name)
             if tool is None or not (self.dedupe_across_rounds or tool.idempotent):
                 continue
-            args = call.args
-            if args is not None:
-                self.history.setdefault((call.name, canonical_json(args)), (call.tool_call_id, round_index))
+            outcome = parse_arguments(
+                call.arguments
+            )  # the string: what the model sent, whatever the tool did
+            if type(outcome) is ParsedArguments:
+                self.history.setdefault(
+                    (call.name, canonical_json(outcome.value)), (call.tool_call_id, round_index)
+                )

@@ -2,7 +2,9 @@
 
 Every model gets the same treatment (scripted, replayed, the ``openai`` adapter): the payloads it
 streams are fed to the chat-completions accumulator (or parsed whole), and the call is recorded as a
-`ModelCall` with its timing label. What goes wrong inside the model or its wire data is a
+`ModelCall` with its timing label. Each payload is copied as it arrives, before anyone else sees it:
+the record is what the model sent then, whatever the model (reusing a buffer), the ``on_model_chunk``
+hook or an event listener does to it later. What goes wrong inside the model or its wire data is a
 `ModelFailed`; what must stop the run (scripts running out, replay divergence, cancellation,
 interruptions) passes through untouched.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from toolcall_lab._copy import json_copy
 from toolcall_lab._execution import Executor, Interrupted
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
@@ -31,6 +35,8 @@ class ModelStream:
 
     def __init__(self, model: Model, request: ModelRequest, executor: Executor) -> None:
         self.model, self.request, self.executor = model, request, executor
+        self.copy = not getattr(model, "copy_free", False)
+        """Copy each payload as it arrives (all but `Model.copy_free` models)."""
         self.started_at = executor.now()
         self.chunks: list[TimedChunk] = []
 
@@ -40,27 +46,45 @@ class ModelStream:
             f"{len(self.chunks)} chunk(s) received"
         )
 
+    def unrecorded(self, when: str) -> str:
+        """Where the call stood `when` the run stopped, and that it is not in the record."""
+        return f"{self!r} {when}; it is not in the record"
+
     async def receive(
         self, on_chunk: Callable[[dict[str, Any]], Any] | None
     ) -> tuple[ModelCall, ParsedResponse]:
         """Stream the whole response; `on_chunk` is the run's ``on_model_chunk`` hook (a notification)."""
-        request, now, start, chunks = self.request, self.executor.now, self.started_at, self.chunks
+        request, now, start, chunks, copy = (
+            self.request,
+            self.executor.now,
+            self.started_at,
+            self.chunks,
+            self.copy,
+        )
         acc = ChatCompletionAccumulator(batch=request.batch)
         first: float | None = None
         whole: ParsedResponse | None = None
         try:
             async for payload in self.model.stream(request):
                 t = now()
+                if type(payload) is not dict:
+                    raise TypeError(
+                        f"chunk {len(chunks)} is {type(payload).__name__} {payload!r:.80}, not a "
+                        "chat-completion chunk (a dict)"
+                    )
+                kept = (
+                    json_copy(payload) if copy else payload
+                )  # the record: as sent now, whatever comes later
                 if first is None:
                     first = t
-                chunks.append(TimedChunk(offset_s=t - start, payload=payload))
-                if payload.get("object") == "chat.completion":
-                    whole = parse_chat_completion(payload, batch=request.batch)
+                chunks.append(TimedChunk(offset_s=t - start, payload=kept))
+                if kept.get("object") == "chat.completion":
+                    whole = parse_chat_completion(kept, batch=request.batch)
                 else:
-                    acc.feed(payload)
+                    acc.feed(kept)
                 if on_chunk is not None:
                     await self.executor.ask(
-                        "on_model_chunk", on_chunk, (payload,), effect="ignored; the stream went on"
+                        "on_model_chunk", on_chunk, (json_copy(kept),), effect="ignored; the stream went on"
                     )
             parsed = whole if whole is not None else acc.finish()
         except (ScriptError, ReplayDivergenceError, Interrupted, asyncio.CancelledError):
@@ -74,7 +98,7 @@ class ModelStream:
             first_chunk_at=first,
             chunks=tuple(chunks),
             tools_offered=request.tools is not None,
-            usage=parsed.usage,
+            usage=json_copy(parsed.usage),
             timing=timing,
             chunk_timing="none" if whole is not None or not chunks else chunk_timing,
         )
@@ -98,3 +122,36 @@ def repeated_ids(calls: tuple[ToolCall, ...], round_index: int) -> list[Finding]
         for cid, where in positions.items()
         if len(where) > 1
     ]
+
+
+def unclash(calls: tuple[ToolCall, ...], round_index: int) -> tuple[tuple[ToolCall, ...], list[Finding]]:
+    """Calls sent without an id get a fallback id (``call_{batch}_{index}``); when another call of the
+    batch carries that same id, the harness would be the one repeating an id. Such a fallback id is
+    replaced by a free one (``{id}_{n}``), with a finding. Ids the provider repeated are left alone
+    (`repeated_ids` reports them)."""
+    ids = [c.tool_call_id for c in calls]
+    if len(set(ids)) == len(ids):
+        return calls, []
+    taken = set(ids)
+    out, findings = list(calls), []
+    for pos, call in enumerate(calls):
+        if call.id_source != "fallback" or ids.count(call.tool_call_id) == 1:
+            continue
+        n = 1
+        while f"{call.tool_call_id}_{n}" in taken:
+            n += 1
+        new_id = f"{call.tool_call_id}_{n}"
+        taken.add(new_id)
+        ids[pos] = new_id
+        out[pos] = replace(call, tool_call_id=new_id)
+        findings.append(
+            Finding(
+                kind="missing_id",
+                severity="warning",
+                message=f"round {round_index}: call {call.index} came with no id and its fallback id "
+                f"{call.tool_call_id!r} is another call's id in this batch; using {new_id!r}",
+                tool_call_id=new_id,
+                call_index=call.index,
+            )
+        )
+    return tuple(out), findings

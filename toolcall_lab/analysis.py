@@ -9,8 +9,9 @@ durations that add up to it, ``measured_share``: the share of those seconds that
 reported by a server, ``rests_on_estimates``), and `compare(..., timings="recorded")` keeps only
 traces whose every duration was recorded. Per-mode summaries cover the same traces in every mode
 (a trace that could not be replayed in one mode is left out of all, and counted). A ``first_only``
-run that skipped calls did less work: its row is marked ``comparable=False`` and summaries leave it
-out of speedups. Missed parallelism rests on dependency evidence (`toolcall_lab.dependencies`): only
+run that skipped calls did less work, and a replay of a run that was cut off (deadline, abort) ends
+at the cut in every mode: such rows are marked ``comparable=False`` and summaries leave them out of
+speedups. Missed parallelism rests on dependency evidence (`toolcall_lab.dependencies`): only
 rounds every pair of which is ``likely_independent`` count, and the figure is an upper bound.
 """
 
@@ -269,8 +270,8 @@ def run_rows(
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
         **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
-        "comparable": result.mode != "first_only"
-        or not any(e.status == "skipped" for e in result.executions),
+        "comparable": result.status not in ("timeout", "aborted")  # the wall time is the cut's
+        and (result.mode != "first_only" or not any(e.status == "skipped" for e in result.executions)),
     }
     return summary, rounds, calls
 
@@ -391,9 +392,10 @@ class Comparison:
     """One row per (trace, mode): wall time, model/tool time, overlap, upstream calls, round trips,
     tokens, failures, lower bound, efficiency, speedup vs sequential; what the times rest on
     (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
-    first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped);
-    ``in_all_modes`` (False when the trace failed in some mode); ``status`` ``incomplete`` when the
-    replay ended on an importer's placeholder round (the recording holds no response there)."""
+    first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped;
+    and for a replay that ended at a recorded cut: deadline, abort); ``in_all_modes`` (False when the
+    trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
+    placeholder round (the recording holds no response there)."""
     rounds: pd.DataFrame
     calls: pd.DataFrame
     """One row per (trace, mode, round, call) with start/end times and the duration's timing label."""

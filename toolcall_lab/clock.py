@@ -9,7 +9,10 @@ Limits of the virtual clock (it is for fully simulated runs):
 - real I/O is not simulated: a socket read under a timeout can time out spuriously, because virtual
   time jumps over the wait, and sockets are only polled when no timer is pending. Do not mix network
   calls into a virtual run.
-- sync tools (``asyncio.to_thread`` / ``run_in_executor``) run inline and take zero virtual time.
+- sync tools (``asyncio.to_thread`` / ``run_in_executor``) run inline and take zero virtual time;
+  a sync tool with a `Tool.timeout_s` runs in a worker thread instead, the loop blocking for at most
+  that many *real* seconds (still no virtual time), so a stuck one times out rather than hanging
+  the run.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         except BaseException as exc:  # delivered to the awaiting coroutine, like an executor would
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
+            if isinstance(exc, StopIteration):  # no future can carry it (PEP 479 does the same)
+                error = RuntimeError("the function raised StopIteration")
+                error.__cause__ = exc
+                exc = error
             future.set_exception(exc)
         return future
 

@@ -10,29 +10,35 @@ call. Termination rules:
 - ``max_rounds`` used up: a system note and one final call without tools;
 - ``fail_fast``: a round with any failed call is followed by one final call without tools (also when
   every call failed);
-- ``continue``: a round where every call failed ends the run, with `ALL_FAILED_NOTE` appended as the
-  assistant's message;
+- ``continue``: a round where every call failed (a duplicate of a failed call counting as failed)
+  ends the run, with `ALL_FAILED_NOTE` appended as the assistant's message (``all_failed_policy="stop"``,
+  the default) or goes on like any other round (``"continue"``);
 - the deadline ``timeout_s`` passes: status ``timeout``; abort (`AbortHandle`): status ``aborted``;
 - ``before_model_call`` raises: ``hook_error``; the model fails: ``model_error``.
 
 Calls made without tools never carry tool-only parameters (`TOOL_ONLY_PARAMS`). Whatever ends a run,
 the record is closed consistently: finished calls keep their outcome, calls cut off are recorded as
-cancelled, and every call that was made is answered in the transcript. A task cancellation or a
+cancelled (a call whose tool had ended keeps that outcome, even if a result hook was still running),
+and every call that was made is answered in the transcript. A task cancellation or a
 KeyboardInterrupt (or other BaseException) propagates out of `run`, with that record as the
 exception's ``partial_result``.
+
+What the loop hands to user code is never what it records: the model and ``before_model_call`` get
+copies of the conversation, hooks and listeners copies of chunks and usage (`toolcall_lab._copy`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from toolcall_lab._copy import json_copy
 from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
-from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids
+from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
+from toolcall_lab._stopping import AbortHandle, Outside, catch_sigint
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -49,34 +55,11 @@ from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageErr
 from toolcall_lab.messages import Finding, ToolCall
 from toolcall_lab.models import Model, ModelRequest
 from toolcall_lab.modes import BatchState, execute_batch
-from toolcall_lab.records import FinalReason, HookFailure, Mode, Round
+from toolcall_lab.records import FinalReason, HookFailure, Mode, Round, count_failed
 from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
-
-class AbortHandle:
-    """Stop a run from elsewhere (e.g. another notebook cell): in-flight calls are cancelled and
-    drained, finished results are kept, and the run ends with status ``aborted``. Thread-safe."""
-
-    def __init__(self) -> None:
-        self.aborted = False
-        self.reason = ""
-        self._task: asyncio.Task[Any] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def _attach(self, task: asyncio.Task[Any]) -> None:
-        with self._lock:
-            self._task, self._loop = task, task.get_loop()
-            if self.aborted:
-                task.cancel()
-
-    def abort(self, reason: str = "aborted by the user") -> None:
-        with self._lock:
-            self.aborted, self.reason = True, reason
-            task, loop = self._task, self._loop
-        if task is not None and loop is not None and not task.done():
-            loop.call_soon_threadsafe(task.cancel)
+__all__ = ["AbortHandle", "Hooks", "RunConfig", "RunResult", "as_messages", "as_registry", "run", "run_sync"]
 
 
 class _Run:
@@ -116,6 +99,8 @@ class _Run:
         """The model call in progress, if any."""
         self.retried_empty = False
         self.deadline: asyncio.Timeout | None = None
+        self.copy: Callable[[Any], Any] = _same if getattr(model, "copy_free", False) else json_copy
+        """What the model is handed: copies, unless it promises to leave requests alone (`Model`)."""
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -145,6 +130,7 @@ class _Run:
 
     async def guarded(self) -> None:
         """`main` under the run's deadline; BaseExceptions carried out of the task (see `Interrupted`)."""
+        self.executor.watch(asyncio.current_task())  # type: ignore[arg-type]
         try:
             if self.config.timeout_s is None:
                 await self.main()
@@ -166,11 +152,11 @@ class _Run:
                 await self.finish(rnd, "final_answer")
                 return
             answered = [e for e in rnd.executions if e.answered]
-            failed = sum(e.failed for e in answered)
+            failed = count_failed(answered)
             if failed and cfg.error_policy == "fail_fast":
                 await self.final_round(round_index + 1, "fail_fast")
                 return
-            if answered and failed == len(answered):
+            if answered and failed == len(answered) and cfg.all_failed_policy == "stop":
                 self.messages.append({"role": "assistant", "content": cfg.all_failed_note})
                 self.stop(
                     "failed",
@@ -191,7 +177,7 @@ class _Run:
         """The model answered without tool calls: its text ends the run (an empty one is retried once
         when tool rounds came before it, with the empty-answer note)."""
         text = rnd.assistant_message.get("content")
-        if not text and not rnd.tool_calls:
+        if not (text and text.strip()) and not rnd.tool_calls:  # whitespace says nothing either
             after_tools = any(r.tool_calls for r in self.rounds)
             if after_tools and not self.retried_empty:
                 self.retried_empty = True
@@ -205,6 +191,8 @@ class _Run:
                 "only tool calls, which were ignored (no tools offered)"
                 if ignored
                 else "no text and no tool calls"
+                if not text
+                else f"only whitespace ({text!r}) and no tool calls"
             )
             retried = " again, after the empty-answer note" if rnd.final_reason == "empty_answer" else ""
             self.stop(
@@ -236,10 +224,13 @@ class _Run:
         hook = self.hooks.before_model_call
         if hook is not None:
             effect = "the run stopped before this model call"
-            ok, value = await self.executor.ask("before_model_call", hook, (list(sent),), effect=effect)
-            if ok and value is not None:
+            given = json_copy(sent)  # its edits, in place or returned, apply to this call only
+            ok, value = await self.executor.ask("before_model_call", hook, (given,), effect=effect)
+            if ok and value is None:
+                value = given
+            if ok:
                 if isinstance(value, list | tuple) and all(isinstance(m, dict) for m in value):
-                    sent = list(value)
+                    sent = json_copy(list(value))  # the record: as sent, whatever the hook keeps doing
                 else:
                     value = TypeError(f"returned {type(value).__name__}, expected a list of messages or None")
                     self.executor.hook_failed("before_model_call", value, effect, None, None)
@@ -255,15 +246,17 @@ class _Run:
         params = self.config.params
         if not offer_tools and TOOL_ONLY_PARAMS.intersection(params):
             params = {k: v for k, v in params.items() if k not in TOOL_ONLY_PARAMS}
+        copy = self.copy  # copies: the model may do as it likes with them
         request = ModelRequest(
-            messages=tuple(sent),
-            tools=tuple(self.tools.schemas()) if offer_tools else None,
+            messages=tuple(copy(sent)),
+            tools=tuple(copy(self.tools.schemas())) if offer_tools else None,
             round_index=round_index,
             batch=self.batch,
-            params=params,
+            params=copy(params),
         )
         self.batch += 1
         self.partial["request"] = request
+        self.partial["sent"] = tuple(sent)
         self.emit(
             ModelRequested(
                 at=self.now(), round_index=round_index, n_messages=len(sent), tools_offered=offer_tools
@@ -275,10 +268,11 @@ class _Run:
         except ModelFailed as exc:
             self.streaming = None
             cause = exc.__cause__
+            where = f" ({stream.unrecorded('when it failed')})" if stream.chunks else ""
             self.stop(
                 "failed",
                 "model_error",
-                f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}",
+                f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}{where}",
             )
             return None
         self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
@@ -297,6 +291,10 @@ class _Run:
             )
             calls = ()
             assistant.pop("tool_calls", None)
+        calls, renamed = unclash(calls, round_index)
+        if renamed:
+            findings += renamed
+            assistant["tool_calls"] = [c.to_openai() for c in calls]
         findings += repeated_ids(calls, round_index)
         self.emit(
             ModelResponded(
@@ -305,7 +303,7 @@ class _Run:
                 ttfc_s=model_call.ttfc_s,
                 latency_s=model_call.latency_s,
                 n_tool_calls=len(calls),
-                usage=model_call.usage,
+                usage=json_copy(model_call.usage),  # the listener's own: the record keeps its copy
             )
         )
         if choice.reasoning:
@@ -342,7 +340,7 @@ class _Run:
                 if first_only and pos:
                     ex = self.executor.skipped(call)
                 else:
-                    ex = self.executor.cancelled(call, state.started[pos], cut or "the batch was cut off")
+                    ex = self.executor.cut_off(call, pos, state.started[pos], cut or "the batch was cut off")
             executions.append(ex)
         tool_messages = (
             state.tool_messages
@@ -355,7 +353,7 @@ class _Run:
         rnd = Round(
             round_index=p["round_index"],
             mode=self.config.mode,
-            request_messages=p["request"].messages,
+            request_messages=p["sent"],
             model_call=p["model_call"],
             assistant_message=p["assistant"],
             tool_calls=tuple(state.calls),
@@ -376,7 +374,7 @@ class _Run:
         if self.partial.get("state") is not None:
             self.close_round(why)
         elif self.streaming is not None:
-            where = f" ({self.streaming!r} when it was cut off; it is not in the record)"
+            where = f" ({self.streaming.unrecorded('when it was cut off')})"
         self.partial = {}
         self.streaming = None
         return where
@@ -402,6 +400,10 @@ class _Run:
         )
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def as_registry(tools: ToolRegistry | Iterable[Tool | ToolFunction] | None) -> ToolRegistry:
     if isinstance(tools, ToolRegistry):
         return tools
@@ -411,7 +413,7 @@ def as_registry(tools: ToolRegistry | Iterable[Tool | ToolFunction] | None) -> T
 def as_messages(messages: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     if isinstance(messages, str):
         return [{"role": "user", "content": messages}]
-    return [dict(m) for m in messages]
+    return [json_copy(dict(m)) for m in messages]
 
 
 async def run(
@@ -436,7 +438,7 @@ async def run(
         config: a `RunConfig`; keyword `settings` (e.g. ``max_rounds=3``) override its fields.
         hooks: approval and notification callbacks; abort: an `AbortHandle`; on_event: event listener.
     """
-    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, [], settings)
+    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, Outside(), settings)
 
 
 async def _run(
@@ -448,11 +450,11 @@ async def _run(
     hooks: Hooks | None,
     abort: AbortHandle | None,
     on_event: EventListener | None,
-    box: list[RunResult],
+    outside: Outside,
     settings: dict[str, Any],
 ) -> RunResult:
-    """`run`, leaving the partial record in `box` when the run is cancelled (`run_sync` reads it after
-    a Ctrl-C, which asyncio turns into a cancellation and then into a fresh KeyboardInterrupt)."""
+    """`run`, leaving the partial record in `outside` when the run is cancelled (`run_sync` reads it
+    after a Ctrl-C, which it turns into a cancellation and then into a KeyboardInterrupt)."""
     if on_event is not None and (not callable(on_event) or inspect.iscoroutinefunction(on_event)):
         raise UsageError(
             f"on_event={on_event!r}: must be a plain function called with each event (it is called "
@@ -469,7 +471,10 @@ async def _run(
                 f"known: {sorted(RunConfig.__dataclass_fields__)}"
             )
         cfg = replace(cfg, **settings)
+    if abort is not None:
+        abort._claim()
     state = _Run(model, as_registry(tools), as_messages(messages), cfg, hooks or Hooks(), on_event)
+    outside.task = asyncio.current_task()
     task = asyncio.create_task(state.guarded())
     if abort is not None:
         abort._attach(task)
@@ -478,9 +483,14 @@ async def _run(
     except asyncio.CancelledError as exc:
         if being_cancelled() or abort is None or not abort.aborted:  # cancelled from outside
             task.cancel()
-            where = state.cut("the run was cancelled")
-            state.stop("aborted", "cancelled", f"the run was cancelled{where}")
-            box.append(partial := state.result())
+            if outside.sigint:
+                why = "the run was interrupted (KeyboardInterrupt: Ctrl-C)"
+                where = state.cut(why)
+                state.stop("aborted", "interrupted", f"KeyboardInterrupt (Ctrl-C); the run stopped{where}")
+            else:
+                where = state.cut("the run was cancelled")
+                state.stop("aborted", "cancelled", f"the run was cancelled{where}")
+            outside.result = partial = state.result()
             exc.partial_result = partial  # type: ignore[attr-defined]
             raise
         where = state.cut(f"the run was aborted ({abort.reason})")
@@ -494,11 +504,16 @@ async def _run(
         original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
         raise original from None
     except TimeoutError:
-        if state.deadline is None or not state.deadline.expired():
+        deadline = state.deadline
+        if deadline is None or not deadline.expired():
             raise
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
         where = state.cut(why)
-        state.stop("timeout", "deadline", f"{why} at {state.now():.3f} s{where}")
+        when = (deadline.when() or 0.0) - state.origin
+        late = state.now() - when
+        if late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
+            where += f"; the run ended at {state.now():.3f} s, when the calls cut off had stopped"
+        state.stop("timeout", "deadline", f"{why} at {when:.3f} s{where}")
     except (ScriptError, ReplayDivergenceError) as exc:
         where = state.cut(f"the run stopped ({type(exc).__name__})")
         reason: Reason = "model_error" if isinstance(exc, ScriptError) else "replay_divergence"
@@ -528,7 +543,8 @@ def run_sync(
         )
     known = {"mode", "config", "hooks", "abort", "on_event"}
     named = {k: kwargs.pop(k) for k in known & set(kwargs)}
-    box: list[RunResult] = []
+    outside = Outside()
+    undo = catch_sigint(outside)
     try:
         return asyncio.run(
             _run(
@@ -540,11 +556,19 @@ def run_sync(
                 named.get("hooks"),
                 named.get("abort"),
                 named.get("on_event"),
-                box,
+                outside,
                 kwargs,
             )
         )
-    except KeyboardInterrupt as exc:  # Ctrl-C: asyncio cancelled the run, then raised a new exception
-        if box and getattr(exc, "partial_result", None) is None:
-            exc.partial_result = box[-1]  # type: ignore[attr-defined]
+    except asyncio.CancelledError:
+        if not outside.sigint:
+            raise
+        interrupt = KeyboardInterrupt()  # what Ctrl-C raises; the run's record rides on it
+        interrupt.partial_result = outside.result  # type: ignore[attr-defined]
+        raise interrupt from None
+    except KeyboardInterrupt as exc:  # a second Ctrl-C, or asyncio's own handler
+        if outside.result is not None and getattr(exc, "partial_result", None) is None:
+            exc.partial_result = outside.result  # type: ignore[attr-defined]
         raise
+    finally:
+        undo()

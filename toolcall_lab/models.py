@@ -40,7 +40,9 @@ class Model(Protocol):
     ``"recorded"``: a live run) and ``response_timing(request) -> (Timing, ChunkTiming)``, called after
     each stream ends, saying where the response's duration came from when the model knows better
     than the clock (a replay reproduces the recording's labels; a script says its latencies are
-    placeholders).
+    placeholders). ``copy_free = True`` says the model never changes a request it is given nor a
+    payload after yielding it, so the loop may skip its defensive copies of both (the replay model,
+    which only reads; hooks and listeners still get copies). Any other model gets copies.
     """
 
     name: str
@@ -54,7 +56,7 @@ def response_timing(model: Any, request: ModelRequest, clock: Timing) -> tuple[T
     if describe is not None:
         timing, chunks = describe(request)
         return timing, chunks
-    return clock, "recorded" if clock.source == "recorded" else "spread"
+    return clock, "recorded"  # as they arrived on the run's clock (the clock's label says which)
 
 
 ScriptedCall = ToolCall | tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str]
@@ -172,6 +174,12 @@ def response_chunks(
 
 SCRIPTED = Timing(source="placeholder", note="scripted latency (ScriptedResponse.latency_s)")
 
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 ScriptStep = ScriptedResponse | str | Callable[[ModelRequest], "ScriptedResponse | str"]
 
 
@@ -194,7 +202,7 @@ class ScriptedModel:
         if len(self.requests) >= len(self.steps):
             raise ScriptError(
                 f"{self.name}: script has {len(self.steps)} step(s) but the model was "
-                f"called a {len(self.requests) + 1}th time (round {request.round_index}); "
+                f"called a {_ordinal(len(self.requests) + 1)} time (round {request.round_index}); "
                 "add a step or lower max_rounds"
             )
         self.requests.append(request)

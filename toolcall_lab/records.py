@@ -93,8 +93,9 @@ TimingSource = Literal["recorded", "reported", "estimated", "placeholder"]
 """
 TIMING_SOURCES: tuple[TimingSource, ...] = ("recorded", "reported", "estimated", "placeholder")
 ChunkTiming = Literal["recorded", "spread", "none"]
-"""Chunk arrival offsets: ``recorded`` as they arrived, ``spread`` evenly over the latency by a script or
-an importer (not evidence of when each chunk came), ``none`` for a whole (non-streamed) response."""
+"""Chunk arrival offsets: ``recorded`` as they arrived on the run's clock (real, or virtual: then the
+call's `Timing` says it was simulated), ``spread`` evenly over the latency by a script or an importer
+(not evidence of when each chunk came), ``none`` for a whole (non-streamed) response."""
 CHUNK_TIMINGS: tuple[ChunkTiming, ...] = ("recorded", "spread", "none")
 PLACEHOLDER_KEY = "toolcall_lab_placeholder"
 """Key an importer puts in a response payload it wrote itself because the source holds no response
@@ -194,6 +195,16 @@ class ToolExecution:
 
 make_execution = positional_constructor(ToolExecution)
 """`ToolExecution` from all its fields, positionally (see `positional_constructor`)."""
+
+
+def count_failed(executions: tuple[ToolExecution, ...] | list[ToolExecution]) -> int:
+    """Failed calls of one batch; a duplicate of a failed call counts as failed (it got no result
+    either: the answer it points to is that call's error)."""
+    failed = [e for e in executions if e.failed]
+    if not failed:
+        return 0
+    ids = {e.tool_call_id for e in failed}
+    return len(failed) + sum(e.status == "duplicate" and e.duplicate_of in ids for e in executions)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,7 +356,7 @@ class Round:
     def status(self) -> str:
         if not self.executions:
             return "final" if self.final or not self.tool_calls else "no_calls"
-        failed = sum(e.failed for e in self.executions)
+        failed = count_failed(self.executions)
         if failed == 0:
             return "ok"
         return "failed" if failed == len([e for e in self.executions if e.answered]) else "partial"

@@ -3,6 +3,13 @@
 The model's responses are reused, the tools' recorded durations are reused, and only the execution
 strategy changes: that is what makes modes comparable on the same trace. On the virtual clock
 (default) a replay takes milliseconds and is exactly reproducible.
+
+A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
+whose outcome the recording does not know (cancelled) wait, and the replay stops where the recording
+did (the recorded deadline, or an abort at the recorded end), so under another mode it shows what
+that mode would have finished by then. A run that ended because the model failed, or because
+``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
+`ReplayDivergenceError`.
 """
 
 from __future__ import annotations
@@ -15,10 +22,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key
+from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
 from toolcall_lab.clock import run_virtual
-from toolcall_lab.exceptions import ReplayDivergenceError
-from toolcall_lab.loop import run
+from toolcall_lab.exceptions import ModelError, ReplayDivergenceError
+from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.messages import ToolCall
 from toolcall_lab.models import ModelRequest
 from toolcall_lab.records import ChunkTiming, Mode, Round, Timing, ToolExecution
@@ -28,9 +35,25 @@ from toolcall_lab.trace import Trace
 
 Check = Literal["strict", "ids", "off"]
 
+CUT_STATUSES = frozenset({"timeout", "aborted"})
+"""Outcome statuses of runs cut off from outside (deadline; abort, cancellation, interruption)."""
+
+
+def recorded_cut(trace: Trace) -> float | None:
+    """When the recorded run was cut off (its end), or None when it was not."""
+    return trace.outcome.wall_time_s if trace.outcome.status in CUT_STATUSES else None
+
+
+async def _until_cut() -> None:
+    """Wait for the cut that ends a replay of a cut-off run (the recording knows nothing past it)."""
+    await asyncio.get_running_loop().create_future()
+
 
 def _normal(message: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.get("role"), "content": message.get("content") or None}
+    content = message.get("content") or None
+    if message.get("role") == "tool" and isinstance(content, str):
+        content = harness_decision(content) or content  # the harness's own words: compared by decision
+    out: dict[str, Any] = {"role": message.get("role"), "content": content}
     if message.get("tool_calls"):
         out["tool_calls"] = [
             (c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
@@ -86,12 +109,15 @@ class ReplayModel:
     """
 
     origin = "replayed"
+    copy_free = True
+    """It only reads requests and yields the trace's own payloads: the loop need not copy them."""
 
     def __init__(self, trace: Trace, *, check: Check = "strict") -> None:
         self.trace = trace
         self.check = check
         self.name = f"replay:{trace.metadata.title}"
         self.served = 0
+        """Model calls served so far (the round in progress is ``served - 1``)."""
 
     def response_timing(self, request: ModelRequest) -> tuple[Timing, ChunkTiming]:
         """A replayed response is timed as recorded, so it carries the recording's labels."""
@@ -102,6 +128,11 @@ class ReplayModel:
         rounds = self.trace.rounds
         k = self.served
         if k >= len(rounds):
+            outcome = self.trace.outcome
+            if k == len(rounds) and outcome.reason == "model_error":
+                raise ModelError(f"the recording's model call {k + 1} failed here: {outcome.error}")
+            if k == len(rounds) and recorded_cut(self.trace) is not None:
+                await _until_cut()  # the recorded run was cut off during this model call
             raise ReplayDivergenceError(
                 f"{self.trace.metadata.title}: model call {k + 1} asked for, but the "
                 f"recording has only {len(rounds)} response(s)"
@@ -134,22 +165,37 @@ _OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded"]] = {
 }
 
 
-def replay_tools(trace: Trace) -> ToolRegistry:
+def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry:
     """Tools that return the recorded results after the recorded durations, answering by tool_call_id
-    (or, for calls the recording does not know by id, by name and arguments in recorded order)."""
+    (or, for calls the recording does not know by id, by name and arguments in recorded order).
+
+    With the replay's `model`, a call is only answered from the round the model is serving (ids and
+    arguments repeat across rounds). A call the recorded run was cut off in (``cancelled``) has no
+    known result: it waits for the replay's own cut, when the recording was cut off.
+    """
     recorded: list[ToolExecution] = []
-    by_id: dict[str, deque[int]] = defaultdict(deque)
-    by_key: dict[str, deque[int]] = defaultdict(deque)
-    for r in trace.rounds:
-        calls = {c.tool_call_id: c for c in r.tool_calls}
-        for ex in r.executions:
-            if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # ran (or may have)
+    by_id: dict[tuple[int, str], deque[int]] = defaultdict(deque)
+    by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
+    unknown: dict[tuple[int, str], str] = {}
+    """Calls the recording has no result for: (round, id) -> why."""
+    cut = recorded_cut(trace) is not None
+    for k, r in enumerate(trace.rounds):
+        for call, ex in zip(r.tool_calls, r.executions, strict=False):
+            if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # the tool ran
                 recorded.append(ex)
-                by_id[ex.tool_call_id].append(len(recorded) - 1)
-                call = calls.get(ex.tool_call_id)
-                key = dedupe_key(call) if call is not None else None
+                by_id[k, ex.tool_call_id].append(len(recorded) - 1)
+                key = dedupe_key(call) if call.tool_call_id == ex.tool_call_id else None
                 if key:
-                    by_key[key].append(len(recorded) - 1)
+                    by_key[k, key].append(len(recorded) - 1)
+            elif ex.status == "cancelled":
+                unknown.setdefault((k, ex.tool_call_id), "cancelled: the recorded run was cut off")
+            elif ex.status == "skipped":
+                mode = trace.metadata.mode or "first_only"
+                unknown.setdefault(
+                    (k, ex.tool_call_id),
+                    f"skipped: the recording was made under {mode}, which never ran it, so its result is "
+                    "unknown (replay it under first_only)",
+                )
     used: set[int] = set()
 
     def take(queue: deque[int] | None) -> int | None:
@@ -157,21 +203,39 @@ def replay_tools(trace: Trace) -> ToolRegistry:
             queue.popleft()
         return queue.popleft() if queue else None
 
+    def find(table: dict[tuple[int, str], deque[int]], key: str) -> int | None:
+        if model is not None:
+            return take(table.get((model.served - 1, key)))
+        for k in range(len(trace.rounds)):  # no model to say which round: the first that has it
+            pos = take(table.get((k, key)))
+            if pos is not None:
+                return pos
+        return None
+
     def make(name: str) -> Any:
         async def replayed(**_: Any) -> ToolOutcome:
             call = current_tool_call.get()
-            pos = take(by_id.get(call.tool_call_id))
+            pos = find(by_id, call.tool_call_id)
             if pos is None:
-                pos = take(by_key.get(dedupe_key(call) or ""))
+                pos = find(by_key, dedupe_key(call) or "")
             if pos is None:
+                where = f" in round {model.served - 1}" if model is not None else ""
+                why = unknown.get((model.served - 1, call.tool_call_id)) if model is not None else None
+                if why is not None and why.startswith("cancelled") and cut:
+                    await _until_cut()
                 raise ReplayDivergenceError(
                     f"{trace.metadata.title}: no recorded execution for call "
-                    f"{call.tool_call_id} {name}({call.arguments})"
+                    f"{call.tool_call_id} {name}({call.arguments}){where}" + (f" ({why})" if why else "")
                 )
             used.add(pos)
             ex = recorded[pos]
             await asyncio.sleep(ex.duration_s)
-            return ToolOutcome(text=ex.result, status=_OUTCOME.get(ex.status, "ok"), timing=ex.timing)
+            return ToolOutcome(
+                text=ex.result,
+                status=_OUTCOME.get(ex.status, "ok"),
+                duration_s=ex.duration_s,
+                timing=ex.timing,
+            )
 
         replayed.__name__ = name
         return replayed
@@ -188,6 +252,7 @@ def replay_tools(trace: Trace) -> ToolRegistry:
                     description=fn.get("description") or "",
                     parameters=fn.get("parameters") or {},
                     uses_current_call=True,
+                    check_arguments=False,
                 )
             )
     return registry
@@ -222,9 +287,19 @@ def replay_hooks(trace: Trace) -> Hooks:
         queue = withheld.get(call.tool_call_id)
         return queue.popleft() if queue else None
 
+    outcome = trace.outcome
+    model_calls = [0]
+
+    def before_model_call(messages: list[dict[str, Any]]) -> None:
+        """The recorded run stopped before its next model call: this replay stops there too."""
+        k, model_calls[0] = model_calls[0], model_calls[0] + 1
+        if k == len(trace.rounds):
+            raise RuntimeError(f"the recording's before_model_call hook failed here: {outcome.error}")
+
     return Hooks(
         approve_call=approve_call if rejected else None,
         approve_result=approve_result if withheld else None,
+        before_model_call=before_model_call if outcome.reason == "hook_error" else None,
     )
 
 
@@ -252,7 +327,29 @@ async def replay_async(
     cfg = replay_config(trace, mode, **settings)
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
     hooks = replay_hooks(trace)
-    result = await run(model, tools or replay_tools(trace), trace.initial_messages, config=cfg, hooks=hooks)
+    cut_at = recorded_cut(trace)
+    if cut_at is None or (cfg.timeout_s is not None and cfg.timeout_s <= cut_at + 1e-9):
+        abort = None  # (a recorded deadline cuts the replay by itself)
+        timer = None
+    else:
+        abort = AbortHandle()
+        why = (
+            f"the replay stops where the recorded run was cut off ({trace.outcome.status}/"
+            f"{trace.outcome.reason} at {cut_at:.3f} s)"
+        )
+        timer = asyncio.get_running_loop().call_later(cut_at, abort.abort, why)
+    try:
+        result = await run(
+            model,
+            tools or replay_tools(trace, model),
+            trace.initial_messages,
+            config=cfg,
+            hooks=hooks,
+            abort=abort,
+        )
+    finally:
+        if timer is not None:
+            timer.cancel()
     return _ends_on_placeholder(result, trace, model.served)
 
 

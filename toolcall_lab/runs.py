@@ -6,6 +6,7 @@ The loop produces a `RunResult`; traces, replay and analysis read it. Keeping bo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +31,8 @@ Reason = Literal[
     "recording_incomplete",
 ]
 """Why a run ended. Completed: ``final_answer``, ``max_rounds`` / ``fail_fast`` (answered by the final
-call without tools). Failed: ``all_calls_failed`` (``continue`` policy), ``model_error``,
+call without tools). Failed: ``all_calls_failed`` (``continue`` policy with ``all_failed_policy="stop"``),
+``model_error``,
 ``hook_error`` (``before_model_call`` raised), ``empty_response``, ``replay_divergence`` (only in the
 ``partial_result`` of a `ReplayDivergenceError`). Incomplete: ``recording_incomplete`` (a replay
 that ended on a round an importer wrote where the recording holds no response, `Round.placeholder`).
@@ -48,9 +50,12 @@ EMPTY_ANSWER_NOTE = (
 """Sent (as a user message) when the model answers with nothing after tool rounds (SiYuan design)."""
 ALL_FAILED_NOTE = "All tool calls failed. Please check the error messages and try again."
 """Appended as the assistant's message when every call of a round failed under ``continue`` (Dolphin)."""
-TOOL_ONLY_PARAMS = frozenset({"parallel_tool_calls", "tool_choice"})
-"""Request parameters that only make sense with ``tools``: dropped from calls made without tools
-(the OpenAI API rejects them there)."""
+TOOL_ONLY_PARAMS = frozenset({"parallel_tool_calls", "tool_choice", "tools", "functions", "function_call"})
+"""Request parameters that only make sense with ``tools`` (and the legacy ``functions`` API): dropped
+from calls made without tools, which must offer none (the OpenAI API rejects the first two there)."""
+LOOP_PARAMS = frozenset({"messages", "tools", "functions", "function_call"})
+"""Request parameters the loop sends itself (the conversation, the registry's tools): not settable
+through `RunConfig.params`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,9 +67,14 @@ class RunConfig:
     concurrency: int | None = None
     """Parallel mode: at most this many calls at once (None: no cap)."""
     error_policy: Literal["continue", "fail_fast"] = "continue"
-    """``continue``: failed calls are results; a round where every call failed ends the run with
-    `ALL_FAILED_NOTE`. ``fail_fast``: a round with any failed call is followed by one final call
+    """``continue``: failed calls are results; a round where every call failed is handled by
+    `all_failed_policy`. ``fail_fast``: a round with any failed call is followed by one final call
     without tools."""
+    all_failed_policy: Literal["stop", "continue"] = "stop"
+    """Under ``error_policy="continue"``, a round where every call failed (a duplicate of a failed call
+    counts as failed): ``stop`` (the Dolphin design, default) ends the run (``failed/all_calls_failed``)
+    with `ALL_FAILED_NOTE` as the assistant's message; ``continue`` sends the errors back to the model
+    like any other results (imported traces use it: the recorded agent went on)."""
     dedupe: bool = True
     """Within a batch: a call with the same tool and arguments as an earlier call of the same batch is
     answered "not executed: duplicates call ..." instead of running."""
@@ -82,7 +92,7 @@ class RunConfig:
     all_failed_note: str = ALL_FAILED_NOTE
     params: dict[str, Any] = field(default_factory=dict)
     """Extra request parameters passed to the model (e.g. ``parallel_tool_calls``; `TOOL_ONLY_PARAMS`
-    are left out of calls made without tools)."""
+    are left out of calls made without tools; `LOOP_PARAMS` are the loop's own and refused)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -95,8 +105,21 @@ class RunConfig:
             )
         if self.error_policy not in ("continue", "fail_fast"):
             raise UsageError(f"RunConfig.error_policy={self.error_policy!r}: use 'continue' or 'fail_fast'")
-        if not self.round_trip_s >= 0:
-            raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: must be >= 0 seconds")
+        if self.all_failed_policy not in ("stop", "continue"):
+            raise UsageError(
+                f"RunConfig.all_failed_policy={self.all_failed_policy!r}: use 'stop' (end the run) or "
+                "'continue' (send the errors back to the model)"
+            )
+        if not isinstance(self.params, dict):
+            raise UsageError(f"RunConfig.params={self.params!r}: must be a dict of request parameters")
+        owned = sorted(LOOP_PARAMS.intersection(self.params))
+        if owned:
+            raise UsageError(
+                f"RunConfig.params sets {owned}: the loop sends the conversation and the registry's tools "
+                "itself; pass messages to run() and register the tools instead"
+            )
+        if not 0 <= self.round_trip_s < math.inf:
+            raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: must be >= 0 seconds (finite)")
         if self.timeout_s is not None and not self.timeout_s > 0:
             raise UsageError(
                 f"RunConfig.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no deadline"

@@ -8,6 +8,10 @@ A sync tool that outlives its timeout is reported at its timeout, and neither th
 end of the run wait for it. **Its thread cannot be stopped** (Python has no way to kill a thread): it
 runs on in the background until the function returns, and its result is discarded. Give blocking
 tools their own timeouts (e.g. on sockets) when that matters.
+
+A tool is a function returning its result (or an awaitable of it): plain and ``async`` functions,
+``functools.partial`` objects and callable objects. Generator functions are refused (their body would
+not run until someone iterated the generator).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import concurrent.futures
 import contextvars
 import functools
 import inspect
+import itertools
+import math
 import re
 import threading
 import types
@@ -77,20 +83,54 @@ def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
     return summary, params
 
 
+OUTCOME_STATUSES = ("ok", "error", "timeout", "not_recorded")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutcome:
     """A tool's result with an explicit status: the text is sent verbatim, the status recorded.
 
     Return it from a tool to report a failure without raising (replayed tools use it to reproduce
-    recorded errors and timeouts exactly).
+    recorded errors and timeouts exactly). Checked on creation: a bad one raises `UsageError` inside
+    the tool, which is then recorded as the tool raising.
     """
 
     text: str
     status: Literal["ok", "error", "timeout", "not_recorded"] = "ok"
-    """``not_recorded``: a replayed call whose result the recording does not hold."""
+    """``timeout`` reports the tool's own limit expiring (the harness's own limit is `Tool.timeout_s`);
+    ``not_recorded``: a replayed call whose result the recording does not hold."""
+    duration_s: float | None = None
+    """How long the work took, when the tool knows better than the harness's clock (e.g. a server's
+    own figure, a replayed duration): recorded as the execution's duration (it starts when the call
+    started), labelled by `timing`. It cannot exceed the time the harness waited for the call: a
+    larger figure is not used, and the execution's timing note says so. None: the clock's measurement."""
     timing: Timing | None = None
-    """Where the duration of this execution comes from, when the tool knows better than the clock
-    (a replayed tool reproduces the recorded label; a simulated tool says it is a placeholder)."""
+    """Where `duration_s` comes from (required with it, e.g. ``Timing(source="reported", note="the
+    server's x-runtime header")``). The harness labels its own measurements itself."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise UsageError(
+                f"ToolOutcome.text={self.text!r}: must be a str (the text the model reads); "
+                "turn the value into text first, e.g. json.dumps(value)"
+            )
+        if self.status not in OUTCOME_STATUSES:
+            raise UsageError(
+                f"ToolOutcome.status={self.status!r}: a tool reports one of {', '.join(OUTCOME_STATUSES)} "
+                "(the harness alone decides rejected, withheld, cancelled, ...)"
+            )
+        if (self.duration_s is None) != (self.timing is None):
+            raise UsageError(
+                f"ToolOutcome(duration_s={self.duration_s!r}, timing={self.timing!r}): give both or neither "
+                "(a timing label says where a duration the tool supplies came from; the harness labels "
+                "its own measurements)"
+            )
+        if self.duration_s is not None and not (
+            isinstance(self.duration_s, int | float) and 0 <= self.duration_s < math.inf
+        ):
+            raise UsageError(f"ToolOutcome.duration_s={self.duration_s!r}: must be a number of seconds >= 0")
+        if self.timing is not None and not isinstance(self.timing, Timing):
+            raise UsageError(f"ToolOutcome.timing={self.timing!r}: must be a toolcall_lab.records.Timing")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,14 +148,67 @@ class Tool:
     uses_current_call: bool = False
     """The function reads the call it runs for from ``toolcall_lab._execution.current_tool_call``
     (replayed tools do, to answer by tool_call_id); the context variable is only set for such tools."""
+    check_arguments: bool = True
+    """Hold each call's arguments to the tool: the properties `parameters` requires are there, and the
+    function accepts every one (a call that fails is ``invalid_arguments``: its body never ran, and
+    no TypeError of the harness's call is blamed on the tool). Types and nested structure are the
+    tool's business. Replayed tools turn it off: they reproduce whatever the recording did."""
     is_async: bool = field(init=False, compare=False, repr=False)
+    required: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    """Arguments a call must carry: required by `parameters`, or by the function's signature."""
+    screened: frozenset[str] = field(init=False, compare=False, repr=False)
+    """Required arguments the function's signature does not enforce itself (checked before the call;
+    the rest the call's own binding checks, at no cost when the arguments fit)."""
+    accepted: frozenset[str] | None = field(init=False, compare=False, repr=False)
+    """The argument names the function accepts (None: any, it takes ``**kwargs``)."""
+    plain: bool = field(init=False, compare=False, repr=False)
+    """An async function without a limit that does not read its call: awaited directly."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.function))
+        fn = self.function
+        if not callable(fn):
+            raise UsageError(f"Tool {self.name!r}: function={fn!r} is not callable")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise UsageError(
+                f"tool {self.name!r} is a generator function: its body would not run until someone "
+                "iterated the generator. Return the result instead (e.g. a list)."
+            )
+        call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects: their __call__ decides
+        is_async = inspect.iscoroutinefunction(fn) or (
+            not inspect.isroutine(fn)
+            and not isinstance(fn, functools.partial)
+            and inspect.iscoroutinefunction(call)
+        )
+        object.__setattr__(self, "is_async", is_async)
+        if self.check_arguments:
+            required = _required(self.parameters, fn)
+            object.__setattr__(self, "required", required)
+            object.__setattr__(self, "screened", frozenset(required).difference(_required({}, fn)))
+            object.__setattr__(self, "accepted", _accepted(fn))
+        else:  # (nothing to check: no signature to read, which replays make many of)
+            object.__setattr__(self, "required", ())
+            object.__setattr__(self, "screened", frozenset())
+            object.__setattr__(self, "accepted", None)
+        object.__setattr__(self, "plain", is_async and self.timeout_s is None and not self.uses_current_call)
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
         if self.timeout_s is not None and not self.timeout_s > 0:
             raise UsageError(f"Tool.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no limit")
+
+    def argument_problem(self, arguments: dict[str, Any]) -> str | None:
+        """Why these arguments cannot be passed to the tool (None: they can)."""
+        missing = [name for name in self.required if name not in arguments]
+        accepted = self.accepted
+        unknown = [] if accepted is None else [k for k in arguments if k not in accepted]
+        if not missing and not unknown:
+            return None
+        parts = []
+        if missing:
+            parts.append(f"missing required {_names(missing)}")
+        if unknown:
+            known = ", ".join(sorted(accepted or ())) or "none"
+            parts.append(f"unknown {_names(unknown)} (it takes: {known})")
+        return "; ".join(parts)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools=`` entry."""
@@ -134,6 +227,57 @@ class Tool:
         return await threads.run(self.function, arguments)
 
 
+def _names(names: list[str]) -> str:
+    return ("argument " if len(names) == 1 else "arguments ") + ", ".join(repr(n) for n in names)
+
+
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: accept what the call carries
+        return None
+
+
+def _required(parameters: dict[str, Any], fn: Any) -> tuple[str, ...]:
+    names: list[str] = []
+    required = parameters.get("required") if isinstance(parameters, dict) else None
+    if isinstance(required, list):
+        names += [r for r in required if isinstance(r, str)]
+    sig = _signature(fn)
+    if sig is not None:
+        for name, p in sig.parameters.items():
+            keyword = p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            if keyword and p.default is p.empty and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def _accepted(fn: Any) -> frozenset[str] | None:
+    sig = _signature(fn)
+    if sig is None or any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return frozenset(
+        name for name, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+_THREAD_NUMBERS = itertools.count(1)
+"""Worker thread numbers, process-wide: each run has its own workers, and each has its own name."""
+
+
+class StopIterationInTool(RuntimeError):
+    """A sync tool raised StopIteration (or StopAsyncIteration), which no asyncio future can carry
+    (``__cause__`` is the original). Python does the same to coroutines (PEP 479)."""
+
+
+def call_sync(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """``fn(**arguments)`` for a worker thread: StopIteration comes out as `StopIterationInTool`."""
+    try:
+        return fn(**arguments)
+    except (StopIteration, StopAsyncIteration) as exc:
+        raise StopIterationInTool(f"tool raised {type(exc).__name__}") from exc
+
+
 class ToolThreads(concurrent.futures.Executor):
     """The worker threads of one run's sync tools: an idle worker takes the next call, and when none
     is idle a new one starts, so a batch of N blocking calls runs N at once (the concurrency cap, not
@@ -150,7 +294,7 @@ class ToolThreads(concurrent.futures.Executor):
         self._idle: deque[_Worker] = deque()
         self._closed = False
         self.started = 0
-        """Threads started so far (for tests and curiosity)."""
+        """Threads this pool started so far (for tests and curiosity)."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -161,15 +305,28 @@ class ToolThreads(concurrent.futures.Executor):
             worker = self._idle.pop() if self._idle else None
             if worker is None:
                 self.started += 1
-                worker = _Worker(self, f"{self._name}-{self.started}")
+                worker = _Worker(self, f"{self._name}-{next(_THREAD_NUMBERS)}")
         worker.give(job)
         return future
 
     def run(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> asyncio.Future[Any]:
         """Run ``fn(**arguments)`` on a worker, with the caller's context; await the result."""
         ctx = contextvars.copy_context()
-        call = functools.partial(ctx.run, fn, **arguments)
+        call = functools.partial(ctx.run, call_sync, fn, arguments)
         return asyncio.get_running_loop().run_in_executor(self, call)
+
+    def wait(self, fn: Callable[..., Any], arguments: dict[str, Any], timeout_s: float) -> Any:
+        """Run ``fn(**arguments)`` on a worker and block for at most `timeout_s` real seconds (the
+        virtual clock's way to hold a sync tool to its limit: no virtual time passes); raises
+        ``TimeoutError`` when the limit expires (the worker runs on; its result is discarded)."""
+        ctx = contextvars.copy_context()
+        future = self.submit(ctx.run, call_sync, fn, arguments)
+        try:
+            return future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            if future.done():  # it finished just as the limit expired
+                return future.result()
+            raise TimeoutError(f"still running after {timeout_s} s") from None
 
     def _rest(self, worker: _Worker) -> bool:
         """A worker finished a call: keep it for the next one (False: the run ended, exit)."""
@@ -222,6 +379,15 @@ class _Worker:
                 return
 
 
+def _target(function: Any) -> Any:
+    """What holds the hints and the docstring: a partial's function, a callable object's ``__call__``."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.isroutine(function) or inspect.isclass(function):
+        return function
+    return getattr(function, "__call__", function)  # noqa: B004
+
+
 def tool_from_function(
     function: ToolFunction,
     *,
@@ -231,14 +397,30 @@ def tool_from_function(
     timeout_s: float | None = None,
     idempotent: bool = False,
 ) -> Tool:
-    """Build a `Tool`, deriving the schema from hints and docstring unless `parameters` is given."""
-    summary, arg_docs = _doc_parts(function.__doc__)
+    """Build a `Tool`, deriving the schema from hints and docstring unless `parameters` is given.
+
+    `function` may be a plain or ``async`` function, a ``functools.partial`` (arguments bound by
+    position leave the schema, by keyword become defaults; the name and docstring are the wrapped
+    function's) or a callable object (its ``__call__`` gives the hints and docstring; pass `name`).
+    """
+    if not callable(function):
+        raise UsageError(f"a tool must be callable; got {function!r}")
+    target = _target(function)
+    if name is None and isinstance(function, functools.partial):
+        name = target.__name__
+    name = name or getattr(function, "__name__", None)
+    if not name:
+        raise UsageError(f"cannot tell what to call the tool {function!r}: pass name=...")
+    doc = function.__doc__ if inspect.isroutine(function) else target.__doc__
+    if doc is None and not inspect.isroutine(function) and not isinstance(function, functools.partial):
+        doc = type(function).__doc__
+    summary, arg_docs = _doc_parts(doc)
     if parameters is None:
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(target)
         props: dict[str, Any] = {}
         required: list[str] = []
         for pname, param in inspect.signature(function).parameters.items():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
                 continue
             schema = json_schema_for(hints.get(pname, param.annotation))
             if pname in arg_docs:
@@ -248,7 +430,7 @@ def tool_from_function(
                 required.append(pname)
         parameters = {"type": "object", "properties": props, "required": required}
     return Tool(
-        name=name or function.__name__,
+        name=name,
         function=function,
         description=description if description is not None else summary,
         parameters=parameters,
@@ -262,6 +444,8 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool | ToolFunction] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.any_idempotent = False
+        """Whether some tool is `Tool.idempotent` (else cross-round history is kept only on request)."""
         for item in tools:
             self.add(item if isinstance(item, Tool) else tool_from_function(item))
 
@@ -269,6 +453,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise UsageError(f"a tool named {tool.name!r} is already registered; names must be unique")
         self._tools[tool.name] = tool
+        self.any_idempotent = self.any_idempotent or tool.idempotent
         return tool
 
     def register(

@@ -142,6 +142,7 @@ class Trace:
                 "max_rounds": cfg.max_rounds,
                 "concurrency": cfg.concurrency,
                 "error_policy": cfg.error_policy,
+                "all_failed_policy": cfg.all_failed_policy,
                 "dedupe": cfg.dedupe,
                 "dedupe_across_rounds": cfg.dedupe_across_rounds,
                 "round_trip_s": cfg.round_trip_s,

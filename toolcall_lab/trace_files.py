@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import TraceError, TraceFormatError
+from toolcall_lab.records import ToolExecution
 from toolcall_lab.redaction import SECRET_KEYS, redact, redact_stream, secret_warnings
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace
 
@@ -211,38 +212,97 @@ def unknown_fields(doc: Any) -> list[str]:
 
 
 def unanswered_calls(trace: Trace) -> list[str]:
-    """Tool calls without a result: no execution, none sent back to the model, or none recorded."""
+    """Tool calls without a result: no execution at their position, none sent back to the model in the
+    next request, a different result sent than the one recorded, or none recorded by the source."""
     out: list[str] = []
     rounds = trace.rounds
     for k, r in enumerate(rounds):
-        by_id: dict[str, list[Any]] = {}
-        for e in r.executions:
-            by_id.setdefault(e.tool_call_id, []).append(e)
-        following = rounds[k + 1].request_messages if k + 1 < len(rounds) else None
-        answered = (
-            {m.get("tool_call_id") for m in following if m.get("role") == "tool"} if following else None
+        sent = (
+            _answers_in(rounds[k + 1].request_messages, r.assistant_message) if k + 1 < len(rounds) else None
         )
-        for call in r.tool_calls:
+        if sent is None and k + 1 < len(rounds) and r.tool_calls:
+            out.append(
+                f"rounds[{r.round_index}]: its assistant message is not in the next request, so what the "
+                "model was sent for its calls cannot be checked"
+            )
+        answers: dict[str, list[dict[str, Any]]] = {}
+        for m in sent or []:
+            answers.setdefault(m.get("tool_call_id") or "", []).append(m)
+        by_id: dict[str, list[ToolExecution]] = {}
+        if len(r.executions) != len(r.tool_calls):  # not one per call: find each call's by id
+            out.append(
+                f"rounds[{r.round_index}]: {len(r.tool_calls)} call(s) but {len(r.executions)} execution(s)"
+            )
+            for e in r.executions:
+                by_id.setdefault(e.tool_call_id, []).append(e)
+        for pos, call in enumerate(r.tool_calls):
             where = f"rounds[{r.round_index}] call {call.tool_call_id} ({call.name})"
-            found = by_id.get(call.tool_call_id)
-            if not found:
-                out.append(f"{where}: no execution recorded")
+            if by_id or len(r.executions) != len(r.tool_calls):
+                found = by_id.get(call.tool_call_id)
+                ex = found.pop(0) if found else None
+            else:
+                ex = r.executions[pos]
+            if ex is None or ex.tool_call_id != call.tool_call_id:
+                other = f" (the execution at its position is for {ex.tool_call_id})" if ex is not None else ""
+                out.append(f"{where}: no execution recorded{other}")
                 continue
-            ex = found.pop(0)
             if ex.status == "skipped":
                 continue  # first_only: no result is sent back, on purpose
             if ex.result == RESULT_NOT_RECORDED:
                 out.append(f"{where}: its result was not recorded by the source")
-            elif (
-                answered is not None and rounds[k + 1].request_messages and call.tool_call_id not in answered
-            ):
+                continue
+            if sent is None:
+                continue
+            given = answers.get(call.tool_call_id)
+            answer = given.pop(0) if given else None
+            if answer is None:
                 out.append(f"{where}: the next request does not answer it")
+            elif answer.get("content") != ex.result:
+                out.append(
+                    f"{where}: the next request answers it with {_clip(answer.get('content'))}, but the "
+                    f"recorded result is {_clip(ex.result)}"
+                )
     return out
+
+
+def _clip(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _answers_in(
+    request: tuple[dict[str, Any], ...], assistant: dict[str, Any]
+) -> list[dict[str, Any]] | None:
+    """The tool messages right after `assistant` in a request (None when it is not there)."""
+    for i in range(len(request) - 1, -1, -1):
+        if request[i] == assistant:
+            out = []
+            for m in request[i + 1 :]:
+                if m.get("role") != "tool":
+                    break
+                out.append(m)
+            return out
+    return None
+
+
+def final_conversation(trace: Trace) -> list[dict[str, Any]]:
+    """The conversation as the run left it: the last request, the last response, its results."""
+    if not trace.rounds:
+        return list(trace.initial_messages)
+    last = trace.rounds[-1]
+    return [
+        *last.request_messages,
+        last.assistant_message,
+        *(e.to_message() for e in last.executions if e.answered),
+    ]
 
 
 def validate(path: str | Path) -> tuple[Trace, list[str]]:
     """Load a trace and list warnings: possible secrets (schema properties merely named like one are
-    not), unanswered tool calls, unknown fields, protocol breaks; raises on unusable files."""
+    not), tool calls without a result (by position; also a next request that answers a call with
+    another text than its recorded result), unknown fields, and protocol breaks anywhere in the
+    conversation (first_only's skipped calls, unanswered on purpose, excepted); raises on unusable
+    files."""
     from toolcall_lab.protocol import validate_messages
 
     p = Path(path)
@@ -251,12 +311,10 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     warnings = [f"possible secret: {w}" for w in secret_warnings(doc)]
     warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace)]
     warnings += [f"unknown field: {f}" for f in unknown_fields(doc)]
-    if trace.rounds:
-        last = trace.rounds[-1]
-        messages = [*last.request_messages, last.assistant_message]
-        warnings += [
-            f"rounds[{last.round_index}].request.messages: {v}"
-            for v in validate_messages(messages)
-            if v.kind != "unanswered_call"
-        ]
+    skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]
+    for v in validate_messages(final_conversation(trace)):
+        if v.kind == "unanswered_call" and v.tool_call_id in skipped:
+            skipped.remove(v.tool_call_id)
+            continue
+        warnings.append(f"protocol: {v}")
     return trace, warnings

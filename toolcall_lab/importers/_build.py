@@ -15,11 +15,11 @@ the durations only. The trace's mode is what the source shows: ``parallel`` when
 of some batch overlapped, ``sequential`` when every batch with timings ran one call after another;
 the notes say which batches showed what (and when nothing did).
 
-Where the loop would end a run the recorded agent continued (every call of a round failed), the
-segment is split there and the next model call starts a new trace holding the conversation so far:
-no call is dropped. A segment whose recording stops after tool calls gets one closing round, a
-placeholder marked as such (`Round.placeholder`, 0 s), and the trace's outcome says why it is
-incomplete. A call whose result the source does not hold has status ``not_recorded``.
+The recorded agent decided when to stop, not toolcall_lab's loop: imported traces are built and
+replayed with ``all_failed_policy="continue"`` (recorded in their settings), so a round whose calls
+all failed is followed by the next recorded model call, as it was. A segment whose recording stops
+after tool calls gets one closing round, a placeholder marked as such (`Round.placeholder`, 0 s),
+and the trace's outcome says why it is incomplete. A call whose result the source does not hold has status ``not_recorded``.
 """
 
 from __future__ import annotations
@@ -102,7 +102,6 @@ __all__ = [
     "placeholder_payload",
     "safe_tool_name",
     "slugify",
-    "split_on_failed_rounds",
     "stamp_or_none",
     "text_of",
 ]
@@ -116,19 +115,6 @@ class ImportBuildError(ToolcallLabError):
 # building
 
 
-def _all_failed(turn: Turn, batch: int = 0) -> bool:
-    """Whether the loop will count every call of this turn as failed (a recorded error, or arguments
-    it will not run: the loop then ends the run). A result the source does not hold is no failure."""
-    if not turn.results:
-        return False
-    calls = parse_turn(turn.payloads, batch).tool_calls
-    return all(
-        r.status in ("error", "timeout")
-        or (k < len(calls) and (calls[k].args is None or not calls[k].complete))
-        for k, r in enumerate(turn.results)
-    )
-
-
 def conversation(turns: Sequence[Turn], *, first_batch: int = 0) -> list[dict[str, Any]]:
     """The messages the loop appends for these turns: each assistant message, then its results."""
     out: list[dict[str, Any]] = []
@@ -138,34 +124,6 @@ def conversation(turns: Sequence[Turn], *, first_batch: int = 0) -> list[dict[st
         for call, result in zip(parsed.tool_calls, turn.results, strict=False):
             out.append({"role": "tool", "tool_call_id": call.tool_call_id, "content": result.text})
     return out
-
-
-def split_on_failed_rounds(segment: Segment) -> list[Segment]:
-    """Split where every call of a round failed and the recording goes on (the loop would stop).
-
-    The parts keep the segment's title and slug; `build_result` numbers them."""
-    parts: list[Segment] = []
-    current = segment
-    while True:
-        cut = next((k for k, t in enumerate(current.turns[:-1]) if _all_failed(t, k)), None)
-        if cut is None:
-            parts.append(current)
-            break
-        head_turns, tail_turns = current.turns[: cut + 1], current.turns[cut + 1 :]
-        parts.append(
-            replace(
-                current,
-                turns=head_turns,
-                status="incomplete",
-                reason="continued_in_next_part",
-                error=(
-                    f"every call of round {len(head_turns) - 1} failed; toolcall_lab's loop ends a run "
-                    "there but the recorded agent went on: the rest is the next part"
-                ),
-            )
-        )
-        current = replace(current, initial=[*current.initial, *conversation(head_turns)], turns=tail_turns)
-    return parts
 
 
 def _chunks(turn: Turn, where: str, issues: list[Issue]) -> tuple[tuple[TimedChunk, ...], ChunkTiming]:
@@ -240,7 +198,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         raise ImportBuildError("no model response to import")
     last = parse_turn(turns[-1].payloads, len(turns) - 1)
     status, reason, error = segment.status, segment.reason, segment.error
-    if last.tool_calls and not _all_failed(turns[-1], len(turns) - 1):  # (then the loop stops itself)
+    if last.tool_calls:
         closing, why = _closing(turns, reason, segment.closing)
         turns.append(closing)
         if reason == "final_answer":  # the source said nothing more specific
@@ -251,7 +209,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     for k, turn in enumerate(turns):
         parsed = parse_turn(turn.payloads, k)
         calls = parsed.tool_calls
-        if calls and k == len(turns) - 1 and not _all_failed(turn, k):
+        if calls and k == len(turns) - 1:
             raise ImportBuildError(f"round {k}: the last response still has tool calls")
         if not calls and k < len(turns) - 1:
             raise ImportBuildError(
@@ -308,7 +266,14 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     )
     tool_rounds = sum(1 for r in rounds if r.tool_calls)
     try:
-        result = replay(draft, mode, check="off", max_rounds=tool_rounds + 1, dedupe=False)
+        result = replay(
+            draft,
+            mode,
+            check="off",
+            max_rounds=tool_rounds + 1,
+            dedupe=False,
+            all_failed_policy="continue",  # the recorded agent went on; so does its replay
+        )
     except ToolcallLabError as exc:
         raise ImportBuildError(f"the loop could not replay it: {exc}") from exc
     if len(result.rounds) != len(rounds):
@@ -482,9 +447,9 @@ def build_result(
     source_model_calls: int,
     issues: Iterable[Issue] = (),
 ) -> ImportResult:
-    """Build every segment (splitting where the loop would stop), number the parts, collect the report."""
+    """Build every segment, number segments that share a name, collect the report."""
     found = list(issues)
-    parts = [part for segment in segments for part in split_on_failed_rounds(segment)]
+    parts = list(segments)
     per_slug: dict[str, int] = {}
     for part in parts:
         per_slug[part.slug] = per_slug.get(part.slug, 0) + 1

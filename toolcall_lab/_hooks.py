@@ -1,0 +1,183 @@
+"""Hooks into a run, and calling them: a hook's failure is recorded (`HookFailure`) and handled by
+policy, never a crash; a BaseException it raises is carried out of the run's tasks (`Interrupted`);
+a cancellation it catches while the run is being cut off does not stop the cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolcall_lab._outcomes import error_text, verdict
+from toolcall_lab.exceptions import UsageError
+from toolcall_lab.messages import ToolCall
+from toolcall_lab.records import HookFailure, HookName, Timing, ToolExecution
+
+Approval = bool | str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hooks:
+    """Optional callbacks into a run; each may be a plain function or a coroutine function.
+
+    approve_call(call) -> True/None to run it, False or a reason string to reject it.
+    approve_result(call, execution) -> True/None to send the result, False/reason to withhold it.
+    before_model_call(messages) -> the message list to send, or None to send the list it was given
+    (edited in place or not). It gets a copy: edits apply to this model call only, never to the
+    conversation or the record of earlier calls.
+    on_tool_start(call), on_tool_complete(execution), on_model_chunk(payload): notifications (the
+    payload is a copy: the recorded chunk stays as the model sent it).
+
+    An approval hook returning anything else (``1``, ``[]``, ``"yes"`` is a reason!) is a hook failure:
+    only True, None, False and strings mean something. Where the time goes: ``approve_call`` runs for
+    the whole batch, one call after another, before any call starts (in every mode); ``on_tool_start``
+    runs before the call's start time, ``approve_result`` and ``on_tool_complete`` after its end time,
+    so hook time is never part of a tool's duration; it shows as the gap between a call's end and the
+    next event. A run cut off while a call's result hook runs keeps the call's outcome (a result not yet
+    approved is ``withheld``).
+
+    When a hook raises, the failure is recorded (`HookFailure`: the hook, the call, the error, what
+    followed) and the run follows this policy:
+
+    - approve_call: the call is rejected, with the error as the reason (it does not run);
+    - approve_result: the result is withheld (the call ran; status ``withheld``);
+    - before_model_call: the run stops before that model call (status ``failed``, reason ``hook_error``);
+    - on_tool_start, on_tool_complete, on_model_chunk (and the ``on_event`` listener): notifications
+      only; the failure is recorded and the run goes on unchanged.
+
+    KeyboardInterrupt and other BaseExceptions from a hook propagate out of `run` (with the partial
+    record attached as ``partial_result``), as they would from any Python call.
+    """
+
+    approve_call: Callable[[ToolCall], Approval | Awaitable[Approval]] | None = None
+    approve_result: Callable[[ToolCall, ToolExecution], Approval | Awaitable[Approval]] | None = None
+    before_model_call: Callable[[list[dict[str, Any]]], Any] | None = None
+    on_tool_start: Callable[[ToolCall], Any] | None = None
+    on_tool_complete: Callable[[ToolExecution], Any] | None = None
+    on_model_chunk: Callable[[dict[str, Any]], Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            hook = getattr(self, name)
+            if hook is not None and not callable(hook):
+                raise UsageError(
+                    f"Hooks.{name}={hook!r}: must be a function or coroutine function, or None for none"
+                )
+
+
+class Interrupted(Exception):
+    """Carries a BaseException that is not an `Exception` (KeyboardInterrupt, SystemExit, ...) raised
+    by a tool or hook through the run's tasks: asyncio would re-raise it straight out of the event
+    loop, past the code that keeps the record. `run` re-raises ``original`` with the partial record."""
+
+    def __init__(self, original: BaseException, where: str, execution: ToolExecution | None = None) -> None:
+        super().__init__(f"{where} raised {type(original).__name__}")
+        self.original = original
+        self.where = where
+        self.execution = execution
+        """The record of the call that raised it, when a tool did."""
+
+
+def being_cancelled() -> bool:
+    """Whether the current task has a cancellation request pending (as opposed to a CancelledError
+    that some code raised or let through on its own)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class HookCalls:
+    """Calling a run's hooks; `toolcall_lab._execution.Executor` builds on it."""
+
+    def __init__(self, hooks: Hooks, clock_timing: Timing) -> None:
+        self.hooks = hooks
+        self.clock_timing = clock_timing
+        self.round_index: int | None = None
+        """The round in progress (the loop sets it), for hook failure records."""
+        self.hook_failures: list[HookFailure] = []
+        self.on_hook_failure: Callable[[HookFailure], None] | None = None
+        """Called with each failure as it is recorded (the loop emits an event)."""
+        self._cancelling: Callable[[], int] = int  # (no run task: never; `int()` is 0)
+
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def watch(self, task: asyncio.Task[Any]) -> None:
+        """The run's task (the loop sets it): a cancellation request on it means the run is being cut
+        off, also inside a tool or hook that caught the CancelledError and went on."""
+        self._cancelling = task.cancelling
+
+    def _cut(self) -> bool:
+        """Whether the run is being cut off (abort, cancellation, deadline)."""
+        return self._cancelling() > 0
+
+    def hook_failed(
+        self, hook: HookName, exc: BaseException, effect: str, call: ToolCall | None, position: int | None
+    ) -> HookFailure:
+        failure = HookFailure(
+            hook=hook,
+            error=error_text(exc),
+            effect=effect,
+            at=self.now(),
+            round_index=self.round_index,
+            tool_call_id=None if call is None else call.tool_call_id,
+            position=position,
+            timing=self.clock_timing,
+        )
+        self.hook_failures.append(failure)
+        if self.on_hook_failure is not None:
+            self.on_hook_failure(failure)
+        return failure
+
+    async def ask(
+        self,
+        hook: HookName,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        *,
+        effect: str,
+        call: ToolCall | None = None,
+        position: int | None = None,
+    ) -> tuple[bool, Any]:
+        """Call a hook: (True, its value), or (False, the exception) after recording the failure."""
+        try:
+            value = fn(*args)
+            if inspect.isawaitable(value):
+                value = await value
+        except asyncio.CancelledError as exc:
+            if being_cancelled() or self._cut():
+                raise
+            self.hook_failed(hook, exc, effect, call, position)
+            return False, exc
+        except Exception as exc:  # a hook's bug is recorded and handled by policy, never a crash
+            if self._cut():  # raised while the run was cutting it off: the cut goes on
+                raise asyncio.CancelledError from exc
+            self.hook_failed(hook, exc, effect, call, position)
+            return False, exc
+        except BaseException as exc:
+            raise Interrupted(exc, f"hook {hook}") from exc
+        if self._cut():  # it caught the run's cancellation and returned: the cut goes on
+            raise asyncio.CancelledError
+        return True, value
+
+    async def approval(
+        self,
+        hook: HookName,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        effect: str,
+        call: ToolCall,
+        position: int | None,
+    ) -> str | None:
+        """An approval hook's verdict: None to go ahead, else the reason for saying no (a hook that
+        raises or answers something meaningless is recorded as failed, and says no)."""
+        ok, value = await self.ask(hook, fn, args, effect=effect, call=call, position=position)
+        if ok:
+            try:
+                return verdict(hook, value)
+            except TypeError as exc:
+                self.hook_failed(hook, exc, effect, call, position)
+                value = exc
+        return f"the {hook} hook failed ({error_text(value)})"
