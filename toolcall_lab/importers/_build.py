@@ -19,7 +19,8 @@ The recorded agent decided when to stop, not toolcall_lab's loop: imported trace
 replayed with ``all_failed_policy="continue"`` (recorded in their settings), so a round whose calls
 all failed is followed by the next recorded model call, as it was. A segment whose recording stops
 after tool calls gets one closing round, a placeholder marked as such (`Round.placeholder`, 0 s),
-and the trace's outcome says why it is incomplete. A call whose result the source does not hold has status ``not_recorded``.
+and the trace's outcome says why it is incomplete. A call whose result the source does not hold has
+status ``not_recorded``.
 """
 
 from __future__ import annotations
