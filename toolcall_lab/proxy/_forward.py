@@ -5,24 +5,26 @@ as bytes (an answer that is not a chat completion becomes a 502), replies render
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from aiohttp import web
 
-from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.proxy._wire import NO_RETRY, RETRYABLE, JSONError, dumps, error_body, loads, sse_events
 from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse
 
 
 class HTTPError(Exception):
-    """A reply the proxy makes itself: an OpenAI-style error with a status and a code."""
+    """A reply the proxy makes itself: an OpenAI-style error with a status and a code. Unless the code
+    is one a retry may cure (`_wire.RETRYABLE`), it says ``x-should-retry: false``."""
 
     def __init__(self, status: int, message: str, code: str) -> None:
         super().__init__(message)
         self.status, self.code = status, code
 
     def response(self) -> web.Response:
-        return json_reply(self.status, error_body(self.status, str(self), self.code))
+        headers = None if self.code in RETRYABLE else NO_RETRY
+        return json_reply(self.status, error_body(self.status, str(self), self.code), headers)
 
 
 class Reply(Exception):
@@ -42,16 +44,28 @@ class Forwarder:
 
     Args:
         upstream: where requests go.
-        timeout_s: time allowed for one upstream request (a 504 past it).
+        idle_timeout_s: an upstream request fails (504) when nothing comes for this long: no answer
+            yet, or no next piece of a stream. An upstream with a ``timeout_s`` of its own
+            (`HTTPUpstream`) enforces it itself, byte by byte; for any other the forwarder does.
+        total_timeout_s: time allowed for one upstream request from start to the end of its answer,
+            stream included (a 504 past it); None: no cap.
         model: model name sent upstream instead of the client's (None: the client's).
         stats: the server's counters (``upstream_calls``, ``passed_through``, ``errors``).
     """
 
     def __init__(
-        self, upstream: Upstream, *, timeout_s: float, model: str | None, stats: dict[str, int]
+        self,
+        upstream: Upstream,
+        *,
+        idle_timeout_s: float,
+        total_timeout_s: float | None,
+        model: str | None,
+        stats: dict[str, int],
     ) -> None:
         self.upstream = upstream
-        self.timeout_s = timeout_s
+        own = getattr(upstream, "timeout_s", None)
+        self.idle_timeout_s: float | None = None if isinstance(own, int | float) else idle_timeout_s
+        self.total_timeout_s = total_timeout_s
         self.model = model
         self.stats = stats
 
@@ -66,16 +80,51 @@ class Forwarder:
 
     async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
         self.stats["upstream_calls"] += 1
+        idle, total = self.idle_timeout_s, self.total_timeout_s
+        if idle is None and total is None:  # the upstream keeps its own idle timeout (the usual case)
+            try:
+                return await self.upstream.send(data, headers, stream=stream)
+            except UpstreamError as exc:
+                raise HTTPError(exc.status, str(exc), exc.code) from None
+        now = asyncio.get_running_loop().time()
+        deadline = now + total if total is not None else None
         try:
-            return await asyncio.wait_for(self.upstream.send(data, headers, stream=stream), self.timeout_s)
+            async with asyncio.timeout_at(_first(deadline, now + idle if idle is not None else None)):
+                reply = await self.upstream.send(data, headers, stream=stream)
         except TimeoutError:
             raise HTTPError(
-                504,
-                f"upstream did not answer within {self.timeout_s:g} s",
-                "upstream_timeout",
+                504, self._timeout_message(deadline, "did not answer"), "upstream_timeout"
             ) from None
         except UpstreamError as exc:
             raise HTTPError(exc.status, str(exc), exc.code) from None
+        if reply.stream is not None:
+            reply.stream = self._timed(reply.stream, deadline)
+        return reply
+
+    def _timeout_message(self, deadline: float | None, what: str) -> str:
+        if deadline is not None and asyncio.get_running_loop().time() >= deadline - 1e-3:
+            return (
+                f"upstream {what} within {self.total_timeout_s:g} s "
+                "(--upstream-total-timeout, a cap on the whole request)"
+            )
+        return f"upstream sent nothing for {self.idle_timeout_s:g} s (--upstream-timeout, an idle timeout)"
+
+    async def _timed(self, stream: AsyncIterator[bytes], deadline: float | None) -> AsyncIterator[bytes]:
+        """The stream, ending with an `UpstreamError` (504) when a piece takes longer than the idle
+        timeout or the total cap is reached."""
+        iterator = aiter(stream)
+        idle = self.idle_timeout_s
+        while True:
+            now = asyncio.get_running_loop().time()
+            try:
+                async with asyncio.timeout_at(_first(deadline, now + idle if idle is not None else None)):
+                    data = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                what = "did not finish its stream"
+                raise UpstreamError(self._timeout_message(deadline, what), 504, "upstream_timeout") from None
+            yield data
 
     async def call_upstream(
         self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
@@ -167,6 +216,13 @@ class Forwarder:
                 headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
             )
         return json_reply(200, response)
+
+
+def _first(a: float | None, b: float | None) -> float | None:
+    """The earlier of two deadlines (None: none)."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def _is_event_stream(headers: Mapping[str, str]) -> bool:

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -67,23 +66,25 @@ from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
 from toolcall_lab.proxy._wire import (
     JSONError,
     dumps,
-    error_body,
     hand_out_reply,
     loads,
-    template_of,
+    request_digest,
+    split_response,
 )
 from toolcall_lab.proxy.batches import (
     Batch,
     MalformedBatch,
     Split,
     Tombstone,
+    check_unedited,
     merged,
+    pairs_at_end,
     result_digest,
     scan,
     session_key,
     translate,
 )
-from toolcall_lab.proxy.ids import new_tag
+from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse
 from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits, TooLarge
 from toolcall_lab.proxy.upstreams import Upstream, serve
 
@@ -104,6 +105,10 @@ class ProxySettings:
     max_body_bytes: int = 32 * 1024 * 1024
     """Largest request body accepted (a larger one gets a JSON 413)."""
     upstream_timeout_s: float = 120.0
+    """An idle timeout: an upstream request fails (504) when the upstream sends nothing for this long,
+    waiting for its answer or between two pieces of a stream. A stream that keeps flowing is never cut."""
+    upstream_total_timeout_s: float | None = None
+    """A cap on a whole upstream request, stream included (None, the default: no cap)."""
     model: str | None = None
     """Model name sent upstream instead of the client's (None: the client's)."""
     sweep_s: float = 1.0
@@ -115,6 +120,11 @@ class ProxySettings:
         if not self.upstream_timeout_s > 0:
             raise UsageError(
                 f"ProxySettings.upstream_timeout_s={self.upstream_timeout_s!r}: must be > 0 seconds"
+            )
+        if self.upstream_total_timeout_s is not None and not self.upstream_total_timeout_s > 0:
+            raise UsageError(
+                f"ProxySettings.upstream_total_timeout_s={self.upstream_total_timeout_s!r}: must be > 0 "
+                "seconds, or None for no cap"
             )
         if not self.sweep_s > 0:
             raise UsageError(f"ProxySettings.sweep_s={self.sweep_s!r}: must be > 0 seconds")
@@ -157,13 +167,21 @@ class _Locks:
                 del self._held[name]
 
 
+_ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
+
+
 def _not_routed(request: web.BaseRequest) -> web.Response:
     """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405), not aiohttp's text."""
-    if request.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions", "/health"):
+    if request.path in _ROUTES:
         status, reason = 405, f"method {request.method} not allowed on {request.path}"
+    elif request.path.rstrip("/") in _ROUTES:
+        status = 404
+        reason = (
+            f"no such endpoint: {request.method} {request.path} (did you mean {request.path.rstrip('/')}?)"
+        )
     else:
         status, reason = 404, f"no such endpoint: {request.method} {request.path}"
-    return json_reply(status, error_body(status, reason, "http_error"))
+    return HTTPError(status, reason, "http_error").response()
 
 
 class ProxyServer:
@@ -202,8 +220,15 @@ class ProxyServer:
             "calls_left_out": 0,
             "errors": 0,
         }
+        idle = getattr(upstream, "timeout_s", None)
+        if isinstance(idle, int | float):  # the upstream keeps its own idle timeout, never a longer one
+            upstream.timeout_s = min(idle, self.settings.upstream_timeout_s)  # type: ignore[attr-defined]
         self.forward = Forwarder(
-            upstream, timeout_s=self.settings.upstream_timeout_s, model=self.settings.model, stats=self.stats
+            upstream,
+            idle_timeout_s=self.settings.upstream_timeout_s,
+            total_timeout_s=self.settings.upstream_total_timeout_s,
+            model=self.settings.model,
+            stats=self.stats,
         )
         self._locks = _Locks()
         """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
@@ -286,15 +311,15 @@ class ProxyServer:
             return await self._idempotent(key, request, raw)
 
     async def _idempotent(self, key: str, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = request_digest(raw)
         stored = self.store.reply_for(key)
         if stored is not None:
             if stored.request_hash != digest:
                 self.stats["conflicts"] += 1
                 return HTTPError(
                     409,
-                    f"Idempotency-Key {key!r} was already used for a different request body; use a new key "
-                    "for a new request",
+                    f"Idempotency-Key {key!r} was already used for a different request body (compared as "
+                    "JSON: spacing and key order aside); use a new key for a new request",
                     "idempotency_key_reused",
                 ).response()
             if not stored.kept:
@@ -355,6 +380,9 @@ class ProxyServer:
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
             return await self.forward.pass_through(request, body, raw, changed=False)
+        queued = self.queued_tail(messages)
+        if queued is not None:  # the next result of a batch the proxy holds: served from its queue
+            return await self.continue_batch(request, body, messages, [], {}, queued)
         try:
             splits = scan(messages)
         except MalformedBatch as exc:
@@ -379,7 +407,9 @@ class ProxyServer:
             if retry is not None:  # the same request again under the same x-session-id
                 self.stats["served_from_queue"] += 1
                 self.store.touch(retry)
-                return self.forward.render(body, hand_out_reply(retry.template, retry.hand_out(0), 0))
+                return self.forward.render(
+                    body, hand_out_reply(retry.template, retry.choice, retry.hand_out(0), 0)
+                )
         upstream_messages = translate(messages, history, forms)
         if not serial:
             return await self.forward.pass_through(
@@ -388,6 +418,20 @@ class ProxyServer:
         response = await self.forward.call_upstream(request, body, upstream_messages)
         return self.forward.render(body, self.open_batch(response, key))
 
+    def queued_tail(self, messages: list[dict[str, Any]]) -> Split | None:
+        """The fast path: `messages` end with a result for a batch the proxy holds, exactly as handed
+        out, and the batch still has calls to hand out (so nothing goes upstream)."""
+        last = messages[-1] if messages else None
+        if last is None or last.get("role") != "tool":
+            return None
+        pid = parse(last.get("tool_call_id"))
+        if pid is None or pid.position + 1 >= pid.n_calls:
+            return None
+        batch = self.store.get(pid.tag)
+        if batch is None or batch.n_calls != pid.n_calls:
+            return None
+        return pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+
     # --- batches ---------------------------------------------------------------------------------
 
     def history_form(self, split: Split, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -395,7 +439,9 @@ class ProxyServer:
         finished when the client holds every result, else interrupted (see the module docstring)."""
         batch = self.store.get(split.tag)
         if batch is None:
-            form, left_out = merged(None, split, messages)
+            tomb = self.store.tombstone(split.tag)
+            self.check_calls(split, None, tomb)
+            form, left_out = merged(None, split, messages, tomb)
             self.stats["batches_rebuilt_from_client"] += 1
             if left_out:
                 self.stats["calls_left_out"] += left_out
@@ -410,6 +456,7 @@ class ProxyServer:
                 )
             return form
         self.check_ids(batch, split)
+        self.check_calls(split, batch, None)
         if batch.state == "open":
             batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
             self.stats["batches_finished" if batch.state == "finished" else "batches_interrupted"] += 1
@@ -420,6 +467,10 @@ class ProxyServer:
 
     def check_ids(self, batch: Batch, split: Split) -> None:
         """The client's copies of the batch's ids must be exactly the ones handed out."""
+        if split.n_calls == batch.n_calls:
+            ids = batch.client_ids
+            if all(call.get("id") == ids[p] for p, (_, call) in split.calls.items()):
+                return
         for position, (index, call) in split.calls.items():
             if split.n_calls != batch.n_calls or call.get("id") != batch.client_id(position):
                 expected = batch.client_id(position) if position < batch.n_calls else "none"
@@ -430,6 +481,14 @@ class ProxyServer:
                     "back exactly as received",
                     "invalid_batch_messages",
                 )
+
+    @staticmethod
+    def check_calls(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
+        """The client's copies of the calls must be the calls handed out (a 400 names an edited one)."""
+        try:
+            check_unedited(split, batch, tomb)
+        except MalformedBatch as exc:
+            raise HTTPError(400, str(exc), "invalid_batch_messages") from None
 
     async def continue_batch(
         self,
@@ -462,6 +521,7 @@ class ProxyServer:
         if batch is None:
             return await self.rebuild_or_gone(request, body, messages, history, forms, tail)
         self.check_ids(batch, tail)
+        self.check_calls(tail, batch, None)
         n_calls, given = batch.n_calls, tail.answered
         for p in range(min(given, batch.answered)):
             index, message = tail.results[p]
@@ -498,7 +558,9 @@ class ProxyServer:
             self.store.touch(batch)
         if given < n_calls:
             self.stats["served_from_queue"] += 1
-            return self.forward.render(body, hand_out_reply(batch.template, batch.hand_out(given), given))
+            return self.forward.render(
+                body, hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
+            )
         if batch.final is not None:  # a retry of the request that completed the batch
             self.stats["retries_replayed"] += 1
             return self.forward.render(body, batch.final)
@@ -534,7 +596,8 @@ class ProxyServer:
             )
         if tail.answered < tail.n_calls:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
-        form, _ = merged(None, tail, messages)
+        self.check_calls(tail, None, tomb)
+        form, _ = merged(None, tail, messages, tomb)
         self.stats["batches_rebuilt_from_client"] += 1
         response = await self.forward.call_upstream(
             request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
@@ -585,14 +648,23 @@ class ProxyServer:
                 f"upstream answered with tool_calls that are not all objects: {dumps(calls)[:300]!r}",
                 "upstream_bad_response",
             )
+        if len(calls) > MAX_CALLS:
+            raise HTTPError(
+                507,
+                f"the model answered with {len(calls)} tool calls; the proxy hands out at most {MAX_CALLS} "
+                "calls of one answer one at a time. Nothing was kept and no call was handed out.",
+                "batch_too_large",
+            )
         tag = new_tag()
         while self.store.in_use(tag):  # pragma: no cover - 48 random bits
             tag = new_tag()
         now = self.clock()
+        template, choice = split_response(response)
         batch = Batch(
             tag=tag,
             message=message,  # parsed from the upstream's bytes for this request alone; never mutated
-            template=template_of(response),
+            template=template,
+            choice=choice,
             session_key=key,
             created_at=now,
             touched_at=now,
@@ -608,7 +680,7 @@ class ProxyServer:
                 "batch_too_large",
             ) from None
         self.stats["batches_opened"] += 1
-        return hand_out_reply(batch.template, batch.hand_out(0), 0)
+        return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
 
 
 def _body_bytes(response: web.Response) -> bytes:
