@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from aiohttp import web
-
+from toolcall_lab.proxy._httpd import Reply as HTTPReply
+from toolcall_lab.proxy._httpd import Request, Response, StreamResponse
 from toolcall_lab.proxy._wire import NO_RETRY, RETRYABLE, JSONError, dumps, error_body, loads, sse_events
 from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse
 
@@ -22,7 +22,7 @@ class HTTPError(Exception):
         super().__init__(message)
         self.status, self.code = status, code
 
-    def response(self) -> web.Response:
+    def response(self) -> Response:
         headers = None if self.code in RETRYABLE else NO_RETRY
         return json_reply(self.status, error_body(self.status, str(self), self.code), headers)
 
@@ -30,13 +30,16 @@ class HTTPError(Exception):
 class Reply(Exception):
     """A finished response to send as it is (an upstream error passed through)."""
 
-    def __init__(self, response: web.Response) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response.status)
         self.response = response
 
 
-def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=dumps(value), content_type="application/json", headers=headers)
+def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> Response:
+    out = {"Content-Type": "application/json"}
+    if headers:
+        out.update(headers)
+    return Response(status, dumps(value), out)
 
 
 class Forwarder:
@@ -127,7 +130,7 @@ class Forwarder:
             yield data
 
     async def call_upstream(
-        self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
+        self, request: Request, body: dict[str, Any], messages: list[dict[str, Any]]
     ) -> dict[str, Any]:
         """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
         reply = await self.send(
@@ -153,7 +156,7 @@ class Forwarder:
             )
         return response
 
-    def upstream_error(self, reply: UpstreamResponse) -> web.Response:
+    def upstream_error(self, reply: UpstreamResponse) -> Response:
         """An upstream error as the client must see it: same status, body and Retry-After."""
         try:
             parsed = loads(reply.body)
@@ -161,16 +164,14 @@ class Forwarder:
             parsed = None
         headers = {k: v for k, v in reply.headers.items() if k.lower() != "content-type"}
         if isinstance(parsed, dict):
-            return web.Response(
-                status=reply.status, body=reply.body, content_type="application/json", headers=headers
-            )
+            return Response(reply.status, reply.body, {"Content-Type": "application/json", **headers})
         text = reply.body[:2000].decode("utf-8", "replace")
         message = f"upstream answered {reply.status} with a non-JSON body: {text!r}"
         return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
 
     async def pass_through(
-        self, request: web.BaseRequest, body: dict[str, Any], raw: bytes, *, changed: bool
-    ) -> web.StreamResponse:
+        self, request: Request, body: dict[str, Any], raw: bytes, *, changed: bool
+    ) -> HTTPReply:
         """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
         self.stats["passed_through"] += 1
         stream = body.get("stream") is True
@@ -192,28 +193,30 @@ class Forwarder:
         if reply.stream is None:
             if 200 <= reply.status < 300:
                 self.chat_completion(reply)  # a 502 unless it is one
-            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
-        out = web.StreamResponse(status=reply.status, headers=reply.headers)
+            return Response(reply.status, reply.body, reply.headers)
+        return StreamResponse(reply.status, reply.headers, self._relay(reply))
+
+    async def _relay(self, reply: UpstreamResponse) -> AsyncIterator[bytes]:
+        """The upstream's stream as it comes; if it breaks off, an error event says so in the stream.
+        The connection goes back to the pool (or closes) however the stream ends."""
+        assert reply.stream is not None
         try:
-            await out.prepare(request)
             async for data in reply.stream:
-                await out.write(data)
-        except UpstreamError as exc:  # the upstream broke off mid-stream: say so in the stream
+                yield data
+        except UpstreamError as exc:
             self.stats["errors"] += 1
-            await out.write(b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n")
+            yield b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n"
         finally:
             await reply.release()
-        await out.write_eof()
-        return out
 
-    def render(self, body: dict[str, Any], response: dict[str, Any]) -> web.Response:
+    def render(self, body: dict[str, Any], response: dict[str, Any]) -> Response:
         """A reply as the client asked for it: JSON, or the same as server-sent events."""
         if body.get("stream") is True:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return web.Response(
-                status=200,
-                body=b"".join(sse_events(response, include_usage=include)),
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+            return Response(
+                200,
+                b"".join(sse_events(response, include_usage=include)),
+                {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
             )
         return json_reply(200, response)
 

@@ -1,4 +1,4 @@
-"""The serialized proxy as an OpenAI-compatible HTTP server (aiohttp).
+"""The serialized proxy as an OpenAI-compatible HTTP server.
 
 For a request with ``parallel_tool_calls: false`` whose upstream answer holds N > 1 tool calls, the
 client receives only the first call; each tool result it sends back is answered with the next call
@@ -59,10 +59,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
+from toolcall_lab.proxy._httpd import HTTPServer, Request, Response, StreamResponse
+from toolcall_lab.proxy._httpd import Reply as HTTPReply
 from toolcall_lab.proxy._wire import (
     JSONError,
     dumps,
@@ -86,11 +86,12 @@ from toolcall_lab.proxy.batches import (
 )
 from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse
 from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits, TooLarge
-from toolcall_lab.proxy.upstreams import Upstream, serve
+from toolcall_lab.proxy.upstreams import Upstream
 
 logger = logging.getLogger("toolcall_lab.proxy")
 SESSION_HEADER = "x-session-id"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_HEADER = "idempotency-key"
+"""Header names as the server reads them (lower case)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +171,7 @@ class _Locks:
 _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
 
 
-def _not_routed(request: web.BaseRequest) -> web.Response:
+def _not_routed(request: Request) -> Response:
     """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405), not aiohttp's text."""
     if request.path in _ROUTES:
         status, reason = 405, f"method {request.method} not allowed on {request.path}"
@@ -232,16 +233,15 @@ class ProxyServer:
         )
         self._locks = _Locks()
         """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
-        self._runner: web.BaseRunner | None = None
+        self._http: HTTPServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on host:port (port 0 picks a free one); returns the base URL ending in /v1."""
-        self._runner, url = await serve(
-            self.dispatch, host, port, max_body_bytes=self.settings.max_body_bytes
-        )
+        self._http = HTTPServer(self.dispatch, self.refusal, max_body_bytes=self.settings.max_body_bytes)
+        url = await self._http.start(host, port)
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return url
 
@@ -251,9 +251,9 @@ class ProxyServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
         await self.upstream.close()
         self.store.close()
 
@@ -266,7 +266,7 @@ class ProxyServer:
         """Expire idle batches now (the server also does it every `sweep_s`)."""
         return self.store.sweep()
 
-    async def dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def dispatch(self, request: Request) -> HTTPReply:
         """The routes: POST /v1/chat/completions (or /chat/completions), GET /health; else JSON 404/405.
 
         A bug of the proxy's own still answers JSON (a 500 naming the exception; the traceback is logged).
@@ -286,31 +286,35 @@ class ProxyServer:
                 500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
             ).response()
 
-    async def health(self, request: web.BaseRequest) -> web.Response:
+    async def health(self, request: Request) -> Response:
         self.sweep()
         return json_reply(200, {"ok": True, **self.store.summary(), **self.stats})
 
     # --- requests --------------------------------------------------------------------------------
 
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    def refusal(self, status: int, message: str) -> Response:
+        """The reply to a request the HTTP server could not read: too large (413) or malformed."""
         self.stats["requests"] += 1
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            self.stats["errors"] += 1
+        self.stats["errors"] += 1
+        if status == 413:
             return HTTPError(
                 413,
                 f"request body is larger than the proxy's limit of {self.settings.max_body_bytes} bytes "
                 "(ProxySettings.max_body_bytes, --max-body-bytes)",
                 "body_too_large",
             ).response()
+        return HTTPError(status, f"malformed HTTP request: {message}", "invalid_http").response()
+
+    async def handle(self, request: Request) -> HTTPReply:
+        self.stats["requests"] += 1
+        raw = request.body
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
             return await self._answer(request, raw)
         async with self._locks.hold("key:" + key):
             return await self._idempotent(key, request, raw)
 
-    async def _idempotent(self, key: str, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
+    async def _idempotent(self, key: str, request: Request, raw: bytes) -> HTTPReply:
         digest = request_digest(raw)
         stored = self.store.reply_for(key)
         if stored is not None:
@@ -332,20 +336,18 @@ class ProxyServer:
                     "idempotent_reply_not_kept",
                 ).response()
             self.stats["retries_replayed"] += 1
-            return web.Response(
-                status=stored.status, body=stored.body, headers={"Content-Type": stored.content_type}
-            )
+            return Response(stored.status, stored.body, {"Content-Type": stored.content_type})
         response = await self._answer(request, raw)
         if 200 <= response.status < 300:
-            whole = isinstance(response, web.Response) and response.body is not None
-            streamed = not whole
-            body = _body_bytes(response) if isinstance(response, web.Response) and whole else b""
+            streamed = isinstance(response, StreamResponse)
+            body = response.body if isinstance(response, Response) else b""
+            kind = response.content_type if isinstance(response, Response) else "a stream passed through"
             self.store.keep_reply(
                 key,
                 StoredReply(
                     request_hash=digest,
                     status=response.status,
-                    content_type="a stream passed through" if streamed else response.content_type,
+                    content_type=kind,
                     body=body,
                     at=self.clock(),
                     kept=not streamed,
@@ -353,7 +355,7 @@ class ProxyServer:
             )
         return response
 
-    async def _answer(self, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
+    async def _answer(self, request: Request, raw: bytes) -> HTTPReply:
         try:
             return await self.respond(request, raw)
         except HTTPError as exc:
@@ -367,7 +369,7 @@ class ProxyServer:
             self.stats["errors"] += 1
             return reply.response
 
-    async def respond(self, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
+    async def respond(self, request: Request, raw: bytes) -> HTTPReply:
         try:
             body = loads(raw)
         except JSONError as exc:
@@ -492,13 +494,13 @@ class ProxyServer:
 
     async def continue_batch(
         self,
-        request: web.BaseRequest,
+        request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
-    ) -> web.StreamResponse:
+    ) -> HTTPReply:
         """A request ending with the next result of a batch (or a retry of an earlier one)."""
         name = "batch:" + tail.tag
         if tail.answered < tail.n_calls and name not in self._locks:
@@ -509,13 +511,13 @@ class ProxyServer:
 
     async def _continue(
         self,
-        request: web.BaseRequest,
+        request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
-    ) -> web.StreamResponse:
+    ) -> HTTPReply:
         serial = body.get("parallel_tool_calls") is False
         batch = self.store.get(tail.tag)
         if batch is None:
@@ -577,13 +579,13 @@ class ProxyServer:
 
     async def rebuild_or_gone(
         self,
-        request: web.BaseRequest,
+        request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
-    ) -> web.StreamResponse:
+    ) -> HTTPReply:
         """A continuation of a batch the proxy does not hold: forwarded when the client's messages hold
         the whole batch (every call and result), else a 410 saying what happened (never a partial batch)."""
         tomb = self.store.tombstone(tail.tag)
@@ -681,11 +683,6 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
-
-
-def _body_bytes(response: web.Response) -> bytes:
-    body = response.body
-    return body if isinstance(body, bytes) else bytes(body)  # type: ignore[arg-type]
 
 
 def _fields(settings: ProxySettings) -> dict[str, Any]:
