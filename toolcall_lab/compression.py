@@ -44,12 +44,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from toolcall_lab.exceptions import UsageError
+from toolcall_lab.protocol import ProtocolViolation, validate_messages
 from toolcall_lab.records import ToolExecution
-from toolcall_lab.tools import Tool, ToolRegistry
+from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
 
 CallState = Literal["success", "failed", "rejected", "not_answered", "unrecorded"]
 _FAILED = {"error", "timeout", "unknown_tool", "invalid_arguments", "cancelled"}
-_REF = re.compile(r"\$VAR_REF\{\{([^{}:]+)(?::(\d+))?(?::(\d+))?\}\}")
+_REF = re.compile(r"\$VAR_REF\{\{(.*?)\}\}", re.S)
+"""Any ``$VAR_REF{{...}}``; what is inside is checked by `VariableStore.resolve` (never left as is)."""
+_REF_PARTS = re.compile(r"\s*([A-Za-z0-9_]+)\s*(?::\s*(\d+)\s*)?(?::\s*(\d+)\s*)?")
+_OPEN_REF = "$VAR_REF{{"
+_SYNTAX = "$VAR_REF{{name}} or $VAR_REF{{name:start:length}} (start and length whole numbers >= 0)"
+
+
+class VarRefError(UsageError):
+    """A ``$VAR_REF{{...}}`` that cannot be resolved: unknown name, bad syntax, or start past the end."""
 
 
 def text_of(content: Any) -> str:
@@ -117,33 +126,52 @@ class VariableStore:
 
     def get(self, name: str) -> str | None:
         match = _REF.fullmatch(name.strip())
-        key = match.group(1) if match else name.strip().removeprefix("$").strip("{}")
+        key = match.group(1).strip() if match else name.strip().removeprefix("$").strip("{}")
         return self.values.get(key)
+
+    def _known(self) -> str:
+        return ", ".join(sorted(self.values)) or "none"
 
     def resolve(self, value: Any) -> Any:
         """`value` with every ``$VAR_REF{{name}}`` / ``$VAR_REF{{name:start:length}}`` replaced (recursively
-        through lists and dicts); an unknown name raises `UsageError` naming the known ones."""
+        through lists and dicts). Raises `VarRefError` for a reference it cannot resolve (unknown name,
+        naming the known ones; bad syntax; start past the end, naming the valid range): a reference is
+        never silently left as it was."""
         if isinstance(value, str):
-
-            def sub(m: re.Match[str]) -> str:
-                text = self.values.get(m.group(1))
-                if text is None:
-                    known = ", ".join(sorted(self.values)) or "none"
-                    raise UsageError(
-                        f"$VAR_REF{{{{{m.group(1)}}}}}: no such variable. Known variables: {known}"
-                    )
-                start = int(m.group(2) or 0)
-                return text[start:] if m.group(3) is None else text[start : start + int(m.group(3))]
-
-            return _REF.sub(sub, value)
+            if _OPEN_REF not in value:
+                return value
+            rest = _REF.sub("", value)
+            if _OPEN_REF in rest:  # an opening without its closing braces
+                where = rest.index(_OPEN_REF)
+                raise VarRefError(f"unterminated reference {rest[where : where + 60]!r}: write {_SYNTAX}")
+            return _REF.sub(self._substitute, value)
         if isinstance(value, list):
             return [self.resolve(v) for v in value]
         if isinstance(value, dict):
             return {k: self.resolve(v) for k, v in value.items()}
         return value
 
+    def _substitute(self, match: re.Match[str]) -> str:
+        inner = match.group(1)
+        parts = _REF_PARTS.fullmatch(inner)
+        if parts is None:
+            raise VarRefError(f"$VAR_REF{{{{{inner}}}}}: not a valid reference; write {_SYNTAX}")
+        name, start_text, length_text = parts.groups()
+        text = self.values.get(name)
+        if text is None:
+            raise VarRefError(f"$VAR_REF{{{{{inner}}}}}: no such variable. Known variables: {self._known()}")
+        start = int(start_text or 0)
+        if start and start >= len(text):
+            raise VarRefError(
+                f"$VAR_REF{{{{{inner}}}}}: start {start} is past the end of {name} ({len(text)} characters; "
+                f"valid start: 0 to {max(len(text) - 1, 0)})"
+            )
+        return text[start:] if length_text is None else text[start : start + int(length_text)]
+
     def resolving(self, tools: Iterable[Tool]) -> ToolRegistry:
-        """The same tools, resolving ``$VAR_REF{{...}}`` in their arguments before they run."""
+        """The same tools, resolving ``$VAR_REF{{...}}`` in their arguments before they run. A reference
+        that cannot be resolved means the tool does not run: the call is recorded ``invalid_arguments``
+        with a message saying what is wrong (the valid names or range)."""
         registry = ToolRegistry()
         for tool in tools:
             registry.add(
@@ -153,42 +181,106 @@ class VariableStore:
                     description=tool.description,
                     parameters=tool.parameters,
                     timeout_s=tool.timeout_s,
+                    idempotent=tool.idempotent,
                 )
             )
         return registry
 
     def read_variable_tool(self, name: str = "ReadVar") -> Tool:
-        """The tool the hint names: read a stored variable back, whole or a slice."""
+        """The tool the hint names: read a stored variable back, whole or a slice.
 
-        def read_var(name: str, start: int = 0, length: int | None = None) -> str:
-            """Read a cached tool result or arguments variable.
+        Outcomes are recorded as what they are: arguments of the wrong type or shape are
+        ``invalid_arguments`` (the read did not run), an unknown name or a start past the end is an
+        ``error`` naming the known variables or the valid range.
+        """
 
-            Args:
-                name: the variable name from the system context, e.g. get_weather_1_result
-                start: first character to return
-                length: how many characters to return (default: all)
-            """
-            value = self.get(name)
-            if value is None:
-                known = ", ".join(sorted(self.values)) or "none"
-                return f"Error: no variable {name!r}. Known variables: {known}."
-            return value[start:] if length is None else value[start : start + length]
+        def read_var(**arguments: Any) -> ToolOutcome:
+            return self._read(name, arguments)
 
-        from toolcall_lab.tools import tool_from_function
+        return Tool(
+            name=name,
+            function=read_var,
+            description="Read a cached tool result or arguments variable, whole or a slice.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "name": {
+                        "type": "string",
+                        "description": "the variable name from the system context, e.g. get_weather_1_result",
+                    },
+                    "start": {"type": "integer", "minimum": 0, "description": "first character to return"},
+                    "length": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "how many characters to return (default: all)",
+                    },
+                },
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+        )
 
-        return tool_from_function(read_var, name=name)
+    def _read(self, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
+        usage = f"{tool}(name: string, start: integer >= 0 = 0, length: integer >= 1 = all)"
+
+        def refuse(problem: str) -> ToolOutcome:
+            return ToolOutcome(
+                text=f"Error: {problem}. The call was not executed; call {usage}.", status="invalid_arguments"
+            )
+
+        unknown = sorted(set(arguments) - {"name", "start", "length"})
+        if unknown:
+            return refuse(f"unknown argument(s) {', '.join(map(repr, unknown))}")
+        name, start, length = arguments.get("name"), arguments.get("start", 0), arguments.get("length")
+        if not isinstance(name, str):
+            return refuse(
+                "missing argument 'name'" if name is None else f"'name' must be a string, not {name!r}"
+            )
+        if start is None:
+            start = 0
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            return refuse(f"'start' must be a whole number >= 0, not {start!r}")
+        if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 1):
+            return refuse(f"'length' must be a whole number >= 1 (or left out for all), not {length!r}")
+        value = self.get(name)
+        if value is None:
+            return ToolOutcome(
+                text=f"Error: no variable {name!r}. Known variables: {self._known()}.", status="error"
+            )
+        if start and start >= len(value):
+            return ToolOutcome(
+                text=f"Error: start {start} is past the end of {name!r}, which has {len(value)} characters "
+                f"(valid start: 0 to {max(len(value) - 1, 0)}).",
+                status="error",
+            )
+        return ToolOutcome(text=value[start:] if length is None else value[start : start + length])
+
+
+def _not_resolved(tool: Tool, exc: VarRefError) -> ToolOutcome:
+    return ToolOutcome(
+        text=f"Error: {exc}. The call was not executed; fix the reference and call {tool.name} again.",
+        status="invalid_arguments",
+    )
 
 
 def _resolving(tool: Tool, store: VariableStore) -> Callable[..., Any]:
     if tool.is_async:
 
         async def run_async(**kwargs: Any) -> Any:
-            return await tool.function(**store.resolve(kwargs))
+            try:
+                resolved = store.resolve(kwargs)
+            except VarRefError as exc:
+                return _not_resolved(tool, exc)
+            return await tool.function(**resolved)
 
         return run_async
 
     def run(**kwargs: Any) -> Any:
-        return tool.function(**store.resolve(kwargs))
+        try:
+            resolved = store.resolve(kwargs)
+        except VarRefError as exc:
+            return _not_resolved(tool, exc)
+        return tool.function(**resolved)
 
     return run
 
@@ -209,6 +301,9 @@ class LoggedCall:
     result: str | None = None
     args_var: str
     result_var: str | None = None
+    not_run: str = ""
+    """Why the call did not run ("never answered", "rejected", "unknown tool", ...); empty when it ran
+    (or, without a record, when a result came back)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,41 +321,77 @@ class ChainTemplate(Protocol):
     def render(self, chain: ChainView, config: CompressionConfig) -> str: ...
 
 
-def _truncate_json(value: Any, limit: int, keep: frozenset[str]) -> Any:
-    """String leaves longer than `limit` cut to `limit` + '...'; keys in `keep` (ids, paths) stay whole."""
+def _truncate_json(value: Any, config: CompressionConfig) -> Any:
+    """String leaves longer than `argument_chars` cut to that + '...' (keys in `keep_whole`, ids and paths,
+    stay whole); lists and objects longer than `argument_items` keep their first items and say how many
+    more there were."""
+    limit, items = config.argument_chars, config.argument_items
     if isinstance(value, str):
         return value if len(value) <= limit else value[:limit] + "..."
     if isinstance(value, list):
-        return [_truncate_json(v, limit, keep) for v in value]
+        kept = [_truncate_json(v, config) for v in value[:items]]
+        return [*kept, f"... ({len(value) - items} more items)"] if len(value) > items else kept
     if isinstance(value, dict):
-        return {
-            k: v if k in keep and isinstance(v, str) else _truncate_json(v, limit, keep)
-            for k, v in value.items()
+        out = {
+            k: v if k in config.keep_whole and isinstance(v, str) else _truncate_json(v, config)
+            for k, v in list(value.items())[:items]
         }
+        if len(value) > items:
+            out["..."] = f"({len(value) - items} more keys)"
+        return out
     return value
 
 
+def one_line(text: str) -> str:
+    """`text` on one line: line breaks shown as ``\\n`` (so quoted text cannot start a line of its own)."""
+    return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _arguments_preview(arguments: str, config: CompressionConfig) -> str:
-    """The arguments with each string cut; arguments that are not JSON are shown as the model wrote
-    them (cut the same way), never dressed up as JSON."""
+    """The arguments with each string and container cut, on one line of at most `arguments_line_chars`;
+    arguments that are not JSON are shown as the model wrote them (line breaks as ``\\n``), cut to
+    the same line length, never dressed up as JSON."""
     if not arguments.strip():
         return "(none)" if not arguments else repr(arguments)
     try:
         value = json.loads(arguments)
     except ValueError:
-        limit = config.argument_chars
-        return arguments if len(arguments) <= limit else arguments[:limit] + "..."
-    value = _truncate_json(value, config.argument_chars, config.keep_whole)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return _cut(one_line(arguments), config.arguments_line_chars)
+    text = json.dumps(_truncate_json(value, config), ensure_ascii=False, separators=(",", ":"))
+    return _cut(text, config.arguments_line_chars)
 
 
 def _preview(text: str, limit: int) -> str:
-    cut = text if len(text) <= limit else text[:limit] + "..."
-    return re.sub(r"<!--.*?-->", "", cut, flags=re.S).strip()
+    """The first `limit` characters of a result (0: no preview), HTML comments left out."""
+    if limit == 0:
+        return ""
+    return re.sub(r"<!--.*?-->", "", _cut(text, limit), flags=re.S).strip()
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def _name(name: str) -> str:
+    """A tool name as the log shows it: as is when it looks like one, else quoted on one line."""
+    return name if _NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+def fence(*texts: str) -> str:
+    """A code fence longer than any run of backticks in `texts`: quoted text can never close it."""
+    longest = max((len(run) for t in texts for run in re.findall(r"`+", t)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 class SiYuanTemplate:
-    """The design's format: <SYSTEM-CONTEXT> hint, ``---``, then the natural flow with accesslog blocks."""
+    """The design's format: <SYSTEM-CONTEXT> hint, ``---``, then the natural flow with accesslog blocks.
+
+    What a block quotes (arguments, error text, result preview) cannot break out of it: the fence is
+    longer than any backtick run inside, and arguments and reasons are kept on their own line.
+    """
 
     def render(self, chain: ChainView, config: CompressionConfig) -> str:
         lines = [
@@ -270,16 +401,27 @@ class SiYuanTemplate:
             "by the system.",
             "",
         ]
-        if chain.calls:
+        ran = [c for c in chain.calls if not c.not_run]
+        not_run = [c for c in chain.calls if c.not_run]
+        if ran:
             lines.append("Executed tools:")
-            for call in chain.calls:
+            for call in ran:
                 refs = [f"args=$VAR_REF{{{{{call.args_var}}}}}"]
                 if call.result_var:
                     refs.append(f"result=$VAR_REF{{{{{call.result_var}}}}}")
-                lines.append(f"- `{call.name}` ({', '.join(refs)})")
+                lines.append(f"- `{_name(call.name)}` ({', '.join(refs)})")
+            lines.append("")
+        if not_run:
+            lines.append("Not executed:")
+            for call in not_run:
+                why = call.not_run
+                refs = [f"args=$VAR_REF{{{{{call.args_var}}}}}"]
+                if call.result_var:
+                    refs.append(f"result=$VAR_REF{{{{{call.result_var}}}}}")
+                lines.append(f"- `{_name(call.name)}` ({', '.join(refs)}): {why}")
             lines.append("")
         for violation in chain.violations:
-            lines.append(f"[PROTOCOL VIOLATION] {violation}")
+            lines.append(f"[PROTOCOL VIOLATION] {one_line(violation)}")
         if chain.violations:
             lines.append("")
         lines += [
@@ -299,43 +441,40 @@ class SiYuanTemplate:
         return "\n".join(lines) + "\n".join(parts).strip()
 
     def block(self, call: LoggedCall, config: CompressionConfig) -> str:
-        lines = [
-            f"**[Tool Execution Log]**: {call.name}",
-            "```accesslog",
-            f"Arguments: {_arguments_preview(call.arguments, config)}",
-        ]
+        body = [f"Arguments: {_arguments_preview(call.arguments, config)}"]
+        preview = ""
         if call.state == "success":
-            lines.append("Status: ✓ Success")
+            body.append("Status: ✓ Success")
             preview = _preview(call.result or "", config.preview_chars)
-            if preview:
-                lines += ["", preview]
         elif call.state == "failed":
-            lines.append(f"Status: ✗ Failed: {call.detail}")
+            body.append(f"Status: ✗ Failed: {one_line(call.detail)}")
         elif call.state == "rejected":
-            lines.append(f"Status: ⚠️ Rejected: {call.detail}")
+            body.append(f"Status: ⚠️ Rejected: {one_line(call.detail)}")
         elif call.state == "not_answered":
-            lines.append(
+            body.append(
                 "Status: ✗ Not answered: no tool result was ever sent for this call (protocol violation)"
             )
         else:
-            lines.append(
+            body.append(
                 "Status: ? Not recorded: a result was returned but no execution record says how it went"
             )
             preview = _preview(call.result or "", config.preview_chars)
-            if preview:
-                lines += ["", preview]
-        lines += ["```", ""]
-        return "\n".join(lines)
+        if preview:
+            body += ["", preview]
+        marks = fence(*body)
+        return "\n".join(
+            [f"**[Tool Execution Log]**: {_name(call.name)}", f"{marks}accesslog", *body, marks, ""]
+        )
 
 
 class CompactTemplate:
     """A shorter rendering: one hint line, then ``[Tool Execution Log] name(args)`` with status and
-    result lines."""
+    result lines; reasons and results are quoted as JSON strings (one line each, escapes visible)."""
 
     def render(self, chain: ChainView, config: CompressionConfig) -> str:
-        refs = ", ".join(f"{c.name} -> {c.result_var or 'no result'}" for c in chain.calls)
+        refs = ", ".join(f"{_name(c.name)} -> {c.result_var or 'no result'}" for c in chain.calls)
         out = [f"[System hint] Tools executed: {refs}. Full results: {config.read_tool}(name)."]
-        out += [f"[Protocol violation] {v}" for v in chain.violations]
+        out += [f"[Protocol violation] {one_line(v)}" for v in chain.violations]
         for item in chain.flow:
             if isinstance(item, str):
                 out.append(item.strip())
@@ -343,10 +482,11 @@ class CompactTemplate:
             status = {"success": "success", "unrecorded": "not recorded"}.get(
                 item.state, item.state.replace("_", " ")
             )
-            detail = f": {item.detail}" if item.detail else ""
+            detail = f": {json.dumps(item.detail, ensure_ascii=False)}" if item.detail else ""
+            result = json.dumps(_preview(item.result or "", config.preview_chars), ensure_ascii=False)
             out.append(
-                f"[Tool Execution Log] {item.name}({_arguments_preview(item.arguments, config)})\n"
-                f"Status: {status}{detail}\nResult: {_preview(item.result or '', config.preview_chars)}"
+                f"[Tool Execution Log] {_name(item.name)}({_arguments_preview(item.arguments, config)})\n"
+                f"Status: {status}{detail}\nResult: {result}"
             )
         return "\n\n".join(out)
 
@@ -362,25 +502,44 @@ class CompressionConfig:
     preview_chars: int = 200
     argument_chars: int = 50
     """Each string inside the arguments is cut to this many characters (ids and paths stay whole)."""
+    argument_items: int = 10
+    """Lists and objects inside the arguments show their first this many items, then how many more."""
+    arguments_line_chars: int = 300
+    """The whole Arguments line is cut to this many characters (arguments that are not JSON too)."""
     keep_whole: frozenset[str] = frozenset({"id", "path"})
     template: str | ChainTemplate = "siyuan"
     read_tool: str = "ReadVar"
 
     def __post_init__(self) -> None:
-        if self.preview_chars < 0 or self.argument_chars < 0:
+        for name in ("preview_chars", "argument_chars", "argument_items", "arguments_line_chars"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise UsageError(f"CompressionConfig.{name}={value!r}: must be a whole number >= 0")
+        if isinstance(self.template, str):
+            if self.template not in TEMPLATES:
+                raise UsageError(
+                    f"CompressionConfig.template={self.template!r}: choose {', '.join(TEMPLATES)} or "
+                    "pass a ChainTemplate (an object with a render(chain, config) method returning text)"
+                )
+        elif not callable(getattr(self.template, "render", None)):
             raise UsageError(
-                f"CompressionConfig preview_chars={self.preview_chars!r}, argument_chars="
-                f"{self.argument_chars!r}: must be >= 0"
-            )
-        if isinstance(self.template, str) and self.template not in TEMPLATES:
-            raise UsageError(
-                f"CompressionConfig.template={self.template!r}: choose {', '.join(TEMPLATES)} or "
-                "pass a ChainTemplate"
+                f"CompressionConfig.template={self.template!r}: not a template; choose "
+                f"{', '.join(TEMPLATES)} or pass an object with a render(chain, config) method returning text"
             )
 
     @property
     def renderer(self) -> ChainTemplate:
         return TEMPLATES[self.template] if isinstance(self.template, str) else self.template
+
+    def render(self, chain: ChainView) -> str:
+        """The chain rendered by the chosen template; a template that returns no text is an error."""
+        text = self.renderer.render(chain, self)
+        if not isinstance(text, str):
+            raise UsageError(
+                f"CompressionConfig.template={self.template!r}: render() returned {type(text).__name__} "
+                f"({text!r:.80}), not text; nothing was compressed"
+            )
+        return text
 
 
 # --- compressing -----------------------------------------------------------------------------------
@@ -421,7 +580,11 @@ def finished_chains(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]
 def chain_view(
     chain: Sequence[dict[str, Any]], store: VariableStore, records: Records, offset: int = 0
 ) -> ChainView:
-    """What a finished chain holds, with variables stored for every call's arguments and result."""
+    """What a finished chain holds, with variables stored for every call's arguments and result.
+
+    A call's variables are named by what it is (id, name, arguments and result), not by where it sits
+    in the conversation, so they keep their names when the history before the chain is trimmed.
+    """
     answers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for i, m in enumerate(chain):
         if m.get("role") == "tool":
@@ -442,18 +605,24 @@ def chain_view(
             arguments = fn.get("arguments")
             arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
             pending = [(j, m) for j, m in answers.get(cid, []) if j > i and j not in used]
-            key = (cid, name, arguments)
-            args_var = store.put(name, arguments, kind="args", key=(*key, str(offset + i)))
             if not pending:
                 violations.append(f"call {cid!r} ({name}) was never answered by a tool message")
+                args_var = store.put(name, arguments, kind="args", key=(cid, name, arguments, ""))
                 logged = LoggedCall(
-                    name=name, tool_call_id=cid, arguments=arguments, state="not_answered", args_var=args_var
+                    name=name,
+                    tool_call_id=cid,
+                    arguments=arguments,
+                    state="not_answered",
+                    args_var=args_var,
+                    not_run="never answered",
                 )
             else:
                 j, answer = pending[0]
                 used.add(j)
                 result = text_of(answer.get("content"))
-                result_var = store.put(name, result, kind="result", key=(*key, str(offset + i)))
+                key = (cid, name, arguments, "result:" + result)
+                args_var = store.put(name, arguments, kind="args", key=key)
+                result_var = store.put(name, result, kind="result", key=key)
                 record = records.get((cid, name, arguments, result))
                 state, detail = _state(record)
                 logged = LoggedCall(
@@ -465,6 +634,7 @@ def chain_view(
                     result=result,
                     args_var=args_var,
                     result_var=result_var,
+                    not_run=_NOT_RUN.get(record.status, "") if record is not None else "",
                 )
             flow.append(logged)
             calls.append(logged)
@@ -476,6 +646,16 @@ def chain_view(
                 f"chain left unanswered: {_preview(text_of(m.get('content')), 120)!r}"
             )
     return ChainView(flow=tuple(flow), calls=tuple(calls), violations=tuple(violations))
+
+
+_NOT_RUN = {
+    "unknown_tool": "unknown tool",
+    "invalid_arguments": "invalid arguments",
+    "rejected": "rejected",
+    "duplicate": "duplicate of another call",
+    "skipped": "skipped",
+}
+"""Recorded statuses of calls that did not run, as the "Not executed" list says them."""
 
 
 def _state(record: ToolExecution | None) -> tuple[CallState, str]:
@@ -505,7 +685,12 @@ class Compressed:
 
     messages: list[dict[str, Any]]
     violations: tuple[str, ...]
+    """Every protocol violation found: inside compressed chains (also flagged in their messages) and in
+    the messages left as they were (a tool message before its call or after a user or final message,
+    a call left unanswered before the next user message)."""
     chains: int
+    outside: int = 0
+    """How many of `violations` are in messages left uncompressed."""
 
 
 def conversation(source: Any) -> tuple[list[dict[str, Any]], Any]:
@@ -552,10 +737,26 @@ def compress(
         out.extend(messages[last:start])
         view = chain_view(messages[start : end + 1], store, records, start)
         violations += view.violations
-        out.append({"role": "assistant", "content": config.renderer.render(view, config)})
+        out.append({"role": "assistant", "content": config.render(view)})
         last = end + 1
     out.extend(messages[last:])
-    return Compressed(messages=out, violations=tuple(violations), chains=len(spans))
+    inside = {i for start, end in spans for i in range(start, end + 1)}
+    outside = [
+        v.message
+        for v in validate_messages(messages)
+        if v.message_index not in inside and v.kind != "duplicate_call_id" and not _pending(messages, v)
+    ]
+    return Compressed(
+        messages=out, violations=tuple(violations + outside), chains=len(spans), outside=len(outside)
+    )
+
+
+def _pending(messages: Sequence[dict[str, Any]], violation: ProtocolViolation) -> bool:
+    """An unanswered call of the conversation's last turn is still pending (its results may come), not
+    a violation: nothing but tool messages follows it."""
+    return violation.kind == "unanswered_call" and all(
+        m.get("role") == "tool" for m in messages[violation.message_index + 1 :]
+    )
 
 
 def compress_messages(
@@ -613,7 +814,8 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
         import bpe_openai
 
         encoding = bpe_openai.get_encoding("o200k_base")
-        return "o200k_base (bpe-openai, bundled vocabulary)", lambda text: len(encoding.encode(text))
+        # special tokens (<|endoftext|>, ...) in a conversation are text the model reads, counted as text
+        return "o200k_base (bpe-openai, bundled vocabulary)", lambda text: len(encoding.encode_ordinary(text))
     except Exception:  # not installed, or its data is missing
         pass
     try:
@@ -653,20 +855,27 @@ def savings(
     """Characters and tokens of a conversation before and after compressing its finished chains.
 
     `messages` may be a `Trace` or `RunResult` (its transcript and executions are used). Counts are of
-    `model_text`: the texts, tool names and arguments the model reads, not the JSON encoding.
+    `model_text`: the texts, tool names and arguments the model reads, not the JSON encoding. When
+    something was compressed, the after side also counts the read tool's schema (``ReadVar``, which
+    compression adds to the tools the model is given): ``read_tool_tokens``, included in
+    ``tokens_after`` (and its characters in ``chars_after``).
     """
     messages, own = conversation(messages)
     executions = executions if executions is not None else own
+    config = config or CompressionConfig()
     label, count = token_counter()
     before = model_text(messages)
     store = VariableStore()
     done = compress(messages, store, config, executions)
     after = model_text(done.messages)
+    schema = json.dumps(store.read_variable_tool(config.read_tool).schema(), ensure_ascii=False)
+    added = schema if done.chains else ""
     return {
         "chars_before": len(before),
-        "chars_after": len(after),
+        "chars_after": len(after) + len(added),
         "tokens_before": count(before),
-        "tokens_after": count(after),
+        "tokens_after": count(after) + (count(added) if added else 0),
+        "read_tool_tokens": count(added) if added else 0,
         "token_method": label,
         "variables": len(store.values),
         "messages_before": len(messages),

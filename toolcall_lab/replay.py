@@ -126,7 +126,11 @@ class ReplayModel:
             await asyncio.sleep(rest)
 
 
-_OUTCOME: dict[str, Literal["ok", "error", "timeout"]] = {"error": "error", "timeout": "timeout"}
+_OUTCOME: dict[str, Literal["ok", "error", "timeout", "invalid_arguments"]] = {
+    "error": "error",
+    "timeout": "timeout",
+    "invalid_arguments": "invalid_arguments",  # a tool that refused its arguments (valid JSON) itself
+}
 
 
 def replay_tools(trace: Trace) -> ToolRegistry:

@@ -82,11 +82,12 @@ class ToolOutcome:
     """A tool's result with an explicit status: the text is sent verbatim, the status recorded.
 
     Return it from a tool to report a failure without raising (replayed tools use it to reproduce
-    recorded errors and timeouts exactly).
+    recorded errors and timeouts exactly). ``invalid_arguments`` says the tool did not run its work
+    because its arguments were unusable (e.g. a ``$VAR_REF`` naming no variable).
     """
 
     text: str
-    status: Literal["ok", "error", "timeout"] = "ok"
+    status: Literal["ok", "error", "timeout", "invalid_arguments"] = "ok"
     timing: Timing | None = None
     """Where the duration of this execution comes from, when the tool knows better than the clock
     (a replayed tool reproduces the recorded label; a simulated tool says it is a placeholder)."""
