@@ -10,6 +10,7 @@ conversation. Expiry runs on an injected clock.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -427,6 +428,12 @@ def test_cli_rejects_bad_numbers_with_the_option_name(argv, text, capsys) -> Non
             "--delay-scale applies to a trace upstream only",
         ),
         ("no_such_trace.json", [], "no such trace file"),
+        ("ftp://x", [], "the scheme 'ftp' is not supported; give an http:// or https:// URL"),  # C15
+        (  # C17: a raw recording must be imported first
+            str(Path(__file__).parents[1] / "data/recordings/scripted_weather_news_stock.sse"),
+            [],
+            "must be imported first: `toolcall-lab import recording",
+        ),
     ],
 )
 def test_cli_explains_an_unusable_upstream(upstream, extra, text, capsys) -> None:
