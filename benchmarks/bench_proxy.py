@@ -252,16 +252,23 @@ def describe(phases: list[Phase], what: str) -> str:
     )
 
 
+def cpu_per_request(phases: list[Phase]) -> dict[str, float]:
+    requests = sum(p.requests for p in phases)
+    return {name: 1e6 * sum(p.cpu[name] for p in phases) / requests for name in phases[0].cpu}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--quick", action="store_true", help="1 load phase each way, 50 unloaded conversations"
+        "--quick", action="store_true", help="2 load phases each way, 50 unloaded conversations"
     )
     parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--conversations", type=int, default=200, help="per load phase")
+    parser.add_argument("--pairs", type=int, default=10, help="pairs of load phases (direct, proxied)")
     args = parser.parse_args()
-    n, rounds = args.conversations, 1 if args.quick else 3
-    single = 50 if args.quick else 200
+    n, pairs = args.conversations, 2 if args.quick else args.pairs
+    single = 50 if args.quick else 300
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         trace_path = save(SCENARIOS["three_tools_100ms"].record(), Path(tmp) / "three.json")
         upstream, upstream_url = start(["serve-trace", str(trace_path), "--port", "0"])
@@ -273,13 +280,11 @@ def main() -> None:
                 # warm up both servers (other texts: identical conversations would be the same conversation)
                 await load_phase(upstream_url, 40, 5, False, "warm-up", pids)
                 await load_phase(proxy_url, 40, 5, True, "warm-up", pids)
+                d1, p1 = await unloaded(upstream_url, proxy_url, single)
                 direct, proxied = [], []
-                for r in range(
-                    rounds
-                ):  # alternated so a burst of noise on the shared machine hits both sides
+                for r in range(pairs):  # alternated so a burst of noise on the shared machine hits both sides
                     direct.append(await load_phase(upstream_url, n, args.clients, False, f"load {r}", pids))
                     proxied.append(await load_phase(proxy_url, n, args.clients, True, f"load {r}", pids))
-                d1, p1 = await unloaded(upstream_url, proxy_url, single)
                 return direct, proxied, d1, p1
 
             direct, proxied, d1, p1 = asyncio.run(run())
@@ -290,7 +295,7 @@ def main() -> None:
     med = statistics.median
     print(
         f"{n} conversations x 3-call batch; upstream (serve-trace), proxy and load generator in 3 processes "
-        f"on {os.cpu_count()} cores; load average before the run {os.getloadavg()[0]:.1f}"
+        f"on {os.cpu_count()} cores; load average {load_before:.1f} before the run, {os.getloadavg()[0]:.1f} after"
     )
     print()
     added = (med(p1.upstream) - med(d1.all)) * 1e3
@@ -311,16 +316,25 @@ def main() -> None:
     p_queued = [v for p in proxied for v in p.hops.queued]
     ratio = med(p_up + p_queued) / med(d_all)
     print(
-        f"under load, {args.clients} clients ({n} conversations per phase, {rounds} phases each way, alternated):"
+        f"under load, {args.clients} clients ({n} conversations per phase, {pairs} phases each way, alternated):"
     )
     print(describe(direct, "direct"))
     print(describe(proxied, "via the proxy"))
     print(f"    upstream hops median {ms(p_up)}, queued hops median {ms(p_queued)}")
     print(f"  median latency via proxy / direct = {ratio:.2f}x (target <= 1.3x: {verdict(ratio <= 1.3)})")
-    per_phase = ", ".join(
-        f"{med(p.hops.all) / med(d.hops.all):.2f}x" for d, p in zip(direct, proxied, strict=True)
+    per_pair = sorted(med(p.hops.all) / med(d.hops.all) for d, p in zip(direct, proxied, strict=True))
+    print(
+        f"    per pair of phases: median {med(per_pair):.2f}x, range {per_pair[0]:.2f}x-{per_pair[-1]:.2f}x "
+        f"({', '.join(f'{r:.2f}' for r in per_pair)})"
     )
-    print(f"    per pair of phases: {per_phase}")
+    d_cpu, p_cpu = cpu_per_request(direct), cpu_per_request(proxied)
+    d_total = d_cpu["upstream"] + d_cpu["load generator"]
+    p_total = p_cpu["upstream"] + p_cpu["proxy"] + p_cpu["load generator"]
+    print(
+        f"  CPU per request, all processes: direct {d_total:.0f} µs, via the proxy {p_total:.0f} µs "
+        f"({p_total / d_total:.2f}x; the proxy's own share {p_cpu['proxy']:.0f} µs). When the machine's "
+        "cores are busy with other work, latency under load follows this CPU ratio more than the free-core one."
+    )
 
 
 if __name__ == "__main__":

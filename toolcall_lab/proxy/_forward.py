@@ -130,12 +130,22 @@ class Forwarder:
             yield data
 
     async def call_upstream(
-        self, request: Request, body: dict[str, Any], messages: list[dict[str, Any]]
+        self,
+        request: Request,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        raw: bytes | None = None,
     ) -> dict[str, Any]:
-        """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
-        reply = await self.send(
-            self.upstream_body(body, messages, stream=False), request.headers, stream=False
+        """One non-streamed upstream request whose reply the proxy must read (a serial client's).
+
+        `raw`: the client's body, sent as it came when the proxy changes nothing in it (its messages
+        unchanged, no model override, no streaming to turn off).
+        """
+        unchanged = (
+            raw is not None and not self.model and "stream" not in body and "stream_options" not in body
         )
+        data = raw if unchanged and raw is not None else self.upstream_body(body, messages, stream=False)
+        reply = await self.send(data, request.headers, stream=False)
         if reply.status >= 400:
             raise Reply(self.upstream_error(reply))
         return self.chat_completion(reply)

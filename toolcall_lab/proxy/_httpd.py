@@ -26,6 +26,8 @@ logger = logging.getLogger("toolcall_lab.proxy")
 
 MAX_HEAD = 64 * 1024
 """Largest request line + headers accepted (a larger head gets a 431)."""
+MAX_BUFFERED = 1024 * 1024
+"""Bytes read ahead of the request being answered before reading pauses."""
 
 _REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _date_cache: list[Any] = [0, b""]
@@ -99,6 +101,7 @@ class _Protocol(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.drain: asyncio.Future[None] | None = None
         self.paused = False
+        self.reading_paused = False
         self.continued = False
         # a chunked body being read
         self.chunked: tuple[str, str, str, dict[str, str], bool] | None = None
@@ -127,6 +130,9 @@ class _Protocol(asyncio.Protocol):
         self.buffer += data
         if not self.busy:
             self._next()
+        elif len(self.buffer) > MAX_BUFFERED and self.transport is not None:
+            self.transport.pause_reading()  # a client sending ahead while its request is answered
+            self.reading_paused = True
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -268,6 +274,9 @@ class _Protocol(asyncio.Protocol):
         finally:
             self.busy = False
             self.task = None
+            if self.reading_paused and self.transport is not None:
+                self.reading_paused = False
+                self.transport.resume_reading()
         if not keep or self.closed:
             self._close()
         elif self.buffer:
@@ -389,8 +398,8 @@ class HTTPServer:
         tasks = [c.task for c in self.connections if c.task is not None]
         for conn in list(self.connections):
             conn._close()
-        if tasks:
-            await asyncio.wait(tasks, timeout=10)
+        if tasks:  # a request in flight gets a moment to finish (its upstream call may be under way)
+            await asyncio.wait(tasks, timeout=2)
             for task in tasks:
                 if not task.done():
                     task.cancel()

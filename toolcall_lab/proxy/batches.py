@@ -264,18 +264,20 @@ class MalformedBatch(ValueError):
     """The messages holding a batch's calls are not shaped the way the proxy handed them out (a 400)."""
 
 
-@dataclass(slots=True)
 class Split:
-    """One batch as it appears in a client's message list: messages[start:end]."""
+    """One batch as it appears in a client's message list: messages[start:end].
 
-    tag: str
-    n_calls: int
-    calls: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
-    """position -> (message index, the call as the client holds it)"""
-    results: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
-    """position -> (message index, the client's tool message)"""
-    start: int = 0
-    end: int = 0
+    Attributes:
+        calls: position -> (message index, the call as the client holds it).
+        results: position -> (message index, the client's tool message).
+    """
+
+    __slots__ = ("calls", "end", "n_calls", "results", "start", "tag")
+
+    def __init__(self, tag: str, n_calls: int, *, start: int = 0, end: int = 0) -> None:
+        self.tag, self.n_calls, self.start, self.end = tag, n_calls, start, end
+        self.calls: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.results: dict[int, tuple[int, dict[str, Any]]] = {}
 
     @property
     def handed(self) -> int:

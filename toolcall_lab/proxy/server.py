@@ -417,7 +417,9 @@ class ProxyServer:
             return await self.forward.pass_through(
                 request, {**body, "messages": upstream_messages}, raw, changed=bool(splits)
             )
-        response = await self.forward.call_upstream(request, body, upstream_messages)
+        response = await self.forward.call_upstream(
+            request, body, upstream_messages, raw if not splits else None
+        )
         return self.forward.render(body, self.open_batch(response, key))
 
     def queued_tail(self, messages: list[dict[str, Any]]) -> Split | None:
