@@ -537,3 +537,22 @@ def test_a_pooled_connection_the_upstream_closed_is_not_reused() -> None:
             await runner.cleanup()
 
     assert arun(go()) == (200, 200)
+
+
+def test_numbers_beyond_64_bits_reach_the_upstream_exactly() -> None:
+    """The proxy rewrites the body of a request that completes a batch; an integer orjson would read as a
+    float (over 64 bits) must still go upstream digit for digit."""
+    big = 123456789012345678901234567890
+
+    async def go(http, server, up):
+        start = [{"role": "user", "content": "q"}]
+        messages = start
+        for _ in range(3):
+            reply = (await http.post("/chat/completions", json=body(messages))).json()
+            messages = answered(messages, reply)
+        raw = json.dumps(body(messages, metadata={"trace": big})).encode()
+        await http.post("/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+        return up.completed[-1]
+
+    _, up = arun(checking(go))
+    assert up.requests[-1]["metadata"] == {"trace": big}

@@ -66,6 +66,7 @@ from toolcall_lab.proxy._httpd import Reply as HTTPReply
 from toolcall_lab.proxy._wire import (
     JSONError,
     dumps,
+    exact,
     hand_out_reply,
     loads,
     request_digest,
@@ -385,6 +386,8 @@ class ProxyServer:
         queued = self.queued_tail(messages)
         if queued is not None:  # the next result of a batch the proxy holds: served from its queue
             return await self.continue_batch(request, body, messages, [], {}, queued)
+        body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
+        messages = body["messages"]
         try:
             splits = scan(messages)
         except MalformedBatch as exc:
@@ -611,7 +614,10 @@ class ProxyServer:
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
-            why = "is not known to this proxy: it was restarted without --state, or forgot the batch long ago"
+            why = (
+                "is not known to this proxy: it was restarted without --state, forgot the batch long ago, "
+                "or another proxy (not sharing its state) handed it out"
+            )
         elif tomb.reason == "expired":
             why = f"expired after {self.settings.ttl_s:g} s without use"
         else:
