@@ -556,3 +556,50 @@ def test_numbers_beyond_64_bits_reach_the_upstream_exactly() -> None:
 
     _, up = arun(checking(go))
     assert up.requests[-1]["metadata"] == {"trace": big}
+
+
+def test_https_upstreams_are_verified_and_spoken_to_over_tls(tmp_path) -> None:
+    """The upstream client's TLS: a certificate the context does not trust is refused (502 naming the
+    verification failure); one it trusts carries the request."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (needed to make a test certificate)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=completion({"role": "assistant", "content": "over tls"}))
+
+    async def go():
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=served)
+        await site.start()
+        base = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+        trusting = ssl.create_default_context(cafile=str(cert))
+        default, trusted = HTTPUpstream(base), HTTPUpstream(base, ssl_context=trusting)
+        try:
+            with pytest.raises(Exception) as refused:
+                await default.send(b"{}", {}, stream=False)
+            reply = await trusted.send(b"{}", {}, stream=False)
+            return refused.value, json.loads(reply.body)
+        finally:
+            await default.close()
+            await trusted.close()
+            await runner.cleanup()
+
+    refused, reply = arun(go())
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused) and getattr(refused, "status", None) == 502
+    assert reply["choices"][0]["message"]["content"] == "over tls"

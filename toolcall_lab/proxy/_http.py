@@ -414,6 +414,7 @@ class HTTPClient:
         max_connections: at most this many connections at a time; more requests wait for one.
         idle_timeout_s: a request fails when the server sends nothing for this long.
         keepalive_s: an unused connection is closed after this long.
+        ssl_context: for https, instead of the standard library's default (e.g. a company CA).
     """
 
     def __init__(
@@ -423,6 +424,7 @@ class HTTPClient:
         max_connections: int = 100,
         idle_timeout_s: float = 120.0,
         keepalive_s: float = 15.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -445,7 +447,7 @@ class HTTPClient:
         self._busy = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._all: set[_Connection] = set()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = ssl_context
 
     async def post(self, body: bytes, headers: Iterable[tuple[str, str]], *, stream: bool) -> Reply:
         """Send one POST; the reply's body is read whole, or (`stream`, and a success) as a byte stream

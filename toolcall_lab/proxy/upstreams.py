@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -98,6 +99,8 @@ class HTTPUpstream:
             long, waiting for its answer or between two pieces of a stream; a stream that keeps
             flowing is never cut (`ProxySettings.upstream_total_timeout_s` caps the whole).
         max_connections: size of the connection pool.
+        ssl_context: for https, instead of the standard library's default context (which verifies
+            certificates against the system's CAs), e.g. one that trusts a company CA.
     """
 
     def __init__(
@@ -107,11 +110,14 @@ class HTTPUpstream:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         max_connections: int = 100,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.api_key = api_key
         self.max_connections = max_connections
-        self._client = HTTPClient(self.url, max_connections=max_connections, idle_timeout_s=timeout_s)
+        self._client = HTTPClient(
+            self.url, max_connections=max_connections, idle_timeout_s=timeout_s, ssl_context=ssl_context
+        )
         self._extra = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
         if api_key:
             self._extra.append(("Authorization", f"Bearer {api_key}"))
