@@ -112,7 +112,7 @@ def test_streamed_hand_outs_carry_the_upstreams_usage_and_logprobs_on_the_first_
 
 def streaming_app(pieces: int, pause_s: float, stall_after: int | None = None) -> web.Application:
     """An upstream that streams `pieces` content chunks `pause_s` apart (and, with `stall_after`, goes
-    silent for 3 s after that many)."""
+    silent for 1.5 s after that many)."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         await request.read()
@@ -120,7 +120,7 @@ def streaming_app(pieces: int, pause_s: float, stall_after: int | None = None) -
         await out.prepare(request)
         for i in range(pieces):
             if stall_after is not None and i == stall_after:
-                await asyncio.sleep(3)
+                await asyncio.sleep(1.5)
             chunk = {"id": "s", "object": "chat.completion.chunk", "created": 1, "model": "m"}
             chunk["choices"] = [{"index": 0, "delta": {"content": f"w{i} "}, "finish_reason": None}]
             await out.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
