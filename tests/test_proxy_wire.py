@@ -603,3 +603,26 @@ def test_https_upstreams_are_verified_and_spoken_to_over_tls(tmp_path) -> None:
     refused, reply = arun(go())
     assert "CERTIFICATE_VERIFY_FAILED" in str(refused) and getattr(refused, "status", None) == 502
     assert reply["choices"][0]["message"]["content"] == "over tls"
+
+
+def test_tombstones_keep_the_upstream_ids_and_call_digests_across_a_restart(tmp_path) -> None:
+    """The id mapping and the edit check outlive the batch, in --state too."""
+    from toolcall_lab.proxy.batches import Batch, call_digest
+    from toolcall_lab.proxy.store import StoreLimits
+
+    calls = [call("call_" + "A" * 24, "f", '{"i": 0}'), call(None, "g", '{"i": 1}')]
+
+    def batch(tag: str) -> Batch:
+        return Batch(tag=tag, message={"role": "assistant", "content": None, "tool_calls": calls}, template={})
+
+    path = tmp_path / "state.sqlite"
+    store = SQLiteStore(path, StoreLimits(max_batches=1))
+    store.save(batch("0123456789ab"))
+    store.save(batch("ba9876543210"))  # evicts the first
+    store.close()
+    again = SQLiteStore(path, StoreLimits(max_batches=1))
+    tomb = again.tombstone("0123456789ab")
+    again.close()
+    assert tomb is not None and tomb.reason == "evicted"
+    assert tomb.upstream_ids == ("call_" + "A" * 24, ids.proxy_id("0123456789ab", 1, 2))
+    assert tomb.call_digests == tuple(call_digest(c) for c in calls)

@@ -173,7 +173,7 @@ _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
 
 
 def _not_routed(request: Request) -> Response:
-    """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405), not aiohttp's text."""
+    """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405; a trailing slash is told)."""
     if request.path in _ROUTES:
         status, reason = 405, f"method {request.method} not allowed on {request.path}"
     elif request.path.rstrip("/") in _ROUTES:

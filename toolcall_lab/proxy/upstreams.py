@@ -1,8 +1,9 @@
 """Where the proxy sends requests: a real OpenAI-compatible endpoint (raw pooled HTTP) or a recorded trace.
 
-`HTTPUpstream` forwards bytes over one pooled ``aiohttp.ClientSession``: no client library parses,
-rebuilds or retries anything, so status, body and headers such as ``Retry-After`` come back exactly
-as the upstream sent them, and a 429 or 500 reaches the client instead of being retried here.
+`HTTPUpstream` forwards bytes over a pool of kept-alive HTTP/1.1 connections (`_http.HTTPClient`): no
+client library parses, rebuilds or retries anything, so status, body and headers such as
+``Retry-After`` come back exactly as the upstream sent them, and a 429 or 500 reaches the client
+instead of being retried here.
 `TraceUpstream` answers from a recorded trace in-process (no network, no key); `upstream_app` serves
 any upstream as a plain endpoint (``toolcall-lab serve-trace``).
 """
