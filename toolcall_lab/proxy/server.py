@@ -54,12 +54,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolcall_lab.exceptions import UsageError
 from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
 from toolcall_lab.proxy._httpd import HTTPServer, Request, Response, StreamResponse
 from toolcall_lab.proxy._httpd import Reply as HTTPReply
@@ -86,87 +84,14 @@ from toolcall_lab.proxy.batches import (
     translate,
 )
 from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse
-from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits, TooLarge
+from toolcall_lab.proxy.settings import ProxySettings, _Locks
+from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, TooLarge
 from toolcall_lab.proxy.upstreams import Upstream
 
 logger = logging.getLogger("toolcall_lab.proxy")
 SESSION_HEADER = "x-session-id"
 IDEMPOTENCY_HEADER = "idempotency-key"
 """Header names as the server reads them (lower case)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProxySettings:
-    """Settings of a `ProxyServer`; validated on creation."""
-
-    ttl_s: float = 600.0
-    """A batch unused this long expires (its tombstone answers late continuations with 410)."""
-    max_batches: int = 10_000
-    max_bytes: int = 256 * 1024 * 1024
-    tombstone_ttl_s: float = 24 * 3600.0
-    max_body_bytes: int = 32 * 1024 * 1024
-    """Largest request body accepted (a larger one gets a JSON 413)."""
-    upstream_timeout_s: float = 120.0
-    """An idle timeout: an upstream request fails (504) when the upstream sends nothing for this long,
-    waiting for its answer or between two pieces of a stream. A stream that keeps flowing is never cut."""
-    upstream_total_timeout_s: float | None = None
-    """A cap on a whole upstream request, stream included (None, the default: no cap)."""
-    model: str | None = None
-    """Model name sent upstream instead of the client's (None: the client's)."""
-    sweep_s: float = 1.0
-    """How often expired batches are swept (so /health is current)."""
-
-    def __post_init__(self) -> None:
-        if not self.max_body_bytes >= 1024:
-            raise UsageError(f"ProxySettings.max_body_bytes={self.max_body_bytes!r}: must be >= 1024")
-        if not self.upstream_timeout_s > 0:
-            raise UsageError(
-                f"ProxySettings.upstream_timeout_s={self.upstream_timeout_s!r}: must be > 0 seconds"
-            )
-        if self.upstream_total_timeout_s is not None and not self.upstream_total_timeout_s > 0:
-            raise UsageError(
-                f"ProxySettings.upstream_total_timeout_s={self.upstream_total_timeout_s!r}: must be > 0 "
-                "seconds, or None for no cap"
-            )
-        if not self.sweep_s > 0:
-            raise UsageError(f"ProxySettings.sweep_s={self.sweep_s!r}: must be > 0 seconds")
-
-    def limits(self) -> StoreLimits:
-        return StoreLimits(
-            ttl_s=self.ttl_s,
-            max_batches=self.max_batches,
-            max_bytes=self.max_bytes,
-            tombstone_ttl_s=self.tombstone_ttl_s,
-        )
-
-
-class _Locks:
-    """Named locks that exist only while someone holds or waits for them (counted, so none is dropped
-    while a waiter still needs it)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    def __len__(self) -> int:
-        return len(self._held)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._held
-
-    @contextlib.asynccontextmanager
-    async def hold(self, name: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(name, (None, 0))
-        lock = lock or asyncio.Lock()
-        self._held[name] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            users = self._held[name][1] - 1
-            if users:
-                self._held[name] = (lock, users)
-            else:
-                del self._held[name]
 
 
 _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
