@@ -613,7 +613,9 @@ def test_tombstones_keep_the_upstream_ids_and_call_digests_across_a_restart(tmp_
     calls = [call("call_" + "A" * 24, "f", '{"i": 0}'), call(None, "g", '{"i": 1}')]
 
     def batch(tag: str) -> Batch:
-        return Batch(tag=tag, message={"role": "assistant", "content": None, "tool_calls": calls}, template={})
+        return Batch(
+            tag=tag, message={"role": "assistant", "content": None, "tool_calls": calls}, template={}
+        )
 
     path = tmp_path / "state.sqlite"
     store = SQLiteStore(path, StoreLimits(max_batches=1))
@@ -626,3 +628,24 @@ def test_tombstones_keep_the_upstream_ids_and_call_digests_across_a_restart(tmp_
     assert tomb is not None and tomb.reason == "evicted"
     assert tomb.upstream_ids == ("call_" + "A" * 24, ids.proxy_id("0123456789ab", 1, 2))
     assert tomb.call_digests == tuple(call_digest(c) for c in calls)
+
+
+def test_a_passed_through_reply_has_one_date_and_no_framing_headers_of_the_upstreams() -> None:
+    async def go(http, server):
+        ask = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+        return await raw_exchange(
+            str(http.base_url),
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+            % len(json.dumps(ask))
+            + json.dumps(ask).encode(),
+        )
+
+    reply, _ = arun(
+        with_scripted(
+            [(200, {"Content-Type": "application/json"}, completion({"role": "assistant", "content": "hi"}))],
+            go,
+        )
+    )
+    head = reply.split(b"\r\n\r\n")[0].lower()
+    assert head.count(b"\r\ndate:") == 1 and head.count(b"\r\ncontent-length:") == 1
+    assert b"transfer-encoding" not in head

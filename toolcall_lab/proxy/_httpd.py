@@ -283,7 +283,9 @@ class _Protocol(asyncio.Protocol):
             self._next()
 
     def _head(self, status: int, headers: dict[str, str], keep: bool, extra: bytes) -> bytes:
-        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown")), _date()]
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
+        if "Date" not in headers and "date" not in headers:  # an upstream's own Date passes through
+            lines.append(_date())
         for name, value in headers.items():
             lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
         lines.append(extra)
