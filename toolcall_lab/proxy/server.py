@@ -6,28 +6,32 @@ without calling upstream; once all N are answered, one upstream request carries 
 assistant message with all N calls and the N results in order. Everything else passes through as
 bytes over a pooled connection.
 
-**The proxy owns the ids it hands out** (see `ids`): each call goes to the client under a proxy id
-that carries a random batch tag, its position, the batch size and the upstream's own id; every
-request sent upstream carries the upstream's ids again. A batch is therefore recognised by ids only it
-ever had, whatever the upstream's ids are (repeated, empty, missing), whatever ``x-session-id`` is
-sent, and however the conversation before the batch changes between round trips (a system prompt
-with the current time). How each request is handled:
+**The proxy owns the ids it hands out** (see `ids`): each call goes to the client under an opaque proxy
+id (a random batch tag, its position, the batch size; at most 33 characters); every request sent
+upstream carries the upstream's ids again, from the batch record or, once the batch is forgotten, its
+tombstone (a call the upstream sent without an id goes back under its proxy id). A batch is therefore
+recognised by ids only it ever had, whatever the upstream's ids are (repeated, empty, missing,
+long), whatever ``x-session-id`` is sent, and however the conversation before the batch changes
+between round trips (a system prompt with the current time). How each request is handled:
 
 - **First request** (it answers no call handed out by the proxy): always a new conversation; it goes
   upstream, even when another client sent identical messages. It is a *retry* only when the client
-  says so: the same ``Idempotency-Key`` replays the stored reply byte for byte (another body under a
-  used key is a 409), and under an ``x-session-id`` the same messages while the batch they opened is
-  still open get its first call again. The same first message after that batch finished is a new
-  conversation.
+  says so: the same ``Idempotency-Key`` with the same JSON body replays the stored reply byte for byte
+  (another body under a used key is a 409), and under an ``x-session-id`` the same messages while the
+  batch they opened is still open get its first call again. The same first message after that batch
+  finished is a new conversation.
 - **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
   id names. The next result is recorded and the next call handed out; a repeat of an earlier request
   gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
-  kept so a retry of that request gets it again.
+  kept so a retry of that request gets it again. A request served from the queue is read only as far
+  as its batch's own messages at the end of the conversation (`queued_tail`); the rest is read when
+  the conversation goes upstream.
 - **Conflict**: a result for a call already answered with *different* content is a 409 naming the
   call and its position; a result for a call the proxy has not handed out yet is a 409
   ``out_of_order`` naming that call. Nothing is recorded from a refused request. Messages that break
   the shape the proxy handed out (a result without its call, a batch interleaved with other
-  messages, ids changed, other calls right after an unfinished batch) are a 400 naming the message.
+  messages, ids changed, a call's name or arguments edited, other calls right after an unfinished
+  batch) are a 400 naming the message.
 - **A batch the proxy no longer holds** (expired after ``--ttl``, evicted by ``--max-batches`` /
   ``--max-bytes``, or a restart without ``--state``): its ids still say they are the proxy's. A
   continuation that holds the whole batch (all N calls and results) is rebuilt from the client's
@@ -44,8 +48,10 @@ with the current time). How each request is handled:
   batch it is rebuilt from the client's messages; only the calls of an interrupted batch that were
   never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged).
 
-Errors are OpenAI-style JSON bodies; upstream errors keep their status, body and ``Retry-After``;
-the proxy never retries by itself.
+Errors are OpenAI-style JSON bodies; the proxy's own refusals that a retry cannot change say
+``x-should-retry: false``; upstream errors keep their status, body and ``Retry-After``; the proxy never
+retries by itself. The first hand-out of a batch carries the upstream's usage and logprobs as sent
+(absent if it sent none); replies served from the queue carry ``usage: null`` and ``logprobs: null``.
 """
 
 from __future__ import annotations
