@@ -7,8 +7,9 @@ call ids are not. The call ids follow the request's model name: ``m`` unique ids
 ``m-repeat`` the same ids every time (``call_fixed_0``...), ``m-empty`` empty ids, ``m-missing`` no
 ``id`` key at all (providers do all of these). For a conversation ending in tool results it finds the
 batch by the nonce and checks that the last assistant message holds exactly the N calls it issued
-(ids, names, argument strings byte for byte) followed by the N results in call order under the ids it
-issued, each the one the tool computes from its own arguments. A request that fails the check is
+(ids, names, argument strings byte for byte; a call issued without an id must come back with a
+non-empty id of its own, the proxy's) followed by the N results in call order under those ids, each
+the one the tool computes from its own arguments. A request that fails the check is
 answered 400 and recorded in `problems`; a good one gets a final answer quoting the results, so a
 client can see it received its own.
 """
@@ -71,8 +72,11 @@ def _nonce(call: dict[str, Any]) -> str | None:
 
 
 class CheckingUpstream:
-    def __init__(self, n_calls: int = 3) -> None:
+    def __init__(self, n_calls: int = 3, *, exact_ids: bool = True) -> None:
         self.n_calls = n_calls
+        self.exact_ids = exact_ids
+        """False: a batch may come back under other ids (the proxy's own, after it forgot the batch),
+        as long as each call has a unique id and its result answers it."""
         self.issued: dict[str, list[dict[str, Any]]] = {}
         """Batches issued, by nonce."""
         self.requests: list[dict[str, Any]] = []
@@ -113,12 +117,20 @@ class CheckingUpstream:
                 return self.problem(
                     f"the assistant message before the results is not a batch I issued: {assistant}"
                 )
-            if calls != issued:
+            if not self.exact_ids or any(not c.get("id") for c in issued):  # ids of the proxy's own
+                sent_ids = [c.get("id") for c in calls]
+                if not all(isinstance(i, str) and i for i in sent_ids) or len(set(sent_ids)) != len(calls):
+                    return self.problem(f"calls issued without ids came back without unique ids: {sent_ids}")
+                calls = [{k: v for k, v in c.items() if k != "id"} for c in calls]
+                mine = [{k: v for k, v in c.items() if k != "id"} for c in issued]
+            else:
+                sent_ids, mine = [c["id"] for c in calls], issued
+            if calls != mine:
                 return self.problem(f"rebuilt assistant message differs: got {calls}, issued {issued}")
             results = messages[start:end]
             expected = [
-                (c.get("id", ""), tool_result(c["function"]["name"], c["function"]["arguments"]))
-                for c in issued
+                (cid, tool_result(c["function"]["name"], c["function"]["arguments"]))
+                for cid, c in zip(sent_ids, issued, strict=True)
             ]
             seen = [(m.get("tool_call_id"), text_of(m.get("content"))) for m in results]
             if seen != expected:

@@ -207,8 +207,9 @@ def test_var_refs_in_arguments_are_resolved_and_unknown_ones_are_named() -> None
     with pytest.raises(UsageError, match=r"no such variable\. Known variables: fetch_1_result"):
         store.resolve("$VAR_REF{{nope}}")
     read = store.read_variable_tool()
-    assert read.name == "ReadVar" and read.function(name="fetch_1_result", start=8) == "89"
-    assert "no variable 'nope'" in read.function(name="nope")
+    assert read.name == "ReadVar" and read.function(name="fetch_1_result", start=8).text == "89"
+    missing = read.function(name="nope")
+    assert missing.status == "error" and "no variable 'nope'" in missing.text
 
 
 def test_another_template_and_bad_settings() -> None:
@@ -218,7 +219,7 @@ def test_another_template_and_bad_settings() -> None:
     assert text[-1]["content"].startswith("[System hint] Tools executed: get_weather -> get_weather_1_result")
     with pytest.raises(UsageError, match="choose siyuan, compact"):
         CompressionConfig(template="fancy")
-    with pytest.raises(UsageError, match="must be >= 0"):
+    with pytest.raises(UsageError, match="must be a whole number >= 0"):
         CompressionConfig(preview_chars=-1)
 
 

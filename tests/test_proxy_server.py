@@ -136,9 +136,9 @@ def test_retries_are_idempotent() -> None:
 
     first, again, second, second_again, calls = arun(with_proxy(go))
     assert first.content == again.content  # the same reply, byte for byte
-    assert ids.parse(call_of(first.json())[1][0]["id"]).upstream_id == "call_0_0"
+    assert ids.parse(call_of(first.json())[1][0]["id"]).position == 0
     assert call_of(second)[1] == call_of(second_again)[1]
-    assert ids.parse(call_of(second)[1][0]["id"]).upstream_id == "call_0_1"
+    assert ids.parse(call_of(second)[1][0]["id"]).position == 1
     assert second == second_again
     assert calls == 1
 
@@ -158,7 +158,7 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
         r = await http.post("/chat/completions", json={**base, "messages": unknown})
         out["unknown"] = (r.status_code, call_of(r.json())[0]["content"])
         tag = ids.parse(good[-1]["tool_call_id"]).tag  # a result for call 1, which was never handed out:
-        forged = ids.proxy_id("call_0_1", tag, 1, 3)
+        forged = ids.proxy_id(tag, 1, 3)
         skipping = [
             *good,
             {
@@ -169,9 +169,9 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
             {"role": "tool", "tool_call_id": forged, "content": "rb"},
         ]
         r = await http.post("/chat/completions", json={**base, "messages": skipping})
-        out["out_of_order"] = (r.status_code, r.json()["error"]["message"])
+        out["out_of_order"] = (r.status_code, r.json()["error"]["message"], forged)
         second = (await http.post("/chat/completions", json={**base, "messages": good})).json()
-        out["after_errors"] = ids.parse(call_of(second)[1][0]["id"]).upstream_id
+        out["after_errors"] = call_of(second)[1][0]["function"]["name"]
         third = answer(good, second, "rb")
         stale = [
             *good,
@@ -187,8 +187,9 @@ def test_bad_input_gets_openai_style_errors_and_the_queue_survives() -> None:
     # a result for a call no batch issued is not a continuation: it passes through (the trace answers)
     assert out["unknown"] == (200, "done")
     assert out["out_of_order"][0] == 409 and "before the proxy handed that call out" in out["out_of_order"][1]
-    assert "call_0_1_tlp" in out["out_of_order"][1] and "position 1 of 3" in out["out_of_order"][1]
-    assert out["after_errors"] == "call_0_1"  # nothing was corrupted by the bad requests
+    assert out["out_of_order"][2] in out["out_of_order"][1]
+    assert "(tool_b, position 1 of 3)" in out["out_of_order"][1]
+    assert out["after_errors"] == "tool_b"  # nothing was corrupted by the bad requests
     assert out["mismatch"] == 400
 
 
@@ -210,7 +211,10 @@ class Slow:
 
 @pytest.mark.parametrize(
     ("upstream", "status", "text"),
-    [(Failing(), 502, "model unreachable"), (Slow(), 504, "did not answer within 0.2 s")],
+    [
+        (Failing(), 502, "model unreachable"),
+        (Slow(), 504, "sent nothing for 0.2 s (--upstream-timeout, an idle timeout)"),
+    ],
 )
 def test_upstream_errors_and_timeouts(upstream, status, text) -> None:
     async def go(http, up, server):
@@ -285,7 +289,8 @@ def test_load_many_conversations_no_lost_or_crossed_results() -> None:
                     _, calls = call_of(reply)
                     if not calls:
                         return [m["content"] for m in body["messages"] if m["role"] == "tool"]
-                    body = {**body, "messages": answer(body["messages"], reply, f"conv {n} {calls[0]['id']}")}
+                    pos = ids.parse(calls[0]["id"]).position
+                    body = {**body, "messages": answer(body["messages"], reply, f"conv {n} {pos}")}
                 raise AssertionError("no final answer")
 
         results = await asyncio.gather(*(conversation(n) for n in range(200)))
@@ -293,14 +298,12 @@ def test_load_many_conversations_no_lost_or_crossed_results() -> None:
 
     results, upstream_requests, stats = arun(with_proxy(go))
     for n, tool_results in enumerate(results):
-        assert [r.split("_tlp")[0] for r in tool_results] == [f"conv {n} call_0_{i}" for i in range(3)]
+        assert tool_results == [f"conv {n} {i}" for i in range(3)]
     complete = [r["messages"] for r in upstream_requests if len(r["messages"]) == 5]
     assert len(complete) == 200 and len(upstream_requests) == 400 and stats["upstream_calls"] == 400
     for messages in complete:  # every upstream list holds one conversation's own results, in order
         n = messages[0]["content"].split(":")[0].split()[1]
-        assert [m["content"].split("_tlp")[0] for m in messages[2:]] == [
-            f"conv {n} call_0_{i}" for i in range(3)
-        ]
+        assert [m["content"] for m in messages[2:]] == [f"conv {n} {i}" for i in range(3)]
         assert [m["tool_call_id"] for m in messages[2:]] == [f"call_0_{i}" for i in range(3)]
     assert stats["errors"] == 0
 
@@ -324,9 +327,7 @@ def test_already_answered_results_are_refused() -> None:
 
     status, body = arun(with_proxy(go))
     assert status == 409 and "already answered with different content" in body["error"]["message"]
-    assert (
-        "(tool_a, position 0 of 3)" in body["error"]["message"] and "call_0_0_tlp" in body["error"]["message"]
-    )
+    assert "(tool_a, position 0 of 3)" in body["error"]["message"] and "call_tlp" in body["error"]["message"]
 
 
 def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
@@ -339,7 +340,7 @@ def test_identical_conversations_are_kept_apart_by_the_session_header() -> None:
         return ids.parse(call_of(a)[1][0]["id"]), ids.parse(call_of(b)[1][0]["id"])
 
     a, b = arun(with_proxy(go))
-    assert (a.upstream_id, a.position) == (b.upstream_id, b.position) == ("call_0_0", 0)  # B: its own queue
+    assert a.position == b.position == 0  # B: its own queue
     assert a.tag != b.tag
 
 

@@ -359,18 +359,39 @@ def _upstream(spec: str, delay_scale: float) -> Any:
                 f"{spec} is a live endpoint"
             )
         return HTTPUpstream(spec, api_key=os.environ.get("OPENAI_API_KEY") or None)
+    scheme = spec.split("://", 1)[0] if "://" in spec else ""
+    if scheme:
+        raise UsageError(
+            f"--upstream {spec!r}: the scheme {scheme!r} is not supported; give an http:// or https:// URL "
+            "of an OpenAI-compatible endpoint, or a trace JSON file"
+        )
     path = Path(spec)
     if not path.is_file():
-        looks_like_url = "://" in spec or spec.split("/")[0].count(":") == 1 or spec.startswith("localhost")
+        looks_like_url = spec.split("/")[0].count(":") == 1 or spec.startswith("localhost")
         hint = (
-            f"; URLs need a scheme: did you mean http://{spec.split('://')[-1]} ?"
+            f"; URLs need a scheme: did you mean http://{spec} ?"
             if looks_like_url
             else " (give an http:// or https:// URL, or a trace JSON file)"
         )
         raise UsageError(f"--upstream {spec!r}: no such trace file{hint}")
+    from toolcall_lab.exceptions import TraceError
     from toolcall_lab.trace_files import load
 
-    return TraceUpstream(load(path), delay_scale=delay_scale)
+    try:
+        trace = load(path)
+    except TraceError as exc:
+        raise UsageError(
+            f"--upstream {spec}: not a trace file toolcall-lab can serve ({_first_line(exc)}). A recorded "
+            "response or exchange (.sse, .chunks.jsonl, .json, a VCR cassette) must be imported first: "
+            f"`toolcall-lab import recording {spec} --out traces/`, then give one of the trace files it "
+            "writes."
+        ) from None
+    return TraceUpstream(trace, delay_scale=delay_scale)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
@@ -384,6 +405,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes,
         max_body_bytes=args.max_body_bytes,
         upstream_timeout_s=args.upstream_timeout,
+        upstream_total_timeout_s=args.upstream_total_timeout,
         model=args.model,
     )
     upstream = _upstream(args.upstream, args.delay_scale)
@@ -493,7 +515,15 @@ def register(sub: Any) -> None:
         "--upstream-timeout",
         type=_positive(float),
         default=120.0,
-        help="seconds allowed for one upstream request",
+        help="idle timeout: an upstream request fails (504) when the upstream sends nothing for this many "
+        "seconds, waiting for its answer or between two pieces of a stream (a stream that keeps "
+        "flowing is never cut)",
+    )
+    p.add_argument(
+        "--upstream-total-timeout",
+        type=_positive(float),
+        default=None,
+        help="cap on a whole upstream request, stream included, in seconds (default: no cap)",
     )
     p.add_argument(
         "--delay-scale",

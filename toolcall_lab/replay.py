@@ -158,10 +158,11 @@ class ReplayModel:
             await asyncio.sleep(rest)
 
 
-_OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded"]] = {
+_OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded", "invalid_arguments"]] = {
     "error": "error",
     "timeout": "timeout",
     "not_recorded": "not_recorded",
+    "invalid_arguments": "invalid_arguments",  # a tool that refused its arguments (valid JSON) itself
 }
 
 

@@ -83,7 +83,7 @@ def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
     return summary, params
 
 
-OUTCOME_STATUSES = ("ok", "error", "timeout", "not_recorded")
+OUTCOME_STATUSES = ("ok", "error", "timeout", "not_recorded", "invalid_arguments")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,12 +91,13 @@ class ToolOutcome:
     """A tool's result with an explicit status: the text is sent verbatim, the status recorded.
 
     Return it from a tool to report a failure without raising (replayed tools use it to reproduce
-    recorded errors and timeouts exactly). Checked on creation: a bad one raises `UsageError` inside
-    the tool, which is then recorded as the tool raising.
+    recorded errors and timeouts exactly). ``invalid_arguments`` says the tool did not run its work
+    because its arguments were unusable (e.g. a ``$VAR_REF`` naming no variable). Checked on creation:
+    a bad one raises `UsageError` inside the tool, which is then recorded as the tool raising.
     """
 
     text: str
-    status: Literal["ok", "error", "timeout", "not_recorded"] = "ok"
+    status: Literal["ok", "error", "timeout", "not_recorded", "invalid_arguments"] = "ok"
     """``timeout`` reports the tool's own limit expiring (the harness's own limit is `Tool.timeout_s`);
     ``not_recorded``: a replayed call whose result the recording does not hold."""
     duration_s: float | None = None

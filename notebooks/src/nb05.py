@@ -113,8 +113,9 @@ print("upstream requests:", upstream.request_count, "| messages in the second:",
         md("""
 ### How the proxy knows which batch a request belongs to
 The proxy **owns the ids it hands out**: each call reaches the client as
-`<upstream id>_tlp<batch tag>_<position>of<N>`, and every request it sends upstream carries the
-upstream's own ids again. A request that carries a result is matched by that id alone, so nothing
+`call_tlp<batch tag>_<position>of<N>` (at most 33 characters, whatever the upstream's id), and every
+request it sends upstream carries the upstream's own ids again (the proxy keeps the mapping). A
+request that carries a result is matched by that id alone, so nothing
 else can cross it: not an upstream that repeats its ids (this recorded trace answers `call_0_0`,
 `call_0_1`, `call_0_2` to everyone), not identical conversations, not a system prompt that changes
 every round trip. Every first request goes upstream; only an `Idempotency-Key` (or, under an
@@ -133,6 +134,7 @@ async with httpx.AsyncClient(base_url=url) as http:
     b = (await http.post("/chat/completions", json=body)).json()   # identical, from another client
     call = a["choices"][0]["message"]["tool_calls"][0]
     print("client A got", call["id"], "| client B got", b["choices"][0]["message"]["tool_calls"][0]["id"])
+    print("usage on the first hand-out:", a.get("usage"), "(the upstream's; this recorded scenario has none, so none is sent)")
     answered = [*first, a["choices"][0]["message"], {"role": "tool", "tool_call_id": call["id"], "content": "result A"}]
     await http.post("/chat/completions", json={**body, "messages": answered})       # hands out call 2 of 3
     changed = [*answered[:-1], {**answered[-1], "content": "a different result"}]
@@ -141,6 +143,7 @@ async with httpx.AsyncClient(base_url=url) as http:
     await http.post("/chat/completions", json={**body, "messages": turn})
     health = (await http.get(url.removesuffix("/v1") + "/health")).json()
 print("conflict:", conflict.status_code, conflict.json()["error"]["message"][:110], "...")
+print("  the client is told not to retry it: x-should-retry =", conflict.headers.get("x-should-retry"))
 print("the upstream got, for the interrupted turn:")
 for m in upstream.requests[-1]["messages"]:
     print(f"  {m['role']:>9}: {[c['id'] for c in m.get('tool_calls', [])] or m.get('tool_call_id') or ''} {m.get('content') or ''}"[:140])
@@ -171,8 +174,10 @@ print("\\nvariables:", list(store.values), "| protocol violations:", done.violat
 """),
         md("""
 `CompressionHook` does this before every model call and keeps **one** store for the whole
-conversation, so a later turn can read an earlier result back. Compressing a transcript that breaks
-the protocol flags it instead of hiding it (here the legacy `first_only` bug left two calls unanswered):
+conversation, so a later turn can read an earlier result back. What a block quotes cannot break out of
+it (the fence is longer than any run of backticks in it, arguments and reasons stay on their line), so
+a tool result cannot fake a log block. Compressing a transcript that breaks the protocol flags it
+instead of hiding it (here the legacy `first_only` bug left two calls unanswered):
 """),
         code("""
 from toolcall_lab.replay import replay
@@ -201,7 +206,8 @@ if (REALDATA / "PROVENANCE.md").is_file():
 pd.DataFrame([totals(name, traces) for name, traces in corpora])
 """),
         md("""
-The design's `<SYSTEM-CONTEXT>` block is a fixed cost per chain (about a hundred tokens): on the
+The design's `<SYSTEM-CONTEXT>` block is a fixed cost per chain (about a hundred tokens), and the
+`ReadVar` tool's schema that compression adds to the tools is counted on the after side too: on the
 generated corpus, whose tool results are a few words, compressing costs more than it saves; on real
 conversations with long results (tau-bench) it saves a share of the tokens. Counts are of what the
 model reads (texts, tool names and arguments), not of the JSON around them.

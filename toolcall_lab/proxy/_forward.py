@@ -5,36 +5,41 @@ as bytes (an answer that is not a chat completion becomes a 502), replies render
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from aiohttp import web
-
-from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.proxy._httpd import Reply as HTTPReply
+from toolcall_lab.proxy._httpd import Request, Response, StreamResponse
+from toolcall_lab.proxy._wire import NO_RETRY, RETRYABLE, JSONError, dumps, error_body, loads, sse_events
 from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse
 
 
 class HTTPError(Exception):
-    """A reply the proxy makes itself: an OpenAI-style error with a status and a code."""
+    """A reply the proxy makes itself: an OpenAI-style error with a status and a code. Unless the code
+    is one a retry may cure (`_wire.RETRYABLE`), it says ``x-should-retry: false``."""
 
     def __init__(self, status: int, message: str, code: str) -> None:
         super().__init__(message)
         self.status, self.code = status, code
 
-    def response(self) -> web.Response:
-        return json_reply(self.status, error_body(self.status, str(self), self.code))
+    def response(self) -> Response:
+        headers = None if self.code in RETRYABLE else NO_RETRY
+        return json_reply(self.status, error_body(self.status, str(self), self.code), headers)
 
 
 class Reply(Exception):
     """A finished response to send as it is (an upstream error passed through)."""
 
-    def __init__(self, response: web.Response) -> None:
+    def __init__(self, response: Response) -> None:
         super().__init__(response.status)
         self.response = response
 
 
-def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=dumps(value), content_type="application/json", headers=headers)
+def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> Response:
+    out = {"Content-Type": "application/json"}
+    if headers:
+        out.update(headers)
+    return Response(status, dumps(value), out)
 
 
 class Forwarder:
@@ -42,16 +47,28 @@ class Forwarder:
 
     Args:
         upstream: where requests go.
-        timeout_s: time allowed for one upstream request (a 504 past it).
+        idle_timeout_s: an upstream request fails (504) when nothing comes for this long: no answer
+            yet, or no next piece of a stream. An upstream with a ``timeout_s`` of its own
+            (`HTTPUpstream`) enforces it itself, byte by byte; for any other the forwarder does.
+        total_timeout_s: time allowed for one upstream request from start to the end of its answer,
+            stream included (a 504 past it); None: no cap.
         model: model name sent upstream instead of the client's (None: the client's).
         stats: the server's counters (``upstream_calls``, ``passed_through``, ``errors``).
     """
 
     def __init__(
-        self, upstream: Upstream, *, timeout_s: float, model: str | None, stats: dict[str, int]
+        self,
+        upstream: Upstream,
+        *,
+        idle_timeout_s: float,
+        total_timeout_s: float | None,
+        model: str | None,
+        stats: dict[str, int],
     ) -> None:
         self.upstream = upstream
-        self.timeout_s = timeout_s
+        own = getattr(upstream, "timeout_s", None)
+        self.idle_timeout_s: float | None = None if isinstance(own, int | float) else idle_timeout_s
+        self.total_timeout_s = total_timeout_s
         self.model = model
         self.stats = stats
 
@@ -66,24 +83,69 @@ class Forwarder:
 
     async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
         self.stats["upstream_calls"] += 1
+        idle, total = self.idle_timeout_s, self.total_timeout_s
+        if idle is None and total is None:  # the upstream keeps its own idle timeout (the usual case)
+            try:
+                return await self.upstream.send(data, headers, stream=stream)
+            except UpstreamError as exc:
+                raise HTTPError(exc.status, str(exc), exc.code) from None
+        now = asyncio.get_running_loop().time()
+        deadline = now + total if total is not None else None
         try:
-            return await asyncio.wait_for(self.upstream.send(data, headers, stream=stream), self.timeout_s)
+            async with asyncio.timeout_at(_first(deadline, now + idle if idle is not None else None)):
+                reply = await self.upstream.send(data, headers, stream=stream)
         except TimeoutError:
             raise HTTPError(
-                504,
-                f"upstream did not answer within {self.timeout_s:g} s",
-                "upstream_timeout",
+                504, self._timeout_message(deadline, "did not answer"), "upstream_timeout"
             ) from None
         except UpstreamError as exc:
             raise HTTPError(exc.status, str(exc), exc.code) from None
+        if reply.stream is not None:
+            reply.stream = self._timed(reply.stream, deadline)
+        return reply
+
+    def _timeout_message(self, deadline: float | None, what: str) -> str:
+        if deadline is not None and asyncio.get_running_loop().time() >= deadline - 1e-3:
+            return (
+                f"upstream {what} within {self.total_timeout_s:g} s "
+                "(--upstream-total-timeout, a cap on the whole request)"
+            )
+        return f"upstream sent nothing for {self.idle_timeout_s:g} s (--upstream-timeout, an idle timeout)"
+
+    async def _timed(self, stream: AsyncIterator[bytes], deadline: float | None) -> AsyncIterator[bytes]:
+        """The stream, ending with an `UpstreamError` (504) when a piece takes longer than the idle
+        timeout or the total cap is reached."""
+        iterator = aiter(stream)
+        idle = self.idle_timeout_s
+        while True:
+            now = asyncio.get_running_loop().time()
+            try:
+                async with asyncio.timeout_at(_first(deadline, now + idle if idle is not None else None)):
+                    data = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                what = "did not finish its stream"
+                raise UpstreamError(self._timeout_message(deadline, what), 504, "upstream_timeout") from None
+            yield data
 
     async def call_upstream(
-        self, request: web.BaseRequest, body: dict[str, Any], messages: list[dict[str, Any]]
+        self,
+        request: Request,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        raw: bytes | None = None,
     ) -> dict[str, Any]:
-        """One non-streamed upstream request whose reply the proxy must read (a serial client's)."""
-        reply = await self.send(
-            self.upstream_body(body, messages, stream=False), request.headers, stream=False
+        """One non-streamed upstream request whose reply the proxy must read (a serial client's).
+
+        `raw`: the client's body, sent as it came when the proxy changes nothing in it (its messages
+        unchanged, no model override, no streaming to turn off).
+        """
+        unchanged = (
+            raw is not None and not self.model and "stream" not in body and "stream_options" not in body
         )
+        data = raw if unchanged and raw is not None else self.upstream_body(body, messages, stream=False)
+        reply = await self.send(data, request.headers, stream=False)
         if reply.status >= 400:
             raise Reply(self.upstream_error(reply))
         return self.chat_completion(reply)
@@ -104,7 +166,7 @@ class Forwarder:
             )
         return response
 
-    def upstream_error(self, reply: UpstreamResponse) -> web.Response:
+    def upstream_error(self, reply: UpstreamResponse) -> Response:
         """An upstream error as the client must see it: same status, body and Retry-After."""
         try:
             parsed = loads(reply.body)
@@ -112,16 +174,14 @@ class Forwarder:
             parsed = None
         headers = {k: v for k, v in reply.headers.items() if k.lower() != "content-type"}
         if isinstance(parsed, dict):
-            return web.Response(
-                status=reply.status, body=reply.body, content_type="application/json", headers=headers
-            )
+            return Response(reply.status, reply.body, {"Content-Type": "application/json", **headers})
         text = reply.body[:2000].decode("utf-8", "replace")
         message = f"upstream answered {reply.status} with a non-JSON body: {text!r}"
         return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
 
     async def pass_through(
-        self, request: web.BaseRequest, body: dict[str, Any], raw: bytes, *, changed: bool
-    ) -> web.StreamResponse:
+        self, request: Request, body: dict[str, Any], raw: bytes, *, changed: bool
+    ) -> HTTPReply:
         """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
         self.stats["passed_through"] += 1
         stream = body.get("stream") is True
@@ -143,30 +203,39 @@ class Forwarder:
         if reply.stream is None:
             if 200 <= reply.status < 300:
                 self.chat_completion(reply)  # a 502 unless it is one
-            return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
-        out = web.StreamResponse(status=reply.status, headers=reply.headers)
+            return Response(reply.status, reply.body, reply.headers)
+        return StreamResponse(reply.status, reply.headers, self._relay(reply))
+
+    async def _relay(self, reply: UpstreamResponse) -> AsyncIterator[bytes]:
+        """The upstream's stream as it comes; if it breaks off, an error event says so in the stream.
+        The connection goes back to the pool (or closes) however the stream ends."""
+        assert reply.stream is not None
         try:
-            await out.prepare(request)
             async for data in reply.stream:
-                await out.write(data)
-        except UpstreamError as exc:  # the upstream broke off mid-stream: say so in the stream
+                yield data
+        except UpstreamError as exc:
             self.stats["errors"] += 1
-            await out.write(b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n")
+            yield b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n"
         finally:
             await reply.release()
-        await out.write_eof()
-        return out
 
-    def render(self, body: dict[str, Any], response: dict[str, Any]) -> web.Response:
+    def render(self, body: dict[str, Any], response: dict[str, Any]) -> Response:
         """A reply as the client asked for it: JSON, or the same as server-sent events."""
         if body.get("stream") is True:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return web.Response(
-                status=200,
-                body=b"".join(sse_events(response, include_usage=include)),
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+            return Response(
+                200,
+                b"".join(sse_events(response, include_usage=include)),
+                {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
             )
         return json_reply(200, response)
+
+
+def _first(a: float | None, b: float | None) -> float | None:
+    """The earlier of two deadlines (None: none)."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def _is_event_stream(headers: Mapping[str, str]) -> bool:

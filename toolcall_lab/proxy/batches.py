@@ -65,6 +65,24 @@ def result_digest(content: Any) -> str:
     return hashlib.sha256(text_of(content).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def call_digest(call: Any) -> str:
+    """A call compared by what it asks for: type, name and arguments (compared by meaning: clients
+    such as LangChain re-serialise arguments with other spacing or key order)."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    fn = fn if isinstance(fn, dict) else {}
+    what = [str(call.get("type")) if isinstance(call, dict) else "", str(fn.get("name"))]
+    what.append(_canonical_arguments(fn.get("arguments")))
+    return hashlib.sha256(dumps(what)).hexdigest()[:32]
+
+
+def _edit_message(where: str, held: Any, position: int, n_calls: int) -> str:
+    return (
+        f"{where}: call {held!r} (position {position} of {n_calls}) differs from the call the proxy handed "
+        "out (its name or arguments were changed); the model's calls go upstream as the model made them. "
+        "Send the call back exactly as received (arguments may be re-serialised)."
+    )
+
+
 @dataclass(slots=True, kw_only=True)
 class Batch:
     """One upstream response with N calls, served one call per client round trip.
@@ -78,7 +96,11 @@ class Batch:
     message: dict[str, Any]
     """The upstream's assistant message with all N calls, as received."""
     template: dict[str, Any]
-    """id / created / model / system_fingerprint / usage of the upstream response."""
+    """The upstream response's top-level fields (id, created, model, system_fingerprint, usage as sent,
+    and any other), without its choices."""
+    choice: dict[str, Any] = field(default_factory=dict)
+    """The fields of the upstream's choice besides index, message and finish_reason (logprobs, ...):
+    they describe the message the first hand-out carries."""
     session_key: str = ""
     """With ``x-session-id``: a hash of the session and the request that opened the batch (retries)."""
     digests: list[str] = field(default_factory=list)
@@ -88,6 +110,8 @@ class Batch:
     state: BatchState = "open"
     created_at: float = 0.0
     touched_at: float = 0.0
+    _ids: list[str] = field(default_factory=list, repr=False, compare=False)
+    _size: int = field(default=0, repr=False, compare=False)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -96,7 +120,7 @@ class Batch:
 
     @property
     def n_calls(self) -> int:
-        return len(self.calls)
+        return len(self.message["tool_calls"])
 
     @property
     def answered(self) -> int:
@@ -105,30 +129,46 @@ class Batch:
     @property
     def handed_out(self) -> int:
         """How many calls the proxy has handed out: each result received hands out the next."""
-        return min(self.answered + 1, self.n_calls)
+        return min(len(self.digests) + 1, len(self.message["tool_calls"]))
+
+    @property
+    def client_ids(self) -> list[str]:
+        """The proxy ids of the N calls, by position (made once)."""
+        if not self._ids:
+            n = len(self.message["tool_calls"])
+            self._ids = [proxy_id(self.tag, p, n) for p in range(n)]
+        return self._ids
 
     def name(self, position: int) -> str:
         fn = self.calls[position].get("function")
         return str(fn.get("name")) if isinstance(fn, dict) else "?"
 
     def client_id(self, position: int) -> str:
-        return proxy_id(self.calls[position].get("id"), self.tag, position, self.n_calls)
+        return self.client_ids[position]
 
     def describe(self, position: int) -> str:
         """``'<proxy id>' (name, position k of N)`` for error messages."""
         return f"{self.client_id(position)!r} ({self.name(position)}, position {position} of {self.n_calls})"
+
+    def upstream_id(self, position: int) -> Any:
+        """The upstream's id of a call; for a call it sent without one (missing or empty), the proxy id,
+        so that every call and its result are paired by a real id upstream."""
+        value = self.calls[position].get("id")
+        return self.client_ids[position] if value is None or value == "" else value
+
+    def upstream_ids(self) -> tuple[Any, ...]:
+        return tuple(self.upstream_id(p) for p in range(self.n_calls))
 
     def upstream_assistant(self) -> dict[str, Any]:
         """The assistant message as it goes back upstream: all N calls under the upstream's own ids."""
         out = {k: self.message[k] for k in _UPSTREAM_FIELDS if self.message.get(k) is not None}
         out["role"] = "assistant"
         out.setdefault("content", None)
-        out["tool_calls"] = list(self.calls)
+        calls = self.calls
+        if any(c.get("id") is None or c.get("id") == "" for c in calls):
+            calls = [{**c, "id": self.upstream_id(p)} for p, c in enumerate(calls)]
+        out["tool_calls"] = list(calls)
         return out
-
-    def upstream_id(self, position: int) -> Any:
-        value = self.calls[position].get("id")
-        return "" if value is None else value
 
     def hand_out(self, position: int) -> dict[str, Any]:
         """The assistant message the client receives for `position`: one call, under its proxy id.
@@ -136,7 +176,7 @@ class Batch:
         Position 0 is the upstream's message (its text and other fields) with only the first call; later
         positions carry no text (it went out with the first).
         """
-        call = {**self.calls[position], "id": self.client_id(position)}
+        call = {**self.calls[position], "id": self.client_ids[position]}
         if position == 0:
             message = {k: v for k, v in self.message.items() if k != "tool_calls"}
         else:
@@ -144,20 +184,28 @@ class Batch:
         message["tool_calls"] = [call]
         return message
 
-    _fixed_size: int = 0
+    def edited(self, position: int, held: dict[str, Any]) -> bool:
+        """Whether the client's copy of a call differs from the call handed out (id aside)."""
+        mine = self.calls[position]
+        if held.get("function") == mine.get("function") and held.get("type", "function") == mine.get(
+            "type", "function"
+        ):
+            return False
+        return call_digest(held) != call_digest(mine)
 
     @property
     def size(self) -> int:
         """Approximate bytes this record holds (for the store's byte bound)."""
-        if not self._fixed_size:
-            self._fixed_size = 400 + len(dumps(self.message)) + len(dumps(self.template))
-        return self._fixed_size + 40 * len(self.digests) + (len(dumps(self.final)) if self.final else 0)
+        if not self._size:
+            self._size = 400 + len(dumps(self.message)) + len(dumps(self.template)) + len(dumps(self.choice))
+        return self._size + 40 * len(self.digests) + (len(dumps(self.final)) if self.final else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tag": self.tag,
             "message": self.message,
             "template": self.template,
+            "choice": self.choice,
             "session_key": self.session_key,
             "digests": self.digests,
             "final": self.final,
@@ -170,13 +218,30 @@ class Batch:
     def from_dict(cls, data: dict[str, Any]) -> Batch:
         return cls(**data)
 
+    def tombstone(self, reason: Literal["expired", "evicted"], at: float) -> Tombstone:
+        return Tombstone(
+            tag=self.tag,
+            names=tuple(self.name(p) for p in range(self.n_calls)),
+            upstream_ids=self.upstream_ids(),
+            call_digests=tuple(call_digest(c) for c in self.calls),
+            answered=self.answered,
+            state=self.state,
+            reason=reason,
+            at=at,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tombstone:
-    """What is left of a batch the proxy forgot (expired or evicted): enough to say so clearly."""
+    """What is left of a batch the proxy forgot (expired or evicted): enough to say so clearly, and to
+    send a whole batch the client still holds upstream under the upstream's own ids, unchanged."""
 
     tag: str
     names: tuple[str, ...]
+    upstream_ids: tuple[Any, ...] = ()
+    """The upstream's id of each call (the proxy id where it sent none), by position."""
+    call_digests: tuple[str, ...] = ()
+    """`call_digest` of each call: a client copy that differs was edited."""
     answered: int
     state: BatchState
     reason: Literal["expired", "evicted"]
@@ -184,7 +249,12 @@ class Tombstone:
 
     @property
     def size(self) -> int:
-        return 200 + sum(len(n) for n in self.names)
+        return (
+            200
+            + sum(len(n) for n in self.names)
+            + sum(len(str(i)) + 8 for i in self.upstream_ids)
+            + 40 * len(self.call_digests)
+        )
 
 
 # --- a client's message list -----------------------------------------------------------------------
@@ -194,18 +264,20 @@ class MalformedBatch(ValueError):
     """The messages holding a batch's calls are not shaped the way the proxy handed them out (a 400)."""
 
 
-@dataclass(slots=True)
 class Split:
-    """One batch as it appears in a client's message list: messages[start:end]."""
+    """One batch as it appears in a client's message list: messages[start:end].
 
-    tag: str
-    n_calls: int
-    calls: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
-    """position -> (message index, the call as the client holds it)"""
-    results: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
-    """position -> (message index, the client's tool message)"""
-    start: int = 0
-    end: int = 0
+    Attributes:
+        calls: position -> (message index, the call as the client holds it).
+        results: position -> (message index, the client's tool message).
+    """
+
+    __slots__ = ("calls", "end", "n_calls", "results", "start", "tag")
+
+    def __init__(self, tag: str, n_calls: int, *, start: int = 0, end: int = 0) -> None:
+        self.tag, self.n_calls, self.start, self.end = tag, n_calls, start, end
+        self.calls: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.results: dict[int, tuple[int, dict[str, Any]]] = {}
 
     @property
     def handed(self) -> int:
@@ -293,6 +365,45 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
     return out
 
 
+def pairs_at_end(messages: Sequence[dict[str, Any]], tag: str, ids: Sequence[str], last: int) -> Split | None:
+    """The batch `tag` read from the end of `messages` when it ends the list exactly as handed out:
+    (assistant message with the one call ``ids[j]``, its tool message) for j = 0..`last`, and nothing
+    of the batch before them. None when it is not so (then `scan` reads the whole list and says what
+    is wrong). A request served from the queue needs no more than this: it forwards nothing, and the
+    rest of the conversation is read when it goes upstream."""
+    start = len(messages) - 2 * (last + 1)
+    if start < 0 or last >= len(ids):
+        return None
+    split = Split(tag, len(ids), start=start, end=len(messages))
+    calls, results = split.calls, split.results
+    for j in range(last + 1):
+        i = start + 2 * j
+        held, answer = messages[i], messages[i + 1]
+        found = held.get("tool_calls")
+        if (
+            held.get("role") != "assistant"
+            or answer.get("role") != "tool"
+            or answer.get("tool_call_id") != ids[j]
+            or type(found) is not list
+            or len(found) != 1
+            or type(found[0]) is not dict
+            or found[0].get("id") != ids[j]
+        ):
+            return None
+        calls[j] = (i, found[0])
+        results[j] = (i + 1, answer)
+    if start:
+        before = messages[start - 1]
+        pid = parse(before.get("tool_call_id")) if before.get("role") == "tool" else None
+        if pid is not None and pid.tag == tag:
+            return None
+        for call in before.get("tool_calls") or () if before.get("role") == "assistant" else ():
+            pid = parse(call.get("id")) if isinstance(call, dict) else None
+            if pid is not None and pid.tag == tag:
+                return None
+    return split
+
+
 def _not_after_ours(messages: Sequence[dict[str, Any]], owner: list[str | None], i: int, cid: Any) -> None:
     """A tool message with another id must not answer an assistant message holding a call of ours."""
     j = i - 1
@@ -356,15 +467,20 @@ def _check_shape(split: Split, messages: Sequence[dict[str, Any]], owner: list[s
 
 
 def merged(
-    batch: Batch | None, split: Split, messages: Sequence[dict[str, Any]]
+    batch: Batch | None,
+    split: Split,
+    messages: Sequence[dict[str, Any]],
+    tomb: Tombstone | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """A split batch in the upstream's form, and how many of its calls had to be left out.
 
     With the proxy's record (`batch`) the upstream gets its own assistant message with all N calls,
-    byte for byte. Without one (expired, evicted, a restart without ``--state``) the message is rebuilt
-    from the client's copies, under the upstream ids the proxy ids carry; calls the client never
-    received are then unknown and left out (the count says how many). Each call gets one tool message:
-    the client's own (under the upstream's id), else a text saying truthfully why there is none.
+    byte for byte (a call it sent without an id gets the proxy id, in the call and in its result).
+    Without one (expired, evicted, a restart without ``--state``) the message is rebuilt from the
+    client's copies, under the upstream's ids the tombstone (`tomb`) kept, else under the proxy ids the
+    client holds; calls the client never received are then unknown and left out (the count says how
+    many). Each call gets one tool message: the client's own (under the upstream's id), else a text
+    saying truthfully why there is none.
     """
     results = {p: m for p, (_, m) in split.results.items()}
     tools: list[dict[str, Any]] = []
@@ -383,11 +499,11 @@ def merged(
                 content = NEVER_HANDED_OUT
             tools.append({"role": "tool", "tool_call_id": upstream_id, "content": content})
         return [batch.upstream_assistant(), *tools], 0
+    known = tomb.upstream_ids if tomb is not None and len(tomb.upstream_ids) == split.n_calls else None
     calls = []
     for p in range(split.handed):
         call = split.calls[p][1]
-        pid = parse(call.get("id"))
-        calls.append({**call, "id": pid.upstream_id if pid is not None else call.get("id")})
+        calls.append({**call, "id": known[p] if known is not None else call.get("id")})
     first = messages[split.calls[0][0]]
     assistant: dict[str, Any] = {"role": "assistant", "content": None}
     assistant.update({k: v for k, v in first.items() if k != "tool_calls"})
@@ -398,6 +514,24 @@ def merged(
         else:
             tools.append({"role": "tool", "tool_call_id": call["id"], "content": HANDED_NOT_ANSWERED})
     return [assistant, *tools], split.n_calls - split.handed
+
+
+def check_unedited(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
+    """The client's copies of a batch's calls must be the calls handed out (what the proxy knows of
+    them: its record, else the tombstone's digests); `MalformedBatch` names an edited one."""
+    if batch is not None:
+        handed = batch.handed_out  # a call not handed out yet is the out-of-order check's business
+        for position, (index, held) in split.calls.items():
+            if position < handed and batch.edited(position, held):
+                raise MalformedBatch(
+                    _edit_message(f"message {index}", held.get("id"), position, split.n_calls)
+                )
+    elif tomb is not None and len(tomb.call_digests) == split.n_calls:
+        for position, (index, held) in split.calls.items():
+            if call_digest(held) != tomb.call_digests[position]:
+                raise MalformedBatch(
+                    _edit_message(f"message {index}", held.get("id"), position, split.n_calls)
+                )
 
 
 # --- conversation identity for x-session-id retries ------------------------------------------------

@@ -1,4 +1,4 @@
-"""The serialized proxy as an OpenAI-compatible HTTP server (aiohttp).
+"""The serialized proxy as an OpenAI-compatible HTTP server.
 
 For a request with ``parallel_tool_calls: false`` whose upstream answer holds N > 1 tool calls, the
 client receives only the first call; each tool result it sends back is answered with the next call
@@ -6,28 +6,32 @@ without calling upstream; once all N are answered, one upstream request carries 
 assistant message with all N calls and the N results in order. Everything else passes through as
 bytes over a pooled connection.
 
-**The proxy owns the ids it hands out** (see `ids`): each call goes to the client under a proxy id
-that carries a random batch tag, its position, the batch size and the upstream's own id; every
-request sent upstream carries the upstream's ids again. A batch is therefore recognised by ids only it
-ever had, whatever the upstream's ids are (repeated, empty, missing), whatever ``x-session-id`` is
-sent, and however the conversation before the batch changes between round trips (a system prompt
-with the current time). How each request is handled:
+**The proxy owns the ids it hands out** (see `ids`): each call goes to the client under an opaque proxy
+id (a random batch tag, its position, the batch size; at most 33 characters); every request sent
+upstream carries the upstream's ids again, from the batch record or, once the batch is forgotten, its
+tombstone (a call the upstream sent without an id goes back under its proxy id). A batch is therefore
+recognised by ids only it ever had, whatever the upstream's ids are (repeated, empty, missing,
+long), whatever ``x-session-id`` is sent, and however the conversation before the batch changes
+between round trips (a system prompt with the current time). How each request is handled:
 
 - **First request** (it answers no call handed out by the proxy): always a new conversation; it goes
   upstream, even when another client sent identical messages. It is a *retry* only when the client
-  says so: the same ``Idempotency-Key`` replays the stored reply byte for byte (another body under a
-  used key is a 409), and under an ``x-session-id`` the same messages while the batch they opened is
-  still open get its first call again. The same first message after that batch finished is a new
-  conversation.
+  says so: the same ``Idempotency-Key`` with the same JSON body replays the stored reply byte for byte
+  (another body under a used key is a 409), and under an ``x-session-id`` the same messages while the
+  batch they opened is still open get its first call again. The same first message after that batch
+  finished is a new conversation.
 - **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
   id names. The next result is recorded and the next call handed out; a repeat of an earlier request
   gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
-  kept so a retry of that request gets it again.
+  kept so a retry of that request gets it again. A request served from the queue is read only as far
+  as its batch's own messages at the end of the conversation (`queued_tail`); the rest is read when
+  the conversation goes upstream.
 - **Conflict**: a result for a call already answered with *different* content is a 409 naming the
   call and its position; a result for a call the proxy has not handed out yet is a 409
   ``out_of_order`` naming that call. Nothing is recorded from a refused request. Messages that break
   the shape the proxy handed out (a result without its call, a batch interleaved with other
-  messages, ids changed, other calls right after an unfinished batch) are a 400 naming the message.
+  messages, ids changed, a call's name or arguments edited, other calls right after an unfinished
+  batch) are a 400 naming the message.
 - **A batch the proxy no longer holds** (expired after ``--ttl``, evicted by ``--max-batches`` /
   ``--max-bytes``, or a restart without ``--state``): its ids still say they are the proxy's. A
   continuation that holds the whole batch (all N calls and results) is rebuilt from the client's
@@ -44,126 +48,73 @@ with the current time). How each request is handled:
   batch it is rebuilt from the client's messages; only the calls of an interrupted batch that were
   never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged).
 
-Errors are OpenAI-style JSON bodies; upstream errors keep their status, body and ``Retry-After``;
-the proxy never retries by itself.
+Errors are OpenAI-style JSON bodies; the proxy's own refusals that a retry cannot change say
+``x-should-retry: false``; upstream errors keep their status, body and ``Retry-After``; the proxy never
+retries by itself. The first hand-out of a batch carries the upstream's usage and logprobs as sent
+(absent if it sent none); replies served from the queue carry ``usage: null`` and ``logprobs: null``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
-from toolcall_lab.exceptions import UsageError
 from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
+from toolcall_lab.proxy._httpd import HTTPServer, Request, Response, StreamResponse
+from toolcall_lab.proxy._httpd import Reply as HTTPReply
 from toolcall_lab.proxy._wire import (
     JSONError,
     dumps,
-    error_body,
+    exact,
     hand_out_reply,
     loads,
-    template_of,
+    request_digest,
+    split_response,
 )
 from toolcall_lab.proxy.batches import (
     Batch,
     MalformedBatch,
     Split,
     Tombstone,
+    check_unedited,
     merged,
+    pairs_at_end,
     result_digest,
     scan,
     session_key,
     translate,
 )
-from toolcall_lab.proxy.ids import new_tag
-from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, StoreLimits, TooLarge
-from toolcall_lab.proxy.upstreams import Upstream, serve
+from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse
+from toolcall_lab.proxy.settings import ProxySettings, _Locks
+from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, TooLarge
+from toolcall_lab.proxy.upstreams import Upstream
 
 logger = logging.getLogger("toolcall_lab.proxy")
 SESSION_HEADER = "x-session-id"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_HEADER = "idempotency-key"
+"""Header names as the server reads them (lower case)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProxySettings:
-    """Settings of a `ProxyServer`; validated on creation."""
-
-    ttl_s: float = 600.0
-    """A batch unused this long expires (its tombstone answers late continuations with 410)."""
-    max_batches: int = 10_000
-    max_bytes: int = 256 * 1024 * 1024
-    tombstone_ttl_s: float = 24 * 3600.0
-    max_body_bytes: int = 32 * 1024 * 1024
-    """Largest request body accepted (a larger one gets a JSON 413)."""
-    upstream_timeout_s: float = 120.0
-    model: str | None = None
-    """Model name sent upstream instead of the client's (None: the client's)."""
-    sweep_s: float = 1.0
-    """How often expired batches are swept (so /health is current)."""
-
-    def __post_init__(self) -> None:
-        if not self.max_body_bytes >= 1024:
-            raise UsageError(f"ProxySettings.max_body_bytes={self.max_body_bytes!r}: must be >= 1024")
-        if not self.upstream_timeout_s > 0:
-            raise UsageError(
-                f"ProxySettings.upstream_timeout_s={self.upstream_timeout_s!r}: must be > 0 seconds"
-            )
-        if not self.sweep_s > 0:
-            raise UsageError(f"ProxySettings.sweep_s={self.sweep_s!r}: must be > 0 seconds")
-
-    def limits(self) -> StoreLimits:
-        return StoreLimits(
-            ttl_s=self.ttl_s,
-            max_batches=self.max_batches,
-            max_bytes=self.max_bytes,
-            tombstone_ttl_s=self.tombstone_ttl_s,
-        )
+_ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
 
 
-class _Locks:
-    """Named locks that exist only while someone holds or waits for them (counted, so none is dropped
-    while a waiter still needs it)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    def __len__(self) -> int:
-        return len(self._held)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._held
-
-    @contextlib.asynccontextmanager
-    async def hold(self, name: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(name, (None, 0))
-        lock = lock or asyncio.Lock()
-        self._held[name] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            users = self._held[name][1] - 1
-            if users:
-                self._held[name] = (lock, users)
-            else:
-                del self._held[name]
-
-
-def _not_routed(request: web.BaseRequest) -> web.Response:
-    """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405), not aiohttp's text."""
-    if request.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions", "/health"):
+def _not_routed(request: Request) -> Response:
+    """Unknown paths and methods get OpenAI-style JSON errors too (404 / 405; a trailing slash is told)."""
+    if request.path in _ROUTES:
         status, reason = 405, f"method {request.method} not allowed on {request.path}"
+    elif request.path.rstrip("/") in _ROUTES:
+        status = 404
+        reason = (
+            f"no such endpoint: {request.method} {request.path} (did you mean {request.path.rstrip('/')}?)"
+        )
     else:
         status, reason = 404, f"no such endpoint: {request.method} {request.path}"
-    return json_reply(status, error_body(status, reason, "http_error"))
+    return HTTPError(status, reason, "http_error").response()
 
 
 class ProxyServer:
@@ -202,21 +153,27 @@ class ProxyServer:
             "calls_left_out": 0,
             "errors": 0,
         }
+        idle = getattr(upstream, "timeout_s", None)
+        if isinstance(idle, int | float):  # the upstream keeps its own idle timeout, never a longer one
+            upstream.timeout_s = min(idle, self.settings.upstream_timeout_s)  # type: ignore[attr-defined]
         self.forward = Forwarder(
-            upstream, timeout_s=self.settings.upstream_timeout_s, model=self.settings.model, stats=self.stats
+            upstream,
+            idle_timeout_s=self.settings.upstream_timeout_s,
+            total_timeout_s=self.settings.upstream_total_timeout_s,
+            model=self.settings.model,
+            stats=self.stats,
         )
         self._locks = _Locks()
         """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
-        self._runner: web.BaseRunner | None = None
+        self._http: HTTPServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on host:port (port 0 picks a free one); returns the base URL ending in /v1."""
-        self._runner, url = await serve(
-            self.dispatch, host, port, max_body_bytes=self.settings.max_body_bytes
-        )
+        self._http = HTTPServer(self.dispatch, self.refusal, max_body_bytes=self.settings.max_body_bytes)
+        url = await self._http.start(host, port)
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return url
 
@@ -226,9 +183,9 @@ class ProxyServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
         await self.upstream.close()
         self.store.close()
 
@@ -241,7 +198,7 @@ class ProxyServer:
         """Expire idle batches now (the server also does it every `sweep_s`)."""
         return self.store.sweep()
 
-    async def dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def dispatch(self, request: Request) -> HTTPReply:
         """The routes: POST /v1/chat/completions (or /chat/completions), GET /health; else JSON 404/405.
 
         A bug of the proxy's own still answers JSON (a 500 naming the exception; the traceback is logged).
@@ -261,40 +218,44 @@ class ProxyServer:
                 500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
             ).response()
 
-    async def health(self, request: web.BaseRequest) -> web.Response:
+    async def health(self, request: Request) -> Response:
         self.sweep()
         return json_reply(200, {"ok": True, **self.store.summary(), **self.stats})
 
     # --- requests --------------------------------------------------------------------------------
 
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    def refusal(self, status: int, message: str) -> Response:
+        """The reply to a request the HTTP server could not read: too large (413) or malformed."""
         self.stats["requests"] += 1
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            self.stats["errors"] += 1
+        self.stats["errors"] += 1
+        if status == 413:
             return HTTPError(
                 413,
                 f"request body is larger than the proxy's limit of {self.settings.max_body_bytes} bytes "
                 "(ProxySettings.max_body_bytes, --max-body-bytes)",
                 "body_too_large",
             ).response()
+        return HTTPError(status, f"malformed HTTP request: {message}", "invalid_http").response()
+
+    async def handle(self, request: Request) -> HTTPReply:
+        self.stats["requests"] += 1
+        raw = request.body
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
             return await self._answer(request, raw)
         async with self._locks.hold("key:" + key):
             return await self._idempotent(key, request, raw)
 
-    async def _idempotent(self, key: str, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
-        digest = hashlib.sha256(raw).hexdigest()
+    async def _idempotent(self, key: str, request: Request, raw: bytes) -> HTTPReply:
+        digest = request_digest(raw)
         stored = self.store.reply_for(key)
         if stored is not None:
             if stored.request_hash != digest:
                 self.stats["conflicts"] += 1
                 return HTTPError(
                     409,
-                    f"Idempotency-Key {key!r} was already used for a different request body; use a new key "
-                    "for a new request",
+                    f"Idempotency-Key {key!r} was already used for a different request body (compared as "
+                    "JSON: spacing and key order aside); use a new key for a new request",
                     "idempotency_key_reused",
                 ).response()
             if not stored.kept:
@@ -307,20 +268,18 @@ class ProxyServer:
                     "idempotent_reply_not_kept",
                 ).response()
             self.stats["retries_replayed"] += 1
-            return web.Response(
-                status=stored.status, body=stored.body, headers={"Content-Type": stored.content_type}
-            )
+            return Response(stored.status, stored.body, {"Content-Type": stored.content_type})
         response = await self._answer(request, raw)
         if 200 <= response.status < 300:
-            whole = isinstance(response, web.Response) and response.body is not None
-            streamed = not whole
-            body = _body_bytes(response) if isinstance(response, web.Response) and whole else b""
+            streamed = isinstance(response, StreamResponse)
+            body = response.body if isinstance(response, Response) else b""
+            kind = response.content_type if isinstance(response, Response) else "a stream passed through"
             self.store.keep_reply(
                 key,
                 StoredReply(
                     request_hash=digest,
                     status=response.status,
-                    content_type="a stream passed through" if streamed else response.content_type,
+                    content_type=kind,
                     body=body,
                     at=self.clock(),
                     kept=not streamed,
@@ -328,7 +287,7 @@ class ProxyServer:
             )
         return response
 
-    async def _answer(self, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
+    async def _answer(self, request: Request, raw: bytes) -> HTTPReply:
         try:
             return await self.respond(request, raw)
         except HTTPError as exc:
@@ -342,7 +301,7 @@ class ProxyServer:
             self.stats["errors"] += 1
             return reply.response
 
-    async def respond(self, request: web.BaseRequest, raw: bytes) -> web.StreamResponse:
+    async def respond(self, request: Request, raw: bytes) -> HTTPReply:
         try:
             body = loads(raw)
         except JSONError as exc:
@@ -355,6 +314,11 @@ class ProxyServer:
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
             return await self.forward.pass_through(request, body, raw, changed=False)
+        queued = self.queued_tail(messages)
+        if queued is not None:  # the next result of a batch the proxy holds: served from its queue
+            return await self.continue_batch(request, body, messages, [], {}, queued)
+        body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
+        messages = body["messages"]
         try:
             splits = scan(messages)
         except MalformedBatch as exc:
@@ -379,14 +343,32 @@ class ProxyServer:
             if retry is not None:  # the same request again under the same x-session-id
                 self.stats["served_from_queue"] += 1
                 self.store.touch(retry)
-                return self.forward.render(body, hand_out_reply(retry.template, retry.hand_out(0), 0))
+                return self.forward.render(
+                    body, hand_out_reply(retry.template, retry.choice, retry.hand_out(0), 0)
+                )
         upstream_messages = translate(messages, history, forms)
         if not serial:
             return await self.forward.pass_through(
                 request, {**body, "messages": upstream_messages}, raw, changed=bool(splits)
             )
-        response = await self.forward.call_upstream(request, body, upstream_messages)
+        response = await self.forward.call_upstream(
+            request, body, upstream_messages, raw if not splits else None
+        )
         return self.forward.render(body, self.open_batch(response, key))
+
+    def queued_tail(self, messages: list[dict[str, Any]]) -> Split | None:
+        """The fast path: `messages` end with a result for a batch the proxy holds, exactly as handed
+        out, and the batch still has calls to hand out (so nothing goes upstream)."""
+        last = messages[-1] if messages else None
+        if last is None or last.get("role") != "tool":
+            return None
+        pid = parse(last.get("tool_call_id"))
+        if pid is None or pid.position + 1 >= pid.n_calls:
+            return None
+        batch = self.store.get(pid.tag)
+        if batch is None or batch.n_calls != pid.n_calls:
+            return None
+        return pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
 
     # --- batches ---------------------------------------------------------------------------------
 
@@ -395,7 +377,9 @@ class ProxyServer:
         finished when the client holds every result, else interrupted (see the module docstring)."""
         batch = self.store.get(split.tag)
         if batch is None:
-            form, left_out = merged(None, split, messages)
+            tomb = self.store.tombstone(split.tag)
+            self.check_calls(split, None, tomb)
+            form, left_out = merged(None, split, messages, tomb)
             self.stats["batches_rebuilt_from_client"] += 1
             if left_out:
                 self.stats["calls_left_out"] += left_out
@@ -410,6 +394,7 @@ class ProxyServer:
                 )
             return form
         self.check_ids(batch, split)
+        self.check_calls(split, batch, None)
         if batch.state == "open":
             batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
             self.stats["batches_finished" if batch.state == "finished" else "batches_interrupted"] += 1
@@ -420,6 +405,10 @@ class ProxyServer:
 
     def check_ids(self, batch: Batch, split: Split) -> None:
         """The client's copies of the batch's ids must be exactly the ones handed out."""
+        if split.n_calls == batch.n_calls:
+            ids = batch.client_ids
+            if all(call.get("id") == ids[p] for p, (_, call) in split.calls.items()):
+                return
         for position, (index, call) in split.calls.items():
             if split.n_calls != batch.n_calls or call.get("id") != batch.client_id(position):
                 expected = batch.client_id(position) if position < batch.n_calls else "none"
@@ -431,15 +420,23 @@ class ProxyServer:
                     "invalid_batch_messages",
                 )
 
+    @staticmethod
+    def check_calls(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
+        """The client's copies of the calls must be the calls handed out (a 400 names an edited one)."""
+        try:
+            check_unedited(split, batch, tomb)
+        except MalformedBatch as exc:
+            raise HTTPError(400, str(exc), "invalid_batch_messages") from None
+
     async def continue_batch(
         self,
-        request: web.BaseRequest,
+        request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
-    ) -> web.StreamResponse:
+    ) -> HTTPReply:
         """A request ending with the next result of a batch (or a retry of an earlier one)."""
         name = "batch:" + tail.tag
         if tail.answered < tail.n_calls and name not in self._locks:
@@ -450,18 +447,19 @@ class ProxyServer:
 
     async def _continue(
         self,
-        request: web.BaseRequest,
+        request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
-    ) -> web.StreamResponse:
+    ) -> HTTPReply:
         serial = body.get("parallel_tool_calls") is False
         batch = self.store.get(tail.tag)
         if batch is None:
             return await self.rebuild_or_gone(request, body, messages, history, forms, tail)
         self.check_ids(batch, tail)
+        self.check_calls(tail, batch, None)
         n_calls, given = batch.n_calls, tail.answered
         for p in range(min(given, batch.answered)):
             index, message = tail.results[p]
@@ -498,7 +496,9 @@ class ProxyServer:
             self.store.touch(batch)
         if given < n_calls:
             self.stats["served_from_queue"] += 1
-            return self.forward.render(body, hand_out_reply(batch.template, batch.hand_out(given), given))
+            return self.forward.render(
+                body, hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
+            )
         if batch.final is not None:  # a retry of the request that completed the batch
             self.stats["retries_replayed"] += 1
             return self.forward.render(body, batch.final)
@@ -515,13 +515,13 @@ class ProxyServer:
 
     async def rebuild_or_gone(
         self,
-        request: web.BaseRequest,
+        request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
-    ) -> web.StreamResponse:
+    ) -> HTTPReply:
         """A continuation of a batch the proxy does not hold: forwarded when the client's messages hold
         the whole batch (every call and result), else a 410 saying what happened (never a partial batch)."""
         tomb = self.store.tombstone(tail.tag)
@@ -534,7 +534,8 @@ class ProxyServer:
             )
         if tail.answered < tail.n_calls:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
-        form, _ = merged(None, tail, messages)
+        self.check_calls(tail, None, tomb)
+        form, _ = merged(None, tail, messages, tomb)
         self.stats["batches_rebuilt_from_client"] += 1
         response = await self.forward.call_upstream(
             request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
@@ -544,7 +545,10 @@ class ProxyServer:
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
-            why = "is not known to this proxy: it was restarted without --state, or forgot the batch long ago"
+            why = (
+                "is not known to this proxy: it was restarted without --state, forgot the batch long ago, "
+                "or another proxy (not sharing its state) handed it out"
+            )
         elif tomb.reason == "expired":
             why = f"expired after {self.settings.ttl_s:g} s without use"
         else:
@@ -585,14 +589,23 @@ class ProxyServer:
                 f"upstream answered with tool_calls that are not all objects: {dumps(calls)[:300]!r}",
                 "upstream_bad_response",
             )
+        if len(calls) > MAX_CALLS:
+            raise HTTPError(
+                507,
+                f"the model answered with {len(calls)} tool calls; the proxy hands out at most {MAX_CALLS} "
+                "calls of one answer one at a time. Nothing was kept and no call was handed out.",
+                "batch_too_large",
+            )
         tag = new_tag()
         while self.store.in_use(tag):  # pragma: no cover - 48 random bits
             tag = new_tag()
         now = self.clock()
+        template, choice = split_response(response)
         batch = Batch(
             tag=tag,
             message=message,  # parsed from the upstream's bytes for this request alone; never mutated
-            template=template_of(response),
+            template=template,
+            choice=choice,
             session_key=key,
             created_at=now,
             touched_at=now,
@@ -608,12 +621,7 @@ class ProxyServer:
                 "batch_too_large",
             ) from None
         self.stats["batches_opened"] += 1
-        return hand_out_reply(batch.template, batch.hand_out(0), 0)
-
-
-def _body_bytes(response: web.Response) -> bytes:
-    body = response.body
-    return body if isinstance(body, bytes) else bytes(body)  # type: ignore[arg-type]
+        return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
 
 
 def _fields(settings: ProxySettings) -> dict[str, Any]:

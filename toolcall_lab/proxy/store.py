@@ -212,15 +212,7 @@ class MemoryStore:
                 if not tags:
                     del self._by_session[batch.session_key]
         self._delete_batch(batch.tag)
-        tomb = Tombstone(
-            tag=batch.tag,
-            names=tuple(batch.name(p) for p in range(batch.n_calls)),
-            answered=batch.answered,
-            state=batch.state,
-            reason="expired" if reason == "expired" else "evicted",
-            at=self.clock(),
-        )
-        self._add_tomb(tomb)
+        self._add_tomb(batch.tombstone("expired" if reason == "expired" else "evicted", self.clock()))
 
     def _add_tomb(self, tomb: Tombstone, *, write: bool = True) -> None:
         if tomb.tag in self._tombs:
@@ -295,8 +287,9 @@ CREATE TABLE IF NOT EXISTS replies (
     key TEXT PRIMARY KEY, at REAL NOT NULL, data BLOB NOT NULL, body BLOB NOT NULL
 );
 """
-SCHEMA_VERSION = "2"
-"""1: batches matched by upstream call ids and prefix hashes; 2: batches by proxy id tags."""
+SCHEMA_VERSION = "3"
+"""1: batches matched by upstream call ids and prefix hashes; 2: batches by proxy id tags; 3: opaque
+proxy ids (the upstream's ids kept in records and tombstones), choice fields, idempotency keys by JSON."""
 
 
 class SQLiteStore(MemoryStore):
@@ -310,12 +303,26 @@ class SQLiteStore(MemoryStore):
         super().__init__(limits, clock=clock)
         self.path = Path(path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            # one proxy per state file: the first takes an exclusive lock and holds it while it runs (the
+            # operating system drops it when the process ends, kill -9 included)
+            self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError as exc:
+            self._db.close()
+            if "locked" in str(exc):
+                raise UsageError(
+                    f"--state {self.path}: another process (another proxy?) has this state file open. Two "
+                    "proxies cannot share one: each would know only its own batches. Give each its own "
+                    "file, or stop the other one."
+                ) from None
+            raise UsageError(f"--state {self.path}: not a usable SQLite file ({exc})") from None
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise UsageError(f"--state {self.path}: not a usable SQLite file ({exc})") from None
         if row is None:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -334,7 +341,8 @@ class SQLiteStore(MemoryStore):
     def _load(self) -> None:
         for (data,) in self._db.execute("SELECT data FROM tombstones ORDER BY at"):
             d = loads(data)
-            d["names"] = tuple(d["names"])
+            for name in ("names", "upstream_ids", "call_digests"):
+                d[name] = tuple(d[name])
             self._add_tomb(Tombstone(**d), write=False)
         rows = self._db.execute("SELECT touched_at, data FROM batches ORDER BY touched_at").fetchall()
         self._loading = True

@@ -1,8 +1,9 @@
 """Where the proxy sends requests: a real OpenAI-compatible endpoint (raw pooled HTTP) or a recorded trace.
 
-`HTTPUpstream` forwards bytes over one pooled ``aiohttp.ClientSession``: no client library parses,
-rebuilds or retries anything, so status, body and headers such as ``Retry-After`` come back exactly
-as the upstream sent them, and a 429 or 500 reaches the client instead of being retried here.
+`HTTPUpstream` forwards bytes over a pool of kept-alive HTTP/1.1 connections (`_http.HTTPClient`): no
+client library parses, rebuilds or retries anything, so status, body and headers such as
+``Retry-After`` come back exactly as the upstream sent them, and a 429 or 500 reaches the client
+instead of being retried here.
 `TraceUpstream` answers from a recorded trace in-process (no network, no key); `upstream_app` serves
 any upstream as a plain endpoint (``toolcall-lab serve-trace``).
 """
@@ -11,16 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import web
 
 from toolcall_lab.exceptions import ToolcallLabError
-from toolcall_lab.proxy._wire import ZERO_USAGE, JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.proxy._http import HTTPClient, HTTPFailure
+from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
 from toolcall_lab.trace import Trace
 
 HOP_BY_HOP = frozenset(
@@ -37,6 +40,7 @@ HOP_BY_HOP = frozenset(
         "content-length",
         "content-encoding",
         "accept-encoding",
+        "expect",
     }
 )
 PROXY_HEADERS = frozenset({"x-session-id"})
@@ -75,20 +79,29 @@ class Upstream(Protocol):
     async def close(self) -> None: ...
 
 
-def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {
-        k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in PROXY_HEADERS
-    }
+def forward_headers(headers: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The client's headers that go upstream: end-to-end ones only (no hop-by-hop, length, encoding,
+    content type or proxy-only header; the proxy sets its own)."""
+    skip = _SKIP
+    return [(k, v) for k, v in headers.items() if k.lower() not in skip]
+
+
+_SKIP = HOP_BY_HOP | PROXY_HEADERS | {"content-type"}
 
 
 class HTTPUpstream:
-    """A real OpenAI-compatible endpoint, e.g. ``https://api.openai.com/v1``, over pooled raw HTTP.
+    """A real OpenAI-compatible endpoint, e.g. ``https://api.openai.com/v1``, over pooled raw HTTP/1.1
+    (`_http.HTTPClient`).
 
     Args:
         base_url: the endpoint's base URL (``/chat/completions`` is appended).
         api_key: sent as ``Authorization: Bearer``; None forwards the client's own Authorization.
-        timeout_s: total time allowed for one upstream request.
+        timeout_s: an *idle* timeout: the request fails (504) when the upstream sends nothing for this
+            long, waiting for its answer or between two pieces of a stream; a stream that keeps
+            flowing is never cut (`ProxySettings.upstream_total_timeout_s` caps the whole).
         max_connections: size of the connection pool.
+        ssl_context: for https, instead of the standard library's default context (which verifies
+            certificates against the system's CAs), e.g. one that trusts a company CA.
     """
 
     def __init__(
@@ -98,72 +111,60 @@ class HTTPUpstream:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         max_connections: int = 100,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.api_key = api_key
-        self.timeout_s = timeout_s
         self.max_connections = max_connections
-        self._session: ClientSession | None = None
+        self._client = HTTPClient(
+            self.url, max_connections=max_connections, idle_timeout_s=timeout_s, ssl_context=ssl_context
+        )
+        self._extra = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
+        if api_key:
+            self._extra.append(("Authorization", f"Bearer {api_key}"))
 
-    def _client(self) -> ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = ClientSession(
-                connector=TCPConnector(limit=self.max_connections, keepalive_timeout=30),
-                timeout=ClientTimeout(total=self.timeout_s),
-                auto_decompress=True,
-            )
-        return self._session
+    @property
+    def timeout_s(self) -> float:
+        return self._client.idle_timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, value: float) -> None:
+        self._client.idle_timeout_s = value
 
     async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
         out = forward_headers(headers)
-        out["Content-Type"] = "application/json"
         if self.api_key:
-            out = {k: v for k, v in out.items() if k.lower() != "authorization"}
-            out["Authorization"] = f"Bearer {self.api_key}"
+            out = [(k, v) for k, v in out if k.lower() != "authorization"]
+        out += self._extra
         try:
-            response = await self._client().post(self.url, data=body, headers=out)
-        except TimeoutError:
-            raise UpstreamError(
-                f"upstream {self.url} did not answer within {self.timeout_s} s", 504, "upstream_timeout"
-            ) from None
-        except ClientError as exc:
-            raise UpstreamError(f"upstream {self.url} unreachable: {exc}") from None
-        kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
-        if stream and response.status < 300:
+            reply = await self._client.post(body, out, stream=stream)
+        except HTTPFailure as exc:
+            raise self._error(exc) from None
+        kept = {k: v for k, v in reply.headers.items() if k.lower() not in HOP_BY_HOP}
+        if reply.stream is None:
+            return UpstreamResponse(status=reply.status, headers=kept, body=reply.body)
+        pieces = reply.stream
 
-            async def chunks() -> AsyncIterator[bytes]:
-                try:
-                    async for data in response.content.iter_any():
-                        yield data
-                except TimeoutError:
-                    raise UpstreamError(
-                        f"upstream {self.url} stream stalled past {self.timeout_s} s", 504, "upstream_timeout"
-                    ) from None
-                except ClientError as exc:
-                    raise UpstreamError(f"upstream {self.url} stream broke: {exc}") from None
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for data in pieces:
+                    yield data
+            except HTTPFailure as exc:
+                raise self._error(exc, "stream ") from None
 
-            async def release() -> None:
-                response.release()
+        return UpstreamResponse(status=reply.status, headers=kept, stream=chunks(), release=reply.release)
 
-            return UpstreamResponse(status=response.status, headers=kept, stream=chunks(), release=release)
-        try:
-            data = await response.read()
-        except TimeoutError:
-            raise UpstreamError(
-                f"upstream {self.url} did not finish its answer within {self.timeout_s} s",
+    def _error(self, exc: HTTPFailure, what: str = "") -> UpstreamError:
+        if exc.timeout:
+            return UpstreamError(
+                f"upstream {self.url} {what}stalled: {exc} (--upstream-timeout, an idle timeout)",
                 504,
                 "upstream_timeout",
-            ) from None
-        except ClientError as exc:
-            raise UpstreamError(f"upstream {self.url} broke off its answer: {exc}") from None
-        finally:
-            response.release()
-        return UpstreamResponse(status=response.status, headers=kept, body=data)
+            )
+        return UpstreamError(f"upstream {self.url} {what}failed: {exc}")
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._client.close()
 
 
 class TraceUpstream:
@@ -171,7 +172,7 @@ class TraceUpstream:
     recorded response of round k. Stateless, so many conversations can replay the same trace.
 
     Replies carry the recorded ``created`` (else the time of the reply) and the recorded ``usage``;
-    a trace that recorded no usage (the scripted scenarios) reports zero tokens: no model ran.
+    a trace that recorded no usage (the scripted scenarios) sends none: no figure is made up.
 
     Keeps `request_count` and the last `keep_requests` request bodies (`requests`), never all of them.
     """
@@ -198,8 +199,8 @@ class TraceUpstream:
             created = next((c.get("created") for c in chunks if isinstance(c.get("created"), int)), None)
             if created is not None:
                 body.setdefault("created", created)
-            if body.get("usage") is None:  # the recorded usage; a trace that recorded none: no model ran
-                body["usage"] = dict(r.model_call.usage) if r.model_call.usage else dict(ZERO_USAGE)
+            if body.get("usage") is None and r.model_call.usage:  # the recorded usage, never a made-up one
+                body["usage"] = dict(r.model_call.usage)
             self._bodies.append(body)
         self._latency = [r.model_call.latency_s for r in trace.rounds]
 

@@ -1,0 +1,545 @@
+"""A lean pooled HTTP/1.1 client for the proxy's one upstream: bytes out, bytes (or a byte stream) back.
+
+The proxy forwards request bodies it already has as bytes and needs the reply's status, headers and
+body as they came; a general client library spends most of a loopback hop on what the proxy does not
+use (cookie jars, URL objects, tracing, redirects, retries). This one writes the request itself and
+parses the reply with the RFC 9112 framing rules: ``Content-Length``, ``Transfer-Encoding: chunked``
+(extensions and trailers skipped), or read to the end; 1xx interim replies skipped; ``Connection:
+close`` and HTTP/1.0 replies not kept alive; gzip / deflate decoded (it asks for ``identity``). https
+uses the standard library's default TLS context (certificates verified). Connections are kept alive,
+at most `max_connections` at a time, and dropped when the server closes them or after `keepalive_s`
+unused. A request is never sent twice: a connection that breaks is an error for that request.
+
+Timeouts are *idle* timeouts: an error when the server sends nothing for `idle_timeout_s` (waiting for
+the reply, or between two pieces of a stream), so a long generation that keeps streaming is never cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import zlib
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+MAX_HEAD = 256 * 1024
+"""Largest status line + headers accepted from the upstream."""
+HIGH_WATER = 1024 * 1024
+"""A streamed body buffered beyond this pauses reading until the consumer catches up."""
+
+
+class HTTPFailure(Exception):
+    """The request failed without a complete reply; `timeout` tells a silent server from a broken one."""
+
+    def __init__(self, message: str, *, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+@dataclass(slots=True)
+class Reply:
+    """A parsed reply: status, headers (names as sent; repeated ones joined with ``, ``), body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+    _conn: _Connection | None = field(default=None, repr=False)
+
+    async def release(self) -> None:
+        """Give the connection back (when the reply was read to its end) or close it."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.finish()
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: writes a request, parses its reply as bytes arrive."""
+
+    def __init__(self, client: HTTPClient) -> None:
+        self.client = client
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.open = False
+        self.idle_since = 0.0
+        self.last_data = 0.0
+        # the reply being read
+        self.buffer = bytearray()
+        self.stage = (
+            "idle"  # idle | head | length | chunk-size | chunk-data | chunk-end | trailers | close | done
+        )
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.remaining = 0
+        self.keep_alive = True
+        self.decoder: zlib._Decompress | None = None
+        self.body = bytearray()
+        self.streaming = False
+        self.pieces: deque[bytes] = deque()
+        self.buffered = 0
+        self.paused = False
+        self.error: HTTPFailure | None = None
+        self.head_ready: asyncio.Future[None] | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    # --- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.open = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        if self.stage == "close":  # a body read to the end of the connection is complete now
+            self._complete()
+        elif self.stage not in ("idle", "done"):
+            why = f": {exc}" if exc else ""
+            self._fail(HTTPFailure(f"the connection closed before the reply was complete{why}"))
+        self.client._forget(self)
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost decides what it means
+
+    def data_received(self, data: bytes) -> None:
+        self.last_data = self.loop.time()
+        if self.stage == "idle" or self.stage == "done":
+            self.open = False  # bytes nobody asked for: the connection cannot be trusted any more
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self.buffer += data
+        try:
+            self._parse()
+        except HTTPFailure as exc:
+            self._fail(exc)
+            if self.transport is not None:
+                self.transport.close()
+
+    def pause_writing(self) -> None: ...
+
+    def resume_writing(self) -> None: ...
+
+    # --- the request -----------------------------------------------------------------------------
+
+    def send(self, head: bytes, body: bytes, *, streaming: bool) -> None:
+        self.stage = "head"
+        self.status, self.headers, self.keep_alive = 0, {}, True
+        self.decoder, self.error = None, None
+        self.body = bytearray()
+        self.streaming = streaming
+        self.pieces.clear()
+        self.buffered = 0
+        self.head_ready = self.loop.create_future()
+        self.last_data = self.loop.time()
+        assert self.transport is not None
+        self.transport.write(head + body if len(body) < 65536 else head)
+        if len(body) >= 65536:
+            self.transport.write(body)
+        self._arm()
+
+    async def reply(self) -> Reply:
+        """Wait for the head (and, unless streaming, the whole body); idle timeout applies."""
+        assert self.head_ready is not None
+        await self.head_ready
+        if self.streaming:  # a success asked for as a stream (pieces may all be here already)
+            return Reply(self.status, self.headers, stream=self._pieces(), _conn=self)
+        if self.stage != "done":
+            self.waiter = self.loop.create_future()
+            await self.waiter
+        if self.error is not None:
+            raise self.error
+        return Reply(self.status, self.headers, body=bytes(self.body), _conn=self)
+
+    async def _pieces(self) -> AsyncIterator[bytes]:
+        while True:
+            if self.pieces:
+                piece = self.pieces.popleft()
+                self.buffered -= len(piece)
+                if self.paused and self.buffered < HIGH_WATER // 2 and self.transport is not None:
+                    self.paused = False
+                    self.transport.resume_reading()
+                yield piece
+                continue
+            if self.error is not None:
+                raise self.error
+            if self.stage == "done":
+                return
+            self.waiter = self.loop.create_future()
+            await self.waiter
+
+    def finish(self) -> None:
+        """The caller is done with the reply: keep the connection for the next request, or close it."""
+        self._disarm()
+        if self.stage == "done" and self.keep_alive and self.open and not self.buffer and not self.paused:
+            self.stage = "idle"
+            self.idle_since = self.loop.time()
+            self.client._put_back(self)
+            return
+        self.open = False
+        self.stage = "done"
+        if self.transport is not None:
+            self.transport.close()
+        self.client._release_busy()
+
+    # --- timeouts --------------------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        self.timer = self.loop.call_at(self.last_data + self.client.idle_timeout_s, self._check_idle)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _check_idle(self) -> None:
+        self.timer = None
+        if self.stage in ("idle", "done"):
+            return
+        due = self.last_data + self.client.idle_timeout_s
+        if self.paused or self.loop.time() < due:  # data came since (or the consumer is slow): wait on
+            self.timer = self.loop.call_at(max(due, self.loop.time() + 0.05), self._check_idle)
+            return
+        self._fail(
+            HTTPFailure(f"the upstream sent nothing for {self.client.idle_timeout_s:g} s", timeout=True)
+        )
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- parsing ---------------------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        buffer = self.buffer
+        while True:
+            stage = self.stage
+            if stage == "head":
+                end = buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buffer) > MAX_HEAD:
+                        raise HTTPFailure(f"the reply's head is longer than {MAX_HEAD} bytes")
+                    return
+                head = bytes(buffer[:end])
+                del buffer[: end + 4]
+                if self._head(head):
+                    continue
+                return
+            if stage == "length":
+                take = min(self.remaining, len(buffer))
+                if take:
+                    self._piece(bytes(buffer[:take]))
+                    del buffer[:take]
+                    self.remaining -= take
+                if self.remaining == 0:
+                    self._complete()
+                return
+            if stage == "close":
+                if buffer:
+                    self._piece(bytes(buffer))
+                    buffer.clear()
+                return
+            if stage == "chunk-size":
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    if len(buffer) > 4096:
+                        raise HTTPFailure("a chunk-size line of the reply is malformed")
+                    return
+                line = bytes(buffer[:end]).split(b";", 1)[0].strip()
+                del buffer[: end + 2]
+                try:
+                    size = int(line, 16)
+                except ValueError:
+                    raise HTTPFailure(
+                        f"a chunk size of the reply is not hexadecimal: {line[:40]!r}"
+                    ) from None
+                if size < 0:
+                    raise HTTPFailure(f"a chunk size of the reply is negative: {line[:40]!r}")
+                self.remaining = size
+                self.stage = "chunk-data" if size else "trailers"
+                continue
+            if stage == "chunk-data":
+                take = min(self.remaining, len(buffer))
+                if take:
+                    self._piece(bytes(buffer[:take]))
+                    del buffer[:take]
+                    self.remaining -= take
+                if self.remaining:
+                    return
+                self.stage = "chunk-end"
+                continue
+            if stage == "chunk-end":
+                if len(buffer) < 2:
+                    return
+                if buffer[:2] != b"\r\n":
+                    raise HTTPFailure("a chunk of the reply is not followed by CRLF")
+                del buffer[:2]
+                self.stage = "chunk-size"
+                continue
+            if stage == "trailers":
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    return
+                del buffer[: end + 2]
+                if end == 0:
+                    self._complete()
+                    return
+                continue
+            return
+
+    def _head(self, head: bytes) -> bool:
+        """Read a status line and headers; True when the body (or the next head) follows in the buffer."""
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise HTTPFailure(f"the upstream did not answer with HTTP/1.x: {lines[0][:80]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200 and status != 101:  # interim reply (100 Continue, 103 Early Hints)
+            return True
+        headers: dict[str, str] = {}
+        lower: dict[str, str] = {}
+        last = ""
+        for raw in lines[1:]:
+            if raw[:1] in (b" ", b"\t") and last:  # obsolete line folding
+                headers[last] += " " + raw.strip().decode("latin-1")
+                continue
+            name, sep, value = raw.partition(b":")
+            if not sep or not name or name != name.strip():
+                raise HTTPFailure(f"a header line of the reply is malformed: {raw[:80]!r}")
+            key = name.decode("latin-1")
+            text = value.strip().decode("latin-1")
+            known = lower.get(key.lower())
+            if known is not None:
+                headers[known] = f"{headers[known]}, {text}"
+            else:
+                lower[key.lower()] = key
+                headers[key] = text
+            last = lower[key.lower()]
+        self.status, self.headers = status, headers
+        self.streaming = self.streaming and 200 <= status < 300  # an error's body is read whole
+
+        def get(name: str) -> str:
+            key = lower.get(name)
+            return headers[key].lower() if key is not None else ""
+
+        connection = get("connection")
+        self.keep_alive = "close" not in connection if parts[0] != b"HTTP/1.0" else "keep-alive" in connection
+        encoding = get("content-encoding")
+        if encoding in ("gzip", "x-gzip"):
+            self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self.decoder = zlib.decompressobj()
+        elif encoding not in ("", "identity"):
+            raise HTTPFailure(f"the reply is encoded as {encoding!r} although the proxy asked for identity")
+        transfer = get("transfer-encoding")
+        length = get("content-length")
+        if status in (204, 304):
+            self.stage = "done"
+        elif transfer:
+            if transfer.rsplit(",", 1)[-1].strip() != "chunked":
+                self.stage, self.keep_alive = "close", False
+            else:
+                self.stage = "chunk-size"
+        elif length:
+            values = {v.strip() for v in length.split(",")}
+            if len(values) != 1 or not next(iter(values)).isdigit():
+                raise HTTPFailure(f"the reply's Content-Length is not one number: {length[:40]!r}")
+            self.remaining = int(values.pop())
+            self.stage = "length" if self.remaining else "done"
+        else:
+            self.stage, self.keep_alive = "close", False
+        if self.head_ready is not None and not self.head_ready.done():
+            self.head_ready.set_result(None)
+        if self.stage == "done":
+            self._complete()
+            return False
+        return True
+
+    def _piece(self, data: bytes) -> None:
+        if self.decoder is not None:
+            try:
+                data = self.decoder.decompress(data)
+            except zlib.error as exc:
+                raise HTTPFailure(f"the reply's compressed body is corrupt: {exc}") from None
+            if not data:
+                return
+        if not self.streaming:
+            self.body += data
+            return
+        self.pieces.append(data)
+        self.buffered += len(data)
+        if self.buffered > HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def _complete(self) -> None:
+        if self.decoder is not None:
+            rest = self.decoder.flush()
+            self.decoder = None
+            if rest:
+                self._piece(rest)
+        self.stage = "done"
+        self._disarm()
+        if self.head_ready is not None and not self.head_ready.done():
+            self.head_ready.set_result(None)
+        self._wake()
+
+    def _fail(self, exc: HTTPFailure) -> None:
+        self.error = exc
+        self.stage = "done"
+        self.keep_alive = False
+        self._disarm()
+        if self.head_ready is not None and not self.head_ready.done():
+            self.head_ready.set_exception(exc)
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            if self.streaming:
+                waiter.set_result(None)  # the stream raises `error` when it gets there
+            else:
+                waiter.set_exception(exc)
+
+    def _wake(self) -> None:
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class HTTPClient:
+    """Pooled HTTP/1.1 POSTs to one URL (see the module docstring).
+
+    Args:
+        url: the full URL requests go to (http or https).
+        max_connections: at most this many connections at a time; more requests wait for one.
+        idle_timeout_s: a request fails when the server sends nothing for this long.
+        keepalive_s: an unused connection is closed after this long.
+        ssl_context: for https, instead of the standard library's default (e.g. a company CA).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_connections: int = 100,
+        idle_timeout_s: float = 120.0,
+        keepalive_s: float = 15.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL with a host: {url!r}")
+        self.url = url
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.tls = parts.scheme == "https"
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = (parts.scheme, self.port) in (("http", 80), ("https", 443))
+        authority = host if default else f"{host}:{self.port}"
+        self._line = f"POST {target} HTTP/1.1\r\nHost: {authority}\r\n".encode()
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.keepalive_s = keepalive_s
+        self._idle: list[_Connection] = []
+        self._busy = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._all: set[_Connection] = set()
+        self._ssl: ssl.SSLContext | None = ssl_context
+
+    async def post(self, body: bytes, headers: Iterable[tuple[str, str]], *, stream: bool) -> Reply:
+        """Send one POST; the reply's body is read whole, or (`stream`, and a success) as a byte stream
+        that the caller reads to its end and then `release`s."""
+        conn = await self._acquire()
+        lines = [self._line]
+        for name, value in headers:
+            lines.append(f"{name}: {value}\r\n".encode("utf-8", "surrogateescape"))
+        lines.append(b"Content-Length: %d\r\n\r\n" % len(body))
+        try:
+            conn.send(b"".join(lines), body, streaming=stream)
+            reply = await conn.reply()
+        except BaseException:
+            conn.open = False
+            conn.finish()
+            raise
+        if not stream or reply.stream is None:
+            await reply.release()
+        return reply
+
+    async def _acquire(self) -> _Connection:
+        while True:
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.open and conn.loop.time() - conn.idle_since < self.keepalive_s:
+                    self._busy += 1
+                    return conn
+                conn.open = False
+                if conn.transport is not None:
+                    conn.transport.close()
+            if self._busy < self.max_connections:
+                self._busy += 1
+                try:
+                    return await self._connect()
+                except BaseException:
+                    self._busy -= 1
+                    self._wake_one()
+                    raise
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+                raise
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        if self.tls and self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        try:
+            async with asyncio.timeout(self.idle_timeout_s):
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(self),
+                    self.host,
+                    self.port,
+                    ssl=self._ssl if self.tls else None,
+                    server_hostname=self.host if self.tls else None,
+                )
+        except TimeoutError:
+            raise HTTPFailure(f"no connection within {self.idle_timeout_s:g} s", timeout=True) from None
+        except OSError as exc:
+            raise HTTPFailure(f"cannot connect: {exc}") from None
+        self._all.add(conn)
+        return conn
+
+    def _put_back(self, conn: _Connection) -> None:
+        self._busy -= 1
+        self._idle.append(conn)
+        self._wake_one()
+
+    def _forget(self, conn: _Connection) -> None:
+        self._all.discard(conn)
+        if conn in self._idle:
+            self._idle.remove(conn)
+
+    def _release_busy(self) -> None:
+        self._busy -= 1
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def close(self) -> None:
+        for conn in list(self._all):
+            conn.open = False
+            if conn.transport is not None:
+                conn.transport.close()
+        self._idle.clear()
+        self._all.clear()
