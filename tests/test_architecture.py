@@ -43,7 +43,6 @@ CORE = (
     "toolcall_lab.tools",
     "toolcall_lab._execution",
     "toolcall_lab._model_call",
-    "toolcall_lab.modes",
     "toolcall_lab.strategies",
     "toolcall_lab.loop",
     "toolcall_lab.models",

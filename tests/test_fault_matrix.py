@@ -39,6 +39,9 @@ MODES = [
     ("parallel_cap2", {"mode": "parallel", "concurrency": 2}),
     ("serialized", {"mode": "serialized", "round_trip_s": 0.01}),
     ("first_only", {}),
+    ("eager", {}),
+    ("eager_cap2", {"mode": "eager", "concurrency": 2}),
+    ("parallel_work1", {"mode": "parallel[work=1]"}),
 ]
 RAN = {"ok", "error", "timeout", "withheld"}
 """Statuses of calls whose tool started (a cancelled call says in its text whether it had)."""

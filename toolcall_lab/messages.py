@@ -32,6 +32,7 @@ FindingKind = Literal[
     "length_finish",
     "orphan_delta",
     "unexpected_event",
+    "changed_after_start",
 ]
 
 
