@@ -695,7 +695,10 @@ class _Group:
         if not self.left and not self.failure:
             return
         try:
-            await self.finished
+            while self.left and not self.failure:  # (calls may have counted down to 0 before, and
+                if self.finished.done():  # more been dispatched since: wait for those too)
+                    self.finished = self.loop.create_future()
+                await self.finished
         finally:
             if self.left or self.failure:  # (when every call counted itself out, every task returned)
                 pending = [t for t in self.tasks if not t.done()]
