@@ -269,22 +269,24 @@ class Batch:
         pre = self._pre[pos]
         if pre is not None:
             return self._answer(pos, pre, at)
+        early = not self._final
         self.started[pos] = at
         try:
             ex = await self.executor.execute(self.call(pos), pos, at)
         except Interrupted as exc:
             if exc.execution is not None:
-                self.done[self.at(pos)] = exc.execution
+                self.done[self.at(pos, early)] = exc.execution
             raise
-        self.done[self.at(pos)] = ex
+        self.done[self.at(pos, early)] = ex
         return ex
 
     async def run(self, pos: int) -> ToolExecution:
         """Run the call at `pos` now and return its record: ACTION, screening, a slot (under the
         cap and the per-tool limits), the tool through the executor, OBSERVATION."""
         self._check_unsettled(pos)
+        early = not self._final
         pre = await self.verdict(pos)
-        pos = self.at(pos)
+        pos = self.at(pos, early)
         executor = self.executor
         at = executor.now()
         self.act(pos, at)
@@ -308,19 +310,19 @@ class Batch:
                     slots.forget(pos)
                 raise
             queued, at = at, executor.now()
-        self.started[self.at(pos)] = at
+        self.started[self.at(pos, early)] = at
         try:
             ex = await executor.execute(call, pos, at)
         except Interrupted as exc:
             if exc.execution is not None:
-                self.done[self.at(pos)] = exc.execution
+                self.done[self.at(pos, early)] = exc.execution
             raise
         finally:
             if slots is not None:
                 slots.release(call.name)
         if queued is not None:
             ex = replace(ex, queued_at=queued)
-        pos = self.at(pos)
+        pos = self.at(pos, early)
         self.done[pos] = ex
         self.observe(pos, ex.ended_at if self._settled() else executor.now())
         return ex
@@ -467,7 +469,8 @@ class Batch:
         n = max(len(self.calls), len(self.done))
         fresh: list[list[Any]] = [[None] * n, [None] * n, [False] * n, [None] * n, [False] * n]
         old: list[list[Any]] = [self.done, self.started, self._open, self._pre, self._checked or []]
-        for pos in range(len(self.done)):
+        order = [p for p in range(len(self.done)) if p not in moved] + list(moved)  # moved ones last
+        for pos in order:
             for src, dst in zip(old, fresh, strict=True):
                 if pos < len(src):
                     dst[moved.get(pos, pos)] = src[pos]
@@ -475,12 +478,15 @@ class Batch:
         if self._checked is not None:
             self._checked = fresh[4]
         self._indices = {moved.get(p, p): c for p, c in self._indices.items()}
-        self._arrivals = deque(moved.get(p, p) for p in self._arrivals)
+        waiting = [moved.get(p, p) for p in self._arrivals]  # (in place: strategies hold the deque)
+        self._arrivals.clear()
+        self._arrivals.extend(waiting)
         self._moved = moved
 
-    def at(self, pos: int) -> int:
-        """Where a call dispatched at `pos` sits now (the same, except after `_move`)."""
-        return self._moved.get(pos, pos) if self._moved else pos
+    def at(self, pos: int, early: bool = True) -> int:
+        """Where a call dispatched at `pos` sits now: the same, except for a call dispatched while
+        the model streamed (`early`) that `_move` moved."""
+        return self._moved.get(pos, pos) if early and self._moved else pos
 
     def _compare(self, pos: int, early: ToolCall, final: ToolCall) -> None:
         """A call that started before the stream ended must be the call the stream ended with."""
@@ -618,7 +624,7 @@ class _Group:
                     batch.observe(pos, at)
                 return
         self.left += 1
-        coro = self.one(pos, call, at, screened)
+        coro = self.one(pos, call, at, screened, not batch._final)
         spawn = self.spawn
         self.tasks.append(
             asyncio.Task(coro, loop=self.loop, name=TASK_NAME)
@@ -626,12 +632,12 @@ class _Group:
             else spawn(coro, name=TASK_NAME)
         )
 
-    async def one(self, pos: int, call: ToolCall, at: float, screened: bool) -> None:
+    async def one(self, pos: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
         batch = self.batch
         executor = batch.executor
         try:
             pre = None if screened else await batch.verdict(pos)
-            if batch._moved:
+            if early and batch._moved:
                 pos = batch.at(pos)
             if pre is not None:
                 now = executor.now()
@@ -653,7 +659,7 @@ class _Group:
                             slots.forget(pos)
                         raise
                     queued = at
-                    if batch._moved:
+                    if early and batch._moved:
                         pos = batch.at(pos)
                 started = executor._clock() - executor.origin
                 batch.started[pos] = started
@@ -664,7 +670,7 @@ class _Group:
                         slots.release(call.name)
                 if queued is not None:
                     ex = replace(ex, queued_at=queued)
-                if batch._moved:
+                if early and batch._moved:
                     pos = batch.at(pos)
                 batch.done[pos] = ex
                 if self.observe:
@@ -681,7 +687,7 @@ class _Group:
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
             if isinstance(exc, Interrupted) and exc.execution is not None:
-                batch.done[batch.at(pos)] = exc.execution
+                batch.done[batch.at(pos, early)] = exc.execution
             self.failure.append(exc)
             if not self.finished.done():
                 self.finished.set_result(None)
