@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import REALDATA, needs_realdata
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.loop import AbortHandle, Hooks, run
@@ -726,3 +727,57 @@ def test_strategy_records_round_trip_through_a_trace_file(tmp_path) -> None:
     assert any(e.queued_at is not None for e in loaded.rounds[0].executions)
     assert loaded.rounds[0].strategy_notes
     assert replay(loaded).wall_time_s == pytest.approx(result.wall_time_s)  # its name is enough to replay
+
+
+# -- real recordings -------------------------------------------------------------------------------------
+
+
+@needs_realdata
+def test_eager_on_real_claude_code_sessions_starts_tools_while_the_blocks_stream() -> None:
+    """Quirk: Claude Code writes one log line per content block as it finishes streaming, and the
+    importer keeps those times as chunk offsets (``recorded``): a 5-call batch whose blocks came
+    out over 1.3 s. Eager starts each call at its block's line; parallel waits for the last."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.importers import import_claude_code
+
+    traces = [
+        t
+        for folder in ("claude-code-viewer", "claude-reliability")
+        for t in import_claude_code(REALDATA / folder).traces
+    ]
+    table = compare(traces, ["parallel", "eager"])
+    assert table.errors.empty
+    runs = table.runs.pivot(index="trace", columns="mode", values="wall_time_s")
+    assert (runs["eager"] <= runs["parallel"] + 1e-9).all()
+    eager = table.runs[table.runs["mode"] == "eager"]
+    assert (eager["chunk_timing"] == "recorded").sum() >= len(eager) - 1  # (one trace has no tool round)
+    assert (eager["wall_time_s"] >= eager["eager_bound_s"] - 1e-9).all()
+    assert (eager["eager_bound_s"] <= eager["lower_bound_s"] + 1e-9).all()
+    assert eager["stream_overlap_s"].sum() > 1.0
+    session = next(
+        t
+        for t in traces
+        if "1af7fc5e" in t.metadata.title and t.rounds[1:] and len(t.rounds[1].tool_calls) == 5
+    )
+    rnd = replay(session, "eager").rounds[1]
+    assert [round(e.started_at - rnd.model_call.started_at, 3) for e in rnd.executions] == [
+        3.846,
+        4.404,
+        5.051,
+        5.087,
+        5.103,
+    ]
+    assert rnd.model_call.latency_s == pytest.approx(5.103, abs=1e-3)
+
+
+def test_the_live_view_follows_an_eager_run_whose_actions_come_before_the_model_response() -> None:
+    from toolcall_lab.notebook.widgets import LiveView
+
+    live = LiveView("eager", mode="eager")
+    calls = [("search", {"key": "a", "seconds": 0.2}), ("read", {"key": "b", "seconds": 0.2})]
+    result = play(scripted(calls, latency=2.0), Counting().registry(), mode="eager", on_event=live.on_event)
+    html = live.html()
+    assert live.n_events == len(result.events) and "search" in html and "read" in html
+    assert result.events.index(next(e for e in result.events if e.kind == "action")) < result.events.index(
+        next(e for e in result.events if e.kind == "model_response")
+    )
