@@ -26,6 +26,7 @@ EDGES = (
     "toolcall_lab.proxy.server",
     "toolcall_lab.record",
     "toolcall_lab.compression",
+    "toolcall_lab.generation",
     "toolcall_lab.openai_model",
     "toolcall_lab.scenarios",
     "toolcall_lab.trace_files",

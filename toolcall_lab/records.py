@@ -94,10 +94,12 @@ TimingSource = Literal["recorded", "reported", "estimated", "placeholder"]
 - ``placeholder``: a constant (scripted latencies, simulated tools, modelled defaults).
 """
 TIMING_SOURCES: tuple[TimingSource, ...] = ("recorded", "reported", "estimated", "placeholder")
-ChunkTiming = Literal["recorded", "spread", "none"]
+ChunkTiming = Literal["recorded", "spread", "estimated", "none"]
 """Chunk arrival offsets: ``recorded`` as they arrived, ``spread`` evenly over the latency by a script or
-an importer (not evidence of when each chunk came), ``none`` for a whole (non-streamed) response."""
-CHUNK_TIMINGS: tuple[ChunkTiming, ...] = ("recorded", "spread", "none")
+an importer (not evidence of when each chunk came), ``estimated`` by a stated formula (e.g. tokens at
+a generation speed, `toolcall_lab.generation`; the response's timing note gives it), ``none`` for a
+whole (non-streamed) response."""
+CHUNK_TIMINGS: tuple[ChunkTiming, ...] = ("recorded", "spread", "estimated", "none")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

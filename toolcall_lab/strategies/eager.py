@@ -13,7 +13,8 @@ says what it rests on (`Round.strategy_notes`):
 
 - ``chunk_timing == "recorded"``: offsets as the chunks arrived (or as an imported log stamped
   them, e.g. Claude Code's per-block lines): the overlap is evidence.
-- ``"spread"``: offsets spread evenly over the response by a script or an importer: when each call
+- ``"spread"``: offsets spread evenly over the response by a script or an importer, or
+  ``"estimated"`` by a stated formula (a generation speed, `toolcall_lab.generation`): when each call
   became complete is a model of the stream, so the overlap is modelled, not measured.
 - ``"none"`` (a whole, non-streamed body or a single chunk): no call can be seen complete before
   the response ends, so every call starts then: ``eager`` behaves as ``parallel``, and says so.
@@ -36,6 +37,11 @@ SPREAD_NOTE = (
     "eager on modelled chunk timing: the offsets are spread evenly over the response (chunk_timing "
     "'spread', by a script or an importer), so when each call became complete, and the overlap "
     "with the stream, is a model, not a measurement"
+)
+ESTIMATED_NOTE = (
+    "eager on modelled chunk timing: the offsets come from a stated formula (chunk_timing 'estimated'; "
+    "the response's timing note gives it), so when each call became complete, and the overlap with "
+    "the stream, is a model, not a measurement"
 )
 
 
@@ -82,3 +88,5 @@ class Eager(Strategy):
                 batch.note(FALLBACK_NOTE)
             elif batch.chunk_timing == "spread":
                 batch.note(SPREAD_NOTE)
+            elif batch.chunk_timing == "estimated":
+                batch.note(ESTIMATED_NOTE)
