@@ -25,6 +25,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from toolcall_lab._execution import Executor, Interrupted
@@ -43,6 +44,13 @@ def _drop(event: RunEvent) -> None:
     return None
 
 
+_NO_LIMITS: Mapping[str, int] = MappingProxyType({})
+_NOT_STREAMING: deque[int] = deque(maxlen=0)
+"""The arrivals of every batch that does not stream: always empty (it holds nothing)."""
+_NO_CALLS: Mapping[int, ToolCall] = MappingProxyType({})
+_NO_MOVES: Mapping[int, int] = MappingProxyType({})
+
+
 class Batch:
     """One batch of tool calls as a strategy sees it (see the module docstring).
 
@@ -55,39 +63,33 @@ class Batch:
     that emit events themselves: `screen`, `verdict`, `act`, `observe`.
     """
 
-    __slots__ = (
-        "_arrivals",
-        "_checked",
-        "_dedupe",
-        "_emit",
-        "_final",
-        "_group",
-        "_indices",
-        "_lock",
-        "_moved",
-        "_open",
-        "_pre",
-        "_screened",
-        "_slots",
-        "_wake",
-        "assistant_message",
-        "calls",
-        "chunk_timing",
-        "client_round_trips",
-        "concurrency",
-        "done",
-        "executor",
-        "findings",
-        "notes",
-        "round_index",
-        "round_trip_s",
-        "round_trips",
-        "started",
-        "strategy",
-        "streaming",
-        "tool_limits",
-        "tool_messages",
-    )
+    # Class-level defaults for what most batches never change (a batch is made per model response;
+    # setting fewer attributes keeps that cost off small batches). Lists are made per batch.
+    tool_messages: list[dict[str, Any]] | None = None
+    """Set by strategies that build the tool messages themselves (serialized: from the session)."""
+    client_round_trips = 1
+    chunk_timing: str | None = None
+    """Once the stream has ended: what its chunk offsets rest on (``recorded``, ``spread``,
+    ``estimated``, ``none``; see `toolcall_lab.records.ChunkTiming`)."""
+    streaming = False
+    """True while the model is still streaming this batch's response."""
+    assistant_message: dict[str, Any] | None = None
+    """The assistant message carrying the calls (None while the model streams)."""
+    concurrency: int | None = None
+    """At most this many calls at once (None: no cap), for `run`, `start` and `run_parallel`."""
+    tool_limits: Mapping[str, int] = _NO_LIMITS
+    """At most ``tool_limits[name]`` calls of tool `name` at once."""
+    round_trip_s = 0.0
+    _screened = 0  # positions below this are screened (in model order)
+    _checked: list[bool] | None = None  # streaming: screened one by one
+    _lock: asyncio.Lock | None = None
+    _slots: Slots | None = None
+    _group: _Group | None = None
+    _wake: asyncio.Future[None] | None = None
+    _final = True
+    _arrivals: deque[int] = _NOT_STREAMING
+    _indices: Mapping[int, ToolCall] = _NO_CALLS  # streaming: position -> the call as it arrived early
+    _moved: Mapping[int, int] = _NO_MOVES
 
     def __init__(
         self,
@@ -107,44 +109,35 @@ class Batch:
         self.round_index = round_index
         self.strategy = strategy
         """The name of the strategy running the batch."""
-        self.assistant_message = assistant_message
-        """The assistant message carrying the calls (None while the model streams)."""
-        self.concurrency = concurrency
-        """At most this many calls at once (None: no cap), for `run`, `start` and `run_parallel`."""
-        self.tool_limits: Mapping[str, int] = tool_limits or {}
-        """At most ``tool_limits[name]`` calls of tool `name` at once."""
-        self.round_trip_s = round_trip_s
+        if assistant_message is not None:
+            self.assistant_message = assistant_message
+        if concurrency is not None or tool_limits:
+            self.concurrency = concurrency
+            if tool_limits:
+                self.tool_limits = tool_limits
+            self._slots = Slots(concurrency, self.tool_limits)
+        if round_trip_s:
+            self.round_trip_s = round_trip_s
         self.calls: tuple[ToolCall, ...] = tuple(calls)
         n = len(self.calls)
         self.done: list[ToolExecution | None] = [None] * n
         """Each call's record once it has one, by position (None: not settled yet)."""
         self.started: list[float | None] = [None] * n
         """When each call started running (None: it had not started)."""
-        self.tool_messages: list[dict[str, Any]] | None = None
-        """Set by strategies that build the tool messages themselves (serialized: from the session)."""
-        self.client_round_trips = 1
         self.round_trips: list[ClientRoundTrip] = []
         self.notes: list[str] = []
         self.findings: list[Finding] = []
-        self.streaming = streaming
-        """True while the model is still streaming this batch's response."""
-        self.chunk_timing: str | None = None
-        """Once the stream has ended: what its chunk offsets rest on (``recorded``, ``spread``,
-        ``none``; see `toolcall_lab.records.ChunkTiming`)."""
         self._emit: Emit = emit or _drop
         self._open = [False] * n  # an ACTION was emitted and its OBSERVATION not yet
         self._pre: list[ToolExecution | None] = [None] * n
-        self._screened = 0  # positions below this are screened (in model order)
-        self._checked: list[bool] | None = [False] * n if streaming else None  # screened one by one
         self._dedupe = executor.new_batch()
-        self._lock: asyncio.Lock | None = None
-        self._slots = Slots(concurrency, self.tool_limits) if concurrency or self.tool_limits else None
-        self._group: _Group | None = None
-        self._arrivals: deque[int] = deque()
-        self._wake: asyncio.Future[None] | None = None
-        self._indices: dict[int, ToolCall] = {}  # streaming: position -> the call as it arrived early
-        self._final = not streaming
-        self._moved: dict[int, int] = {}
+        if streaming:
+            self.streaming = True
+            self._final = False
+            self._checked = [False] * n
+            self._arrivals = deque()
+            self._indices = {}
+            self._moved = {}
 
     def __repr__(self) -> str:
         settled = sum(d is not None for d in self.done)
@@ -187,6 +180,20 @@ class Batch:
         self._emit(make_observation("observation", self.now() if at is None else at, self.round_index, ex))
 
     # -- screening -----------------------------------------------------------------------------------
+
+    def screen_now(self) -> bool:
+        """Screen every call now if that needs no await (no ``approve_call`` hook); False when
+        `screen` must be awaited instead."""
+        executor = self.executor
+        if executor.hooks.approve_call is not None:
+            return False
+        n = len(self.calls)
+        if self._screened < n:
+            check, calls, pre, dedupe = executor.check, self.calls, self._pre, self._dedupe
+            for pos in range(self._screened, n):
+                pre[pos] = check(calls[pos], pos, dedupe)
+            self._screened = n
+        return True
 
     async def screen(self, upto: int | None = None) -> None:
         """Screen the calls in model order up to position `upto` (exclusive; default: all): bad
@@ -421,8 +428,11 @@ class Batch:
 
     def arrive(self, pos: int, call: ToolCall) -> None:
         """(The loop) the call at `pos` became complete while the model streams."""
-        self._ensure(pos + 1)
-        self._indices[pos] = call
+        if self._final:
+            raise UsageError(f"arrive({pos}): the batch is not streaming (its calls are final)")
+        if pos >= len(self.done):
+            self._ensure(pos + 1)
+        self._indices[pos] = call  # type: ignore[index]  # (a dict while streaming)
         self._arrivals.append(pos)
         wake = self._wake
         if wake is not None and not wake.done():
@@ -490,7 +500,11 @@ class Batch:
 
     def _compare(self, pos: int, early: ToolCall, final: ToolCall) -> None:
         """A call that started before the stream ended must be the call the stream ended with."""
-        if early == final:
+        if early is final or (
+            early.arguments == final.arguments
+            and early.name == final.name
+            and early.tool_call_id == final.tool_call_id
+        ):
             return
         if early.name == final.name and early.args is not None and early.args == final.args:
             return  # the same call (e.g. an id the loop made unique, whitespace after the object)
@@ -572,12 +586,15 @@ class _Group:
 
     __slots__ = (
         "batch",
+        "check",
         "emit",
         "failure",
+        "fast",
         "finished",
         "left",
         "loop",
         "observe",
+        "round_index",
         "screened",
         "settled",
         "spawn",
@@ -595,7 +612,10 @@ class _Group:
         self.tasks: list[asyncio.Task[None]] = []
         self.settled = batch._settled()
         self.screened = batch.executor.hooks.approve_call is None  # the checks need no await
+        self.fast = self.screened and batch._slots is None  # nothing to await before the tool
         self.emit = batch._emit
+        self.check = batch.executor.check
+        self.round_index = batch.round_index
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
         self.spawn = loop.create_task if loop.get_task_factory() is not None else None
@@ -607,7 +627,7 @@ class _Group:
         call = batch.calls[pos] if batch._final else batch._indices[pos]
         if act:
             batch._open[pos] = True
-            self.emit(make_action("action", at, batch.round_index, call))
+            self.emit(make_action("action", at, self.round_index, call))
         screened = self.screened
         if screened:
             checked = batch._checked
@@ -617,20 +637,60 @@ class _Group:
                 pre = batch._pre[pos]
             else:
                 checked[pos] = True
-                pre = batch._pre[pos] = batch.executor.check(call, pos, batch._dedupe)
+                pre = batch._pre[pos] = self.check(call, pos, batch._dedupe)
             if pre is not None:
                 batch._answer(pos, pre, at)
                 if self.observe:
                     batch.observe(pos, at)
                 return
         self.left += 1
-        coro = self.one(pos, call, at, screened, not batch._final)
+        if self.fast:
+            coro = self.plain(pos, call, not batch._final)
+        else:
+            coro = self.one(pos, call, at, screened, not batch._final)
         spawn = self.spawn
         self.tasks.append(
             asyncio.Task(coro, loop=self.loop, name=TASK_NAME)
             if spawn is None
             else spawn(coro, name=TASK_NAME)
         )
+
+    async def plain(self, pos: int, call: ToolCall, early: bool) -> None:
+        """`one` for a screened call with no slots to wait for (the common case, kept lean)."""
+        batch = self.batch
+        executor = batch.executor
+        try:
+            batch.started[pos] = started = executor._clock() - executor.origin
+            ex = await executor.execute(call, pos, started)
+            if early and batch._moved:
+                pos = batch.at(pos)
+            batch.done[pos] = ex
+            if self.observe:
+                batch._open[pos] = False
+                self.emit(
+                    make_observation(
+                        "observation",
+                        ex.ended_at if self.settled else executor._clock() - executor.origin,
+                        self.round_index,
+                        ex,
+                    )
+                )
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
+            self.failed(exc, batch.at(pos, early))
+            return
+        self.left -= 1
+        if not self.left and not self.finished.done():
+            self.finished.set_result(None)
+
+    def failed(self, exc: BaseException, pos: int) -> None:
+        if isinstance(exc, Interrupted) and exc.execution is not None:
+            self.batch.done[pos] = exc.execution
+        self.failure.append(exc)
+        if not self.finished.done():
+            self.finished.set_result(None)
+        self.batch._failed(exc)
 
     async def one(self, pos: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
         batch = self.batch
@@ -686,12 +746,7 @@ class _Group:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
-            if isinstance(exc, Interrupted) and exc.execution is not None:
-                batch.done[batch.at(pos, early)] = exc.execution
-            self.failure.append(exc)
-            if not self.finished.done():
-                self.finished.set_result(None)
-            batch._failed(exc)
+            self.failed(exc, batch.at(pos, early))
             return
         self.left -= 1
         if not self.left and not self.finished.done():

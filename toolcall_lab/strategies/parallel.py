@@ -52,7 +52,8 @@ class Parallel(Strategy):
         return hash((type(self).__name__, self.name))
 
     async def run(self, batch: Batch) -> None:
-        await batch.screen()
+        if not batch.screen_now():
+            await batch.screen()
         at = batch.now()  # the batch starts at one instant: one clock read for all its actions
         emit, round_index, done, screened = batch._emit, batch.round_index, batch.done, batch._pre
         runnable = []

@@ -16,7 +16,8 @@ class Sequential(Strategy):
     name = "sequential"
 
     async def run(self, batch: Batch) -> None:
-        await batch.screen()
+        if not batch.screen_now():
+            await batch.screen()
         executor = batch.executor
         now, execute = executor.now, executor.execute
         calls, done, started = batch.calls, batch.done, batch.started

@@ -51,7 +51,8 @@ class Serialized(Strategy):
     name = "serialized"
 
     async def run(self, batch: Batch) -> None:
-        await batch.screen()
+        if not batch.screen_now():
+            await batch.screen()
         calls, done, started = batch.calls, batch.done, batch.started
         screened, is_open = batch._pre, batch._open
         session, stand_ins = _session(batch.assistant_message or {"role": "assistant"}, calls)
