@@ -340,7 +340,7 @@ def test_an_event_listener_that_raises_is_recorded_and_the_run_goes_on() -> None
     assert "RuntimeError: view crashed" in result.hook_failures[0].error
 
 
-@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "first_only"])
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "first_only", "eager"])
 def test_replay_divergence_raises_in_every_mode(mode: str) -> None:
     trace = SCENARIOS["weather_news_stock"].record()
     first = trace.rounds[0]
@@ -352,7 +352,7 @@ def test_replay_divergence_raises_in_every_mode(mode: str) -> None:
     assert validate_messages(partial.messages) == [] or mode == "first_only"
 
 
-@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "eager"])
 @pytest.mark.parametrize(
     "hook",
     [

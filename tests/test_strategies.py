@@ -781,3 +781,30 @@ def test_the_live_view_follows_an_eager_run_whose_actions_come_before_the_model_
     assert result.events.index(next(e for e in result.events if e.kind == "action")) < result.events.index(
         next(e for e in result.events if e.kind == "model_response")
     )
+
+
+def test_a_keyboard_interrupt_from_an_eager_call_stops_the_stream_at_once_with_the_record() -> None:
+    async def boom(key: str) -> str:
+        await asyncio.sleep(0.1)
+        raise KeyboardInterrupt
+
+    tools = Counting().registry()
+    tools.register(boom)
+    model = ChunkModel(
+        [
+            (0.5, header(0, "a", "boom", '{"key": "x"}')),
+            (1.0, header(1, "b", "read", '{"key": "y", "seconds": 5}')),
+            (9.0, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(run(model, tools, "go", mode="eager"))
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    rnd = partial.rounds[0]
+    assert rnd.model_call.ended_at == pytest.approx(0.6)  # the stream stopped when the tool raised
+    assert [c.tool_call_id for c in rnd.tool_calls] == ["a"]  # b had not appeared yet
+    assert [e.status for e in rnd.executions] == ["error"]
+    assert "raised KeyboardInterrupt" in rnd.executions[0].result
+    assert validate_messages(partial.messages) == []
