@@ -541,7 +541,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--round-trip", type=float, default=0.05, help="serialized mode: client round trip, seconds"
     )
-    p.add_argument("--concurrency", type=int, help="parallel mode: cap on calls at once")
+    p.add_argument("--concurrency", type=int, help="cap on calls at once (parallel, eager)")
     p.add_argument("--real-time", action="store_true", help="replay on the real clock (slow)")
     p.add_argument("--jobs", type=int, default=1, help="spread traces over N processes")
     p.add_argument(

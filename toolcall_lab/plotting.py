@@ -242,9 +242,12 @@ def gantt(
         summary = run_rows(trace.metadata.title, result, trace)[0]
         name = strategy.name
         skipped = f" · ⚠ {summary['skipped']} call(s) skipped: not comparable" if summary["skipped"] else ""
-        noted = " · ran as parallel (no chunk timing)" if any(
-            "ran as parallel" in n for r in result.rounds for n in r.strategy_notes
-        ) else ""
+        notes = " ".join(n for r in result.rounds for n in r.strategy_notes)
+        noted = ""
+        if "ran as parallel" in notes:
+            noted = " · ran as parallel (no chunk timing)"
+        elif "modelled chunk timing" in notes:
+            noted = " · overlap modelled (chunk offsets not recorded)"
         title = (
             f"{name}: {summary['wall_time_s']:.2f} s, {summary['upstream_calls']} model calls, "
             f"{summary['client_round_trips']} client round trips{skipped}{noted}"
