@@ -60,7 +60,7 @@ class Batch:
     batch's tasks), `run_sequential()` / `run_parallel()` (the classic modes), `skip(pos)` (never
     answered: the legacy first-only bug), `note(text)` (recorded with the round), `arrivals()`
     (positions as calls become complete while the model streams). Lower level, for strategies
-    that emit events themselves: `screen`, `verdict`, `act`, `observe`.
+    that emit events themselves: `screen`, `verdict`, `execute`, `act`, `observe`.
     """
 
     # Class-level defaults for what most batches never change (a batch is made per model response;
