@@ -808,3 +808,22 @@ def test_a_keyboard_interrupt_from_an_eager_call_stops_the_stream_at_once_with_t
     assert [e.status for e in rnd.executions] == ["error"]
     assert "raised KeyboardInterrupt" in rnd.executions[0].result
     assert validate_messages(partial.messages) == []
+
+
+def test_eager_on_the_real_clock_starts_a_call_before_the_stream_ends() -> None:
+    """Live runs: completeness is seen as chunks arrive (an ordering check, no time threshold)."""
+    calls = [("search", {"key": "a", "seconds": 0.05}), ("read", {"key": "b", "seconds": 0.05})]
+    result = asyncio.run(run(scripted(calls, latency=0.3), Counting().registry(), "go", mode="eager"))
+    rnd = result.rounds[0]
+    assert rnd.model_call.chunk_timing == "spread"  # a scripted model says its offsets are its own
+    assert rnd.executions[0].started_at < rnd.model_call.ended_at
+    assert result.rounds[1].model_call.started_at >= max(e.ended_at for e in rnd.executions)
+    answered_once_in_model_order(result)
+
+
+def test_the_corpus_view_compares_a_user_strategy() -> None:
+    from toolcall_lab.notebook.widgets import CorpusView
+
+    view = CorpusView([SCENARIOS["weather_news_stock"].record()], ["parallel", read_only_parallel, "eager"])
+    assert set(view.comparison.runs["mode"]) == {"parallel", "read_only_parallel", "eager"}
+    assert "read_only_parallel" in list(view.mode_box.options)
