@@ -28,6 +28,7 @@ NOTEBOOKS = {
     "03_benchmark_modes": "nb03",
     "04_real_recordings": "nb04",
     "05_serialized_proxy": "nb05",
+    "06_eager_execution": "nb06",
 }
 OUTPUT_NOTE = (
     "*The outputs stored in this file were produced by `make notebooks` on the bundled data only "

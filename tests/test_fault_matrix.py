@@ -40,6 +40,9 @@ MODES = [
     ("parallel_cap2", {"mode": "parallel", "concurrency": 2}),
     ("serialized", {"mode": "serialized", "round_trip_s": 0.01}),
     ("first_only", {}),
+    ("eager", {}),
+    ("eager_cap2", {"mode": "eager", "concurrency": 2}),
+    ("parallel_work1", {"mode": "parallel[work=1]"}),
 ]
 RAN = {"ok", "error", "timeout", "withheld"}
 """Statuses of calls whose tool started (a cancelled call says in its text whether it had)."""
@@ -357,7 +360,11 @@ CASES: dict[str, Case] = {
     "result_hook_running_at_the_deadline": Case(  # the calls ran: never "cancelled, result unknown"
         calls=(W("a"), W("b")),
         expect=["withheld", "withheld"],
-        by_mode={"sequential": ["withheld", "cancelled"], "serialized": ["withheld", "cancelled"]},
+        by_mode={  # one call at a time (a per-tool limit of 1 holds the slot through the result hook)
+            "sequential": ["withheld", "cancelled"],
+            "serialized": ["withheld", "cancelled"],
+            "parallel[work=1]": ["withheld", "cancelled"],
+        },
         first_only=Case(calls=(), expect=["withheld", "skipped"], outcome=("timeout", "deadline")),
         hooks=lambda: Hooks(approve_result=sleeping(5)),
         settings={"timeout_s": 1.0},
@@ -367,7 +374,11 @@ CASES: dict[str, Case] = {
     "notification_running_when_aborted": Case(
         calls=(W("a"), W("b")),
         expect=["ok", "ok"],
-        by_mode={"sequential": ["ok", "cancelled"], "serialized": ["ok", "cancelled"]},
+        by_mode={
+            "sequential": ["ok", "cancelled"],
+            "serialized": ["ok", "cancelled"],
+            "parallel[work=1]": ["ok", "cancelled"],
+        },
         first_only=Case(calls=(), expect=["ok", "skipped"], outcome=("aborted", "aborted")),
         hooks=lambda: Hooks(on_tool_complete=sleeping(5)),
         drive="abort",
@@ -590,7 +601,7 @@ def test_an_event_listener_that_raises_is_recorded_and_the_run_goes_on() -> None
     assert "RuntimeError: view crashed" in result.hook_failures[0].error
 
 
-@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "first_only"])
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "first_only", "eager"])
 def test_replay_divergence_raises_in_every_mode(mode: str) -> None:
     trace = SCENARIOS["weather_news_stock"].record()
     first = trace.rounds[0]
@@ -602,7 +613,7 @@ def test_replay_divergence_raises_in_every_mode(mode: str) -> None:
     assert validate_messages(partial.messages) == [] or mode == "first_only"
 
 
-@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized"])
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "eager"])
 @pytest.mark.parametrize(
     "hook",
     [

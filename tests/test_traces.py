@@ -115,6 +115,17 @@ def test_v1_mixed_timings_are_not_claimed_as_recorded() -> None:
             "rounds[0].response.timing.source: expected one of recorded, reported, estimated, placeholder, "
             "got 'guessed'",
         ),
+        (
+            "v2_queued_after_start.json",
+            TraceFormatError,
+            "rounds[0].tool_executions[1].queued_at: 1.8714285714285714 is after started_at "
+            "(0.8714285714285714)",
+        ),
+        (
+            "v2_empty_strategy_name.json",
+            TraceFormatError,
+            "rounds[0].mode: expected a strategy name (a non-empty string), got ''",
+        ),
     ],
 )
 def test_negative_fixtures_give_exact_errors(name, error, message) -> None:
@@ -130,7 +141,7 @@ def test_cli_validate_reports_each_file(tmp_path) -> None:
         [sys.executable, "-m", "toolcall_lab", "validate", str(FIXTURES)], capture_output=True, text=True
     )
     assert out.returncode == 2
-    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 9  # every negative fixture
+    assert "ok    " in out.stdout and out.stderr.count("ERROR") == 11  # every negative fixture
 
 
 def test_secrets_are_scrubbed_and_flagged(tmp_path) -> None:
@@ -282,3 +293,20 @@ def test_a_credential_split_over_streamed_chunks_is_removed_from_every_chunk(tmp
     contents = [c.payload["choices"][0]["delta"]["content"] for c in saved.rounds[-1].model_call.chunks]
     assert contents == ["your key: [REDACTED: an OpenAI-style key], keep it safe", ""]
     assert any("split over 2 chunks" in r for r in saved.metadata.redactions)
+
+
+def test_strategy_fixtures_load_round_trip_and_replay() -> None:
+    """Schema 2 extended in place (issue 14): any strategy name, queued_at, strategy_notes."""
+    from toolcall_lab.replay import replay
+
+    eager = load(FIXTURES / "v2_eager_cap1.json")
+    assert eager.metadata.mode == "eager[cap=1]" and eager.rounds[0].mode == "eager[cap=1]"
+    assert [e.queued_at for e in eager.rounds[0].executions][1:] == [0.5428571428571429, 0.7142857142857144]
+    assert "spread" in eager.rounds[0].strategy_notes[0]
+    assert validate(FIXTURES / "v2_eager_cap1.json")[1] == []
+    assert (FIXTURES / "v2_eager_cap1.json").read_text() == dumps(eager)  # stable bytes
+    again = replay(eager)  # the name says how to run it again
+    assert Trace.from_run(again, eager.metadata).to_dict()["rounds"] == eager.to_dict()["rounds"]
+    user = load(FIXTURES / "v2_user_strategy.json")
+    assert user.metadata.mode == "weather_first" and validate(FIXTURES / "v2_user_strategy.json")[1] == []
+    assert (FIXTURES / "v2_user_strategy.json").read_text() == dumps(user)

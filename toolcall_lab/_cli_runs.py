@@ -13,13 +13,45 @@ from typing import Any
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.records import MODES
 
+STRATEGY_HELP = (
+    "a built-in (sequential, parallel, serialized, first_only, eager; options in brackets, e.g. "
+    "'eager[cap=4,web_search=2]') or MODULE:ATTRIBUTE / path/to/file.py:ATTRIBUTE naming your own"
+)
+
+
+def _split(text: str) -> list[str]:
+    """Comma-separated, except inside brackets (``parallel[cap=2,search=1],eager``)."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _strategy(text: str) -> str:
+    """An argparse type: a mode or strategy spec, checked now (kept as text for worker processes)."""
+    from toolcall_lab.strategies import resolve
+
+    try:
+        resolve(text, "strategy")
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
 
 def _modes(text: str) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown mode(s) {bad}; choose from {', '.join(MODES)}")
-    return modes
+    return [_strategy(m) for m in _split(text)]
+
+
+def _name(spec: str) -> str:
+    from toolcall_lab.strategies import name_of
+
+    return name_of(spec)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -49,33 +81,39 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from toolcall_lab.trace_files import load
 
     trace = load(args.path)
-    check = args.check or default_check(trace, args.mode)
+    spec = args.strategy or args.mode
+    check = args.check or default_check(trace, spec)
     recorded = trace.metadata.mode or "sequential"
     if check == "off":
         why = (
-            f" (first_only against a {recorded} recording: the conversations differ on purpose)"
+            f" ({getattr(spec, 'name', spec)} against a {recorded} recording: the conversations differ "
+            "on purpose)"
             if args.check is None
             else ""
         )
         print(f"conversation check: off{why}; a divergence from the recording is not detected")
     try:
-        result = replay(
-            trace, args.mode, virtual=not args.real_time, round_trip_s=args.round_trip, check=check
-        )
+        result = replay(trace, spec, virtual=not args.real_time, round_trip_s=args.round_trip, check=check)
     except ReplayDivergenceError as exc:
         print(
-            f"toolcall-lab replay: {args.path} diverged from its recording under {args.mode}: {exc}",
+            f"toolcall-lab replay: {args.path} diverged from its recording under {_name(spec)}: {exc}",
             file=sys.stderr,
         )
         if exc.partial_result is not None:
             print(f"  replayed until then: {exc.partial_result!r}", file=sys.stderr)
         return 1
     clock = "real" if args.real_time else "virtual"
-    print(f"{trace!r}\nreplayed as {args.mode} on the {clock} clock: {result!r}")
+    print(f"{trace!r}\nreplayed as {_name(spec)} on the {clock} clock: {result!r}")
+    for r in result.rounds:
+        for note in r.strategy_notes:
+            print(f"  note (round {r.round_index}): {note}")
     for r in result.rounds:
         calls = " ".join(f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions)
         mc = r.model_call
         print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
+    if result.reason == "strategy_error":
+        print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
+        return 1
     if args.out:
         from toolcall_lab.trace import Trace
         from toolcall_lab.trace_files import save
@@ -190,12 +228,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not paths:
         raise UsageError("no traces found: name trace files or folders, or use --corpus N")
     paths = paths[: args.limit] if args.limit else paths
+    modes = [*args.modes, *(s for s in args.strategy or () if s not in args.modes)]
     started = time.perf_counter()
     pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
     try:
         result = compare(
             paths,
-            args.modes,
+            modes,
             round_trip_s=args.round_trip,
             concurrency=args.concurrency,
             virtual=not args.real_time,
@@ -208,7 +247,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             pool.shutdown()
     elapsed = time.perf_counter() - started
     print(
-        f"\n{len(paths)} trace(s) x {len(args.modes)} mode(s) in {elapsed:.2f} s "
+        f"\n{len(paths)} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
         f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
     )
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
@@ -257,7 +296,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         first = load(item) if isinstance(item, (str, Path)) else item
         plotting.gantt(
             first,
-            args.modes,
+            modes,
             round_trip_s=args.round_trip,
             save=plot.with_name(plot.stem + "_gantt" + plot.suffix),
         )
@@ -535,14 +574,27 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("bench", help="replay traces under several modes and compare them")
     p.add_argument("paths", nargs="*", help="trace files or folders of them")
-    p.add_argument("--modes", type=_modes, default=list(MODES), help="comma-separated (default: all four)")
+    p.add_argument(
+        "--modes",
+        type=_modes,
+        default=list(MODES),
+        help="comma-separated modes or strategies (default: the four classic modes; add eager, "
+        "parallel[cap=4], or MODULE:ATTRIBUTE)",
+    )
+    p.add_argument(
+        "--strategy",
+        type=_strategy,
+        action="append",
+        metavar="SPEC",
+        help=f"also compare this strategy (repeatable): {STRATEGY_HELP}",
+    )
     p.add_argument("--corpus", type=int, default=0, help="also generate N traces in memory (seeded)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--limit", type=int)
     p.add_argument(
         "--round-trip", type=float, default=0.05, help="serialized mode: client round trip, seconds"
     )
-    p.add_argument("--concurrency", type=int, help="parallel mode: cap on calls at once")
+    p.add_argument("--concurrency", type=int, help="cap on calls at once (parallel, eager)")
     p.add_argument("--real-time", action="store_true", help="replay on the real clock (slow)")
     p.add_argument("--jobs", type=int, default=1, help="spread traces over N processes")
     p.add_argument(
@@ -563,9 +615,12 @@ def register(sub: Any) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("replay", help="replay a trace under a mode (virtual clock unless --real-time)")
+    p = sub.add_parser(
+        "replay", help="replay a trace under a mode or strategy (virtual clock unless --real-time)"
+    )
     p.add_argument("path")
-    p.add_argument("--mode", default="parallel", choices=MODES)
+    p.add_argument("--mode", type=_strategy, default="parallel", help=f"the strategy: {STRATEGY_HELP}")
+    p.add_argument("--strategy", type=_strategy, metavar="SPEC", help="the same as --mode (overrides it)")
     p.add_argument("--real-time", action="store_true")
     p.add_argument(
         "--round-trip", type=float, default=0.0, help="serialized mode: client round trip, seconds"
@@ -584,7 +639,7 @@ def register(sub: Any) -> None:
     p.add_argument("--prompt", required=True)
     p.add_argument("--tools", required=True, help="MODULE:ATTRIBUTE of a ToolRegistry or list of functions")
     p.add_argument("--base-url", help="default: OPENAI_BASE_URL or api.openai.com; key from OPENAI_API_KEY")
-    p.add_argument("--mode", default="parallel", choices=MODES)
+    p.add_argument("--mode", type=_strategy, default="parallel", help=f"the strategy: {STRATEGY_HELP}")
     p.add_argument("--max-rounds", type=int, default=10)
     p.add_argument("--parallel-tool-calls", type=lambda s: s.lower() == "true", default=None)
     p.add_argument("--provider")

@@ -2,9 +2,9 @@
 exceptions as data, result approval, hooks. Every outcome is a `ToolExecution`; nothing raises but
 cancellation, replay divergence and the BaseExceptions a tool or hook raises (carried as `Interrupted`).
 
-This is the unit every execution mode (and, later, every strategy) builds on: `Executor.screen_one`
+This is the unit every execution strategy builds on: `Executor.screen_one`
 decides whether a call may run, `Executor.execute` runs it on the run's clock. How a batch is
-scheduled is the modes' business (`toolcall_lab.modes`); calling hooks is `toolcall_lab._hooks`'.
+scheduled is the strategies' business (`toolcall_lab.strategies`); calling hooks is `toolcall_lab._hooks`'.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ the record is what the model sent then, whatever the model (reusing a buffer), t
 hook or an event listener does to it later. What goes wrong inside the model or its wire data is a
 `ModelFailed`; what must stop the run (scripts running out, replay divergence, cancellation,
 interruptions) passes through untouched.
+
+For strategies that stream (``eager``), each call of choice 0 is handed over (`on_call`) as soon as
+it is complete, at the time its chunk arrived (`toolcall_lab.strategies._completion`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_ch
 from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 from toolcall_lab.models import Model, ModelRequest, response_timing
 from toolcall_lab.records import ModelCall, TimedChunk
+from toolcall_lab.strategies._completion import CallTracker
+
+OnCall = Callable[[int, ToolCall], None]
 
 
 class ModelFailed(Exception):
@@ -33,12 +39,17 @@ class ModelFailed(Exception):
 class ModelStream:
     """One model call in progress; it knows how far it got, so a run cut off mid-stream can say so."""
 
-    def __init__(self, model: Model, request: ModelRequest, executor: Executor) -> None:
+    def __init__(
+        self, model: Model, request: ModelRequest, executor: Executor, on_call: OnCall | None = None
+    ) -> None:
         self.model, self.request, self.executor = model, request, executor
         self.copy = not getattr(model, "copy_free", False)
         """Copy each payload as it arrives (all but `Model.copy_free` models)."""
         self.started_at = executor.now()
         self.chunks: list[TimedChunk] = []
+        self.on_call = on_call
+        """Called with (position, call) as each call becomes complete while streaming (or None)."""
+        self.acc: ChatCompletionAccumulator | None = None
 
     def __repr__(self) -> str:
         return (
@@ -61,7 +72,11 @@ class ModelStream:
             self.chunks,
             self.copy,
         )
-        acc = ChatCompletionAccumulator(batch=request.batch)
+        on_call = self.on_call
+        tracker = CallTracker() if on_call is not None else None
+        acc = self.acc = ChatCompletionAccumulator(batch=request.batch, listener=tracker)
+        if tracker is not None:
+            tracker.listen(acc)
         first: float | None = None
         whole: ParsedResponse | None = None
         try:
@@ -82,6 +97,9 @@ class ModelStream:
                     whole = parse_chat_completion(kept, batch=request.batch)
                 else:
                     acc.feed(kept)
+                    if tracker is not None and tracker.ready:
+                        for pos, complete in tracker.take():
+                            on_call(pos, complete)  # type: ignore[misc]
                 if on_chunk is not None:
                     await self.executor.ask(
                         "on_model_chunk", on_chunk, (json_copy(kept),), effect="ignored; the stream went on"
@@ -103,6 +121,27 @@ class ModelStream:
             chunk_timing="none" if whole is not None or not chunks else chunk_timing,
         )
         return call, parsed
+
+    def partial(self) -> tuple[ModelCall, ParsedResponse]:
+        """The response as far as it came, for a run cut off mid-stream: the chunks received (the
+        call ends now) and what they parse to (arguments cut off are marked incomplete)."""
+        acc = self.acc or ChatCompletionAccumulator(batch=self.request.batch)
+        try:
+            timing, chunk_timing = response_timing(self.model, self.request, self.executor.clock_timing)
+        except Exception:  # a model that cannot say (its stream failed): the run's clock
+            timing, chunk_timing = self.executor.clock_timing, "recorded"
+        first = self.chunks[0].offset_s + self.started_at if self.chunks else None
+        call = ModelCall(
+            started_at=self.started_at,
+            ended_at=self.executor.now(),
+            first_chunk_at=first,
+            chunks=tuple(self.chunks),
+            tools_offered=self.request.tools is not None,
+            usage=None,
+            timing=timing,
+            chunk_timing="none" if not self.chunks else chunk_timing,
+        )
+        return call, acc.finish()
 
 
 def repeated_ids(calls: tuple[ToolCall, ...], round_index: int) -> list[Finding]:

@@ -1,4 +1,5 @@
-"""Compare execution modes on traces: tidy tables, critical-path bounds, missed parallelism.
+"""Compare execution modes and strategies on traces: tidy tables, critical-path bounds (also the
+eager bound: tools overlapping the model's stream), missed parallelism.
 
 The per-trace work (`trace_rows`) returns plain dicts so it can run in any `concurrent.futures`
 executor (processes, or a Dask/Ray executor for corpora beyond one machine); `compare` turns the
@@ -13,6 +14,15 @@ run that skipped calls did less work, and a replay of a run that was cut off (de
 at the cut in every mode: such rows are marked ``comparable=False`` and summaries leave them out of
 speedups. Missed parallelism rests on dependency evidence (`toolcall_lab.dependencies`): only
 rounds every pair of which is ``likely_independent`` count, and the figure is an upper bound.
+
+Any strategy can be compared (a built-in name, ``module:attribute``, or a strategy object: the
+``mode`` column shows its name). Per trace, ``eager_bound_s`` is the wall time if every call started
+the moment its arguments were complete in the recorded stream and all calls overlapped, and
+``eager_saving_bound_s`` what that saves over ``lower_bound_s`` (calls starting at the stream's end);
+``chunk_timing`` says what the completion times rest on (``none``: no chunk timing, the two bounds are
+equal and ``eager`` runs as ``parallel``). Per run, ``stream_overlap_s`` is the tool time that ran while
+the model was still streaming, and ``strategy_notes`` counts what the strategy noted (e.g. ``eager``
+falling back to parallel), the texts being in the rounds table.
 """
 
 from __future__ import annotations
@@ -25,9 +35,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, UsageError
-from toolcall_lab.records import MODES, TIMING_SOURCES, Mode, Round, TimingSource
+from toolcall_lab.records import MODES, TIMING_SOURCES, Round, TimingSource
 from toolcall_lab.replay import replay
 from toolcall_lab.runs import RunResult
+from toolcall_lab.strategies import Serialized, StrategySpec, resolve
+from toolcall_lab.strategies._completion import completion_offsets
 from toolcall_lab.trace import Trace
 
 if TYPE_CHECKING:
@@ -78,10 +90,62 @@ def recorded_batch(r: Round) -> BatchRun:
 
 
 def _tool_phase(r: Round) -> float:
+    """Time from the end of the model's stream to the end of the round's last call (0 when every
+    call finished while the model was still streaming)."""
     ran = [e for e in r.executions if e.status != "skipped"]
     if not ran:
         return 0.0
-    return max(e.ended_at for e in ran) - r.model_call.ended_at
+    return max(0.0, max(e.ended_at for e in ran) - r.model_call.ended_at)
+
+
+def _stream_overlap(r: Round) -> float:
+    """Tool time that ran while the model was still streaming (the union of the calls' intervals
+    within the model call)."""
+    mc = r.model_call
+    spans = sorted(
+        (max(e.started_at, mc.started_at), min(e.ended_at, mc.ended_at))
+        for e in r.executions
+        if e.status != "skipped" and e.started_at < mc.ended_at
+    )
+    total, reach = 0.0, mc.started_at
+    for t0, t1 in spans:
+        t0 = max(t0, reach)
+        if t1 > t0:
+            total += t1 - t0
+            reach = t1
+    return total
+
+
+def eager_bound_s(trace: Trace) -> float:
+    """Lower bound with eager execution: per round, the later of the stream's end and, for each call,
+    the time its arguments were complete in the recorded stream plus its duration (every call starts
+    the moment it can and all overlap). With no chunk timing (``none``) every call completes at the
+    stream's end, and the bound equals `critical_path_s`."""
+    total = 0.0
+    for r in trace.rounds:
+        mc = r.model_call
+        latency = mc.latency_s
+        pairs = [
+            (c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"
+        ]
+        if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
+            offsets: dict[int, float] = {}
+        else:
+            offsets = completion_offsets(mc.chunks, latency)
+        end = latency
+        for call, ex in pairs:
+            end = max(end, min(offsets.get(call.index, latency), latency) + ex.duration_s)
+        total += end
+    return total
+
+
+def stream_timing(trace: Trace) -> str:
+    """What the completion times of a trace's calls rest on: the chunk timing of its tool rounds
+    (``recorded``, ``spread`` or ``none``), or ``mixed (...)`` when they differ."""
+    kinds = sorted({r.model_call.chunk_timing for r in trace.rounds if r.tool_calls})
+    if not kinds:
+        return "none"
+    return kinds[0] if len(kinds) == 1 else f"mixed ({', '.join(kinds)})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +284,9 @@ def run_rows(
                 "round_end": r.ended_at,
                 "client_round_trips": r.client_round_trips if len(r.tool_calls) else 0,
                 "model_timing": r.model_call.timing.source,
+                "chunk_timing": r.model_call.chunk_timing,
+                "stream_overlap_s": _stream_overlap(r),
+                "strategy_notes": " | ".join(r.strategy_notes),
             }
         )
         for e in r.executions:
@@ -236,6 +303,8 @@ def run_rows(
                     "end": e.ended_at,
                     "duration": e.duration_s,
                     "timing": e.timing.source,
+                    "queued_at": e.queued_at,
+                    "waited_s": e.waited_s,
                 }
             )
     ran = [e for e in result.executions if e.status != "skipped"]
@@ -261,6 +330,8 @@ def run_rows(
         "tool_phase_s": phases,
         "round_trip_time_s": trips_time,
         "overlap_saved_s": max(tool_time - phases, 0.0),
+        "stream_overlap_s": sum(_stream_overlap(r) for r in result.rounds),
+        "strategy_notes": sum(len(r.strategy_notes) for r in result.rounds),
         "upstream_calls": result.model_calls,
         "client_round_trips": sum(r.client_round_trips for r in result.rounds if r.tool_calls)
         + sum(1 for r in result.rounds if not r.tool_calls),
@@ -283,7 +354,7 @@ def _tool_messages_after(result: RunResult, r: Round) -> list[dict[str, Any]]:
 
 def trace_rows(
     item: Trace | str | Path,
-    modes: Sequence[Mode],
+    modes: Sequence[StrategySpec],
     settings: dict[str, Any],
     virtual: bool = True,
     timings: TimingFilter = "any",
@@ -321,17 +392,22 @@ def trace_rows(
         )
         return out
     bound = critical_path_s(trace)
+    eager_bound = eager_bound_s(trace)
     pairs = dependency_evidence(trace)
     missed = missed_parallelism(trace, pairs)
     trace_timing = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
     for mode in modes:
+        strategy = resolve(mode)
         mode_settings = dict(settings)
-        if mode != "serialized":
+        if not isinstance(strategy, Serialized):
             mode_settings.pop("round_trip_s", None)
         try:
-            result = replay(trace, mode, virtual=virtual, **mode_settings)
+            result = replay(trace, strategy, virtual=virtual, **mode_settings)
         except ReplayDivergenceError as exc:
-            out["errors"].append({"trace": trace_id, "mode": mode, "error": str(exc)})
+            out["errors"].append({"trace": trace_id, "mode": strategy.name, "error": str(exc)})
+            continue
+        if result.reason == "strategy_error":  # a bug in the strategy: no figure to compare
+            out["errors"].append({"trace": trace_id, "mode": strategy.name, "error": result.error or ""})
             continue
         summary, r_rows, c_rows = run_rows(trace_id, result, trace)
         summary.update(
@@ -340,6 +416,9 @@ def trace_rows(
             efficiency=(bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0)
             if summary["comparable"]
             else float("nan"),
+            eager_bound_s=eager_bound,
+            eager_saving_bound_s=bound - eager_bound,
+            chunk_timing=stream_timing(trace),
             title=trace.metadata.title,
             origin=trace.metadata.origin,
             source_status=trace.outcome.status,
@@ -389,8 +468,11 @@ class Comparison:
     """Tidy results of replaying traces under several modes."""
 
     runs: pd.DataFrame
-    """One row per (trace, mode): wall time, model/tool time, overlap, upstream calls, round trips,
-    tokens, failures, lower bound, efficiency, speedup vs sequential; what the times rest on
+    """One row per (trace, mode): wall time, model/tool time, overlap (with each other:
+    ``overlap_saved_s``; with the model's stream: ``stream_overlap_s``), upstream calls, round trips,
+    tokens, failures, lower bound, the eager bound and what it would save (``eager_bound_s``,
+    ``eager_saving_bound_s``, resting on ``chunk_timing``), efficiency, speedup vs sequential,
+    ``strategy_notes`` (how many the strategy made); what the times rest on
     (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
     first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped;
     and for a replay that ended at a recorded cut: deadline, abort); ``in_all_modes`` (False when the
@@ -431,6 +513,7 @@ class Comparison:
             model_time_s=("model_time_s", "sum"),
             tool_time_s=("tool_time_s", "sum"),
             overlap_saved_s=("overlap_saved_s", "sum"),
+            stream_overlap_s=("stream_overlap_s", "sum"),
             upstream_calls=("upstream_calls", "sum"),
             client_round_trips=("client_round_trips", "sum"),
             failures=("failures", "sum"),
@@ -451,7 +534,7 @@ class Comparison:
 
 def compare(
     traces: Iterable[Trace | str | Path],
-    modes: Sequence[Mode] = MODES,
+    modes: Sequence[StrategySpec] = MODES,
     *,
     round_trip_s: float = DEFAULT_ROUND_TRIP_S,
     concurrency: int | None = None,
@@ -464,7 +547,9 @@ def compare(
 
     Args:
         traces: `Trace` objects or paths to trace files (paths are cheaper to ship to processes).
-        modes: the modes to compare; ``sequential`` is needed for speedups.
+        modes: the modes or strategies to compare (names such as ``eager`` or ``parallel[cap=4]``,
+            ``module:attribute`` specs, or strategy objects; with a process `executor`, pass specs
+            or importable objects); ``sequential`` is needed for speedups.
         round_trip_s: client round trip in serialized mode (a constant: serialized rows rest on a
             placeholder when it is above 0); concurrency: parallel mode's cap.
         virtual: replay on the virtual clock (default) or in real time.
@@ -479,6 +564,11 @@ def compare(
 
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
+    names = [resolve(m, "compare(modes=...)").name for m in modes]  # bad specs fail before any replay
+    if len(set(names)) != len(names):
+        raise UsageError(
+            f"compare(modes=...): two strategies share a name ({names}); give each its own `name`"
+        )
     settings: dict[str, Any] = {"round_trip_s": round_trip_s}
     if concurrency is not None:
         settings["concurrency"] = concurrency

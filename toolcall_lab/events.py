@@ -1,6 +1,9 @@
 """The typed event stream of a run; every event carries the run clock's timestamp (`at`).
 
-In parallel mode the batch's ACTION events all come first, then its OBSERVATION events in batch order.
+In parallel mode the batch's ACTION events all come first, then its OBSERVATION events in batch order;
+under ``eager`` each ACTION comes when its call starts, possibly while the model still streams (before
+the round's ``model_response``), and each OBSERVATION when its call finishes. Whatever ends a run,
+every ACTION gets its OBSERVATION (a call cut off is observed with its ``cancelled`` record).
 A listener that raises is recorded as a hook failure (``on_event``) and the run goes on.
 """
 

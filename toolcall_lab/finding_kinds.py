@@ -239,6 +239,16 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "A call the stream never showed was found in the `output` of `response.completed`; taken from there.",
         "call call_2 (f) only in response.completed output; taken from there",
     ),
+    "changed_after_start": KindInfo(
+        "error",
+        "A streaming strategy (``eager``) started a call as soon as its arguments formed a complete "
+        "JSON object, and the stream then changed the call (more text, another name or id). The record "
+        "keeps what ran; the call as finally streamed is in the round's tool calls. Reported by the "
+        "strategy, not the parser.",
+        "call a (position 0) started as search({\"key\": \"x\"}) when its arguments formed a complete "
+        "object, but the stream ended with search({\"key\": \"x\"}{\"key\": \"other\"}); the record "
+        "keeps what ran",
+    ),
 }
 
 

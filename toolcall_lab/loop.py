@@ -1,8 +1,11 @@
-"""The round loop: ask the model, run its tool calls under a mode, repeat, record everything.
+"""The round loop: ask the model, run its tool calls under a strategy, repeat, record everything.
 
 Reads like the protocol it implements: each round sends the conversation with the tools, executes the
-batch of calls the model answered with, and appends the assistant message and one tool message per
-call. Termination rules:
+batch of calls the model answered with (the strategy decides when each call runs; see
+`toolcall_lab.strategies`), and appends the assistant message and one tool message per call. A
+strategy that streams (``eager``) gets each call as soon as it is complete, while the model is still
+streaming; the next model request waits until the stream has ended and every call has finished.
+Termination rules:
 
 - the model answers without tools: done (``final_answer``); an *empty* answer after tool rounds is
   followed by the `EMPTY_ANSWER_NOTE` and one more call without tools, once (``final_reason`` of that
@@ -14,12 +17,14 @@ call. Termination rules:
   ends the run, with `ALL_FAILED_NOTE` appended as the assistant's message (``all_failed_policy="stop"``,
   the default) or goes on like any other round (``"continue"``);
 - the deadline ``timeout_s`` passes: status ``timeout``; abort (`AbortHandle`): status ``aborted``;
-- ``before_model_call`` raises: ``hook_error``; the model fails: ``model_error``.
+- ``before_model_call`` raises: ``hook_error``; the model fails: ``model_error``; the strategy raises
+  (or returns with calls neither run nor skipped): ``strategy_error``.
 
 Calls made without tools never carry tool-only parameters (`TOOL_ONLY_PARAMS`). Whatever ends a run,
 the record is closed consistently: finished calls keep their outcome, calls cut off are recorded as
 cancelled (a call whose tool had ended keeps that outcome, even if a result hook was still running),
-and every call that was made is answered in the transcript. A task cancellation or a
+and every call that was made is answered in the transcript (a response cut off while calls it had
+already started were running is recorded as far as it came). A task cancellation or a
 KeyboardInterrupt (or other BaseException) propagates out of `run`, with that record as the
 exception's ``partial_result``.
 
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -52,14 +58,30 @@ from toolcall_lab.events import (
     Thought,
 )
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageError
-from toolcall_lab.messages import Finding, ToolCall
+from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 from toolcall_lab.models import Model, ModelRequest
-from toolcall_lab.modes import BatchState, execute_batch
-from toolcall_lab.records import FinalReason, HookFailure, Mode, Round, count_failed
+from toolcall_lab.records import FinalReason, HookFailure, ModelCall, Round, count_failed
 from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
+from toolcall_lab.strategies import Batch, StrategySpec
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
 __all__ = ["AbortHandle", "Hooks", "RunConfig", "RunResult", "as_messages", "as_registry", "run", "run_sync"]
+
+
+class _StrategyFailed(Exception):
+    """The strategy raised (``__cause__``), or returned with calls unsettled: a bug in the strategy."""
+
+
+_STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
+"""What a strategy's run lets through as is: these end the run as they would anywhere else."""
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno} in {last.name})"
 
 
 class _Run:
@@ -101,6 +123,11 @@ class _Run:
         self.deadline: asyncio.Timeout | None = None
         self.copy: Callable[[Any], Any] = _same if getattr(model, "copy_free", False) else json_copy
         """What the model is handed: copies, unless it promises to leave requests alone (`Model`)."""
+        self.strategy = config.strategy
+        self.strategy_name: str = self.strategy.name
+        self.streams = bool(getattr(self.strategy, "streams", False))
+        self.concurrency: int | None = getattr(self.strategy, "concurrency", None) or config.concurrency
+        self.tool_limits: dict[str, int] = dict(getattr(self.strategy, "tool_limits", None) or {})
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -262,13 +289,31 @@ class _Run:
                 at=self.now(), round_index=round_index, n_messages=len(sent), tools_offered=offer_tools
             )
         )
-        stream = self.streaming = ModelStream(self.model, request, self.executor)
+        streams = self.streams and offer_tools
+        batch: Batch | None = None
+        strategy_task: asyncio.Task[None] | None = None
+        if streams:  # the strategy starts with the stream, and calls arrive as each is complete
+            batch = self.new_batch(round_index, (), None, streaming=True)
+            self.partial["batch"] = batch
+        stream = self.streaming = ModelStream(
+            self.model, request, self.executor, batch.arrive if batch is not None else None
+        )
         try:
-            model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
+            if batch is not None:
+                strategy_task = asyncio.get_running_loop().create_task(self.run_strategy(batch))
+                model_call, parsed = await self.stream_alongside(stream, strategy_task, batch)
+            else:
+                model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
         except ModelFailed as exc:
-            self.streaming = None
             cause = exc.__cause__
             where = f" ({stream.unrecorded('when it failed')})" if stream.chunks else ""
+            why = f"the model call failed ({type(cause).__name__}: {cause})"
+            if strategy_task is not None and batch is not None:
+                await self.stop_strategy(strategy_task, batch)
+                if batch.began():
+                    self.close_cut_stream(why)
+                    where = ""  # (the response as far as it came is in the record)
+            self.streaming = None
             self.stop(
                 "failed",
                 "model_error",
@@ -276,6 +321,53 @@ class _Run:
             )
             return None
         self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
+        calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
+        self.messages.append(assistant)
+        if batch is None:
+            batch = self.new_batch(round_index, calls, assistant)
+        else:
+            batch.end_stream(calls, assistant, model_call.chunk_timing)
+        self.partial.update(model_call=model_call, assistant=assistant, batch=batch, findings=findings)
+        try:
+            if strategy_task is not None:
+                await strategy_task
+            elif calls:
+                await self.run_strategy(batch)
+            left = batch.unsettled()
+            if left:
+                raise _StrategyFailed(
+                    UsageError(f"returned with the calls at positions {left} neither run nor skipped")
+                )
+        except _StrategyFailed as exc:
+            self.strategy_failed(exc, round_index)
+            return None
+        return self.close_round()
+
+    def new_batch(
+        self,
+        round_index: int,
+        calls: Sequence[ToolCall],
+        assistant: dict[str, Any] | None,
+        *,
+        streaming: bool = False,
+    ) -> Batch:
+        return Batch(
+            self.executor,
+            calls,
+            round_index=round_index,
+            emit=self.events.append if self.listener is None else self.emit,
+            strategy=self.strategy_name,
+            assistant_message=assistant,
+            concurrency=self.concurrency,
+            tool_limits=self.tool_limits,
+            round_trip_s=self.config.round_trip_s,
+            streaming=streaming,
+        )
+
+    def received(
+        self, round_index: int, model_call: ModelCall, parsed: ParsedResponse, offer_tools: bool
+    ) -> tuple[tuple[ToolCall, ...], dict[str, Any], list[Finding]]:
+        """The calls to run, the assistant message and the findings of a response that has ended."""
         choice = parsed.first
         findings = list(parsed.findings)
         calls: tuple[ToolCall, ...] = choice.tool_calls
@@ -310,59 +402,113 @@ class _Run:
             self.emit(Thought(at=self.now(), round_index=round_index, text=choice.reasoning))
         if choice.content and calls:
             self.emit(Thought(at=self.now(), round_index=round_index, text=choice.content))
+        return calls, assistant, findings
+
+    async def run_strategy(self, batch: Batch) -> None:
+        """The strategy's run over `batch`. What it raises is its bug (`_StrategyFailed`), except what
+        stops a run anywhere (cancellation, interruptions, replay divergence, a spent script); calls
+        it left running are cancelled and drained (and that is its bug too)."""
+        try:
+            await self.strategy.run(batch)
+            if batch.running():
+                raise UsageError(
+                    "returned while calls it started were still running (await batch.join() before returning)"
+                )
+        except _STOPS_THE_RUN:
+            raise
+        except Exception as exc:
+            raise _StrategyFailed(exc) from exc
+        finally:
+            await batch.drain()
+
+    async def stream_alongside(
+        self, stream: ModelStream, strategy_task: asyncio.Task[None], batch: Batch
+    ) -> tuple[ModelCall, ParsedResponse]:
+        """Receive the response while the (streaming) strategy runs the calls that are complete.
+        A strategy that fails in a way that stops the run stops the stream too."""
+        loop = asyncio.get_running_loop()
+        receive = loop.create_task(stream.receive(self.hooks.on_model_chunk))
+        try:
+            await asyncio.wait((receive, strategy_task), return_when=asyncio.FIRST_COMPLETED)
+            if not receive.done() and not strategy_task.cancelled():
+                stopped = strategy_task.exception()
+                if stopped is not None and not isinstance(stopped, _StrategyFailed):
+                    raise stopped  # (its calls are drained; the stream is cancelled below)
+            return await receive
+        except BaseException:
+            if not receive.done():
+                receive.cancel()
+                await asyncio.wait((receive,))
+            await self.stop_strategy(strategy_task, batch)
+            raise
+
+    async def stop_strategy(self, strategy_task: asyncio.Task[None], batch: Batch) -> None:
+        """Cancel the strategy and every call it runs, and wait until they have stopped."""
+        if not strategy_task.done():
+            strategy_task.cancel()
+            await asyncio.wait((strategy_task,))
+        await batch.drain()
+
+    def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
+        cause = exc.__cause__ or exc
+        what = f"{type(cause).__name__}: {cause}{_where(cause)}"
+        self.close_round(f"the strategy {self.strategy_name!r} failed")
+        self.stop(
+            "failed",
+            "strategy_error",
+            f"round {round_index}: the strategy {self.strategy_name!r} failed: {what}; the run stopped",
+        )
+
+    def close_cut_stream(self, why: str) -> None:
+        """A streaming strategy had started calls when the response was cut off: record the round as
+        far as the response came (its calls as parsed so far), with every call answered."""
+        stream, batch = self.streaming, self.partial.get("batch")
+        if stream is None or batch is None:
+            return
+        round_index = stream.request.round_index
+        model_call, parsed = stream.partial()
+        calls = parsed.first.tool_calls
+        assistant = parsed.first.to_message()
+        findings = [*parsed.findings, *repeated_ids(calls, round_index)]
+        batch.end_stream(calls, assistant, model_call.chunk_timing)
+        batch.note(
+            f"the model's response was cut off after {model_call.latency_s:.3f} s ({why}) while calls "
+            "that were already complete ran; the response is recorded as far as it came"
+        )
         self.messages.append(assistant)
-        state = BatchState(calls=calls)
-        self.partial.update(model_call=model_call, assistant=assistant, state=state, findings=findings)
-        if calls:
-            await execute_batch(
-                self.config.mode,
-                self.executor,
-                state,
-                emit=self.events.append if self.listener is None else self.emit,
-                round_index=round_index,
-                assistant_message=assistant,
-                concurrency=self.config.concurrency,
-                round_trip_s=self.config.round_trip_s,
-            )
-        return self.close_round()
+        self.partial.update(model_call=model_call, assistant=assistant, findings=findings)
+        self.close_round(why)
 
     def close_round(self, cut: str | None = None) -> Round:
         """Freeze the round in progress. After a cut (abort, cancellation, deadline, interruption),
         finished results are kept, calls that had not finished are recorded as cancelled (`cut` says
-        why), and every call that was made is answered in the transcript."""
+        why), every ACTION gets its OBSERVATION, and every call that was made is answered in the
+        transcript."""
         p = self.partial
-        state: BatchState = p["state"]
-        executions = []
-        first_only = self.config.mode == "first_only"
-        for pos, call in enumerate(state.calls):
-            ex = state.done[pos]
-            if ex is None:
-                if first_only and pos:
-                    ex = self.executor.skipped(call)
-                else:
-                    ex = self.executor.cut_off(call, pos, state.started[pos], cut or "the batch was cut off")
-            executions.append(ex)
+        batch: Batch = p["batch"]
+        executions = batch.close(cut)
         tool_messages = (
-            state.tool_messages
-            if state.tool_messages is not None and cut is None
+            batch.tool_messages
+            if batch.tool_messages is not None and cut is None
             else [e.to_message() for e in executions if e.answered]
         )
         self.messages.extend(tool_messages)
-        self.executor.remember(executions, state.calls, p["round_index"])
+        self.executor.remember(executions, batch.calls, p["round_index"])
         final_reason = p["final_reason"]
         rnd = Round(
             round_index=p["round_index"],
-            mode=self.config.mode,
+            mode=self.strategy_name,
             request_messages=p["sent"],
             model_call=p["model_call"],
             assistant_message=p["assistant"],
-            tool_calls=tuple(state.calls),
+            tool_calls=tuple(batch.calls),
             executions=tuple(executions),
-            findings=tuple(p["findings"]),
+            findings=(*p["findings"], *batch.findings),
             final=final_reason is not None,
             final_reason=final_reason,
-            client_round_trips=state.client_round_trips,
-            round_trips=tuple(state.round_trips),
+            client_round_trips=batch.client_round_trips,
+            round_trips=tuple(batch.round_trips),
+            strategy_notes=tuple(batch.notes),
         )
         self.rounds.append(rnd)
         self.partial = {}
@@ -371,8 +517,12 @@ class _Run:
     def cut(self, why: str) -> str:
         """Close whatever was in progress when the run was cut off; say where that was."""
         where = ""
-        if self.partial.get("state") is not None:
+        batch: Batch | None = self.partial.get("batch")
+        if self.partial.get("model_call") is not None:
             self.close_round(why)
+        elif batch is not None and batch.began():
+            where = f" ({self.streaming!r} when it was cut off; recorded as far as it came)"
+            self.close_cut_stream(why)
         elif self.streaming is not None:
             where = f" ({self.streaming.unrecorded('when it was cut off')})"
         self.partial = {}
@@ -385,7 +535,7 @@ class _Run:
         return RunResult(
             status=self.status,
             reason=self.reason,
-            mode=self.config.mode,
+            mode=self.strategy_name,
             rounds=tuple(self.rounds),
             messages=tuple(self.messages),
             initial_messages=self.initial,
@@ -421,7 +571,7 @@ async def run(
     tools: ToolRegistry | Iterable[Tool | ToolFunction] | None,
     messages: str | Sequence[dict[str, Any]],
     *,
-    mode: Mode | None = None,
+    mode: StrategySpec | None = None,
     config: RunConfig | None = None,
     hooks: Hooks | None = None,
     abort: AbortHandle | None = None,
@@ -434,7 +584,9 @@ async def run(
         model: a `Model` (scripted, replay, or the ``openai`` adapter).
         tools: a `ToolRegistry` or plain functions / `Tool` objects.
         messages: the conversation so far (OpenAI chat format), or a user prompt string.
-        mode: ``sequential``, ``parallel``, ``serialized`` or ``first_only`` (overrides ``config.mode``).
+        mode: the execution strategy (overrides ``config.mode``): ``sequential``, ``parallel``,
+            ``serialized``, ``first_only``, ``eager`` (options: ``parallel[cap=4]``), a
+            ``module:attribute`` spec, or a strategy object (see `toolcall_lab.strategies`).
         config: a `RunConfig`; keyword `settings` (e.g. ``max_rounds=3``) override its fields.
         hooks: approval and notification callbacks; abort: an `AbortHandle`; on_event: event listener.
     """
@@ -445,7 +597,7 @@ async def _run(
     model: Model,
     tools: ToolRegistry | Iterable[Tool | ToolFunction] | None,
     messages: str | Sequence[dict[str, Any]],
-    mode: Mode | None,
+    mode: StrategySpec | None,
     config: RunConfig | None,
     hooks: Hooks | None,
     abort: AbortHandle | None,

@@ -53,6 +53,7 @@ FindingKind = Literal[
     "unannounced_item",
     "arguments_mismatch",
     "recovered_from_completed",
+    "changed_after_start",
 ]
 
 

@@ -225,21 +225,32 @@ def gantt(
     save: str | Path | None = None,
     show: bool | None = None,
 ) -> LabFigure:
-    """The trace replayed under each mode (or strategy), one panel per mode on a shared time axis."""
+    """The trace replayed under each mode or strategy (a name such as ``eager``, ``module:attribute``,
+    or a strategy object), one panel per strategy on a shared time axis. Under ``eager`` tool bars
+    start inside the model bar (the call ran while the model was still streaming); a call that waited
+    for a slot shows the wait as a thin bar from when it was queued."""
     from toolcall_lab.analysis import run_rows
+    from toolcall_lab.strategies import Serialized, resolve
 
     panels = []
     for mode in modes:
-        kwargs: dict[str, Any] = {"round_trip_s": round_trip_s} if mode == "serialized" else {}
+        strategy = resolve(mode)
+        kwargs: dict[str, Any] = {"round_trip_s": round_trip_s} if isinstance(strategy, Serialized) else {}
         if concurrency is not None:
             kwargs["concurrency"] = concurrency
-        result = replay(trace, mode, **kwargs)
+        result = replay(trace, strategy, **kwargs)
         summary = run_rows(trace.metadata.title, result, trace)[0]
-        name = str(getattr(mode, "name", mode))
+        name = strategy.name
         skipped = f" · ⚠ {summary['skipped']} call(s) skipped: not comparable" if summary["skipped"] else ""
+        notes = " ".join(n for r in result.rounds for n in r.strategy_notes)
+        noted = ""
+        if "ran as parallel" in notes:
+            noted = " · ran as parallel (no chunk timing)"
+        elif "modelled chunk timing" in notes:
+            noted = " · overlap modelled (chunk offsets not recorded)"
         title = (
             f"{name}: {summary['wall_time_s']:.2f} s, {summary['upstream_calls']} model calls, "
-            f"{summary['client_round_trips']} client round trips{skipped}"
+            f"{summary['client_round_trips']} client round trips{skipped}{noted}"
         )
         panels.append((title, Trace.from_run(result, trace.metadata).to_dict()["rounds"]))
     return timeline_figure(

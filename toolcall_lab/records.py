@@ -12,7 +12,7 @@ JSON form (the trace file contract, `toolcall_lab.trace`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal, TypeVar
 
 from toolcall_lab.messages import Finding, ToolCall
@@ -74,7 +74,13 @@ FinalReason = Literal["max_rounds", "fail_fast", "empty_answer"]
 round, or the model's answer after tool rounds was empty and it was asked once more."""
 FINAL_REASONS: tuple[FinalReason, ...] = ("max_rounds", "fail_fast", "empty_answer")
 Mode = Literal["sequential", "parallel", "serialized", "first_only"]
+"""The four classic execution modes (the default set `compare` and ``bench`` run). Since issue 14 a
+mode is one of the built-in strategies (`toolcall_lab.strategies`, which adds ``eager``); a record
+names its strategy by any name (`StrategyName`)."""
 MODES: tuple[Mode, ...] = ("sequential", "parallel", "serialized", "first_only")
+StrategyName = str
+"""The name a round or trace records for the strategy it ran under: a built-in's (``parallel``,
+``eager[cap=4]``) or a user strategy's own."""
 
 Origin = Literal["recorded", "imported", "scripted", "replayed"]
 """Where a run or trace came from: a live run recorded here, an import of someone else's log, a
@@ -92,11 +98,12 @@ TimingSource = Literal["recorded", "reported", "estimated", "placeholder"]
 - ``placeholder``: a constant (scripted latencies, simulated tools, modelled defaults).
 """
 TIMING_SOURCES: tuple[TimingSource, ...] = ("recorded", "reported", "estimated", "placeholder")
-ChunkTiming = Literal["recorded", "spread", "none"]
-"""Chunk arrival offsets: ``recorded`` as they arrived on the run's clock (real, or virtual: then the
-call's `Timing` says it was simulated), ``spread`` evenly over the latency by a script or an importer
-(not evidence of when each chunk came), ``none`` for a whole (non-streamed) response."""
-CHUNK_TIMINGS: tuple[ChunkTiming, ...] = ("recorded", "spread", "none")
+ChunkTiming = Literal["recorded", "spread", "estimated", "none"]
+"""Chunk arrival offsets: ``recorded`` as they arrived, ``spread`` evenly over the latency by a script or
+an importer (not evidence of when each chunk came), ``estimated`` by a stated formula (e.g. tokens at
+a generation speed, `toolcall_lab.generation`; the response's timing note gives it), ``none`` for a
+whole (non-streamed) response."""
+CHUNK_TIMINGS: tuple[ChunkTiming, ...] = ("recorded", "spread", "estimated", "none")
 PLACEHOLDER_KEY = "toolcall_lab_placeholder"
 """Key an importer puts in a response payload it wrote itself because the source holds no response
 there (a recording that ends after tool calls, a response the agent rejected before logging it); the
@@ -128,11 +135,20 @@ def positional_constructor(cls: type[R]) -> Callable[..., R]:
     Hot paths only (one execution record and two events per tool call): the generated ``__init__``
     of a frozen dataclass pays an ``object.__setattr__`` per field (1.6 us for `ToolExecution`);
     setting the slots through their descriptors gives the same object in about a third of the time.
-    Every field must be passed; there are no defaults and no ``__post_init__``.
+    Every field must be passed, except a trailing run of fields with plain defaults (fields added
+    later, so older call sites stay valid); there is no ``__post_init__``.
     """
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    all_fields = list(fields(cls))  # type: ignore[arg-type]
+    names = [f.name for f in all_fields]
     env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    lines = [f"def make({', '.join(names)}):", "    o = _new(_cls)"]
+    params = list(names)
+    for k in range(len(all_fields) - 1, -1, -1):
+        default = all_fields[k].default
+        if default is MISSING:
+            break
+        env[f"_default_{names[k]}"] = default
+        params[k] = f"{names[k]}=_default_{names[k]}"
+    lines = [f"def make({', '.join(params)}):", "    o = _new(_cls)"]
     for name in names:
         env[f"_set_{name}"] = cls.__dict__[name].__set__
         lines.append(f"    _set_{name}(o, {name})")
@@ -159,10 +175,18 @@ class ToolExecution:
     ended_at: float
     duplicate_of: str | None = None
     timing: Timing = MEASURED
+    queued_at: float | None = None
+    """When the strategy dispatched the call, if it then waited for a slot (the concurrency cap or a
+    per-tool limit) until ``started_at``; None when it started as soon as it was dispatched."""
 
     @property
     def duration_s(self) -> float:
         return self.ended_at - self.started_at
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds spent queued for a slot (0 when it never waited)."""
+        return 0.0 if self.queued_at is None else self.started_at - self.queued_at
 
     @property
     def failed(self) -> bool:
@@ -177,7 +201,7 @@ class ToolExecution:
         return {"role": "tool", "tool_call_id": self.tool_call_id, "content": self.result}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "tool_call_id": self.tool_call_id,
             "name": self.name,
             "arguments": self.arguments,
@@ -191,6 +215,9 @@ class ToolExecution:
             "duplicate_of": self.duplicate_of,
             "timing": self.timing.to_dict(),
         }
+        if self.queued_at is not None:  # written only when the call waited (older files stay as they were)
+            out["queued_at"] = self.queued_at
+        return out
 
 
 make_execution = positional_constructor(ToolExecution)
@@ -304,10 +331,11 @@ class ModelCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Round:
-    """One model call and the batch of tool calls it returned, as executed under one mode."""
+    """One model call and the batch of tool calls it returned, as executed under one strategy."""
 
     round_index: int
-    mode: Mode
+    mode: StrategyName
+    """The strategy the batch ran under (a built-in mode's name, or a user strategy's)."""
     request_messages: tuple[dict[str, Any], ...]
     model_call: ModelCall
     assistant_message: dict[str, Any]
@@ -323,6 +351,9 @@ class Round:
     """Client<->proxy round trips this round cost: 1, and in serialized mode 1 + (N-1) for N calls."""
     round_trips: tuple[ClientRoundTrip, ...] = ()
     """Serialized mode: the N-1 extra client round trips of the batch, timed and labelled."""
+    strategy_notes: tuple[str, ...] = ()
+    """What the strategy said about this batch (e.g. ``eager`` running as parallel for want of chunk
+    timing), so a table or plot can say how the figure came about."""
 
     @property
     def started_at(self) -> float:
@@ -364,7 +395,7 @@ class Round:
     def to_dict(self) -> dict[str, Any]:
         """The round's JSON form, as stored in trace files and rendered by the notebook views."""
         mc = self.model_call
-        return {
+        out: dict[str, Any] = {
             "round_index": self.round_index,
             "mode": self.mode,
             "final": self.final,
@@ -388,6 +419,9 @@ class Round:
             "findings": [f.to_dict() for f in self.findings],
             "tool_executions": [e.to_dict() for e in self.executions],
         }
+        if self.strategy_notes:  # written only when there are some (older files stay as they were)
+            out["strategy_notes"] = list(self.strategy_notes)
+        return out
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from toolcall_lab.notebook.display import round_bundle

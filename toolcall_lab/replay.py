@@ -1,13 +1,16 @@
-"""Replay a trace: the recorded model responses and tool results, re-timed as recorded, under any mode.
+"""Replay a trace: the recorded model responses and tool results, re-timed as recorded, under any
+mode or strategy.
 
-The model's responses are reused, the tools' recorded durations are reused, and only the execution
-strategy changes: that is what makes modes comparable on the same trace. On the virtual clock
-(default) a replay takes milliseconds and is exactly reproducible.
+The model's responses are reused (each chunk at its recorded offset, so a strategy that streams,
+like ``eager``, sees calls complete when the recording says they did), the tools' recorded
+durations are reused, and only the execution strategy changes: that is what makes strategies
+comparable on the same trace. On the virtual clock (default) a replay takes milliseconds and is
+exactly reproducible.
 
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
 whose outcome the recording does not know (cancelled) wait, and the replay stops where the recording
-did (the recorded deadline, or an abort at the recorded end), so under another mode it shows what
-that mode would have finished by then. A run that ended because the model failed, or because
+did (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
+that strategy would have finished by then. A run that ended because the model failed, or because
 ``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
 `ReplayDivergenceError`.
 """
@@ -24,12 +27,13 @@ from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
 from toolcall_lab.clock import run_virtual
-from toolcall_lab.exceptions import ModelError, ReplayDivergenceError
+from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, UsageError
 from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.messages import ToolCall
 from toolcall_lab.models import ModelRequest
-from toolcall_lab.records import ChunkTiming, Mode, Round, Timing, ToolExecution
+from toolcall_lab.records import ChunkTiming, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
+from toolcall_lab.strategies import StrategySpec, resolve
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
 from toolcall_lab.trace import Trace
 
@@ -304,21 +308,42 @@ def replay_hooks(trace: Trace) -> Hooks:
     )
 
 
-def replay_config(trace: Trace, mode: Mode | None = None, **settings: Any) -> RunConfig:
-    """The trace's recorded settings, with the mode (and any setting) overridden."""
+def replay_config(trace: Trace, mode: StrategySpec | None = None, **settings: Any) -> RunConfig:
+    """The trace's recorded settings, with the mode or strategy (and any setting) overridden."""
     recorded = {k: v for k, v in trace.metadata.settings.items() if k in RunConfig.__dataclass_fields__}
-    merged = {**recorded, **settings, "mode": mode or trace.metadata.mode or "sequential"}
-    return RunConfig(**merged)
+    chosen = mode if mode is not None else trace.metadata.mode or "sequential"
+    merged = {**recorded, **settings, "mode": chosen}
+    try:
+        return RunConfig(**merged)
+    except UsageError:
+        if mode is not None or "mode" in settings:
+            raise
+        raise UsageError(
+            f"{trace.metadata.title}: recorded under the strategy {trace.metadata.mode!r}, which is not a "
+            "built-in; pass it to replay it under the same strategy (replay(trace, my_strategy), or "
+            "--strategy module:attribute), or name another"
+        ) from None
 
 
-def default_check(trace: Trace, mode: Mode) -> Check:
+def _skips_calls(spec: Any) -> bool:
+    try:
+        return bool(getattr(resolve(spec), "skips_calls", False))
+    except UsageError:  # a recording's user strategy, unknown here
+        return False
+
+
+def default_check(trace: Trace, mode: StrategySpec) -> Check:
+    """``strict``, or ``off`` when the replay's strategy or the recording's leaves calls unanswered
+    on purpose (``first_only``) and they differ: such a conversation cannot match the recording."""
     recorded = trace.metadata.mode or "sequential"
-    return "off" if "first_only" in (mode, recorded) and mode != recorded else "strict"
+    if resolve(mode).name == recorded:
+        return "strict"
+    return "off" if _skips_calls(mode) or _skips_calls(recorded) else "strict"
 
 
 async def replay_async(
     trace: Trace,
-    mode: Mode | None = None,
+    mode: StrategySpec | None = None,
     *,
     check: Check | None = None,
     tools: ToolRegistry | None = None,
@@ -371,14 +396,15 @@ def _ends_on_placeholder(result: RunResult, trace: Trace, served: int) -> RunRes
 
 def replay(
     trace: Trace,
-    mode: Mode | None = None,
+    mode: StrategySpec | None = None,
     *,
     virtual: bool = True,
     check: Check | None = None,
     tools: ToolRegistry | None = None,
     **settings: Any,
 ) -> RunResult:
-    """Replay a trace under `mode` and return the run; on the virtual clock unless ``virtual=False``.
+    """Replay a trace under `mode` (a mode or strategy name, ``module:attribute``, or a strategy
+    object; default: the recording's) and return the run; on the virtual clock unless ``virtual=False``.
 
     Passing real `tools` on the virtual clock warns: virtual time jumps over real waits.
     """

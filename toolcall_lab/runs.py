@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 from toolcall_lab.events import RunEvent
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.records import MODES, HookFailure, Mode, Origin, Round, ToolExecution
+from toolcall_lab.records import HookFailure, Origin, Round, StrategyName, ToolExecution
+from toolcall_lab.strategies.base import StrategyLike
+from toolcall_lab.strategies.registry import StrategySpec, resolve
 
 Status = Literal["completed", "aborted", "failed", "timeout", "incomplete"]
 Reason = Literal[
@@ -29,14 +31,16 @@ Reason = Literal[
     "empty_response",
     "replay_divergence",
     "recording_incomplete",
+    "strategy_error",
 ]
 """Why a run ended. Completed: ``final_answer``, ``max_rounds`` / ``fail_fast`` (answered by the final
 call without tools). Failed: ``all_calls_failed`` (``continue`` policy with ``all_failed_policy="stop"``),
 ``model_error``,
 ``hook_error`` (``before_model_call`` raised), ``empty_response``, ``replay_divergence`` (only in the
-``partial_result`` of a `ReplayDivergenceError`). Incomplete: ``recording_incomplete`` (a replay
-that ended on a round an importer wrote where the recording holds no response, `Round.placeholder`).
-Aborted: ``aborted`` (`AbortHandle`),
+``partial_result`` of a `ReplayDivergenceError`), ``strategy_error`` (the strategy raised, or returned
+with calls neither run nor skipped: a bug in the strategy). Incomplete: ``recording_incomplete`` (a
+replay that ended on a round an importer wrote where the recording holds no response,
+`Round.placeholder`). Aborted: ``aborted`` (`AbortHandle`),
 ``cancelled`` (the task was cancelled), ``interrupted`` (KeyboardInterrupt or another BaseException;
 the exception propagates with the record as ``partial_result``). Timeout: ``deadline`` (``timeout_s``)."""
 FINAL_NOTE = (
@@ -62,10 +66,14 @@ through `RunConfig.params`."""
 class RunConfig:
     """Settings of a run; validated on creation."""
 
-    mode: Mode = "parallel"
+    mode: StrategySpec = "parallel"
+    """The execution strategy: a built-in name (``sequential``, ``parallel``, ``serialized``,
+    ``first_only``, ``eager``, with options such as ``parallel[cap=4]``), a ``module:attribute``
+    spec, or a strategy object (see `toolcall_lab.strategies`)."""
     max_rounds: int = 10
     concurrency: int | None = None
-    """Parallel mode: at most this many calls at once (None: no cap)."""
+    """At most this many calls at once, for strategies that run calls concurrently and set no cap of
+    their own (``parallel``, ``eager``; None: no cap)."""
     error_policy: Literal["continue", "fail_fast"] = "continue"
     """``continue``: failed calls are results; a round where every call failed is handled by
     `all_failed_policy`. ``fail_fast``: a round with any failed call is followed by one final call
@@ -95,8 +103,7 @@ class RunConfig:
     are left out of calls made without tools; `LOOP_PARAMS` are the loop's own and refused)."""
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UsageError(f"RunConfig.mode={self.mode!r}: choose one of {', '.join(MODES)}")
+        resolve(self.mode, "RunConfig.mode")
         if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
             raise UsageError(f"RunConfig.max_rounds={self.max_rounds!r}: must be an integer >= 1")
         if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
@@ -128,6 +135,11 @@ class RunConfig:
             if not isinstance(getattr(self, name), bool):
                 raise UsageError(f"RunConfig.{name}={getattr(self, name)!r}: use True or False")
 
+    @property
+    def strategy(self) -> StrategyLike:
+        """The strategy `mode` names."""
+        return resolve(self.mode, "RunConfig.mode")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
@@ -135,7 +147,8 @@ class RunResult:
 
     status: Status
     reason: Reason
-    mode: Mode
+    mode: StrategyName
+    """The name of the strategy the run used."""
     rounds: tuple[Round, ...]
     messages: tuple[dict[str, Any], ...]
     initial_messages: tuple[dict[str, Any], ...]

@@ -11,7 +11,10 @@ executed. Schema versions (one line each)::
        rounds), origin ``replayed`` added; per round ``final_reason`` and serialized mode's timed
        ``round_trips``; ``outcome.hook_failures``; execution status ``withheld``; metadata
        ``recorded_wall_s`` (an imported run's wall time as its source recorded it) and ``redactions``
-       (credentials removed on saving)
+       (credentials removed on saving); ``mode`` (metadata and rounds) names any execution strategy
+       (a built-in such as ``eager`` or ``parallel[cap=4]``, or a user strategy's name); per round
+       ``strategy_notes`` and per execution ``queued_at`` (when it waited for a slot), both written
+       only when present
 
 Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
 where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
@@ -33,16 +36,15 @@ from toolcall_lab.records import (
     CHUNK_TIMINGS,
     FINAL_REASONS,
     HOOK_NAMES,
-    MODES,
     ORIGINS,
     TIMING_SOURCES,
     ChunkTiming,
     ClientRoundTrip,
     HookFailure,
-    Mode,
     ModelCall,
     Origin,
     Round,
+    StrategyName,
     TimedChunk,
     Timing,
     TimingSource,
@@ -70,7 +72,8 @@ SCHEMA_VERSIONS: dict[int, str] = {
     "findings and timed tool executions",
     2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution, "
     "chunk_timing on every response, final_reason and timed serialized round_trips per round, "
-    "outcome.hook_failures, execution status withheld; metadata recorded_wall_s and redactions",
+    "outcome.hook_failures, execution status withheld; metadata recorded_wall_s and redactions; mode "
+    "names any strategy; optional strategy_notes per round and queued_at per execution",
 }
 RESULT_NOT_RECORDED = "(result not recorded)"
 """The result text of a call whose result the source does not hold (a recording that stops before it, a
@@ -90,8 +93,9 @@ class TraceMetadata:
     created: str | None = None
     source: str | None = None
     notes: str = ""
-    mode: Mode | None = None
-    """The execution mode the trace was recorded under."""
+    mode: StrategyName | None = None
+    """The execution strategy the trace was recorded under (a built-in mode's name or a user
+    strategy's)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Run settings at recording time (max_rounds, dedupe, params, ...)."""
     recorded_wall_s: float | None = None
@@ -320,6 +324,12 @@ class _Reader:
             raise self.fail(path, f"expected a list, got {_kind(value)}")
         return value
 
+    def name(self, value: Any, path: str) -> str:
+        """A strategy's name: any non-empty string."""
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, f"expected a strategy name (a non-empty string), got {value!r}")
+        return value
+
     def choice(self, allowed: tuple[str, ...]) -> Callable[[Any, str], Any]:
         def check(value: Any, path: str) -> Any:
             if value not in allowed:
@@ -360,9 +370,7 @@ class _Reader:
             created=self.get(m, "created", "metadata", self.opt_str, None),
             source=self.get(m, "source", "metadata", self.opt_str, None),
             notes=self.get(m, "notes", "metadata", self.str_, ""),
-            mode=self.get(
-                m, "mode", "metadata", lambda v, p: None if v is None else self.choice(MODES)(v, p), None
-            ),
+            mode=self.get(m, "mode", "metadata", lambda v, p: None if v is None else self.name(v, p), None),
             settings=self.get(m, "settings", "metadata", self.dict_, {}),
             recorded_wall_s=self.get(m, "recorded_wall_s", "metadata", self.opt_num, None),
             redactions=tuple(
@@ -461,7 +469,7 @@ class _Reader:
         )
         return Round(
             round_index=self.get(d, "round_index", path, self.int_),
-            mode=self.get(d, "mode", path, self.choice(MODES)),
+            mode=self.get(d, "mode", path, self.name),
             request_messages=tuple(messages),
             model_call=model_call,
             assistant_message=self.get(d, "assistant_message", path, self.dict_),
@@ -480,6 +488,10 @@ class _Reader:
             round_trips=tuple(
                 self.round_trip(t, f"{path}.round_trips[{i}]")
                 for i, t in enumerate(self.get(d, "round_trips", path, self.list_, []))
+            ),
+            strategy_notes=tuple(
+                self.str_(v, f"{path}.strategy_notes[{i}]")
+                for i, v in enumerate(self.get(d, "strategy_notes", path, self.list_, []))
             ),
         )
 
@@ -551,6 +563,9 @@ class _Reader:
             raise self.fail(
                 f"{path}.duration_s", f"{duration} does not match ended_at - started_at ({ended} - {started})"
             )
+        queued = self.get(d, "queued_at", path, self.opt_num, None)
+        if queued is not None and queued > started:
+            raise self.fail(f"{path}.queued_at", f"{queued} is after started_at ({started})")
         return ToolExecution(
             tool_call_id=self.get(d, "tool_call_id", path, self.str_),
             name=self.get(d, "name", path, self.str_),
@@ -563,4 +578,5 @@ class _Reader:
             ended_at=ended,
             duplicate_of=self.get(d, "duplicate_of", path, self.opt_str, None),
             timing=self.timing(d, path),
+            queued_at=queued,
         )

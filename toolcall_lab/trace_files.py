@@ -153,9 +153,11 @@ def _sample_doc() -> dict[str, Any]:
                 result="",
                 started_at=1.0,
                 ended_at=2.0,
+                queued_at=0.5,
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
+        strategy_notes=("",),
     )
     trace = Trace(
         metadata=TraceMetadata(title="", origin="scripted"),

@@ -94,6 +94,82 @@ for e in r.executions:
     print(f"  {e.tool_call_id} {e.status:9} {e.result[:90]}")
 """),
         md("""
+## Write your own strategy
+The four modes above are built-in strategies (`toolcall_lab.strategies`), and so is `eager` (calls
+start while the model is still streaming; notebook 06). A strategy of your own is a name and an
+`async` function of the batch: the batch screens calls (arguments, unknown tools, duplicates,
+approval), runs them with their timeouts and hooks on the run's clock, emits the events, and sends the
+results back in model order. The strategy only says **when** each call runs, with `batch.run(i)`,
+`batch.run_sequential(...)`, `batch.run_parallel(...)`, or `batch.start(i)` + `batch.join()`.
+
+This one follows a rule agents use (Claude Code, for one, overlaps only the tools it considers safe to
+overlap): tools that only read run together, every other call after them, one at a time.
+"""),
+        code("""
+from toolcall_lab.strategies import strategy
+
+READ_ONLY = {"Read", "Grep", "Glob", "LS", "WebFetch", "get_weather", "get_news", "get_stock", "web_search"}
+
+@strategy("read_only_parallel")
+async def read_only_parallel(batch):
+    \"\"\"Read-only tools at once; then every other call, one after another, in model order.\"\"\"
+    reads = [i for i, call in enumerate(batch.calls) if call.name in READ_ONLY]
+    await batch.run_parallel(reads)
+    await batch.run_sequential(i for i in range(len(batch.calls)) if i not in reads)
+"""),
+        md("A coding agent's batch (scripted): two reads and a search, then an edit and a test run that must not overlap."),
+        code("""
+from toolcall_lab import plotting
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
+from toolcall_lab.scenarios import simulated
+from toolcall_lab.trace import Trace, TraceMetadata
+
+coding_tools = [simulated("Read", 0.3), simulated("Grep", 0.5), simulated("Edit", 0.2), simulated("Bash", 1.5)]
+batch = ScriptedResponse(content="Looking first.", latency_s=1.0, tool_calls=(
+    ("Read", {"file_path": "app.py"}), ("Grep", {"pattern": "def main"}), ("Read", {"file_path": "test_app.py"}),
+    ("Edit", {"file_path": "app.py", "old": "x", "new": "y"}), ("Bash", {"command": "pytest -q"})))
+coding = Trace.from_run(
+    run_virtual(run(ScriptedModel([batch, "Fixed."]), coding_tools, "Fix the bug", mode="sequential")),
+    TraceMetadata(title="a coding agent's batch", origin="scripted"))
+plotting.gantt(coding, ["sequential", "parallel", read_only_parallel])
+"""),
+        md("""
+It works everywhere a mode name does: `replay`, `compare` (its name is a row), `CompareView`,
+`plotting.gantt`, and `toolcall-lab bench --strategy module:attribute` / `replay --strategy ...` once it
+lives in a module. On the corpus (the bundled scenarios, the generated corpus, and the real Claude Code
+sessions when `../shared/realdata` is present) it sits where its rule puts it: with parallel where every
+call reads, with sequential where none does. On the real sessions it stays close to sequential: most of
+what parallel saves there comes from batches of sub-agent (`Task`) and `Bash` calls, which this rule
+runs one at a time.
+"""),
+        code("""
+from toolcall_lab.analysis import compare
+from toolcall_lab.scenarios import generate_corpus
+from toolcall_lab.trace_files import load
+
+corpora = {"bundled scenarios + generated corpus (scripted)":
+           [load(p) for p in sorted((DATA / "traces").glob("*.json"))] + generate_corpus(60, seed=7)}
+if (REALDATA / "PROVENANCE.md").is_file():
+    from toolcall_lab.importers import import_claude_code
+    corpora["real Claude Code sessions"] = [t for folder in ("claude-code-viewer", "claude-reliability")
+                                            for t in import_claude_code(REALDATA / folder).traces]
+modes = ["sequential", "parallel", read_only_parallel, "eager"]
+pd.concat({name: compare(traces, modes).summary[["traces", "wall_time_s", "median_speedup_vs_sequential"]]
+           for name, traces in corpora.items()}).round(3)
+"""),
+        md("""
+### Per-tool limits
+Real APIs rate-limit. `Parallel(tool_limits={"web_search": 2})` (or the name `parallel[web_search=2]`,
+also for `eager`) runs at most two searches at once; the others wait for a slot, and each records
+when it was queued (`queued_at`): the timeline draws the wait as a thin bar.
+"""),
+        code("""
+from toolcall_lab.strategies import Parallel
+
+searches = SCENARIOS["multi_angle_search"].record()
+plotting.gantt(searches, ["parallel", Parallel(tool_limits={"web_search": 2}), "parallel[cap=1]"])
+"""),
+        md("""
 ## Storing finished tool chains compressed
 A chat app can keep a finished tool chain as **one** assistant message: a system hint listing the
 executed tools with variable references, a `[Tool Execution Log]` block per call (truncated

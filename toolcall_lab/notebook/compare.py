@@ -18,8 +18,14 @@ from toolcall_lab.trace import Trace
 
 
 def mode_name(mode: Any) -> str:
-    """A mode's or a user strategy's display name."""
-    return str(getattr(mode, "name", mode))
+    """A mode's or a strategy's display name (a ``module:attribute`` spec shows its strategy's name)."""
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.strategies import name_of
+
+    try:
+        return name_of(mode)
+    except UsageError:
+        return str(getattr(mode, "name", mode))
 
 
 class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
@@ -32,7 +38,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """
 
     modes = traitlets.Tuple(default_value=tuple(MODES))
-    concurrency = traitlets.Int(0, help="parallel mode cap; 0 = no cap")
+    concurrency = traitlets.Int(0, help="cap on calls at once (parallel, eager); 0 = no cap")
     round_trip_ms = traitlets.Float(50.0)
     selected_round = traitlets.Int(0)
 
@@ -118,13 +124,16 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
         self.results, self.rows = {}, []
         origin = self.trace.metadata.origin
+        from toolcall_lab.strategies import Serialized, resolve
+
         for mode in self.modes:
+            strategy = resolve(mode)
             kwargs: dict[str, Any] = {}
-            if mode == "serialized":
+            if isinstance(strategy, Serialized):
                 kwargs["round_trip_s"] = self.round_trip_ms / 1000
-            if mode == "parallel" and self.concurrency:
+            if self.concurrency:  # (strategies that run calls one at a time ignore it)
                 kwargs["concurrency"] = self.concurrency
-            result = replay(self.trace, mode, **kwargs)
+            result = replay(self.trace, strategy, **kwargs)
             doc = Trace.from_run(result, self.trace.metadata).to_dict()
             doc["metadata"].update(origin="replayed", replayed_from=origin, mode=mode_name(mode))
             self.results[mode_name(mode)] = doc
@@ -150,6 +159,8 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         blocks, all_rounds = [], []
         for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
             warn = f" · ⚠ skipped {row['skipped']} call(s): not comparable" if row["skipped"] else ""
+            notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
+            warn += "".join(f" · note: {n}" for n in notes)
             blocks.append(
                 f"<div class='tcl-mode' data-mode='{e(mode)}'><b>{e(mode)}</b> <span class='tcl-muted'>"
                 f"{doc['outcome']['wall_time_s']:.3f} s · {row['upstream_calls']} model calls · "

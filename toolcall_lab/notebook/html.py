@@ -446,13 +446,15 @@ def comparable(row: Mapping[str, Any]) -> str | None:
 
 
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Per-mode wall time, speedup, model calls and client round trips; a mode that skipped calls
-    is marked not comparable and gets no speedup."""
+    """Per-mode wall time, speedup, model calls and client round trips, and the tool time that ran
+    while the model was still streaming (eager strategies); a mode that skipped calls is marked not
+    comparable and gets no speedup."""
     seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
     head = (
         "<tr><th class='tcl-left'>mode</th><th>wall time</th><th>speedup vs sequential</th>"
         "<th>model calls</th>"
-        "<th>client round trips</th><th>tool time</th><th>failures</th><th>skipped</th></tr>"
+        "<th>client round trips</th><th>tool time</th><th>tools during the stream</th><th>failures</th>"
+        "<th>skipped</th></tr>"
     )
     body = []
     for r in rows:
@@ -466,7 +468,8 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
         body.append(
             f"<tr class='{'tcl-nc' if why else ''}'><td class='tcl-left'>{e(r['mode'])}</td>"
             f"<td>{r['wall_time_s']:.3f} s</td><td>{speed}</td><td>{r['upstream_calls']}</td>"
-            f"<td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td><td>{r['failures']}</td>"
+            f"<td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td>"
+            f"<td>{r.get('stream_overlap_s', 0.0):.3f} s</td><td>{r['failures']}</td>"
             f"<td>{r['skipped']}</td></tr>"
         )
     return f"<div class='tcl-scroll'><table class='tcl-table'>{head}{''.join(body)}</table></div>"

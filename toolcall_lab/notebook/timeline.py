@@ -2,8 +2,11 @@
 
 Lanes come from the data: the model on top, then one lane per call position of a batch (a lone
 round names its lanes after the tools), so sequential calls form a staircase and parallel calls a
-stack; bars may overlap the model bar (eager strategies). In a page the SVG takes its container's
-width (x in percent, text in pixels), so it never spills out of a panel and its text stays readable;
+stack; tool bars may start inside the model bar (``eager``: the call ran while the model was still
+streaming). A call that waited for a slot (a concurrency cap or a per-tool limit) shows the wait as a
+thin bar from when it was queued (its recorded ``queued_at``) to when it started. In a page the SVG
+takes its container's width (x in percent, text in pixels), so it never spills out of a panel and its
+text stays readable;
 `timeline_file` draws the same bars at a fixed width for saving.
 """
 
@@ -100,11 +103,11 @@ def items_of(
                 provenance=prov,
             )
         )
-        by_id = {x["tool_call_id"]: x for x in r["tool_executions"]}
+        found = _executions_by_position(r)
         trip = round_trip_s if r.get("mode") == "serialized" else 0.0
         for pos, call in enumerate(r["tool_calls"]):
             lane = pos + 1
-            x = by_id.get(call["tool_call_id"])
+            x = found[pos]
             name = call["name"]
             if x is None or x["status"] == "skipped":
                 out.append(
@@ -124,8 +127,8 @@ def items_of(
                 continue
             st = status_style(x["status"])
             queued = x.get("queued_at")
-            dispatch = float(queued) if isinstance(queued, int | float) else resp["ended_at"]
-            if x["started_at"] - trip - dispatch > 1e-6:
+            dispatch = float(queued) if isinstance(queued, int | float) else None
+            if dispatch is not None and x["started_at"] - trip - dispatch > 1e-6:
                 out.append(
                     Item(
                         lane=lane,
@@ -176,6 +179,20 @@ def items_of(
                 )
             )
     return out
+
+
+def _executions_by_position(r: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """The execution answering each call, by position (ids can repeat in a batch); a view built from
+    events (executions in the order they finished) is matched by id instead, in order."""
+    calls, execs = r["tool_calls"], r["tool_executions"]
+    if len(execs) == len(calls) and all(
+        x["tool_call_id"] == c["tool_call_id"] for x, c in zip(execs, calls, strict=True)
+    ):
+        return list(execs)
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for x in execs:
+        by_id.setdefault(x["tool_call_id"], []).append(x)
+    return [by_id[c["tool_call_id"]].pop(0) if by_id.get(c["tool_call_id"]) else None for c in calls]
 
 
 def lane_names(rounds: Sequence[dict[str, Any]], n_lanes: int) -> list[tuple[str, str]]:

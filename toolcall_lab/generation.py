@@ -1,0 +1,221 @@
+"""A stated generation-speed model: responses re-timed as if streamed at a given speed, and that speed
+measured from recordings whose chunks were timed.
+
+What eager execution saves depends on when each call's arguments are complete in the stream. Traces
+recorded without streaming (BFCL's expected calls, whole response bodies) say nothing about that;
+`as_streamed` rebuilds each response as chat-completion chunks (its text, then each call's header
+and arguments in pieces of a few tokens) arriving at ``ttft_s + tokens so far / tokens_per_s``. The
+model calls are then labelled ``estimated`` with that formula in their note, and their chunk offsets
+``estimated``, so no table takes them for measurements. `measured_speed` reads a speed from traces
+whose chunk offsets were recorded (Claude Code writes one log line per content block as it finishes:
+the tokens of a block over the time since the previous block's line).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toolcall_lab.exceptions import UsageError
+from toolcall_lab.records import ModelCall, TimedChunk, Timing, ToolExecution
+from toolcall_lab.trace import Trace
+
+Counter = Callable[[str], int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenerationSpeed:
+    """How fast a model streams: the first token after `ttft_s`, then `tokens_per_s`; `source` says
+    where the figures came from (it goes into every note)."""
+
+    tokens_per_s: float
+    ttft_s: float
+    source: str = "stated"
+
+    def __post_init__(self) -> None:
+        if not self.tokens_per_s > 0:
+            raise UsageError(f"GenerationSpeed.tokens_per_s={self.tokens_per_s!r}: must be > 0")
+        if not self.ttft_s >= 0:
+            raise UsageError(f"GenerationSpeed.ttft_s={self.ttft_s!r}: must be >= 0 seconds")
+
+    @property
+    def formula(self) -> str:
+        rate = f"{self.tokens_per_s:.1f} tokens/s"
+        return f"{self.ttft_s:g} s to the first token + tokens / {rate} ({self.source})"
+
+
+@functools.cache
+def _counter() -> tuple[str, Counter]:
+    """The offline tokenizer (loaded once: loading a vocabulary takes a while)."""
+    from toolcall_lab.compression import token_counter
+
+    return token_counter()
+
+
+def chunk_text(payload: dict[str, Any]) -> str:
+    """What a chat-completion chunk carries that the model generated: text, reasoning, call names
+    and argument pieces."""
+    choices = payload.get("choices") or []
+    delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+    if not isinstance(delta, dict):
+        return ""
+    out = [str(delta.get("content") or ""), str(delta.get("reasoning_content") or "")]
+    for call in delta.get("tool_calls") or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            out += [str(fn.get("name") or ""), str(fn.get("arguments") or "")]
+    return "".join(out)
+
+
+def measured_speed(
+    traces: Iterable[Trace], *, min_gap_s: float = 0.05, min_tokens: int = 5, count: Counter | None = None
+) -> GenerationSpeed:
+    """The median generation speed between consecutive chunks of responses whose chunk offsets were
+    ``recorded``: the tokens of a chunk over the seconds since the previous chunk (pairs closer than
+    `min_gap_s` or carrying fewer than `min_tokens` are left out: lines written together). The time
+    to the first token is the median of each response's first offset less its first chunk's
+    tokens at that speed. Tokens are counted with an offline tokenizer (its name is in ``source``)."""
+    label, count_tokens = _counter() if count is None else ("given counter", count)
+    rates: list[float] = []
+    firsts: list[tuple[float, int]] = []
+    for trace in traces:
+        for r in trace.rounds:
+            mc = r.model_call
+            if mc.chunk_timing != "recorded" or not mc.chunks:
+                continue
+            firsts.append((mc.chunks[0].offset_s, count_tokens(chunk_text(mc.chunks[0].payload))))
+            for a, b in zip(mc.chunks, mc.chunks[1:], strict=False):
+                gap = b.offset_s - a.offset_s
+                n = count_tokens(chunk_text(b.payload))
+                if gap >= min_gap_s and n >= min_tokens:
+                    rates.append(n / gap)
+    if not rates:
+        raise UsageError("measured_speed: no response with recorded chunk offsets far enough apart")
+    rate = statistics.median(rates)
+    ttft = max(0.0, statistics.median(offset - n / rate for offset, n in firsts))
+    return GenerationSpeed(
+        tokens_per_s=rate,
+        ttft_s=round(ttft, 3),
+        source=f"median of {len(rates)} chunk gaps in {len(firsts)} recorded responses, tokens by {label}",
+    )
+
+
+def _pieces(text: str, tokens: int, per_chunk: int) -> list[tuple[str, int]]:
+    """`text` cut into pieces of about `per_chunk` tokens (by characters), with each piece's tokens."""
+    if not text:
+        return []
+    n = max(1, math.ceil(tokens / per_chunk))
+    size = math.ceil(len(text) / n)
+    cuts = [text[i : i + size] for i in range(0, len(text), size)]
+    share = [tokens * len(c) / len(text) for c in cuts]
+    return list(zip(cuts, [max(1, round(s)) for s in share], strict=True))
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def streamed_response(
+    message: dict[str, Any], speed: GenerationSpeed, *, per_chunk: int = 8, count: Counter | None = None
+) -> tuple[list[TimedChunk], float]:
+    """An assistant message as timed chat-completion chunks at `speed`, and the latency (last offset)."""
+    count_tokens = count or _counter()[1]
+    steps: list[tuple[dict[str, Any], int]] = [({"role": "assistant", "content": ""}, 0)]
+    for text, n in _pieces(
+        str(message.get("content") or ""), count_tokens(str(message.get("content") or "")), per_chunk
+    ):
+        steps.append(({"content": text}, n))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call.get("function") or {}
+        name, arguments = str(fn.get("name") or ""), str(fn.get("arguments") or "")
+        head = {
+            "index": i,
+            "id": call.get("id"),
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        steps.append(({"tool_calls": [head]}, max(1, count_tokens(name))))
+        for text, n in _pieces(arguments, count_tokens(arguments), per_chunk):
+            steps.append(({"tool_calls": [{"index": i, "function": {"arguments": text}}]}, n))
+    chunks, tokens = [], 0
+    for delta, n in steps:
+        tokens += n
+        chunks.append(TimedChunk(offset_s=speed.ttft_s + tokens / speed.tokens_per_s, payload=_chunk(delta)))
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    latency = chunks[-1].offset_s
+    chunks.append(TimedChunk(offset_s=latency, payload=_chunk({}, finish)))
+    return chunks, latency
+
+
+def as_streamed(
+    trace: Trace,
+    speed: GenerationSpeed,
+    *,
+    tool_s: float | Sequence[float] | None = None,
+    durations_from: str = "",
+    seed: int = 0,
+    per_chunk: int = 8,
+    count: Counter | None = None,
+) -> Trace:
+    """`trace` with every response re-timed as streamed at `speed` (see the module docstring).
+
+    `tool_s`: every call that ran takes that long instead (a stated constant), or a duration drawn
+    (seeded by `seed` and the trace's title) from a list of durations, e.g. tool durations recorded
+    elsewhere (`durations_from` says where, for the label); None keeps the trace's durations.
+    """
+    label, count_tokens = _counter() if count is None else ("given counter", count)
+    timing = Timing(
+        source="estimated", note=f"streamed at a stated speed: {speed.formula}; tokens by {label}"
+    )
+    draw: Callable[[], float] | None = None
+    if isinstance(tool_s, int | float):
+        constant = float(tool_s)
+        draw, what = (lambda: constant), f"every call assumed to take {constant} s"
+    elif tool_s is not None:
+        pool = [float(d) for d in tool_s]
+        if not pool:
+            raise UsageError("as_streamed(tool_s=[]): give durations to draw from")
+        rng = random.Random(f"{seed}:{trace.metadata.title}")
+        draw = lambda: rng.choice(pool)  # noqa: E731
+        what = (
+            f"each call's duration drawn (seed {seed}) from {len(pool)} durations {durations_from}".rstrip()
+        )
+    else:
+        what = ""
+    tool_timing = Timing(source="placeholder", note=what)
+    rounds = []
+    for r in trace.rounds:
+        chunks, latency = streamed_response(
+            r.assistant_message, speed, per_chunk=per_chunk, count=count_tokens
+        )
+        call = ModelCall(
+            started_at=0.0,
+            ended_at=latency,
+            first_chunk_at=chunks[0].offset_s,
+            chunks=tuple(chunks),
+            tools_offered=r.model_call.tools_offered,
+            usage=r.model_call.usage,
+            timing=timing,
+            chunk_timing="estimated",
+        )
+        executions: tuple[ToolExecution, ...] = r.executions
+        if draw is not None:
+            executions = tuple(
+                replace(e, started_at=0.0, ended_at=draw(), timing=tool_timing)
+                if e.status in ("ok", "error", "timeout", "withheld")
+                else e
+                for e in r.executions
+            )
+        rounds.append(replace(r, model_call=call, executions=executions))
+    meta = replace(
+        trace.metadata, notes=f"{trace.metadata.notes}; responses re-timed: {speed.formula}".lstrip("; ")
+    )
+    return replace(trace, rounds=tuple(rounds), metadata=meta)

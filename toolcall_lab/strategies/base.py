@@ -1,0 +1,138 @@
+"""The strategy interface: what the loop asks of anything that schedules a batch of tool calls.
+
+A strategy has a `name` (it shows in traces, tables and plots) and an ``async run(batch)`` that
+runs the calls of one batch through the `Batch` it gets, and returns when every call is settled
+(run, or skipped on purpose). Everything else (screening, timeouts, hooks, timing, events, results
+in model order, a consistent record when the run is cut off) is the batch's job. Subclass
+`Strategy`, or pass any object with ``name`` and ``run``, or a plain ``async def`` taking the batch
+(its ``__name__`` is its name).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from toolcall_lab.exceptions import UsageError
+from toolcall_lab.strategies._slots import check_limits
+
+if TYPE_CHECKING:
+    from toolcall_lab.strategies.batch import Batch
+
+
+@runtime_checkable
+class StrategyLike(Protocol):
+    """What the loop needs of a strategy: a name and an ``async run(batch)``."""
+
+    name: str
+
+    def run(self, batch: Batch) -> Awaitable[None]: ...
+
+
+class Strategy:
+    """Base class of strategies (optional: any object with ``name`` and ``async run(batch)`` will do).
+
+    Attributes:
+        name: shown in traces (`Round.mode`, ``metadata.mode``), tables and plots; unique among the
+            strategies you compare.
+        streams: False (default): `run` is called once the model's response has ended, with every
+            call in ``batch.calls``. True: `run` is called when the model starts streaming and
+            calls arrive one by one as each becomes complete (``async for pos in
+            batch.arrivals()``); the next model request waits until the stream has ended and
+            every call has finished.
+        skips_calls: True for a strategy that leaves calls unanswered on purpose (``first_only``):
+            a replay under it cannot follow a recording made under another strategy, so its
+            divergence check is off by default.
+        concurrency: at most this many calls at once under `Batch.start` / `run_parallel` (None:
+            the run's ``concurrency`` setting, itself None for no cap).
+        tool_limits: at most ``tool_limits[name]`` calls of tool `name` at once (real APIs rate-limit);
+            a call that waits for a slot records when it was queued.
+    """
+
+    name: str = ""
+    streams: bool = False
+    skips_calls: bool = False
+    concurrency: int | None = None
+    tool_limits: Mapping[str, int] | None = None
+
+    async def run(self, batch: Batch) -> None:
+        """Run every call of `batch` (see `Batch`)."""
+        raise NotImplementedError(f"{type(self).__name__}.run(batch) is not written")
+
+    def __repr__(self) -> str:
+        return f"<strategy {self.name}>"
+
+
+class FunctionStrategy(Strategy):
+    """A strategy made from an ``async def strategy(batch)`` (the function's name is its name)."""
+
+    def __init__(
+        self, function: Callable[[Batch], Awaitable[None]], name: str | None = None, *, streams: bool = False
+    ) -> None:
+        self.function = function
+        self.name = name or function.__name__
+        self.streams = streams
+
+    async def run(self, batch: Batch) -> None:
+        await self.function(batch)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FunctionStrategy)
+            and other.function is self.function
+            and other.name == self.name
+            and other.streams == self.streams
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, id(self.function)))
+
+
+def strategy(
+    name: str | None = None, *, streams: bool = False
+) -> Callable[[Callable[[Batch], Awaitable[None]]], FunctionStrategy]:
+    """Decorator: ``@strategy("read_only_parallel")`` over an ``async def f(batch)``."""
+
+    def wrap(function: Callable[[Batch], Awaitable[None]]) -> FunctionStrategy:
+        return FunctionStrategy(function, name, streams=streams)
+
+    return wrap
+
+
+def checked(obj: Any, where: str) -> StrategyLike:
+    """`obj` as a strategy, or a `UsageError` that says what is missing."""
+    if isinstance(obj, type) and issubclass(obj, Strategy):
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise UsageError(
+                f"{where}: the class {obj.__name__} needs arguments ({exc}); pass an instance"
+            ) from None
+    if inspect.iscoroutinefunction(obj):
+        return FunctionStrategy(obj)
+    run = getattr(obj, "run", None)
+    name = getattr(obj, "name", None)
+    if run is None or not callable(run):
+        raise UsageError(
+            f"{where}: {obj!r} is not a strategy: give a built-in name, a Strategy (an object with "
+            "`name` and `async def run(self, batch)`), an `async def f(batch)`, or 'module:attribute'"
+        )
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"{where}: the strategy {obj!r} has no name (set its `name` to a non-empty string)")
+    if not inspect.iscoroutinefunction(run):
+        raise UsageError(f"{where}: {name!r}.run must be an `async def` taking the batch")
+    if type(obj) is not Strategy and isinstance(obj, Strategy):
+        check_limits(f"{where}: strategy {name!r}", obj.concurrency, obj.tool_limits)
+    return obj  # type: ignore[no-any-return]
+
+
+def strategy_name(spec: Any) -> str:
+    """The name a mode, strategy or spec shows under (without resolving it)."""
+    name = getattr(spec, "name", None)
+    if isinstance(name, str):
+        return name
+    fn_name = getattr(spec, "__name__", None)
+    if inspect.iscoroutinefunction(spec) and isinstance(fn_name, str):
+        return fn_name
+    return str(spec)

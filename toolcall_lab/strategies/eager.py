@@ -1,0 +1,92 @@
+"""``eager``: each call starts as soon as its arguments are complete, while the model still streams.
+
+A call is complete once its accumulated arguments form a complete JSON object, or, failing that,
+once a later call starts or the stream ends, whichever comes first (`toolcall_lab.strategies
+._completion`). Calls whose arguments never complete are not executed (the parser's verdict at the
+end of the stream, as under every strategy). The next model request is sent once the stream has
+ended and every call of the batch has finished. Honours the concurrency cap and per-tool limits
+(a call that waits for a slot records when it was queued).
+
+On the real clock, completeness is seen as chunks arrive. In a replay on the virtual clock, the
+recorded chunk offsets say when each call became complete, so the evidence matters and each round
+says what it rests on (`Round.strategy_notes`):
+
+- ``chunk_timing == "recorded"``: offsets as the chunks arrived (or as an imported log stamped
+  them, e.g. Claude Code's per-block lines): the overlap is evidence.
+- ``"spread"``: offsets spread evenly over the response by a script or an importer, or
+  ``"estimated"`` by a stated formula (a generation speed, `toolcall_lab.generation`): when each call
+  became complete is a model of the stream, so the overlap is modelled, not measured.
+- ``"none"`` (a whole, non-streamed body or a single chunk): no call can be seen complete before
+  the response ends, so every call starts then: ``eager`` behaves as ``parallel``, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from toolcall_lab.strategies._slots import check_limits
+from toolcall_lab.strategies.base import Strategy
+from toolcall_lab.strategies.batch import Batch
+from toolcall_lab.strategies.parallel import option_name
+
+FALLBACK_NOTE = (
+    "eager ran as parallel: the response has no chunk timing (chunk_timing 'none': a whole body or a "
+    "single chunk), so no call could be seen complete before it ended; every call started then"
+)
+SPREAD_NOTE = (
+    "eager on modelled chunk timing: the offsets are spread evenly over the response (chunk_timing "
+    "'spread', by a script or an importer), so when each call became complete, and the overlap "
+    "with the stream, is a model, not a measurement"
+)
+ESTIMATED_NOTE = (
+    "eager on modelled chunk timing: the offsets come from a stated formula (chunk_timing 'estimated'; "
+    "the response's timing note gives it), so when each call became complete, and the overlap with "
+    "the stream, is a model, not a measurement"
+)
+
+
+class Eager(Strategy):
+    """Start each call as soon as its arguments are complete, overlapping tools with the stream.
+
+    Args:
+        concurrency: cap on calls at once (None: the run's ``concurrency`` setting).
+        tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}``.
+        name: defaults to ``eager`` with the options, e.g. ``eager[cap=4,web_search=2]``.
+    """
+
+    streams = True
+
+    def __init__(
+        self,
+        *,
+        concurrency: int | None = None,
+        tool_limits: Mapping[str, int] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.tool_limits = check_limits("Eager", concurrency, tool_limits)
+        self.concurrency = concurrency
+        self.name = name or option_name("eager", concurrency, self.tool_limits)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name))
+
+    async def run(self, batch: Batch) -> None:
+        # `async for pos in batch.arrivals(): batch.start(pos)`, without the generator and the
+        # per-call checks: calls that arrive together are dispatched at one clock reading
+        group = batch._group_for()
+        dispatch, now, queue = group.dispatch, batch.executor.now, batch._arrivals
+        while await batch.next_arrivals():
+            at = now()
+            while queue:
+                dispatch(queue.popleft(), at)
+        await batch.join()
+        if batch.calls:
+            if batch.chunk_timing == "none":
+                batch.note(FALLBACK_NOTE)
+            elif batch.chunk_timing == "spread":
+                batch.note(SPREAD_NOTE)
+            elif batch.chunk_timing == "estimated":
+                batch.note(ESTIMATED_NOTE)
