@@ -222,7 +222,8 @@ def test_a_bad_byte_in_a_key_is_reported_and_the_line_still_read(tmp_path) -> No
 
 
 def test_a_folder_keeps_every_good_file(tmp_path) -> None:
-    """Three real sessions, one with a bad byte, one of another kind, one empty, one text file."""
+    """Three real sessions, a copy of one with a bad byte, one of another kind, one empty, one text
+    file. The copy repeats the lines of its original (same uuids): they are read once."""
     for path in sorted(CC.glob("*.jsonl")):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     (tmp_path / "zz_bytes.jsonl").write_bytes(CC_5CALLS.read_bytes().replace(b"Glob", b"Gl\xffob", 1))
@@ -231,8 +232,10 @@ def test_a_folder_keeps_every_good_file(tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     result = import_claude_code(tmp_path)
     report = result.report
-    assert report.source_calls == 12 + 21 + 167 + 12 and report.imported_calls >= 12 + 21 + 167
+    assert report.source_calls == 12 + 21 + 167 and report.imported_calls >= 12 + 21 + 167
     by_where = {i.where: i for i in report.issues}
+    assert by_where["zz_bytes.jsonl main turn 1"].kind == "note"
+    assert "read once, from claude-code_v1.0.98" in by_where["zz_bytes.jsonl main turn 1"].what
     assert "looks like openhands" in by_where["other.jsonl"].what
     assert "empty file" in by_where["empty.jsonl"].what and by_where["notes.txt"].kind == "skipped"
     assert by_where["zz_bytes.jsonl line 7"].kind == "damaged"

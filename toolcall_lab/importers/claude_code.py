@@ -45,7 +45,7 @@ results are errors.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,8 @@ from toolcall_lab.importers._build import (
     text_of,
 )
 from toolcall_lab.importers._claude_code_lines import Line as _Line
-from toolcall_lab.importers._claude_code_lines import distrust_times, read_lines, threads_of
+from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
+from toolcall_lab.importers._claude_code_links import Holder, holders, link_subagents, tasks_of
 from toolcall_lab.importers._files import import_folder
 from toolcall_lab.records import Timing
 
@@ -268,22 +269,28 @@ def _tool_result(
     )
 
 
-def _thread_segments(
-    path: Path,
-    thread: list[_Line],
-    *,
-    label: str,
-    slug: str,
-    results: dict[str, tuple[_Line, dict[str, Any]]],
-    issues: list[Issue],
-    notes: str,
-) -> list[Segment]:
-    segments: list[Segment] = []
-    history: list[dict[str, Any]] = []
-    current: Segment | None = None
-    ready_at: float | None = None
-    ready_line: _Line | None = None
-    pending_user: list[_Line] = []
+@dataclass(slots=True)
+class _Thread:
+    """How one thread of the log is imported: its label and file name, and what the notes add."""
+
+    label: str
+    slug: str
+    notes: str
+    sessions: tuple[str, ...] = ()
+    """Session ids of the thread's roots, when the file holds more than one session."""
+
+
+@dataclass(slots=True)
+class _Open:
+    """The segment being read and the uuids of the lines it rests on (for resumed sessions)."""
+
+    segment: Segment
+    uuids: set[str] = field(default_factory=set)
+    not_utf8: list[str] = field(default_factory=list)
+
+
+def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[str, Any]]:
+    """The thread as events: ("response", the lines of one response) or ("user", a user line)."""
     responses: list[_Response] = []
     events: list[tuple[str, Any]] = []
     for ln in thread:  # group the assistant lines of one response; keep user lines as they come
@@ -306,35 +313,129 @@ def _thread_segments(
                 events.append(("response", responses[-1]))
         else:
             events.append(("user", ln))
-    last_response = responses[-1] if responses else None
+    return events
+
+
+def _compaction(path: Path, summary: _Line, read: Transcript) -> tuple[str, str]:
+    """Where and how Claude Code compacted the conversation: (line words, what happened)."""
+    boundary = read.boundaries.get(str(summary.doc.get("parentUuid")))
+    meta = (boundary.doc.get("compactMetadata") or {}) if boundary is not None else {}
+    how = ", ".join(
+        x
+        for x in (
+            f"trigger {meta['trigger']}" if meta.get("trigger") else "",
+            f"{meta['preTokens']} tokens before" if meta.get("preTokens") else "",
+        )
+        if x
+    )
+    if boundary is None:
+        return f"line {summary.number}", (
+            f"Claude Code compacted the conversation here: the model's later calls saw its summary (line "
+            f"{summary.number}) in place of the messages before"
+        )
+    where = f"line {boundary.number}"
+    return where, (
+        f"Claude Code compacted the conversation here ({where}{', ' + how if how else ''}): the model's "
+        f"later calls saw its summary (line {summary.number}) in place of the messages before"
+    )
+
+
+def _thread_segments(
+    path: Path,
+    thread: list[_Line],
+    spec: _Thread,
+    *,
+    results: dict[str, tuple[_Line, dict[str, Any]]],
+    read: Transcript,
+    issues: list[Issue],
+) -> list[_Open]:
+    out: list[_Open] = []
+    history: list[dict[str, Any]] = []
+    current: _Open | None = None
+    request: list[_Line] = []
+    """The lines that completed the request of the next response (its user message, or the results
+    of the previous batch)."""
+    ready_at: float | None = None
+    pending_user: list[_Line] = []
+    events = _group(path, thread, issues)
+    last_response = next((item for kind, item in reversed(events) if kind == "response"), None)
+    turn_no = session_no = 0
+    session: str | None = None
+    compacted: str | None = None
+    """Set after a compaction: the next segment starts from its summary (the words say where)."""
+    continues = False
+    """The compaction cut a turn: the next segment goes on with that turn."""
 
     def close() -> None:
         nonlocal current
         if current is not None:
-            history.extend(conversation(current.turns))
-            segments.append(current)
+            seg = current.segment
+            history.extend(conversation(seg.turns))
+            if current.not_utf8:
+                seg.notes += "; bytes that are not UTF-8, read as U+FFFD: " + "; ".join(current.not_utf8)
+            out.append(current)
             current = None
 
-    def ready(ln: _Line) -> None:
-        nonlocal ready_at, ready_line
-        if ln.at is not None and (ready_at is None or ln.at >= ready_at):
-            ready_at, ready_line = ln.at, ln
+    def marked(ln: _Line, what: str) -> str | None:
+        n = read.not_utf8.get(ln.number)
+        if not n:
+            return None
+        return f"line {ln.number} ({what}: {n} U+FFFD character(s) in place of bytes that are not UTF-8)"
 
-    turn_no = 0
     for kind, item in events:
         if kind == "user":
             ln = item
-            if ln.doc.get("parentUuid") is None and history and not ln.doc.get("isSidechain"):
-                close()
-                history.clear()  # a new root: a fresh conversation (e.g. after /clear)
+            if current is not None and ln.uuid:
+                current.uuids.add(ln.uuid)
+            if ln.doc.get("isCompactSummary"):
+                where, what = _compaction(path, ln, read)
+                continues = current is not None
+                if current is not None:
+                    seg = current.segment
+                    seg.status, seg.reason = "incomplete", "context_compacted"
+                    seg.closing = (
+                        f"{what}; the run goes on in the next trace (turn {turn_no}, after compaction)"
+                    )
+                    close()
+                issues.append(
+                    Issue(
+                        kind="note",
+                        where=f"{path.name} {where}",
+                        what=what
+                        + (
+                            f"; {spec.label} turn {turn_no} is cut there and goes on in its own trace "
+                            "(after compaction)"
+                            if continues
+                            else "; the next turn starts from the summary"
+                        ),
+                    )
+                )
+                history.clear()
+                summary = text_of((ln.doc.get("message") or {}).get("content"))
+                history.append({"role": "user", "content": summary})
+                compacted = where
+                request = [ln]
+                continue
+            if ln.doc.get("parentUuid") is None and not ln.doc.get("isSidechain"):
+                sid = ln.doc.get("sessionId")
+                if spec.sessions and sid != session and sid in spec.sessions:
+                    close()
+                    history.clear()
+                    session, session_no, turn_no = sid, spec.sessions.index(sid) + 1, 0
+                elif history:
+                    close()
+                    history.clear()  # a new root: a fresh conversation (e.g. after /clear)
             texts = [b for b in ln.blocks if b.get("type") != "tool_result"]
-            if any(b.get("type") == "tool_result" for b in ln.blocks):
-                ready(ln)
             if texts:
                 close()
                 history.append({"role": "user", "content": text_of(texts)})
                 pending_user.append(ln)
-                ready(ln)
+                request.append(ln)
+                continues = False
+            elif any(b.get("type") == "tool_result" for b in ln.blocks) and ln not in request:
+                request.append(ln)
+            if ln.at is not None and (ready_at is None or ln.at > ready_at):
+                ready_at = ln.at
             continue
         response: _Response = item
         model = (response.lines[-1].doc.get("message") or {}).get("model")
@@ -348,7 +449,15 @@ def _thread_segments(
                 )
             )
             continue
-        start = ready_at if ready_at is not None else response.lines[0].at
+        untrusted = [ln for ln in request if ln.at is None]
+        trusted = [ln for ln in request if ln.at is not None]
+        ready_line = max(trusted, key=lambda ln: ln.at or 0.0) if trusted else None
+        if untrusted:
+            start = None
+        elif ready_line is not None:
+            start = ready_line.at
+        else:
+            start = ready_at if ready_at is not None else response.lines[0].at
         end = response.lines[-1].at
         payloads, offsets, model = _chunks(response, start)
         turn_results: list[Result] = []
@@ -368,48 +477,60 @@ def _thread_segments(
             res_line, res_block = found
             earlier = [t for t in result_times if res_line.at is not None and t < res_line.at]
             waited = max(earlier) if earlier else None
-            turn_results.append(_tool_result(path, res_block, res_line, use_line, end, waited, issues))
+            result = _tool_result(path, res_block, res_line, use_line, end, waited, issues)
+            mark = marked(res_line, f"the result of {block.get('id')}")
+            if mark is not None:
+                result.timing = Timing(source=result.timing.source, note=f"{result.timing.note}; {mark}")
+            turn_results.append(result)
+            result_lines.append(res_line)
             if res_line.at is not None:
                 result_times.append(res_line.at)
-                result_lines.append(res_line)
         if current is None:
-            turn_no += 1
+            if not continues:
+                turn_no += 1
             first_user = pending_user[-1] if pending_user else response.lines[0]
-            current = Segment(
-                title=f"{path.name} {label} turn {turn_no}",
-                slug=f"{slug}_turn{turn_no:02d}",
-                source=f"{path}#line={first_user.number}",
-                initial=list(history),
-                tools=[],
-                turns=[],
-                provider="anthropic",
-                model=model,
-                created=str(first_user.doc.get("timestamp")),
-                notes=notes,
+            where = f" session {session_no}" if spec.sessions else ""
+            after = f" (after compaction at {compacted})" if compacted else ""
+            current = _Open(
+                segment=Segment(
+                    title=f"{path.name}{where} {spec.label} turn {turn_no}{after}",
+                    slug=f"{spec.slug}{f'_s{session_no}' if spec.sessions else ''}_turn{turn_no:02d}"
+                    + ("_compacted" if compacted else ""),
+                    source=f"{path}#line={first_user.number}",
+                    initial=list(history),
+                    tools=[],
+                    turns=[],
+                    provider="anthropic",
+                    model=model,
+                    created=str(first_user.doc.get("timestamp")),
+                    notes=spec.notes
+                    + (
+                        f"; Claude Code compacted the conversation before this trace ({compacted}): its "
+                        "first message is the summary the model saw in place of the earlier messages"
+                        if compacted
+                        else ""
+                    ),
+                ),
+                uuids={u.uuid for u in pending_user if u.uuid},
             )
             pending_user.clear()
-        if start is not None and end is not None and end >= start - TOLERANCE_S:
-            latency, timing = (
-                max(end - start, 0.0),
-                Timing(
-                    source="recorded",
-                    note=f"from the line that completed the request (line "
-                    f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "
-                    f"last line (line {response.lines[-1].number}); includes Claude Code's request "
-                    "preparation",
-                ),
-            )
-        else:
-            latency, timing = (
-                MODEL_S,
-                Timing(
-                    source="placeholder",
-                    note=f"the log's timestamps for this response (lines {response.lines[0].number}-"
-                    f"{response.lines[-1].number}) are not trusted: {MODEL_S} s assumed",
-                ),
-            )
+            compacted = None
+            continues = False
+        current.uuids.update(ln.uuid for ln in (*response.lines, *result_lines) if ln.uuid)
+        for ln in response.lines:
+            mark = marked(ln, f"the response {response.message_id}")
+            if mark is not None:
+                current.not_utf8.append(mark)
+        current.not_utf8 += [
+            m for ln in result_lines if (m := marked(ln, "a tool result")) is not None
+        ]
+        latency, timing = _latency(response, start, end, ready_line, untrusted)
+        if timing.source != "recorded":
             end = None
-        current.turns.append(
+        model_mark = [m for ln in response.lines if (m := marked(ln, "this response")) is not None]
+        if model_mark:
+            timing = Timing(source=timing.source, note=f"{timing.note}; {'; '.join(model_mark)}")
+        current.segment.turns.append(
             Turn(
                 payloads=payloads,
                 offsets=offsets,
@@ -422,16 +543,86 @@ def _thread_segments(
                 model_end=end,
             )
         )
-        for ln in result_lines:
-            ready(ln)
+        if end is not None and (ready_at is None or end > ready_at):
+            ready_at = end
+        for t in result_times:
+            ready_at = max(ready_at or t, t)
+        request = list(result_lines)
         if not response.uses:
             close()
     close()
-    return segments
+    return out
 
 
-def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
-    lines, issues = read_lines(path)
+def _latency(
+    response: _Response,
+    start: float | None,
+    end: float | None,
+    ready_line: _Line | None,
+    untrusted: list[_Line],
+) -> tuple[float, Timing]:
+    """The model latency of a response and its label: recorded from the line that completed the
+    request to the response's last line, or a placeholder when a timestamp it rests on is not
+    trusted (the line that completed the request, or the response's own)."""
+    span = f"lines {response.lines[0].number}-{response.lines[-1].number}"
+    if untrusted:
+        return MODEL_S, Timing(
+            source="placeholder",
+            note=f"the request was completed by line {untrusted[-1].number}, whose timestamp is not "
+            f"trusted: the start of this model call is not in the log; {MODEL_S} s assumed",
+        )
+    if start is not None and end is not None and end >= start - TOLERANCE_S:
+        return max(end - start, 0.0), Timing(
+            source="recorded",
+            note=f"from the line that completed the request (line "
+            f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "
+            f"last line (line {response.lines[-1].number}); includes Claude Code's request "
+            "preparation",
+        )
+    return MODEL_S, Timing(
+        source="placeholder",
+        note=f"the log's timestamps for this response ({span}) are not trusted: {MODEL_S} s assumed",
+    )
+
+
+def _unreadable(
+    path: Path, read: Transcript, uses: dict[str, _Line], message_ids: set[Any]
+) -> tuple[int, int]:
+    """What the unreadable lines still show (a cut line's message id, its tool_use ids): the issues
+    say so and count them; returns the (tool calls, model calls) found that no other line holds."""
+    calls = models = 0
+    for number, raw in read.unreadable:
+        mid, tids = peek(raw)
+        new_model = mid is not None and mid not in message_ids
+        new_calls = [t for t in dict.fromkeys(tids) if t not in uses]
+        if not new_model and not new_calls:
+            continue
+        where = f"{path.name} line {number}"
+        for i, issue in enumerate(read.issues):
+            if issue.where == where and issue.unreadable:
+                shows = ", ".join(
+                    x
+                    for x in (
+                        f"a model call (message {mid}) that no other line holds" if new_model else "",
+                        f"{len(new_calls)} tool call(s) ({', '.join(new_calls)})" if new_calls else "",
+                    )
+                    if x
+                )
+                read.issues[i] = replace(
+                    issue,
+                    what=f"{issue.what}; what is left of it shows {shows}: counted in the source, "
+                    "not imported",
+                    calls=len(new_calls),
+                    model_calls=int(new_model),
+                )
+        calls += len(new_calls)
+        models += int(new_model)
+    return calls, models
+
+
+def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -> ImportResult:
+    read = read_lines(path)
+    lines, issues = read.lines, read.issues
     uses: dict[str, _Line] = {}
     for ln in lines:
         if ln.doc.get("type") != "assistant":
@@ -458,6 +649,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         for ln in lines
         if ln.doc.get("type") == "assistant" and (ln.doc.get("message") or {}).get("model") != SYNTHETIC_MODEL
     }
+    cut_calls, cut_models = _unreadable(path, read, uses, message_ids)
     results: dict[str, tuple[_Line, dict[str, Any]]] = {}
     orphans = 0
     for ln in lines:
@@ -492,16 +684,6 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     threads = threads_of(lines)
     for thread in threads:
         distrust_times(path, thread, issues)
-    prompts = {
-        str((b.get("input") or {}).get("prompt")): (
-            str(b.get("id")),
-            str((b.get("input") or {}).get("description")),
-        )
-        for ln in threads[0]
-        if ln.doc.get("type") == "assistant"
-        for b in ln.blocks
-        if b.get("type") == "tool_use" and b.get("name") == "Task"
-    }
     name = slugify(path.name.removesuffix(".jsonl"))
     base_notes = (
         "Claude Code transcript: model latency from the line that completed the request to the "
@@ -511,28 +693,85 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         "block, each at the time its line was written; arguments are the tool_use input serialised "
         "compactly; Claude Code's system prompt and tool schemas are not in the log (schemas inferred)"
     )
-    segments = _thread_segments(
-        path, threads[0], label="main", slug=f"{name}__main", results=results, issues=issues, notes=base_notes
+    sessions = tuple(
+        dict.fromkeys(
+            str(ln.doc.get("sessionId"))
+            for ln in threads[0]
+            if ln.doc.get("parentUuid") is None and ln.doc.get("type") == "user" and ln.doc.get("sessionId")
+        )
     )
-    for k, thread in enumerate(threads[1:], start=1):
-        root = thread[0]
-        prompt = text_of((root.doc.get("message") or {}).get("content"))
-        task = prompts.get(prompt)
-        label = (
-            f"sub-agent of Task {task[0]} ({task[1]})" if task else f"sub-agent {k} (its Task call not found)"
+    if len(sessions) > 1:
+        issues.append(
+            Issue(
+                kind="note",
+                where=path.name,
+                what=f"the file holds {len(sessions)} sessions ({', '.join(s[:8] for s in sessions)}): each "
+                "is read on its own, its turns numbered from 1 (titles say 'session N')",
+            )
         )
-        slug = f"{name}__agent_{task[0][-8:] if task else k}"
-        notes = base_notes + (
-            f"; a sub-agent: it ran inside Task call {task[0]} of the main thread (that call's duration is "
-            "this whole run)"
-            if task
-            else "; a sub-agent whose Task call is not in this file"
+    several = sessions if len(sessions) > 1 else ()
+    specs = [_Thread(label="main", slug=f"{name}__main", notes=base_notes, sessions=several)]
+    links = link_subagents(threads, tasks_of(threads, results))
+    for k in range(1, len(threads)):
+        link = links[k]
+        task = link.task
+        if task is not None:
+            specs.append(
+                _Thread(
+                    label=f"sub-agent of Task {task.call_id} ({task.description})",
+                    slug=f"{name}__agent_{task.call_id[-8:]}",
+                    notes=base_notes + f"; a sub-agent: it ran inside Task call {task.call_id} (that call's "
+                    "duration is this whole run; linked by its prompt, its time and its final answer)",
+                )
+            )
+            continue
+        ids = ", ".join(t.call_id for t in link.tasks)
+        specs.append(
+            _Thread(
+                label=f"sub-agent {k} (of Task {ids.replace(', ', ' or ')}: the log does not say which)"
+                if link.tasks
+                else f"sub-agent {k} (its Task call not found)",
+                slug=f"{name}__agent{k}",
+                notes=base_notes
+                + (
+                    f"; a sub-agent that ran inside one of the Task calls {ids}: they have its prompt and "
+                    "its time, and the log does not tie it to one"
+                    if link.tasks
+                    else "; a sub-agent whose Task call is not in this file"
+                ),
+            )
         )
-        segments += _thread_segments(
-            path, thread, label=label, slug=slug, results=results, issues=issues, notes=notes
-        )
+        if link.tasks:
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=f"{path.name} line {threads[k][0].number}",
+                    what=f"a sub-agent that can have run inside any of the Task calls {ids} (same prompt, "
+                    "same time, no distinct final answer): not tied to one",
+                )
+            )
+    opened: list[_Open] = []
+    for thread, spec in zip(threads, specs, strict=True):
+        opened += _thread_segments(path, thread, spec, results=results, read=read, issues=issues)
     kept: list[Segment] = []
-    for seg in segments:
+    repeated_calls = repeated_models = 0
+    for part in opened:
+        seg = part.segment
+        elsewhere = holder(part.uuids) if holder is not None else None
+        if elsewhere is not None:
+            calls = sum(len(t.results) for t in seg.turns)
+            repeated_calls += calls
+            repeated_models += len(seg.turns)
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=seg.title,
+                    what=f"every line of it is in {elsewhere} too (same uuids: a session resumed there): "
+                    f"read once, from {elsewhere}; its {calls} tool call(s) and {len(seg.turns)} model "
+                    "call(s) are counted there",
+                )
+            )
+            continue
         if not any(t.results for t in seg.turns) and not include_no_calls:
             issues.append(
                 Issue(
@@ -549,8 +788,8 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         "claude-code",
         str(path),
         kept,
-        source_calls=len(uses) + orphans,
-        source_model_calls=len(message_ids),
+        source_calls=len(uses) + orphans + cut_calls - repeated_calls,
+        source_model_calls=len(message_ids) + cut_models - repeated_models,
         issues=issues,
     )
 
@@ -559,10 +798,16 @@ def import_claude_code(path: str | Path, *, include_no_calls: bool = False) -> I
     """A Claude Code transcript (``.jsonl``), or a folder of them, -> traces (see the module notes).
 
     In a folder each file is imported on its own: one that cannot be read is reported by name and
-    costs only itself."""
+    costs only itself; a resumed session's file repeats the lines of the file it resumed, and what
+    two files share is read once (from the file with more lines)."""
     p = Path(path)
     if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(".jsonl"))
+        held = holders(files)
         return import_folder(
-            "claude-code", p, (".jsonl",), lambda f: _file(f, include_no_calls=include_no_calls)
+            "claude-code",
+            p,
+            (".jsonl",),
+            lambda f: _file(f, include_no_calls=include_no_calls, holder=held.get(f)),
         )
     return _file(p, include_no_calls=include_no_calls)

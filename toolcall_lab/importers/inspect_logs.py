@@ -307,7 +307,7 @@ def _file(path: Path) -> ImportResult:
     issues: list[Issue] = []
     text = read_text(path, issues)
     not_empty(path, text, "inspect_ai")
-    log = load_json(path, text)
+    log = load_json(path, text, "inspect")
     if not isinstance(log, dict) or not isinstance(log.get("samples"), list):
         raise wrong_kind(path, "inspect", "not an inspect_ai eval log (no 'samples' list)")
     segments: list[Segment] = []

@@ -158,7 +158,7 @@ def _file(path: Path) -> ImportResult:
     issues: list[Issue] = []
     raw = read_text(path, issues)
     not_empty(path, raw, "Langfuse")
-    doc = load_json(path, raw)
+    doc = load_json(path, raw, "langfuse")
     exports = doc if isinstance(doc, list) else [doc]
     segments: list[Segment] = []
     source_calls = source_model_calls = 0

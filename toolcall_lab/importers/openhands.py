@@ -58,7 +58,14 @@ from toolcall_lab.importers._build import (
     stamp_or_none,
     text_of,
 )
-from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._files import (
+    import_folder,
+    json_error,
+    load_json,
+    not_empty,
+    read_text,
+    wrong_kind,
+)
 from toolcall_lab.records import Timing
 
 
@@ -458,7 +465,7 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
     text = read_text(path, issues)
     not_empty(path, text, "OpenHands")
     if text.lstrip().startswith("["):
-        doc = load_json(path, text)
+        doc = load_json(path, text, "openhands")
         if not isinstance(doc, list) or not any(_is_event(e) for e in doc):
             raise wrong_kind(
                 path, "openhands", "a JSON list, but not of OpenHands events (action/observation)"
@@ -475,7 +482,7 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
                 Issue(
                     kind="failed",
                     where=f"{path.name} line {number}",
-                    what=f"not valid JSON ({exc.msg} at column {exc.colno}): this episode is not imported",
+                    what=f"not valid JSON ({json_error(exc, with_line=False)}): this episode is not imported",
                 )
             )
             continue

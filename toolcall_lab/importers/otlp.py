@@ -56,7 +56,7 @@ from toolcall_lab.importers._build import (
     slugify,
     text_of,
 )
-from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._files import import_folder, json_error, not_empty, read_text, wrong_kind
 from toolcall_lab.importers._otlp_spans import Span, request_messages, response_body, spans_of, tool_schemas
 from toolcall_lab.records import Timing
 from toolcall_lab.trace import RESULT_NOT_RECORDED
@@ -80,7 +80,9 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
                     Issue(
                         kind="failed",
                         where=f"{path.name} line {number}",
-                        what=f"not valid JSON ({exc.msg} at column {exc.colno}): its spans are not imported",
+                        what=f"not valid JSON ({json_error(exc, with_line=False)}): its spans are not "
+                        "imported",
+                        unreadable=True,
                     )
                 )
     if not any(

@@ -43,7 +43,7 @@ def _file(path: Path) -> ImportResult:
     issues: list[Issue] = []
     text = read_text(path, issues)
     not_empty(path, text, "SWE-agent")
-    doc = load_json(path, text)
+    doc = load_json(path, text, "swe-agent")
     if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
         raise wrong_kind(path, "swe-agent", "not a SWE-agent trajectory (no 'history' list)")
     history_in: list[dict[str, Any]] = [m for m in doc.get("history") or [] if isinstance(m, dict)]
