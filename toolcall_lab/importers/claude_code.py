@@ -451,7 +451,7 @@ def _thread_segments(
             continue
         untrusted = [ln for ln in request if ln.at is None]
         trusted = [ln for ln in request if ln.at is not None]
-        ready_line = max(trusted, key=lambda ln: ln.at or 0.0) if trusted else None
+        ready_line = max(reversed(trusted), key=lambda ln: ln.at or 0.0) if trusted else None
         if untrusted:
             start = None
         elif ready_line is not None:
