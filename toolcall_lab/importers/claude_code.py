@@ -8,18 +8,30 @@ written, sometimes with ``toolUseResult.durationMs`` (Glob, Grep, Read...) or ``
 
 Traces: the main thread gives one trace per user message (the conversation before it becomes the
 initial messages; Claude Code's system prompt is not in the log). Sub-agents (``isSidechain`` lines,
-chained through ``parentUuid`` from a root whose text is the Task's ``prompt``) give one trace each,
-titled with the Task call they ran inside; in the main trace that Task call is one tool call whose
-duration is the sub-agent's whole run. Where every call of a round failed and the agent went on,
-the trace is split (the loop would stop there; see `toolcall_lab.importers._build`). Each trace is
-placed on the log's timeline, so calls that overlapped overlap and calls that waited wait.
+chained through ``parentUuid``) give one trace each, titled with the Task call they ran inside, which
+the log ties to them by structure, not by prompt text alone (`_claude_code_links`: the Task's prompt,
+its time window and its result, which is the sub-agent's final answer); a sub-agent the log does not
+tie to one Task says so. In the main trace that Task call is one tool call whose duration is the
+sub-agent's whole run. Each trace is placed on the log's timeline, so calls that overlapped overlap
+and calls that waited wait. A file holding several sessions numbers each session's turns on its own.
+
+Compaction (a ``system`` line of subtype ``compact_boundary``, then a user line with
+``isCompactSummary``): the model's later calls saw the summary in place of the messages before, so
+the next trace starts from the summary (its initial messages), never from the full conversation.
+When it cut a turn, the part before ends ``incomplete/context_compacted`` (its closing round says so)
+and the turn goes on in a trace titled "(after compaction)". The report notes each compaction.
+
+In a folder, a resumed session's file repeats the lines of the file it resumed (same uuids) and goes
+on: a turn whose every line is in a file with more lines is read once, from there, and noted.
 
 Where each number comes from (the notes give the raw figures):
 
 - model latency (``recorded``): from the line that completed the request (the user line, or the last
   result of the previous batch) to the last line of the response. It includes Claude Code's own work
-  to build the request. Chunk offsets: when each content block's line was written (a block arrives
-  whole, so the first chunk's time is when the first block was complete, not the first token).
+  to build the request. When a line that completed the request has a timestamp that is not trusted,
+  the start is not in the log: the latency is a placeholder. Chunk offsets: when each content
+  block's line was written (a block arrives whole, so the first chunk's time is when the first block
+  was complete, not the first token).
 - tool duration: ``toolUseResult.durationMs`` / ``totalDurationMs`` where present (``recorded``:
   Claude Code's own measurement of the run), unless it is longer than the time between the call's
   ``tool_use`` line and its result line (then the log contradicts itself: reported, not used).
@@ -34,8 +46,13 @@ Where each number comes from (the notes give the raw figures):
 Damage is reported per line and never repaired silently: lines out of ``parentUuid`` order are read
 in that order; a repeated line (same ``uuid``) or a repeated call id is read once; a timestamp that
 contradicts the order of the lines around it is not trusted (numbers resting on it become
-placeholders); bytes that are not UTF-8 are read as U+FFFD; a call whose result line is missing
-while the session goes on is imported with status ``not_recorded``.
+placeholders). Claude Code writes a batch's results in the order of the calls, each stamped when its
+call returned, so among the result lines of one batch the order says nothing about time (a slow
+first call's result line carries a later time than its siblings' after it). Bytes that are not
+UTF-8 are read as U+FFFD, counted exactly, and the response or result holding them says so in its
+timing note (and the trace's notes); a call whose result line is missing while the session goes on
+is imported with status ``not_recorded``; a line cut short is reported with what is left of it (a
+message id or tool_use ids no other line holds are counted in the source).
 
 Arguments are the ``tool_use`` input object serialised compactly (the log stores an object, not the
 streamed string); text blocks of one response are joined with a blank line; ``is_error: true``
@@ -44,19 +61,14 @@ results are errors.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
-    MODEL_S,
-    TOLERANCE_S,
-    TOOL_S,
     ImportResult,
     Issue,
     Result,
-    ResultStatus,
     Segment,
     Turn,
     build_result,
@@ -67,206 +79,15 @@ from toolcall_lab.importers._build import (
 from toolcall_lab.importers._claude_code_lines import Line as _Line
 from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
 from toolcall_lab.importers._claude_code_links import Holder, holders, link_subagents, tasks_of
+from toolcall_lab.importers._claude_code_numbers import (
+    SYNTHETIC_MODEL,
+    Response,
+    chunks_of,
+    latency_of,
+    tool_result,
+)
 from toolcall_lab.importers._files import import_folder
 from toolcall_lab.records import Timing
-
-SYNTHETIC_MODEL = "<synthetic>"
-
-
-@dataclass(slots=True)
-class _Response:
-    message_id: str
-    lines: list[_Line] = field(default_factory=list)
-
-    @property
-    def uses(self) -> list[tuple[_Line, dict[str, Any]]]:
-        return [(ln, b) for ln in self.lines for b in ln.blocks if b.get("type") == "tool_use"]
-
-
-def _chunks(
-    response: _Response, start: float | None
-) -> tuple[list[dict[str, Any]], list[float] | None, str | None]:
-    payloads: list[dict[str, Any]] = []
-    offsets: list[float | None] = []
-    index = 0
-    seen_text = False
-    last = response.lines[-1].doc.get("message") or {}
-
-    def offset(ln: _Line) -> float | None:
-        return None if ln.at is None or start is None else ln.at - start
-
-    for ln in response.lines:
-        for block in ln.blocks:
-            kind = block.get("type")
-            delta: dict[str, Any]
-            if kind == "text":
-                text = str(block.get("text", ""))
-                delta = {"content": ("\n\n" if seen_text else "") + text}
-                seen_text = True
-            elif kind == "thinking":
-                delta = {"reasoning_content": str(block.get("thinking", ""))}
-            elif kind == "tool_use":
-                delta = {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": block.get("id"),
-                            "type": "function",
-                            "function": {
-                                "name": block.get("name"),
-                                "arguments": json.dumps(
-                                    block.get("input") or {}, separators=(",", ":"), ensure_ascii=False
-                                ),
-                            },
-                        }
-                    ]
-                }
-                index += 1
-            else:
-                continue
-            if not payloads:
-                delta = {"role": "assistant", **delta}
-            payloads.append(
-                {
-                    "object": "chat.completion.chunk",
-                    "id": response.message_id,
-                    "model": last.get("model"),
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-                }
-            )
-            offsets.append(offset(ln))
-    if not payloads:
-        payloads.append(
-            {
-                "object": "chat.completion.chunk",
-                "id": response.message_id,
-                "model": last.get("model"),
-                "choices": [
-                    {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-                ],
-            }
-        )
-        offsets.append(offset(response.lines[-1]))
-    payloads[-1]["choices"][0]["finish_reason"] = "tool_calls" if index else "stop"
-    usage = last.get("usage")
-    if isinstance(usage, dict):
-        prompt = sum(
-            int(usage.get(k) or 0)
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        completion = int(usage.get("output_tokens") or 0)
-        payloads[-1]["usage"] = {
-            **usage,
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-    known = [o for o in offsets if o is not None]
-    return payloads, known if len(known) == len(offsets) else None, last.get("model")
-
-
-def _tool_result(
-    path: Path,
-    block: dict[str, Any],
-    line: _Line,
-    use_line: _Line,
-    response_end: float | None,
-    waited_from: float | None,
-    issues: list[Issue],
-) -> Result:
-    text = text_of(block.get("content"))
-    status: ResultStatus = "error" if block.get("is_error") is True else "ok"
-    where = f"{path.name} line {line.number}"
-    extra = line.doc.get("toolUseResult")
-    known = line.at is not None and use_line.at is not None
-    from_use = line.at - use_line.at if line.at is not None and use_line.at is not None else None
-    if from_use is not None and from_use < -TOLERANCE_S:
-        issues.append(
-            Issue(
-                kind="damaged",
-                where=where,
-                what=f"the result of {block.get('tool_use_id')} is dated {-from_use:.3f} s before its "
-                f"tool_use line (line {use_line.number}): its duration is a placeholder",
-            )
-        )
-        known = False
-    raw = (
-        f"tool_use line to result line: {from_use:.3f} s"
-        if from_use is not None
-        else "timestamps not trusted"
-    )
-    for key, what in (("durationMs", "the tool's run"), ("totalDurationMs", "the sub-agent's whole run")):
-        ms = extra.get(key) if isinstance(extra, dict) else None
-        if not isinstance(ms, int | float) or isinstance(ms, bool):
-            continue
-        if ms < 0 or (from_use is not None and ms / 1000 > from_use + TOLERANCE_S):
-            issues.append(
-                Issue(
-                    kind="damaged",
-                    where=where,
-                    what=f"toolUseResult.{key} {ms} ms, but "
-                    + (
-                        f"its result line was written {from_use:.3f} s after its tool_use line"
-                        if ms >= 0
-                        else "negative"
-                    )
-                    + ": the figure is not used",
-                )
-            )
-            break
-        return Result(
-            text=text,
-            duration_s=ms / 1000,
-            status=status,
-            end=line.at if known else None,
-            where=where,
-            timing=Timing(
-                source="recorded",
-                note=f"toolUseResult.{key} {ms} ms: Claude Code's measurement of {what} ({raw})",
-            ),
-        )
-    if not known or line.at is None or response_end is None:
-        return Result(
-            text=text,
-            duration_s=TOOL_S,
-            status=status,
-            where=where,
-            timing=Timing(
-                source="placeholder",
-                note=f"the log's timestamps for this call are not trusted: {TOOL_S} s assumed ({raw})",
-            ),
-        )
-    if line.at < response_end:
-        start, how = use_line.at, "its tool_use line (the result came before the response ended)"
-    elif waited_from is not None and waited_from > response_end:
-        return Result(
-            text=text,
-            duration_s=line.at - waited_from,
-            status=status,
-            end=line.at,
-            start_known=False,
-            where=where,
-            timing=Timing(
-                source="estimated",
-                note="start not in the log: assumed when the previous call of the batch returned (Claude "
-                "Code runs tools that are not concurrency-safe one after another); from the end of the "
-                f"response it would be {line.at - response_end:.3f} s ({raw})",
-            ),
-        )
-    else:
-        start, how = response_end, "the end of the response"
-    assert start is not None
-    return Result(
-        text=text,
-        duration_s=max(line.at - start, 0.0),
-        status=status,
-        end=line.at,
-        where=where,
-        timing=Timing(
-            source="recorded",
-            note=f"from {how} to the tool_result line; includes Claude Code's scheduling ({raw})",
-        ),
-    )
 
 
 @dataclass(slots=True)
@@ -291,7 +112,7 @@ class _Open:
 
 def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[str, Any]]:
     """The thread as events: ("response", the lines of one response) or ("user", a user line)."""
-    responses: list[_Response] = []
+    responses: list[Response] = []
     events: list[tuple[str, Any]] = []
     for ln in thread:  # group the assistant lines of one response; keep user lines as they come
         if ln.doc.get("type") == "assistant":
@@ -309,7 +130,7 @@ def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[s
                             "lines: read as a model call of its own",
                         )
                     )
-                responses.append(_Response(message_id=mid, lines=[ln]))
+                responses.append(Response(message_id=mid, lines=[ln]))
                 events.append(("response", responses[-1]))
         else:
             events.append(("user", ln))
@@ -437,7 +258,7 @@ def _thread_segments(
             if ln.at is not None and (ready_at is None or ln.at > ready_at):
                 ready_at = ln.at
             continue
-        response: _Response = item
+        response: Response = item
         model = (response.lines[-1].doc.get("message") or {}).get("model")
         if model == SYNTHETIC_MODEL:
             issues.append(
@@ -459,7 +280,7 @@ def _thread_segments(
         else:
             start = ready_at if ready_at is not None else response.lines[0].at
         end = response.lines[-1].at
-        payloads, offsets, model = _chunks(response, start)
+        payloads, offsets, model = chunks_of(response, start)
         turn_results: list[Result] = []
         result_times: list[float] = []
         result_lines: list[_Line] = []
@@ -477,7 +298,7 @@ def _thread_segments(
             res_line, res_block = found
             earlier = [t for t in result_times if res_line.at is not None and t < res_line.at]
             waited = max(earlier) if earlier else None
-            result = _tool_result(path, res_block, res_line, use_line, end, waited, issues)
+            result = tool_result(path, res_block, res_line, use_line, end, waited, issues)
             mark = marked(res_line, f"the result of {block.get('id')}")
             if mark is not None:
                 result.timing = Timing(source=result.timing.source, note=f"{result.timing.note}; {mark}")
@@ -524,7 +345,7 @@ def _thread_segments(
         current.not_utf8 += [
             m for ln in result_lines if (m := marked(ln, "a tool result")) is not None
         ]
-        latency, timing = _latency(response, start, end, ready_line, untrusted)
+        latency, timing = latency_of(response, start, end, ready_line, untrusted)
         if timing.source != "recorded":
             end = None
         model_mark = [m for ln in response.lines if (m := marked(ln, "this response")) is not None]
@@ -552,37 +373,6 @@ def _thread_segments(
             close()
     close()
     return out
-
-
-def _latency(
-    response: _Response,
-    start: float | None,
-    end: float | None,
-    ready_line: _Line | None,
-    untrusted: list[_Line],
-) -> tuple[float, Timing]:
-    """The model latency of a response and its label: recorded from the line that completed the
-    request to the response's last line, or a placeholder when a timestamp it rests on is not
-    trusted (the line that completed the request, or the response's own)."""
-    span = f"lines {response.lines[0].number}-{response.lines[-1].number}"
-    if untrusted:
-        return MODEL_S, Timing(
-            source="placeholder",
-            note=f"the request was completed by line {untrusted[-1].number}, whose timestamp is not "
-            f"trusted: the start of this model call is not in the log; {MODEL_S} s assumed",
-        )
-    if start is not None and end is not None and end >= start - TOLERANCE_S:
-        return max(end - start, 0.0), Timing(
-            source="recorded",
-            note=f"from the line that completed the request (line "
-            f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "
-            f"last line (line {response.lines[-1].number}); includes Claude Code's request "
-            "preparation",
-        )
-    return MODEL_S, Timing(
-        source="placeholder",
-        note=f"the log's timestamps for this response ({span}) are not trusted: {MODEL_S} s assumed",
-    )
 
 
 def _unreadable(
