@@ -47,24 +47,34 @@ def critical_path_s(trace: Trace) -> float:
 
 
 OVERLAP_S = 0.002
-"""Two recorded calls overlapped when one started this much before the other ended (logs stamp to
-the millisecond)."""
-BatchRun = Literal["overlapped", "partly overlapped", "one after another", "not evidenced"]
+"""How far apart one call's start and another's end must be for their order to be told: logs stamp to
+the millisecond and durations come in whole milliseconds, so each start and end is uncertain by
+about a millisecond; within this margin two calls may have overlapped or not."""
+BatchRun = Literal["overlapped", "partly overlapped", "one after another", "cannot tell", "not evidenced"]
 
 
 def how_batch_ran(spans: Iterable[tuple[float, float]]) -> BatchRun:
-    """How calls of one batch ran, from their (start, end) where both are known: all overlapping the
-    ones before them, some, none; ``not evidenced`` with fewer than two."""
+    """How calls of one batch ran, from their (start, end) where both are known: each call (in start
+    order) overlapped the ones before it, or started after they had all ended, or started within
+    `OVERLAP_S` of that, where the timestamps cannot tell. ``overlapped``: every one overlapped;
+    ``partly overlapped``: some did; ``one after another``: none did and each is clearly after;
+    ``cannot tell``: none clearly overlapped and some are within the margin; ``not evidenced``:
+    fewer than two."""
     known = sorted(spans)
     if len(known) < 2:
         return "not evidenced"
-    latest, overlapping = known[0][1], 0
+    latest, overlapping, unsure = known[0][1], 0, 0
     for start, end in known[1:]:
-        overlapping += start < latest - OVERLAP_S
+        if start < latest - OVERLAP_S:
+            overlapping += 1
+        elif start <= latest + OVERLAP_S:
+            unsure += 1
         latest = max(latest, end)
-    if not overlapping:
-        return "one after another"
-    return "overlapped" if overlapping == len(known) - 1 else "partly overlapped"
+    if overlapping == len(known) - 1:
+        return "overlapped"
+    if overlapping:
+        return "partly overlapped"
+    return "cannot tell" if unsure else "one after another"
 
 
 def recorded_batch(r: Round) -> BatchRun:

@@ -544,13 +544,21 @@ def _file(path: Path) -> ImportResult:
                 None,
             )
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
-        segments += _history(
-            path, f"{path.name} {label}", slug, all_events, latencies, unlogged, issues, model
-        )
+        episode = _history(path, f"{path.name} {label}", slug, all_events, latencies, unlogged, issues, model)
+        segments += episode
         if record.get("error"):
-            issues.append(
-                Issue(kind="gap", where=label, what=f"the episode ended with an error: {record['error']}")
-            )
+            error = str(record["error"])
+            issues.append(Issue(kind="gap", where=label, what=f"the episode ended with an error: {error}"))
+            last = episode[-1] if episode else None
+            if last is not None and last.reason == "recording_ends_after_tool_results":
+                limit = "maximum iteration" in error.lower()
+                last.reason = "max_iterations" if limit else "agent_error"
+                last.error = error
+                last.closing = (
+                    f"OpenHands stopped the episode here ({error}): no model response follows"
+                    if limit
+                    else f"the episode ended with an error ({error}): no model response follows"
+                )
     return build_result(
         "openhands",
         str(path),
