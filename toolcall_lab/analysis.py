@@ -423,7 +423,9 @@ class Comparison:
         """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
 
         ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
-        medians of comparable runs only (``comparable_runs`` says how many).
+        medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
+        every run, so a first_only total that holds runs which skipped calls (less work) can read
+        faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only.
         """
         import pandas as pd
 
@@ -450,6 +452,8 @@ class Comparison:
             runs_resting_on_estimates=("rests_on_estimates", "sum"),
             median_measured_share=("measured_share", "median"),
         )
+        comparable_wall = runs[runs["comparable"]].groupby("mode", sort=False)["wall_time_s"].sum()
+        out["comparable_wall_time_s"] = comparable_wall.reindex(out.index).fillna(0.0)
         out["traces_left_out"] = left_out
         if "speedup_vs_sequential" in runs:
             comparable = runs[runs["comparable"]]
@@ -537,4 +541,13 @@ def _tqdm(iterable: Iterable[Any], total: int) -> Iterable[Any]:
 def summary_text(comparison: Comparison) -> str:
     """The per-mode summary as a plain-text table (for the CLI)."""
     s = comparison.summary
-    return str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
+    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
+    if s.empty:
+        return text
+    notes = [
+        f"{mode}: {int(n)} run(s) not comparable (a first_only run that skipped calls did less work): "
+        "wall_time_s includes them, comparable_wall_time_s and the speedups leave them out"
+        for mode, n in (s["traces"] - s["comparable_runs"]).items()
+        if n > 0
+    ]
+    return "\n".join([text, *notes])
