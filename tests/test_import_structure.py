@@ -21,6 +21,7 @@ from toolcall_lab.importers import (
     import_inspect,
     import_langfuse,
     import_otlp,
+    import_swe_agent,
 )
 from toolcall_lab.replay import replay
 
@@ -762,3 +763,42 @@ def test_inspect_a_sample_stopped_at_a_limit_says_so(tmp_path) -> None:
     assert (trace.outcome.status, trace.outcome.reason) == ("incomplete", "message_limit")
     assert "message limit" in trace.rounds[-1].placeholder
     assert (replay(trace).status, replay(trace).reason) == ("incomplete", "stopped_as_recorded")
+
+
+# --- folders, wrong kinds, the source's own quirks ---------------------------------------------------
+
+
+@needs_realdata
+def test_a_folder_says_what_it_did_not_read(tmp_path, capsys) -> None:
+    """A subfolder is listed (not skipped silently); a one-record OpenHands output among Claude Code
+    files says what it looks like; a Claude Code file given to `import inspect` says so too."""
+    (tmp_path / "a.jsonl").write_bytes(CC_5CALLS.read_bytes())
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.jsonl").write_bytes(CC_5CALLS.read_bytes())
+    record = json.loads(
+        (
+            REALDATA
+            / "OpenHands/openhands_codeact_llama-4-maverick_multi-swe-bench_3episodes_response_latencies.jsonl"
+        )
+        .read_text()
+        .splitlines()[0]
+    )
+    (tmp_path / "one_episode.jsonl").write_text(json.dumps(record) + "\n")
+    result = import_claude_code(tmp_path)
+    by_where = {i.where: i for i in result.report.issues}
+    assert by_where["sub/"].kind == "skipped" and "toolcall-lab import claude-code" in by_where["sub/"].what
+    assert "it looks like openhands" in by_where["one_episode.jsonl"].what
+    assert cli.main(["import", "inspect", str(CC_5CALLS), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "it looks like claude-code" in err and "Extra data: line 2 column 1" in err
+
+
+@needs_realdata
+def test_swe_agent_repeated_call_ids_are_noted() -> None:
+    """The trajectory reuses call ids across steps (its own): kept, and the report and notes say so
+    (as the Claude Code importer reports repeated ids)."""
+    result = import_swe_agent(REALDATA / "SWE-agent")
+    (note,) = notes(result)
+    assert "call_5iDdbOYybq7L19vqXmR0DPaU in steps 2, 3, 8, 9" in note
+    (trace,) = result
+    assert "call ids repeat across steps" in trace.metadata.notes and result.report.clean
