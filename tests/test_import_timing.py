@@ -237,3 +237,16 @@ def test_the_summary_totals_comparable_runs_apart() -> None:
         runs[runs["mode"] == "first_only"]["wall_time_s"].sum()
     )
     assert f"first_only: {skipped} run(s) not comparable" in summary_text(table)
+
+
+@needs_realdata
+def test_bytes_that_are_not_utf8_are_marked_in_every_importers_traces(tmp_path) -> None:
+    """Where an importer cannot tie the bytes to one text, its traces still say the source had them."""
+    data = OPENHANDS_STREAM.read_bytes()
+    cut = data.index(b'"content": "') + len(b'"content": "')
+    path = tmp_path / "stream.json"
+    path.write_bytes(data[:cut] + b"\xff" + data[cut:])
+    result = import_openhands(path)
+    (damaged,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert "1 byte(s) are not UTF-8" in damaged.what
+    assert all("not UTF-8" in t.metadata.notes and damaged.where in t.metadata.notes for t in result)

@@ -405,7 +405,8 @@ class Comparison:
     first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped;
     and for a replay that ended at a recorded cut: deadline, abort); ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
-    placeholder round (the recording holds no response there)."""
+    placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
+    recorded agent ended its run with its own finishing tool)."""
     rounds: pd.DataFrame
     calls: pd.DataFrame
     """One row per (trace, mode, round, call) with start/end times and the duration's timing label."""

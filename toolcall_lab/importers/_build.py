@@ -465,7 +465,17 @@ def build_result(
 ) -> ImportResult:
     """Build every segment, number segments that share a name, collect the report."""
     found = list(issues)
-    parts = list(segments)
+    not_utf8 = [i.where for i in found if i.kind == "damaged" and "U+FFFD" in i.what]
+    parts = [
+        replace(
+            part,
+            notes=f"{part.notes}; the source has bytes that are not UTF-8 ({', '.join(not_utf8[:5])}), read "
+            "as U+FFFD: a text holding U+FFFD is not the source's",
+        )
+        if not_utf8 and "U+FFFD" not in part.notes
+        else part
+        for part in segments
+    ]
     per_slug: dict[str, int] = {}
     for part in parts:
         per_slug[part.slug] = per_slug.get(part.slug, 0) + 1
