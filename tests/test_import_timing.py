@@ -17,6 +17,7 @@ from toolcall_lab import cli
 from toolcall_lab.analysis import compare, how_batch_ran, recorded_batch, summary_text
 from toolcall_lab.importers import (
     import_claude_code,
+    import_langfuse,
     import_openhands,
     import_otlp,
     import_swe_agent,
@@ -37,6 +38,7 @@ OPENHANDS_EVAL = (
     / "OpenHands/openhands_codeact_llama-4-maverick_multi-swe-bench_3episodes_response_latencies.jsonl"
 )
 OTLP = REALDATA / "agent-prism/otlp_json_openinference_smolagents_o1_6_llm_spans.json"
+LANGFUSE = REALDATA / "agent-prism/langfuse_trace_export_vercel-ai_gpt-5_tool_call_inside_stream.json"
 BASH_RESULT = 13
 """Line 13 of the 5-call session: the Bash result of round 1's batch, written before its four Glob
 siblings' lines though Claude Code stamped it 17 ms after them (results in call order)."""
@@ -182,6 +184,8 @@ def test_the_tester_batches_that_rest_on_one_millisecond() -> None:
 
 @needs_realdata
 def test_an_unknown_first_chunk_stays_unknown_in_a_replay(tmp_path) -> None:
+    """The tester's case: OpenHands records no first-chunk time; its replay (and a trace saved from
+    it) said the whole latency. A known one stays as far after the start as recorded."""
     result = import_openhands(OPENHANDS_STREAM)
     for trace in result:
         unknown = [r.model_call.first_chunk_at is None for r in trace.rounds]
@@ -191,6 +195,14 @@ def test_an_unknown_first_chunk_stays_unknown_in_a_replay(tmp_path) -> None:
             assert [r.model_call.first_chunk_at is None for r in again.rounds] == unknown
         saved = Trace.from_run(again, TraceMetadata(title="replayed", origin="replayed"))
         assert [r.model_call.first_chunk_at is None for r in saved.rounds] == unknown
+    # a known time to first token (Langfuse's completionStartTime) stays as long after the start
+    (lf,) = import_langfuse(LANGFUSE)
+    again = replay(lf, "parallel")
+    for rec, rep in zip(lf.rounds, again.rounds, strict=True):
+        assert rec.model_call.first_chunk_at is not None
+        assert rep.model_call.first_chunk_at - rep.model_call.started_at == pytest.approx(
+            rec.model_call.first_chunk_at - rec.model_call.started_at
+        )
     path = tmp_path / "t.json"
     from toolcall_lab.trace_files import save
 

@@ -393,13 +393,20 @@ def _ends_on_placeholder(result: RunResult, trace: Trace, served: int) -> RunRes
 
 
 def _first_chunks_as_recorded(result: RunResult, trace: Trace) -> RunResult:
-    """A replay keeps the recording's labels: where the recording does not know when a response's
-    first chunk came (`ModelCall.first_chunk_at` None), neither does its replay (the loop would
-    otherwise take the time it emitted the recorded body, often the whole latency)."""
+    """A replay keeps the recording's labels, the first chunk's time included: as long after the
+    model call's start as recorded (a time to first token an importer kept, a live run's first
+    chunk), and unknown where the recording does not know it (`ModelCall.first_chunk_at` None). The
+    loop would otherwise take the time it emitted the recorded body, often the whole latency."""
+
+    def first(k: int, r: Round) -> float | None:
+        recorded = trace.rounds[k].model_call
+        if recorded.first_chunk_at is None:
+            return None
+        return r.model_call.started_at + (recorded.first_chunk_at - recorded.started_at)
+
     rounds = tuple(
-        replace(r, model_call=replace(r.model_call, first_chunk_at=None))
-        if k < len(trace.rounds) and trace.rounds[k].model_call.first_chunk_at is None
-        and r.model_call.first_chunk_at is not None
+        replace(r, model_call=replace(r.model_call, first_chunk_at=first(k, r)))
+        if k < len(trace.rounds) and first(k, r) != r.model_call.first_chunk_at
         else r
         for k, r in enumerate(result.rounds)
     )
