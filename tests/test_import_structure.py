@@ -139,6 +139,19 @@ OUTPUT_SHAPES = {
         "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": calls}}]
     },
     "a list of messages": lambda calls: [{"role": "assistant", "content": "", "tool_calls": calls}],
+    "gemini parts": lambda calls: {
+        "role": "model",
+        "parts": [
+            {
+                "functionCall": {
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "args": json.loads(c["function"]["arguments"]),
+                }
+            }
+            for c in calls
+        ],
+    },
 }
 
 
@@ -464,6 +477,22 @@ def test_otlp_tools_are_matched_within_their_own_trace(tmp_path, with_ids) -> No
     assert [e.result for e in by_trace["TA"].rounds[0].executions] == ["Paris: 20C", "Rome: 20C"]
     assert [e.result for e in by_trace["TB"].rounds[0].executions] == ["Oslo: 20C", "Lima: 20C"]
     assert [round(e.duration_s, 3) for e in by_trace["TA"].rounds[0].executions] == [1.0, 1.95]
+
+
+@needs_realdata
+def test_otlp_an_attribute_of_the_wrong_type_costs_only_itself(tmp_path) -> None:
+    from tests.test_import_damage import genai
+
+    path = genai(tmp_path, system=False, tools="parallel")
+    doc = json.loads(path.read_text())
+    chat1 = next(s for s in _spans(doc) if s["spanId"] == "chat1")
+    chat1["attributes"].append({"key": "gen_ai.usage.input_tokens", "value": {"intValue": "many"}})
+    path.write_text(json.dumps(doc))
+    result = import_otlp(path)
+    (damaged,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert "span chat1" in damaged.where and "attribute gen_ai.usage.input_tokens" in damaged.what
+    (trace,) = result
+    assert trace.n_calls == 3 and trace.outcome.final_answer == "All 20C."
 
 
 @needs_realdata

@@ -39,6 +39,12 @@ SECRETS = [
     ("token: line", "token: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "9f8e7d6c5b4a3928", "the value of token"),
     ("quoted JSON-ish text", 'config {"client_secret": "abc123xyz", "x": 1', "abc123xyz", "the value of client_secret"),
     ("YAML", "auth:\n  api_key: Zx81kLmq02PpR\n", "Zx81kLmq02PpR", "the value of api_key"),
+    ("GitLab token", "glpat-abcdefghijklmnopqrstuvwx", "glpat-abcdefghij", "a GitLab token"),
+    ("npm token", "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm_abcdefghij",
+     "an npm token"),
+    ("Groq key", "GROQ=gsk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH", "gsk_abcdefghij", "a Groq key"),
+    ("HTTP basic credentials", "> Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA", "basic credentials"),
+    ("a cookie header line", "HTTP/1.1 200\nSet-Cookie: sessionid=38afes7a8; HttpOnly\n", "38afes7a8", "a cookie"),
 ]
 ORDINARY = [
     "max_tokens: 1024", "prompt_tokens: 1234, completion_tokens: 56", "The password must be at least 8 characters.",
@@ -47,6 +53,7 @@ ORDINARY = [
     "export OPENAI_API_KEY=$KEY", "TOKEN=${TOKEN}", "DATABASE_URL=postgres://localhost/app", "http://user@host/path",
     "tokenizer: bert-base-uncased", "the access token expires in 3600 seconds", "auth_token: <redacted>",
     "password: ********", "grep -r 'export default' src", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQY\n",
+    "Basic understanding of Python is enough", "the cookie: a biscuit",
 ]
 # fmt: on
 
@@ -68,6 +75,7 @@ def test_each_secret_shape_is_removed_and_marked(tmp_path, shape, text, secret, 
     result = saved.rounds[0].executions[0].result
     assert secret not in (tmp_path / "t.json").read_text()
     assert f"[REDACTED: {what}]" in result
+    assert scrub_text(result) == (result, [])  # a mark is never taken for a secret again
     assert any(
         r.startswith("rounds[0].tool_executions[0].result") and what in r for r in saved.metadata.redactions
     )

@@ -110,6 +110,15 @@ installed packages. Matched only where a command starts (``cd x && ...``, ``; ex
 inside an argument (``grep "export default"``)."""
 
 
+_INTERPRETER_STATE = re.compile(
+    r"(?m)^\s*(?:def\s|class\s|import\s|from\s+\S+\s+import\s|[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_]\w*)*\s*=[^=])"
+    r"|os\.chdir\(|%cd\b|%env\b|sys\.path\.|%pip\s+install|!pip\s+install"
+)
+"""Code that leaves state in an interpreter that keeps it between calls (IPython / Jupyter tools):
+a definition, an import, an assignment, a change of directory or path."""
+_INTERPRETERS = frozenset({"python", "ipython", "jupyter"})
+
+
 def shell_state(command: str) -> str | None:
     """The state-changing part of a shell command (``cd /app``, ``export PATH=...``), if any."""
     m = _SHELL_STATE.search(command)
@@ -124,10 +133,10 @@ def _words(name: str) -> set[str]:
 
 
 def _command(call: ToolCall) -> str | None:
-    """The command a call runs: its ``command`` / ``cmd`` argument, or for a shell-like tool its
-    longest string argument."""
+    """The command a call runs: its ``command`` / ``cmd`` / ``code`` argument, or for a shell-like
+    tool its longest string argument."""
     args = call.args if isinstance(call.args, dict) else {}
-    value = args.get("command", args.get("cmd"))
+    value = args.get("command", args.get("cmd", args.get("code")))
     if isinstance(value, str):
         return value
     if _words(call.name) & _RUNS:
@@ -144,6 +153,8 @@ def _changes_state(call: ToolCall) -> bool:
     command = _command(call)
     if command is not None and command in _EDITOR_CHANGES | {"view"}:  # str_replace_editor and kin
         return command != "view"
+    if command is not None and words & _INTERPRETERS and _INTERPRETER_STATE.search(command):
+        return True  # a kernel that keeps what earlier code defined
     if command is not None and words & _RUNS:
         return bool(_SHELL_CHANGES.search(command)) or shell_state(command) is not None
     return bool(words & _CHANGES)

@@ -11,7 +11,9 @@ Two kinds of secret are recognised:
 - a key-shaped value anywhere in text: ``sk-...``, ``sk-ant-...``, ``AIza...``, ``Bearer ...``,
   ``ghp_...`` / ``github_pat_...`` (fine-grained), ``xox?-...``, ``AKIA...``, ``hf_...``, Langfuse
   ``pk-lf-`` / ``sk-lf-`` keys, Stripe-style ``sk_live_`` / ``rk_test_`` keys, Google OAuth
-  ``ya29.`` tokens, JWTs, PEM private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to its end);
+  ``ya29.`` tokens, GitLab ``glpat-``, npm ``npm_``, Groq ``gsk_`` and SendGrid ``SG.`` keys, JWTs,
+  PEM private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to its end), and in header lines a
+  text holds, ``Authorization: Basic ...`` credentials and ``Cookie:`` / ``Set-Cookie:`` values;
 - the password of a URL (``postgres://admin:<password>@host``; the rest of the URL stays);
 - the value of an assignment in free text whose name is credential-like (``OPENAI_API_KEY=...``,
   ``password=...``, ``token: ...``, ``aws_secret_access_key = ...``, ``"client_secret": "..."``):
@@ -72,6 +74,15 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Slack token", re.compile(r"xox[baprs]-[A-Za-z0-9-]{10,}")),
     ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("a Stripe-style key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("an npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    ("a Groq key", re.compile(r"\bgsk_[A-Za-z0-9]{40,}")),
+    ("a SendGrid key", re.compile(r"\bSG\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}")),
+    (
+        "basic credentials",
+        re.compile(r"(?i)(?:(?<=authorization: )|(?<=authorization:))basic\s+[A-Za-z0-9+/]{8,}={0,2}"),
+    ),
+    ("a cookie", re.compile(r"(?im)(?:(?<=^cookie: )|(?<=^set-cookie: ))(?!\[REDACTED)\S[^\n]*")),
     ("a Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}")),
     (
         "a private key",

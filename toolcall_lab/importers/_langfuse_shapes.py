@@ -6,7 +6,8 @@ A generation's output is, depending on the integration: an OpenAI-compatible com
 Langfuse's OpenAI wrapper and LangChain handler write it), a LangChain message (``tool_calls`` of
 ``{name, args, id}``, or ``additional_kwargs.tool_calls`` in OpenAI form; serialised
 ``{"lc": 1, "kwargs": {...}}``), Anthropic content blocks (``tool_use``), the AI SDK's parts
-(``tool-call``), a list of messages, or plain text. Inputs are lists of such messages (the
+(``tool-call``), Gemini's ``{"role": "model", "parts": [{"functionCall": ...}]}``, a list of
+messages, or plain text. Inputs are lists of such messages (the
 LangChain handler appends the offered tools as ``{"role": "tool", "content": <schema>}`` entries).
 """
 
@@ -67,7 +68,7 @@ def _langchain(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-_ROLES = {"ai": "assistant", "human": "user", "AIMessageChunk": "assistant"}
+_ROLES = {"ai": "assistant", "human": "user", "AIMessageChunk": "assistant", "model": "assistant"}
 
 
 def message(doc: Any) -> dict[str, Any] | None:
@@ -75,7 +76,10 @@ def message(doc: Any) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         return None
     doc = _langchain(doc)
+    if isinstance(doc.get("parts"), list) and "content" not in doc:  # Gemini: parts, functionCall
+        doc = {**doc, "content": [_gemini_part(p) for p in doc["parts"]]}
     role = doc.get("role") or _ROLES.get(str(doc.get("type")), doc.get("type"))
+    role = _ROLES.get(str(role), role)
     if role not in ("assistant", "user", "system", "tool", "developer"):
         return None
     content = doc.get("content")
@@ -105,6 +109,21 @@ def message(doc: Any) -> dict[str, Any] | None:
     if role == "tool":
         out["tool_call_id"] = doc.get("tool_call_id") or doc.get("toolCallId")
     return out
+
+
+def _gemini_part(part: Any) -> Any:
+    """A Gemini content part as the block this module reads (text, or a tool-call part)."""
+    if isinstance(part, dict) and isinstance(part.get("functionCall"), dict):
+        fc = part["functionCall"]
+        return {
+            "type": "tool-call",
+            "toolCallId": fc.get("id"),
+            "toolName": fc.get("name"),
+            "input": fc.get("args"),
+        }
+    if isinstance(part, dict) and "text" in part:
+        return {"type": "text", "text": part["text"]}
+    return part
 
 
 def _is_schema(doc: Any) -> bool:

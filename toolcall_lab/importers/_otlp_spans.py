@@ -102,11 +102,21 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                 for sp in ss.get("spans") or []:
                     if not isinstance(sp, dict):
                         continue
-                    attrs = {
-                        a["key"]: attribute_value(a.get("value") or {})
-                        for a in sp.get("attributes") or []
-                        if isinstance(a, dict) and "key" in a
-                    }
+                    attrs: dict[str, Any] = {}
+                    for a in sp.get("attributes") or []:
+                        if not (isinstance(a, dict) and "key" in a):
+                            continue
+                        try:
+                            attrs[str(a["key"])] = attribute_value(a.get("value") or {})
+                        except (ValueError, TypeError, AttributeError) as exc:
+                            issues.append(
+                                Issue(
+                                    kind="damaged",
+                                    where=f"{where} span {sp.get('spanId')} ({sp.get('name')})",
+                                    what=f"attribute {a['key']} holds a value that is not of its type "
+                                    f"({str(a.get('value'))[:60]}: {exc}): that attribute is left out",
+                                )
+                            )
                     status = sp.get("status") or {}
                     error = None
                     if status.get("code") in ("STATUS_CODE_ERROR", 2):

@@ -363,16 +363,19 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     unreadable: list[tuple[Span, str]] = []
     for n, span in enumerate(models):
+        part = "output"
         try:
             body, own = response_body(span, n)
+            part = "input messages"
             request = request_messages(span)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            unreadable.append((span, str(exc) if isinstance(exc, BadAttribute) else repr(exc)))
+            why = str(exc) if isinstance(exc, BadAttribute) else f"its {part} could not be read ({exc!r})"
+            unreadable.append((span, why))
             issues.append(
                 Issue(
                     kind="failed",
                     where=f"{path.name} trace {span.trace_id} span {span.span_id} ({span.name})",
-                    what=f"{exc if isinstance(exc, BadAttribute) else f'unreadable attributes ({exc!r})'}: "
+                    what=f"{why}: "
                     "this model call is not imported (its tool calls are unknown); the rest of the "
                     "export is",
                     model_calls=1,
