@@ -46,6 +46,10 @@ def source(name: str):  # one import per file for the whole module
             REALDATA
             / "claude-code-viewer/claude-code_v1.0.108_sonnet-4_session-5c0375b4_20calls_sidechains_parallel3x2.jsonl"
         ),
+        "cc_big": lambda: import_claude_code(
+            REALDATA
+            / "claude-code-viewer/claude-code_v1.0.98_sonnet-4_session-fe5e1c67_170calls_sidechains_parallel2+3+2.jsonl"
+        ),
         "swe": lambda: import_swe_agent(REALDATA / "SWE-agent"),
         "openhands": lambda: import_openhands(
             REALDATA
@@ -108,6 +112,11 @@ LABELS = [
      "now ignored': it checks what the edit did"),
     ("swe", "function_calling_11steps_execution_time.traj", 9, 10, "dependent",
      "a control dependency: `rm reproduce.py`, then submit: the submission is the tree after the rm"),
+    ("cc_big", "(Setup Next.js project) turn 1", 7, 9, "dependent",
+     "a control dependency: Bash `cd /path/to/Demo/todo-app`, then Bash `pnpm add lucide-react`: Claude "
+     "Code's Bash keeps its working directory, so in one batch pnpm add would run in the wrong folder"),
+    ("cc_big", "(Setup Next.js project) turn 1", 7, 8, "likely_independent",
+     "TodoWrite only updates the agent's own todo list: it neither reads the cd's output nor runs in its shell"),
 ]
 
 # Pairs whose dependency is real but the evidence found is weak: the classifier must say "unknown",
@@ -234,6 +243,23 @@ SCRIPTED = [
      {"read_file": "hello"}, "likely_independent", None, "b.txt is not in a.txt's text; reads change nothing"),
     ("independent look-ups", [(None, (("get_weather", {"city": "Paris"}),)), (None, (("get_stock", {"ticker": "AAPL"}),))],
      {"get_weather": "sunny 18C", "get_stock": "191.2"}, "likely_independent", None, "nothing shared"),
+    ("cd then a command", [(None, (("Bash", {"command": "cd web"}),)), (None, (("Bash", {"command": "pnpm test"}),))],
+     {"Bash": ""}, "dependent", "effect", "the shell keeps the directory the cd chose"),
+    ("export then a command", [(None, (("bash", {"command": "export NODE_ENV=test"}),)),
+                               (None, (("bash", {"command": "node app.js"}),))],
+     {"bash": ""}, "dependent", "effect", "the shell keeps the environment the export set"),
+    ("source then a command", [(None, (("bash", {"command": "source .venv/bin/activate"}),)),
+                               (None, (("bash", {"command": "pytest -q"}),))],
+     {"bash": ""}, "dependent", "effect", "pytest runs in the environment the activate script set"),
+    ("install then a run", [(None, (("execute_bash", {"command": "pip install -e ."}),)),
+                            (None, (("execute_bash", {"command": "python -m mypkg"}),))],
+     {"execute_bash": "ok"}, "dependent", "effect", "the run uses what the install put in place"),
+    ("a kernel keeps what a cell defined", [(None, (("execute_ipython_cell", {"code": "import pandas as pd\ndf = pd.read_csv('a.csv')"}),)),
+                                             (None, (("execute_ipython_cell", {"code": "df.describe()"}),))],
+     {"execute_ipython_cell": "ok"}, "dependent", "effect", "the second cell uses the df the first defined"),
+    ("a grep for 'export'", [(None, (("Bash", {"command": "grep -rn 'export default' src"}),)),
+                             (None, (("Bash", {"command": "ls public"}),))],
+     {"Bash": "src/a.ts:1"}, "likely_independent", None, "export is inside the grep's argument: nothing changed"),
 ]
 # fmt: on
 

@@ -222,7 +222,8 @@ def test_a_bad_byte_in_a_key_is_reported_and_the_line_still_read(tmp_path) -> No
 
 
 def test_a_folder_keeps_every_good_file(tmp_path) -> None:
-    """Three real sessions, one with a bad byte, one of another kind, one empty, one text file."""
+    """Three real sessions, a copy of one with a bad byte, one of another kind, one empty, one text
+    file. The copy repeats the lines of its original (same uuids): they are read once."""
     for path in sorted(CC.glob("*.jsonl")):
         (tmp_path / path.name).write_bytes(path.read_bytes())
     (tmp_path / "zz_bytes.jsonl").write_bytes(CC_5CALLS.read_bytes().replace(b"Glob", b"Gl\xffob", 1))
@@ -231,8 +232,10 @@ def test_a_folder_keeps_every_good_file(tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     result = import_claude_code(tmp_path)
     report = result.report
-    assert report.source_calls == 12 + 21 + 167 + 12 and report.imported_calls >= 12 + 21 + 167
+    assert report.source_calls == 12 + 21 + 167 and report.imported_calls >= 12 + 21 + 167
     by_where = {i.where: i for i in report.issues}
+    assert by_where["zz_bytes.jsonl main turn 1"].kind == "note"
+    assert "read once, from claude-code_v1.0.98" in by_where["zz_bytes.jsonl main turn 1"].what
     assert "looks like openhands" in by_where["other.jsonl"].what
     assert "empty file" in by_where["empty.jsonl"].what and by_where["notes.txt"].kind == "skipped"
     assert by_where["zz_bytes.jsonl line 7"].kind == "damaged"
@@ -423,16 +426,17 @@ def test_otlp_a_span_without_an_end_is_reported(tmp_path) -> None:
 
 
 def test_otlp_real_smolagents_incomplete_recording_is_marked(tmp_path) -> None:
-    """final_answer's result is not in the export: not_recorded, a marked closing round, and replays
-    (and compare) say incomplete, not a final answer; a recorded-only comparison leaves it out."""
+    """final_answer's result is not in the export: not_recorded and a marked closing round; the agent
+    ended its own run with its final_answer tool, so the trace and its replays are completed
+    (agent_finished), never with a made-up final answer; a recorded-only comparison leaves it out."""
     (trace,) = import_otlp(OTLP)
     final = trace.rounds[1].executions[0]
     assert (final.name, final.status) == ("final_answer", "not_recorded")
     assert trace.rounds[-1].placeholder and trace.outcome.final_answer is None
+    assert (trace.outcome.status, trace.outcome.reason) == ("completed", "finish_call")
     table = compare([trace], ["sequential", "parallel"])
-    assert set(table.runs["status"]) == {"incomplete"} and set(table.runs["reason"]) == {
-        "recording_incomplete"
-    }
+    assert set(table.runs["status"]) == {"completed"} and set(table.runs["reason"]) == {"agent_finished"}
+    assert replay(trace, "parallel").final_answer is None
     assert compare([trace], ["parallel"], timings="recorded").runs.empty
 
 
@@ -548,7 +552,11 @@ def test_replays_of_recordings_that_stop_never_claim_a_final_answer() -> None:
     for trace in result:
         rows = table.runs[table.runs["trace"] == trace.metadata.title]
         if trace.rounds[-1].placeholder is not None:
-            assert set(rows["status"]) == {"incomplete"} and set(rows["reason"]) == {"recording_incomplete"}
+            expected = {
+                "finish_call": ("completed", "agent_finished"),  # the agent's own finish tool
+                "max_iterations": ("incomplete", "stopped_as_recorded"),  # OpenHands' iteration limit
+            }.get(trace.outcome.reason, ("incomplete", "recording_incomplete"))
+            assert {(s, r) for s, r in zip(rows["status"], rows["reason"], strict=True)} == {expected}
             assert replay(trace, "parallel").final_answer is None
         else:
             assert "incomplete" not in set(rows["status"])

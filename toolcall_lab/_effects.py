@@ -94,15 +94,49 @@ _SHELL_CHANGES = re.compile(
 )
 
 
+_SHELL_STATE = re.compile(
+    r"(?:^|[;&|(\n]\s*)(?:"
+    r"cd|pushd|popd|export|unset|source|alias|unalias|umask|ulimit|set\s+[-+]\w|shopt|"
+    r"conda\s+(?:activate|deactivate|install)|deactivate|workon|nvm\s+use|pyenv\s+(?:shell|local|global)|"
+    r"(?:pnpm|npm|yarn|bun)\s+(?:add|install|i|ci|remove|uninstall|link)|yarn(?=\s*(?:$|[;&|]))|"
+    r"poetry\s+(?:add|install|remove)|uv\s+(?:add|sync|pip\s+install|venv)|pipx?\s+install|"
+    r"python3?\s+-m\s+(?:pip\s+install|venv)|cargo\s+(?:add|install)|go\s+(?:get|install|mod\s+tidy)|"
+    r"gem\s+install|bundle(?:\s+install)?(?=\s*(?:$|[;&|]))|brew\s+install|git\s+(?:clone|pull|fetch)"
+    r")\b|(?:^|[;&|(\n]\s*)\.(?=\s+\S)",
+)
+"""Commands that change what later commands of a shell that keeps its state see (Claude Code's,
+OpenHands' and SWE-agent's shells do): the working directory, the environment, sourced scripts,
+installed packages. Matched only where a command starts (``cd x && ...``, ``; export A=1``), not
+inside an argument (``grep "export default"``)."""
+
+
+_INTERPRETER_STATE = re.compile(
+    r"(?m)^\s*(?:def\s|class\s|import\s|from\s+\S+\s+import\s|[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_]\w*)*\s*=[^=])"
+    r"|os\.chdir\(|%cd\b|%env\b|sys\.path\.|%pip\s+install|!pip\s+install"
+)
+"""Code that leaves state in an interpreter that keeps it between calls (IPython / Jupyter tools):
+a definition, an import, an assignment, a change of directory or path."""
+_INTERPRETERS = frozenset({"python", "ipython", "jupyter"})
+
+
+def shell_state(command: str) -> str | None:
+    """The state-changing part of a shell command (``cd /app``, ``export PATH=...``), if any."""
+    m = _SHELL_STATE.search(command)
+    if m is None:
+        return None
+    line = command[m.start() :].lstrip(";&|(\n \t").splitlines()[0]
+    return line.split("&&")[0].split(";")[0].strip()[:60]
+
+
 def _words(name: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
 
 
 def _command(call: ToolCall) -> str | None:
-    """The command a call runs: its ``command`` / ``cmd`` argument, or for a shell-like tool its
-    longest string argument."""
+    """The command a call runs: its ``command`` / ``cmd`` / ``code`` argument, or for a shell-like
+    tool its longest string argument."""
     args = call.args if isinstance(call.args, dict) else {}
-    value = args.get("command", args.get("cmd"))
+    value = args.get("command", args.get("cmd", args.get("code")))
     if isinstance(value, str):
         return value
     if _words(call.name) & _RUNS:
@@ -119,8 +153,10 @@ def _changes_state(call: ToolCall) -> bool:
     command = _command(call)
     if command is not None and command in _EDITOR_CHANGES | {"view"}:  # str_replace_editor and kin
         return command != "view"
+    if command is not None and words & _INTERPRETERS and _INTERPRETER_STATE.search(command):
+        return True  # a kernel that keeps what earlier code defined
     if command is not None and words & _RUNS:
-        return bool(_SHELL_CHANGES.search(command))
+        return bool(_SHELL_CHANGES.search(command)) or shell_state(command) is not None
     return bool(words & _CHANGES)
 
 
@@ -156,10 +192,14 @@ def effect(earlier: Round, call: ToolCall) -> Evidence | None:
             continue
         shared = _paths(prior) & _paths(call)
         if runs or shared:
+            command = _command(prior)
+            state = shell_state(command) if command is not None else None
             what = (
-                f"runs after {prior.name} changed state"
-                if runs and not shared
-                else f"reads {sorted(shared)[0]!r}, which {prior.name} changed"
+                f"reads {sorted(shared)[0]!r}, which {prior.name} changed"
+                if shared
+                else f"runs in the shell state {prior.name} changed ({state})"
+                if state is not None and not _SHELL_CHANGES.search(command or "")
+                else f"runs after {prior.name} changed state"
             )
             return Evidence(
                 kind="effect",

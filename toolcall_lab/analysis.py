@@ -59,24 +59,34 @@ def critical_path_s(trace: Trace) -> float:
 
 
 OVERLAP_S = 0.002
-"""Two recorded calls overlapped when one started this much before the other ended (logs stamp to
-the millisecond)."""
-BatchRun = Literal["overlapped", "partly overlapped", "one after another", "not evidenced"]
+"""How far apart one call's start and another's end must be for their order to be told: logs stamp to
+the millisecond and durations come in whole milliseconds, so each start and end is uncertain by
+about a millisecond; within this margin two calls may have overlapped or not."""
+BatchRun = Literal["overlapped", "partly overlapped", "one after another", "cannot tell", "not evidenced"]
 
 
 def how_batch_ran(spans: Iterable[tuple[float, float]]) -> BatchRun:
-    """How calls of one batch ran, from their (start, end) where both are known: all overlapping the
-    ones before them, some, none; ``not evidenced`` with fewer than two."""
+    """How calls of one batch ran, from their (start, end) where both are known: each call (in start
+    order) overlapped the ones before it, or started after they had all ended, or started within
+    `OVERLAP_S` of that, where the timestamps cannot tell. ``overlapped``: every one overlapped;
+    ``partly overlapped``: some did; ``one after another``: none did and each is clearly after;
+    ``cannot tell``: none clearly overlapped and some are within the margin; ``not evidenced``:
+    fewer than two."""
     known = sorted(spans)
     if len(known) < 2:
         return "not evidenced"
-    latest, overlapping = known[0][1], 0
+    latest, overlapping, unsure = known[0][1], 0, 0
     for start, end in known[1:]:
-        overlapping += start < latest - OVERLAP_S
+        if start < latest - OVERLAP_S:
+            overlapping += 1
+        elif start <= latest + OVERLAP_S:
+            unsure += 1
         latest = max(latest, end)
-    if not overlapping:
-        return "one after another"
-    return "overlapped" if overlapping == len(known) - 1 else "partly overlapped"
+    if overlapping == len(known) - 1:
+        return "overlapped"
+    if overlapping:
+        return "partly overlapped"
+    return "cannot tell" if unsure else "one after another"
 
 
 def recorded_batch(r: Round) -> BatchRun:
@@ -477,7 +487,8 @@ class Comparison:
     first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped;
     and for a replay that ended at a recorded cut: deadline, abort); ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
-    placeholder round (the recording holds no response there)."""
+    placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
+    recorded agent ended its run with its own finishing tool)."""
     rounds: pd.DataFrame
     calls: pd.DataFrame
     """One row per (trace, mode, round, call) with start/end times and the duration's timing label."""
@@ -495,7 +506,9 @@ class Comparison:
         """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
 
         ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
-        medians of comparable runs only (``comparable_runs`` says how many).
+        medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
+        every run, so a first_only total that holds runs which skipped calls (less work) can read
+        faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only.
         """
         import pandas as pd
 
@@ -523,6 +536,8 @@ class Comparison:
             runs_resting_on_estimates=("rests_on_estimates", "sum"),
             median_measured_share=("measured_share", "median"),
         )
+        comparable_wall = runs[runs["comparable"]].groupby("mode", sort=False)["wall_time_s"].sum()
+        out["comparable_wall_time_s"] = comparable_wall.reindex(out.index).fillna(0.0)
         out["traces_left_out"] = left_out
         if "speedup_vs_sequential" in runs:
             comparable = runs[runs["comparable"]]
@@ -617,4 +632,13 @@ def _tqdm(iterable: Iterable[Any], total: int) -> Iterable[Any]:
 def summary_text(comparison: Comparison) -> str:
     """The per-mode summary as a plain-text table (for the CLI)."""
     s = comparison.summary
-    return str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
+    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
+    if s.empty:
+        return text
+    notes = [
+        f"{mode}: {int(n)} run(s) not comparable (a first_only run that skipped calls did less work): "
+        "wall_time_s includes them, comparable_wall_time_s and the speedups leave them out"
+        for mode, n in (s["traces"] - s["comparable_runs"]).items()
+        if n > 0
+    ]
+    return "\n".join([text, *notes])

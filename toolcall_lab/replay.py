@@ -376,15 +376,39 @@ async def replay_async(
     finally:
         if timer is not None:
             timer.cancel()
-    return _ends_on_placeholder(result, trace, model.served)
+    return _first_chunks_as_recorded(_ends_on_placeholder(result, trace, model.served), trace)
+
+
+_RECORDING_GAPS = frozenset({"response_not_recorded", "next_round_not_representable"})
+"""Recorded outcome reasons that say the recording lacks what came next (not why the run stopped)."""
 
 
 def _ends_on_placeholder(result: RunResult, trace: Trace, served: int) -> RunResult:
     """A run whose last response was an importer's stand-in (`Round.placeholder`) did not end with a
-    model's answer: it is ``incomplete/recording_incomplete``, never a made-up final answer."""
+    model's answer, so it ends as the recording did: ``completed/agent_finished`` when the recorded
+    agent ended its own run (its submit or finish tool), ``incomplete/stopped_as_recorded`` when the
+    recording says what stopped it (an iteration or message limit, a compaction), otherwise
+    ``incomplete/recording_incomplete``; never a made-up final answer."""
     why = trace.rounds[served - 1].placeholder if 0 < served <= len(trace.rounds) else None
     if why is None or result.status != "completed":
         return result
+    recorded = trace.outcome
+    at_end = served == len(trace.rounds)
+    if at_end and recorded.status == "completed":
+        return replace(result, reason="agent_finished", final_answer=recorded.final_answer, error=None)
+    if (
+        at_end
+        and recorded.status == "incomplete"
+        and recorded.reason not in _RECORDING_GAPS
+        and not recorded.reason.startswith("recording_")
+    ):
+        return replace(
+            result,
+            status="incomplete",
+            reason="stopped_as_recorded",
+            final_answer=None,
+            error=f"the recorded run stopped here ({recorded.reason}: {recorded.error or why})",
+        )
     return replace(
         result,
         status="incomplete",
@@ -392,6 +416,27 @@ def _ends_on_placeholder(result: RunResult, trace: Trace, served: int) -> RunRes
         final_answer=None,
         error=f"round {served - 1} is a placeholder, not a model response: {why}",
     )
+
+
+def _first_chunks_as_recorded(result: RunResult, trace: Trace) -> RunResult:
+    """A replay keeps the recording's labels, the first chunk's time included: as long after the
+    model call's start as recorded (a time to first token an importer kept, a live run's first
+    chunk), and unknown where the recording does not know it (`ModelCall.first_chunk_at` None). The
+    loop would otherwise take the time it emitted the recorded body, often the whole latency."""
+
+    def first(k: int, r: Round) -> float | None:
+        recorded = trace.rounds[k].model_call
+        if recorded.first_chunk_at is None:
+            return None
+        return r.model_call.started_at + (recorded.first_chunk_at - recorded.started_at)
+
+    rounds = tuple(
+        replace(r, model_call=replace(r.model_call, first_chunk_at=first(k, r)))
+        if k < len(trace.rounds) and first(k, r) != r.model_call.first_chunk_at
+        else r
+        for k, r in enumerate(result.rounds)
+    )
+    return result if rounds == result.rounds else replace(result, rounds=rounds)
 
 
 def replay(

@@ -32,15 +32,20 @@ Reason = Literal[
     "replay_divergence",
     "recording_incomplete",
     "strategy_error",
+    "agent_finished",
+    "stopped_as_recorded",
 ]
 """Why a run ended. Completed: ``final_answer``, ``max_rounds`` / ``fail_fast`` (answered by the final
-call without tools). Failed: ``all_calls_failed`` (``continue`` policy with ``all_failed_policy="stop"``),
-``model_error``,
+call without tools), ``agent_finished`` (a replay of a recording whose agent ended its own run with
+its submit or finish tool: no model response follows it). Failed: ``all_calls_failed`` (``continue``
+policy with ``all_failed_policy="stop"``), ``model_error``,
 ``hook_error`` (``before_model_call`` raised), ``empty_response``, ``replay_divergence`` (only in the
 ``partial_result`` of a `ReplayDivergenceError`), ``strategy_error`` (the strategy raised, or returned
 with calls neither run nor skipped: a bug in the strategy). Incomplete: ``recording_incomplete`` (a
 replay that ended on a round an importer wrote where the recording holds no response,
-`Round.placeholder`). Aborted: ``aborted`` (`AbortHandle`),
+`Round.placeholder`), ``stopped_as_recorded`` (such a replay where the recording says what stopped the
+run: an iteration or message limit, a compaction; the error gives the recorded reason).
+Aborted: ``aborted`` (`AbortHandle`),
 ``cancelled`` (the task was cancelled), ``interrupted`` (KeyboardInterrupt or another BaseException;
 the exception propagates with the record as ``partial_result``). Timeout: ``deadline`` (``timeout_s``)."""
 FINAL_NOTE = (

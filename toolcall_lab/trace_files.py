@@ -92,7 +92,7 @@ def load(path: str | Path) -> Trace:
     except json.JSONDecodeError as exc:
         truncated = " (file looks truncated)" if exc.pos >= len(text.rstrip()) else ""
         raise TraceFormatError(
-            f"not valid JSON{truncated}: {exc.msg} at line {exc.lineno} column {exc.colno}", source=str(p)
+            f"not valid JSON{truncated}: {exc.msg}: line {exc.lineno} column {exc.colno}", source=str(p)
         ) from None
     return Trace.from_dict(doc, source=str(p))
 

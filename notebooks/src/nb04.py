@@ -31,6 +31,7 @@ quirks.pivot_table(index="category", columns="result", values="quirk", aggfunc="
         code("""
 from toolcall_lab import read_recording
 from toolcall_lab.exceptions import ToolcallLabError
+from toolcall_lab.importers import looks_like
 
 HAVE_REAL = (REALDATA / "PROVENANCE.md").is_file()
 DATASETS = {"bfcl", "tau-bench", "inspect_ai"}  # datasets, not provider responses (imported further below)
@@ -39,6 +40,11 @@ files = sorted(p for p in REALDATA.glob("*/*") if p.suffix in {".sse", ".jsonl",
 print("source:", "real recordings in ../shared/realdata" if HAVE_REAL else "BUNDLED SCRIPTED SAMPLE (no real data found)")
 rows = []
 for path in files:
+    kind = looks_like(path)
+    if kind not in (None, "recording"):  # an agent's own log, not a provider's response: imported below
+        rows.append({"file": path.name[:60], "provider dir": path.parent.name, "responses": 0, "calls": 0,
+                     "findings": f"not a provider recording: an agent log ({kind}), imported below"})
+        continue
     try:
         responses = read_recording(path).parse()
     except ToolcallLabError as exc:
@@ -53,7 +59,8 @@ table
 """),
         code("""
 # findings per provider folder: which quirks each source shows
-table.assign(findings=table["findings"].str.split(", ")).explode("findings").query("findings != ''") \\
+table[~table["findings"].str.startswith("not a provider recording")] \\
+    .assign(findings=lambda t: t["findings"].str.split(", ")).explode("findings").query("findings != ''") \\
     .groupby("findings")["provider dir"].agg(lambda s: ", ".join(sorted(set(s))))
 """),
         md("## Stepping through a real stream\nThe Anthropic SDK's recorded `tool_use` stream: `input_json_delta` pieces growing into the arguments (the scripted sample when real data is absent)."),
@@ -107,7 +114,8 @@ after a sibling's has no start in the log (its duration from that sibling's resu
 and a call whose result the source does not hold is `not_recorded` (0 s, `placeholder`). SWE-agent
 records no model latency (`placeholder`). Each imported trace is placed on its log's timeline, so its
 own wall time is the recorded one; the check below replays each trace under the mode its timings
-show and sets that beside the log.
+show (sequential where they show none: its `metadata.mode` is then empty) and sets that beside the
+log.
 """),
         code("""
 from toolcall_lab.replay import replay
@@ -117,7 +125,7 @@ source_of = {t.metadata.title: name for name, results in imports.items() for res
 group_of = {t.metadata.title: source_of[t.metadata.title] + (" sub-agents" if "sub-agent" in t.metadata.title else "")
             for t in sessions}
 check = pd.DataFrame([
-    {"group": group_of[t.metadata.title], "trace": t.metadata.title[-58:], "mode the timings show": t.metadata.mode,
+    {"group": group_of[t.metadata.title], "trace": t.metadata.title[-58:], "mode the timings show": t.metadata.mode or "not evidenced",
      "timing labels": dict(t.timing_sources), "recorded wall s": t.metadata.recorded_wall_s,
      "trace wall s": t.wall_time_s, "replayed wall s": replay(t).wall_time_s}
     for t in sessions if t.metadata.recorded_wall_s])
@@ -128,8 +136,9 @@ check.groupby("group")[["recorded wall s", "trace wall s", "replayed wall s"]].s
         md("""
 ### How the recorded batches ran
 A batch's calls are compared where the log gives both their start and their end: did they overlap,
-or run one after another? Calls whose start is not in the log (`estimated`) or whose result is not
-(`not_recorded`) are not evidence either way.
+or run one after another? Logs stamp to the millisecond and durations come in whole milliseconds, so
+calls whose start and end lie within 2 ms of each other `cannot tell`. Calls whose start is not in
+the log (`estimated`) or whose result is not (`not_recorded`) are not evidence either way.
 """),
         code("""
 from toolcall_lab.analysis import recorded_batch
@@ -149,23 +158,28 @@ batches.round(3)
 numbers (a model latency that is a placeholder, a call whose start or result is not in the log) and
 says why. The `timing_evidence` and `measured_share` columns show what each row rests on;
 serialized mode adds a client round trip per call, a constant (`placeholder`). A replay that ends
-on a recording's closing placeholder is `incomplete`, not a final answer.
+on a recording's closing placeholder ends as the recording did: `completed/agent_finished` when the
+agent ended its run with its own finishing tool, `incomplete` otherwise, never a made-up final answer.
 """),
         code("""
 from toolcall_lab.analysis import compare
 
 real = compare(sessions, timings="recorded", round_trip_s=0.05)
 print("left out:", *(f"{r.trace[-60:]}: {r.reason}" for r in real.excluded.itertuples()), sep="\\n  ")
-runs = real.runs.assign(group=real.runs["title"].map(group_of))
-by_source = runs.pivot_table(index="group", columns="mode", values="wall_time_s", aggfunc="sum").round(1)
-by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequential"]).round(3)
+if len(real.runs):
+    runs = real.runs.assign(group=real.runs["title"].map(group_of))
+    by_source = runs.pivot_table(index="group", columns="mode", values="wall_time_s", aggfunc="sum").round(1)
+    by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequential"]).round(3)
+else:
+    runs = by_source = pd.DataFrame()
+    print("no real session to compare here (../shared/realdata is absent)")
 by_source
 """),
         code("""
 runs[["group", "mode", "status", "wall_time_s", "timing_evidence", "measured_share", "comparable"]].groupby(["group", "mode"]).agg(
     wall_s=("wall_time_s", "sum"), statuses=("status", lambda s: ", ".join(sorted(set(s)))),
     evidence=("timing_evidence", lambda s: ", ".join(sorted(set(s)))),
-    measured_share=("measured_share", "median"), comparable=("comparable", "all"))
+    measured_share=("measured_share", "median"), comparable=("comparable", "all")) if len(runs) else runs
 """),
         md("""
 ### What the real recordings say about parallel and sequential execution
@@ -184,16 +198,24 @@ if HAVE_REAL:
     print(f"1. {len(multi)} of {len(rounds)} tool rounds carried more than one call, all in {', '.join(batching)} sessions; "
           f"{', '.join(one_call)} made one call per response, so for them sequential and parallel execution "
           f"take exactly the same time.")
-    overlapped = batches[batches["how they ran"] == "overlapped"]
-    print(f"2. How the {len(batches)} batches ran, by their timestamps: {counts.get('overlapped', 0)} overlapped "
-          f"({', '.join(sorted(set(overlapped['calls'])))}), {counts.get('one after another', 0)} ran one call after "
-          f"another, {counts.get('partly overlapped', 0)} partly, {counts.get('not evidenced', 0)} cannot tell. "
+    overlapped = batches[batches["how they ran"].isin(["overlapped", "partly overlapped"])]
+    told = {k: int(counts.get(k, 0)) for k in ("overlapped", "partly overlapped", "one after another", "cannot tell", "not evidenced")}
+    waited = sorted(set(", ".join(batches["start not in the log"]).split(", ")) - {""})
+    together, apart = told["overlapped"] + told["partly overlapped"], told["one after another"]
+    so = ("So the agent ran some batches' calls together and others one after another: none of the four modes is "
+          "exactly what it did." if together and apart else
+          "Every batch whose timestamps tell ran its calls together, at least partly; the others cannot tell." if together else
+          "Every batch whose timestamps tell ran its calls one after another." if apart else
+          "No batch's timestamps tell how its calls ran.")
+    print(f"2. How the {len(batches)} batches ran, by their timestamps: {told['overlapped']} overlapped and "
+          f"{told['partly overlapped']} partly overlapped ({', '.join(sorted(set(overlapped['calls'])))}), "
+          f"{apart} ran one call after another, {told['cannot tell']} cannot tell (starts and ends within the "
+          f"timestamps' resolution), {told['not evidenced']} have fewer than two calls with a start and an end in the log. "
           f"{(batches['start not in the log'] != '').sum()} batches hold a call whose result came only after a "
-          f"sibling's ({', '.join(sorted(set(', '.join(batches['start not in the log']).split(', ')) - {''}))}): it may have "
-          f"waited for it, and the log has no start. So the agent ran some calls of a batch together and others not: "
-          f"none of the four modes is exactly what it did. Of what running every batch together would save, "
-          f"{overlapped['overlap would save s'].sum():.1f} s is in the batches that did overlap, and "
-          f"{batches[batches['how they ran'] != 'overlapped']['overlap would save s'].sum():.3f} s in all the others.")
+          f"sibling's ({', '.join(waited)}): it may have waited for it, and the log has no start. {so} "
+          f"Of what running every batch together would save, {overlapped['overlap would save s'].sum():.1f} s is in the "
+          f"batches that did overlap, and {batches[~batches.index.isin(overlapped.index)]['overlap would save s'].sum():.3f} s "
+          f"in all the others.")
     cc = by_source.loc["Claude Code"]
     cc_check = check[check.group == "Claude Code"]
     print(f"3. Replayed with recorded timings only, the Claude Code main threads kept ({runs[(runs.group == 'Claude Code') & (runs['mode'] == 'parallel')].shape[0]} traces) take "

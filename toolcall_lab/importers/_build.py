@@ -108,6 +108,12 @@ __all__ = [
 ]
 
 
+FINISHING_TOOLS = frozenset({"submit", "finish", "final_answer", "attempt_completion", "task_complete"})
+"""Tools with which agents end their own run (SWE-agent ``submit``, OpenHands ``finish``, smolagents
+``final_answer``, Cline ``attempt_completion``): a recording that ends with one completed, though no
+model response follows."""
+
+
 class ImportBuildError(ToolcallLabError):
     """A segment could not be turned into a trace (the message says which and why)."""
 
@@ -199,8 +205,13 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         raise ImportBuildError("no model response to import")
     last = parse_turn(turns[-1].payloads, len(turns) - 1)
     status, reason, error = segment.status, segment.reason, segment.error
+    said = segment.closing
     if last.tool_calls:
-        closing, why = _closing(turns, reason, segment.closing)
+        finisher = next((c.name for c in last.tool_calls if c.name.lower() in FINISHING_TOOLS), None)
+        if reason == "final_answer" and finisher is not None:  # the agent ended the run itself
+            status, reason = "completed", "finish_call"
+            said = said or f"the agent ended the run with its {finisher} tool: no model response follows"
+        closing, why = _closing(turns, reason, said)
         turns.append(closing)
         if reason == "final_answer":  # the source said nothing more specific
             status, reason = "incomplete", why
@@ -324,9 +335,12 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         if not not_placed
         else f"rounds placed as the loop schedules them under '{mode}' ({not_placed})"
     )
+    shown = segment.mode or evidenced
     mode_note = (
         f"mode {mode}: {evidence}"
-        if segment.mode is None
+        if segment.mode is None and evidenced is not None
+        else f"mode not evidenced (metadata.mode is empty; replays default to {mode}): {evidence}"
+        if shown is None
         else f"mode {mode} (as the source's agent runs calls); {evidence}"
     )
     meta = TraceMetadata(
@@ -340,6 +354,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         recorded_wall_s=recorded_wall,
     )
     trace = Trace.from_run(result, meta)
+    trace = replace(trace, metadata=replace(trace.metadata, mode=shown))
     if result.status not in ("completed", "incomplete") and reason == "final_answer":
         status, reason, error = result.status, result.reason, result.error  # the loop ended it
     return replace(
@@ -450,7 +465,17 @@ def build_result(
 ) -> ImportResult:
     """Build every segment, number segments that share a name, collect the report."""
     found = list(issues)
-    parts = list(segments)
+    not_utf8 = [i.where for i in found if i.kind == "damaged" and "U+FFFD" in i.what]
+    parts = [
+        replace(
+            part,
+            notes=f"{part.notes}; the source has bytes that are not UTF-8 ({', '.join(not_utf8[:5])}), read "
+            "as U+FFFD: a text holding U+FFFD is not the source's",
+        )
+        if not_utf8 and "U+FFFD" not in part.notes
+        else part
+        for part in segments
+    ]
     per_slug: dict[str, int] = {}
     for part in parts:
         per_slug[part.slug] = per_slug.get(part.slug, 0) + 1

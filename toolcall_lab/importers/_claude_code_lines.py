@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import heapq
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import TOLERANCE_S, Issue, stamp_or_none
-from toolcall_lab.importers._files import not_empty, read_text, wrong_kind
+from toolcall_lab.importers._files import json_error, not_empty, read_text, wrong_kind
 
 _WINDOW = 400
 """Lines looked back when finding the timestamps that agree with the order of the lines."""
@@ -38,13 +39,38 @@ class Line:
         return [b for i, b in enumerate(content or []) if isinstance(b, dict) and i not in self.skip]
 
 
-def read_lines(path: Path) -> tuple[list[Line], list[Issue]]:
+@dataclass(slots=True)
+class Transcript:
+    """What `read_lines` found: the message lines, the damage, and what else the log says."""
+
+    lines: list[Line]
+    issues: list[Issue]
+    boundaries: dict[str, Line] = field(default_factory=dict)
+    """Compaction boundaries (``system`` lines of subtype ``compact_boundary``) by uuid."""
+    not_utf8: dict[int, int] = field(default_factory=dict)
+    """Line number -> U+FFFD characters put in place of bytes that are not UTF-8."""
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
+    """(line number, raw text) of lines that are not JSON."""
+
+
+_MESSAGE_ID = re.compile(r'"message"\s*:\s*\{\s*"id"\s*:\s*"([^"]+)"')
+_TOOL_USE_ID = re.compile(r'"type"\s*:\s*"tool_use"\s*,\s*"id"\s*:\s*"([^"]+)"')
+
+
+def peek(raw: str) -> tuple[str | None, list[str]]:
+    """What an unreadable (cut) line still shows: its message id and the ids of its tool_use blocks."""
+    message = _MESSAGE_ID.search(raw)
+    return (message.group(1) if message else None), _TOOL_USE_ID.findall(raw)
+
+
+def read_lines(path: Path) -> Transcript:
     """The message lines in the order they were written (``parentUuid`` order when the file's order
     disagrees), each read once, and every sign of damage by line."""
     issues: list[Issue] = []
-    text = read_text(path, issues)
+    read = Transcript(lines=[], issues=issues)
+    text = read_text(path, issues, read.not_utf8)
     not_empty(path, text, "Claude Code")
-    lines: list[Line] = []
+    lines = read.lines
     uuids: dict[str, int] = {}
     parents: dict[int, str] = {}
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -53,12 +79,14 @@ def read_lines(path: Path) -> tuple[list[Line], list[Issue]]:
         try:
             doc = json.loads(raw)
         except json.JSONDecodeError as exc:
+            read.unreadable.append((number, raw))
             issues.append(
                 Issue(
                     kind="failed",
                     where=f"{path.name} line {number}",
-                    what=f"not valid JSON ({exc.msg} at column {exc.colno}); whatever it held (a tool "
-                    "call?) is not imported",
+                    what=f"not valid JSON ({json_error(exc, with_line=False)}); whatever it held is not "
+                    "imported",
+                    unreadable=True,
                 )
             )
             continue
@@ -92,6 +120,9 @@ def read_lines(path: Path) -> tuple[list[Line], list[Issue]]:
                 )
             )
             doc = {**doc, "type": role}
+        if doc.get("type") == "system" and doc.get("subtype") == "compact_boundary" and isinstance(uuid, str):
+            read.boundaries[uuid] = Line(number=number, doc=doc, at=stamp_or_none(doc.get("timestamp")))
+            continue
         if doc.get("type") not in ("user", "assistant") or not isinstance(message, dict | str):
             continue
         at = stamp_or_none(doc.get("timestamp"))
@@ -135,8 +166,8 @@ def read_lines(path: Path) -> tuple[list[Line], list[Issue]]:
                 f"before line {late[0][1]}): read in parentUuid order",
             )
         )
-        lines = _in_chain_order(lines, uuids, parents)
-    return lines, issues
+        read.lines = _in_chain_order(lines, uuids, parents)
+    return read
 
 
 def _in_chain_order(lines: list[Line], uuids: dict[str, int], parents: dict[int, str]) -> list[Line]:
@@ -165,10 +196,55 @@ def _in_chain_order(lines: list[Line], uuids: dict[str, int], parents: dict[int,
     return out
 
 
+def _batches_in_time_order(thread: list[Line]) -> list[Line]:
+    """The thread with each run of consecutive result lines of one response put in time order.
+
+    Claude Code writes a batch's results in the order of the calls, each stamped when that call
+    returned: a slow first call's result comes before its faster siblings' and carries a later time.
+    Within such a run the order of the lines says nothing about time."""
+    owner = {
+        str(b.get("id")): str((ln.doc.get("message") or {}).get("id"))
+        for ln in thread
+        if ln.doc.get("type") == "assistant"
+        for b in ln.blocks
+        if b.get("type") == "tool_use"
+    }
+    out: list[Line] = []
+    run: list[Line] = []
+    run_owner: str | None = None
+
+    def flush() -> None:
+        out.extend(sorted(run, key=lambda ln: (ln.at is None, ln.at or 0.0)))
+        run.clear()
+
+    for ln in thread:
+        blocks = ln.blocks
+        owners = {owner.get(str(b.get("tool_use_id"))) for b in blocks}
+        results_only = (
+            ln.doc.get("type") == "user"
+            and bool(blocks)
+            and all(b.get("type") == "tool_result" for b in blocks)
+            and len(owners) == 1
+            and None not in owners
+        )
+        if results_only:
+            (this,) = owners
+            if run and this != run_owner:
+                flush()
+            run.append(ln)
+            run_owner = this
+            continue
+        flush()
+        out.append(ln)
+    flush()
+    return out
+
+
 def distrust_times(path: Path, thread: list[Line], issues: list[Issue]) -> None:
     """Keep the longest run of timestamps that agrees with the order of the lines (within the
-    tolerance); the others are not trusted (set to None) and reported."""
-    known = [ln for ln in thread if ln.at is not None]
+    tolerance; the results of one batch in any order among themselves); the others are not
+    trusted (set to None) and reported."""
+    known = [ln for ln in _batches_in_time_order(thread) if ln.at is not None]
     n = len(known)
     latest = float("-inf")
     for ln in known:  # the usual case, in one pass: no line earlier than the lines before it

@@ -20,8 +20,13 @@ READ_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OSEr
 """What reading a malformed file of a known shape can raise (caught per file, reported with its name)."""
 
 
-def read_text(path: Path, issues: list[Issue]) -> str:
-    """The file as text; lines with bytes that are not UTF-8 are reported and read with U+FFFD."""
+def read_text(path: Path, issues: list[Issue], bad: dict[int, int] | None = None) -> str:
+    """The file as text; lines with bytes that are not UTF-8 are reported and read with U+FFFD.
+
+    Each such line is one ``damaged`` issue counting exactly the bytes that are not UTF-8 and the
+    U+FFFD characters put in their place (one per invalid sequence, as Python's ``replace`` does);
+    `bad`, when given, receives line number -> U+FFFD characters, so an importer can mark the texts
+    that hold them."""
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -31,20 +36,47 @@ def read_text(path: Path, issues: list[Issue]) -> str:
         pass
     lines = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            issues.append(
-                Issue(
-                    kind="damaged",
-                    where=f"{path.name} line {number}",
-                    what=f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8 "
-                    f"({exc.reason}); the line is read with U+FFFD in place of "
-                    f"{exc.end - exc.start} byte(s)",
-                )
+        text, errors = _decode(raw)
+        lines.append(text)
+        if not errors:
+            continue
+        first = errors[0]
+        n_bytes = sum(end - start for start, end, _ in errors)
+        if bad is not None:
+            bad[number] = len(errors)
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=f"{path.name} line {number}",
+                what=f"{n_bytes} byte(s) are not UTF-8 (the first, 0x{raw[first[0]]:02x} at column "
+                f"{first[0] + 1}: {first[2]}); the line is read with {len(errors)} U+FFFD character(s) "
+                "in their place, and the texts holding them say so",
             )
-            lines.append(raw.decode("utf-8", errors="replace"))
+        )
     return "\n".join(lines)
+
+
+def _decode(raw: bytes) -> tuple[str, list[tuple[int, int, str]]]:
+    """`raw` decoded with U+FFFD for each invalid sequence, and every (start, end, reason) replaced."""
+    parts: list[str] = []
+    errors: list[tuple[int, int, str]] = []
+    pos = 0
+    while True:
+        try:
+            parts.append(raw[pos:].decode("utf-8"))
+            break
+        except UnicodeDecodeError as exc:
+            start, end = pos + exc.start, pos + exc.end
+            parts.append(raw[pos:start].decode("utf-8") + "\ufffd")
+            errors.append((start, end, exc.reason))
+            pos = end
+    return "".join(parts), errors
+
+
+def json_error(exc: json.JSONDecodeError, *, with_line: bool = True) -> str:
+    """A JSON syntax error as Python words it (``Extra data: line 2 column 1``), for messages."""
+    where = f"line {exc.lineno} column {exc.colno}" if with_line else f"column {exc.colno}"
+    return f"{exc.msg}: {where}"
 
 
 def not_empty(path: Path, text: str, kind: str) -> None:
@@ -53,14 +85,16 @@ def not_empty(path: Path, text: str, kind: str) -> None:
         raise NotThisKind(f"{path}: an empty file (no {kind} content to import)")
 
 
-def load_json(path: Path, text: str) -> Any:
-    """One JSON document; a syntax error names the line and column."""
+def load_json(path: Path, text: str, kind: str | None = None) -> Any:
+    """One JSON document; a syntax error names the line and column, and the kind the file looks
+    like when that is another (`NotThisKind`: a Claude Code ``.jsonl`` given to ``inspect``)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(
-            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
+        other = looks_like(path) if kind is not None else None
+        if other is not None and other != kind:
+            raise wrong_kind(path, kind or "", f"not one JSON document ({json_error(exc)})") from None
+        raise SourceError(f"{path}: not valid JSON ({json_error(exc)})") from None
 
 
 def _first_json_line(text: str) -> Any:
@@ -70,6 +104,36 @@ def _first_json_line(text: str) -> Any:
                 return json.loads(line)
             except json.JSONDecodeError:
                 return None
+    return None
+
+
+def _kind_of_record(doc: dict[str, Any]) -> str | None:
+    """The kind one JSON object (a whole file, or a line of a JSON-lines file) belongs to."""
+    if "resourceSpans" in doc:
+        return "otlp"
+    if doc.get("type") in ("user", "assistant", "summary", "system", "queue-operation") and (
+        "sessionId" in doc or "uuid" in doc or "leafUuid" in doc
+    ):
+        return "claude-code"
+    if "trajectory" in doc and "history" in doc:
+        return "swe-agent"
+    if isinstance(doc.get("history"), list) and ("instance_id" in doc or "metrics" in doc):
+        return "openhands"
+    if isinstance(doc.get("observations"), list):
+        return "langfuse"
+    if "samples" in doc and "eval" in doc:
+        return "inspect"
+    if "question" in doc and "function" in doc:
+        return "bfcl"
+    if "ground_truth" in doc:
+        return "bfcl answers"
+    if (
+        "choices" in doc
+        or doc.get("type") == "message"
+        or doc.get("object") == "response"
+        or str(doc.get("type", "")).startswith(("response.", "message_", "content_"))
+    ):
+        return "recording"
     return None
 
 
@@ -88,41 +152,14 @@ def looks_like(path: Path) -> str | None:
         doc = None
     if doc is None:  # JSON lines: judge by the first
         line = _first_json_line(text)
-        if isinstance(line, dict):
-            if line.get("type") in ("user", "assistant", "summary", "system", "queue-operation") and (
-                "sessionId" in line or "uuid" in line or "leafUuid" in line
-            ):
-                return "claude-code"
-            if "history" in line and ("instance_id" in line or "metrics" in line):
-                return "openhands"
-            if "question" in line and "function" in line:
-                return "bfcl"
-            if "ground_truth" in line:
-                return "bfcl answers"
-            if "resourceSpans" in line:
-                return "otlp"
-            if "choices" in line or str(line.get("type", "")).startswith(
-                ("response.", "message_", "content_")
-            ):
-                return "recording"
-        return None
+        return _kind_of_record(line) if isinstance(line, dict) else None
     items = doc if isinstance(doc, list) else [doc]
     first = items[0] if items else None
-    if (isinstance(doc, dict) and "resourceSpans" in doc) or (
-        isinstance(first, dict) and "resourceSpans" in first
-    ):
-        return "otlp"
     if isinstance(doc, dict):
-        if isinstance(doc.get("observations"), list):
-            return "langfuse"
-        if "samples" in doc and "eval" in doc:
-            return "inspect"
-        if "trajectory" in doc and "history" in doc:
-            return "swe-agent"
-        if "choices" in doc or doc.get("type") == "message" or doc.get("object") == "response":
-            return "recording"
-        return None
+        return _kind_of_record(doc)
     if isinstance(first, dict):
+        if "resourceSpans" in first:
+            return "otlp"
         if "traj" in first:
             return "tau-bench"
         if ("action" in first or "observation" in first) and "timestamp" in first:
@@ -161,6 +198,7 @@ def import_folder(
     files = [
         f for f in entries if f.is_file() and not f.name.startswith(".") and not (companion and companion(f))
     ]
+    subfolders = [] if recursive else [f for f in entries if f.is_dir() and not f.name.startswith(".")]
     chosen = [f for f in files if f.name.endswith(tuple(suffixes))]
     if not chosen:
         raise NotThisKind(
@@ -176,6 +214,15 @@ def import_folder(
         )
         for f in others
         if len(others) <= 10
+    ]
+    issues += [
+        Issue(
+            kind="skipped",
+            where=f"{d.name}/",
+            what=f"a folder inside the folder: its files are not read (import it on its own: "
+            f"`toolcall-lab import {kind} {d}`)",
+        )
+        for d in subfolders
     ]
     if len(others) > 10:
         issues.append(

@@ -33,6 +33,27 @@ def attribute_value(v: dict[str, Any]) -> Any:
     return None
 
 
+class BadAttribute(ValueError):
+    """A span attribute that should hold JSON does not (cut by an exporter's length limit, say)."""
+
+    def __init__(self, key: str, exc: Exception) -> None:
+        detail = f"{exc.msg}: column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        super().__init__(f"attribute {key} is not valid JSON ({detail})")
+        self.key = key
+
+
+def json_attribute(attrs: dict[str, Any], key: str) -> Any:
+    """An attribute that holds JSON text (or the value itself when it is not text); raises
+    `BadAttribute` naming the attribute."""
+    raw = attrs.get(key)
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BadAttribute(key, exc) from None
+
+
 @dataclass(slots=True)
 class Span:
     trace_id: str
@@ -42,6 +63,7 @@ class Span:
     end: float | None
     attrs: dict[str, Any]
     error: str | None
+    parent_id: str | None = None
 
     @property
     def kind(self) -> str | None:
@@ -80,11 +102,21 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                 for sp in ss.get("spans") or []:
                     if not isinstance(sp, dict):
                         continue
-                    attrs = {
-                        a["key"]: attribute_value(a.get("value") or {})
-                        for a in sp.get("attributes") or []
-                        if isinstance(a, dict) and "key" in a
-                    }
+                    attrs: dict[str, Any] = {}
+                    for a in sp.get("attributes") or []:
+                        if not (isinstance(a, dict) and "key" in a):
+                            continue
+                        try:
+                            attrs[str(a["key"])] = attribute_value(a.get("value") or {})
+                        except (ValueError, TypeError, AttributeError) as exc:
+                            issues.append(
+                                Issue(
+                                    kind="damaged",
+                                    where=f"{where} span {sp.get('spanId')} ({sp.get('name')})",
+                                    what=f"attribute {a['key']} holds a value that is not of its type "
+                                    f"({str(a.get('value'))[:60]}: {exc}): that attribute is left out",
+                                )
+                            )
                     status = sp.get("status") or {}
                     error = None
                     if status.get("code") in ("STATUS_CODE_ERROR", 2):
@@ -98,6 +130,7 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                         end=end,
                         attrs=attrs,
                         error=error or (str(attrs["error.type"]) if "error.type" in attrs else None),
+                        parent_id=str(sp["parentSpanId"]) if sp.get("parentSpanId") else None,
                     )
                     if span.kind is not None and (start is None or end is None or end < start):
                         issues.append(
@@ -148,8 +181,8 @@ def _oi_message(flat: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _genai_messages(raw: Any) -> list[dict[str, Any]]:
-    items = json.loads(raw) if isinstance(raw, str) else raw
+def _genai_messages(attrs: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    items = json_attribute(attrs, key)
     out = []
     for m in items or []:
         texts, calls, responses = [], [], []
@@ -192,12 +225,11 @@ def request_messages(span: Span) -> list[dict[str, Any]]:
         if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
             return [dict(m) for m in doc["messages"]]
     if "gen_ai.input.messages" in a:
-        system = a.get("gen_ai.system_instructions")
         head = []
-        if system:
-            parts = json.loads(system) if isinstance(system, str) else system
+        if a.get("gen_ai.system_instructions"):
+            parts = json_attribute(a, "gen_ai.system_instructions")
             head = [{"role": "system", "content": "".join(str(p.get("content", "")) for p in parts or [])}]
-        return head + _genai_messages(a["gen_ai.input.messages"])
+        return head + _genai_messages(a, "gen_ai.input.messages")
     flat = indexed(a, "llm.input_messages")
     if flat:
         return [_oi_message(m) for m in flat]
@@ -219,7 +251,7 @@ def response_body(span: Span, n: int) -> tuple[dict[str, Any], bool]:
     rid = str(a.get("gen_ai.response.id") or f"otlp-{span.span_id}-{n}")
     message: dict[str, Any]
     if "gen_ai.output.messages" in a:
-        messages = _genai_messages(a["gen_ai.output.messages"])
+        messages = _genai_messages(a, "gen_ai.output.messages")
         message = messages[0] if messages else {"role": "assistant", "content": None}
     elif indexed(a, "llm.output_messages"):
         message = _oi_message(indexed(a, "llm.output_messages")[0])
@@ -239,12 +271,10 @@ def tool_schemas(span: Span) -> list[dict[str, Any]]:
     a = span.attrs
     out = []
     for item in indexed(a, "llm.tools"):
-        schema = item.get("tool.json_schema")
-        doc = json.loads(schema) if isinstance(schema, str) else schema
+        doc = json_attribute(item, "tool.json_schema")
         if isinstance(doc, dict) and "function" in doc:
             out.append({"type": "function", "function": doc["function"]})
-    defs = a.get("gen_ai.tool.definitions")
-    for d in (json.loads(defs) if isinstance(defs, str) else defs) or []:
+    for d in json_attribute(a, "gen_ai.tool.definitions") or []:
         if isinstance(d, dict) and d.get("name"):
             fn = d.get("function") or {k: d.get(k) for k in ("name", "description", "parameters")}
             out.append({"type": "function", "function": fn})

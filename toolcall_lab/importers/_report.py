@@ -18,8 +18,9 @@ class NotThisKind(SourceError):
     """The file is empty or of another kind: nothing of this kind is in it (in a folder: skipped)."""
 
 
-IssueKind = Literal["skipped", "gap", "damaged", "failed"]
+IssueKind = Literal["note", "skipped", "gap", "damaged", "failed"]
 ISSUE_TITLES: dict[IssueKind, str] = {
+    "note": "notes",
     "skipped": "skipped",
     "gap": "not in the source",
     "damaged": "DAMAGED SOURCE",
@@ -31,6 +32,8 @@ ISSUE_TITLES: dict[IssueKind, str] = {
 class Issue:
     """Something of the source that is not in the traces as it stands there, and why.
 
+    ``note``: how the import read something the source holds (a compacted conversation, a session
+    resumed in another file, two sessions in one file): nothing is lost, the traces say so too;
     ``skipped``: left out on purpose (a limit, an option, a file of another kind); ``gap``: the
     source itself lacks it (a response body, a result the recording stops before); ``damaged``: the
     source contradicts itself (lines out of order or repeated, impossible timestamps, bytes that are
@@ -45,6 +48,9 @@ class Issue:
     calls: int = 0
     """Tool calls of the source this issue accounts for (not imported)."""
     model_calls: int = 0
+    unreadable: bool = False
+    """A part of the source that could not be read at all (a line, a span): what it held beyond
+    `calls` / `model_calls` is unknown, so it is not in the source counts either."""
 
     def __str__(self) -> str:
         return f"{self.where}: {self.what}"
@@ -80,17 +86,20 @@ class ImportReport:
 
     def summary(self) -> str:
         """A few lines for the command line."""
+        unreadable = sum(i.unreadable for i in self.issues)
+        beyond = f" (+ whatever {unreadable} unreadable part(s) held)" if unreadable else ""
         lines = [
             f"{self.kind} {self.source}: {self.traces} trace(s)",
-            f"  tool calls:  {self.source_calls} in the source, {self.imported_calls} imported"
+            f"  tool calls:  {self.source_calls} in the source{beyond}, {self.imported_calls} imported"
             + (
                 f" ({self.missing_results} without a result in the source: status not_recorded)"
                 if self.missing_results
                 else ""
             ),
-            f"  model calls: {self.source_model_calls} in the source, {self.imported_model_calls} imported",
+            f"  model calls: {self.source_model_calls} in the source{beyond}, "
+            f"{self.imported_model_calls} imported",
         ]
-        kinds: tuple[IssueKind, ...] = ("skipped", "gap", "damaged", "failed")
+        kinds: tuple[IssueKind, ...] = ("note", "skipped", "gap", "damaged", "failed")
         for kind in kinds:
             items = [i for i in self.issues if i.kind == kind]
             if items:

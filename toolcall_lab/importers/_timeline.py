@@ -21,25 +21,37 @@ def known_span(result: Result) -> tuple[float, float] | None:
 
 
 def mode_evidence(turns: Sequence[Turn]) -> tuple[Mode | None, str]:
-    """What the recorded batches show: the mode (None: no batch of two or more calls has recorded
-    starts and ends) and a sentence saying which batches showed what."""
-    seen: dict[str, list[str]] = {"overlapped": [], "partly overlapped": [], "ran one after another": []}
+    """What the recorded batches show: the mode (None: not evidenced, when no batch of two or more
+    calls has recorded starts and ends that tell) and a sentence saying which batches showed what."""
+    seen: dict[str, list[str]] = {
+        "overlapped": [],
+        "partly overlapped": [],
+        "ran one after another": [],
+        "cannot tell (starts and ends within the timestamps' resolution)": [],
+    }
     for k, turn in enumerate(turns):
         spans = [x for r in turn.results if (x := known_span(r)) is not None]
         how = how_batch_ran(spans)
         if how == "not evidenced":
             continue
-        seen["ran one after another" if how == "one after another" else how].append(
-            f"{k} ({len(spans)} calls)"
-        )
+        key = {
+            "one after another": "ran one after another",
+            "cannot tell": "cannot tell (starts and ends within the timestamps' resolution)",
+        }.get(how, how)
+        seen[key].append(f"{k} ({len(spans)} calls)")
     found = [
         f"round {', '.join(v)} {key}" if len(v) == 1 else f"rounds {', '.join(v)} {key}"
         for key, v in seen.items()
         if v
     ]
     if not found:
-        return None, "no batch of two or more calls has a recorded start and end: the mode is not evidenced"
-    mode: Mode = "parallel" if seen["overlapped"] or seen["partly overlapped"] else "sequential"
+        return None, "no batch of two or more calls has a recorded start and end"
+    if seen["overlapped"] or seen["partly overlapped"]:
+        mode: Mode | None = "parallel"
+    elif seen["ran one after another"]:
+        mode = "sequential"
+    else:
+        mode = None
     return mode, "calls with a recorded start and end: " + "; ".join(found)
 
 

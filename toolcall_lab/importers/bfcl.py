@@ -30,7 +30,7 @@ from toolcall_lab.importers._build import (
     safe_tool_name,
     slugify,
 )
-from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._files import import_folder, json_error, not_empty, read_text, wrong_kind
 from toolcall_lab.importers._report import SourceError
 from toolcall_lab.records import Timing
 
@@ -58,7 +58,7 @@ def _jsonl(path: Path, issues: list[Issue]) -> list[dict[str, Any]]:
             doc = json.loads(line)
         except json.JSONDecodeError as exc:
             raise SourceError(
-                f"{path}: line {number} is not valid JSON ({exc.msg} at column {exc.colno})"
+                f"{path}: line {number} is not valid JSON ({json_error(exc, with_line=False)})"
             ) from None
         if isinstance(doc, dict):
             out.append(doc)

@@ -8,18 +8,30 @@ written, sometimes with ``toolUseResult.durationMs`` (Glob, Grep, Read...) or ``
 
 Traces: the main thread gives one trace per user message (the conversation before it becomes the
 initial messages; Claude Code's system prompt is not in the log). Sub-agents (``isSidechain`` lines,
-chained through ``parentUuid`` from a root whose text is the Task's ``prompt``) give one trace each,
-titled with the Task call they ran inside; in the main trace that Task call is one tool call whose
-duration is the sub-agent's whole run. Where every call of a round failed and the agent went on,
-the trace is split (the loop would stop there; see `toolcall_lab.importers._build`). Each trace is
-placed on the log's timeline, so calls that overlapped overlap and calls that waited wait.
+chained through ``parentUuid``) give one trace each, titled with the Task call they ran inside, which
+the log ties to them by structure, not by prompt text alone (`_claude_code_links`: the Task's prompt,
+its time window and its result, which is the sub-agent's final answer); a sub-agent the log does not
+tie to one Task says so. In the main trace that Task call is one tool call whose duration is the
+sub-agent's whole run. Each trace is placed on the log's timeline, so calls that overlapped overlap
+and calls that waited wait. A file holding several sessions numbers each session's turns on its own.
+
+Compaction (a ``system`` line of subtype ``compact_boundary``, then a user line with
+``isCompactSummary``): the model's later calls saw the summary in place of the messages before, so
+the next trace starts from the summary (its initial messages), never from the full conversation.
+When it cut a turn, the part before ends ``incomplete/context_compacted`` (its closing round says so)
+and the turn goes on in a trace titled "(after compaction)". The report notes each compaction.
+
+In a folder, a resumed session's file repeats the lines of the file it resumed (same uuids) and goes
+on: a turn whose every line is in a file with more lines is read once, from there, and noted.
 
 Where each number comes from (the notes give the raw figures):
 
 - model latency (``recorded``): from the line that completed the request (the user line, or the last
   result of the previous batch) to the last line of the response. It includes Claude Code's own work
-  to build the request. Chunk offsets: when each content block's line was written (a block arrives
-  whole, so the first chunk's time is when the first block was complete, not the first token).
+  to build the request. When a line that completed the request has a timestamp that is not trusted,
+  the start is not in the log: the latency is a placeholder. Chunk offsets: when each content
+  block's line was written (a block arrives whole, so the first chunk's time is when the first block
+  was complete, not the first token).
 - tool duration: ``toolUseResult.durationMs`` / ``totalDurationMs`` where present (``recorded``:
   Claude Code's own measurement of the run), unless it is longer than the time between the call's
   ``tool_use`` line and its result line (then the log contradicts itself: reported, not used).
@@ -34,8 +46,13 @@ Where each number comes from (the notes give the raw figures):
 Damage is reported per line and never repaired silently: lines out of ``parentUuid`` order are read
 in that order; a repeated line (same ``uuid``) or a repeated call id is read once; a timestamp that
 contradicts the order of the lines around it is not trusted (numbers resting on it become
-placeholders); bytes that are not UTF-8 are read as U+FFFD; a call whose result line is missing
-while the session goes on is imported with status ``not_recorded``.
+placeholders). Claude Code writes a batch's results in the order of the calls, each stamped when its
+call returned, so among the result lines of one batch the order says nothing about time (a slow
+first call's result line carries a later time than its siblings' after it). Bytes that are not
+UTF-8 are read as U+FFFD, counted exactly, and the response or result holding them says so in its
+timing note (and the trace's notes); a call whose result line is missing while the session goes on
+is imported with status ``not_recorded``; a line cut short is reported with what is left of it (a
+message id or tool_use ids no other line holds are counted in the source).
 
 Arguments are the ``tool_use`` input object serialised compactly (the log stores an object, not the
 streamed string); text blocks of one response are joined with a blank line; ``is_error: true``
@@ -44,19 +61,14 @@ results are errors.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.importers._build import (
-    MODEL_S,
-    TOLERANCE_S,
-    TOOL_S,
     ImportResult,
     Issue,
     Result,
-    ResultStatus,
     Segment,
     Turn,
     build_result,
@@ -65,226 +77,42 @@ from toolcall_lab.importers._build import (
     text_of,
 )
 from toolcall_lab.importers._claude_code_lines import Line as _Line
-from toolcall_lab.importers._claude_code_lines import distrust_times, read_lines, threads_of
+from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
+from toolcall_lab.importers._claude_code_links import Holder, holders, link_subagents, tasks_of
+from toolcall_lab.importers._claude_code_numbers import (
+    SYNTHETIC_MODEL,
+    Response,
+    chunks_of,
+    latency_of,
+    tool_result,
+)
 from toolcall_lab.importers._files import import_folder
 from toolcall_lab.records import Timing
 
-SYNTHETIC_MODEL = "<synthetic>"
+
+@dataclass(slots=True)
+class _Thread:
+    """How one thread of the log is imported: its label and file name, and what the notes add."""
+
+    label: str
+    slug: str
+    notes: str
+    sessions: tuple[str, ...] = ()
+    """Session ids of the thread's roots, when the file holds more than one session."""
 
 
 @dataclass(slots=True)
-class _Response:
-    message_id: str
-    lines: list[_Line] = field(default_factory=list)
+class _Open:
+    """The segment being read and the uuids of the lines it rests on (for resumed sessions)."""
 
-    @property
-    def uses(self) -> list[tuple[_Line, dict[str, Any]]]:
-        return [(ln, b) for ln in self.lines for b in ln.blocks if b.get("type") == "tool_use"]
-
-
-def _chunks(
-    response: _Response, start: float | None
-) -> tuple[list[dict[str, Any]], list[float] | None, str | None]:
-    payloads: list[dict[str, Any]] = []
-    offsets: list[float | None] = []
-    index = 0
-    seen_text = False
-    last = response.lines[-1].doc.get("message") or {}
-
-    def offset(ln: _Line) -> float | None:
-        return None if ln.at is None or start is None else ln.at - start
-
-    for ln in response.lines:
-        for block in ln.blocks:
-            kind = block.get("type")
-            delta: dict[str, Any]
-            if kind == "text":
-                text = str(block.get("text", ""))
-                delta = {"content": ("\n\n" if seen_text else "") + text}
-                seen_text = True
-            elif kind == "thinking":
-                delta = {"reasoning_content": str(block.get("thinking", ""))}
-            elif kind == "tool_use":
-                delta = {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": block.get("id"),
-                            "type": "function",
-                            "function": {
-                                "name": block.get("name"),
-                                "arguments": json.dumps(
-                                    block.get("input") or {}, separators=(",", ":"), ensure_ascii=False
-                                ),
-                            },
-                        }
-                    ]
-                }
-                index += 1
-            else:
-                continue
-            if not payloads:
-                delta = {"role": "assistant", **delta}
-            payloads.append(
-                {
-                    "object": "chat.completion.chunk",
-                    "id": response.message_id,
-                    "model": last.get("model"),
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-                }
-            )
-            offsets.append(offset(ln))
-    if not payloads:
-        payloads.append(
-            {
-                "object": "chat.completion.chunk",
-                "id": response.message_id,
-                "model": last.get("model"),
-                "choices": [
-                    {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-                ],
-            }
-        )
-        offsets.append(offset(response.lines[-1]))
-    payloads[-1]["choices"][0]["finish_reason"] = "tool_calls" if index else "stop"
-    usage = last.get("usage")
-    if isinstance(usage, dict):
-        prompt = sum(
-            int(usage.get(k) or 0)
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        completion = int(usage.get("output_tokens") or 0)
-        payloads[-1]["usage"] = {
-            **usage,
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-    known = [o for o in offsets if o is not None]
-    return payloads, known if len(known) == len(offsets) else None, last.get("model")
+    segment: Segment
+    uuids: set[str] = field(default_factory=set)
+    not_utf8: list[str] = field(default_factory=list)
 
 
-def _tool_result(
-    path: Path,
-    block: dict[str, Any],
-    line: _Line,
-    use_line: _Line,
-    response_end: float | None,
-    waited_from: float | None,
-    issues: list[Issue],
-) -> Result:
-    text = text_of(block.get("content"))
-    status: ResultStatus = "error" if block.get("is_error") is True else "ok"
-    where = f"{path.name} line {line.number}"
-    extra = line.doc.get("toolUseResult")
-    known = line.at is not None and use_line.at is not None
-    from_use = line.at - use_line.at if line.at is not None and use_line.at is not None else None
-    if from_use is not None and from_use < -TOLERANCE_S:
-        issues.append(
-            Issue(
-                kind="damaged",
-                where=where,
-                what=f"the result of {block.get('tool_use_id')} is dated {-from_use:.3f} s before its "
-                f"tool_use line (line {use_line.number}): its duration is a placeholder",
-            )
-        )
-        known = False
-    raw = (
-        f"tool_use line to result line: {from_use:.3f} s"
-        if from_use is not None
-        else "timestamps not trusted"
-    )
-    for key, what in (("durationMs", "the tool's run"), ("totalDurationMs", "the sub-agent's whole run")):
-        ms = extra.get(key) if isinstance(extra, dict) else None
-        if not isinstance(ms, int | float) or isinstance(ms, bool):
-            continue
-        if ms < 0 or (from_use is not None and ms / 1000 > from_use + TOLERANCE_S):
-            issues.append(
-                Issue(
-                    kind="damaged",
-                    where=where,
-                    what=f"toolUseResult.{key} {ms} ms, but "
-                    + (
-                        f"its result line was written {from_use:.3f} s after its tool_use line"
-                        if ms >= 0
-                        else "negative"
-                    )
-                    + ": the figure is not used",
-                )
-            )
-            break
-        return Result(
-            text=text,
-            duration_s=ms / 1000,
-            status=status,
-            end=line.at if known else None,
-            where=where,
-            timing=Timing(
-                source="recorded",
-                note=f"toolUseResult.{key} {ms} ms: Claude Code's measurement of {what} ({raw})",
-            ),
-        )
-    if not known or line.at is None or response_end is None:
-        return Result(
-            text=text,
-            duration_s=TOOL_S,
-            status=status,
-            where=where,
-            timing=Timing(
-                source="placeholder",
-                note=f"the log's timestamps for this call are not trusted: {TOOL_S} s assumed ({raw})",
-            ),
-        )
-    if line.at < response_end:
-        start, how = use_line.at, "its tool_use line (the result came before the response ended)"
-    elif waited_from is not None and waited_from > response_end:
-        return Result(
-            text=text,
-            duration_s=line.at - waited_from,
-            status=status,
-            end=line.at,
-            start_known=False,
-            where=where,
-            timing=Timing(
-                source="estimated",
-                note="start not in the log: assumed when the previous call of the batch returned (Claude "
-                "Code runs tools that are not concurrency-safe one after another); from the end of the "
-                f"response it would be {line.at - response_end:.3f} s ({raw})",
-            ),
-        )
-    else:
-        start, how = response_end, "the end of the response"
-    assert start is not None
-    return Result(
-        text=text,
-        duration_s=max(line.at - start, 0.0),
-        status=status,
-        end=line.at,
-        where=where,
-        timing=Timing(
-            source="recorded",
-            note=f"from {how} to the tool_result line; includes Claude Code's scheduling ({raw})",
-        ),
-    )
-
-
-def _thread_segments(
-    path: Path,
-    thread: list[_Line],
-    *,
-    label: str,
-    slug: str,
-    results: dict[str, tuple[_Line, dict[str, Any]]],
-    issues: list[Issue],
-    notes: str,
-) -> list[Segment]:
-    segments: list[Segment] = []
-    history: list[dict[str, Any]] = []
-    current: Segment | None = None
-    ready_at: float | None = None
-    ready_line: _Line | None = None
-    pending_user: list[_Line] = []
-    responses: list[_Response] = []
+def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[str, Any]]:
+    """The thread as events: ("response", the lines of one response) or ("user", a user line)."""
+    responses: list[Response] = []
     events: list[tuple[str, Any]] = []
     for ln in thread:  # group the assistant lines of one response; keep user lines as they come
         if ln.doc.get("type") == "assistant":
@@ -302,41 +130,135 @@ def _thread_segments(
                             "lines: read as a model call of its own",
                         )
                     )
-                responses.append(_Response(message_id=mid, lines=[ln]))
+                responses.append(Response(message_id=mid, lines=[ln]))
                 events.append(("response", responses[-1]))
         else:
             events.append(("user", ln))
-    last_response = responses[-1] if responses else None
+    return events
+
+
+def _compaction(path: Path, summary: _Line, read: Transcript) -> tuple[str, str]:
+    """Where and how Claude Code compacted the conversation: (line words, what happened)."""
+    boundary = read.boundaries.get(str(summary.doc.get("parentUuid")))
+    meta = (boundary.doc.get("compactMetadata") or {}) if boundary is not None else {}
+    how = ", ".join(
+        x
+        for x in (
+            f"trigger {meta['trigger']}" if meta.get("trigger") else "",
+            f"{meta['preTokens']} tokens before" if meta.get("preTokens") else "",
+        )
+        if x
+    )
+    if boundary is None:
+        return f"line {summary.number}", (
+            f"Claude Code compacted the conversation here: the model's later calls saw its summary (line "
+            f"{summary.number}) in place of the messages before"
+        )
+    where = f"line {boundary.number}"
+    return where, (
+        f"Claude Code compacted the conversation here ({where}{', ' + how if how else ''}): the model's "
+        f"later calls saw its summary (line {summary.number}) in place of the messages before"
+    )
+
+
+def _thread_segments(
+    path: Path,
+    thread: list[_Line],
+    spec: _Thread,
+    *,
+    results: dict[str, tuple[_Line, dict[str, Any]]],
+    read: Transcript,
+    issues: list[Issue],
+) -> list[_Open]:
+    out: list[_Open] = []
+    history: list[dict[str, Any]] = []
+    current: _Open | None = None
+    request: list[_Line] = []
+    """The lines that completed the request of the next response (its user message, or the results
+    of the previous batch)."""
+    ready_at: float | None = None
+    pending_user: list[_Line] = []
+    events = _group(path, thread, issues)
+    last_response = next((item for kind, item in reversed(events) if kind == "response"), None)
+    turn_no = session_no = 0
+    session: str | None = None
+    compacted: str | None = None
+    """Set after a compaction: the next segment starts from its summary (the words say where)."""
+    continues = False
+    """The compaction cut a turn: the next segment goes on with that turn."""
 
     def close() -> None:
         nonlocal current
         if current is not None:
-            history.extend(conversation(current.turns))
-            segments.append(current)
+            seg = current.segment
+            history.extend(conversation(seg.turns))
+            if current.not_utf8:
+                seg.notes += "; bytes that are not UTF-8, read as U+FFFD: " + "; ".join(current.not_utf8)
+            out.append(current)
             current = None
 
-    def ready(ln: _Line) -> None:
-        nonlocal ready_at, ready_line
-        if ln.at is not None and (ready_at is None or ln.at >= ready_at):
-            ready_at, ready_line = ln.at, ln
+    def marked(ln: _Line, what: str) -> str | None:
+        n = read.not_utf8.get(ln.number)
+        if not n:
+            return None
+        return f"line {ln.number} ({what}: {n} U+FFFD character(s) in place of bytes that are not UTF-8)"
 
-    turn_no = 0
     for kind, item in events:
         if kind == "user":
             ln = item
-            if ln.doc.get("parentUuid") is None and history and not ln.doc.get("isSidechain"):
-                close()
-                history.clear()  # a new root: a fresh conversation (e.g. after /clear)
+            if current is not None and ln.uuid:
+                current.uuids.add(ln.uuid)
+            if ln.doc.get("isCompactSummary"):
+                where, what = _compaction(path, ln, read)
+                continues = current is not None
+                if current is not None:
+                    seg = current.segment
+                    seg.status, seg.reason = "incomplete", "context_compacted"
+                    seg.closing = (
+                        f"{what}; the run goes on in the next trace (turn {turn_no}, after compaction)"
+                    )
+                    close()
+                issues.append(
+                    Issue(
+                        kind="note",
+                        where=f"{path.name} {where}",
+                        what=what
+                        + (
+                            f"; {spec.label} turn {turn_no} is cut there and goes on in its own trace "
+                            "(after compaction)"
+                            if continues
+                            else "; the next turn starts from the summary"
+                        ),
+                    )
+                )
+                history.clear()
+                summary = text_of((ln.doc.get("message") or {}).get("content"))
+                history.append({"role": "user", "content": summary})
+                compacted = where
+                request = [ln]
+                continue
+            if ln.doc.get("parentUuid") is None and not ln.doc.get("isSidechain"):
+                sid = ln.doc.get("sessionId")
+                if spec.sessions and sid != session and sid in spec.sessions:
+                    close()
+                    history.clear()
+                    session, session_no, turn_no = sid, spec.sessions.index(sid) + 1, 0
+                elif history:
+                    close()
+                    history.clear()  # a new root: a fresh conversation (e.g. after /clear)
             texts = [b for b in ln.blocks if b.get("type") != "tool_result"]
-            if any(b.get("type") == "tool_result" for b in ln.blocks):
-                ready(ln)
             if texts:
                 close()
                 history.append({"role": "user", "content": text_of(texts)})
                 pending_user.append(ln)
-                ready(ln)
+                request.append(ln)
+                continues = False
+            elif any(b.get("type") == "tool_result" for b in ln.blocks) and ln not in request:
+                request.append(ln)
+            if ln.at is not None and (ready_at is None or ln.at > ready_at):
+                ready_at = ln.at
             continue
-        response: _Response = item
+        response: Response = item
         model = (response.lines[-1].doc.get("message") or {}).get("model")
         if model == SYNTHETIC_MODEL:
             issues.append(
@@ -348,9 +270,17 @@ def _thread_segments(
                 )
             )
             continue
-        start = ready_at if ready_at is not None else response.lines[0].at
+        untrusted = [ln for ln in request if ln.at is None]
+        trusted = [ln for ln in request if ln.at is not None]
+        ready_line = max(reversed(trusted), key=lambda ln: ln.at or 0.0) if trusted else None
+        if untrusted:
+            start = None
+        elif ready_line is not None:
+            start = ready_line.at
+        else:
+            start = ready_at if ready_at is not None else response.lines[0].at
         end = response.lines[-1].at
-        payloads, offsets, model = _chunks(response, start)
+        payloads, offsets, model = chunks_of(response, start)
         turn_results: list[Result] = []
         result_times: list[float] = []
         result_lines: list[_Line] = []
@@ -368,48 +298,60 @@ def _thread_segments(
             res_line, res_block = found
             earlier = [t for t in result_times if res_line.at is not None and t < res_line.at]
             waited = max(earlier) if earlier else None
-            turn_results.append(_tool_result(path, res_block, res_line, use_line, end, waited, issues))
+            result = tool_result(path, res_block, res_line, use_line, end, waited, issues)
+            mark = marked(res_line, f"the result of {block.get('id')}")
+            if mark is not None:
+                result.timing = Timing(source=result.timing.source, note=f"{result.timing.note}; {mark}")
+            turn_results.append(result)
+            result_lines.append(res_line)
             if res_line.at is not None:
                 result_times.append(res_line.at)
-                result_lines.append(res_line)
         if current is None:
-            turn_no += 1
+            if not continues:
+                turn_no += 1
             first_user = pending_user[-1] if pending_user else response.lines[0]
-            current = Segment(
-                title=f"{path.name} {label} turn {turn_no}",
-                slug=f"{slug}_turn{turn_no:02d}",
-                source=f"{path}#line={first_user.number}",
-                initial=list(history),
-                tools=[],
-                turns=[],
-                provider="anthropic",
-                model=model,
-                created=str(first_user.doc.get("timestamp")),
-                notes=notes,
+            where = f" session {session_no}" if spec.sessions else ""
+            after = f" (after compaction at {compacted})" if compacted else ""
+            current = _Open(
+                segment=Segment(
+                    title=f"{path.name}{where} {spec.label} turn {turn_no}{after}",
+                    slug=f"{spec.slug}{f'_s{session_no}' if spec.sessions else ''}_turn{turn_no:02d}"
+                    + ("_compacted" if compacted else ""),
+                    source=f"{path}#line={first_user.number}",
+                    initial=list(history),
+                    tools=[],
+                    turns=[],
+                    provider="anthropic",
+                    model=model,
+                    created=str(first_user.doc.get("timestamp")),
+                    notes=spec.notes
+                    + (
+                        f"; Claude Code compacted the conversation before this trace ({compacted}): its "
+                        "first message is the summary the model saw in place of the earlier messages"
+                        if compacted
+                        else ""
+                    ),
+                ),
+                uuids={u.uuid for u in pending_user if u.uuid},
             )
             pending_user.clear()
-        if start is not None and end is not None and end >= start - TOLERANCE_S:
-            latency, timing = (
-                max(end - start, 0.0),
-                Timing(
-                    source="recorded",
-                    note=f"from the line that completed the request (line "
-                    f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "
-                    f"last line (line {response.lines[-1].number}); includes Claude Code's request "
-                    "preparation",
-                ),
-            )
-        else:
-            latency, timing = (
-                MODEL_S,
-                Timing(
-                    source="placeholder",
-                    note=f"the log's timestamps for this response (lines {response.lines[0].number}-"
-                    f"{response.lines[-1].number}) are not trusted: {MODEL_S} s assumed",
-                ),
-            )
+            compacted = None
+            continues = False
+        current.uuids.update(ln.uuid for ln in (*response.lines, *result_lines) if ln.uuid)
+        for ln in response.lines:
+            mark = marked(ln, f"the response {response.message_id}")
+            if mark is not None:
+                current.not_utf8.append(mark)
+        current.not_utf8 += [
+            m for ln in result_lines if (m := marked(ln, "a tool result")) is not None
+        ]
+        latency, timing = latency_of(response, start, end, ready_line, untrusted)
+        if timing.source != "recorded":
             end = None
-        current.turns.append(
+        model_mark = [m for ln in response.lines if (m := marked(ln, "this response")) is not None]
+        if model_mark:
+            timing = Timing(source=timing.source, note=f"{timing.note}; {'; '.join(model_mark)}")
+        current.segment.turns.append(
             Turn(
                 payloads=payloads,
                 offsets=offsets,
@@ -422,16 +364,55 @@ def _thread_segments(
                 model_end=end,
             )
         )
-        for ln in result_lines:
-            ready(ln)
+        if end is not None and (ready_at is None or end > ready_at):
+            ready_at = end
+        for t in result_times:
+            ready_at = max(ready_at or t, t)
+        request = list(result_lines)
         if not response.uses:
             close()
     close()
-    return segments
+    return out
 
 
-def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
-    lines, issues = read_lines(path)
+def _unreadable(
+    path: Path, read: Transcript, uses: dict[str, _Line], message_ids: set[Any]
+) -> tuple[int, int]:
+    """What the unreadable lines still show (a cut line's message id, its tool_use ids): the issues
+    say so and count them; returns the (tool calls, model calls) found that no other line holds."""
+    calls = models = 0
+    for number, raw in read.unreadable:
+        mid, tids = peek(raw)
+        new_model = mid is not None and mid not in message_ids
+        new_calls = [t for t in dict.fromkeys(tids) if t not in uses]
+        if not new_model and not new_calls:
+            continue
+        where = f"{path.name} line {number}"
+        for i, issue in enumerate(read.issues):
+            if issue.where == where and issue.unreadable:
+                shows = ", ".join(
+                    x
+                    for x in (
+                        f"a model call (message {mid}) that no other line holds" if new_model else "",
+                        f"{len(new_calls)} tool call(s) ({', '.join(new_calls)})" if new_calls else "",
+                    )
+                    if x
+                )
+                read.issues[i] = replace(
+                    issue,
+                    what=f"{issue.what}; what is left of it shows {shows}: counted in the source, "
+                    "not imported",
+                    calls=len(new_calls),
+                    model_calls=int(new_model),
+                )
+        calls += len(new_calls)
+        models += int(new_model)
+    return calls, models
+
+
+def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -> ImportResult:
+    read = read_lines(path)
+    lines, issues = read.lines, read.issues
     uses: dict[str, _Line] = {}
     for ln in lines:
         if ln.doc.get("type") != "assistant":
@@ -458,6 +439,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         for ln in lines
         if ln.doc.get("type") == "assistant" and (ln.doc.get("message") or {}).get("model") != SYNTHETIC_MODEL
     }
+    cut_calls, cut_models = _unreadable(path, read, uses, message_ids)
     results: dict[str, tuple[_Line, dict[str, Any]]] = {}
     orphans = 0
     for ln in lines:
@@ -492,16 +474,6 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     threads = threads_of(lines)
     for thread in threads:
         distrust_times(path, thread, issues)
-    prompts = {
-        str((b.get("input") or {}).get("prompt")): (
-            str(b.get("id")),
-            str((b.get("input") or {}).get("description")),
-        )
-        for ln in threads[0]
-        if ln.doc.get("type") == "assistant"
-        for b in ln.blocks
-        if b.get("type") == "tool_use" and b.get("name") == "Task"
-    }
     name = slugify(path.name.removesuffix(".jsonl"))
     base_notes = (
         "Claude Code transcript: model latency from the line that completed the request to the "
@@ -511,28 +483,85 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         "block, each at the time its line was written; arguments are the tool_use input serialised "
         "compactly; Claude Code's system prompt and tool schemas are not in the log (schemas inferred)"
     )
-    segments = _thread_segments(
-        path, threads[0], label="main", slug=f"{name}__main", results=results, issues=issues, notes=base_notes
+    sessions = tuple(
+        dict.fromkeys(
+            str(ln.doc.get("sessionId"))
+            for ln in threads[0]
+            if ln.doc.get("parentUuid") is None and ln.doc.get("type") == "user" and ln.doc.get("sessionId")
+        )
     )
-    for k, thread in enumerate(threads[1:], start=1):
-        root = thread[0]
-        prompt = text_of((root.doc.get("message") or {}).get("content"))
-        task = prompts.get(prompt)
-        label = (
-            f"sub-agent of Task {task[0]} ({task[1]})" if task else f"sub-agent {k} (its Task call not found)"
+    if len(sessions) > 1:
+        issues.append(
+            Issue(
+                kind="note",
+                where=path.name,
+                what=f"the file holds {len(sessions)} sessions ({', '.join(s[:8] for s in sessions)}): each "
+                "is read on its own, its turns numbered from 1 (titles say 'session N')",
+            )
         )
-        slug = f"{name}__agent_{task[0][-8:] if task else k}"
-        notes = base_notes + (
-            f"; a sub-agent: it ran inside Task call {task[0]} of the main thread (that call's duration is "
-            "this whole run)"
-            if task
-            else "; a sub-agent whose Task call is not in this file"
+    several = sessions if len(sessions) > 1 else ()
+    specs = [_Thread(label="main", slug=f"{name}__main", notes=base_notes, sessions=several)]
+    links = link_subagents(threads, tasks_of(threads, results))
+    for k in range(1, len(threads)):
+        link = links[k]
+        task = link.task
+        if task is not None:
+            specs.append(
+                _Thread(
+                    label=f"sub-agent of Task {task.call_id} ({task.description})",
+                    slug=f"{name}__agent_{task.call_id[-8:]}",
+                    notes=base_notes + f"; a sub-agent: it ran inside Task call {task.call_id} (that call's "
+                    "duration is this whole run; linked by its prompt, its time and its final answer)",
+                )
+            )
+            continue
+        ids = ", ".join(t.call_id for t in link.tasks)
+        specs.append(
+            _Thread(
+                label=f"sub-agent {k} (of Task {ids.replace(', ', ' or ')}: the log does not say which)"
+                if link.tasks
+                else f"sub-agent {k} (its Task call not found)",
+                slug=f"{name}__agent{k}",
+                notes=base_notes
+                + (
+                    f"; a sub-agent that ran inside one of the Task calls {ids}: they have its prompt and "
+                    "its time, and the log does not tie it to one"
+                    if link.tasks
+                    else "; a sub-agent whose Task call is not in this file"
+                ),
+            )
         )
-        segments += _thread_segments(
-            path, thread, label=label, slug=slug, results=results, issues=issues, notes=notes
-        )
+        if link.tasks:
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=f"{path.name} line {threads[k][0].number}",
+                    what=f"a sub-agent that can have run inside any of the Task calls {ids} (same prompt, "
+                    "same time, no distinct final answer): not tied to one",
+                )
+            )
+    opened: list[_Open] = []
+    for thread, spec in zip(threads, specs, strict=True):
+        opened += _thread_segments(path, thread, spec, results=results, read=read, issues=issues)
     kept: list[Segment] = []
-    for seg in segments:
+    repeated_calls = repeated_models = 0
+    for part in opened:
+        seg = part.segment
+        elsewhere = holder(part.uuids) if holder is not None else None
+        if elsewhere is not None:
+            calls = sum(len(t.results) for t in seg.turns)
+            repeated_calls += calls
+            repeated_models += len(seg.turns)
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=seg.title,
+                    what=f"every line of it is in {elsewhere} too (same uuids: a session resumed there): "
+                    f"read once, from {elsewhere}; its {calls} tool call(s) and {len(seg.turns)} model "
+                    "call(s) are counted there",
+                )
+            )
+            continue
         if not any(t.results for t in seg.turns) and not include_no_calls:
             issues.append(
                 Issue(
@@ -549,8 +578,8 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         "claude-code",
         str(path),
         kept,
-        source_calls=len(uses) + orphans,
-        source_model_calls=len(message_ids),
+        source_calls=len(uses) + orphans + cut_calls - repeated_calls,
+        source_model_calls=len(message_ids) + cut_models - repeated_models,
         issues=issues,
     )
 
@@ -559,10 +588,16 @@ def import_claude_code(path: str | Path, *, include_no_calls: bool = False) -> I
     """A Claude Code transcript (``.jsonl``), or a folder of them, -> traces (see the module notes).
 
     In a folder each file is imported on its own: one that cannot be read is reported by name and
-    costs only itself."""
+    costs only itself; a resumed session's file repeats the lines of the file it resumed, and what
+    two files share is read once (from the file with more lines)."""
     p = Path(path)
     if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(".jsonl"))
+        held = holders(files)
         return import_folder(
-            "claude-code", p, (".jsonl",), lambda f: _file(f, include_no_calls=include_no_calls)
+            "claude-code",
+            p,
+            (".jsonl",),
+            lambda f: _file(f, include_no_calls=include_no_calls, holder=held.get(f)),
         )
     return _file(p, include_no_calls=include_no_calls)

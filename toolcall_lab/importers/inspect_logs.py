@@ -2,10 +2,13 @@
 
 A sample's ``events`` hold ``model`` events (the input messages, the output, and with ``call`` the raw
 provider request and response) and ``tool`` events (call id, function, arguments, result or error).
-A model event continues the trace when the previous response's calls were all answered by tool
-events; otherwise (the response had no calls and the solver asked again) a new trace starts from that
-event's input. Long strings are stored once in ``attachments`` and referenced as ``attachment://``;
-they are resolved. Binary ``.eval`` logs: convert them first (``inspect log convert --to json``).
+A model event continues a conversation when its input answers one of that conversation's last calls
+or repeats its last input and adds to it; otherwise it starts a new trace from its input (the solver
+asked again; or an agent run as a tool, whose model events sit inside the tool's span or time: a
+sub-agent, titled so, never merged into the main agent's rounds). A sample inspect stopped (an error,
+a message/token/time limit) says so in the report and in the trace's outcome. Long strings are
+stored once in ``attachments`` and referenced as ``attachment://``; they are resolved. Binary
+``.eval`` logs: convert them first (``inspect log convert --to json``).
 
 Where each number comes from (``recorded``):
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,15 +197,69 @@ def _in_order(label: str, model_events: list[dict[str, Any]], issues: list[Issue
     return kept
 
 
+def _signature(messages: list[dict[str, Any]]) -> list[tuple[Any, str]]:
+    return [(m.get("role"), text_of(m.get("content")).strip()) for m in messages]
+
+
+@dataclass(slots=True)
+class _Conversation:
+    """One agent's conversation in a sample: its segment, and its last request and response calls."""
+
+    segment: Segment
+    request: list[dict[str, Any]]
+    calls: list[str]
+    answered: bool
+
+    def continued_by(self, request: list[dict[str, Any]]) -> bool:
+        """Whether `request` goes on from this conversation: it answers one of the last response's
+        calls, or repeats the last request and adds to it."""
+        if not self.calls:
+            return False
+        if any(m.get("role") == "tool" and m.get("tool_call_id") in self.calls for m in request):
+            return True
+        n = len(self.request)
+        return len(request) > n and _signature(request[:n]) == _signature(self.request)
+
+
+def _tool_spans(events: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
+    """inspect's spans: id -> its span_begin event, and id -> parent id."""
+    begins = {str(e.get("id")): e for e in events if e.get("event") == "span_begin"}
+    return begins, {k: (str(v["parent_id"]) if v.get("parent_id") else None) for k, v in begins.items()}
+
+
+def _inside_tool(
+    e: dict[str, Any],
+    spans: tuple[dict[str, dict[str, Any]], dict[str, str | None]],
+    tool_events: dict[str, dict[str, Any]],
+) -> str | None:
+    """The tool a model event ran inside (an agent run as a tool): by inspect's spans when the log
+    has them (a span of type ``tool`` above the event's span), else by time (inside a tool event)."""
+    begins, parents = spans
+    span, seen = e.get("span_id"), set()
+    while isinstance(span, str) and span not in seen:
+        seen.add(span)
+        begin = begins.get(span)
+        if begin is not None and begin.get("type") == "tool":
+            return f"tool span {begin.get('name')} ({span})"
+        span = parents.get(span)
+    start, done = _span(e)
+    if start is None or done is None:
+        return None
+    for te in tool_events.values():
+        t_start, t_done = _span(te)
+        if t_start is not None and t_done is not None and t_start <= start and done <= t_done:
+            return f"tool call {te.get('id')} ({te.get('function')})"
+    return None
+
+
 def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: list[Issue]) -> list[Segment]:
     attachments = sample.get("attachments") or {}
     events = [_resolve(e, attachments) for e in sample.get("events") or [] if isinstance(e, dict)]
     tool_events = {str(e.get("id")): e for e in events if e.get("event") == "tool"}
+    spans = _tool_spans(events)
     label = f"sample {sample.get('id')} epoch {sample.get('epoch', 1)}"
     model_name = (log.get("eval") or {}).get("model")
-    segments: list[Segment] = []
-    current: Segment | None = None
-    answered = False
+    conversations: list[_Conversation] = []
     model_events = _in_order(label, [e for e in events if e.get("event") == "model"], issues)
     for n, e in enumerate(model_events):
         body, own = _response(e, n)
@@ -244,28 +302,46 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
                     timing=t_timing,
                 )
             )
-        if current is None or not answered:
-            if current is not None:
-                segments.append(current)
-            current = Segment(
-                title=f"{path.name} {label}",
-                slug=f"{slugify(path.stem)}__{slugify(label)}",
-                source=f"{path}#sample={sample.get('id')}&epoch={sample.get('epoch', 1)}&model_event={n}",
-                initial=_input(e),
-                tools=_tools(e),
-                turns=[],
-                provider=str(model_name).split("/", 1)[0] if model_name else None,
-                model=(e.get("output") or {}).get("model") or model_name,
-                created=str(e.get("timestamp")),
-                notes="inspect_ai log: model latency and tool durations from each event's working_time; "
-                + (
-                    "responses are the provider's bodies as inspect kept them (call.response, the SDK's "
-                    "dump: values exact, not the wire bytes)"
-                    if own
-                    else "responses rebuilt from inspect's output messages (not verbatim)"
+        request = _input(e)
+        open_ = [c for c in conversations if c.calls]
+        current = next((c for c in reversed(open_) if request and c.continued_by(request)), None)
+        if current is None and not request:  # no input recorded: the last one whose calls were answered
+            current = next((c for c in reversed(open_) if c.answered), None)
+        if current is None:
+            inside = _inside_tool(e, spans, tool_events)
+            title = f"{path.name} {label}" + (f" sub-agent in {inside}" if inside else "")
+            current = _Conversation(
+                segment=Segment(
+                    title=title,
+                    slug=f"{slugify(path.stem)}__{slugify(label)}"
+                    + (f"__sub_{slugify(inside)}" if inside else ""),
+                    source=f"{path}#sample={sample.get('id')}&epoch={sample.get('epoch', 1)}&model_event={n}",
+                    initial=request,
+                    tools=_tools(e),
+                    turns=[],
+                    provider=str(model_name).split("/", 1)[0] if model_name else None,
+                    model=(e.get("output") or {}).get("model") or model_name,
+                    created=str(e.get("timestamp")),
+                    notes="inspect_ai log: model latency and tool durations from each event's working_time; "
+                    + (
+                        "responses are the provider's bodies as inspect kept them (call.response, the SDK's "
+                        "dump: values exact, not the wire bytes)"
+                        if own
+                        else "responses rebuilt from inspect's output messages (not verbatim)"
+                    )
+                    + (
+                        f"; an agent that ran inside {inside} of another conversation of this sample "
+                        "(a sub-agent): its model calls are its own trace"
+                        if inside
+                        else ""
+                    ),
                 ),
+                request=request,
+                calls=[],
+                answered=False,
             )
-        current.turns.append(
+            conversations.append(current)
+        current.segment.turns.append(
             Turn(
                 payloads=[body],
                 latency_s=latency if latency is not None else MODEL_S,
@@ -276,12 +352,11 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
                 model_end=done if latency is not None else None,
             )
         )
-        answered = bool(calls)
-        if not calls:
-            segments.append(current)
-            current = None
-    if current is not None:
-        segments.append(current)
+        current.request = request
+        current.calls = [str(c.get("id")) for c in calls]
+        current.answered = all(str(c.get("id")) in tool_events for c in calls)
+    segments = [c.segment for c in conversations]
+    _ended_early(sample, label, segments, issues)
     orphan = set(tool_events) - {
         str(c.get("id"))
         for s in segments
@@ -299,6 +374,31 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
     return segments
 
 
+def _ended_early(sample: dict[str, Any], label: str, segments: list[Segment], issues: list[Issue]) -> None:
+    """A sample inspect stopped (an error, a limit: messages, tokens, time...) says so: reported, and
+    the sample's main conversation ends with that reason instead of "the recording ends"."""
+    error, limit = sample.get("error"), sample.get("limit")
+    if not error and not limit:
+        return
+    message = (error.get("message") if isinstance(error, dict) else error) if error else None
+    if isinstance(limit, dict) and limit:
+        why = f"inspect stopped the sample at its {limit.get('type')} limit ({limit.get('limit')})"
+        why += f" (its error: {message})" if message else ""
+        reason = f"{limit.get('type')}_limit"
+    else:
+        why, reason = f"the sample ended with an error: {message}", "sample_error"
+    issues.append(Issue(kind="gap", where=label, what=f"{why}: the run stops there"))
+    main = next((s for s in segments if "sub-agent" not in s.title), None)
+    if main is None:
+        return
+    main.notes += f"; {why}"
+    last = main.turns[-1].payloads[0] if main.turns else {}
+    asked = ((last.get("choices") or [{}])[0].get("message") or {}).get("tool_calls")
+    if asked:
+        main.status, main.reason, main.error = "incomplete", reason, why
+        main.closing = f"{why}: no model response follows"
+
+
 def _file(path: Path) -> ImportResult:
     if path.suffix == ".eval":
         raise wrong_kind(
@@ -307,7 +407,7 @@ def _file(path: Path) -> ImportResult:
     issues: list[Issue] = []
     text = read_text(path, issues)
     not_empty(path, text, "inspect_ai")
-    log = load_json(path, text)
+    log = load_json(path, text, "inspect")
     if not isinstance(log, dict) or not isinstance(log.get("samples"), list):
         raise wrong_kind(path, "inspect", "not an inspect_ai eval log (no 'samples' list)")
     segments: list[Segment] = []

@@ -1,31 +1,48 @@
 """Langfuse trace exports (``{trace, observations}``) -> traces.
 
-Model calls are the leaf ``GENERATION`` observations (a generation with generation children, such as
-the AI SDK's ``ai.streamText`` around its ``ai.streamText.doStream`` steps, is a wrapper); the calls
-under one parent are one run, in time order. Tool executions are ``TOOL`` observations (or spans
-named ``ai.toolCall``), assigned to the step they started in; id, name, arguments and result come from
-the observation (``ai.toolCall.*`` metadata attributes, else its input and output).
+The export is a tree of observations (``parentObservationId``). Model calls are the leaf
+``GENERATION`` observations (a generation with generations below it, such as the AI SDK's
+``ai.streamText`` around its ``ai.streamText.doStream`` steps, is a wrapper). One agent run is what
+hangs under one wrapper generation, or else under one top-level observation (LangGraph puts each
+model call under its own ``agent`` span and the tools under ``tools`` spans, all under the graph's
+root; a LangChain AgentExecutor puts them side by side): its model calls in time order, its tools
+matched to the calls that asked for them.
 
-A step whose output was not recorded (the AI SDK leaves ``doStream`` outputs empty) is rebuilt: its
-tool calls from the tool observations of that step, its text for the last step from the parent's
-output. The notes say which responses were rebuilt.
+Tool executions are ``TOOL`` observations, spans named ``ai.toolCall``, and spans that are tools by
+their place: named as a tool a model call asked for, with nothing below them, and either hanging
+under a ``tools`` / ``ToolNode`` span or given that call's arguments as input (older LangChain
+handlers record tools as plain spans). A span named like a tool that neither says so is reported,
+not guessed. Id, name, arguments and result come from the observation (``ai.toolCall.*`` metadata
+attributes, a LangChain ToolMessage output's ``tool_call_id``, else its name, input and output).
+
+A generation's output is read in every shape exporters write (`_langfuse_shapes`): a completion
+with ``choices``, a bare assistant message with ``tool_calls`` (the OpenAI wrapper, LangChain), a
+LangChain message, Anthropic blocks, AI SDK parts, text. Its tool calls are matched to the run's
+tool observations by call id, else by name and arguments, else by name, among the tools that started
+during that step (before the run's next model call). An output that was not recorded (the AI SDK
+leaves ``doStream`` outputs empty) is rebuilt: its tool calls from the tools that started in that
+step, its text for the last step from the wrapper's output; an output in a shape this importer does
+not read is reported and rebuilt the same way. The notes say which responses were rebuilt or
+converted.
 
 Where each number comes from (``recorded``):
 
 - model latency: the generation's start to end, except when a tool of the step started while the
   generation was still open: the AI SDK runs a tool as soon as its call has streamed and keeps the
   step open until the tool returns, so the model's part ends when the (last) tool started; the rest of
-  the span is the tool. Time to first token (``completionStartTime``) is given in the note;
+  the span is the tool. Time to first token (``completionStartTime``) is kept as the first chunk's
+  time;
 - tool duration: the tool observation's start to end.
 
 An observation without a valid start or end (``endTime: null``: still running when exported) is
-reported by id; numbers resting on it are placeholders. The time to first token of a generation
-(``completionStartTime``) is kept as its first chunk's time.
+reported by id; numbers resting on it are placeholders. A tool observation no model call asked for
+is reported as not represented.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,88 +64,132 @@ from toolcall_lab.importers._build import (
     text_of,
 )
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._langfuse_shapes import loads, messages, output_message, schema
 from toolcall_lab.records import Timing
 
+_TOOL_PARENTS = frozenset({"tools", "tool", "toolnode", "tool_node", "action", "actions", "tool_calls"})
+"""Names of the spans agent frameworks hang tool executions under (LangGraph's ``tools`` node)."""
 
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
+Obs = dict[str, Any]
 
 
-def _attrs(o: dict[str, Any]) -> dict[str, Any]:
-    meta = _json(o.get("metadata")) or {}
+def _attrs(o: Obs) -> dict[str, Any]:
+    meta = loads(o.get("metadata")) or {}
     return (meta.get("attributes") or {}) if isinstance(meta, dict) else {}
 
 
-def _is_tool(o: dict[str, Any]) -> bool:
-    return o.get("type") == "TOOL" or (o.get("type") == "SPAN" and o.get("name") == "ai.toolCall")
+def _calls_of(message: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return list((message or {}).get("tool_calls") or [])
 
 
-def _messages(value: Any) -> list[dict[str, Any]]:
-    """Prompt messages (OpenAI chat, or the AI SDK's parts) -> chat messages."""
-    items = _json(value)
-    if isinstance(items, dict) and isinstance(items.get("messages"), list):
-        items = items["messages"]
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
-    out: list[dict[str, Any]] = []
-    for m in items or []:
-        if not isinstance(m, dict):
-            continue
-        content = m.get("content")
-        if not isinstance(content, list):
-            out.append(dict(m))
-            continue
-        texts = [str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        calls = [
-            call_entry(
-                p.get("toolCallId"), str(p.get("toolName")), json.dumps(p.get("input", p.get("args")) or {})
-            )
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "tool-call"
-        ]
-        results = [p for p in content if isinstance(p, dict) and p.get("type") == "tool-result"]
-        if results:
-            out += [
-                {
-                    "role": "tool",
-                    "tool_call_id": r.get("toolCallId"),
-                    "content": text_of(r.get("output", r.get("result"))),
-                }
-                for r in results
-            ]
-            continue
-        message: dict[str, Any] = {"role": m.get("role"), "content": "".join(texts) or None}
-        if calls:
-            message["tool_calls"] = calls
-        out.append(message)
-    return out
+def _tool_id(o: Obs) -> str | None:
+    a, meta, out = _attrs(o), loads(o.get("metadata")), loads(o.get("output"))
+    for value in (
+        a.get("ai.toolCall.id"),
+        meta.get("tool_call_id") if isinstance(meta, dict) else None,
+        out.get("tool_call_id") if isinstance(out, dict) else None,
+    ):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
-def _tool_schemas(o: dict[str, Any]) -> list[dict[str, Any]]:
-    meta = _json(o.get("metadata")) or {}
+def _tool_name(o: Obs) -> str:
+    return str(_attrs(o).get("ai.toolCall.name") or o.get("name"))
+
+
+def _tool_args(o: Obs) -> str:
+    a = _attrs(o)
+    if a.get("ai.toolCall.args") is not None:
+        return str(a["ai.toolCall.args"])
+    given = o.get("input")
+    return given if isinstance(given, str) else json.dumps(given or {})
+
+
+def _tool_result(o: Obs) -> str:
+    out = _attrs(o).get("ai.toolCall.result", o.get("output"))
+    doc = loads(out)
+    if isinstance(doc, dict) and "content" in doc and (doc.get("tool_call_id") or doc.get("type") == "tool"):
+        return text_of(doc["content"])  # a LangChain ToolMessage
+    return out if isinstance(out, str) else text_of(doc)
+
+
+def _same_arguments(a: str, b: str) -> bool:
+    return a == b or (loads(a) == loads(b) and isinstance(loads(a), dict))
+
+
+class _Tree:
+    """The observations of one export, with their places in the tree."""
+
+    def __init__(self, observations: Sequence[Obs]) -> None:
+        self.by_id = {o.get("id"): o for o in observations}
+        self.children: dict[Any, list[Obs]] = {}
+        for o in observations:
+            self.children.setdefault(o.get("parentObservationId"), []).append(o)
+
+    def parent(self, o: Obs) -> Obs | None:
+        return self.by_id.get(o.get("parentObservationId"))
+
+    def ancestors(self, o: Obs) -> list[Obs]:
+        out: list[Obs] = []
+        p = self.parent(o)
+        while p is not None and all(p is not q for q in out):
+            out.append(p)
+            p = self.parent(p)
+        return out
+
+    def below(self, o: Obs) -> list[Obs]:
+        out: list[Obs] = []
+        todo = list(self.children.get(o.get("id"), []))
+        while todo:
+            c = todo.pop()
+            if any(c is x for x in out):
+                continue
+            out.append(c)
+            todo += self.children.get(c.get("id"), [])
+        return out
+
+    def run_of(self, o: Obs) -> Any:
+        """The run an observation belongs to: its nearest wrapper generation, else its top ancestor."""
+        above = self.ancestors(o)
+        wrapper = next((a for a in above if a.get("type") == "GENERATION"), None)
+        if wrapper is not None:
+            return wrapper.get("id")
+        return above[-1].get("id") if above else "(trace)"
+
+
+def _tools(tree: _Tree, requested: dict[str, list[str]], issues: list[Issue]) -> list[Obs]:
+    """The tool executions of an export (see the module notes); spans named like a tool that do not
+    say they ran one are reported."""
     out = []
-    for t in (meta.get("tools") if isinstance(meta, dict) else None) or []:
-        d = _json(t)
-        if isinstance(d, dict) and d.get("name"):
-            out.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": d["name"],
-                        "description": d.get("description", ""),
-                        "parameters": d.get("parameters") or d.get("inputSchema") or {},
-                    },
-                }
+    for o in tree.by_id.values():
+        kind, name = o.get("type"), str(o.get("name"))
+        if kind == "TOOL" or (kind == "SPAN" and name == "ai.toolCall"):
+            out.append(o)
+            continue
+        if kind != "SPAN" or name not in requested:
+            continue
+        if any(b.get("type") == "GENERATION" for b in tree.below(o)):
+            continue
+        parent = tree.parent(o)
+        under_tools = parent is not None and str(parent.get("name")).lower() in _TOOL_PARENTS
+        given = _tool_args(o)
+        asked = any(_same_arguments(given, args) for args in requested[name])
+        if under_tools or asked or _tool_id(o):
+            out.append(o)
+        else:
+            issues.append(
+                Issue(
+                    kind="skipped",
+                    where=f"observation {o.get('id')} ({name})",
+                    what="a span named like a tool a model call asked for, but neither its parent nor its "
+                    "input says it ran that call: not read as a tool execution",
+                )
             )
     return out
 
 
-def _export(path: Path, doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _export(path: Path, doc: Any) -> tuple[dict[str, Any], list[Obs]]:
     if isinstance(doc, dict) and isinstance(doc.get("observations"), list):
         trace = doc.get("trace")
         observations = [o for o in doc["observations"] if isinstance(o, dict)]
@@ -136,11 +197,10 @@ def _export(path: Path, doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]
     raise wrong_kind(path, "langfuse", "expected an object with an 'observations' list")
 
 
-def _times(o: dict[str, Any], issues: list[Issue]) -> tuple[float | None, float | None]:
+def _times(o: Obs, issues: list[Issue]) -> tuple[float | None, float | None]:
     """An observation's start and end, or None for a missing or inconsistent one (reported)."""
     start, end = stamp_or_none(o.get("startTime")), stamp_or_none(o.get("endTime"))
-    bad = start is None or end is None or end < start
-    if bad:
+    if start is None or end is None or end < start:
         issues.append(
             Issue(
                 kind="damaged",
@@ -154,236 +214,93 @@ def _times(o: dict[str, Any], issues: list[Issue]) -> tuple[float | None, float 
     return start, end
 
 
+def _match(call: dict[str, Any], pool: list[Obs], window: tuple[float, float], start_of: Any) -> Obs | None:
+    """The tool observation that ran `call`: same id; else same name and arguments, else same name,
+    among the tools that started in the step's window."""
+    cid = call.get("id")
+    name = (call.get("function") or {}).get("name")
+    args = str((call.get("function") or {}).get("arguments") or "")
+    if cid:
+        found = next((t for t in pool if _tool_id(t) == cid), None)
+        if found is not None:
+            return found
+    inside = [t for t in pool if window[0] <= start_of(t) < window[1] and _tool_name(t) == name]
+    inside = [t for t in inside if not (cid and _tool_id(t) and _tool_id(t) != cid)]
+    return next((t for t in inside if _same_arguments(_tool_args(t), args)), inside[0] if inside else None)
+
+
+def _result(t: Obs, times: dict[int, tuple[float | None, float | None]]) -> Result:
+    status: ResultStatus = "error" if t.get("level") == "ERROR" else "ok"
+    t_start, t_end = times[id(t)]
+    if t_start is None or t_end is None:
+        return Result(
+            text=_tool_result(t),
+            duration_s=0.0,
+            status=status,
+            where=f"observation {t.get('id')}",
+            timing=Timing(source="placeholder", note="the tool observation has no valid start and end: 0 s"),
+        )
+    return Result(
+        text=_tool_result(t),
+        duration_s=t_end - t_start,
+        status=status,
+        end=t_end,
+        where=f"observation {t.get('id')}",
+        timing=Timing(source="recorded", note="the tool observation's start to end"),
+    )
+
+
 def _file(path: Path) -> ImportResult:
     issues: list[Issue] = []
     raw = read_text(path, issues)
     not_empty(path, raw, "Langfuse")
-    doc = load_json(path, raw)
+    doc = load_json(path, raw, "langfuse")
     exports = doc if isinstance(doc, list) else [doc]
     segments: list[Segment] = []
     source_calls = source_model_calls = 0
     for e, export in enumerate(exports):
         trace, observations = _export(path, export)
-        times = {
-            id(o): _times(o, issues) for o in observations if o.get("type") == "GENERATION" or _is_tool(o)
-        }
+        tree = _Tree(observations)
+        gens = [o for o in observations if o.get("type") == "GENERATION"]
+        wrappers = {id(g) for g in gens if any(b.get("type") == "GENERATION" for b in tree.below(g))}
+        outputs = {id(g): output_message(g.get("output")) for g in gens if id(g) not in wrappers}
+        requested: dict[str, list[str]] = {}
+        for message, _ in outputs.values():
+            for c in _calls_of(message):
+                fn = c.get("function") or {}
+                requested.setdefault(str(fn.get("name")), []).append(str(fn.get("arguments") or ""))
+        tools = _tools(tree, requested, issues)
+        times = {id(o): _times(o, issues) for o in [*gens, *tools] if id(o) not in wrappers}
 
-        def start_of(o: dict[str, Any], times: dict[int, tuple[float | None, float | None]] = times) -> float:
+        def start_of(o: Obs, times: dict[int, tuple[float | None, float | None]] = times) -> float:
             start = times[id(o)][0]
             return float("inf") if start is None else start
 
-        gens = [o for o in observations if o.get("type") == "GENERATION"]
-        parents = {o.get("parentObservationId") for o in gens}
-        leaves = sorted((g for g in gens if g.get("id") not in parents), key=start_of)
-        tools = sorted((o for o in observations if _is_tool(o)), key=start_of)
+        leaves = sorted((g for g in gens if id(g) not in wrappers), key=start_of)
         source_model_calls += len(leaves)
-        by_id = {o.get("id"): o for o in observations}
-        runs: dict[Any, list[dict[str, Any]]] = {}
+        runs: dict[Any, list[Obs]] = {}
         for g in leaves:
-            runs.setdefault(g.get("parentObservationId"), []).append(g)
-        used: set[Any] = set()
-        for r, (parent_id, steps) in enumerate(runs.items()):
-            parent = by_id.get(parent_id) or {}
-            turns: list[Turn] = []
-            cuts: list[int] = []
-            rebuilt = 0
-            for k, g in enumerate(steps):
-                unknown_step = False
-                g_start, g_end = times[id(g)]
-                nxt = start_of(steps[k + 1]) if k + 1 < len(steps) else float("inf")
-                lo = g_start if g_start is not None else float("-inf")
-                mine = [t for t in tools if t.get("id") not in used and lo <= start_of(t) < nxt]
-                used.update(t.get("id") for t in mine)
-                output = _json(g.get("output"))
-                if isinstance(output, dict) and output.get("choices"):
-                    body = dict(output)
-                    body.setdefault("object", "chat.completion")
-                else:
-                    rebuilt += 1
-                    calls = []
-                    for obs in mine:
-                        a = _attrs(obs)
-                        calls.append(
-                            call_entry(
-                                a.get("ai.toolCall.id"),
-                                str(a.get("ai.toolCall.name") or obs.get("name")),
-                                str(
-                                    a.get("ai.toolCall.args")
-                                    or (
-                                        obs.get("input")
-                                        if isinstance(obs.get("input"), str)
-                                        else json.dumps(obs.get("input") or {})
-                                    )
-                                ),
-                            )
-                        )
-                    text = output if isinstance(output, str) else None
-                    if text is None and not calls and k == len(steps) - 1:
-                        text = text_of(_json(parent.get("output")))
-                    message: dict[str, Any] = {"role": "assistant", "content": text}
-                    if calls:
-                        message["tool_calls"] = calls
-                    if text is None and not calls and k < len(steps) - 1:  # a step we know nothing of
-                        body = placeholder_payload(
-                            "(response not recorded)",
-                            why="the step's output was not recorded and no tool observation started in it",
-                            response_id=str(g.get("id")),
-                            model=g.get("model"),
-                        )
-                        unknown_step = True
-                    else:
-                        body = completion(message, response_id=str(g.get("id")), model=g.get("model"))
-                usage = _json(g.get("usageDetails"))
-                if isinstance(usage, dict) and usage and "usage" not in body:
-                    body["usage"] = {
-                        "prompt_tokens": usage.get("input"),
-                        "completion_tokens": usage.get("output"),
-                        "total_tokens": usage.get("total"),
-                    }
-                ttft_at = stamp_or_none(g.get("completionStartTime"))
-                first_token = None
-                model_end: float | None = None
-                if g_start is None or g_end is None:
-                    latency, timing = (
-                        MODEL_S,
-                        Timing(
-                            source="placeholder",
-                            note=f"the generation has no valid start and end: {MODEL_S} s assumed",
-                        ),
-                    )
-                else:
-                    inside = [start_of(t) for t in mine if start_of(t) < g_end]
-                    if inside:
-                        latency = max(inside) - g_start
-                        note = (
-                            f"from the generation's start to its tool's start ({latency:.3f} s): the AI SDK "
-                            f"ran the tool while the step was open (the span's own {g_end - g_start:.3f} s "
-                            "include the tool)"
-                        )
-                    else:
-                        latency, note = g_end - g_start, "the generation's start to end"
-                    if ttft_at is not None and g_start <= ttft_at <= g_start + latency:
-                        first_token = ttft_at - g_start
-                        note += f"; first token after {first_token:.3f} s (completionStartTime)"
-                    timing = Timing(source="recorded", note=note)
-                    model_end = g_start + latency
-                results = []
-                calls_here = (body.get("choices") or [{}])[0].get("message", {}).get("tool_calls") or []
-                source_calls += len(calls_here)
-                pool = list(mine)
-                for call in calls_here:
-                    t: dict[str, Any] | None = next(
-                        (
-                            x
-                            for x in pool
-                            if _attrs(x).get("ai.toolCall.id") == call.get("id") and call.get("id")
-                        ),
-                        None,
-                    )
-                    if t is None:
-                        name = (call.get("function") or {}).get("name")
-                        t = next(
-                            (x for x in pool if (_attrs(x).get("ai.toolCall.name") or x.get("name")) == name),
-                            None,
-                        )
-                    if t is None:
-                        results.append(Result.missing(f"observation {g.get('id')} call {call.get('id')}"))
-                        continue
-                    pool.remove(t)
-                    a = _attrs(t)
-                    out = a.get("ai.toolCall.result", t.get("output"))
-                    shown = out if isinstance(out, str) else text_of(_json(out))
-                    status: ResultStatus = "error" if t.get("level") == "ERROR" else "ok"
-                    t_start, t_end = times[id(t)]
-                    if t_start is None or t_end is None:
-                        results.append(
-                            Result(
-                                text=shown,
-                                duration_s=0.0,
-                                status=status,
-                                where=f"observation {t.get('id')}",
-                                timing=Timing(
-                                    source="placeholder",
-                                    note="the tool observation has no valid start and end: 0 s",
-                                ),
-                            )
-                        )
-                        continue
-                    results.append(
-                        Result(
-                            text=shown,
-                            duration_s=t_end - t_start,
-                            status=status,
-                            end=t_end,
-                            where=f"observation {t.get('id')}",
-                            timing=Timing(source="recorded", note="the tool observation's start to end"),
-                        )
-                    )
-                for t in pool:
-                    source_calls += 1
-                    issues.append(
-                        Issue(
-                            kind="failed",
-                            where=f"observation {t.get('id')}",
-                            what="a tool call whose step's recorded output does not hold it",
-                            calls=1,
-                        )
-                    )
-                ends = [x for x in [g_end, *(times[id(t)][1] for t in mine)] if x is not None]
-                turns.append(
-                    Turn(
-                        payloads=[body],
-                        latency_s=max(latency, 0.0),
-                        timing=timing,
-                        results=results,
-                        recorded_start=g_start,
-                        recorded_end=max(ends, default=None),
-                        model_end=model_end,
-                        first_token_s=first_token,
-                    )
-                )
-                if unknown_step:  # the conversation cannot be followed past it: the rest is another
-                    cuts.append(len(turns))
-            first = steps[0]
-            initial = _messages(first.get("input")) or _messages(trace.get("input"))
+            runs.setdefault(tree.run_of(g), []).append(g)
+        tools_of: dict[Any, list[Obs]] = {}
+        for t in sorted(tools, key=start_of):
+            tools_of.setdefault(tree.run_of(t), []).append(t)
+        for r, (run_id, steps) in enumerate(runs.items()):
             label = f"export {e + 1} run {r + 1}" if len(exports) > 1 or len(runs) > 1 else "run"
-            for lo, hi in zip([0, *cuts], [*cuts, len(turns)], strict=True):
-                if lo == hi:
-                    continue
-                segments.append(
-                    Segment(
-                        title=f"{path.name} {trace.get('name') or ''} {label}".replace("  ", " "),
-                        slug=f"{slugify(path.stem)}__{slugify(label)}",
-                        source=f"{path}#trace={trace.get('id')}&observation={parent_id or first.get('id')}",
-                        initial=initial + conversation(turns[:lo]),
-                        tools=_tool_schemas(first),
-                        turns=turns[lo:hi],
-                        status="incomplete" if hi in cuts else "completed",
-                        reason="response_not_recorded" if hi in cuts else "final_answer",
-                        provider="langfuse",
-                        model=first.get("model"),
-                        created=str(first.get("startTime")),
-                        notes="Langfuse export: model latency from each generation (up to its tool's start "
-                        "when the tool ran inside it), tool durations from the tool observations; "
-                        + (
-                            f"{rebuilt} of {len(turns)} responses rebuilt from the tool observations and the "
-                            "parent's output (their outputs were not recorded)"
-                            if rebuilt
-                            else "responses as recorded"
-                        ),
-                    )
+            segs, calls = _run(
+                path, trace, tree, run_id, steps, tools_of.pop(run_id, []), outputs, times, label, issues
+            )
+            segments += segs
+            source_calls += calls
+        for t in (t for left in tools_of.values() for t in left):
+            source_calls += 1
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"observation {t.get('id')} ({_tool_name(t)})",
+                    what="a tool observation outside every run with a model call: not imported",
+                    calls=1,
                 )
-        for t in tools:
-            if t.get("id") not in used:
-                source_calls += 1
-                issues.append(
-                    Issue(
-                        kind="failed",
-                        where=f"observation {t.get('id')}",
-                        what="a tool observation outside every generation step",
-                        calls=1,
-                    )
-                )
+            )
     return build_result(
         "langfuse",
         str(path),
@@ -392,6 +309,201 @@ def _file(path: Path) -> ImportResult:
         source_model_calls=source_model_calls,
         issues=issues,
     )
+
+
+def _run(
+    path: Path,
+    trace: dict[str, Any],
+    tree: _Tree,
+    run_id: Any,
+    steps: list[Obs],
+    tools: list[Obs],
+    outputs: dict[int, tuple[dict[str, Any] | None, bool]],
+    times: dict[int, tuple[float | None, float | None]],
+    label: str,
+    issues: list[Issue],
+) -> tuple[list[Segment], int]:
+    """The segments of one run, and the tool calls of the source it holds."""
+
+    def start_of(o: Obs) -> float:
+        start = times[id(o)][0]
+        return float("inf") if start is None else start
+
+    parent = tree.by_id.get(run_id) or {}
+    pool = list(tools)
+    turns: list[Turn] = []
+    cuts: list[int] = []
+    rebuilt = converted = source_calls = 0
+    for k, g in enumerate(steps):
+        g_start, g_end = times[id(g)]
+        window = (
+            g_start if g_start is not None else float("-inf"),
+            start_of(steps[k + 1]) if k + 1 < len(steps) else float("inf"),
+        )
+        message, recorded = outputs[id(g)]
+        unknown_step = False
+        if message is None and recorded:
+            issues.append(
+                Issue(
+                    kind="gap",
+                    where=f"observation {g.get('id')} ({g.get('name')})",
+                    what="its output is in a shape this importer does not read "
+                    f"({str(g.get('output'))[:80]!r}): the response is rebuilt from the tools that ran in "
+                    "its step",
+                )
+            )
+        if message is not None:
+            converted += not (
+                isinstance(loads(g.get("output")), dict) and loads(g.get("output")).get("choices")
+            )
+            body = completion(message, response_id=str(g.get("id")), model=g.get("model"))
+            mine: list[Obs | None] = []
+            for call in _calls_of(message):
+                t = _match(call, pool, window, start_of)
+                if t is not None:
+                    pool.remove(t)
+                mine.append(t)
+        else:
+            rebuilt += 1
+            started = [t for t in pool if window[0] <= start_of(t) < window[1]]
+            for t in started:
+                pool.remove(t)
+            mine = list(started)
+            calls = [call_entry(_tool_id(t), _tool_name(t), _tool_args(t)) for t in started]
+            text = None
+            if not calls and k == len(steps) - 1:
+                text = text_of(loads(parent.get("output")))
+            rebuilt_message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                rebuilt_message["tool_calls"] = calls
+            if text is None and not calls and k < len(steps) - 1:  # a step we know nothing of
+                body = placeholder_payload(
+                    "(response not recorded)",
+                    why="the step's output was not recorded and no tool observation started in it",
+                    response_id=str(g.get("id")),
+                    model=g.get("model"),
+                )
+                unknown_step = True
+            else:
+                body = completion(rebuilt_message, response_id=str(g.get("id")), model=g.get("model"))
+        usage = loads(g.get("usageDetails"))
+        if isinstance(usage, dict) and usage:
+            body["usage"] = {
+                "prompt_tokens": usage.get("input"),
+                "completion_tokens": usage.get("output"),
+                "total_tokens": usage.get("total"),
+            }
+        ran = [t for t in mine if t is not None]
+        latency, timing, model_end, first_token = _model_timing(g, ran, times)
+        source_calls += len(mine)
+        results = [
+            _result(t, times) if t is not None else Result.missing(f"observation {g.get('id')} call {i}")
+            for i, t in enumerate(mine)
+        ]
+        ends = [x for x in [g_end, *(times[id(t)][1] for t in ran)] if x is not None]
+        turns.append(
+            Turn(
+                payloads=[body],
+                latency_s=max(latency, 0.0),
+                timing=timing,
+                results=results,
+                recorded_start=g_start,
+                recorded_end=max(ends, default=None),
+                model_end=model_end,
+                first_token_s=first_token,
+            )
+        )
+        if unknown_step:  # the conversation cannot be followed past it: the rest is another
+            cuts.append(len(turns))
+    for t in pool:
+        source_calls += 1
+        issues.append(
+            Issue(
+                kind="failed",
+                where=f"observation {t.get('id')} ({_tool_name(t)})",
+                what="a tool observation of this run that no model call's recorded output asked for: "
+                "not imported",
+                calls=1,
+            )
+        )
+    first = steps[0]
+    given, schemas = messages(first.get("input"))
+    if not given:
+        given, more = messages(trace.get("input"))
+        schemas += more
+    tool_schemas = [*_metadata_tools(first), *schemas]
+    notes = (
+        "Langfuse export: model latency from each generation (up to its tool's start when the tool ran "
+        "inside it), tool durations from the tool observations; "
+        + (
+            f"{rebuilt} of {len(turns)} responses rebuilt from the tool observations and the wrapper's "
+            "output (their outputs were not recorded or not readable)"
+            if rebuilt
+            else "responses as recorded"
+        )
+        + (f"; {converted} converted from chat messages to completion bodies" if converted else "")
+    )
+    out = []
+    for lo, hi in zip([0, *cuts], [*cuts, len(turns)], strict=True):
+        if lo == hi:
+            continue
+        out.append(
+            Segment(
+                title=f"{path.name} {trace.get('name') or ''} {label}".replace("  ", " "),
+                slug=f"{slugify(path.stem)}__{slugify(label)}",
+                source=f"{path}#trace={trace.get('id')}&observation={run_id}",
+                initial=given + conversation(turns[:lo]),
+                tools=tool_schemas,
+                turns=turns[lo:hi],
+                status="incomplete" if hi in cuts else "completed",
+                reason="response_not_recorded" if hi in cuts else "final_answer",
+                provider="langfuse",
+                model=first.get("model"),
+                created=str(first.get("startTime")),
+                notes=notes,
+            )
+        )
+    return out, source_calls
+
+
+def _model_timing(
+    g: Obs, ran: list[Obs], times: dict[int, tuple[float | None, float | None]]
+) -> tuple[float, Timing, float | None, float | None]:
+    """(latency, its label, when the model's part ended, time to first token) of one generation."""
+    g_start, g_end = times[id(g)]
+    if g_start is None or g_end is None:
+        return (
+            MODEL_S,
+            Timing(
+                source="placeholder", note=f"the generation has no valid start and end: {MODEL_S} s assumed"
+            ),
+            None,
+            None,
+        )
+    inside = [s for t in ran if (s := times[id(t)][0]) is not None and s < g_end]
+    if inside:
+        latency = max(inside) - g_start
+        note = (
+            f"from the generation's start to its tool's start ({latency:.3f} s): the AI SDK ran the tool "
+            f"while the step was open (the span's own {g_end - g_start:.3f} s include the tool)"
+        )
+    else:
+        latency, note = g_end - g_start, "the generation's start to end"
+    first_token = None
+    ttft_at = stamp_or_none(g.get("completionStartTime"))
+    if ttft_at is not None and g_start <= ttft_at <= g_start + latency:
+        first_token = ttft_at - g_start
+        note += f"; first token after {first_token:.3f} s (completionStartTime)"
+    return latency, Timing(source="recorded", note=note), g_start + latency, first_token
+
+
+def _metadata_tools(o: Obs) -> list[dict[str, Any]]:
+    meta = loads(o.get("metadata")) or {}
+    return [
+        schema(d)
+        for t in (meta.get("tools") if isinstance(meta, dict) else None) or []
+        if isinstance(d := loads(t), dict) and (d.get("name") or d.get("function"))
+    ]
 
 
 def import_langfuse(path: str | Path) -> ImportResult:

@@ -58,7 +58,14 @@ from toolcall_lab.importers._build import (
     stamp_or_none,
     text_of,
 )
-from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._files import (
+    import_folder,
+    json_error,
+    load_json,
+    not_empty,
+    read_text,
+    wrong_kind,
+)
 from toolcall_lab.records import Timing
 
 
@@ -458,7 +465,7 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
     text = read_text(path, issues)
     not_empty(path, text, "OpenHands")
     if text.lstrip().startswith("["):
-        doc = load_json(path, text)
+        doc = load_json(path, text, "openhands")
         if not isinstance(doc, list) or not any(_is_event(e) for e in doc):
             raise wrong_kind(
                 path, "openhands", "a JSON list, but not of OpenHands events (action/observation)"
@@ -475,7 +482,7 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
                 Issue(
                     kind="failed",
                     where=f"{path.name} line {number}",
-                    what=f"not valid JSON ({exc.msg} at column {exc.colno}): this episode is not imported",
+                    what=f"not valid JSON ({json_error(exc, with_line=False)}): this episode is not imported",
                 )
             )
             continue
@@ -537,13 +544,21 @@ def _file(path: Path) -> ImportResult:
                 None,
             )
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
-        segments += _history(
-            path, f"{path.name} {label}", slug, all_events, latencies, unlogged, issues, model
-        )
+        episode = _history(path, f"{path.name} {label}", slug, all_events, latencies, unlogged, issues, model)
+        segments += episode
         if record.get("error"):
-            issues.append(
-                Issue(kind="gap", where=label, what=f"the episode ended with an error: {record['error']}")
-            )
+            error = str(record["error"])
+            issues.append(Issue(kind="gap", where=label, what=f"the episode ended with an error: {error}"))
+            last = episode[-1] if episode else None
+            if last is not None and last.reason == "recording_ends_after_tool_results":
+                limit = "maximum iteration" in error.lower()
+                last.reason = "max_iterations" if limit else "agent_error"
+                last.error = error
+                last.closing = (
+                    f"OpenHands stopped the episode here ({error}): no model response follows"
+                    if limit
+                    else f"the episode ended with an error ({error}): no model response follows"
+                )
     return build_result(
         "openhands",
         str(path),

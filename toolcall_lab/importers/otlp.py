@@ -56,8 +56,15 @@ from toolcall_lab.importers._build import (
     slugify,
     text_of,
 )
-from toolcall_lab.importers._files import import_folder, not_empty, read_text, wrong_kind
-from toolcall_lab.importers._otlp_spans import Span, request_messages, response_body, spans_of, tool_schemas
+from toolcall_lab.importers._files import import_folder, json_error, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._otlp_spans import (
+    BadAttribute,
+    Span,
+    request_messages,
+    response_body,
+    spans_of,
+    tool_schemas,
+)
 from toolcall_lab.records import Timing
 from toolcall_lab.trace import RESULT_NOT_RECORDED
 
@@ -80,7 +87,9 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
                     Issue(
                         kind="failed",
                         where=f"{path.name} line {number}",
-                        what=f"not valid JSON ({exc.msg} at column {exc.colno}): its spans are not imported",
+                        what=f"not valid JSON ({json_error(exc, with_line=False)}): its spans are not "
+                        "imported",
+                        unreadable=True,
                     )
                 )
     if not any(
@@ -89,7 +98,43 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
         for d in (d if isinstance(d, list) else [d])
     ):
         raise wrong_kind(path, "otlp", "no 'resourceSpans' (an OTLP JSON export has them)")
-    return [s for d in docs for s in spans_of(d, path.name, issues)]
+    return _once([s for d in docs for s in spans_of(d, path.name, issues)], path.name, issues)
+
+
+def _once(spans: list[Span], where: str, issues: list[Issue]) -> list[Span]:
+    """Each span once: a span exported twice (same traceId and spanId: exporters retry) is read once,
+    and reported; when the copies differ, the one with valid times and more attributes is kept."""
+    kept: dict[tuple[str, str], Span] = {}
+    repeats: dict[tuple[str, str], int] = {}
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        first = kept.get(key)
+        if first is None:
+            kept[key] = span
+            continue
+        repeats[key] = repeats.get(key, 1) + 1
+        if (span.timed, len(span.attrs)) > (first.timed, len(first.attrs)):
+            kept[key] = span
+    for (trace_id, span_id), n in repeats.items():
+        span = kept[(trace_id, span_id)]
+        same = all(
+            (s.start, s.end, s.attrs, s.error) == (span.start, span.end, span.attrs, span.error)
+            for s in spans
+            if (s.trace_id, s.span_id) == (trace_id, span_id)
+        )
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=f"{where} trace {trace_id} span {span_id} ({span.name})",
+                what=f"exported {n} times (same traceId and spanId): read once"
+                + (
+                    ""
+                    if same
+                    else "; the copies differ: the one with valid times and the most attributes is used"
+                ),
+            )
+        )
+    return list(kept.values())
 
 
 def _signature(messages: list[dict[str, Any]]) -> list[tuple[Any, str]]:
@@ -125,41 +170,70 @@ def _tool_name(span: Span) -> Any:
     )
 
 
-def _results(conv: _Conversation, k: int, tools: list[Span], used: set[str], where: str) -> list[Result]:
+def _ancestors(span: Span, by_id: dict[tuple[str, str], Span]) -> list[str]:
+    """The span ids above `span` in its trace, nearest first."""
+    out: list[str] = []
+    parent = span.parent_id
+    while parent is not None and parent not in out:
+        out.append(parent)
+        above = by_id.get((span.trace_id, parent))
+        parent = above.parent_id if above is not None else None
+    return out
+
+
+def _results(
+    conv: _Conversation,
+    k: int,
+    tools: list[Span],
+    used: set[tuple[str, str]],
+    where: str,
+    by_id: dict[tuple[str, str], Span],
+) -> list[Result]:
     span, body, _, request = conv.spans[k]
     nxt = conv.spans[k + 1] if k + 1 < len(conv.spans) else None
     window_end = nxt[0].start if nxt and nxt[0].start is not None else float("inf")
     calls = _calls(body)
     later = nxt[3] if nxt else []
+    own = [t for t in tools if t.trace_id == span.trace_id]  # a tool span belongs to its own trace
+    above = _ancestors(span, by_id)
+    agent = above[0] if above else None
+
+    def closeness(t: Span) -> int:
+        """How near the tool span hangs to the model span's own agent span (0: under the same one)."""
+        chain = _ancestors(t, by_id)
+        return min((chain.index(a) + above.index(a) for a in above if a in chain), default=len(by_id))
+
     out: list[Result | None] = []
     for call in calls:
         cid, name = call.get("id"), (call.get("function") or {}).get("name")
         match = next(
             (
                 t
-                for t in tools
+                for t in own
                 if cid
-                and t.span_id not in used
+                and (t.trace_id, t.span_id) not in used
                 and (t.attrs.get("gen_ai.tool.call.id") or t.attrs.get("tool_call.id")) == cid
             ),
             None,
-        ) or next(
-            (
+        )
+        if match is None:
+            timed = [
                 t
-                for t in tools
-                if t.span_id not in used
+                for t in own
+                if (t.trace_id, t.span_id) not in used
                 and span.start is not None
                 and t.start is not None
                 and span.start <= t.start < window_end
                 and _tool_name(t) == name
-            ),
-            None,
-        )
+            ]
+            if agent is not None and timed:
+                timed.sort(key=closeness)  # stable: in time order among the nearest
+            match = timed[0] if timed else None
         answer = next(
             (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
         )
         if match is not None:
-            used.add(match.span_id)
+            used.add((match.trace_id, match.span_id))
             value = match.attrs.get("gen_ai.tool.call.result", match.attrs.get("output.value"))
             if value is None and answer is not None:
                 value = answer.get("content")
@@ -286,9 +360,29 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     conversations: list[_Conversation] = []
     open_: dict[str, list[_Conversation]] = {}
     source_calls = 0
+    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    unreadable: list[tuple[Span, str]] = []
     for n, span in enumerate(models):
-        body, own = response_body(span, n)
-        request = request_messages(span)
+        part = "output"
+        try:
+            body, own = response_body(span, n)
+            part = "input messages"
+            request = request_messages(span)
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            why = str(exc) if isinstance(exc, BadAttribute) else f"its {part} could not be read ({exc!r})"
+            unreadable.append((span, why))
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{path.name} trace {span.trace_id} span {span.span_id} ({span.name})",
+                    what=f"{why}: "
+                    "this model call is not imported (its tool calls are unknown); the rest of the "
+                    "export is",
+                    model_calls=1,
+                    unreadable=True,
+                )
+            )
+            continue
         source_calls += len(_calls(body))
         candidates = [c for c in open_.get(span.trace_id, []) if c.continued_by(request)]
         if candidates:
@@ -299,7 +393,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             open_.setdefault(span.trace_id, []).append(conv)
         conv.spans.append((span, body, own, request))
     segments: list[Segment] = []
-    used: set[str] = set()
+    used: set[tuple[str, str]] = set()
     name = slugify(path.stem)
     for c, conv in enumerate(conversations):
         calls = sum(len(_calls(b)) for _, b, _, _ in conv.spans)
@@ -318,7 +412,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             continue
         turns = []
         for k, (span, body, _own, _req) in enumerate(conv.spans):
-            results = _results(conv, k, tools, used, path.name)
+            results = _results(conv, k, tools, used, path.name, by_id)
             if span.timed:
                 assert span.start is not None and span.end is not None
                 latency, timing, end = (
@@ -345,32 +439,57 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             )
         owned = all(own for _, _, own, _ in conv.spans)
         a = first.attrs
-        segments.append(
-            Segment(
-                title=f"{path.name} {where}",
-                slug=f"{name}__conv{c + 1:02d}",
-                source=f"{path}#trace={first.trace_id}&span={first.span_id}",
-                initial=conv.spans[0][3],
-                tools=tool_schemas(first),
-                turns=turns,
-                provider=str(
-                    a.get("gen_ai.provider.name") or a.get("gen_ai.system") or a.get("llm.provider") or "otlp"
-                ),
-                model=str(
-                    a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
-                ),
-                notes="OTLP spans: model latency from each model span's duration; tool durations from tool "
-                "spans, or without them from the gap to the next model span (one call: an upper bound; "
-                "a batch: estimated, gap / N each); "
-                + (
-                    "responses are the providers' bodies (output.value)"
-                    if owned
-                    else "responses rebuilt from the span attributes (not verbatim)"
-                ),
-            )
+        last = conv.spans[-1][0]
+        lost = next(
+            (
+                (bad, why)
+                for bad, why in unreadable
+                if bad.trace_id == last.trace_id
+                and (bad.start or 0.0) >= (last.start or 0.0)
+                and _calls(conv.spans[-1][1])
+            ),
+            None,
         )
+        try:
+            schemas = tool_schemas(first)
+        except BadAttribute as exc:
+            schemas = []
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{path.name} trace {first.trace_id} span {first.span_id} ({first.name})",
+                    what=f"{exc}: the tool schemas are inferred from the calls instead",
+                )
+            )
+        segment = Segment(
+            title=f"{path.name} {where}",
+            slug=f"{name}__conv{c + 1:02d}",
+            source=f"{path}#trace={first.trace_id}&span={first.span_id}",
+            initial=conv.spans[0][3],
+            tools=schemas,
+            turns=turns,
+            provider=str(
+                a.get("gen_ai.provider.name") or a.get("gen_ai.system") or a.get("llm.provider") or "otlp"
+            ),
+            model=str(
+                a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
+            ),
+            notes="OTLP spans: model latency from each model span's duration; tool durations from tool "
+            "spans, or without them from the gap to the next model span (one call: an upper bound; "
+            "a batch: estimated, gap / N each); "
+            + (
+                "responses are the providers' bodies (output.value)"
+                if owned
+                else "responses rebuilt from the span attributes (not verbatim)"
+            ),
+        )
+        if lost is not None:
+            segment.status, segment.reason = "incomplete", "next_round_not_representable"
+            segment.error = f"the next model span of this trace ({lost[0].span_id}) is unreadable: {lost[1]}"
+            segment.closing = f"{segment.error}: no model response follows here"
+        segments.append(segment)
     for t in tools:
-        if t.span_id not in used:
+        if (t.trace_id, t.span_id) not in used:
             issues.append(
                 Issue(
                     kind="skipped",

@@ -43,7 +43,7 @@ def _file(path: Path) -> ImportResult:
     issues: list[Issue] = []
     text = read_text(path, issues)
     not_empty(path, text, "SWE-agent")
-    doc = load_json(path, text)
+    doc = load_json(path, text, "swe-agent")
     if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
         raise wrong_kind(path, "swe-agent", "not a SWE-agent trajectory (no 'history' list)")
     history_in: list[dict[str, Any]] = [m for m in doc.get("history") or [] if isinstance(m, dict)]
@@ -159,6 +159,24 @@ def _file(path: Path) -> ImportResult:
             status="completed" if status == "submitted" else "incomplete",
             reason=str(status or "recording_ends_after_tool_results"),
         )
+    steps_of: dict[str, list[int]] = {}
+    for k, m in enumerate(m for m in history_in if m.get("role") == "assistant" and m.get("tool_calls")):
+        for c in m.get("tool_calls") or []:
+            if isinstance(c, dict) and c.get("id"):
+                steps_of.setdefault(str(c["id"]), []).append(k)
+    repeated = {cid: ks for cid, ks in steps_of.items() if len(ks) > 1}
+    if repeated:
+        listed = "; ".join(f"{cid} in steps {', '.join(map(str, ks))}" for cid, ks in repeated.items())
+        issues.append(
+            Issue(
+                kind="note",
+                where=path.name,
+                what=f"{len(repeated)} call id(s) repeat across steps (the source's own ids, kept as they "
+                f"are; each call is answered from its own round): {listed}",
+            )
+        )
+        for seg in segments:
+            seg.notes += f"; call ids repeat across steps (the source's own, kept): {listed}"
     if mismatched:
         for seg in segments:
             seg.notes += (

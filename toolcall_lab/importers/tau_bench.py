@@ -70,7 +70,7 @@ def import_tau_bench(
     issues: list[Issue] = []
     text = read_text(p, issues)
     not_empty(p, text, "tau-bench")
-    data = load_json(p, text)
+    data = load_json(p, text, "tau-bench")
     if not isinstance(data, list):
         raise wrong_kind(
             p, "tau-bench", f"expected a JSON list of trajectories, got a JSON {type(data).__name__}"
