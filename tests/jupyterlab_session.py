@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -116,6 +115,55 @@ MEASURE = r"""
 """
 
 
+# Runs in the page: how far "Run All" got. A prompt reads "[3]:" once its cell ran, "[*]:" while it
+# runs or waits its turn; the kernel's state is in the status bar.
+PROGRESS = r"""
+() => {
+  const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden'));
+  const cells = [...panel.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+  const prompt = c => (c.querySelector('.jp-InputPrompt') || {}).textContent || '';
+  const failed = cells.find(c => c.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"] .ansi-red-fg, .jp-OutputArea-child .jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]'));
+  const status = [...document.querySelectorAll('.jp-StatusBar-Widget')].map(w => w.textContent).join(' ');
+  return {
+    total: cells.length,
+    done: cells.filter(c => /\[\d+\]/.test(prompt(c))).length,
+    running: cells.filter(c => /\[\*\]/.test(prompt(c))).length,
+    idle: /\|\s*Idle/.test(status),
+    error: failed ? 'cell ' + cells.indexOf(failed) + ': ' + failed.innerText.trim().split('\n').slice(-3).join(' / ').slice(0, 400) : 'no error output seen',
+  };
+}
+"""
+
+# Off-screen cells must stay in the page (measured, screenshot): "windowingMode": "none" in SETTINGS.
+WINDOWING = r"""
+() => { const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+        return nb && nb.classList.contains('jp-mod-virtualScrollbar') ? 'virtual scrollbar' : ''; }
+"""
+
+KEEP_OUT = {".git", ".venv", ".venv-bench", "artifacts", "notebooks", "build"}
+
+
+def mirror(work: Path) -> None:
+    """A scratch copy of the repository's layout: notebooks copied without their stored outputs
+    (JupyterLab saves what it runs, and a stored "[1]:" would look like a cell already run), every
+    other top-level entry linked, so notebooks find `data/`, `tests/conformance/` and whatever else
+    they read exactly as in the repository."""
+    (work / "notebooks").mkdir(parents=True)
+    for entry in sorted(REPO.iterdir()):
+        if entry.name not in KEEP_OUT and not entry.name.endswith(".egg-info"):
+            (work / entry.name).symlink_to(entry)
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+        nb.get("metadata", {}).pop("widgets", None)
+        (work / "notebooks" / path.name).write_text(json.dumps(nb), encoding="utf-8")
+    for extra in sorted((REPO / "notebooks").iterdir()):
+        if extra.suffix != ".ipynb" and not extra.name.startswith("."):
+            (work / "notebooks" / extra.name).symlink_to(extra)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,10 +176,8 @@ class Lab:
     def __init__(self, root: Path, browser: Any, shots: Path) -> None:
         self.root, self.shots = root, shots
         work = root / "work"
-        (work / "notebooks").mkdir(parents=True)
-        for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
-            shutil.copy(nb, work / "notebooks" / nb.name)
-        (work / "data").symlink_to(REPO / "data")
+        self.work = work
+        mirror(work)
         if REALDATA.is_dir():
             (root / "shared").mkdir()
             (root / "shared" / "realdata").symlink_to(REALDATA)
@@ -139,7 +185,6 @@ class Lab:
         for name, value in SETTINGS.items():
             (settings / name).parent.mkdir(parents=True, exist_ok=True)
             (settings / name).write_text(json.dumps(value))
-        self.work = work
         self.port = free_port()
         env = {
             **os.environ,
@@ -213,21 +258,45 @@ class Lab:
         self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
         self.page.wait_for_timeout(600)
 
-    def run_notebook(self, name: str, timeout_s: float = 150) -> dict[str, Any]:
-        """Open, run all, save; returns the saved notebook and the in-page measurements."""
+    def run_notebook(self, name: str, quiet_s: float = 120, budget_s: float = 240) -> dict[str, Any]:
+        """Open, run all, save; returns the saved notebook, how the run ended, and the measurements.
+
+        Waits while cells keep finishing: the run is over when every code cell has an execution
+        number, or when the kernel is idle with no cell queued (a cell failed and JupyterLab stopped
+        running the rest: `halted` names it and its error). It gives up only when no cell finished
+        for `quiet_s` seconds (a slow, loaded machine still makes progress) or after `budget_s`.
+        """
         page = self.page
         page.goto(f"{self.base}/lab/tree/notebooks/{name}?reset", wait_until="domcontentloaded")
         page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
         # the kernel is up when the status bar says so ("Python 3 (ipykernel) | Idle")
         page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=60_000)
+        windowing = page.evaluate(WINDOWING)
+        if windowing:
+            raise RuntimeError(
+                f"{name}: JupyterLab renders the notebook windowed ({windowing}); see SETTINGS"
+            )
         self.menu("Run", "Run All Cells")
-        started = time.monotonic()
-        page.wait_for_function(
-            """() => { const ps = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
-                       return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }""",
-            timeout=timeout_s * 1000,
-            polling=500,
-        )
+        started = last_progress = time.monotonic()
+        done, idle_polls, state = -1, 0, {}
+        while True:
+            page.wait_for_timeout(400)
+            state = page.evaluate(PROGRESS)
+            now = time.monotonic()
+            if state["done"] > done:
+                done, last_progress = state["done"], now
+            if state["total"] and state["done"] == state["total"] and not state["running"]:
+                break
+            # stopped early: nothing running or queued, kernel idle, for a few polls in a row
+            idle_polls = idle_polls + 1 if state["idle"] and not state["running"] and state["done"] else 0
+            if idle_polls >= 5:
+                break
+            if now - last_progress > quiet_s or now - started > budget_s:
+                raise RuntimeError(
+                    f"{name}: {state['done']} of {state['total']} code cells finished, none for "
+                    f"{now - last_progress:.0f} s (running: {state['running']}; kernel idle: {state['idle']}); "
+                    f"see {self.log.name}"
+                )
         run_s = time.monotonic() - started
         page.wait_for_timeout(1500)  # widget views attach after the last reply
         page.keyboard.press("Control+s")
@@ -236,7 +305,10 @@ class Lab:
             "!document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-mod-dirty')", timeout=20_000
         )
         saved = self._read_saved(path)
-        return {"saved": saved, "run_s": run_s, "light": page.evaluate(MEASURE)}
+        halted = None
+        if state["done"] < state["total"]:
+            halted = f"{state['done']} of {state['total']} code cells ran; stopped after: {state['error']}"
+        return {"saved": saved, "run_s": run_s, "halted": halted, "light": page.evaluate(MEASURE)}
 
     @staticmethod
     def _read_saved(path: Path) -> dict[str, Any]:

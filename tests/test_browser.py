@@ -106,10 +106,15 @@ def lab(browser, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(lab) -> dict[str, dict[str, Any]]:
-    """Every notebook run once, measured in both themes (shared by the tests below)."""
+    """Every notebook run once, measured in both themes (shared by the tests below). A notebook
+    that cannot be run fails its own tests (`run()` raises with the reason), not the others'."""
     out: dict[str, dict[str, Any]] = {}
     for name in NOTEBOOKS:
-        result = lab.run_notebook(name)
+        try:
+            result = lab.run_notebook(name)
+        except Exception as exc:  # reported by every test of this notebook
+            out[name] = {"failure": f"{type(exc).__name__}: {exc}"}
+            continue
         stem = name.split("_")[0]
         result["shots"] = lab.screenshots(f"nb{stem}_light")
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
@@ -122,13 +127,22 @@ def runs(lab) -> dict[str, dict[str, Any]]:
     return out
 
 
+def run(runs: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    """One notebook's run, or the test fails saying why it could not be run."""
+    result = runs[name]
+    if "failure" in result:
+        pytest.fail(f"{name} could not be run in JupyterLab: {result['failure']}")
+    return result
+
+
 def _code_cells(saved: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in saved["cells"] if c["cell_type"] == "code"]
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_jupyterlab_without_errors(runs, name) -> None:
-    saved = runs[name]["saved"]
+    saved = run(runs, name)["saved"]
+    assert not run(runs, name)["halted"], run(runs, name)["halted"]
     cells = _code_cells(saved)
     assert cells and all(c.get("execution_count") for c in cells), "every cell ran"
     errors = [
@@ -142,7 +156,7 @@ def test_notebook_runs_in_jupyterlab_without_errors(runs, name) -> None:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_plotting_cell_shows_one_image(runs, name) -> None:
-    saved, measured = runs[name]["saved"], runs[name]["light"]["cells"]
+    saved, measured = run(runs, name)["saved"], run(runs, name)["light"]["cells"]
     plotting = [
         i
         for i, c in enumerate(saved["cells"])
@@ -156,7 +170,7 @@ def test_every_plotting_cell_shows_one_image(runs, name) -> None:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_widget_rendered(runs, name) -> None:
-    saved, measured = runs[name]["saved"], runs[name]["light"]
+    saved, measured = run(runs, name)["saved"], run(runs, name)["light"]
     expected = sum(
         "application/vnd.jupyter.widget-view+json" in o.get("data", {})
         for c in _code_cells(saved)
@@ -170,7 +184,7 @@ def test_every_widget_rendered(runs, name) -> None:
 @pytest.mark.parametrize("name", NOTEBOOKS)
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) -> None:
-    measured = runs[name][theme]
+    measured = run(runs, name)[theme]
     assert not measured["overflow"], measured["overflow"][:10]
     assert not measured["contrast"], measured["contrast"][:10]
     if name.startswith(("02", "03")):
@@ -178,7 +192,7 @@ def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) ->
 
 
 def test_stepper_controls_change_what_is_shown(runs) -> None:
-    seen = runs["01_how_tool_calling_works.ipynb"]["stepping"]
+    seen = run(runs, "01_how_tool_calling_works.ipynb")["stepping"]
     steps = [int(s) for s, _ in seen]
     labels = [label for _, label in seen]
     assert steps[:4] == [0, 1, 2, 1] and labels[1] != labels[0] and labels[2] != labels[1]
@@ -188,7 +202,7 @@ def test_stepper_controls_change_what_is_shown(runs) -> None:
 
 
 def test_screenshots_were_kept(runs) -> None:
-    shots = [p for r in runs.values() for p in r["shots"]]
+    shots = [p for name in NOTEBOOKS for p in run(runs, name)["shots"]]
     assert len(shots) >= 2 * len(NOTEBOOKS)
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in shots)
     assert any("dark" in p.name for p in shots)
