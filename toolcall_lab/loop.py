@@ -306,6 +306,9 @@ class _Run:
                 latency_s=model_call.latency_s,
                 n_tool_calls=len(calls),
                 usage=model_call.usage,
+                timing=model_call.timing,
+                chunk_timing=model_call.chunk_timing,
+                n_chunks=len(model_call.chunks),
             )
         )
         if choice.reasoning:
