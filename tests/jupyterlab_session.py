@@ -58,7 +58,8 @@ MEASURE = r"""
   const visible = el => el.getClientRects().length > 0 && !el.closest('details:not([open]) > :not(summary)')
     && getComputedStyle(el).visibility !== 'hidden';
   const describe = el => (el.tagName + '.' + [...el.classList].join('.') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"');
-  const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [] };
+  const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [], bars: [], barsChecked: 0,
+                   statics: 0, staticsShown: [], squeezed: [] };
   for (const cell of cells) {
     result.cells.push({
       images: cell.querySelectorAll('.jp-OutputArea-output img').length,
@@ -87,6 +88,31 @@ MEASURE = r"""
       }
     }
   }
+  // every bar, outline and marker stands out from the page behind it (WCAG 1.4.11: 3:1); a faint
+  // (estimated / placeholder) bar by its outline, a skipped call by its dashed box
+  for (const rect of panel.querySelectorAll('svg.tcl-timeline rect:is(.tcl-bar, .tcl-bar-wait, .tcl-bar-skipped)')) {
+    if (!visible(rect) || !rect.getBoundingClientRect().width) continue;
+    const cs = getComputedStyle(rect);
+    const outlined = rect.classList.contains('tcl-faint') || rect.classList.contains('tcl-bar-skipped');
+    const colour = rgba(outlined ? cs.stroke : cs.fill);
+    if (!colour) continue;
+    const bg = bgOf(rect.closest('svg'));
+    const r = ratio(over(colour, bg), bg);
+    result.barsChecked++;
+    if (r < 3) result.bars.push(describe(rect) + ' ' + (rect.querySelector('title') || {}).textContent + ' contrast ' + r.toFixed(2));
+  }
+  // the static copies printed after each view stay hidden where the widget itself rendered
+  for (const copy of panel.querySelectorAll('.tcl-static')) {
+    result.statics++;
+    if (visible(copy) && copy.getBoundingClientRect().height > 0) result.staticsShown.push(describe(copy));
+  }
+  // call cards: the arguments keep the card's width (a long id wraps the head line, not the box)
+  for (const card of panel.querySelectorAll('.tcl-view .tcl-call')) {
+    const args = card.querySelector('.tcl-args');
+    if (!args || !visible(card) || !card.getBoundingClientRect().width) continue;
+    if (args.getBoundingClientRect().width < 0.8 * (card.getBoundingClientRect().width - 16))
+      result.squeezed.push(describe(card));
+  }
   const texts = panel.querySelectorAll('.tcl-view .tcl *, .tcl-trace *');
   for (const el of texts) {
     if (el.tagName === 'STYLE' || el.tagName === 'title' || el.closest('title')) continue;
@@ -97,7 +123,8 @@ MEASURE = r"""
       const cs = getComputedStyle(el);
       fg = rgba(cs.fill);
       bg = bgOf(el.closest('svg'));
-      const bar = el.classList.contains('tcl-in') ? el.previousElementSibling : null;
+      let bar = el.classList.contains('tcl-in') ? el.previousElementSibling : null;
+      while (bar && bar.tagName !== 'rect') bar = bar.previousElementSibling;  // past other layouts' labels
       if (bar) { const c = rgba(getComputedStyle(bar).fill); const o = parseFloat(bar.getAttribute('fill-opacity') || '1');
         bg = over([c[0], c[1], c[2], o], bg); }
     } else {
@@ -336,7 +363,8 @@ class Lab:
         self.page.screenshot(path=str(top))
         out.append(top)
         views = self.page.locator(
-            ".jp-NotebookPanel:not(.lm-mod-hidden) :is(.tcl-view, .jp-OutputArea-output > .tcl, .jp-OutputArea-output img)"
+            ".jp-NotebookPanel:not(.lm-mod-hidden) "
+            ":is(.tcl-view, .jp-OutputArea-output > .tcl:not(.tcl-static), .jp-OutputArea-output img) >> visible=true"
         )
         size = self.page.viewport_size or {"width": 1400, "height": 1000}
         for k in range(min(views.count(), 8)):
@@ -354,14 +382,16 @@ class Lab:
         self.page.set_viewport_size(size)
         return out
 
-    def step_through(self) -> list[tuple[str, str]]:
-        """Use the first stream stepper's controls; (data-step, visible frame label) after each."""
-        stepper = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").first
+    def step_through(self) -> list[tuple[str, str, str]]:
+        """Use the first stream stepper's controls; (data-step, frame label, the frame's whole text)
+        after each (the text is compared with the frame Python renders for that step)."""
+        stepper = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper >> visible=true").first
         stepper.scroll_into_view_if_needed()
 
-        def state() -> tuple[str, str]:
-            label = stepper.locator(".tcl-frame:not([hidden]) .tcl-frame-label").inner_text()
-            return str(stepper.get_attribute("data-step")), label
+        def state() -> tuple[str, str, str]:
+            label = stepper.locator(".tcl-frame .tcl-frame-label").inner_text()
+            text = str(stepper.locator(".tcl-frame").text_content())
+            return str(stepper.get_attribute("data-step")), label, text
 
         seen = [state()]
         for button in ("tcl-next", "tcl-next", "tcl-prev", "tcl-last"):
@@ -378,3 +408,21 @@ class Lab:
         self.page.keyboard.press("ArrowRight")  # ... and the arrow keys move it on
         seen.append(state())
         return seen
+
+    def open_corpus_row_by_keyboard(self) -> tuple[str, str]:
+        """In the first corpus view: type a row number and press Enter, then Tab to "next row" and
+        press Enter; the heading of the opened comparison after each."""
+        view = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").first
+        view.scroll_into_view_if_needed()
+        box = view.locator(".widget-inline-hbox", has_text="row #").locator("input").first
+        box.click()
+        box.fill("3")
+        box.press("Enter")
+        opened = view.locator("b", has_text=re.compile(r"^row #3:"))
+        opened.first.wait_for(timeout=30_000)
+        first = opened.first.inner_text()
+        view.locator("button", has_text="next row").first.focus()
+        self.page.keyboard.press("Enter")
+        after = view.locator("b", has_text=re.compile(r"^row #(?!3:)\d+:"))
+        after.first.wait_for(timeout=30_000)
+        return first, after.first.inner_text()

@@ -117,7 +117,9 @@ check = pd.DataFrame([
     for t in sessions if t.metadata.recorded_wall_s])
 if len(check):
     check["replay / recorded"] = (check["replayed wall s"] / check["recorded wall s"]).round(4)
-check.groupby("group")[["recorded wall s", "replayed wall s"]].sum().round(2) if len(check) else check
+from toolcall_lab.notebook.tables import readable  # rounded for reading
+
+readable(check.groupby("group")[["recorded wall s", "replayed wall s"]].sum().round(3)) if len(check) else check
 """),
         md("""
 ### The four modes on the real sessions, recorded timings only
@@ -129,17 +131,21 @@ client round trip per call, a constant (`placeholder`).
         code("""
 from toolcall_lab.analysis import compare
 
-real = compare(sessions, timings="recorded", round_trip_s=0.05)
-print("left out:", *(f"{r.trace[-60:]}: {r.reason}" for r in real.excluded.itertuples()), sep="\\n  ")
-runs = real.runs.assign(group=real.runs["title"].map(group_of))
-by_source = runs.pivot_table(index="group", columns="mode", values="wall_time_s", aggfunc="sum").round(1)
-by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequential"]).round(3)
-by_source
+if sessions:
+    real = compare(sessions, timings="recorded", round_trip_s=0.05)
+    print("left out:", *(f"{r.trace[-60:]}: {r.reason}" for r in real.excluded.itertuples()), sep="\\n  ")
+    runs = real.runs.assign(group=real.runs["title"].map(group_of))
+    by_source = runs.pivot_table(index="group", columns="mode", values="wall_time_s", aggfunc="sum").round(1)
+    by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequential"]).round(3)
+    display(readable(by_source))
+else:
+    print("no real sessions to compare here (../shared/realdata is absent)")
 """),
         code("""
-runs[["group", "mode", "wall_time_s", "timing_evidence", "measured_share", "comparable"]].groupby(["group", "mode"]).agg(
-    wall_s=("wall_time_s", "sum"), evidence=("timing_evidence", lambda s: ", ".join(sorted(set(s)))),
-    measured_share=("measured_share", "median"), comparable=("comparable", "all"))
+if sessions:
+    display(readable(runs[["group", "mode", "wall_time_s", "timing_evidence", "measured_share", "comparable"]].groupby(["group", "mode"]).agg(
+        wall_s=("wall_time_s", "sum"), evidence=("timing_evidence", lambda s: ", ".join(sorted(set(s)))),
+        measured_share=("measured_share", "median"), comparable=("comparable", "all"))))
 """),
         md("""
 ### What the real recordings say about parallel and sequential execution
@@ -150,13 +156,14 @@ rounds = [r for t in sessions for r in t.rounds if r.tool_calls]
 multi = [r for r in rounds if len(r.tool_calls) > 1]
 batching = sorted({source_of[t.metadata.title] for t in sessions if any(len(r.tool_calls) > 1 for r in t.rounds)})
 one_call = sorted({source_of[t.metadata.title] for t in sessions} - set(batching))
-deps = real.dependencies.assign(source=real.dependencies["trace"].map(source_of))
-adjacent = deps[deps["later_round"] - deps["earlier_round"] == 1]["classification"].value_counts()
+if sessions:
+    deps = real.dependencies.assign(source=real.dependencies["trace"].map(source_of))
+    adjacent = deps[deps["later_round"] - deps["earlier_round"] == 1]["classification"].value_counts()
 saving = {"Task": 0.0, "other": 0.0}
 for r in multi:  # what running a batch together saves over one after another: sum - max
     durations = [e.duration_s for e in r.executions]
     saving["Task" if any(c.name == "Task" for c in r.tool_calls) else "other"] += sum(durations) - max(durations)
-if HAVE_REAL:
+if sessions:
     cc = by_source.loc["Claude Code"]
     print(f"1. {len(multi)} of {len(rounds)} tool rounds carried more than one call, all in {', '.join(batching)} sessions; "
           f"{', '.join(one_call)} made one call per response, so for them sequential and parallel execution "
@@ -172,6 +179,8 @@ if HAVE_REAL:
           f"{adjacent.get('unknown', 0)} unknown, {adjacent.get('likely_independent', 0)} likely independent. "
           f"Merging the likely independent ones would save at most {real.missed['saved_upper_bound_s'].sum():.1f} s "
           f"over all sessions (an upper bound).")
+else:
+    print("(the sentences are computed from the real sessions, absent here)")
 """),
         code("""
 from toolcall_lab.notebook.widgets import TraceView

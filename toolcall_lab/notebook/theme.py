@@ -131,7 +131,7 @@ CSS = """<style>
 .tcl svg.tcl-timeline text.tcl-in{font-size:11px}
 .tcl svg.tcl-timeline .tcl-gridline{stroke:var(--tcl-grid);stroke-width:1}
 .tcl svg.tcl-timeline .tcl-bar:not(.tcl-faint){stroke:var(--tcl-bg);stroke-width:1}
-.tcl svg.tcl-timeline .tcl-band{fill:var(--tcl-accent);fill-opacity:.16;stroke:var(--tcl-accent);
+.tcl svg.tcl-timeline .tcl-band{fill:var(--tcl-accent);fill-opacity:.09;stroke:var(--tcl-accent);
  stroke-opacity:.6;stroke-width:1}
 /* labels laid out per container width (timeline.RANGES): each range hides the last and shows its own */
 .tcl svg.tcl-timeline text.tcl-lbl{display:none}.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:inline}
