@@ -385,7 +385,9 @@ class Lab:
     def step_through(self) -> list[tuple[str, str, str]]:
         """Use the first stream stepper's controls; (data-step, frame label, the frame's whole text)
         after each (the text is compared with the frame Python renders for that step)."""
-        stepper = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper >> visible=true").first
+        stepper = self.page.locator(
+            ".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper >> visible=true"
+        ).first
         stepper.scroll_into_view_if_needed()
 
         def state() -> tuple[str, str, str]:
