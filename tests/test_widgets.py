@@ -516,6 +516,8 @@ def test_a_second_run_fed_to_a_live_view_starts_a_new_display() -> None:
     assert "two · run 1" in text and "two · run 2" in text
     assert live.view.value.count("class='tcl-call ") == 2 * 3  # each run's three calls, none merged
     assert live.view.value.count("class='tcl-earlier-run'") == 1
+    live.reset()
+    assert not live.earlier and not live.rounds and "waiting for events" in live.view.value
 
 
 # --- opening files ---------------------------------------------------------------------------------

@@ -329,6 +329,14 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.add_class("tcl-view")
         self.add_class("tcl-live-view")
 
+    def reset(self) -> None:
+        """Forget every run shown so far (the view waits for the next run's events)."""
+        self.earlier = []
+        self._reset()
+        self.n_events = 0
+        self.view.value = wrap(f"<b>{e(self.title)}</b> <span class='tcl-muted'>waiting for events…</span>")
+        self.refresh_static()
+
     def _reset(self) -> None:
         self.rounds: dict[int, dict[str, Any]] = {}
         self.final: str | None = None
