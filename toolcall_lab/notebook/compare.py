@@ -232,8 +232,11 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         )
         empty = "" if self.modes else "<div class='tcl-muted'>choose at least one mode</div>"
         self.summary.value = wrap(head + failed + empty + (summary_table(self.rows) if self.rows else ""))
-        blocks, all_rounds = [], []
+        blocks: list[str] = []
+        drawn: list[Any] = []
         for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
+            items = items_of(doc["rounds"])
+            drawn += items
             warn = f" · ⚠ skipped {row['skipped']} call(s): not comparable" if row["skipped"] else ""
             blocks.append(
                 f"<div class='tcl-mode' data-mode='{e(mode)}'><b>{e(mode)}</b> <span class='tcl-muted'>"
@@ -247,14 +250,14 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     legend=False,
                     min_px=480,
                     title=f"{meta.title}: {mode}, the whole run",
+                    items=items,
                 )
                 + "</div>"
             )
-            all_rounds += doc["rounds"]
         self.timelines.value = wrap(
             "<div class='tcl-muted'>all runs on one time axis; the selected round is shaded</div>"
             + "".join(blocks)
-            + legend_html(items_of(all_rounds), band=True)
+            + legend_html(drawn, band=True)
         )
         picked = {
             mode: [(i, r) for i, r in enumerate(doc["rounds"]) if r["round_index"] == self.selected_round]

@@ -300,6 +300,36 @@ def place_label(it: Item, before: Item | None, after: Item | None, axis: Axis) -
     return None
 
 
+def place_at_widths(
+    it: Item, before: Item | None, after: Item | None, axis: Axis, widths: Sequence[float]
+) -> list[tuple[str, str] | None]:
+    """`place_label` at each plot width in `widths` (narrowest first), from fractions of the axis
+    computed once: a wide timeline has thousands of bars, each laid out for every width."""
+    f0, f1 = axis.frac(it.t0), axis.frac(it.t1)
+    room_right = axis.frac(after.t0) - f1 if after else 1.0 - f1
+    room_left = f0 - (axis.frac(before.t1) if before else 0.0)
+    texts = [(text, len(text) * CHAR_PX) for text in (it.label, it.short)]
+
+    def at(px: float) -> tuple[str, str] | None:
+        for text, need in texts:
+            if need + 8 <= (f1 - f0) * px:
+                return text, "in"
+        for text, need in texts:
+            if need + 10 <= room_right * px:
+                return text, "right"
+            if need + 10 <= room_left * px:
+                return text, "left"
+        return None
+
+    widest = at(widths[-1])
+    if widest is None:  # no room even at the widest: none at any
+        return [None] * len(widths)
+    first = at(widths[0])
+    if first == (it.label, "in"):  # the whole label fits the narrowest: it fits them all
+        return [first] * len(widths)
+    return [first, *(at(w) for w in widths[1:-1]), widest] if len(widths) > 1 else [first]
+
+
 def neighbours(items: Sequence[Item]) -> dict[int, tuple[Item | None, Item | None]]:
     """For each labelled bar, the nearest bars before and after it on its lane (label room)."""
     by_lane: dict[int, list[Item]] = {}
@@ -338,7 +368,6 @@ def _bars(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> list[st
     where CSS shows the layout of the range the container is in)."""
     parts: list[str] = []
     near = neighbours(items)
-    layouts = [axis.at_width(w) for w in widths]
     for it in items:
         y = it.lane * ROW + (ROW - BAR) / 2
         tip = f"<title>{e(it.tip)}</title>"
@@ -372,8 +401,7 @@ def _bars(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> list[st
         )
         if it.kind not in ("model", "tool"):
             continue
-        before, after = near[id(it)]
-        placements = [place_label(it, before, after, a) for a in layouts]
+        placements = place_at_widths(it, *near[id(it)], axis, widths)
         if len(set(placements)) == 1:
             if placements[0]:
                 parts.append(_label_svg(it, placements[0], axis, y, ""))
@@ -507,19 +535,20 @@ def timeline_svg(
     table: bool = False,
     min_px: int = 420,
     title: str = "",
+    items: Sequence[Item] | None = None,
 ) -> str:
     """A timeline that fills its container: lane names, bars, time axis, legend (HTML + SVG).
 
     Pass `start`/`end` to share one axis between several timelines; `relative` labels ticks from
     `start`; `highlight` shades one round's span; `table` adds the bars as a table. `min_px` is the
     narrowest plot the labels are laid out for (the timeline scrolls rather than spill when its
-    container is narrower).
+    container is narrower). `items`: the rounds' bars when the caller has them (`items_of`).
     """
     if not rounds:
         return "<div class='tcl-tl tcl-muted'>(no rounds)</div>"
     t0, t1 = bounds(rounds, start, end)
     axis = Axis(t0, t1, float(min_px), None)
-    items = items_of(rounds)
+    items = items_of(rounds) if items is None else items
     n_lanes = 1 + max((len(r["tool_calls"]) for r in rounds), default=0)
     height = n_lanes * ROW + AXIS
     names = lane_names(rounds, n_lanes)
