@@ -547,6 +547,13 @@ def test_views_open_files_and_report_bad_ones(tmp_path, failing) -> None:
     folder = TraceView()
     folder.open_box.open_path(DATA / "traces")  # a folder of trace files
     assert len(folder.traces) == len(list((DATA / "traces").glob("*.json"))) and folder.choice.value == 0
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    save(failing, mixed / "a.json")
+    (mixed / "b.sse").write_bytes((DATA / "recordings" / "scripted_weather_news_stock.sse").read_bytes())
+    folder.open_box.open_path(mixed)  # a folder of two kinds: the other one is named, not dropped
+    msg = visible_text(folder.open_box.message.value)
+    assert "opened mixed as trace: 1 trace" in msg and "b.sse (looks like recording)" in msg
 
 
 def test_a_file_with_several_traces_gets_a_chooser_in_both_views(tmp_path) -> None:

@@ -50,6 +50,8 @@ class Opened:
     kind: str
     report: Any = None
     """The `ImportReport` (None for trace files, which hold exactly what they show)."""
+    left_out: tuple[str, ...] = ()
+    """Files of an opened folder that look like another kind than the one read (name and kind)."""
 
     @property
     def lossless(self) -> bool:
@@ -134,9 +136,14 @@ def detect(path: str | Path) -> list[str]:
     return _sniff_json(head)
 
 
+def _folder_kinds(folder: Path) -> dict[Path, str]:
+    """The likeliest kind of each file of a folder (the first 200, hidden files aside)."""
+    files = sorted(f for f in folder.rglob("*") if f.is_file() and not f.name.startswith("."))[:200]
+    return {f: detect(f)[0] for f in files if f.stat().st_size}
+
+
 def _detect_folder(folder: Path) -> list[str]:
-    files = sorted(f for f in folder.rglob("*") if f.is_file() and not f.name.startswith("."))[:50]
-    votes = Counter(detect(f)[0] for f in files if f.stat().st_size)
+    votes = Counter(_folder_kinds(folder).values())
     if not votes:
         raise TraceError(f"{folder}: a folder with no readable files")
     return [k for k, _ in votes.most_common()]
@@ -204,6 +211,19 @@ def open_source(path: str | Path, kind: str = DETECT) -> Opened:
             tried.append(f"as {candidate}: {_short(str(exc), p)}")
             continue
         if opened.traces or (opened.report is not None and opened.report.source_calls):
+            if p.is_dir():
+                others = tuple(
+                    f"{f.relative_to(p)} (looks like {k})"
+                    for f, k in _folder_kinds(p).items()
+                    if k != candidate
+                )
+                opened = Opened(
+                    traces=opened.traces,
+                    source=opened.source,
+                    kind=opened.kind,
+                    report=opened.report,
+                    left_out=others,
+                )
             return opened
         tried.append(f"as {candidate}: no traces in it")
     if kind != DETECT:
@@ -228,7 +248,13 @@ def open_upload(name: str, content: bytes, kind: str = DETECT) -> Opened:
             opened = open_source(target, kind)
         except TraceError as exc:
             raise TraceError(str(exc).replace(str(target), name)) from None
-        return Opened(traces=opened.traces, source=name, kind=opened.kind, report=opened.report)
+        return Opened(
+            traces=opened.traces,
+            source=name,
+            kind=opened.kind,
+            report=opened.report,
+            left_out=opened.left_out,
+        )
 
 
 def report_html(opened: Opened) -> str:
@@ -238,8 +264,17 @@ def report_html(opened: Opened) -> str:
     n = len(opened.traces)
     head = f"opened {name} as {opened.kind}: {n} trace{'s' if n != 1 else ''}"
     r = opened.report
+    left = ""
+    if opened.left_out:
+        shown = "".join(f"<li>{e(x)}</li>" for x in opened.left_out[:50])
+        more = f"<li>… and {len(opened.left_out) - 50} more</li>" if len(opened.left_out) > 50 else ""
+        left = (
+            f"<div class='tcl-warn'>⚠ {len(opened.left_out)} file(s) of the folder look like another kind "
+            f"than {e(opened.kind)}, whose importer reads only its own files: open them on their own (or "
+            f"choose their kind):</div><ul>{shown}{more}</ul>"
+        )
     if r is None:
-        return f"<div class='tcl-report'>✔ {e(head)}</div>"
+        return f"<div class='tcl-report'>✔ {e(head)}{left}</div>"
     counts = (
         f"tool calls: {r.imported_calls} of {r.source_calls} imported; "
         f"model calls: {r.imported_model_calls} of {r.source_model_calls}"
@@ -259,15 +294,15 @@ def report_html(opened: Opened) -> str:
                 f"<div class='{'tcl-warn' if issue_kind == 'failed' else 'tcl-muted'}'>"
                 f"{e(titles[issue_kind])} ({len(items)}):</div><ul>{shown}{more}</ul>"
             )
-    if r.ok:
+    if r.ok and not opened.left_out:
         mark, cls = "✔", ""
     else:
         mark, cls = "⚠ imported with losses:", " tcl-warn"
-    body = "".join(groups)
+    body = "".join(groups) + left
     summary = f"<span class='{cls.strip()}'>{e(mark)} {e(head)}</span> · {e(counts)}"
     if not body:
         return f"<div class='tcl-report'>{summary}</div>"
     return (
-        f"<div class='tcl-report'><details{' open' if not r.ok else ''}><summary>{summary} · "
+        f"<div class='tcl-report'><details{' open' if cls else ''}><summary>{summary} · "
         f"{len(r.issues)} issue{'s' if len(r.issues) != 1 else ''}</summary>{body}</details></div>"
     )
