@@ -50,7 +50,7 @@ ORIGIN_NOTE = {
     "recorded": "recorded live from a model",
     "imported": "imported from a recording or dataset",
     "scripted": "a scripted model (no live model; each number says where it comes from)",
-    "replayed": "replayed on the virtual clock",
+    "replayed": "a replay of a trace under some mode (each number says where it comes from)",
 }
 
 
