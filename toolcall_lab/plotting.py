@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.figure import Figure
 
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
+from toolcall_lab.notebook.legend import legend_entries
 from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT
 from toolcall_lab.notebook.timeline import (
     Axis,
     items_of,
     lane_names,
-    legend_entries,
     neighbours,
     place_label,
     round_end,

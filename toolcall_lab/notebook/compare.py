@@ -19,9 +19,10 @@ from toolcall_lab.notebook._controls import (
 )
 from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import round_duration, round_html, summary_table, timing_summary
+from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.theme import article, e
-from toolcall_lab.notebook.timeline import items_of, legend_html, round_end, secs, timeline_svg
+from toolcall_lab.notebook.timeline import items_of, round_end, secs, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
