@@ -3,11 +3,15 @@
     python notebooks/make_notebooks.py            # sources -> notebooks, no outputs
     python notebooks/make_notebooks.py --execute  # ... then run each and keep its outputs (`make notebooks`)
 
-Executed notebooks keep their outputs and widget state (the views also carry a static HTML copy),
+Executed notebooks keep their outputs and widget state (the views also print a static HTML copy),
 so they read on a code host without a kernel. They are executed on bundled data only: the real
 recordings in ../shared/realdata are hidden from the kernel, so nothing from them lands in the
-repository. CI runs every notebook again with nbval. Keeping the source in Python makes notebook
-diffs reviewable, and one module per notebook keeps edits to different notebooks apart.
+repository, and this machine's paths are written relative to the repository. A notebook whose run
+fails (an error in any cell) is not written; the others are, and the command exits 1 naming the
+cell. CI runs every notebook again with nbval. Keeping the source in Python makes notebook diffs
+reviewable, and one module per notebook keeps edits to different notebooks apart.
+
+    python notebooks/make_notebooks.py --execute 03_benchmark_modes   # only the notebooks named
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat.v4 import new_notebook
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 NOTEBOOKS = {
     "01_how_tool_calling_works": "nb01",
     "02_explore_strategies": "nb02",
@@ -56,16 +63,46 @@ def execute(nb: nbformat.NotebookNode) -> None:
         nb.cells[0].source += "\n\n" + OUTPUT_NOTE
 
 
-def main(argv: list[str]) -> None:
+def relative_paths(value: Any) -> Any:
+    """Every string of the outputs with this machine's repository path made relative (``data/...``),
+    so stored outputs say nothing about where they were made."""
+    if isinstance(value, str):
+        return value.replace(f"{ROOT}/", "").replace(str(ROOT), ".")
+    if isinstance(value, list):
+        return [relative_paths(v) for v in value]
+    if isinstance(value, dict):
+        return type(value)({k: relative_paths(v) for k, v in value.items()})
+    return value
+
+
+def main(argv: list[str]) -> int:
     sys.path.insert(0, str(HERE))
     run = "--execute" in argv
+    only = [a for a in argv if not a.startswith("--")]
+    unknown = [a for a in only if a not in NOTEBOOKS]
+    if unknown:
+        print(f"unknown notebook(s): {', '.join(unknown)}; choose from {', '.join(NOTEBOOKS)}", file=sys.stderr)
+        return 2
+    failed = []
     for name, module in NOTEBOOKS.items():
+        if only and name not in only:
+            continue
         nb = build(name, module)
         if run:
-            execute(nb)
+            from nbclient.exceptions import CellExecutionError
+
+            try:
+                execute(nb)
+            except CellExecutionError as exc:
+                failed.append(name)
+                lines = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()
+                print(f"FAILED {name} (not written): {lines[-1] if lines else exc}", file=sys.stderr)
+                continue
+            nb = nbformat.from_dict(relative_paths(nb))
             print(f"executed {name}")
         nbformat.write(nb, HERE / f"{name}.ipynb")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

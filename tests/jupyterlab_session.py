@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -59,7 +58,8 @@ MEASURE = r"""
   const visible = el => el.getClientRects().length > 0 && !el.closest('details:not([open]) > :not(summary)')
     && getComputedStyle(el).visibility !== 'hidden';
   const describe = el => (el.tagName + '.' + [...el.classList].join('.') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"');
-  const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [] };
+  const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [], bars: [], barsChecked: 0,
+                   statics: 0, staticsShown: [], squeezed: [] };
   for (const cell of cells) {
     result.cells.push({
       images: cell.querySelectorAll('.jp-OutputArea-output img').length,
@@ -88,6 +88,31 @@ MEASURE = r"""
       }
     }
   }
+  // every bar, outline and marker stands out from the page behind it (WCAG 1.4.11: 3:1); a faint
+  // (estimated / placeholder) bar by its outline, a skipped call by its dashed box
+  for (const rect of panel.querySelectorAll('svg.tcl-timeline rect:is(.tcl-bar, .tcl-bar-wait, .tcl-bar-skipped)')) {
+    if (!visible(rect) || !rect.getBoundingClientRect().width) continue;
+    const cs = getComputedStyle(rect);
+    const outlined = rect.classList.contains('tcl-faint') || rect.classList.contains('tcl-bar-skipped');
+    const colour = rgba(outlined ? cs.stroke : cs.fill);
+    if (!colour) continue;
+    const bg = bgOf(rect.closest('svg'));
+    const r = ratio(over(colour, bg), bg);
+    result.barsChecked++;
+    if (r < 3) result.bars.push(describe(rect) + ' ' + (rect.querySelector('title') || {}).textContent + ' contrast ' + r.toFixed(2));
+  }
+  // the static copies printed after each view stay hidden where the widget itself rendered
+  for (const copy of panel.querySelectorAll('.tcl-static')) {
+    result.statics++;
+    if (visible(copy) && copy.getBoundingClientRect().height > 0) result.staticsShown.push(describe(copy));
+  }
+  // call cards: the arguments keep the card's width (a long id wraps the head line, not the box)
+  for (const card of panel.querySelectorAll('.tcl-view .tcl-call')) {
+    const args = card.querySelector('.tcl-args');
+    if (!args || !visible(card) || !card.getBoundingClientRect().width) continue;
+    if (args.getBoundingClientRect().width < 0.8 * (card.getBoundingClientRect().width - 16))
+      result.squeezed.push(describe(card));
+  }
   const texts = panel.querySelectorAll('.tcl-view .tcl *, .tcl-trace *');
   for (const el of texts) {
     if (el.tagName === 'STYLE' || el.tagName === 'title' || el.closest('title')) continue;
@@ -98,7 +123,8 @@ MEASURE = r"""
       const cs = getComputedStyle(el);
       fg = rgba(cs.fill);
       bg = bgOf(el.closest('svg'));
-      const bar = el.classList.contains('tcl-in') ? el.previousElementSibling : null;
+      let bar = el.classList.contains('tcl-in') ? el.previousElementSibling : null;
+      while (bar && bar.tagName !== 'rect') bar = bar.previousElementSibling;  // past other layouts' labels
       if (bar) { const c = rgba(getComputedStyle(bar).fill); const o = parseFloat(bar.getAttribute('fill-opacity') || '1');
         bg = over([c[0], c[1], c[2], o], bg); }
     } else {
@@ -116,6 +142,55 @@ MEASURE = r"""
 """
 
 
+# Runs in the page: how far "Run All" got. A prompt reads "[3]:" once its cell ran, "[*]:" while it
+# runs or waits its turn; the kernel's state is in the status bar.
+PROGRESS = r"""
+() => {
+  const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden'));
+  const cells = [...panel.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+  const prompt = c => (c.querySelector('.jp-InputPrompt') || {}).textContent || '';
+  const failed = cells.find(c => c.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"] .ansi-red-fg, .jp-OutputArea-child .jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]'));
+  const status = [...document.querySelectorAll('.jp-StatusBar-Widget')].map(w => w.textContent).join(' ');
+  return {
+    total: cells.length,
+    done: cells.filter(c => /\[\d+\]/.test(prompt(c))).length,
+    running: cells.filter(c => /\[\*\]/.test(prompt(c))).length,
+    idle: /\|\s*Idle/.test(status),
+    error: failed ? 'cell ' + cells.indexOf(failed) + ': ' + failed.innerText.trim().split('\n').slice(-3).join(' / ').slice(0, 400) : 'no error output seen',
+  };
+}
+"""
+
+# Off-screen cells must stay in the page (measured, screenshot): "windowingMode": "none" in SETTINGS.
+WINDOWING = r"""
+() => { const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+        return nb && nb.classList.contains('jp-mod-virtualScrollbar') ? 'virtual scrollbar' : ''; }
+"""
+
+KEEP_OUT = {".git", ".venv", ".venv-bench", "artifacts", "notebooks", "build"}
+
+
+def mirror(work: Path) -> None:
+    """A scratch copy of the repository's layout: notebooks copied without their stored outputs
+    (JupyterLab saves what it runs, and a stored "[1]:" would look like a cell already run), every
+    other top-level entry linked, so notebooks find `data/`, `tests/conformance/` and whatever else
+    they read exactly as in the repository."""
+    (work / "notebooks").mkdir(parents=True)
+    for entry in sorted(REPO.iterdir()):
+        if entry.name not in KEEP_OUT and not entry.name.endswith(".egg-info"):
+            (work / entry.name).symlink_to(entry)
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+        nb.get("metadata", {}).pop("widgets", None)
+        (work / "notebooks" / path.name).write_text(json.dumps(nb), encoding="utf-8")
+    for extra in sorted((REPO / "notebooks").iterdir()):
+        if extra.suffix != ".ipynb" and not extra.name.startswith("."):
+            (work / "notebooks" / extra.name).symlink_to(extra)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,10 +203,8 @@ class Lab:
     def __init__(self, root: Path, browser: Any, shots: Path) -> None:
         self.root, self.shots = root, shots
         work = root / "work"
-        (work / "notebooks").mkdir(parents=True)
-        for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
-            shutil.copy(nb, work / "notebooks" / nb.name)
-        (work / "data").symlink_to(REPO / "data")
+        self.work = work
+        mirror(work)
         if REALDATA.is_dir():
             (root / "shared").mkdir()
             (root / "shared" / "realdata").symlink_to(REALDATA)
@@ -139,7 +212,6 @@ class Lab:
         for name, value in SETTINGS.items():
             (settings / name).parent.mkdir(parents=True, exist_ok=True)
             (settings / name).write_text(json.dumps(value))
-        self.work = work
         self.port = free_port()
         env = {
             **os.environ,
@@ -213,21 +285,45 @@ class Lab:
         self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
         self.page.wait_for_timeout(600)
 
-    def run_notebook(self, name: str, timeout_s: float = 150) -> dict[str, Any]:
-        """Open, run all, save; returns the saved notebook and the in-page measurements."""
+    def run_notebook(self, name: str, quiet_s: float = 120, budget_s: float = 240) -> dict[str, Any]:
+        """Open, run all, save; returns the saved notebook, how the run ended, and the measurements.
+
+        Waits while cells keep finishing: the run is over when every code cell has an execution
+        number, or when the kernel is idle with no cell queued (a cell failed and JupyterLab stopped
+        running the rest: `halted` names it and its error). It gives up only when no cell finished
+        for `quiet_s` seconds (a slow, loaded machine still makes progress) or after `budget_s`.
+        """
         page = self.page
         page.goto(f"{self.base}/lab/tree/notebooks/{name}?reset", wait_until="domcontentloaded")
         page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
         # the kernel is up when the status bar says so ("Python 3 (ipykernel) | Idle")
         page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=60_000)
+        windowing = page.evaluate(WINDOWING)
+        if windowing:
+            raise RuntimeError(
+                f"{name}: JupyterLab renders the notebook windowed ({windowing}); see SETTINGS"
+            )
         self.menu("Run", "Run All Cells")
-        started = time.monotonic()
-        page.wait_for_function(
-            """() => { const ps = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
-                       return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent)); }""",
-            timeout=timeout_s * 1000,
-            polling=500,
-        )
+        started = last_progress = time.monotonic()
+        done, idle_polls, state = -1, 0, {}
+        while True:
+            page.wait_for_timeout(400)
+            state = page.evaluate(PROGRESS)
+            now = time.monotonic()
+            if state["done"] > done:
+                done, last_progress = state["done"], now
+            if state["total"] and state["done"] == state["total"] and not state["running"]:
+                break
+            # stopped early: nothing running or queued, kernel idle, for a few polls in a row
+            idle_polls = idle_polls + 1 if state["idle"] and not state["running"] and state["done"] else 0
+            if idle_polls >= 5:
+                break
+            if now - last_progress > quiet_s or now - started > budget_s:
+                raise RuntimeError(
+                    f"{name}: {state['done']} of {state['total']} code cells finished, none for "
+                    f"{now - last_progress:.0f} s (running: {state['running']}; kernel idle: {state['idle']}); "
+                    f"see {self.log.name}"
+                )
         run_s = time.monotonic() - started
         page.wait_for_timeout(1500)  # widget views attach after the last reply
         page.keyboard.press("Control+s")
@@ -236,7 +332,10 @@ class Lab:
             "!document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-mod-dirty')", timeout=20_000
         )
         saved = self._read_saved(path)
-        return {"saved": saved, "run_s": run_s, "light": page.evaluate(MEASURE)}
+        halted = None
+        if state["done"] < state["total"]:
+            halted = f"{state['done']} of {state['total']} code cells ran; stopped after: {state['error']}"
+        return {"saved": saved, "run_s": run_s, "halted": halted, "light": page.evaluate(MEASURE)}
 
     @staticmethod
     def _read_saved(path: Path) -> dict[str, Any]:
@@ -264,7 +363,8 @@ class Lab:
         self.page.screenshot(path=str(top))
         out.append(top)
         views = self.page.locator(
-            ".jp-NotebookPanel:not(.lm-mod-hidden) :is(.tcl-view, .jp-OutputArea-output > .tcl, .jp-OutputArea-output img)"
+            ".jp-NotebookPanel:not(.lm-mod-hidden) "
+            ":is(.tcl-view, .jp-OutputArea-output > .tcl:not(.tcl-static), .jp-OutputArea-output img) >> visible=true"
         )
         size = self.page.viewport_size or {"width": 1400, "height": 1000}
         for k in range(min(views.count(), 8)):
@@ -282,14 +382,18 @@ class Lab:
         self.page.set_viewport_size(size)
         return out
 
-    def step_through(self) -> list[tuple[str, str]]:
-        """Use the first stream stepper's controls; (data-step, visible frame label) after each."""
-        stepper = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").first
+    def step_through(self) -> list[tuple[str, str, str]]:
+        """Use the first stream stepper's controls; (data-step, frame label, the frame's whole text)
+        after each (the text is compared with the frame Python renders for that step)."""
+        stepper = self.page.locator(
+            ".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper >> visible=true"
+        ).first
         stepper.scroll_into_view_if_needed()
 
-        def state() -> tuple[str, str]:
-            label = stepper.locator(".tcl-frame:not([hidden]) .tcl-frame-label").inner_text()
-            return str(stepper.get_attribute("data-step")), label
+        def state() -> tuple[str, str, str]:
+            label = stepper.locator(".tcl-frame .tcl-frame-label").inner_text()
+            text = str(stepper.locator(".tcl-frame").text_content())
+            return str(stepper.get_attribute("data-step")), label, text
 
         seen = [state()]
         for button in ("tcl-next", "tcl-next", "tcl-prev", "tcl-last"):
@@ -306,3 +410,21 @@ class Lab:
         self.page.keyboard.press("ArrowRight")  # ... and the arrow keys move it on
         seen.append(state())
         return seen
+
+    def open_corpus_row_by_keyboard(self) -> tuple[str, str]:
+        """In the first corpus view: type a row number and press Enter, then Tab to "next row" and
+        press Enter; the heading of the opened comparison after each."""
+        view = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").first
+        view.scroll_into_view_if_needed()
+        box = view.locator(".widget-inline-hbox", has_text="row #").locator("input").first
+        box.click()
+        box.fill("3")
+        box.press("Enter")
+        opened = view.locator("b", has_text=re.compile(r"^row #3:"))
+        opened.first.wait_for(timeout=30_000)
+        first = opened.first.inner_text()
+        view.locator("button", has_text="next row").first.focus()
+        self.page.keyboard.press("Enter")
+        after = view.locator("b", has_text=re.compile(r"^row #(?!3:)\d+:"))
+        after.first.wait_for(timeout=30_000)
+        return first, after.first.inner_text()

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +107,24 @@ def lab(browser, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(lab) -> dict[str, dict[str, Any]]:
-    """Every notebook run once, measured in both themes (shared by the tests below)."""
+    """Every notebook run once, measured in both themes (shared by the tests below). A notebook
+    that cannot be run fails its own tests (`run()` raises with the reason), not the others'."""
     out: dict[str, dict[str, Any]] = {}
     for name in NOTEBOOKS:
-        result = lab.run_notebook(name)
+        try:
+            result = lab.run_notebook(name)
+        except Exception as exc:  # reported by every test of this notebook
+            out[name] = {"failure": f"{type(exc).__name__}: {exc}"}
+            continue
         stem = name.split("_")[0]
         result["shots"] = lab.screenshots(f"nb{stem}_light")
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
             result["stepping"] = lab.step_through()
+        if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").count():
+            try:
+                result["corpus_keys"] = lab.open_corpus_row_by_keyboard()
+            except Exception as exc:  # reported by its own test
+                result["corpus_keys"] = f"{type(exc).__name__}: {exc}"
         lab.theme("JupyterLab Dark")
         result["dark"] = lab.measure()
         result["shots"] += lab.screenshots(f"nb{stem}_dark")
@@ -122,13 +133,22 @@ def runs(lab) -> dict[str, dict[str, Any]]:
     return out
 
 
+def run(runs: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    """One notebook's run, or the test fails saying why it could not be run."""
+    result = runs[name]
+    if "failure" in result:
+        pytest.fail(f"{name} could not be run in JupyterLab: {result['failure']}")
+    return result
+
+
 def _code_cells(saved: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in saved["cells"] if c["cell_type"] == "code"]
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_jupyterlab_without_errors(runs, name) -> None:
-    saved = runs[name]["saved"]
+    saved = run(runs, name)["saved"]
+    assert not run(runs, name)["halted"], run(runs, name)["halted"]
     cells = _code_cells(saved)
     assert cells and all(c.get("execution_count") for c in cells), "every cell ran"
     errors = [
@@ -142,7 +162,7 @@ def test_notebook_runs_in_jupyterlab_without_errors(runs, name) -> None:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_plotting_cell_shows_one_image(runs, name) -> None:
-    saved, measured = runs[name]["saved"], runs[name]["light"]["cells"]
+    saved, measured = run(runs, name)["saved"], run(runs, name)["light"]["cells"]
     plotting = [
         i
         for i, c in enumerate(saved["cells"])
@@ -156,7 +176,7 @@ def test_every_plotting_cell_shows_one_image(runs, name) -> None:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_widget_rendered(runs, name) -> None:
-    saved, measured = runs[name]["saved"], runs[name]["light"]
+    saved, measured = run(runs, name)["saved"], run(runs, name)["light"]
     expected = sum(
         "application/vnd.jupyter.widget-view+json" in o.get("data", {})
         for c in _code_cells(saved)
@@ -170,25 +190,50 @@ def test_every_widget_rendered(runs, name) -> None:
 @pytest.mark.parametrize("name", NOTEBOOKS)
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) -> None:
-    measured = runs[name][theme]
+    measured = run(runs, name)[theme]
     assert not measured["overflow"], measured["overflow"][:10]
     assert not measured["contrast"], measured["contrast"][:10]
+    assert not measured["bars"], measured["bars"][:10]  # every bar stands out from the page (3:1)
+    assert not measured["staticsShown"], measured["staticsShown"][:5]  # static copies hidden by the widget
+    assert not measured["squeezed"], measured["squeezed"][:5]
     if name.startswith(("02", "03")):
         assert measured["checked"] > 50 and measured["lowest"] >= 4.5
+        assert measured["barsChecked"] > 10 and measured["statics"] >= 1
 
 
 def test_stepper_controls_change_what_is_shown(runs) -> None:
-    seen = runs["01_how_tool_calling_works.ipynb"]["stepping"]
-    steps = [int(s) for s, _ in seen]
-    labels = [label for _, label in seen]
+    seen = run(runs, "01_how_tool_calling_works.ipynb")["stepping"]
+    steps = [int(s) for s, _, _ in seen]
+    labels = [label for _, label, _ in seen]
     assert steps[:4] == [0, 1, 2, 1] and labels[1] != labels[0] and labels[2] != labels[1]
     assert "after the last chunk" in labels[4]
     assert steps[5] >= 2, "play moved forward on its own"
     assert steps[7] == steps[6] + 1, "the arrow key moves the slider"
 
 
+def test_the_page_renders_each_step_as_python_does(runs) -> None:
+    """The stepper's script rebuilds every step from the stream's edits; each frame it showed has
+    the text `frame_html` renders for that step."""
+    from toolcall_lab.formats.recordings import read_recording
+    from toolcall_lab.notebook.stream import StreamStates, frame_html
+
+    exchange = read_recording(REPO / "data/recordings/scripted_weather_news_stock.sse").exchanges[0]
+    states = StreamStates.build(list(exchange.payloads), exchange.format)
+    seen = run(runs, "01_how_tool_calling_works.ipynb")["stepping"]
+    for step, _, text in seen:
+        want = unescape(re.sub(r"<[^>]+>", "", frame_html(states, int(step))))
+        assert " ".join(text.split()) == " ".join(want.split()), f"step {step}"
+
+
+def test_corpus_rows_open_from_the_keyboard(runs) -> None:
+    keys = run(runs, "03_benchmark_modes.ipynb")["corpus_keys"]
+    assert isinstance(keys, tuple), keys
+    first, then = keys
+    assert first.startswith("row #3:") and then.startswith("row #") and not then.startswith("row #3:")
+
+
 def test_screenshots_were_kept(runs) -> None:
-    shots = [p for r in runs.values() for p in r["shots"]]
+    shots = [p for name in NOTEBOOKS for p in run(runs, name)["shots"]]
     assert len(shots) >= 2 * len(NOTEBOOKS)
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in shots)
     assert any("dark" in p.name for p in shots)
@@ -232,8 +277,14 @@ def exported(tmp_path_factory) -> tuple[str, Path]:
     assert "application/vnd.jupyter.widget-state+json" in nb.metadata["widgets"]
     exporter = HTMLExporter(require_js_url=REQUIRE.as_uri(), widget_renderer_url=EMBED.as_uri())
     body, _ = exporter.from_notebook_node(nb)
-    page = tmp_path_factory.mktemp("browser") / "widgets.html"
+    folder = tmp_path_factory.mktemp("browser")
+    page = folder / "widgets.html"
     page.write_text(body, encoding="utf-8")
+    # the same export where the widget JavaScript cannot be had (plain nbconvert offline: its CDN)
+    offline = HTMLExporter(
+        require_js_url=REQUIRE.as_uri(), widget_renderer_url=(folder / "no-such-widget-js.js").as_uri()
+    ).from_notebook_node(nb)[0]
+    (folder / "offline.html").write_text(offline, encoding="utf-8")
     profile = tmp_path_factory.mktemp("chromium-profile")
     dom = subprocess.run(
         [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
@@ -279,6 +330,28 @@ def test_static_compare_view_and_stepper_render(exported) -> None:
     assert "speedup vs sequential" in compare and compare.count('class="tcl-timeline"') >= 8
     assert "calls so far" in _section(exported[0], "tcl-stream-stepper")
     assert (SHOTS / "static_export.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_static_copies_show_exactly_where_the_widget_javascript_is_missing(exported, browser) -> None:
+    page = browser.new_page()
+    page.goto(exported[1].as_uri())
+    page.locator(".tcl-view").first.wait_for(timeout=30_000)  # the widgets rendered ...
+    page.wait_for_timeout(500)
+    shown_with_js = page.locator(".tcl-static >> visible=true").count()
+    page.goto((exported[1].parent / "offline.html").as_uri())
+    page.wait_for_timeout(1500)
+    copies = page.locator(".tcl-static >> visible=true")
+    shown_offline = copies.count()
+    texts = copies.all_inner_texts()
+    stepper = page.locator(".tcl-static .tcl-stepper").first
+    before = stepper.locator(".tcl-frame-label").inner_text()
+    stepper.locator("button.tcl-next").click()
+    after = stepper.locator(".tcl-frame-label").inner_text()
+    page.close()
+    assert shown_with_js == 0  # ... and hid their static copies
+    assert shown_offline == 3 and page.is_closed()
+    assert "One failing and one hanging" in texts[0] and "speedup vs sequential" in texts[1]
+    assert before.startswith("chunk 0") and after.startswith("chunk 1")  # steps without a kernel
 
 
 def test_static_export_steps_through_chunks_without_a_kernel(exported, browser) -> None:

@@ -322,9 +322,9 @@ def run_rows(
     tool_time = sum(e.duration_s for e in ran)
     trips_time = sum(r.round_trip_s for r in result.rounds)  # serialized: the N-1 recorded per batch
     phases = sum(_tool_phase(r) for r in result.rounds) - trips_time
+    answered = _tool_message_ids(result)
     order_ok = all(
-        [m["tool_call_id"] for m in _tool_messages_after(result, r)]
-        == [c.tool_call_id for c in r.tool_calls][: len(_tool_messages_after(result, r))]
+        (ids := answered(r)) == [c.tool_call_id for c in r.tool_calls][: len(ids)]
         for r in result.rounds
         if r.tool_calls
     )
@@ -357,9 +357,20 @@ def run_rows(
     return summary, rounds, calls
 
 
-def _tool_messages_after(result: RunResult, r: Round) -> list[dict[str, Any]]:
-    ids = {c.tool_call_id for c in r.tool_calls}
-    return [m for m in result.messages if m.get("role") == "tool" and m.get("tool_call_id") in ids]
+def _tool_message_ids(result: RunResult) -> Callable[[Round], list[str]]:
+    """For a round, the ids of the transcript's tool messages answering its calls, in transcript
+    order (indexed once per run: a long session would otherwise rescan its transcript per round)."""
+    where: dict[str, list[int]] = {}
+    for k, m in enumerate(result.messages):
+        if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str):
+            where.setdefault(m["tool_call_id"], []).append(k)
+
+    def ids(r: Round) -> list[str]:
+        keys = {c.tool_call_id for c in r.tool_calls}
+        found = sorted(k for key in keys for k in where.get(key, ()))
+        return [result.messages[k]["tool_call_id"] for k in found]
+
+    return ids
 
 
 def trace_rows(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolcall_lab.messages import ToolCall
-from toolcall_lab.records import HookFailure, ToolExecution, positional_constructor
+from toolcall_lab.records import ChunkTiming, HookFailure, Timing, ToolExecution, positional_constructor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +42,10 @@ class ModelResponded:
     latency_s: float
     n_tool_calls: int
     usage: dict[str, Any] | None = None
+    timing: Timing | None = None
+    """Where the latency came from (the `ModelCall` label), so a live view labels it as a trace would."""
+    chunk_timing: ChunkTiming | None = None
+    n_chunks: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

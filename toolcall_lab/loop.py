@@ -396,6 +396,9 @@ class _Run:
                 latency_s=model_call.latency_s,
                 n_tool_calls=len(calls),
                 usage=json_copy(model_call.usage),  # the listener's own: the record keeps its copy
+                timing=model_call.timing,
+                chunk_timing=model_call.chunk_timing,
+                n_chunks=len(model_call.chunks),
             )
         )
         if choice.reasoning:

@@ -3,8 +3,12 @@
 Imported lazily (matplotlib is heavy). Figures are built without pyplot, so nothing lands on global
 state; to show inline in a fresh kernel whatever ran before (pyplot imported or not, any backend),
 each function displays its figure itself when it runs in a Jupyter kernel, and the returned figure
-does not display a second time in the same cell (it does when shown again in a later cell).
-Timelines draw the same bars, lanes and labels as the notebook views' SVG timelines.
+does not display a second time in the same cell (it does when shown again in a later cell). It is
+shown as it is when the function returns: to change it first (``fig.suptitle(...)``), pass
+``show=False`` and display ``fig`` yourself.
+Timelines draw the same bars (every one an interval the record holds), lanes and labels as the
+notebook views' SVG timelines. Corpus figures say how much of the time they rest on is estimated or
+a placeholder (weighed by seconds), and leave runs that are not comparable out of speedups.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.figure import Figure
 
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
-from toolcall_lab.notebook.theme import MODEL, PROVENANCE_NOTE, STATUS, TRIP, WAIT, status_style
-from toolcall_lab.notebook.timeline import Axis, items_of, lane_names, place_label, round_end
+from toolcall_lab.notebook.legend import legend_entries
+from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT
+from toolcall_lab.notebook.timeline import (
+    Axis,
+    items_of,
+    lane_names,
+    neighbours,
+    place_label,
+    round_end,
+)
 from toolcall_lab.records import MODES
 from toolcall_lab.replay import replay
 from toolcall_lab.trace import Trace
@@ -82,35 +94,28 @@ def draw_rounds(
     rounds: Sequence[dict[str, Any]],
     *,
     title: str,
-    round_trip_s: float = 0.0,
     end: float | None = None,
     plot_px: float = 800.0,
-) -> set[str]:
-    """One run (serialized rounds) on one axis; returns the kinds of bars drawn (for the legend)."""
-    items = items_of(rounds, round_trip_s=round_trip_s)
+) -> list[Any]:
+    """One run (serialized rounds) on one axis; returns what was drawn (for the legend)."""
+    items = items_of(rounds)
     t1 = end if end is not None else max((round_end(r) for r in rounds), default=1.0)
     axis = Axis(0.0, max(t1, 1e-3), plot_px, 0.0)
-    by_lane: dict[int, list[Any]] = {}
-    for it in items:
-        if it.kind != "wait":
-            by_lane.setdefault(it.lane, []).append(it)
-    for lane_items in by_lane.values():
-        lane_items.sort(key=lambda i: (i.t0, i.t1))
-    kinds: set[str] = set()
+    near = neighbours(items)
     for it in items:
         w = it.t1 - it.t0
         prov = it.provenance
-        alpha = 0.6 if prov == "estimated" else (0.3 if prov == "placeholder" else 1.0)
+        faint = prov in ("estimated", "placeholder")
         if it.kind == "wait":
             ax.barh(it.lane, w, left=it.t0, height=0.18, color=WAIT.fill)
         elif it.kind == "skipped":
             ax.barh(
                 it.lane,
                 axis.span * 0.008,
-                left=it.t0,
+                left=min(it.t0, axis.span * 0.992),
                 height=0.7,
                 fill=False,
-                edgecolor="#9ca3af",
+                edgecolor=SKIPPED_STROKE,
                 linestyle="--",
                 linewidth=0.8,
             )
@@ -121,23 +126,27 @@ def draw_rounds(
                 left=it.t0,
                 height=0.7,
                 color=it.fill,
-                alpha=alpha,
-                edgecolor="white",
-                linewidth=0.8,
-                hatch="///" if prov != "recorded" or it.kind == "trip" else None,
+                alpha=(0.55 if prov == "estimated" else 0.2) if faint else 1.0,
+                edgecolor="white" if not faint else it.fill,
+                linewidth=0.8 if not faint else 1.2,
+                linestyle="-" if not faint else ("--" if prov == "estimated" else ":"),
             )
-        kinds.add(f"{it.kind}:{it.status}" if it.kind == "tool" else it.kind)
-        if prov != "recorded":
-            kinds.add(f"prov:{prov}")
+            if faint:  # the outline at full strength: visible whatever the fill's alpha
+                ax.barh(
+                    it.lane,
+                    max(w, axis.span * 0.002),
+                    left=it.t0,
+                    height=0.7,
+                    fill=False,
+                    edgecolor=it.fill,
+                    linewidth=1.2,
+                    linestyle="--" if prov == "estimated" else ":",
+                )
         if it.kind in ("model", "tool"):
-            lane = by_lane[it.lane]
-            k = lane.index(it)
-            before = next((o for o in reversed(lane[:k]) if o.t1 <= it.t0 + 1e-9), None)
-            after = next((o for o in lane[k + 1 : k + 4] if o.t0 >= it.t1 - 1e-9), None)
-            placed = place_label(it, before, after, axis)
+            placed = place_label(it, *near[id(it)], axis)
             if placed:
                 text, where = placed
-                colour = it.on_fill if where == "in" and prov == "recorded" else "#1f2328"
+                colour = it.on_fill if where == "in" and not faint else "#1f2328"
                 x = {
                     "in": it.t0 + axis.span * 0.004,
                     "right": it.t1 + axis.span * 0.004,
@@ -160,57 +169,56 @@ def draw_rounds(
     ax.set_title(title, fontsize=10, loc="left")
     ax.grid(axis="x", alpha=0.3)
     ax.tick_params(axis="x", labelsize=8)
-    return kinds
+    return items
 
 
-def _legend(fig: Figure, kinds: set[str]) -> None:
+def _legend(fig: Figure, items: Sequence[Any]) -> None:
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=MODEL.fill, label="model call")]
-    for k in sorted(kinds):
-        if k.startswith("tool:"):
-            st = status_style(k[5:])
-            handles.append(Patch(color=st.fill, label=f"tool {st.label}"))
-    if "trip" in kinds:
-        handles.append(Patch(facecolor=TRIP.fill, hatch="///", edgecolor="white", label=TRIP.label))
-    if "wait" in kinds:
-        handles.append(Patch(color=WAIT.fill, label=WAIT.label))
-    if "skipped" in kinds:
-        handles.append(Patch(fill=False, edgecolor="#9ca3af", linestyle="--", label="skipped call"))
-    for k in sorted(kinds):
-        if k.startswith("prov:"):
+    handles = []
+    for fill, icon, text, extra in legend_entries(items):
+        label = f"{icon} {text}".strip()
+        if fill == "transparent":
+            handles.append(Patch(fill=False, edgecolor=SKIPPED_STROKE, linestyle="--", label=label))
+        elif "dashed" in extra or "dotted" in extra:
+            estimated = "dashed" in extra
             handles.append(
                 Patch(
-                    facecolor=MODEL.fill,
-                    alpha=0.5,
-                    hatch="///",
-                    label=f"{k[5:]} timing: {PROVENANCE_NOTE.get(k[5:], k[5:])}",
+                    facecolor=fill,
+                    alpha=0.55 if estimated else 0.25,
+                    edgecolor=fill,
+                    linestyle="--" if estimated else ":",
+                    label=label,
                 )
             )
+        else:
+            handles.append(Patch(color=fill, label=label))
     fig.legend(
-        handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize=8, frameon=False
+        handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8, frameon=False
     )
 
 
 def timeline_figure(
     panels: Sequence[tuple[str, Sequence[dict[str, Any]]]],
     *,
-    round_trip_s: float = 0.0,
     suptitle: str = "",
     save: str | Path | None = None,
     show: bool | None = None,
 ) -> LabFigure:
-    """Runs (title, serialized rounds) one panel each, on one shared time axis, with a legend."""
+    """Runs (title, serialized rounds) one panel each, on one shared time axis, with a legend.
+
+    Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
+    """
     panels = [(t, r) for t, r in panels if r]
     end = max(round_end(r) for _, rounds in panels for r in rounds) if panels else 1.0
     heights = [0.9 + 0.3 * (1 + max(len(r["tool_calls"]) for r in rounds)) for _, rounds in panels] or [1.0]
-    fig = LabFigure(figsize=(10, sum(heights) + 1.0), layout="constrained")
+    fig = LabFigure(figsize=(10, sum(heights) + 1.2), layout="constrained")
     axes = fig.subplots(max(len(panels), 1), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
-    kinds: set[str] = set()
+    drawn: list[Any] = []
     for ax, (title, rounds) in zip(axes, panels, strict=False):
-        kinds |= draw_rounds(ax, rounds, title=title, round_trip_s=round_trip_s, end=end)
+        drawn += draw_rounds(ax, rounds, title=title, end=end)
     axes[-1].set_xlabel("seconds from the start of the run", fontsize=9)
-    _legend(fig, kinds)
+    _legend(fig, drawn)
     if suptitle:
         fig.suptitle(suptitle, fontsize=11)
     return _finish(fig, save, show)
@@ -228,7 +236,10 @@ def gantt(
     """The trace replayed under each mode or strategy (a name such as ``eager``, ``module:attribute``,
     or a strategy object), one panel per strategy on a shared time axis. Under ``eager`` tool bars
     start inside the model bar (the call ran while the model was still streaming); a call that waited
-    for a slot shows the wait as a thin bar from when it was queued."""
+    for a slot shows the wait as a thin bar from when it was queued.
+
+    Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
+    """
     from toolcall_lab.analysis import run_rows
     from toolcall_lab.strategies import Serialized, resolve
 
@@ -255,18 +266,42 @@ def gantt(
         panels.append((title, Trace.from_run(result, trace.metadata).to_dict()["rounds"]))
     return timeline_figure(
         panels,
-        round_trip_s=round_trip_s,
         suptitle=f"{trace.metadata.title} ({trace.metadata.origin}, replayed on the virtual clock)",
         save=save,
         show=show,
     )
 
 
-def _not_comparable(runs: Any) -> set[str]:
-    """Modes that skipped calls somewhere: their speed is not comparable with the others'."""
-    if "skipped" not in runs:
-        return set()
-    return {str(m) for m in runs.loc[runs["skipped"] > 0, "mode"].unique()}
+def _comparable(runs: Any) -> Any:
+    """`compare`'s ``comparable`` column (a run that skipped calls did less work), or, for tables
+    without it, no skipped call."""
+    if "comparable" in runs:
+        return runs["comparable"].astype(bool)
+    if "skipped" in runs:
+        return runs["skipped"] == 0
+    return runs["mode"].notna()
+
+
+def _weak_share(runs: Any) -> float:
+    """The share of the seconds behind these runs that is estimated or a placeholder, weighed by
+    seconds (a 0 s placeholder weighs nothing), from each run's ``measured_share``."""
+    if "measured_share" not in runs:
+        return 0.0
+    parts = [c for c in ("model_time_s", "tool_time_s", "round_trip_time_s") if c in runs]
+    seconds = runs[parts].sum(axis=1) if parts else runs["wall_time_s"]
+    total = float(seconds.sum())
+    if total <= 0:
+        return 0.0
+    return float(((1 - runs["measured_share"].fillna(1.0)) * seconds).sum()) / total
+
+
+def _evidence(runs: Any) -> str:
+    """What a figure rests on, in words: all measured, or the estimated/placeholder share."""
+    share = _weak_share(runs)
+    if share <= 0:
+        return "timings: all recorded or reported"
+    pct = "<1" if share < 0.01 else f"{share * 100:.0f}"
+    return f"⚠ {pct} % of these seconds are estimated or placeholders"
 
 
 def _origins(runs: Any) -> str:
@@ -279,36 +314,61 @@ def _origins(runs: Any) -> str:
 def speedup_distribution(
     comparison: Comparison, *, save: str | Path | None = None, show: bool | None = None
 ) -> LabFigure:
-    """Speedup against sequential over a corpus, one box per mode (modes that skip calls marked)."""
+    """Speedup against sequential over a corpus, one box per mode, from comparable runs only (a
+    mode with runs that skipped calls says how many were left out). The title says how much of the
+    time behind the figure is estimated or a placeholder.
+
+    Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
+    """
     runs = comparison.runs
-    bad = _not_comparable(runs)
+    ok = _comparable(runs)
     modes = [m for m in runs["mode"].unique() if m != "sequential"]
-    fig = LabFigure(figsize=(7, 3.8), layout="constrained")
+    fig = LabFigure(figsize=(7, 4.0), layout="constrained")
     ax = fig.subplots()
-    data = [runs.loc[runs["mode"] == m, "speedup_vs_sequential"].dropna() for m in modes]
-    labels = [f"{m}\n⚠ skips calls:\nnot comparable" if m in bad else str(m) for m in modes]
+    data, labels, left_out = [], [], []
+    for m in modes:
+        mine = runs["mode"] == m
+        kept = runs.loc[mine & ok, "speedup_vs_sequential"].dropna()
+        out = int((mine & ~ok).sum())
+        data.append(kept if len(kept) else [float("nan")])
+        left_out.append(out)
+        if out and not len(kept):
+            labels.append(f"{m}\n⚠ not comparable:\nskips calls ({out} runs)")
+        elif out:
+            labels.append(f"{m}\n⚠ {out} of {int(mine.sum())} runs\nleft out (skipped calls)")
+        else:
+            labels.append(str(m))
     box = ax.boxplot(data, tick_labels=labels, showfliers=True, patch_artist=True)
-    for patch, m in zip(box["boxes"], modes, strict=True):
-        patch.set_facecolor("#e5e7eb" if m in bad else "#cfe0f5")
-        if m in bad:
+    for patch, out in zip(box["boxes"], left_out, strict=True):
+        patch.set_facecolor("#e5e7eb" if out else "#cfe0f5")
+        if out:
             patch.set_hatch("///")
     ax.axhline(1.0, color="#888", linewidth=0.8, linestyle="--")
     ax.set_ylabel("speedup vs sequential (x)", fontsize=9)
     ax.tick_params(labelsize=8)
-    ax.set_title(f"Speedup over {runs['trace'].nunique()} traces  ({_origins(runs)})", fontsize=10)
+    ax.set_title(
+        f"Speedup over {runs['trace'].nunique()} traces  ({_origins(runs)})\n{_evidence(runs)}", fontsize=10
+    )
     return _finish(fig, save, show)
 
 
 def time_breakdown(
     comparison: Comparison, *, save: str | Path | None = None, show: bool | None = None
 ) -> LabFigure:
-    """Stacked total time per mode: model calls, tool phases, serialized client round trips."""
-    s = comparison.runs.groupby("mode", sort=False).agg(
+    """Stacked total time per mode: model calls, tool phases, serialized client round trips. Each
+    bar says how much of its seconds is estimated or a placeholder; modes with runs that skipped
+    calls are marked (they did less work).
+
+    Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
+    """
+    runs = comparison.runs
+    s = runs.groupby("mode", sort=False).agg(
         model=("model_time_s", "sum"), tools=("tool_phase_s", "sum"), trips=("round_trip_time_s", "sum")
     )
-    bad = _not_comparable(comparison.runs)
+    ok = _comparable(runs)
+    bad = {str(m) for m in runs.loc[~ok, "mode"].unique()}
     labels = [f"{m}\n⚠ skips calls" if m in bad else str(m) for m in s.index]
-    fig = LabFigure(figsize=(7, 3.8), layout="constrained")
+    fig = LabFigure(figsize=(7, 4.2), layout="constrained")
     ax = fig.subplots()
     ax.bar(labels, s["model"], color=MODEL_COLOUR, label="model calls")
     ax.bar(labels, s["tools"], bottom=s["model"], color=STATUS_COLOURS["ok"], label="tool phases")
@@ -320,8 +380,22 @@ def time_breakdown(
         hatch="///",
         label="client round trips (serialized)",
     )
+    tops = s["model"] + s["tools"] + s["trips"]
+    for x, mode in enumerate(s.index):
+        share = _weak_share(runs[runs["mode"] == mode])
+        if share > 0:
+            pct = "<1" if share < 0.01 else f"{share * 100:.0f}"
+            ax.annotate(
+                f"{pct} % est./placeholder",
+                (x, float(tops.iloc[x])),
+                textcoords="offset points",
+                xytext=(0, 3),
+                ha="center",
+                fontsize=7,
+            )
     ax.set_ylabel("seconds (sum over traces)", fontsize=9)
+    ax.set_ylim(0, float(tops.max()) * 1.12 if len(tops) else 1.0)
     ax.tick_params(labelsize=8)
-    ax.legend(fontsize=8)
-    ax.set_title(f"Where the time goes  ({_origins(comparison.runs)})", fontsize=10)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    ax.set_title(f"Where the time goes  ({_origins(runs)})\n{_evidence(runs)}", fontsize=10)
     return _finish(fig, save, show)

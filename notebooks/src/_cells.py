@@ -9,6 +9,7 @@ import json
 import os
 import pandas as pd
 pd.set_option("display.width", 160)
+pd.set_option("display.max_colwidth", None)  # titles and paths whole, never cut to "..."
 ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
 DATA = ROOT / "data"
 REALDATA = Path(os.environ.get("TOOLCALL_LAB_REALDATA", ROOT.parent / "shared" / "realdata"))"""

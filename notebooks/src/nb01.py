@@ -52,7 +52,7 @@ stepper
         code("""
 # the same states, printed (what the slider shows), at a few steps
 for step in (4, 9, 13, len(stepper.chunks)):
-    snapshot, findings = stepper.states[step]
+    snapshot = stepper.states.snapshot(step)
     print(f"after chunk {step}:", {idx: c["arguments"] for idx, c in snapshot[0].items()})
 """),
         code("""

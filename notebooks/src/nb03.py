@@ -28,7 +28,7 @@ readable(table.summary)
 readable(table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency", "speedup_vs_sequential",
                      "upstream_calls", "client_round_trips", "skipped"]].head(12))
 """),
-        md("## One trace, four modes\nModel calls (blue), tool calls by status, and the serialized proxy's client round trips (hatched), on a shared time axis."),
+        md("## One trace, four modes\nModel calls (blue), tool calls by status, and the serialized proxy's client round trips (gold: N-1 per batch of N, as the run recorded them), on a shared time axis. Placeholder timings are faint with a dotted outline."),
         code("""
 plotting.gantt(SCENARIOS["weather_news_stock"].record(), round_trip_s=0.05)
 """),
@@ -45,11 +45,11 @@ is a constant too, so its rows rest on a placeholder whenever `round_trip_s` is 
 against the lower bound (which counts the calls it skipped), and summaries leave it out of speedups.
 """),
         code("""
-table.runs.groupby("mode").agg(
+readable(table.runs.groupby("mode").agg(
     evidence=("timing_evidence", lambda s: ", ".join(sorted(set(s)))),
-    rests_on_estimates=("rests_on_estimates", "mean"),
-    comparable=("comparable", "mean"),
-)
+    share_resting_on_estimates=("rests_on_estimates", "mean"),
+    share_comparable=("comparable", "mean"),
+))
 """),
         md("""
 ## Missed parallelism (an upper bound)
@@ -109,7 +109,7 @@ claims = [
     ("two-round share behind a 2.0 s average (rounds of 2.8 s)", "(implied)", share(two)),
     ("two-round share behind a 2.0 s average (rounds of 3.6 s)", "(implied)", share(3.6)),
 ]
-pd.DataFrame(claims, columns=["claim", "design documents", "this loop (virtual clock)"]).round(3)
+readable(pd.DataFrame(claims, columns=["claim", "design documents", "this loop (virtual clock)"]).round(3))
 """),
         md("""
 ### "3-call batch: 3 client round trips, 1 upstream call", counted at the proxy

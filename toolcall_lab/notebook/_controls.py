@@ -1,30 +1,54 @@
-"""Pieces every view shares: guarded callbacks, a file picker, an export bar, a static fallback."""
+"""Pieces every view shares: guarded callbacks, a file box, an export bar, the static copy."""
 
 from __future__ import annotations
 
+import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 
-from toolcall_lab.exceptions import ToolcallLabError
+from toolcall_lab.exceptions import ToolcallLabError, UsageError
 from toolcall_lab.notebook import export
-from toolcall_lab.notebook.loading import ACCEPT, open_traces, open_upload
+from toolcall_lab.notebook.loading import ACCEPT, DETECT, Opened, kinds, open_source, open_upload, report_html
 from toolcall_lab.notebook.theme import CSS, e
-from toolcall_lab.trace import Trace
+
+EXPECTED = (ToolcallLabError, traitlets.TraitError, ValueError, OSError)
+"""Errors a user can cause from a view (bad input, a file that will not load): one line, no traceback."""
 
 
-def guarded(out: widgets.Output, fn: Callable[..., None]) -> Callable[..., None]:
-    """A callback whose exceptions are shown in the view instead of lost in the browser console."""
+def error_html(exc: BaseException, what: str = "") -> str:
+    """One readable line for an error a user caused; a harness bug keeps its traceback, folded."""
+    line = f"{what}{': ' if what else ''}{type(exc).__name__}: {exc}"
+    if isinstance(exc, EXPECTED):
+        return f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div></div>"
+    tb = "".join(traceback.format_exception(exc))
+    return (
+        f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div><details><summary>traceback "
+        f"(a bug in toolcall_lab: please report it)</summary><pre>{e(tb)}</pre></details></div>"
+    )
+
+
+def guarded(out: widgets.Output, fn: Callable[..., None], what: str = "") -> Callable[..., None]:
+    """A callback whose exceptions are shown in the view (one line for a user's mistake) instead of
+    lost in the browser console; a later success clears the message."""
 
     def wrapper(*args: Any) -> None:
         try:
             fn(*args)
-        except Exception:
+        except Exception as exc:
+            from IPython.display import HTML, display
+
+            out.clear_output()
             with out:
-                print(traceback.format_exc())
+                display(HTML(error_html(exc, what)))  # type: ignore[no-untyped-call]
+        else:
+            if out.outputs:
+                out.clear_output()
 
     return wrapper
 
@@ -40,40 +64,68 @@ def note(text: str, *, error: bool = False) -> str:
 
 
 class OpenBox(widgets.VBox):  # type: ignore[misc]
-    """A path box, an open button and an upload button; loads traces or recordings through
-    `open_traces` and hands them to `on_traces`. Errors are one readable line under the box."""
+    """A path box (Enter opens), a kind selector (detected by default), an open button and an
+    upload button. Loads through `open_source` (trace files, and every kind the importers read),
+    shows what was opened with the importer's report (losses as warnings), and hands the result to
+    `on_open`. Errors are one readable line under the box."""
 
-    def __init__(self, on_traces: Callable[[list[Trace], str], None], *, what: str = "trace") -> None:
-        self.on_traces = on_traces
+    def __init__(self, on_open: Callable[[Opened], None], *, what: str = "trace") -> None:
+        self.on_open = on_open
         self.path = widgets.Text(
-            placeholder=f"path to a {what} file, recording or transcript",
+            placeholder=f"path to a {what} file, a recording, a transcript or a folder; Enter opens it",
             description="open",
+            continuous_update=False,
             layout=widgets.Layout(flex="1 1 260px", min_width="160px"),
+        )
+        self.kind = widgets.Dropdown(
+            options=[(name if name != DETECT else "detect kind", name) for name, _ in kinds()],
+            value=DETECT,
+            tooltip="how to read the file: detected from its content, or one importer",
+            layout=widgets.Layout(width="150px"),
         )
         self.button = widgets.Button(description="open", tooltip="open the file named in the box")
         self.upload = widgets.FileUpload(accept=ACCEPT, multiple=False, description="upload")
         self.message = widgets.HTML()
-        self.button.on_click(lambda _: self.open_path(self.path.value))
+        self._last: tuple[str, float] = ("", 0.0)
+        self.button.on_click(lambda _: self.open_path(self.path.value, again=False))
+        self.path.observe(lambda change: self.open_path(change["new"]), names=["value"])
         self.upload.observe(self._uploaded, names=["value"])
-        row = widgets.HBox([self.path, self.button, self.upload], layout=widgets.Layout(flex_flow="row wrap"))
+        row = widgets.HBox(
+            [self.path, self.kind, self.button, self.upload], layout=widgets.Layout(flex_flow="row wrap")
+        )
         super().__init__([row, self.message])
         self.add_class("tcl-open-box")
 
-    def _deliver(self, load: Callable[[], list[Trace]], label: str) -> None:
+    def _deliver(self, load: Callable[[], Opened], label: str) -> Opened | None:
         try:
-            traces = load()
+            opened = load()
         except ToolcallLabError as exc:
-            self.message.value = note(f"cannot open {label}: {exc}", error=True)
-            return
-        self.message.value = note(f"opened {label}: {len(traces)} trace(s)")
-        self.on_traces(traces, label)
+            self.message.value = note(f"cannot open {label}: {_without(str(exc), label)}", error=True)
+            return None
+        report = report_html(opened)
+        if not opened.traces:
+            self.message.value = wrap(
+                f"<div class='tcl-error'>⚠ nothing to show: no traces in {e(label)}</div>{report}"
+            )
+            return opened
+        self.message.value = wrap(report)
+        self.on_open(opened)
+        return opened
 
-    def open_path(self, path: str | Path) -> None:
+    def open_path(self, path: str | Path, *, again: bool = True) -> Opened | None:
+        """Open a file or folder (what Enter and the open button do). The button right after Enter
+        on the same path does not open it twice; pressed later, it opens it again."""
         text = str(path).strip()
         if not text:
+            if again:  # the box was cleared: nothing to say
+                return None
             self.message.value = note("type a path first", error=True)
-            return
-        self._deliver(lambda: open_traces(text), text)
+            return None
+        last, at = self._last
+        if not again and last == text and time.monotonic() - at < 1.0:
+            return None  # the click that followed the Enter (or the blur) that opened it
+        self._last = (text, time.monotonic())
+        return self._deliver(lambda: open_source(text, self.kind.value), text)
 
     def _uploaded(self, change: Any) -> None:
         files = change["new"]
@@ -82,11 +134,24 @@ class OpenBox(widgets.VBox):  # type: ignore[misc]
         f = files[0]
         name = f["name"] if isinstance(f, Mapping) else getattr(f, "name", "upload")
         content = f["content"] if isinstance(f, Mapping) else getattr(f, "content", b"")
-        self._deliver(lambda: open_upload(name, bytes(content)), name)
+        self._deliver(lambda: open_upload(name, bytes(content), self.kind.value), name)
+
+
+def _without(message: str, label: str) -> str:
+    """The error without the path it starts with (the message names the file once)."""
+    expanded = str(Path(label).expanduser())
+    for prefix in (f"{expanded}: ", f"{label}: "):
+        if message.startswith(prefix):
+            return message[len(prefix) :]
+    return message
 
 
 class ExportBar(widgets.VBox):  # type: ignore[misc]
-    """Buttons that save the view's timeline (SVG, PNG) and tables (CSV) into a folder."""
+    """Buttons that save the view's timeline (SVG, PNG) and tables (CSV) into a folder.
+
+    Files are named after what the view shows (a long title is shortened with a hash of the whole
+    title) and never overwrite an earlier export; an empty view saves nothing and says so.
+    """
 
     def __init__(
         self,
@@ -94,10 +159,9 @@ class ExportBar(widgets.VBox):  # type: ignore[misc]
         panels: Callable[[], Sequence[tuple[str, Sequence[dict[str, Any]]]]],
         tables: Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]],
         *,
-        round_trip_s: Callable[[], float] = lambda: 0.0,
         folder: str = "exports",
     ) -> None:
-        self.stem, self.panels, self.tables, self.rtt = stem, panels, tables, round_trip_s
+        self.stem, self.panels, self.tables = stem, panels, tables
         self.folder = widgets.Text(value=folder, description="save to", layout=widgets.Layout(width="260px"))
         self.svg = widgets.Button(description="timeline SVG", tooltip="save the timeline as SVG")
         self.png = widgets.Button(description="timeline PNG", tooltip="save the timeline as PNG")
@@ -113,35 +177,72 @@ class ExportBar(widgets.VBox):  # type: ignore[misc]
         self.add_class("tcl-export-bar")
 
     def save(self, kind: str) -> list[Path]:
-        """Write the files of one kind ('svg', 'png' or 'csv'); returns their paths."""
+        """Write the files of one kind ('svg', 'png' or 'csv'); returns their paths.
+
+        Raises:
+            UsageError: the view shows nothing to save.
+        """
         folder = Path(self.folder.value or ".").expanduser()
-        stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.stem())[:80] or "view"
+        title = self.stem()
+        stem = export.file_stem(title)
         if kind == "csv":
-            return [
-                export.write_csv(rows, folder / f"{stem}_{name}.csv") for name, rows in self.tables().items()
-            ]
+            tables = {name: rows for name, rows in self.tables().items() if rows}
+            if not tables:
+                raise UsageError("nothing to save: the view shows no table rows")
+            return [export.write_csv(rows, folder / f"{stem}_{name}.csv") for name, rows in tables.items()]
         if kind == "svg":
-            return [export.write_svg(self.panels(), folder / f"{stem}_timeline.svg", round_trip_s=self.rtt())]
-        return [export.write_png(self.panels(), folder / f"{stem}_timeline.png", round_trip_s=self.rtt())]
+            return [export.write_svg(self.panels(), folder / f"{stem}_timeline.svg", title=title)]
+        return [export.write_png(self.panels(), folder / f"{stem}_timeline.png", title=title)]
 
     def _save(self, kind: str) -> None:
         try:
             paths = self.save(kind)
-        except OSError as exc:
+        except (OSError, ToolcallLabError) as exc:
             self.message.value = note(f"could not save: {exc}", error=True)
             return
         self.message.value = note("saved " + ", ".join(str(p) for p in paths))
 
 
 class StaticFallback:
-    """Adds a `text/html` rendering to a widget's display, for renderers without a kernel or widget
-    state (a code host, nbconvert without saved state); live front ends still show the widget."""
+    """A view that also prints a static HTML copy of itself, for renderers without the widget's
+    JavaScript (a code host, `jupyter nbconvert --to html` offline, a notebook opened without a
+    kernel). The copy is its own output right after the widget, kept current as the view changes
+    (a display id), and hidden by CSS wherever the widget rendered next to it."""
+
+    _static_ids: list[str]
+    _static_at: float = 0.0
 
     def static_html(self) -> str:
         raise NotImplementedError
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
-        if isinstance(data, dict):
-            data = {**data, "text/html": self.static_html()}
-        return data
+    def _static_bundle(self) -> dict[str, str]:
+        return {
+            "text/html": f"<div class='tcl tcl-static'>{CSS}{self.static_html()}</div>",
+            "text/plain": f"(static copy of the {type(self).__name__} above)",
+        }
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        widget_bundle: dict[str, Any] = widgets.DOMWidget._repr_mimebundle_(self)
+        display(widget_bundle, raw=True)  # type: ignore[no-untyped-call]
+        display_id = uuid.uuid4().hex
+        if not hasattr(self, "_static_ids") or self._static_ids is None:
+            self._static_ids = []
+        self._static_ids.append(display_id)
+        display(self._static_bundle(), raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+
+    def refresh_static(self, *, min_interval_s: float = 0.0) -> None:
+        """Bring the printed static copies up to date (after the view changed)."""
+        ids = getattr(self, "_static_ids", None)
+        if not ids:
+            return
+        now = time.monotonic()
+        if min_interval_s and now - self._static_at < min_interval_s:
+            return
+        self._static_at = now
+        from IPython.display import update_display
+
+        bundle = self._static_bundle()
+        for display_id in ids:
+            update_display(bundle, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]

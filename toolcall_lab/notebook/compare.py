@@ -8,11 +8,21 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from toolcall_lab.notebook._controls import ExportBar, OpenBox, StaticFallback, guarded, wrap
+from toolcall_lab.notebook._controls import (
+    ExportBar,
+    OpenBox,
+    StaticFallback,
+    error_html,
+    guarded,
+    note,
+    wrap,
+)
 from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import round_duration, round_html, summary_table, timing_summary
-from toolcall_lab.notebook.theme import e
-from toolcall_lab.notebook.timeline import items_of, legend_html, round_end, secs, timeline_svg
+from toolcall_lab.notebook.legend import legend_html
+from toolcall_lab.notebook.loading import Opened
+from toolcall_lab.notebook.theme import article, e
+from toolcall_lab.notebook.timeline import items_of, round_end, secs, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
@@ -29,22 +39,25 @@ def mode_name(mode: Any) -> str:
 
 
 class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
-    """The same trace under several modes or strategies: a summary that marks modes which skip
-    calls as not comparable, every run on one shared time axis, and the selected round of each
-    run side by side (also on one axis).
+    """The same trace under several modes or strategies: a summary that marks runs which cannot be
+    compared (they skipped calls), every run on one shared time axis with the selected round
+    shaded, and the selected round of each run side by side (also on one axis).
 
     Changing the modes, the parallel concurrency cap or the client round trip re-runs the replays on
-    the virtual clock (milliseconds).
+    the virtual clock (milliseconds). A mode that cannot replay the trace gets a line saying why;
+    the others are still shown. `CompareView()` starts empty, with the file box; a file holding
+    several traces gets a chooser.
     """
 
     modes = traitlets.Tuple(default_value=tuple(MODES))
     concurrency = traitlets.Int(0, help="cap on calls at once (parallel, eager); 0 = no cap")
-    round_trip_ms = traitlets.Float(50.0)
-    selected_round = traitlets.Int(0)
+    round_trip_ms = traitlets.Float(50.0, help="serialized mode's client round trip, milliseconds")
+    selected_round = traitlets.Int(0, allow_none=True)
+    trace_index = traitlets.Int(0, help="which trace of the opened file is compared")
 
     def __init__(
         self,
-        trace: Trace,
+        trace: Trace | None = None,
         modes: Sequence[Any] = MODES,
         *,
         round_trip_s: float = 0.05,
@@ -52,6 +65,8 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         self.trace = trace
+        self.traces: list[Trace] = [trace] if trace is not None else []
+        self._choosing = False
         self.errors = widgets.Output()
         options = [(mode_name(m), m) for m in modes]
         options += [(m, m) for m in MODES if m not in [v for _, v in options]]
@@ -64,36 +79,49 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             min=0,
             max=500,
             step=5,
-            description="round trip",
+            description="round trip ms",
             readout_format=".0f",
             style={"description_width": "initial"},
         )
         self.round_box = widgets.Dropdown(description="round")
+        self.trace_box = widgets.Dropdown(
+            description="trace", layout=widgets.Layout(display="none", width="95%")
+        )
         self.summary = widgets.HTML()
         self.timelines = widgets.HTML()
         self.details = widgets.HTML()
-        self.open_box = OpenBox(guarded(self.errors, lambda traces, _: self.load(traces[0])))
+        self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.export = ExportBar(
-            lambda: f"{self.trace.metadata.title}_compare",
+            lambda: f"{self.trace.metadata.title} compare" if self.trace else "compare",
             lambda: [(m, doc["rounds"]) for m, doc in self.results.items()],
             lambda: {
                 "summary": self.rows,
                 "calls": [row for m, doc in self.results.items() for row in calls_rows(doc, m)],
             },
-            round_trip_s=lambda: self.round_trip_ms / 1000,
         )
         controls = widgets.HBox(
             [self.mode_box, widgets.VBox([self.cap_box, self.rtt_box, self.round_box])],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
         super().__init__(
-            [self.open_box, controls, self.summary, self.timelines, self.details, self.export, self.errors],
+            [
+                self.open_box,
+                self.trace_box,
+                controls,
+                self.summary,
+                self.timelines,
+                self.details,
+                self.export,
+                self.errors,
+            ],
             **kwargs,
         )
         self.add_class("tcl-view")
         self.add_class("tcl-compare-view")
         self.results: dict[str, dict[str, Any]] = {}
         self.rows: list[dict[str, Any]] = []
+        self.failed: dict[str, str] = {}
+        """Modes that could not replay the trace, with the reason."""
         self._round_options()
         self.modes, self.concurrency, self.round_trip_ms = tuple(modes), concurrency or 0, round_trip_s * 1000
         widgets.link((self.mode_box, "value"), (self, "modes"))
@@ -102,14 +130,48 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         widgets.link((self.round_box, "value"), (self, "selected_round"))
         self.observe(guarded(self.errors, self.rerun), names=["modes", "concurrency", "round_trip_ms"])
         self.observe(guarded(self.errors, self.render), names=["selected_round"])
+        self.trace_box.observe(guarded(self.errors, self._chosen), names=["value"])
         self.rerun()
 
+    @traitlets.validate("concurrency")
+    def _valid_cap(self, proposal: Any) -> int:
+        value = proposal["value"]
+        if value < 0:
+            raise traitlets.TraitError(
+                f"CompareView.concurrency={value!r}: use 0 (no cap) or a positive number of calls at once"
+            )
+        return int(value)
+
+    @traitlets.validate("round_trip_ms")
+    def _valid_rtt(self, proposal: Any) -> float:
+        value = proposal["value"]
+        if not value >= 0:  # NaN too
+            raise traitlets.TraitError(f"CompareView.round_trip_ms={value!r}: use 0 or more milliseconds")
+        return float(value)
+
     def _round_options(self) -> None:
-        options = [
-            (f"round {r.round_index}: {len(r.tool_calls)} call(s)", r.round_index) for r in self.trace.rounds
-        ]
+        rounds = self.trace.rounds if self.trace is not None else ()
+        options = [(f"round {r.round_index}: {len(r.tool_calls)} call(s)", r.round_index) for r in rounds]
         self.round_box.options = options
         self.round_box.value = options[0][1] if options else None
+
+    def _opened(self, opened: Opened) -> None:
+        self.traces = list(opened.traces)
+        self._choosing = True
+        try:
+            self.trace_box.options = [(f"{i + 1}: {t.metadata.title}", i) for i, t in enumerate(self.traces)]
+            self.trace_box.value = 0
+        finally:
+            self._choosing = False
+        self.trace_box.layout.display = None if len(self.traces) > 1 else "none"
+        self.trace_index = 0
+        self.load(self.traces[0])
+
+    def _chosen(self, change: Any) -> None:
+        if self._choosing or change["new"] is None or not self.traces:
+            return
+        self.trace_index = int(change["new"])
+        self.load(self.traces[self.trace_index])
 
     def load(self, trace: Trace) -> None:
         """Compare another trace (same settings)."""
@@ -120,44 +182,71 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def rerun(self, _: Any = None) -> None:
         from toolcall_lab.analysis import run_rows
+        from toolcall_lab.exceptions import ToolcallLabError
         from toolcall_lab.replay import replay
 
-        self.results, self.rows = {}, []
-        origin = self.trace.metadata.origin
-        from toolcall_lab.strategies import Serialized, resolve
+        if self.trace is None:
+            self.summary.value = note("open a trace file, a recording or a transcript above to compare it")
+            return
+        try:
+            results: dict[str, dict[str, Any]] = {}
+            rows: list[dict[str, Any]] = []
+            failed: dict[str, str] = {}
+            origin = self.trace.metadata.origin
+            from toolcall_lab.strategies import Serialized, resolve
 
-        for mode in self.modes:
-            strategy = resolve(mode)
-            kwargs: dict[str, Any] = {}
-            if isinstance(strategy, Serialized):
-                kwargs["round_trip_s"] = self.round_trip_ms / 1000
-            if self.concurrency:  # (strategies that run calls one at a time ignore it)
-                kwargs["concurrency"] = self.concurrency
-            result = replay(self.trace, strategy, **kwargs)
-            doc = Trace.from_run(result, self.trace.metadata).to_dict()
-            doc["metadata"].update(origin="replayed", replayed_from=origin, mode=mode_name(mode))
-            self.results[mode_name(mode)] = doc
-            row = run_rows(self.trace.metadata.title, result, self.trace)[0]
-            row["mode"] = mode_name(mode)
-            self.rows.append(row)
+            for mode in self.modes:
+                kwargs: dict[str, Any] = {}
+                try:
+                    strategy = resolve(mode)
+                    if isinstance(strategy, Serialized):
+                        kwargs["round_trip_s"] = self.round_trip_ms / 1000
+                    if self.concurrency:  # (strategies that run calls one at a time ignore it)
+                        kwargs["concurrency"] = self.concurrency
+                    result = replay(self.trace, strategy, **kwargs)
+                except ToolcallLabError as exc:
+                    failed[mode_name(mode)] = f"{type(exc).__name__}: {exc}"
+                    continue
+                doc = Trace.from_run(result, self.trace.metadata).to_dict()
+                doc["metadata"].update(origin="replayed", replayed_from=origin, mode=mode_name(mode))
+                results[mode_name(mode)] = doc
+                row = run_rows(self.trace.metadata.title, result, self.trace)[0]
+                row["mode"] = mode_name(mode)
+                rows.append(row)
+        except Exception as exc:
+            self.summary.value = error_html(
+                exc, "the views below still show the previous settings"
+            ) + self.summary.value.replace("class='tcl'", "class='tcl' style='opacity:.5'", 1)
+            raise
+        self.results, self.rows, self.failed = results, rows, failed
         self.render()
 
     def render(self, _: Any = None) -> None:
+        if self.trace is None:
+            return
         end = max(
             (max(round_end(r) for r in d["rounds"]) for d in self.results.values() if d["rounds"]),
             default=1.0,
         )
-        rtt = self.round_trip_ms / 1000
         meta = self.trace.metadata
+        failed = "".join(
+            f"<div class='tcl-error'>⚠ {e(m)}: could not be replayed: {e(why)}</div>"
+            for m, why in self.failed.items()
+        )
         head = (
             f"<div class='tcl-head'><div class='tcl-title'>{e(meta.title)}</div><div class='tcl-facts'>"
-            f"<span><span class='tcl-badge tcl-badge-warn'>replayed</span> on the virtual clock from a "
-            f"{e(meta.origin)} trace</span><span>{e(timing_summary(self.trace.to_dict()))}</span>"
-            f"<span>{len(self.trace.rounds)} rounds, {self.trace.n_calls} calls</span></div></div>"
+            f"<span><span class='tcl-badge tcl-badge-warn'>replayed</span> on the virtual clock from "
+            f"{article(meta.origin)} {e(meta.origin)} trace</span>"
+            f"<span>{e(timing_summary(self.trace.to_dict()))}"
+            f"</span><span>{len(self.trace.rounds)} rounds, {self.trace.n_calls} calls</span></div></div>"
         )
-        self.summary.value = wrap(head + summary_table(self.rows))
-        blocks, all_rounds = [], []
+        empty = "" if self.modes else "<div class='tcl-muted'>choose at least one mode</div>"
+        self.summary.value = wrap(head + failed + empty + (summary_table(self.rows) if self.rows else ""))
+        blocks: list[str] = []
+        drawn: list[Any] = []
         for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
+            items = items_of(doc["rounds"])
+            drawn += items
             warn = f" · ⚠ skipped {row['skipped']} call(s): not comparable" if row["skipped"] else ""
             notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
             warn += "".join(f" · note: {n}" for n in notes)
@@ -170,18 +259,17 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     start=0.0,
                     end=end,
                     highlight=self.selected_round,
-                    round_trip_s=rtt,
                     legend=False,
                     min_px=480,
-                    title=f"{mode}: timeline of the whole run",
+                    title=f"{meta.title}: {mode}, the whole run",
+                    items=items,
                 )
                 + "</div>"
             )
-            all_rounds += doc["rounds"]
         self.timelines.value = wrap(
-            "<div class='tcl-muted'>all runs on one time axis; the selected round is highlighted</div>"
+            "<div class='tcl-muted'>all runs on one time axis; the selected round is shaded</div>"
             + "".join(blocks)
-            + legend_html(items_of(all_rounds, round_trip_s=rtt))
+            + legend_html(drawn, band=True)
         )
         picked = {
             mode: [(i, r) for i, r in enumerate(doc["rounds"]) if r["round_index"] == self.selected_round]
@@ -194,7 +282,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             if found:
                 i, r = found[0]
                 prev = doc["rounds"][i - 1] if i else None
-                body = round_html(r, round_trip_s=rtt, previous=prev, span=span)
+                body = round_html(r, previous=prev, span=span)
             else:
                 body = f"<i>no round {self.selected_round} in this run</i>"
             panels.append(f"<div class='tcl-panel' data-mode='{e(mode)}'><b>{e(mode)}</b>{body}</div>")
@@ -203,6 +291,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"({secs(span)} from each round's start)</div>"
             f"<div class='tcl-grid-panels'>{''.join(panels)}</div>"
         )
+        self.refresh_static()
 
     def static_html(self) -> str:
-        return wrap(self.summary.value + self.timelines.value + self.details.value)
+        if self.trace is None:
+            return note("CompareView: no trace opened")
+        return str(self.summary.value + self.timelines.value + self.details.value)

@@ -3,6 +3,7 @@ and the side-by-side comparison of whichever trace you pick."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import traitlets
 
 from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
-from toolcall_lab.notebook.html import fmt, table_html
+from toolcall_lab.notebook.html import comparable, fmt, table_html
 from toolcall_lab.notebook.theme import e
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
@@ -46,12 +47,15 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.modes_arg, self.round_trip_s, self.page_size = tuple(modes), round_trip_s, page_size
         self.errors = widgets.Output()
         self.folder = widgets.Text(
-            placeholder="folder of trace files (*.json)",
+            placeholder="folder of trace files (*.json); Enter compares it",
             description="corpus",
+            continuous_update=False,
             layout=widgets.Layout(flex="1 1 260px", min_width="160px"),
         )
         self.folder_button = widgets.Button(description="compare folder")
-        self.folder_button.on_click(guarded(self.errors, lambda _: self.load(self.folder.value)))
+        self._last_folder: tuple[str, float] = ("", 0.0)
+        self.folder_button.on_click(guarded(self.errors, lambda _: self._load_folder(again=False)))
+        self.folder.observe(guarded(self.errors, lambda _: self._load_folder()), names=["value"])
         self.message = widgets.HTML()
         self.sort_box = widgets.Dropdown(description="sort by")
         self.order_box = widgets.ToggleButtons(options=[("descending", True), ("ascending", False)])
@@ -59,13 +63,37 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.page_box = widgets.BoundedIntText(value=1, min=1, max=1, description="page")
         self.table = widgets.HTML()
         self.picker = widgets.Select(description="open", layout=widgets.Layout(width="98%"))
+        # keyboard: JupyterLab keeps the arrow keys of a list box for moving between cells, so a row
+        # number (typed, Enter) and previous / next buttons open rows too
+        self.row_box = widgets.BoundedIntText(
+            value=0,
+            min=0,
+            max=0,
+            description="row #",
+            continuous_update=False,
+            layout=widgets.Layout(width="180px"),
+        )
+        self.open_button = widgets.Button(description="open row", tooltip="open the row numbered in the box")
+        self.prev_button = widgets.Button(
+            description="◀ previous row", tooltip="open the row above in this order"
+        )
+        self.next_button = widgets.Button(
+            description="next row ▶", tooltip="open the row below in this order"
+        )
+        self.open_button.on_click(guarded(self.errors, lambda _: self._open(int(self.row_box.value))))
+        self._syncing = False
+        self.row_box.observe(
+            guarded(self.errors, lambda c: None if self._syncing else self._open(int(c["new"]))),
+            names=["value"],
+        )
+        self.prev_button.on_click(guarded(self.errors, lambda _: self._step(-1)))
+        self.next_button.on_click(guarded(self.errors, lambda _: self._step(1)))
         self.detail = widgets.VBox()
         self.problems = widgets.HTML()
         self.export = ExportBar(
-            lambda: "corpus",
+            lambda: f"corpus {self.source_label}",
             lambda: self._panels(),
             lambda: {"runs": self._records(), "errors": self._records("errors")},
-            round_trip_s=lambda: self.round_trip_s,
         )
         controls = widgets.HBox(
             [self.sort_box, self.order_box, self.mode_box, self.page_box],
@@ -79,6 +107,10 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.table,
                 self.problems,
                 self.picker,
+                widgets.HBox(
+                    [self.row_box, self.open_button, self.prev_button, self.next_button],
+                    layout=widgets.Layout(flex_flow="row wrap"),
+                ),
                 self.detail,
                 self.export,
                 self.errors,
@@ -97,6 +129,8 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.picker.observe(guarded(self.errors, self._picked), names=["value"])
         self.comparison: Any = None
         self.items: dict[str, Trace | Path] = {}
+        self.base: Path | None = None
+        self.source_label = ""
         if source is not None:
             self.load(source)
         else:
@@ -112,9 +146,18 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             if not folder.exists():
                 self.message.value = note(f"cannot compare {folder}: no such file or folder", error=True)
                 return
+            if not folder.is_dir():
+                self.message.value = note(
+                    f"cannot compare {folder}: a file, not a folder "
+                    "(open a file in a TraceView or CompareView)",
+                    error=True,
+                )
+                return
             items: list[Trace | Path] = list(iter_trace_paths([folder]))
+            self.base, self.source_label = folder, folder.name
         else:
             items = [x if isinstance(x, Trace) else Path(x) for x in source]
+            self.base, self.source_label = None, f"{len(items)} traces"
         if not items:
             self.message.value = note(f"no trace files in {source}", error=True)
             return
@@ -159,8 +202,11 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             runs = runs[runs["mode"] == self.mode_filter]
         if self.sort_by in runs:
             key = runs[self.sort_by]
-            if str(self.sort_by).startswith("speedup") and "skipped" in runs:
-                key = key.where(runs["skipped"] == 0)  # a mode that skipped calls has no speedup to rank
+            if str(self.sort_by).startswith("speedup"):  # a run that is not comparable has no speedup to rank
+                if "comparable" in runs:
+                    key = key.where(runs["comparable"].astype(bool))
+                elif "skipped" in runs:
+                    key = key.where(runs["skipped"] == 0)
             order = key.sort_values(ascending=not self.descending, na_position="last", kind="stable").index
             runs = runs.loc[order]
         return runs
@@ -179,8 +225,9 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.table.value = wrap(
             f"<div class='tcl-muted'>{len(runs)} rows, sorted by {e(self.sort_by)} {arrow}, page {page} of "
             f"{pages}; every column compare returned</div>"
-            + table_html(records, columns, index=list(shown.index))
+            + table_html(records, columns, index=list(shown.index), labels={"trace": self.short})
         )
+        self.row_box.max = max(int(self.comparison.runs.index.max()), 0) if len(self.comparison.runs) else 0
         self.picker.options = [
             (self._label(i, row), int(i)) for i, row in zip(shown.index, records, strict=True)
         ]
@@ -195,13 +242,43 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             if len(errs)
             else ""
         )
+        self.refresh_static()
+
+    def short(self, trace: Any) -> str:
+        """A trace as the table shows it: its path inside the compared folder, or its file name
+        (the whole path is in the cell's tooltip)."""
+        text = str(trace)
+        path = Path(text)
+        if self.base is not None and path.is_relative_to(self.base):
+            return str(path.relative_to(self.base))
+        return path.name if path.suffix == ".json" else text
+
+    def _load_folder(self, *, again: bool = True) -> None:
+        text = str(self.folder.value).strip()
+        if not text:
+            return
+        last, at = self._last_folder
+        if not again and last == text and time.monotonic() - at < 1.0:
+            return  # the click right after the Enter that compared it
+        self._last_folder = (text, time.monotonic())
+        self.load(text)
+
+    def _open(self, index: int) -> None:
+        self.open_row(index)
+
+    def _step(self, delta: int) -> None:
+        """Open the row before or after the open one, in the order shown (sorted and filtered)."""
+        order = [int(i) for i in self.rows().index]
+        if not order:
+            return
+        at = order.index(self.selected) + delta if self.selected in order else 0
+        self.open_row(order[max(0, min(at, len(order) - 1))])
 
     def _label(self, i: Any, row: dict[str, Any]) -> str:
         speed = row.get("speedup_vs_sequential")
-        skipped = row.get("skipped") or 0
-        speed_text = "not comparable" if skipped else f"{fmt(speed)}x"
+        speed_text = "not comparable" if comparable(row) else f"{fmt(speed)}x"
         return (
-            f"#{i} {str(row.get('title') or row.get('trace'))[:48]} · {row.get('mode')} · "
+            f"#{i} {str(row.get('title') or self.short(row.get('trace')))[:48]} · {row.get('mode')} · "
             f"{fmt(row.get('wall_time_s'), 'wall_time_s')} s · {speed_text}"
         )
 
@@ -212,14 +289,27 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def open_row(self, index: int) -> CompareView:
         """Open the side-by-side comparison of the trace of row `index` of `comparison.runs`."""
+        from toolcall_lab.exceptions import UsageError
         from toolcall_lab.trace_files import load
 
+        if self.comparison is None or index not in self.comparison.runs.index:
+            raise UsageError(f"no row #{index} in the table")
         row = self.comparison.runs.loc[index]
         item = self.items[str(row["trace"])]
         trace = item if isinstance(item, Trace) else load(item)
         view = CompareView(trace, self.modes_arg, round_trip_s=self.round_trip_s)
-        self.detail.children = [widgets.HTML(wrap(f"<b>row #{index}: {e(row['trace'])}</b>")), view]
+        self.detail.children = [
+            widgets.HTML(wrap(f"<b>row #{index}: {e(self.short(row['trace']))}</b>")),
+            view,
+        ]
         self.selected = index
+        if self.row_box.value != index:
+            self._syncing = True
+            try:
+                self.row_box.value = index
+            finally:
+                self._syncing = False
+        self.refresh_static()
         return view
 
     def _records(self, table: str = "runs") -> list[dict[str, Any]]:

@@ -1,33 +1,44 @@
-"""Saving what a view shows: timelines as SVG or PNG, tables as CSV (no widgets here)."""
+"""Saving what a view shows: timelines as SVG or PNG, tables as CSV (no widgets here).
+
+Nothing is ever overwritten: a file name already taken gets a ``-2``, ``-3``... suffix, and a
+long title is shortened with a hash of the whole title, so two views never save over each other.
+An empty view saves nothing and says so.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolcall_lab.notebook.timeline import timeline_file
+from toolcall_lab.exceptions import UsageError
+from toolcall_lab.notebook.timeline import paired, timeline_file
 
 Panels = Sequence[tuple[str, Sequence[dict[str, Any]]]]
+STEM_CHARS = 60
 
 
 def calls_rows(doc: Mapping[str, Any], label: str = "") -> list[dict[str, Any]]:
     """One row per tool call of a serialized trace: round, id, name, status, times, arguments."""
     rows = []
     for r in doc["rounds"]:
-        by_id = {x["tool_call_id"]: x for x in r["tool_executions"]}
-        for c in r["tool_calls"]:
-            x = by_id.get(c["tool_call_id"]) or {}
+        for position, c, x in paired(r):
+            x = x or {}
             timing = x.get("timing") if isinstance(x.get("timing"), dict) else {}
             rows.append(
                 {
                     **({"run": label} if label else {}),
                     "round": r["round_index"],
+                    "position": position,
                     "mode": r["mode"],
                     "tool_call_id": c["tool_call_id"],
                     "name": c["name"],
                     "status": x.get("status", "skipped"),
+                    "queued_at": x.get("queued_at"),
                     "started_at": x.get("started_at"),
                     "ended_at": x.get("ended_at"),
                     "duration_s": x.get("duration_s"),
@@ -39,32 +50,76 @@ def calls_rows(doc: Mapping[str, Any], label: str = "") -> list[dict[str, Any]]:
     return rows
 
 
+def file_stem(title: str) -> str:
+    """A file-name stem from a title: safe characters only; a title longer than the stem keeps its
+    start and gets a hash of the whole title, so long titles that share a start stay apart."""
+    safe = re.sub(r"_+", "_", "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in title)).strip("._")
+    if len(safe) <= STEM_CHARS:
+        return safe or "view"
+    digest = hashlib.sha1(title.encode("utf-8")).hexdigest()[:8]
+    return f"{safe[:STEM_CHARS].rstrip('._')}_{digest}"
+
+
+def free_path(path: Path) -> Path:
+    """`path`, or with a ``-2``, ``-3``... suffix if that name is taken: an export never overwrites."""
+    n, candidate = 2, path
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+        n += 1
+    return candidate
+
+
+def _plain(value: Any) -> Any:
+    """A float as people read it in a CSV: 3.8999999999999995 -> 3.9 (kept to the nanosecond, far
+    below anything measured), NaN as an empty cell; everything else unchanged."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        if math.isnan(value):
+            return ""
+        return round(value, 9) + 0.0  # + 0.0: no "-0.0"
+    return value
+
+
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
-    """Rows (dicts) as CSV, columns in first-seen order; values exactly as computed (not rounded)."""
-    p = Path(path)
+    """Rows (dicts) as CSV, columns in first-seen order, into a new file (returns where it went).
+
+    Raises:
+        UsageError: no rows (an empty file would look like a finished export).
+    """
+    if not rows:
+        raise UsageError("nothing to save: the table has no rows")
+    p = free_path(Path(path))
     p.parent.mkdir(parents=True, exist_ok=True)
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
-    with p.open("w", newline="", encoding="utf-8") as fh:
+    with p.open("x", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: _plain(v) for k, v in row.items()} for row in rows)
     return p
 
 
-def write_svg(panels: Panels, path: str | Path, *, round_trip_s: float = 0.0) -> Path:
-    p = Path(path)
+def _check(panels: Panels) -> None:
+    if not any(rounds for _, rounds in panels):
+        raise UsageError("nothing to save: the view shows no rounds")
+
+
+def write_svg(panels: Panels, path: str | Path, *, title: str = "") -> Path:
+    """The timeline of every panel as one SVG file, titled (returns where it went)."""
+    _check(panels)
+    p = free_path(Path(path))
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(timeline_file(panels, round_trip_s=round_trip_s), encoding="utf-8")
+    with p.open("x", encoding="utf-8") as fh:
+        fh.write(timeline_file(panels, title=title))
     return p
 
 
-def write_png(panels: Panels, path: str | Path, *, round_trip_s: float = 0.0, title: str = "") -> Path:
+def write_png(panels: Panels, path: str | Path, *, title: str = "") -> Path:
     """The same timeline drawn by matplotlib (PNG needs a rasteriser; matplotlib is one)."""
     from toolcall_lab.plotting import timeline_figure
 
-    p = Path(path)
+    _check(panels)
+    p = free_path(Path(path))
     p.parent.mkdir(parents=True, exist_ok=True)
-    timeline_figure(panels, round_trip_s=round_trip_s, suptitle=title, save=p, show=False)
+    timeline_figure(panels, suptitle=title, save=p, show=False)
     return p

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, e, status_badge, status_style
-from toolcall_lab.notebook.timeline import round_end, secs, timeline_svg
+from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, article, e, status_badge, status_style
+from toolcall_lab.notebook.timeline import paired, round_end, secs, timeline_svg, ttfc_text
 
 __all__ = [
     "CSS",
@@ -106,7 +106,8 @@ def _result_block(text: str) -> str:
 
 
 def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: bool = False) -> str:
-    """One call: status icon and word, name, id, arguments, duration and times, its tool message."""
+    """One call: status icon and word, name, id, duration and times on one line that wraps as a
+    whole (a long id never squeezes the arguments), then the arguments and the tool message."""
     status = execution["status"] if execution else "skipped"
     colour = status_style(status).fill
     ran = execution is not None and status != "skipped"
@@ -124,6 +125,8 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
         notes.append("arguments incomplete: never executed")
     if execution and execution.get("duplicate_of"):
         notes.append(f"duplicate of {execution['duplicate_of']}")
+    if execution is None:
+        notes.append("no execution in the record")
     body = (
         _result_block(execution["result"])
         if ran and execution
@@ -131,9 +134,10 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
     )
     return (
         f"<li class='tcl-call tcl-status-{e(status)}' data-call-id='{e(call['tool_call_id'])}' "
-        f"style='border-left-color:{colour}'>{status_badge(status)} <b>{e(call['name'])}</b> "
+        f"style='border-left-color:{colour}'><div class='tcl-call-head'>{status_badge(status)} "
+        f"<b>{e(call['name'])}</b> "
         f"<span class='tcl-id'>{e(call['tool_call_id'])}{' · ' + e('; '.join(notes)) if notes else ''}</span>"
-        f"<span class='tcl-dur'>{times}</span><pre class='tcl-args'>{e(args)}</pre>{body}</li>"
+        f"<span class='tcl-dur'>{times}</span></div><pre class='tcl-args'>{e(args)}</pre>{body}</li>"
     )
 
 
@@ -204,11 +208,9 @@ def reasoning_text(r: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def findings_html(findings: Sequence[Mapping[str, Any]], *, open_: bool = False) -> str:
-    """Findings of any kind: every field they carry, nothing assumed beyond `kind` and `message`."""
-    if not findings:
-        return ""
-    items = "".join(
+def finding_li(f: Mapping[str, Any]) -> str:
+    """One finding as a list item: every field it carries, nothing assumed beyond `kind`/`message`."""
+    return (
         f"<li><b>{e(f.get('kind', '?'))}</b>"
         + (f" (chunk {e(f['chunk_index'])})" if f.get("chunk_index") is not None else "")
         + f": {e(f.get('message', ''))}"
@@ -218,12 +220,35 @@ def findings_html(findings: Sequence[Mapping[str, Any]], *, open_: bool = False)
             if k not in ("kind", "message", "chunk_index") and v not in (None, "")
         )
         + "</li>"
-        for f in findings
     )
+
+
+def findings_block(items: Sequence[str], *, open_: bool = False) -> str:
+    """Rendered finding items (`finding_li`) in their folding block."""
+    n = len(items)
     return (
-        f"<details class='tcl-findings'{' open' if open_ else ''}><summary>⚠ {len(findings)} finding"
-        f"{'s' if len(findings) != 1 else ''} while parsing</summary><ul>{items}</ul></details>"
+        f"<details class='tcl-findings'{' open' if open_ else ''}><summary>⚠ {n} finding"
+        f"{'s' if n != 1 else ''} while parsing</summary><ul>{''.join(items)}</ul></details>"
     )
+
+
+def findings_html(findings: Sequence[Mapping[str, Any]], *, open_: bool = False) -> str:
+    """Findings of any kind: every field they carry, nothing assumed beyond `kind` and `message`."""
+    if not findings:
+        return ""
+    return findings_block([finding_li(f) for f in findings], open_=open_)
+
+
+def chunks_text(resp: dict[str, Any]) -> str:
+    """How many chunks, and what their arrival offsets rest on."""
+    timing = resp.get("chunk_timing")
+    if timing == "none":
+        return "a whole response (not streamed)"
+    n = resp["n_chunks"] if "n_chunks" in resp else len(resp.get("chunks") or ())
+    if n is None:
+        return "chunks not reported"
+    known = {"recorded": "offsets recorded", "spread": "offsets spread evenly, not recorded"}
+    return f"{n} chunk{'s' if n != 1 else ''}" + (f" ({known[timing]})" if timing in known else "")
 
 
 def _usage_text(usage: Mapping[str, Any] | None) -> str:
@@ -240,12 +265,12 @@ def _usage_text(usage: Mapping[str, Any] | None) -> str:
 def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, Any] | None = None) -> str:
     """A round as a tree: the request as sent, the assistant message, each call with its tool message."""
     msg = r["assistant_message"]
-    by_id = {x["tool_call_id"]: x for x in r["tool_executions"]}
     resp = r["response"]
     facts = [f"model {resp['latency_s']:.3f} s"]
-    if isinstance(resp.get("ttfc_s"), int | float):
-        facts.append(f"first chunk after {resp['ttfc_s']:.3f} s")
-    facts.append(f"{len(resp['chunks'])} chunk{'s' if len(resp['chunks']) != 1 else ''}")
+    first = ttfc_text(resp)
+    if first:
+        facts.append(first)
+    facts.append(chunks_text(resp))
     if _usage_text(resp.get("usage")):
         facts.append(f"tokens: {_usage_text(resp.get('usage'))}")
     timing = resp.get("timing")
@@ -270,7 +295,7 @@ def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, An
     parts.append("</div>")
     if r["tool_calls"]:
         parts.append("<ul class='tcl-calls'>")
-        parts += [call_row(c, by_id.get(c["tool_call_id"]), raw=raw) for c in r["tool_calls"]]
+        parts += [call_row(c, x, raw=raw) for _, c, x in paired(r)]
         parts.append("</ul>")
     parts.append(findings_html(r.get("findings") or []))
     return "".join(parts)
@@ -280,12 +305,13 @@ def round_html(
     r: dict[str, Any],
     *,
     raw: bool = False,
-    round_trip_s: float = 0.0,
     title: bool = True,
     previous: dict[str, Any] | None = None,
     span: float | None = None,
+    table: bool = True,
 ) -> str:
-    """One round's panel: title (optional, e.g. when an accordion shows it), message tree, timeline.
+    """One round's panel: title (optional, e.g. when an accordion shows it), message tree, timeline
+    (with its bars as a table, for keyboards and screen readers).
 
     `span`: seconds the timeline covers from the round's start (share it across rounds or modes so
     bars compare; a round of ~0 s is then a sliver, not a full-width bar).
@@ -293,11 +319,22 @@ def round_html(
     heading = f"<div class='tcl-round-title'>{e(round_title(r))}</div>" if title else ""
     start = float(r["response"]["started_at"])
     end = start + max(span or 0.0, round_duration(r), 1e-3)
-    tl = timeline_svg([r], start=start, end=end, relative=True, round_trip_s=round_trip_s, min_px=260)
+    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=260, table=table)
     return (
         f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}"
         f"{message_tree(r, raw=raw, previous=previous)}{tl}</div>"
     )
+
+
+def round_spans(rounds: Sequence[dict[str, Any]], *, shared: bool = False) -> list[float]:
+    """Seconds each round's timeline covers. Shared: the longest round's, so bars compare across
+    rounds. Otherwise each round's own, but at least a twentieth of the longest, so a short round
+    of a long session stays readable and a ~0 s round is still a sliver, not a full-width bar."""
+    durations = [round_duration(r) for r in rounds]
+    longest = max(durations, default=0.0)
+    if shared:
+        return [longest] * len(rounds)
+    return [max(d, longest / 20) for d in durations]
 
 
 def timing_summary(doc: dict[str, Any]) -> str:
@@ -318,10 +355,8 @@ def timing_summary(doc: dict[str, Any]) -> str:
             if isinstance(t, dict) and t.get("source"):
                 tools[t["source"]] = tools.get(t["source"], 0) + 1
     if not model and not tools:
-        if doc["metadata"].get("origin") == "scripted":
-            return "timings: scripted (durations set by the script, run on the virtual clock)"
-        label = doc["metadata"].get("timings") or "not stated"
-        return f"timings: {label} (whole trace)"
+        label = doc["metadata"].get("timings")
+        return f"timings: {label} (one label for the whole trace)" if label else "timings: not labelled"
 
     def part(name: str, counts: dict[str, int]) -> str:
         return f"{name} " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if counts else ""
@@ -348,16 +383,14 @@ def header_html(doc: dict[str, Any]) -> str:
     origin = str(meta.get("origin"))
     origin_note = ORIGIN_NOTE.get(origin, origin)
     if meta.get("replayed_from"):
-        origin_note += f" from a {meta['replayed_from']} trace"
+        origin_note += f" from {article(str(meta['replayed_from']))} {meta['replayed_from']} trace"
     model = meta.get("model") or _first_model(doc)
     usage: dict[str, int] = {}
     for r in rounds:
         for k, v in (r["response"].get("usage") or {}).items():
             if isinstance(v, int) and not isinstance(v, bool):
                 usage[k] = usage.get(k, 0) + v
-    ttfc = next(
-        (r["response"].get("ttfc_s") for r in rounds if r["response"].get("ttfc_s") is not None), None
-    )
+    first = next((t for t in (ttfc_text(r["response"]) for r in rounds) if t), None)
     modes = sorted({r["mode"] for r in rounds})
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
     status = f"{outcome['status']} / {outcome['reason']}"
@@ -376,8 +409,8 @@ def header_html(doc: dict[str, Any]) -> str:
     ]
     if usage:
         facts.append("tokens " + e(_usage_text(usage)))
-    if ttfc is not None:
-        facts.append(f"first chunk after {ttfc:.3f} s")
+    if first:
+        facts.append(f"round {next(r['round_index'] for r in rounds if ttfc_text(r['response']))}: {first}")
     notes = []
     if outcome.get("error"):
         notes.append(f"<div class='tcl-error'>error: {e(outcome['error'])}</div>")
@@ -415,11 +448,12 @@ def prompt_html(doc: dict[str, Any]) -> str:
     )
 
 
-def trace_html(doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None = 60) -> str:
+def trace_html(
+    doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None = 60, shared_scale: bool = False
+) -> str:
     """A whole trace: header, prompt and tools, whole-run timeline, then one panel per round."""
     rounds = doc["rounds"][:max_rounds] if max_rounds else doc["rounds"]
-    rtt = float(doc["metadata"].get("settings", {}).get("round_trip_s") or 0.0)
-    span = max((round_duration(r) for r in doc["rounds"]), default=0.0)
+    spans = round_spans(doc["rounds"], shared=shared_scale)
     more = (
         f"<div class='tcl-muted'>… {len(doc['rounds']) - len(rounds)} more rounds (open it in a "
         "TraceView to see them all)</div>"
@@ -427,22 +461,28 @@ def trace_html(doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None
         else ""
     )
     panels = "".join(
-        round_html(r, raw=raw, round_trip_s=rtt, previous=doc["rounds"][i - 1] if i else None, span=span)
+        round_html(r, raw=raw, previous=doc["rounds"][i - 1] if i else None, span=spans[i])
         for i, r in enumerate(rounds)
     )
     return (
         f"<div class='tcl tcl-trace'>{CSS}{header_html(doc)}{prompt_html(doc)}"
-        f"{timeline_svg(doc['rounds'], round_trip_s=rtt, min_px=480)}{panels}{more}</div>"
+        f"{timeline_svg(doc['rounds'], min_px=480)}{panels}{more}</div>"
     )
 
 
 def comparable(row: Mapping[str, Any]) -> str | None:
-    """Why a mode's run cannot be compared with the others (it skipped calls), or None."""
+    """Why a run cannot be compared with the others, or None: `compare`'s ``comparable`` column
+    when the row has it (False for a run that did less work), else any skipped call."""
     skipped = row.get("skipped") or 0
+    n = row.get("n_calls")
+    flag = row.get("comparable")
+    if flag is None or isinstance(flag, float):  # absent, or NaN in a table that mixes sources
+        flag = not skipped
+    if bool(flag):
+        return None
     if skipped:
-        n = row.get("n_calls")
         return f"skipped {skipped} of {n} calls" if n else f"skipped {skipped} calls"
-    return None
+    return "did less work than the other runs"
 
 
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -476,22 +516,35 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def table_html(
-    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, index: Sequence[int] | None = None
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    *,
+    index: Sequence[int] | None = None,
+    labels: Mapping[str, Callable[[Any], str]] | None = None,
 ) -> str:
-    """Any table (e.g. whatever `compare` returns), values rounded for reading, rows that skipped
-    calls marked not comparable."""
+    """Any table (e.g. whatever `compare` returns), values rounded for reading, rows that cannot be
+    compared marked instead of a speedup, long text cut by the page (full text in its tooltip).
+    `labels` maps a column to how its values are shown (e.g. a path as its file name)."""
     head = "".join(
         f"<th class='tcl-left'>{e(c)}</th>" for c in ["#", *columns] if index is not None or c != "#"
     )
     body = []
     for k, row in enumerate(rows):
         why = comparable(row)
-        cells = "".join(
-            f"<td class='{'tcl-left' if isinstance(row.get(c), str) else ''}'>"
-            + (f"⚠ not comparable ({e(why)})" if why and c.startswith("speedup") else e(fmt(row.get(c), c)))
-            + "</td>"
-            for c in columns
-        )
+        cells = []
+        for c in columns:
+            value = row.get(c)
+            if why and c.startswith("speedup"):
+                cells.append(f"<td class='tcl-left'>⚠ not comparable ({e(why)})</td>")
+                continue
+            text = labels[c](value) if labels and c in labels else fmt(value, c)
+            if isinstance(value, str):
+                long = len(text) > 40 or text != value
+                cls = "tcl-left tcl-long" if long else "tcl-left"
+                title = f" title='{e(value)}'" if long else ""
+                cells.append(f"<td class='{cls}'{title}>{e(text)}</td>")
+            else:
+                cells.append(f"<td>{e(text)}</td>")
         num = f"<td>{index[k]}</td>" if index is not None else ""
-        body.append(f"<tr class='{'tcl-nc' if why else ''}'>{num}{cells}</tr>")
+        body.append(f"<tr class='{'tcl-nc' if why else ''}'>{num}{''.join(cells)}</tr>")
     return f"<div class='tcl-scroll'><table class='tcl-table'><tr>{head}</tr>{''.join(body)}</table></div>"

@@ -1,109 +1,308 @@
-"""Open a user's own file as traces, whatever it is: a trace file, a recording or a transcript.
+"""Open a user's own file or folder as traces, whatever it is: what the views' file boxes call.
 
-What the views' file pickers call. Every failure becomes one `TraceError` naming the file and what
-was tried, never a traceback in the view.
+A trace file (``schema_version``) loads as it is; anything else goes through the importers'
+registry (`toolcall_lab.importers.KINDS`, `import_source`): the kind is detected from a bounded look
+at the content (or chosen by the caller), and when the detected kind refuses the file the others
+that could fit are tried. What comes back carries the importer's report (the source's calls
+against the imported ones, and every call skipped, missing from the source or not represented,
+with file and line), so a view never says "opened" when something was lost. Every failure is one
+`TraceError` that names the file once and says what was tried.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import ToolcallLabError, TraceError
+from toolcall_lab.notebook.theme import e
 from toolcall_lab.trace import Trace
 
+TRACE = "trace"
+"""The kind name of a toolcall_lab trace file."""
+DETECT = "detect"
 ACCEPT = ".json,.jsonl,.sse,.yaml,.yml,.traj"
-"""File kinds the pickers offer."""
+"""File kinds the upload buttons offer."""
+HEAD_BYTES = 256 * 1024
 
 
-def _importer(name: str) -> Any:
-    from toolcall_lab import importers
+def kinds() -> list[tuple[str, str]]:
+    """(kind, what it reads) for a kind selector: detection, trace files, then every importer."""
+    from toolcall_lab.importers import KINDS
 
-    return getattr(importers, name, None)
+    return [
+        (DETECT, "detect the kind from the content"),
+        (TRACE, "a toolcall_lab trace file (.json with schema_version)"),
+        *[(k.name, k.source) for k in KINDS.values()],
+    ]
 
 
-def _first_json_line(text: str) -> Any:
-    for line in text.splitlines():
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What a file box opened: the traces, how the source was read, and the importer's report."""
+
+    traces: list[Trace]
+    source: str
+    kind: str
+    report: Any = None
+    """The `ImportReport` (None for trace files, which hold exactly what they show)."""
+    left_out: tuple[str, ...] = ()
+    """Files of an opened folder that look like another kind than the one read (name and kind)."""
+
+    @property
+    def lossless(self) -> bool:
+        return self.report is None or bool(self.report.ok)
+
+
+def _json_lines(head: str) -> list[Any]:
+    out = []
+    for line in head.splitlines()[:40]:
         if line.strip():
             try:
-                return json.loads(line)
+                out.append(json.loads(line))
             except json.JSONDecodeError:
-                return None
-    return None
+                continue  # a line cut by the head's end, or a bad line the importer will report
+    return out
 
 
-def open_traces(path: str | Path) -> list[Trace]:
-    """The traces in a file: a toolcall_lab trace (``schema_version``), tau-bench trajectories, a
-    Claude Code transcript (when that importer is installed) or any recording `read_recording`
-    reads (VCR cassettes, SSE, chunk lists, exchange lists), imported through `toolcall_lab.importers`.
+def _sniff_jsonl(head: str) -> list[str]:
+    rows = [r for r in _json_lines(head) if isinstance(r, dict)]
+    keys = set().union(*(r.keys() for r in rows)) if rows else set()
+    if keys & {"sessionId", "parentUuid", "leafUuid"}:
+        return ["claude-code"]
+    if "instance_id" in keys and keys & {"history", "metrics", "test_result"}:
+        return ["openhands"]
+    if "resourceSpans" in keys:
+        return ["otlp"]
+    if {"question", "function"} <= keys:
+        return ["bfcl"]
+    if "schema_version" in keys:
+        return [TRACE]
+    return ["recording"]
+
+
+def _sniff_json(head: str) -> list[str]:
+    start = head.lstrip()[:1]
+    window = head[:HEAD_BYTES]
+    has = window.__contains__
+    found: list[str] = []
+    if has('"schema_version"') and has('"rounds"'):
+        found.append(TRACE)
+    if has('"resourceSpans"'):
+        found.append("otlp")
+    if has('"observations"') and has('"trace"'):
+        found.append("langfuse")
+    if has('"eval"') and (has('"samples"') or has('"eval_id"')):
+        found.append("inspect")
+    if has('"traj"') and has('"task_id"'):
+        found.append("tau-bench")
+    if has('"trajectory"') and (has('"history"') or has('"environment"') or has('"info"')):
+        found.append("swe-agent")
+    if (start == "[" and has('"source"') and (has('"observation"') or has('"action"'))) or (
+        has('"instance_id"') and has('"history"')
+    ):
+        found.append("openhands")
+    if has('"question"') and has('"function"'):
+        found.append("bfcl")
+    return [*found, "recording"]
+
+
+def detect(path: str | Path) -> list[str]:
+    """Kinds that could read `path`, most likely first (a bounded look at the content: the first
+    256 KB; the file name's ending only where the content cannot tell)."""
+    p = Path(path)
+    if p.is_dir():
+        return _detect_folder(p)
+    with p.open("rb") as fh:
+        head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+    name = p.name.lower()
+    if name.endswith((".sse", ".yaml", ".yml", ".chunks.jsonl")):
+        return ["recording"]
+    if name.endswith(".traj"):
+        return ["swe-agent", *[k for k in _sniff_json(head) if k != "swe-agent"]]
+    stripped = head.lstrip()
+    if stripped.startswith("data:") or stripped.startswith("event:") or stripped.startswith(":"):
+        return ["recording"]
+    lines = [ln for ln in head.splitlines() if ln.strip()]
+    first_is_object = bool(lines) and _json_lines(lines[0]) != []
+    if name.endswith(".jsonl") or (len(lines) > 1 and first_is_object and stripped[:1] == "{"):
+        found = _sniff_jsonl(head)
+        if found != ["recording"] or name.endswith(".jsonl"):
+            return [*found, *([] if "recording" in found else ["recording"])]
+    return _sniff_json(head)
+
+
+def _folder_kinds(folder: Path) -> dict[Path, str]:
+    """The likeliest kind of each file of a folder (the first 200, hidden files aside)."""
+    files = sorted(f for f in folder.rglob("*") if f.is_file() and not f.name.startswith("."))[:200]
+    return {f: detect(f)[0] for f in files if f.stat().st_size}
+
+
+def _detect_folder(folder: Path) -> list[str]:
+    votes = Counter(_folder_kinds(folder).values())
+    if not votes:
+        raise TraceError(f"{folder}: a folder with no readable files")
+    return [k for k, _ in votes.most_common()]
+
+
+def _short(message: str, p: Path) -> str:
+    """An error message without the path (the caller names the file once)."""
+    message = message.replace(f"{p}: ", "").replace(str(p), p.name)
+    if message.startswith(f"{p.name}: "):
+        message = message[len(p.name) + 2 :]
+    return message.strip(" :;") or "unreadable"
+
+
+def _read_traces(p: Path) -> list[Trace]:
+    from toolcall_lab.trace_files import iter_trace_paths, load
+
+    if p.is_dir():
+        return [load(f) for f in iter_trace_paths([p])]
+    return [load(p)]
+
+
+def _import(p: Path, kind: str) -> Opened:
+    from toolcall_lab.importers import import_source
+
+    if kind == TRACE:
+        traces = _read_traces(p)
+        if not traces:
+            raise TraceError(f"{p}: no trace files in it")
+        return Opened(traces=traces, source=str(p), kind=TRACE)
+    try:
+        result = import_source(kind, p)
+    except ToolcallLabError:
+        raise
+    except (OSError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
+        raise TraceError(f"{type(exc).__name__}: {exc}") from exc
+    return Opened(traces=list(result.traces), source=str(p), kind=kind, report=result.report)
+
+
+def open_source(path: str | Path, kind: str = DETECT) -> Opened:
+    """The traces in a file or folder, read as `kind` (``detect``: from its content; ``trace``: a
+    toolcall_lab trace file; or any name of `toolcall_lab.importers.KINDS`).
 
     Raises:
-        TraceError: the file is missing, unreadable, or none of the readers could use it (the
-            message says which were tried and why they refused).
+        TraceError: missing, empty or unreadable, or no kind could read it (one line: the file once,
+            then what each kind that was tried said).
     """
+    from toolcall_lab.importers import KINDS
+
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise TraceError(f"{p}: no such file")
+    if not p.exists():
+        raise TraceError(f"{p}: no such file or folder")
+    if p.is_file() and p.stat().st_size == 0:
+        raise TraceError(f"{p}: the file is empty")
+    if kind not in (DETECT, TRACE, *KINDS):
+        raise TraceError(f"unknown kind {kind!r}: choose {', '.join(k for k, _ in kinds())}")
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: cannot read: {exc}") from None
+        candidates = detect(p) if kind == DETECT else [kind]
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
     tried: list[str] = []
-    if p.suffix == ".json":
+    for candidate in candidates:
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceError(
-                f"{p}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            ) from None
-        if isinstance(doc, dict) and "schema_version" in doc:
-            return [Trace.from_dict(doc, source=str(p))]
-        if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "traj" in doc[0]:
-            return _run(p, "tau-bench trajectories", _importer("import_tau_bench"))
-    if p.suffix == ".jsonl":
-        first = _first_json_line(text)
-        if isinstance(first, dict) and ("sessionId" in first or "parentUuid" in first):
-            importer = _importer("import_claude_code")
-            if importer is None:
-                raise TraceError(
-                    f"{p}: looks like a Claude Code transcript, but this toolcall_lab has no Claude Code "
-                    "importer (toolcall_lab.importers.import_claude_code)"
+            opened = _import(p, candidate)
+        except ToolcallLabError as exc:
+            tried.append(f"as {candidate}: {_short(str(exc), p)}")
+            continue
+        if opened.traces or (opened.report is not None and opened.report.source_calls):
+            if p.is_dir():
+                others = tuple(
+                    f"{f.relative_to(p)} (looks like {k})"
+                    for f, k in _folder_kinds(p).items()
+                    if k != candidate
                 )
-            return _run(p, "Claude Code transcript", importer)
-    try:
-        return _run(p, "recording", _importer("import_recording"))
-    except TraceError as exc:
-        tried.append(str(exc))
+                opened = Opened(
+                    traces=opened.traces,
+                    source=opened.source,
+                    kind=opened.kind,
+                    report=opened.report,
+                    left_out=others,
+                )
+            return opened
+        tried.append(f"as {candidate}: no traces in it")
+    if kind != DETECT:
+        raise TraceError(f"{p}: {'; '.join(tried)}")
     raise TraceError(
-        f"{p}: not a trace file, and no importer could read it ({'; '.join(tried)}). Trace files carry "
-        "a schema_version; recordings are .sse, .chunks.jsonl, exchange .json or VCR .yaml files"
+        f"{p}: no importer could read it ({'; '.join(tried)}); choose a kind if the detection was wrong"
     )
 
 
-def _run(p: Path, what: str, importer: Any) -> list[Trace]:
-    if importer is None:
-        raise TraceError(f"{p}: no importer for {what} in this toolcall_lab")
-    try:
-        out = importer(p)
-    except ToolcallLabError as exc:
-        raise TraceError(f"{p}: as a {what}: {exc}") from None
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        raise TraceError(f"{p}: as a {what}: unexpected content ({type(exc).__name__}: {exc})") from None
-    traces = [out] if isinstance(out, Trace) else list(out)  # an importer's ImportResult is a sequence
-    if not traces:
-        raise TraceError(f"{p}: as a {what}: no traces in it")
-    return traces
+def open_traces(path: str | Path, kind: str = DETECT) -> list[Trace]:
+    """The traces of `open_source` alone (the report is dropped: prefer `open_source` in a view)."""
+    return open_source(path, kind).traces
 
 
-def open_upload(name: str, content: bytes) -> list[Trace]:
-    """The traces in uploaded bytes (a FileUpload value), read through a temporary file of the same
-    name so the same detection applies."""
+def open_upload(name: str, content: bytes, kind: str = DETECT) -> Opened:
+    """Uploaded bytes (a FileUpload value), read through a temporary file of the same name so the
+    same detection applies; messages name the upload, not the temporary file."""
     with tempfile.TemporaryDirectory(prefix="toolcall-lab-upload-") as folder:
         target = Path(folder) / Path(name).name
         target.write_bytes(content)
         try:
-            return open_traces(target)
+            opened = open_source(target, kind)
         except TraceError as exc:
             raise TraceError(str(exc).replace(str(target), name)) from None
+        return Opened(
+            traces=opened.traces,
+            source=name,
+            kind=opened.kind,
+            report=opened.report,
+            left_out=opened.left_out,
+        )
+
+
+def report_html(opened: Opened) -> str:
+    """What was opened, and what the source held that the traces do not: the calls imported
+    against the source's, and every issue by file and line. Losses are shown as warnings."""
+    name = Path(opened.source).name or opened.source
+    n = len(opened.traces)
+    head = f"opened {name} as {opened.kind}: {n} trace{'s' if n != 1 else ''}"
+    r = opened.report
+    left = ""
+    if opened.left_out:
+        shown = "".join(f"<li>{e(x)}</li>" for x in opened.left_out[:50])
+        more = f"<li>… and {len(opened.left_out) - 50} more</li>" if len(opened.left_out) > 50 else ""
+        left = (
+            f"<div class='tcl-warn'>⚠ {len(opened.left_out)} file(s) of the folder look like another kind "
+            f"than {e(opened.kind)}, whose importer reads only its own files: open them on their own (or "
+            f"choose their kind):</div><ul>{shown}{more}</ul>"
+        )
+    if r is None:
+        return f"<div class='tcl-report'>✔ {e(head)}{left}</div>"
+    counts = (
+        f"tool calls: {r.imported_calls} of {r.source_calls} imported; "
+        f"model calls: {r.imported_model_calls} of {r.source_model_calls}"
+    )
+    titles = {
+        "failed": "⚠ not represented (present in the source, not in the traces)",
+        "gap": "missing from the source",
+        "skipped": "skipped",
+    }
+    groups = []
+    for issue_kind in ("failed", "gap", "skipped"):
+        items = [i for i in r.issues if i.kind == issue_kind]
+        if items:
+            shown = "".join(f"<li>{e(str(i))}</li>" for i in items[:50])
+            more = f"<li>… and {len(items) - 50} more</li>" if len(items) > 50 else ""
+            groups.append(
+                f"<div class='{'tcl-warn' if issue_kind == 'failed' else 'tcl-muted'}'>"
+                f"{e(titles[issue_kind])} ({len(items)}):</div><ul>{shown}{more}</ul>"
+            )
+    if r.ok and not opened.left_out:
+        mark, cls = "✔", ""
+    else:
+        mark, cls = "⚠ imported with losses:", " tcl-warn"
+    body = "".join(groups) + left
+    summary = f"<span class='{cls.strip()}'>{e(mark)} {e(head)}</span> · {e(counts)}"
+    if not body:
+        return f"<div class='tcl-report'>{summary}</div>"
+    return (
+        f"<div class='tcl-report'><details{' open' if cls else ''}><summary>{summary} · "
+        f"{len(r.issues)} issue{'s' if len(r.issues) != 1 else ''}</summary>{body}</details></div>"
+    )

@@ -3,7 +3,9 @@
 Text and backgrounds come from JupyterLab's CSS variables, with light fallbacks for the classic
 notebook and static HTML; both always come from the same source, so text never lands on a background
 of its own colour (white on white in a dark theme). Bar colours are fixed and chosen so that the
-white labels drawn on them stay readable (WCAG contrast of 4.5 or more) in every theme.
+white labels drawn on them stay readable (WCAG contrast of 4.5 or more) and every bar, outline and
+marker stands out from a white and from a near-black page (3 or more), so light, dark and
+high-contrast themes all read (tests/test_widgets.py checks the numbers).
 """
 
 from __future__ import annotations
@@ -24,34 +26,41 @@ STATUS: dict[str, StatusStyle] = {
     "ok": StatusStyle("✔", "ok", "#2e7d32"),
     "error": StatusStyle("✖", "error", "#c62828"),
     "timeout": StatusStyle("◔", "timeout", "#b45309"),
-    "unknown_tool": StatusStyle("?", "unknown tool", "#ad1457"),
-    "invalid_arguments": StatusStyle("⚠", "invalid arguments", "#a21caf"),
-    "rejected": StatusStyle("⛔", "rejected", "#5f6368"),
+    "unknown_tool": StatusStyle("?", "unknown tool", "#d81b60"),
+    "invalid_arguments": StatusStyle("⚠", "invalid arguments", "#b026c0"),
+    "rejected": StatusStyle("⛔", "rejected", "#6b6f76"),
     "duplicate": StatusStyle("⧉", "duplicate (answered with a note)", "#6b7280"),
-    "cancelled": StatusStyle("⏹", "cancelled", "#6a1b9a"),
-    "skipped": StatusStyle("⤼", "skipped (not executed, no tool message)", "#9ca3af", "#111111"),
+    "cancelled": StatusStyle("⏹", "cancelled", "#7e57c2"),
+    "skipped": StatusStyle("⤼", "skipped (not executed, no tool message)", "#8a8f98", "#111111"),
 }
 UNKNOWN_STATUS = StatusStyle("•", "other", "#6b7280")
 MODEL = StatusStyle("▬", "model call", "#3b6bb0")
-TRIP = StatusStyle("↔", "client round trip (serialized proxy)", "#d9c25c", "#1f2328")
-WAIT = StatusStyle("┈", "queued / waiting for a slot", "#8b95a5")
+TRIP = StatusStyle("↔", "client round trip (serialized proxy)", "#a67c00", "#111111")
+WAIT = StatusStyle("┈", "waiting for a slot (recorded queueing)", "#8a8f98")
+SKIPPED_STROKE = "#8a8f98"
+BAND = "#1f6feb"
+"""The selected round's shading (behind the bars, so every bar keeps its colour)."""
 PROVENANCE_NOTE = {
-    "recorded": "recorded at the source",
-    "reported": "reported by the server",
-    "estimated": "estimated (a stated formula)",
-    "placeholder": "placeholder (a constant, not measured)",
+    "recorded": "recorded timing",
+    "reported": "timing reported by the server",
+    "estimated": "estimated timing (a stated formula)",
+    "placeholder": "placeholder timing (a constant, not measured)",
 }
 ORIGIN_NOTE = {
     "recorded": "recorded live from a model",
     "imported": "imported from a recording or dataset",
-    "scripted": "scripted (a fake model on the virtual clock)",
-    "replayed": "replayed on the virtual clock",
-    "live": "this run, as it happened",
+    "scripted": "a scripted model (no live model; each number says where it comes from)",
+    "replayed": "a replay of a trace under some mode (each number says where it comes from)",
 }
 
 
 def status_style(status: str) -> StatusStyle:
     return STATUS.get(status, UNKNOWN_STATUS)
+
+
+def article(word: str) -> str:
+    """`a` or `an` before a word (an imported trace, a scripted trace)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def e(value: Any) -> str:
@@ -99,7 +108,9 @@ CSS = """<style>
 .tcl .tcl-msg{margin:3px 0;padding:2px 0}.tcl .tcl-role{font-weight:600;color:var(--tcl-fg2);margin-right:6px}
 .tcl .tcl-calls{list-style:none;margin:4px 0 4px 10px;padding:0}
 .tcl .tcl-call{border-left:4px solid var(--tcl-border);padding:3px 8px;margin:4px 0;background:var(--tcl-bg1)}
-.tcl .tcl-id{color:var(--tcl-fg2);font-size:12px}.tcl .tcl-dur{float:right;color:var(--tcl-fg2)}
+.tcl .tcl-call-head{display:flex;flex-wrap:wrap;align-items:baseline;gap:2px 8px}
+.tcl .tcl-id{color:var(--tcl-fg2);font-size:12px;overflow-wrap:anywhere;min-width:0}
+.tcl .tcl-dur{margin-left:auto;color:var(--tcl-fg2);white-space:nowrap}
 .tcl .tcl-result{margin-top:2px}
 .tcl table.tcl-table{border-collapse:collapse;margin:4px 0}
 .tcl .tcl-table td,.tcl .tcl-table th{border:1px solid var(--tcl-grid);padding:2px 8px;text-align:right;
@@ -114,11 +125,22 @@ CSS = """<style>
 .tcl .tcl-lanes{font-size:12px;color:var(--tcl-fg)}
 .tcl .tcl-lane{height:20px;line-height:20px;white-space:nowrap;max-width:14em;overflow:hidden;
  text-overflow:ellipsis}
+.tcl .tcl-plot{container-type:inline-size;min-width:0}
 .tcl svg.tcl-timeline{display:block;width:100%;overflow:visible}
 .tcl svg.tcl-timeline text{fill:var(--tcl-fg);font-size:11px;font-family:inherit}
 .tcl svg.tcl-timeline text.tcl-in{font-size:11px}
 .tcl svg.tcl-timeline .tcl-gridline{stroke:var(--tcl-grid);stroke-width:1}
-.tcl svg.tcl-timeline .tcl-bar{stroke:var(--tcl-bg);stroke-width:1}
+.tcl svg.tcl-timeline .tcl-bar:not(.tcl-faint){stroke:var(--tcl-bg);stroke-width:1}
+.tcl svg.tcl-timeline .tcl-band{fill:var(--tcl-accent);fill-opacity:.09;stroke:var(--tcl-accent);
+ stroke-opacity:.6;stroke-width:1}
+/* labels laid out per container width (timeline.RANGES): each range hides the last and shows its own */
+.tcl svg.tcl-timeline text.tcl-lbl{display:none}.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:inline}
+@container (min-width:560px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:none}
+ .tcl svg.tcl-timeline text.tcl-lbl.tcl-r1{display:inline}}
+@container (min-width:840px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r1{display:none}
+ .tcl svg.tcl-timeline text.tcl-lbl.tcl-r2{display:inline}}
+@container (min-width:1120px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r2{display:none}
+ .tcl svg.tcl-timeline text.tcl-lbl.tcl-r3{display:inline}}
 .tcl .tcl-legend{display:flex;flex-wrap:wrap;gap:2px 12px;font-size:12px;color:var(--tcl-fg);margin:2px 0 4px}
 .tcl .tcl-swatch{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle;
  border-radius:2px}
@@ -133,10 +155,18 @@ CSS = """<style>
  outline:2px solid var(--tcl-accent)}
 .tcl .tcl-controls input[type=range]{flex:1 1 200px;min-width:120px}
 .tcl .tcl-error{color:var(--jp-error-color1,#b91c1c);white-space:pre-wrap}
+.tcl .tcl-warn{color:var(--jp-warn-color1,#b45309)}
+.tcl .tcl-report{margin:2px 0 4px;font-size:12px}.tcl .tcl-report ul{margin:2px 0 2px 18px;padding:0}
+.tcl .tcl-table td.tcl-long{max-width:22em;overflow:hidden;text-overflow:ellipsis}
+.tcl details.tcl-bars>summary{font-size:12px}
+/* the static copy printed after a view is for renderers without the widget: hidden where it rendered */
+.jp-OutputArea-child:has(.tcl-view)+.jp-OutputArea-child:has(.tcl-static),
+.output_area:has(.tcl-view)+.output_area:has(.tcl-static){display:none}
 </style>"""
 
 # Colours for a standalone SVG file (no page around it to take variables from).
 SVG_FILE_STYLE = """<style>
 text{fill:#1f2328;font-size:11px;font-family:system-ui,-apple-system,'Segoe UI',sans-serif}
-.tcl-gridline{stroke:#e5e7eb;stroke-width:1}.tcl-bar{stroke:#ffffff;stroke-width:1}
+.tcl-gridline{stroke:#e5e7eb;stroke-width:1}.tcl-bar:not(.tcl-faint){stroke:#ffffff;stroke-width:1}
+.tcl-band{fill:#1f6feb;fill-opacity:.12}
 </style>"""

@@ -1,28 +1,42 @@
-"""Timelines as SVG: model calls and tool calls of serialized rounds on one time axis.
+"""Timelines as SVG: every bar is an interval the record holds, nothing re-derived.
 
-Lanes come from the data: the model on top, then one lane per call position of a batch (a lone
-round names its lanes after the tools), so sequential calls form a staircase and parallel calls a
-stack; tool bars may start inside the model bar (``eager``: the call ran while the model was still
-streaming). A call that waited for a slot (a concurrency cap or a per-tool limit) shows the wait as a
-thin bar from when it was queued (its recorded ``queued_at``) to when it started. In a page the SVG
-takes its container's width (x in percent, text in pixels), so it never spills out of a panel and its
-text stays readable;
+Model calls come from each round's response, tool bars from its executions, client round trips
+from the round's `round_trips` (serialized mode records N-1 per batch of N, timed and labelled),
+and "waiting for a slot" only from an execution's recorded `queued_at`: a gap the record does not
+explain stays empty. Lanes come from the data: the model on top, then one lane per call position
+of a batch, so sequential calls form a staircase and parallel calls a stack; tool bars may start
+inside the model bar (``eager``: the call ran while the model was still streaming). In a page the SVG takes its container's width (x in percent, text in
+pixels) and its labels are laid out again for wider containers (CSS container queries), so a label
+is inside its bar, beside it, or absent (the tooltip and the table have it), never cut.
 `timeline_file` draws the same bars at a fixed width for saving.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolcall_lab.notebook.theme import MODEL, PROVENANCE_NOTE, SVG_FILE_STYLE, TRIP, WAIT, e, status_style
+from toolcall_lab.notebook.legend import bars_table, legend_entries, legend_html
+from toolcall_lab.notebook.theme import (
+    MODEL,
+    PROVENANCE_NOTE,
+    SKIPPED_STROKE,
+    SVG_FILE_STYLE,
+    TRIP,
+    WAIT,
+    e,
+    status_style,
+)
 
 ROW = 20
 BAR = 14
 AXIS = 18
 CHAR_PX = 6.4
 """Average width of a character of the 11 px label font, to decide whether a label fits."""
+RANGES = (0, 560, 840, 1120)
+"""Container widths (px) from which labels are laid out again (CSS container queries in theme.CSS)."""
+FAINT = ("estimated", "placeholder")
 
 
 @dataclass(slots=True)
@@ -38,25 +52,26 @@ class Item:
     label: str
     short: str
     tip: str
-    dim: bool = False
+    round_index: int = 0
     provenance: str = "recorded"
     status: str = ""
+    what: str = ""
+    """Who the bar is about (model, a tool's name), for the table."""
 
 
-def _prov(block: dict[str, Any] | None) -> str:
+def _timing(block: dict[str, Any] | None) -> tuple[str, str]:
     timing = (block or {}).get("timing")
-    source = timing.get("source") if isinstance(timing, dict) else None
-    return source if isinstance(source, str) else "recorded"
+    if not isinstance(timing, dict):
+        return "recorded", ""
+    source = timing.get("source")
+    return (source if isinstance(source, str) else "recorded"), str(timing.get("note") or "")
 
 
 def _prov_note(block: dict[str, Any] | None) -> str:
-    timing = (block or {}).get("timing")
-    if not isinstance(timing, dict):
+    source, note = _timing(block)
+    if not isinstance((block or {}).get("timing"), dict):
         return ""
-    source = timing.get("source")
-    note = timing.get("note")
-    text = PROVENANCE_NOTE.get(str(source), str(source)) if source else ""
-    return f"; timing {text}" + (f" ({note})" if note else "")
+    return f"; {PROVENANCE_NOTE.get(source, source)}" + (f" ({note})" if note else "")
 
 
 def secs(value: float) -> str:
@@ -68,23 +83,47 @@ def secs(value: float) -> str:
     return f"{value:.1f} s"
 
 
+def ttfc_text(response: dict[str, Any]) -> str | None:
+    """Time to first chunk, only where the chunks' arrival was recorded (a spread or a whole
+    response would make it the latency or a placeholder), with what it rests on."""
+    ttfc = response.get("ttfc_s")
+    if not isinstance(ttfc, int | float) or response.get("chunk_timing") != "recorded":
+        return None
+    source, _ = _timing(response)
+    return f"first chunk after {ttfc:.3f} s" + (f" ({source} timing)" if source != "recorded" else "")
+
+
+def paired(r: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any], dict[str, Any] | None]]:
+    """(position, call, its execution or None): position by position (ids can repeat in a batch),
+    by id where the record does not keep one execution per call."""
+    calls, runs = r["tool_calls"], r["tool_executions"]
+    if len(runs) == len(calls) and all(
+        c["tool_call_id"] == x["tool_call_id"] for c, x in zip(calls, runs, strict=True)
+    ):
+        yield from ((i, c, x) for i, (c, x) in enumerate(zip(calls, runs, strict=True)))
+        return
+    left = list(runs)
+    for i, c in enumerate(calls):
+        x = next((x for x in left if x["tool_call_id"] == c["tool_call_id"]), None)
+        if x is not None:
+            left.remove(x)
+        yield i, c, x
+
+
 def round_end(r: dict[str, Any]) -> float:
     ends = [x["ended_at"] for x in r["tool_executions"] if x["status"] != "skipped"]
+    ends += [t["ended_at"] for t in r.get("round_trips") or ()]
     return float(max([r["response"]["ended_at"], *ends]))
 
 
-def items_of(
-    rounds: Sequence[dict[str, Any]], *, round_trip_s: float = 0.0, highlight: int | None = None
-) -> list[Item]:
+def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
     """The bars of some rounds (lane 0 = model, lane i = the i-th call of each round's batch)."""
     out: list[Item] = []
     for r in rounds:
-        resp = r["response"]
-        dim = highlight is not None and r["round_index"] != highlight
+        resp, index = r["response"], r["round_index"]
         latency = resp["ended_at"] - resp["started_at"]
-        ttfc = resp.get("ttfc_s")
         kind = "final answer" if not r["tool_calls"] else f"{len(r['tool_calls'])} call(s)"
-        prov = _prov(resp)
+        first = ttfc_text(resp)
         out.append(
             Item(
                 lane=0,
@@ -95,20 +134,37 @@ def items_of(
                 on_fill=MODEL.on_fill,
                 label=f"model {secs(latency)}",
                 short=secs(latency),
-                tip=f"round {r['round_index']} model call ({kind}): {latency:.3f} s, "
+                tip=f"round {index} model call ({kind}): {latency:.3f} s, "
                 f"{resp['started_at']:.3f} → {resp['ended_at']:.3f} s"
-                + (f"; first chunk after {ttfc:.3f} s" if isinstance(ttfc, int | float) else "")
+                + (f"; {first}" if first else "")
                 + _prov_note(resp),
-                dim=dim,
-                provenance=prov,
+                round_index=index,
+                provenance=_timing(resp)[0],
+                what="model",
             )
         )
-        found = _executions_by_position(r)
-        trip = round_trip_s if r.get("mode") == "serialized" else 0.0
-        for pos, call in enumerate(r["tool_calls"]):
-            lane = pos + 1
-            x = found[pos]
-            name = call["name"]
+        for trip in r.get("round_trips") or ():
+            dur = trip["ended_at"] - trip["started_at"]
+            out.append(
+                Item(
+                    lane=int(trip["position"]) + 1,
+                    t0=trip["started_at"],
+                    t1=trip["ended_at"],
+                    kind="trip",
+                    fill=TRIP.fill,
+                    on_fill=TRIP.on_fill,
+                    label="",
+                    short="",
+                    tip=f"client round trip handing out {trip['tool_call_id']} (position "
+                    f"{trip['position'] + 1}): {dur:.3f} s, {trip['started_at']:.3f} → "
+                    f"{trip['ended_at']:.3f} s" + _prov_note(trip),
+                    round_index=index,
+                    provenance=_timing(trip)[0],
+                    what="client round trip",
+                )
+            )
+        for pos, call, x in paired(r):
+            lane, name = pos + 1, call["name"]
             if x is None or x["status"] == "skipped":
                 out.append(
                     Item(
@@ -120,46 +176,38 @@ def items_of(
                         on_fill="",
                         label=f"{name} skipped",
                         short="skipped",
-                        tip=f"{name} ({call['tool_call_id']}): skipped, never executed and never answered",
-                        dim=dim,
+                        tip=f"{name} ({call['tool_call_id']}): "
+                        + (
+                            "skipped, never executed and never answered"
+                            if x is not None
+                            else "no execution in the record"
+                        ),
+                        round_index=index,
+                        status="skipped",
+                        what=name,
                     )
                 )
                 continue
-            st = status_style(x["status"])
             queued = x.get("queued_at")
-            dispatch = float(queued) if isinstance(queued, int | float) else None
-            if dispatch is not None and x["started_at"] - trip - dispatch > 1e-6:
+            if isinstance(queued, int | float) and x["started_at"] - queued > 1e-9:
                 out.append(
                     Item(
                         lane=lane,
-                        t0=dispatch,
-                        t1=x["started_at"] - trip,
+                        t0=float(queued),
+                        t1=x["started_at"],
                         kind="wait",
                         fill=WAIT.fill,
                         on_fill="",
                         label="",
                         short="",
-                        tip=f"{name} ({call['tool_call_id']}) waited "
-                        f"{x['started_at'] - trip - dispatch:.3f} s for a slot, "
-                        f"{dispatch:.3f} → {x['started_at'] - trip:.3f} s",
-                        dim=dim,
+                        tip=f"{name} ({call['tool_call_id']}) waited {x['started_at'] - queued:.3f} s "
+                        f"for a slot, {queued:.3f} → {x['started_at']:.3f} s",
+                        round_index=index,
+                        provenance=_timing(x)[0],
+                        what=name,
                     )
                 )
-            if trip:
-                out.append(
-                    Item(
-                        lane=lane,
-                        t0=x["started_at"] - trip,
-                        t1=x["started_at"],
-                        kind="trip",
-                        fill=TRIP.fill,
-                        on_fill=TRIP.on_fill,
-                        label="",
-                        short="",
-                        tip=f"client round trip before {name}: {trip:.3f} s",
-                        dim=dim,
-                    )
-                )
+            st = status_style(x["status"])
             dur = x["ended_at"] - x["started_at"]
             out.append(
                 Item(
@@ -171,38 +219,25 @@ def items_of(
                     on_fill=st.on_fill,
                     label=f"{name} {secs(dur)}",
                     short=secs(dur),
-                    tip=f"{name} ({call['tool_call_id']}): {x['status']}, {dur:.3f} s, "
+                    tip=f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {dur:.3f} s, "
                     f"{x['started_at']:.3f} → {x['ended_at']:.3f} s" + _prov_note(x),
-                    dim=dim,
-                    provenance=_prov(x),
+                    round_index=index,
+                    provenance=_timing(x)[0],
                     status=x["status"],
+                    what=name,
                 )
             )
     return out
 
 
-def _executions_by_position(r: dict[str, Any]) -> list[dict[str, Any] | None]:
-    """The execution answering each call, by position (ids can repeat in a batch); a view built from
-    events (executions in the order they finished) is matched by id instead, in order."""
-    calls, execs = r["tool_calls"], r["tool_executions"]
-    if len(execs) == len(calls) and all(
-        x["tool_call_id"] == c["tool_call_id"] for x, c in zip(execs, calls, strict=True)
-    ):
-        return list(execs)
-    by_id: dict[str, list[dict[str, Any]]] = {}
-    for x in execs:
-        by_id.setdefault(x["tool_call_id"], []).append(x)
-    return [by_id[c["tool_call_id"]].pop(0) if by_id.get(c["tool_call_id"]) else None for c in calls]
-
-
 def lane_names(rounds: Sequence[dict[str, Any]], n_lanes: int) -> list[tuple[str, str]]:
-    """(name, tooltip) per lane: a lone round names lanes after its tools, a run by batch position."""
+    """(name, tooltip) per lane: a lone round numbers its calls and names their tools (a tool called
+    twice gets two lanes, #1 and #2), a run names lanes by batch position."""
     names = [("model", "model calls, one per round")]
     if len(rounds) == 1:
-        calls = rounds[0]["tool_calls"]
         names += [
-            (c["name"], f"call {c['tool_call_id']} (position {i + 1} in the batch)")
-            for i, c in enumerate(calls)
+            (f"#{i + 1} {c['name']}", f"call {c['tool_call_id']} (position {i + 1} in the batch)")
+            for i, c in enumerate(rounds[0]["tool_calls"])
         ]
     else:
         names += [(f"call {i}", f"the call at position {i} of each round's batch") for i in range(1, n_lanes)]
@@ -223,85 +258,28 @@ class Axis:
     def __init__(self, t0: float, t1: float, plot_px: float, offset_px: float | None) -> None:
         self.t0, self.span, self.plot_px, self.offset = t0, max(t1 - t0, 1e-9), plot_px, offset_px
 
+    def at_width(self, plot_px: float) -> Axis:
+        return Axis(self.t0, self.t0 + self.span, plot_px, self.offset)
+
     def frac(self, t: float) -> float:
         return min(max((t - self.t0) / self.span, 0.0), 1.0)
 
-    def x(self, t: float) -> str:
-        f = self.frac(t)
+    def _out(self, f: float) -> str:
         return f"{f * 100:.3f}%" if self.offset is None else f"{self.offset + f * self.plot_px:.1f}"
 
-    def w(self, t0: float, t1: float, min_px: float) -> str:
-        f = max(self.frac(t1) - self.frac(t0), min_px / self.plot_px)
-        return f"{f * 100:.3f}%" if self.offset is None else f"{f * self.plot_px:.1f}"
+    def x(self, t: float) -> str:
+        return self._out(self.frac(t))
+
+    def box(self, t0: float, t1: float, min_px: float) -> tuple[str, str]:
+        """x and width of a bar at least `min_px` wide, kept inside the plot (a marker at the very
+        end of the axis moves left rather than spill over the edge)."""
+        w = max(self.frac(t1) - self.frac(t0), min_px / self.plot_px)
+        x = min(self.frac(t0), max(0.0, 1.0 - w))
+        width = f"{w * 100:.3f}%" if self.offset is None else f"{w * self.plot_px:.1f}"
+        return self._out(x), width
 
     def px(self, t0: float, t1: float) -> float:
         return (self.frac(t1) - self.frac(t0)) * self.plot_px
-
-
-def _bars(items: Sequence[Item], axis: Axis, n_lanes: int) -> list[str]:
-    parts: list[str] = []
-    by_lane: dict[int, list[Item]] = {}
-    for it in items:
-        if it.kind != "wait":
-            by_lane.setdefault(it.lane, []).append(it)
-    neighbours: dict[int, tuple[Item | None, Item | None]] = {}
-    for lane_items in by_lane.values():
-        lane_items.sort(key=lambda i: (i.t0, i.t1))
-        for k, it in enumerate(lane_items):
-            before = next((o for o in reversed(lane_items[:k]) if o.t1 <= it.t0 + 1e-9), None) if k else None
-            after = next((o for o in lane_items[k + 1 : k + 4] if o.t0 >= it.t1 - 1e-9), None)
-            neighbours[id(it)] = (before, after)
-    for it in items:
-        y = it.lane * ROW + (ROW - BAR) / 2
-        op = " opacity='0.35'" if it.dim else ""
-        tip = f"<title>{e(it.tip)}</title>"
-        if it.kind == "wait":
-            parts.append(
-                f"<rect class='tcl-bar-wait' x='{axis.x(it.t0)}' y='{y + BAR / 2 - 2}' "
-                f"width='{axis.w(it.t0, it.t1, 1)}' height='4' fill='{it.fill}'{op}>{tip}</rect>"
-            )
-            continue
-        if it.kind == "skipped":
-            parts.append(
-                f"<rect class='tcl-bar-skipped' x='{axis.x(it.t0)}' y='{y}' "
-                f"width='{axis.w(it.t0, it.t0, 10)}' "
-                f"height='{BAR}' fill='none' stroke='#9ca3af' stroke-dasharray='3 2'{op}>{tip}</rect>"
-            )
-            continue
-        style = ""
-        if it.provenance in ("estimated", "placeholder"):
-            style = (
-                " fill-opacity='0.6' stroke-dasharray='4 2'"
-                if it.provenance == "estimated"
-                else " fill-opacity='0.3' stroke-dasharray='2 2'"
-            )
-        parts.append(
-            f"<rect class='tcl-bar tcl-bar-{it.kind}' data-provenance='{e(it.provenance)}' "
-            f"x='{axis.x(it.t0)}' y='{y}' width='{axis.w(it.t0, it.t1, 2)}' height='{BAR}' rx='2' "
-            f"fill='{it.fill}'{style}{op}>{tip}</rect>"
-        )
-        if it.kind not in ("model", "tool") or it.dim:
-            continue  # dimmed bars carry no text: it would be unreadable
-        label = place_label(it, *neighbours[id(it)], axis)
-        if label:
-            text, where = label
-            ty = y + BAR - 3.5
-            if where == "in":
-                colour = it.on_fill if it.provenance not in ("estimated", "placeholder") else ""
-                fill = f" style='fill:{colour}'" if colour else ""
-                parts.append(
-                    f"<text class='tcl-in' x='{axis.x(it.t0)}' dx='4' y='{ty}'{fill}{op}>{e(text)}</text>"
-                )
-            elif where == "right":
-                parts.append(
-                    f"<text class='tcl-out' x='{axis.x(it.t1)}' dx='4' y='{ty}'{op}>{e(text)}</text>"
-                )
-            else:
-                parts.append(
-                    f"<text class='tcl-out' x='{axis.x(it.t0)}' dx='-4' y='{ty}' text-anchor='end'{op}>"
-                    f"{e(text)}</text>"
-                )
-    return parts
 
 
 def place_label(it: Item, before: Item | None, after: Item | None, axis: Axis) -> tuple[str, str] | None:
@@ -320,6 +298,133 @@ def place_label(it: Item, before: Item | None, after: Item | None, axis: Axis) -
         if need <= left_free:
             return text, "left"
     return None
+
+
+def place_at_widths(
+    it: Item, before: Item | None, after: Item | None, axis: Axis, widths: Sequence[float]
+) -> list[tuple[str, str] | None]:
+    """`place_label` at each plot width in `widths` (narrowest first), from fractions of the axis
+    computed once: a wide timeline has thousands of bars, each laid out for every width."""
+    f0, f1 = axis.frac(it.t0), axis.frac(it.t1)
+    room_right = axis.frac(after.t0) - f1 if after else 1.0 - f1
+    room_left = f0 - (axis.frac(before.t1) if before else 0.0)
+    texts = [(text, len(text) * CHAR_PX) for text in (it.label, it.short)]
+
+    def at(px: float) -> tuple[str, str] | None:
+        for text, need in texts:
+            if need + 8 <= (f1 - f0) * px:
+                return text, "in"
+        for text, need in texts:
+            if need + 10 <= room_right * px:
+                return text, "right"
+            if need + 10 <= room_left * px:
+                return text, "left"
+        return None
+
+    widest = at(widths[-1])
+    if widest is None:  # no room even at the widest: none at any
+        return [None] * len(widths)
+    first = at(widths[0])
+    if first == (it.label, "in"):  # the whole label fits the narrowest: it fits them all
+        return [first] * len(widths)
+    return [first, *(at(w) for w in widths[1:-1]), widest] if len(widths) > 1 else [first]
+
+
+def neighbours(items: Sequence[Item]) -> dict[int, tuple[Item | None, Item | None]]:
+    """For each labelled bar, the nearest bars before and after it on its lane (label room)."""
+    by_lane: dict[int, list[Item]] = {}
+    for it in items:
+        if it.kind != "wait":
+            by_lane.setdefault(it.lane, []).append(it)
+    out: dict[int, tuple[Item | None, Item | None]] = {}
+    for lane_items in by_lane.values():
+        lane_items.sort(key=lambda i: (i.t0, i.t1))
+        for k, it in enumerate(lane_items):
+            if it.kind not in ("model", "tool"):
+                continue
+            before = next((o for o in reversed(lane_items[:k]) if o.t1 <= it.t0 + 1e-9), None) if k else None
+            after = next((o for o in lane_items[k + 1 : k + 4] if o.t0 >= it.t1 - 1e-9), None)
+            out[id(it)] = (before, after)
+    return out
+
+
+def _label_svg(it: Item, placed: tuple[str, str], axis: Axis, y: float, classes: str) -> str:
+    text, where = placed
+    ty = y + BAR - 3.5
+    if where == "in":
+        colour = it.on_fill if it.provenance not in FAINT else ""
+        fill = f" style='fill:{colour}'" if colour else ""
+        return f"<text class='tcl-in{classes}' x='{axis.x(it.t0)}' dx='4' y='{ty}'{fill}>{e(text)}</text>"
+    if where == "right":
+        return f"<text class='tcl-out{classes}' x='{axis.x(it.t1)}' dx='4' y='{ty}'>{e(text)}</text>"
+    return (
+        f"<text class='tcl-out{classes}' x='{axis.x(it.t0)}' dx='-4' y='{ty}' text-anchor='end'>"
+        f"{e(text)}</text>"
+    )
+
+
+def _bars(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> list[str]:
+    """SVG for the bars; labels laid out once per width in `widths` (one: a file; several: a page,
+    where CSS shows the layout of the range the container is in)."""
+    parts: list[str] = []
+    near = neighbours(items)
+    for it in items:
+        y = it.lane * ROW + (ROW - BAR) / 2
+        tip = f"<title>{e(it.tip)}</title>"
+        if it.kind == "wait":
+            x, w = axis.box(it.t0, it.t1, 1)
+            parts.append(
+                f"<rect class='tcl-bar-wait' x='{x}' y='{y + BAR / 2 - 2}' width='{w}' height='4' "
+                f"fill='{it.fill}'>{tip}</rect>"
+            )
+            continue
+        if it.kind == "skipped":
+            x, w = axis.box(it.t0, it.t0, 10)
+            parts.append(
+                f"<rect class='tcl-bar-skipped' x='{x}' y='{y}' width='{w}' height='{BAR}' fill='none' "
+                f"stroke='{SKIPPED_STROKE}' stroke-dasharray='3 2'>{tip}</rect>"
+            )
+            continue
+        x, w = axis.box(it.t0, it.t1, 2)
+        faint = it.provenance in FAINT
+        style = (
+            f" style='stroke:{it.fill};stroke-width:1.5' "
+            f"fill-opacity='{0.55 if it.provenance == 'estimated' else 0.2}' "
+            f"stroke-dasharray='{'5 2' if it.provenance == 'estimated' else '2 2'}'"
+            if faint
+            else ""
+        )
+        parts.append(
+            f"<rect class='tcl-bar tcl-bar-{it.kind}{' tcl-faint' if faint else ''}' "
+            f"data-provenance='{e(it.provenance)}' x='{x}' y='{y}' width='{w}' height='{BAR}' rx='2' "
+            f"fill='{it.fill}'{style}>{tip}</rect>"
+        )
+        if it.kind not in ("model", "tool"):
+            continue
+        placements = place_at_widths(it, *near[id(it)], axis, widths)
+        if len(set(placements)) == 1:
+            if placements[0]:
+                parts.append(_label_svg(it, placements[0], axis, y, ""))
+            continue
+        for placed in dict.fromkeys(placements):
+            if placed:
+                ranges = "".join(f" tcl-r{k}" for k, p in enumerate(placements) if p == placed)
+                parts.append(_label_svg(it, placed, axis, y, f" tcl-lbl{ranges}"))
+    return parts
+
+
+def _band(rounds: Sequence[dict[str, Any]], highlight: int | None, axis: Axis, height: float) -> str:
+    """The selected round's time span, shaded behind the bars (the other rounds keep full colour)."""
+    picked = [r for r in rounds if r["round_index"] == highlight]
+    if highlight is None or not picked:
+        return ""
+    t0 = min(r["response"]["started_at"] for r in picked)
+    t1 = max(round_end(r) for r in picked)
+    x, w = axis.box(t0, t1, 2)
+    return (
+        f"<rect class='tcl-band' x='{x}' y='0' width='{w}' height='{height}'>"
+        f"<title>round {highlight}: {t0:.3f} → {t1:.3f} s</title></rect>"
+    )
 
 
 def _ticks(axis: Axis, height: float, relative: bool) -> list[str]:
@@ -343,39 +448,10 @@ def _decimals(step: float) -> int:
     return 0 if step >= 1 else (1 if step >= 0.1 else (2 if step >= 0.01 else 3))
 
 
-def _bounds(rounds: Sequence[dict[str, Any]], start: float | None, end: float | None) -> tuple[float, float]:
+def bounds(rounds: Sequence[dict[str, Any]], start: float | None, end: float | None) -> tuple[float, float]:
     t0 = min(r["response"]["started_at"] for r in rounds) if start is None else start
     t1 = max(round_end(r) for r in rounds) if end is None else end
     return t0, max(t1, t0 + 1e-3)
-
-
-def legend_html(items: Sequence[Item]) -> str:
-    """Swatch, icon and words for every kind of bar drawn (and nothing else)."""
-    kinds = {it.kind for it in items}
-    entries = [(MODEL.fill, "", MODEL.label, "")]
-    statuses: list[str] = []
-    for it in items:
-        if it.kind == "tool" and it.status not in statuses:
-            statuses.append(it.status)
-    for s in statuses:
-        st = status_style(s)
-        entries.append((st.fill, st.icon, f"tool {st.label}", ""))
-    if "trip" in kinds:
-        entries.append((TRIP.fill, "", TRIP.label, ""))
-    if "wait" in kinds:
-        entries.append((WAIT.fill, "", WAIT.label, "height:4px"))
-    if "skipped" in kinds:
-        entries.append(("transparent", "", "skipped call (dashed)", "border:1px dashed #9ca3af"))
-    provs = {it.provenance for it in items} - {"recorded"}
-    for p in sorted(provs):
-        extra = "opacity:.6;border:1px dashed currentColor" if p == "estimated" else "opacity:.3"
-        entries.append((MODEL.fill, "", f"{p} timing (faded, dashed): {PROVENANCE_NOTE.get(p, p)}", extra))
-    spans = "".join(
-        f"<span><span class='tcl-swatch' style='background:{fill};{extra}'></span>"
-        f"{f'{icon} ' if icon else ''}{e(text)}</span>"
-        for fill, icon, text, extra in entries
-    )
-    return f"<div class='tcl-legend' aria-label='legend'>{spans}</div>"
 
 
 def timeline_svg(
@@ -384,60 +460,69 @@ def timeline_svg(
     start: float | None = None,
     end: float | None = None,
     highlight: int | None = None,
-    round_trip_s: float = 0.0,
     relative: bool = False,
     legend: bool = True,
+    table: bool = False,
     min_px: int = 420,
     title: str = "",
+    items: Sequence[Item] | None = None,
 ) -> str:
-    """A timeline that fills its container: lane names, bars, time axis and legend (HTML + SVG).
+    """A timeline that fills its container: lane names, bars, time axis, legend (HTML + SVG).
 
     Pass `start`/`end` to share one axis between several timelines; `relative` labels ticks from
-    `start`. `min_px` is the narrowest plot the labels are laid out for (the timeline scrolls
-    rather than spill when its container is narrower).
+    `start`; `highlight` shades one round's span; `table` adds the bars as a table. `min_px` is the
+    narrowest plot the labels are laid out for (the timeline scrolls rather than spill when its
+    container is narrower). `items`: the rounds' bars when the caller has them (`items_of`).
     """
     if not rounds:
         return "<div class='tcl-tl tcl-muted'>(no rounds)</div>"
-    t0, t1 = _bounds(rounds, start, end)
+    t0, t1 = bounds(rounds, start, end)
     axis = Axis(t0, t1, float(min_px), None)
-    items = items_of(rounds, round_trip_s=round_trip_s, highlight=highlight)
+    items = items_of(rounds) if items is None else items
     n_lanes = 1 + max((len(r["tool_calls"]) for r in rounds), default=0)
     height = n_lanes * ROW + AXIS
-    names = "".join(
-        f"<div class='tcl-lane' title='{e(tip)}'>{e(name)}</div>" for name, tip in lane_names(rounds, n_lanes)
-    )
+    names = lane_names(rounds, n_lanes)
+    lanes = "".join(f"<div class='tcl-lane' title='{e(tip)}'>{e(name)}</div>" for name, tip in names)
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
     summary = title or f"Timeline of {len(rounds)} round(s), {n_calls} tool call(s), {t0:.2f} to {t1:.2f} s"
+    widths = [float(min_px)] + [float(w) for w in RANGES[1:] if w > min_px]
+    widths += [widths[-1]] * (len(RANGES) - len(widths))  # ranges narrower than min_px use min_px
     svg = (
         f"<svg class='tcl-timeline' role='img' aria-label='{e(summary)}' height='{height}' "
-        f"style='min-width:{min_px}px' xmlns='http://www.w3.org/2000/svg'><title>{e(summary)}</title>"
-        f"{''.join(_ticks(axis, height, relative))}{''.join(_bars(items, axis, n_lanes))}</svg>"
+        f"xmlns='http://www.w3.org/2000/svg'><title>{e(summary)}</title>"
+        f"{_band(rounds, highlight, axis, height - AXIS)}{''.join(_ticks(axis, height, relative))}"
+        f"{''.join(_bars(items, axis, widths))}</svg>"
     )
     return (
         f"<div class='tcl-tl'><div class='tcl-scroll'><div class='tcl-tl-grid'><div class='tcl-lanes'>"
-        f"{names}</div>{svg}</div></div>{legend_html(items) if legend else ''}</div>"
+        f"{lanes}</div><div class='tcl-plot' style='min-width:{min_px}px'>{svg}</div></div></div>"
+        f"{legend_html(items, band=highlight is not None) if legend else ''}"
+        f"{bars_table(items, names) if table else ''}</div>"
     )
 
 
 def timeline_file(
-    panels: Sequence[tuple[str, Sequence[dict[str, Any]]]],
-    *,
-    round_trip_s: float = 0.0,
-    width: int = 960,
+    panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, title: str = "", width: int = 960
 ) -> str:
-    """A standalone SVG document: one titled panel per run, all on one time axis (for saving)."""
+    """A standalone SVG document: one titled panel per run, all on one time axis, and a legend."""
     panels = [(name, rounds) for name, rounds in panels if rounds]
     if not panels:
-        return "<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'></svg>"
-    t0 = min(_bounds(r, None, None)[0] for _, r in panels)
-    t1 = max(_bounds(r, None, None)[1] for _, r in panels)
+        raise ValueError("nothing to draw: no rounds in any panel")
+    t0 = min(bounds(r, None, None)[0] for _, r in panels)
+    t1 = max(bounds(r, None, None)[1] for _, r in panels)
     all_names = [n for _, r in panels for n, _ in lane_names(r, 1 + max(len(x["tool_calls"]) for x in r))]
     label_px = min(160, 12 + CHAR_PX * max(len(n) for n in all_names))
     axis = Axis(t0, t1, width - label_px - 16, label_px)
-    parts, y = [], 0.0
+    heading = title or " / ".join(n for n, _ in panels)
+    parts, y, drawn = (
+        [f"<text x='4' y='16' style='font-weight:600;font-size:14px'>{e(heading)}</text>"],
+        26.0,
+        [],
+    )
     for name, rounds in panels:
         n_lanes = 1 + max(len(r["tool_calls"]) for r in rounds)
-        items = items_of(rounds, round_trip_s=round_trip_s)
+        items = items_of(rounds)
+        drawn += items
         height = n_lanes * ROW + AXIS
         lanes = "".join(
             f"<text x='4' y='{i * ROW + ROW - 6}'>{e(n)}</text>"
@@ -446,11 +531,23 @@ def timeline_file(
         parts.append(
             f"<text x='4' y='{y + 14}' style='font-weight:600;font-size:13px'>{e(name)}</text>"
             f"<g transform='translate(0,{y + 20})'>{lanes}{''.join(_ticks(axis, height, False))}"
-            f"{''.join(_bars(items, axis, n_lanes))}</g>"
+            f"{''.join(_bars(items, axis, [axis.plot_px]))}</g>"
         )
         y += height + 28
+    x = 4.0
+    for fill, icon, text, _ in legend_entries(drawn):
+        label = f"{icon} {text}".strip()
+        if x + 24 + len(label) * CHAR_PX > width:
+            x, y = 4.0, y + 16
+        swatch = f"fill='{fill}'" if fill != "transparent" else f"fill='none' stroke='{SKIPPED_STROKE}'"
+        parts.append(
+            f"<rect x='{x:.0f}' y='{y + 2}' width='14' height='10' {swatch}/>"
+            f"<text x='{x + 18:.0f}' y='{y + 11}'>{e(label)}</text>"
+        )
+        x += 36 + len(label) * CHAR_PX
+    y += 22
     return (
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{y:.0f}' "
-        f"viewBox='0 0 {width} {y:.0f}'><title>{e(' / '.join(n for n, _ in panels))}</title>"
+        f"viewBox='0 0 {width} {y:.0f}'><title>{e(heading)}</title>"
         f"{SVG_FILE_STYLE}<rect width='100%' height='100%' fill='#ffffff'/>{''.join(parts)}</svg>"
     )

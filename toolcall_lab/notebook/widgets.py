@@ -2,12 +2,13 @@
 
 State lives in traitlets (testable from Python without a browser); every view renders from the
 serialized trace (`Trace.to_dict()`) through `toolcall_lab.notebook.html` and `.timeline`. Callback
-errors are shown in the view. Each view also carries a static HTML rendering, so notebooks read
-on a code host without a kernel.
+errors are shown in the view. Each view also prints a static HTML copy of itself, so notebooks read
+on a code host, and in an HTML export without the widget JavaScript.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,14 +35,16 @@ from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import (
     header_html,
     prompt_html,
-    round_duration,
     round_html,
+    round_spans,
     round_title,
+    timing_summary,
     trace_html,
 )
+from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, stepper_html
 from toolcall_lab.notebook.theme import e
-from toolcall_lab.notebook.timeline import round_end, timeline_svg
+from toolcall_lab.notebook.timeline import round_end, secs, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
 
@@ -62,10 +65,13 @@ def as_doc(trace: Trace | RunResult | dict[str, Any]) -> dict[str, Any]:
 class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """A whole trace: run header, prompt and tools, whole-run timeline, then one accordion panel per
     round (request as sent, assistant message, calls with their tool messages, round timeline).
-    A file picker opens another trace or recording; an export bar saves the timeline and calls."""
+    A file box opens another trace, a recording or a transcript (a file with several traces gets a
+    chooser); an export bar saves the timeline and the calls."""
 
     show_raw = traitlets.Bool(False, help="show argument strings exactly as received")
+    shared_scale = traitlets.Bool(False, help="draw every round on the longest round's time scale")
     selected_round = traitlets.Int(0, allow_none=True)
+    trace_index = traitlets.Int(0, help="which trace of the opened file is shown")
 
     def __init__(self, trace: Trace | RunResult | dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.errors = widgets.Output()
@@ -74,113 +80,193 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             description="trace", layout=widgets.Layout(display="none", width="95%")
         )
         self.raw_box = widgets.Checkbox(value=False, description="raw argument strings", indent=False)
+        self.scale_box = widgets.Checkbox(
+            value=False, description="one time scale for every round", indent=False
+        )
         self.accordion = widgets.Accordion()
-        self.open_box = OpenBox(guarded(self.errors, self._opened))
+        self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.doc: dict[str, Any] = {}
-        self._rtt = self._span = 0.0
+        self._spans: list[float] = []
         self.export = ExportBar(
             lambda: str(self.doc.get("metadata", {}).get("title", "trace")),
             lambda: [(str(self.doc["metadata"]["title"]), self.doc["rounds"])] if self.doc else [],
             lambda: {"calls": calls_rows(self.doc) if self.doc else []},
-            round_trip_s=lambda: self._rtt,
         )
         self.panels: list[widgets.HTML] = []
         self.traces: list[Trace] = []
+        self._choosing = False
         super().__init__(
-            [self.open_box, self.choice, self.header, self.raw_box, self.accordion, self.export, self.errors],
+            [
+                self.open_box,
+                self.choice,
+                self.header,
+                widgets.HBox([self.raw_box, self.scale_box], layout=widgets.Layout(flex_flow="row wrap")),
+                self.accordion,
+                self.export,
+                self.errors,
+            ],
             **kwargs,
         )
         self.add_class("tcl-view")
         self.add_class("tcl-trace-view")
         widgets.link((self.raw_box, "value"), (self, "show_raw"))
+        widgets.link((self.scale_box, "value"), (self, "shared_scale"))
         widgets.link((self.accordion, "selected_index"), (self, "selected_round"))
-        self.observe(guarded(self.errors, self._rerender), names=["show_raw"])
+        self.observe(guarded(self.errors, self._rerender), names=["show_raw", "shared_scale"])
         self.choice.observe(guarded(self.errors, self._chosen), names=["value"])
         if trace is None:
-            self.header.value = note("open a trace file, a recording or a transcript above")
+            self.header.value = note("open a trace file, a recording, a transcript or a folder above")
         else:
             self.show(trace)
 
     def show(self, trace: Trace | RunResult | dict[str, Any]) -> None:
         """Display another trace in this view."""
         self.doc = as_doc(trace)
-        self._rtt = float(self.doc["metadata"].get("settings", {}).get("round_trip_s") or 0.0)
         rounds = self.doc["rounds"]
-        self._span = max((round_duration(r) for r in rounds), default=0.0)
-        timeline = timeline_svg(rounds, round_trip_s=self._rtt, min_px=480)
+        self._spans = round_spans(rounds, shared=self.shared_scale)
+        timeline = timeline_svg(rounds, min_px=480)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
         self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
         self.accordion.children = self.panels
         self.accordion.titles = tuple(round_title(r) for r in rounds)
         self.accordion.selected_index = 0 if rounds else None
+        self.refresh_static()
 
-    def _opened(self, traces: list[Trace], label: str) -> None:
-        self.traces = traces
-        if len(traces) > 1:
-            self.choice.options = [(f"{i}: {t.metadata.title}", i) for i, t in enumerate(traces)]
-            self.choice.layout.display = None
-        else:
-            self.choice.layout.display = "none"
-        self.show(traces[0])
+    def _opened(self, opened: Opened) -> None:
+        self.traces = list(opened.traces)
+        self._choosing = True
+        try:
+            self.choice.options = [(f"{i + 1}: {t.metadata.title}", i) for i, t in enumerate(self.traces)]
+            self.choice.value = 0
+        finally:
+            self._choosing = False
+        self.choice.layout.display = None if len(self.traces) > 1 else "none"
+        self.trace_index = 0
+        self.show(self.traces[0])
 
     def _chosen(self, change: Any) -> None:
-        if change["new"] is not None and self.traces:
-            self.show(self.traces[change["new"]])
+        if self._choosing or change["new"] is None or not self.traces:
+            return
+        self.trace_index = int(change["new"])
+        self.show(self.traces[self.trace_index])
 
     def _panel(self, i: int) -> str:
         rounds = self.doc["rounds"]
         body = round_html(
             rounds[i],
             raw=self.show_raw,
-            round_trip_s=self._rtt,
             title=False,
             previous=rounds[i - 1] if i else None,
-            span=self._span,
+            span=self._spans[i],
         )
         return wrap(body)
 
     def _rerender(self, _: Any = None) -> None:
+        if not self.doc:
+            return
+        self._spans = round_spans(self.doc["rounds"], shared=self.shared_scale)
         for i, panel in enumerate(self.panels):
             panel.value = self._panel(i)
+        self.refresh_static()
 
     def static_html(self) -> str:
-        return trace_html(self.doc, raw=self.show_raw) if self.doc else ""
+        if not self.doc:
+            return note("TraceView: no trace opened")
+        return trace_html(self.doc, raw=self.show_raw, shared_scale=self.shared_scale)
+
+
+def _streams(path: str | Path) -> tuple[list[tuple[str, list[dict[str, Any]], str]], list[str]]:
+    """The streams of a recording, each as (label, chunks, format), and what could not be stepped
+    (whole responses). A Responses file with several streams back to back is split at each
+    ``response.created``."""
+    exchanges = read_recording(path).exchanges
+    streams: list[tuple[str, list[dict[str, Any]], str]] = []
+    whole: list[str] = []
+    for k, ex in enumerate(exchanges):
+        where = f"exchange {k + 1} of {len(exchanges)}" if len(exchanges) > 1 else "the stream"
+        if ex.payloads is None:
+            whole.append(f"exchange {k + 1}: a whole (non-streamed) response, no chunks to step through")
+            continue
+        chunks = list(ex.payloads)
+        starts = [i for i, c in enumerate(chunks) if c.get("type") == "response.created"]
+        if ex.format == "openai-responses" and len(starts) > 1:
+            bounds = [*starts, len(chunks)]
+            pieces = [
+                chunks[: bounds[1]],
+                *[chunks[a:b] for a, b in itertools.pairwise(bounds[1:])],
+            ]
+            for j, piece in enumerate(pieces):
+                streams.append((f"{where}, response {j + 1} of {len(pieces)}", piece, ex.format))
+        else:
+            streams.append((where, chunks, ex.format))
+    return streams, whole
 
 
 class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """Step through the chunks of one streamed response (chat completions, Anthropic Messages or
     Responses API): each chunk's delta, the calls assembled so far with what the chunk appended
-    highlighted, and the findings as they occur. The controls (first, previous, play, next, last,
-    a slider) run in the page, so a static export steps through the chunks without a kernel;
-    setting `step` from Python shows that step. A file holding several Responses streams shows the
-    first."""
+    highlighted, and the findings as they occur, a provider error included (the parser stops
+    there, and the stepper shows where). The controls (first, previous, play, next, last, a slider)
+    run in the page, so a static export steps through the chunks without a kernel; setting `step`
+    from Python shows that step. A file with several streams (exchanges of a cassette, Responses
+    streams back to back) says so and offers a chooser (`stream`)."""
 
     step = traitlets.Int(0)
+    stream = traitlets.Int(0, help="which stream of the file is shown")
 
     def __init__(
-        self, source: Sequence[dict[str, Any]] | str | Path, *, batch: int = 0, **kwargs: Any
+        self,
+        source: Sequence[dict[str, Any]] | str | Path,
+        *,
+        batch: int = 0,
+        stream: int = 0,
+        format: str | None = None,
+        **kwargs: Any,
     ) -> None:
-        self.format = "openai-chat"
+        self.batch = batch
+        self.whole: list[str] = []
         if isinstance(source, str | Path):
-            exchange = read_recording(source).exchanges[0]
-            if exchange.payloads is None:
+            self.streams, self.whole = _streams(source)
+            if not self.streams:
                 raise ValueError(f"{source}: a whole (non-streamed) response has no chunks to step through")
-            source, self.format = exchange.payloads, exchange.format
-        chunks = list(source)
-        if self.format == "openai-responses":  # several consecutive responses: keep the first
-            starts = [i for i, c in enumerate(chunks) if c.get("type") == "response.created"]
-            if len(starts) > 1:
-                chunks = chunks[: starts[1]]
-        self.chunks = chunks
-        self.stream = StreamStates.build(chunks, self.format, batch)
-        self.states = [(s, list(f)) for s, f in zip(self.stream.snapshots, self.stream.findings, strict=True)]
-        """Per step: (calls so far per choice and index, findings so far); the last is after finish()."""
+        else:
+            chunks = list(source)
+            self.streams = [("the stream", chunks, format or _detect(chunks))]
         self.view = widgets.HTML()
-        super().__init__([self.view], **kwargs)
+        self.chooser = widgets.Dropdown(
+            options=[
+                (f"{label} ({len(c)} chunks, {fmt})", i) for i, (label, c, fmt) in enumerate(self.streams)
+            ],
+            description="stream",
+            layout=widgets.Layout(display=None if len(self.streams) > 1 else "none", width="95%"),
+        )
+        self.errors = widgets.Output()
+        super().__init__([self.chooser, self.view, self.errors], **kwargs)
         self.add_class("tcl-view")
         self.add_class("tcl-stream-stepper")
-        self.observe(self._render, names=["step"])
-        self._render()
+        widgets.link((self.chooser, "value"), (self, "stream"))
+        self.observe(guarded(self.errors, self._render), names=["step"])
+        self.observe(guarded(self.errors, self._load), names=["stream"])
+        self.stream = max(0, min(stream, len(self.streams) - 1))
+        self._load()
+
+    @traitlets.validate("stream")
+    def _valid_stream(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        if not 0 <= value < len(self.streams):
+            raise traitlets.TraitError(f"stream={value}: this file has streams 0 to {len(self.streams) - 1}")
+        return value
+
+    def _load(self, _: Any = None) -> None:
+        label, chunks, self.format = self.streams[self.stream]
+        self.label = label
+        self.chunks = chunks
+        self.states = StreamStates.build(chunks, self.format, self.batch)
+        self._data = self.states.data()
+        if self.step != 0:
+            self.step = 0  # renders
+        else:
+            self._render()
 
     @property
     def last_step(self) -> int:
@@ -188,17 +274,42 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     @traitlets.validate("step")
     def _valid_step(self, proposal: Any) -> int:
-        return max(0, min(int(proposal["value"]), len(self.states) - 1))
+        states = getattr(self, "states", None)
+        last = len(states) - 1 if states is not None else 0
+        return max(0, min(int(proposal["value"]), last))
 
     def _render(self, _: Any = None) -> None:
-        self.view.value = stepper_html(self.stream, self.step)
+        which = ""
+        if len(self.streams) > 1 or self.whole:
+            others = "".join(f"<li>{e(w)}</li>" for w in self.whole)
+            which = (
+                f"<div class='tcl-muted'>showing {e(self.label)}: stream {self.stream + 1} of "
+                f"{len(self.streams)} in this file (choose another above)"
+                + (f"; not stepped:<ul>{others}</ul>" if others else "")
+                + "</div>"
+            )
+        self.view.value = which + stepper_html(self.states, self.step, data=self._data)
+        self.refresh_static()
 
     def static_html(self) -> str:
-        return self.view.value  # type: ignore[no-any-return]
+        return str(self.view.value)
+
+
+def _detect(chunks: Sequence[dict[str, Any]]) -> str:
+    from toolcall_lab.formats.dispatch import try_detect
+
+    return next((str(f) for c in chunks if isinstance(c, dict) and (f := try_detect(c))), "openai-chat")
 
 
 class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
-    """A trace view fed by a run's events: ``await run(..., on_event=live.on_event)``."""
+    """A trace view fed by a run's events: ``await run(..., on_event=live.on_event)``.
+
+    It shows what the events say and no more: each number with the timing label the run gave it
+    (a scripted model's latencies are placeholders, tools measured on the real clock are recorded),
+    chunk counts as reported, no origin it cannot know. A second run fed to the same view starts
+    a new display (the earlier run stays above it, folded); events of two runs interleaved are
+    reported, never merged silently.
+    """
 
     n_events = traitlets.Int(0)
 
@@ -206,17 +317,32 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self, title: str = "live run", mode: str = "", *, min_interval_s: float = 0.05, **kwargs: Any
     ) -> None:
         self.title, self.mode = title, mode
-        self.rounds: dict[int, dict[str, Any]] = {}
-        self.final: str | None = None
-        self.finished: str | None = None
         self.min_interval_s = min_interval_s
+        self.earlier: list[str] = []
+        """Earlier runs fed to this view, as their final rendering (folded above the current one)."""
         self._last = 0.0
+        self._reset()
         self.view = widgets.HTML(
             wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
         )
         super().__init__([self.view], **kwargs)
         self.add_class("tcl-view")
         self.add_class("tcl-live-view")
+
+    def reset(self) -> None:
+        """Forget every run shown so far (the view waits for the next run's events)."""
+        self.earlier = []
+        self._reset()
+        self.n_events = 0
+        self.view.value = wrap(f"<b>{e(self.title)}</b> <span class='tcl-muted'>waiting for events…</span>")
+        self.refresh_static()
+
+    def _reset(self) -> None:
+        self.rounds: dict[int, dict[str, Any]] = {}
+        self.final: str | None = None
+        self.finished: str | None = None
+        self.warnings: list[str] = []
+        self.run_events = 0
 
     def _round(self, index: int, at: float = 0.0) -> dict[str, Any]:
         return self.rounds.setdefault(
@@ -227,20 +353,47 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 "final": False,
                 "tool_calls": [],
                 "tool_executions": [],
+                "round_trips": [],
                 "findings": [],
                 "assistant_message": {"role": "assistant", "content": None},
-                "response": {"started_at": at, "ended_at": at, "latency_s": 0.0, "chunks": []},
+                "response": {
+                    "started_at": at,
+                    "ended_at": at,
+                    "latency_s": 0.0,
+                    "chunks": [],
+                    "n_chunks": None,
+                    "chunk_timing": None,
+                },
             },
         )
 
     def on_event(self, event: RunEvent) -> None:
+        if isinstance(event, RoundStarted):
+            if event.round_index == 0 and (self.rounds or self.finished):
+                self.earlier.append(self._run_html(f"run {len(self.earlier) + 1}", folded=True))
+                self._reset()
+            elif event.round_index in self.rounds:
+                self.warnings.append(
+                    f"round {event.round_index} started twice: events of two runs are interleaved "
+                    "(a LiveView follows one run at a time; give each run its own view)"
+                )
+        elif self.finished is not None:
+            self.warnings.append(f"a {event.kind} event arrived after the run finished")
         self.n_events += 1
+        self.run_events += 1
         if isinstance(event, RoundStarted):
             self._round(event.round_index, event.at)
         elif isinstance(event, ModelResponded):
             r = self._round(event.round_index)
+            timing = getattr(event, "timing", None)
             r["response"].update(
-                ended_at=event.at, latency_s=event.latency_s, ttfc_s=event.ttfc_s, usage=event.usage
+                ended_at=event.at,
+                latency_s=event.latency_s,
+                ttfc_s=event.ttfc_s,
+                usage=event.usage,
+                n_chunks=getattr(event, "n_chunks", None),
+                chunk_timing=getattr(event, "chunk_timing", None),
+                **({"timing": timing.to_dict()} if timing is not None else {}),
             )
         elif isinstance(event, Thought):
             self._round(event.round_index)["assistant_message"]["content"] = event.text
@@ -254,9 +407,11 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     "name": x.name,
                     "status": x.status,
                     "result": x.result,
+                    "queued_at": getattr(x, "queued_at", None),
                     "started_at": x.started_at,
                     "ended_at": x.ended_at,
                     "duration_s": x.duration_s,
+                    "timing": x.timing.to_dict(),
                 }
             )
         elif isinstance(event, FinalAnswer):
@@ -272,32 +427,46 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             self._last = now
             self.render()
 
-    def html(self) -> str:
+    def _run_html(self, label: str, *, folded: bool = False) -> str:
         rounds = [self.rounds[k] for k in sorted(self.rounds)]
         for r in rounds:
             r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
         last = max((round_end(r) for r in rounds), default=0.0)
-        span = max((round_duration(r) for r in rounds), default=0.0)
+        spans = round_spans(rounds)
         status = self.finished or ("running" if self.final is None else "final answer received")
         final = (
             f"<div><span class='tcl-role'>final answer</span>{e(self.final)}</div>"
             if self.final is not None
             else ""
         )
+        warnings = "".join(f"<div class='tcl-warn'>⚠ {e(w)}</div>" for w in dict.fromkeys(self.warnings))
+        timings = timing_summary({"rounds": rounds, "metadata": {}}) if rounds else ""
         panels = "".join(
-            round_html(r, span=span, previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
+            round_html(r, span=spans[i], previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
         )
-        return (
-            f"<div class='tcl-head'><div class='tcl-title'>{e(self.title)}</div><div class='tcl-facts'>"
-            f"<span><span class='tcl-badge'>origin: live</span></span><span>{e(status)}</span>"
-            f"<span>{self.n_events} events</span><span>{len(rounds)} rounds</span><span>{last:.2f} s</span>"
-            f"</div></div>{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=420) if rounds else ''}"
-            f"</div>{panels}"
+        head = (
+            f"<div class='tcl-head'><div class='tcl-title'>{e(self.title)}"
+            f"{' · ' + e(label) if self.earlier or folded else ''}</div><div class='tcl-facts'>"
+            f"<span><span class='tcl-badge'>live</span> events of a run as they arrive</span>"
+            f"<span>{e(status)}</span><span>{self.run_events} events</span><span>{len(rounds)} rounds</span>"
+            f"<span>{secs(last)}</span><span>{e(timings)}</span></div></div>"
         )
+        body = (
+            f"{warnings}{final}<div class='tcl-live-timeline'>"
+            f"{timeline_svg(rounds, min_px=420) if rounds else ''}</div>{panels}"
+        )
+        if folded:
+            return f"<details class='tcl-earlier-run'><summary>{head}</summary>{body}</details>"
+        return head + body
+
+    def html(self) -> str:
+        earlier = "".join(self.earlier)
+        return earlier + self._run_html(f"run {len(self.earlier) + 1}")
 
     def render(self) -> None:
         self.view.value = wrap(self.html())
+        final = self.finished is not None
+        self.refresh_static(min_interval_s=0.0 if final else 1.0)
 
     def static_html(self) -> str:
         return wrap(self.html())
