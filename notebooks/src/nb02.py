@@ -177,10 +177,11 @@ arguments, status, a 200-character preview), then the final answer. Full results
 store the model can read back with the `read_variable` tool.
 """),
         code("""
-from toolcall_lab.compression import CompressionHook, compress_messages, final_transcript, savings, VariableStore
+from toolcall_lab.compression import CompressionHook, compress, savings, VariableStore
 
 store = VariableStore()
-compressed = compress_messages(final_transcript(SCENARIOS["failing_and_hanging"].record()), store)
+# a Trace (or RunResult) brings its executions, so each call's status is the recorded one
+compressed = compress(SCENARIOS["failing_and_hanging"].record(), store).messages
 print(compressed[-1]["content"])
 print("\\nvariables:", list(store.values))
 """),
@@ -190,7 +191,7 @@ from toolcall_lab.scenarios import generate_corpus
 from toolcall_lab.trace_files import load
 
 def totals(name, traces):
-    rows = [savings(final_transcript(t)) for t in traces]
+    rows = [savings(t) for t in traces]
     b, a = sum(r["chars_before"] for r in rows), sum(r["chars_after"] for r in rows)
     tb, ta = sum(r["tokens_before"] for r in rows), sum(r["tokens_after"] for r in rows)
     return {"corpus": name, "traces": len(rows), "chars before": b, "chars after": a, "chars saved %": round(100 * (1 - a / b), 1),

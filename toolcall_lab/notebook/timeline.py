@@ -5,9 +5,10 @@ from the round's `round_trips` (serialized mode records N-1 per batch of N, time
 and "waiting for a slot" only from an execution's recorded `queued_at`: a gap the record does not
 explain stays empty. Lanes come from the data: the model on top, then one lane per call position
 of a batch, so sequential calls form a staircase and parallel calls a stack; tool bars may start
-inside the model bar (``eager``: the call ran while the model was still streaming). In a page the SVG takes its container's width (x in percent, text in
-pixels) and its labels are laid out again for wider containers (CSS container queries), so a label
-is inside its bar, beside it, or absent (the tooltip and the table have it), never cut.
+inside the model bar (``eager``: the call ran while the model was still streaming). In a page the
+SVG takes its container's width (x in percent, text in pixels) and its labels are laid out again
+for wider containers (CSS container queries), so a label is inside its bar, beside it, or absent
+(the tooltip and the table have it), never cut.
 `timeline_file` draws the same bars at a fixed width for saving.
 """
 
