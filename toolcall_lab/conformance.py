@@ -75,36 +75,53 @@ class CaseResult:
         }
 
 
-def load_cases(root: str | Path | None = None) -> list[Case]:
-    """Every case under `root` (default: the repository's ``tests/conformance``), sorted by name."""
+class CaseFileError(ValueError):
+    """A case's ``.expect.json`` is unusable (not JSON, fields missing, no input file beside it)."""
+
+
+def _specs(root: str | Path | None) -> tuple[Path, list[Path]]:
     base = Path(root) if root is not None else default_corpus()
     if not base.is_dir():
         raise FileNotFoundError(f"no conformance corpus at {base}")
-    cases = []
-    for spec in sorted(base.rglob(f"*{EXPECT}")):
-        stem = spec.name[: -len(EXPECT)]
-        inputs = [
-            p for p in spec.parent.iterdir() if p.name.startswith(stem + ".") and p.name.endswith(_INPUTS)
-        ]
-        inputs = [p for p in inputs if p.name[len(stem) :] in _INPUTS]
-        if len(inputs) != 1:
-            raise ValueError(f"{spec}: expected exactly one input file {stem}.<ext>, found {len(inputs)}")
-        doc = json.loads(spec.read_text(encoding="utf-8"))
-        missing = [k for k in ("quirk", "category", "provider", "models", "expect") if k not in doc]
-        if missing:
-            raise ValueError(f"{spec}: missing {missing}")
-        cases.append(
-            Case(
-                name=str(spec.relative_to(base))[: -len(EXPECT)],
-                path=inputs[0],
-                quirk=doc["quirk"],
-                category=doc["category"],
-                provider=doc["provider"],
-                models=doc["models"],
-                expect=doc["expect"],
-            )
+    return base, sorted(base.rglob(f"*{EXPECT}"))
+
+
+def load_case(spec: Path, base: Path) -> Case:
+    """The case an ``.expect.json`` describes; `CaseFileError` saying what is wrong with it."""
+    stem = spec.name[: -len(EXPECT)]
+    inputs = [p for p in spec.parent.iterdir() if p.name.startswith(stem + ".") and p.name.endswith(_INPUTS)]
+    inputs = [p for p in inputs if p.name[len(stem) :] in _INPUTS]
+    if len(inputs) != 1:
+        raise CaseFileError(
+            f"{spec}: expected exactly one input file {stem}.<ext> beside it, found {len(inputs)}"
         )
-    return cases
+    try:
+        doc = json.loads(spec.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CaseFileError(f"{spec}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise CaseFileError(f"{spec}: a JSON object is expected, got {type(doc).__name__}")
+    missing = [k for k in ("quirk", "category", "provider", "models", "expect") if k not in doc]
+    if missing:
+        raise CaseFileError(f"{spec}: missing {missing}")
+    if not isinstance(doc["expect"], dict):
+        raise CaseFileError(f"{spec}: 'expect' must be an object")
+    return Case(
+        name=str(spec.relative_to(base))[: -len(EXPECT)],
+        path=inputs[0],
+        quirk=str(doc["quirk"]),
+        category=str(doc["category"]),
+        provider=str(doc["provider"]),
+        models=str(doc["models"]),
+        expect=doc["expect"],
+    )
+
+
+def load_cases(root: str | Path | None = None) -> list[Case]:
+    """Every case under `root` (default: the repository's ``tests/conformance``), sorted by name;
+    `CaseFileError` at the first unusable case file (`run_corpus` reports each instead)."""
+    base, specs = _specs(root)
+    return [load_case(spec, base) for spec in specs]
 
 
 def _summary(responses: Sequence[ParsedResponse]) -> str:
@@ -172,6 +189,16 @@ def _check_response(number: int, got: ParsedResponse, want: dict[str, Any]) -> l
 
 def run_case(case: Case) -> CaseResult:
     """Parse the case's input whole and streamed; compare both with what it expects."""
+    try:
+        return _run_case(case)
+    except (ToolcallLabError, CaseFileError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        # an input the parser cannot read, or an expectation of the wrong shape: this case fails
+        return CaseResult(
+            case=case, passed=False, outcome=f"{type(exc).__name__}: {exc}", problems=(str(exc),)
+        )
+
+
+def _run_case(case: Case) -> CaseResult:
     problems: list[str] = []
     try:
         whole = read_recording(case.path).parse(errors="keep")
@@ -201,8 +228,30 @@ def run_case(case: Case) -> CaseResult:
 
 
 def run_corpus(root: str | Path | None = None) -> list[CaseResult]:
-    """Run every case of the corpus."""
-    return [run_case(case) for case in load_cases(root)]
+    """Run every case of the corpus. An unusable case file is a failed case that says why; the
+    others still run."""
+    base, specs = _specs(root)
+    results = []
+    for spec in specs:
+        try:
+            case = load_case(spec, base)
+        except CaseFileError as exc:
+            name = str(spec.relative_to(base))[: -len(EXPECT)]
+            broken = Case(
+                name=name,
+                path=spec,
+                quirk="(unusable case file)",
+                category="?",
+                provider="?",
+                models="",
+                expect={},
+            )
+            results.append(
+                CaseResult(case=broken, passed=False, outcome="unusable case file", problems=(str(exc),))
+            )
+            continue
+        results.append(run_case(case))
+    return results
 
 
 def quirk_table(results: Iterable[CaseResult], *, width: int = 48) -> str:
