@@ -13,7 +13,9 @@ A case is two files side by side: the input (``name.sse``, ``name.chunks.jsonl``
 ``kind`` to ``"function"``); ``findings`` are kinds that must be reported, ``absent`` kinds that
 must not; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
 the response's provider error must contain (``null``: no error). ``raises`` (optional) names the
-exception ``Recording.parse()`` must raise by default, with a text its message contains.
+exception ``Recording.parse()`` must raise by default, with a text its message contains; a case
+with ``raises`` and no ``responses`` is a file the parser must refuse as a whole (read whole and
+streamed), such as a wire format it does not read.
 
 Every case is read twice, whole (`read_recording`) and streamed (`iter_responses`), and both must
 match. `run_corpus` returns one `CaseResult` per case; `quirk_table` lays them out by provider.
@@ -198,14 +200,40 @@ def run_case(case: Case) -> CaseResult:
         )
 
 
+def _refused(case: Case, exc: ToolcallLabError) -> CaseResult:
+    """A file the parser refuses as a whole: right only when the case expects exactly that, read
+    whole and streamed alike."""
+    raises = case.expect.get("raises") or {}
+    outcome = f"refused: {type(exc).__name__}: {str(exc).removeprefix(str(case.path) + ': ')}"
+    problems = []
+    if case.expect.get("responses") or not raises:
+        problems.append(f"{type(exc).__name__}: {exc}")
+    elif type(exc).__name__ != raises.get("type") or raises.get("message", "") not in str(exc):
+        problems.append(f"raised {type(exc).__name__}: {exc}; expected {raises}")
+    else:
+        try:
+            list(iter_responses(case.path, errors="keep"))
+            problems.append("read whole it is refused, streamed it is not")
+        except ToolcallLabError as streamed:
+            if type(streamed) is not type(exc):
+                problems.append(f"streamed it raises {type(streamed).__name__}: {streamed}")
+    return CaseResult(case=case, passed=not problems, outcome=outcome, problems=tuple(problems))
+
+
 def _run_case(case: Case) -> CaseResult:
     problems: list[str] = []
     try:
         whole = read_recording(case.path).parse(errors="keep")
+    except ToolcallLabError as exc:
+        return _refused(case, exc)
+    try:
         streamed = list(iter_responses(case.path, errors="keep"))
     except ToolcallLabError as exc:
         return CaseResult(
-            case=case, passed=False, outcome=f"{type(exc).__name__}: {exc}", problems=(str(exc),)
+            case=case,
+            passed=False,
+            outcome=f"{type(exc).__name__}: {exc}",
+            problems=(f"read whole it parses, streamed it raises {type(exc).__name__}: {exc}",),
         )
     if [r.to_dict() for r in whole] != [r.to_dict() for r in streamed]:
         problems.append("read whole and read streamed give different responses")

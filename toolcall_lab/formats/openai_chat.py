@@ -748,7 +748,11 @@ def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any
             if name and call.name is not None and name != call.name:
                 return True  # another function: a new call (Ollama), whatever came before
             return call.looks_complete()  # same name or none: a fragment (LM Studio), unless done
-        return bool(name) and name != call.name and call.looks_complete()
+        # the same id naming another function once the arguments are complete: a new call (a server
+        # reusing an id); a longer snapshot of the same name is still this call
+        if not name:
+            return False
+        return not name.startswith(call.name or "\0") and call.looks_complete()
     if name:
         return (name != call.name or _real_args(args)) and call.looks_complete()
     return False

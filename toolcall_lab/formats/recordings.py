@@ -429,15 +429,19 @@ def _exchange_of_stream(items: list[Any], lines: tuple[int, ...] | None = None, 
 
 
 def _exchange_of_json(doc: Any, status: int | None = None, **extra: Any) -> Exchange:
-    """A whole JSON document: a response body, a provider error body, or a JSON array of error
-    objects (Gemini's REST API)."""
+    """A whole JSON document: a response body, a provider error body, a JSON array of error objects
+    (Gemini's REST API), or a JSON array of stream payloads (a stream saved as one array)."""
     if isinstance(doc, list):
         message = list_error_message(doc)
         if message is not None:
             return Exchange(format="openai-chat", error=message, **extra)
         if status is not None and status >= 400:
             return Exchange(format="openai-chat", error=f"HTTP {status}: {json.dumps(doc)[:300]}", **extra)
-        raise UnknownFormatError("a JSON array that is not a list of error objects is not a response body")
+        if doc and all(isinstance(item, dict) for item in doc) and any(try_detect(item) for item in doc):
+            return _exchange_of_stream(list(doc), **extra)
+        raise UnknownFormatError(
+            "a JSON array that is neither stream payloads nor error objects is not a response body"
+        )
     return _exchange_of_doc(doc, status, **extra)
 
 

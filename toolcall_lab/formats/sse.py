@@ -399,7 +399,10 @@ def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = N
             try:
                 payload = decode_json(data, start, notes)
             except SSEDecodeError as exc:
-                yield Unreadable(exc)
+                if b"\n" in data:  # several data lines that are not one JSON text: try them one by one
+                    yield from _line_by_line(data, start, exc, where)
+                else:
+                    yield Unreadable(exc)
                 continue
             if notes:
                 yield from notes
@@ -419,6 +422,39 @@ def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = N
             payload = error_frame_payload(data.decode("utf-8", "replace"))
         where[0] = start
         yield payload
+
+
+def _line_by_line(data: bytes, start: int, error: SSEDecodeError, where: list[int]) -> Iterator[Item]:
+    """The data lines of one event that are separate JSON payloads (a proxy that wrote an error
+    event before closing the event in progress): each line read alone, the rest unreadable."""
+    lines = data.split(b"\n")
+    decoded = []
+    for line in lines:
+        try:
+            value = _loads(line)
+        except Exception:
+            value = None
+        decoded.append(value if type(value) is dict else None)
+    if not any(decoded):
+        yield Unreadable(error)
+        return
+    yield finding(
+        "sse_nonstandard_line",
+        f"lines {start}-{start + len(lines) - 1}: the data lines of one event are separate JSON texts (a "
+        "blank line missing between events); read line by line",
+    )
+    for offset, (line, value) in enumerate(zip(lines, decoded, strict=True)):
+        if value is not None:
+            where[0] = start + offset
+            yield value
+        elif line.strip():
+            yield Unreadable(
+                SSEDecodeError(
+                    "data is not JSON (an event cut short?)",
+                    line_number=start + offset,
+                    line=line.decode("utf-8", "replace"),
+                )
+            )
 
 
 def iter_sse_events(
