@@ -226,9 +226,14 @@ def iter_stream_responses(
     after_done = False
     count = 0
     yielded = 0
+    last: ParsedResponse | None = None  # ended at [DONE] or an error; yielded at the next payload,
+    # or at the end with the framing findings that came after it
     damage: str | None = None  # unreadable data outside a response: it marks the next one
     for item in items:
         if type(item) is dict:
+            if last is not None:  # a payload: the response that ended before it is whole
+                yield last
+                last = None
             if acc is None:
                 if fmt is None:
                     fmt = try_detect(item)
@@ -241,8 +246,7 @@ def iter_stream_responses(
                                     ProviderStreamError(message, payload=item, line_number=_line(where)),
                                     response,
                                 )
-                            yield response
-                            yielded += 1
+                            last, yielded = response, yielded + 1
                             batch += 1
                             continue
                         held.append(item)
@@ -291,8 +295,7 @@ def iter_stream_responses(
                         ),
                         response,
                     )
-                yield response
-                yielded += 1
+                last, yielded = response, yielded + 1
                 batch += 1
                 acc = None
                 continue
@@ -302,8 +305,7 @@ def iter_stream_responses(
                 _compact(acc)
         elif item is DONE:
             if acc is not None:
-                yield _with_notes(acc.finish(), notes)
-                yielded += 1
+                last, yielded = _with_notes(acc.finish(), notes), yielded + 1
                 batch += 1
                 acc = None
             after_done = True
@@ -311,6 +313,9 @@ def iter_stream_responses(
             error = item.error
             reason = f"unreadable data: {error}"
             if errors == "raise":
+                if last is not None:
+                    yield last
+                    last = None
                 if acc is not None:
                     error.partial_responses = (_with_notes(acc._result(reason), notes),)
                 raise error
@@ -328,6 +333,10 @@ def iter_stream_responses(
             notes.append(item)  # type: ignore[arg-type]  # a framing finding
     if held:
         raise UnknownFormatError("no payload of the stream has a known wire format")
+    if acc is None and damage is None and notes and last is not None:
+        last = replace(last, findings=(*last.findings, *notes))  # framing findings after the last one
+    if last is not None:
+        yield last
     if acc is not None:
         yield _with_notes(acc.finish(), notes)
     elif damage is not None:  # unreadable data after the last response, or nothing else
