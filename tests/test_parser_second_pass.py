@@ -355,6 +355,8 @@ def test_14_the_cli_output_does_not_grow_with_the_number_of_responses(
 
     def peak(responses: int) -> int:
         path = write(tmp_path, f"many{responses}.sse", one * responses)
+        for module in ("toolcall_lab.formats.sse", "toolcall_lab.formats.recordings"):
+            monkeypatch.setattr(f"{module}.READ_SIZE", 1 << 14)  # files larger than one read
         monkeypatch.setattr("sys.stdout", io.TextIOWrapper(io.BufferedWriter(Null()), encoding="utf-8"))
         tracemalloc.start()
         try:
@@ -364,8 +366,9 @@ def test_14_the_cli_output_does_not_grow_with_the_number_of_responses(
             tracemalloc.stop()
             monkeypatch.undo()
 
-    small, large = peak(200), peak(2_000)
-    assert large < small * 2  # ten times the responses, not ten times the memory
+    peak(20)  # (imports and caches first)
+    small, large = peak(300), peak(3_000)
+    assert large - small < 300_000  # 2,700 more responses: ~100 bytes each at most (they were ~8 KB)
 
 
 # -- 8. [DONE] with any whitespace ------------------------------------------------------------------
