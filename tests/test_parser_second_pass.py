@@ -269,6 +269,18 @@ def test_3_the_per_choice_error_message_is_quoted() -> None:
         list(iter_sse_payloads(sse_body([OPENROUTER_ERROR])))
 
 
+def test_3_a_per_choice_error_without_a_finish_reason_still_ends_the_stream() -> None:
+    """The error object alone is the signal (a fast path that only looked at it when a finish reason
+    came would let the calls before it run)."""
+    choice = {k: v for k, v in OPENROUTER_ERROR["choices"][0].items() if k != "finish_reason"}
+    for delta in ({}, {"content": "x"}, {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}):
+        acc = ChatCompletionAccumulator()
+        acc.feed(HEADER_A)
+        with pytest.raises(ProviderStreamError, match="Upstream provider returned 502") as info:
+            acc.feed({**OPENROUTER_ERROR, "choices": [{**choice, "delta": delta}]})
+        assert info.value.partial_responses[0].tool_calls[0].complete is False
+
+
 # -- 4. same id, a new name, after complete arguments ---------------------------------------------
 def test_4_same_id_and_a_new_name_after_complete_arguments_is_a_new_call() -> None:
     r = feed([chunk(tc(0, "c1", "f", '{"a": 1}')), chunk(tc(0, "c1", "g", "{}")), FINISH])

@@ -146,7 +146,8 @@ class StreamAccumulator:
     def finish(self) -> ParsedResponse:
         """End of stream: finalise every call (fallback ids, argument checks) and return the response."""
         response = self._result(self.damaged)
-        self._close(response)
+        self._final = response  # closed (`_close`, inlined: once per response)
+        self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
         return response
 
     def damage(self, reason: str) -> None:

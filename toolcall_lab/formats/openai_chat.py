@@ -624,10 +624,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
         choices = []
         batch, failed = self.batch, error is not None
         states = self._choices
-        if len(states) == 1:
-            taken = provider_ids(states[0].order) if states[0].order else None
-        else:
-            taken = provider_ids([c for st in states.values() for c in st.order])
+        # the provider's ids across every choice, for fallback ids to avoid (None when all calls have one)
+        taken = provider_ids(states[0].order if len(states) == 1 else self.pending_calls())
         for ci in states if len(states) == 1 else sorted(states):
             st = states[ci]
             if ci == 0 and not (st.seen or st.order or st.finish_reason):
