@@ -432,14 +432,14 @@ class PendingCall:
                 free = 1
                 while f"{tool_call_id}_{free}" in taken:
                     free += 1
-                clash = f" ({tool_call_id!r} is another call's id in this response)"
+                clash = f"fallback id {tool_call_id!r} is another call's id in this response, so "
                 tool_call_id = f"{tool_call_id}_{free}"
             if taken is not None:
                 taken.add(tool_call_id)
             findings.append(
                 finding(
                     "empty_id" if self.saw_empty_id else "missing_id",
-                    f"call {self.index} came with {what}; using fallback id {tool_call_id}{clash}",
+                    f"call {self.index} came with {what}; {clash}using fallback id {tool_call_id}",
                     tool_call_id=tool_call_id,
                     **where,
                 )
