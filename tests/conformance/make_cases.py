@@ -1808,6 +1808,42 @@ case(
     },
 )
 case(
+    "errors/openrouter_choice_error_object_without_finish_reason.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_o2", "get_weather", "")),
+            chunk(more(0, '{"city":"Oslo"}')),
+            {
+                **chunk(),
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {},
+                        "finish_reason": None,
+                        "error": {"code": 502, "message": "Upstream provider disconnected"},
+                    }
+                ],
+            },
+        ]
+    ),
+    quirk="an error object inside the choice without a finish reason (the error alone ends the stream)",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/overview (StreamingChoice: error?: ErrorResponse; "
+    "finish_reason nullable)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_o2", "get_weather", '{"city":"Oslo"}', complete=False)],
+                "error": "Upstream provider disconnected",
+                "findings": ["provider_error"],
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Upstream provider disconnected"},
+    },
+)
+case(
     "errors/openrouter_choice_error_object_body.json",
     js(
         {
