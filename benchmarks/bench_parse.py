@@ -13,9 +13,14 @@ os.wait4 for that child alone:
   ours       `toolcall-lab parse FILE` (streams the file payload by payload, prints the calls)
   eager      `read_recording(FILE).parse()`, which keeps every payload (for contrast)
 
+Other shapes, the CLI at size N and 2N (time linear: a 2N/N ratio near 2x, not 4x; memory):
+  many_data_lines  one event spread over 1M / 2M `data:` lines (9 / 18 MB)
+  many_responses   20k / 40k one-call responses in one file (memory flat: each is written and dropped)
+  huge_argument    one call with a 16 / 32 MB argument string in one delta
+
 Targets: in process median <= 1.2x minimal and worst <= 1.5x; >= 100x faster than sdk on every
 case; CLI <= 1.2x the floor's time and <= 64 MB above its peak memory.
-Run: `python benchmarks/bench_parse.py [--quick] [--no-sdk] [--e2e-only | --no-e2e]`.
+Run: `python benchmarks/bench_parse.py [--quick] [--no-sdk] [--e2e-only | --shapes-only | --no-e2e]`.
 """
 
 from __future__ import annotations
@@ -294,12 +299,72 @@ def end_to_end(quick: bool) -> None:
     )
 
 
+# -- other input shapes: time linear in the size, memory bounded ----------------------------------
+def many_data_lines(path: Path, scale: int) -> str:
+    """One event whose JSON is spread over `scale` x 1M `data:` lines (was quadratic)."""
+    head = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    with path.open("w", encoding="utf-8") as out:
+        out.write("data: " + json.dumps(head)[:-1] + ',\ndata: "pad": [\n')
+        out.write("data: 1,\n" * (1_000_000 * scale))
+        out.write("data: 1]}\n\ndata: [DONE]\n\n")
+    return f"{1_000_000 * scale} data lines in one event"
+
+
+def many_responses(path: Path, scale: int) -> str:
+    """`scale` x 20k one-call responses in one file, each ended by [DONE] (memory was ~8 KB each)."""
+    one = "".join(f"data: {json.dumps(c)}\n\n" for c in make_stream(1, 50, False)) + "data: [DONE]\n\n"
+    with path.open("w", encoding="utf-8") as out:
+        for _ in range(20_000 * scale):
+            out.write(one)
+    return f"{20_000 * scale} responses"
+
+
+def huge_argument(path: Path, scale: int) -> str:
+    """One call whose `scale` x 16 MB argument string arrives in a single delta."""
+    args = json.dumps({"text": "x" * (16_000_000 * scale)})
+    with path.open("w", encoding="utf-8") as out:
+        for c in make_stream(1, 10, False)[:2]:
+            out.write(f"data: {json.dumps(c)}\n\n")
+        delta = {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}
+        out.write("data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}) + "\n\n")
+        out.write('data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}\n\n')
+        out.write("data: [DONE]\n\n")
+    return f"one {16 * scale} MB argument"
+
+
+def shapes(quick: bool) -> None:
+    """The CLI on each shape at size N and 2N: the time ratio is ~2 when linear (4 if quadratic),
+    and the memory growth says what is held (flat for many responses)."""
+    python = sys.executable
+    print("\nCLI on other shapes, size N vs 2N (CPU s, peak MB; linear time gives a ratio near 2x)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for make in (many_data_lines, many_responses, huge_argument):
+            rows = []
+            for scale in (1, 2):
+                path = Path(tmp) / f"{make.__name__}_{scale}.sse"
+                what = make(path, scale)
+                size = path.stat().st_size / 1e6
+                runs = [
+                    run_child([python, "-m", "toolcall_lab", "parse", str(path)])
+                    for _ in range(1 if quick else 3)
+                ]
+                rows.append((what, size, min(r[0] for r in runs), max(r[2] for r in runs)))
+                path.unlink()
+            (w1, s1, t1, m1), (w2, s2, t2, m2) = rows
+            print(
+                f"  {make.__name__:>15}: {w1} ({s1:.0f} MB) {t1:.2f} s {m1:.0f} MB | {w2} ({s2:.0f} MB) "
+                f"{t2:.2f} s {m2:.0f} MB | time 2N/N {t2 / t1:.2f}x, memory +{m2 - m1:.0f} MB"
+            )
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
-    if "--e2e-only" not in sys.argv:
+    if "--e2e-only" not in sys.argv and "--shapes-only" not in sys.argv:
         in_process(quick, with_sdk="--no-sdk" not in sys.argv)
-    if "--no-e2e" not in sys.argv:
+    if "--no-e2e" not in sys.argv and "--shapes-only" not in sys.argv:
         end_to_end(quick)
+    if "--no-e2e" not in sys.argv and "--e2e-only" not in sys.argv:
+        shapes(quick)
 
 
 if __name__ == "__main__":

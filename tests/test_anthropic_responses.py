@@ -309,9 +309,13 @@ def test_server_items_are_not_client_calls() -> None:
             ],
         }
     )
-    assert [c.tool_call_id for c in r.tool_calls] == ["call_1"]
+    # the computer tool is run by the client: a call of kind "builtin", its action as arguments
+    assert [(c.tool_call_id, c.name, c.kind, c.arguments) for c in r.tool_calls] == [
+        ("c", "computer", "builtin", '{"action":{}}'),
+        ("call_1", "f", "function", "{}"),
+    ]
     assert [(s.tool_call_id, s.name) for s in r.server_tool_calls] == [("ws_1", "web_search")]
-    assert any("computer_call" in f.message for f in r.findings if f.kind == "unknown_event")
+    assert "builtin_tool_call" in kinds(r) and "unknown_event" not in kinds(r)
 
 
 def test_error_payloads_without_the_usual_type_still_end_the_stream() -> None:

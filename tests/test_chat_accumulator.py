@@ -174,13 +174,9 @@ def test_events_animate_deltas_into_calls() -> None:
     for c in [chunk(tc(0, "a", "f", "")), chunk(tc(0, args='{"x":')), chunk(tc(0, args="1}"))]:
         acc.feed(c)
     acc.finish()
-    assert [type(e) for e in events] == [
-        CallStarted,
-        CallStarted,
-        ArgumentsDelta,
-        ArgumentsDelta,
-        CallFinished,
-    ]
+    assert [type(e) for e in events] == [CallStarted, ArgumentsDelta, ArgumentsDelta, CallFinished]
+    started = events[0]
+    assert (started.tool_call_id, started.name, started.call_index) == ("a", "f", 0)  # known at once
     assert events[-1].call.arguments == '{"x":1}'
 
 
@@ -307,7 +303,7 @@ def test_arguments_as_json_object_are_kept_serialised() -> None:
 def test_null_arguments_add_nothing() -> None:
     r = run([chunk(tc(0, "a", "f", None)), chunk(tc(0, args=None)), chunk(tc(0, args='{"x":1}'))])
     assert calls_of(r) == [("a", "f", '{"x":1}', True)]
-    alone = run([chunk(tc(0, "a", "f", None))])
+    alone = run([chunk(tc(0, "a", "f", None), finish="tool_calls")])
     assert calls_of(alone) == [("a", "f", "", True)] and "empty_arguments" in kinds(alone)
 
 

@@ -28,6 +28,8 @@ def test_every_kind_the_code_reports_is_in_the_reference() -> None:
 def test_findings_carry_the_severity_of_their_kind() -> None:
     seen = set()
     for case in load_cases(REPO / "tests" / "conformance"):
+        if "responses" not in case.expect:  # a file refused as a whole (a format not read)
+            continue
         for response in read_recording(case.path).parse(errors="keep"):
             for finding in response.findings:
                 assert finding.severity == FINDING_KINDS[finding.kind].severity, finding

@@ -111,13 +111,16 @@ def test_undecodable_binary_bodies_say_why(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(_cassette(_binary(b"\x00\x01 not gzip"), "      Content-Encoding:\n      - gzip\n"))
     with pytest.raises(UnknownFormatError, match="interaction 0: the body does not decompress as gzip"):
-        read_recording(path)
+        read_recording(path).parse()
     path.write_text(_cassette(_binary(gzip.compress(b"data: {}\n\n")), "      Content-Type:\n      - x\n"))
     with pytest.raises(UnknownFormatError, match="no content-encoding was recorded"):
-        read_recording(path)
+        read_recording(path).parse()
     path.write_text(_cassette(_binary(b"abc"), "      Content-Encoding:\n      - compress\n"))
     with pytest.raises(UnknownFormatError, match="unknown content-encoding 'compress'"):
-        read_recording(path)
+        read_recording(path).parse()
+    (kept,) = read_recording(path).parse(errors="keep")  # the bad interaction costs only itself
+    assert kept.error and "unknown content-encoding 'compress'" in kept.error
+    assert [f.kind for f in kept.findings] == ["unreadable_data"]
 
 
 def test_http_error_interaction_is_an_error_response(tmp_path: Path) -> None:

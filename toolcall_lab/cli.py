@@ -12,58 +12,127 @@ from typing import Any
 from toolcall_lab.exceptions import ToolcallLabError
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_orjson: Any
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the optional extra is absent
+    _orjson = None
 
 
-def write_json(doc: Any) -> None:
-    """JSON to stdout as UTF-8 whatever the locale; lone surrogates (legal in JSON text, not in
-    UTF-8) are written as ``\\uXXXX`` escapes, so such strings print instead of crashing."""
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+def _encode(text: str) -> bytes:
+    """UTF-8 whatever the locale; lone surrogates (legal in JSON text, not in UTF-8) become
+    ``\\uXXXX`` escapes, so such strings print instead of crashing."""
     try:
-        data = text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError:
-        data = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
+def _write(data: bytes) -> None:
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is not None:
-        sys.stdout.flush()
         buffer.write(data)
-        buffer.flush()
     else:  # a text-only stdout (captured in tests)
         sys.stdout.write(data.decode("utf-8"))
 
 
+def _dumps(value: Any) -> bytes:
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` as UTF-8; orjson writes the same bytes
+    several times faster when it is installed (it refuses lone surrogates and integers beyond 64
+    bits: json writes those)."""
+    if _orjson is not None:
+        try:
+            return bytes(_orjson.dumps(value, option=_orjson.OPT_INDENT_2))
+        except TypeError:
+            pass
+    return _encode(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def write_json(doc: Any) -> None:
+    """JSON to stdout as UTF-8 whatever the locale (lone surrogates escaped, see `_encode`)."""
+    sys.stdout.flush()
+    _write(_dumps(doc))
+    _write(b"\n")
+    sys.stdout.flush()
+
+
+class _ResponsesOut:
+    """The `parse` output, written as the responses come (memory does not grow with their number):
+    one response prints as its object, several as ``{"format", "responses": [...]}``, then the
+    fields of `close` (``container``, ``unreadable``). The same text ``json.dumps(indent=2)`` of the
+    whole would give."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._first: dict[str, Any] | None = None
+
+    def add(self, doc: dict[str, Any]) -> None:
+        self.count += 1
+        if self.count == 1:
+            self._first = doc
+            return
+        if self._first is not None:
+            sys.stdout.flush()
+            _write(f'{{\n  "format": {json.dumps(self._first["format"])},\n  "responses": [\n'.encode())
+            _write(_nested(self._first, b"    "))
+            self._first = None
+        _write(b",\n" + _nested(doc, b"    "))
+
+    def close(self, tail: dict[str, Any]) -> None:
+        if self._first is not None:
+            write_json({**self._first, **tail})
+        elif self.count:
+            fields = b"".join(
+                b",\n  " + _dumps(k) + b": " + _nested(v, b"  ").lstrip() for k, v in tail.items()
+            )
+            _write(b"\n  ]" + fields + b"\n}\n")
+            sys.stdout.flush()
+        elif "unreadable" not in tail:  # nothing was in the file, and nothing went wrong
+            write_json({"format": None, "responses": [], **tail})
+
+
+def _nested(value: Any, prefix: bytes) -> bytes:
+    """`value` as JSON indented one level deeper (`prefix` before every line)."""
+    return prefix + _dumps(value).replace(b"\n", b"\n" + prefix)
+
+
 def _parse(args: argparse.Namespace) -> int:
-    """Stream the recording through the parser (memory grows with the calls, not the chunks)."""
+    """Stream the recording through the parser and the JSON out, response by response (memory
+    grows with the calls of one response, not with the chunks or the responses)."""
     from toolcall_lab.exceptions import WireFormatError
     from toolcall_lab.formats.recordings import RecordingReader
 
     reader = RecordingReader(args.path, errors="keep")
-    responses: list[Any] = []
+    out = _ResponsesOut()
     failure: WireFormatError | None = None
+    worst = 0
     try:
-        responses.extend(reader)
+        for response in reader:
+            worst = max(worst, _report(out.count, response))
+            out.add(response.to_dict())
     except WireFormatError as exc:  # keep what was read before the unreadable part
         failure = exc
-        responses = list(exc.partial_responses) or responses
-    docs = [r.to_dict() for r in responses]
-    out: dict[str, Any]
-    if len(docs) == 1:
-        out = docs[0]
-    else:
-        out = {"format": docs[0]["format"] if docs else None, "responses": docs}
-    out["container"] = reader.container
+        for partial in exc.partial_responses:
+            worst = max(worst, _report(out.count, partial))
+            out.add(partial.to_dict())  # type: ignore[attr-defined]
+    tail: dict[str, Any] = {"container": reader.container}
     if failure is not None:
-        out["unreadable"] = str(failure)
-    if docs or failure is None:
-        write_json(out)
+        tail["unreadable"] = str(failure)
+    out.close(tail)
     if failure is not None:
         raise failure
-    errors = [(n, r.error) for n, r in enumerate(responses) if r.error]
-    for n, error in errors:
-        print(
-            f"toolcall-lab parse: response {n} is a provider error: {error}".replace("\n", " "),
-            file=sys.stderr,
-        )
-    return 1 if errors else 0
+    return worst
+
+
+def _report(number: int, response: Any) -> int:
+    """Say on stderr what is wrong with one response: 2 unreadable data, 1 a provider error, else 0."""
+    if response.error is None:
+        return 0
+    unreadable = any(f.kind == "unreadable_data" for f in response.findings)
+    what = "holds unreadable data" if unreadable else "is a provider error"
+    error = response.error.removeprefix("unreadable data: ")
+    print(f"toolcall-lab parse: response {number} {what}: {error}".replace("\n", " "), file=sys.stderr)
+    return 2 if unreadable else 1
 
 
 def _conformance(args: argparse.Namespace) -> int:
@@ -94,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "parse",
         help="parse a recorded response (.sse, .chunks.jsonl, .json, cassette); exit 1 if it holds a "
-        "provider error, 2 if unreadable",
+        "provider error, 2 if any of it is unreadable",
     )
     p.add_argument("path")
     p.set_defaults(func=_parse)

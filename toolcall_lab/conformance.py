@@ -13,7 +13,9 @@ A case is two files side by side: the input (``name.sse``, ``name.chunks.jsonl``
 ``kind`` to ``"function"``); ``findings`` are kinds that must be reported, ``absent`` kinds that
 must not; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
 the response's provider error must contain (``null``: no error). ``raises`` (optional) names the
-exception ``Recording.parse()`` must raise by default, with a text its message contains.
+exception ``Recording.parse()`` must raise by default, with a text its message contains; a case
+with ``raises`` and no ``responses`` is a file the parser must refuse as a whole (read whole and
+streamed), such as a wire format it does not read.
 
 Every case is read twice, whole (`read_recording`) and streamed (`iter_responses`), and both must
 match. `run_corpus` returns one `CaseResult` per case; `quirk_table` lays them out by provider.
@@ -75,36 +77,53 @@ class CaseResult:
         }
 
 
-def load_cases(root: str | Path | None = None) -> list[Case]:
-    """Every case under `root` (default: the repository's ``tests/conformance``), sorted by name."""
+class CaseFileError(ValueError):
+    """A case's ``.expect.json`` is unusable (not JSON, fields missing, no input file beside it)."""
+
+
+def _specs(root: str | Path | None) -> tuple[Path, list[Path]]:
     base = Path(root) if root is not None else default_corpus()
     if not base.is_dir():
         raise FileNotFoundError(f"no conformance corpus at {base}")
-    cases = []
-    for spec in sorted(base.rglob(f"*{EXPECT}")):
-        stem = spec.name[: -len(EXPECT)]
-        inputs = [
-            p for p in spec.parent.iterdir() if p.name.startswith(stem + ".") and p.name.endswith(_INPUTS)
-        ]
-        inputs = [p for p in inputs if p.name[len(stem) :] in _INPUTS]
-        if len(inputs) != 1:
-            raise ValueError(f"{spec}: expected exactly one input file {stem}.<ext>, found {len(inputs)}")
-        doc = json.loads(spec.read_text(encoding="utf-8"))
-        missing = [k for k in ("quirk", "category", "provider", "models", "expect") if k not in doc]
-        if missing:
-            raise ValueError(f"{spec}: missing {missing}")
-        cases.append(
-            Case(
-                name=str(spec.relative_to(base))[: -len(EXPECT)],
-                path=inputs[0],
-                quirk=doc["quirk"],
-                category=doc["category"],
-                provider=doc["provider"],
-                models=doc["models"],
-                expect=doc["expect"],
-            )
+    return base, sorted(base.rglob(f"*{EXPECT}"))
+
+
+def load_case(spec: Path, base: Path) -> Case:
+    """The case an ``.expect.json`` describes; `CaseFileError` saying what is wrong with it."""
+    stem = spec.name[: -len(EXPECT)]
+    inputs = [p for p in spec.parent.iterdir() if p.name.startswith(stem + ".") and p.name.endswith(_INPUTS)]
+    inputs = [p for p in inputs if p.name[len(stem) :] in _INPUTS]
+    if len(inputs) != 1:
+        raise CaseFileError(
+            f"{spec}: expected exactly one input file {stem}.<ext> beside it, found {len(inputs)}"
         )
-    return cases
+    try:
+        doc = json.loads(spec.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CaseFileError(f"{spec}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise CaseFileError(f"{spec}: a JSON object is expected, got {type(doc).__name__}")
+    missing = [k for k in ("quirk", "category", "provider", "models", "expect") if k not in doc]
+    if missing:
+        raise CaseFileError(f"{spec}: missing {missing}")
+    if not isinstance(doc["expect"], dict):
+        raise CaseFileError(f"{spec}: 'expect' must be an object")
+    return Case(
+        name=str(spec.relative_to(base))[: -len(EXPECT)],
+        path=inputs[0],
+        quirk=str(doc["quirk"]),
+        category=str(doc["category"]),
+        provider=str(doc["provider"]),
+        models=str(doc["models"]),
+        expect=doc["expect"],
+    )
+
+
+def load_cases(root: str | Path | None = None) -> list[Case]:
+    """Every case under `root` (default: the repository's ``tests/conformance``), sorted by name;
+    `CaseFileError` at the first unusable case file (`run_corpus` reports each instead)."""
+    base, specs = _specs(root)
+    return [load_case(spec, base) for spec in specs]
 
 
 def _summary(responses: Sequence[ParsedResponse]) -> str:
@@ -172,13 +191,49 @@ def _check_response(number: int, got: ParsedResponse, want: dict[str, Any]) -> l
 
 def run_case(case: Case) -> CaseResult:
     """Parse the case's input whole and streamed; compare both with what it expects."""
+    try:
+        return _run_case(case)
+    except (ToolcallLabError, CaseFileError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        # an input the parser cannot read, or an expectation of the wrong shape: this case fails
+        return CaseResult(
+            case=case, passed=False, outcome=f"{type(exc).__name__}: {exc}", problems=(str(exc),)
+        )
+
+
+def _refused(case: Case, exc: ToolcallLabError) -> CaseResult:
+    """A file the parser refuses as a whole: right only when the case expects exactly that, read
+    whole and streamed alike."""
+    raises = case.expect.get("raises") or {}
+    outcome = f"refused: {type(exc).__name__}: {str(exc).removeprefix(str(case.path) + ': ')}"
+    problems = []
+    if case.expect.get("responses") or not raises:
+        problems.append(f"{type(exc).__name__}: {exc}")
+    elif type(exc).__name__ != raises.get("type") or raises.get("message", "") not in str(exc):
+        problems.append(f"raised {type(exc).__name__}: {exc}; expected {raises}")
+    else:
+        try:
+            list(iter_responses(case.path, errors="keep"))
+            problems.append("read whole it is refused, streamed it is not")
+        except ToolcallLabError as streamed:
+            if type(streamed) is not type(exc):
+                problems.append(f"streamed it raises {type(streamed).__name__}: {streamed}")
+    return CaseResult(case=case, passed=not problems, outcome=outcome, problems=tuple(problems))
+
+
+def _run_case(case: Case) -> CaseResult:
     problems: list[str] = []
     try:
         whole = read_recording(case.path).parse(errors="keep")
+    except ToolcallLabError as exc:
+        return _refused(case, exc)
+    try:
         streamed = list(iter_responses(case.path, errors="keep"))
     except ToolcallLabError as exc:
         return CaseResult(
-            case=case, passed=False, outcome=f"{type(exc).__name__}: {exc}", problems=(str(exc),)
+            case=case,
+            passed=False,
+            outcome=f"{type(exc).__name__}: {exc}",
+            problems=(f"read whole it parses, streamed it raises {type(exc).__name__}: {exc}",),
         )
     if [r.to_dict() for r in whole] != [r.to_dict() for r in streamed]:
         problems.append("read whole and read streamed give different responses")
@@ -201,8 +256,30 @@ def run_case(case: Case) -> CaseResult:
 
 
 def run_corpus(root: str | Path | None = None) -> list[CaseResult]:
-    """Run every case of the corpus."""
-    return [run_case(case) for case in load_cases(root)]
+    """Run every case of the corpus. An unusable case file is a failed case that says why; the
+    others still run."""
+    base, specs = _specs(root)
+    results = []
+    for spec in specs:
+        try:
+            case = load_case(spec, base)
+        except CaseFileError as exc:
+            name = str(spec.relative_to(base))[: -len(EXPECT)]
+            broken = Case(
+                name=name,
+                path=spec,
+                quirk="(unusable case file)",
+                category="?",
+                provider="?",
+                models="",
+                expect={},
+            )
+            results.append(
+                CaseResult(case=broken, passed=False, outcome="unusable case file", problems=(str(exc),))
+            )
+            continue
+        results.append(run_case(case))
+    return results
 
 
 def quirk_table(results: Iterable[CaseResult], *, width: int = 48) -> str:

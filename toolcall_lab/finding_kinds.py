@@ -36,6 +36,19 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "SSE standard says. Shown because a server may have meant it as data.",
         "line 9: unknown SSE field 'result' ignored: 'result: {\"x\": 1}'",
     ),
+    "sse_raw_json": KindInfo(
+        "warning",
+        "JSON text on lines without the `data:` field name inside an event stream (JSON lines saved "
+        "in an SSE file, a raw error body written mid-stream). The standard would drop it; it is read "
+        "as one event's data (up to the next blank line or field) so no payload or error is lost.",
+        "line 4: JSON text without the `data:` field name; read as the data of one event",
+    ),
+    "sse_stray_text": KindInfo(
+        "warning",
+        "A line that is not an SSE field at all (HTML, plain text, a fragment); ignored as the standard "
+        "says, quoted so what it held is not lost unseen.",
+        "line 7: text that is not an SSE field ignored: '<html><body>502 Bad Gateway'",
+    ),
     "sse_unterminated_event": KindInfo(
         "info",
         "The file ends inside an event (no blank line after its last `data:` line). The standard "
@@ -47,6 +60,13 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "Bytes that are not UTF-8 were replaced by U+FFFD, as the SSE standard decodes them.",
         "line 3: bytes that are not valid UTF-8 replaced by U+FFFD",
     ),
+    "unreadable_data": KindInfo(
+        "error",
+        "Part of a recording cannot be read (data that is not JSON, a body that does not decompress or "
+        "has an unknown shape). The response it belongs to is marked with `error` and its calls "
+        'incomplete; the other responses of the file are read (`errors="keep"`, the CLI).',
+        "interaction 1: the body does not decompress as gzip (Not a gzipped file (b'{\"'))",
+    ),
     "data_after_done": KindInfo(
         "info",
         "Payloads follow `data: [DONE]`: a second response in the same file; read as a new response.",
@@ -57,6 +77,21 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "warning",
         "A payload or part of one does not have the shape its format defines; that part is skipped.",
         "chunk 4: a tool_calls entry is not an object; skipped",
+    ),
+    "chunk_as_body": KindInfo(
+        "warning",
+        "A whole body that is one stream chunk (`choices[].delta`, `chat.completion.chunk`): read as a "
+        "stream of that one chunk, so its calls follow the streaming rules (no finish reason: empty "
+        "arguments are incomplete).",
+        "the body is a single stream chunk (choices carry `delta`, not `message`); read as a stream "
+        "of one chunk",
+    ),
+    "extra_choices": KindInfo(
+        "warning",
+        "The response has more than one choice (`n > 1`). Every choice is parsed, but "
+        "`response.tool_calls`, `to_message()` and the run loop use choice 0 (the lowest-numbered "
+        "choice) only; this says what the others hold.",
+        "the response has 2 choices; tool_calls and the run loop use choice 0 only (choice 1: 1 call)",
     ),
     "unknown_event": KindInfo(
         "info",
@@ -126,6 +161,12 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "any other piece is appended. A name split into two equal halves reads as a repeat.",
         "call 0: function name arrived in 2 pieces, joined as 'get_weather'",
     ),
+    "duplicate_legacy_call": KindInfo(
+        "warning",
+        "A message carries both the deprecated `function_call` and a `tool_calls` entry with the same "
+        "name and arguments; counted once (the `tool_calls` entry, which has an id).",
+        "choice 0: function_call duplicates tool call call_1 (same name and arguments); counted once",
+    ),
     "name_changed": KindInfo(
         "warning",
         "A later event names a call differently; the first name is kept.",
@@ -165,13 +206,18 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "empty_arguments": KindInfo(
         "info",
-        "An empty argument string, read as `{}` (tools without parameters).",
-        "call a (f): empty argument string, read as {}",
+        "An empty argument string in a response that ended normally (a finish reason, a closed "
+        "block), read as `{}` (tools without parameters). When the response did not end normally an "
+        "empty string is not `{}`: the call is incomplete (`incomplete_arguments`).",
+        "call a (f): empty argument string in a response that ended normally, read as {}",
     ),
     "incomplete_arguments": KindInfo(
         "error",
-        "The arguments end where the JSON expected more (cut off); raw kept, call never executed.",
-        "call a (f): arguments cut off (incomplete JSON): ...; call marked incomplete",
+        "The arguments end where the JSON expected more (cut off), or none arrived before the "
+        "response ended without a finish reason, at the token limit or in an error; raw kept, call "
+        "never executed.",
+        "call b (get_time): no arguments arrived before the stream ended without a finish reason; "
+        "call marked incomplete and will not be executed",
     ),
     "invalid_arguments": KindInfo(
         "error",
@@ -194,6 +240,13 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "A Responses `custom_tool_call`: free-form text input, not JSON; kept as text.",
         "call call_1 (code_exec): custom tool with free-form input (kept as text, not JSON)",
     ),
+    "builtin_tool_call": KindInfo(
+        "info",
+        "A Responses item for a built-in tool the client runs (`computer_call`, `local_shell_call`, "
+        "`shell_call`, `apply_patch_call`): kept as a call of kind `builtin` named after the tool, its "
+        "arguments the item's action as JSON. The run loop has no such tool and answers it as unknown.",
+        "call call_7 (computer): built-in tool run by the client; arguments are its action",
+    ),
     "server_tool_call": KindInfo(
         "info",
         "A tool the provider ran itself (Anthropic `server_tool_use`, Responses `web_search_call`, "
@@ -202,14 +255,24 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     # -- how a response ended ---------------------------------------------------------------------
     "no_finish_reason": KindInfo(
-        "info",
-        "The stream ended without a finish reason / stop reason / `response.completed`.",
+        "warning",
+        "The stream ended without a finish reason / stop reason / `response.completed` (cut, or a "
+        "server that never sends one). Calls whose arguments are complete JSON are kept complete; "
+        "calls with no arguments, or whose block or item was never closed, are incomplete.",
         "choice 0: stream ended without a finish_reason",
     ),
     "length_finish": KindInfo(
         "warning",
         "The response stopped at the token limit.",
         "choice 0: finish_reason 'length' (output cut at the token limit)",
+    ),
+    "filtered_finish": KindInfo(
+        "error",
+        'The provider stopped the response itself: `finish_reason: "content_filter"` (Azure, OpenAI) '
+        'or Anthropic\'s `stop_reason: "refusal"`. Its output was withheld or cut, so its calls are '
+        "kept but marked incomplete and never executed.",
+        "choice 0: finish_reason 'content_filter' (the provider withheld output); 1 call(s) marked "
+        "incomplete",
     ),
     "incomplete_response": KindInfo(
         "warning",
@@ -222,6 +285,12 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "An arguments delta for a block or item never announced (with no id to recover it); skipped.",
         "chunk 5: input_json_delta for unknown block 3; skipped",
     ),
+    "late_delta": KindInfo(
+        "warning",
+        "An arguments delta for a block already closed (Anthropic `content_block_stop`); appended to "
+        "that call, since it is the model's output, and reported.",
+        "chunk 6: input_json_delta for block 0 after its content_block_stop; appended to call t1",
+    ),
     "unannounced_item": KindInfo(
         "warning",
         "A Responses item finished (`output_item.done`) or streamed without being announced; the call "
@@ -233,6 +302,11 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "The final arguments (`.done`, `response.completed`) differ from the concatenated deltas; the "
         "final ones are kept.",
         "call call_1: function_call_arguments.done differs from the deltas; kept .done",
+    ),
+    "not_in_completed": KindInfo(
+        "warning",
+        "A call the stream showed is missing from the `output` of `response.completed`; kept as streamed.",
+        "call call_2 (f) streamed but not in the response.completed output; kept as streamed",
     ),
     "recovered_from_completed": KindInfo(
         "warning",

@@ -13,14 +13,19 @@ from typing import Any, Literal
 from toolcall_lab.finding_kinds import Severity
 
 IdSource = Literal["provider", "fallback"]
-CallKind = Literal["function", "custom"]
+CallKind = Literal["function", "custom", "builtin"]
 FindingKind = Literal[
     "sse_nonstandard_line",
     "sse_unknown_field",
+    "sse_raw_json",
+    "sse_stray_text",
     "sse_unterminated_event",
     "invalid_utf8",
+    "unreadable_data",
     "data_after_done",
     "malformed_chunk",
+    "chunk_as_body",
+    "extra_choices",
     "unknown_event",
     "provider_error",
     "unexpected_event",
@@ -32,6 +37,7 @@ FindingKind = Literal[
     "id_changed",
     "repeated_header",
     "split_name",
+    "duplicate_legacy_call",
     "name_changed",
     "legacy_function_call",
     "arguments_not_string",
@@ -45,13 +51,17 @@ FindingKind = Literal[
     "split_surrogate_pair",
     "lone_surrogate",
     "custom_tool_call",
+    "builtin_tool_call",
     "server_tool_call",
     "no_finish_reason",
     "length_finish",
+    "filtered_finish",
     "incomplete_response",
     "orphan_delta",
+    "late_delta",
     "unannounced_item",
     "arguments_mismatch",
+    "not_in_completed",
     "recovered_from_completed",
     "changed_after_start",
 ]
@@ -128,7 +138,9 @@ class ToolCall:
     `arguments` is the raw string exactly as received (concatenated deltas, or an Anthropic `input`
     object serialised compactly). `complete` is False when the stream ended before the arguments
     formed valid JSON, or ended in a provider error; such calls are reported and never executed.
-    `kind` is ``"custom"`` for Responses custom tools, whose input is free-form text, not JSON.
+    `kind` is ``"custom"`` for Responses custom tools, whose input is free-form text, not JSON, and
+    ``"builtin"`` for the Responses built-in tools a client runs (``computer``, ``local_shell``...),
+    whose arguments are the item's action as JSON.
     """
 
     tool_call_id: str

@@ -1732,6 +1732,697 @@ case(
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# 8. Second pass (issue 10): what a fresh-eyes tester found. Each case is a provider behaviour;
+# the bytes are written here, modelled on the public report or documentation it names.
+TWO_CALLS = [
+    ROLE,
+    chunk(header(0, "call_a", "get_weather", "")),
+    chunk(more(0, WEATHER)),
+    chunk(header(1, "call_b", "get_time", "")),
+]
+
+case(
+    "sse/done_with_extra_whitespace.sse",
+    "".join(f"data: {js(p)}\n\n" for p in weather_stream())
+    + "data:  [DONE]\n\n"
+    + "".join(f"data: {js(p)}\n\n" for p in weather_stream())
+    + "data:\t[DONE]\n\n",
+    quirk="the end marker with extra whitespace ('data:  [DONE]', 'data:\\t[DONE]')",
+    category="sse-framing",
+    provider="Azure OpenAI / OpenAI-compatible gateways",
+    models="https://github.com/continuedev/continue/pull/5580 ('data:[DONE]' spacing varies); "
+    "https://github.com/davidmigloz/langchain_dart/pull/791 (whitespace around the marker)",
+    expect={
+        "responses": [
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "absent": ["unreadable_data"]},
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["data_after_done"]},
+        ]
+    },
+)
+case(
+    "sse/jsonl_first_line_with_data_prefix.chunks.jsonl",
+    "".join(("data: " if n == 0 else "") + js(p) + "\n" for n, p in enumerate(weather_stream())),
+    quirk="JSON lines whose first line kept the SSE 'data: ' prefix (the rest are bare JSON)",
+    category="sse-framing",
+    provider="hand-saved stream transcripts (curl output pasted into a .chunks.jsonl)",
+    models="https://github.com/maximhq/bifrost/pull/5262 (JSON outside SSE framing must not be dropped)",
+    expect={
+        "responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_raw_json"]}]
+    },
+)
+case(
+    "errors/openrouter_choice_error_object.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_o1", "get_weather", "")),
+            chunk(more(0, '{"city":')),
+            {
+                **chunk(),
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": ""},
+                        "finish_reason": "error",
+                        "native_finish_reason": "error",
+                        "error": {"code": 502, "message": "Upstream provider returned 502"},
+                    }
+                ],
+            },
+        ]
+    ),
+    quirk="an error object inside the choice (choices[0].error) with finish_reason 'error'",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/overview (StreamingChoice: error?: ErrorResponse)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_o1", "get_weather", '{"city":', complete=False)],
+                "error": "Upstream provider returned 502",
+                "findings": ["provider_error"],
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Upstream provider returned 502"},
+    },
+)
+case(
+    "errors/openrouter_choice_error_object_without_finish_reason.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_o2", "get_weather", "")),
+            chunk(more(0, '{"city":"Oslo"}')),
+            {
+                **chunk(),
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {},
+                        "finish_reason": None,
+                        "error": {"code": 502, "message": "Upstream provider disconnected"},
+                    }
+                ],
+            },
+        ]
+    ),
+    quirk="an error object inside the choice without a finish reason (the error alone ends the stream)",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/overview (StreamingChoice: error?: ErrorResponse; "
+    "finish_reason nullable)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_o2", "get_weather", '{"city":"Oslo"}', complete=False)],
+                "error": "Upstream provider disconnected",
+                "findings": ["provider_error"],
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Upstream provider disconnected"},
+    },
+)
+case(
+    "errors/openrouter_choice_error_object_body.json",
+    js(
+        {
+            "id": "gen-conf",
+            "object": "chat.completion",
+            "model": "conformance-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "error",
+                    "message": {"role": "assistant", "content": ""},
+                    "error": {"code": 429, "message": "Rate limit exceeded upstream"},
+                }
+            ],
+        }
+    ),
+    quirk="a whole body whose choice carries the error object",
+    category="provider-errors",
+    provider="OpenRouter",
+    models="https://openrouter.ai/docs/api-reference/overview (NonStreamingChoice: error?: ErrorResponse)",
+    expect={
+        "responses": [{"calls": [], "error": "Rate limit exceeded upstream", "findings": ["provider_error"]}],
+        "raises": {"type": "ProviderStreamError", "message": "Rate limit exceeded upstream"},
+    },
+)
+GEMINI_ERROR_LIST = [
+    {
+        "error": {
+            "code": 429,
+            "message": "Resource has been exhausted (e.g. check quota).",
+            "status": "RESOURCE_EXHAUSTED",
+        }
+    }
+]
+case(
+    "errors/gemini_error_list_body.json",
+    json.dumps(GEMINI_ERROR_LIST, indent=2),
+    quirk="an error body that is a JSON array of error objects",
+    category="provider-errors",
+    provider="Gemini (generativelanguage REST API)",
+    models='https://github.com/Simpleyyt/ai-manus/issues/101 ([{"error": {...}}] error bodies)',
+    expect={
+        "responses": [{"calls": [], "error": "Resource has been exhausted", "findings": ["provider_error"]}],
+        "raises": {"type": "ProviderStreamError", "message": "Resource has been exhausted"},
+    },
+)
+case(
+    "errors/event_error_without_data.sse",
+    sse(TWO_CALLS[:3], done=False) + "event: error\n\n",
+    quirk="an 'event: error' frame with no data line after a complete call",
+    category="provider-errors",
+    provider="OpenAI-compatible proxies signalling a failure with a bare error event",
+    models="https://github.com/openai/openai-python/pull/2943 (events with no data; the 'error' event "
+    "check); " + SPEC,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_a", "get_weather", WEATHER, complete=False)],
+                "error": "error event without a message",
+                "findings": ["provider_error"],
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "error event without a message"},
+    },
+)
+case(
+    "errors/raw_error_json_midstream.sse",
+    sse(TWO_CALLS, done=False)
+    + json.dumps(
+        {"error": {"code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED"}},
+        indent=2,
+    )
+    + "\n",
+    quirk="a pretty-printed JSON error written into the stream without 'data:' after a call header",
+    category="provider-errors",
+    provider="Gemini / Vertex AI (OpenAI-compatible endpoint)",
+    models="https://github.com/maximhq/bifrost/pull/5262 (JSON error injected outside SSE framing)",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_a", "get_weather", WEATHER, complete=False),
+                    call("call_b", "get_time", "", complete=False),
+                ],
+                "error": "Resource has been exhausted",
+                "findings": ["sse_raw_json", "provider_error"],
+                "absent": ["empty_arguments"],
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Resource has been exhausted"},
+    },
+)
+case(
+    "errors/error_event_inside_unclosed_event.sse",
+    sse(TWO_CALLS[:2], done=False)
+    + "data: "
+    + js(chunk(more(0, '{"city":"Par')))[:60]
+    + "\n"
+    + "data: "
+    + js({"type": "error", "error": {"type": "upstream_error", "message": "stream_read_error"}})
+    + "\n\n",
+    quirk="an error payload appended to an event that was cut and never closed (one event, two JSON texts)",
+    category="provider-errors",
+    provider="OpenAI-compatible relays injecting their own error event",
+    models="https://github.com/Wei-Shaw/sub2api/issues/1471",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_a", "get_weather", "", complete=False)],
+                "error": "stream_read_error",
+                "findings": ["sse_nonstandard_line", "unreadable_data", "provider_error"],
+            }
+        ],
+        "raises": {"type": "SSEDecodeError", "message": "line 5: data is not JSON"},
+    },
+)
+case(
+    "json/bedrock_converse_body.json",
+    js(
+        {
+            "output": {
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "toolUse": {
+                                "toolUseId": "tooluse_conf1",
+                                "name": "get_weather",
+                                "input": {"city": "Paris"},
+                            }
+                        }
+                    ],
+                }
+            },
+            "stopReason": "tool_use",
+            "usage": {"inputTokens": 20, "outputTokens": 12, "totalTokens": 32},
+        }
+    ),
+    quirk="an AWS Bedrock Converse body (an 'output' key, but not the Responses API)",
+    category="json-text",
+    provider="AWS Bedrock Converse",
+    models="https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html",
+    expect={"raises": {"type": "UnknownFormatError", "message": "Bedrock Converse"}},
+)
+case(
+    "json/chunk_saved_as_body.json",
+    js(chunk(header(0, "call_k1", "get_weather", WEATHER), finish="tool_calls")),
+    quirk="one chat.completion.chunk saved as a whole response body (choices carry delta, not message)",
+    category="json-text",
+    provider="any (a streamed response logged as if it were whole)",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming/streaming (the chunk object)",
+    expect={
+        "responses": [{"calls": [call("call_k1", "get_weather", WEATHER)], "findings": ["chunk_as_body"]}]
+    },
+)
+case(
+    "chat/cut_after_call_header.sse",
+    sse(TWO_CALLS, done=False).rstrip("\n") + "\n",
+    quirk="the stream is cut right after a call's header (arguments ''), no finish_reason, no [DONE]",
+    category="chat-completions",
+    provider="any (a dropped connection); DeepSeek and OpenRouter reports",
+    models="https://github.com/NousResearch/hermes-agent/issues/80498 ; "
+    "https://github.com/OpenRouterTeam/ai-sdk-provider/issues/558",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_a", "get_weather", WEATHER),
+                    call("call_b", "get_time", "", complete=False),
+                ],
+                "findings": ["no_finish_reason", "incomplete_arguments", "sse_unterminated_event"],
+                "absent": ["empty_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/cut_after_call_header_null_arguments.sse",
+    sse([*TWO_CALLS[:3], chunk(header(1, "call_b", "get_time", None))], done=False),
+    quirk="the stream ends after a call header whose arguments are null",
+    category="chat-completions",
+    provider="any (a dropped connection)",
+    models="https://github.com/OpenRouterTeam/ai-sdk-provider/issues/558",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_a", "get_weather", WEATHER),
+                    call("call_b", "get_time", "", complete=False),
+                ],
+                "findings": ["no_finish_reason", "incomplete_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/same_id_new_name_after_complete_arguments.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_s1", "get_weather", WEATHER)),
+            chunk(header(0, "call_s1", "get_time", '{"tz":"UTC"}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="the same id and index, a new function name, after the first call's arguments are complete",
+    category="chat-completions",
+    provider="OpenAI-compatible servers reusing one id",
+    models="https://github.com/unslothai/unsloth/pull/9817 (ids repeated once arguments are complete); "
+    "https://github.com/NousResearch/hermes-agent/pull/102953 (calls sharing a key concatenated)",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_s1", "get_weather", WEATHER),
+                    call("call_s1", "get_time", '{"tz":"UTC"}'),
+                ],
+                "findings": ["index_reused"],
+                "absent": ["split_name", "invalid_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/new_id_and_name_on_every_fragment.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_f1", "get_weather", "")),
+            chunk(header(0, "call_f2", "get_weather", '{"city":')),
+            chunk(header(0, "call_f3", "get_weather", '"Paris"}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a new id and the full name repeated on every argument fragment",
+    category="chat-completions",
+    provider="LM Studio / Fireworks-served models",
+    models="https://github.com/SillyTavern/SillyTavern/pull/5948 (id, type, name repeated on every chunk)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_f1", "get_weather", WEATHER)],
+                "findings": ["id_changed", "repeated_header"],
+                "absent": ["index_reused", "empty_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/content_filter_finish.sse",
+    sse([*weather_stream()[:-1], chunk(finish="content_filter")]),
+    quirk="finish_reason 'content_filter' on a response with a complete call",
+    category="chat-completions",
+    provider="Azure OpenAI",
+    models="https://learn.microsoft.com/en-us/azure/ai-foundry/openai/concepts/content-filter "
+    "(finish_reason content_filter: output withheld)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_w1", "get_weather", WEATHER, complete=False)],
+                "findings": ["filtered_finish"],
+            }
+        ]
+    },
+)
+case(
+    "chat/two_choices.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_c0", "get_weather", WEATHER)),
+            {
+                **chunk(),
+                "choices": [
+                    {
+                        "index": 1,
+                        "delta": header(0, "call_c1", "get_time", '{"tz":"UTC"}'),
+                        "finish_reason": None,
+                    }
+                ],
+            },
+            chunk(finish="tool_calls"),
+            {**chunk(), "choices": [{"index": 1, "delta": {}, "finish_reason": "tool_calls"}]},
+        ]
+    ),
+    quirk="n=2: a second choice with its own call (only choice 0 goes to the run loop)",
+    category="chat-completions",
+    provider="OpenAI (n > 1)",
+    models="https://platform.openai.com/docs/api-reference/chat/create#chat-create-n",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("call_c0", "get_weather", WEATHER),
+                    call("call_c1", "get_time", '{"tz":"UTC"}'),
+                ],
+                "findings": ["extra_choices"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/cut_after_tool_use_block_start.sse",
+    events(
+        [
+            MSG_START,
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_cut1",
+                        "name": "write_file",
+                        "input": {},
+                    },
+                },
+            ),
+        ]
+    ),
+    quirk="the stream ends right after a tool_use block starts (input {} is a placeholder, not arguments)",
+    category="anthropic",
+    provider="Anthropic (a dropped connection)",
+    models="https://github.com/NousResearch/hermes-agent/pull/81017 (the Anthropic path of a mid-call drop)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_cut1", "write_file", "", complete=False)],
+                "findings": ["no_finish_reason", "incomplete_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/refusal_stop_reason.sse",
+    events(
+        [
+            MSG_START,
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_ref1",
+                        "name": "get_weather",
+                        "input": {},
+                    },
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": WEATHER},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "refusal"}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    ),
+    quirk="stop_reason 'refusal' on a message with a complete tool_use",
+    category="anthropic",
+    provider="Anthropic (streaming classifiers)",
+    models="https://docs.anthropic.com/en/docs/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_ref1", "get_weather", WEATHER, complete=False)],
+                "findings": ["filtered_finish"],
+            }
+        ]
+    },
+)
+SPLIT_PAIR_FC = {**FC, "arguments": '{"emoji":"\U0001f600"}'}
+case(
+    "responses/surrogate_pair_split_across_deltas.sse",
+    "".join(
+        f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+        for name, data in [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+            resp(
+                "response.function_call_arguments.delta",
+                item_id="fc_1",
+                output_index=0,
+                delta='{"emoji":"\ud83d',
+            ),
+            resp("response.function_call_arguments.delta", item_id="fc_1", output_index=0, delta='\ude00"}'),
+            resp(
+                "response.function_call_arguments.done",
+                item_id="fc_1",
+                output_index=0,
+                arguments=SPLIT_PAIR_FC["arguments"],
+            ),
+            resp("response.output_item.done", output_index=0, item=SPLIT_PAIR_FC),
+            completed([SPLIT_PAIR_FC]),
+        ]
+    ),
+    quirk="a surrogate pair split across two argument deltas; .done holds the joined character",
+    category="responses",
+    provider="OpenAI Responses API (deltas cut at UTF-16 units)",
+    models="https://github.com/Kohaku-Lab/KohakuTerrarium/pull/48 (split surrogate pairs in streamed deltas)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", '{"emoji":"\U0001f600"}')],
+                "findings": ["split_surrogate_pair"],
+                "absent": ["arguments_mismatch"],
+            }
+        ]
+    },
+)
+LOCAL_SHELL = {
+    "type": "local_shell_call",
+    "id": "lsh_1",
+    "call_id": "call_ls1",
+    "status": "completed",
+    "action": {"type": "exec", "command": ["ls", "-la"], "env": {}},
+}
+case(
+    "responses/local_shell_call_builtin.sse",
+    events(
+        [
+            CREATED,
+            resp("response.output_item.added", output_index=0, item={**LOCAL_SHELL, "status": "in_progress"}),
+            resp("response.output_item.done", output_index=0, item=LOCAL_SHELL),
+            completed([LOCAL_SHELL]),
+        ]
+    ),
+    quirk="a local_shell_call item: a built-in tool the client runs, not a function call",
+    category="responses",
+    provider="OpenAI Responses API (codex models with the local_shell tool)",
+    models="https://platform.openai.com/docs/guides/tools-local-shell",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call(
+                        "call_ls1",
+                        "local_shell",
+                        '{"action":{"type":"exec","command":["ls","-la"],"env":{}}}',
+                        kind="builtin",
+                    )
+                ],
+                "findings": ["builtin_tool_call"],
+                "absent": ["unknown_event"],
+            }
+        ]
+    },
+)
+case(
+    "responses/cut_after_item_added.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={**FC, "arguments": "", "status": "in_progress"},
+            ),
+        ]
+    ),
+    quirk="the stream ends after a function_call item is announced, before any argument delta",
+    category="responses",
+    provider="OpenAI Responses API via relays (stream ends without response.completed)",
+    models="https://github.com/ltmoerdani/opencode-copilot-chat/pull/188",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", "", complete=False)],
+                "findings": ["no_finish_reason", "incomplete_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "cassettes/bad_interaction_in_the_middle.yaml",
+    cassette(
+        [
+            (200, {"Content-Type": ["text/event-stream"]}, SSE_TEXT),
+            (200, {"Content-Type": ["application/json"], "Content-Encoding": ["gzip"]}, b'{"not": "gzip"}'),
+            (200, {"Content-Type": ["text/event-stream"]}, SSE_TEXT),
+        ]
+    ),
+    quirk="one interaction of a cassette cannot be read (recorded as gzip, stored plain)",
+    category="cassettes",
+    provider="vcrpy cassettes edited by hand or recorded with decode_compressed_response",
+    models="https://vcrpy.readthedocs.io/en/latest/advanced.html#decode-compressed-response",
+    expect={
+        "responses": [
+            {"calls": [call("call_w1", "get_weather", WEATHER)]},
+            {
+                "calls": [],
+                "error": "interaction 1: the body does not decompress as gzip",
+                "findings": ["unreadable_data"],
+            },
+            {"calls": [call("call_w1", "get_weather", WEATHER)]},
+        ],
+        "raises": {"type": "UnknownFormatError", "message": "interaction 1"},
+    },
+)
+case(
+    "cassettes/gemini_error_list_http_200.yaml",
+    cassette([(200, {"Content-Type": ["application/json"]}, json.dumps(GEMINI_ERROR_LIST, indent=2))]),
+    quirk="a Gemini error array recorded as a 200 body",
+    category="cassettes",
+    provider="Gemini (OpenAI-compatible endpoint) through recording proxies",
+    models="https://github.com/Simpleyyt/ai-manus/issues/101",
+    expect={
+        "responses": [{"calls": [], "error": "Resource has been exhausted", "findings": ["provider_error"]}],
+        "raises": {"type": "ProviderStreamError", "message": "Resource has been exhausted"},
+    },
+)
+LATIN1_BODY = js(
+    {
+        "id": "chatcmpl-l1",
+        "object": "chat.completion",
+        "model": "conformance-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "Météo",
+                    "tool_calls": [
+                        {
+                            "id": "call_l1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"Zürich"}'},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+)
+case(
+    "cassettes/latin1_body_with_charset.yaml",
+    cassette(
+        [(200, {"Content-Type": ["application/json; charset=iso-8859-1"]}, LATIN1_BODY.encode("latin-1"))]
+    ),
+    quirk="a body in the charset its content-type declares (ISO-8859-1), not UTF-8",
+    category="cassettes",
+    provider="proxies re-encoding bodies (recorded as !!binary)",
+    models="https://www.python-httpx.org/advanced/text-encodings/ (the declared charset decides)",
+    expect={
+        "responses": [
+            {"calls": [call("call_l1", "get_weather", '{"city":"Zürich"}')], "absent": ["invalid_utf8"]}
+        ]
+    },
+)
+case(
+    "cassettes/invalid_utf8_body.yaml",
+    cassette([(200, {"Content-Type": ["application/json"]}, LATIN1_BODY.encode("latin-1"))]),
+    quirk="a body with bytes that are not UTF-8 and no charset (read as a .sse file would be)",
+    category="cassettes",
+    provider="proxies re-encoding bodies without saying so",
+    models=SPEC + " (bytes that are not UTF-8 decode to U+FFFD)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_l1", "get_weather", '{"city":"Z\ufffdrich"}')],
+                "findings": ["invalid_utf8"],
+            }
+        ]
+    },
+)
+
+
 def write(root: Path = HERE) -> list[Path]:
     written = []
     for name, (data, spec) in CASES.items():

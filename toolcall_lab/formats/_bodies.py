@@ -1,16 +1,20 @@
 """Recorded HTTP response bodies -> text: VCR ``body: {string: ...}`` (``!!binary`` bytes decoded by the
 recorded ``content-encoding``: gzip, deflate, br, zstd), Ruby VCR ``base64_string``, or a JSON body
-stored as an object."""
+stored as an object. Bytes that are not UTF-8 are replaced by U+FFFD with an ``invalid_utf8``
+finding, as in a ``.sse`` file (the SSE standard decodes them so)."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import gzip
 import zlib
 from collections.abc import Mapping
 from typing import Any
 
 from toolcall_lab.exceptions import UnknownFormatError
+from toolcall_lab.formats.base import finding
+from toolcall_lab.messages import Finding
 
 
 def headers_of(raw: Any) -> dict[str, str]:
@@ -53,8 +57,9 @@ def _decompress(data: bytes, coding: str) -> bytes:
     raise UnknownFormatError(f"unknown content-encoding {coding!r} of a binary body")
 
 
-def decode_bytes(data: bytes, headers: Mapping[str, str]) -> str:
-    """Bytes of a recorded body -> text, undoing each recorded content-encoding in reverse order."""
+def decode_bytes(data: bytes, headers: Mapping[str, str]) -> tuple[str, list[Finding]]:
+    """Bytes of a recorded body -> text (and findings), undoing each recorded content-encoding in
+    reverse order."""
     codings = [c.strip().lower() for c in headers.get("content-encoding", "").split(",") if c.strip()]
     for coding in reversed(codings):
         try:
@@ -70,21 +75,49 @@ def decode_bytes(data: bytes, headers: Mapping[str, str]) -> str:
             "the body is gzip data but no content-encoding was recorded; cannot tell how it was meant"
         )
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), []
     except UnicodeDecodeError as exc:
-        raise UnknownFormatError(
-            f"the body is not UTF-8 text after decoding {codings or 'nothing'} ({exc})"
-        ) from None
+        text = _other_encoding(data, headers)
+        if text is not None:
+            return text, []
+        undone = f" after undoing content-encoding {', '.join(codings)}" if codings else ""
+        note = finding(
+            "invalid_utf8",
+            f"the body holds bytes that are not UTF-8{undone} (first at byte {exc.start}); "
+            "replaced by U+FFFD",
+        )
+        return data.decode("utf-8", "replace"), [note]
 
 
-def decode_body(body: Any, headers: Mapping[str, str]) -> Any:
-    """A recorded body as text or a JSON object (None when absent)."""
+def _other_encoding(data: bytes, headers: Mapping[str, str]) -> str | None:
+    """Bytes that are not UTF-8, read as what they say they are: UTF-16 with its byte order mark
+    (JSON readers such as httpx's detect it), else the ``charset`` of the recorded content-type."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            return None
+    for part in headers.get("content-type", "").split(";")[1:]:
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "charset":
+            try:
+                return data.decode(value.strip().strip('"'))
+            except (LookupError, UnicodeDecodeError):
+                return None
+    return None
+
+
+def decode_body(body: Any, headers: Mapping[str, str]) -> tuple[Any, list[Finding]]:
+    """A recorded body as text or a JSON object (None when absent), and findings about decoding it."""
     if isinstance(body, Mapping) and ("string" in body or "base64_string" in body):
         if "base64_string" in body:
-            raw: Any = base64.b64decode(str(body["base64_string"]))
+            try:
+                raw: Any = base64.b64decode(str(body["base64_string"]), validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise UnknownFormatError(f"the body's base64_string is not base64 ({exc})") from None
         else:
             raw = body["string"]
-        return decode_bytes(bytes(raw), headers) if isinstance(raw, bytes | bytearray) else raw
+        return decode_bytes(bytes(raw), headers) if isinstance(raw, bytes | bytearray) else (raw, [])
     if isinstance(body, bytes | bytearray):
         return decode_bytes(bytes(body), headers)
-    return body
+    return body, []

@@ -1,8 +1,12 @@
 """Anthropic Messages API: ``tool_use`` content blocks, streamed (``input_json_delta``) or whole.
 
 A streamed tool_use whose deltas are all empty takes its ``input`` from ``content_block_start``
-(``{}`` for tools without parameters). Whole messages carry ``input`` as an object: it is shown as
-compact JSON so every format yields an argument *string*.
+(``{}`` for tools without parameters) once its block is closed or the message has a stop reason; a
+block cut before either, with no deltas, is incomplete (nothing says ``{}`` was meant). When the
+start's ``input`` is not empty and deltas follow, the deltas are kept and a difference reported; a
+delta after ``content_block_stop`` is appended and reported. Whole messages carry ``input`` as an
+object: it is shown as compact JSON so every format yields an argument *string*.
+``stop_reason: "refusal"`` marks every call incomplete.
 
 Blocks the provider runs itself (``server_tool_use``, ``mcp_tool_use``) and their ``*_tool_result``
 blocks are reported in ``server_tool_calls``, never as client calls. An ``error`` event
@@ -12,6 +16,7 @@ not closed by ``content_block_stop`` are marked incomplete.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +31,7 @@ from toolcall_lab.formats.base import (
     calls_snapshot,
     compact_json,
     finding,
+    provider_ids,
     single_choice,
 )
 from toolcall_lab.formats.errors import describe_error
@@ -157,6 +163,15 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             )
             return
         call, client = entry
+        if call.done and piece and not call.late:
+            call.late = True
+            self.note(
+                "late_delta",
+                f"chunk {n}: input_json_delta for block {event.get('index')!r} after its content_block_stop; "
+                f"appended to call {call.tool_call_id}",
+                chunk_index=n,
+                tool_call_id=call.tool_call_id,
+            )
         if piece:
             call.pieces.append(piece)
             if client and self.listener is not None:
@@ -192,6 +207,26 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif btype == "text" and block.get("text"):
             self._text.append(block["text"])
 
+    @staticmethod
+    def _start_and_deltas(pending: PendingCall, start: dict[str, Any], findings: list[Finding]) -> None:
+        """A block start with a non-empty ``input`` and deltas too: the deltas are kept; say so
+        when they say something else."""
+        joined = "".join(pending.pieces)
+        try:
+            same = json.loads(joined) == start
+        except (ValueError, RecursionError):
+            same = False
+        if not same:
+            findings.append(
+                finding(
+                    "arguments_mismatch",
+                    f"call {pending.tool_call_id}: content_block_start carried input "
+                    f"{compact_json(start)[:80]} and input_json_delta events followed; kept the deltas",
+                    chunk_index=pending.first_chunk,
+                    tool_call_id=pending.tool_call_id,
+                )
+            )
+
     def pending_calls(self) -> list[PendingCall]:
         return [*self._calls, *self._server]
 
@@ -203,17 +238,25 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         findings = list(self.findings)
         calls: list[ToolCall] = []
         cut = "length" if self.stop_reason == "max_tokens" else None
+        refused = self.stop_reason == "refusal"
+        taken = provider_ids(self._calls)
         for pending in self._calls:
             raw = None
+            ended = pending.done or self.stop_reason is not None
+            start = self._inputs.get(pending.index)
             if not pending.pieces:
-                start = self._inputs.get(pending.index)
-                raw = compact_json(start if start is not None else {})
+                if start or ended:  # (an empty start input of a block cut before its end says nothing)
+                    raw = compact_json(start if start is not None else {})
+            elif start and isinstance(start, dict):
+                self._start_and_deltas(pending, start, findings)
             call = pending.finalize(
-                batch=self.batch,
-                findings=findings,
-                finish_reason=cut,
-                raw=raw,
-                failed=error is not None and not pending.done,
+                self.batch,
+                findings,
+                cut,
+                raw,
+                (error is not None and not pending.done) or refused,
+                ended,
+                taken,
             )
             calls.append(call)
             if self.listener is not None:
@@ -224,6 +267,14 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif cut:
             findings.append(
                 finding("length_finish", "stop_reason 'max_tokens' (output cut at the token limit)")
+            )
+        elif refused and error is None:
+            findings.append(
+                finding(
+                    "filtered_finish",
+                    f"stop_reason 'refusal' (the model's output was stopped); {len(calls)} call(s) marked "
+                    "incomplete",
+                )
             )
         return single_choice(
             "anthropic-stream",
@@ -271,8 +322,12 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     server_inputs: dict[int, Any] = {}
     results: dict[str, tuple[str, str | None]] = {}
     cut = "length" if body.get("stop_reason") == "max_tokens" else None
+    refused = body.get("stop_reason") == "refusal"
     content = body.get("content") or []
-    for pos, block in enumerate(content if isinstance(content, list) else []):
+    content = content if isinstance(content, list) else []
+    given = [b.get("id") for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+    taken = {str(i) for i in given if i} if not all(given) else None
+    for pos, block in enumerate(content):
         if not isinstance(block, Mapping):
             findings.append(finding("malformed_chunk", f"content block {pos} is not an object; skipped"))
             continue
@@ -282,10 +337,13 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             raw = block.get("input")
             calls.append(
                 pending.finalize(
-                    batch=batch,
-                    findings=findings,
-                    finish_reason=cut,
-                    raw=raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
+                    batch,
+                    findings,
+                    cut,
+                    raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
+                    refused,
+                    True,
+                    taken,
                 )
             )
         elif kind in _SERVER_BLOCKS:
@@ -298,6 +356,14 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             text.append(block.get("text") or "")
         elif kind == "thinking":
             thinking.append(block.get("thinking") or "")
+    if refused:
+        findings.append(
+            finding(
+                "filtered_finish",
+                f"stop_reason 'refusal' (the model's output was stopped); {len(calls)} call(s) marked "
+                "incomplete",
+            )
+        )
     return single_choice(
         "anthropic",
         text=text,

@@ -1,5 +1,6 @@
 """What every format shares: a call being assembled, turning it into a `ToolCall`, stream events,
-findings with the registry's severity, and ending a stream in a provider error."""
+findings with the registry's severity, and ending a stream (normally, in a provider error, or after
+unreadable data)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
-from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.exceptions import ProviderStreamError, UsageError
 from toolcall_lab.finding_kinds import FINDING_KINDS
 from toolcall_lab.messages import (
     CallKind,
@@ -17,6 +18,7 @@ from toolcall_lab.messages import (
     FindingKind,
     InvalidArguments,
     ParsedArguments,
+    ParsedChoice,
     ParsedResponse,
     ServerToolCall,
     ToolCall,
@@ -32,7 +34,10 @@ from toolcall_lab.messages import (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallStarted:
-    """A new tool call appeared in the stream."""
+    """A new tool call appeared in the stream: emitted once per call, before its first
+    `ArgumentsDelta`, with the id and name known at that point (None when the first delta carried
+    none). An id or a name that arrives or changes later (a name split across deltas, a late id, a
+    fallback id) is not announced again: `CallFinished.call` carries the final values."""
 
     kind: Literal["call_started"] = "call_started"
     chunk_index: int
@@ -44,7 +49,10 @@ class CallStarted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ArgumentsDelta:
-    """A piece of a call's argument string arrived."""
+    """A piece of a call's argument string arrived. In a chat stream the deltas of a call joined are
+    its final `arguments` (unless a finding says a surrogate pair was joined); Anthropic and Responses
+    streams may replace them by a final form (``input`` of the block start, ``.done``), with a
+    finding when they differ."""
 
     kind: Literal["arguments_delta"] = "arguments_delta"
     chunk_index: int
@@ -55,7 +63,8 @@ class ArgumentsDelta:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallFinished:
-    """A call is complete (emitted when the stream ends, in index order)."""
+    """A call is final (emitted once per call when the stream ends, also in a provider error, in
+    index order); ``call.complete`` says whether it may be executed."""
 
     kind: Literal["call_finished"] = "call_finished"
     call: ToolCall
@@ -90,11 +99,24 @@ class StreamAccumulator:
     """What every streaming accumulator keeps: the batch number for fallback ids, the optional event
     listener, findings so far, the chunk counter, and the response's id, model and usage.
 
-    Subclasses build their result in `_result(error)`; `finish()` is `_result(None)`, and a provider
-    error ends the stream through `fail()`, which raises with the partial result attached.
+    Subclasses build their result in `_result(error)`; `finish()` is `_result(None)` (or the
+    `damaged` reason when a reader marked the stream as holding unreadable data), and a provider
+    error ends the stream through `fail()`, which raises with the partial result attached. Once
+    finished or failed, the accumulator is closed: `finish()` returns the same response again and
+    `feed()` raises `UsageError` (it costs nothing per chunk: the instance changes class).
     """
 
-    __slots__ = ("batch", "chunk_count", "findings", "listener", "model", "response_id", "usage")
+    __slots__ = (
+        "_final",
+        "batch",
+        "chunk_count",
+        "damaged",
+        "findings",
+        "listener",
+        "model",
+        "response_id",
+        "usage",
+    )
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         self.batch = batch
@@ -104,6 +126,8 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.model: str | None = None
+        self.damaged: str | None = None
+        self._final: ParsedResponse | None = None
 
     def note(self, kind: FindingKind, message: str, **where: Any) -> None:
         self.findings.append(finding(kind, message, **where))
@@ -121,7 +145,20 @@ class StreamAccumulator:
 
     def finish(self) -> ParsedResponse:
         """End of stream: finalise every call (fallback ids, argument checks) and return the response."""
-        return self._result(None)
+        response = self._result(self.damaged)
+        self._final = response  # closed (`_close`, inlined: once per response)
+        self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
+        return response
+
+    def damage(self, reason: str) -> None:
+        """A reader could not read part of this stream (`reason` says where and why): the response
+        will end with that error and its calls incomplete, whatever follows."""
+        if self.damaged is None:
+            self.damaged = reason
+
+    def _close(self, response: ParsedResponse) -> None:
+        self._final = response
+        self.__class__ = _closed_class(type(self))
 
     def fail(self, message: str, payload: dict[str, Any], chunk_index: int | None) -> NoReturn:
         """The provider reported an error: raise `ProviderStreamError` quoting it, with the response so
@@ -132,9 +169,38 @@ class StreamAccumulator:
             chunk_index=chunk_index,
         )
         partial = self._result(message)
+        self._close(partial)
         exc = ProviderStreamError(message, payload=payload, line_number=None, chunk_index=chunk_index)
         exc.partial_responses = (partial,)
         raise exc
+
+
+def _feed_closed(self: StreamAccumulator, payload: Any) -> None:
+    raise UsageError(
+        f"{type(self).__mro__[1].__name__}.feed() after the stream was finished (or failed): it already "
+        "built its response; use a new accumulator for the next response"
+    )
+
+
+def _finish_closed(self: StreamAccumulator) -> ParsedResponse:
+    assert self._final is not None
+    return self._final
+
+
+_CLOSED: dict[type, type] = {}
+
+
+def _closed_class(cls: type) -> type:
+    """The closed twin of an accumulator class (same layout, so an instance can switch to it)."""
+    closed = _CLOSED.get(cls)
+    if closed is None:
+        closed = _CLOSED[cls] = type(
+            cls.__name__,
+            (cls,),
+            {"__slots__": (), "feed": _feed_closed, "finish": _finish_closed, "__module__": cls.__module__},
+        )
+        _CLOSED[closed] = closed
+    return closed
 
 
 def single_choice(
@@ -158,6 +224,21 @@ def single_choice(
     return new_response(fmt, (choice,), tuple(findings), usage, response_id, model, error)
 
 
+def extra_choices_note(choices: list[ParsedChoice]) -> Finding:
+    """The ``extra_choices`` finding of a response with several choices: what the choices after the
+    first hold, since `ParsedResponse.tool_calls` and the run loop read the first only."""
+    others = []
+    for c in choices[1:]:
+        parts = [f"{len(c.tool_calls)} call(s)"] if c.tool_calls else []
+        parts += [what for what, text in (("text", c.content), ("reasoning", c.reasoning)) if text]
+        others.append(f"choice {c.index}: {', '.join(parts) or 'nothing'}")
+    return finding(
+        "extra_choices",
+        f"the response has {len(choices)} choices; tool_calls, to_message() and the run loop use choice "
+        f"{choices[0].index} only ({'; '.join(others)})",
+    )
+
+
 def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, Any]]]:
     """Calls assembled so far (choice 0 only), keyed like the chat accumulator's `snapshot`."""
     return {
@@ -167,6 +248,9 @@ def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, An
 
 _new = object.__new__
 _LONE = re.compile("[\ud800-\udfff]")
+_CACHE_BELOW = 1 << 20
+"""Arguments this long or longer are not kept parsed on the call (read again when asked), so a
+huge argument is held once, as the string the model sent."""
 
 
 def fix_surrogates(text: str) -> tuple[str, bool, bool]:
@@ -228,6 +312,9 @@ class PendingCall:
     done = False
     blocks = 0  # leading entries of `pieces` that are already joined blocks (memory compaction)
     next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
+    snapshot_of: str | None = None  # the first name a longer snapshot replaced ('get' -> 'get_weather')
+    late = False  # a delta came after the block was closed (reported once)
+    started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
         self.choice_index = choice_index
@@ -261,7 +348,10 @@ class PendingCall:
         elif piece == current:
             self.repeated_header = self.quirky = True
         elif piece.startswith(current):
+            if self.snapshot_of is None:
+                self.snapshot_of = current
             self.name = piece
+            self.quirky = True
         else:
             self.name = current + piece
             self.name_pieces = (self.name_pieces or 1) + 1
@@ -281,16 +371,22 @@ class PendingCall:
         finish_reason: str | None = None,
         raw: str | None = None,
         failed: bool = False,
+        ended: bool = True,
+        taken: set[str] | None = None,
     ) -> ToolCall:
         """Build the frozen call, reporting missing ids/names and unusable arguments as findings.
 
-        `failed`: the stream ended in a provider error, so the call is never complete.
+        `failed`: the stream ended in a provider error (or unreadable data, or a content filter), so
+        the call is never complete. `ended`: the stream ended normally (a finish reason, a closed
+        block or item); when it did not, an empty argument string is not ``{}`` but a call cut
+        before its arguments: incomplete. `taken`: the provider ids of the whole response, which a
+        fallback id must not repeat (None when every call has one).
         """
         tool_call_id = self.tool_call_id
         name = self.name
         if tool_call_id and name and not (self.quirky or failed):  # the common case, kept short
             arguments = "".join(self.pieces) if raw is None else raw
-            if arguments.isascii() and arguments:
+            if arguments.isascii() and arguments and name.isascii() and tool_call_id.isascii():
                 try:
                     value = _fast_loads(arguments)
                 except Exception:
@@ -305,13 +401,20 @@ class PendingCall:
                     call.id_source = "provider"
                     call.complete = True
                     call.kind = "function"
-                    call._outcome = value
+                    call._outcome = value if len(arguments) < _CACHE_BELOW else None
                     call.__class__ = ToolCall
                     return call  # type: ignore[no-any-return]
-        return self._finalize(batch, findings, finish_reason, raw, failed)
+        return self._finalize(batch, findings, finish_reason, raw, failed, ended, taken)
 
     def _finalize(
-        self, batch: int, findings: list[Finding], finish_reason: str | None, raw: str | None, failed: bool
+        self,
+        batch: int,
+        findings: list[Finding],
+        finish_reason: str | None,
+        raw: str | None,
+        failed: bool,
+        ended: bool,
+        taken: set[str] | None,
     ) -> ToolCall:
         tool_call_id = self.tool_call_id
         where = {
@@ -324,15 +427,28 @@ class PendingCall:
             tool_call_id = fallback_tool_call_id(batch, self.index, self.choice_index)
             id_source = "fallback"
             what = 'an empty id ("")' if self.saw_empty_id else "no id"
+            clash = ""
+            if taken is not None and tool_call_id in taken:
+                free = 1
+                while f"{tool_call_id}_{free}" in taken:
+                    free += 1
+                clash = f"fallback id {tool_call_id!r} is another call's id in this response, so "
+                tool_call_id = f"{tool_call_id}_{free}"
+            if taken is not None:
+                taken.add(tool_call_id)
             findings.append(
                 finding(
                     "empty_id" if self.saw_empty_id else "missing_id",
-                    f"call {self.index} came with {what}; using fallback id {tool_call_id}",
+                    f"call {self.index} came with {what}; {clash}using fallback id {tool_call_id}",
                     tool_call_id=tool_call_id,
                     **where,
                 )
             )
+        elif not tool_call_id.isascii():
+            tool_call_id = _checked_text(tool_call_id, f"call {tool_call_id!r}: the id", findings, where)
         name = self.name or ""
+        if name and not name.isascii():
+            name = _checked_text(name, f"call {tool_call_id}: the name", findings, where)
         if self.quirky:
             self._quirks(tool_call_id, name, findings, where)
         if not name:
@@ -367,7 +483,7 @@ class PendingCall:
                 )
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
-            complete = not failed
+            complete = not failed and ended  # free-form text: nothing but the item's end says it is whole
             findings.append(
                 finding(
                     "custom_tool_call",
@@ -388,9 +504,37 @@ class PendingCall:
                 "custom",
                 outcome,
             )
+        if self.kind == "builtin":
+            findings.append(
+                finding(
+                    "builtin_tool_call",
+                    f"call {tool_call_id} ({name}): built-in tool run by the client; arguments are its "
+                    "action",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
         outcome = parse_arguments(arguments)
         complete = not failed
-        if type(outcome) is InvalidArguments:
+        cut_short = not ended or finish_reason == "length"
+        if type(outcome) is ParsedArguments and outcome.empty and (failed or cut_short):
+            complete = False
+            if not failed:  # (a provider error says why itself)
+                why = (
+                    "the response was cut at the token limit"
+                    if finish_reason == "length"
+                    else "the stream ended without a finish reason"
+                )
+                findings.append(
+                    finding(
+                        "incomplete_arguments",
+                        f"call {tool_call_id} ({name}): no arguments arrived before {why}; call marked "
+                        "incomplete and will not be executed",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
+        elif type(outcome) is InvalidArguments:
             complete = False
             cut = outcome.truncated or finish_reason == "length" or failed
             findings.append(
@@ -411,7 +555,10 @@ class PendingCall:
                     finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
             else:
-                message = f"call {tool_call_id} ({name}): empty argument string, read as {{}}"
+                message = (
+                    f"call {tool_call_id} ({name}): empty argument string in a response that ended "
+                    "normally, read as {}"
+                )
                 findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
         return new_tool_call(
             tool_call_id,
@@ -421,7 +568,7 @@ class PendingCall:
             self.choice_index,
             id_source,
             complete,
-            "function",
+            self.kind,
             outcome,
         )
 
@@ -432,6 +579,16 @@ class PendingCall:
                     "repeated_header",
                     f"call {tool_call_id}: id/name repeated on continuation deltas "
                     "(kept once, not concatenated)",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.snapshot_of is not None:
+            findings.append(
+                finding(
+                    "split_name",
+                    f"call {tool_call_id}: the name arrived as growing snapshots ({self.snapshot_of!r} "
+                    f"... {name!r}); kept the last, not joined",
                     tool_call_id=tool_call_id,
                     **where,
                 )
@@ -466,6 +623,36 @@ class PendingCall:
                     **where,
                 )
             )
+
+
+def _checked_text(text: str, what: str, findings: list[Finding], where: dict[str, Any]) -> str:
+    """An id or name with surrogates: a split pair joined, a lone one kept; either reported."""
+    fixed, joined, lone = fix_surrogates(text)
+    if joined:
+        findings.append(
+            finding(
+                "split_surrogate_pair", f"{what}: a surrogate pair split across chunks was joined", **where
+            )
+        )
+    if lone:
+        findings.append(finding("lone_surrogate", f"{what} holds a lone surrogate; kept as is", **where))
+    return fixed
+
+
+def provider_ids(calls: list[PendingCall]) -> set[str] | None:
+    """The ids the provider gave, for fallback ids to avoid; None when every call has one (the
+    common case, where no fallback id is made)."""
+    ids: set[str] | None = None
+    for call in calls:
+        if call.tool_call_id is None:
+            ids = set()
+            break
+    if ids is None:
+        return None
+    for call in calls:
+        if call.tool_call_id is not None:
+            ids.add(call.tool_call_id)
+    return ids
 
 
 def compact_json(value: Any) -> str:

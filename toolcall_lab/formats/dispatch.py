@@ -1,20 +1,21 @@
 """A stream of payloads -> parsed responses: detect the wire format, run its accumulator payload by
-payload (memory does not grow with the number of chunks), split where a new response starts, and
-keep what was read when a provider error or unreadable data ends a stream."""
+payload (memory does not grow with the number of chunks, nor with the number of responses: each is
+yielded and forgotten), split where a new response starts, and keep what was read when a provider
+error or unreadable data ends a stream."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
+from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.base import StreamAccumulator, finding, single_choice
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator, parse_responses_output
-from toolcall_lab.formats.sse import DONE
+from toolcall_lab.formats.sse import DONE, Unreadable
 from toolcall_lab.messages import Finding, ParsedResponse
 
 WireFormat = Literal["openai-chat", "anthropic", "openai-responses"]
@@ -30,13 +31,39 @@ _ANTHROPIC_EVENTS = frozenset(
         "ping",
     }
 )
+_RESPONSES_ITEMS = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+    }
+)
 _NEW_RESPONSE = {"openai-responses": "response.created", "anthropic": "message_start"}
 _COMPACT_EVERY = 8192
 _MAX_UNDETECTED = 64
 
 
 def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
-    """The wire format of one stream payload or whole response body."""
+    """The wire format of one stream payload or whole response body.
+
+    A body is a Responses API response when it says so (``"object": "response"``) or its
+    ``output`` is a list of Responses items; an ``output`` of another shape (AWS Bedrock Converse's
+    ``{"message": ...}``, a string) is not enough. Raises `UnknownFormatError` naming the keys.
+    """
     kind = payload.get("type")
     if "choices" in payload or str(payload.get("object", "")).startswith("chat.completion"):
         return "openai-chat"
@@ -44,9 +71,30 @@ def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
         return "openai-responses"
     if kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload):
         return "anthropic"
-    if payload.get("object") == "response" or "output" in payload:
+    if payload.get("object") == "response":
         return "openai-responses"
-    raise UnknownFormatError(f"cannot tell the wire format of a payload with keys {sorted(payload)[:8]}")
+    output = payload.get("output")
+    if (
+        type(output) is list
+        and output
+        and all(isinstance(item, Mapping) for item in output)
+        and any(item.get("type") in _RESPONSES_ITEMS for item in output)
+    ):
+        return "openai-responses"
+    raise UnknownFormatError(unknown_shape(payload, "payload"))
+
+
+def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
+    """Why `doc` has no known wire format: its keys, and the API it looks like when that is clear."""
+    hint = ""
+    output = doc.get("output")
+    if "stopReason" in doc or (isinstance(output, Mapping) and "message" in output):
+        hint = " (it looks like an AWS Bedrock Converse body, a format this parser does not read)"
+    elif doc.keys() & {"contentBlockDelta", "contentBlockStart", "messageStart", "messageStop"}:
+        hint = " (it looks like an AWS Bedrock ConverseStream event, a format this parser does not read)"
+    elif "candidates" in doc:
+        hint = " (it looks like a Gemini generateContent body, a format this parser does not read)"
+    return f"cannot tell the wire format of a {what} with keys {sorted(doc)[:8]}{hint}"
 
 
 def try_detect(payload: Mapping[str, Any]) -> WireFormat | None:
@@ -62,6 +110,23 @@ def new_accumulator(fmt: WireFormat, batch: int) -> StreamAccumulator:
     if fmt == "anthropic":
         return AnthropicStreamAccumulator(batch=batch)
     return ResponsesStreamAccumulator(batch=batch)
+
+
+def unreadable_response(reason: str, fmt: str = "unknown") -> ParsedResponse:
+    """A response that stands for data that could not be read (a damaged exchange of a cassette,
+    unreadable data after the last response of a stream): nothing but the reason, as its error."""
+    return single_choice(
+        fmt,
+        text=[],
+        reasoning=[],
+        calls=[],
+        finish_reason=None,
+        findings=[finding("unreadable_data", reason)],
+        usage=None,
+        response_id=None,
+        model=None,
+        error=f"unreadable data: {reason}",
+    )
 
 
 def error_response(message: str, fmt: str = "unknown") -> ParsedResponse:
@@ -81,20 +146,46 @@ def error_response(message: str, fmt: str = "unknown") -> ParsedResponse:
 
 
 def parse_body(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
-    """A whole (non-streamed) response body of any format; error bodies raise `ProviderStreamError`."""
+    """A whole (non-streamed) response body of any format; error bodies raise `ProviderStreamError`.
+
+    A body that is one saved stream chunk (``chat.completion.chunk``, choices with ``delta``) is
+    read as a stream of that one chunk, with a ``chunk_as_body`` finding.
+    """
     fmt = try_detect(body)
     if fmt is None:
         message = error_message(body)
         if message is None:
-            raise UnknownFormatError(f"cannot tell the wire format of a body with keys {sorted(body)[:8]}")
+            raise UnknownFormatError(unknown_shape(body, "body"))
         exc = ProviderStreamError(message, payload=dict(body), line_number=None)
         exc.partial_responses = (error_response(message),)
         raise exc
     if fmt == "openai-chat":
+        if _is_chunk(body):
+            return _chunk_body(body, batch)
         return parse_chat_completion(body, batch=batch)
     if fmt == "anthropic":
         return parse_anthropic_message(body, batch=batch)
     return parse_responses_output(body, batch=batch)
+
+
+def _is_chunk(body: Mapping[str, Any]) -> bool:
+    if body.get("object") == "chat.completion.chunk":
+        return True
+    choices = body.get("choices")
+    return type(choices) is list and any(
+        isinstance(c, Mapping) and "delta" in c and "message" not in c for c in choices
+    )
+
+
+def _chunk_body(body: Mapping[str, Any], batch: int) -> ParsedResponse:
+    acc = ChatCompletionAccumulator(batch=batch)
+    acc.note(
+        "chunk_as_body",
+        "the body is a single stream chunk (choices carry `delta`, not `message`); read as a stream of one "
+        "chunk",
+    )
+    acc.feed(dict(body))  # a provider error raises with the response so far, the finding in it
+    return acc.finish()
 
 
 def _with_notes(response: ParsedResponse, notes: list[Finding]) -> ParsedResponse:
@@ -113,15 +204,20 @@ def iter_stream_responses(
     errors: ErrorPolicy = "raise",
     where: list[int] | None = None,
 ) -> Iterator[ParsedResponse]:
-    """Responses from a stream of payload dicts, `DONE` markers and framing findings.
+    """Responses from a stream of payload dicts, `DONE` markers, `Unreadable` markers and framing
+    findings. Each response is yielded as soon as it ends and not kept (memory does not grow with
+    the number of responses); `collect` gathers them into a list.
 
     A new response starts after ``[DONE]``, at ``response.created`` (Responses) and at
     ``message_start`` (Anthropic). A provider error ends the response it is in: with
-    ``errors="raise"`` it raises `ProviderStreamError` whose ``partial_responses`` hold every
-    response so far (the failed one last); with ``errors="keep"`` the failed response is yielded
-    (``error`` set) and reading goes on. `where[0]`, when given, is the line of the current payload.
+    ``errors="raise"`` it raises `ProviderStreamError` whose ``partial_responses`` hold the failed
+    response (those before it were yielded); with ``errors="keep"`` the failed response is yielded
+    (``error`` set) and reading goes on. Unreadable data raises `SSEDecodeError` (with the response
+    in progress, marked failed) or, with ``errors="keep"``, marks the response it falls in (or the
+    next one, between responses) with the error and an ``unreadable_data`` finding, its calls
+    incomplete, and reading goes on: what follows is still read and shown.
+    `where[0]`, when given, is the line of the current payload.
     """
-    done: list[ParsedResponse] = []  # only kept to attach to an error; the caller holds the rest
     notes: list[Finding] = []
     held: list[dict[str, Any]] = []
     acc: StreamAccumulator | None = None
@@ -129,108 +225,146 @@ def iter_stream_responses(
     boundary: str | None = _NEW_RESPONSE.get(fmt) if fmt else None
     after_done = False
     count = 0
-    try:
-        for item in items:
-            if type(item) is dict:
-                if acc is None:
+    yielded = 0
+    last: ParsedResponse | None = None  # ended at [DONE] or an error; yielded at the next payload,
+    # or at the end with the framing findings that came after it
+    damage: str | None = None  # unreadable data outside a response: it marks the next one
+    for item in items:
+        if type(item) is dict:
+            if last is not None:  # a payload: the response that ended before it is whole
+                yield last
+                last = None
+            if acc is None:
+                if fmt is None:
+                    fmt = try_detect(item)
                     if fmt is None:
-                        fmt = try_detect(item)
-                        if fmt is None:
-                            message = error_message(item)
-                            if message is not None:
-                                response = _with_notes(error_response(message), notes)
-                                if errors == "raise":
-                                    _raise(
-                                        ProviderStreamError(message, payload=item, line_number=_line(where)),
-                                        done,
-                                        response,
-                                    )
-                                done.append(response)
-                                yield response
-                                batch += 1
-                                continue
-                            held.append(item)
-                            if len(held) > _MAX_UNDETECTED:
-                                raise UnknownFormatError(
-                                    f"no payload among the first {len(held)} has a known wire format"
+                        message = error_message(item)
+                        if message is not None:
+                            response = _with_notes(error_response(message), notes)
+                            if errors == "raise":
+                                _raise(
+                                    ProviderStreamError(message, payload=item, line_number=_line(where)),
+                                    response,
                                 )
+                            last, yielded = response, yielded + 1
+                            batch += 1
                             continue
-                        boundary = _NEW_RESPONSE.get(fmt)
-                    if after_done:
-                        notes.append(
-                            finding(
-                                "data_after_done",
-                                f"line {_line(where)}: data after [DONE]; read as response {batch}",
+                        held.append(item)
+                        if len(held) > _MAX_UNDETECTED:
+                            raise UnknownFormatError(
+                                f"no payload among the first {len(held)} has a known wire format"
                             )
+                        continue
+                    boundary = _NEW_RESPONSE.get(fmt)
+                if after_done:
+                    notes.append(
+                        finding(
+                            "data_after_done",
+                            f"line {_line(where)}: data after [DONE]; read as response {batch}",
                         )
-                        after_done = False
-                    acc = new_accumulator(fmt, batch)
-                    feed = acc.feed
-                    count = 0
-                    if held:
-                        for h in held:
-                            feed(h)
-                        held.clear()
-                elif boundary is not None and acc.chunk_count and item.get("type") == boundary:
-                    response = _with_notes(acc.finish(), notes)
-                    done.append(response)
-                    yield response
-                    batch += 1
-                    acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
-                    feed = acc.feed
-                    count = 0
-                try:
-                    feed(item)
-                except ProviderStreamError as exc:
-                    response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
-                    if errors == "raise":
-                        _raise(
-                            ProviderStreamError(
-                                exc.provider_message,
-                                payload=exc.payload,
-                                line_number=_line(where),
-                                chunk_index=exc.chunk_index,
-                            ),
-                            done,
-                            response,
-                        )
-                    done.append(response)
-                    yield response
-                    batch += 1
-                    acc = None
-                    continue
-                count += 1
-                if count >= _COMPACT_EVERY:
-                    count = 0
-                    _compact(acc)
-            elif item is DONE:
+                    )
+                    after_done = False
+                acc = new_accumulator(fmt, batch)
+                feed = acc.feed
+                count = 0
+                if damage is not None:
+                    acc.damage(damage)
+                    damage = None
+                if held:
+                    for h in held:
+                        feed(h)
+                    held.clear()
+            elif boundary is not None and acc.chunk_count and item.get("type") == boundary:
+                yield _with_notes(acc.finish(), notes)
+                yielded += 1
+                batch += 1
+                acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
+                feed = acc.feed
+                count = 0
+            try:
+                feed(item)
+            except ProviderStreamError as exc:
+                response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
+                if errors == "raise":
+                    _raise(
+                        ProviderStreamError(
+                            exc.provider_message,
+                            payload=exc.payload,
+                            line_number=_line(where),
+                            chunk_index=exc.chunk_index,
+                        ),
+                        response,
+                    )
+                last, yielded = response, yielded + 1
+                batch += 1
+                acc = None
+                continue
+            count += 1
+            if count >= _COMPACT_EVERY:
+                count = 0
+                _compact(acc)
+        elif item is DONE:
+            if acc is not None:
+                last, yielded = _with_notes(acc.finish(), notes), yielded + 1
+                batch += 1
+                acc = None
+            after_done = True
+        elif type(item) is Unreadable:
+            error = item.error
+            reason = f"unreadable data: {error}"
+            if errors == "raise":
+                if last is not None:
+                    yield last
+                    last = None
                 if acc is not None:
-                    response = _with_notes(acc.finish(), notes)
-                    done.append(response)
-                    yield response
-                    batch += 1
-                    acc = None
-                after_done = True
+                    error.partial_responses = (_with_notes(acc._result(reason), notes),)
+                raise error
+            note = finding(
+                "unreadable_data",
+                f"{error}; the response it falls in is marked failed, its calls incomplete",
+            )
+            if acc is not None:
+                acc.findings.append(note)
+                acc.damage(reason)
             else:
-                notes.append(item)  # type: ignore[arg-type]  # a framing finding
-    except SSEDecodeError as exc:  # unreadable data: keep what was read, the response in progress failed
-        partial = None if acc is None else _with_notes(acc._result(f"unreadable data: {exc}"), notes)
-        exc.partial_responses = (*done, partial) if partial is not None else tuple(done)
-        raise
+                notes.append(note)
+                damage = damage or reason
+        else:
+            notes.append(item)  # type: ignore[arg-type]  # a framing finding
     if held:
         raise UnknownFormatError("no payload of the stream has a known wire format")
+    if acc is None and damage is None and notes and last is not None:
+        last = replace(last, findings=(*last.findings, *notes))  # framing findings after the last one
+    if last is not None:
+        yield last
     if acc is not None:
         yield _with_notes(acc.finish(), notes)
-    elif not done and fmt is None:
+    elif damage is not None:  # unreadable data after the last response, or nothing else
+        response = unreadable_response(damage.removeprefix("unreadable data: "), fmt or "unknown")
+        yield replace(response, findings=tuple(notes))  # (the notes hold the unreadable_data finding)
+    elif not yielded and fmt is None:
         raise UnknownFormatError("the stream holds no payloads")
+
+
+def collect(responses: Iterable[ParsedResponse]) -> list[ParsedResponse]:
+    """Every response of an iterator in a list; an error raised on the way carries all the
+    responses read before it, the failed one last (``partial_responses``)."""
+    out: list[ParsedResponse] = []
+    try:
+        for response in responses:
+            out.append(response)
+    except WireFormatError as exc:
+        exc.partial_responses = (*out, *exc.partial_responses)
+        raise
+    return out
 
 
 def _line(where: list[int] | None) -> int | None:
     return where[0] if where else None
 
 
-def _raise(exc: WireFormatError, done: list[ParsedResponse], failed: ParsedResponse) -> None:
-    exc.partial_responses = (*done, failed)
+def _raise(exc: WireFormatError, failed: ParsedResponse) -> NoReturn:
+    exc.partial_responses = (failed,)
     raise exc
 
 

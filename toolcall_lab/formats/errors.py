@@ -1,10 +1,12 @@
 """Recognise a provider's error report, whatever shape it takes, and quote the provider's own words.
 
 Shapes seen in the wild: ``{"error": {...}}`` bodies and stream payloads (OpenAI, OpenRouter — the
-latter also with ``choices`` and ``finish_reason: "error"``), Anthropic's ``{"type": "error",
+latter also with ``choices`` and ``finish_reason: "error"``), an ``error`` object inside a choice
+(OpenRouter's choice type carries ``error?: ErrorResponse``), Anthropic's ``{"type": "error",
 "error": {...}}``, the Responses API's ``{"type": "error", "message": ...}`` and
-``response.failed``, vLLM's ``{"object": "error", "message": ...}``, and frames sent as
-``event: error`` or llama.cpp's ``error:`` field.
+``response.failed``, vLLM's ``{"object": "error", "message": ...}``, a JSON array of error objects
+(Gemini's REST API: ``[{"error": {...}}]``), and frames sent as ``event: error`` or llama.cpp's
+``error:`` field.
 """
 
 from __future__ import annotations
@@ -43,7 +45,27 @@ def error_message(payload: Mapping[str, Any]) -> str | None:
         return describe_error(error)
     if kind == "error" or payload.get("object") == "error":  # Responses error events; vLLM error bodies
         return describe_error(payload)
+    return choice_error(payload)
+
+
+def choice_error(payload: Mapping[str, Any]) -> str | None:
+    """The provider's error text from an ``error`` object inside a choice (OpenRouter), else None."""
+    choices = payload.get("choices")
+    if type(choices) is not list:
+        return None
+    for choice in choices:
+        if isinstance(choice, Mapping) and choice.get("error"):
+            return describe_error(choice["error"])
     return None
+
+
+def list_error_message(value: list[Any]) -> str | None:
+    """The provider's error text when a JSON array holds only error objects (Gemini answers errors
+    as ``[{"error": {...}}]``), else None."""
+    messages = [error_message(item) if isinstance(item, Mapping) else None for item in value]
+    if not messages or None in messages:
+        return None
+    return "; ".join(dict.fromkeys(m for m in messages if m is not None))
 
 
 def error_frame_payload(data: str) -> dict[str, Any]:

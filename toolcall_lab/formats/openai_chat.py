@@ -8,18 +8,27 @@ How a delta finds its call (each rule is a provider seen doing it; see the findi
 
 * A delta with ``index`` goes to the call at that index; one without continues the choice's last
   call (Mistral, Gemini).
-* At an occupied index a delta starts a *new* call only when it carries a header that differs and
-  the call there is finished: a different id with a name (Ollama reuses index 0 for every call),
-  a different id once the call's arguments are a complete JSON object, or a different name
-  (without id) once they are. Otherwise it continues the call: a different id is reported and the
-  first kept (LM Studio sends a new id on every fragment).
+* At an occupied index a delta starts a *new* call only when its header names another call.
+  Before the call's arguments form a complete JSON object, that is a different id *and* a different
+  name (Ollama reuses index 0 for every call); a different id with the same name or no name
+  continues the call, reported as ``id_changed`` (LM Studio sends a new id on every fragment, some
+  servers the name too). Once the arguments are complete, any different id, a different name, or
+  a repeated name with new arguments starts a new call; the name alone, repeated, waits for the next
+  delta to decide (a repeat, or a second call to the same function).
 * Names: a piece equal to the name so far is a repeat (OpenRouter/Novita repeat the full name on
-  every delta), a piece that starts with it replaces it (a snapshot), any other piece is appended
-  (names split as ``get_`` + ``weather``). Ids are kept once, never concatenated.
+  every delta), a piece that starts with it replaces it (a snapshot, reported), any other piece is
+  appended (names split as ``get_`` + ``weather``). Ids are kept once, never concatenated.
 * ``arguments`` that is not a string (an object) is serialised compactly and kept; ``null`` adds
-  nothing. The deprecated ``function_call`` field is read as a call without id.
-* An ``error`` object (OpenRouter sends one with ``finish_reason: "error"``) or ``finish_reason:
-  "error"`` ends the stream: `ProviderStreamError` quoting the provider, calls marked incomplete.
+  nothing. The deprecated ``function_call`` field is read as a call without id (once, when a
+  ``tool_calls`` entry of the same message says the same).
+* How the stream ended decides what an empty argument string means: after a finish reason it is
+  ``{}`` (a tool without parameters); without one, or at ``length``, the call is incomplete.
+  ``content_filter`` marks every call incomplete.
+* An ``error`` object (top-level, or inside a choice as OpenRouter sends it, with ``finish_reason:
+  "error"``) or ``finish_reason: "error"`` ends the stream: `ProviderStreamError` quoting the
+  provider, calls marked incomplete.
+* Choices: every choice is parsed; `ParsedResponse.tool_calls` and the run loop use choice 0, and an
+  ``extra_choices`` finding says what the others hold.
 """
 
 from __future__ import annotations
@@ -35,8 +44,10 @@ from toolcall_lab.formats.base import (
     StreamAccumulator,
     StreamListener,
     compact_json,
+    extra_choices_note,
     finding,
     join_text,
+    provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat_body import parse_chat_completion
@@ -102,7 +113,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_seen")
+    __slots__ = ("_choices", "_foreign", "_seen")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
@@ -114,10 +125,13 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
         self.model: str | None = None
+        self.damaged: str | None = None
+        self._final: ParsedResponse | None = None
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
         self._seen = False
+        self._foreign = 0  # events of other wire formats fed here
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
@@ -138,6 +152,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             (choice,) = chunk["choices"]
             st = self._choices[choice["index"]]  # a choice without "index" takes the general path
             delta = choice["delta"]
+            if "error" in choice:  # OpenRouter's per-choice error object
+                raise KeyError
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
             return
@@ -218,6 +234,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if not isinstance(chunk, dict):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
+        if "choices" not in chunk and "error" not in chunk and isinstance(chunk.get("type"), str):
+            self._other_format(chunk, n)
+            return
         if not self._seen:
             self._first(chunk)
         if not usage_done:
@@ -237,6 +256,22 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 message = "finish_reason 'error' without an error message"
             if message is not None:
                 self.fail(message, chunk, n)
+
+    def _other_format(self, chunk: dict[str, Any], n: int) -> None:
+        """An event of another wire format (Anthropic, Responses) fed to the chat accumulator: the
+        first few reported one by one, the rest counted when the response is built."""
+        self._foreign += 1
+        if self._foreign > 3:
+            return
+        kind = chunk["type"]
+        what = (
+            "an Anthropic event"
+            if kind.startswith(("message", "content_block")) or kind == "ping"
+            else "a Responses API event"
+            if kind.startswith("response.")
+            else "an event"
+        )
+        self._malformed(n, f"{what} ({kind[:40]!r}), not a chat-completion chunk")
 
     def _first(self, chunk: dict[str, Any]) -> None:
         self._seen = True
@@ -273,8 +308,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         finish = choice.get("finish_reason")
         if finish:
             st.finish_reason = str(finish)
-            return st.finish_reason == "error"
-        return False
+        return st.finish_reason == "error" or bool(choice.get("error"))
 
     def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
         st.seen = True
@@ -325,6 +359,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 continue
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
+            if not call.started and self.listener is not None:
+                self._announce(call, n)
             if args:
                 if type(args) is str:
                     call.pieces.append(args)
@@ -339,10 +375,28 @@ class ChatCompletionAccumulator(StreamAccumulator):
             elif args is not None and type(args) is not str:
                 self._arguments(st, call, args, n)  # {} or [] or 0 or false: still JSON, still kept
 
+    def _announce(self, call: PendingCall, n: int) -> None:
+        """`CallStarted`, once per call, with the id and name known now."""
+        call.started = True
+        self.listener(  # type: ignore[misc]
+            CallStarted(
+                chunk_index=n,
+                choice_index=call.choice_index,
+                call_index=call.index,
+                tool_call_id=call.tool_call_id,
+                name=call.name,
+            )
+        )
+
     def _header_text(self, value: Any, what: str, n: int) -> str | None:
         if value is None or type(value) is str:
             return value
         if type(value) is int:
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: {what} {value!r} is a number, not a string; read as {str(value)!r}",
+                chunk_index=n,
+            )
             return str(value)
         self._malformed(n, f"{what} {value!r} is not a string")
         return None
@@ -371,25 +425,30 @@ class ChatCompletionAccumulator(StreamAccumulator):
         """The call a delta belongs to (see the module docstring for the rules); None when the
         delta was only a header whose meaning waits for the next delta (a parked name)."""
         if type(idx) is not int:
+            if idx is not None:
+                self._malformed(
+                    n,
+                    f"tool call index {idx!r} is not an integer; read as a delta without index",
+                )
             last = st.last
             if last is not None and last.next_name is not None:
                 parked_name, last.next_name = last.next_name, None
                 if tid or _real_args(args) or (name and name != parked_name):
-                    return self._unindexed(st, n, parked_name)
+                    return self._unindexed(st, n, parked_name, idx is None)
             if last is not None and not _is_new_call(last, tid, name, args):
                 if _parks(last, tid, name, args):
                     last.next_name = name
                     if args:  # whitespace: kept, as everything the model sent
-                        last.pieces.append(args)
+                        self._keep(last, args, n)
                     return None
                 return last
-            return self._unindexed(st, n, None)
+            return self._unindexed(st, n, None, idx is None)
         held = st.calls.get(idx)
         if held is None and st.parked is not None and idx in st.parked:
             held = st.calls[idx] = st.parked.pop(idx)
             waiting, held.next_name = held.next_name, None
             if tid or _real_args(args) or (name and name != waiting):
-                return self._reuse(st, idx, n, tid, waiting)
+                return self._reuse(st, idx, n, tid, name, waiting)
         if seen is not None:
             if held is not None and idx in seen:
                 return self._same_index_twice(st, held, idx, tid, n)
@@ -397,11 +456,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if held is None:
             return self._start(st, idx, n)
         if _is_new_call(held, tid, name, args):
-            return self._reuse(st, idx, n, tid, name)
+            return self._reuse(st, idx, n, tid, name, None)
         if _parks(held, tid, name, args):  # the fast path must not append to it meanwhile
             held.next_name = name
             if args:  # whitespace: kept, as everything the model sent
-                held.pieces.append(args)
+                self._keep(held, args, n)
             del st.calls[idx]
             if st.parked is None:
                 st.parked = {}
@@ -409,22 +468,39 @@ class ChatCompletionAccumulator(StreamAccumulator):
             return None
         return held
 
-    def _unindexed(self, st: _Choice, n: int, name: str | None) -> PendingCall:
+    def _keep(self, call: PendingCall, args: str, n: int) -> None:
+        call.pieces.append(args)
+        if self.listener is not None:
+            if not call.started:
+                self._announce(call, n)
+            self.listener(
+                ArgumentsDelta(
+                    chunk_index=n, choice_index=call.choice_index, call_index=call.index, delta=args
+                )
+            )
+
+    def _unindexed(self, st: _Choice, n: int, name: str | None, report: bool = True) -> PendingCall:
+        """A new call for a delta without index; `name`: the name a parked delta already sent."""
         call = self._start(st, None, n)
         call.name = name
-        self.note(
-            "missing_index",
-            f"tool call delta without index; treated as call {call.index} "
-            "(a new id, or a new name after complete arguments, starts a new call)",
-            chunk_index=n,
-            choice_index=st.index,
-            call_index=call.index,
-        )
+        if report:
+            self.note(
+                "missing_index",
+                f"tool call delta without index; treated as call {call.index} "
+                "(a new id, or a new name after complete arguments, starts a new call)",
+                chunk_index=n,
+                choice_index=st.index,
+                call_index=call.index,
+            )
         return call
 
-    def _reuse(self, st: _Choice, idx: int, n: int, tid: str | None, name: str | None) -> PendingCall:
+    def _reuse(
+        self, st: _Choice, idx: int, n: int, tid: str | None, name: str | None, waiting: str | None
+    ) -> PendingCall:
+        """A new call at an index already used; `waiting`: the name a parked delta already sent."""
         call = self._start(st, idx, n)
-        call.name = name or None
+        call.name = waiting
+        name = name or waiting
         self.note(
             "index_reused",
             f"index {idx} reused by a new call (id {tid!r}, name {name!r}); kept as call {call.index}",
@@ -446,7 +522,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         else:
             index = top + 1
             if idx is not None and idx < 0:
-                self._sparse(st, idx, n)
+                self._malformed(n, f"tool call index {idx} is negative; numbered as call {index}")
         call = PendingCall(st.index, index, n)
         if idx is not None:
             st.calls[idx] = call
@@ -454,12 +530,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if index > top:
             st.max_index = index
         st.last = call
-        if self.listener is not None:
-            self.listener(
-                CallStarted(
-                    chunk_index=n, choice_index=st.index, call_index=index, tool_call_id=None, name=None
-                )
-            )
         return call
 
     def _sparse(self, st: _Choice, idx: int, n: int) -> None:
@@ -490,16 +560,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if tid:
             if call.tool_call_id is None:
                 call.tool_call_id = tid
-                if self.listener is not None:
-                    self.listener(
-                        CallStarted(
-                            chunk_index=n,
-                            choice_index=call.choice_index,
-                            call_index=call.index,
-                            tool_call_id=tid,
-                            name=call.name,
-                        )
-                    )
             elif tid == call.tool_call_id:
                 call.repeated_header = call.quirky = True
             else:
@@ -530,6 +590,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
         name = self._header_text(fc.get("name"), "function name", n)
         if name:
             call.add_name(name)
+        if not call.started and self.listener is not None:
+            self._announce(call, n)
         args = fc.get("arguments")
         if args is not None:
             self._arguments(st, call, args, n)
@@ -551,9 +613,19 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _result(self, error: str | None) -> ParsedResponse:
         findings = self.findings[:]
+        if self._foreign > 3:
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"{self._foreign - 3} more event(s) of another wire format, not chat-completion "
+                    "chunks; skipped",
+                )
+            )
         choices = []
         batch, failed = self.batch, error is not None
         states = self._choices
+        # the provider's ids across every choice, for fallback ids to avoid (None when all calls have one)
+        taken = provider_ids(states[0].order if len(states) == 1 else self.pending_calls())
         for ci in states if len(states) == 1 else sorted(states):
             st = states[ci]
             if ci == 0 and not (st.seen or st.order or st.finish_reason):
@@ -562,11 +634,26 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if finish is None or finish == "length":
                 self._ending(ci, finish, failed, findings)
             order = st.order
+            dead = failed or finish == "content_filter"
+            if st.legacy is not None and len(order) > 1:
+                order = self._legacy_once(st, findings)
             if len(order) == 1:
-                calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, finish, None, failed),)
+                calls: tuple[ToolCall, ...] = (
+                    order[0].finalize(batch, findings, finish, None, dead, finish is not None, taken),
+                )
             else:
                 calls = tuple(
-                    p.finalize(batch, findings, finish, None, failed) for p in sorted(order, key=_by_index)
+                    p.finalize(batch, findings, finish, None, dead, finish is not None, taken)
+                    for p in sorted(order, key=_by_index)
+                )
+            if finish == "content_filter" and not failed:
+                findings.append(
+                    finding(
+                        "filtered_finish",
+                        f"choice {ci}: finish_reason 'content_filter' (the provider withheld output); "
+                        f"{len(calls)} call(s) marked incomplete",
+                        choice_index=ci,
+                    )
                 )
             if self.listener is not None:
                 for call in calls:
@@ -585,6 +672,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             choice.server_tool_calls = ()
             choice.__class__ = ParsedChoice
             choices.append(choice)
+        if len(choices) > 1:
+            findings.append(extra_choices_note(choices))
         response: Any = _new(_ResponseTwin)
         response.format = "openai-chat-stream"
         response.choices = tuple(choices)
@@ -595,6 +684,34 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response.error = error
         response.__class__ = ParsedResponse
         return response  # type: ignore[no-any-return]
+
+    def _legacy_once(self, st: _Choice, findings: list[Finding]) -> list[PendingCall]:
+        """The choice's calls without its `function_call` when a `tool_calls` entry says the same."""
+        legacy = st.legacy
+        assert legacy is not None
+        said = (legacy.name, "".join(legacy.pieces))
+        twin = next(
+            (
+                c
+                for c in st.order
+                if c is not legacy and (c.name, "".join(c.pieces)) == said and c.tool_call_id
+            ),
+            None,
+        )
+        if twin is None:
+            return st.order
+        findings.append(
+            finding(
+                "duplicate_legacy_call",
+                f"choice {st.index}: function_call duplicates tool call {twin.tool_call_id} (same name and "
+                "arguments); counted once",
+                choice_index=st.index,
+                call_index=legacy.index,
+            )
+        )
+        if self.listener is not None:  # it was announced: it ends, never to be run
+            self.listener(CallFinished(call=legacy.finalize(self.batch, [], None, None, True)))
+        return [c for c in st.order if c is not legacy]
 
     @staticmethod
     def _ending(ci: int, finish: str | None, failed: bool, findings: list[Finding]) -> None:
@@ -626,8 +743,14 @@ def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any
         if call.tool_call_id is None:  # a late id for this call, unless it already looks finished
             return (bool(name) or bool(args)) and call.looks_complete()
         if tid != call.tool_call_id:
-            return bool(name) or call.looks_complete()
-        return False
+            if name and call.name is not None and name != call.name:
+                return True  # another function: a new call (Ollama), whatever came before
+            return call.looks_complete()  # same name or none: a fragment (LM Studio), unless done
+        # the same id naming another function once the arguments are complete: a new call (a server
+        # reusing an id); a longer snapshot of the same name is still this call
+        if not name:
+            return False
+        return not name.startswith(call.name or "\0") and call.looks_complete()
     if name:
         return (name != call.name or _real_args(args)) and call.looks_complete()
     return False

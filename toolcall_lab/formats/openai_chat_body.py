@@ -1,6 +1,8 @@
 """OpenAI chat completions, whole: the parser for non-streamed ``chat.completion`` bodies (Ollama's
 ``index`` inside calls, the deprecated ``function_call``, ``arguments`` sent as an object, error
-bodies). The streaming accumulator is in `openai_chat`, which re-exports `parse_chat_completion`.
+bodies, ``content_filter``, several choices). The streaming accumulator is in `openai_chat`, which
+re-exports `parse_chat_completion`; a body that is a saved stream chunk is read by
+`toolcall_lab.formats.parse_body` through it.
 """
 
 from __future__ import annotations
@@ -10,9 +12,16 @@ from dataclasses import replace
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats.base import PendingCall, compact_json, finding, join_text
+from toolcall_lab.formats.base import (
+    PendingCall,
+    compact_json,
+    extra_choices_note,
+    finding,
+    join_text,
+    provider_ids,
+)
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.messages import Finding, ParsedResponse, ToolCall, new_choice, new_response
+from toolcall_lab.messages import Finding, ParsedResponse, new_choice, new_response
 
 
 def _by_index(call: PendingCall) -> int:
@@ -32,19 +41,46 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         findings.append(finding("malformed_chunk", "choices is not a list; skipped"))
         raw_choices = []
     errored = False
+    messages: list[tuple[int, dict[str, Any], Any]] = []
     for pos, choice in enumerate(raw_choices):
         if not isinstance(choice, dict):
             findings.append(finding("malformed_chunk", f"choice {pos} is not an object; skipped"))
             continue
         ci = choice.get("index", pos)
         ci = ci if type(ci) is int else pos
+        if "message" not in choice and "delta" in choice:
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"choice {ci} has `delta`, not `message`: a stream chunk, not a body; its delta is not "
+                    "read here (parse_body reads such a body as a stream of one chunk)",
+                    choice_index=ci,
+                )
+            )
         message = choice.get("message") or {}
         if not isinstance(message, dict):
             findings.append(finding("malformed_chunk", f"choice {ci}: message is not an object; skipped"))
             message = {}
         finish = choice.get("finish_reason")
-        errored |= finish == "error"
-        calls = _whole_calls(message, ci, batch, finish, findings)
+        errored |= finish == "error" or bool(choice.get("error"))
+        messages.append((ci, message, finish))
+    pendings = [_pending_calls(message, ci, findings) for ci, message, _ in messages]
+    taken = provider_ids([p for ps in pendings for p in ps])
+    for (ci, message, finish), pending in sorted(zip(messages, pendings, strict=True), key=lambda m: m[0][0]):
+        filtered = finish == "content_filter"
+        calls = [
+            p.finalize(batch, findings, finish, None, filtered, True, taken)
+            for p in sorted(pending, key=_by_index)
+        ]
+        if filtered:
+            findings.append(
+                finding(
+                    "filtered_finish",
+                    f"choice {ci}: finish_reason 'content_filter' (the provider withheld output); "
+                    f"{len(calls)} call(s) marked incomplete",
+                    choice_index=ci,
+                )
+            )
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         content = message.get("content")
         choices.append(
@@ -58,6 +94,8 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
                 finish,
             )
         )
+    if len(choices) > 1:
+        findings.append(extra_choices_note(choices))
     error = error_message(body)
     if error is None and errored:
         error = "finish_reason 'error' without an error message"
@@ -79,9 +117,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     return response
 
 
-def _whole_calls(
-    message: dict[str, Any], ci: int, batch: int, finish: Any, findings: list[Finding]
-) -> list[ToolCall]:
+def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) -> list[PendingCall]:
     entries = message.get("tool_calls") or []
     if not isinstance(entries, list):
         findings.append(finding("malformed_chunk", f"choice {ci}: tool_calls is not a list; skipped"))
@@ -106,17 +142,28 @@ def _whole_calls(
     if isinstance(legacy, dict):
         pending = PendingCall.announced(ci, len(pendings), 0, None, legacy.get("name"))
         _whole_arguments(pending, legacy.get("arguments"))
-        pendings.append(pending)
-        findings.append(
-            finding(
-                "legacy_function_call",
-                f"choice {ci}: deprecated function_call read as call {pending.index} (no id)",
-                choice_index=ci,
-                call_index=pending.index,
+        said = (pending.name, "".join(pending.pieces))
+        twin = next((p for p in pendings if p.tool_call_id and (p.name, "".join(p.pieces)) == said), None)
+        if twin is not None:
+            findings.append(
+                finding(
+                    "duplicate_legacy_call",
+                    f"choice {ci}: function_call duplicates tool call {twin.tool_call_id} (same name and "
+                    "arguments); counted once",
+                    choice_index=ci,
+                )
             )
-        )
-    pendings.sort(key=_by_index)
-    return [p.finalize(batch=batch, findings=findings, finish_reason=finish) for p in pendings]
+        else:
+            pendings.append(pending)
+            findings.append(
+                finding(
+                    "legacy_function_call",
+                    f"choice {ci}: deprecated function_call read as call {pending.index} (no id)",
+                    choice_index=ci,
+                    call_index=pending.index,
+                )
+            )
+    return pendings
 
 
 def _whole_arguments(pending: PendingCall, args: Any) -> None:

@@ -8,8 +8,12 @@ apart. The final forms are authoritative: ``.done`` / ``output_item.done`` over 
 ``output`` of ``response.completed`` over everything (a call only found there is recovered), each
 difference reported. The tool call id is the item's ``call_id`` (what a ``function_call_output``
 must answer), not its ``fc_`` item id. Items the provider runs itself (``web_search_call`` ...)
-are reported in ``server_tool_calls``. ``response.failed`` and ``error`` events raise
-`ProviderStreamError`; ``response.incomplete`` marks calls whose items did not finish incomplete.
+are reported in ``server_tool_calls``; items of built-in tools the *client* runs
+(``computer_call``, ``local_shell_call``, ``shell_call``, ``apply_patch_call``) are calls of kind
+``builtin`` whose arguments are the item's action. ``response.failed`` and ``error`` events raise
+`ProviderStreamError`; ``response.incomplete`` marks calls whose items did not finish incomplete,
+and so does a stream cut before ``response.completed`` for an item announced with no arguments.
+A streamed call that ``response.completed`` does not list is kept and reported.
 """
 
 from __future__ import annotations
@@ -28,12 +32,32 @@ from toolcall_lab.formats.base import (
     calls_snapshot,
     compact_json,
     finding,
+    fix_surrogates,
+    provider_ids,
     single_choice,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, ServerToolCall, ToolCall
 
 _CLIENT_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
+_BUILTIN_ITEMS = frozenset({"computer_call", "local_shell_call", "shell_call", "apply_patch_call"})
+_ITEM_BOOKKEEPING = frozenset({"id", "type", "status", "call_id", "pending_safety_checks"})
+
+
+def _is_call(itype: Any) -> bool:
+    """An item the client must answer: a function, custom or built-in tool call."""
+    return itype in _CLIENT_ITEMS or itype in _BUILTIN_ITEMS
+
+
+def _final_of(item: Mapping[str, Any]) -> Any:
+    """The final arguments an item carries: ``arguments`` / ``input``, or a built-in tool's action
+    (the item without its bookkeeping fields) as compact JSON."""
+    itype = item.get("type")
+    if itype in _BUILTIN_ITEMS:
+        return compact_json({k: v for k, v in item.items() if k not in _ITEM_BOOKKEEPING})
+    return item.get(_CLIENT_ITEMS[itype]) if itype in _CLIENT_ITEMS else None
+
+
 _SERVER_ITEMS = frozenset(
     {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
 )
@@ -126,9 +150,15 @@ class ResponsesStreamAccumulator(StreamAccumulator):
 
     def _announce(self, item: Mapping[str, Any], output_index: Any, n: int) -> _Item:
         kind = str(item.get("type"))
-        call = PendingCall.announced(0, len(self._items), n, item.get("call_id"), item.get("name"))
+        name = item.get("name")
+        if kind in _BUILTIN_ITEMS:
+            name = kind.removesuffix("_call")
+        call = PendingCall.announced(0, len(self._items), n, item.get("call_id"), name)
         if kind == "custom_tool_call":
             call.kind = "custom"
+            call.quirky = True
+        elif kind in _BUILTIN_ITEMS:
+            call.kind = "builtin"
             call.quirky = True
         entry = _Item(call, item.get("id"), output_index)
         self._items.append(entry)
@@ -192,6 +222,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 first = item.get(_CLIENT_ITEMS[itype])
                 if isinstance(first, str) and first:
                     entry.call.pieces.append(first)
+            elif itype in _BUILTIN_ITEMS:
+                self._announce(item, event.get("output_index"), n)
             elif itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
                 self._unknown_item(itype, n)
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
@@ -224,7 +256,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             server = _server_call(item)
             self._server[server.tool_call_id] = server
             return
-        if itype not in _CLIENT_ITEMS:
+        if not _is_call(itype):
             return
         entry = self._by_key.get(item.get("id")) if item.get("id") else None
         if entry is None:
@@ -247,7 +279,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         if entry.call.tool_call_id is None and item.get("call_id"):
             entry.call.tool_call_id = str(item["call_id"])
-        final = item.get(_CLIENT_ITEMS[itype])
+        final = _final_of(item)
         if isinstance(final, str):
             entry.final = final
         if item.get("status") != "incomplete":
@@ -272,7 +304,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
 
     def _reconcile(self, findings: list[Finding]) -> None:
         """Take the ``output`` of ``response.completed`` as the authoritative list of items."""
-        for pos, item in enumerate(self._completed or ()):
+        if self._completed is None:
+            return
+        listed: set[int] = set()
+        for pos, item in enumerate(self._completed):
             if not isinstance(item, Mapping):
                 continue
             itype = item.get("type")
@@ -280,7 +315,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 server = _server_call(item)
                 self._server.setdefault(server.tool_call_id, server)
                 continue
-            if itype not in _CLIENT_ITEMS:
+            if not _is_call(itype):
                 continue
             entry = self._by_key.get(item.get("id")) if item.get("id") else None
             if entry is None:
@@ -292,7 +327,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     ),
                     None,
                 )
-            final = item.get(_CLIENT_ITEMS[itype])
+            listed.add(id(entry))
+            final = _final_of(item)
             if entry is None:
                 entry = self._announce(item, pos, -1)
                 findings.append(
@@ -317,6 +353,45 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 entry.final = final
             if item.get("status") != "incomplete":
                 entry.call.done = True
+        for entry in self._items:
+            if id(entry) not in listed:
+                findings.append(
+                    finding(
+                        "not_in_completed",
+                        f"call {entry.call.tool_call_id} ({entry.call.name}) streamed but not in the "
+                        "response.completed output; kept as streamed",
+                        chunk_index=entry.call.first_chunk,
+                        tool_call_id=entry.call.tool_call_id,
+                    )
+                )
+
+    @staticmethod
+    def _compare(pending: PendingCall, final: str, findings: list[Finding]) -> None:
+        """The final arguments against the deltas joined: a surrogate pair split across two deltas
+        is the same text (reported as joined), anything else a mismatch."""
+        joined = "".join(pending.pieces)
+        if joined == final:
+            return
+        fixed, paired, _ = fix_surrogates(joined)
+        if paired and fixed == final:
+            findings.append(
+                finding(
+                    "split_surrogate_pair",
+                    f"call {pending.tool_call_id}: a surrogate pair split across deltas was joined",
+                    chunk_index=pending.first_chunk,
+                    tool_call_id=pending.tool_call_id,
+                )
+            )
+            return
+        findings.append(
+            finding(
+                "arguments_mismatch",
+                f"call {pending.tool_call_id}: the final arguments differ from the concatenated deltas "
+                f"({len(joined)} vs {len(final)} characters); kept the final ones",
+                chunk_index=pending.first_chunk,
+                tool_call_id=pending.tool_call_id,
+            )
+        )
 
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
@@ -331,33 +406,27 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._reconcile(findings)
         calls: list[ToolCall] = []
         incomplete = self.status == "incomplete"
+        closed = self.status in _FINAL_STATUSES
         unfinished = 0
+        taken = provider_ids([e.call for e in self._items])
         for position, entry in enumerate(sorted(self._items, key=lambda e: e.output_index)):
             pending = entry.call
             pending.index = position
             raw = None
             if entry.final is not None:
-                joined = "".join(pending.pieces)
-                if pending.pieces and joined != entry.final:
-                    findings.append(
-                        finding(
-                            "arguments_mismatch",
-                            f"call {pending.tool_call_id}: the final arguments differ from the "
-                            "concatenated deltas "
-                            f"({len(joined)} vs {len(entry.final)} characters); kept the final ones",
-                            chunk_index=pending.first_chunk,
-                            tool_call_id=pending.tool_call_id,
-                        )
-                    )
+                if pending.pieces:
+                    self._compare(pending, entry.final, findings)
                 raw = entry.final
             failed = (error is not None or incomplete) and not pending.done
             unfinished += failed
             call = pending.finalize(
-                batch=self.batch,
-                findings=findings,
-                finish_reason="length" if incomplete else None,
-                raw=raw,
-                failed=failed,
+                self.batch,
+                findings,
+                "length" if failed and incomplete else None,
+                raw,
+                failed,
+                pending.done or closed,
+                taken,
             )
             calls.append(call)
             if self.listener is not None:
@@ -436,13 +505,13 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
             for part in item.get("summary") or []:
                 if isinstance(part, Mapping):
                     acc._reasoning.append(part.get("text") or "")
-        elif kind not in _CLIENT_ITEMS and kind not in _SERVER_ITEMS and kind not in _QUIET_ITEMS:
+        elif not _is_call(kind) and kind not in _SERVER_ITEMS and kind not in _QUIET_ITEMS:
             acc._unknown_item(kind, 0)
     acc._completed = None
     for pos, item in enumerate(output if isinstance(output, list) else []):
-        if isinstance(item, Mapping) and item.get("type") in _CLIENT_ITEMS:
+        if isinstance(item, Mapping) and _is_call(item.get("type")):
             entry = acc._announce(item, pos, 0)
-            final = item.get(_CLIENT_ITEMS[item["type"]])
+            final = _final_of(item)
             entry.final = final if isinstance(final, str) else ""
             entry.call.done = item.get("status") != "incomplete"
         elif isinstance(item, Mapping) and item.get("type") in _SERVER_ITEMS:

@@ -7,32 +7,53 @@ with several request/response interactions; ``!!binary`` bodies are decoded by t
 
 Two ways in: `read_recording(path)` reads everything into `Exchange` values (payloads kept, for
 importers and widgets); `iter_responses(path)` / `RecordingReader` parse ``.sse`` and ``.jsonl``
-streams payload by payload from the file, in memory that grows with the calls, not the chunks.
+streams payload by payload from the file, in memory that grows with the calls, not the chunks nor
+the responses.
+
+A file of many exchanges (a cassette, an exchange list) loses nothing to one bad exchange: an
+interaction whose body cannot be read (does not decompress, has an unknown shape, holds data that is
+not JSON) becomes an `Exchange` with `unreadable` set, which ``parse(errors="keep")`` turns into a
+response whose ``error`` and ``unreadable_data`` finding say which interaction and why; the others
+are read as usual. With ``errors="raise"`` (the default) parsing stops there, with the responses
+read before it on the exception.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats._bodies import decode_body, headers_of
+from toolcall_lab.formats.base import finding
 from toolcall_lab.formats.dispatch import (
     ErrorPolicy,
     WireFormat,
+    collect,
     detect_payload_format,
     error_response,
     iter_stream_responses,
     parse_body,
     try_detect,
+    unknown_shape,
+    unreadable_response,
 )
-from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.sse import BOM, DONE, READ_SIZE, byte_pieces, decode_json, payload_items, sse_frames
+from toolcall_lab.formats.errors import error_message, list_error_message
+from toolcall_lab.formats.sse import (
+    BOM,
+    DONE,
+    READ_SIZE,
+    FindingLimit,
+    Unreadable,
+    byte_pieces,
+    decode_json,
+    payload_items,
+    sse_frames,
+)
 from toolcall_lab.messages import Finding, ParsedResponse
 
 __all__ = [
@@ -51,7 +72,7 @@ Container = Literal["sse", "chunks-jsonl", "json", "exchanges", "cassette"]
 class Exchange:
     """One recorded model call: what was asked (if recorded) and what came back."""
 
-    format: WireFormat
+    format: WireFormat | Literal["unknown"]
     payloads: tuple[dict[str, Any], ...] | None = None
     """Streamed payloads in order, for streamed responses."""
     body: dict[str, Any] | None = None
@@ -64,6 +85,13 @@ class Exchange:
     """The stream as read: payloads, ``[DONE]`` markers and framing findings, in order."""
     lines: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
     """The line of each payload in `items` (for error messages), when read from a file."""
+    unreadable: str | None = None
+    """Why this exchange could not be read (``"interaction 1: the body does not decompress as gzip
+    (...)"``), else None. Such an exchange holds nothing else (format ``"unknown"``)."""
+    failure: WireFormatError | None = field(default=None, compare=False, repr=False)
+    """The error behind `unreadable`, raised again by ``parse(errors="raise")``."""
+    notes: tuple[Finding, ...] = field(default=(), compare=False, repr=False)
+    """Findings about reading the body itself (``invalid_utf8``), given to its first response."""
 
     @property
     def streamed(self) -> bool:
@@ -73,8 +101,19 @@ class Exchange:
         """Parse this exchange (a stream may hold several responses).
 
         A provider error raises `ProviderStreamError` (``partial_responses`` = what was read), or
-        with ``errors="keep"`` comes back as a response whose ``error`` is set.
+        with ``errors="keep"`` comes back as a response whose ``error`` is set. An unreadable
+        exchange raises its error, or with ``errors="keep"`` comes back as a response saying why.
         """
+        out = self._parse(batch, errors)
+        if self.notes and out:
+            out[0] = replace(out[0], findings=(*self.notes, *out[0].findings))
+        return out
+
+    def _parse(self, batch: int, errors: ErrorPolicy) -> list[ParsedResponse]:
+        if self.unreadable is not None:
+            if errors == "keep" or self.failure is None:
+                return [unreadable_response(self.unreadable)]
+            raise self.failure
         if self.error is not None:
             response = error_response(self.error, self.format)
             if errors == "keep":
@@ -87,9 +126,8 @@ class Exchange:
             items: Iterable[Any] = self.payloads
             if self.items is not None:
                 items = self.items if self.lines is None else _with_lines(self.items, self.lines, where)
-            return list(
-                iter_stream_responses(items, fmt=self.format, batch=batch, errors=errors, where=where)
-            )
+            fmt = None if self.format == "unknown" else self.format
+            return collect(iter_stream_responses(items, fmt=fmt, batch=batch, errors=errors, where=where))
         try:
             return [parse_body(self.body or {}, batch=batch)]
         except ProviderStreamError as exc:
@@ -139,17 +177,28 @@ def _name(exc: WireFormatError, path: str) -> None:
 
 # -- reading streams -----------------------------------------------------------------------------
 def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str, Any] | Any]:
-    """One JSON payload per line (a BOM, CRLF and blank lines tolerated; ``[DONE]`` lines are markers)."""
+    """One JSON payload per line (a BOM, CRLF and blank lines tolerated; ``[DONE]`` lines are markers;
+    a line that is not a JSON object is an `Unreadable` marker)."""
+    notes: list[Finding] = []
+    limit = FindingLimit()
     number = 0
     pending = b""
+    held: list[bytes] = []  # more pieces of the unfinished line `pending` (joined once, at its end)
     first = True
     for piece in chain(pieces, (None,)):
         if piece is None:
             if not pending:
                 break
-            lines, pending = [pending], b""
+            lines, pending = [b"".join((pending, *held))], b""
         else:
-            piece = pending + piece
+            if pending and not first and b"\n" not in piece:
+                held.append(piece)  # a line longer than a piece: copy it once, when it ends
+                continue
+            if held:
+                piece = b"".join((pending, *held, piece))
+                held.clear()
+            else:
+                piece = pending + piece
             if first:
                 if len(piece) < 3 and BOM.startswith(piece):
                     pending = piece
@@ -159,24 +208,62 @@ def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str
                     piece = piece[3:]
             lines = piece.split(b"\n")
             pending = lines.pop()
-        for line in lines:
+            del piece  # (a huge line is held once)
+        lines.reverse()
+        while lines:
+            line = lines.pop()
             number += 1
             if line[-1:] == b"\r":
                 line = line[:-1]
             if not line or line.isspace():
                 continue
+            if line[:1] not in b"{[" and line.lstrip()[:1] not in b"{[":
+                if line.startswith(b"data:"):  # an SSE line among the JSON lines: its data is the JSON
+                    note = limit(
+                        finding(
+                            "sse_nonstandard_line",
+                            f"line {number}: a `data:` line in a JSON-lines file; read as the JSON after it",
+                        )
+                    )
+                    if note is not None:
+                        yield note
+                    line = line[5:]
+                elif line.startswith((b":", b"event:", b"id:", b"retry:")):
+                    note = limit(
+                        finding(
+                            "sse_nonstandard_line",
+                            f"line {number}: an SSE line in a JSON-lines file ignored: "
+                            f"{line[:60].decode('utf-8', 'replace')!r}",
+                        )
+                    )
+                    if note is not None:
+                        yield note
+                    continue
             if line.strip() == b"[DONE]":
                 yield DONE
                 continue
-            payload = decode_json(line, number)
-            if type(payload) is not dict:
-                raise SSEDecodeError(
-                    f"line is JSON {type(payload).__name__}, expected an object",
-                    line_number=number,
-                    line=line.decode("utf-8", "replace"),
+            try:
+                payload = decode_json(line, number, notes)
+            except SSEDecodeError as exc:
+                yield Unreadable(exc)
+                continue
+            if notes:
+                yield from notes
+                notes.clear()
+            if type(payload) is list and (message := list_error_message(payload)) is not None:
+                payload = {"error": {"message": message}}
+            elif type(payload) is not dict:
+                yield Unreadable(
+                    SSEDecodeError(
+                        f"line is JSON {type(payload).__name__}, expected an object",
+                        line_number=number,
+                        line=line.decode("utf-8", "replace"),
+                    )
                 )
+                continue
             where[0] = number
             yield payload
+    yield from limit.summary()
 
 
 Framing = Literal["json", "jsonl", "sse"]
@@ -233,7 +320,11 @@ class RecordingReader:
             if self.container in ("sse", "chunks-jsonl"):
                 yield from self._stream()
             else:
-                yield from read_recording(self.path).parse(errors=self.errors)
+                batch = 0
+                for exchange in read_recording(self.path).exchanges:
+                    responses = exchange.parse(batch=batch, errors=self.errors)
+                    batch += len(responses)
+                    yield from responses
         except WireFormatError as exc:
             _name(exc, str(self.path))
             raise
@@ -249,7 +340,7 @@ class RecordingReader:
             self.container = _CONTAINER_OF[framing]
             if framing == "json":
                 doc = _load_json(first + handle.read(), self.path)
-                yield from _exchange_of_doc(doc).parse(errors=self.errors)
+                yield from _exchange_of_json(doc).parse(errors=self.errors)
                 return
             where = [0]
             items = _stream_items(_Prefixed(first, handle), framing, where)  # type: ignore[arg-type]
@@ -312,22 +403,10 @@ def _collect(items: Iterable[Any], where: list[int]) -> tuple[list[Any], tuple[i
     """The stream's items, and the line of each payload."""
     out: list[Any] = []
     lines: list[int] = []
-    try:
-        for item in items:
-            out.append(item)
-            if type(item) is dict:
-                lines.append(where[0])
-    except SSEDecodeError as exc:  # parse what was read, so the error carries it
-        error = exc
-
-        def replay() -> Iterator[Any]:
-            yield from out
-            raise error
-
-        with suppress(UnknownFormatError, SSEDecodeError):
-            for _ in iter_stream_responses(replay(), errors="keep"):
-                pass
-        raise error from None
+    for item in items:
+        out.append(item)
+        if type(item) is dict:
+            lines.append(where[0])
     return out, tuple(lines)
 
 
@@ -338,12 +417,32 @@ def _exchange_of_stream(items: list[Any], lines: tuple[int, ...] | None = None, 
         message = next((m for p in payloads if (m := error_message(p))), None)
         if message is not None:
             return Exchange(format="openai-chat", payloads=None, body=payloads[0], error=message, **extra)
+        broken = next((i.error for i in items if type(i) is Unreadable), None)
+        if broken is not None and not payloads:
+            raise broken
         raise UnknownFormatError(
             "the stream holds no payloads"
             if not payloads
             else "no payload of the stream has a known wire format"
         )
     return Exchange(format=fmt, payloads=payloads, items=tuple(items), lines=lines, **extra)
+
+
+def _exchange_of_json(doc: Any, status: int | None = None, **extra: Any) -> Exchange:
+    """A whole JSON document: a response body, a provider error body, a JSON array of error objects
+    (Gemini's REST API), or a JSON array of stream payloads (a stream saved as one array)."""
+    if isinstance(doc, list):
+        message = list_error_message(doc)
+        if message is not None:
+            return Exchange(format="openai-chat", error=message, **extra)
+        if status is not None and status >= 400:
+            return Exchange(format="openai-chat", error=f"HTTP {status}: {json.dumps(doc)[:300]}", **extra)
+        if doc and all(isinstance(item, dict) for item in doc) and any(try_detect(item) for item in doc):
+            return _exchange_of_stream(list(doc), **extra)
+        raise UnknownFormatError(
+            "a JSON array that is neither stream payloads nor error objects is not a response body"
+        )
+    return _exchange_of_doc(doc, status, **extra)
 
 
 def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Exchange:
@@ -358,7 +457,7 @@ def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Excha
         if message is None and status is not None and status >= 400:
             message = f"HTTP {status}: {json.dumps(doc, ensure_ascii=False)[:300]}"
         if message is None:
-            raise UnknownFormatError(f"cannot tell the wire format of a body with keys {sorted(doc)[:8]}")
+            raise UnknownFormatError(unknown_shape(doc, "body"))
         return Exchange(
             format="anthropic" if doc.get("type") == "error" else "openai-chat",
             body=doc,
@@ -369,15 +468,23 @@ def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Excha
 
 
 def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
-    """A recorded response body as text: JSON, or an event stream."""
+    """A recorded response body as text: JSON (an object, or an array of errors), or an event stream."""
     stripped = text.lstrip("\ufeff \t\r\n")
-    if stripped.startswith("{"):
+    if stripped.startswith(("{", "[")):
         try:
             doc = json.loads(stripped)
-        except (json.JSONDecodeError, RecursionError):
-            doc = None
-        if doc is not None:
-            return _exchange_of_doc(doc, status, **extra)
+        except RecursionError:
+            raise UnknownFormatError("the body is JSON nested too deeply to read") from None
+        except json.JSONDecodeError as exc:
+            streamy = any(line.startswith(("data:", "event:")) for line in stripped.splitlines()[:50])
+            if (status is None or status < 400) and not streamy:
+                raise SSEDecodeError(
+                    f"the body is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; cut off?)",
+                    line_number=exc.lineno,
+                    line=stripped.split("\n")[exc.lineno - 1] if exc.lineno else "",
+                ) from None
+        else:
+            return _exchange_of_json(doc, status, **extra)
     if status is not None and status >= 400:
         return Exchange(format="openai-chat", error=f"HTTP {status}: {text.strip()[:300]}", **extra)
     where = [0]
@@ -388,6 +495,8 @@ def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
 def _exchange_of_recorded(raw: Any, status: int | None, **extra: Any) -> Exchange:
     if isinstance(raw, Mapping):
         return _exchange_of_doc(dict(raw), status, **extra)
+    if isinstance(raw, list):
+        return _exchange_of_json(raw, status, **extra)
     if isinstance(raw, str):
         return _exchange_of_text(raw, status, **extra)
     if raw is None:
@@ -395,8 +504,15 @@ def _exchange_of_recorded(raw: Any, status: int | None, **extra: Any) -> Exchang
     raise UnknownFormatError(f"response body is {type(raw).__name__}, expected text or an object")
 
 
+def _unreadable(where: str, exc: WireFormatError) -> Exchange:
+    """An exchange that could not be read: it costs only itself (see `Exchange.unreadable`)."""
+    exc.args = (f"{where}: {exc}",)
+    return Exchange(format="unknown", unreadable=str(exc), failure=exc)
+
+
 def read_recording(path: str | Path) -> Recording:
-    """Read a recording file; raises `WireFormatError` subclasses naming the file when unreadable."""
+    """Read a recording file; raises `WireFormatError` subclasses naming the file when the file as
+    a whole is unreadable. In a file of many exchanges, a bad one is kept as `Exchange.unreadable`."""
     p = Path(path)
     try:
         return _read(p)
@@ -415,7 +531,7 @@ def _read(p: Path) -> Recording:
         framing = _sniff(data[:READ_SIZE], container)
         if framing == "json":
             return Recording(
-                path=str(p), container="json", exchanges=(_exchange_of_doc(_load_json(data, p)),)
+                path=str(p), container="json", exchanges=(_exchange_of_json(_load_json(data, p)),)
             )
         where = [0]
         items, lines = _collect(_stream_items(_Prefixed(data, _Empty()), framing, where), where)  # type: ignore[arg-type]
@@ -424,10 +540,19 @@ def _read(p: Path) -> Recording:
     if container == "cassette":
         return Recording(path=str(p), container="cassette", exchanges=_cassette(data, p))
     doc = _load_json(data, p)
-    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "response" in doc[0]:
+    if isinstance(doc, list) and doc and all(isinstance(x, dict) and "response" in x for x in doc[:1]):
         return Recording(path=str(p), container="exchanges", exchanges=tuple(_exchanges(doc)))
-    if isinstance(doc, dict):
-        return Recording(path=str(p), container="json", exchanges=(_exchange_of_doc(doc),))
+    if isinstance(doc, dict | list):
+        if isinstance(doc, list) and not doc:
+            raise UnknownFormatError("an empty JSON array: no exchanges, no response")
+        try:
+            return Recording(path=str(p), container="json", exchanges=(_exchange_of_json(doc),))
+        except UnknownFormatError:
+            if isinstance(doc, list):
+                raise UnknownFormatError(
+                    "JSON is neither a response body, a list of exchanges, nor a list of error objects"
+                ) from None
+            raise
     raise UnknownFormatError("JSON is neither a response body nor a list of exchanges")
 
 
@@ -438,21 +563,26 @@ class _Empty:
 
 def _exchanges(doc: list[Any]) -> Iterator[Exchange]:
     for number, x in enumerate(doc):
-        response = x.get("response") or {} if isinstance(x, dict) else {}
-        request = (x.get("request") or {}) if isinstance(x, dict) else {}
+        if not isinstance(x, dict) or not isinstance(x.get("response") or {}, dict):
+            yield _unreadable(f"exchange {number}", UnknownFormatError("not an object with a response"))
+            continue
+        response = x.get("response") or {}
+        request = x.get("request") or {}
+        request = request if isinstance(request, dict) else {}
         headers = headers_of(response.get("headers"))
         status = response.get("status_code") or response.get("status")
         try:
-            body = decode_body(response.get("body"), headers)
-            yield _exchange_of_recorded(
+            body, notes = decode_body(response.get("body"), headers)
+            exchange = _exchange_of_recorded(
                 body,
                 status if isinstance(status, int) else None,
                 request=request.get("body") if isinstance(request.get("body"), dict) else None,
                 response_headers=headers,
             )
         except WireFormatError as exc:
-            exc.args = (f"exchange {number}: {exc}",)
-            raise
+            yield _unreadable(f"exchange {number}", exc)
+            continue
+        yield replace(exchange, notes=_where(f"exchange {number}", notes)) if notes else exchange
 
 
 def _cassette(data: bytes, p: Path) -> tuple[Exchange, ...]:
@@ -468,31 +598,42 @@ def _cassette(data: bytes, p: Path) -> tuple[Exchange, ...]:
     interactions = doc.get("interactions") if isinstance(doc, dict) else None
     if not isinstance(interactions, list):
         raise UnknownFormatError("YAML without a cassette 'interactions' list")
+    if not interactions:
+        raise UnknownFormatError("the cassette holds no interactions")
     items: list[Exchange] = []
     for number, item in enumerate(interactions):
+        where = f"interaction {number}"
         if not isinstance(item, dict):
-            raise UnknownFormatError(f"interaction {number} is not a mapping")
+            items.append(_unreadable(where, UnknownFormatError("not a mapping")))
+            continue
         response, request = item.get("response") or {}, item.get("request") or {}
+        if not isinstance(response, dict) or not isinstance(request, dict):
+            items.append(_unreadable(where, UnknownFormatError("its request or response is not a mapping")))
+            continue
         headers = headers_of(response.get("headers"))
         status = response.get("status")
         code = status.get("code") if isinstance(status, dict) else status
         try:
             raw = response.get("parsed_body")
+            notes: list[Finding] = []
             if raw is None:
                 body = response.get("body")
-                raw = decode_body(body if body is not None else response.get("content"), headers)
-            items.append(
-                _exchange_of_recorded(
-                    raw,
-                    code if isinstance(code, int) else None,
-                    request=request.get("parsed_body"),
-                    response_headers=headers,
-                )
+                raw, notes = decode_body(body if body is not None else response.get("content"), headers)
+            exchange = _exchange_of_recorded(
+                raw,
+                code if isinstance(code, int) else None,
+                request=request.get("parsed_body"),
+                response_headers=headers,
             )
         except WireFormatError as exc:
-            exc.args = (f"interaction {number}: {exc}",)
-            raise
+            items.append(_unreadable(where, exc))
+            continue
+        items.append(replace(exchange, notes=_where(where, notes)) if notes else exchange)
     return tuple(items)
+
+
+def _where(where: str, notes: list[Finding]) -> tuple[Finding, ...]:
+    return tuple(replace(n, message=f"{where}: {n.message}") for n in notes)
 
 
 def findings_of(items: Iterable[Any]) -> list[Finding]:

@@ -6,19 +6,26 @@ httpx-sse's ``_decoders.py``): one UTF-8 BOM at the start is dropped; lines end 
 not have it); a blank line dispatches the event; ``:`` lines are comments; ``data:`` lines of one
 event are joined with ``\\n``; an event whose data is empty carries no payload; ``retry`` and unknown
 fields are ignored. Where a recording differs from the standard the reader says so with a finding and
-keeps the data: whitespace before a field name (`` data: ...``) is read as that field, an unknown
-field is reported, and an event the file ends in without its closing blank line is read.
+keeps the data: whitespace before a field name (`` data: ...``) is read as that field, JSON text on
+lines without ``data:`` (JSON lines in an SSE file, a raw error body mid-stream) is read as data, an
+``event: error`` without data still reports an error, an unknown field or stray text is reported,
+and an event the file ends in without its closing blank line is read. ``data:  [DONE]`` is the end
+marker whatever the whitespace around it. Framing findings of one kind are listed up to
+`FINDINGS_PER_KIND` times per stream, then counted, so memory does not grow with damaged lines.
 
-A payload that is not JSON raises `SSEDecodeError` with its line number. JSON that a fast decoder
-refuses (escaped lone surrogates, huge numbers) is read by the standard library instead. Provider
-errors (``event: error``, llama.cpp's ``error:`` field, ``{"error": ...}`` payloads) raise
-`ProviderStreamError` with the provider's message from `iter_sse_payloads`; the recording reader
-hands them to the accumulators instead, which keep the response so far.
+A payload that is not JSON raises `SSEDecodeError` with its line number from `iter_sse_payloads`;
+`payload_items` yields it as an `Unreadable` marker instead, so a recording reader can keep going.
+JSON that a fast decoder refuses (escaped lone surrogates, huge numbers) is read by the standard
+library instead. Provider errors (``event: error``, llama.cpp's ``error:`` field, ``{"error": ...}``
+payloads, an ``error`` inside a choice) raise `ProviderStreamError` with the provider's message from
+`iter_sse_payloads`; the recording reader hands them to the accumulators instead, which keep the
+response so far.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -26,7 +33,7 @@ from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError
 from toolcall_lab.formats.base import finding
-from toolcall_lab.formats.errors import error_frame_payload, error_message
+from toolcall_lab.formats.errors import error_frame_payload, error_message, list_error_message
 from toolcall_lab.messages import Finding
 
 try:  # orjson decodes 2-4x faster than json; both give the same values for provider payloads
@@ -37,7 +44,6 @@ except ImportError:  # pragma: no cover - exercised when the optional extra is a
     _loads = json.loads
 
 BOM = b"\xef\xbb\xbf"
-_ERROR_TYPES = ("error", "response.failed")
 READ_SIZE = 1 << 20
 
 
@@ -90,21 +96,62 @@ def byte_pieces(source: Source | Any, *, chunked: bool = False) -> Iterator[byte
 
 
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry", b"error"})
+_FIELD_PREFIXES = (b"data:", b"event:", b"id:", b"retry:", b"error:")
+_TOKEN = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*\Z")
+FINDINGS_PER_KIND = 20
+"""Framing findings of one kind listed one by one per stream; more are counted in one summary."""
+
+Frame = tuple[str | None, bytes, int, str | None]
 
 
-def sse_frames(pieces: Iterable[bytes]) -> Iterator[tuple[str | None, bytes, int, str | None] | Finding]:
+class FindingLimit:
+    """Framing findings of one stream: the first `FINDINGS_PER_KIND` of each kind pass, the rest
+    are counted and reported once by `summary` (memory does not grow with the damaged lines)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, note: Finding) -> Finding | None:
+        seen = self.counts.get(note.kind, 0) + 1
+        self.counts[note.kind] = seen
+        return note if seen <= FINDINGS_PER_KIND else None
+
+    def summary(self) -> Iterator[Finding]:
+        for kind, seen in self.counts.items():
+            if seen > FINDINGS_PER_KIND:
+                yield finding(
+                    kind,  # type: ignore[arg-type]
+                    f"{seen - FINDINGS_PER_KIND} more line(s) like the {FINDINGS_PER_KIND} above ({kind}), "
+                    "not listed one by one",
+                )
+
+
+def sse_frames(pieces: Iterable[bytes]) -> Iterator[Frame | Finding]:
     """Frame byte pieces into (event, data, first line, last event id) tuples, WHATWG style.
 
-    Findings about the framing (`sse_*`, `invalid_utf8`) are yielded in line with the frames.
+    Findings about the framing (`sse_*`, `invalid_utf8`) are yielded in line with the frames; past
+    `FINDINGS_PER_KIND` of one kind they are counted and reported once, at the end.
+
+    Beyond the standard, so that no provider data is dropped unseen: JSON text on lines without a
+    field name (a line starting with ``{`` or ``[``, and the lines that follow it up to a blank line
+    or a field) is read as one event's data, with an `sse_raw_json` finding; an ``event: error``
+    without data is dispatched (it is a provider error, message or not).
     """
     event: str | None = None
     event_id: str | None = None
     data: bytes | None = None
+    more: bytearray | None = None  # the data of an event of several lines, grown in place (linear)
+    raw = 0  # lines of JSON text without a field name in the event in progress (0: a normal event)
     start = 0
     number = 0
     pending = b""
+    held: list[bytes] = []  # more pieces of the unfinished line `pending` (joined once, at its end)
     head = True  # the BOM check is still to do
     skip_lf = False  # the last piece ended in CR: a LF starting the next one completes a CRLF
+    limited = FindingLimit()
+
     for piece in chain(pieces, (None,)):
         if piece is None:  # end of stream: the last line needs no line end
             if not pending:
@@ -118,7 +165,14 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[tuple[str | None, bytes, int
             if not piece:
                 continue
         if pending:
-            piece = pending + piece
+            if not head and b"\n" not in piece and b"\r" not in piece:
+                held.append(piece)  # a line longer than a piece: copy it once, when it ends
+                continue
+            if held:
+                piece = b"".join((pending, *held, piece))
+                held.clear()
+            else:
+                piece = pending + piece
         if head:
             if len(piece) < 3 and BOM.startswith(piece):
                 pending = piece
@@ -137,39 +191,95 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[tuple[str | None, bytes, int
         else:
             lines = piece.split(b"\n")
             pending = lines.pop()
-        for line in lines:
+        del piece  # (a huge line is held once: by `lines`, then by the data taken from it)
+        lines.reverse()
+        while lines:
+            line = lines.pop()
             number += 1
-            if line[:6] == b"data: ":
+            if line[:6] == b"data: " and not raw:
                 value = line[6:]
+                del line
             elif not line:
                 if data is not None:
-                    yield event, data, start, event_id
-                    data = None
+                    if raw:
+                        note = limited(_raw_note(start, raw))
+                        if note is not None:
+                            yield note
+                        raw = 0
+                    yield event, data if more is None else bytes(more), start, event_id
+                    data = more = None
+                elif event == "error":  # `event: error` without data: still the provider's error
+                    yield event, b"", number - 1, event_id
                 event = None
                 continue
             elif line[:1] == b":" or line.isspace():  # a comment; or only blanks (no field, no dispatch)
                 continue
+            elif raw and not line.startswith(_FIELD_PREFIXES) and line[:1] not in b"{[":
+                if more is None:
+                    more = bytearray(data)  # type: ignore[arg-type]
+                more += b"\n"
+                more += line
+                raw += 1
+                continue
             else:
+                if line[:1] in b"{[":  # JSON text without `data:` (JSON lines in an SSE file, a raw error)
+                    if data is not None:  # the event before it was not closed by a blank line
+                        if raw:
+                            note = limited(_raw_note(start, raw))
+                            if note is not None:
+                                yield note
+                        yield event, data if more is None else bytes(more), start, event_id
+                        event = None
+                    data, more, start, raw = line, None, number, 1
+                    continue
+                if raw and data is not None:  # a field after raw JSON text ends it
+                    note = limited(_raw_note(start, raw))
+                    if note is not None:
+                        yield note
+                    yield event, data if more is None else bytes(more), start, event_id
+                    data = more = None
+                    event = None
+                    raw = 0
+                    if line[:6] == b"data: ":
+                        data, start = line[6:], number
+                        continue
                 name, colon, value = line.partition(b":")
                 if value[:1] == b" ":
                     value = value[1:]
                 if name not in _FIELDS:
                     stripped = name.replace(BOM, b"").strip()
                     if colon and stripped in _FIELDS:
-                        yield finding(
-                            "sse_nonstandard_line",
-                            f"line {number}: {name.decode('utf-8', 'replace')!r} has whitespace before "
-                            "the field "
-                            f"name; read as {stripped.decode()!r}",
+                        what = (
+                            "a byte order mark (U+FEFF) before the field name (files joined together?)"
+                            if BOM in name
+                            else "whitespace before the field name"
                         )
+                        note = limited(
+                            finding(
+                                "sse_nonstandard_line",
+                                f"line {number}: {name.decode('utf-8', 'replace')!r} has {what}; read as "
+                                f"{stripped.decode()!r}",
+                            )
+                        )
+                        if note is not None:
+                            yield note
                         name = stripped
                     else:
                         shown = line[:80].decode("utf-8", "replace")
-                        yield finding(
-                            "sse_unknown_field",
-                            f"line {number}: unknown SSE field {name[:40].decode('utf-8', 'replace')!r} "
-                            f"ignored: {shown!r}",
-                        )
+                        if colon and _TOKEN.match(stripped):
+                            found = finding(
+                                "sse_unknown_field",
+                                f"line {number}: unknown SSE field {name[:40].decode('utf-8', 'replace')!r} "
+                                f"ignored: {shown!r}",
+                            )
+                        else:
+                            found = finding(
+                                "sse_stray_text",
+                                f"line {number}: text that is not an SSE field ignored: {shown!r}",
+                            )
+                        note = limited(found)
+                        if note is not None:
+                            yield note
                         continue
                 if name == b"event":
                     event = value.decode("utf-8", "replace")
@@ -185,14 +295,32 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[tuple[str | None, bytes, int
             if data is None:
                 data, start = value, number
             else:
-                data = data + b"\n" + value
+                if more is None:
+                    more = bytearray(data)
+                more += b"\n"
+                more += value
     if data is not None:
-        if data.strip() != b"[DONE]":
+        if raw:
+            note = limited(_raw_note(start, raw))
+            if note is not None:
+                yield note
+        elif data.strip() != b"[DONE]" or more is not None:
             yield finding(
                 "sse_unterminated_event",
                 f"line {start}: the file ends without the blank line that closes this event; read anyway",
             )
-        yield event, data, start, event_id
+        yield event, data if more is None else bytes(more), start, event_id
+    elif event == "error":
+        yield event, b"", number, event_id
+    yield from limited.summary()
+
+
+def _raw_note(start: int, lines: int) -> Finding:
+    span = f"line {start}" if lines == 1 else f"lines {start}-{start + lines - 1}"
+    return finding(
+        "sse_raw_json",
+        f"{span}: JSON text without the `data:` field name; read as the data of one event",
+    )
 
 
 def decode_json(data: bytes | str, line_number: int, notes: list[Finding] | None = None) -> Any:
@@ -222,13 +350,28 @@ def decode_json(data: bytes | str, line_number: int, notes: list[Finding] | None
         raise SSEDecodeError(f"data is not JSON ({exc})", line_number=line_number, line=shown) from None
 
 
-def payload_items(
-    frames: Iterable[tuple[str | None, bytes, int, str | None] | Finding], where: list[int] | None = None
-) -> Iterator[dict[str, Any] | _Done | Finding]:
-    """Frames -> payload dicts, `DONE` markers and findings, in order.
+class Unreadable:
+    """Data that could not be read, in line with the payloads: the error it raises, kept so a
+    reader can decide (stop, or mark the response in progress and read on)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: SSEDecodeError) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Unreadable({self.error})"
+
+
+Item = dict[str, Any] | _Done | Finding | Unreadable
+
+
+def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = None) -> Iterator[Item]:
+    """Frames -> payload dicts, `DONE` markers, findings and `Unreadable` markers, in order.
 
     An error frame (``event: error``, ``error:``) becomes a payload every accumulator reads as a
-    provider error. `where[0]` is set to the line of the payload last yielded.
+    provider error; so does a JSON array of error objects (Gemini's error bodies). `where[0]` is
+    set to the line of the payload last yielded.
     """
     notes: list[Finding] = []
     if where is None:
@@ -248,26 +391,70 @@ def payload_items(
                 where[0] = start
                 yield payload
                 continue
-        if not data or data.isspace():
-            continue  # an event without data carries no payload
-        if data[:1] == b"[" and data.strip() == b"[DONE]":
-            yield DONE
-            continue
-        if event == "error":
-            payload = error_frame_payload(data.decode("utf-8", "replace"))
-        else:
-            payload = decode_json(data, start, notes)
+            if not data or data.isspace():
+                continue  # an event without data carries no payload
+            if data.strip() == b"[DONE]":  # also `data:  [DONE]` and `data:\t[DONE]`
+                yield DONE
+                continue
+            try:
+                payload = decode_json(data, start, notes)
+            except SSEDecodeError as exc:
+                if b"\n" in data:  # several data lines that are not one JSON text: try them one by one
+                    yield from _line_by_line(data, start, exc, where)
+                else:
+                    yield Unreadable(exc)
+                continue
             if notes:
                 yield from notes
                 notes.clear()
-            if type(payload) is not dict:
-                raise SSEDecodeError(
-                    f"data is JSON {type(payload).__name__}, expected an object",
-                    line_number=start,
-                    line=data.decode("utf-8", "replace"),
+            if type(payload) is list and (message := list_error_message(payload)) is not None:
+                payload = {"error": {"message": message}}
+            elif type(payload) is not dict:
+                yield Unreadable(
+                    SSEDecodeError(
+                        f"data is JSON {type(payload).__name__}, expected an object",
+                        line_number=start,
+                        line=data.decode("utf-8", "replace"),
+                    )
                 )
+                continue
+        else:
+            payload = error_frame_payload(data.decode("utf-8", "replace"))
         where[0] = start
         yield payload
+
+
+def _line_by_line(data: bytes, start: int, error: SSEDecodeError, where: list[int]) -> Iterator[Item]:
+    """The data lines of one event that are separate JSON payloads (a proxy that wrote an error
+    event before closing the event in progress): each line read alone, the rest unreadable."""
+    lines = data.split(b"\n")
+    decoded = []
+    for line in lines:
+        try:
+            value = _loads(line)
+        except Exception:
+            value = None
+        decoded.append(value if type(value) is dict else None)
+    if not any(decoded):
+        yield Unreadable(error)
+        return
+    yield finding(
+        "sse_nonstandard_line",
+        f"lines {start}-{start + len(lines) - 1}: the data lines of one event are separate JSON texts (a "
+        "blank line missing between events); read line by line",
+    )
+    for offset, (line, value) in enumerate(zip(lines, decoded, strict=True)):
+        if value is not None:
+            where[0] = start + offset
+            yield value
+        elif line.strip():
+            yield Unreadable(
+                SSEDecodeError(
+                    "data is not JSON (an event cut short?)",
+                    line_number=start + offset,
+                    line=line.decode("utf-8", "replace"),
+                )
+            )
 
 
 def iter_sse_events(
@@ -299,31 +486,13 @@ def iter_sse_payloads(
     where = [0]
     for item in payload_items(sse_frames(byte_pieces(source, chunked=chunked)), where):
         if type(item) is dict:
-            if "error" in item or item.get("type") in _ERROR_TYPES:
-                message = error_message(item)
-                if message is not None:
-                    raise ProviderStreamError(message, payload=item, line_number=where[0])
+            message = error_message(item)
+            if message is not None:
+                raise ProviderStreamError(message, payload=item, line_number=where[0])
             yield item
         elif item is DONE:
             return
+        elif type(item) is Unreadable:
+            raise item.error
         elif findings is not None:
             findings.append(item)  # type: ignore[arg-type]
-
-
-def decode_payload(data: str | bytes, *, line_number: int, event: str | None = None) -> dict[str, Any]:
-    """Decode one ``data:`` value; raise the library's errors for non-JSON and provider errors."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if event == "error":
-        payload: Any = error_frame_payload(raw.decode("utf-8", "replace"))
-    else:
-        payload = decode_json(raw, line_number)
-    if type(payload) is not dict:
-        raise SSEDecodeError(
-            f"data is JSON {type(payload).__name__}, expected an object",
-            line_number=line_number,
-            line=str(data),
-        )
-    message = error_message(payload)
-    if message is not None:
-        raise ProviderStreamError(message, payload=payload, line_number=line_number)
-    return payload
