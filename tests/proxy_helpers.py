@@ -314,7 +314,7 @@ class WireUpstream:
                 if act.close_after:
                     writer.close()
                     return
-        except ConnectionError:
+        except (ConnectionError, asyncio.CancelledError):  # cancelled: the test's loop is shutting down
             return
         finally:
             if not writer.is_closing():
