@@ -271,3 +271,29 @@ def test_fields_the_proxy_does_not_touch_keep_their_bytes_on_pass_through_and_on
     assert refused.status_code == 400 and "a double cannot hold" in refused.json()["error"]["message"]
     assert bodies[0] == plain  # pass-through: byte for byte
     assert bodies[-1].endswith(odd) and b'"tool_call_id":"b"' in bodies[-1].replace(b" ", b"")
+
+
+def test_serve_trace_answers_health_and_unknown_paths_in_json_and_hints_at_importing(
+    capsys, tmp_path
+) -> None:
+    """Found: serve-trace's GET /health was a plain-text 404; a .sse file got no "import it first" hint."""
+    from toolcall_lab.cli import main
+    from toolcall_lab.proxy import TraceUpstream, serve, upstream_app
+    from toolcall_lab.scenarios import SCENARIOS
+
+    async def go():
+        runner, url = await serve(upstream_app(TraceUpstream(SCENARIOS["three_tools_100ms"].record())))
+        try:
+            async with httpx.AsyncClient(timeout=10) as http:
+                root = url.removesuffix("/v1")
+                return (await http.get(root + "/health")), (await http.get(root + "/nowhere"))
+        finally:
+            await runner.cleanup()
+
+    health, nowhere = asyncio.run(go())
+    assert health.status_code == 200 and health.json()["ok"] is True
+    assert nowhere.status_code == 404 and "no such endpoint" in nowhere.json()["error"]["message"]
+    recording = tmp_path / "r.sse"
+    recording.write_text('data: {"x": 1}\n\n')
+    assert main(["serve-trace", str(recording), "--port", "0"]) == 2
+    assert "must be imported first: `toolcall-lab import recording" in capsys.readouterr().err
