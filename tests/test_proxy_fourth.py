@@ -297,3 +297,25 @@ def test_serve_trace_answers_health_and_unknown_paths_in_json_and_hints_at_impor
     recording.write_text('data: {"x": 1}\n\n')
     assert main(["serve-trace", str(recording), "--port", "0"]) == 2
     assert "must be imported first: `toolcall-lab import recording" in capsys.readouterr().err
+
+
+def test_a_compact_body_is_written_again_as_splicing_its_bytes_would() -> None:
+    """The fast path (a body that writes back to its own bytes is written from the parsed form) gives
+    the very bytes splicing gives; a body that does not write back (spacing, 1E5) is spliced."""
+    from toolcall_lab.proxy._forward import Forwarder
+    from toolcall_lab.proxy._wire import dumps, spans, splice
+
+    forward = Forwarder(object(), idle_timeout_s=1, total_timeout_s=None, model="other", stats={})  # type: ignore[arg-type]
+    for raw in (
+        dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "é"}], "n": 1}),  # fast
+        b'{"model":"m","stream":true,"messages":[{"role":"user","content":"q\\u00e9"},{"role":"user","content":"\xc3\xa9"}],"t":0.5}',
+        b'{"model": "m", "messages": [{"role":"user","content":"q"}], "x": 1E5, "stream": true}',
+    ):
+        body = json.loads(raw)
+        messages = [*body["messages"], {"role": "tool", "tool_call_id": "a", "content": "r"}]
+        got = forward.upstream_body(raw, body, messages, stream=False)
+        spliced = splice(
+            raw, spans(raw), {"model": dumps("other")}, drop=frozenset({"stream", "stream_options"}),
+            messages=messages, originals=body["messages"],
+        )  # fmt: skip
+        assert got == spliced and b'"stream"' not in got and b'"model":"other"' in got

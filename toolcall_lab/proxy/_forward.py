@@ -126,8 +126,11 @@ class Forwarder:
         fields, numbers as written, repeated keys, and every message the proxy did not change."""
         replace = {"model": dumps(self.model)} if self.model else {}
         drop = frozenset() if stream else frozenset({"stream", "stream_options"})
-        found = spans(raw)
-        if found is None:  # pragma: no cover - the body parsed as a JSON object
+        # Most clients write compact JSON that the parsed body writes back to the same bytes (no
+        # repeated keys, numbers and escapes as orjson writes them): then writing the new body from
+        # the parsed one gives what splicing would, without scanning the bytes (a third of a hop).
+        found = None if dumps(body) == raw else spans(raw)
+        if found is None:
             out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
             return dumps({k: v for k, v in out.items() if k not in drop})
         return splice(raw, found, replace, drop=drop, messages=messages, originals=body.get("messages"))
