@@ -320,7 +320,10 @@ def main() -> None:
     )
     print(describe(direct, "direct"))
     print(describe(proxied, "via the proxy"))
-    print(f"    upstream hops median {ms(p_up)}, queued hops median {ms(p_queued)}")
+    print(
+        f"    upstream hops median {ms(p_up)} = {med(p_up) / med(d_all):.2f}x direct; "
+        f"queued hops median {ms(p_queued)} = {med(p_queued) / med(d_all):.2f}x direct"
+    )
     print(f"  median latency via proxy / direct = {ratio:.2f}x (target <= 1.3x: {verdict(ratio <= 1.3)})")
     per_pair = sorted(med(p.hops.all) / med(d.hops.all) for d, p in zip(direct, proxied, strict=True))
     print(

@@ -16,9 +16,16 @@ client can see it received its own.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import socket
+import ssl
+import struct
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -227,3 +234,181 @@ def completion(message: dict[str, Any], **extra: Any) -> bytes:
         **extra,
     }
     return json.dumps(body).encode()
+
+
+# --- the wire itself: an upstream and a forward proxy that control every byte ----------------------
+
+
+@dataclass
+class Act:
+    """What `WireUpstream` does with a request: reply (`data`, then keep the connection or close it
+    without saying so), end the connection without a reply (`close`: a FIN), or reset it (`reset`)."""
+
+    data: bytes = b""
+    kind: str = "reply"
+    delay: float = 0.0
+    close_after: bool = False
+
+
+def http_reply(body: bytes, headers: dict[str, str] | None = None, status: int = 200) -> bytes:
+    lines = [f"HTTP/1.1 {status} X", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class WireUpstream:
+    """A raw asyncio upstream: reads each request itself (head, Content-Length body), records the raw
+    head and body, counts connections, and answers as `behave(connection, k, head, body)` says (k: the
+    request's position on its connection)."""
+
+    def __init__(
+        self,
+        behave: Callable[[int, int, bytes, bytes], Act] | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.behave = behave or (lambda conn, k, head, body: Act(http_reply(DONE)))
+        self.heads: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.connections = 0
+        self.ssl_context = ssl_context
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}/v1"
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn, k = self.connections, 0
+        self.connections += 1
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+                    return
+                found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                body = await reader.readexactly(int(found.group(1)) if found else 0)
+                self.heads.append(head)
+                self.bodies.append(body)
+                act = self.behave(conn, k, head, body)
+                k += 1
+                if act.delay:
+                    await asyncio.sleep(act.delay)
+                if act.kind == "reset":
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
+                    return
+                if act.kind == "close":
+                    writer.close()
+                    return
+                writer.write(act.data)
+                await writer.drain()
+                if act.close_after:
+                    writer.close()
+                    return
+        except (ConnectionError, asyncio.CancelledError):  # cancelled: the test's loop is shutting down
+            return
+        finally:
+            if not writer.is_closing():
+                writer.close()
+
+
+DONE = json.dumps(
+    {
+        "id": "chatcmpl-wire",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}
+        ],
+    }
+).encode()
+
+
+class ForwardProxy:
+    """A forward proxy on loopback: CONNECT tunnels and absolute-form requests, piped to their target.
+    Records each request line (and Proxy-Authorization); `refuse` answers every request with that status."""
+
+    def __init__(self, refuse: int = 0) -> None:
+        self.lines: list[bytes] = []
+        self.auth: list[bytes | None] = []
+        self.refuse = refuse
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            return
+        line = head.split(b"\r\n", 1)[0]
+        self.lines.append(line)
+        found = re.search(rb"(?i)\r\nproxy-authorization: *([^\r]*)", head)
+        self.auth.append(found.group(1) if found else None)
+        if self.refuse:
+            writer.write(b"HTTP/1.1 %d Refused\r\nContent-Length: 0\r\n\r\n" % self.refuse)
+            writer.close()
+            return
+        method, target, _ = line.decode().split(" ")
+        if method == "CONNECT":
+            host, port = target.rsplit(":", 1)
+        else:
+            authority = target.split("/")[2]
+            host, port = authority.rsplit(":", 1) if ":" in authority else (authority, "80")
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        if method == "CONNECT":
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        else:
+            up_writer.write(head)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except ConnectionError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def exchange(url: str, data: bytes, *, half_close: bool = False, quiet_s: float = 5) -> bytes:
+    """Send raw bytes to a server (the host and port of `url`), optionally half-close, and read
+    everything it sends until it closes (or `quiet_s` passes with nothing: then what came so far)."""
+    host, port = url.split("//", 1)[1].split("/")[0].rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+    writer.write(data)
+    await writer.drain()
+    if half_close:
+        writer.write_eof()
+    out = b""
+    try:
+        while True:
+            piece = await asyncio.wait_for(reader.read(65536), quiet_s)
+            if not piece:
+                break
+            out += piece
+    except (TimeoutError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+    return out

@@ -4,6 +4,7 @@ are stable, counts are whole. Each test names the tester's finding it pins."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 
@@ -296,3 +297,62 @@ def test_savings_include_the_read_tool_schema_compression_adds() -> None:
     text_only = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     assert savings(text_only)["read_tool_tokens"] == 0
     assert savings(text_only)["tokens_after"] == savings(text_only)["tokens_before"]
+
+
+# --- fourth pass (third tester's nitpicks) ---------------------------------------------------------
+
+
+def test_savings_count_a_conversation_of_any_length_in_pieces() -> None:
+    """Found: 1,080,365 characters (or one 2 MB result) crashed savings(): the tokenizer refuses texts of
+    1,000,000 characters and more. Counted in pieces cut before a word, the total is the whole's."""
+    from toolcall_lab.compression.counting import in_pieces, token_counter
+
+    label, count = token_counter()
+    if importlib.util.find_spec("bpe_openai") is not None:  # found under -W error (warnings are errors)
+        assert label.startswith("o200k_base"), label
+    big = json.dumps({"rows": [{"id": i, "city": "Paris", "note": "sunny and mild"} for i in range(400)]})
+    exact = count(big)
+    assert in_pieces(count, big, piece=1000) == exact  # 20+ cuts, same total
+    assert in_pieces(count, "x" * 5000, piece=1000) >= 1  # no space to cut at: still counted
+    huge = chain([("a", "f", "{}")], [("a", "word " * 420_000)])  # 2.1 MB in one result
+    counted = savings(huge)
+    assert counted["chars_before"] > 2_000_000 and counted["tokens_before"] > 400_000, label
+
+
+def test_a_result_that_comes_after_an_assistant_message_is_told_as_late_not_as_unknown() -> None:
+    """Found: for [user, A(a), assistant "thinking", tool(a), final] the violation said 'a' was a call
+    no earlier assistant made; it was made, and answered too late."""
+    messages = [
+        {"role": "user", "content": "q"},
+        chain([("a", "f", "{}")], [])[1],
+        {"role": "assistant", "content": "thinking"},
+        {"role": "tool", "tool_call_id": "a", "content": "ok"},
+        {"role": "assistant", "content": "done"},
+    ]
+    done = compress(messages)
+    text = " | ".join(done.violations)
+    assert "which no earlier assistant call made" not in text
+    assert "answers 'a', made in message 1, but message 2 came between them" in text
+    rendered = "\n".join(str(m.get("content")) for m in done.messages)
+    if "Not answered" in rendered:  # the chain was compressed: its block says the result came late
+        assert "its result came only in message 3, after message 2" in rendered
+
+
+def test_malformed_references_and_empty_slices_are_refused() -> None:
+    """Found: ``$VAR_REF{name}`` (single braces) was left in silently; a length of 0 was accepted
+    while ReadVar requires at least 1."""
+    store = VariableStore()
+    name = store.put("f", "hello world", kind="result", key=("a", "f", "{}", "hello world"))
+    assert store.resolve(f"$VAR_REF{{{{{name}:0:5}}}}") == "hello"
+    for bad in (f"$VAR_REF{{{name}}}", f"see $VAR_REF {name}", "$VAR_REF"):
+        with pytest.raises(UsageError, match="malformed reference"):
+            store.resolve(bad)
+    with pytest.raises(UsageError, match="length 0 must be >= 1"):
+        store.resolve(f"$VAR_REF{{{{{name}:0:0}}}}")
+    assert store.resolve("no reference here") == "no reference here"
+
+
+@pytest.mark.parametrize("bad", ["", "Read Var", "x" * 65, "read.var"])
+def test_the_read_tool_name_must_be_a_function_name(bad) -> None:
+    with pytest.raises(UsageError, match="a tool name is 1-64 letters"):
+        CompressionConfig(read_tool=bad)

@@ -308,7 +308,7 @@ def test_after_expiry_a_retried_completion_is_served_and_later_turns_go_upstream
     ]
     assert len(later_sent[1]["tool_calls"]) == 3 and validate_messages(later_sent) == []
     assert all("_tlp" not in str(m.get("tool_call_id")) for m in later_sent)  # the upstream's own ids
-    assert stats["batches_rebuilt_from_client"] == 2
+    assert stats["batches_rebuilt_from_client"] == 1  # one batch, counted once however often it is sent
 
 
 def test_tombstones_are_bounded_by_count_and_bytes(tmp_path) -> None:

@@ -378,41 +378,47 @@ def _positive(kind: type[int] | type[float], *, zero: bool = False, minimum: flo
     return parse
 
 
-def _upstream(spec: str, delay_scale: float) -> Any:
+def _upstream(spec: str, delay_scale: float, ca_file: str | None = None) -> Any:
     """`--upstream` as an upstream: an http(s) URL, or a trace file; anything else is a clear error."""
-    from urllib.parse import urlsplit
-
-    from toolcall_lab.proxy import HTTPUpstream, TraceUpstream
+    from toolcall_lab.proxy import HTTPUpstream
 
     if spec.startswith(("http://", "https://")):
-        parts = urlsplit(spec)
-        if not parts.hostname:
-            raise UsageError(f"--upstream {spec!r}: the URL names no host (e.g. http://127.0.0.1:8081/v1)")
-        try:
-            parts.port  # noqa: B018 - raises on a bad port
-        except ValueError as exc:
-            raise UsageError(f"--upstream {spec!r}: {exc}") from None
         if delay_scale:
             raise UsageError(
                 "--delay-scale applies to a trace upstream only (it sleeps the recorded latency); "
                 f"{spec} is a live endpoint"
             )
-        return HTTPUpstream(spec, api_key=os.environ.get("OPENAI_API_KEY") or None)
+        try:
+            return HTTPUpstream(spec, api_key=os.environ.get("OPENAI_API_KEY") or None, ca_file=ca_file)
+        except UsageError as exc:
+            raise UsageError(str(exc) if str(exc).startswith("--") else f"--upstream: {exc}") from None
+    if ca_file is not None:
+        raise UsageError("--ca-file applies to an https:// upstream only")
     scheme = spec.split("://", 1)[0] if "://" in spec else ""
     if scheme:
         raise UsageError(
             f"--upstream {spec!r}: the scheme {scheme!r} is not supported; give an http:// or https:// URL "
             "of an OpenAI-compatible endpoint, or a trace JSON file"
         )
+    return _trace_upstream(spec, delay_scale, "--upstream ")
+
+
+def _trace_upstream(spec: str, delay_scale: float, option: str, keep_requests: int = 100) -> Any:
+    """A trace file as an upstream; a missing file, or a raw recording that must be imported first, is a
+    clear error."""
+    from toolcall_lab.proxy import TraceUpstream
+
     path = Path(spec)
     if not path.is_file():
         looks_like_url = spec.split("/")[0].count(":") == 1 or spec.startswith("localhost")
         hint = (
             f"; URLs need a scheme: did you mean http://{spec} ?"
-            if looks_like_url
+            if looks_like_url and option
             else " (give an http:// or https:// URL, or a trace JSON file)"
+            if option
+            else ""
         )
-        raise UsageError(f"--upstream {spec!r}: no such trace file{hint}")
+        raise UsageError(f"{option}{spec!r}: no such trace file{hint}")
     from toolcall_lab.exceptions import TraceError
     from toolcall_lab.trace_files import load
 
@@ -420,12 +426,23 @@ def _upstream(spec: str, delay_scale: float) -> Any:
         trace = load(path)
     except TraceError as exc:
         raise UsageError(
-            f"--upstream {spec}: not a trace file toolcall-lab can serve ({_first_line(exc)}). A recorded "
+            f"{option}{spec}: not a trace file toolcall-lab can serve ({_first_line(exc)}). A recorded "
             "response or exchange (.sse, .chunks.jsonl, .json, a VCR cassette) must be imported first: "
             f"`toolcall-lab import recording {spec} --out traces/`, then give one of the trace files it "
             "writes."
         ) from None
-    return TraceUpstream(trace, delay_scale=delay_scale)
+    return TraceUpstream(trace, delay_scale=delay_scale, keep_requests=keep_requests)
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _first_line(exc: Exception) -> str:
@@ -446,15 +463,18 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         upstream_timeout_s=args.upstream_timeout,
         upstream_total_timeout_s=args.upstream_total_timeout,
         model=args.model,
+        head_timeout_s=args.head_timeout,
+        max_connections=args.max_connections,
     )
-    upstream = _upstream(args.upstream, args.delay_scale)
+    hosts: list[str] = args.host or ["127.0.0.1"]
+    upstream = _upstream(args.upstream, args.delay_scale, args.ca_file)
     if isinstance(upstream, HTTPUpstream):
         upstream.timeout_s = args.upstream_timeout
 
     async def main() -> None:
         server = ProxyServer(upstream, settings, state=args.state)
         try:
-            url = await server.start(args.host, args.port)
+            await server.start(hosts, args.port)
         except BaseException:
             await server.close()
             raise
@@ -463,8 +483,24 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             if args.state
             else "state in memory (after a restart, an open batch is gone: a 410; --state FILE keeps them)"
         )
-        print(f"serialized proxy on {url} -> {args.upstream} (Ctrl-C to stop)", flush=True)
+        urls = " and ".join(server.urls)
+        print(f"serialized proxy on {urls} -> {args.upstream} (Ctrl-C to stop)", flush=True)
         print(f"  {state}; batches expire after {settings.ttl_s:g} s unused", flush=True)
+        if isinstance(upstream, HTTPUpstream) and upstream.proxy is not None:
+            print(
+                f"  upstream requests go through the forward proxy {upstream.proxy} "
+                "(HTTPS_PROXY / HTTP_PROXY; NO_PROXY to bypass it)"
+            )
+        exposed = [h for h in hosts if not _loopback(h)]
+        if isinstance(upstream, HTTPUpstream) and upstream.api_key and exposed:
+            print(
+                f"toolcall-lab proxy: warning: listening on {', '.join(exposed)} (beyond loopback) and "
+                "adding OPENAI_API_KEY to every upstream request: anyone who can reach this port uses your "
+                "key. Listen on 127.0.0.1, or unset OPENAI_API_KEY so each client sends its own "
+                "Authorization.",
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             await asyncio.Event().wait()
         finally:
@@ -478,10 +514,9 @@ def cmd_proxy(args: argparse.Namespace) -> int:
 def cmd_serve_trace(args: argparse.Namespace) -> int:
     import asyncio
 
-    from toolcall_lab.proxy import TraceUpstream, serve, upstream_app
-    from toolcall_lab.trace_files import load
+    from toolcall_lab.proxy import serve, upstream_app
 
-    upstream = TraceUpstream(load(args.path), delay_scale=args.delay_scale, keep_requests=0)
+    upstream = _trace_upstream(args.path, args.delay_scale, "", keep_requests=0)
 
     async def main() -> None:
         runner, url = await serve(upstream_app(upstream), args.host, args.port)
@@ -526,7 +561,12 @@ def register(sub: Any) -> None:
         required=True,
         help="an OpenAI-compatible base URL (http:// or https://), or a trace JSON file",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument(
+        "--host",
+        action="append",
+        help="address to listen on (default: 127.0.0.1); repeat it for several. `::` is IPv6 only: give "
+        "`--host :: --host 0.0.0.0` for both",
+    )
     p.add_argument("--port", type=_port, default=8080, help="TCP port (0 picks a free one)")
     p.add_argument("--model", help="model name to send upstream (default: the client's)")
     p.add_argument("--ttl", type=_positive(float), default=600.0, help="seconds an unused batch is kept")
@@ -550,6 +590,24 @@ def register(sub: Any) -> None:
         help="largest request body accepted",
     )
     p.add_argument("--state", help="SQLite file for durable state (open batches survive a restart)")
+    p.add_argument(
+        "--ca-file",
+        help="PEM bundle of CAs to trust for an https:// upstream, instead of the system's (like curl "
+        "--cacert); SSL_CERT_FILE / SSL_CERT_DIR change the system's default the same way",
+    )
+    p.add_argument(
+        "--head-timeout",
+        type=_positive(float),
+        default=30.0,
+        help="seconds a request's head (request line and headers) may take to arrive whole (else 408)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_positive(int),
+        default=1000,
+        help="open client connections at most (then the longest-idle one is closed, or a 503 when all "
+        "are busy)",
+    )
     p.add_argument(
         "--upstream-timeout",
         type=_positive(float),

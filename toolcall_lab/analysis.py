@@ -135,9 +135,7 @@ def eager_bound_s(trace: Trace) -> float:
     for r in trace.rounds:
         mc = r.model_call
         latency = mc.latency_s
-        pairs = [
-            (c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"
-        ]
+        pairs = [(c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"]
         if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
             offsets: dict[int, float] = {}
         else:

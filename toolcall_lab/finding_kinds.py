@@ -319,8 +319,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "JSON object, and the stream then changed the call (more text, another name or id). The record "
         "keeps what ran; the call as finally streamed is in the round's tool calls. Reported by the "
         "strategy, not the parser.",
-        "call a (position 0) started as search({\"key\": \"x\"}) when its arguments formed a complete "
-        "object, but the stream ended with search({\"key\": \"x\"}{\"key\": \"other\"}); the record "
+        'call a (position 0) started as search({"key": "x"}) when its arguments formed a complete '
+        'object, but the stream ended with search({"key": "x"}{"key": "other"}); the record '
         "keeps what ran",
     ),
 }

@@ -38,10 +38,13 @@ def validate_messages(messages: Sequence[dict[str, Any]]) -> list[ProtocolViolat
     open_calls: dict[str, list[tuple[int, str]]] = {}
     answered: set[str] = set()
     seen_ids: set[str] = set()
+    closed: dict[str, tuple[int, int]] = {}
+    """Calls left unanswered: id -> (the message that made it, the message that came before an answer)."""
 
     def close(before: int) -> None:
         for cid, pending in open_calls.items():
             for at, name in pending:
+                closed[cid] = (at, before)
                 out.append(
                     ProtocolViolation(
                         kind="unanswered_call",
@@ -82,12 +85,16 @@ def validate_messages(messages: Sequence[dict[str, Any]]) -> list[ProtocolViolat
                     )
                 )
             else:
+                late = closed.get(cid)
+                text = (
+                    f"message {i} (tool) answers {cid!r}, made in message {late[0]}, but message {late[1]} "
+                    "came between them: a result must come before the next assistant or user message"
+                    if late is not None
+                    else f"message {i} (tool) answers {cid!r}, which no earlier assistant call made"
+                )
                 out.append(
                     ProtocolViolation(
-                        kind="orphan_tool_message",
-                        message_index=i,
-                        tool_call_id=cid,
-                        message=f"message {i} (tool) answers {cid!r}, which no earlier assistant call made",
+                        kind="orphan_tool_message", message_index=i, tool_call_id=cid, message=text
                     )
                 )
             continue

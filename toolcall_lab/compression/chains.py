@@ -55,12 +55,18 @@ def finished_chains(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]
 
 
 def chain_view(
-    chain: Sequence[dict[str, Any]], store: VariableStore, records: Records, offset: int = 0
+    chain: Sequence[dict[str, Any]],
+    store: VariableStore,
+    records: Records,
+    offset: int = 0,
+    after: Sequence[dict[str, Any]] = (),
 ) -> ChainView:
     """What a finished chain holds, with variables stored for every call's arguments and result.
 
     A call's variables are named by what it is (id, name, arguments and result), not by where it sits
     in the conversation, so they keep their names when the history before the chain is trimmed.
+    `after`: the messages that follow the chain (a call answered only there is told as answered out of
+    order, not as never answered).
     """
     answers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for i, m in enumerate(chain):
@@ -83,15 +89,41 @@ def chain_view(
             arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
             pending = [(j, m) for j, m in answers.get(cid, []) if j > i and j not in used]
             if not pending:
-                violations.append(f"call {cid!r} ({name}) was never answered by a tool message")
+                late = next(
+                    (
+                        offset + len(chain) + j
+                        for j, m in enumerate(after)
+                        if m.get("role") == "tool" and str(m.get("tool_call_id")) == cid
+                    ),
+                    None,
+                )
+                nxt = next(
+                    (
+                        offset + k
+                        for k in range(i + 1, len(chain))
+                        if chain[k].get("role") in ("assistant", "user")
+                    ),
+                    offset + len(chain),
+                )
+                if late is None:
+                    violations.append(f"call {cid!r} ({name}) was never answered by a tool message")
+                    detail, why = "", "never answered"
+                else:
+                    detail = f"its result came only in message {late}, after message {nxt}"
+                    violations.append(
+                        f"call {cid!r} ({name}) has no result before message {nxt}; its result came "
+                        f"later, in message {late}, out of order"
+                    )
+                    why = ""  # a result came (it ran), only too late
                 args_var = store.put(name, arguments, kind="args", key=(cid, name, arguments, ""))
                 logged = LoggedCall(
                     name=name,
                     tool_call_id=cid,
                     arguments=arguments,
                     state="not_answered",
+                    detail=detail,
                     args_var=args_var,
-                    not_run="never answered",
+                    not_run=why,
                 )
             else:
                 j, answer = pending[0]
@@ -212,7 +244,7 @@ def compress(
     spans = finished_chains(messages)
     for start, end in spans:
         out.extend(messages[last:start])
-        view = chain_view(messages[start : end + 1], store, records, start)
+        view = chain_view(messages[start : end + 1], store, records, start, messages[end + 1 :])
         violations += view.violations
         out.append({"role": "assistant", "content": config.render(view)})
         last = end + 1

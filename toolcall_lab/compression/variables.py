@@ -14,7 +14,8 @@ _REF = re.compile(r"\$VAR_REF\{\{(.*?)\}\}", re.S)
 """Any ``$VAR_REF{{...}}``; what is inside is checked by `VariableStore.resolve` (never left as is)."""
 _REF_PARTS = re.compile(r"\s*([A-Za-z0-9_]+)\s*(?::\s*(\d+)\s*)?(?::\s*(\d+)\s*)?")
 _OPEN_REF = "$VAR_REF{{"
-_SYNTAX = "$VAR_REF{{name}} or $VAR_REF{{name:start:length}} (start and length whole numbers >= 0)"
+_MARK = "$VAR_REF"
+_SYNTAX = "$VAR_REF{{name}} or $VAR_REF{{name:start:length}} (start a whole number >= 0, length >= 1)"
 
 
 class VarRefError(UsageError):
@@ -65,12 +66,18 @@ class VariableStore:
         naming the known ones; bad syntax; start past the end, naming the valid range): a reference is
         never silently left as it was."""
         if isinstance(value, str):
-            if _OPEN_REF not in value:
+            if _MARK not in value:
                 return value
             rest = _REF.sub("", value)
             if _OPEN_REF in rest:  # an opening without its closing braces
                 where = rest.index(_OPEN_REF)
                 raise VarRefError(f"unterminated reference {rest[where : where + 60]!r}: write {_SYNTAX}")
+            if _MARK in rest:  # single braces, or none: never left in as it was
+                where = rest.index(_MARK)
+                raise VarRefError(
+                    f"malformed reference {rest[where : where + 60]!r} (a reference takes double braces): "
+                    f"write {_SYNTAX}"
+                )
             return _REF.sub(self._substitute, value)
         if isinstance(value, list):
             return [self.resolve(v) for v in value]
@@ -92,6 +99,10 @@ class VariableStore:
             raise VarRefError(
                 f"$VAR_REF{{{{{inner}}}}}: start {start} is past the end of {name} ({len(text)} characters; "
                 f"valid start: 0 to {max(len(text) - 1, 0)})"
+            )
+        if length_text is not None and int(length_text) < 1:
+            raise VarRefError(
+                f"$VAR_REF{{{{{inner}}}}}: length {length_text} must be >= 1 (leave it out for all)"
             )
         return text[start:] if length_text is None else text[start : start + int(length_text)]
 

@@ -10,7 +10,17 @@ from typing import Any
 
 from toolcall_lab.proxy._httpd import Reply as HTTPReply
 from toolcall_lab.proxy._httpd import Request, Response, StreamResponse
-from toolcall_lab.proxy._wire import NO_RETRY, RETRYABLE, JSONError, dumps, error_body, loads, sse_events
+from toolcall_lab.proxy._wire import (
+    NO_RETRY,
+    RETRYABLE,
+    JSONError,
+    dumps,
+    error_body,
+    loads,
+    spans,
+    splice,
+    sse_events,
+)
 from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse
 
 
@@ -33,6 +43,42 @@ class Reply(Exception):
     def __init__(self, response: Response) -> None:
         super().__init__(response.status)
         self.response = response
+
+
+CALL_SKIP = frozenset(
+    {
+        "content-type",
+        "date",
+        "etag",
+        "last-modified",
+        "content-md5",
+        "digest",
+        "content-digest",
+        "repr-digest",
+        "content-range",
+        "accept-ranges",
+    }
+)
+"""Upstream reply headers about its body's bytes, not the call: a reply the proxy writes itself drops
+them (and writes its own Date)."""
+
+
+def call_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The upstream reply's headers that describe the upstream call (``x-request-id``,
+    ``x-ratelimit-*``, ``openai-*``, ``retry-after``, ...): all end-to-end headers but `CALL_SKIP`."""
+    return {k: v for k, v in headers.items() if k.lower() not in CALL_SKIP}
+
+
+class Answer:
+    """A chat completion from the upstream: parsed, as sent (bytes and content type), and the headers
+    that describe the call."""
+
+    __slots__ = ("content_type", "headers", "raw", "response")
+
+    def __init__(
+        self, response: dict[str, Any], raw: bytes, headers: dict[str, str], content_type: str
+    ) -> None:
+        self.response, self.raw, self.headers, self.content_type = response, raw, headers, content_type
 
 
 def json_reply(status: int, value: Any, headers: Mapping[str, str] | None = None) -> Response:
@@ -72,14 +118,22 @@ class Forwarder:
         self.model = model
         self.stats = stats
 
-    def upstream_body(self, body: dict[str, Any], messages: list[dict[str, Any]], *, stream: bool) -> bytes:
-        out = {**body, "messages": messages}
-        if self.model:
-            out["model"] = self.model
-        if not stream:
-            out.pop("stream", None)
-            out.pop("stream_options", None)
-        return dumps(out)
+    def upstream_body(
+        self, raw: bytes, body: dict[str, Any], messages: list[dict[str, Any]], *, stream: bool
+    ) -> bytes:
+        """The client's body `raw` with the upstream's `messages` (and the model override; without
+        `stream`, no ``stream`` / ``stream_options``). Everything else keeps its bytes: unknown
+        fields, numbers as written, repeated keys, and every message the proxy did not change."""
+        replace = {"model": dumps(self.model)} if self.model else {}
+        drop = frozenset() if stream else frozenset({"stream", "stream_options"})
+        # Most clients write compact JSON that the parsed body writes back to the same bytes (no
+        # repeated keys, numbers and escapes as orjson writes them): then writing the new body from
+        # the parsed one gives what splicing would, without scanning the bytes (a third of a hop).
+        found = None if dumps(body) == raw else spans(raw)
+        if found is None:
+            out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
+            return dumps({k: v for k, v in out.items() if k not in drop})
+        return splice(raw, found, replace, drop=drop, messages=messages, originals=body.get("messages"))
 
     async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
         self.stats["upstream_calls"] += 1
@@ -134,21 +188,23 @@ class Forwarder:
         request: Request,
         body: dict[str, Any],
         messages: list[dict[str, Any]],
-        raw: bytes | None = None,
-    ) -> dict[str, Any]:
+        *,
+        unchanged: bool = False,
+    ) -> Answer:
         """One non-streamed upstream request whose reply the proxy must read (a serial client's).
 
-        `raw`: the client's body, sent as it came when the proxy changes nothing in it (its messages
-        unchanged, no model override, no streaming to turn off).
+        `unchanged`: the client's messages go upstream as they are, so its body is sent as it came
+        when nothing else changes (no model override, no streaming to turn off).
         """
-        unchanged = (
-            raw is not None and not self.model and "stream" not in body and "stream_options" not in body
-        )
-        data = raw if unchanged and raw is not None else self.upstream_body(body, messages, stream=False)
-        reply = await self.send(data, request.headers, stream=False)
+        raw = request.body
+        if not (unchanged and not self.model and "stream" not in body and "stream_options" not in body):
+            raw = self.upstream_body(raw, body, messages, stream=False)
+        reply = await self.send(raw, request.headers, stream=False)
         if reply.status >= 400:
             raise Reply(self.upstream_error(reply))
-        return self.chat_completion(reply)
+        response = self.chat_completion(reply)
+        kind = next((v for k, v in reply.headers.items() if k.lower() == "content-type"), "application/json")
+        return Answer(response, reply.body, call_headers(reply.headers), kind)
 
     def chat_completion(self, reply: UpstreamResponse) -> dict[str, Any]:
         """The upstream's body as a chat completion, or a 502 JSON error saying what came instead."""
@@ -180,13 +236,16 @@ class Forwarder:
         return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
 
     async def pass_through(
-        self, request: Request, body: dict[str, Any], raw: bytes, *, changed: bool
+        self, request: Request, body: dict[str, Any], raw: bytes, messages: list[dict[str, Any]] | None
     ) -> HTTPReply:
-        """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out."""
+        """Forward a request the proxy need not serialize: bytes in, bytes (or a stream) out.
+        `messages`: the upstream's form of the conversation when it differs from the client's."""
         self.stats["passed_through"] += 1
         stream = body.get("stream") is True
-        if changed or self.model:
-            raw = self.upstream_body(body, body["messages"], stream=True)
+        if messages is not None or self.model:
+            raw = self.upstream_body(
+                raw, body, messages if messages is not None else body["messages"], stream=True
+            )
         reply = await self.send(raw, request.headers, stream=stream)
         if reply.status >= 400:
             if reply.stream is not None:  # pragma: no cover - upstreams read error bodies whole
@@ -219,16 +278,24 @@ class Forwarder:
         finally:
             await reply.release()
 
-    def render(self, body: dict[str, Any], response: dict[str, Any]) -> Response:
-        """A reply as the client asked for it: JSON, or the same as server-sent events."""
+    def render(
+        self,
+        body: dict[str, Any],
+        response: dict[str, Any],
+        headers: Mapping[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> Response:
+        """A reply as the client asked for it: JSON (`raw`: the upstream's own bytes, sent as they
+        came), or the same as server-sent events; `headers`: those of the upstream call it answers."""
+        out = dict(headers or {})
         if body.get("stream") is True:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return Response(
-                200,
-                b"".join(sse_events(response, include_usage=include)),
-                {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
-            )
-        return json_reply(200, response)
+            out.update({"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            return Response(200, b"".join(sse_events(response, include_usage=include)), out)
+        out["Content-Type"] = content_type if raw is not None else "application/json"
+        return Response(200, raw if raw is not None else dumps(response), out)
 
 
 def _first(a: float | None, b: float | None) -> float | None:

@@ -2,13 +2,33 @@
 
 The proxy forwards request bodies it already has as bytes and needs the reply's status, headers and
 body as they came; a general client library spends most of a loopback hop on what the proxy does not
-use (cookie jars, URL objects, tracing, redirects, retries). This one writes the request itself and
-parses the reply with the RFC 9112 framing rules: ``Content-Length``, ``Transfer-Encoding: chunked``
-(extensions and trailers skipped), or read to the end; 1xx interim replies skipped; ``Connection:
-close`` and HTTP/1.0 replies not kept alive; gzip / deflate decoded (it asks for ``identity``). https
-uses the standard library's default TLS context (certificates verified). Connections are kept alive,
-at most `max_connections` at a time, and dropped when the server closes them or after `keepalive_s`
-unused. A request is never sent twice: a connection that breaks is an error for that request.
+use (cookie jars, URL objects, tracing, redirects). This one writes the request itself and parses the
+reply with the RFC 9112 framing rules: ``Content-Length``, ``Transfer-Encoding: chunked`` (extensions
+and trailers skipped), or read to the end; 1xx interim replies skipped; ``Connection: close`` and
+HTTP/1.0 replies not kept alive; gzip / deflate decoded (it asks for ``identity``). Header values go
+out as the bytes they came in as (latin-1 text, one character per byte); a reply header holding a
+control character is refused (a 502), never passed on. https uses the standard library's default TLS
+context (certificates verified against the system's CAs, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) or the
+one given; a certificate that does not verify is a `HTTPFailure` marked `permanent`. With a forward
+proxy (`proxy`), https goes through a ``CONNECT`` tunnel and http in absolute form.
+
+**Kept-alive connections and the one retry.** Connections are kept alive, at most `max_connections`
+at a time, and dropped when the server closes them, after `keepalive_s` unused, or past the
+``Keep-Alive: timeout=N`` the server announced (less a second). A server may close an idle connection
+just as a request is sent on it; the client tells the cases apart so that a request is never sent
+twice once the upstream may have read it:
+
+- Before a pooled connection is reused, the socket itself is checked (a zero-timeout poll): readable
+  means the server closed it (or sent something unasked) while asyncio had not yet seen it. It is
+  dropped and another taken; nothing was sent on it.
+- After the request was written on a reused connection, if the connection is **reset** (ECONNRESET
+  or EPIPE, when reading or at the end of the stream) before any byte of the reply arrived, the
+  request is sent once more, on a new connection. A reset means the server's TCP stack threw the
+  request away: its socket was already closed when the request arrived, or it was closed with the
+  request still unread. A server that read the request and then closed sends a normal end of stream
+  (FIN), not a reset.
+- Any other failure (a normal end of stream with no reply, a failure on a new connection, a failure
+  after part of the reply) is final: the upstream may have read the request, so it is not sent again.
 
 Timeouts are *idle* timeouts: an error when the server sends nothing for `idle_timeout_s` (waiting for
 the reply, or between two pieces of a stream), so a long generation that keeps streaming is never cut.
@@ -17,25 +37,47 @@ the reply, or between two pieces of a stream), so a long generation that keeps s
 from __future__ import annotations
 
 import asyncio
+import base64
+import errno
+import re
+import select
+import socket
 import ssl
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 MAX_HEAD = 256 * 1024
 """Largest status line + headers accepted from the upstream."""
 HIGH_WATER = 1024 * 1024
 """A streamed body buffered beyond this pauses reading until the consumer catches up."""
 
+_RESET = (errno.ECONNRESET, errno.EPIPE)
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_REPLY_CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
+"""Control characters a reply head must not hold (line ends aside)."""
+_REQUEST_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)", re.I)
+
 
 class HTTPFailure(Exception):
-    """The request failed without a complete reply; `timeout` tells a silent server from a broken one."""
+    """The request failed without a complete reply; `timeout` tells a silent server from a broken one,
+    `permanent` a failure no retry can change (an untrusted certificate, a proxy that refuses)."""
 
-    def __init__(self, message: str, *, timeout: bool = False) -> None:
+    def __init__(self, message: str, *, timeout: bool = False, permanent: bool = False) -> None:
         super().__init__(message)
         self.timeout = timeout
+        self.permanent = permanent
+
+
+class _Unread(Exception):
+    """A reused connection was reset before any byte of the reply: the request was not read."""
+
+    def __init__(self, failure: HTTPFailure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
 
 
 @dataclass(slots=True)
@@ -55,6 +97,21 @@ class Reply:
             conn.finish()
 
 
+def _readable(sock: socket.socket | None) -> bool:
+    """Whether the kernel holds something to read on an idle connection (an end of stream, a reset, or
+    bytes nobody asked for), asyncio not having looked yet."""
+    if sock is None:
+        return False
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 class _Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: writes a request, parses its reply as bytes arrive."""
 
@@ -63,13 +120,20 @@ class _Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.open = False
+        self.reused = False
         self.idle_since = 0.0
+        self.expires_at = float("inf")
+        """When the server said it would close the connection (Keep-Alive: timeout=N), less a second."""
         self.last_data = 0.0
         # the reply being read
         self.buffer = bytearray()
         self.stage = (
             "idle"  # idle | head | length | chunk-size | chunk-data | chunk-end | trailers | close | done
         )
+        self.received = False
+        """Whether any byte came for the request being answered."""
+        self.reset = False
+        """Whether the connection was reset (ECONNRESET / EPIPE)."""
         self.status = 0
         self.headers: dict[str, str] = {}
         self.remaining = 0
@@ -94,6 +158,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
+        if isinstance(exc, OSError) and exc.errno in _RESET:
+            self.reset = True
         if self.stage == "close":  # a body read to the end of the connection is complete now
             self._complete()
         elif self.stage not in ("idle", "done"):
@@ -102,6 +168,14 @@ class _Connection(asyncio.Protocol):
         self.client._forget(self)
 
     def eof_received(self) -> bool | None:
+        """The server ended its side; a reset that came with it says the request was thrown away."""
+        if self.stage not in ("idle", "done", "close") and not self.received:
+            sock = self.socket()
+            try:
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) if sock is not None else 0
+            except OSError:  # pragma: no cover - the socket is gone already
+                error = 0
+            self.reset = self.reset or error in _RESET
         return None  # close the transport; connection_lost decides what it means
 
     def data_received(self, data: bytes) -> None:
@@ -111,6 +185,7 @@ class _Connection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        self.received = True
         self.buffer += data
         try:
             self._parse()
@@ -123,12 +198,23 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None: ...
 
+    def socket(self) -> socket.socket | None:
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        return sock
+
+    def stale(self) -> bool:
+        """Whether a pooled connection must not carry another request (see the module docstring)."""
+        if not self.open or self.loop.time() >= self.expires_at:
+            return True
+        return _readable(self.socket())
+
     # --- the request -----------------------------------------------------------------------------
 
     def send(self, head: bytes, body: bytes, *, streaming: bool) -> None:
         self.stage = "head"
         self.status, self.headers, self.keep_alive = 0, {}, True
         self.decoder, self.error = None, None
+        self.received = self.reset = False
         self.body = bytearray()
         self.streaming = streaming
         self.pieces.clear()
@@ -216,13 +302,16 @@ class _Connection(asyncio.Protocol):
         while True:
             stage = self.stage
             if stage == "head":
-                end = buffer.find(b"\r\n\r\n")
+                end, skip = buffer.find(b"\r\n\r\n"), 4
                 if end < 0:
-                    if len(buffer) > MAX_HEAD:
-                        raise HTTPFailure(f"the reply's head is longer than {MAX_HEAD} bytes")
-                    return
+                    found = _HEAD_END.search(buffer)  # a server ending its lines with a bare LF
+                    if found is None:
+                        if len(buffer) > MAX_HEAD:
+                            raise HTTPFailure(f"the reply's head is longer than {MAX_HEAD} bytes")
+                        return
+                    end, skip = found.start(), found.end() - found.start()
                 head = bytes(buffer[:end])
-                del buffer[: end + 4]
+                del buffer[: end + skip]
                 if self._head(head):
                     continue
                 return
@@ -248,14 +337,9 @@ class _Connection(asyncio.Protocol):
                     return
                 line = bytes(buffer[:end]).split(b";", 1)[0].strip()
                 del buffer[: end + 2]
-                try:
-                    size = int(line, 16)
-                except ValueError:
-                    raise HTTPFailure(
-                        f"a chunk size of the reply is not hexadecimal: {line[:40]!r}"
-                    ) from None
-                if size < 0:
-                    raise HTTPFailure(f"a chunk size of the reply is negative: {line[:40]!r}")
+                if not line or len(line) > 15 or line.strip(b"0123456789abcdefABCDEF"):
+                    raise HTTPFailure(f"a chunk size of the reply is not hexadecimal: {line[:40]!r}")
+                size = int(line, 16)
                 self.remaining = size
                 self.stage = "chunk-data" if size else "trailers"
                 continue
@@ -290,7 +374,14 @@ class _Connection(asyncio.Protocol):
 
     def _head(self, head: bytes) -> bool:
         """Read a status line and headers; True when the body (or the next head) follows in the buffer."""
-        lines = head.split(b"\r\n")
+        bad = _REPLY_CTL.search(head)
+        if bad is not None:
+            line = head[head.rfind(b"\n", 0, bad.start()) + 1 :].split(b"\n", 1)[0]
+            raise HTTPFailure(
+                f"the reply's head holds a control character {bad.group()!r} in {line[:80]!r}; "
+                "the proxy does not pass such a header on"
+            )
+        lines = head.replace(b"\r\n", b"\n").split(b"\n")
         parts = lines[0].split(b" ", 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
             raise HTTPFailure(f"the upstream did not answer with HTTP/1.x: {lines[0][:80]!r}")
@@ -308,7 +399,7 @@ class _Connection(asyncio.Protocol):
             if not sep or not name or name != name.strip():
                 raise HTTPFailure(f"a header line of the reply is malformed: {raw[:80]!r}")
             key = name.decode("latin-1")
-            text = value.strip().decode("latin-1")
+            text = value.strip(b" \t").decode("latin-1")
             known = lower.get(key.lower())
             if known is not None:
                 headers[known] = f"{headers[known]}, {text}"
@@ -324,7 +415,11 @@ class _Connection(asyncio.Protocol):
             return headers[key].lower() if key is not None else ""
 
         connection = get("connection")
-        self.keep_alive = "close" not in connection if parts[0] != b"HTTP/1.0" else "keep-alive" in connection
+        tokens = {t.strip() for t in connection.split(",")}
+        self.keep_alive = "close" not in tokens if parts[0] != b"HTTP/1.0" else "keep-alive" in tokens
+        hint = _KEEP_ALIVE_TIMEOUT.search(get("keep-alive"))
+        if hint is not None:  # the server closes idle connections after this: stop reusing one before
+            self.expires_at = self.loop.time() + max(0.0, int(hint.group(1)) - 1.0)
         encoding = get("content-encoding")
         if encoding in ("gzip", "x-gzip"):
             self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -406,15 +501,72 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(None)
 
 
+class _TunnelReply(asyncio.Protocol):
+    """Reads a forward proxy's answer to CONNECT (its head), nothing more."""
+
+    def __init__(self, done: asyncio.Future[bytes]) -> None:
+        self.done = done
+        self.buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end >= 0 and not self.done.done():
+            if end + 4 < len(self.buffer):
+                self.done.set_exception(HTTPFailure("the forward proxy sent bytes after its CONNECT reply"))
+            else:
+                self.done.set_result(bytes(self.buffer[:end]))
+        elif len(self.buffer) > MAX_HEAD and not self.done.done():
+            self.done.set_exception(HTTPFailure("the forward proxy's CONNECT reply is too long"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(
+                HTTPFailure(f"the forward proxy closed the connection during CONNECT ({exc})")
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardProxy:
+    """A forward proxy (``http://[user:password@]host:port``) the client goes through."""
+
+    host: str
+    port: int
+    authorization: str = ""
+    """The ``Proxy-Authorization`` value (Basic, from the URL's user and password), or empty."""
+
+    @classmethod
+    def parse(cls, url: str) -> ForwardProxy:
+        try:
+            parts = urlsplit(url if "://" in url else "http://" + url)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"proxy URL {url!r}: {exc}") from None
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(
+                f"proxy URL {url!r}: only http:// forward proxies (with CONNECT for https) are supported"
+            )
+        auth = ""
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            auth = "Basic " + base64.b64encode(pair.encode()).decode()
+        return cls(parts.hostname, port or 80, auth)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{'***@' if self.authorization else ''}{host}:{self.port}"
+
+
 class HTTPClient:
     """Pooled HTTP/1.1 POSTs to one URL (see the module docstring).
 
     Args:
-        url: the full URL requests go to (http or https).
+        url: the full URL requests go to (http or https; its query string is kept).
         max_connections: at most this many connections at a time; more requests wait for one.
         idle_timeout_s: a request fails when the server sends nothing for this long.
         keepalive_s: an unused connection is closed after this long.
         ssl_context: for https, instead of the standard library's default (e.g. a company CA).
+        proxy: a forward proxy to go through (`ForwardProxy.parse` of an ``http://`` URL), or None.
     """
 
     def __init__(
@@ -425,6 +577,7 @@ class HTTPClient:
         idle_timeout_s: float = 120.0,
         keepalive_s: float = 15.0,
         ssl_context: ssl.SSLContext | None = None,
+        proxy: ForwardProxy | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -433,47 +586,93 @@ class HTTPClient:
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.tls = parts.scheme == "https"
+        self.proxy = proxy
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
         host = f"[{self.host}]" if ":" in self.host else self.host
         default = (parts.scheme, self.port) in (("http", 80), ("https", 443))
         authority = host if default else f"{host}:{self.port}"
-        self._line = f"POST {target} HTTP/1.1\r\nHost: {authority}\r\n".encode()
+        self._authority = f"{host}:{self.port}"
+        line = f"POST {target} HTTP/1.1\r\nHost: {authority}\r\n"
+        if proxy is not None and not self.tls:  # plain http through a proxy: absolute form
+            line = f"POST {parts.scheme}://{authority}{target} HTTP/1.1\r\nHost: {authority}\r\n"
+            if proxy.authorization:
+                line += f"Proxy-Authorization: {proxy.authorization}\r\n"
+        self._line = line.encode("latin-1")
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.keepalive_s = keepalive_s
+        self.retries = 0
+        """Requests sent again on a new connection after a reused one was reset unread."""
         self._idle: list[_Connection] = []
         self._busy = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._all: set[_Connection] = set()
         self._ssl: ssl.SSLContext | None = ssl_context
 
+    def request_head(self, headers: Iterable[tuple[str, str]], length: int) -> bytes:
+        """The request line and headers. Values go out as latin-1 bytes (how the proxy's server read
+        them, so they leave as they came); a character beyond latin-1 (a caller's own text) as UTF-8.
+        A control character in a name or value (a line break would start a header of its own) is a
+        `ValueError`."""
+        out = [self._line]
+        for name, value in headers:
+            line = f"{name}: {value}\r\n"
+            try:
+                out.append(line.encode("latin-1"))
+            except UnicodeEncodeError:
+                out.append(line.encode("utf-8", "surrogateescape"))
+        out.append(b"Content-Length: %d\r\n\r\n" % length)
+        head = b"".join(out)
+        if head.count(b"\r\n") != len(out) + self._line.count(b"\r\n") or _REQUEST_CTL.search(
+            head.replace(b"\r\n", b"")
+        ):
+            shown = next((x for x in out[1:-1] if x.count(b"\r\n") != 1 or _REQUEST_CTL.search(x[:-2])), b"?")
+            raise ValueError(f"header {shown[:80]!r} holds a control character; it cannot be sent")
+        return head
+
     async def post(self, body: bytes, headers: Iterable[tuple[str, str]], *, stream: bool) -> Reply:
         """Send one POST; the reply's body is read whole, or (`stream`, and a success) as a byte stream
-        that the caller reads to its end and then `release`s."""
+        that the caller reads to its end and then `release`s. Sent a second time only when a reused
+        connection was reset before any byte of the reply (see the module docstring)."""
+        head = self.request_head(headers, len(body))
         conn = await self._acquire()
-        lines = [self._line]
-        for name, value in headers:
-            lines.append(f"{name}: {value}\r\n".encode("utf-8", "surrogateescape"))
-        lines.append(b"Content-Length: %d\r\n\r\n" % len(body))
         try:
-            conn.send(b"".join(lines), body, streaming=stream)
-            reply = await conn.reply()
-        except BaseException:
-            conn.open = False
-            conn.finish()
-            raise
+            reply = await self._exchange(conn, head, body, stream)
+        except _Unread:
+            self.retries += 1
+            conn = await self._acquire(fresh=True)
+            try:
+                reply = await self._exchange(conn, head, body, stream)
+            except _Unread as again:  # pragma: no cover - a new connection is never `reused`
+                raise again.failure from None
         if not stream or reply.stream is None:
             await reply.release()
         return reply
 
-    async def _acquire(self) -> _Connection:
+    async def _exchange(self, conn: _Connection, head: bytes, body: bytes, stream: bool) -> Reply:
+        try:
+            conn.send(head, body, streaming=stream)
+            return await conn.reply()
+        except HTTPFailure as exc:
+            conn.open = False
+            conn.finish()
+            if conn.reused and conn.reset and not conn.received:
+                raise _Unread(exc) from None
+            raise
+        except BaseException:
+            conn.open = False
+            conn.finish()
+            raise
+
+    async def _acquire(self, *, fresh: bool = False) -> _Connection:
         while True:
-            while self._idle:
+            while self._idle and not fresh:
                 conn = self._idle.pop()
-                if conn.open and conn.loop.time() - conn.idle_since < self.keepalive_s:
+                if not conn.stale() and conn.loop.time() - conn.idle_since < self.keepalive_s:
                     self._busy += 1
+                    conn.reused = True
                     return conn
                 conn.open = False
                 if conn.transport is not None:
@@ -496,23 +695,70 @@ class HTTPClient:
                 raise
 
     async def _connect(self) -> _Connection:
-        loop = asyncio.get_running_loop()
         if self.tls and self._ssl is None:
             self._ssl = ssl.create_default_context()
+        where = f"{self.proxy} (forward proxy)" if self.proxy is not None else f"{self.host}:{self.port}"
         try:
             async with asyncio.timeout(self.idle_timeout_s):
-                _, conn = await loop.create_connection(
-                    lambda: _Connection(self),
-                    self.host,
-                    self.port,
-                    ssl=self._ssl if self.tls else None,
-                    server_hostname=self.host if self.tls else None,
-                )
+                conn = await (self._through_proxy() if self.proxy is not None else self._direct())
         except TimeoutError:
-            raise HTTPFailure(f"no connection within {self.idle_timeout_s:g} s", timeout=True) from None
+            raise HTTPFailure(
+                f"no connection to {where} within {self.idle_timeout_s:g} s", timeout=True
+            ) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise HTTPFailure(
+                f"the upstream's TLS certificate does not verify ({exc}); nothing was "
+                "sent. Trust its CA with --ca-file FILE (or SSL_CERT_FILE), or fix the URL's host name",
+                permanent=True,
+            ) from None
         except OSError as exc:
-            raise HTTPFailure(f"cannot connect: {exc}") from None
+            raise HTTPFailure(f"cannot connect to {where}: {exc}") from None
         self._all.add(conn)
+        return conn
+
+    async def _direct(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(
+            lambda: _Connection(self),
+            self.host,
+            self.port,
+            ssl=self._ssl if self.tls else None,
+            server_hostname=self.host if self.tls else None,
+        )
+        return conn
+
+    async def _through_proxy(self) -> _Connection:
+        proxy = self.proxy
+        assert proxy is not None
+        loop = asyncio.get_running_loop()
+        if not self.tls:
+            _, conn = await loop.create_connection(lambda: _Connection(self), proxy.host, proxy.port)
+            return conn
+        done: asyncio.Future[bytes] = loop.create_future()
+        transport, _ = await loop.create_connection(lambda: _TunnelReply(done), proxy.host, proxy.port)
+        try:
+            auth = f"Proxy-Authorization: {proxy.authorization}\r\n" if proxy.authorization else ""
+            transport.write(
+                f"CONNECT {self._authority} HTTP/1.1\r\nHost: {self._authority}\r\n{auth}\r\n".encode()
+            )
+            head = await done
+            status_line = head.split(b"\r\n", 1)[0]
+            parts = status_line.split(b" ", 2)
+            status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+            if not 200 <= status < 300:
+                raise HTTPFailure(
+                    f"the forward proxy {proxy} refused CONNECT {self._authority}: "
+                    f"{status_line.decode('latin-1')[:120]!r}",
+                    permanent=status in (403, 407),
+                )
+            conn = _Connection(self)
+            context = self._ssl or ssl.create_default_context()
+            tls = await loop.start_tls(transport, conn, context, server_hostname=self.host)
+        except BaseException:
+            transport.close()
+            raise
+        assert tls is not None
+        conn.connection_made(tls)
         return conn
 
     def _put_back(self, conn: _Connection) -> None:

@@ -3,13 +3,30 @@ than its own work.
 
 A general web framework spends a good part of a loopback hop on what the proxy does not use (routing
 tables, middlewares, multidicts, request objects built field by field). This server reads a request
-(RFC 9112: ``Content-Length`` or ``Transfer-Encoding: chunked`` bodies, ``Expect: 100-continue``,
-keep-alive and ``Connection: close``, HTTP/1.0, pipelined requests answered in order), hands the whole
-request to one handler, and writes its `Response` (``Content-Length``) or `StreamResponse` (chunked,
-with flow control; close-delimited for HTTP/1.0). Malformed requests get a 400, an oversized body the
-handler's 413, each with ``Connection: close``; idle connections close after `keepalive_s`. A handler
-is never cancelled when its client goes away (the proxy finishes what it started: a retry finds the
-reply kept); a stream stops when its client is gone.
+(RFC 9112), hands the whole request to one handler, and writes its `Response` (``Content-Length``) or
+`StreamResponse` (chunked, with flow control; close-delimited for HTTP/1.0). What it holds to:
+
+- **Strict heads.** Lines end with CRLF; a header name is a token; a value is visible characters,
+  spaces and tabs only: a bare CR or LF, NUL or another control character anywhere in the head, an
+  obsolete folded line, a malformed request line or Content-Length, a missing or repeated Host (HTTP/1.1)
+  is a 400, never passed on. Values are kept as the bytes received (decoded as latin-1, which maps each
+  byte to one character, so they go out again byte for byte).
+- **Bodies.** ``Content-Length`` or ``Transfer-Encoding: chunked`` (chunk sizes checked as they are
+  read: hexadecimal digits only, a chunk that would pass the body limit is refused before it is read;
+  trailers checked and dropped). ``Content-Encoding: gzip`` / ``deflate`` bodies are decoded (the
+  limit applies to the decoded size); another coding is a 415. ``Expect: 100-continue`` is answered
+  once the head is read; any other expectation is a 417.
+- **Connections.** Keep-alive (HTTP/1.1 by default, HTTP/1.0 when asked, and then said so in the
+  reply), ``Connection: close``, pipelined requests answered in order. A client that half-closes its
+  side after a complete request (``shutdown(SHUT_WR)``) still gets its reply. The head of a request
+  must arrive whole within `head_timeout_s` of its first byte (a fresh connection: of its opening),
+  else a 408; a connection idle for `keepalive_s`, or whose body stops arriving for that long, is
+  closed. At most `max_connections` are open: at the cap a new one takes the place of the longest-idle
+  kept-alive connection, or is answered 503 at once when every connection is in use.
+- **Handlers.** A handler is never cancelled when its client goes away (the proxy finishes what it
+  started: a retry finds the reply kept); a stream stops when its client is gone. `HTTPServer.close`
+  stops accepting, closes idle connections, and gives handlers in flight `grace_s` to deliver their
+  replies (with ``Connection: close``) before it cancels them.
 """
 
 from __future__ import annotations
@@ -17,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import re
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from email.utils import formatdate
 from typing import Any
@@ -25,12 +44,27 @@ from typing import Any
 logger = logging.getLogger("toolcall_lab.proxy")
 
 MAX_HEAD = 64 * 1024
-"""Largest request line + headers accepted (a larger head gets a 431)."""
+"""Largest request line + headers accepted (a larger head gets a 431); trailers likewise."""
 MAX_BUFFERED = 1024 * 1024
 """Bytes read ahead of the request being answered before reading pauses."""
+MAX_CHUNK_LINE = 4096
+"""Longest chunk-size line (size and extensions) accepted."""
 
 _REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _date_cache: list[Any] = [0, b""]
+
+_TCHAR = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]"
+_REQUEST_LINE = re.compile(rb"(%s+) ([\x21-\x7e]+) (HTTP/[0-9]\.[0-9])\r\n" % _TCHAR)
+_FIELD = re.compile(
+    rb"(%s+):[ \t]*((?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?)[ \t]*\r\n" % _TCHAR
+)
+"""One header line: a token name, a value of visible characters (obs-text included) with inner spaces
+and tabs, CRLF. Anything else (a bare CR or LF, NUL, another control character) does not match."""
+_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TOKEN_START = re.compile(_TCHAR)
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
+_LENGTH = re.compile(r"[0-9]{1,18}")
+_ABSOLUTE = re.compile(r"https?://[^/?#]*", re.I)
 
 
 def _date() -> bytes:
@@ -43,7 +77,8 @@ def _date() -> bytes:
 
 
 class Request:
-    """A request as read: method, path (query string apart), lower-case header names, the whole body."""
+    """A request as read: method, path (query string apart), lower-case header names, the whole body
+    (decoded when it came with a ``Content-Encoding``)."""
 
     __slots__ = ("body", "headers", "method", "path", "query", "version")
 
@@ -86,6 +121,103 @@ class BadRequest(Exception):
         self.status = status
 
 
+class _Pending:
+    """A request whose head is read and whose body is still arriving."""
+
+    __slots__ = (
+        "body",
+        "chunked",
+        "headers",
+        "keep",
+        "length",
+        "method",
+        "path",
+        "query",
+        "stage",
+        "version",
+    )
+
+    def __init__(
+        self, method: str, path: str, query: str, version: str, headers: dict[str, str], keep: bool
+    ) -> None:
+        self.method, self.path, self.query, self.version = method, path, query, version
+        self.headers, self.keep = headers, keep
+        self.chunked = False
+        self.length = 0
+        """Content-Length; with chunked, what is left of the chunk being read."""
+        self.stage = "size"  # chunked: size | data | crlf | trailers
+        self.body = bytearray()
+
+
+def _bad_line(line: bytes, what: str) -> BadRequest:
+    """A 400 saying what is wrong with a head line (a control character, folding, no colon...)."""
+    shown = line[:100]
+    found = _CTL.search(line)
+    if found is not None:
+        char = {0: "NUL", 10: "a bare LF", 13: "a bare CR"}.get(found.group()[0], f"{found.group()!r}")
+        why = f"holds {char} (control characters are refused, never forwarded)"
+    elif line[:1] in (b" ", b"\t"):
+        why = "starts with whitespace (folded header lines are obsolete and refused)"
+    elif b":" not in line:
+        why = "has no colon (a header line is `Name: value`)"
+    else:
+        why = "is not `Name: value` (the name must be a token: letters, digits and !#$%&'*+-.^_`|~)"
+    return BadRequest(400, f"{what} {shown!r} {why}")
+
+
+def _fields(head: bytes, pos: int, what: str) -> tuple[dict[str, str], int]:
+    """Header (or trailer) lines from `pos` to the end of `head` (which ends with CRLF): lower-case names,
+    values as latin-1 text (byte for byte); repeated names joined with ``, ``. Returns the fields and how
+    many Host lines there were."""
+    fields: dict[str, str] = {}
+    hosts = 0
+    end = len(head)
+    match = _FIELD.match
+    while pos < end:
+        found = match(head, pos)
+        if found is None:
+            stop = head.find(b"\r\n", pos)
+            raise _bad_line(head[pos : stop if stop >= 0 else end], what)
+        key = found.group(1).decode("ascii").lower()
+        value = found.group(2).decode("latin-1")
+        if key in fields:
+            fields[key] = f"{fields[key]}, {value}"
+        else:
+            fields[key] = value
+        if key == "host":
+            hosts += 1
+        pos = found.end()
+    return fields, hosts
+
+
+def _decoded(body: bytes, coding: str, limit: int) -> bytes:
+    """A body sent with a Content-Encoding, decoded (at most `limit` bytes: a larger one is a 413)."""
+    name = coding.strip().lower()
+    if name in ("", "identity"):
+        return body
+    if name in ("gzip", "x-gzip"):
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif name == "deflate":
+        decoder = zlib.decompressobj()
+    else:
+        raise BadRequest(
+            415, f"Content-Encoding {coding[:40]!r} is not supported: send the body as is, or gzip / deflate"
+        )
+    try:
+        out = decoder.decompress(body, limit + 1)
+        if len(out) <= limit:
+            out += decoder.flush()
+    except zlib.error as exc:
+        raise BadRequest(
+            400, f"the body is not valid {name} data (Content-Encoding: {coding}): {exc}"
+        ) from None
+    if len(out) > limit:
+        raise BadRequest(413, "")
+    if not decoder.eof:
+        raise BadRequest(400, f"the {name} body (Content-Encoding: {coding}) is cut short")
+    return out
+
+
 class _Protocol(asyncio.Protocol):
     """One client connection: parse requests, call the handler one request at a time, write replies."""
 
@@ -96,24 +228,37 @@ class _Protocol(asyncio.Protocol):
         self.buffer = bytearray()
         self.busy = False
         self.closed = False
+        self.eof = False
+        self.refused = False
         self.last_data = 0.0
+        self.head_since: float | None = None
+        """When the head being read began (None: no head under way)."""
         self.timer: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None
         self.drain: asyncio.Future[None] | None = None
         self.paused = False
         self.reading_paused = False
-        self.continued = False
-        # a chunked body being read
-        self.chunked: tuple[str, str, str, dict[str, str], bool] | None = None
-        self.chunk_body = bytearray()
+        self.pending: _Pending | None = None
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.server.connections.add(self)
-        self.last_data = self.loop.time()
+        server = self.server
+        if len(server.connections) >= server.max_connections and not server.make_room():
+            self.refused = self.busy = True
+            reply = server.refusal(
+                503,
+                f"the proxy has {server.max_connections} connections open (its cap, max_connections) and "
+                "all are in use; try again shortly",
+            )
+            length = b"Content-Length: %d\r\n" % len(reply.body)
+            transport.write(self._head(reply.status, reply.headers, False, "HTTP/1.1", length) + reply.body)
+            transport.close()
+            return
+        server.connections.add(self)
+        self.last_data = self.head_since = self.loop.time()
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -126,13 +271,26 @@ class _Protocol(asyncio.Protocol):
             self.drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return
         self.last_data = self.loop.time()
         self.buffer += data
         if not self.busy:
+            if self.pending is None and self.head_since is None:
+                self.head_since = self.last_data
+                self._arm()
             self._next()
         elif len(self.buffer) > MAX_BUFFERED and self.transport is not None:
             self.transport.pause_reading()  # a client sending ahead while its request is answered
             self.reading_paused = True
+
+    def eof_received(self) -> bool:
+        """The client half-closed its side: what it sent in full is still answered, then the connection
+        closes (True keeps the transport open for writing)."""
+        self.eof = True
+        if not self.busy and not self.refused:
+            self._next()
+        return True
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -154,108 +312,174 @@ class _Protocol(asyncio.Protocol):
         if request is not None:
             self.busy = True
             self.task = self.loop.create_task(self._answer(request[0], request[1]))
+        elif self.eof:  # half-closed with no complete request left: nothing more can come
+            if self.buffer or self.pending is not None:
+                self._refuse(400, self._cut_short())
+            else:
+                self._close()
+
+    def _cut_short(self) -> str:
+        pending = self.pending
+        if pending is None:
+            return "the client closed its side before the request head was complete"
+        got = len(pending.body) if pending.chunked else len(self.buffer)
+        expected = "a chunked body" if pending.chunked else f"{pending.length} bytes"
+        return f"the client closed its side after {got} bytes of the body ({expected} expected)"
 
     def _read(self) -> tuple[Request, bool] | None:
-        if self.chunked is not None:
-            return self._read_chunked()
+        pending = self.pending
+        if pending is None:
+            pending = self._read_head()
+            if pending is None:
+                return None
         buffer = self.buffer
+        if pending.chunked:
+            if not self._read_chunks(pending):
+                return None
+            body = bytes(pending.body)
+        else:
+            if len(buffer) < pending.length:
+                return None
+            body = bytes(buffer[: pending.length])
+            del buffer[: pending.length]
+        self.pending = None
+        headers = pending.headers
+        coding = headers.pop("content-encoding", None)
+        if coding is not None:
+            body = _decoded(body, coding, self.server.max_body_bytes)
+        request = Request(pending.method, pending.path, pending.query, pending.version, headers, body)
+        return request, pending.keep
+
+    def _read_head(self) -> _Pending | None:
+        buffer = self.buffer
+        while buffer[:2] == b"\r\n":  # empty lines before a request line are ignored (RFC 9112 2.2)
+            del buffer[:2]
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
             if len(buffer) > MAX_HEAD:
                 raise BadRequest(431, f"request head longer than {MAX_HEAD} bytes")
-            if buffer.find(b"\n\n") >= 0:
-                raise BadRequest(400, "request lines must end with CRLF")
+            if buffer.find(b"\n\n") >= 0 or buffer.find(b"\n\r\n") >= 0:
+                raise BadRequest(400, "request lines must end with CRLF (a bare LF was sent)")
+            first = buffer.find(b"\r\n")
+            if first >= 0 and _REQUEST_LINE.match(buffer) is None:  # no need to wait for the rest
+                raise _bad_request_line(bytes(buffer[: first + 2]))
+            if (
+                first < 0
+                and buffer
+                and (_TOKEN_START.match(buffer) is None or _CTL.search(buffer.rstrip(b"\r")))
+            ):
+                raise _bad_request_line(bytes(buffer[:100]) + b"\r\n")  # not HTTP (a TLS hello, ...)
             return None
-        if end > MAX_HEAD:
+        if end + 4 > MAX_HEAD:
             raise BadRequest(431, f"request head longer than {MAX_HEAD} bytes")
-        lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[0].isalpha():
-            raise BadRequest(400, f"malformed request line: {lines[0][:100]!r}")
-        method, target, version = parts
+        head = bytes(buffer[: end + 2])
+        line = _REQUEST_LINE.match(head)
+        if line is None:
+            raise _bad_request_line(head)
+        method = line.group(1).decode("ascii")
+        target = line.group(2).decode("ascii")
+        version = line.group(3).decode("ascii")
         if version not in ("HTTP/1.1", "HTTP/1.0"):
+            raise BadRequest(505, f"unsupported version {version!r}")
+        headers, hosts = _fields(head, line.end(), "header line")
+        old = version == "HTTP/1.0"
+        if not old and hosts != 1:
             raise BadRequest(
-                505 if version.startswith("HTTP/") else 400, f"unsupported version {version[:20]!r}"
+                400,
+                "an HTTP/1.1 request needs exactly one Host header" + (f" ({hosts} sent)" if hosts else ""),
             )
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name[-1] in " \t" or line[0] in " \t":
-                raise BadRequest(400, f"malformed header line: {line[:100]!r}")
-            key = name.lower()
-            value = value.strip(" \t")
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        if target.startswith(("http://", "https://")):  # absolute form: keep the path
-            target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
+        tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+        keep = "keep-alive" in tokens if old else "close" not in tokens
+        if target[:1] != "/":
+            absolute = _ABSOLUTE.match(target)
+            if absolute is not None:  # absolute form: keep the path
+                target = target[absolute.end() :] or "/"
+                target = target if target.startswith("/") else "/" + target
         path, _, query = target.partition("?")
-        connection = headers.get("connection", "").lower()
-        keep = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+        pending = _Pending(method, path, query, version, headers, keep)
+        expect = headers.get("expect")
+        if expect is not None and not old and expect.strip().lower() != "100-continue":
+            raise BadRequest(
+                417, f"Expect: {expect[:60]!r} cannot be met (the proxy meets 100-continue only)"
+            )
         transfer = headers.get("transfer-encoding")
         length_text = headers.get("content-length")
         if transfer is not None:
+            if old:
+                raise BadRequest(400, "Transfer-Encoding in an HTTP/1.0 request")
             if length_text is not None:
                 raise BadRequest(400, "request has both Content-Length and Transfer-Encoding")
-            if transfer.lower() != "chunked":
-                raise BadRequest(501, f"unsupported Transfer-Encoding {transfer[:40]!r}")
-            del buffer[: end + 4]
-            self.chunked = (method, path, query, headers, keep)
-            self.chunk_body = bytearray()
-            self._continue(headers)
-            return self._read_chunked()
-        length = 0
-        if length_text is not None:
+            if transfer.strip().lower() != "chunked":
+                raise BadRequest(501, f"unsupported Transfer-Encoding {transfer[:40]!r} (chunked only)")
+            pending.chunked = True
+        elif length_text is not None:
             values = {v.strip() for v in length_text.split(",")}
-            if len(values) != 1 or not (text := values.pop()).isdigit():
+            text = values.pop() if len(values) == 1 else ""
+            if not _LENGTH.fullmatch(text):
                 raise BadRequest(400, f"malformed Content-Length {length_text[:40]!r}")
-            length = int(text)
-            if length > self.server.max_body_bytes:
+            pending.length = int(text)
+            if pending.length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
-        if len(buffer) < end + 4 + length:
-            self._continue(headers)
-            return None
-        body = bytes(buffer[end + 4 : end + 4 + length])
-        del buffer[: end + 4 + length]
-        self.continued = False
-        return Request(method, path, query, version, headers, body), keep
+        del buffer[: end + 4]
+        self.pending = pending
+        self.head_since = None
+        waiting = expect is not None and not old and not buffer and (pending.chunked or pending.length)
+        if waiting and self.transport is not None:  # the client waits for this before sending the body
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return pending
 
-    def _continue(self, headers: dict[str, str]) -> None:
-        """Answer ``Expect: 100-continue`` once, so the client sends the body."""
-        if not self.continued and headers.get("expect", "").lower() == "100-continue":
-            self.continued = True
-            if self.transport is not None:
-                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-
-    def _read_chunked(self) -> tuple[Request, bool] | None:
-        assert self.chunked is not None
-        buffer, body = self.buffer, self.chunk_body
+    def _read_chunks(self, pending: _Pending) -> bool:
+        """Read chunks from the buffer into the body; True once the last chunk and trailers are in."""
+        buffer, body = self.buffer, pending.body
         while True:
-            end = buffer.find(b"\r\n")
-            if end < 0:
-                if len(buffer) > 4096 and not body:
-                    raise BadRequest(400, "malformed chunk size line")
-                return None
-            line = bytes(buffer[:end]).split(b";", 1)[0].strip()
-            try:
-                size = int(line, 16)
-            except ValueError:
-                raise BadRequest(400, f"malformed chunk size {line[:40]!r}") from None
-            if size == 0:  # the last chunk, then trailers up to an empty line
-                trailer_end = buffer.find(b"\r\n\r\n", end) if buffer[end + 2 : end + 4] != b"\r\n" else end
-                if trailer_end < 0:
-                    return None
-                del buffer[: trailer_end + 4]
-                method, path, query, headers, keep = self.chunked
-                self.chunked = None
-                self.continued = False
-                return Request(method, path, query, "HTTP/1.1", headers, bytes(body)), keep
-            if len(buffer) < end + 2 + size + 2:
-                return None
-            if buffer[end + 2 + size : end + 4 + size] != b"\r\n":
-                raise BadRequest(400, "a chunk is not followed by CRLF")
-            body += buffer[end + 2 : end + 2 + size]
-            del buffer[: end + 4 + size]
-            if len(body) > self.server.max_body_bytes:
-                raise BadRequest(413, "")
+            stage = pending.stage
+            if stage == "data":
+                take = min(pending.length, len(buffer))
+                if take:
+                    body += buffer[:take]
+                    del buffer[:take]
+                    pending.length -= take
+                if pending.length:
+                    return False
+                pending.stage = "crlf"
+            elif stage == "crlf":
+                if len(buffer) < 2:
+                    return False
+                if buffer[:2] != b"\r\n":
+                    raise BadRequest(400, "a chunk is not followed by CRLF")
+                del buffer[:2]
+                pending.stage = "size"
+            elif stage == "size":
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    if len(buffer) > MAX_CHUNK_LINE:
+                        raise BadRequest(400, f"a chunk-size line longer than {MAX_CHUNK_LINE} bytes")
+                    return False
+                line = bytes(buffer[:end])
+                if _CHUNK_LINE.fullmatch(line) is None:
+                    raise BadRequest(
+                        400,
+                        f"malformed chunk-size line {line[:40]!r}: expected hexadecimal digits, then "
+                        "optional ;extensions",
+                    )
+                size = int(line.split(b";", 1)[0].strip(), 16)
+                del buffer[: end + 2]
+                if len(body) + size > self.server.max_body_bytes:
+                    raise BadRequest(413, "")
+                pending.length = size
+                pending.stage = "data" if size else "trailers"
+            else:  # trailers: header lines up to an empty line, checked and dropped
+                if buffer[:2] == b"\r\n":
+                    del buffer[:2]
+                    return True
+                end = buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buffer) > MAX_HEAD:
+                        raise BadRequest(431, f"trailers longer than {MAX_HEAD} bytes")
+                    return False
+                _fields(bytes(buffer[: end + 2]), 0, "trailer line")
+                del buffer[: end + 4]
+                return True
 
     # --- answering -------------------------------------------------------------------------------
 
@@ -266,11 +490,12 @@ class _Protocol(asyncio.Protocol):
             logger.exception("HTTP handler failed on %s %s", request.method, request.path)
             reply = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}', {})
             reply.headers["Content-Type"] = "application/json"
+        keep = keep and not self.server.closing
         try:
             if isinstance(reply, StreamResponse):
-                keep = await self._stream(reply, keep and request.version == "HTTP/1.1", request.version)
+                keep = await self._stream(reply, keep, request.version)
             else:
-                self._write(reply, keep)
+                self._write(reply, keep, request.version)
         finally:
             self.busy = False
             self.task = None
@@ -279,10 +504,17 @@ class _Protocol(asyncio.Protocol):
                 self.transport.resume_reading()
         if not keep or self.closed:
             self._close()
-        elif self.buffer:
+            return
+        self.last_data = self.loop.time()
+        if self.buffer:
+            self.head_since = self.last_data
             self._next()
+        elif self.eof:
+            self._close()
+        if not self.busy and not self.closed:
+            self._arm()
 
-    def _head(self, status: int, headers: dict[str, str], keep: bool, extra: bytes) -> bytes:
+    def _head(self, status: int, headers: dict[str, str], keep: bool, version: str, extra: bytes) -> bytes:
         lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
         if "Date" not in headers and "date" not in headers:  # an upstream's own Date passes through
             lines.append(_date())
@@ -291,15 +523,17 @@ class _Protocol(asyncio.Protocol):
         lines.append(extra)
         if not keep:
             lines.append(b"Connection: close\r\n")
+        elif version == "HTTP/1.0":
+            lines.append(b"Connection: keep-alive\r\n")
         lines.append(b"\r\n")
         return b"".join(lines)
 
-    def _write(self, reply: Response, keep: bool) -> None:
+    def _write(self, reply: Response, keep: bool, version: str) -> None:
         transport = self.transport
         if transport is None or self.closed or transport.is_closing():
             return
         body = reply.body
-        head = self._head(reply.status, reply.headers, keep, b"Content-Length: %d\r\n" % len(body))
+        head = self._head(reply.status, reply.headers, keep, version, b"Content-Length: %d\r\n" % len(body))
         if len(body) < 65536:
             transport.write(head + body)
         else:
@@ -310,11 +544,12 @@ class _Protocol(asyncio.Protocol):
         """Write a streamed reply; returns whether the connection may be kept."""
         chunks, transport = reply.chunks, self.transport
         chunked = version == "HTTP/1.1"
+        keep = keep and chunked  # HTTP/1.0: the body ends when the connection does
         try:
             if transport is None or self.closed:
                 return False
             extra = b"Transfer-Encoding: chunked\r\n" if chunked else b""
-            transport.write(self._head(reply.status, reply.headers, keep and chunked, extra))
+            transport.write(self._head(reply.status, reply.headers, keep, version, extra))
             async for data in chunks:
                 if self.closed or transport.is_closing():
                     return False
@@ -325,7 +560,7 @@ class _Protocol(asyncio.Protocol):
                     await self.drain
             if not self.closed and chunked:
                 transport.write(b"0\r\n\r\n")
-            return keep and chunked
+            return keep
         finally:
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
@@ -334,40 +569,78 @@ class _Protocol(asyncio.Protocol):
     def _refuse(self, status: int, message: str) -> None:
         """A request that cannot be read: the server's error reply, then the connection closes."""
         self.buffer.clear()
+        self.pending = None
         self.busy = True  # nothing more is read from this connection
         reply = self.server.refusal(status, message)
-        self._write(reply, keep=False)
+        self._write(reply, False, "HTTP/1.1")
         self._close()
 
     def _close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
-    # --- idle connections ------------------------------------------------------------------------
+    # --- deadlines -------------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a next request that has not begun (may be closed at any time: RFC 9112 9.8)."""
+        return not self.busy and self.pending is None and not self.buffer and not self.closed
 
     def _arm(self) -> None:
-        self.timer = self.loop.call_at(self.last_data + self.server.keepalive_s, self._idle)
+        """(Re)schedule the deadline check at the nearest deadline."""
+        due = self._due()
+        if due is None:
+            return
+        if self.timer is not None:
+            if self.timer.when() <= due:
+                return
+            self.timer.cancel()
+        self.timer = self.loop.call_at(due, self._tick)
 
-    def _idle(self) -> None:
+    def _due(self) -> float | None:
+        if self.busy or self.closed:
+            return None  # re-armed when the reply is written
+        if self.pending is None and self.head_since is not None:
+            return self.head_since + self.server.head_timeout_s
+        return self.last_data + self.server.keepalive_s
+
+    def _tick(self) -> None:
         self.timer = None
-        if self.closed:
+        due = self._due()
+        if due is None:
             return
-        due = self.last_data + self.server.keepalive_s
-        if self.busy or self.loop.time() < due:
-            self.timer = self.loop.call_at(max(due, self.loop.time() + 1.0), self._idle)
+        if self.loop.time() < due:
+            self.timer = self.loop.call_at(due, self._tick)
             return
-        self._close()
+        if self.pending is None and self.head_since is not None and self.buffer:
+            self._refuse(
+                408,
+                f"the request head did not arrive whole within {self.server.head_timeout_s:g} s "
+                "(head_timeout_s)",
+            )
+            return
+        self._close()  # idle, a fresh connection that sent nothing, or a body that stopped arriving
+
+
+def _bad_request_line(head: bytes) -> BadRequest:
+    first = head[: head.find(b"\r\n")]
+    if _CTL.search(first) is not None:
+        return _bad_line(first, "request line")
+    return BadRequest(400, f"malformed request line: {first[:100]!r} (expected `METHOD target HTTP/1.1`)")
 
 
 class HTTPServer:
-    """Serves `handler` on host:port (see the module docstring).
+    """Serves `handler` on one or more addresses (see the module docstring).
 
     Args:
         handler: answers one request.
-        refusal: the reply for a request that cannot be read (status, message); 413 for a body over
-            `max_body_bytes` (message empty), 400 / 431 / 501 / 505 for malformed ones.
-        max_body_bytes: largest request body accepted.
-        keepalive_s: an idle connection is closed after this long.
+        refusal: the reply for a request the server answers itself (status, message): 413 for a body
+            over `max_body_bytes` (message empty), 400 / 415 / 417 / 431 / 501 / 505 for malformed or
+            unsupported ones, 408 for a head that took too long, 503 at the connection cap.
+        max_body_bytes: largest request body accepted (decoded size, for a compressed one).
+        keepalive_s: an idle connection (or a body that stops arriving) is closed after this long.
+        head_timeout_s: a request head must arrive whole within this long of its first byte.
+        max_connections: open connections at most.
     """
 
     def __init__(
@@ -377,32 +650,62 @@ class HTTPServer:
         *,
         max_body_bytes: int,
         keepalive_s: float = 75.0,
+        head_timeout_s: float = 30.0,
+        max_connections: int = 1000,
     ) -> None:
         self.handler = handler
         self.refusal = refusal
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
+        self.head_timeout_s = head_timeout_s
+        self.max_connections = max_connections
         self.connections: set[_Protocol] = set()
-        self._server: asyncio.Server | None = None
+        self.closing = False
+        self.urls: list[str] = []
+        self._servers: list[asyncio.Server] = []
 
-    async def start(self, host: str, port: int) -> str:
-        """Listen on host:port (0: a free port); returns the base URL ending in /v1."""
+    async def start(self, host: str | list[str], port: int) -> str:
+        """Listen on host:port (0: a free port; several hosts: each, on the same port); returns the base
+        URL ending in /v1 (of the first address)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Protocol(self), host, port)
-        bound = self._server.sockets[0].getsockname()
-        name = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        return f"http://{name}:{bound[1]}/v1"
+        hosts = [host] if isinstance(host, str) else list(host)
+        urls = []
+        for name in hosts:
+            server = await loop.create_server(lambda: _Protocol(self), name, port)
+            self._servers.append(server)
+            bound = server.sockets[0].getsockname()
+            port = bound[1]  # the next hosts listen on the port the first one got
+            shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+            urls.append(f"http://{shown}:{bound[1]}/v1")
+        self.urls = urls
+        return urls[0]
 
-    async def close(self) -> None:
-        """Stop listening, close every connection and wait for handlers still running."""
-        if self._server is not None:
-            self._server.close()
+    def make_room(self) -> bool:
+        """At the connection cap: close the longest-idle kept-alive connection; False if none is idle."""
+        idle = [c for c in self.connections if c.idle]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_data)
+        self.connections.discard(oldest)
+        oldest._close()
+        return True
+
+    async def close(self, grace_s: float = 10.0) -> None:
+        """Stop listening, close idle connections, give handlers in flight `grace_s` to deliver their
+        replies (each then closes its connection), then cancel what is left and close everything."""
+        self.closing = True
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            if not conn.busy:
+                conn._close()
         tasks = [c.task for c in self.connections if c.task is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=grace_s)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=1)
         for conn in list(self.connections):
             conn._close()
-        if tasks:  # a request in flight gets a moment to finish (its upstream call may be under way)
-            await asyncio.wait(tasks, timeout=2)
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-        self._server = None
+        self._servers = []

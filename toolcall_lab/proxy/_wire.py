@@ -4,42 +4,199 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"the number {text[:40]} is too large for a double")
+    return value
+
+
+def _std_loads(data: bytes | str) -> Any:
+    """The standard library's reading, for what orjson refuses but JSON allows (a lone surrogate escape
+    such as ``\\ud800``); numbers a double cannot hold (``1e400``) are still refused (`loads_lenient`)."""
+    return json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+
+
+def loads_lenient(data: bytes | str) -> Any:
+    """Any JSON, numbers beyond a double (``1e400``, read as infinity) included: for deciding where a
+    request goes when it is forwarded as it came, never for what is written again."""
+    return json.loads(data, parse_constant=_no_constant)
+
+
+def _std_dumps(value: Any, **options: Any) -> bytes:
+    """The standard library's writing (for what orjson will not write: integers beyond 64 bits, lone
+    surrogates); non-ASCII as escapes only when the text cannot be UTF-8."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, allow_nan=False, **options).encode()
+
 
 try:  # orjson (the `fast` extra) parses and writes request bodies several times faster
     import orjson
 
     def loads(data: bytes | str) -> Any:
-        return orjson.loads(data)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            try:
+                return _std_loads(data)
+            except ValueError:
+                pass
+            raise
 
     def dumps(value: Any) -> bytes:
         try:
             return orjson.dumps(value)
-        except TypeError:  # integers beyond 64 bits and the like
-            return json.dumps(value, ensure_ascii=False).encode()
+        except TypeError:  # integers beyond 64 bits, lone surrogates
+            return _std_dumps(value)
 
     def dumps_sorted(value: Any) -> bytes:
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except TypeError:
-            return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+            return _std_dumps(value, sort_keys=True, separators=(",", ":"))
 
     JSONError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, UnicodeDecodeError)
 
 except ImportError:  # pragma: no cover - the optional extra is absent
 
     def loads(data: bytes | str) -> Any:
-        return json.loads(data)
+        return _std_loads(data)
 
     def dumps(value: Any) -> bytes:
-        return json.dumps(value, ensure_ascii=False).encode()
+        return _std_dumps(value)
 
     def dumps_sorted(value: Any) -> bytes:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+        return _std_dumps(value, sort_keys=True, separators=(",", ":"))
 
     JSONError = (json.JSONDecodeError, UnicodeDecodeError)
+
+
+# --- writing a request again, byte for byte where the proxy changes nothing ------------------------
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.S)
+
+
+class Spans:
+    """Where a JSON object's top-level members sit in its bytes, and the elements of its ``messages``."""
+
+    __slots__ = ("elements", "members")
+
+    def __init__(
+        self, members: list[tuple[str, bytes, int, int]], elements: list[tuple[int, int]] | None
+    ) -> None:
+        self.members = members
+        """(name, the key as written, value start, value end), in order, repeated keys included."""
+        self.elements = elements
+        """(start, end) of each element of the (last) top-level ``messages`` array."""
+
+
+def spans(raw: bytes) -> Spans | None:
+    """The `Spans` of a JSON object already known to parse (None when `raw` is not an object)."""
+    members: list[tuple[str, bytes, int, int]] = []
+    elements: list[tuple[int, int]] | None = None
+    current: list[tuple[int, int]] | None = None
+    depth, key, value_start, element_start = 0, b"", -1, -1
+    for token in _JSON_TOKEN.finditer(raw):
+        at = token.start()
+        char = raw[at]
+        if char == 0x22:  # a string
+            if depth == 1 and value_start < 0:
+                key = token.group()
+            continue
+        if char == 0x3A:  # :
+            if depth == 1:
+                value_start = token.end()
+            continue
+        if char == 0x2C:  # ,
+            if depth == 1:
+                members.append((_key(key), key, value_start, at))
+                value_start = -1
+            elif depth == 2 and current is not None:
+                current.append((element_start, at))
+                element_start = token.end()
+            continue
+        if char in (0x7B, 0x5B):  # { [
+            if depth == 0 and char != 0x7B:
+                return None
+            depth += 1
+            if depth == 2 and char == 0x5B and _key(key) == "messages":
+                current, element_start = [], token.end()
+            continue
+        if depth == 2 and current is not None:  # ] closing the messages array
+            if raw[element_start:at].strip():
+                current.append((element_start, at))
+            elements, current = current, None
+        depth -= 1
+        if depth == 0:
+            if value_start >= 0:
+                members.append((_key(key), key, value_start, at))
+            return Spans(members, elements)
+    return None
+
+
+def _key(written: bytes) -> str:
+    if b"\\" not in written:
+        return written[1:-1].decode("utf-8", "surrogateescape")
+    name: str = json.loads(written)
+    return name
+
+
+def splice(
+    raw: bytes,
+    found: Spans,
+    replace: dict[str, bytes],
+    *,
+    drop: frozenset[str] = frozenset(),
+    messages: list[Any] | None = None,
+    originals: list[Any] | None = None,
+) -> bytes:
+    """`raw` written again with the values of `replace` (raw JSON) put in, the members in `drop` left
+    out, and every other member byte for byte (unknown fields, numbers as written, repeated keys).
+    With `messages`: the new ``messages`` array, where each element that is one of `originals` (the
+    parsed elements of `raw`'s array, by identity) keeps its bytes; the others are written anew."""
+    out = [b"{"]
+    seen: set[str] = set()
+    for name, written, start, end in found.members:
+        if name in drop:
+            continue
+        seen.add(name)
+        if name == "messages" and messages is not None:
+            value = _array(raw, found, messages, originals)
+        elif name in replace:
+            value = replace[name]
+        else:
+            value = raw[start:end].strip()
+        out += [b"," if len(out) > 1 else b"", written, b":", value]
+    for name, value in replace.items():
+        if name not in seen:
+            out += [b"," if len(out) > 1 else b"", dumps(name), b":", value]
+    out.append(b"}")
+    return b"".join(out)
+
+
+def _array(raw: bytes, found: Spans, messages: list[Any], originals: list[Any] | None) -> bytes:
+    where: dict[int, tuple[int, int]] = {}
+    if originals is not None and found.elements is not None and len(found.elements) == len(originals):
+        where = {id(m): span for m, span in zip(originals, found.elements, strict=True)}
+    parts = []
+    for message in messages:
+        span = where.get(id(message))
+        parts.append(raw[span[0] : span[1]].strip() if span is not None else dumps(message))
+    return b"[" + b",".join(parts) + b"]"
 
 
 _DIGITS = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
@@ -68,7 +225,15 @@ def request_digest(raw: bytes) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-RETRYABLE = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_bad_response"})
+RETRYABLE = frozenset(
+    {
+        "upstream_unreachable",
+        "upstream_timeout",
+        "upstream_bad_response",
+        "request_timeout",
+        "too_many_connections",
+    }
+)
 """Codes of the proxy's own errors that a retry may cure; every other one says ``x-should-retry: false``."""
 NO_RETRY = {"x-should-retry": "false"}
 """The header the `openai` client (and other Stainless clients) obey: it would otherwise retry 409 and
@@ -87,18 +252,18 @@ def error_body(status: int, message: str, code: str, *, param: str | None = None
         409: "conflict_error",
         410: "invalid_request_error",
         413: "invalid_request_error",
+        415: "invalid_request_error",
+        417: "invalid_request_error",
         429: "rate_limit_error",
     }.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def split_response(response: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(template, choice): an upstream response's top-level fields without its choices, exactly as
-    sent (``created`` is added, as the time of the reply, only when the upstream sent none: clients
-    require it), and the fields of its one choice besides index, message and finish_reason."""
-    template = {k: v for k, v in response.items() if k != "choices"}
-    if not isinstance(template.get("created"), int):
-        template["created"] = int(time.time())
+    """(template, choice): an upstream response's top-level fields exactly as sent, ``choices`` kept as
+    a place-holder (None) so the first hand-out has the fields in the upstream's order, and the fields
+    of its one choice besides index, message and finish_reason."""
+    template = {k: (None if k == "choices" else v) for k, v in response.items()}
     choice = response["choices"][0]
     return template, {k: v for k, v in choice.items() if k not in _CHOICE_KEYS}
 
@@ -108,20 +273,22 @@ def hand_out_reply(
 ) -> dict[str, Any]:
     """The chat.completion a client receives for hand-out `position` of a batch.
 
-    Position 0 is the upstream's response itself with only the first call: every field it sent, its
-    usage included (absent if it sent none), and every field of its choice (logprobs, ...). Later
-    positions are served from the queue, no model was called for them: same created / model /
-    system_fingerprint / service_tier, id suffixed ``-k``, ``usage`` null and ``logprobs`` null (the
-    upstream's usage and logprobs belong to the response the first position carries).
+    Position 0 is the upstream's response itself with only the first call: every field it sent (and
+    none it did not), its usage included (absent if it sent none), and every field of its choice
+    (logprobs, ...). Later positions are served from the queue, no model was called for them: same
+    created (the time of the reply when the upstream sent none) / model / system_fingerprint /
+    service_tier, id suffixed ``-k``, ``usage`` null and ``logprobs`` null (the upstream's usage and
+    logprobs belong to the response the first position carries).
     """
     if position == 0:
         reply = dict(template)
-        reply.setdefault("object", "chat.completion")
         reply["choices"] = [{"index": 0, "message": message, **choice, "finish_reason": "tool_calls"}]
         return reply
     reply = {k: template[k] for k in _QUEUED_KEYS if k in template}
     reply["id"] = f"{template.get('id') or 'chatcmpl-proxy'}-{position}"
     reply["object"] = "chat.completion"
+    if not isinstance(reply.get("created"), int):
+        reply["created"] = int(time.time())
     reply["choices"] = [{"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls"}]
     reply["usage"] = None
     return reply

@@ -101,12 +101,19 @@ class Batch:
     choice: dict[str, Any] = field(default_factory=dict)
     """The fields of the upstream's choice besides index, message and finish_reason (logprobs, ...):
     they describe the message the first hand-out carries."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """The upstream reply's headers that describe the call (x-request-id, x-ratelimit-*, ...): the
+    first hand-out carries them."""
     session_key: str = ""
     """With ``x-session-id``: a hash of the session and the request that opened the batch (retries)."""
     digests: list[str] = field(default_factory=list)
     """`result_digest` of each result received, by position."""
     final: dict[str, Any] | None = None
     """The reply sent once all N were answered (a retry of that request gets it again)."""
+    final_headers: dict[str, str] = field(default_factory=dict)
+    """The headers of the upstream call that `final` answers."""
+    final_raw: str | None = None
+    """The upstream's bytes of `final` (as UTF-8 text) when it went to the client as sent."""
     state: BatchState = "open"
     created_at: float = 0.0
     touched_at: float = 0.0
@@ -197,8 +204,17 @@ class Batch:
     def size(self) -> int:
         """Approximate bytes this record holds (for the store's byte bound)."""
         if not self._size:
-            self._size = 400 + len(dumps(self.message)) + len(dumps(self.template)) + len(dumps(self.choice))
-        return self._size + 40 * len(self.digests) + (len(dumps(self.final)) if self.final else 0)
+            self._size = (
+                400
+                + len(dumps(self.message))
+                + len(dumps(self.template))
+                + len(dumps(self.choice))
+                + len(dumps(self.headers))
+            )
+        final = 0
+        if self.final is not None:
+            final = len(dumps(self.final)) + len(dumps(self.final_headers)) + len(self.final_raw or "")
+        return self._size + 40 * len(self.digests) + final
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,9 +222,12 @@ class Batch:
             "message": self.message,
             "template": self.template,
             "choice": self.choice,
+            "headers": self.headers,
             "session_key": self.session_key,
             "digests": self.digests,
             "final": self.final,
+            "final_headers": self.final_headers,
+            "final_raw": self.final_raw,
             "state": self.state,
             "created_at": self.created_at,
             "touched_at": self.touched_at,

@@ -60,19 +60,20 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolcall_lab.proxy._forward import Forwarder, HTTPError, Reply, json_reply
+from toolcall_lab.proxy._forward import Answer, Forwarder, HTTPError, Reply, json_reply
 from toolcall_lab.proxy._httpd import HTTPServer, Request, Response, StreamResponse
 from toolcall_lab.proxy._httpd import Reply as HTTPReply
 from toolcall_lab.proxy._wire import (
     JSONError,
-    dumps,
     exact,
     hand_out_reply,
     loads,
+    loads_lenient,
     request_digest,
     split_response,
 )
@@ -101,6 +102,13 @@ IDEMPOTENCY_HEADER = "idempotency-key"
 
 
 _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
+_REFUSALS = {
+    408: "request_timeout",
+    415: "unsupported_content_encoding",
+    417: "expectation_failed",
+    503: "too_many_connections",
+}
+"""Codes of the HTTP server's own refusals besides 413 and malformed requests (``invalid_http``)."""
 
 
 def _not_routed(request: Request) -> Response:
@@ -151,6 +159,7 @@ class ProxyServer:
             "gone": 0,
             "batches_rebuilt_from_client": 0,
             "calls_left_out": 0,
+            "not_split": 0,
             "errors": 0,
         }
         idle = getattr(upstream, "timeout_s", None)
@@ -163,6 +172,8 @@ class ProxyServer:
             model=self.settings.model,
             stats=self.stats,
         )
+        self._rebuilt: OrderedDict[str, None] = OrderedDict()
+        """Tags of batches rebuilt from a client's messages, counted once (bounded like the store)."""
         self._locks = _Locks()
         """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
         self._http: HTTPServer | None = None
@@ -170,21 +181,38 @@ class ProxyServer:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve on host:port (port 0 picks a free one); returns the base URL ending in /v1."""
-        self._http = HTTPServer(self.dispatch, self.refusal, max_body_bytes=self.settings.max_body_bytes)
+    async def start(self, host: str | list[str] = "127.0.0.1", port: int = 0) -> str:
+        """Serve on host:port (port 0 picks a free one; a list of hosts: each of them, on one port);
+        returns the base URL ending in /v1. ``::`` listens on IPv6 only (asyncio sets IPV6_V6ONLY):
+        give ``["::", "0.0.0.0"]`` (``--host :: --host 0.0.0.0``) for both."""
+        settings = self.settings
+        self._http = HTTPServer(
+            self.dispatch,
+            self.refusal,
+            max_body_bytes=settings.max_body_bytes,
+            keepalive_s=settings.keepalive_s,
+            head_timeout_s=settings.head_timeout_s,
+            max_connections=settings.max_connections,
+        )
         url = await self._http.start(host, port)
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return url
 
+    @property
+    def urls(self) -> list[str]:
+        """The base URLs the server listens on (one per host)."""
+        return list(self._http.urls) if self._http is not None else []
+
     async def close(self) -> None:
+        """Stop serving: requests in flight get `ProxySettings.close_grace_s` to deliver their replies;
+        then the upstream pool and the state file are closed."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
         if self._http is not None:
-            await self._http.close()
+            await self._http.close(self.settings.close_grace_s)
             self._http = None
         await self.upstream.close()
         self.store.close()
@@ -225,7 +253,9 @@ class ProxyServer:
     # --- requests --------------------------------------------------------------------------------
 
     def refusal(self, status: int, message: str) -> Response:
-        """The reply to a request the HTTP server could not read: too large (413) or malformed."""
+        """The reply to a request the HTTP server answers itself: too large (413), too slow (408), an
+        expectation it cannot meet (417), an unsupported coding (415), at the connection cap (503) or
+        malformed (400, 431, 501, 505)."""
         self.stats["requests"] += 1
         self.stats["errors"] += 1
         if status == 413:
@@ -235,7 +265,9 @@ class ProxyServer:
                 "(ProxySettings.max_body_bytes, --max-body-bytes)",
                 "body_too_large",
             ).response()
-        return HTTPError(status, f"malformed HTTP request: {message}", "invalid_http").response()
+        code = _REFUSALS.get(status, "invalid_http")
+        what = "malformed HTTP request: " if code == "invalid_http" else ""
+        return HTTPError(status, what + message, code).response()
 
     async def handle(self, request: Request) -> HTTPReply:
         self.stats["requests"] += 1
@@ -268,7 +300,9 @@ class ProxyServer:
                     "idempotent_reply_not_kept",
                 ).response()
             self.stats["retries_replayed"] += 1
-            return Response(stored.status, stored.body, {"Content-Type": stored.content_type})
+            return Response(
+                stored.status, stored.body, {**stored.headers, "Content-Type": stored.content_type}
+            )
         response = await self._answer(request, raw)
         if 200 <= response.status < 300:
             streamed = isinstance(response, StreamResponse)
@@ -283,6 +317,7 @@ class ProxyServer:
                     body=body,
                     at=self.clock(),
                     kept=not streamed,
+                    headers={k: v for k, v in response.headers.items() if k.lower() != "content-type"},
                 ),
             )
         return response
@@ -305,7 +340,7 @@ class ProxyServer:
         try:
             body = loads(raw)
         except JSONError as exc:
-            raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+            return await self.unreadable(request, raw, exc)
         if not isinstance(body, dict):
             raise HTTPError(400, "request body must be a JSON object", "invalid_json")
         messages = body.get("messages")
@@ -313,7 +348,7 @@ class ProxyServer:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
-            return await self.forward.pass_through(request, body, raw, changed=False)
+            return await self.forward.pass_through(request, body, raw, None)
         queued = self.queued_tail(messages)
         if queued is not None:  # the next result of a batch the proxy holds: served from its queue
             return await self.continue_batch(request, body, messages, [], {}, queued)
@@ -344,17 +379,57 @@ class ProxyServer:
                 self.stats["served_from_queue"] += 1
                 self.store.touch(retry)
                 return self.forward.render(
-                    body, hand_out_reply(retry.template, retry.choice, retry.hand_out(0), 0)
+                    body, hand_out_reply(retry.template, retry.choice, retry.hand_out(0), 0), retry.headers
                 )
         upstream_messages = translate(messages, history, forms)
         if not serial:
-            return await self.forward.pass_through(
-                request, {**body, "messages": upstream_messages}, raw, changed=bool(splits)
+            return await self.forward.pass_through(request, body, raw, upstream_messages if splits else None)
+        answer = await self.forward.call_upstream(request, body, upstream_messages, unchanged=not splits)
+        return self.answer_serial(body, answer, key)
+
+    async def unreadable(self, request: Request, raw: bytes, exc: Exception) -> HTTPReply:
+        """A body the proxy cannot read exactly (a number beyond a double, ``1e400``): forwarded as it
+        came when nothing in it needs changing (no serialization, no batch of the proxy's, no model
+        override), else a 400 saying why; a body that is not JSON at all is a 400."""
+        try:
+            body = loads_lenient(raw)
+        except ValueError:
+            raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+        messages = body.get("messages") if isinstance(body, dict) else None
+        own = isinstance(messages, list) and any(
+            isinstance(m, dict)
+            and (
+                parse(m.get("tool_call_id")) is not None
+                or any(
+                    isinstance(c, dict) and parse(c.get("id")) is not None for c in m.get("tool_calls") or ()
+                )
             )
-        response = await self.forward.call_upstream(
-            request, body, upstream_messages, raw if not splits else None
+            for m in messages
         )
-        return self.forward.render(body, self.open_batch(response, key))
+        if (
+            isinstance(body, dict)
+            and body.get("parallel_tool_calls") is not False
+            and not own
+            and not self.settings.model
+        ):
+            return await self.forward.pass_through(request, body, raw, None)
+        raise HTTPError(
+            400,
+            f"request body holds a number a double cannot hold ({exc}); the proxy must write this request "
+            "again (it is serialized, or holds calls the proxy handed out) and could not keep that number "
+            "exactly",
+            "invalid_json",
+        )
+
+    def answer_serial(self, body: dict[str, Any], answer: Answer, key: str) -> Response:
+        """A serial client's reply to an upstream answer: its first call when it opens a batch, else the
+        upstream's answer as sent."""
+        opened = self.open_batch(answer, key)
+        if opened is None:
+            return self.forward.render(
+                body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
+            )
+        return self.forward.render(body, opened, answer.headers)
 
     def queued_tail(self, messages: list[dict[str, Any]]) -> Split | None:
         """The fast path: `messages` end with a result for a batch the proxy holds, exactly as handed
@@ -380,9 +455,7 @@ class ProxyServer:
             tomb = self.store.tombstone(split.tag)
             self.check_calls(split, None, tomb)
             form, left_out = merged(None, split, messages, tomb)
-            self.stats["batches_rebuilt_from_client"] += 1
-            if left_out:
-                self.stats["calls_left_out"] += left_out
+            if self.count_rebuilt(split.tag, left_out) and left_out:
                 logger.warning(
                     "batch %s: the proxy no longer holds it and the client holds %d of its %d calls; the "
                     "upstream gets those %d (the %d never handed out are unknown now)",
@@ -402,6 +475,19 @@ class ProxyServer:
         else:
             self.store.touch(batch)
         return merged(batch, split, messages)[0]
+
+    def count_rebuilt(self, tag: str, left_out: int) -> bool:
+        """Count a batch rebuilt from the client's messages (and the calls it leaves out) once, however
+        many later requests carry it; True the first time."""
+        if tag in self._rebuilt:
+            self._rebuilt.move_to_end(tag)
+            return False
+        self._rebuilt[tag] = None
+        while len(self._rebuilt) > self.settings.max_batches:
+            self._rebuilt.popitem(last=False)
+        self.stats["batches_rebuilt_from_client"] += 1
+        self.stats["calls_left_out"] += left_out
+        return True
 
     def check_ids(self, batch: Batch, split: Split) -> None:
         """The client's copies of the batch's ids must be exactly the ones handed out."""
@@ -501,17 +587,22 @@ class ProxyServer:
             )
         if batch.final is not None:  # a retry of the request that completed the batch
             self.stats["retries_replayed"] += 1
-            return self.forward.render(body, batch.final)
+            raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
+            return self.forward.render(body, batch.final, batch.final_headers, raw=raw)
         forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
-        response = await self.forward.call_upstream(
-            request, body, translate(messages, [*history, tail], forms)
-        )
-        reply = self.open_batch(response, "") if serial else response
+        answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
+        opened = self.open_batch(answer, "") if serial else None
         if batch.state == "open":
             self.stats["batches_finished"] += 1
-        batch.final, batch.state = reply, "finished"
+        batch.final, batch.state = opened or answer.response, "finished"
+        batch.final_headers = answer.headers
+        batch.final_raw = None if opened is not None else answer.raw.decode("utf-8", "surrogatepass")
         self.store.save(batch)
-        return self.forward.render(body, reply)
+        if opened is not None:
+            return self.forward.render(body, opened, answer.headers)
+        return self.forward.render(
+            body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
+        )
 
     async def rebuild_or_gone(
         self,
@@ -536,12 +627,15 @@ class ProxyServer:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
         self.check_calls(tail, None, tomb)
         form, _ = merged(None, tail, messages, tomb)
-        self.stats["batches_rebuilt_from_client"] += 1
-        response = await self.forward.call_upstream(
+        self.count_rebuilt(tail.tag, 0)
+        answer = await self.forward.call_upstream(
             request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
         )
-        serial = body.get("parallel_tool_calls") is False
-        return self.forward.render(body, self.open_batch(response, "") if serial else response)
+        if body.get("parallel_tool_calls") is False:
+            return self.answer_serial(body, answer, "")
+        return self.forward.render(
+            body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
+        )
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
@@ -572,23 +666,23 @@ class ProxyServer:
             f"conversation without this batch's calls and results ({cut}) so the model is asked again."
         )
 
-    def open_batch(self, response: dict[str, Any], key: str) -> dict[str, Any]:
-        """Open a batch when a serial client got N > 1 calls; the reply hands out the first."""
+    def open_batch(self, answer: Answer, key: str) -> dict[str, Any] | None:
+        """Open a batch when a serial client got N > 1 calls the proxy can split; returns the first
+        hand-out, or None when the answer goes to the client as sent (one call or none, several
+        choices, or calls that are not well-formed function calls)."""
+        response = answer.response
         choices = response.get("choices")
         if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-            return response
+            return None
         message = choices[0].get("message")
         if not isinstance(message, dict) or not isinstance(message.get("tool_calls"), list):
-            return response
+            return None
         calls = message["tool_calls"]
         if len(calls) < 2:
-            return response
-        if not all(isinstance(c, dict) for c in calls):
-            raise HTTPError(
-                502,
-                f"upstream answered with tool_calls that are not all objects: {dumps(calls)[:300]!r}",
-                "upstream_bad_response",
-            )
+            return None
+        if not all(splittable(c) for c in calls):
+            self.stats["not_split"] += 1
+            return None
         if len(calls) > MAX_CALLS:
             raise HTTPError(
                 507,
@@ -606,6 +700,7 @@ class ProxyServer:
             message=message,  # parsed from the upstream's bytes for this request alone; never mutated
             template=template,
             choice=choice,
+            headers=answer.headers,
             session_key=key,
             created_at=now,
             touched_at=now,
@@ -622,6 +717,15 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+
+def splittable(call: Any) -> bool:
+    """Whether the proxy can hand a call out on its own: a function call (``type`` function or absent)
+    with a ``function`` object holding a string name and string arguments."""
+    if not isinstance(call, dict) or call.get("type", "function") != "function":
+        return False
+    fn = call.get("function")
+    return isinstance(fn, dict) and isinstance(fn.get("name"), str) and isinstance(fn.get("arguments"), str)
 
 
 def _fields(settings: ProxySettings) -> dict[str, Any]:

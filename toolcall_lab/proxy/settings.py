@@ -32,6 +32,18 @@ class ProxySettings:
     """Model name sent upstream instead of the client's (None: the client's)."""
     sweep_s: float = 1.0
     """How often expired batches are swept (so /health is current)."""
+    head_timeout_s: float = 30.0
+    """A request's head (request line and headers) must arrive whole within this many seconds of its
+    first byte (of the connection's opening, for its first request), else a 408: a client trickling
+    its head cannot hold a connection."""
+    keepalive_s: float = 75.0
+    """An idle kept-alive connection, or one whose request body stops arriving, closes after this long."""
+    max_connections: int = 1000
+    """Open client connections at most: at the cap a new connection replaces the longest-idle
+    kept-alive one, or gets a 503 when every connection is in use (keep it under the process's limit
+    on open files, ``ulimit -n``, minus the upstream pool)."""
+    close_grace_s: float = 10.0
+    """On `ProxyServer.close`, requests in flight get this long to deliver their replies."""
 
     def __post_init__(self) -> None:
         if not self.max_body_bytes >= 1024:
@@ -45,8 +57,20 @@ class ProxySettings:
                 f"ProxySettings.upstream_total_timeout_s={self.upstream_total_timeout_s!r}: must be > 0 "
                 "seconds, or None for no cap"
             )
-        if not self.sweep_s > 0:
-            raise UsageError(f"ProxySettings.sweep_s={self.sweep_s!r}: must be > 0 seconds")
+        for name in ("sweep_s", "head_timeout_s", "keepalive_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and value > 0):
+                raise UsageError(f"ProxySettings.{name}={value!r}: must be > 0 seconds")
+        if not (isinstance(self.close_grace_s, int | float) and self.close_grace_s >= 0):
+            raise UsageError(f"ProxySettings.close_grace_s={self.close_grace_s!r}: must be >= 0 seconds")
+        if (
+            not isinstance(self.max_connections, int)
+            or isinstance(self.max_connections, bool)
+            or (self.max_connections < 1)
+        ):
+            raise UsageError(
+                f"ProxySettings.max_connections={self.max_connections!r}: must be an integer >= 1"
+            )
 
     def limits(self) -> StoreLimits:
         return StoreLimits(

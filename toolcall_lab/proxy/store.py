@@ -16,7 +16,7 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ class StoredReply:
     at: float
     kept: bool = True
     """False when the reply was too large to keep: a retry gets an error saying so."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """The reply's headers besides Content-Type (those of the upstream call it answered)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,6 +253,7 @@ class MemoryStore:
                 body=b"",
                 at=reply.at,
                 kept=False,
+                headers=reply.headers,
             )
         self._replies[key] = reply
         self._reply_bytes += _reply_size(key, reply)
@@ -276,7 +279,7 @@ class MemoryStore:
 
 
 def _reply_size(key: str, reply: StoredReply) -> int:
-    return len(reply.body) + len(key) + 100
+    return len(reply.body) + len(key) + 100 + sum(len(k) + len(v) + 4 for k, v in reply.headers.items())
 
 
 _SCHEMA = """
@@ -287,6 +290,9 @@ CREATE TABLE IF NOT EXISTS replies (
     key TEXT PRIMARY KEY, at REAL NOT NULL, data BLOB NOT NULL, body BLOB NOT NULL
 );
 """
+APPLICATION_ID = 0x546C5078
+"""``PRAGMA application_id`` of a proxy state file ("TlPx"), to tell it from other applications' files."""
+_TABLES = frozenset({"meta", "batches", "tombstones", "replies"})
 SCHEMA_VERSION = "3"
 """1: batches matched by upstream call ids and prefix hashes; 2: batches by proxy id tags; 3: opaque
 proxy ids (the upstream's ids kept in records and tombstones), choice fields, idempotency keys by JSON."""
@@ -302,41 +308,85 @@ class SQLiteStore(MemoryStore):
     ) -> None:
         super().__init__(limits, clock=clock)
         self.path = Path(path)
-        try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
-            # one proxy per state file: the first takes an exclusive lock and holds it while it runs (the
-            # operating system drops it when the process ends, kill -9 included)
-            self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executescript(_SCHEMA)
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.OperationalError as exc:
-            self._db.close()
-            if "locked" in str(exc):
-                raise UsageError(
-                    f"--state {self.path}: another process (another proxy?) has this state file open. Two "
-                    "proxies cannot share one: each would know only its own batches. Give each its own "
-                    "file, or stop the other one."
-                ) from None
-            raise UsageError(f"--state {self.path}: not a usable SQLite file ({exc})") from None
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            raise UsageError(f"--state {self.path}: not a usable SQLite file ({exc})") from None
-        if row is None:
-            self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-        elif row[0] != SCHEMA_VERSION:
-            self._db.close()
-            raise UsageError(
-                f"--state {self.path}: proxy state schema {row[0]!r}, this version reads {SCHEMA_VERSION!r}; "
-                "use another file"
-            )
+        self._db = self._open(self.path)
         try:
             self._load()
         except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
             self._db.close()
             raise UsageError(f"--state {self.path}: cannot read the proxy state in it ({exc!r})") from None
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        """Open (or create) a state file, refusing clearly what is not one: a folder, a path whose folder
+        does not exist, a file that is not SQLite, another application's SQLite file, a file another
+        proxy holds, a state of another schema."""
+        if path.is_dir():
+            raise UsageError(f"--state {path}: is a folder; give a file in it, e.g. {path / 'proxy.sqlite'}")
+        if not path.parent.is_dir():
+            raise UsageError(
+                f"--state {path}: the folder {path.parent} does not exist; create it first, or choose "
+                "another path"
+            )
+        try:
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+        except sqlite3.Error as exc:
+            raise UsageError(f"--state {path}: cannot open it ({exc})") from None
+        try:
+            # one proxy per state file: the first takes an exclusive lock and holds it while it runs (the
+            # operating system drops it when the process ends, kill -9 included)
+            db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            db.execute("BEGIN IMMEDIATE")
+            app = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            ours = tables <= _TABLES and (
+                app == APPLICATION_ID
+                or (
+                    app == 0
+                    and "meta" in tables
+                    and db.execute("SELECT 1 FROM meta WHERE key='schema_version'").fetchone() is not None
+                )
+            )
+            if tables and not ours:
+                db.close()
+                shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "")
+                raise UsageError(
+                    f"--state {path}: a SQLite file of another application (tables: {shown}), not a proxy "
+                    "state file; the proxy will not add its tables to it. Give a new file name."
+                )
+            if not tables and app not in (0, APPLICATION_ID):
+                db.close()
+                raise UsageError(
+                    f"--state {path}: a SQLite file of another application (application_id {app}); give a "
+                    "new file name"
+                )
+            db.execute("COMMIT")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("BEGIN IMMEDIATE")
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "locked" in str(exc):
+                raise UsageError(
+                    f"--state {path}: another process (another proxy?) has this state file open. Two "
+                    "proxies cannot share one: each would know only its own batches. Give each its own "
+                    "file, or stop the other one."
+                ) from None
+            raise UsageError(f"--state {path}: not a usable SQLite file ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise UsageError(f"--state {path}: not a SQLite file a proxy can use ({exc})") from None
+        if row is None:
+            db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+        elif row[0] != SCHEMA_VERSION:
+            db.close()
+            raise UsageError(
+                f"--state {path}: proxy state schema {row[0]!r}, this version reads {SCHEMA_VERSION!r}; "
+                "use another file"
+            )
+        return db
 
     def _load(self) -> None:
         for (data,) in self._db.execute("SELECT data FROM tombstones ORDER BY at"):

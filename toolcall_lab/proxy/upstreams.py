@@ -18,33 +18,41 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 
-from toolcall_lab.exceptions import ToolcallLabError
-from toolcall_lab.proxy._http import HTTPClient, HTTPFailure
+from toolcall_lab.exceptions import ToolcallLabError, UsageError
+from toolcall_lab.proxy._http import ForwardProxy, HTTPClient, HTTPFailure
 from toolcall_lab.proxy._wire import JSONError, dumps, error_body, loads, sse_events
 from toolcall_lab.trace import Trace
 
 HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-        "content-encoding",
-        "accept-encoding",
-        "expect",
-    }
+    {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "proxy-connection"}
 )
+"""Hop-by-hop headers (RFC 9110 7.6.1), never forwarded either way; so are the headers a message's own
+``Connection`` names and every ``Proxy-*`` header."""
+FRAMING = frozenset({"host", "content-length", "content-encoding", "accept-encoding", "expect"})
+"""Headers about this hop's bytes: the proxy writes its own."""
 PROXY_HEADERS = frozenset({"x-session-id"})
 """Headers meant for the proxy itself; not forwarded."""
+
+
+def _hop_by_hop(headers: Mapping[str, str]) -> set[str]:
+    """The lower-case names `headers` must not pass on: the fixed hop-by-hop set and what its own
+    ``Connection`` header names."""
+    named = set(HOP_BY_HOP)
+    for key, value in headers.items():
+        if key.lower() == "connection":
+            named.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return named
+
+
+def end_to_end(headers: Mapping[str, str], *, drop: frozenset[str] = frozenset()) -> dict[str, str]:
+    """`headers` without hop-by-hop ones (those its ``Connection`` names and ``Proxy-*`` included) and
+    without `drop` (lower-case names)."""
+    named = _hop_by_hop(headers) | drop
+    return {k: v for k, v in headers.items() if k.lower() not in named and not k.lower().startswith("proxy-")}
 
 
 class UpstreamError(ToolcallLabError):
@@ -80,13 +88,36 @@ class Upstream(Protocol):
 
 
 def forward_headers(headers: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The client's headers that go upstream: end-to-end ones only (no hop-by-hop, length, encoding,
-    content type or proxy-only header; the proxy sets its own)."""
-    skip = _SKIP
-    return [(k, v) for k, v in headers.items() if k.lower() not in skip]
+    """The client's headers that go upstream: end-to-end ones only (no hop-by-hop, ``Proxy-*`` or
+    ``Connection``-named header, no framing, content type or proxy-only header: the proxy sets its own)."""
+    return list(end_to_end(headers, drop=_SKIP).items())
 
 
-_SKIP = HOP_BY_HOP | PROXY_HEADERS | {"content-type"}
+_SKIP = FRAMING | PROXY_HEADERS | {"content-type"}
+RESPONSE_SKIP = FRAMING | {"content-encoding"}
+
+
+def env_proxy(url: str) -> str | None:
+    """The forward proxy the environment names for `url` (``HTTPS_PROXY`` / ``HTTP_PROXY`` /
+    ``ALL_PROXY``, lower case first, unless ``NO_PROXY`` matches its host); loopback hosts never go
+    through one."""
+    import ipaddress
+    import urllib.request
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return None
+    proxies = urllib.request.getproxies_environment()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if proxies.get("no") and bypass(f"{host}:{port}", proxies):
+        return None
+    return proxies.get(parts.scheme) or proxies.get("all") or None
 
 
 class HTTPUpstream:
@@ -94,14 +125,18 @@ class HTTPUpstream:
     (`_http.HTTPClient`).
 
     Args:
-        base_url: the endpoint's base URL (``/chat/completions`` is appended).
+        base_url: the endpoint's base URL: ``/chat/completions`` is appended to its path, and its query
+            string (Azure's ``?api-version=...``) is kept after it.
         api_key: sent as ``Authorization: Bearer``; None forwards the client's own Authorization.
         timeout_s: an *idle* timeout: the request fails (504) when the upstream sends nothing for this
             long, waiting for its answer or between two pieces of a stream; a stream that keeps
             flowing is never cut (`ProxySettings.upstream_total_timeout_s` caps the whole).
         max_connections: size of the connection pool.
         ssl_context: for https, instead of the standard library's default context (which verifies
-            certificates against the system's CAs), e.g. one that trusts a company CA.
+            certificates against the system's CAs, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
+        ca_file: a PEM bundle of CAs to trust instead of the system's (like ``curl --cacert``).
+        proxy: a forward proxy (``http://[user:password@]host:port``; https goes through a CONNECT
+            tunnel); None takes it from the environment (`env_proxy`) unless `trust_env` is False.
     """
 
     def __init__(
@@ -112,12 +147,43 @@ class HTTPUpstream:
         timeout_s: float = 120.0,
         max_connections: int = 100,
         ssl_context: ssl.SSLContext | None = None,
+        ca_file: str | None = None,
+        proxy: str | None = None,
+        trust_env: bool = True,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.url = chat_url(base_url)
+        if api_key is not None and (
+            not api_key.isascii() or not api_key.isprintable() or " " in api_key.strip()
+        ):
+            raise UsageError(
+                "the API key holds a character that cannot go in an HTTP header (a space, a line break, "
+                "or a non-ASCII letter); check OPENAI_API_KEY"
+            )
+        if ca_file is not None:
+            if ssl_context is not None:
+                raise UsageError("give either ssl_context or ca_file, not both")
+            try:
+                ssl_context = ssl.create_default_context(cafile=ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise UsageError(
+                    f"--ca-file {ca_file}: not a readable PEM bundle of certificates ({exc})"
+                ) from None
         self.api_key = api_key
         self.max_connections = max_connections
+        chosen = proxy if proxy is not None else (env_proxy(self.url) if trust_env else None)
+        try:
+            forward = ForwardProxy.parse(chosen) if chosen else None
+        except ValueError as exc:
+            where = "" if proxy is not None else " (from HTTPS_PROXY / HTTP_PROXY / ALL_PROXY)"
+            raise UsageError(f"{exc}{where}; unset it or give an http:// proxy") from None
+        self.proxy = forward
+        """The forward proxy requests go through, or None."""
         self._client = HTTPClient(
-            self.url, max_connections=max_connections, idle_timeout_s=timeout_s, ssl_context=ssl_context
+            self.url,
+            max_connections=max_connections,
+            idle_timeout_s=timeout_s,
+            ssl_context=ssl_context,
+            proxy=forward,
         )
         self._extra = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
         if api_key:
@@ -131,6 +197,11 @@ class HTTPUpstream:
     def timeout_s(self, value: float) -> None:
         self._client.idle_timeout_s = value
 
+    @property
+    def retries(self) -> int:
+        """Requests sent a second time because a reused connection was reset before reading them."""
+        return self._client.retries
+
     async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
         out = forward_headers(headers)
         if self.api_key:
@@ -140,7 +211,9 @@ class HTTPUpstream:
             reply = await self._client.post(body, out, stream=stream)
         except HTTPFailure as exc:
             raise self._error(exc) from None
-        kept = {k: v for k, v in reply.headers.items() if k.lower() not in HOP_BY_HOP}
+        except ValueError as exc:  # a header that cannot be sent (from a caller, not from the server)
+            raise UpstreamError(str(exc), 400, "invalid_header") from None
+        kept = end_to_end(reply.headers, drop=RESPONSE_SKIP)
         if reply.stream is None:
             return UpstreamResponse(status=reply.status, headers=kept, body=reply.body)
         pieces = reply.stream
@@ -161,10 +234,30 @@ class HTTPUpstream:
                 504,
                 "upstream_timeout",
             )
+        if exc.permanent:
+            return UpstreamError(f"upstream {self.url} {what}refused: {exc}", 502, "upstream_refused")
         return UpstreamError(f"upstream {self.url} {what}failed: {exc}")
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def chat_url(base_url: str) -> str:
+    """``<base path>/chat/completions``, the base URL's query string kept after it; a `UsageError` for
+    a URL that is not http(s) with a host, or that has a fragment."""
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise UsageError(f"upstream URL {base_url!r}: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise UsageError(f"upstream URL {base_url!r}: not an http:// or https:// URL")
+    if not parts.hostname:
+        raise UsageError(f"upstream URL {base_url!r}: the URL names no host (e.g. http://127.0.0.1:8081/v1)")
+    if parts.fragment:
+        raise UsageError(f"upstream URL {base_url!r}: a #fragment is never sent to a server; drop it")
+    path = parts.path.rstrip("/") + "/chat/completions"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 class TraceUpstream:
@@ -279,9 +372,22 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
         await out.write_eof()
         return out
 
+    async def health(request: web.Request) -> web.Response:
+        count = getattr(upstream, "request_count", None)
+        return web.json_response({"ok": True, **({"requests": count} if count is not None else {})})
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        known = ("/v1/chat/completions", "/chat/completions", "/health")
+        status = 405 if request.path in known else 404
+        what = "method not allowed" if status == 405 else "no such endpoint"
+        message = f"{what}: {request.method} {request.path} (POST /v1/chat/completions, GET /health)"
+        return web.json_response(error_body(status, message, "http_error"), status=status)
+
     app = web.Application(client_max_size=max_body_bytes)
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_post("/chat/completions", handle)
+    app.router.add_get("/health", health)
+    app.router.add_route("*", "/{tail:.*}", elsewhere)
     return app
 
 
