@@ -140,6 +140,12 @@ def item_done(index, item):
     return {"type": "response.output_item.done", "output_index": index, "item": item}
 
 
+def args_delta(index, delta, item_id=None):
+    """An arguments delta; without `item_id` it is keyed by output_index only."""
+    event = {"type": "response.function_call_arguments.delta", "output_index": index, "delta": delta}
+    return event if item_id is None else {**event, "item_id": item_id}
+
+
 def fc(item_id, call_id, name, arguments="", status="completed"):
     return {
         "type": "function_call",
@@ -200,12 +206,7 @@ def test_completed_output_recovers_missed_calls_and_corrects_arguments() -> None
         [
             CREATED,
             added(0, fc("fc_1", "call_1", "f")),
-            {
-                "type": "response.function_call_arguments.delta",
-                "output_index": 0,
-                "item_id": "fc_1",
-                "delta": '{"a":',
-            },
+            args_delta(0, '{"a":', item_id="fc_1"),
             completed([fc("fc_1", "call_1", "f", '{"a":1}'), fc("fc_2", "call_2", "g", "{}")]),
         ],
     )
@@ -223,19 +224,9 @@ def test_done_arguments_win_over_deltas_and_interleaved_calls_stay_apart() -> No
             CREATED,
             added(3, fc("fc_b", "call_b", "g")),
             added(1, fc("fc_a", "call_a", "f")),
-            {
-                "type": "response.function_call_arguments.delta",
-                "output_index": 3,
-                "item_id": "fc_b",
-                "delta": '{"b":',
-            },
-            {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"a":1}'},
-            {
-                "type": "response.function_call_arguments.delta",
-                "output_index": 3,
-                "item_id": "fc_b",
-                "delta": "2}",
-            },
+            args_delta(3, '{"b":', item_id="fc_b"),
+            args_delta(1, '{"a":1}'),
+            args_delta(3, "2}", item_id="fc_b"),
             {
                 "type": "response.function_call_arguments.done",
                 "output_index": 1,
@@ -285,12 +276,7 @@ def test_response_incomplete_marks_unfinished_calls() -> None:
         [
             CREATED,
             added(0, fc("fc_1", "call_1", "f")),
-            {
-                "type": "response.function_call_arguments.delta",
-                "output_index": 0,
-                "item_id": "fc_1",
-                "delta": '{"a":1}',
-            },
+            args_delta(0, '{"a":1}', item_id="fc_1"),
             completed([], "incomplete", incomplete_details={"reason": "max_output_tokens"}),
         ],
     )

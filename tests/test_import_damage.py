@@ -197,13 +197,20 @@ def test_a_recording_cut_after_two_of_five_results(tmp_path) -> None:
     )
 
 
-def test_a_bad_byte_costs_one_character_not_the_file(tmp_path) -> None:
+def _with_a_damaged_result_line(path, old: bytes, new: bytes):
+    """The 5-call session written to `path` with `old` -> `new` in one tool-result line (W4KbPx's);
+    its import and that line's 0-based number."""
     raw = CC_5CALLS.read_bytes().split(b"\n")
     k = next(i for i, line in enumerate(raw) if b'"tool_result"' in line and b"W4KbPx" in line)
-    raw[k] = raw[k].replace(b'"is_error":false', b'"is_error":false,"x":"\xff"', 1)
-    path = tmp_path / "bytes.jsonl"
+    raw[k] = raw[k].replace(old, new, 1)
     path.write_bytes(b"\n".join(raw))
-    result = import_claude_code(path)
+    return import_claude_code(path), k
+
+
+def test_a_bad_byte_costs_one_character_not_the_file(tmp_path) -> None:
+    result, k = _with_a_damaged_result_line(
+        tmp_path / "bytes.jsonl", b'"is_error":false', b'"is_error":false,"x":"\xff"'
+    )
     (issue,) = [i for i in result.report.issues if i.kind == "damaged"]
     assert issue.where == f"bytes.jsonl line {k + 1}" and "0xff" in issue.what
     assert result.report.imported_calls == 12 and result.report.missing_results == 0
@@ -211,12 +218,9 @@ def test_a_bad_byte_costs_one_character_not_the_file(tmp_path) -> None:
 
 def test_a_bad_byte_in_a_key_is_reported_and_the_line_still_read(tmp_path) -> None:
     """The tester's zz_bad.jsonl: the byte lands in the "type" key of a result line."""
-    raw = CC_5CALLS.read_bytes().split(b"\n")
-    k = next(i for i, line in enumerate(raw) if b'"tool_result"' in line and b"W4KbPx" in line)
-    raw[k] = raw[k].replace(b'"type":"user"', b'"ty\xff\xfepe":"user"', 1)
-    path = tmp_path / "key.jsonl"
-    path.write_bytes(b"\n".join(raw))
-    result = import_claude_code(path)
+    result, k = _with_a_damaged_result_line(
+        tmp_path / "key.jsonl", b'"type":"user"', b'"ty\xff\xfepe":"user"'
+    )
     assert result.report.imported_calls == 12 and result.report.missing_results == 0
     assert [i.where for i in result.report.issues if i.kind == "damaged"] == [f"key.jsonl line {k + 1}"] * 2
 

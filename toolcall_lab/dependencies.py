@@ -129,29 +129,19 @@ def _pair(earlier: Round, later: Round, indexes: list[Index]) -> RoundPair:
         if effect_found is not None:
             evidence.append(effect_found)
         for ix in recorded:
-            if call.name in ix.exact:
+            # the tool's name in an earlier result: as a whole value (strong), or inside its text
+            strong = call.name in ix.exact
+            if strong or (bounded(call.name.lower(), ix.text) and len(call.name) >= 4):
                 evidence.append(
                     Evidence(
                         kind="tool_named",
-                        strong=True,
+                        strong=strong,
                         value=call.name,
                         argument=call.name,
                         tool_call_id=call.tool_call_id,
                         source_call_id=ix.execution.tool_call_id,
                         source_tool=ix.execution.name,
-                    )
-                )
-            elif bounded(call.name.lower(), ix.text) and len(call.name) >= 4:
-                evidence.append(
-                    Evidence(
-                        kind="tool_named",
-                        strong=False,
-                        value=call.name,
-                        argument=call.name,
-                        tool_call_id=call.tool_call_id,
-                        source_call_id=ix.execution.tool_call_id,
-                        source_tool=ix.execution.name,
-                        match=match_kind(call.name, ix.raw),
+                        match="exact" if strong else match_kind(call.name, ix.raw),
                     )
                 )
         args = call.args

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from toolcall_lab.messages import Finding, ToolCall
 
@@ -37,19 +37,7 @@ from the model). Did not run: ``unknown_tool``, ``invalid_arguments``, ``rejecte
 cancellation or the run's deadline (the text says whether it had started). ``not_recorded``: an
 imported call whose result the source does not hold (what it returned, and whether it ran, is
 unknown; the model was sent `RESULT_NOT_RECORDED`)."""
-CALL_STATUSES: tuple[CallStatus, ...] = (
-    "ok",
-    "error",
-    "timeout",
-    "unknown_tool",
-    "invalid_arguments",
-    "rejected",
-    "withheld",
-    "duplicate",
-    "cancelled",
-    "skipped",
-    "not_recorded",
-)
+CALL_STATUSES: tuple[CallStatus, ...] = get_args(CallStatus)
 FAILED_STATUSES: frozenset[str] = frozenset({"error", "timeout", "unknown_tool", "invalid_arguments"})
 HookName = Literal[
     "approve_call",
@@ -60,24 +48,16 @@ HookName = Literal[
     "on_model_chunk",
     "on_event",
 ]
-HOOK_NAMES: tuple[HookName, ...] = (
-    "approve_call",
-    "approve_result",
-    "before_model_call",
-    "on_tool_start",
-    "on_tool_complete",
-    "on_model_chunk",
-    "on_event",
-)
+HOOK_NAMES: tuple[HookName, ...] = get_args(HookName)
 FinalReason = Literal["max_rounds", "fail_fast", "empty_answer"]
 """Why a round was made without tools: the round budget was used up, `fail_fast` after a failing
 round, or the model's answer after tool rounds was empty and it was asked once more."""
-FINAL_REASONS: tuple[FinalReason, ...] = ("max_rounds", "fail_fast", "empty_answer")
+FINAL_REASONS: tuple[FinalReason, ...] = get_args(FinalReason)
 Mode = Literal["sequential", "parallel", "serialized", "first_only"]
 """The four classic execution modes (the default set `compare` and ``bench`` run). Since issue 14 a
 mode is one of the built-in strategies (`toolcall_lab.strategies`, which adds ``eager``); a record
 names its strategy by any name (`StrategyName`)."""
-MODES: tuple[Mode, ...] = ("sequential", "parallel", "serialized", "first_only")
+MODES: tuple[Mode, ...] = get_args(Mode)
 StrategyName = str
 """The name a round or trace records for the strategy it ran under: a built-in's (``parallel``,
 ``eager[cap=4]``) or a user strategy's own."""

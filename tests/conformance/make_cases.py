@@ -73,6 +73,27 @@ def call(call_id: str, name: str, arguments: str, **extra: Any) -> dict[str, Any
     return {"id": call_id, "name": name, "arguments": arguments, **extra}
 
 
+def block_event(kind: str, index: int, **fields: Any) -> tuple[str, dict[str, Any]]:
+    """One Anthropic stream event about content block ``index`` (event name repeated as its type)."""
+    return kind, {"type": kind, "index": index, **fields}
+
+
+def tool_use_start(index: int, tool_id: str, name: str, kind: str = "tool_use") -> tuple[str, dict[str, Any]]:
+    return block_event(
+        "content_block_start", index, content_block={"type": kind, "id": tool_id, "name": name, "input": {}}
+    )
+
+
+def input_delta(index: int, partial_json: str) -> tuple[str, dict[str, Any]]:
+    return block_event(
+        "content_block_delta", index, delta={"type": "input_json_delta", "partial_json": partial_json}
+    )
+
+
+def block_stop(index: int) -> tuple[str, dict[str, Any]]:
+    return block_event("content_block_stop", index)
+
+
 WEATHER = '{"city":"Paris"}'
 ROLE = chunk({"role": "assistant", "content": None})
 
@@ -509,49 +530,11 @@ case(
                     },
                 },
             ),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_done",
-                        "name": "get_time",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": '{"tz":"UTC"}'},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 1,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_cut",
-                        "name": "get_weather",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 1,
-                    "delta": {"type": "input_json_delta", "partial_json": '{"city": "Pa'},
-                },
-            ),
+            tool_use_start(0, "toolu_done", "get_time"),
+            input_delta(0, '{"tz":"UTC"}'),
+            block_stop(0),
+            tool_use_start(1, "toolu_cut", "get_weather"),
+            input_delta(1, '{"city": "Pa'),
             ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
         ]
     ),
@@ -734,45 +717,8 @@ case(
     "chat/full_name_on_every_delta.sse",
     sse(
         [
-            chunk(
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": "0",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": ""},
-                        }
-                    ],
-                }
-            ),
-            chunk(
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": "0",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": '{"city"'},
-                        }
-                    ],
-                }
-            ),
-            chunk(
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": "0",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": ':"Paris"}'},
-                        }
-                    ],
-                }
-            ),
+            chunk({"role": "assistant", **header(0, "0", "get_weather", piece)})
+            for piece in ("", '{"city"', ':"Paris"}')
         ],
     ),
     quirk="the full name (and id) repeated on every delta, no finish_reason",
@@ -1036,65 +982,38 @@ MSG_END = [
     ),
     ("message_stop", {"type": "message_stop"}),
 ]
-SEARCH_RESULT = {
-    "type": "content_block_start",
-    "index": 1,
-    "content_block": {
-        "type": "web_search_tool_result",
-        "tool_use_id": "srvtoolu_conf1",
-        "content": [
-            {
-                "type": "web_search_result",
-                "title": "Paris weather",
-                "url": "https://example.org/paris",
-                "encrypted_content": "xyz",
-                "page_age": None,
-            }
-        ],
-    },
-}
+WEB_SEARCH_BLOCKS = [  # a server-run web search: its call (block 0) and its result (block 1)
+    tool_use_start(0, "srvtoolu_conf1", "web_search", kind="server_tool_use"),
+    input_delta(0, '{"query": "weather Paris"}'),
+    block_stop(0),
+    block_event(
+        "content_block_start",
+        1,
+        content_block={
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_conf1",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "title": "Paris weather",
+                    "url": "https://example.org/paris",
+                    "encrypted_content": "xyz",
+                    "page_age": None,
+                }
+            ],
+        },
+    ),
+    block_stop(1),
+]
 case(
     "anthropic/server_tool_use_web_search.sse",
     events(
         [
             MSG_START,
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "server_tool_use",
-                        "id": "srvtoolu_conf1",
-                        "name": "web_search",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("content_block_start", SEARCH_RESULT),
-            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 2,
-                    "delta": {"type": "text_delta", "text": "It is sunny."},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 2}),
+            *WEB_SEARCH_BLOCKS,
+            block_event("content_block_start", 2, content_block={"type": "text", "text": ""}),
+            block_event("content_block_delta", 2, delta={"type": "text_delta", "text": "It is sunny."}),
+            block_stop(2),
             (
                 "message_delta",
                 {
@@ -1127,52 +1046,10 @@ case(
     events(
         [
             MSG_START,
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "server_tool_use",
-                        "id": "srvtoolu_conf1",
-                        "name": "web_search",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": '{"query": "weather Paris"}'},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("content_block_start", SEARCH_RESULT),
-            ("content_block_stop", {"type": "content_block_stop", "index": 1}),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 2,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_conf2",
-                        "name": "save_note",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 2,
-                    "delta": {"type": "input_json_delta", "partial_json": '{"text": "sunny"}'},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 2}),
+            *WEB_SEARCH_BLOCKS,
+            tool_use_start(2, "toolu_conf2", "save_note"),
+            input_delta(2, '{"text": "sunny"}'),
+            block_stop(2),
             *MSG_END,
         ]
     ),
@@ -1237,28 +1114,9 @@ case(
         js(p) + "\n"
         for _, p in [
             MSG_START,
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_conf5",
-                        "name": "list_files",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": ""},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            tool_use_start(0, "toolu_conf5", "list_files"),
+            input_delta(0, ""),
+            block_stop(0),
             *MSG_END,
         ]
     ),
@@ -1301,6 +1159,40 @@ FC = {
     "arguments": WEATHER,
     "status": "completed",
 }
+
+
+def call_added(item: dict[str, Any], output_index: int = 0) -> tuple[str, dict[str, Any]]:
+    """``output_item.added`` for a function call that has not streamed any arguments yet."""
+    return resp(
+        "response.output_item.added",
+        output_index=output_index,
+        item={**item, "arguments": "", "status": "in_progress"},
+    )
+
+
+def args_delta(delta: str, output_index: int = 0) -> tuple[str, dict[str, Any]]:
+    """A ``function_call_arguments.delta`` for FC's item (fc_1)."""
+    return resp(
+        "response.function_call_arguments.delta", output_index=output_index, item_id="fc_1", delta=delta
+    )
+
+
+FC2 = {
+    "type": "function_call",
+    "id": "fc_2",
+    "call_id": "call_r2",
+    "name": "get_time",
+    "arguments": '{"tz":"CET"}',
+    "status": "completed",
+}
+CUSTOM_CALL = {
+    "type": "custom_tool_call",
+    "id": "ctc_1",
+    "call_id": "call_c1",
+    "name": "code_exec",
+    "input": "print(1 + 1)",
+    "status": "completed",
+}
 case(
     "responses/custom_tool_call.sse",
     events(
@@ -1309,14 +1201,7 @@ case(
             resp(
                 "response.output_item.added",
                 output_index=0,
-                item={
-                    "type": "custom_tool_call",
-                    "id": "ctc_1",
-                    "call_id": "call_c1",
-                    "name": "code_exec",
-                    "input": "",
-                    "status": "in_progress",
-                },
+                item={**CUSTOM_CALL, "input": "", "status": "in_progress"},
             ),
             resp("response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="print("),
             resp("response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="1 + 1)"),
@@ -1326,27 +1211,9 @@ case(
             resp(
                 "response.output_item.done",
                 output_index=0,
-                item={
-                    "type": "custom_tool_call",
-                    "id": "ctc_1",
-                    "call_id": "call_c1",
-                    "name": "code_exec",
-                    "input": "print(1 + 1)",
-                    "status": "completed",
-                },
+                item=CUSTOM_CALL,
             ),
-            completed(
-                [
-                    {
-                        "type": "custom_tool_call",
-                        "id": "ctc_1",
-                        "call_id": "call_c1",
-                        "name": "code_exec",
-                        "input": "print(1 + 1)",
-                        "status": "completed",
-                    }
-                ]
-            ),
+            completed([CUSTOM_CALL]),
         ]
     ),
     quirk="custom_tool_call items with custom_tool_call_input.delta / .done (free-form input)",
@@ -1367,23 +1234,12 @@ case(
     events(
         [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=0,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
-            resp("response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":'),
+            call_added(FC),
+            args_delta('{"city":'),
             completed(
                 [
                     FC,
-                    {
-                        "type": "function_call",
-                        "id": "fc_2",
-                        "call_id": "call_r2",
-                        "name": "get_time",
-                        "arguments": '{"tz":"CET"}',
-                        "status": "completed",
-                    },
+                    FC2,
                 ]
             ),
         ]
@@ -1426,20 +1282,9 @@ case(
     events(
         [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=0,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
-            resp(
-                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Par'
-            ),
-            resp(
-                "response.function_call_arguments.delta",
-                output_index=0,
-                item_id="fc_1",
-                delta='is"}{"city":"Paris"}',
-            ),
+            call_added(FC),
+            args_delta('{"city":"Par'),
+            args_delta('is"}{"city":"Paris"}'),
             resp("response.function_call_arguments.done", output_index=0, item_id="fc_1", arguments=WEATHER),
             resp("response.output_item.done", output_index=0, item=FC),
             completed([FC]),
@@ -1455,29 +1300,13 @@ case(
         ]
     },
 )
-FC2 = {
-    "type": "function_call",
-    "id": "fc_2",
-    "call_id": "call_r2",
-    "name": "get_time",
-    "arguments": '{"tz":"CET"}',
-    "status": "completed",
-}
 case(
     "responses/interleaved_by_output_index.sse",
     events(
         [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=1,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
-            resp(
-                "response.output_item.added",
-                output_index=2,
-                item={**FC2, "arguments": "", "status": "in_progress"},
-            ),
+            call_added(FC, output_index=1),
+            call_added(FC2, output_index=2),
             resp("response.function_call_arguments.delta", output_index=2, delta='{"tz":'),
             resp("response.function_call_arguments.delta", output_index=1, delta='{"city":'),
             resp("response.function_call_arguments.delta", output_index=2, delta='"CET"}'),
@@ -1502,14 +1331,8 @@ case(
     events(
         [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=0,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
-            resp(
-                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'
-            ),
+            call_added(FC),
+            args_delta('{"city":"Pa'),
             completed(
                 [],
                 "failed",
@@ -1537,14 +1360,8 @@ case(
     events(
         [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=0,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
-            resp(
-                "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta='{"city":"Pa'
-            ),
+            call_added(FC),
+            args_delta('{"city":"Pa'),
             completed([], "incomplete", incomplete_details={"reason": "max_output_tokens"}),
         ]
     ),
@@ -1602,12 +1419,8 @@ case(
                     "action": {"type": "search", "query": "weather Paris"},
                 },
             ),
-            resp(
-                "response.output_item.added",
-                output_index=1,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
-            resp("response.function_call_arguments.delta", output_index=1, item_id="fc_1", delta=WEATHER),
+            call_added(FC, output_index=1),
+            args_delta(WEATHER, output_index=1),
             resp("response.output_item.done", output_index=1, item=FC),
             completed(
                 [
@@ -2150,19 +1963,7 @@ case(
     events(
         [
             MSG_START,
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_cut1",
-                        "name": "write_file",
-                        "input": {},
-                    },
-                },
-            ),
+            tool_use_start(0, "toolu_cut1", "write_file"),
         ]
     ),
     quirk="the stream ends right after a tool_use block starts (input {} is a placeholder, not arguments)",
@@ -2183,28 +1984,9 @@ case(
     events(
         [
             MSG_START,
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_ref1",
-                        "name": "get_weather",
-                        "input": {},
-                    },
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": WEATHER},
-                },
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            tool_use_start(0, "toolu_ref1", "get_weather"),
+            input_delta(0, WEATHER),
+            block_stop(0),
             ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "refusal"}}),
             ("message_stop", {"type": "message_stop"}),
         ]
@@ -2229,11 +2011,7 @@ case(
         f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
         for name, data in [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=0,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
+            call_added(FC),
             resp(
                 "response.function_call_arguments.delta",
                 item_id="fc_1",
@@ -2308,11 +2086,7 @@ case(
     events(
         [
             CREATED,
-            resp(
-                "response.output_item.added",
-                output_index=0,
-                item={**FC, "arguments": "", "status": "in_progress"},
-            ),
+            call_added(FC),
         ]
     ),
     quirk="the stream ends after a function_call item is announced, before any argument delta",

@@ -30,6 +30,7 @@ from toolcall_lab.formats.base import (
     StreamListener,
     calls_snapshot,
     compact_json,
+    error_response,
     finding,
     provider_ids,
     single_choice,
@@ -114,15 +115,10 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         n = self.chunk_count
         self.chunk_count = n + 1
         if type(event) is not dict:
-            dump = getattr(event, "model_dump", None)
-            event = dump(mode="json") if dump is not None else event
-            if not isinstance(event, Mapping):
-                self.note(
-                    "malformed_chunk",
-                    f"chunk {n}: event is {type(event).__name__}, expected an object; skipped",
-                    chunk_index=n,
-                )
+            mapped = self._event_mapping(event, n)
+            if mapped is None:
                 return
+            event = mapped
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
@@ -299,20 +295,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     if body.get("type") == "error" or (body.get("error") and not body.get("content")):
         message = describe_error(body.get("error") or body)
         exc = ProviderStreamError(message, payload=dict(body), line_number=None)
-        exc.partial_responses = (
-            single_choice(
-                "anthropic",
-                text=[],
-                reasoning=[],
-                calls=[],
-                finish_reason=None,
-                findings=[finding("provider_error", f"provider error instead of a response: {message}")],
-                usage=None,
-                response_id=None,
-                model=None,
-                error=message,
-            ),
-        )
+        exc.partial_responses = (error_response(message, "anthropic"),)
         raise exc
     findings: list[Finding] = []
     text: list[str] = []

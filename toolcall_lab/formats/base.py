@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
@@ -132,6 +132,20 @@ class StreamAccumulator:
     def note(self, kind: FindingKind, message: str, **where: Any) -> None:
         self.findings.append(finding(kind, message, **where))
 
+    def _event_mapping(self, event: Any, n: int) -> Mapping[str, Any] | None:
+        """Event `n`, not a dict, as a mapping (an SDK model is dumped); None, after a
+        ``malformed_chunk`` finding, when it is no object at all."""
+        dump = getattr(event, "model_dump", None)
+        event = dump(mode="json") if dump is not None else event
+        if isinstance(event, Mapping):
+            return event
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: event is {type(event).__name__}, expected an object; skipped",
+            chunk_index=n,
+        )
+        return None
+
     def feed(self, payload: Any) -> None:
         """Take one payload of the stream."""
         raise NotImplementedError
@@ -222,6 +236,27 @@ def single_choice(
     thought = join_text(reasoning, findings, "reasoning")
     choice = new_choice(0, content, thought, tuple(calls), finish_reason, server_calls)
     return new_response(fmt, (choice,), tuple(findings), usage, response_id, model, error)
+
+
+def error_only(fmt: str, kind: FindingKind, note: str, error: str) -> ParsedResponse:
+    """A response that holds nothing but an error and the finding that says why."""
+    return single_choice(
+        fmt,
+        text=[],
+        reasoning=[],
+        calls=[],
+        finish_reason=None,
+        findings=[finding(kind, note)],
+        usage=None,
+        response_id=None,
+        model=None,
+        error=error,
+    )
+
+
+def error_response(message: str, fmt: str = "unknown") -> ParsedResponse:
+    """A response that is nothing but a provider error (an error body, or an error before any data)."""
+    return error_only(fmt, "provider_error", f"provider error instead of a response: {message}", message)
 
 
 def extra_choices_note(choices: list[ParsedChoice]) -> Finding:

@@ -11,7 +11,7 @@ from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
-from toolcall_lab.formats.base import StreamAccumulator, finding, single_choice
+from toolcall_lab.formats.base import StreamAccumulator, error_only, error_response, finding
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator, parse_responses_output
@@ -115,34 +115,7 @@ def new_accumulator(fmt: WireFormat, batch: int) -> StreamAccumulator:
 def unreadable_response(reason: str, fmt: str = "unknown") -> ParsedResponse:
     """A response that stands for data that could not be read (a damaged exchange of a cassette,
     unreadable data after the last response of a stream): nothing but the reason, as its error."""
-    return single_choice(
-        fmt,
-        text=[],
-        reasoning=[],
-        calls=[],
-        finish_reason=None,
-        findings=[finding("unreadable_data", reason)],
-        usage=None,
-        response_id=None,
-        model=None,
-        error=f"unreadable data: {reason}",
-    )
-
-
-def error_response(message: str, fmt: str = "unknown") -> ParsedResponse:
-    """A response that is nothing but a provider error (an error body, or an error before any data)."""
-    return single_choice(
-        fmt,
-        text=[],
-        reasoning=[],
-        calls=[],
-        finish_reason=None,
-        findings=[finding("provider_error", f"provider error instead of a response: {message}")],
-        usage=None,
-        response_id=None,
-        model=None,
-        error=message,
-    )
+    return error_only(fmt, "unreadable_data", reason, f"unreadable data: {reason}")
 
 
 def parse_body(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:

@@ -50,7 +50,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import filtered_finish, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -647,14 +647,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     for p in sorted(order, key=_by_index)
                 )
             if finish == "content_filter" and not failed:
-                findings.append(
-                    finding(
-                        "filtered_finish",
-                        f"choice {ci}: finish_reason 'content_filter' (the provider withheld output); "
-                        f"{len(calls)} call(s) marked incomplete",
-                        choice_index=ci,
-                    )
-                )
+                findings.append(filtered_finish(ci, len(calls)))
             if self.listener is not None:
                 for call in calls:
                     self.listener(CallFinished(call=call))

@@ -24,6 +24,16 @@ from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, new_choice, new_response
 
 
+def filtered_finish(choice_index: int, calls: int) -> Finding:
+    """The finding of a choice that ended with finish_reason 'content_filter' (its calls are incomplete)."""
+    return finding(
+        "filtered_finish",
+        f"choice {choice_index}: finish_reason 'content_filter' (the provider withheld output); "
+        f"{calls} call(s) marked incomplete",
+        choice_index=choice_index,
+    )
+
+
 def _by_index(call: PendingCall) -> int:
     return call.index
 
@@ -73,14 +83,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             for p in sorted(pending, key=_by_index)
         ]
         if filtered:
-            findings.append(
-                finding(
-                    "filtered_finish",
-                    f"choice {ci}: finish_reason 'content_filter' (the provider withheld output); "
-                    f"{len(calls)} call(s) marked incomplete",
-                    choice_index=ci,
-                )
-            )
+            findings.append(filtered_finish(ci, len(calls)))
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         content = message.get("content")
         choices.append(

@@ -182,15 +182,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         n = self.chunk_count
         self.chunk_count = n + 1
         if type(event) is not dict:
-            dump = getattr(event, "model_dump", None)
-            event = dump(mode="json") if dump is not None else event
-            if not isinstance(event, Mapping):
-                self.note(
-                    "malformed_chunk",
-                    f"chunk {n}: event is {type(event).__name__}, expected an object; skipped",
-                    chunk_index=n,
-                )
+            mapped = self._event_mapping(event, n)
+            if mapped is None:
                 return
+            event = mapped
         kind = event.get("type")
         if kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             entry = self._find(event)

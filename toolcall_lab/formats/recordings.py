@@ -29,13 +29,12 @@ from typing import Any, BinaryIO, Literal
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats._bodies import decode_body, headers_of
-from toolcall_lab.formats.base import finding
+from toolcall_lab.formats.base import error_response, finding
 from toolcall_lab.formats.dispatch import (
     ErrorPolicy,
     WireFormat,
     collect,
     detect_payload_format,
-    error_response,
     iter_stream_responses,
     parse_body,
     try_detect,
@@ -51,6 +50,7 @@ from toolcall_lab.formats.sse import (
     Unreadable,
     byte_pieces,
     decode_json,
+    object_payload,
     payload_items,
     sse_frames,
 )
@@ -250,17 +250,11 @@ def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str
             if notes:
                 yield from notes
                 notes.clear()
-            if type(payload) is list and (message := list_error_message(payload)) is not None:
-                payload = {"error": {"message": message}}
-            elif type(payload) is not dict:
-                yield Unreadable(
-                    SSEDecodeError(
-                        f"line is JSON {type(payload).__name__}, expected an object",
-                        line_number=number,
-                        line=line.decode("utf-8", "replace"),
-                    )
-                )
-                continue
+            if type(payload) is not dict:
+                payload = object_payload(payload, "line", number, line)
+                if type(payload) is Unreadable:
+                    yield payload
+                    continue
             where[0] = number
             yield payload
     yield from limit.summary()

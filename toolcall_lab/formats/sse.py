@@ -363,6 +363,20 @@ class Unreadable:
         return f"Unreadable({self.error})"
 
 
+def object_payload(payload: Any, what: str, number: int, raw: bytes) -> dict[str, Any] | Unreadable:
+    """A decoded payload that is not a dict, as the object parsers read: a provider's list-wrapped
+    error becomes its error object; anything else is unreadable (`what`: "data" or "line")."""
+    if type(payload) is list and (message := list_error_message(payload)) is not None:
+        return {"error": {"message": message}}
+    return Unreadable(
+        SSEDecodeError(
+            f"{what} is JSON {type(payload).__name__}, expected an object",
+            line_number=number,
+            line=raw.decode("utf-8", "replace"),
+        )
+    )
+
+
 Item = dict[str, Any] | _Done | Finding | Unreadable
 
 
@@ -407,17 +421,11 @@ def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = N
             if notes:
                 yield from notes
                 notes.clear()
-            if type(payload) is list and (message := list_error_message(payload)) is not None:
-                payload = {"error": {"message": message}}
-            elif type(payload) is not dict:
-                yield Unreadable(
-                    SSEDecodeError(
-                        f"data is JSON {type(payload).__name__}, expected an object",
-                        line_number=start,
-                        line=data.decode("utf-8", "replace"),
-                    )
-                )
-                continue
+            if type(payload) is not dict:
+                payload = object_payload(payload, "data", start, data)
+                if type(payload) is Unreadable:
+                    yield payload
+                    continue
         else:
             payload = error_frame_payload(data.decode("utf-8", "replace"))
         where[0] = start
