@@ -83,15 +83,15 @@ async def with_mode(
         state = Batch(executor, emit=events.append, strategy=strategy.name, streaming=True)
         task = asyncio.get_running_loop().create_task(strategy.run(state))
         for pos, call in enumerate(calls):
-            state.arrive(pos, call)
-        state.end_stream(calls, assistant, "recorded")
+            state._arrive(pos, call)
+        state._end_stream(calls, assistant, "recorded")
         await task
     else:
         state = Batch(executor, calls, emit=events.append, strategy=strategy.name, assistant_message=assistant)
         await strategy.run(state)
     if record:  # the round's record, as `_Run.close_round` builds it
-        executions = state.close()
-        state.tool_messages = state.tool_messages or [e.to_message() for e in executions if e.answered]
+        executions = state._close()
+        state._tool_messages = state._tool_messages or [e.to_message() for e in executions if e.answered]
         executor.remember(executions, calls, 0)
     executor.close()
     return state, events
@@ -99,8 +99,8 @@ async def with_mode(
 
 def checked(mode: str, n: int, result: tuple[Batch, list[Any]]) -> None:
     state, events = result
-    ran = state.done[:1] if mode == "first_only" else state.done
-    assert all(e is not None and e.status == "ok" and e.result == "ok" for e in ran), state.done
+    ran = state._done[:1] if mode == "first_only" else state._done
+    assert all(e is not None and e.status == "ok" and e.result == "ok" for e in ran), state._done
     assert len(events) == (2 if mode == "first_only" else 2 * n)
 
 

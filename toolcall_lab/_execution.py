@@ -195,8 +195,11 @@ class Executor(HookCalls):
             duplicate_of, timing,
         )  # fmt: skip
 
-    def skipped(self, call: ToolCall) -> ToolExecution:
-        return self._made(call, "skipped", "not executed: only the first call of the batch runs (first_only)")
+    def skipped(
+        self, call: ToolCall, why: str = "only the first call of the batch runs (first_only)"
+    ) -> ToolExecution:
+        """A call left unexecuted and unanswered on purpose (`why`: by which strategy, and why)."""
+        return self._made(call, "skipped", f"not executed: {why}")
 
     def cancelled(self, call: ToolCall, started_at: float | None, why: str, note: str = "") -> ToolExecution:
         """A call cut off by an abort, a cancellation or the deadline (`why` says which)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -76,11 +77,19 @@ _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.Cance
 """What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _where(exc: BaseException) -> str:
+    """Where `exc` was raised: the last frame outside this package (the user's strategy, not the
+    batch method that refused what it asked), else the last frame."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return ""
-    last = frames[-1]
+    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE)]
+    if not outside and isinstance(exc, UsageError):
+        return ""  # the loop's or the batch's own verdict on the strategy: it says what was wrong
+    last = (outside or frames)[-1]
     return f" (at {last.filename}:{last.lineno} in {last.name})"
 
 
@@ -296,7 +305,7 @@ class _Run:
             batch = self.new_batch(round_index, (), None, streaming=True)
             self.partial["batch"] = batch
         stream = self.streaming = ModelStream(
-            self.model, request, self.executor, batch.arrive if batch is not None else None
+            self.model, request, self.executor, batch._arrive if batch is not None else None
         )
         try:
             if batch is not None:
@@ -310,9 +319,9 @@ class _Run:
             why = f"the model call failed ({type(cause).__name__}: {cause})"
             if strategy_task is not None and batch is not None:
                 await self.stop_strategy(strategy_task, batch)
-                if batch.began():
+                if batch._began():
                     self.close_cut_stream(why)
-                    where = ""  # (the response as far as it came is in the record)
+                    where = f" ({stream!r} when it failed; recorded as far as it came)"
             self.streaming = None
             self.stop(
                 "failed",
@@ -326,18 +335,24 @@ class _Run:
         if batch is None:
             batch = self.new_batch(round_index, calls, assistant)
         else:
-            batch.end_stream(calls, assistant, model_call.chunk_timing)
+            batch._end_stream(calls, assistant, model_call.chunk_timing)
         self.partial.update(model_call=model_call, assistant=assistant, batch=batch, findings=findings)
         try:
             if strategy_task is not None:
                 await strategy_task
             elif calls:
                 await self.run_strategy(batch)
-            left = batch.unsettled()
+            left = batch._unsettled()
             if left:
-                raise _StrategyFailed(
-                    UsageError(f"returned with the calls at positions {left} neither run nor skipped")
+                hint = (
+                    "; a strategy that streams gets its calls from `async for pos in batch.arrivals()`"
+                    if self.streams
+                    else "; did it await batch.run(...) / run_parallel(...) / join()?"
                 )
+                unsettled = UsageError(
+                    f"returned with the calls at positions {left} neither run nor skipped{hint}"
+                )
+                raise _StrategyFailed(unsettled) from unsettled
         except _StrategyFailed as exc:
             self.strategy_failed(exc, round_index)
             return None
@@ -410,16 +425,17 @@ class _Run:
         it left running are cancelled and drained (and that is its bug too)."""
         try:
             await self.strategy.run(batch)
-            if batch.running():
+            if batch._running():
                 raise UsageError(
-                    "returned while calls it started were still running (await batch.join() before returning)"
+                    "returned while calls it started were still running (await batch.join() after "
+                    "batch.start, and every task running batch.run, before returning)"
                 )
         except _STOPS_THE_RUN:
             raise
         except Exception as exc:
             raise _StrategyFailed(exc) from exc
         finally:
-            await batch.drain()
+            await batch._drain()
 
     async def stream_alongside(
         self, stream: ModelStream, strategy_task: asyncio.Task[None], batch: Batch
@@ -447,7 +463,7 @@ class _Run:
         if not strategy_task.done():
             strategy_task.cancel()
             await asyncio.wait((strategy_task,))
-        await batch.drain()
+        await batch._drain()
 
     def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
         cause = exc.__cause__ or exc
@@ -470,7 +486,7 @@ class _Run:
         calls = parsed.first.tool_calls
         assistant = parsed.first.to_message()
         findings = [*parsed.findings, *repeated_ids(calls, round_index)]
-        batch.end_stream(calls, assistant, model_call.chunk_timing)
+        batch._end_stream(calls, assistant, model_call.chunk_timing)
         batch.note(
             f"the model's response was cut off after {model_call.latency_s:.3f} s ({why}) while calls "
             "that were already complete ran; the response is recorded as far as it came"
@@ -486,10 +502,10 @@ class _Run:
         transcript."""
         p = self.partial
         batch: Batch = p["batch"]
-        executions = batch.close(cut)
+        executions = batch._close(cut)
         tool_messages = (
-            batch.tool_messages
-            if batch.tool_messages is not None and cut is None
+            batch._tool_messages
+            if batch._tool_messages is not None and cut is None
             else [e.to_message() for e in executions if e.answered]
         )
         self.messages.extend(tool_messages)
@@ -520,7 +536,7 @@ class _Run:
         batch: Batch | None = self.partial.get("batch")
         if self.partial.get("model_call") is not None:
             self.close_round(why)
-        elif batch is not None and batch.began():
+        elif batch is not None and batch._began():
             where = f" ({self.streaming!r} when it was cut off; recorded as far as it came)"
             self.close_cut_stream(why)
         elif self.streaming is not None:

@@ -77,8 +77,8 @@ class Eager(Strategy):
         # `async for pos in batch.arrivals(): batch.start(pos)`, without the generator and the
         # per-call checks: calls that arrive together are dispatched at one clock reading
         group = batch._group_for()
-        dispatch, now, queue = group.dispatch, batch.executor.now, batch._arrivals
-        while await batch.next_arrivals():
+        dispatch, now, queue = group.dispatch, batch._executor.now, batch._arrivals
+        while await batch._next_arrivals():
             at = now()
             while queue:
                 dispatch(queue.popleft(), at)
