@@ -39,7 +39,7 @@ from toolcall_lab.records import MODES, TIMING_SOURCES, Round, TimingSource
 from toolcall_lab.replay import replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, resolve
-from toolcall_lab.strategies._completion import completion_offsets
+from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
 from toolcall_lab.trace import Trace
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ def eager_bound_s(trace: Trace) -> float:
     the moment it can and all overlap). With no chunk timing (``none``) every call completes at the
     stream's end, and the bound equals `critical_path_s`."""
     total = 0.0
+    no_arguments = no_argument_tools(trace.tools)
     for r in trace.rounds:
         mc = r.model_call
         latency = mc.latency_s
@@ -141,7 +142,7 @@ def eager_bound_s(trace: Trace) -> float:
         if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
             offsets: dict[int, float] = {}
         else:
-            offsets = completion_offsets(mc.chunks, latency)
+            offsets = completion_offsets(mc.chunks, latency, no_arguments)
         end = latency
         for call, ex in pairs:
             end = max(end, min(offsets.get(call.index, latency), latency) + ex.duration_s)

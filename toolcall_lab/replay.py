@@ -10,9 +10,10 @@ exactly reproducible.
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
 whose outcome the recording does not know (cancelled) wait, and the replay stops where the recording
 did (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
-that strategy would have finished by then. A run that ended because the model failed, or because
+that strategy would have finished by then. A run that ended because the model failed (between rounds,
+or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
 ``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
-`ReplayDivergenceError`.
+`ReplayDivergenceError`, also a call whose arguments differ from those its recorded result was for.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harnes
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, UsageError
 from toolcall_lab.loop import AbortHandle, run
-from toolcall_lab.messages import ToolCall
+from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.models import ModelRequest
 from toolcall_lab.records import ChunkTiming, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
@@ -46,6 +47,16 @@ CUT_STATUSES = frozenset({"timeout", "aborted"})
 def recorded_cut(trace: Trace) -> float | None:
     """When the recorded run was cut off (its end), or None when it was not."""
     return trace.outcome.wall_time_s if trace.outcome.status in CUT_STATUSES else None
+
+
+def failed_mid_stream(trace: Trace) -> bool:
+    """Whether the recorded run's model failed during the response of its last recorded round (a
+    strategy that streams had started calls, so the round was recorded as far as the response came;
+    the loop's error names that round), rather than in a model call after it."""
+    outcome = trace.outcome
+    if outcome.reason != "model_error" or not trace.rounds:
+        return False
+    return (outcome.error or "").startswith(f"round {trace.rounds[-1].round_index}: ")
 
 
 async def _until_cut() -> None:
@@ -142,6 +153,7 @@ class ReplayModel:
                 f"recording has only {len(rounds)} response(s)"
             )
         recorded: Round = rounds[k]
+        fails = k == len(rounds) - 1 and failed_mid_stream(self.trace)
         self.served += 1
         diff = divergence(request.messages, recorded.request_messages, self.check)
         if diff is not None:
@@ -160,6 +172,10 @@ class ReplayModel:
         rest = start + call.latency_s - loop.time()
         if rest > 0:
             await asyncio.sleep(rest)
+        if fails:  # the recorded response broke off here
+            raise ModelError(
+                f"the recording's model call {k + 1} failed here, mid-stream: {self.trace.outcome.error}"
+            )
 
 
 _OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded", "invalid_arguments"]] = {
@@ -176,7 +192,10 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
 
     With the replay's `model`, a call is only answered from the round the model is serving (ids and
     arguments repeat across rounds). A call the recorded run was cut off in (``cancelled``) has no
-    known result: it waits for the replay's own cut, when the recording was cut off.
+    known result: it waits for the replay's own cut, when the recording was cut off (or when its
+    model failed mid-stream in that round). A recorded result is only ever served for the arguments
+    it was recorded with: a call whose id matches a recorded run of other arguments (e.g. a call
+    started early with arguments the stream then changed) raises `ReplayDivergenceError`.
     """
     recorded: list[ToolExecution] = []
     by_id: dict[tuple[int, str], deque[int]] = defaultdict(deque)
@@ -184,12 +203,14 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     unknown: dict[tuple[int, str], str] = {}
     """Calls the recording has no result for: (round, id) -> why."""
     cut = recorded_cut(trace) is not None
+    broke_in = len(trace.rounds) - 1 if failed_mid_stream(trace) else None
     for k, r in enumerate(trace.rounds):
         for call, ex in zip(r.tool_calls, r.executions, strict=False):
             if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # the tool ran
                 recorded.append(ex)
                 by_id[k, ex.tool_call_id].append(len(recorded) - 1)
-                key = dedupe_key(call) if call.tool_call_id == ex.tool_call_id else None
+                ran = replace(call, arguments=ex.arguments, _outcome=None)  # (what ran: its arguments)
+                key = dedupe_key(ran) if call.tool_call_id == ex.tool_call_id else None
                 if key:
                     by_key[k, key].append(len(recorded) - 1)
             elif ex.status == "cancelled":
@@ -223,17 +244,28 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
             pos = find(by_id, call.tool_call_id)
             if pos is None:
                 pos = find(by_key, dedupe_key(call) or "")
+            where = f" in round {model.served - 1}" if model is not None else ""
             if pos is None:
-                where = f" in round {model.served - 1}" if model is not None else ""
                 why = unknown.get((model.served - 1, call.tool_call_id)) if model is not None else None
-                if why is not None and why.startswith("cancelled") and cut:
-                    await _until_cut()
+                if (
+                    why is not None
+                    and why.startswith("cancelled")
+                    and (cut or (model is not None and model.served - 1 == broke_in))
+                ):
+                    await _until_cut()  # (the replay's cut, or its model failing, cancels it)
                 raise ReplayDivergenceError(
                     f"{trace.metadata.title}: no recorded execution for call "
                     f"{call.tool_call_id} {name}({call.arguments}){where}" + (f" ({why})" if why else "")
                 )
-            used.add(pos)
             ex = recorded[pos]
+            if not _same_arguments(call, ex):
+                raise ReplayDivergenceError(
+                    f"{trace.metadata.title}: call {call.tool_call_id} {name}({call.arguments}){where}: "
+                    f"the recording ran it with other arguments, {name}({ex.arguments}), so the recorded "
+                    "result is not this call's (e.g. the call started before its arguments were complete "
+                    "and the stream then changed them)"
+                )
+            used.add(pos)
             await asyncio.sleep(ex.duration_s)
             return ToolOutcome(
                 text=ex.result,
@@ -261,6 +293,15 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 )
             )
     return registry
+
+
+def _same_arguments(call: ToolCall, ex: ToolExecution) -> bool:
+    """Whether `call` asks for what the recorded execution ran: the same text, or the same JSON
+    object (an id the loop made unique, whitespace after the object, key order)."""
+    if call.arguments == ex.arguments:
+        return True
+    ran = parse_arguments(ex.arguments)
+    return type(ran) is ParsedArguments and ran.value == call.args
 
 
 def _between(text: str, prefix: str, suffix: str) -> str | None:

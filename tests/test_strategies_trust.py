@@ -1,0 +1,344 @@
+"""Strategies, second pass (issue 14): what a fresh-eyes tester broke, each a regression test.
+
+A user strategy cannot run a call twice or run it without its events; eager never runs a call with
+arguments it was not sent, and replay never serves a result recorded for other arguments; approval
+follows one rule; positions and names are checked; cuts by a model error replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from tests.test_strategies import MIXED, ChunkModel, Counting, answer, args, chunk, header, play, scripted
+from toolcall_lab.analysis import eager_bound_s
+from toolcall_lab.exceptions import ReplayDivergenceError, UsageError
+from toolcall_lab.loop import Hooks
+from toolcall_lab.protocol import validate_messages
+from toolcall_lab.replay import replay
+from toolcall_lab.runs import RunResult
+from toolcall_lab.strategies import Batch, Strategy, resolve, strategy
+from toolcall_lab.trace import Trace, TraceMetadata
+
+
+def one_event_pair_per_call(result: RunResult) -> None:
+    actions = [e.call.tool_call_id for e in result.events if e.kind == "action"]
+    observations = [e.execution.tool_call_id for e in result.events if e.kind == "observation"]
+    assert len(actions) == len(set(actions)) and sorted(actions) == sorted(observations)
+    if not any(e.status == "skipped" for e in result.executions):  # (a skip is unanswered on purpose)
+        assert validate_messages(result.messages) == []
+
+
+# -- (1) each call runs at most once, whatever primitive the strategy uses ------------------------------
+
+
+async def _start_twice(batch: Batch) -> None:
+    batch.start(0)
+    batch.start(0)
+    await batch.join()
+
+
+async def _start_then_run(batch: Batch) -> None:
+    batch.start(0)
+    await batch.run(0)
+
+
+async def _parallel_with_a_repeat(batch: Batch) -> None:
+    await batch.run_parallel([0, 0, 1])
+
+
+async def _run_then_parallel_of_it(batch: Batch) -> None:
+    await batch.run(1)
+    await batch.run_parallel([1, 2])
+
+
+async def _skip_then_run(batch: Batch) -> None:
+    batch.skip(0)
+    await batch.run(0)
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (_start_twice, r"start\(0\): the call at position 0 .* already run, started or skipped"),
+        (_start_then_run, r"run\(0\): the call at position 0 .* already run, started or skipped"),
+        (_parallel_with_a_repeat, r"run_parallel: position 0 is given twice"),
+        (_run_then_parallel_of_it, r"run_parallel\(1\): the call at position 1 .* already run"),
+        (_skip_then_run, r"run\(0\): the call at position 0 .* already run, started or skipped"),
+    ],
+)
+def test_a_user_strategy_cannot_run_a_call_twice(body: Any, says: str) -> None:
+    tools = Counting()
+    result = play(scripted(MIXED[:3]), tools.registry(), mode=strategy(body.__name__.strip("_"))(body))
+    assert (result.status, result.reason) == ("failed", "strategy_error")
+    assert result.error is not None
+    assert re.search(says, result.error), result.error
+    keys = [k for k, _ in tools.started]
+    assert len(keys) == len(set(keys))  # no tool ran twice
+    ran = [e for e in result.executions if e.status == "ok"]
+    assert len(ran) == len(keys)  # every run is recorded
+    one_event_pair_per_call(result)
+
+
+def test_the_low_level_primitives_are_private() -> None:
+    """act / execute / observe / screen / verdict could run a call without events or twice: they are
+    not part of the Batch a user strategy gets."""
+    for name in ("act", "execute", "observe", "screen", "verdict", "drain", "close", "arrive", "executor"):
+        assert not hasattr(Batch, name), name
+    for name in ("run", "start", "join", "run_parallel", "run_sequential", "skip", "arrivals", "call"):
+        assert hasattr(Batch, name), name
+
+
+@pytest.mark.parametrize(
+    "pos, says",
+    [
+        (-1, r"run\(-1\): no call at position -1; the batch has 3 call\(s\) \(positions 0 to 2\)"),
+        (3, r"run\(3\): no call at position 3"),
+        (True, r"run\(True\): a position is an int .* not bool"),
+        ("0", r"run\('0'\): a position is an int .* not str"),
+    ],
+)
+def test_bad_positions_are_refused_with_the_batch_size(pos: Any, says: str) -> None:
+    async def bad(batch: Batch) -> None:
+        await batch.run(pos)
+
+    result = play(scripted(MIXED[:3]), Counting().registry(), mode=strategy("bad")(bad))
+    assert result.reason == "strategy_error"
+    assert re.search(says, result.error or ""), result.error
+    assert "batch.py" not in (result.error or "") and "_StrategyFailed" not in (result.error or "")
+
+
+def test_a_streaming_strategy_that_runs_a_call_before_it_arrived_is_told_to_use_arrivals() -> None:
+    async def hasty(batch: Batch) -> None:
+        await batch.run(0)
+
+    model = ChunkModel(
+        [(0.5, header(0, "a", "search", '{"key": "x"}')), (1.0, chunk({}, "tool_calls"))], answer()
+    )
+    result = play(model, Counting().registry(), mode=strategy("hasty", streams=True)(hasty))
+    assert result.reason == "strategy_error"
+    assert "has not arrived yet" in (result.error or "") and "arrivals()" in (result.error or "")
+
+    async def all_at_once(batch: Batch) -> None:
+        await batch.run_parallel()
+
+    model = ChunkModel(
+        [(0.5, header(0, "a", "search", '{"key": "x"}')), (1.0, chunk({}, "tool_calls"))], answer()
+    )
+    result = play(model, Counting().registry(), mode=strategy("all_at_once", streams=True)(all_at_once))
+    assert "while the model is still streaming" in (result.error or "")
+    assert "batch.arrivals()" in (result.error or "")
+
+
+def test_a_user_skip_names_the_strategy_not_first_only() -> None:
+    async def skip_rest(batch: Batch) -> None:
+        await batch.run(0)
+        for pos in range(1, len(batch.calls)):
+            batch.skip(pos, "reads only the first")
+
+    result = play(scripted(MIXED[:2]), Counting().registry(), mode=strategy("skip_rest")(skip_rest))
+    skipped = result.executions[1]
+    assert skipped.status == "skipped"
+    assert "skip_rest" in skipped.result and "reads only the first" in skipped.result
+    assert "first_only" not in skipped.result
+
+
+def test_a_plain_def_or_a_missing_parenthesis_is_refused_when_declared() -> None:
+    def plain(batch: Batch) -> None:
+        pass
+
+    with pytest.raises(UsageError, match="is not an `async def`"):
+        strategy("plain")(plain)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"with parentheses"):
+        strategy(plain)  # type: ignore[arg-type]
+
+
+# -- (12) a built-in's name is the built-in's --------------------------------------------------------
+
+
+def test_a_user_strategy_cannot_take_a_builtin_name() -> None:
+    async def body(batch: Batch) -> None:
+        await batch.run_sequential()
+
+    for name in ("parallel", "eager[cap=2]", "sequential"):
+        with pytest.raises(UsageError, match="built-in strategy"):
+            resolve(strategy(name)(body))
+
+    class Fake(Strategy):
+        name = "first_only"
+
+        async def run(self, batch: Batch) -> None:
+            await batch.run_sequential()
+
+    with pytest.raises(UsageError, match="give it a name of its own"):
+        play(scripted(MIXED[:2]), Counting().registry(), mode=Fake())
+
+
+def test_options_are_given_once_and_odd_tool_names_round_trip() -> None:
+    with pytest.raises(UsageError, match="cap is given twice"):
+        resolve("eager[cap=2,cap=3]")
+    with pytest.raises(UsageError, match="limited twice"):
+        resolve("parallel[search=2,search=3]")
+    odd = resolve('parallel["cap"=2,"a,b=c]"=1]')
+    assert odd.tool_limits == {"cap": 2, "a,b=c]": 1} and odd.concurrency is None  # type: ignore[attr-defined]
+    assert resolve(odd.name) == odd
+    assert resolve("parallel[cap=2]") != odd
+
+
+# -- (9) one approval rule -------------------------------------------------------------------------
+
+
+def test_approval_runs_for_the_whole_batch_before_any_call_starts_in_user_strategies_too() -> None:
+    async def slow_approval(call: Any) -> bool:
+        await asyncio.sleep(0.3)
+        return True
+
+    async def my_parallel(batch: Batch) -> None:
+        await batch.run_parallel()
+
+    async def my_sequential(batch: Batch) -> None:
+        await batch.run_sequential()
+
+    async def my_starts(batch: Batch) -> None:
+        for pos in range(len(batch.calls)):
+            batch.start(pos)
+        await batch.join()
+
+    calls = [("search", {"key": "a", "seconds": 0.1}), ("read", {"key": "b", "seconds": 0.1})]
+    hooks = Hooks(approve_call=slow_approval)
+    firsts = {}
+    for mode in ("parallel", "sequential", my_parallel, my_sequential, my_starts):
+        m = strategy(mode.__name__)(mode) if callable(mode) else mode
+        result = play(scripted(calls), Counting().registry(), mode=m, hooks=hooks)
+        firsts[getattr(m, "name", m)] = round(result.executions[0].started_at, 6)
+        if mode in ("parallel", my_parallel, my_starts):  # every call starts at once, after approval
+            assert {round(e.started_at, 6) for e in result.executions} == {0.6}
+    assert set(firsts.values()) == {0.6}, firsts  # two approvals of 0.3 s, then the first call
+
+
+# -- (2, 10) eager never runs a call with arguments it was not sent ---------------------------------
+
+
+def interleaved() -> ChunkModel:
+    return ChunkModel(
+        [
+            (0.05, header(0, "a", "search")),
+            (0.10, header(1, "b", "search")),
+            (0.15, args(0, '{"key":')),
+            (0.20, args(1, '{"key": "y", "seconds": 0.5}')),
+            (0.25, args(0, ' "x", "seconds": 0.5}')),
+            (0.40, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+
+
+def test_eager_waits_for_the_arguments_of_an_interleaved_call() -> None:
+    tools = Counting()
+    result = play(interleaved(), tools.registry(), mode="eager")
+    rnd = result.rounds[0]
+    assert [(e.arguments, round(e.started_at, 6)) for e in rnd.executions] == [
+        ('{"key": "x", "seconds": 0.5}', 0.25),
+        ('{"key": "y", "seconds": 0.5}', 0.2),
+    ]
+    assert sorted(k for k, _ in tools.started) == ["x", "y"]
+    assert not [f for f in rnd.findings if f.kind == "changed_after_start"]
+    trace = Trace.from_run(result, TraceMetadata(title="interleaved", origin="scripted"))
+    assert eager_bound_s(trace) == pytest.approx(result.wall_time_s)  # the same rule on the record
+    for mode in ("eager", "parallel", "sequential"):
+        again = (replay(trace, mode))
+        assert [e.result for e in again.executions] == [e.result for e in result.executions]
+
+
+def test_a_no_argument_tool_completes_when_the_next_call_starts() -> None:
+    from toolcall_lab.tools import ToolRegistry
+
+    reg = Counting().registry()
+
+    async def now() -> str:
+        return "12:00"
+
+    reg.register(now)
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "now")),
+            (0.5, header(1, "b", "search", '{"key": "x"}')),
+            (1.0, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    assert isinstance(reg, ToolRegistry)
+    result = play(model, reg, mode="eager")
+    assert [round(e.started_at, 6) for e in result.rounds[0].executions] == [0.5, 0.5]
+
+
+def test_replay_never_serves_a_result_recorded_for_other_arguments() -> None:
+    """A recording whose call ran with {} while the stream ended with other arguments (what the old
+    eager did): a replay must say so, not serve f({})'s result for f({"k": 1})."""
+    result = play(scripted([("search", {"key": "x", "seconds": 0.2})]), Counting().registry())
+    trace = Trace.from_run(result, TraceMetadata(title="tampered", origin="scripted"))
+    data = trace.to_dict()
+    data["rounds"][0]["tool_executions"][0]["arguments"] = "{}"
+    tampered = Trace.from_dict(data)
+    for mode in ("parallel", "sequential", "eager"):
+        with pytest.raises(ReplayDivergenceError, match=r"the recording ran it with other arguments"):
+            (replay(tampered, mode))
+
+
+def test_a_call_cut_off_after_its_header_is_incomplete_and_the_error_counts_chunks() -> None:
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.1}')),
+            (0.2, header(1, "b", "search")),
+        ],
+    )
+
+    class Breaks(ChunkModel):
+        async def stream(self, request: Any) -> Any:
+            async for c in super().stream(request):
+                yield c
+            raise ConnectionError("reset")
+
+    model = Breaks(*model.responses)
+    result = play(model, Counting().registry(), mode="eager")
+    assert (result.status, result.reason) == ("failed", "model_error")
+    rnd = result.rounds[0]
+    assert rnd.tool_calls[1].complete is False
+    assert rnd.executions[0].status == "ok"
+    assert rnd.executions[1].status != "ok"
+    assert any(f.kind == "incomplete_arguments" and f.tool_call_id == "b" for f in rnd.findings)
+    assert "chunk(s) received" in (result.error or "")
+
+
+# -- (5) an eager run cut by a model error replays ---------------------------------------------------
+
+
+def test_an_eager_run_cut_by_a_model_error_replays_in_every_mode() -> None:
+    class Breaks(ChunkModel):
+        async def stream(self, request: Any) -> Any:
+            async for c in super().stream(request):
+                yield c
+            raise ConnectionError("reset")
+
+    model = Breaks(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.2}')),
+            (0.2, header(1, "b", "search", '{"key": "y", "seconds": 5}')),
+            (0.5, header(2, "c", "search", '{"key": "z"}')),
+        ],
+    )
+    result = play(model, Counting().registry(), mode="eager")
+    assert result.reason == "model_error"
+    assert [e.status for e in result.executions][:2] == ["ok", "cancelled"]
+    trace = Trace.from_run(result, TraceMetadata(title="cut", origin="scripted"))
+    same = (replay(trace, "eager"))
+    assert (same.status, same.reason) == ("failed", "model_error")
+    assert [e.status for e in same.executions] == [e.status for e in result.executions]
+    assert same.ended_at == pytest.approx(result.ended_at)
+    for mode in ("parallel", "sequential"):
+        other = (replay(trace, mode))
+        assert other.reason == "model_error"
+        assert validate_messages(other.messages) == []
