@@ -342,3 +342,48 @@ def test_an_eager_run_cut_by_a_model_error_replays_in_every_mode() -> None:
         other = (replay(trace, mode))
         assert other.reason == "model_error"
         assert validate_messages(other.messages) == []
+
+
+# -- (3, 4) skipping and failing strategies are shown as what they are --------------------------------
+
+
+@strategy("skip_rest", skips_calls=True)
+async def skip_rest(batch: Batch) -> None:
+    await batch.run(0)
+    for pos in range(1, len(batch.calls)):
+        batch.skip(pos, "reads only the first")
+
+
+@strategy("crashes")
+async def crashes(batch: Batch) -> None:
+    raise RuntimeError("boom")
+
+
+def test_compare_marks_any_skipping_strategy_not_comparable_and_a_failed_one_as_an_error() -> None:
+    from pathlib import Path
+
+    from toolcall_lab.analysis import compare, run_rows
+    from toolcall_lab.trace_files import load
+
+    folder = Path(__file__).resolve().parent.parent / "data" / "traces"
+    traces = [load(folder / "three_tools_100ms.json"), load(folder / "two_tool_rounds.json")]
+    result = compare(traces, ["sequential", "first_only", skip_rest, crashes])
+    runs = result.runs.set_index("mode")
+    for mode in ("first_only", "skip_rest"):
+        rows = runs.loc[[mode]]
+        skipped = rows[rows["skipped"] > 0]
+        assert len(skipped) == 1  # three_tools_100ms: one batch of three (two_tool_rounds: one call each)
+        assert not skipped["comparable"].any() and skipped["efficiency"].isna().all()
+        assert skipped["not_comparable_why"].str.contains("skipped: the run did less work").all()
+        assert rows[rows["skipped"] == 0]["comparable"].all()
+    assert runs.loc[["sequential"]]["comparable"].all()
+    assert (runs.loc[["sequential"]]["not_comparable_why"] == "").all()
+    assert "crashes" not in runs.index  # a failed strategy has no figure ...
+    errors = result.errors
+    assert set(errors.loc[errors["mode"] == "crashes", "trace"]) == set(result.runs["trace"])  # ... an error
+    assert errors.loc[errors["mode"] == "crashes", "error"].str.contains("boom").all()
+    # what the views read (CompareView, gantt: run_rows) says the crash too
+    failed = replay(traces[0], crashes)
+    row = run_rows("t", failed, traces[0])[0]
+    assert (row["status"], row["reason"], row["comparable"]) == ("failed", "strategy_error", False)
+    assert "the strategy failed" in row["not_comparable_why"]

@@ -276,8 +276,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     if len(result.runs) and not result.runs["comparable"].all():
         print(
-            "first_only runs that skipped calls did less work, and replays of runs that were cut off end at "
-            "the cut: marked comparable=False, left out of speedups"
+            "runs that skipped calls (first_only, or a strategy with skips_calls) did less work, and replays "
+            "of runs that were cut off end at the cut: marked comparable=False (not_comparable_why says "
+            "why), left out of speedups"
         )
     if out is not None:
         written = _write_tables(result, out)

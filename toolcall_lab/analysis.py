@@ -9,11 +9,13 @@ Every run row says what its times rest on (``timing_evidence``: the weakest labe
 durations that add up to it, ``measured_share``: the share of those seconds that was recorded or
 reported by a server, ``rests_on_estimates``), and `compare(..., timings="recorded")` keeps only
 traces whose every duration was recorded. Per-mode summaries cover the same traces in every mode
-(a trace that could not be replayed in one mode is left out of all, and counted). A ``first_only``
-run that skipped calls did less work, and a replay of a run that was cut off (deadline, abort) ends
-at the cut in every mode: such rows are marked ``comparable=False`` and summaries leave them out of
-speedups. Missed parallelism rests on dependency evidence (`toolcall_lab.dependencies`): only
-rounds every pair of which is ``likely_independent`` count, and the figure is an upper bound.
+(a trace that could not be replayed in one mode is left out of all, and counted). A run that skipped
+calls (``first_only``, or any strategy with ``skips_calls``) did less work, and a replay of a run that
+was cut off (deadline, abort) ends at the cut in every mode: such rows are marked ``comparable=False``
+(``not_comparable_why`` says why) and summaries leave them out of speedups. A strategy that failed
+(``strategy_error``) has no row in ``runs``: it is in ``errors``. Missed parallelism rests on
+dependency evidence (`toolcall_lab.dependencies`): only rounds every pair of which is
+``likely_independent`` count, and the figure is an upper bound.
 
 Any strategy can be compared (a built-in name, ``module:attribute``, or a strategy object: the
 ``mode`` column shows its name). Per trace, ``eager_bound_s`` is the wall time if every call started
@@ -352,10 +354,24 @@ def run_rows(
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
         **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
-        "comparable": result.status not in ("timeout", "aborted")  # the wall time is the cut's
-        and (result.mode != "first_only" or not any(e.status == "skipped" for e in result.executions)),
     }
+    why = not_comparable_why(result)
+    summary.update(comparable=why is None, not_comparable_why=why or "")
     return summary, rounds, calls
+
+
+def not_comparable_why(result: RunResult) -> str | None:
+    """Why the run's wall time cannot be set beside other strategies' (None: it can). A run cut off
+    (timeout, abort) took the cut's time; a run whose strategy failed stopped at its crash; a run
+    that skipped calls (``first_only``, or any strategy with ``skips_calls``) did less work."""
+    if result.status in ("timeout", "aborted"):
+        return f"the run was cut off ({result.status}): its wall time is the cut's"
+    if result.reason == "strategy_error":
+        return "the strategy failed (strategy_error): the run stopped at its crash"
+    skipped = sum(e.status == "skipped" for e in result.executions)
+    if skipped:
+        return f"{skipped} call(s) skipped: the run did less work"
+    return None
 
 
 def _tool_messages_after(result: RunResult, r: Round) -> list[dict[str, Any]]:
@@ -484,9 +500,12 @@ class Comparison:
     tokens, failures, lower bound, the eager bound and what it would save (``eager_bound_s``,
     ``eager_saving_bound_s``, resting on ``chunk_timing``), efficiency, speedup vs sequential,
     ``strategy_notes`` (how many the strategy made); what the times rest on
-    (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
-    first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped;
-    and for a replay that ended at a recorded cut: deadline, abort); ``in_all_modes`` (False when the
+    (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False, with
+    ``not_comparable_why``, for a run that skipped calls, whose ``efficiency`` is NaN: the bound counts
+    what it skipped; for a replay that ended at a recorded cut: deadline, abort; for a run whose
+    strategy failed); ``efficiency`` is ``lower_bound_s / wall_time_s``, where the bound has every
+    call start at its stream's end: a strategy that overlaps the stream (``eager``) can exceed 1, up
+    to ``lower_bound_s / eager_bound_s``; ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
     placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
     recorded agent ended its run with its own finishing tool)."""
@@ -508,7 +527,7 @@ class Comparison:
 
         ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
         medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
-        every run, so a first_only total that holds runs which skipped calls (less work) can read
+        every run, so a total that holds runs which skipped calls (less work) can read
         faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only.
         """
         import pandas as pd
@@ -637,7 +656,7 @@ def summary_text(comparison: Comparison) -> str:
     if s.empty:
         return text
     notes = [
-        f"{mode}: {int(n)} run(s) not comparable (a first_only run that skipped calls did less work): "
+        f"{mode}: {int(n)} run(s) not comparable (calls skipped, or cut off): "
         "wall_time_s includes them, comparable_wall_time_s and the speedups leave them out"
         for mode, n in (s["traces"] - s["comparable_runs"]).items()
         if n > 0
