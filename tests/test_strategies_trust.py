@@ -249,7 +249,7 @@ def test_eager_waits_for_the_arguments_of_an_interleaved_call() -> None:
     trace = Trace.from_run(result, TraceMetadata(title="interleaved", origin="scripted"))
     assert eager_bound_s(trace) == pytest.approx(result.wall_time_s)  # the same rule on the record
     for mode in ("eager", "parallel", "sequential"):
-        again = (replay(trace, mode))
+        again = replay(trace, mode)
         assert [e.result for e in again.executions] == [e.result for e in result.executions]
 
 
@@ -334,12 +334,12 @@ def test_an_eager_run_cut_by_a_model_error_replays_in_every_mode() -> None:
     assert result.reason == "model_error"
     assert [e.status for e in result.executions][:2] == ["ok", "cancelled"]
     trace = Trace.from_run(result, TraceMetadata(title="cut", origin="scripted"))
-    same = (replay(trace, "eager"))
+    same = replay(trace, "eager")
     assert (same.status, same.reason) == ("failed", "model_error")
     assert [e.status for e in same.executions] == [e.status for e in result.executions]
     assert same.ended_at == pytest.approx(result.ended_at)
     for mode in ("parallel", "sequential"):
-        other = (replay(trace, mode))
+        other = replay(trace, mode)
         assert other.reason == "model_error"
         assert validate_messages(other.messages) == []
 
@@ -387,3 +387,65 @@ def test_compare_marks_any_skipping_strategy_not_comparable_and_a_failed_one_as_
     row = run_rows("t", failed, traces[0])[0]
     assert (row["status"], row["reason"], row["comparable"]) == ("failed", "strategy_error", False)
     assert "the strategy failed" in row["not_comparable_why"]
+
+
+# -- (7; loop tester 8, 9) the CLI replays the recorded strategy and settings, and says what it wrote ------
+
+
+def _saved(tmp_path: Any, mode: Any, **settings: Any) -> Any:
+    from toolcall_lab.trace_files import save
+
+    result = play(scripted(MIXED[:3], latency=0.1), Counting().registry(), mode=mode, **settings)
+    return save(
+        Trace.from_run(result, TraceMetadata(title="rec", origin="scripted")), tmp_path / "rec.json"
+    ), result
+
+
+def test_cli_replay_without_a_strategy_replays_the_recorded_one_with_its_round_trip(tmp_path, capsys) -> None:
+    from toolcall_lab import cli
+    from toolcall_lab.trace_files import load
+
+    path, recorded = _saved(tmp_path, "serialized", round_trip_s=0.5)
+    assert cli.main(["replay", str(path), "--out", str(tmp_path / "again.json")]) == 0
+    out = capsys.readouterr().out
+    assert "replayed as serialized" in out
+    again = load(tmp_path / "again.json")
+    assert again.outcome.wall_time_s == pytest.approx(recorded.wall_time_s)  # round_trip_s 0.5 kept
+    assert again.metadata.origin == "replayed" and again.metadata.mode == "serialized"
+    assert str(path) in (again.metadata.source or "") and "recorded under serialized" in again.metadata.notes
+    assert again.metadata.recorded_wall_s is None
+    # an explicit --round-trip overrides the recording's; another strategy is said in the trace
+    assert (
+        cli.main(
+            [
+                "replay",
+                str(path),
+                "--round-trip",
+                "0",
+                "--mode",
+                "sequential",
+                "--out",
+                str(tmp_path / "s.json"),
+            ]
+        )
+        == 0
+    )
+    seq = load(tmp_path / "s.json")
+    assert seq.metadata.mode == "sequential" and all(r.mode == "sequential" for r in seq.rounds)
+    assert seq.outcome.wall_time_s < recorded.wall_time_s
+    assert repr(seq).startswith("<Trace 'rec' (replayed, sequential)")
+
+
+def test_cli_replay_of_a_user_strategy_trace_asks_for_the_strategy(tmp_path, capsys) -> None:
+    from toolcall_lab import cli
+
+    async def mine(batch: Batch) -> None:
+        await batch.run_sequential()
+
+    path, _ = _saved(tmp_path, strategy("my_own")(mine))
+    assert cli.main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "recorded under the strategy 'my_own'" in err and "--strategy module:attribute" in err
+    path, _ = _saved(tmp_path, "eager[cap=2]")
+    assert cli.main(["replay", str(path)]) == 0
+    assert "replayed as eager[cap=2]" in capsys.readouterr().out

@@ -78,12 +78,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     reverse) is not checked by default, because the conversations differ on purpose."""
     from toolcall_lab.exceptions import ReplayDivergenceError
     from toolcall_lab.replay import default_check, replay
+    from toolcall_lab.strategies import STRATEGIES
     from toolcall_lab.trace_files import load
 
     trace = load(args.path)
-    spec = args.strategy or args.mode
-    check = args.check or default_check(trace, spec)
     recorded = trace.metadata.mode or "sequential"
+    spec = args.strategy or args.mode
+    if spec is None:  # the recording's own strategy, like replay(trace)
+        if recorded not in STRATEGIES and not _builtin_with_options(recorded):
+            print(
+                f"toolcall-lab replay: {args.path} was recorded under the strategy {recorded!r}, which is "
+                "not a built-in; name it to replay under it (--strategy module:attribute or "
+                "path/to/file.py:attribute), or give another (--mode parallel)",
+                file=sys.stderr,
+            )
+            return 2
+        spec = recorded
+    check = args.check or default_check(trace, spec)
     if check == "off":
         why = (
             f" ({getattr(spec, 'name', spec)} against a {recorded} recording: the conversations differ "
@@ -92,8 +103,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             else ""
         )
         print(f"conversation check: off{why}; a divergence from the recording is not detected")
+    settings = {} if args.round_trip is None else {"round_trip_s": args.round_trip}
     try:
-        result = replay(trace, spec, virtual=not args.real_time, round_trip_s=args.round_trip, check=check)
+        result = replay(trace, spec, virtual=not args.real_time, check=check, **settings)
     except ReplayDivergenceError as exc:
         print(
             f"toolcall-lab replay: {args.path} diverged from its recording under {_name(spec)}: {exc}",
@@ -115,11 +127,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
         return 1
     if args.out:
-        from toolcall_lab.trace import Trace
+        from toolcall_lab.replay import replayed_trace
         from toolcall_lab.trace_files import save
 
-        save(Trace.from_run(result, trace.metadata), args.out)
+        save(replayed_trace(result, trace, source=str(args.path), clock=clock), args.out)
+        print(f"wrote {args.out}")
     return 0
+
+
+def _builtin_with_options(name: str) -> bool:
+    """Whether `name` is a built-in with options (``parallel[cap=4]``)."""
+    from toolcall_lab.strategies import STRATEGIES, resolve
+
+    if not name.endswith("]") or name.split("[", 1)[0] not in STRATEGIES:
+        return False
+    try:
+        resolve(name)
+    except UsageError:
+        return False
+    return True
 
 
 def _api_key() -> str:
@@ -620,11 +646,19 @@ def register(sub: Any) -> None:
         "replay", help="replay a trace under a mode or strategy (virtual clock unless --real-time)"
     )
     p.add_argument("path")
-    p.add_argument("--mode", type=_strategy, default="parallel", help=f"the strategy: {STRATEGY_HELP}")
+    p.add_argument(
+        "--mode",
+        type=_strategy,
+        default=None,
+        help=f"the strategy (default: the one the trace was recorded under): {STRATEGY_HELP}",
+    )
     p.add_argument("--strategy", type=_strategy, metavar="SPEC", help="the same as --mode (overrides it)")
     p.add_argument("--real-time", action="store_true")
     p.add_argument(
-        "--round-trip", type=float, default=0.0, help="serialized mode: client round trip, seconds"
+        "--round-trip",
+        type=float,
+        default=None,
+        help="serialized mode: client round trip, seconds (default: the recording's round_trip_s)",
     )
     p.add_argument("--out", help="save the replayed run as a trace")
     p.add_argument(

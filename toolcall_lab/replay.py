@@ -36,7 +36,7 @@ from toolcall_lab.records import ChunkTiming, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
 from toolcall_lab.strategies import StrategySpec, resolve
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
-from toolcall_lab.trace import Trace
+from toolcall_lab.trace import Trace, TraceMetadata
 
 Check = Literal["strict", "ids", "off"]
 
@@ -478,6 +478,31 @@ def _first_chunks_as_recorded(result: RunResult, trace: Trace) -> RunResult:
         for k, r in enumerate(result.rounds)
     )
     return result if rounds == result.rounds else replace(result, rounds=rounds)
+
+
+def replayed_trace(
+    result: RunResult, trace: Trace, *, source: str | None = None, clock: str = "virtual"
+) -> Trace:
+    """A replay of `trace` as a trace of its own: origin ``replayed``, its strategy and settings (not
+    the recording's), where it came from in ``source`` and ``notes``; the recording's wall time and
+    notes are not carried over (they describe another run)."""
+    meta = trace.metadata
+    made_from = source or meta.source or meta.title
+    return Trace.from_run(
+        result,
+        TraceMetadata(
+            title=meta.title,
+            origin="replayed",
+            provider=meta.provider,
+            model=meta.model,
+            source=made_from,
+            notes=(
+                f"replayed as {result.mode} on the {clock} clock from a {meta.origin} trace ({made_from}) "
+                f"recorded under {meta.mode or 'an unknown strategy'}"
+            ),
+            redactions=meta.redactions,
+        ),
+    )
 
 
 def replay(
