@@ -449,3 +449,38 @@ def test_cli_replay_of_a_user_strategy_trace_asks_for_the_strategy(tmp_path, cap
     path, _ = _saved(tmp_path, "eager[cap=2]")
     assert cli.main(["replay", str(path)]) == 0
     assert "replayed as eager[cap=2]" in capsys.readouterr().out
+
+
+# -- (11) impossible chunk offsets are refused on load, naming the path --------------------------------
+
+
+@pytest.mark.parametrize(
+    "offsets, says",
+    [
+        ([-1.0, 0.2], r"chunks\[0\]\.offset_s: negative offset -1\.0"),
+        ([0.2, 0.1], r"chunks\[1\]\.offset_s: 0\.1 comes before the previous chunk's 0\.2"),
+        ([0.1, 50.0], r"chunks\[1\]\.offset_s: 50\.0 is after the response ended"),
+        ([float("nan"), 0.1], r"chunks\[0\]\.offset_s: expected a finite number, got nan"),
+        ([float("inf"), 0.1], r"chunks\[0\]\.offset_s: expected a finite number, got inf"),
+    ],
+)
+def test_impossible_chunk_offsets_are_a_format_error_with_the_path(tmp_path, offsets, says, capsys) -> None:
+    import json as json_
+
+    from toolcall_lab import cli
+    from toolcall_lab.exceptions import TraceFormatError
+
+    model = ChunkModel(
+        [(0.1, header(0, "a", "search", '{"key": "x"}')), (0.3, chunk({}, "tool_calls"))], answer()
+    )
+    result = play(model, Counting().registry(), mode="eager")
+    doc = Trace.from_run(result, TraceMetadata(title="offsets", origin="scripted")).to_dict()
+    chunks = doc["rounds"][0]["response"]["chunks"]
+    for c, offset in zip(chunks, offsets, strict=False):
+        c["offset_s"] = offset
+    with pytest.raises(TraceFormatError, match=r"rounds\[0\]\.response\." + says):
+        Trace.from_dict(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json_.dumps(doc))  # (NaN and inf as JSON's NaN / Infinity, as Python writes them)
+    assert cli.main(["validate", str(path)]) == 2
+    assert re.search(says, capsys.readouterr().err)

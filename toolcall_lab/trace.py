@@ -25,7 +25,7 @@ so it is read as ``dedupe_across_rounds`` as well.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 2
+_OFFSET_SLACK = 1e-6
+"""Seconds of rounding allowed in chunk offsets (times are stored as decimal floats)."""
 SCHEMA_VERSIONS: dict[int, str] = {
     1: "metadata, tools, initial messages, outcome; rounds with request, timed response chunks, calls, "
     "findings and timed tool executions",
@@ -283,7 +285,9 @@ class _Reader:
         return check(d[key], p)
 
     def num(self, value: Any, path: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, int | float) and not isinstance(value, bool) and not math.isfinite(value):
+            raise self.fail(path, f"expected a finite number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(
                 path,
                 f"expected a number, got {value!r}"
@@ -424,6 +428,23 @@ class _Reader:
             return chunks if d.get("chunks") else "none"
         return cast(ChunkTiming, self.get(d, "chunk_timing", path, self.choice(CHUNK_TIMINGS)))
 
+    def offsets(self, chunks: Sequence[TimedChunk], latency_s: float, path: str) -> None:
+        """Chunk offsets are seconds from the request, never negative, never decreasing, never past
+        the response's end: a replay times the stream (and eager its calls) by them, so an impossible
+        one would silently stretch or squeeze the numbers."""
+        previous = 0.0
+        for i, c in enumerate(chunks):
+            p = f"{path}.chunks[{i}].offset_s"
+            if c.offset_s < 0:
+                raise self.fail(p, f"negative offset {c.offset_s!r} (seconds from the request)")
+            if c.offset_s < previous - _OFFSET_SLACK:
+                raise self.fail(p, f"{c.offset_s!r} comes before the previous chunk's {previous!r}")
+            if c.offset_s > latency_s + _OFFSET_SLACK:
+                raise self.fail(
+                    p, f"{c.offset_s!r} is after the response ended ({latency_s:.6g} s after the request)"
+                )
+            previous = max(previous, c.offset_s)
+
     def round(self, value: Any, path: str) -> Round:
         d = self.obj(value, path)
         req = self.get(d, "request", path, self.obj)
@@ -452,6 +473,7 @@ class _Reader:
             raise self.fail(
                 f"{rp}.ended_at", f"ends ({model_call.ended_at}) before it starts ({model_call.started_at})"
             )
+        self.offsets(chunks, model_call.latency_s, rp)
         messages = self.get(req, "messages", f"{path}.request", self.list_)
         for i, msg in enumerate(messages):
             self.obj(msg, f"{path}.request.messages[{i}]")
