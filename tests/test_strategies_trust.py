@@ -15,8 +15,9 @@ import pytest
 
 from tests.test_strategies import MIXED, ChunkModel, Counting, answer, args, chunk, header, play, scripted
 from toolcall_lab.analysis import eager_bound_s
+from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ReplayDivergenceError, UsageError
-from toolcall_lab.loop import Hooks
+from toolcall_lab.loop import Hooks, run
 from toolcall_lab.protocol import validate_messages
 from toolcall_lab.replay import replay
 from toolcall_lab.runs import RunResult
@@ -484,3 +485,90 @@ def test_impossible_chunk_offsets_are_a_format_error_with_the_path(tmp_path, off
     path.write_text(json_.dumps(doc))  # (NaN and inf as JSON's NaN / Infinity, as Python writes them)
     assert cli.main(["validate", str(path)]) == 2
     assert re.search(says, capsys.readouterr().err)
+
+
+# -- (loop tester 2) KeyboardInterrupt / SystemExit inside eager's stream keep the partial record -------
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_an_interrupt_inside_eagers_stream_keeps_the_partial_record(exc: type, clock: str, caplog) -> None:
+    import gc
+    import logging
+
+    class Interrupts(ChunkModel):
+        async def stream(self, request: Any) -> Any:
+            async for c in super().stream(request):
+                yield c
+            raise exc()
+
+    model = Interrupts(
+        [
+            (0.01, header(0, "a", "search", '{"key": "x", "seconds": 0.01}')),
+            (0.02, header(1, "b", "search", '{"key": "y", "seconds": 5}')),
+            (0.05, header(2, "c", "search", '{"key": "z"}')),
+        ],
+    )
+    tools = Counting()
+    coro = run(model, tools.registry(), "go", mode="eager")
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    with pytest.raises(exc) as raised:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    gc.collect()
+    partial = raised.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert [e.status for e in partial.executions] == ["ok", "cancelled", "cancelled"]
+    assert sorted(k for k, _ in tools.started) == ["x", "y", "z"]  # all three had started
+    assert validate_messages(partial.messages) == []
+    assert "Task was destroyed" not in caplog.text and "never retrieved" not in caplog.text
+
+
+# -- (loop tester 3) a BaseException from the on_event listener propagates as itself, with the record ----
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "eager"])
+@pytest.mark.parametrize("kind", ["action", "observation", "model_response", "final_answer", "run_finished"])
+def test_an_interrupt_from_the_listener_propagates_as_itself_with_the_record(
+    mode: str, kind: str, caplog
+) -> None:
+    import gc
+    import logging
+
+    from toolcall_lab.loop import run_sync
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+
+    for exc in (KeyboardInterrupt, SystemExit):
+
+        def listener(event: Any, exc: type = exc) -> None:
+            if event.kind == kind:
+                raise exc()
+
+        model = ChunkModel(
+            [
+                (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.1}')),
+                (0.2, header(1, "b", "search", '{"key": "y", "seconds": 0.1}')),
+                (0.3, chunk({}, "tool_calls")),
+            ],
+            answer(),
+        )
+        with pytest.raises(exc) as raised:
+            run_virtual(run(model, Counting().registry(), "go", mode=mode, on_event=listener))
+        partial = raised.value.partial_result  # type: ignore[attr-defined]
+        assert partial is not None
+        assert partial.status == ("completed" if kind == "run_finished" else "aborted")
+        actions = [e.call.tool_call_id for e in partial.events if e.kind == "action"]
+        observations = [e.execution.tool_call_id for e in partial.events if e.kind == "observation"]
+        assert sorted(actions) == sorted(observations)
+        assert validate_messages(partial.messages) == []
+    if kind == "run_finished":  # the sync wrapper too
+        with pytest.raises(KeyboardInterrupt) as raised:
+            run_sync(scripted(MIXED[:1]), Counting().registry(), "go", mode=mode, on_event=_raise_at_finish)
+        assert raised.value.partial_result.status == "completed"  # type: ignore[attr-defined]
+    gc.collect()
+    assert "Task was destroyed" not in caplog.text and "never retrieved" not in caplog.text
+
+
+def _raise_at_finish(event: Any) -> None:
+    if event.kind == "run_finished":
+        raise KeyboardInterrupt()

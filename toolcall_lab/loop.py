@@ -73,6 +73,24 @@ class _StrategyFailed(Exception):
     """The strategy raised (``__cause__``), or returned with calls unsettled: a bug in the strategy."""
 
 
+class _Carried(Exception):
+    """A KeyboardInterrupt or SystemExit raised inside a helper task of the run (the model's stream
+    or the strategy under ``eager``): asyncio would re-raise it out of the event loop, leaving the run
+    unfinished and its tasks pending; carried as an ordinary exception to the run's own task, which
+    raises the original there (with the partial record, like anywhere else)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
+async def _carrying(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise _Carried(exc) from None
+
+
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
 """What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
@@ -154,7 +172,8 @@ class _Run:
                 self.executor.hook_failed(
                     "on_event", exc, f"ignored; the {event.kind} event stands", None, None
                 )
-            except BaseException as exc:
+            except BaseException as exc:  # (KeyboardInterrupt, ...): the run stops; the listener
+                self.listener = None  # hears no more (the cut's events are still recorded)
                 raise Interrupted(exc, "the on_event listener") from exc
 
     def hook_failed(self, failure: HookFailure) -> None:
@@ -309,7 +328,7 @@ class _Run:
         )
         try:
             if batch is not None:
-                strategy_task = asyncio.get_running_loop().create_task(self.run_strategy(batch))
+                strategy_task = asyncio.get_running_loop().create_task(_carrying(self.run_strategy(batch)))
                 model_call, parsed = await self.stream_alongside(stream, strategy_task, batch)
             else:
                 model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
@@ -329,8 +348,13 @@ class _Run:
                 f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}{where}",
             )
             return None
+        try:
+            calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
+        except BaseException:  # (an event listener stopping the run): the strategy's calls stop too
+            if strategy_task is not None and batch is not None:
+                await self.stop_strategy(strategy_task, batch)
+            raise
         self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
-        calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
         self.messages.append(assistant)
         if batch is None:
             batch = self.new_batch(round_index, calls, assistant)
@@ -339,7 +363,10 @@ class _Run:
         self.partial.update(model_call=model_call, assistant=assistant, batch=batch, findings=findings)
         try:
             if strategy_task is not None:
-                await strategy_task
+                try:
+                    await strategy_task
+                except _Carried as carried:
+                    raise carried.exc from None
             elif calls:
                 await self.run_strategy(batch)
             left = batch._unsettled()
@@ -443,19 +470,22 @@ class _Run:
         """Receive the response while the (streaming) strategy runs the calls that are complete.
         A strategy that fails in a way that stops the run stops the stream too."""
         loop = asyncio.get_running_loop()
-        receive = loop.create_task(stream.receive(self.hooks.on_model_chunk))
+        receive = loop.create_task(_carrying(stream.receive(self.hooks.on_model_chunk)))
         try:
             await asyncio.wait((receive, strategy_task), return_when=asyncio.FIRST_COMPLETED)
             if not receive.done() and not strategy_task.cancelled():
                 stopped = strategy_task.exception()
                 if stopped is not None and not isinstance(stopped, _StrategyFailed):
                     raise stopped  # (its calls are drained; the stream is cancelled below)
-            return await receive
-        except BaseException:
+            received: tuple[ModelCall, ParsedResponse] = await receive
+            return received
+        except BaseException as exc:
             if not receive.done():
                 receive.cancel()
                 await asyncio.wait((receive,))
             await self.stop_strategy(strategy_task, batch)
+            if isinstance(exc, _Carried):
+                raise exc.exc from None
             raise
 
     async def stop_strategy(self, strategy_task: asyncio.Task[None], batch: Batch) -> None:
@@ -463,6 +493,8 @@ class _Run:
         if not strategy_task.done():
             strategy_task.cancel()
             await asyncio.wait((strategy_task,))
+        if not strategy_task.cancelled():
+            strategy_task.exception()  # (retrieved: what it raised is the run's business, not asyncio's)
         await batch._drain()
 
     def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
@@ -642,6 +674,17 @@ async def _run(
     if abort is not None:
         abort._claim()
     state = _Run(model, as_registry(tools), as_messages(messages), cfg, hooks or Hooks(), on_event)
+    try:
+        return await _run_state(state, cfg, abort, outside)
+    except Interrupted as carrier:  # the on_event listener raised outside the run's task (run_finished)
+        original = carrier.original
+        original.partial_result = state.result()  # type: ignore[attr-defined]
+        original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
+        raise original from None
+
+
+async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
+    """`_run`'s body once the run is set up."""
     outside.task = asyncio.current_task()
     task = asyncio.create_task(state.guarded())
     if abort is not None:

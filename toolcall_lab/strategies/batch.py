@@ -675,8 +675,12 @@ class Batch:
     # -- closing (the loop) --------------------------------------------------------------------------
 
     def _began(self) -> bool:
-        """Whether any call has started or been settled."""
-        return any(t is not None for t in self._started) or any(d is not None for d in self._done)
+        """Whether any call has started, been settled, or had its ACTION emitted."""
+        return (
+            any(t is not None for t in self._started)
+            or any(d is not None for d in self._done)
+            or any(self._open)
+        )
 
     def _running(self) -> bool:
         """Whether calls the strategy started (`start`, or `run` in a task of its own) have not all

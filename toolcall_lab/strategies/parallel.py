@@ -63,14 +63,15 @@ class Parallel(Strategy):
         at = batch.now()  # the batch starts at one instant: one clock read for all its actions
         emit, round_index, done, screened = batch._emit, batch.round_index, batch._done, batch._pre
         runnable = []
-        for pos, call in enumerate(batch.calls):
+        is_open = batch._open = [False] * len(batch.calls)  # (marked before each event: a listener
+        for pos, call in enumerate(batch.calls):  # that stops the run leaves the record consistent)
+            is_open[pos] = True
             emit(make_action("action", at, round_index, call))
             pre = screened[pos]
             if pre is None:
                 runnable.append(pos)
             else:
                 done[pos] = pre
-        batch._open = [True] * len(batch.calls)
         if runnable:
             if batch._slots is None:
                 await run_all(batch, runnable)
@@ -81,9 +82,9 @@ class Parallel(Strategy):
                 batch._group = None
                 await group.wait()
         at = batch.now()
-        for ex in done:
+        for pos, ex in enumerate(done):
+            is_open[pos] = False
             emit(make_observation("observation", at, round_index, ex))
-        batch._open = [False] * len(batch.calls)
 
 
 async def run_all(batch: Batch, positions: list[int]) -> None:
