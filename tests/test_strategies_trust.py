@@ -572,3 +572,42 @@ def test_an_interrupt_from_the_listener_propagates_as_itself_with_the_record(
 def _raise_at_finish(event: Any) -> None:
     if event.kind == "run_finished":
         raise KeyboardInterrupt()
+
+
+# -- (loop tester 4) replays match duplicate provider ids by position ---------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "serialized", "eager"])
+def test_a_replay_answers_a_duplicated_id_by_position(mode: str) -> None:
+    calls = [
+        ("search", {"key": "a", "seconds": 0.3}, "dup"),
+        ("search", {"key": "b", "seconds": 0.05}, "dup"),
+        ("read", {"key": "c", "seconds": 0.1}, "dup2"),
+        ("read", {"key": "d", "seconds": 0.2}, "dup2"),
+    ]
+
+    def approve(call: Any) -> Any:
+        return "not this one" if call.args.get("key") == "b" else True
+
+    def withhold(call: Any, execution: Any) -> Any:
+        return "secret" if call.args.get("key") == "c" else True
+
+    hooks = Hooks(approve_call=approve, approve_result=withhold)
+    recorded = play(scripted(calls), Counting().registry(), mode=mode, hooks=hooks)
+    shape = [
+        (e.tool_call_id, e.index, e.status, e.result, round(e.duration_s, 6)) for e in recorded.executions
+    ]
+    assert [s[2] for s in shape] == ["ok", "rejected", "withheld", "ok"]
+    trace = Trace.from_run(recorded, TraceMetadata(title="dups", origin="scripted"))
+    for again in (mode, "sequential", "parallel"):
+        replayed = replay(trace, again)
+        assert [
+            (e.tool_call_id, e.index, e.status, e.result, round(e.duration_s, 6)) for e in replayed.executions
+        ] == shape
+
+    @strategy("reversed_order")
+    async def reversed_order(batch: Batch) -> None:
+        await batch.run_sequential(reversed(range(len(batch.calls))))
+
+    replayed = replay(trace, reversed_order, check="ids")
+    assert [(e.result, round(e.duration_s, 6)) for e in replayed.executions] == [(s[3], s[4]) for s in shape]

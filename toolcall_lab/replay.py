@@ -198,6 +198,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     started early with arguments the stream then changed) raises `ReplayDivergenceError`.
     """
     recorded: list[ToolExecution] = []
+    by_place: dict[tuple[int, str], deque[int]] = defaultdict(deque)
+    """(round, id and position in the batch): one provider id may be sent twice in a batch."""
     by_id: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     unknown: dict[tuple[int, str], str] = {}
@@ -208,6 +210,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
         for call, ex in zip(r.tool_calls, r.executions, strict=False):
             if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # the tool ran
                 recorded.append(ex)
+                by_place[k, _place(ex.tool_call_id, call.index)].append(len(recorded) - 1)
                 by_id[k, ex.tool_call_id].append(len(recorded) - 1)
                 ran = replace(call, arguments=ex.arguments, _outcome=None)  # (what ran: its arguments)
                 key = dedupe_key(ran) if call.tool_call_id == ex.tool_call_id else None
@@ -241,7 +244,9 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     def make(name: str) -> Any:
         async def replayed(**_: Any) -> ToolOutcome:
             call = current_tool_call.get()
-            pos = find(by_id, call.tool_call_id)
+            pos = find(by_place, _place(call.tool_call_id, call.index))
+            if pos is None:
+                pos = find(by_id, call.tool_call_id)
             if pos is None:
                 pos = find(by_key, dedupe_key(call) or "")
             where = f" in round {model.served - 1}" if model is not None else ""
@@ -295,6 +300,11 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     return registry
 
 
+def _place(tool_call_id: str, index: int) -> str:
+    """A call's id and its index in the response: what tells apart two calls sent with one id."""
+    return f"{tool_call_id}\x00{index}"
+
+
 def _same_arguments(call: ToolCall, ex: ToolExecution) -> bool:
     """Whether `call` asks for what the recorded execution ran: the same text, or the same JSON
     object (an id the loop made unique, whitespace after the object, key order)."""
@@ -310,28 +320,36 @@ def _between(text: str, prefix: str, suffix: str) -> str | None:
     return None
 
 
-def replay_hooks(trace: Trace) -> Hooks:
+def replay_hooks(trace: Trace, model: ReplayModel | None = None) -> Hooks:
     """The recording's approval decisions, made again: calls it rejected are rejected with the
     recorded reason, results it withheld are withheld with the recorded reason, so the conversation
-    (and the record) matches the recording's. Calls are matched by tool_call_id, in recorded order."""
-    rejected: dict[str, deque[str]] = defaultdict(deque)
-    withheld: dict[str, deque[str]] = defaultdict(deque)
-    for r in trace.rounds:
-        for ex in r.executions:
+    (and the record) matches the recording's. Calls are matched by tool_call_id and position in the
+    response (one id can be sent twice in a batch), in the round the replay's `model` serves (without
+    it: in recorded order)."""
+    rejected: dict[tuple[int, str], deque[str]] = defaultdict(deque)
+    withheld: dict[tuple[int, str], deque[str]] = defaultdict(deque)
+    for k, r in enumerate(trace.rounds):
+        k = k if model is not None else 0
+        for call, ex in zip(r.tool_calls, r.executions, strict=False):
+            place = _place(ex.tool_call_id, call.index)
             if ex.status == "rejected":
                 reason = _between(ex.result, "Rejected: ", ". The call was not executed.")
-                rejected[ex.tool_call_id].append(reason or ex.result)
+                rejected[k, place].append(reason or ex.result)
             elif ex.status == "withheld":
                 reason = _between(ex.result, "Result withheld: ", ".")
-                withheld[ex.tool_call_id].append(reason or ex.result)
+                withheld[k, place].append(reason or ex.result)
+
+    def decided(table: dict[tuple[int, str], deque[str]], call: ToolCall) -> str | None:
+        queue = table.get(
+            (model.served - 1 if model is not None else 0, _place(call.tool_call_id, call.index))
+        )
+        return queue.popleft() if queue else None
 
     def approve_call(call: ToolCall) -> str | None:
-        queue = rejected.get(call.tool_call_id)
-        return queue.popleft() if queue else None
+        return decided(rejected, call)
 
     def approve_result(call: ToolCall, execution: ToolExecution) -> str | None:
-        queue = withheld.get(call.tool_call_id)
-        return queue.popleft() if queue else None
+        return decided(withheld, call)
 
     outcome = trace.outcome
     model_calls = [0]
@@ -393,7 +411,7 @@ async def replay_async(
     """Replay on the running loop's clock (real time in a notebook: ``await replay_async(...)``)."""
     cfg = replay_config(trace, mode, **settings)
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
-    hooks = replay_hooks(trace)
+    hooks = replay_hooks(trace, model)
     cut_at = recorded_cut(trace)
     if cut_at is None or (cfg.timeout_s is not None and cfg.timeout_s <= cut_at + 1e-9):
         abort = None  # (a recorded deadline cuts the replay by itself)
