@@ -611,3 +611,44 @@ def test_a_replay_answers_a_duplicated_id_by_position(mode: str) -> None:
 
     replayed = replay(trace, reversed_order, check="ids")
     assert [(e.result, round(e.duration_s, 6)) for e in replayed.executions] == [(s[3], s[4]) for s in shape]
+
+
+# -- (loop tester 10) bad recorded settings: validate says so, bench names the trace and compares the rest --
+
+
+def test_bad_recorded_settings_are_named_by_validate_and_bench_compares_the_rest(tmp_path, capsys) -> None:
+    import json as json_
+
+    from tests.conftest import DATA
+    from toolcall_lab import cli
+    from toolcall_lab.exceptions import TraceFormatError
+
+    good = DATA / "traces" / "three_tools_100ms.json"
+    doc = json_.loads(good.read_text())
+    bad = {
+        "max_rounds": 0,
+        "concurrency": 0,
+        "error_policy": "bogus",
+        "timeout_s": -1,
+        "round_trip_s": "0.5",
+        "dedupe": "yes",
+    }
+    paths = []
+    for key, value in bad.items():
+        d = json_.loads(json_.dumps(doc))
+        d["metadata"]["settings"][key] = value
+        path = tmp_path / f"bad_{key}.json"
+        path.write_text(json_.dumps(d))
+        paths.append(path)
+        with pytest.raises(TraceFormatError, match=rf"metadata\.settings: {key}="):
+            replay(Trace.from_dict(d), "sequential")
+    assert cli.main(["validate", *map(str, paths)]) == 2
+    err = capsys.readouterr().err
+    for key, path in zip(bad, paths, strict=True):
+        assert f"{path}: " in err and f"metadata.settings: {key}=" in err
+    assert cli.main(["bench", str(tmp_path), str(good), "--quiet", "--modes", "sequential,parallel"]) == 1
+    captured = capsys.readouterr()
+    assert "parallel" in captured.out and "Empty DataFrame" not in captured.out  # the good trace compared
+    for path in paths:
+        assert f"not compared: {path}" in captured.err
+    assert "[nan]" not in captured.err

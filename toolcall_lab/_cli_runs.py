@@ -279,7 +279,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
     for err in result.errors.itertuples():
         print(
-            f"not compared: {err.trace}" + (f" [{err.mode}]" if err.mode else "") + f": {err.error}",
+            f"not compared: {err.trace}"
+            + (f" [{err.mode}]" if isinstance(err.mode, str) and err.mode else "")
+            + f": {err.error}",
             file=sys.stderr,
         )
     excluded = result.excluded

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
-from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, UsageError
+from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import MODES, TIMING_SOURCES, Round, TimingSource
-from toolcall_lab.replay import replay
+from toolcall_lab.replay import check_recorded_settings, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, resolve
 from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
@@ -418,6 +418,11 @@ def trace_rows(
             {"trace": trace_id, "title": trace.metadata.title, "reason": f"timings={timings!r}: {gap}"}
         )
         return out
+    try:  # settings the recording holds that no run can have: the trace, not a mode, is at fault
+        check_recorded_settings(trace, keep=set(settings))
+    except TraceFormatError as exc:
+        out["errors"].append({"trace": trace_id, "mode": None, "error": str(exc)})
+        return out
     bound = critical_path_s(trace)
     eager_bound = eager_bound_s(trace)
     pairs = dependency_evidence(trace)
@@ -430,7 +435,7 @@ def trace_rows(
             mode_settings.pop("round_trip_s", None)
         try:
             result = replay(trace, strategy, virtual=virtual, **mode_settings)
-        except ReplayDivergenceError as exc:
+        except (ReplayDivergenceError, TraceFormatError) as exc:
             out["errors"].append({"trace": trace_id, "mode": strategy.name, "error": str(exc)})
             continue
         if result.reason == "strategy_error":  # a bug in the strategy: no figure to compare
@@ -652,9 +657,9 @@ def _tqdm(iterable: Iterable[Any], total: int) -> Iterable[Any]:
 def summary_text(comparison: Comparison) -> str:
     """The per-mode summary as a plain-text table (for the CLI)."""
     s = comparison.summary
-    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
     if s.empty:
-        return text
+        return "(no trace was replayed in every mode, so there is no summary: see what was not compared)"
+    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
     notes = [
         f"{mode}: {int(n)} run(s) not comparable (calls skipped, or cut off): "
         "wall_time_s includes them, comparable_wall_time_s and the speedups leave them out"

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
 from toolcall_lab.clock import run_virtual
-from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, UsageError
+from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceFormatError, UsageError
 from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.models import ModelRequest
@@ -370,6 +370,7 @@ def replay_hooks(trace: Trace, model: ReplayModel | None = None) -> Hooks:
 def replay_config(trace: Trace, mode: StrategySpec | None = None, **settings: Any) -> RunConfig:
     """The trace's recorded settings, with the mode or strategy (and any setting) overridden."""
     recorded = {k: v for k, v in trace.metadata.settings.items() if k in RunConfig.__dataclass_fields__}
+    check_recorded_settings(trace, keep=set(settings))
     chosen = mode if mode is not None else trace.metadata.mode or "sequential"
     merged = {**recorded, **settings, "mode": chosen}
     try:
@@ -381,6 +382,24 @@ def replay_config(trace: Trace, mode: StrategySpec | None = None, **settings: An
             f"{trace.metadata.title}: recorded under the strategy {trace.metadata.mode!r}, which is not a "
             "built-in; pass it to replay it under the same strategy (replay(trace, my_strategy), or "
             "--strategy module:attribute), or name another"
+        ) from None
+
+
+def check_recorded_settings(trace: Trace, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """A `TraceFormatError` naming the trace and the setting when the recorded settings (except those
+    in `keep`, which the replay overrides) are not a valid run's: a replay cannot run under them."""
+    recorded = {
+        k: v
+        for k, v in trace.metadata.settings.items()
+        if k in RunConfig.__dataclass_fields__ and k not in keep and k != "mode"
+    }
+    try:
+        RunConfig(**recorded, mode="sequential")
+    except UsageError as exc:
+        what = str(exc).replace("RunConfig.", "")
+        raise TraceFormatError(
+            f"{trace.metadata.title}: metadata.settings: {what} (the recorded settings are not a valid "
+            "run's; override the setting to replay it)"
         ) from None
 
 

@@ -305,14 +305,23 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     another text than its recorded result), unknown fields, and protocol breaks anywhere in the
     conversation (first_only's skipped calls, unanswered on purpose, excepted); raises on unusable
     files."""
+    from toolcall_lab.exceptions import TraceFormatError
     from toolcall_lab.protocol import validate_messages
+    from toolcall_lab.replay import check_recorded_settings
+    from toolcall_lab.runs import RunConfig
 
     p = Path(path)
     trace = load(p)
+    try:
+        check_recorded_settings(trace)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"{p}: {exc}") from None
     doc = json.loads(p.read_text(encoding="utf-8"))
     warnings = [f"possible secret: {w}" for w in secret_warnings(doc)]
     warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace)]
     warnings += [f"unknown field: {f}" for f in unknown_fields(doc)]
+    known = set(RunConfig.__dataclass_fields__) | {"mode"}
+    warnings += [f"unknown setting: metadata.settings.{k}" for k in trace.metadata.settings if k not in known]
     skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]
     for v in validate_messages(final_conversation(trace)):
         if v.kind == "unanswered_call" and v.tool_call_id in skipped:
