@@ -652,3 +652,65 @@ def test_bad_recorded_settings_are_named_by_validate_and_bench_compares_the_rest
     for path in paths:
         assert f"not compared: {path}" in captured.err
     assert "[nan]" not in captured.err
+
+
+# -- (loop tester 12) a failed recording: record says so and exits 1; its replay keeps the time ----------
+
+
+def test_a_failed_recording_is_reported_and_replays_with_its_time(tmp_path, capsys, monkeypatch) -> None:
+    from toolcall_lab import cli
+    from toolcall_lab.trace_files import load
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "few_tools.py").write_text(
+        'def now() -> str:\n    """The time."""\n    return "12:00"\n\ntools = [now]\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "down.json"
+    code = cli.main(
+        [
+            "record",
+            "--model",
+            "m",
+            "--prompt",
+            "hi",
+            "--tools",
+            "few_tools:tools",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "the run ended failed/model_error" in err and "Connection" in err
+    trace = load(out)
+    assert (trace.outcome.status, trace.outcome.reason) == ("failed", "model_error")
+    again = replay(trace)
+    assert again.reason == "model_error"
+    assert again.wall_time_s == pytest.approx(trace.outcome.wall_time_s)  # not 0: the call took that long
+    assert again.wall_time_s > 0
+
+
+def test_a_model_error_after_rounds_replays_at_its_recorded_time() -> None:
+    class FailsSecond(ChunkModel):
+        async def stream(self, request: Any) -> Any:
+            if self.served == 1:
+                await asyncio.sleep(0.7)
+                raise ConnectionError("reset")
+            async for c in super().stream(request):
+                yield c
+
+    model = FailsSecond(
+        [(0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.2}')), (0.2, chunk({}, "tool_calls"))]
+    )
+    recorded = play(model, Counting().registry(), mode="parallel")
+    assert recorded.reason == "model_error" and recorded.wall_time_s == pytest.approx(1.1)
+    trace = Trace.from_run(recorded, TraceMetadata(title="fails", origin="scripted"))
+    for mode, wall in (
+        ("parallel", 1.1),
+        ("sequential", 1.1),
+        ("eager", 1.0),
+    ):  # (eager: the tool from 0.1 s)
+        assert replay(trace, mode).wall_time_s == pytest.approx(wall)

@@ -189,7 +189,20 @@ def cmd_record(args: argparse.Namespace) -> int:
     )
     save(trace, args.out)
     print(f"recorded {trace!r} -> {args.out}")
-    return 0
+    return _recorded_outcome(trace)
+
+
+def _recorded_outcome(trace: Any) -> int:
+    """0 when the recorded run ended normally; else say why it did not (the trace is still saved) and 1."""
+    outcome = trace.outcome
+    if outcome.status in ("completed", "incomplete"):
+        return 0
+    print(
+        f"toolcall-lab record: the run ended {outcome.status}/{outcome.reason}: "
+        f"{outcome.error or '(no message)'} (the trace holds what was recorded)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def cmd_import(args: argparse.Namespace) -> int:

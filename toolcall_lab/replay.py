@@ -59,6 +59,15 @@ def failed_mid_stream(trace: Trace) -> bool:
     return (outcome.error or "").startswith(f"round {trace.rounds[-1].round_index}: ")
 
 
+def failed_call_s(trace: Trace) -> float:
+    """How long the recorded model call that failed between rounds took: from the end of what the
+    recording holds (its last round's response and tools) to the run's recorded end."""
+    last = 0.0
+    for r in trace.rounds:
+        last = max(last, r.model_call.ended_at, *(e.ended_at for e in r.executions if e.status != "skipped"))
+    return max(0.0, trace.outcome.wall_time_s - last)
+
+
 async def _until_cut() -> None:
     """Wait for the cut that ends a replay of a cut-off run (the recording knows nothing past it)."""
     await asyncio.get_running_loop().create_future()
@@ -145,6 +154,9 @@ class ReplayModel:
         if k >= len(rounds):
             outcome = self.trace.outcome
             if k == len(rounds) and outcome.reason == "model_error":
+                took = failed_call_s(self.trace)
+                if took > 0:  # as long as the recorded call took to fail (a timeout, a refused connection)
+                    await asyncio.sleep(took)
                 raise ModelError(f"the recording's model call {k + 1} failed here: {outcome.error}")
             if k == len(rounds) and recorded_cut(self.trace) is not None:
                 await _until_cut()  # the recorded run was cut off during this model call
