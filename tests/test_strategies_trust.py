@@ -714,3 +714,51 @@ def test_a_model_error_after_rounds_replays_at_its_recorded_time() -> None:
         ("eager", 1.0),
     ):  # (eager: the tool from 0.1 s)
         assert replay(trace, mode).wall_time_s == pytest.approx(wall)
+
+
+# -- (loop tester 7) Ctrl-C on the CLI: one line, what was done so far written, exit 130 -----------------
+
+
+def test_ctrl_c_during_bench_writes_what_was_compared_and_exits_130(tmp_path, capsys, monkeypatch) -> None:
+    from tests.conftest import DATA
+    from toolcall_lab import analysis, cli
+
+    real = analysis.trace_rows
+    seen = []
+
+    def interrupted_at_the_third(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args[0])
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analysis, "trace_rows", interrupted_at_the_third)
+    out = tmp_path / "b.csv"
+    code = cli.main(
+        ["bench", str(DATA / "traces"), "--quiet", "--modes", "sequential,parallel", "--out", str(out)]
+    )
+    assert code == 130
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert captured.err.strip().splitlines()[-1].startswith("toolcall-lab bench: interrupted (Ctrl-C)")
+    assert "the 2 of" in captured.out and "(partial: interrupted)" in captured.out
+    import pandas as pd
+
+    assert pd.read_csv(out)["trace"].nunique() == 2
+
+
+def test_ctrl_c_during_replay_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch) -> None:
+    import importlib
+
+    from tests.conftest import DATA
+    from toolcall_lab import cli
+
+    replay_module = importlib.import_module("toolcall_lab.replay")
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(replay_module, "replay", interrupted)
+    assert cli.main(["replay", str(DATA / "traces" / "three_tools_100ms.json")]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "toolcall-lab replay: interrupted (Ctrl-C)"

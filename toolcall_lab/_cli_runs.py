@@ -246,6 +246,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback from each."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import time
     from concurrent.futures import ProcessPoolExecutor
@@ -269,7 +276,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     paths = paths[: args.limit] if args.limit else paths
     modes = [*args.modes, *(s for s in args.strategy or () if s not in args.modes)]
     started = time.perf_counter()
-    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
+    pool = ProcessPoolExecutor(args.jobs, initializer=_ignore_sigint) if args.jobs > 1 else None
+    interrupted = False
     try:
         result = compare(
             paths,
@@ -281,10 +289,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
             executor=pool,
             progress=not args.quiet,
         )
+    except KeyboardInterrupt as exc:  # Ctrl-C: report and write what was compared so far
+        partial = getattr(exc, "partial_comparison", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+            pool = None
+        if partial is None or not len(partial.runs):
+            raise
+        result, interrupted = partial, True
     finally:
         if pool is not None:
             pool.shutdown()
     elapsed = time.perf_counter() - started
+    if interrupted:
+        done = len(set(result.runs["trace"]) | set(result.errors["trace"]))
+        print(f"\ninterrupted (Ctrl-C): below, the {done} of {len(paths)} trace(s) compared so far")
     print(
         f"\n{len(paths)} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
         f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
@@ -323,7 +342,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     if out is not None:
         written = _write_tables(result, out)
-        print("wrote " + ", ".join(str(p) for p in written))
+        print(
+            "wrote " + ", ".join(str(p) for p in written) + (" (partial: interrupted)" if interrupted else "")
+        )
+    if interrupted:
+        print(f"toolcall-lab bench: interrupted (Ctrl-C) after {elapsed:.1f} s", file=sys.stderr)
+        return 130
     if args.plot and len(result.runs):
         from toolcall_lab import plotting
         from toolcall_lab.trace_files import load

@@ -138,9 +138,7 @@ def eager_bound_s(trace: Trace) -> float:
     for r in trace.rounds:
         mc = r.model_call
         latency = mc.latency_s
-        pairs = [
-            (c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"
-        ]
+        pairs = [(c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"]
         if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
             offsets: dict[int, float] = {}
         else:
@@ -600,7 +598,6 @@ def compare(
             executor); None runs in this process.
         progress: True for a tqdm bar (notebook-aware), or a callable wrapping an iterable.
     """
-    import pandas as pd
 
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
@@ -626,9 +623,22 @@ def compare(
         wrap = progress if callable(progress) else _tqdm
         parts = wrap(parts, total=len(items))  # type: ignore[call-arg]
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in _TABLES}
-    for part in parts:
-        for name in _TABLES:
-            tables[name] += part[name]
+    done = 0
+    try:
+        for part in parts:
+            for name in _TABLES:
+                tables[name] += part[name]
+            done += 1
+    except KeyboardInterrupt as exc:  # Ctrl-C: what was compared so far goes with the exception
+        exc.partial_comparison = _comparison(tables)  # type: ignore[attr-defined]
+        exc.add_note(f"toolcall_lab: {done} of {len(items)} trace(s) compared; see partial_comparison")
+        raise
+    return _comparison(tables)
+
+
+def _comparison(tables: dict[str, list[dict[str, Any]]]) -> Comparison:
+    import pandas as pd
+
     runs_df = pd.DataFrame(tables["runs"])
     if not runs_df.empty:
         failed = {e["trace"] for e in tables["errors"] if e["mode"] is not None}
