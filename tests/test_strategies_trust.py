@@ -762,3 +762,34 @@ def test_ctrl_c_during_replay_is_one_line_and_exit_130(tmp_path, capsys, monkeyp
     assert cli.main(["replay", str(DATA / "traces" / "three_tools_100ms.json")]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "toolcall-lab replay: interrupted (Ctrl-C)"
+
+
+# -- (8) eager dispatches each arrival at once; what that dispatch raises still stops the run ---------
+
+
+def test_eager_dispatches_on_arrival_and_a_listener_stopping_it_there_keeps_the_record() -> None:
+    def stop_at_second_action(event: Any) -> None:
+        if event.kind == "action" and event.call.tool_call_id == "b":
+            raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.1}')),
+            (0.2, header(1, "b", "search", '{"key": "y", "seconds": 0.1}')),
+            (0.3, header(2, "c", "search", '{"key": "z", "seconds": 0.1}')),
+            (0.4, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    tools = Counting()
+    with pytest.raises(KeyboardInterrupt) as raised:
+        run_virtual(run(model, tools.registry(), "go", mode="eager", on_event=stop_at_second_action))
+    partial = raised.value.partial_result  # type: ignore[attr-defined]
+    assert [k for k, _ in tools.started] == ["x"]  # b's dispatch stopped the run before b ran
+    assert [e.status for e in partial.executions][:2] == ["ok", "cancelled"]
+    actions = [e.call.tool_call_id for e in partial.events if e.kind == "action"]
+    observations = [e.execution.tool_call_id for e in partial.events if e.kind == "observation"]
+    assert sorted(actions) == sorted(observations) == ["a", "b"]
+    # and on an ordinary run each call starts at its own arrival time
+    result = play(ChunkModel(*model.responses), Counting().registry(), mode="eager")
+    assert [round(e.started_at, 6) for e in result.executions] == [0.1, 0.2, 0.3]

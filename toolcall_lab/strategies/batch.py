@@ -107,6 +107,8 @@ class Batch:
     _indices: Mapping[int, ToolCall] = _NO_CALLS  # streaming: position -> the call as it arrived early
     _moved: Mapping[int, int] = _NO_MOVES
     _runners: dict[int, asyncio.Task[Any]] | None = None  # `run` in progress: position -> its task
+    _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
+    _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
 
     def __init__(
         self,
@@ -560,6 +562,8 @@ class Batch:
     async def _next_arrivals(self) -> bool:
         """Wait until calls have arrived (in ``_arrivals``) or the stream has ended; False when the
         stream has ended and every call has arrived (what `arrivals` does, without a generator)."""
+        if self._arrive_error is not None:
+            raise self._arrive_error
         if self._arrivals:
             return True
         if not self.streaming:
@@ -575,6 +579,15 @@ class Batch:
         if pos >= len(self._done):
             self._ensure(pos + 1)
         self._indices[pos] = call  # type: ignore[index]  # (a dict while streaming)
+        direct = self._direct
+        if direct is not None:  # the built-in eager: dispatched here, without waking its task
+            try:
+                direct(pos)
+            except BaseException as exc:  # (e.g. a listener stopping the run): the strategy raises it
+                self._direct = None
+                self._arrive_error = exc
+                self._failed(exc)
+            return
         self._arrivals.append(pos)
         wake = self._wake
         if wake is not None and not wake.done():
