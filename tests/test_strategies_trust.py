@@ -18,6 +18,7 @@ from toolcall_lab.analysis import eager_bound_s
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ReplayDivergenceError, UsageError
 from toolcall_lab.loop import Hooks, run
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
 from toolcall_lab.protocol import validate_messages
 from toolcall_lab.replay import replay
 from toolcall_lab.runs import RunResult
@@ -793,3 +794,72 @@ def test_eager_dispatches_on_arrival_and_a_listener_stopping_it_there_keeps_the_
     # and on an ordinary run each call starts at its own arrival time
     result = play(ChunkModel(*model.responses), Counting().registry(), mode="eager")
     assert [round(e.started_at, 6) for e in result.executions] == [0.1, 0.2, 0.3]
+
+
+# -- (6) the stated tool-duration model applies to calls whose duration is not recorded (BFCL) -----------
+
+
+def test_as_streamed_tool_model_applies_to_not_recorded_calls() -> None:
+    from toolcall_lab.generation import GenerationSpeed, as_streamed
+
+    result = play(scripted(MIXED[:3]), Counting().registry())
+    doc = Trace.from_run(result, TraceMetadata(title="bfcl-like", origin="imported")).to_dict()
+    for ex in doc["rounds"][0]["tool_executions"]:  # what the BFCL importer makes: no tool ran
+        ex["status"], ex["ended_at"] = "not_recorded", ex["started_at"] + 0.1
+        ex["duration_s"] = 0.1
+    questions = Trace.from_dict(doc)
+    speed = GenerationSpeed(tokens_per_s=50.0, ttft_s=0.5)
+    constant = as_streamed(questions, speed, tool_s=1.0)
+    assert [e.duration_s for e in constant.rounds[0].executions] == [1.0, 1.0, 1.0]
+    drawn = as_streamed(questions, speed, tool_s=[2.0, 3.0], durations_from="elsewhere")
+    assert {e.duration_s for e in drawn.rounds[0].executions} <= {2.0, 3.0}
+    assert replay(constant, "parallel").rounds[0].executions[0].duration_s == 1.0  # replay uses it
+
+
+# -- (loop tester 11) replays that diverge say so: tools offered, tools the trace does not list ----------
+
+
+def test_a_replay_that_sends_a_request_without_tools_the_recording_had_diverges() -> None:
+    from toolcall_lab.tools import ToolRegistry
+
+    reg = ToolRegistry()
+
+    async def lookup(key: str) -> str:
+        """Look up."""
+        if key == "bad":
+            raise ValueError("no such key")
+        return f"found {key}"
+
+    reg.register(lookup)
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                content=None, tool_calls=(("lookup", {"key": "bad"}), ("lookup", {"key": "ok"}))
+            ),
+            ScriptedResponse(content="Let me check c.", tool_calls=(("lookup", {"key": "c"}),)),
+            "done",
+        ]
+    )
+    recorded = play(model, reg)  # error_policy continue: round 1 offers tools again
+    trace = Trace.from_run(recorded, TraceMetadata(title="policy", origin="scripted"))
+    with pytest.raises(ReplayDivergenceError, match="this request offers no tools, the recorded one did"):
+        replay(trace, "parallel", error_policy="fail_fast")
+    assert replay(trace, "parallel").status == "completed"
+
+
+def test_a_trace_whose_tools_do_not_list_a_tool_it_ran_is_reported(tmp_path, capsys) -> None:
+    import json as json_
+
+    from toolcall_lab import cli
+
+    result = play(scripted(MIXED[:3]), Counting().registry())
+    doc = Trace.from_run(result, TraceMetadata(title="tools", origin="scripted")).to_dict()
+    doc["tools"] = [t for t in doc["tools"] if t["function"]["name"] != "write"]
+    with pytest.raises(
+        ReplayDivergenceError, match=r"ran tools its trace does not offer \(round 0 call \S+ \(write\)\)"
+    ):
+        replay(Trace.from_dict(doc), "parallel")
+    path = tmp_path / "t.json"
+    path.write_text(json_.dumps(doc))
+    assert cli.main(["validate", "--strict", str(path)]) == 1
+    assert "tool not offered: round 0 call" in capsys.readouterr().out

@@ -33,7 +33,10 @@ class Hooks:
 
     An approval hook returning anything else (``1``, ``[]``, ``"yes"`` is a reason!) is a hook failure:
     only True, None, False and strings mean something. Where the time goes: ``approve_call`` runs for
-    the whole batch, one call after another, before any call starts (in every mode); ``on_tool_start``
+    the whole batch, one call after another, before any call starts (every strategy, built-in or your
+    own, whatever batch method it uses; ``first_only`` asks only about the call it runs), except under
+    a strategy that streams (``eager``), where it runs per call as each arrives, before that call
+    starts; ``on_tool_start``
     runs before the call's start time, ``approve_result`` and ``on_tool_complete`` after its end time,
     so hook time is never part of a tool's duration; it shows as the gap between a call's end and the
     next event. A run cut off while a call's result hook runs keeps the call's outcome (a result not yet

@@ -168,6 +168,17 @@ class ReplayModel:
         fails = k == len(rounds) - 1 and failed_mid_stream(self.trace)
         self.served += 1
         diff = divergence(request.messages, recorded.request_messages, self.check)
+        if (
+            diff is None
+            and self.check != "off"
+            and (request.tools is not None) != recorded.model_call.tools_offered
+        ):
+            diff = (
+                "this request offers no tools, the recorded one did (e.g. a final call without tools "
+                "that the recording did not make)"
+                if request.tools is None
+                else "this request offers tools, the recorded one offered none"
+            )
         if diff is not None:
             raise ReplayDivergenceError(
                 f"{self.trace.metadata.title}: round {k}: the conversation differs from "
@@ -312,6 +323,18 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     return registry
 
 
+def tools_not_offered(trace: Trace) -> list[str]:
+    """Calls the recording ran whose tool the trace's ``tools`` do not offer (a replay would answer
+    them as unknown tools, where the recording has their results): ``round k call ID (name)``."""
+    offered = {(s.get("function") or {}).get("name") for s in trace.tools}
+    return [
+        f"round {k} call {ex.tool_call_id} ({ex.name})"
+        for k, r in enumerate(trace.rounds)
+        for ex in r.executions
+        if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded") and ex.name not in offered
+    ]
+
+
 def _place(tool_call_id: str, index: int) -> str:
     """A call's id and its index in the response: what tells apart two calls sent with one id."""
     return f"{tool_call_id}\x00{index}"
@@ -441,6 +464,14 @@ async def replay_async(
 ) -> RunResult:
     """Replay on the running loop's clock (real time in a notebook: ``await replay_async(...)``)."""
     cfg = replay_config(trace, mode, **settings)
+    if tools is None:
+        missing = tools_not_offered(trace)
+        if missing:
+            raise ReplayDivergenceError(
+                f"{trace.metadata.title}: the recording ran tools its trace does not offer "
+                f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): a replay would answer "
+                "them as unknown tools; the trace's tools list is incomplete"
+            )
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
     hooks = replay_hooks(trace, model)
     cut_at = recorded_cut(trace)

@@ -307,7 +307,7 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     files."""
     from toolcall_lab.exceptions import TraceFormatError
     from toolcall_lab.protocol import validate_messages
-    from toolcall_lab.replay import check_recorded_settings
+    from toolcall_lab.replay import check_recorded_settings, tools_not_offered
     from toolcall_lab.runs import RunConfig
 
     p = Path(path)
@@ -320,6 +320,9 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     warnings = [f"possible secret: {w}" for w in secret_warnings(doc)]
     warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace)]
     warnings += [f"unknown field: {f}" for f in unknown_fields(doc)]
+    warnings += [
+        f"tool not offered: {w} ran, but the trace's tools do not list it" for w in tools_not_offered(trace)
+    ]
     known = set(RunConfig.__dataclass_fields__) | {"mode"}
     warnings += [f"unknown setting: metadata.settings.{k}" for k in trace.metadata.settings if k not in known]
     skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]
