@@ -863,3 +863,48 @@ def test_a_trace_whose_tools_do_not_list_a_tool_it_ran_is_reported(tmp_path, cap
     path.write_text(json_.dumps(doc))
     assert cli.main(["validate", "--strict", str(path)]) == 1
     assert "tool not offered: round 0 call" in capsys.readouterr().out
+
+
+# -- (loop tester 5) an abort then the deadline: a tool still running is waited for, not abandoned --------
+
+
+@pytest.mark.parametrize("mode", ["parallel", "parallel[cap=2]", "eager"])
+def test_an_abort_then_the_deadline_waits_for_a_tool_that_caught_the_cancellation(mode: str, caplog) -> None:
+    import gc
+    import logging
+
+    from toolcall_lab.loop import AbortHandle
+    from toolcall_lab.tools import ToolRegistry
+
+    log: list[tuple[str, float]] = []
+    reg = ToolRegistry()
+
+    async def stubborn(k: str) -> str:
+        """Works on after it is cancelled."""
+        try:
+            await asyncio.sleep(0.06)
+        except asyncio.CancelledError:
+            log.append(("caught", asyncio.get_running_loop().time()))
+            await asyncio.sleep(0.07)
+            log.append(("returned", asyncio.get_running_loop().time()))
+            return "stubborn"
+        return "done"
+
+    reg.register(stubborn)
+    abort = AbortHandle()
+
+    async def main() -> RunResult:
+        asyncio.get_running_loop().call_later(0.04, abort.abort, "stop")
+        return await run(
+            scripted([("stubborn", {"k": "a"})]), reg, "go", mode=mode, abort=abort, timeout_s=0.05
+        )
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    result = run_virtual(main())
+    gc.collect()
+    assert [what for what, _ in log] == ["caught", "returned"]
+    ex = result.executions[0]
+    assert ex.status == "cancelled" and ex.ended_at == pytest.approx(0.11)
+    assert "returned at 0.110 s" in ex.result
+    assert result.ended_at == pytest.approx(0.11)
+    assert "Task was destroyed" not in caplog.text

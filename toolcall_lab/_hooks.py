@@ -84,6 +84,23 @@ class Interrupted(Exception):
         """The record of the call that raised it, when a tool did."""
 
 
+async def wait_until_stopped(tasks: Any) -> None:
+    """Wait until every one of `tasks` (already cancelled) has finished, even if this task is
+    cancelled again meanwhile (an abort, then the deadline): a tool that catches its cancellation and
+    goes on working is waited for, never abandoned with its record closed. A cancellation that came
+    in meanwhile is raised afterwards."""
+    pending = {t for t in tasks if not t.done()}
+    again = False
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            again = True
+            pending = {t for t in pending if not t.done()}
+    if again:
+        raise asyncio.CancelledError
+
+
 def being_cancelled() -> bool:
     """Whether the current task has a cancellation request pending (as opposed to a CancelledError
     that some code raised or let through on its own)."""

@@ -44,6 +44,7 @@ from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
 from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
+from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
 from toolcall_lab._stopping import AbortHandle, Outside, catch_sigint
 from toolcall_lab.events import (
@@ -482,7 +483,7 @@ class _Run:
         except BaseException as exc:
             if not receive.done():
                 receive.cancel()
-                await asyncio.wait((receive,))
+                await wait_until_stopped((receive,))
             await self.stop_strategy(strategy_task, batch)
             if isinstance(exc, _Carried):
                 raise exc.exc from None
@@ -492,7 +493,7 @@ class _Run:
         """Cancel the strategy and every call it runs, and wait until they have stopped."""
         if not strategy_task.done():
             strategy_task.cancel()
-            await asyncio.wait((strategy_task,))
+            await wait_until_stopped((strategy_task,))
         if not strategy_task.cancelled():
             strategy_task.exception()  # (retrieved: what it raised is the run's business, not asyncio's)
         await batch._drain()

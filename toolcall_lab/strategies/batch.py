@@ -43,6 +43,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolcall_lab._execution import Executor, Interrupted
+from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import RunEvent, make_action, make_observation
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.messages import Finding, ToolCall
@@ -718,7 +719,7 @@ class Batch:
         for t in pending:
             t.cancel()
         if pending:
-            await asyncio.wait(pending)
+            await wait_until_stopped(pending)
 
     def _unsettled(self) -> list[int]:
         """Positions of calls neither run nor skipped (after the strategy returned: its bug)."""
@@ -944,6 +945,6 @@ class _Group:
                 if pending:
                     for t in pending:
                         t.cancel()
-                    await asyncio.wait(pending)
+                    await wait_until_stopped(pending)
         if self.failure:
             raise self.failure[0]

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 from toolcall_lab._execution import Interrupted
+from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import make_action, make_observation
 from toolcall_lab.strategies._slots import check_limits
 from toolcall_lab.strategies.base import Strategy
@@ -138,6 +139,6 @@ async def run_all(batch: Batch, positions: list[int]) -> None:
             if pending:
                 for t in pending:
                     t.cancel()
-                await asyncio.wait(pending)
+                await wait_until_stopped(pending)
     if failure:
         raise failure[0]
