@@ -908,3 +908,37 @@ def test_an_abort_then_the_deadline_waits_for_a_tool_that_caught_the_cancellatio
     assert "returned at 0.110 s" in ex.result
     assert result.ended_at == pytest.approx(0.11)
     assert "Task was destroyed" not in caplog.text
+
+
+# -- (loop tester 13) a tool that reports a shorter duration: the record says when it returned -----------
+
+
+def test_a_reported_shorter_duration_keeps_when_the_tool_returned_and_replays_as_recorded(tmp_path) -> None:
+    from toolcall_lab.records import Timing
+    from toolcall_lab.tools import ToolOutcome, ToolRegistry
+    from toolcall_lab.trace_files import load, save
+
+    reg = ToolRegistry()
+
+    async def f(x: int) -> Any:
+        """Takes 0.1 s, reports 0.01 s (e.g. the server's own figure)."""
+        await asyncio.sleep(0.1)
+        return ToolOutcome(text="t", duration_s=0.01, timing=Timing(source="reported", note="server says"))
+
+    reg.register(f)
+    recorded = play(scripted([("f", {"x": 1}), ("f", {"x": 2})]), reg, mode="sequential")
+    a, b = recorded.executions
+    assert (a.started_at, a.ended_at, a.returned_at) == (0.0, 0.01, pytest.approx(0.1))
+    assert b.started_at == pytest.approx(0.1)  # explained: a held its place until it returned
+    assert recorded.wall_time_s == pytest.approx(0.2)
+    path = save(
+        Trace.from_run(recorded, TraceMetadata(title="reported", origin="scripted")), tmp_path / "r.json"
+    )
+    trace = load(path)
+    assert trace.rounds[0].executions[0].returned_at == pytest.approx(0.1)
+    same = replay(trace, "sequential")
+    assert same.wall_time_s == pytest.approx(0.2)
+    assert [(e.started_at, e.ended_at) for e in same.executions] == [
+        (e.started_at, e.ended_at) for e in recorded.executions
+    ]
+    assert replay(trace, "parallel").wall_time_s == pytest.approx(0.1)

@@ -15,6 +15,7 @@ import inspect
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolcall_lab._copy import json_copy
@@ -418,7 +419,16 @@ class Executor(HookCalls):
             if isinstance(value, ToolOutcome):
                 status, text = value.status, value.text
                 if value.duration_s is not None:
+                    returned = ended
                     ended, timing = self._supplied(value, started, ended, timing)
+                    if ended < returned - 1e-9:  # the reported span is shorter: say when it returned
+                        return replace(
+                            make_execution(
+                                call.tool_call_id, call.name, call.arguments, call.index, status, text,
+                                None if status == "ok" else text, started, ended, None, timing,
+                            ),
+                            returned_at=returned,
+                        )  # fmt: skip
             else:
                 try:
                     text = result_text(value)

@@ -294,7 +294,9 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                     "and the stream then changed them)"
                 )
             used.add(pos)
-            await asyncio.sleep(ex.duration_s)
+            await asyncio.sleep(
+                (ex.returned_at if ex.returned_at is not None else ex.ended_at) - ex.started_at
+            )
             return ToolOutcome(
                 text=ex.result,
                 status=_OUTCOME.get(ex.status, "ok"),

@@ -13,8 +13,9 @@ executed. Schema versions (one line each)::
        ``recorded_wall_s`` (an imported run's wall time as its source recorded it) and ``redactions``
        (credentials removed on saving); ``mode`` (metadata and rounds) names any execution strategy
        (a built-in such as ``eager`` or ``parallel[cap=4]``, or a user strategy's name); per round
-       ``strategy_notes`` and per execution ``queued_at`` (when it waited for a slot), both written
-       only when present
+       ``strategy_notes`` and per execution ``queued_at`` (when it waited for a slot) and
+       ``returned_at`` (when a tool that reported a shorter duration actually returned), written only
+       when present
 
 Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
 where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
@@ -75,7 +76,7 @@ SCHEMA_VERSIONS: dict[int, str] = {
     2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution, "
     "chunk_timing on every response, final_reason and timed serialized round_trips per round, "
     "outcome.hook_failures, execution status withheld; metadata recorded_wall_s and redactions; mode "
-    "names any strategy; optional strategy_notes per round and queued_at per execution",
+    "names any strategy; optional strategy_notes per round and queued_at / returned_at per execution",
 }
 RESULT_NOT_RECORDED = "(result not recorded)"
 """The result text of a call whose result the source does not hold (a recording that stops before it, a
@@ -588,6 +589,9 @@ class _Reader:
         queued = self.get(d, "queued_at", path, self.opt_num, None)
         if queued is not None and queued > started:
             raise self.fail(f"{path}.queued_at", f"{queued} is after started_at ({started})")
+        returned = self.get(d, "returned_at", path, self.opt_num, None)
+        if returned is not None and returned < ended:
+            raise self.fail(f"{path}.returned_at", f"{returned} is before ended_at ({ended})")
         return ToolExecution(
             tool_call_id=self.get(d, "tool_call_id", path, self.str_),
             name=self.get(d, "name", path, self.str_),
@@ -601,4 +605,5 @@ class _Reader:
             duplicate_of=self.get(d, "duplicate_of", path, self.opt_str, None),
             timing=self.timing(d, path),
             queued_at=queued,
+            returned_at=returned,
         )

@@ -154,6 +154,7 @@ def _sample_doc() -> dict[str, Any]:
                 started_at=1.0,
                 ended_at=2.0,
                 queued_at=0.5,
+                returned_at=2.5,
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
