@@ -905,7 +905,7 @@ def test_an_abort_then_the_deadline_waits_for_a_tool_that_caught_the_cancellatio
     assert [what for what, _ in log] == ["caught", "returned"]
     ex = result.executions[0]
     assert ex.status == "cancelled" and ex.ended_at == pytest.approx(0.11)
-    assert "returned at 0.110 s" in ex.result
+    assert "returned at 0.110 s" in ex.result and "unknown" not in ex.result  # (known, and discarded)
     assert result.ended_at == pytest.approx(0.11)
     assert "Task was destroyed" not in caplog.text
 
@@ -942,3 +942,14 @@ def test_a_reported_shorter_duration_keeps_when_the_tool_returned_and_replays_as
         (e.started_at, e.ended_at) for e in recorded.executions
     ]
     assert replay(trace, "parallel").wall_time_s == pytest.approx(0.1)
+
+
+def test_a_replay_of_a_run_whose_hook_edited_the_messages_says_what_to_do() -> None:
+    def edit(messages: list[dict[str, Any]]) -> None:
+        messages.append({"role": "user", "content": "(note added by the hook)"})
+
+    recorded = play(scripted(MIXED[:1]), Counting().registry(), hooks=Hooks(before_model_call=edit))
+    trace = Trace.from_run(recorded, TraceMetadata(title="edited", origin="scripted"))
+    with pytest.raises(ReplayDivergenceError, match=r"before_model_call hook edited the messages.*check='ids'"):
+        replay(trace, "parallel")
+    assert replay(trace, "parallel", check="ids").status == "completed"

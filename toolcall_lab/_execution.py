@@ -207,8 +207,11 @@ class Executor(HookCalls):
         if started_at is None:
             return self._made(call, "cancelled", f"Not executed: {why} before this call started.")
         now = self.now()
-        extra = f" ({note})" if note else ""
-        text = f"Cancelled: {why} while this call was running{extra}; its result is unknown."
+        # (a note says what became of it, e.g. it returned after catching the cancellation: then its
+        # result is known and discarded, not unknown)
+        text = f"Cancelled: {why} while this call was running" + (
+            f" ({note})." if note else "; its result is unknown."
+        )
         tool = self._tool(call.name)
         if tool is not None and not tool.is_async and not self.virtual and not note:
             text += (

@@ -180,9 +180,15 @@ class ReplayModel:
                 else "this request offers tools, the recorded one offered none"
             )
         if diff is not None:
+            hint = (
+                "; if the recorded run's before_model_call hook edited the messages, the recording holds "
+                "the edited ones: replay with check='ids' (--check ids)"
+                if self.check == "strict" and "tools" not in diff
+                else ""
+            )
             raise ReplayDivergenceError(
                 f"{self.trace.metadata.title}: round {k}: the conversation differs from "
-                f"the recording ({self.check} check): {diff}"
+                f"the recording ({self.check} check): {diff}{hint}"
             )
         loop = asyncio.get_running_loop()
         start = loop.time()
