@@ -953,3 +953,14 @@ def test_a_replay_of_a_run_whose_hook_edited_the_messages_says_what_to_do() -> N
     with pytest.raises(ReplayDivergenceError, match=r"before_model_call hook edited the messages.*check='ids'"):
         replay(trace, "parallel")
     assert replay(trace, "parallel", check="ids").status == "completed"
+
+
+def test_a_failing_listener_is_recorded_with_the_call_it_was_told_about() -> None:
+    def listener(event: Any) -> None:
+        if event.kind in ("action", "observation"):
+            raise ValueError(f"bad {event.kind}")
+
+    result = play(scripted(MIXED[:2]), Counting().registry(), on_event=listener)
+    failures = [(f.hook, f.tool_call_id, f.position) for f in result.hook_failures]
+    ids = [c.tool_call_id for c in result.rounds[0].tool_calls]
+    assert sorted(failures) == sorted([("on_event", i, p) for p, i in enumerate(ids)] * 2)

@@ -134,7 +134,13 @@ class HookCalls:
         return self._cancelling() > 0
 
     def hook_failed(
-        self, hook: HookName, exc: BaseException, effect: str, call: ToolCall | None, position: int | None
+        self,
+        hook: HookName,
+        exc: BaseException,
+        effect: str,
+        call: ToolCall | None,
+        position: int | None,
+        tool_call_id: str | None = None,
     ) -> HookFailure:
         failure = HookFailure(
             hook=hook,
@@ -142,7 +148,7 @@ class HookCalls:
             effect=effect,
             at=self.now(),
             round_index=self.round_index,
-            tool_call_id=None if call is None else call.tool_call_id,
+            tool_call_id=tool_call_id if call is None else call.tool_call_id,
             position=position,
             timing=self.clock_timing,
         )

@@ -170,8 +170,15 @@ class _Run:
                         returned.close()
                     raise TypeError("returned an awaitable; event listeners are called synchronously")
             except Exception as exc:  # a listener's bug is recorded; the run goes on
+                call = getattr(event, "call", None)  # (an action's call; an observation's execution)
+                ex = getattr(event, "execution", None)
                 self.executor.hook_failed(
-                    "on_event", exc, f"ignored; the {event.kind} event stands", None, None
+                    "on_event",
+                    exc,
+                    f"ignored; the {event.kind} event stands",
+                    call if isinstance(call, ToolCall) else None,
+                    ex.index if ex is not None else call.index if isinstance(call, ToolCall) else None,
+                    tool_call_id=ex.tool_call_id if ex is not None else None,
                 )
             except BaseException as exc:  # (KeyboardInterrupt, ...): the run stops; the listener
                 self.listener = None  # hears no more (the cut's events are still recorded)
