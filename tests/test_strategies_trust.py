@@ -964,3 +964,19 @@ def test_a_failing_listener_is_recorded_with_the_call_it_was_told_about() -> Non
     failures = [(f.hook, f.tool_call_id, f.position) for f in result.hook_failures]
     ids = [c.tool_call_id for c in result.rounds[0].tool_calls]
     assert sorted(failures) == sorted([("on_event", i, p) for p, i in enumerate(ids)] * 2)
+
+
+def test_validate_warns_when_an_execution_is_not_its_calls(tmp_path, capsys) -> None:
+    import json as json_
+
+    from toolcall_lab import cli
+
+    result = play(scripted(MIXED[:2]), Counting().registry())
+    doc = Trace.from_run(result, TraceMetadata(title="swapped", origin="scripted")).to_dict()
+    ex = doc["rounds"][0]["tool_executions"]
+    ex[0]["index"], ex[1]["index"] = 1, 0
+    path = tmp_path / "t.json"
+    path.write_text(json_.dumps(doc))
+    assert cli.main(["validate", "--strict", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "execution differs from its call: rounds[0].tool_executions[0] is search (index 1)" in out

@@ -324,6 +324,14 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     warnings += [
         f"tool not offered: {w} ran, but the trace's tools do not list it" for w in tools_not_offered(trace)
     ]
+    for k, r in enumerate(trace.rounds):
+        for pos, (call, ex) in enumerate(zip(r.tool_calls, r.executions, strict=False)):
+            if ex.name != call.name or ex.index != call.index:
+                warnings.append(
+                    f"execution differs from its call: rounds[{k}].tool_executions[{pos}] is "
+                    f"{ex.name} (index {ex.index}), the call at that position "
+                    f"{call.name} (index {call.index})"
+                )
     known = set(RunConfig.__dataclass_fields__) | {"mode"}
     warnings += [f"unknown setting: metadata.settings.{k}" for k in trace.metadata.settings if k not in known]
     skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]
