@@ -980,3 +980,21 @@ def test_validate_warns_when_an_execution_is_not_its_calls(tmp_path, capsys) -> 
     assert cli.main(["validate", "--strict", str(path)]) == 1
     out = capsys.readouterr().out
     assert "execution differs from its call: rounds[0].tool_executions[0] is search (index 1)" in out
+
+
+def test_compare_view_and_gantt_show_a_failed_or_skipping_strategy_as_such() -> None:
+    import html
+
+    from toolcall_lab.notebook.widgets import CompareView
+    from toolcall_lab.plotting import gantt
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    view = CompareView(trace, ["sequential", "parallel", crashes, skip_rest])
+    page = html.unescape(view.static_html())
+    assert "not comparable (the strategy failed (strategy_error)" in page
+    assert "not comparable (2 call(s) skipped" in page
+    fig = gantt(trace, ["parallel", crashes], show=False)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert any(t.startswith("crashes") and "the strategy failed" in t for t in titles), titles
+    assert not any(t.startswith("parallel") and "not comparable" in t for t in titles)
