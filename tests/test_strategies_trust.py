@@ -993,7 +993,7 @@ def test_compare_view_and_gantt_show_a_failed_or_skipping_strategy_as_such() -> 
     view = CompareView(trace, ["sequential", "parallel", crashes, skip_rest])
     page = html.unescape(view.static_html())
     assert "not comparable (the strategy failed (strategy_error)" in page
-    assert "not comparable (2 call(s) skipped" in page
+    assert "not comparable (skipped 2 of 3 calls)" in page
     fig = gantt(trace, ["parallel", crashes], show=False)
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any(t.startswith("crashes") and "the strategy failed" in t for t in titles), titles

@@ -439,14 +439,12 @@ def trace_html(doc: dict[str, Any], *, raw: bool = False, max_rounds: int | None
 def comparable(row: Mapping[str, Any]) -> str | None:
     """Why a mode's run cannot be compared with the others (it skipped calls, was cut off, or its
     strategy failed: `analysis.run_rows`'s ``not_comparable_why``), or None."""
-    why = row.get("not_comparable_why")
-    if isinstance(why, str) and why:
-        return why
     skipped = row.get("skipped") or 0
     if skipped:
         n = row.get("n_calls")
         return f"skipped {skipped} of {n} calls" if n else f"skipped {skipped} calls"
-    return None
+    why = row.get("not_comparable_why")
+    return why if isinstance(why, str) and why else None
 
 
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
