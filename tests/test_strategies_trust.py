@@ -950,7 +950,9 @@ def test_a_replay_of_a_run_whose_hook_edited_the_messages_says_what_to_do() -> N
 
     recorded = play(scripted(MIXED[:1]), Counting().registry(), hooks=Hooks(before_model_call=edit))
     trace = Trace.from_run(recorded, TraceMetadata(title="edited", origin="scripted"))
-    with pytest.raises(ReplayDivergenceError, match=r"before_model_call hook edited the messages.*check='ids'"):
+    with pytest.raises(
+        ReplayDivergenceError, match=r"before_model_call hook edited the messages.*check='ids'"
+    ):
         replay(trace, "parallel")
     assert replay(trace, "parallel", check="ids").status == "completed"
 
@@ -998,3 +1000,16 @@ def test_compare_view_and_gantt_show_a_failed_or_skipping_strategy_as_such() -> 
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any(t.startswith("crashes") and "the strategy failed" in t for t in titles), titles
     assert not any(t.startswith("parallel") and "not comparable" in t for t in titles)
+
+
+def test_a_limit_for_a_tool_the_run_does_not_have_is_noted_once() -> None:
+    result = play(scripted(MIXED[:2]), Counting().registry(), mode="parallel[typo=2]")
+    notes = [n for r in result.rounds for n in r.strategy_notes]
+    assert notes == [
+        "parallel[typo=2]: per-tool limit(s) for 'typo', which no tool of this run is named: they limit nothing"
+    ]
+    assert not [
+        n
+        for r in play(scripted(MIXED[:2]), Counting().registry(), mode="parallel[search=2]").rounds
+        for n in r.strategy_notes
+    ]

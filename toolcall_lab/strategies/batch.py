@@ -145,6 +145,13 @@ class Batch:
         self._claimed = [False] * n  # run, started or skipped through the public API
         self.round_trips: list[ClientRoundTrip] = []
         self.notes: list[str] = []
+        if tool_limits and round_index == 0:  # (said once per run: a typo limits nothing)
+            unknown = sorted(k for k in tool_limits if k not in executor.tools)
+            if unknown:
+                self.notes.append(
+                    f"{strategy}: per-tool limit(s) for {', '.join(map(repr, unknown))}, which no tool "
+                    "of this run is named: they limit nothing"
+                )
         self.findings: list[Finding] = []
         self._emit: Emit = emit or _drop
         self._open = [False] * n  # an ACTION was emitted and its OBSERVATION not yet
