@@ -182,17 +182,34 @@ def test_the_scan_handles_escapes_split_across_deltas_and_text_after_the_object(
 
 
 def test_a_call_without_usable_arguments_waits_and_one_with_empty_arguments_completes_when_the_next_starts():
-    tracker = CallTracker()
     from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
 
+    tracker = CallTracker(no_arguments={"now"})
     acc = ChatCompletionAccumulator(listener=tracker)
     tracker.listen(acc)
-    acc.feed(header(0, "a", "read"))  # no arguments at all (a tool without parameters)
+    acc.feed(header(0, "a", "now"))  # no arguments at all (a tool without parameters)
     assert tracker.take() == []
     acc.feed(header(1, "b", "read", '{"key": "x",,}'))  # closes, but is not valid JSON
     assert [(pos, c.tool_call_id, c.arguments) for pos, c in tracker.take()] == [(0, "a", "")]
     acc.feed(header(2, "c", "read", '{"key": "y"}'))
     assert [pos for pos, _ in tracker.take()] == [2]  # call 1 never completes: the parser decides at the end
+
+
+def test_an_empty_argument_string_of_a_tool_that_takes_arguments_never_completes_early():
+    """(bug 2) An interleaving stream (all headers first) may still send call 0's arguments after
+    call 1 started: call 0 must not run with {} but wait for its object."""
+    from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
+
+    tracker = CallTracker(no_arguments={"now"})
+    acc = ChatCompletionAccumulator(listener=tracker)
+    tracker.listen(acc)
+    acc.feed(header(0, "a", "read"))
+    acc.feed(header(1, "b", "read"))
+    assert tracker.take() == []  # read takes arguments: call 0 waits
+    acc.feed(args(1, '{"k": 2}'))
+    assert [(pos, c.arguments) for pos, c in tracker.take()] == [(1, '{"k": 2}')]
+    acc.feed(args(0, '{"k": 1}'))
+    assert [(pos, c.arguments) for pos, c in tracker.take()] == [(0, '{"k": 1}')]
 
 
 # -- the interface: user strategies everywhere -----------------------------------------------------------
@@ -458,7 +475,7 @@ def test_eager_leaves_calls_that_never_complete_to_the_parser_and_waits_for_the_
             (1.0, header(0, "a", "search", '{"key": "x", "seconds": 0.2}')),
             (1.5, header(1, "b", "read", '{"key": "y",,')),
             (2.0, header(2, "c", "write", "")),
-            (3.0, header(3, "d", "read", '{"key": "w"}')),  # the next call starts: c completes (no args)
+            (3.0, header(3, "d", "read", '{"key": "w"}')),  # c's tool takes arguments: c still waits
             (4.0, chunk({}, "tool_calls")),
         ],
         answer(),
@@ -467,7 +484,7 @@ def test_eager_leaves_calls_that_never_complete_to_the_parser_and_waits_for_the_
     ex = result.rounds[0].executions
     # c: `key` is missing: screened out as invalid arguments, the tool never runs
     assert [e.status for e in ex] == ["ok", "invalid_arguments", "invalid_arguments", "ok"]
-    assert [e.started_at for e in ex] == [1.0, 4.0, 3.0, 3.0]
+    assert [e.started_at for e in ex] == [1.0, 4.0, 4.0, 3.0]  # c: settled when the stream ended
     answered_once_in_model_order(result)
 
 

@@ -78,12 +78,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     reverse) is not checked by default, because the conversations differ on purpose."""
     from toolcall_lab.exceptions import ReplayDivergenceError
     from toolcall_lab.replay import default_check, replay
+    from toolcall_lab.strategies import STRATEGIES
     from toolcall_lab.trace_files import load
 
     trace = load(args.path)
-    spec = args.strategy or args.mode
-    check = args.check or default_check(trace, spec)
     recorded = trace.metadata.mode or "sequential"
+    spec = args.strategy or args.mode
+    if spec is None:  # the recording's own strategy, like replay(trace)
+        if recorded not in STRATEGIES and not _builtin_with_options(recorded):
+            print(
+                f"toolcall-lab replay: {args.path} was recorded under the strategy {recorded!r}, which is "
+                "not a built-in; name it to replay under it (--strategy module:attribute or "
+                "path/to/file.py:attribute), or give another (--mode parallel)",
+                file=sys.stderr,
+            )
+            return 2
+        spec = recorded
+    check = args.check or default_check(trace, spec)
     if check == "off":
         why = (
             f" ({getattr(spec, 'name', spec)} against a {recorded} recording: the conversations differ "
@@ -92,8 +103,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             else ""
         )
         print(f"conversation check: off{why}; a divergence from the recording is not detected")
+    settings = {} if args.round_trip is None else {"round_trip_s": args.round_trip}
     try:
-        result = replay(trace, spec, virtual=not args.real_time, round_trip_s=args.round_trip, check=check)
+        result = replay(trace, spec, virtual=not args.real_time, check=check, **settings)
     except ReplayDivergenceError as exc:
         print(
             f"toolcall-lab replay: {args.path} diverged from its recording under {_name(spec)}: {exc}",
@@ -115,11 +127,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
         return 1
     if args.out:
-        from toolcall_lab.trace import Trace
+        from toolcall_lab.replay import replayed_trace
         from toolcall_lab.trace_files import save
 
-        save(Trace.from_run(result, trace.metadata), args.out)
+        save(replayed_trace(result, trace, source=str(args.path), clock=clock), args.out)
+        print(f"wrote {args.out}")
     return 0
+
+
+def _builtin_with_options(name: str) -> bool:
+    """Whether `name` is a built-in with options (``parallel[cap=4]``)."""
+    from toolcall_lab.strategies import STRATEGIES, resolve
+
+    if not name.endswith("]") or name.split("[", 1)[0] not in STRATEGIES:
+        return False
+    try:
+        resolve(name)
+    except UsageError:
+        return False
+    return True
 
 
 def _api_key() -> str:
@@ -163,7 +189,20 @@ def cmd_record(args: argparse.Namespace) -> int:
     )
     save(trace, args.out)
     print(f"recorded {trace!r} -> {args.out}")
-    return 0
+    return _recorded_outcome(trace)
+
+
+def _recorded_outcome(trace: Any) -> int:
+    """0 when the recorded run ended normally; else say why it did not (the trace is still saved) and 1."""
+    outcome = trace.outcome
+    if outcome.status in ("completed", "incomplete"):
+        return 0
+    print(
+        f"toolcall-lab record: the run ended {outcome.status}/{outcome.reason}: "
+        f"{outcome.error or '(no message)'} (the trace holds what was recorded)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -207,6 +246,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ignore_sigint() -> None:
+    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback from each."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import time
     from concurrent.futures import ProcessPoolExecutor
@@ -230,7 +276,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     paths = paths[: args.limit] if args.limit else paths
     modes = [*args.modes, *(s for s in args.strategy or () if s not in args.modes)]
     started = time.perf_counter()
-    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
+    pool = ProcessPoolExecutor(args.jobs, initializer=_ignore_sigint) if args.jobs > 1 else None
+    interrupted = False
     try:
         result = compare(
             paths,
@@ -242,10 +289,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
             executor=pool,
             progress=not args.quiet,
         )
+    except KeyboardInterrupt as exc:  # Ctrl-C: report and write what was compared so far
+        partial = getattr(exc, "partial_comparison", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+            pool = None
+        if partial is None or not len(partial.runs):
+            raise
+        result, interrupted = partial, True
     finally:
         if pool is not None:
             pool.shutdown()
     elapsed = time.perf_counter() - started
+    if interrupted:
+        done = len(set(result.runs["trace"]) | set(result.errors["trace"]))
+        print(f"\ninterrupted (Ctrl-C): below, the {done} of {len(paths)} trace(s) compared so far")
     print(
         f"\n{len(paths)} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
         f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
@@ -253,7 +311,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
     for err in result.errors.itertuples():
         print(
-            f"not compared: {err.trace}" + (f" [{err.mode}]" if err.mode else "") + f": {err.error}",
+            f"not compared: {err.trace}"
+            + (f" [{err.mode}]" if isinstance(err.mode, str) and err.mode else "")
+            + f": {err.error}",
             file=sys.stderr,
         )
     excluded = result.excluded
@@ -276,12 +336,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     if len(result.runs) and not result.runs["comparable"].all():
         print(
-            "first_only runs that skipped calls did less work, and replays of runs that were cut off end at "
-            "the cut: marked comparable=False, left out of speedups"
+            "runs that skipped calls (first_only, or a strategy with skips_calls) did less work, and replays "
+            "of runs that were cut off end at the cut: marked comparable=False (not_comparable_why says "
+            "why), left out of speedups"
         )
     if out is not None:
         written = _write_tables(result, out)
-        print("wrote " + ", ".join(str(p) for p in written))
+        print(
+            "wrote " + ", ".join(str(p) for p in written) + (" (partial: interrupted)" if interrupted else "")
+        )
+    if interrupted:
+        print(f"toolcall-lab bench: interrupted (Ctrl-C) after {elapsed:.1f} s", file=sys.stderr)
+        return 130
     if args.plot and len(result.runs):
         from toolcall_lab import plotting
         from toolcall_lab.trace_files import load
@@ -677,11 +743,19 @@ def register(sub: Any) -> None:
         "replay", help="replay a trace under a mode or strategy (virtual clock unless --real-time)"
     )
     p.add_argument("path")
-    p.add_argument("--mode", type=_strategy, default="parallel", help=f"the strategy: {STRATEGY_HELP}")
+    p.add_argument(
+        "--mode",
+        type=_strategy,
+        default=None,
+        help=f"the strategy (default: the one the trace was recorded under): {STRATEGY_HELP}",
+    )
     p.add_argument("--strategy", type=_strategy, metavar="SPEC", help="the same as --mode (overrides it)")
     p.add_argument("--real-time", action="store_true")
     p.add_argument(
-        "--round-trip", type=float, default=0.0, help="serialized mode: client round trip, seconds"
+        "--round-trip",
+        type=float,
+        default=None,
+        help="serialized mode: client round trip, seconds (default: the recording's round_trip_s)",
     )
     p.add_argument("--out", help="save the replayed run as a trace")
     p.add_argument(

@@ -15,6 +15,7 @@ import inspect
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolcall_lab._copy import json_copy
@@ -195,16 +196,22 @@ class Executor(HookCalls):
             duplicate_of, timing,
         )  # fmt: skip
 
-    def skipped(self, call: ToolCall) -> ToolExecution:
-        return self._made(call, "skipped", "not executed: only the first call of the batch runs (first_only)")
+    def skipped(
+        self, call: ToolCall, why: str = "only the first call of the batch runs (first_only)"
+    ) -> ToolExecution:
+        """A call left unexecuted and unanswered on purpose (`why`: by which strategy, and why)."""
+        return self._made(call, "skipped", f"not executed: {why}")
 
     def cancelled(self, call: ToolCall, started_at: float | None, why: str, note: str = "") -> ToolExecution:
         """A call cut off by an abort, a cancellation or the deadline (`why` says which)."""
         if started_at is None:
             return self._made(call, "cancelled", f"Not executed: {why} before this call started.")
         now = self.now()
-        extra = f" ({note})" if note else ""
-        text = f"Cancelled: {why} while this call was running{extra}; its result is unknown."
+        # (a note says what became of it, e.g. it returned after catching the cancellation: then its
+        # result is known and discarded, not unknown)
+        text = f"Cancelled: {why} while this call was running" + (
+            f" ({note})." if note else "; its result is unknown."
+        )
         tool = self._tool(call.name)
         if tool is not None and not tool.is_async and not self.virtual and not note:
             text += (
@@ -415,7 +422,16 @@ class Executor(HookCalls):
             if isinstance(value, ToolOutcome):
                 status, text = value.status, value.text
                 if value.duration_s is not None:
+                    returned = ended
                     ended, timing = self._supplied(value, started, ended, timing)
+                    if ended < returned - 1e-9:  # the reported span is shorter: say when it returned
+                        return replace(
+                            make_execution(
+                                call.tool_call_id, call.name, call.arguments, call.index, status, text,
+                                None if status == "ok" else text, started, ended, None, timing,
+                            ),
+                            returned_at=returned,
+                        )  # fmt: skip
             else:
                 try:
                     text = result_text(value)

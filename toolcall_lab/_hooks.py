@@ -33,7 +33,10 @@ class Hooks:
 
     An approval hook returning anything else (``1``, ``[]``, ``"yes"`` is a reason!) is a hook failure:
     only True, None, False and strings mean something. Where the time goes: ``approve_call`` runs for
-    the whole batch, one call after another, before any call starts (in every mode); ``on_tool_start``
+    the whole batch, one call after another, before any call starts (every strategy, built-in or your
+    own, whatever batch method it uses; ``first_only`` asks only about the call it runs), except under
+    a strategy that streams (``eager``), where it runs per call as each arrives, before that call
+    starts; ``on_tool_start``
     runs before the call's start time, ``approve_result`` and ``on_tool_complete`` after its end time,
     so hook time is never part of a tool's duration; it shows as the gap between a call's end and the
     next event. A run cut off while a call's result hook runs keeps the call's outcome (a result not yet
@@ -81,6 +84,23 @@ class Interrupted(Exception):
         """The record of the call that raised it, when a tool did."""
 
 
+async def wait_until_stopped(tasks: Any) -> None:
+    """Wait until every one of `tasks` (already cancelled) has finished, even if this task is
+    cancelled again meanwhile (an abort, then the deadline): a tool that catches its cancellation and
+    goes on working is waited for, never abandoned with its record closed. A cancellation that came
+    in meanwhile is raised afterwards."""
+    pending = {t for t in tasks if not t.done()}
+    again = False
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            again = True
+            pending = {t for t in pending if not t.done()}
+    if again:
+        raise asyncio.CancelledError
+
+
 def being_cancelled() -> bool:
     """Whether the current task has a cancellation request pending (as opposed to a CancelledError
     that some code raised or let through on its own)."""
@@ -114,7 +134,13 @@ class HookCalls:
         return self._cancelling() > 0
 
     def hook_failed(
-        self, hook: HookName, exc: BaseException, effect: str, call: ToolCall | None, position: int | None
+        self,
+        hook: HookName,
+        exc: BaseException,
+        effect: str,
+        call: ToolCall | None,
+        position: int | None,
+        tool_call_id: str | None = None,
     ) -> HookFailure:
         failure = HookFailure(
             hook=hook,
@@ -122,7 +148,7 @@ class HookCalls:
             effect=effect,
             at=self.now(),
             round_index=self.round_index,
-            tool_call_id=None if call is None else call.tool_call_id,
+            tool_call_id=tool_call_id if call is None else call.tool_call_id,
             position=position,
             timing=self.clock_timing,
         )

@@ -26,7 +26,7 @@ from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_ch
 from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 from toolcall_lab.models import Model, ModelRequest, response_timing
 from toolcall_lab.records import ModelCall, TimedChunk
-from toolcall_lab.strategies._completion import CallTracker
+from toolcall_lab.strategies._completion import CallTracker, takes_no_arguments
 
 OnCall = Callable[[int, ToolCall], None]
 
@@ -50,6 +50,14 @@ class ModelStream:
         self.on_call = on_call
         """Called with (position, call) as each call becomes complete while streaming (or None)."""
         self.acc: ChatCompletionAccumulator | None = None
+        self.tracker: CallTracker | None = None
+
+    def no_arguments(self) -> frozenset[str]:
+        """The run's tools that take no arguments (only their empty argument strings complete early)."""
+        tools = self.executor.tools
+        return frozenset(
+            name for name in tools.names() if takes_no_arguments(getattr(tools.get(name), "parameters", None))
+        )
 
     def __repr__(self) -> str:
         return (
@@ -73,7 +81,7 @@ class ModelStream:
             self.copy,
         )
         on_call = self.on_call
-        tracker = CallTracker() if on_call is not None else None
+        tracker = self.tracker = CallTracker(self.no_arguments()) if on_call is not None else None
         acc = self.acc = ChatCompletionAccumulator(batch=request.batch, listener=tracker)
         if tracker is not None:
             tracker.listen(acc)
@@ -131,6 +139,7 @@ class ModelStream:
         except Exception:  # a model that cannot say (its stream failed): the run's clock
             timing, chunk_timing = self.executor.clock_timing, "recorded"
         first = self.chunks[0].offset_s + self.started_at if self.chunks else None
+        parsed = acc.finish()
         call = ModelCall(
             started_at=self.started_at,
             ended_at=self.executor.now(),
@@ -141,7 +150,36 @@ class ModelStream:
             timing=timing,
             chunk_timing="none" if not self.chunks else chunk_timing,
         )
-        return call, acc.finish()
+        return call, self._unfinished(parsed)
+
+    def _unfinished(self, parsed: ParsedResponse) -> ParsedResponse:
+        """A response cut off mid-stream: a call of choice 0 whose argument string is empty is
+        incomplete (its arguments may have been on the way), unless eager already took it as complete
+        (its tool takes none and a later call had started); what the parser marked stays marked."""
+        first = parsed.first
+        started = self.tracker.dispatched if self.tracker is not None else {}
+        cut = [
+            c
+            for c in first.tool_calls
+            if c.complete and not c.arguments.strip() and c.index not in started and c.kind == "function"
+        ]
+        if not cut:
+            return parsed
+        marked = {id(c) for c in cut}
+        calls = tuple(replace(c, complete=False) if id(c) in marked else c for c in first.tool_calls)
+        findings = [
+            Finding(
+                kind="incomplete_arguments",
+                severity="error",
+                call_index=c.index,
+                tool_call_id=c.tool_call_id,
+                message=f"call {c.tool_call_id} ({c.name}): the response was cut off after the call's "
+                "header, before any arguments; call marked incomplete (never executed)",
+            )
+            for c in cut
+        ]
+        choices = (replace(first, tool_calls=calls), *parsed.choices[1:])
+        return replace(parsed, choices=choices, findings=(*parsed.findings, *findings))
 
 
 def repeated_ids(calls: tuple[ToolCall, ...], round_index: int) -> list[Finding]:

@@ -9,11 +9,13 @@ Every run row says what its times rest on (``timing_evidence``: the weakest labe
 durations that add up to it, ``measured_share``: the share of those seconds that was recorded or
 reported by a server, ``rests_on_estimates``), and `compare(..., timings="recorded")` keeps only
 traces whose every duration was recorded. Per-mode summaries cover the same traces in every mode
-(a trace that could not be replayed in one mode is left out of all, and counted). A ``first_only``
-run that skipped calls did less work, and a replay of a run that was cut off (deadline, abort) ends
-at the cut in every mode: such rows are marked ``comparable=False`` and summaries leave them out of
-speedups. Missed parallelism rests on dependency evidence (`toolcall_lab.dependencies`): only
-rounds every pair of which is ``likely_independent`` count, and the figure is an upper bound.
+(a trace that could not be replayed in one mode is left out of all, and counted). A run that skipped
+calls (``first_only``, or any strategy with ``skips_calls``) did less work, and a replay of a run that
+was cut off (deadline, abort) ends at the cut in every mode: such rows are marked ``comparable=False``
+(``not_comparable_why`` says why) and summaries leave them out of speedups. A strategy that failed
+(``strategy_error``) has no row in ``runs``: it is in ``errors``. Missed parallelism rests on
+dependency evidence (`toolcall_lab.dependencies`): only rounds every pair of which is
+``likely_independent`` count, and the figure is an upper bound.
 
 Any strategy can be compared (a built-in name, ``module:attribute``, or a strategy object: the
 ``mode`` column shows its name). Per trace, ``eager_bound_s`` is the wall time if every call started
@@ -34,12 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
-from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, UsageError
+from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import MODES, TIMING_SOURCES, Round, TimingSource
-from toolcall_lab.replay import replay
+from toolcall_lab.replay import check_recorded_settings, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, resolve
-from toolcall_lab.strategies._completion import completion_offsets
+from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
 from toolcall_lab.trace import Trace
 
 if TYPE_CHECKING:
@@ -132,6 +134,7 @@ def eager_bound_s(trace: Trace) -> float:
     the moment it can and all overlap). With no chunk timing (``none``) every call completes at the
     stream's end, and the bound equals `critical_path_s`."""
     total = 0.0
+    no_arguments = no_argument_tools(trace.tools)
     for r in trace.rounds:
         mc = r.model_call
         latency = mc.latency_s
@@ -139,7 +142,7 @@ def eager_bound_s(trace: Trace) -> float:
         if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
             offsets: dict[int, float] = {}
         else:
-            offsets = completion_offsets(mc.chunks, latency)
+            offsets = completion_offsets(mc.chunks, latency, no_arguments)
         end = latency
         for call, ex in pairs:
             end = max(end, min(offsets.get(call.index, latency), latency) + ex.duration_s)
@@ -349,10 +352,24 @@ def run_rows(
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
         **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
-        "comparable": result.status not in ("timeout", "aborted")  # the wall time is the cut's
-        and (result.mode != "first_only" or not any(e.status == "skipped" for e in result.executions)),
     }
+    why = not_comparable_why(result)
+    summary.update(comparable=why is None, not_comparable_why=why or "")
     return summary, rounds, calls
+
+
+def not_comparable_why(result: RunResult) -> str | None:
+    """Why the run's wall time cannot be set beside other strategies' (None: it can). A run cut off
+    (timeout, abort) took the cut's time; a run whose strategy failed stopped at its crash; a run
+    that skipped calls (``first_only``, or any strategy with ``skips_calls``) did less work."""
+    if result.status in ("timeout", "aborted"):
+        return f"the run was cut off ({result.status}): its wall time is the cut's"
+    if result.reason == "strategy_error":
+        return "the strategy failed (strategy_error): the run stopped at its crash"
+    skipped = sum(e.status == "skipped" for e in result.executions)
+    if skipped:
+        return f"{skipped} call(s) skipped: the run did less work"
+    return None
 
 
 def _tool_message_ids(result: RunResult) -> Callable[[Round], list[str]]:
@@ -410,6 +427,11 @@ def trace_rows(
             {"trace": trace_id, "title": trace.metadata.title, "reason": f"timings={timings!r}: {gap}"}
         )
         return out
+    try:  # settings the recording holds that no run can have: the trace, not a mode, is at fault
+        check_recorded_settings(trace, keep=set(settings))
+    except TraceFormatError as exc:
+        out["errors"].append({"trace": trace_id, "mode": None, "error": str(exc)})
+        return out
     bound = critical_path_s(trace)
     eager_bound = eager_bound_s(trace)
     pairs = dependency_evidence(trace)
@@ -422,7 +444,7 @@ def trace_rows(
             mode_settings.pop("round_trip_s", None)
         try:
             result = replay(trace, strategy, virtual=virtual, **mode_settings)
-        except ReplayDivergenceError as exc:
+        except (ReplayDivergenceError, TraceFormatError) as exc:
             out["errors"].append({"trace": trace_id, "mode": strategy.name, "error": str(exc)})
             continue
         if result.reason == "strategy_error":  # a bug in the strategy: no figure to compare
@@ -492,9 +514,12 @@ class Comparison:
     tokens, failures, lower bound, the eager bound and what it would save (``eager_bound_s``,
     ``eager_saving_bound_s``, resting on ``chunk_timing``), efficiency, speedup vs sequential,
     ``strategy_notes`` (how many the strategy made); what the times rest on
-    (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False for a
-    first_only run that skipped calls, whose ``efficiency`` is NaN: the bound counts what it skipped;
-    and for a replay that ended at a recorded cut: deadline, abort); ``in_all_modes`` (False when the
+    (``timing_evidence``, ``measured_share``, ``rests_on_estimates``); ``comparable`` (False, with
+    ``not_comparable_why``, for a run that skipped calls, whose ``efficiency`` is NaN: the bound counts
+    what it skipped; for a replay that ended at a recorded cut: deadline, abort; for a run whose
+    strategy failed); ``efficiency`` is ``lower_bound_s / wall_time_s``, where the bound has every
+    call start at its stream's end: a strategy that overlaps the stream (``eager``) can exceed 1, up
+    to ``lower_bound_s / eager_bound_s``; ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
     placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
     recorded agent ended its run with its own finishing tool)."""
@@ -516,7 +541,7 @@ class Comparison:
 
         ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
         medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
-        every run, so a first_only total that holds runs which skipped calls (less work) can read
+        every run, so a total that holds runs which skipped calls (less work) can read
         faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only.
         """
         import pandas as pd
@@ -584,7 +609,6 @@ def compare(
             executor); None runs in this process.
         progress: True for a tqdm bar (notebook-aware), or a callable wrapping an iterable.
     """
-    import pandas as pd
 
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
@@ -610,9 +634,22 @@ def compare(
         wrap = progress if callable(progress) else _tqdm
         parts = wrap(parts, total=len(items))  # type: ignore[call-arg]
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in _TABLES}
-    for part in parts:
-        for name in _TABLES:
-            tables[name] += part[name]
+    done = 0
+    try:
+        for part in parts:
+            for name in _TABLES:
+                tables[name] += part[name]
+            done += 1
+    except KeyboardInterrupt as exc:  # Ctrl-C: what was compared so far goes with the exception
+        exc.partial_comparison = _comparison(tables)  # type: ignore[attr-defined]
+        exc.add_note(f"toolcall_lab: {done} of {len(items)} trace(s) compared; see partial_comparison")
+        raise
+    return _comparison(tables)
+
+
+def _comparison(tables: dict[str, list[dict[str, Any]]]) -> Comparison:
+    import pandas as pd
+
     runs_df = pd.DataFrame(tables["runs"])
     if not runs_df.empty:
         failed = {e["trace"] for e in tables["errors"] if e["mode"] is not None}
@@ -641,11 +678,11 @@ def _tqdm(iterable: Iterable[Any], total: int) -> Iterable[Any]:
 def summary_text(comparison: Comparison) -> str:
     """The per-mode summary as a plain-text table (for the CLI)."""
     s = comparison.summary
-    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
     if s.empty:
-        return text
+        return "(no trace was replayed in every mode, so there is no summary: see what was not compared)"
+    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
     notes = [
-        f"{mode}: {int(n)} run(s) not comparable (a first_only run that skipped calls did less work): "
+        f"{mode}: {int(n)} run(s) not comparable (calls skipped, or cut off): "
         "wall_time_s includes them, comparable_wall_time_s and the speedups leave them out"
         for mode, n in (s["traces"] - s["comparable_runs"]).items()
         if n > 0

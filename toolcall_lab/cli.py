@@ -187,6 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, the conventional exit status
+        partial = getattr(exc, "partial_result", None)
+        kept = f" (the run so far: {partial!r})" if partial is not None and args.command == "replay" else ""
+        print(f"toolcall-lab {args.command}: interrupted (Ctrl-C){kept}", file=sys.stderr)
+        return 130
     except Exception as exc:
         if not isinstance(exc, ToolcallLabError | OSError | UnicodeDecodeError) and not type(
             exc

@@ -167,7 +167,8 @@ def as_streamed(
 ) -> Trace:
     """`trace` with every response re-timed as streamed at `speed` (see the module docstring).
 
-    `tool_s`: every call that ran takes that long instead (a stated constant), or a duration drawn
+    `tool_s`: every call that ran, or whose duration the trace does not know (``not_recorded``: BFCL
+    executes no tools), takes that long instead (a stated constant), or a duration drawn
     (seeded by `seed` and the trace's title) from a list of durations, e.g. tool durations recorded
     elsewhere (`durations_from` says where, for the label); None keeps the trace's durations.
     """
@@ -210,7 +211,7 @@ def as_streamed(
         if draw is not None:
             executions = tuple(
                 replace(e, started_at=0.0, ended_at=draw(), timing=tool_timing)
-                if e.status in ("ok", "error", "timeout", "withheld")
+                if e.status in ("ok", "error", "timeout", "withheld", "not_recorded")
                 else e
                 for e in r.executions
             )

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -43,6 +44,7 @@ from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
 from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
+from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
 from toolcall_lab._stopping import AbortHandle, Outside, catch_sigint
 from toolcall_lab.events import (
@@ -72,15 +74,41 @@ class _StrategyFailed(Exception):
     """The strategy raised (``__cause__``), or returned with calls unsettled: a bug in the strategy."""
 
 
+class _Carried(Exception):
+    """A KeyboardInterrupt or SystemExit raised inside a helper task of the run (the model's stream
+    or the strategy under ``eager``): asyncio would re-raise it out of the event loop, leaving the run
+    unfinished and its tasks pending; carried as an ordinary exception to the run's own task, which
+    raises the original there (with the partial record, like anywhere else)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
+async def _carrying(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise _Carried(exc) from None
+
+
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
 """What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _where(exc: BaseException) -> str:
+    """Where `exc` was raised: the last frame outside this package (the user's strategy, not the
+    batch method that refused what it asked), else the last frame."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return ""
-    last = frames[-1]
+    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE)]
+    if not outside and isinstance(exc, UsageError):
+        return ""  # the loop's or the batch's own verdict on the strategy: it says what was wrong
+    last = (outside or frames)[-1]
     return f" (at {last.filename}:{last.lineno} in {last.name})"
 
 
@@ -142,10 +170,18 @@ class _Run:
                         returned.close()
                     raise TypeError("returned an awaitable; event listeners are called synchronously")
             except Exception as exc:  # a listener's bug is recorded; the run goes on
+                call = getattr(event, "call", None)  # (an action's call; an observation's execution)
+                ex = getattr(event, "execution", None)
                 self.executor.hook_failed(
-                    "on_event", exc, f"ignored; the {event.kind} event stands", None, None
+                    "on_event",
+                    exc,
+                    f"ignored; the {event.kind} event stands",
+                    call if isinstance(call, ToolCall) else None,
+                    ex.index if ex is not None else call.index if isinstance(call, ToolCall) else None,
+                    tool_call_id=ex.tool_call_id if ex is not None else None,
                 )
-            except BaseException as exc:
+            except BaseException as exc:  # (KeyboardInterrupt, ...): the run stops; the listener
+                self.listener = None  # hears no more (the cut's events are still recorded)
                 raise Interrupted(exc, "the on_event listener") from exc
 
     def hook_failed(self, failure: HookFailure) -> None:
@@ -296,11 +332,11 @@ class _Run:
             batch = self.new_batch(round_index, (), None, streaming=True)
             self.partial["batch"] = batch
         stream = self.streaming = ModelStream(
-            self.model, request, self.executor, batch.arrive if batch is not None else None
+            self.model, request, self.executor, batch._arrive if batch is not None else None
         )
         try:
             if batch is not None:
-                strategy_task = asyncio.get_running_loop().create_task(self.run_strategy(batch))
+                strategy_task = asyncio.get_running_loop().create_task(_carrying(self.run_strategy(batch)))
                 model_call, parsed = await self.stream_alongside(stream, strategy_task, batch)
             else:
                 model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
@@ -310,9 +346,9 @@ class _Run:
             why = f"the model call failed ({type(cause).__name__}: {cause})"
             if strategy_task is not None and batch is not None:
                 await self.stop_strategy(strategy_task, batch)
-                if batch.began():
+                if batch._began():
                     self.close_cut_stream(why)
-                    where = ""  # (the response as far as it came is in the record)
+                    where = f" ({stream!r} when it failed; recorded as far as it came)"
             self.streaming = None
             self.stop(
                 "failed",
@@ -320,24 +356,38 @@ class _Run:
                 f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}{where}",
             )
             return None
+        try:
+            calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
+        except BaseException:  # (an event listener stopping the run): the strategy's calls stop too
+            if strategy_task is not None and batch is not None:
+                await self.stop_strategy(strategy_task, batch)
+            raise
         self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
-        calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
         self.messages.append(assistant)
         if batch is None:
             batch = self.new_batch(round_index, calls, assistant)
         else:
-            batch.end_stream(calls, assistant, model_call.chunk_timing)
+            batch._end_stream(calls, assistant, model_call.chunk_timing)
         self.partial.update(model_call=model_call, assistant=assistant, batch=batch, findings=findings)
         try:
             if strategy_task is not None:
-                await strategy_task
+                try:
+                    await strategy_task
+                except _Carried as carried:
+                    raise carried.exc from None
             elif calls:
                 await self.run_strategy(batch)
-            left = batch.unsettled()
+            left = batch._unsettled()
             if left:
-                raise _StrategyFailed(
-                    UsageError(f"returned with the calls at positions {left} neither run nor skipped")
+                hint = (
+                    "; a strategy that streams gets its calls from `async for pos in batch.arrivals()`"
+                    if self.streams
+                    else "; did it await batch.run(...) / run_parallel(...) / join()?"
                 )
+                unsettled = UsageError(
+                    f"returned with the calls at positions {left} neither run nor skipped{hint}"
+                )
+                raise _StrategyFailed(unsettled) from unsettled
         except _StrategyFailed as exc:
             self.strategy_failed(exc, round_index)
             return None
@@ -413,16 +463,17 @@ class _Run:
         it left running are cancelled and drained (and that is its bug too)."""
         try:
             await self.strategy.run(batch)
-            if batch.running():
+            if batch._running():
                 raise UsageError(
-                    "returned while calls it started were still running (await batch.join() before returning)"
+                    "returned while calls it started were still running (await batch.join() after "
+                    "batch.start, and every task running batch.run, before returning)"
                 )
         except _STOPS_THE_RUN:
             raise
         except Exception as exc:
             raise _StrategyFailed(exc) from exc
         finally:
-            await batch.drain()
+            await batch._drain()
 
     async def stream_alongside(
         self, stream: ModelStream, strategy_task: asyncio.Task[None], batch: Batch
@@ -430,27 +481,32 @@ class _Run:
         """Receive the response while the (streaming) strategy runs the calls that are complete.
         A strategy that fails in a way that stops the run stops the stream too."""
         loop = asyncio.get_running_loop()
-        receive = loop.create_task(stream.receive(self.hooks.on_model_chunk))
+        receive = loop.create_task(_carrying(stream.receive(self.hooks.on_model_chunk)))
         try:
             await asyncio.wait((receive, strategy_task), return_when=asyncio.FIRST_COMPLETED)
             if not receive.done() and not strategy_task.cancelled():
                 stopped = strategy_task.exception()
                 if stopped is not None and not isinstance(stopped, _StrategyFailed):
                     raise stopped  # (its calls are drained; the stream is cancelled below)
-            return await receive
-        except BaseException:
+            received: tuple[ModelCall, ParsedResponse] = await receive
+            return received
+        except BaseException as exc:
             if not receive.done():
                 receive.cancel()
-                await asyncio.wait((receive,))
+                await wait_until_stopped((receive,))
             await self.stop_strategy(strategy_task, batch)
+            if isinstance(exc, _Carried):
+                raise exc.exc from None
             raise
 
     async def stop_strategy(self, strategy_task: asyncio.Task[None], batch: Batch) -> None:
         """Cancel the strategy and every call it runs, and wait until they have stopped."""
         if not strategy_task.done():
             strategy_task.cancel()
-            await asyncio.wait((strategy_task,))
-        await batch.drain()
+            await wait_until_stopped((strategy_task,))
+        if not strategy_task.cancelled():
+            strategy_task.exception()  # (retrieved: what it raised is the run's business, not asyncio's)
+        await batch._drain()
 
     def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
         cause = exc.__cause__ or exc
@@ -473,7 +529,7 @@ class _Run:
         calls = parsed.first.tool_calls
         assistant = parsed.first.to_message()
         findings = [*parsed.findings, *repeated_ids(calls, round_index)]
-        batch.end_stream(calls, assistant, model_call.chunk_timing)
+        batch._end_stream(calls, assistant, model_call.chunk_timing)
         batch.note(
             f"the model's response was cut off after {model_call.latency_s:.3f} s ({why}) while calls "
             "that were already complete ran; the response is recorded as far as it came"
@@ -489,10 +545,10 @@ class _Run:
         transcript."""
         p = self.partial
         batch: Batch = p["batch"]
-        executions = batch.close(cut)
+        executions = batch._close(cut)
         tool_messages = (
-            batch.tool_messages
-            if batch.tool_messages is not None and cut is None
+            batch._tool_messages
+            if batch._tool_messages is not None and cut is None
             else [e.to_message() for e in executions if e.answered]
         )
         self.messages.extend(tool_messages)
@@ -523,7 +579,7 @@ class _Run:
         batch: Batch | None = self.partial.get("batch")
         if self.partial.get("model_call") is not None:
             self.close_round(why)
-        elif batch is not None and batch.began():
+        elif batch is not None and batch._began():
             where = f" ({self.streaming!r} when it was cut off; recorded as far as it came)"
             self.close_cut_stream(why)
         elif self.streaming is not None:
@@ -629,6 +685,17 @@ async def _run(
     if abort is not None:
         abort._claim()
     state = _Run(model, as_registry(tools), as_messages(messages), cfg, hooks or Hooks(), on_event)
+    try:
+        return await _run_state(state, cfg, abort, outside)
+    except Interrupted as carrier:  # the on_event listener raised outside the run's task (run_finished)
+        original = carrier.original
+        original.partial_result = state.result()  # type: ignore[attr-defined]
+        original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
+        raise original from None
+
+
+async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
+    """`_run`'s body once the run is set up."""
     outside.task = asyncio.current_task()
     task = asyncio.create_task(state.guarded())
     if abort is not None:

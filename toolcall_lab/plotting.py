@@ -252,7 +252,8 @@ def gantt(
         result = replay(trace, strategy, **kwargs)
         summary = run_rows(trace.metadata.title, result, trace)[0]
         name = strategy.name
-        skipped = f" · ⚠ {summary['skipped']} call(s) skipped: not comparable" if summary["skipped"] else ""
+        why = summary.get("not_comparable_why") or ""
+        skipped = f" · ⚠ not comparable: {why}" if why else ""
         notes = " ".join(n for r in result.rounds for n in r.strategy_notes)
         noted = ""
         if "ran as parallel" in notes:

@@ -158,6 +158,11 @@ class ToolExecution:
     queued_at: float | None = None
     """When the strategy dispatched the call, if it then waited for a slot (the concurrency cap or a
     per-tool limit) until ``started_at``; None when it started as soon as it was dispatched."""
+    returned_at: float | None = None
+    """When the tool actually returned, if it reported a shorter duration than it took
+    (`ToolOutcome.duration_s`): the record's span is the reported one, and from ``ended_at`` to
+    ``returned_at`` the call still held its place (a sequential batch's next call starts then); a
+    replay holds it as long. None otherwise."""
 
     @property
     def duration_s(self) -> float:
@@ -197,6 +202,8 @@ class ToolExecution:
         }
         if self.queued_at is not None:  # written only when the call waited (older files stay as they were)
             out["queued_at"] = self.queued_at
+        if self.returned_at is not None:  # written only when the tool reported a shorter duration
+            out["returned_at"] = self.returned_at
         return out
 
 

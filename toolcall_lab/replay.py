@@ -10,9 +10,10 @@ exactly reproducible.
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
 whose outcome the recording does not know (cancelled) wait, and the replay stops where the recording
 did (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
-that strategy would have finished by then. A run that ended because the model failed, or because
+that strategy would have finished by then. A run that ended because the model failed (between rounds,
+or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
 ``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
-`ReplayDivergenceError`.
+`ReplayDivergenceError`, also a call whose arguments differ from those its recorded result was for.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
 from toolcall_lab.clock import run_virtual
-from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, UsageError
+from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceFormatError, UsageError
 from toolcall_lab.loop import AbortHandle, run
-from toolcall_lab.messages import ToolCall
+from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.models import ModelRequest
 from toolcall_lab.records import ChunkTiming, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
 from toolcall_lab.strategies import StrategySpec, resolve
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
-from toolcall_lab.trace import Trace
+from toolcall_lab.trace import Trace, TraceMetadata
 
 Check = Literal["strict", "ids", "off"]
 
@@ -46,6 +47,25 @@ CUT_STATUSES = frozenset({"timeout", "aborted"})
 def recorded_cut(trace: Trace) -> float | None:
     """When the recorded run was cut off (its end), or None when it was not."""
     return trace.outcome.wall_time_s if trace.outcome.status in CUT_STATUSES else None
+
+
+def failed_mid_stream(trace: Trace) -> bool:
+    """Whether the recorded run's model failed during the response of its last recorded round (a
+    strategy that streams had started calls, so the round was recorded as far as the response came;
+    the loop's error names that round), rather than in a model call after it."""
+    outcome = trace.outcome
+    if outcome.reason != "model_error" or not trace.rounds:
+        return False
+    return (outcome.error or "").startswith(f"round {trace.rounds[-1].round_index}: ")
+
+
+def failed_call_s(trace: Trace) -> float:
+    """How long the recorded model call that failed between rounds took: from the end of what the
+    recording holds (its last round's response and tools) to the run's recorded end."""
+    last = 0.0
+    for r in trace.rounds:
+        last = max(last, r.model_call.ended_at, *(e.ended_at for e in r.executions if e.status != "skipped"))
+    return max(0.0, trace.outcome.wall_time_s - last)
 
 
 async def _until_cut() -> None:
@@ -134,6 +154,9 @@ class ReplayModel:
         if k >= len(rounds):
             outcome = self.trace.outcome
             if k == len(rounds) and outcome.reason == "model_error":
+                took = failed_call_s(self.trace)
+                if took > 0:  # as long as the recorded call took to fail (a timeout, a refused connection)
+                    await asyncio.sleep(took)
                 raise ModelError(f"the recording's model call {k + 1} failed here: {outcome.error}")
             if k == len(rounds) and recorded_cut(self.trace) is not None:
                 await _until_cut()  # the recorded run was cut off during this model call
@@ -142,12 +165,30 @@ class ReplayModel:
                 f"recording has only {len(rounds)} response(s)"
             )
         recorded: Round = rounds[k]
+        fails = k == len(rounds) - 1 and failed_mid_stream(self.trace)
         self.served += 1
         diff = divergence(request.messages, recorded.request_messages, self.check)
+        if (
+            diff is None
+            and self.check != "off"
+            and (request.tools is not None) != recorded.model_call.tools_offered
+        ):
+            diff = (
+                "this request offers no tools, the recorded one did (e.g. a final call without tools "
+                "that the recording did not make)"
+                if request.tools is None
+                else "this request offers tools, the recorded one offered none"
+            )
         if diff is not None:
+            hint = (
+                "; if the recorded run's before_model_call hook edited the messages, the recording holds "
+                "the edited ones: replay with check='ids' (--check ids)"
+                if self.check == "strict" and "tools" not in diff
+                else ""
+            )
             raise ReplayDivergenceError(
                 f"{self.trace.metadata.title}: round {k}: the conversation differs from "
-                f"the recording ({self.check} check): {diff}"
+                f"the recording ({self.check} check): {diff}{hint}"
             )
         loop = asyncio.get_running_loop()
         start = loop.time()
@@ -160,6 +201,10 @@ class ReplayModel:
         rest = start + call.latency_s - loop.time()
         if rest > 0:
             await asyncio.sleep(rest)
+        if fails:  # the recorded response broke off here
+            raise ModelError(
+                f"the recording's model call {k + 1} failed here, mid-stream: {self.trace.outcome.error}"
+            )
 
 
 _OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded", "invalid_arguments"]] = {
@@ -176,20 +221,28 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
 
     With the replay's `model`, a call is only answered from the round the model is serving (ids and
     arguments repeat across rounds). A call the recorded run was cut off in (``cancelled``) has no
-    known result: it waits for the replay's own cut, when the recording was cut off.
+    known result: it waits for the replay's own cut, when the recording was cut off (or when its
+    model failed mid-stream in that round). A recorded result is only ever served for the arguments
+    it was recorded with: a call whose id matches a recorded run of other arguments (e.g. a call
+    started early with arguments the stream then changed) raises `ReplayDivergenceError`.
     """
     recorded: list[ToolExecution] = []
+    by_place: dict[tuple[int, str], deque[int]] = defaultdict(deque)
+    """(round, id and position in the batch): one provider id may be sent twice in a batch."""
     by_id: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     unknown: dict[tuple[int, str], str] = {}
     """Calls the recording has no result for: (round, id) -> why."""
     cut = recorded_cut(trace) is not None
+    broke_in = len(trace.rounds) - 1 if failed_mid_stream(trace) else None
     for k, r in enumerate(trace.rounds):
         for call, ex in zip(r.tool_calls, r.executions, strict=False):
             if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # the tool ran
                 recorded.append(ex)
+                by_place[k, _place(ex.tool_call_id, call.index)].append(len(recorded) - 1)
                 by_id[k, ex.tool_call_id].append(len(recorded) - 1)
-                key = dedupe_key(call) if call.tool_call_id == ex.tool_call_id else None
+                ran = replace(call, arguments=ex.arguments, _outcome=None)  # (what ran: its arguments)
+                key = dedupe_key(ran) if call.tool_call_id == ex.tool_call_id else None
                 if key:
                     by_key[k, key].append(len(recorded) - 1)
             elif ex.status == "cancelled":
@@ -220,21 +273,36 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     def make(name: str) -> Any:
         async def replayed(**_: Any) -> ToolOutcome:
             call = current_tool_call.get()
-            pos = find(by_id, call.tool_call_id)
+            pos = find(by_place, _place(call.tool_call_id, call.index))
+            if pos is None:
+                pos = find(by_id, call.tool_call_id)
             if pos is None:
                 pos = find(by_key, dedupe_key(call) or "")
+            where = f" in round {model.served - 1}" if model is not None else ""
             if pos is None:
-                where = f" in round {model.served - 1}" if model is not None else ""
                 why = unknown.get((model.served - 1, call.tool_call_id)) if model is not None else None
-                if why is not None and why.startswith("cancelled") and cut:
-                    await _until_cut()
+                if (
+                    why is not None
+                    and why.startswith("cancelled")
+                    and (cut or (model is not None and model.served - 1 == broke_in))
+                ):
+                    await _until_cut()  # (the replay's cut, or its model failing, cancels it)
                 raise ReplayDivergenceError(
                     f"{trace.metadata.title}: no recorded execution for call "
                     f"{call.tool_call_id} {name}({call.arguments}){where}" + (f" ({why})" if why else "")
                 )
-            used.add(pos)
             ex = recorded[pos]
-            await asyncio.sleep(ex.duration_s)
+            if not _same_arguments(call, ex):
+                raise ReplayDivergenceError(
+                    f"{trace.metadata.title}: call {call.tool_call_id} {name}({call.arguments}){where}: "
+                    f"the recording ran it with other arguments, {name}({ex.arguments}), so the recorded "
+                    "result is not this call's (e.g. the call started before its arguments were complete "
+                    "and the stream then changed them)"
+                )
+            used.add(pos)
+            await asyncio.sleep(
+                (ex.returned_at if ex.returned_at is not None else ex.ended_at) - ex.started_at
+            )
             return ToolOutcome(
                 text=ex.result,
                 status=_OUTCOME.get(ex.status, "ok"),
@@ -263,34 +331,68 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     return registry
 
 
+def tools_not_offered(trace: Trace) -> list[str]:
+    """Calls the recording ran whose tool the trace's ``tools`` do not offer (a replay would answer
+    them as unknown tools, where the recording has their results): ``round k call ID (name)``."""
+    offered = {(s.get("function") or {}).get("name") for s in trace.tools}
+    return [
+        f"round {k} call {ex.tool_call_id} ({ex.name})"
+        for k, r in enumerate(trace.rounds)
+        for ex in r.executions
+        if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded") and ex.name not in offered
+    ]
+
+
+def _place(tool_call_id: str, index: int) -> str:
+    """A call's id and its index in the response: what tells apart two calls sent with one id."""
+    return f"{tool_call_id}\x00{index}"
+
+
+def _same_arguments(call: ToolCall, ex: ToolExecution) -> bool:
+    """Whether `call` asks for what the recorded execution ran: the same text, or the same JSON
+    object (an id the loop made unique, whitespace after the object, key order)."""
+    if call.arguments == ex.arguments:
+        return True
+    ran = parse_arguments(ex.arguments)
+    return type(ran) is ParsedArguments and ran.value == call.args
+
+
 def _between(text: str, prefix: str, suffix: str) -> str | None:
     if text.startswith(prefix) and text.endswith(suffix):
         return text[len(prefix) : len(text) - len(suffix)]
     return None
 
 
-def replay_hooks(trace: Trace) -> Hooks:
+def replay_hooks(trace: Trace, model: ReplayModel | None = None) -> Hooks:
     """The recording's approval decisions, made again: calls it rejected are rejected with the
     recorded reason, results it withheld are withheld with the recorded reason, so the conversation
-    (and the record) matches the recording's. Calls are matched by tool_call_id, in recorded order."""
-    rejected: dict[str, deque[str]] = defaultdict(deque)
-    withheld: dict[str, deque[str]] = defaultdict(deque)
-    for r in trace.rounds:
-        for ex in r.executions:
+    (and the record) matches the recording's. Calls are matched by tool_call_id and position in the
+    response (one id can be sent twice in a batch), in the round the replay's `model` serves (without
+    it: in recorded order)."""
+    rejected: dict[tuple[int, str], deque[str]] = defaultdict(deque)
+    withheld: dict[tuple[int, str], deque[str]] = defaultdict(deque)
+    for k, r in enumerate(trace.rounds):
+        k = k if model is not None else 0
+        for call, ex in zip(r.tool_calls, r.executions, strict=False):
+            place = _place(ex.tool_call_id, call.index)
             if ex.status == "rejected":
                 reason = _between(ex.result, "Rejected: ", ". The call was not executed.")
-                rejected[ex.tool_call_id].append(reason or ex.result)
+                rejected[k, place].append(reason or ex.result)
             elif ex.status == "withheld":
                 reason = _between(ex.result, "Result withheld: ", ".")
-                withheld[ex.tool_call_id].append(reason or ex.result)
+                withheld[k, place].append(reason or ex.result)
+
+    def decided(table: dict[tuple[int, str], deque[str]], call: ToolCall) -> str | None:
+        queue = table.get(
+            (model.served - 1 if model is not None else 0, _place(call.tool_call_id, call.index))
+        )
+        return queue.popleft() if queue else None
 
     def approve_call(call: ToolCall) -> str | None:
-        queue = rejected.get(call.tool_call_id)
-        return queue.popleft() if queue else None
+        return decided(rejected, call)
 
     def approve_result(call: ToolCall, execution: ToolExecution) -> str | None:
-        queue = withheld.get(call.tool_call_id)
-        return queue.popleft() if queue else None
+        return decided(withheld, call)
 
     outcome = trace.outcome
     model_calls = [0]
@@ -311,6 +413,7 @@ def replay_hooks(trace: Trace) -> Hooks:
 def replay_config(trace: Trace, mode: StrategySpec | None = None, **settings: Any) -> RunConfig:
     """The trace's recorded settings, with the mode or strategy (and any setting) overridden."""
     recorded = {k: v for k, v in trace.metadata.settings.items() if k in RunConfig.__dataclass_fields__}
+    check_recorded_settings(trace, keep=set(settings))
     chosen = mode if mode is not None else trace.metadata.mode or "sequential"
     merged = {**recorded, **settings, "mode": chosen}
     try:
@@ -322,6 +425,24 @@ def replay_config(trace: Trace, mode: StrategySpec | None = None, **settings: An
             f"{trace.metadata.title}: recorded under the strategy {trace.metadata.mode!r}, which is not a "
             "built-in; pass it to replay it under the same strategy (replay(trace, my_strategy), or "
             "--strategy module:attribute), or name another"
+        ) from None
+
+
+def check_recorded_settings(trace: Trace, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """A `TraceFormatError` naming the trace and the setting when the recorded settings (except those
+    in `keep`, which the replay overrides) are not a valid run's: a replay cannot run under them."""
+    recorded = {
+        k: v
+        for k, v in trace.metadata.settings.items()
+        if k in RunConfig.__dataclass_fields__ and k not in keep and k != "mode"
+    }
+    try:
+        RunConfig(**recorded, mode="sequential")
+    except UsageError as exc:
+        what = str(exc).replace("RunConfig.", "")
+        raise TraceFormatError(
+            f"{trace.metadata.title}: metadata.settings: {what} (the recorded settings are not a valid "
+            "run's; override the setting to replay it)"
         ) from None
 
 
@@ -351,8 +472,16 @@ async def replay_async(
 ) -> RunResult:
     """Replay on the running loop's clock (real time in a notebook: ``await replay_async(...)``)."""
     cfg = replay_config(trace, mode, **settings)
+    if tools is None:
+        missing = tools_not_offered(trace)
+        if missing:
+            raise ReplayDivergenceError(
+                f"{trace.metadata.title}: the recording ran tools its trace does not offer "
+                f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): a replay would answer "
+                "them as unknown tools; the trace's tools list is incomplete"
+            )
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
-    hooks = replay_hooks(trace)
+    hooks = replay_hooks(trace, model)
     cut_at = recorded_cut(trace)
     if cut_at is None or (cfg.timeout_s is not None and cfg.timeout_s <= cut_at + 1e-9):
         abort = None  # (a recorded deadline cuts the replay by itself)
@@ -437,6 +566,31 @@ def _first_chunks_as_recorded(result: RunResult, trace: Trace) -> RunResult:
         for k, r in enumerate(result.rounds)
     )
     return result if rounds == result.rounds else replace(result, rounds=rounds)
+
+
+def replayed_trace(
+    result: RunResult, trace: Trace, *, source: str | None = None, clock: str = "virtual"
+) -> Trace:
+    """A replay of `trace` as a trace of its own: origin ``replayed``, its strategy and settings (not
+    the recording's), where it came from in ``source`` and ``notes``; the recording's wall time and
+    notes are not carried over (they describe another run)."""
+    meta = trace.metadata
+    made_from = source or meta.source or meta.title
+    return Trace.from_run(
+        result,
+        TraceMetadata(
+            title=meta.title,
+            origin="replayed",
+            provider=meta.provider,
+            model=meta.model,
+            source=made_from,
+            notes=(
+                f"replayed as {result.mode} on the {clock} clock from a {meta.origin} trace ({made_from}) "
+                f"recorded under {meta.mode or 'an unknown strategy'}"
+            ),
+            redactions=meta.redactions,
+        ),
+    )
 
 
 def replay(

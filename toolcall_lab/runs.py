@@ -130,9 +130,17 @@ class RunConfig:
                 f"RunConfig.params sets {owned}: the loop sends the conversation and the registry's tools "
                 "itself; pass messages to run() and register the tools instead"
             )
-        if not 0 <= self.round_trip_s < math.inf:
+        if (
+            isinstance(self.round_trip_s, bool)
+            or not isinstance(self.round_trip_s, int | float)
+            or not 0 <= self.round_trip_s < math.inf
+        ):
             raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: must be >= 0 seconds (finite)")
-        if self.timeout_s is not None and not self.timeout_s > 0:
+        if self.timeout_s is not None and (
+            isinstance(self.timeout_s, bool)
+            or not isinstance(self.timeout_s, int | float)
+            or not self.timeout_s > 0
+        ):
             raise UsageError(
                 f"RunConfig.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no deadline"
             )

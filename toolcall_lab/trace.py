@@ -13,8 +13,9 @@ executed. Schema versions (one line each)::
        ``recorded_wall_s`` (an imported run's wall time as its source recorded it) and ``redactions``
        (credentials removed on saving); ``mode`` (metadata and rounds) names any execution strategy
        (a built-in such as ``eager`` or ``parallel[cap=4]``, or a user strategy's name); per round
-       ``strategy_notes`` and per execution ``queued_at`` (when it waited for a slot), both written
-       only when present
+       ``strategy_notes`` and per execution ``queued_at`` (when it waited for a slot) and
+       ``returned_at`` (when a tool that reported a shorter duration actually returned), written only
+       when present
 
 Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
 where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
@@ -25,7 +26,7 @@ so it is read as ``dedupe_across_rounds`` as well.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -67,13 +68,15 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 2
+_OFFSET_SLACK = 1e-6
+"""Seconds of rounding allowed in chunk offsets (times are stored as decimal floats)."""
 SCHEMA_VERSIONS: dict[int, str] = {
     1: "metadata, tools, initial messages, outcome; rounds with request, timed response chunks, calls, "
     "findings and timed tool executions",
     2: "as 1, plus timing provenance (timing {source, note}) on every response and tool execution, "
     "chunk_timing on every response, final_reason and timed serialized round_trips per round, "
     "outcome.hook_failures, execution status withheld; metadata recorded_wall_s and redactions; mode "
-    "names any strategy; optional strategy_notes per round and queued_at per execution",
+    "names any strategy; optional strategy_notes per round and queued_at / returned_at per execution",
 }
 RESULT_NOT_RECORDED = "(result not recorded)"
 """The result text of a call whose result the source does not hold (a recording that stops before it, a
@@ -283,7 +286,9 @@ class _Reader:
         return check(d[key], p)
 
     def num(self, value: Any, path: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, int | float) and not isinstance(value, bool) and not math.isfinite(value):
+            raise self.fail(path, f"expected a finite number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(
                 path,
                 f"expected a number, got {value!r}"
@@ -424,6 +429,23 @@ class _Reader:
             return chunks if d.get("chunks") else "none"
         return cast(ChunkTiming, self.get(d, "chunk_timing", path, self.choice(CHUNK_TIMINGS)))
 
+    def offsets(self, chunks: Sequence[TimedChunk], latency_s: float, path: str) -> None:
+        """Chunk offsets are seconds from the request, never negative, never decreasing, never past
+        the response's end: a replay times the stream (and eager its calls) by them, so an impossible
+        one would silently stretch or squeeze the numbers."""
+        previous = 0.0
+        for i, c in enumerate(chunks):
+            p = f"{path}.chunks[{i}].offset_s"
+            if c.offset_s < 0:
+                raise self.fail(p, f"negative offset {c.offset_s!r} (seconds from the request)")
+            if c.offset_s < previous - _OFFSET_SLACK:
+                raise self.fail(p, f"{c.offset_s!r} comes before the previous chunk's {previous!r}")
+            if c.offset_s > latency_s + _OFFSET_SLACK:
+                raise self.fail(
+                    p, f"{c.offset_s!r} is after the response ended ({latency_s:.6g} s after the request)"
+                )
+            previous = max(previous, c.offset_s)
+
     def round(self, value: Any, path: str) -> Round:
         d = self.obj(value, path)
         req = self.get(d, "request", path, self.obj)
@@ -452,6 +474,7 @@ class _Reader:
             raise self.fail(
                 f"{rp}.ended_at", f"ends ({model_call.ended_at}) before it starts ({model_call.started_at})"
             )
+        self.offsets(chunks, model_call.latency_s, rp)
         messages = self.get(req, "messages", f"{path}.request", self.list_)
         for i, msg in enumerate(messages):
             self.obj(msg, f"{path}.request.messages[{i}]")
@@ -566,6 +589,9 @@ class _Reader:
         queued = self.get(d, "queued_at", path, self.opt_num, None)
         if queued is not None and queued > started:
             raise self.fail(f"{path}.queued_at", f"{queued} is after started_at ({started})")
+        returned = self.get(d, "returned_at", path, self.opt_num, None)
+        if returned is not None and returned < ended:
+            raise self.fail(f"{path}.returned_at", f"{returned} is before ended_at ({ended})")
         return ToolExecution(
             tool_call_id=self.get(d, "tool_call_id", path, self.str_),
             name=self.get(d, "name", path, self.str_),
@@ -579,4 +605,5 @@ class _Reader:
             duplicate_of=self.get(d, "duplicate_of", path, self.opt_str, None),
             timing=self.timing(d, path),
             queued_at=queued,
+            returned_at=returned,
         )

@@ -154,6 +154,7 @@ def _sample_doc() -> dict[str, Any]:
                 started_at=1.0,
                 ended_at=2.0,
                 queued_at=0.5,
+                returned_at=2.5,
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
@@ -305,14 +306,34 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     another text than its recorded result), unknown fields, and protocol breaks anywhere in the
     conversation (first_only's skipped calls, unanswered on purpose, excepted); raises on unusable
     files."""
+    from toolcall_lab.exceptions import TraceFormatError
     from toolcall_lab.protocol import validate_messages
+    from toolcall_lab.replay import check_recorded_settings, tools_not_offered
+    from toolcall_lab.runs import RunConfig
 
     p = Path(path)
     trace = load(p)
+    try:
+        check_recorded_settings(trace)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"{p}: {exc}") from None
     doc = json.loads(p.read_text(encoding="utf-8"))
     warnings = [f"possible secret: {w}" for w in secret_warnings(doc)]
     warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace)]
     warnings += [f"unknown field: {f}" for f in unknown_fields(doc)]
+    warnings += [
+        f"tool not offered: {w} ran, but the trace's tools do not list it" for w in tools_not_offered(trace)
+    ]
+    for k, r in enumerate(trace.rounds):
+        for pos, (call, ex) in enumerate(zip(r.tool_calls, r.executions, strict=False)):
+            if ex.name != call.name or ex.index != call.index:
+                warnings.append(
+                    f"execution differs from its call: rounds[{k}].tool_executions[{pos}] is "
+                    f"{ex.name} (index {ex.index}), the call at that position "
+                    f"{call.name} (index {call.index})"
+                )
+    known = set(RunConfig.__dataclass_fields__) | {"mode"}
+    warnings += [f"unknown setting: metadata.settings.{k}" for k in trace.metadata.settings if k not in known]
     skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]
     for v in validate_messages(final_conversation(trace)):
         if v.kind == "unanswered_call" and v.tool_call_id in skipped:

@@ -139,8 +139,8 @@ It works everywhere a mode name does: `replay`, `compare` (its name is a row), `
 lives in a module. On the corpus (the bundled scenarios, the generated corpus, and the real Claude Code
 sessions when `../shared/realdata` is present) it sits where its rule puts it: with parallel where every
 call reads, with sequential where none does. On the real sessions it stays close to sequential: most of
-what parallel saves there comes from batches of sub-agent (`Task`) and `Bash` calls, which this rule
-runs one at a time.
+what parallel saves there comes from batches of sub-agent (`Task`) calls (nearly all of it: batches of
+`Bash` calls save almost nothing there), which this rule runs one at a time.
 """),
         code("""
 from toolcall_lab.analysis import compare

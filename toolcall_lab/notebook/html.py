@@ -471,8 +471,8 @@ def trace_html(
 
 
 def comparable(row: Mapping[str, Any]) -> str | None:
-    """Why a run cannot be compared with the others, or None: `compare`'s ``comparable`` column
-    when the row has it (False for a run that did less work), else any skipped call."""
+    """Why a run cannot be compared with the others (it skipped calls, was cut off, or its strategy
+    failed: `analysis.run_rows`'s ``comparable`` / ``not_comparable_why``), or None."""
     skipped = row.get("skipped") or 0
     n = row.get("n_calls")
     flag = row.get("comparable")
@@ -482,6 +482,9 @@ def comparable(row: Mapping[str, Any]) -> str | None:
         return None
     if skipped:
         return f"skipped {skipped} of {n} calls" if n else f"skipped {skipped} calls"
+    why = row.get("not_comparable_why")
+    if isinstance(why, str) and why:
+        return why
     return "did less work than the other runs"
 
 

@@ -1,7 +1,12 @@
 """When a streamed call becomes complete: an incremental scan of its argument deltas.
 
 Eager execution starts a call as soon as its accumulated arguments form a complete JSON object, or,
-failing that, once a later call starts (the stream's end is the batch's business). Re-parsing the
+for a call whose arguments never form one because its tool takes none (an empty argument string),
+once a later call starts (the stream's end is the batch's business). An empty string for a tool that
+takes arguments is never complete early: a stream that interleaves calls (all headers first, or
+arguments for an earlier call after a later one started) may still send them, and a call must never
+run with arguments it was not sent; it waits for its object, or for the stream's end, where the
+parser decides. Re-parsing the
 whole string on every delta would cost O(n²) per call; instead each delta is scanned once for the
 characters that change JSON nesting (``{ } [ ] "`` and the backslash), carrying the state (depth,
 inside a string, a pending escape) to the next delta. When the top-level value closes, the string
@@ -15,7 +20,7 @@ object, or a JSON string holding one).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from toolcall_lab.formats.base import ArgumentsDelta, CallStarted, StreamEvent
@@ -105,6 +110,29 @@ class ArgumentScan:
         return False
 
 
+def takes_no_arguments(parameters: Any) -> bool:
+    """Whether a tool's parameter schema lists nothing to send: no properties and nothing required
+    (an empty argument string then says everything; for any other tool it may be a call whose
+    arguments have not arrived yet)."""
+    if not parameters:
+        return True
+    if not isinstance(parameters, Mapping):
+        return False
+    return not parameters.get("properties") and not parameters.get("required")
+
+
+def no_argument_tools(schemas: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The names of the tools in OpenAI-format `schemas` that take no arguments."""
+    out = set()
+    for schema in schemas:
+        fn = schema.get("function") if isinstance(schema, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            continue
+        if takes_no_arguments(fn.get("parameters")):
+            out.add(fn["name"])
+    return frozenset(out)
+
+
 def usable(arguments: str) -> bool:
     """Whether `arguments` read as a call's arguments (a JSON object, possibly double-encoded)."""
     return type(parse_arguments(arguments)) is ParsedArguments and not arguments.isspace()
@@ -114,8 +142,9 @@ class CallTracker:
     """The accumulator's listener for one streamed response: which calls of choice 0 became complete.
 
     A call is complete when its arguments form a complete, usable JSON object (`ArgumentScan`), or,
-    failing that, when a later call starts and what it has so far is usable (e.g. an empty argument
-    string: a tool without parameters). Complete calls collect in `ready` as ``(position, call)``.
+    when a later call starts, if nothing but whitespace has arrived for it and its tool takes no
+    arguments (`no_arguments`: tool names; any other tool waits for its object or the stream's end).
+    Complete calls collect in `ready` as ``(position, call)``.
     Only calls whose indices run 0, 1, 2, ... in the order they appear are tracked, so a position
     here is the call's position in the final batch; from the first other index on (sparse or
     repeated indices, a provider's quirk the parser reports), the remaining calls are left to the
@@ -123,9 +152,11 @@ class CallTracker:
     left to the stream's end too, where the parser's verdict decides (they are never executed).
     """
 
-    __slots__ = ("acc", "dispatched", "in_order", "open", "ready", "seen")
+    __slots__ = ("acc", "dispatched", "in_order", "no_arguments", "open", "ready", "seen")
 
-    def __init__(self) -> None:
+    def __init__(self, no_arguments: Container[str] = frozenset()) -> None:
+        self.no_arguments = no_arguments
+        """Tools that take no arguments: only their calls complete when a later call starts."""
         self.acc: ChatCompletionAccumulator | None = None
         self.seen = 0
         """Calls tracked so far (their indices are 0 .. seen - 1, equal to their positions)."""
@@ -149,15 +180,17 @@ class CallTracker:
             if not self.in_order or 0 <= index < self.seen:
                 return  # (the accumulator says so again when the call's id arrives)
             for earlier, scan in list(self.open.items()):  # a later call started: the fallback rule
-                self._try(earlier, scan)
+                if scan.state == 0:  # (only whitespace so far: an argument string that is not JSON
+                    self._try(earlier, scan, no_arguments_only=True)  # or is cut off never completes)
             if index != self.seen:
                 self.in_order = False  # its position, and the later calls', is known at the end
                 return
             self.seen += 1
             self.open[index] = ArgumentScan()
 
-    def _try(self, index: int, scan: ArgumentScan) -> None:
-        """Dispatch the call at `index` if its arguments are usable and its name known."""
+    def _try(self, index: int, scan: ArgumentScan, no_arguments_only: bool = False) -> None:
+        """Dispatch the call at `index` if its arguments are usable and its name known (with
+        `no_arguments_only`: and its tool takes no arguments)."""
         arguments = scan.text
         outcome = parse_arguments(arguments)
         if type(outcome) is not ParsedArguments:
@@ -165,6 +198,8 @@ class CallTracker:
         tool_call_id, name = self._header(index)
         if not name:
             return  # its name has not arrived: it waits (at the latest for the stream's end)
+        if no_arguments_only and name not in self.no_arguments:
+            return  # its arguments may still come (an interleaving stream): it waits
         call = ToolCall(
             tool_call_id=tool_call_id or fallback_tool_call_id(self.acc.batch if self.acc else 0, index),
             name=name,
@@ -196,14 +231,17 @@ class CallTracker:
         return ready
 
 
-def completion_offsets(chunks: Sequence[TimedChunk], latency_s: float) -> dict[int, float]:
+def completion_offsets(
+    chunks: Sequence[TimedChunk], latency_s: float, no_arguments: Container[str] = frozenset()
+) -> dict[int, float]:
     """When each call of choice 0 became complete in a recorded stream, in seconds from the request,
     keyed by call index (calls complete only at the end get `latency_s`, the stream's end).
 
-    The same rule eager execution follows live and in replay, applied to recorded chunk offsets.
-    A whole (non-streamed) body completes every call at the end.
+    The same rule eager execution follows live and in replay, applied to recorded chunk offsets
+    (`no_arguments`: the tools that take no arguments, `no_argument_tools`). A whole (non-streamed)
+    body completes every call at the end.
     """
-    tracker = CallTracker()
+    tracker = CallTracker(no_arguments)
     acc = ChatCompletionAccumulator(listener=tracker)
     tracker.listen(acc)
     out: dict[int, float] = {}

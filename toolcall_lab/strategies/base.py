@@ -68,11 +68,25 @@ class FunctionStrategy(Strategy):
     """A strategy made from an ``async def strategy(batch)`` (the function's name is its name)."""
 
     def __init__(
-        self, function: Callable[[Batch], Awaitable[None]], name: str | None = None, *, streams: bool = False
+        self,
+        function: Callable[[Batch], Awaitable[None]],
+        name: str | None = None,
+        *,
+        streams: bool = False,
+        skips_calls: bool = False,
     ) -> None:
+        if not _is_async(function):
+            what = getattr(function, "__name__", repr(function))
+            raise UsageError(
+                f"strategy {name or what!r}: {what} is not an `async def`; a strategy's function is "
+                "an `async def f(batch)` (it awaits the batch's calls)"
+            )
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise UsageError(f"strategy(name={name!r}): a name is a non-empty string")
         self.function = function
         self.name = name or function.__name__
         self.streams = streams
+        self.skips_calls = skips_calls
 
     async def run(self, batch: Batch) -> None:
         await self.function(batch)
@@ -83,19 +97,36 @@ class FunctionStrategy(Strategy):
             and other.function is self.function
             and other.name == self.name
             and other.streams == self.streams
+            and other.skips_calls == self.skips_calls
         )
 
     def __hash__(self) -> int:
         return hash((self.name, id(self.function)))
 
 
+def _is_async(function: Any) -> bool:
+    """An ``async def`` (or an object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 (the method itself, not callable())
+    )
+
+
 def strategy(
-    name: str | None = None, *, streams: bool = False
+    name: str | None = None, *, streams: bool = False, skips_calls: bool = False
 ) -> Callable[[Callable[[Batch], Awaitable[None]]], FunctionStrategy]:
-    """Decorator: ``@strategy("read_only_parallel")`` over an ``async def f(batch)``."""
+    """Decorator: ``@strategy("read_only_parallel")`` over an ``async def f(batch)``.
+
+    ``streams=True``: the function is called when the model starts streaming, and gets calls as
+    they become complete (``async for pos in batch.arrivals()``). ``skips_calls=True``: it leaves
+    calls unanswered on purpose (``batch.skip``), so `compare` marks its runs not comparable."""
+    given: Any = name
+    if callable(given):
+        raise UsageError(
+            "write @strategy() or @strategy('its_name') (with parentheses) over the async def"
+        )
 
     def wrap(function: Callable[[Batch], Awaitable[None]]) -> FunctionStrategy:
-        return FunctionStrategy(function, name, streams=streams)
+        return FunctionStrategy(function, name, streams=streams, skips_calls=skips_calls)
 
     return wrap
 

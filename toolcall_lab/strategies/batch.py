@@ -3,32 +3,47 @@
 A `Batch` is what `Strategy.run` receives. It owns everything a strategy must not get wrong, so a
 strategy only decides *when* each call runs:
 
+- each call runs at most once, and every run is recorded: `run`, `start`, `run_parallel`,
+  `run_sequential` and `skip` refuse a position that was already run, started or skipped (a
+  `UsageError` naming it), and a position that is not a call of the batch (or, while the model
+  streams, has not arrived yet); there is no other way to run a call (the executor, the events and
+  the records are the batch's own, private);
 - running a call goes through the run's executor: screening (arguments, unknown tools,
-  de-duplication, ``approve_call``, in model order), the tool's timeout, exceptions as data,
-  ``approve_result`` and the other hooks under the run's hook policy, timing on the run's clock
-  (real or virtual);
-- `run` emits the ACTION and OBSERVATION events of each call; the concurrency cap and the per-tool
-  limits are applied by `run`, `start` and `run_parallel` (a call that waits for a slot records
+  de-duplication, ``approve_call``), the tool's timeout, exceptions as data, ``approve_result`` and
+  the other hooks under the run's hook policy, timing on the run's clock (real or virtual);
+- every call that runs gets one ACTION and one OBSERVATION event; the concurrency cap and the
+  per-tool limits apply to `run`, `start` and `run_parallel` (a call that waits for a slot records
   when it was queued, `ToolExecution.queued_at`);
 - results are kept by position and go back to the model in model order, whatever order the
   strategy ran them in; when the run is cut off (abort, cancellation, the deadline, an
   interruption) finished calls keep their outcome, the others are recorded as cancelled, and every
   ACTION gets its OBSERVATION.
 
+**Screening and approval, one rule for every strategy.** Once the model's response has ended, the
+first call a strategy runs (by any means) screens the whole batch in model order first: the checks,
+and ``approve_call`` for every call, one after another, before any call starts (built-in or not;
+``first_only`` looks only at the call it runs). Under a strategy that streams (``eager``), calls are
+screened one by one as each arrives, in arrival order: ``approve_call`` runs per call, before that
+call starts, and a duplicate is the later-*arriving* of two equal calls.
+
 While the model streams (strategies with ``streams = True``), calls arrive one by one as each
-becomes complete (`arrivals`); `calls` holds the final batch once the stream has ended.
+becomes complete (`arrivals`); ``calls`` stays empty until the stream has ended (read an arrived call
+with `call`), and then holds the final batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from toolcall_lab._execution import Executor, Interrupted
+from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import RunEvent, make_action, make_observation
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.messages import Finding, ToolCall
@@ -54,18 +69,20 @@ _NO_MOVES: Mapping[int, int] = MappingProxyType({})
 class Batch:
     """One batch of tool calls as a strategy sees it (see the module docstring).
 
-    What a strategy reads: `calls` (model order; final once the stream has ended), `call(pos)`,
-    `round_index`, `streaming`, `concurrency`, `tool_limits`, `results`, `now()`.
+    What a strategy reads: `calls` (model order; empty while the model streams, final once the
+    stream has ended), `call(pos)` (also an arrived call while streaming), `round_index`,
+    `strategy`, `streaming`, `concurrency`, `tool_limits`, `chunk_timing`, `results`, `now()`.
+
     What it does: `run(pos)` (one call, awaited), `start(pos)` + `join()` (concurrently, in the
-    batch's tasks), `run_sequential()` / `run_parallel()` (the classic modes), `skip(pos)` (never
-    answered: the legacy first-only bug), `note(text)` (recorded with the round), `arrivals()`
-    (positions as calls become complete while the model streams). Lower level, for strategies
-    that emit events themselves: `screen`, `verdict`, `execute`, `act`, `observe`.
+    batch's tasks), `run_sequential()` / `run_parallel()` (the classic modes), `skip(pos, why)`
+    (never answered, like the legacy first-only bug), `note(text)` (recorded with the round),
+    `arrivals()` (positions as calls become complete while the model streams). Each call runs at
+    most once; a position is an ``int`` from 0 to ``len(calls) - 1``.
     """
 
     # Class-level defaults for what most batches never change (a batch is made per model response;
     # setting fewer attributes keeps that cost off small batches). Lists are made per batch.
-    tool_messages: list[dict[str, Any]] | None = None
+    _tool_messages: list[dict[str, Any]] | None = None
     """Set by strategies that build the tool messages themselves (serialized: from the session)."""
     client_round_trips = 1
     chunk_timing: str | None = None
@@ -90,6 +107,9 @@ class Batch:
     _arrivals: deque[int] = _NOT_STREAMING
     _indices: Mapping[int, ToolCall] = _NO_CALLS  # streaming: position -> the call as it arrived early
     _moved: Mapping[int, int] = _NO_MOVES
+    _runners: dict[int, asyncio.Task[Any]] | None = None  # `run` in progress: position -> its task
+    _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
+    _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
 
     def __init__(
         self,
@@ -105,7 +125,7 @@ class Batch:
         round_trip_s: float = 0.0,
         streaming: bool = False,
     ) -> None:
-        self.executor = executor
+        self._executor = executor
         self.round_index = round_index
         self.strategy = strategy
         """The name of the strategy running the batch."""
@@ -118,14 +138,20 @@ class Batch:
             self._slots = Slots(concurrency, self.tool_limits)
         if round_trip_s:
             self.round_trip_s = round_trip_s
-        self.calls: tuple[ToolCall, ...] = tuple(calls)
-        n = len(self.calls)
-        self.done: list[ToolExecution | None] = [None] * n
-        """Each call's record once it has one, by position (None: not settled yet)."""
-        self.started: list[float | None] = [None] * n
-        """When each call started running (None: it had not started)."""
+        self._calls: tuple[ToolCall, ...] = tuple(calls)
+        n = len(self._calls)
+        self._done: list[ToolExecution | None] = [None] * n  # each call's record once settled
+        self._started: list[float | None] = [None] * n  # when each call started running
+        self._claimed = [False] * n  # run, started or skipped through the public API
         self.round_trips: list[ClientRoundTrip] = []
         self.notes: list[str] = []
+        if tool_limits and round_index == 0:  # (said once per run: a typo limits nothing)
+            unknown = sorted(k for k in tool_limits if k not in executor.tools)
+            if unknown:
+                self.notes.append(
+                    f"{strategy}: per-tool limit(s) for {', '.join(map(repr, unknown))}, which no tool "
+                    "of this run is named: they limit nothing"
+                )
         self.findings: list[Finding] = []
         self._emit: Emit = emit or _drop
         self._open = [False] * n  # an ACTION was emitted and its OBSERVATION not yet
@@ -140,68 +166,173 @@ class Batch:
             self._moved = {}
 
     def __repr__(self) -> str:
-        settled = sum(d is not None for d in self.done)
-        return f"<Batch round {self.round_index} {self.strategy}: {settled}/{len(self.done)} settled>"
+        settled = sum(d is not None for d in self._done)
+        return f"<Batch round {self.round_index} {self.strategy}: {settled}/{len(self._done)} settled>"
 
     # -- reading -------------------------------------------------------------------------------------
 
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The batch's calls in model order (empty while the model streams: see `call`)."""
+        return self._calls
+
     def call(self, pos: int) -> ToolCall:
         """The call at `pos` (also while the model streams, once it has arrived)."""
+        pos = self._position(pos, "call")
         if self._final:
-            return self.calls[pos]
+            return self._calls[pos]
         return self._indices[pos]
 
     def now(self) -> float:
         """The run's clock: seconds since the run started (real or virtual)."""
-        return self.executor.now()
+        return self._executor.now()
 
     @property
     def results(self) -> tuple[ToolExecution | None, ...]:
         """Each call's record so far, by position (None: not settled yet)."""
-        return tuple(self.done)
+        return tuple(self._done)
 
     def note(self, text: str) -> None:
         """Record a remark about this batch with its round (`Round.strategy_notes`)."""
-        self.notes.append(text)
+        self.notes.append(str(text))
+
+    # -- positions -----------------------------------------------------------------------------------
+
+    def _position(self, given: Any, what: str) -> int:
+        """`given` as a position of this batch, or a `UsageError` saying what is wrong with it."""
+        pos: int
+        if type(given) is int:
+            pos = given
+        else:
+            if isinstance(given, bool) or not hasattr(type(given), "__index__"):
+                raise UsageError(
+                    f"{what}({given!r}): a position is an int (the call's place in the batch, from 0), "
+                    f"not {type(given).__name__}"
+                )
+            pos = operator.index(given)
+        if self._final:
+            n = len(self._calls)
+            if not 0 <= pos < n:
+                has = f"positions 0 to {n - 1}" if n else "no calls"
+                raise UsageError(
+                    f"{what}({pos}): no call at position {pos}; the batch has {n} call(s) ({has})"
+                )
+        elif pos not in self._indices:
+            raise UsageError(
+                f"{what}({pos}): the call at position {pos} has not arrived yet (the model is still "
+                "streaming); take positions from `async for pos in batch.arrivals()`"
+            )
+        return pos
+
+    def _taken(self, pos: int) -> bool:
+        return (
+            self._claimed[pos]
+            or self._open[pos]
+            or self._done[pos] is not None
+            or self._started[pos] is not None
+        )
+
+    def _refuse_taken(self, pos: int, what: str) -> None:
+        if self._taken(pos):
+            call = self._calls[pos] if self._final else self._indices[pos]
+            raise UsageError(
+                f"strategy {self.strategy!r}: {what}({pos}): the call at position {pos} "
+                f"({call.tool_call_id}, {call.name}) was already run, started or skipped; each call "
+                "runs at most once"
+            )
+
+    def _claim(self, given: Any, what: str) -> int:
+        """Validate `given` and mark it taken (a second run, start or skip of it is refused)."""
+        pos = self._position(given, what)
+        self._refuse_taken(pos, what)
+        self._claimed[pos] = True
+        return pos
+
+    def _claim_all(self, positions: Iterable[int] | None, what: str) -> list[int]:
+        """Positions for `run_sequential` / `run_parallel`, all checked before any runs, then taken.
+        None: every call not yet run, started or skipped."""
+        if positions is None:
+            if not self._final:
+                raise UsageError(
+                    f"{what}() with no positions while the model is still streaming: the batch's calls "
+                    "are not known until the stream ends (batch.calls is empty until then); run each "
+                    "call as it arrives: `async for pos in batch.arrivals(): batch.start(pos)`, then "
+                    "`await batch.join()`"
+                )
+            chosen = [p for p in range(len(self._calls)) if not self._taken(p)]
+        else:
+            if isinstance(positions, int | str | bytes):
+                raise UsageError(
+                    f"{what}({positions!r}): give positions as a list (e.g. [0, 2]) or leave them out"
+                )
+            chosen, seen = [], set()
+            for p in positions:
+                p = self._position(p, what)
+                if p in seen:
+                    raise UsageError(f"{what}: position {p} is given twice; each call runs at most once")
+                seen.add(p)
+                self._refuse_taken(p, what)
+                chosen.append(p)
+        for p in chosen:
+            self._claimed[p] = True
+        return chosen
+
+    @contextmanager
+    def _running_in(self, positions: Iterable[int]) -> Iterator[None]:
+        """Note which task runs the calls at `positions` (a task the strategy left running is
+        cancelled when the batch closes, and the strategy's bug is reported)."""
+        task = asyncio.current_task()
+        runners = self._runners
+        if runners is None:
+            runners = self._runners = {}
+        mine = list(positions)
+        if task is not None:
+            for p in mine:
+                runners[p] = task
+        try:
+            yield
+        finally:
+            for p in mine:
+                runners.pop(p, None)
 
     # -- events --------------------------------------------------------------------------------------
 
-    def act(self, pos: int, at: float | None = None) -> None:
+    def _act(self, pos: int, at: float | None = None) -> None:
         """Emit the ACTION event of the call at `pos` (the strategy dispatched it)."""
         self._open[pos] = True
-        self._emit(make_action("action", self.now() if at is None else at, self.round_index, self.call(pos)))
+        call = self._calls[pos] if self._final else self._indices[pos]
+        self._emit(make_action("action", self.now() if at is None else at, self.round_index, call))
 
-    def observe(self, pos: int, at: float | None = None) -> None:
+    def _observe(self, pos: int, at: float | None = None) -> None:
         """Emit the OBSERVATION event of the call at `pos` (it must be settled)."""
-        ex = self.done[pos]
-        if ex is None:
-            raise UsageError(f"observe({pos}): the call at position {pos} has no result yet")
+        ex = self._done[pos]
+        assert ex is not None, f"observe({pos}) before the call settled"
         self._open[pos] = False
         self._emit(make_observation("observation", self.now() if at is None else at, self.round_index, ex))
 
     # -- screening -----------------------------------------------------------------------------------
 
-    def screen_now(self) -> bool:
+    def _screen_now(self) -> bool:
         """Screen every call now if that needs no await (no ``approve_call`` hook); False when
-        `screen` must be awaited instead."""
-        executor = self.executor
+        `_screen` must be awaited instead."""
+        executor = self._executor
         if executor.hooks.approve_call is not None:
             return False
-        n = len(self.calls)
+        n = len(self._calls)
         if self._screened < n:
-            check, calls, pre, dedupe = executor.check, self.calls, self._pre, self._dedupe
+            check, calls, pre, dedupe = executor.check, self._calls, self._pre, self._dedupe
             for pos in range(self._screened, n):
                 pre[pos] = check(calls[pos], pos, dedupe)
             self._screened = n
         return True
 
-    async def screen(self, upto: int | None = None) -> None:
+    async def _screen(self, upto: int | None = None) -> None:
         """Screen the calls in model order up to position `upto` (exclusive; default: all): bad
         arguments, unknown tools, duplicates, ``approve_call``. Runs each call's checks once."""
-        n = len(self.calls) if upto is None else min(upto, len(self.calls))
+        n = len(self._calls) if upto is None else min(upto, len(self._calls))
         if self._screened >= n:
             return
-        executor, calls, pre, dedupe = self.executor, self.calls, self._pre, self._dedupe
+        executor, calls, pre, dedupe = self._executor, self._calls, self._pre, self._dedupe
         if executor.hooks.approve_call is None:
             check = executor.check
             for pos in range(self._screened, n):
@@ -215,18 +346,18 @@ class Batch:
                 pre[pos] = await executor.screen_one(calls[pos], pos, dedupe)
                 self._screened = pos + 1
 
-    async def verdict(self, pos: int) -> ToolExecution | None:
-        """None when the call at `pos` may run; else the record it is answered with instead
-        (screening it first if needed: in model order, or in arrival order while streaming)."""
+    async def _verdict(self, pos: int) -> ToolExecution | None:
+        """None when the call at `pos` may run; else the record it is answered with instead. The
+        whole batch is screened first (model order), or, under streaming, this call as it arrived."""
         checked = self._checked
         if checked is None:
-            if self._screened <= pos:
-                await self.screen(pos + 1)
+            if self._screened < len(self._calls):
+                await self._screen()
             return self._pre[pos]
         if not checked[pos]:
             checked[pos] = True
-            executor = self.executor
-            call = self.call(pos)
+            executor = self._executor
+            call = self._calls[pos] if self._final else self._indices[pos]
             if executor.hooks.approve_call is None:
                 self._pre[pos] = executor.check(call, pos, self._dedupe)
             else:
@@ -234,74 +365,74 @@ class Batch:
         return self._pre[pos]
 
     def _check_now(self, pos: int) -> ToolExecution | None:
-        """`verdict` without awaiting, when no ``approve_call`` hook is set (the checks are sync)."""
+        """`_verdict` without awaiting, when no ``approve_call`` hook is set (the checks are sync)."""
         checked = self._checked
         if checked is None:
             if self._screened <= pos:
-                executor, calls, pre, dedupe = self.executor, self.calls, self._pre, self._dedupe
+                executor, calls, pre, dedupe = self._executor, self._calls, self._pre, self._dedupe
                 check = executor.check
                 for k in range(self._screened, pos + 1):
                     pre[k] = check(calls[k], k, dedupe)
                 self._screened = pos + 1
         elif not checked[pos]:
             checked[pos] = True
-            self._pre[pos] = self.executor.check(self.call(pos), pos, self._dedupe)
+            call = self._calls[pos] if self._final else self._indices[pos]
+            self._pre[pos] = self._executor.check(call, pos, self._dedupe)
         return self._pre[pos]
 
     # -- running -------------------------------------------------------------------------------------
 
     def _settled(self) -> bool:
         """Whether nothing runs between a tool's end and its observation (no result hooks)."""
-        hooks = self.executor.hooks
+        hooks = self._executor.hooks
         return hooks.approve_result is None and hooks.on_tool_complete is None
 
     def _answer(self, pos: int, pre: ToolExecution, at: float) -> ToolExecution:
         """A call decided at screening is answered when its turn comes (it takes no time)."""
         ex = pre if pre.started_at == at else replace(pre, started_at=at, ended_at=at)
-        self.done[pos] = ex
+        self._done[pos] = ex
         return ex
 
-    def _check_unsettled(self, pos: int) -> None:
-        if self.done[pos] is not None or self.started[pos] is not None:
-            raise UsageError(
-                f"strategy {self.strategy!r}: the call at position {pos} was already run or skipped; "
-                "each call runs once"
-            )
-
-    async def execute(self, pos: int, at: float | None = None) -> ToolExecution:
-        """Lower level than `run`: the screened call at `pos` through the executor, started at `at`
-        (default: now), its record kept; no events, no slots (the strategy handles both)."""
+    async def _execute(self, pos: int, at: float | None = None) -> ToolExecution:
+        """The screened call at `pos` through the executor, started at `at` (default: now), its
+        record kept; no events, no slots (for built-ins that emit events themselves)."""
         if at is None:
-            at = self.executor.now()
+            at = self._executor.now()
         pre = self._pre[pos]
         if pre is not None:
             return self._answer(pos, pre, at)
         early = not self._final
-        self.started[pos] = at
+        call = self._calls[pos] if self._final else self._indices[pos]
+        self._started[pos] = at
         try:
-            ex = await self.executor.execute(self.call(pos), pos, at)
+            ex = await self._executor.execute(call, pos, at)
         except Interrupted as exc:
             if exc.execution is not None:
-                self.done[self.at(pos, early)] = exc.execution
+                self._done[self._at(pos, early)] = exc.execution
             raise
-        self.done[self.at(pos, early)] = ex
+        self._done[self._at(pos, early)] = ex
         return ex
 
     async def run(self, pos: int) -> ToolExecution:
-        """Run the call at `pos` now and return its record: ACTION, screening, a slot (under the
-        cap and the per-tool limits), the tool through the executor, OBSERVATION."""
-        self._check_unsettled(pos)
+        """Run the call at `pos` now and return its record: screening (the whole batch first, see
+        the module docstring), ACTION, a slot (under the cap and the per-tool limits), the tool
+        through the executor, OBSERVATION. A position already run, started or skipped is refused."""
+        pos = self._claim(pos, "run")
+        with self._running_in((pos,)):
+            return await self._run_one(pos)
+
+    async def _run_one(self, pos: int) -> ToolExecution:
         early = not self._final
-        pre = await self.verdict(pos)
-        pos = self.at(pos, early)
-        executor = self.executor
+        pre = await self._verdict(pos)
+        pos = self._at(pos, early)
+        executor = self._executor
         at = executor.now()
-        self.act(pos, at)
+        self._act(pos, at)
         if pre is not None:
             ex = self._answer(pos, pre, at)
-            self.observe(pos, at)
+            self._observe(pos, at)
             return ex
-        call = self.call(pos)
+        call = self._calls[pos] if self._final else self._indices[pos]
         slots = self._slots
         queued: float | None = None
         if slots is not None and not slots.take(call.name):
@@ -317,42 +448,54 @@ class Batch:
                     slots.forget(pos)
                 raise
             queued, at = at, executor.now()
-        self.started[self.at(pos, early)] = at
+        self._started[self._at(pos, early)] = at
         try:
             ex = await executor.execute(call, pos, at)
         except Interrupted as exc:
             if exc.execution is not None:
-                self.done[self.at(pos, early)] = exc.execution
+                self._done[self._at(pos, early)] = exc.execution
             raise
         finally:
             if slots is not None:
                 slots.release(call.name)
         if queued is not None:
             ex = replace(ex, queued_at=queued)
-        pos = self.at(pos, early)
-        self.done[pos] = ex
-        self.observe(pos, ex.ended_at if self._settled() else executor.now())
+        pos = self._at(pos, early)
+        self._done[pos] = ex
+        self._observe(pos, ex.ended_at if self._settled() else executor.now())
         return ex
 
     async def run_sequential(self, positions: Iterable[int] | None = None) -> None:
-        """Run the calls at `positions` (default: all) one after another, in the order given."""
-        for pos in range(len(self.calls)) if positions is None else positions:
-            await self.run(pos)
+        """Run the calls at `positions` one after another, in the order given (default: every call
+        not yet run, started or skipped, in model order). All positions are checked first."""
+        chosen = self._claim_all(positions, "run_sequential")
+        with self._running_in(chosen):
+            for pos in chosen:
+                await self._run_one(pos)
 
     async def run_parallel(self, positions: Iterable[int] | None = None) -> None:
-        """Run the calls at `positions` (default: all) concurrently, under the cap and the per-tool
-        limits; returns when all have finished. ACTIONs when each is dispatched (all at once),
-        OBSERVATIONs when each finishes."""
-        for pos in range(len(self.calls)) if positions is None else list(positions):
-            self.start(pos)
+        """Run the calls at `positions` concurrently (default: every call not yet run, started or
+        skipped), under the cap and the per-tool limits; returns when they (and any call `start`
+        dispatched before) have finished. The whole batch is screened first; then the ACTIONs all
+        at once, and each OBSERVATION when its call finishes."""
+        chosen = self._claim_all(positions, "run_parallel")
+        if not chosen:
+            return
+        if self._checked is None and self._screened < len(self._calls):
+            with self._running_in(chosen):
+                await self._screen()  # approval for the whole batch before any call starts
+        group = self._group_for()
+        at = self._executor.now()
+        for pos in chosen:
+            group.dispatch(pos, at)
         await self.join()
 
     def start(self, pos: int) -> None:
         """Dispatch the call at `pos` to run in a task of the batch (at once, or when a slot frees);
         `join` waits for every call started. If one must stop the run (cancellation aside), the
         others are cancelled and drained and the exception propagates from `join`."""
-        self._check_unsettled(pos)
-        self._group_for().dispatch(pos, self.executor.now())
+        pos = self._claim(pos, "start")
+        self._group_for().dispatch(pos, self._executor.now())
 
     def _group_for(self, observe: bool = True) -> _Group:
         group = self._group
@@ -367,11 +510,19 @@ class Batch:
             self._group = None
             await group.wait()
 
-    def skip(self, pos: int) -> None:
-        """Leave the call at `pos` unexecuted and unanswered (status ``skipped``): the legacy bug of
-        reading only ``tool_calls[0]``. The protocol validator flags such a transcript."""
-        if self.done[pos] is None:
-            self.done[pos] = self.executor.skipped(self.call(pos))
+    def skip(self, pos: int, why: str | None = None) -> None:
+        """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
+        this strategy and `why`), as the legacy bug of reading only ``tool_calls[0]`` does. The
+        protocol validator flags such a transcript, and `compare` marks the run not comparable."""
+        pos = self._claim(pos, "skip")
+        reason = f"the strategy {self.strategy!r} skipped it" + (f" ({why})" if why else "")
+        call = self._calls[pos] if self._final else self._indices[pos]
+        self._done[pos] = self._executor.skipped(call, reason)
+
+    def _skip(self, pos: int) -> None:
+        """``first_only``'s skip (its own words in the record)."""
+        if self._done[pos] is None:
+            self._done[pos] = self._executor.skipped(self._calls[pos])
 
     # -- streaming -----------------------------------------------------------------------------------
 
@@ -383,7 +534,7 @@ class Batch:
         2, ... (anything else, e.g. sparse indices, and the remaining calls arrive at its end).
         """
         if self._checked is None:
-            for pos in range(len(self.calls)):
+            for pos in range(len(self._calls)):
                 yield pos
             return
         queue = self._arrivals
@@ -403,21 +554,24 @@ class Batch:
             wake.set_exception(exc)
 
     def _ensure(self, n: int) -> None:
-        """Room for `n` calls (while streaming it grows in steps; `end_stream` trims it)."""
-        grow = n - len(self.done)
+        """Room for `n` calls (while streaming it grows in steps; `_end_stream` trims it)."""
+        grow = n - len(self._done)
         if grow > 0:
             if self.streaming:
-                grow = max(grow, len(self.done), 8)
-            self.done += [None] * grow
-            self.started += [None] * grow
+                grow = max(grow, len(self._done), 8)
+            self._done += [None] * grow
+            self._started += [None] * grow
+            self._claimed += [False] * grow
             self._open += [False] * grow
             self._pre += [None] * grow
             if self._checked is not None:
                 self._checked += [False] * grow
 
-    async def next_arrivals(self) -> bool:
+    async def _next_arrivals(self) -> bool:
         """Wait until calls have arrived (in ``_arrivals``) or the stream has ended; False when the
         stream has ended and every call has arrived (what `arrivals` does, without a generator)."""
+        if self._arrive_error is not None:
+            raise self._arrive_error
         if self._arrivals:
             return True
         if not self.streaming:
@@ -426,19 +580,28 @@ class Batch:
         await self._wake
         return bool(self._arrivals) or self.streaming
 
-    def arrive(self, pos: int, call: ToolCall) -> None:
+    def _arrive(self, pos: int, call: ToolCall) -> None:
         """(The loop) the call at `pos` became complete while the model streams."""
         if self._final:
             raise UsageError(f"arrive({pos}): the batch is not streaming (its calls are final)")
-        if pos >= len(self.done):
+        if pos >= len(self._done):
             self._ensure(pos + 1)
         self._indices[pos] = call  # type: ignore[index]  # (a dict while streaming)
+        direct = self._direct
+        if direct is not None:  # the built-in eager: dispatched here, without waking its task
+            try:
+                direct(pos)
+            except BaseException as exc:  # (e.g. a listener stopping the run): the strategy raises it
+                self._direct = None
+                self._arrive_error = exc
+                self._failed(exc)
+            return
         self._arrivals.append(pos)
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
 
-    def end_stream(
+    def _end_stream(
         self,
         calls: Sequence[ToolCall],
         assistant_message: dict[str, Any] | None,
@@ -447,24 +610,24 @@ class Batch:
         """(The loop) the stream ended with these calls (choice 0, model order): calls that arrived
         early are checked against what the stream ended with, and the rest arrive now."""
         early = self._indices
-        self.calls = tuple(calls)
+        self._calls = tuple(calls)
         self.assistant_message = assistant_message
         self.chunk_timing = chunk_timing
-        final = {c.index: p for p, c in enumerate(self.calls)}
+        final = {c.index: p for p, c in enumerate(self._calls)}
         moved = {pos: final[c.index] for pos, c in early.items() if final.get(c.index, pos) != pos}
         if moved:
             self._move(moved)
             early = self._indices
         self.streaming = False
-        n = len(self.calls)
+        n = len(self._calls)
         self._ensure(n)
-        if len(self.done) > n:  # the room made while streaming, beyond the final batch (all empty)
-            del self.done[n:], self.started[n:], self._open[n:], self._pre[n:]
+        if len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
+            del self._done[n:], self._started[n:], self._claimed[n:], self._open[n:], self._pre[n:]
             if self._checked is not None:
                 del self._checked[n:]
         for pos, call in early.items():
-            self._compare(pos, call, self.calls[pos])
-        for pos in range(len(self.calls)):
+            self._compare(pos, call, self._calls[pos])
+        for pos in range(len(self._calls)):
             if pos not in early:
                 self._arrivals.append(pos)
         self._final = True
@@ -476,24 +639,34 @@ class Batch:
         """Calls that arrived early sit elsewhere in the final batch: only a call index that sorts
         before them appearing later (a negative index) does that. Move their state; calls still
         running find their new position through `_moved`."""
-        n = max(len(self.calls), len(self.done))
-        fresh: list[list[Any]] = [[None] * n, [None] * n, [False] * n, [None] * n, [False] * n]
-        old: list[list[Any]] = [self.done, self.started, self._open, self._pre, self._checked or []]
-        order = [p for p in range(len(self.done)) if p not in moved] + list(moved)  # moved ones last
+        n = max(len(self._calls), len(self._done))
+        lists: list[list[Any]] = [
+            self._done,
+            self._started,
+            self._claimed,
+            self._open,
+            self._pre,
+            self._checked or [],
+        ]
+        blank: list[Any] = [None, None, False, False, None, False]
+        fresh: list[list[Any]] = [[b] * n for b in blank]
+        order = [p for p in range(len(self._done)) if p not in moved] + list(moved)  # moved ones last
         for pos in order:
-            for src, dst in zip(old, fresh, strict=True):
+            for src, dst in zip(lists, fresh, strict=True):
                 if pos < len(src):
                     dst[moved.get(pos, pos)] = src[pos]
-        self.done, self.started, self._open, self._pre = fresh[0], fresh[1], fresh[2], fresh[3]
+        self._done, self._started, self._claimed, self._open, self._pre = fresh[:5]
         if self._checked is not None:
-            self._checked = fresh[4]
+            self._checked = fresh[5]
         self._indices = {moved.get(p, p): c for p, c in self._indices.items()}
+        if self._runners:
+            self._runners = {moved.get(p, p): t for p, t in self._runners.items()}
         waiting = [moved.get(p, p) for p in self._arrivals]  # (in place: strategies hold the deque)
         self._arrivals.clear()
         self._arrivals.extend(waiting)
         self._moved = moved
 
-    def at(self, pos: int, early: bool = True) -> int:
+    def _at(self, pos: int, early: bool = True) -> int:
         """Where a call dispatched at `pos` sits now: the same, except for a call dispatched while
         the model streamed (`early`) that `_move` moved."""
         return self._moved.get(pos, pos) if early and self._moved else pos
@@ -515,60 +688,72 @@ class Batch:
                 call_index=final.index,
                 tool_call_id=final.tool_call_id,
                 message=f"call {final.tool_call_id} (position {pos}) started as {early.name}"
-                f"({early.arguments}) when its arguments formed a complete object, but the stream "
+                f"({early.arguments}) when its arguments were complete, but the stream "
                 f"ended with {final.name}({final.arguments}); the record keeps what ran",
             )
         )
 
-    # -- closing -------------------------------------------------------------------------------------
+    # -- closing (the loop) --------------------------------------------------------------------------
 
-    def began(self) -> bool:
-        """Whether any call has started or been settled."""
-        return any(t is not None for t in self.started) or any(d is not None for d in self.done)
+    def _began(self) -> bool:
+        """Whether any call has started, been settled, or had its ACTION emitted."""
+        return (
+            any(t is not None for t in self._started)
+            or any(d is not None for d in self._done)
+            or any(self._open)
+        )
 
-    def running(self) -> bool:
-        """Whether calls `start` dispatched have not all finished (the strategy did not `join`)."""
+    def _running(self) -> bool:
+        """Whether calls the strategy started (`start`, or `run` in a task of its own) have not all
+        finished."""
         group = self._group
-        return group is not None and any(not t.done() for t in group.tasks)
+        if group is not None and any(not t.done() for t in group.tasks):
+            return True
+        runners = self._runners
+        return runners is not None and any(not t.done() for t in runners.values())
 
-    async def drain(self) -> None:
-        """Cancel the calls `start` dispatched that are still running, and wait until they stopped."""
+    async def _drain(self) -> None:
+        """Cancel the calls still running (dispatched by `start`, or `run` in a task the strategy
+        left behind), and wait until they stopped."""
+        pending: list[asyncio.Task[Any]] = []
         group = self._group
-        if group is None:
-            return
-        self._group = None
-        pending = [t for t in group.tasks if not t.done()]
+        if group is not None:
+            self._group = None
+            pending += [t for t in group.tasks if not t.done()]
+        if self._runners:
+            me = asyncio.current_task()
+            pending += [t for t in set(self._runners.values()) if t is not me and not t.done()]
         for t in pending:
             t.cancel()
         if pending:
-            await asyncio.wait(pending)
+            await wait_until_stopped(pending)
 
-    def unsettled(self) -> list[int]:
+    def _unsettled(self) -> list[int]:
         """Positions of calls neither run nor skipped (after the strategy returned: its bug)."""
-        return [pos for pos, ex in enumerate(self.done) if ex is None]
+        return [pos for pos, ex in enumerate(self._done) if ex is None]
 
-    def close(self, cut: str | None = None) -> list[ToolExecution]:
+    def _close(self, cut: str | None = None) -> list[ToolExecution]:
         """The batch's records, by position. After a cut (`cut` says why), calls that had not
         finished are recorded as cancelled; every ACTION without its OBSERVATION gets one now."""
-        executor = self.executor
+        executor = self._executor
         out: list[ToolExecution] = []
         early = self._indices
-        for pos, call in enumerate(self.calls):
-            ex = self.done[pos]
+        for pos, call in enumerate(self._calls):
+            ex = self._done[pos]
             if ex is None:
-                ex = executor.cut_off(call, pos, self.started[pos], cut or "the batch was cut off")
-                self.done[pos] = ex
+                ex = executor.cut_off(call, pos, self._started[pos], cut or "the batch was cut off")
+                self._done[pos] = ex
             elif early and (ex.tool_call_id != call.tool_call_id or ex.arguments != call.arguments):
                 ran = early.get(pos)
                 if ran is not None and ran.args == call.args and ran.name == call.name:
                     ex = replace(ex, tool_call_id=call.tool_call_id, arguments=call.arguments)
-                    self.done[pos] = ex
+                    self._done[pos] = ex
             out.append(ex)
         if any(self._open):
             at = executor.now()
             for pos, is_open in enumerate(self._open):
                 if is_open:
-                    self.observe(pos, at)
+                    self._observe(pos, at)
         return out
 
 
@@ -611,10 +796,10 @@ class _Group:
         self.left = 0
         self.tasks: list[asyncio.Task[None]] = []
         self.settled = batch._settled()
-        self.screened = batch.executor.hooks.approve_call is None  # the checks need no await
+        self.screened = batch._executor.hooks.approve_call is None  # the checks need no await
         self.fast = self.screened and batch._slots is None  # nothing to await before the tool
         self.emit = batch._emit
-        self.check = batch.executor.check
+        self.check = batch._executor.check
         self.round_index = batch.round_index
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
@@ -624,7 +809,8 @@ class _Group:
         """ACTION now (unless the strategy emitted it); then the call runs in a task (waiting for
         its slots if it must)."""
         batch = self.batch
-        call = batch.calls[pos] if batch._final else batch._indices[pos]
+        final = batch._final
+        call = batch._calls[pos] if final else batch._indices[pos]
         if act:
             batch._open[pos] = True
             self.emit(make_action("action", at, self.round_index, call))
@@ -641,13 +827,13 @@ class _Group:
             if pre is not None:
                 batch._answer(pos, pre, at)
                 if self.observe:
-                    batch.observe(pos, at)
+                    batch._observe(pos, at)
                 return
         self.left += 1
         if self.fast:
-            coro = self.plain(pos, call, not batch._final)
+            coro = self.plain(pos, call, not final)
         else:
-            coro = self.one(pos, call, at, screened, not batch._final)
+            coro = self.one(pos, call, at, screened, not final)
         spawn = self.spawn
         self.tasks.append(
             asyncio.Task(coro, loop=self.loop, name=TASK_NAME)
@@ -658,13 +844,13 @@ class _Group:
     async def plain(self, pos: int, call: ToolCall, early: bool) -> None:
         """`one` for a screened call with no slots to wait for (the common case, kept lean)."""
         batch = self.batch
-        executor = batch.executor
+        executor = batch._executor
         try:
-            batch.started[pos] = started = executor._clock() - executor.origin
+            batch._started[pos] = started = executor._clock() - executor.origin
             ex = await executor.execute(call, pos, started)
             if early and batch._moved:
-                pos = batch.at(pos)
-            batch.done[pos] = ex
+                pos = batch._at(pos)
+            batch._done[pos] = ex
             if self.observe:
                 batch._open[pos] = False
                 self.emit(
@@ -678,7 +864,7 @@ class _Group:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
-            self.failed(exc, batch.at(pos, early))
+            self.failed(exc, batch._at(pos, early))
             return
         self.left -= 1
         if not self.left and not self.finished.done():
@@ -686,7 +872,7 @@ class _Group:
 
     def failed(self, exc: BaseException, pos: int) -> None:
         if isinstance(exc, Interrupted) and exc.execution is not None:
-            self.batch.done[pos] = exc.execution
+            self.batch._done[pos] = exc.execution
         self.failure.append(exc)
         if not self.finished.done():
             self.finished.set_result(None)
@@ -694,16 +880,16 @@ class _Group:
 
     async def one(self, pos: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
         batch = self.batch
-        executor = batch.executor
+        executor = batch._executor
         try:
-            pre = None if screened else await batch.verdict(pos)
+            pre = None if screened else await batch._verdict(pos)
             if early and batch._moved:
-                pos = batch.at(pos)
+                pos = batch._at(pos)
             if pre is not None:
                 now = executor.now()
                 batch._answer(pos, pre, now)
                 if self.observe:
-                    batch.observe(pos, now)
+                    batch._observe(pos, now)
             else:
                 slots = batch._slots
                 queued: float | None = None
@@ -720,9 +906,9 @@ class _Group:
                         raise
                     queued = at
                     if early and batch._moved:
-                        pos = batch.at(pos)
+                        pos = batch._at(pos)
                 started = executor._clock() - executor.origin
-                batch.started[pos] = started
+                batch._started[pos] = started
                 try:
                     ex = await executor.execute(call, pos, started)
                 finally:
@@ -731,8 +917,8 @@ class _Group:
                 if queued is not None:
                     ex = replace(ex, queued_at=queued)
                 if early and batch._moved:
-                    pos = batch.at(pos)
-                batch.done[pos] = ex
+                    pos = batch._at(pos)
+                batch._done[pos] = ex
                 if self.observe:
                     batch._open[pos] = False
                     self.emit(
@@ -746,7 +932,7 @@ class _Group:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
-            self.failed(exc, batch.at(pos, early))
+            self.failed(exc, batch._at(pos, early))
             return
         self.left -= 1
         if not self.left and not self.finished.done():
@@ -766,6 +952,6 @@ class _Group:
                 if pending:
                     for t in pending:
                         t.cancel()
-                    await asyncio.wait(pending)
+                    await wait_until_stopped(pending)
         if self.failure:
             raise self.failure[0]

@@ -77,11 +77,19 @@ class Eager(Strategy):
         # `async for pos in batch.arrivals(): batch.start(pos)`, without the generator and the
         # per-call checks: calls that arrive together are dispatched at one clock reading
         group = batch._group_for()
-        dispatch, now, queue = group.dispatch, batch.executor.now, batch._arrivals
-        while await batch.next_arrivals():
-            at = now()
-            while queue:
-                dispatch(queue.popleft(), at)
+        dispatch, now, queue = group.dispatch, batch._executor.now, batch._arrivals
+        at = now()
+        while queue:  # what arrived before this task first ran
+            dispatch(queue.popleft(), at)
+        if batch.streaming:  # from now on each call is dispatched as it arrives (no wake-up per call)
+            batch._direct = lambda pos: dispatch(pos, now())
+        try:
+            while await batch._next_arrivals():  # (the stream's end: the calls that complete only then)
+                at = now()
+                while queue:
+                    dispatch(queue.popleft(), at)
+        finally:
+            batch._direct = None
         await batch.join()
         if batch.calls:
             if batch.chunk_timing == "none":

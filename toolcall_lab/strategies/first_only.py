@@ -18,12 +18,12 @@ class FirstOnly(Strategy):
 
     async def run(self, batch: Batch) -> None:
         try:
-            await batch.screen(1)  # the others are never looked at: no approval asked, no checks
+            await batch._screen(1)  # the others are never looked at: no approval asked, no checks
             at = batch.now()
-            batch.started[0] = at
-            batch.act(0, at)
-            await batch.execute(0, at)
-            batch.observe(0)
+            batch._started[0] = at
+            batch._act(0, at)
+            await batch._execute(0, at)
+            batch._observe(0)
         finally:  # also when cut off: the rest were never going to run
             for pos in range(1, len(batch.calls)):
-                batch.skip(pos)
+                batch._skip(pos)

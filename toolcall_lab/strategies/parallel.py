@@ -7,20 +7,27 @@ once every call has finished; results go back in model order whatever order call
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import Mapping
 
 from toolcall_lab._execution import Interrupted
+from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import make_action, make_observation
 from toolcall_lab.strategies._slots import check_limits
 from toolcall_lab.strategies.base import Strategy
 from toolcall_lab.strategies.batch import TASK_NAME, Batch
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.\-]+")
+"""Tool names written bare in an option name; any other (and ``cap``) is written as a JSON string."""
 
 
 def option_name(base: str, concurrency: int | None, tool_limits: Mapping[str, int]) -> str:
     """``parallel``, ``parallel[cap=4]``, ``eager[cap=4,web_search=2]``: a name that says the options
     (and that `toolcall_lab.strategies.resolve` reads back)."""
     options = ([f"cap={concurrency}"] if concurrency is not None else []) + [
-        f"{tool}={k}" for tool, k in sorted(tool_limits.items())
+        f"{tool if _PLAIN.fullmatch(tool) and tool != 'cap' else json.dumps(tool)}={k}"
+        for tool, k in sorted(tool_limits.items())
     ]
     return f"{base}[{','.join(options)}]" if options else base
 
@@ -52,19 +59,20 @@ class Parallel(Strategy):
         return hash((type(self).__name__, self.name))
 
     async def run(self, batch: Batch) -> None:
-        if not batch.screen_now():
-            await batch.screen()
+        if not batch._screen_now():
+            await batch._screen()
         at = batch.now()  # the batch starts at one instant: one clock read for all its actions
-        emit, round_index, done, screened = batch._emit, batch.round_index, batch.done, batch._pre
+        emit, round_index, done, screened = batch._emit, batch.round_index, batch._done, batch._pre
         runnable = []
-        for pos, call in enumerate(batch.calls):
+        is_open = batch._open = [False] * len(batch.calls)  # (marked before each event: a listener
+        for pos, call in enumerate(batch.calls):  # that stops the run leaves the record consistent)
+            is_open[pos] = True
             emit(make_action("action", at, round_index, call))
             pre = screened[pos]
             if pre is None:
                 runnable.append(pos)
             else:
                 done[pos] = pre
-        batch._open = [True] * len(batch.calls)
         if runnable:
             if batch._slots is None:
                 await run_all(batch, runnable)
@@ -75,9 +83,9 @@ class Parallel(Strategy):
                 batch._group = None
                 await group.wait()
         at = batch.now()
-        for ex in done:
+        for pos, ex in enumerate(done):
+            is_open[pos] = False
             emit(make_observation("observation", at, round_index, ex))
-        batch._open = [False] * len(batch.calls)
 
 
 async def run_all(batch: Batch, positions: list[int]) -> None:
@@ -92,9 +100,9 @@ async def run_all(batch: Batch, positions: list[int]) -> None:
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
     failure: list[BaseException] = []
-    executor = batch.executor
+    executor = batch._executor
     clock, origin, execute = executor._clock, executor.origin, executor.execute
-    calls, done, started = batch.calls, batch.done, batch.started
+    calls, done, started = batch.calls, batch._done, batch._started
     left = len(positions)  # calls still to finish; the last one wakes the batch
 
     async def one(pos: int) -> None:
@@ -131,6 +139,6 @@ async def run_all(batch: Batch, positions: list[int]) -> None:
             if pending:
                 for t in pending:
                     t.cancel()
-                await asyncio.wait(pending)
+                await wait_until_stopped(pending)
     if failure:
         raise failure[0]

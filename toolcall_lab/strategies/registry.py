@@ -5,16 +5,22 @@ Everywhere a mode name is accepted (``run(mode=...)``, `replay`, `compare`, the 
 
 - a built-in name: ``sequential``, ``parallel``, ``serialized``, ``first_only``, ``eager``; ``parallel``
   and ``eager`` take options in brackets: ``parallel[cap=4]``, ``eager[cap=4,web_search=2]`` (``cap``:
-  calls at once; any other key: a tool and the most calls of it at once);
+  calls at once; any other key: a tool and the most calls of it at once; a tool named ``cap``, or
+  whose name holds other characters than letters, digits, ``_ - .``, is written as a JSON string:
+  ``parallel["cap"=2]``); each key at most once;
 - ``module:attribute`` or ``path/to/file.py:attribute``, naming a strategy object, a `Strategy`
   subclass (made with no arguments) or an ``async def f(batch)``;
 - the object itself (in Python).
+
+The built-ins' names are theirs: a strategy of your own named ``parallel`` (or ``eager[cap=2]``) is
+refused, since tables, plots and traces tell strategies apart by name.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -42,8 +48,26 @@ BUILTINS: dict[str, StrategyLike] = {
 """The built-in strategies under their plain names (stateless: one instance each serves every run)."""
 STRATEGIES: tuple[str, ...] = tuple(BUILTINS)
 _WITH_OPTIONS = {"parallel": Parallel, "eager": Eager}
-_OPTIONS = re.compile(r"^(\w+)\[(.*)\]$")
+_TYPES = tuple(type(s) for s in BUILTINS.values())
+_OPTIONS = re.compile(r"^(\w+)\[(.*)\]$", re.DOTALL)
+_OPTION = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^,=\s"]+)\s*=\s*([^,]*?)\s*(?:,|$)')
 _loaded: dict[str, StrategyLike] = {}
+
+
+def _own_name(strategy: StrategyLike, where: str) -> StrategyLike:
+    """`strategy`, unless it is not a built-in but goes by a built-in's name."""
+    if type(strategy) in _TYPES:
+        return strategy
+    name = strategy.name.strip()
+    m = _OPTIONS.match(name)
+    base = m.group(1) if m else name
+    if base in BUILTINS:
+        raise UsageError(
+            f"{where}: a strategy of your own ({type(strategy).__name__}) is named {name!r}, which is the "
+            f"built-in strategy {base!r}'s name; give it a name of its own (tables, plots and traces tell "
+            "strategies apart by name)"
+        )
+    return strategy
 
 
 def resolve(spec: Any, where: str = "mode") -> StrategyLike:
@@ -63,7 +87,7 @@ def resolve(spec: Any, where: str = "mode") -> StrategyLike:
             "(parallel and eager take options, e.g. 'eager[cap=4,web_search=2]'), a 'module:attribute' "
             "naming your own, or pass the strategy object"
         )
-    return checked(spec, f"{where}={spec!r}")
+    return _own_name(checked(spec, f"{where}={spec!r}"), f"{where}={spec!r}")
 
 
 def _with_options(base: str, options: str, text: str, where: str) -> StrategyLike:
@@ -73,17 +97,31 @@ def _with_options(base: str, options: str, text: str, where: str) -> StrategyLik
         raise UsageError(f"{where}={text!r}: {base!r} takes no options (only {takes} do)")
     concurrency: int | None = None
     limits: dict[str, int] = {}
-    for item in filter(None, (o.strip() for o in options.split(","))):
-        key, eq, value = (part.strip() for part in item.partition("="))
-        if not eq or not key or not value.isdigit():
-            raise UsageError(
-                f"{where}={text!r}: option {item!r}: use key=N (cap=N for calls at once, "
-                "TOOL=N for the most calls of a tool at once)"
-            )
-        if key == "cap":
-            concurrency = int(value)
+    pos, rest = 0, options.strip()
+    how = 'use key=N (cap=N for calls at once, TOOL=N or "TOOL"=N for the most calls of a tool at once)'
+    while pos < len(rest):
+        m = _OPTION.match(rest, pos)
+        item = rest[pos:].split(",", 1)[0].strip()
+        if m is None or not m.group(2).isdigit():
+            raise UsageError(f"{where}={text!r}: option {(m.group(0) if m else item).strip(', ')!r}: {how}")
+        raw, value = m.group(1), int(m.group(2))
+        pos = m.end()
+        if raw.startswith('"'):
+            try:
+                key = json.loads(raw)
+            except ValueError:
+                raise UsageError(f"{where}={text!r}: option key {raw}: not a JSON string") from None
+            if key in limits:
+                raise UsageError(f"{where}={text!r}: the tool {key!r} is limited twice; give each key once")
+            limits[key] = value
+        elif raw == "cap":
+            if concurrency is not None:
+                raise UsageError(f"{where}={text!r}: cap is given twice; give each key once")
+            concurrency = value
         else:
-            limits[key] = int(value)
+            if raw in limits:
+                raise UsageError(f"{where}={text!r}: the tool {raw!r} is limited twice; give each key once")
+            limits[raw] = value
     strategy: StrategyLike = make(concurrency=concurrency, tool_limits=limits)
     return strategy
 
@@ -118,7 +156,7 @@ def load(spec: str, where: str = "strategy") -> StrategyLike:
         ) from exc
     if not hasattr(module, attribute):
         raise UsageError(f"{where}={spec!r}: {module_name} has no attribute {attribute!r}")
-    strategy = checked(getattr(module, attribute), f"{where}={spec!r}")
+    strategy = _own_name(checked(getattr(module, attribute), f"{where}={spec!r}"), f"{where}={spec!r}")
     _loaded[spec] = strategy
     return strategy
 

@@ -16,11 +16,11 @@ class Sequential(Strategy):
     name = "sequential"
 
     async def run(self, batch: Batch) -> None:
-        if not batch.screen_now():
-            await batch.screen()
-        executor = batch.executor
+        if not batch._screen_now():
+            await batch._screen()
+        executor = batch._executor
         now, execute = executor.now, executor.execute
-        calls, done, started = batch.calls, batch.done, batch.started
+        calls, done, started = batch.calls, batch._done, batch._started
         screened, is_open = batch._pre, batch._open
         emit, round_index = batch._emit, batch.round_index
         settled = batch._settled()

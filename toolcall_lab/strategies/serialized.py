@@ -51,14 +51,14 @@ class Serialized(Strategy):
     name = "serialized"
 
     async def run(self, batch: Batch) -> None:
-        if not batch.screen_now():
-            await batch.screen()
-        calls, done, started = batch.calls, batch.done, batch.started
+        if not batch._screen_now():
+            await batch._screen()
+        calls, done, started = batch.calls, batch._done, batch._started
         screened, is_open = batch._pre, batch._open
         session, stand_ins = _session(batch.assistant_message or {"role": "assistant"}, calls)
         round_trip_s = batch.round_trip_s
         timing = Timing(source="placeholder", note=f"{ROUND_TRIP_PLACEHOLDER} ({round_trip_s} s)")
-        executor = batch.executor
+        executor = batch._executor
         now, execute = executor.now, executor.execute
         emit, round_index = batch._emit, batch.round_index
         settled = batch._settled()
@@ -104,4 +104,4 @@ class Serialized(Strategy):
         messages = session.tool_messages()
         if stand_ins:  # back to the ids the model sent
             messages = [{**m, "tool_call_id": c.tool_call_id} for c, m in zip(calls, messages, strict=True)]
-        batch.tool_messages = messages
+        batch._tool_messages = messages
