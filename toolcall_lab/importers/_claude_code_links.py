@@ -18,6 +18,7 @@ from typing import Any
 
 from toolcall_lab.importers._build import TOLERANCE_S, text_of
 from toolcall_lab.importers._claude_code_lines import Line
+from toolcall_lab.importers._files import decoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ def link_subagents(threads: Sequence[Sequence[Line]], tasks: Sequence[Task]) -> 
 def file_uuids(path: Path) -> set[str]:
     """The uuids of a transcript's lines (a quick read: unreadable lines are left out)."""
     out: set[str] = set()
-    for raw in path.read_bytes().decode("utf-8", errors="replace").split("\n"):
+    for raw in decoded(path.read_bytes()).split("\n"):
         if '"uuid"' not in raw:
             continue
         try:

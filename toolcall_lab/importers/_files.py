@@ -2,7 +2,9 @@
 looks like, and folders imported file by file (one unreadable file costs only itself).
 
 Bytes that are not UTF-8 are read as U+FFFD and reported per line (a ``damaged`` issue): one bad
-byte costs one character, not the file. An empty file, or one of another kind, is `NotThisKind`
+byte costs one character, not the file. A file that starts with a UTF-16 or UTF-32 byte order mark
+is decoded as that encoding, with a note saying so (editors and PowerShell's ``>`` write UTF-16). An
+empty file, or one of another kind, is `NotThisKind`
 (the message says what it looks like and which kind would read it).
 """
 
@@ -30,6 +32,18 @@ def read_text(path: Path, issues: list[Issue], bad: dict[int, int] | None = None
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    encoding = bom_encoding(data)
+    if encoding is not None:
+        text, n_bad = decode_bom(data, encoding)
+        issues.append(
+            Issue(
+                kind="damaged" if n_bad else "note",
+                where=path.name,
+                what=f"the file is {encoding} (its byte order mark says so), not UTF-8: read as {encoding}"
+                + (f"; {n_bad} sequence(s) are not valid {encoding} and are read as U+FFFD" if n_bad else ""),
+            )
+        )
+        return text
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -54,6 +68,41 @@ def read_text(path: Path, issues: list[Issue], bad: dict[int, int] | None = None
             )
         )
     return "\n".join(lines)
+
+
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32-LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32-BE"),
+    (b"\xff\xfe", "UTF-16-LE"),
+    (b"\xfe\xff", "UTF-16-BE"),
+)
+
+
+def bom_encoding(data: bytes) -> str | None:
+    """The encoding a UTF-16 / UTF-32 byte order mark at the start of `data` names (None: none)."""
+    return next((name for bom, name in _BOMS if data.startswith(bom)), None)
+
+
+def decode_bom(data: bytes, encoding: str) -> tuple[str, int]:
+    """`data` (starting with its byte order mark) decoded as `encoding`, and how many invalid
+    sequences were read as U+FFFD."""
+    bom = next(b for b, name in _BOMS if name == encoding)
+    strict = True
+    try:
+        text = data[len(bom) :].decode(encoding)
+    except UnicodeDecodeError:
+        strict = False
+        text = data[len(bom) :].decode(encoding, errors="replace")
+    return text, 0 if strict else max(1, text.count("\ufffd"))
+
+
+def decoded(data: bytes) -> str:
+    """`data` as text for a quick scan: UTF-16 / UTF-32 when a byte order mark says so, else UTF-8 with
+    U+FFFD (no report: `read_text` reports)."""
+    encoding = bom_encoding(data)
+    if encoding is not None:
+        return decode_bom(data, encoding)[0]
+    return data.decode("utf-8", errors="replace")
 
 
 def _decode(raw: bytes) -> tuple[str, list[tuple[int, int, str]]]:

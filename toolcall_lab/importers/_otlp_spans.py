@@ -12,6 +12,9 @@ from typing import Any
 from toolcall_lab.importers._build import Issue, call_entry, completion, text_of
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
+"""OpenLLMetry's ``llm.request.type`` of a model call (its Anthropic instrumentation says
+``completion`` for Messages API calls too; ``embedding`` / ``rerank`` are not model calls here)."""
 
 
 def attribute_value(v: dict[str, Any]) -> Any:
@@ -67,12 +70,20 @@ class Span:
 
     @property
     def kind(self) -> str | None:
-        oi = self.attrs.get("openinference.span.kind")
-        op = self.attrs.get("gen_ai.operation.name")
-        if oi == "LLM" or op in MODEL_OPERATIONS:
-            return "model"
-        if oi == "TOOL" or op == "execute_tool":
+        """``model``, ``tool`` or None, from whichever convention the span follows: GenAI
+        (``gen_ai.operation.name``), OpenInference (``openinference.span.kind``) or OpenLLMetry
+        (``llm.request.type`` on instrumented client calls, ``traceloop.span.kind`` on the SDK's
+        decorated functions: ``tool``, and ``llm``; its ``workflow`` / ``task`` / ``agent`` spans only
+        group others)."""
+        a = self.attrs
+        oi, op = a.get("openinference.span.kind"), a.get("gen_ai.operation.name")
+        tl = a.get("traceloop.span.kind")
+        if oi == "TOOL" or op == "execute_tool" or tl == "tool":
             return "tool"
+        if oi == "LLM" or op in MODEL_OPERATIONS or tl == "llm":
+            return "model"
+        if op is None and oi is None and a.get("llm.request.type") in LLM_REQUEST_TYPES:
+            return "model"
         return None
 
     @property
@@ -233,7 +244,63 @@ def request_messages(span: Span) -> list[dict[str, Any]]:
     flat = indexed(a, "llm.input_messages")
     if flat:
         return [_oi_message(m) for m in flat]
-    return [{"role": m.get("role"), "content": m.get("content")} for m in indexed(a, "gen_ai.prompt")]
+    return [m for item in indexed(a, "gen_ai.prompt") for m in _openllmetry_messages(item)]
+
+
+def _blocks(content: Any) -> Any:
+    """A flattened message content: OpenLLMetry writes a list of content blocks as JSON text."""
+    if isinstance(content, str) and content.lstrip().startswith("["):
+        try:
+            doc = json.loads(content)
+        except json.JSONDecodeError:
+            return content
+        if isinstance(doc, list) and all(isinstance(b, dict) and "type" in b for b in doc):
+            return doc
+    return content
+
+
+def _flat_calls(item: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        call_entry(c.get("id"), str(c.get("name")), str(c.get("arguments") or "{}"))
+        for c in indexed(item, "tool_calls")
+    ]
+
+
+def _openllmetry_messages(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """One ``gen_ai.prompt.N.*`` message (OpenLLMetry's flattened form) as chat messages.
+
+    OpenAI instrumentation: ``role``, ``content`` (blocks as JSON text), ``tool_call_id`` and
+    ``tool_calls.K.{id,name,arguments}``. Anthropic instrumentation: the content blocks as JSON text,
+    so a user message answering tool calls holds ``tool_result`` blocks (one tool message each here)
+    and an assistant message its ``tool_use`` blocks (also written as ``tool_calls.K.*``). The legacy
+    text-completion form is ``gen_ai.prompt.0.user``."""
+    if "role" not in item and "user" in item:
+        return [{"role": "user", "content": item["user"]}]
+    role, content = item.get("role"), _blocks(item.get("content"))
+    calls = _flat_calls(item)
+    out: list[dict[str, Any]] = []
+    if isinstance(content, list):
+        results = [b for b in content if b.get("type") == "tool_result"]
+        uses = [b for b in content if b.get("type") == "tool_use"]
+        rest = [b for b in content if b.get("type") not in ("tool_result", "tool_use")]
+        out += [
+            {"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": text_of(b.get("content"))}
+            | ({"is_error": True} if b.get("is_error") else {})
+            for b in results
+        ]
+        if not calls:
+            calls = [
+                call_entry(b.get("id"), str(b.get("name")), json.dumps(b.get("input") or {})) for b in uses
+            ]
+        if results and not rest:
+            return out
+        content = rest if rest else None
+    message: dict[str, Any] = {"role": role, "content": content}
+    if item.get("tool_call_id"):
+        message["tool_call_id"] = item["tool_call_id"]
+    if calls:
+        message["tool_calls"] = calls
+    return [*out, message]
 
 
 def response_body(span: Span, n: int) -> tuple[dict[str, Any], bool]:
@@ -256,15 +323,50 @@ def response_body(span: Span, n: int) -> tuple[dict[str, Any], bool]:
     elif indexed(a, "llm.output_messages"):
         message = _oi_message(indexed(a, "llm.output_messages")[0])
     else:
-        comp = (indexed(a, "gen_ai.completion") or [{}])[0]
-        message = {"role": "assistant", "content": comp.get("content")}
-        calls = indexed(comp, "tool_calls")
+        # OpenLLMetry: completion.N is choice N, but its Anthropic instrumentation writes a thinking
+        # block as completion.0 (role "thinking") and the message itself as completion.1
+        items = indexed(a, "gen_ai.completion")
+        comp = next((c for c in items if c.get("role") != "thinking"), {})
+        content = comp.get("content")
+        message = {"role": "assistant", "content": text_of(_blocks(content)) if content is not None else None}
+        if comp.get("refusal") is not None:
+            message["refusal"] = comp["refusal"]
+        calls = _flat_calls(comp)
         if calls:
-            message["tool_calls"] = [
-                call_entry(c.get("id"), str(c.get("name")), str(c.get("arguments") or "{}")) for c in calls
-            ]
+            message["tool_calls"] = calls
+            message["content"] = message["content"] or None
     message["role"] = "assistant"
-    return completion(message, response_id=rid, model=model), False
+    return completion(message, response_id=rid, model=model, usage=usage(a)), False
+
+
+def usage(a: dict[str, Any]) -> dict[str, int] | None:
+    """Token counts the span records (GenAI ``gen_ai.usage.input/output_tokens``, their older
+    ``prompt/completion_tokens`` names, OpenLLMetry's ``llm.usage.total_tokens``, OpenInference's
+    ``llm.token_count.*``) as a chat-completion ``usage``; None when it records none."""
+
+    def first(*keys: str) -> int | None:
+        for k in keys:
+            v = a.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return int(v)
+            if isinstance(v, str) and v.strip().isdigit():
+                return int(v)
+        return None
+
+    prompt = first("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+    output = first(
+        "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"
+    )
+    total = first("llm.usage.total_tokens", "gen_ai.usage.total_tokens", "llm.token_count.total")
+    if prompt is None and output is None and total is None:
+        return None
+    if total is None and prompt is not None and output is not None:
+        total = prompt + output
+    return {
+        k: v
+        for k, v in (("prompt_tokens", prompt), ("completion_tokens", output), ("total_tokens", total))
+        if v is not None
+    }
 
 
 def tool_schemas(span: Span) -> list[dict[str, Any]]:
@@ -274,6 +376,18 @@ def tool_schemas(span: Span) -> list[dict[str, Any]]:
         doc = json_attribute(item, "tool.json_schema")
         if isinstance(doc, dict) and "function" in doc:
             out.append({"type": "function", "function": doc["function"]})
+    for k, item in enumerate(indexed(a, "llm.request.functions")):
+        # OpenLLMetry: name, description and the schema as JSON text (``parameters`` from its OpenAI
+        # instrumentation, ``input_schema`` from its Anthropic one)
+        key = "parameters" if "parameters" in item else "input_schema"
+        full = f"llm.request.functions.{k}.{key}"
+        schema = json_attribute({full: item.get(key)}, full)
+        fn: dict[str, Any] = {"name": item.get("name")}
+        if item.get("description") is not None:
+            fn["description"] = item["description"]
+        fn["parameters"] = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
+        if item.get("name"):
+            out.append({"type": "function", "function": fn})
     for d in json_attribute(a, "gen_ai.tool.definitions") or []:
         if isinstance(d, dict) and d.get("name"):
             fn = d.get("function") or {k: d.get(k) for k in ("name", "description", "parameters")}

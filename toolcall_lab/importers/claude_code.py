@@ -342,9 +342,7 @@ def _thread_segments(
             mark = marked(ln, f"the response {response.message_id}")
             if mark is not None:
                 current.not_utf8.append(mark)
-        current.not_utf8 += [
-            m for ln in result_lines if (m := marked(ln, "a tool result")) is not None
-        ]
+        current.not_utf8 += [m for ln in result_lines if (m := marked(ln, "a tool result")) is not None]
         latency, timing = latency_of(response, start, end, ready_line, untrusted)
         if timing.source != "recorded":
             end = None
@@ -495,7 +493,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
             Issue(
                 kind="note",
                 where=path.name,
-                what=f"the file holds {len(sessions)} sessions ({', '.join(s[:8] for s in sessions)}): each "
+                what=f"the file holds {len(sessions)} sessions ({', '.join(_short(sessions))}): each "
                 "is read on its own, its turns numbered from 1 (titles say 'session N')",
             )
         )
@@ -601,3 +599,11 @@ def import_claude_code(path: str | Path, *, include_no_calls: bool = False) -> I
             lambda f: _file(f, include_no_calls=include_no_calls, holder=held.get(f)),
         )
     return _file(p, include_no_calls=include_no_calls)
+
+
+def _short(ids: tuple[str, ...]) -> list[str]:
+    """The ids cut to 8 characters, or to as many as it takes to tell them all apart."""
+    n = 8
+    while len({i[:n] for i in ids}) < len(set(ids)) and n < max(map(len, ids)):
+        n += 1
+    return [i[:n] for i in ids]

@@ -2,15 +2,24 @@
 
 Accepts what Phoenix, Logfire, OpenLLMetry and other exporters write: an object with
 ``resourceSpans``, a list of them, or one per line. A model call is a span with
-``gen_ai.operation.name`` ``chat`` / ``text_completion`` / ``generate_content`` (GenAI conventions) or
-``openinference.span.kind`` ``LLM`` (OpenInference); a tool execution is ``execute_tool`` or ``TOOL``.
+``gen_ai.operation.name`` ``chat`` / ``text_completion`` / ``generate_content`` (GenAI conventions),
+``openinference.span.kind`` ``LLM`` (OpenInference), or, from OpenLLMetry (Traceloop), which sets
+neither before its 0.54 releases, ``llm.request.type`` ``chat`` / ``completion`` (``openai.chat``,
+``anthropic.chat``) or ``traceloop.span.kind`` ``llm``; a tool execution is ``execute_tool``, ``TOOL``
+or ``traceloop.span.kind`` ``tool`` (its ``workflow`` / ``task`` / ``agent`` spans only group others).
+A model span around another model span (one call instrumented twice, e.g. LangChain's and OpenAI's
+instrumentations) is counted once, the inner one, with a note.
 
 Messages, in order of preference: OpenInference ``input.value`` / ``output.value`` when they hold the
 provider's request and chat-completion response (kept as they are); GenAI ``gen_ai.input.messages`` /
 ``gen_ai.output.messages`` / ``gen_ai.system_instructions`` (parts converted to chat messages);
 flattened ``llm.input_messages.N.message.*`` / ``llm.output_messages.N.message.*`` (OpenInference)
-and ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` (OpenLLMetry). Converted responses are rebuilt
-bodies (the notes say so).
+and ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` (OpenLLMetry: tool calls as ``tool_calls.K.*``,
+Anthropic content blocks as JSON text, ``tool_result`` blocks read as tool messages, a thinking block as
+a ``thinking`` completion that is not the message). Converted responses are rebuilt bodies (the notes
+say so); their token counts are the span's (``gen_ai.usage.*``, ``llm.usage.total_tokens``,
+``llm.token_count.*``). Tool schemas: ``llm.tools``, ``gen_ai.tool.definitions`` or OpenLLMetry's
+``llm.request.functions.N.*``.
 
 Model calls are grouped into conversations within an OTLP trace: a call continues a conversation
 whose last response returned tool calls when its input messages extend that response's request (the
@@ -22,18 +31,21 @@ Where each number comes from:
 
 - model latency (``recorded``): the model span's duration (the instrumented client call);
 - tool duration (``recorded``): the tool span's duration, matched by call id (``gen_ai.tool.call.id``,
-  ``tool_call.id``) or else by name in time order. The trace is placed as recorded, so tool spans
-  that overlapped overlap and the mode is what the spans show;
+  ``tool_call.id``); else (OpenLLMetry's tool spans carry no call id) by name and the arguments in
+  ``traceloop.entity.input``; else by name and order within the batch. The note says which. The
+  trace is placed as recorded, so tool spans that overlapped overlap and the mode is what the spans
+  show;
 - without tool spans, the tool time is not in the export: the gap from the end of the model span to
   the start of the conversation's next model span holds the batch and the agent's own work. For one
   call it is the call's duration, an upper bound (``recorded``, the note says so); for a batch of N
   it is ``estimated`` as gap / N per call, one after another (the export cannot tell which ran when).
 
 Results: the tool span's result (``gen_ai.tool.call.result``, ``output.value``); else the tool
-messages of the next model call's input that answer the call's id; else, for a single call, the
-messages the agent sent back after echoing the response (e.g. smolagents' ``Observation:`` user
-message); else ``not_recorded``. A tool span with status ERROR is an error. A span without valid
-start and end times is reported; numbers resting on it are placeholders.
+messages of the next model call's input that answer the call's id (an ``is_error`` one is an error);
+else OpenLLMetry's ``traceloop.entity.output`` (the function's return value as JSON); else, for a
+single call, the messages the agent sent back after echoing the response (e.g. smolagents'
+``Observation:`` user message); else ``not_recorded``. A tool span with status ERROR is an error. A
+span without valid start and end times is reported; numbers resting on it are placeholders.
 """
 
 from __future__ import annotations
@@ -137,6 +149,37 @@ def _once(spans: list[Span], where: str, issues: list[Issue]) -> list[Span]:
     return list(kept.values())
 
 
+def _outermost_removed(models: list[Span], spans: list[Span], issues: list[Issue], where: str) -> list[Span]:
+    """The model spans less those that wrap another model span of their trace: one call instrumented
+    twice (a framework's span around the client library's, e.g. OpenLLMetry's LangChain and OpenAI
+    instrumentations together). The inner span is the client call; the wrapper is reported."""
+    ids = {(s.trace_id, s.span_id) for s in models}
+    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    wrappers: dict[tuple[str, str], Span] = {}
+    for s in models:
+        parent = s.parent_id
+        seen: set[str] = set()
+        while parent is not None and parent not in seen:
+            seen.add(parent)
+            if (s.trace_id, parent) in ids:
+                wrappers[(s.trace_id, parent)] = s
+                break
+            above = by_id.get((s.trace_id, parent))
+            parent = above.parent_id if above is not None else None
+    for key, inner in wrappers.items():
+        outer = by_id[key]
+        issues.append(
+            Issue(
+                kind="note",
+                where=f"{where} trace {outer.trace_id} span {outer.span_id} ({outer.name})",
+                what=f"a model span around another model span ({inner.span_id}, {inner.name}): the same "
+                "call instrumented twice; the inner one (the client call) is imported, this one is not "
+                "counted",
+            )
+        )
+    return [s for s in models if (s.trace_id, s.span_id) not in wrappers]
+
+
 def _signature(messages: list[dict[str, Any]]) -> list[tuple[Any, str]]:
     return [(m.get("role"), text_of(m.get("content")).strip()) for m in messages]
 
@@ -166,8 +209,57 @@ def _tool_name(span: Span) -> Any:
     return (
         span.attrs.get("gen_ai.tool.name")
         or span.attrs.get("tool.name")
-        or span.name.removeprefix("execute_tool ")
+        or span.attrs.get("traceloop.entity.name")
+        or span.name.removeprefix("execute_tool ").removesuffix(".tool")
     )
+
+
+def _tool_call_id(span: Span) -> Any:
+    return span.attrs.get("gen_ai.tool.call.id") or span.attrs.get("tool_call.id")
+
+
+def _loads(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return _UNREADABLE
+
+
+_UNREADABLE = object()
+
+
+def _same_arguments(span: Span, call: dict[str, Any]) -> bool:
+    """Whether an OpenLLMetry tool span's input (``{"args": [...], "kwargs": {...}}``, the decorated
+    function's arguments) holds the call's arguments."""
+    args = _loads((call.get("function") or {}).get("arguments"))
+    got = _loads(span.attrs.get("traceloop.entity.input"))
+    if not isinstance(args, dict) or not isinstance(got, dict):
+        return False
+    if got == args:
+        return True
+    kwargs, positional = got.get("kwargs"), got.get("args")
+    return (isinstance(kwargs, dict) and kwargs == args and not positional) or (
+        positional == [args] and not kwargs
+    )
+
+
+def _span_result(span: Span) -> tuple[Any, str]:
+    """A tool span's result and where it came from ('' when it holds none)."""
+    for key in ("gen_ai.tool.call.result", "output.value"):
+        if span.attrs.get(key) is not None:
+            return span.attrs[key], ""
+    raw = span.attrs.get("traceloop.entity.output")
+    if raw is None:
+        return None, ""
+    value = _loads(raw)
+    if value is _UNREADABLE:
+        return raw, (
+            "; result: the span's traceloop.entity.output, which is not valid JSON (cut by a length "
+            "limit?): kept as it is"
+        )
+    return value, "; result: the span's traceloop.entity.output (the function's return value)"
 
 
 def _ancestors(span: Span, by_id: dict[tuple[str, str], Span]) -> list[str]:
@@ -207,15 +299,10 @@ def _results(
     for call in calls:
         cid, name = call.get("id"), (call.get("function") or {}).get("name")
         match = next(
-            (
-                t
-                for t in own
-                if cid
-                and (t.trace_id, t.span_id) not in used
-                and (t.attrs.get("gen_ai.tool.call.id") or t.attrs.get("tool_call.id")) == cid
-            ),
+            (t for t in own if cid and (t.trace_id, t.span_id) not in used and _tool_call_id(t) == cid),
             None,
         )
+        how_matched = "matched by call id"
         if match is None:
             timed = [
                 t
@@ -225,19 +312,30 @@ def _results(
                 and t.start is not None
                 and span.start <= t.start < window_end
                 and _tool_name(t) == name
+                and not (cid and _tool_call_id(t))  # a span naming another call is not this one's
             ]
             if agent is not None and timed:
                 timed.sort(key=closeness)  # stable: in time order among the nearest
-            match = timed[0] if timed else None
+            same = [t for t in timed if _same_arguments(t, call)]
+            if same:
+                match, how_matched = same[0], "matched by name and arguments (the span has no call id)"
+            elif timed:
+                match = timed[0]
+                how_matched = (
+                    "matched by name and order within the batch (the span has no call id and its "
+                    "input does not show the call's arguments)"
+                )
         answer = next(
             (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
         )
         if match is not None:
             used.add((match.trace_id, match.span_id))
-            value = match.attrs.get("gen_ai.tool.call.result", match.attrs.get("output.value"))
-            if value is None and answer is not None:
-                value = answer.get("content")
-            status: ResultStatus = "error" if match.error else "ok" if value is not None else "not_recorded"
+            value, whence = _span_result(match)
+            if answer is not None and (value is None or whence):
+                # what the model was sent back beats the function's serialized return value
+                value, whence = answer.get("content"), "; result: the tool message of the next model call"
+            failed = match.error or (answer is not None and answer.get("is_error"))
+            status: ResultStatus = "error" if failed else "ok" if value is not None else "not_recorded"
             shown = (
                 text_of(value)
                 if value is not None
@@ -265,7 +363,8 @@ def _results(
                     where=f"{where} span {match.span_id}",
                     timing=Timing(
                         source="recorded",
-                        note="the tool span's duration"
+                        note=f"the tool span's duration ({match.name}, {how_matched})"
+                        + whence
                         + ("" if value is not None or match.error else "; the span holds no result"),
                     ),
                 )
@@ -287,8 +386,10 @@ def _results(
         )
         text: str | None = None
         how = ""
+        status = "error" if answer is not None and answer.get("is_error") else "ok"
         if answer is not None:
             text = text_of(answer.get("content"))
+            how = "; result: the tool message of the next model call"
         elif nxt is not None and len(calls) == 1:
             tail = later[len(request) + 1 :] if len(later) > len(request) else []
             if tail:
@@ -303,6 +404,7 @@ def _results(
         if gap is None:
             out[i] = Result(
                 text=text,
+                status=status,
                 duration_s=0.0,
                 where=f"{where} span {span.span_id}",
                 timing=Timing(
@@ -315,6 +417,7 @@ def _results(
         if n == 1:
             out[i] = Result(
                 text=text,
+                status=status,
                 duration_s=gap,
                 end=nxt[0].start,
                 start_known=False,
@@ -328,6 +431,7 @@ def _results(
         else:
             out[i] = Result(
                 text=text,
+                status=status,
                 duration_s=gap / n,
                 end=nxt[0].start - (n - 1 - j) * gap / n,
                 start_known=False,
@@ -348,14 +452,15 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         _read(path, issues),
         key=lambda s: s.start if s.start is not None else s.end if s.end is not None else float("inf"),
     )
-    models = [s for s in spans if s.kind == "model"]
+    models = _outermost_removed([s for s in spans if s.kind == "model"], spans, issues, path.name)
     tools = [s for s in spans if s.kind == "tool"]
     if not models:
         raise wrong_kind(
             path,
             "otlp",
             f"{len(spans)} span(s) but no model call span (gen_ai.operation.name chat / "
-            "text_completion / generate_content, or openinference.span.kind LLM)",
+            "text_completion / generate_content, openinference.span.kind LLM, or OpenLLMetry's "
+            "llm.request.type chat / completion or traceloop.span.kind llm)",
         )
     conversations: list[_Conversation] = []
     open_: dict[str, list[_Conversation]] = {}
