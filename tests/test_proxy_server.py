@@ -305,7 +305,7 @@ def test_load_many_conversations_no_lost_or_crossed_results() -> None:
         n = messages[0]["content"].split(":")[0].split()[1]
         assert [m["content"] for m in messages[2:]] == [f"conv {n} {i}" for i in range(3)]
         assert [m["tool_call_id"] for m in messages[2:]] == [f"call_0_{i}" for i in range(3)]
-    assert stats["errors"] == 0
+    assert stats["error_replies_4xx"] == stats["error_replies_5xx"] == 0
 
 
 def test_already_answered_results_are_refused() -> None:

@@ -99,7 +99,8 @@ class Forwarder:
         total_timeout_s: time allowed for one upstream request from start to the end of its answer,
             stream included (a 504 past it); None: no cap.
         model: model name sent upstream instead of the client's (None: the client's).
-        stats: the server's counters (``upstream_calls``, ``passed_through``, ``errors``).
+        stats: the server's counters (``upstream_calls``, ``passed_through``, ``upstream_error_replies``,
+            ``streams_cut``).
     """
 
     def __init__(
@@ -223,7 +224,9 @@ class Forwarder:
         return response
 
     def upstream_error(self, reply: UpstreamResponse) -> Response:
-        """An upstream error as the client must see it: same status, body and Retry-After."""
+        """An upstream error as the client must see it: same status, body and Retry-After; a body that
+        is not JSON (an HTML 500 page) is quoted in an OpenAI-style JSON error, the status kept."""
+        self.stats["upstream_error_replies"] += 1
         try:
             parsed = loads(reply.body)
         except JSONError:
@@ -273,7 +276,7 @@ class Forwarder:
             async for data in reply.stream:
                 yield data
         except UpstreamError as exc:
-            self.stats["errors"] += 1
+            self.stats["streams_cut"] += 1
             yield b"data: " + dumps(error_body(exc.status, str(exc), exc.code)) + b"\n\n"
         finally:
             await reply.release()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolcall_lab.proxy._wire import dumps
+from toolcall_lab.proxy._wire import dumps, dumps_sorted
 from toolcall_lab.proxy.ids import parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
@@ -114,6 +114,11 @@ class Batch:
     """The headers of the upstream call that `final` answers."""
     final_raw: str | None = None
     """The upstream's bytes of `final` (as UTF-8 text) when it went to the client as sent."""
+    final_fields: dict[str, str] = field(default_factory=dict)
+    """`request_fields` of the request that completed the batch: a retry that differs in one is refused."""
+    rebuilt: bool = False
+    """A record made from the client's messages after the proxy forgot the batch, only to keep the reply
+    to the request that completed it (its retries get it again); it never hands out a call."""
     state: BatchState = "open"
     created_at: float = 0.0
     touched_at: float = 0.0
@@ -213,7 +218,12 @@ class Batch:
             )
         final = 0
         if self.final is not None:
-            final = len(dumps(self.final)) + len(dumps(self.final_headers)) + len(self.final_raw or "")
+            final = (
+                len(dumps(self.final))
+                + len(dumps(self.final_headers))
+                + len(self.final_raw or "")
+                + 40 * len(self.final_fields)
+            )
         return self._size + 40 * len(self.digests) + final
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,6 +238,8 @@ class Batch:
             "final": self.final,
             "final_headers": self.final_headers,
             "final_raw": self.final_raw,
+            "final_fields": self.final_fields,
+            "rebuilt": self.rebuilt,
             "state": self.state,
             "created_at": self.created_at,
             "touched_at": self.touched_at,
@@ -551,6 +563,30 @@ def check_unedited(split: Split, batch: Batch | None, tomb: Tombstone | None) ->
                 raise MalformedBatch(
                     _edit_message(f"message {index}", held.get("id"), position, split.n_calls)
                 )
+
+
+# --- what a retry of the completing request is matched on ----------------------------------------
+
+RENDER_ONLY = frozenset({"messages", "stream", "stream_options"})
+"""Request fields a retry of the completing request may change: the messages (the batch is matched by
+its ids, its calls and its results; the conversation before it is not compared) and how the kept reply
+is delivered (streamed or not)."""
+
+
+def request_fields(body: dict[str, Any]) -> dict[str, str]:
+    """A digest of each request field that can change the model's answer (all but `RENDER_ONLY`),
+    compared as JSON (spacing and key order aside)."""
+    return {
+        str(k): hashlib.sha256(dumps_sorted(v)).hexdigest()[:16]
+        for k, v in body.items()
+        if k not in RENDER_ONLY
+    }
+
+
+def differing_fields(kept: dict[str, str], body: dict[str, Any]) -> list[str]:
+    """The fields (sorted) in which `body` differs from the request whose `request_fields` are `kept`."""
+    now = request_fields(body)
+    return sorted(k for k in kept.keys() | now.keys() if kept.get(k) != now.get(k))
 
 
 # --- conversation identity for x-session-id retries ------------------------------------------------

@@ -6,7 +6,8 @@ answers from a deterministic model. So every call the proxy hands out gets an op
 
     call_tlp<batch tag>_<position>of<N>        e.g.  call_tlp4f0c9a1be27d_1of3
 
-at most 33 characters, whatever the upstream's id (OpenAI has refused ``tool_calls[].id`` longer than
+with a 0-based position (``_0of3``, ``_1of3``, ``_2of3``; error messages count the same way), at most
+33 characters, whatever the upstream's id (OpenAI has refused ``tool_calls[].id`` longer than
 40 characters). The tag is 12 random hex digits, unique among the batches the proxy holds. The id says
 that the call is one of ours (so a batch the proxy no longer holds is recognised as such, even after a
 restart without ``--state``), which batch and position it is, and how many calls the batch has. The

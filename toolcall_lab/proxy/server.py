@@ -23,7 +23,9 @@ between round trips (a system prompt with the current time). How each request is
 - **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
   id names. The next result is recorded and the next call handed out; a repeat of an earlier request
   gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
-  kept so a retry of that request gets it again. A request served from the queue is read only as far
+  kept so a retry of that request gets it again: matched on the batch's ids, calls and results and on
+  every request field but the messages and ``stream`` / ``stream_options`` (another ``model`` is a 409
+  ``retry_differs`` naming it). A request served from the queue is read only as far
   as its batch's own messages at the end of the conversation (`queued_tail`); the rest is read when
   the conversation goes upstream.
 - **Conflict**: a result for a call already answered with *different* content is a 409 naming the
@@ -35,7 +37,8 @@ between round trips (a system prompt with the current time). How each request is
 - **A batch the proxy no longer holds** (expired after ``--ttl``, evicted by ``--max-batches`` /
   ``--max-bytes``, or a restart without ``--state``): its ids still say they are the proxy's. A
   continuation that holds the whole batch (all N calls and results) is rebuilt from the client's
-  messages and forwarded; any other is a 410 naming the calls never handed out and where to cut the
+  messages and forwarded, and the answer kept for its retries in a ``rebuilt`` record; any other is a
+  410 naming the calls never handed out and where to cut the
   conversation: a partial batch is never forwarded. With ``--state FILE`` (SQLite) open batches
   survive a restart.
 - **Interrupted batch**: a batch followed by anything other than its next result (typically a new
@@ -83,8 +86,10 @@ from toolcall_lab.proxy.batches import (
     Split,
     Tombstone,
     check_unedited,
+    differing_fields,
     merged,
     pairs_at_end,
+    request_fields,
     result_digest,
     scan,
     session_key,
@@ -158,10 +163,16 @@ class ProxyServer:
             "conflicts": 0,
             "gone": 0,
             "batches_rebuilt_from_client": 0,
+            "requests_with_rebuilt_batches": 0,
             "calls_left_out": 0,
             "not_split": 0,
-            "errors": 0,
+            "error_replies_4xx": 0,
+            "error_replies_5xx": 0,
+            "upstream_error_replies": 0,
+            "proxy_faults": 0,
+            "streams_cut": 0,
         }
+        """The counters ``/health`` shows (see the README's proxy section for what each counts)."""
         idle = getattr(upstream, "timeout_s", None)
         if isinstance(idle, int | float):  # the upstream keeps its own idle timeout, never a longer one
             upstream.timeout_s = min(idle, self.settings.upstream_timeout_s)  # type: ignore[attr-defined]
@@ -233,18 +244,28 @@ class ProxyServer:
         """
         try:
             if request.path in ("/v1/chat/completions", "/chat/completions") and request.method == "POST":
-                return await self.handle(request)
-            if request.path == "/health" and request.method == "GET":
-                return await self.health(request)
-            return _not_routed(request)
+                reply = await self.handle(request)
+            elif request.path == "/health" and request.method == "GET":
+                reply = await self.health(request)
+            else:
+                reply = _not_routed(request)
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as exc:
             logger.exception("proxy bug while answering %s %s", request.method, request.path)
-            self.stats["errors"] += 1
-            return HTTPError(
+            self.stats["proxy_faults"] += 1
+            reply = HTTPError(
                 500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
             ).response()
+        self.count_reply(reply.status)
+        return reply
+
+    def count_reply(self, status: int) -> None:
+        """Count an error reply by status class, whoever made it (the proxy or the upstream)."""
+        if status >= 500:
+            self.stats["error_replies_5xx"] += 1
+        elif status >= 400:
+            self.stats["error_replies_4xx"] += 1
 
     async def health(self, request: Request) -> Response:
         self.sweep()
@@ -257,7 +278,7 @@ class ProxyServer:
         expectation it cannot meet (417), an unsupported coding (415), at the connection cap (503) or
         malformed (400, 431, 501, 505)."""
         self.stats["requests"] += 1
-        self.stats["errors"] += 1
+        self.count_reply(status)
         if status == 413:
             return HTTPError(
                 413,
@@ -326,14 +347,12 @@ class ProxyServer:
         try:
             return await self.respond(request, raw)
         except HTTPError as exc:
-            self.stats["errors"] += 1
             if exc.status == 409:
                 self.stats["conflicts"] += 1
             elif exc.status == 410:
                 self.stats["gone"] += 1
             return exc.response()
         except Reply as reply:
-            self.stats["errors"] += 1
             return reply.response
 
     async def respond(self, request: Request, raw: bytes) -> HTTPReply:
@@ -368,6 +387,8 @@ class ProxyServer:
                 "missing_tool_result",
             )
         history = splits[:-1] if tail is not None else splits
+        if any(self.forgotten(split.tag) for split in history):
+            self.stats["requests_with_rebuilt_batches"] += 1
         forms = {split.tag: self.history_form(split, messages) for split in history}
         if tail is not None:
             return await self.continue_batch(request, body, messages, history, forms, tail)
@@ -451,8 +472,10 @@ class ProxyServer:
         """The upstream's form of a batch followed by other messages; an open batch is closed here:
         finished when the client holds every result, else interrupted (see the module docstring)."""
         batch = self.store.get(split.tag)
-        if batch is None:
+        if batch is None or batch.rebuilt:  # a rebuilt record only keeps a reply: read as forgotten
             tomb = self.store.tombstone(split.tag)
+            if tomb is None and batch is not None:
+                tomb = batch.tombstone("expired", self.clock())
             self.check_calls(split, None, tomb)
             form, left_out = merged(None, split, messages, tomb)
             if self.count_rebuilt(split.tag, left_out) and left_out:
@@ -475,6 +498,12 @@ class ProxyServer:
         else:
             self.store.touch(batch)
         return merged(batch, split, messages)[0]
+
+    def forgotten(self, tag: str) -> bool:
+        """Whether the proxy reads batch `tag` back from the client's messages (it holds no record of
+        it, or only a rebuilt one)."""
+        batch = self.store.get(tag)
+        return batch is None or batch.rebuilt
 
     def count_rebuilt(self, tag: str, left_out: int) -> bool:
         """Count a batch rebuilt from the client's messages (and the calls it leaves out) once, however
@@ -540,9 +569,8 @@ class ProxyServer:
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
     ) -> HTTPReply:
-        serial = body.get("parallel_tool_calls") is False
         batch = self.store.get(tail.tag)
-        if batch is None:
+        if batch is None or (batch.rebuilt and tail.answered < batch.n_calls):
             return await self.rebuild_or_gone(request, body, messages, history, forms, tail)
         self.check_ids(batch, tail)
         self.check_calls(tail, batch, None)
@@ -586,18 +614,43 @@ class ProxyServer:
                 body, hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
             )
         if batch.final is not None:  # a retry of the request that completed the batch
-            self.stats["retries_replayed"] += 1
-            raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
-            return self.forward.render(body, batch.final, batch.final_headers, raw=raw)
+            return self.replay_final(batch, body)
         forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
         answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
-        opened = self.open_batch(answer, "") if serial else None
         if batch.state == "open":
             self.stats["batches_finished"] += 1
+        return self.finish(batch, body, answer)
+
+    def replay_final(self, batch: Batch, body: dict[str, Any]) -> Response:
+        """The kept reply to the request that completed `batch`, for a retry of that request: matched by
+        the batch's ids, calls and results (checked before), and by every request field that can change
+        the answer (`request_fields`); one that differs is a 409 naming it."""
+        differ = differing_fields(batch.final_fields, body) if batch.final_fields else []
+        if differ:
+            raise HTTPError(
+                409,
+                f"this request completes batch {batch.tag} (first call {batch.describe(0)}), which a request "
+                f"with other {', '.join(repr(f) for f in differ)} already completed; its reply is kept for "
+                "retries of that request only, and the proxy will not send the batch upstream a second time. "
+                "Retry with the same fields, or continue the conversation from that reply.",
+                "retry_differs",
+            )
+        self.stats["retries_replayed"] += 1
+        raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
+        return self.forward.render(body, batch.final or {}, batch.final_headers, raw=raw)
+
+    def finish(self, batch: Batch, body: dict[str, Any], answer: Answer) -> Response:
+        """Keep the upstream's answer to the request that completed `batch` (its retries get it again)
+        and reply with it: the first call of a new batch when it opens one, else as sent."""
+        opened = self.open_batch(answer, "") if body.get("parallel_tool_calls") is False else None
         batch.final, batch.state = opened or answer.response, "finished"
         batch.final_headers = answer.headers
         batch.final_raw = None if opened is not None else answer.raw.decode("utf-8", "surrogatepass")
-        self.store.save(batch)
+        batch.final_fields = request_fields(body)
+        try:
+            self.store.save(batch)
+        except TooLarge:  # a rebuilt record larger than the whole bound: its retries go upstream again
+            self.store.counts["finals_dropped"] += 1
         if opened is not None:
             return self.forward.render(body, opened, answer.headers)
         return self.forward.render(
@@ -631,11 +684,20 @@ class ProxyServer:
         answer = await self.forward.call_upstream(
             request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
         )
-        if body.get("parallel_tool_calls") is False:
-            return self.answer_serial(body, answer, "")
-        return self.forward.render(
-            body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
+        if not any(self.forgotten(split.tag) for split in history):  # else counted already
+            self.stats["requests_with_rebuilt_batches"] += 1
+        now = self.clock()
+        record = Batch(  # kept like a held batch's reply: a retry of this request gets the same answer
+            tag=tail.tag,
+            message=form[0],
+            template={},
+            digests=[result_digest(tail.results[p][1].get("content")) for p in range(tail.n_calls)],
+            state="finished",
+            rebuilt=True,
+            created_at=now,
+            touched_at=now,
         )
+        return self.finish(record, body, answer)
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:

@@ -116,15 +116,16 @@ class MemoryStore:
         return self._tombs.get(tag)
 
     def summary(self) -> dict[str, Any]:
-        states: dict[str, int] = {"open": 0, "finished": 0, "interrupted": 0}
+        states: dict[str, int] = {"open": 0, "finished": 0, "interrupted": 0, "rebuilt": 0}
         for b in self._batches.values():
-            states[b.state] += 1
+            states["rebuilt" if b.rebuilt else b.state] += 1
         return {
             "state_store": self.kind,
             "batches": len(self._batches),
             "open_batches": states["open"],
             "finished_batches": states["finished"],
             "interrupted_batches": states["interrupted"],
+            "rebuilt_batches": states["rebuilt"],
             "tombstones": len(self._tombs),
             "bytes": self.total_bytes,
             "max_bytes": self.limits.max_bytes,
