@@ -212,7 +212,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     result = import_source(args.kind, args.source, limit=args.limit, include_no_calls=args.include_no_calls)
     written = write_result(result, args.out)
-    print(result.report.summary())
+    full = Path(args.out) / "import_report.txt"  # every issue, where the summary below shortens lists
+    full.write_text(result.report.summary(limit=None) + "\n", encoding="utf-8")
+    print(result.report.summary(full_list=str(full)))
     print(f"wrote {len(written)} trace file(s) to {args.out}")
     if not result.report.ok:
         print(

@@ -93,7 +93,7 @@ KINDS: dict[str, Kind] = {
         Kind(
             name="tau-bench",
             function=import_tau_bench,
-            source="tau-bench trajectories (a JSON list of {task_id, traj, ...})",
+            source="tau-bench trajectories (a JSON list of {task_id, traj, ...}) or a folder of them",
             options=frozenset({"limit", "include_no_calls"}),
         ),
         Kind(

@@ -84,8 +84,9 @@ class ImportReport:
         """`ok`, and nothing in the source was damaged (the command exits 0 only then)."""
         return self.ok and not any(i.kind == "damaged" for i in self.issues)
 
-    def summary(self) -> str:
-        """A few lines for the command line."""
+    def summary(self, limit: int | None = 20, full_list: str | None = None) -> str:
+        """A few lines for the command line: at most `limit` issues of each kind (None: every one),
+        with where the complete list is (`full_list`) when some were left out here."""
         unreadable = sum(i.unreadable for i in self.issues)
         beyond = f" (+ whatever {unreadable} unreadable part(s) held)" if unreadable else ""
         lines = [
@@ -104,9 +105,11 @@ class ImportReport:
             items = [i for i in self.issues if i.kind == kind]
             if items:
                 lines.append(f"  {ISSUE_TITLES[kind]} ({len(items)}):")
-                lines += [f"    {i}" for i in items[:20]]
-                if len(items) > 20:
-                    lines.append(f"    ... and {len(items) - 20} more")
+                shown = items if limit is None else items[:limit]
+                lines += [f"    {i}" for i in shown]
+                if len(items) > len(shown):
+                    where = f" (every one is listed in {full_list})" if full_list else ""
+                    lines.append(f"    ... and {len(items) - len(shown)} more{where}")
         return "\n".join(lines)
 
 

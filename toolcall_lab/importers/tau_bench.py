@@ -33,7 +33,7 @@ from toolcall_lab.importers._build import (
     inferred_tools,
     slugify,
 )
-from toolcall_lab.importers._files import load_json, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
 TAU_MODEL = Timing(
@@ -59,14 +59,23 @@ def _status(text: str) -> Any:
 def import_tau_bench(
     path: str | Path, *, limit: int | None = None, include_no_calls: bool = False
 ) -> ImportResult:
-    """tau-bench trajectories -> one trace per user turn that led to tool calls.
+    """tau-bench trajectories (a JSON file, or a folder of them, each on its own) -> one trace per
+    user turn that led to tool calls.
 
     Args:
-        limit: import only the first `limit` trajectories (input items, not output traces: one
-            trajectory gives a trace per user turn with calls; the rest are reported as skipped).
+        limit: import only the first `limit` trajectories of each file (input items, not output
+            traces: one trajectory gives a trace per user turn with calls; the rest are reported as
+            skipped).
         include_no_calls: also import user turns the assistant answered without tools.
     """
     p = Path(path)
+    if p.is_dir():
+        return import_folder(
+            "tau-bench",
+            p,
+            (".json",),
+            lambda f: import_tau_bench(f, limit=limit, include_no_calls=include_no_calls),
+        )
     issues: list[Issue] = []
     text = read_text(p, issues)
     not_empty(p, text, "tau-bench")
