@@ -74,7 +74,8 @@ async def _skip_then_run(batch: Batch) -> None:
 )
 def test_a_user_strategy_cannot_run_a_call_twice(body: Any, says: str) -> None:
     tools = Counting()
-    result = play(scripted(MIXED[:3]), tools.registry(), mode=strategy(body.__name__.strip("_"))(body))
+    declared = strategy(body.__name__.strip("_"), skips_calls="skip" in body.__name__)(body)
+    result = play(scripted(MIXED[:3]), tools.registry(), mode=declared)
     assert (result.status, result.reason) == ("failed", "strategy_error")
     assert result.error is not None
     assert re.search(says, result.error), result.error
@@ -141,7 +142,8 @@ def test_a_user_skip_names_the_strategy_not_first_only() -> None:
         for pos in range(1, len(batch.calls)):
             batch.skip(pos, "reads only the first")
 
-    result = play(scripted(MIXED[:2]), Counting().registry(), mode=strategy("skip_rest")(skip_rest))
+    declared = strategy("skip_rest", skips_calls=True)(skip_rest)
+    result = play(scripted(MIXED[:2]), Counting().registry(), mode=declared)
     skipped = result.executions[1]
     assert skipped.status == "skipped"
     assert "skip_rest" in skipped.result and "reads only the first" in skipped.result

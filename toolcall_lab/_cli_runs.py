@@ -77,7 +77,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     Says which conversation check was made: first_only against another mode's recording (or the
     reverse) is not checked by default, because the conversations differ on purpose."""
     from toolcall_lab.exceptions import ReplayDivergenceError
-    from toolcall_lab.replay import default_check, replay
+    from toolcall_lab.replay import StartedOnSnapshotError, default_check, replay
     from toolcall_lab.strategies import STRATEGIES
     from toolcall_lab.trace_files import load
 
@@ -107,10 +107,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         result = replay(trace, spec, virtual=not args.real_time, check=check, **settings)
     except ReplayDivergenceError as exc:
-        print(
-            f"toolcall-lab replay: {args.path} diverged from its recording under {_name(spec)}: {exc}",
-            file=sys.stderr,
+        what = (
+            "cannot be replayed" if isinstance(exc, StartedOnSnapshotError) else "diverged from its recording"
         )
+        print(f"toolcall-lab replay: {args.path} {what} under {_name(spec)}: {exc}", file=sys.stderr)
         if exc.partial_result is not None:
             print(f"  replayed until then: {exc.partial_result!r}", file=sys.stderr)
         return 1

@@ -412,6 +412,7 @@ class _Run:
             tool_limits=self.tool_limits,
             round_trip_s=self.config.round_trip_s,
             streaming=streaming,
+            skips_calls=bool(getattr(self.strategy, "skips_calls", False)),
         )
 
     def received(

@@ -13,7 +13,10 @@ did (the recorded deadline, or an abort at the recorded end), so under another s
 that strategy would have finished by then. A run that ended because the model failed (between rounds,
 or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
 ``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
-`ReplayDivergenceError`, also a call whose arguments differ from those its recorded result was for.
+`ReplayDivergenceError`, also a call whose arguments differ from those its recorded result was for,
+and (`StartedOnSnapshotError`) a call a streaming strategy such as ``eager`` started on an earlier
+snapshot of its arguments than the one the stream ended with: the recording never ran that call, so
+the trace cannot evaluate that strategy.
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ Check = Literal["strict", "ids", "off"]
 
 CUT_STATUSES = frozenset({"timeout", "aborted"})
 """Outcome statuses of runs cut off from outside (deadline; abort, cancellation, interruption)."""
+
+
+class StartedOnSnapshotError(ReplayDivergenceError):
+    """A strategy that starts calls while the model streams (``eager``) started a call on an earlier
+    snapshot of its arguments (already a complete JSON object) than the one the recorded stream ended
+    with (e.g. a provider that resends the whole arguments object as it grows). That is what the
+    strategy would truly do (a ``changed_after_start`` call live), but the recording never ran the call
+    with those arguments, and a replay cannot invent its result: this trace cannot evaluate the
+    strategy. `compare` lists it in ``errors`` for that mode; the trace's other modes still compare."""
 
 
 def recorded_cut(trace: Trace) -> float | None:
@@ -227,6 +239,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     started early with arguments the stream then changed) raises `ReplayDivergenceError`.
     """
     recorded: list[ToolExecution] = []
+    streamed: dict[tuple[int, str], ToolCall] = {}
+    """(round, id and position, or id alone): each call as the recorded stream ended with it."""
     by_place: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     """(round, id and position in the batch): one provider id may be sent twice in a batch."""
     by_id: dict[tuple[int, str], deque[int]] = defaultdict(deque)
@@ -236,6 +250,9 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     cut = recorded_cut(trace) is not None
     broke_in = len(trace.rounds) - 1 if failed_mid_stream(trace) else None
     for k, r in enumerate(trace.rounds):
+        for call in r.tool_calls:
+            streamed.setdefault((k, _place(call.tool_call_id, call.index)), call)
+            streamed.setdefault((k, call.tool_call_id), call)
         for call, ex in zip(r.tool_calls, r.executions, strict=False):
             if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # the tool ran
                 recorded.append(ex)
@@ -270,6 +287,27 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 return pos
         return None
 
+    def _refuse_snapshot(call: ToolCall, name: str, k: int) -> None:
+        """The replay's chunks are the recording's, so a call that runs with other arguments than
+        those its stream ended with was started early, on an earlier snapshot of them."""
+        final = streamed.get((k, _place(call.tool_call_id, call.index))) or streamed.get(
+            (k, call.tool_call_id)
+        )
+        if final is None or final.arguments == call.arguments or final.args == call.args is not None:
+            return
+        under = f" (made under {trace.metadata.mode})" if trace.metadata.mode else ""
+        raise StartedOnSnapshotError(
+            f"{trace.metadata.title}: round {k}: this trace cannot evaluate a strategy that starts calls "
+            f"while the model streams (eager): it would have started call {call.tool_call_id} as "
+            f"{name}({_short_text(call.arguments)}), an earlier snapshot of its arguments that already "
+            f"formed a complete JSON object, but the recorded stream ended with "
+            f"{final.name}({_short_text(final.arguments)}), and the recording{under} never ran the call "
+            "with the earlier arguments: a replay cannot invent that result. That is eager's true "
+            "behaviour on this stream (live, the call runs as started, with a changed_after_start "
+            "finding); compare the other strategies on this trace, and measure eager live or on a "
+            "recording made under eager"
+        )
+
     def make(name: str) -> Any:
         async def replayed(**_: Any) -> ToolOutcome:
             call = current_tool_call.get()
@@ -279,6 +317,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
             if pos is None:
                 pos = find(by_key, dedupe_key(call) or "")
             where = f" in round {model.served - 1}" if model is not None else ""
+            if model is not None and (pos is None or not _same_arguments(call, recorded[pos])):
+                _refuse_snapshot(call, name, model.served - 1)
             if pos is None:
                 why = unknown.get((model.served - 1, call.tool_call_id)) if model is not None else None
                 if (
@@ -355,6 +395,10 @@ def _same_arguments(call: ToolCall, ex: ToolExecution) -> bool:
         return True
     ran = parse_arguments(ex.arguments)
     return type(ran) is ParsedArguments and ran.value == call.args
+
+
+def _short_text(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _between(text: str, prefix: str, suffix: str) -> str | None:

@@ -24,7 +24,14 @@ still streams; `toolcall_lab.strategies.eager`). Names and ``module:attribute`` 
 `resolve` (`toolcall_lab.strategies.registry`).
 """
 
-from toolcall_lab.strategies.base import FunctionStrategy, Strategy, StrategyLike, strategy, strategy_name
+from toolcall_lab.strategies.base import (
+    FunctionStrategy,
+    Strategy,
+    StrategyLike,
+    check_name,
+    strategy,
+    strategy_name,
+)
 from toolcall_lab.strategies.batch import Batch
 from toolcall_lab.strategies.eager import Eager
 from toolcall_lab.strategies.first_only import FirstOnly
@@ -46,6 +53,7 @@ __all__ = [
     "Strategy",
     "StrategyLike",
     "StrategySpec",
+    "check_name",
     "load",
     "name_of",
     "resolve",

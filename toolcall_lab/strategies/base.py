@@ -20,6 +20,45 @@ from toolcall_lab.strategies._slots import check_limits
 if TYPE_CHECKING:
     from toolcall_lab.strategies.batch import Batch
 
+BUILTIN_NAMES = frozenset({"sequential", "parallel", "serialized", "first_only", "eager"})
+"""The built-in strategies' names (the registry holds the strategies; a test keeps the two equal)."""
+_MISREAD = {
+    ",": "a comma (the CLI's --modes list is split on commas)",
+    ":": "a colon (a name with one reads as 'module:attribute' and is imported)",
+    "[": "a bracket (brackets are the built-ins' options, as in 'eager[cap=4]')",
+    "]": "a bracket (brackets are the built-ins' options, as in 'eager[cap=4]')",
+}
+
+
+def check_name(name: Any, where: str) -> str:
+    """`name` if a strategy of your own may go by it, else a `UsageError` saying why: it must be
+    read back as itself wherever names are read (the CLI's ``--modes`` list, ``module:attribute``
+    specs, the built-ins' options, a trace's ``metadata.mode``, tables and plots)."""
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"{where}: a strategy's name is a non-empty string, not {name!r}")
+    if name != name.strip():
+        raise UsageError(
+            f"{where}: the strategy name {name!r} has leading or trailing whitespace (it would be "
+            f"read back as {name.strip()!r}); name it {name.strip()!r}"
+        )
+    base = name.split("[", 1)[0]
+    if base.casefold() in BUILTIN_NAMES:
+        builtin = base.casefold()
+        same = "is" if name == builtin else "is read as" if base == builtin else "differs only by case from"
+        raise UsageError(
+            f"{where}: the strategy name {name!r} {same} the built-in strategy {builtin!r}'s name; give "
+            "it a name of its own (tables, plots and traces tell strategies apart by name)"
+        )
+    for char, why in _MISREAD.items():
+        if char in name:
+            raise UsageError(f"{where}: the strategy name {name!r} holds {why}; choose a name without it")
+    if any(not ch.isprintable() for ch in name):
+        raise UsageError(
+            f"{where}: the strategy name {name!r} holds a control character (a newline, a tab, ...); "
+            "choose a name of printable characters"
+        )
+    return name
+
 
 @runtime_checkable
 class StrategyLike(Protocol):
@@ -81,10 +120,10 @@ class FunctionStrategy(Strategy):
                 f"strategy {name or what!r}: {what} is not an `async def`; a strategy's function is "
                 "an `async def f(batch)` (it awaits the batch's calls)"
             )
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise UsageError(f"strategy(name={name!r}): a name is a non-empty string")
         self.function = function
-        self.name = name or function.__name__
+        self.name = check_name(
+            function.__name__ if name is None else name, f"strategy(name={name or function.__name__!r})"
+        )
         self.streams = streams
         self.skips_calls = skips_calls
 
@@ -121,9 +160,7 @@ def strategy(
     calls unanswered on purpose (``batch.skip``), so `compare` marks its runs not comparable."""
     given: Any = name
     if callable(given):
-        raise UsageError(
-            "write @strategy() or @strategy('its_name') (with parentheses) over the async def"
-        )
+        raise UsageError("write @strategy() or @strategy('its_name') (with parentheses) over the async def")
 
     def wrap(function: Callable[[Batch], Awaitable[None]]) -> FunctionStrategy:
         return FunctionStrategy(function, name, streams=streams, skips_calls=skips_calls)

@@ -124,8 +124,10 @@ class Batch:
         tool_limits: Mapping[str, int] | None = None,
         round_trip_s: float = 0.0,
         streaming: bool = False,
+        skips_calls: bool = False,
     ) -> None:
         self._executor = executor
+        self._skips_calls = skips_calls
         self.round_index = round_index
         self.strategy = strategy
         """The name of the strategy running the batch."""
@@ -513,7 +515,18 @@ class Batch:
     def skip(self, pos: int, why: str | None = None) -> None:
         """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
         this strategy and `why`), as the legacy bug of reading only ``tool_calls[0]`` does. The
-        protocol validator flags such a transcript, and `compare` marks the run not comparable."""
+        protocol validator flags such a transcript, and `compare` marks the run not comparable.
+
+        Only a strategy that declares ``skips_calls`` may skip (anything else is refused with a
+        `UsageError`): a replay and `compare` treat a strategy that skips differently from one that
+        answers every call, and they know which from the declaration, before any call runs."""
+        if not self._skips_calls:
+            raise UsageError(
+                f"strategy {self.strategy!r}: skip({pos!r}): this strategy does not declare that it "
+                "skips calls; declare it (`@strategy(..., skips_calls=True)`, or `skips_calls = True` "
+                "on a Strategy) so that replay and compare treat its runs as runs that left calls "
+                "unanswered, or run the call"
+            )
         pos = self._claim(pos, "skip")
         reason = f"the strategy {self.strategy!r} skipped it" + (f" ({why})" if why else "")
         call = self._calls[pos] if self._final else self._indices[pos]

@@ -12,8 +12,10 @@ Everywhere a mode name is accepted (``run(mode=...)``, `replay`, `compare`, the 
   subclass (made with no arguments) or an ``async def f(batch)``;
 - the object itself (in Python).
 
-The built-ins' names are theirs: a strategy of your own named ``parallel`` (or ``eager[cap=2]``) is
-refused, since tables, plots and traces tell strategies apart by name.
+The built-ins' names are theirs: a strategy of your own named ``parallel`` (or ``Parallel``, or
+``eager[cap=2]``) is refused, since tables, plots and traces tell strategies apart by name; so is a
+name the CLI or this resolver would misread (a comma, a colon, brackets, surrounding whitespace, a
+control character: `check_name`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.strategies.base import StrategyLike, checked
+from toolcall_lab.strategies.base import StrategyLike, check_name, checked
 from toolcall_lab.strategies.eager import Eager
 from toolcall_lab.strategies.first_only import FirstOnly
 from toolcall_lab.strategies.parallel import Parallel
@@ -55,18 +57,11 @@ _loaded: dict[str, StrategyLike] = {}
 
 
 def _own_name(strategy: StrategyLike, where: str) -> StrategyLike:
-    """`strategy`, unless it is not a built-in but goes by a built-in's name."""
-    if type(strategy) in _TYPES:
-        return strategy
-    name = strategy.name.strip()
-    m = _OPTIONS.match(name)
-    base = m.group(1) if m else name
-    if base in BUILTINS:
-        raise UsageError(
-            f"{where}: a strategy of your own ({type(strategy).__name__}) is named {name!r}, which is the "
-            f"built-in strategy {base!r}'s name; give it a name of its own (tables, plots and traces tell "
-            "strategies apart by name)"
-        )
+    """`strategy`, unless it is not a built-in and its name would be misread (`check_name`): a
+    built-in's name (in any case, with or without options), a comma, a colon, brackets, surrounding
+    whitespace, a control character."""
+    if type(strategy) not in _TYPES:
+        check_name(strategy.name, f"{where}: a strategy of your own ({type(strategy).__name__})")
     return strategy
 
 
