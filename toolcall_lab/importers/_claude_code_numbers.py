@@ -37,7 +37,7 @@ def chunks_of(
     last = response.lines[-1].doc.get("message") or {}
 
     def offset(ln: Line) -> float | None:
-        return None if ln.at is None or start is None else ln.at - start
+        return None if ln.at is None or start is None else round(ln.at - start, 6)
 
     for ln in response.lines:
         for block in ln.blocks:
@@ -202,7 +202,7 @@ def tool_result(
     assert start is not None
     return Result(
         text=text,
-        duration_s=max(line.at - start, 0.0),
+        duration_s=max(round(line.at - start, 6), 0.0),
         status=status,
         end=line.at,
         where=where,
@@ -231,7 +231,7 @@ def latency_of(
             f"trusted: the start of this model call is not in the log; {MODEL_S} s assumed",
         )
     if start is not None and end is not None and end >= start - TOLERANCE_S:
-        return max(end - start, 0.0), Timing(
+        return max(round(end - start, 6), 0.0), Timing(
             source="recorded",
             note=f"from the line that completed the request (line "
             f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "

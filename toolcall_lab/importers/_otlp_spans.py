@@ -92,7 +92,7 @@ class Span:
 
     @property
     def duration_s(self) -> float:
-        return 0.0 if self.start is None or self.end is None else self.end - self.start
+        return 0.0 if self.start is None or self.end is None else round(self.end - self.start, 6)
 
 
 def _nanos(value: Any) -> float | None:

@@ -79,7 +79,7 @@ def place(rounds: Sequence[Round], turns: Sequence[Turn], mode: Mode) -> tuple[l
         if turn.synthetic or turn.model_end is None:
             started = done
         else:
-            started = turn.model_end - turn.latency_s - t0
+            started = round(turn.model_end - turn.latency_s - t0, 6)  # (epoch floats: to the microsecond)
             if started < done - TOLERANCE_S and out:
                 previous = max(e.ended_at for e in out[-1].executions) if out[-1].executions else done
                 if started < previous - TOLERANCE_S:
@@ -87,19 +87,19 @@ def place(rounds: Sequence[Round], turns: Sequence[Turn], mode: Mode) -> tuple[l
                         f"round {k}'s model call would start {previous - started:.3f} s before the results "
                         "it answers came in"
                     )
-        ended = started + turn.latency_s
+        ended = round(started + turn.latency_s, 6)
         execs = []
         for ex, res in zip(rnd.executions, turn.results, strict=True):
             if res.end is None:
                 execs.append(replace(ex, started_at=ended, ended_at=ended))
                 continue
-            end = res.end - t0
+            end = round(res.end - t0, 6)
             if end - res.duration_s < ended - TOLERANCE_S and not _inside(turn, res):
                 raise Unplaced(
                     f"round {k}: call {ex.tool_call_id} would start {ended - end + res.duration_s:.3f} s "
                     "before its response ended"
                 )
-            execs.append(replace(ex, started_at=end - res.duration_s, ended_at=end))
+            execs.append(replace(ex, started_at=round(end - res.duration_s, 6), ended_at=end))
         shift = started - rnd.model_call.started_at
         mc = rnd.model_call
         out.append(
@@ -109,8 +109,8 @@ def place(rounds: Sequence[Round], turns: Sequence[Turn], mode: Mode) -> tuple[l
                 model_call=replace(
                     mc,
                     started_at=started,
-                    ended_at=ended,
-                    first_chunk_at=None if mc.first_chunk_at is None else mc.first_chunk_at + shift,
+                    ended_at=round(ended, 6),
+                    first_chunk_at=None if mc.first_chunk_at is None else round(mc.first_chunk_at + shift, 6),
                 ),
                 executions=tuple(execs),
             )

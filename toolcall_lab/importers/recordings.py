@@ -17,7 +17,9 @@ Where each number comes from:
 
 OpenAI chat responses are kept verbatim (streamed chunks, or the body as the cassette parsed it: the
 values are exact, the layout is the recorder's); Anthropic and Responses API bodies are converted to
-chat-completion bodies, and the notes say so. The request messages of a trace are the loop's, rebuilt
+chat-completion bodies, and streamed Anthropic / Responses events one for one to chat chunks
+(`_chat_chunks`: each chunk is what its event added, at the event's place, so chunk offsets follow
+the same rule as a chat stream's); the notes say so. The request messages of a trace are the loop's, rebuilt
 from the responses and results, not the recorded requests: where the recorded client sent an id of
 its own for a call the provider left without one (the trace keeps the parser's ``fallback`` id), the
 notes say which. A response with several choices (``n > 1``) continues with choice 0 (the one the
@@ -48,6 +50,7 @@ from toolcall_lab.importers._build import (
     slugify,
     text_of,
 )
+from toolcall_lab.importers._chat_chunks import chat_chunks, split_events
 from toolcall_lab.importers._files import import_folder
 from toolcall_lab.messages import ParsedResponse
 from toolcall_lab.protocol import from_anthropic
@@ -177,6 +180,8 @@ class _Conversation:
     initial: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     responses: list[tuple[Exchange, ParsedResponse]] = field(default_factory=list)
+    events: list[list[dict[str, Any]] | None] = field(default_factory=list)
+    """The stream events of each response (Anthropic, Responses streams), else None."""
     results: list[list[Result]] = field(default_factory=list)
     injected: bool = False
     """The next request added messages the model did not write after these results."""
@@ -247,6 +252,11 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
     for exchange in recording.exchanges:
         parsed_all = exchange.parse(batch=batch)
         batch += len(parsed_all)
+        groups: list[list[dict[str, Any]]] | None = None
+        if exchange.streamed and exchange.format in ("anthropic", "openai-responses"):
+            groups = split_events(exchange.items or exchange.payloads or (), exchange.format)
+            if len(groups) != len(parsed_all):
+                groups = None
         request = _request(exchange)
         target = None
         if request is not None:
@@ -275,6 +285,7 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
                     ]
                 )
             target.responses.append((exchange, parsed))
+            target.events.append(groups[k] if groups is not None else None)
         if not parsed_all[-1].tool_calls and target in open_:
             open_.remove(target)
     source_calls = sum(
@@ -311,13 +322,21 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
         turns = []
         alternatives: list[tuple[int, int, Turn]] = []
         reported = 0
-        for (exchange, parsed), results in zip(conv.responses, conv.results, strict=True):
+        converted = unconverted = 0
+        for (exchange, parsed), events, results in zip(
+            conv.responses, conv.events, conv.results, strict=True
+        ):
             if exchange.format == "openai-chat" and exchange.payloads is not None:
                 payloads = list(exchange.payloads)
             elif exchange.format == "openai-chat" and exchange.body is not None:
                 payloads = [exchange.body]
             else:
-                payloads = [chat_body(parsed, keep_fallback_ids=False)]
+                chunks = None
+                if exchange.streamed and exchange.format != "unknown":
+                    chunks = chat_chunks(events or [], exchange.format, parsed, 0)
+                    converted += chunks is not None
+                    unconverted += chunks is None
+                payloads = chunks or [chat_body(parsed, keep_fallback_ids=False)]
             latency, timing = _timing(exchange, parsed)
             reported += timing.source == "reported"
             turns.append(Turn(payloads=payloads, latency_s=latency, timing=timing, results=results))
@@ -348,7 +367,17 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
             if first.format == "openai-chat" and first.streamed
             else "chat body as recorded (values exact)"
             if first.format == "openai-chat"
+            else f"{first.format} stream events converted one for one to chat-completion chunks (each "
+            "chunk is what its event added to the message, at the event's place: rebuilt, not verbatim)"
+            + (
+                f"; {unconverted} streamed response(s) whose events did not convert kept as one "
+                "chat-completion body (no chunk times)"
+                if unconverted
+                else ""
+            )
+            if first.streamed and converted
             else f"{first.format} responses converted to chat-completion bodies (rebuilt, not verbatim)"
+            + ("; the stream's events did not convert to chat chunks (no chunk times)" if unconverted else "")
         )
         renamed = (
             "; request messages are the loop's, not the recorded requests: the recorded client answered "
