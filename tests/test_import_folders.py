@@ -58,3 +58,18 @@ def test_the_cli_writes_every_issue_where_its_summary_shortens_the_list(
     assert "bad.json: not a file of kind tau-bench" in report  # ... never lost
     assert "more" not in report.splitlines()[-1]
     assert report.count("beyond limit=2") == 198  # 200 trajectories in the file, 2 imported
+
+
+@needs_realdata
+def test_a_call_the_loop_never_runs_is_not_reported_as_a_missing_result() -> None:
+    from toolcall_lab.importers import import_recording
+
+    path = REALDATA / "watsonx-ai-java-sdk" / (
+        "watsonx_mistral-large-2512_chat_stream_parallel2_PATHOLOGICAL_snapshot_args.sse"
+    )
+    result = import_recording(path)
+    (trace,) = result.traces
+    assert [e.status for e in trace.rounds[0].executions] == ["invalid_arguments"] * 2
+    assert result.report.missing_results == 0
+    notes = [str(i) for i in result.report.issues if i.kind == "note" and "never run" in str(i)]
+    assert len(notes) == 2 and all("invalid_arguments" in n for n in notes)

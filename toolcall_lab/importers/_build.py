@@ -370,14 +370,35 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     )
 
 
+_NEVER_RUN = frozenset({"invalid_arguments", "unknown_tool"})
+
+
 def _missing_issues(trace: Trace, segment: Segment) -> tuple[int, list[Issue]]:
     """How many calls of the trace have no result in the source, and the issues listing them."""
     out = []
     count = 0
     turns = [t for t in segment.turns if not t.synthetic]
     for k, turn in enumerate(turns):
-        for r, call in zip(turn.results, trace.rounds[k].tool_calls, strict=False):
+        rnd = trace.rounds[k]
+        # a call the loop screened out (arguments not a complete JSON object, unknown tool) was never
+        # run, so no result is missing: the trace records it as what the loop did with it
+        screened = (
+            {i for i, e in enumerate(rnd.executions) if e.status in _NEVER_RUN}
+            if len(rnd.executions) == len(rnd.tool_calls)
+            else set()
+        )
+        for i, (r, call) in enumerate(zip(turn.results, rnd.tool_calls, strict=False)):
             if r.status != "not_recorded":
+                continue
+            if i in screened:
+                out.append(
+                    Issue(
+                        kind="note",
+                        where=r.where or f"{trace.metadata.title} round {k}",
+                        what=f"call {call.tool_call_id} ({call.name}) is {rnd.executions[i].status}: "
+                        "never run, so no result is missing (the trace says why)",
+                    )
+                )
                 continue
             count += 1
             if not r.listed:
