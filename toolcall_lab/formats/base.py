@@ -349,6 +349,7 @@ class PendingCall:
     next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
     snapshot_of: str | None = None  # the first name a longer snapshot replaced ('get' -> 'get_weather')
     late = False  # a delta came after the block was closed (reported once)
+    unknown_type: str | None = None  # a chat entry of a type not read: kept raw, never complete
     started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
@@ -516,6 +517,27 @@ class PendingCall:
                         **where,
                     )
                 )
+        if self.unknown_type is not None:
+            findings.append(
+                finding(
+                    "unknown_call_type",
+                    f"call {tool_call_id}: tool call of type {self.unknown_type!r} this parser does not "
+                    "read; kept raw, marked incomplete and will not be executed",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+            return new_tool_call(
+                tool_call_id,
+                name,
+                arguments,
+                self.index,
+                self.choice_index,
+                id_source,
+                False,
+                self.kind,
+                InvalidArguments(reason=f"a tool call of type {self.unknown_type!r}, not read"),
+            )
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
             complete = not failed and ended  # free-form text: nothing but the item's end says it is whole
