@@ -304,3 +304,47 @@ def test_chat_arguments_after_finish_are_a_late_delta() -> None:
 def test_an_ordinary_stream_has_no_late_delta() -> None:
     r = feed([chunk(tc(0, "call_a", "f", '{"a":')), chunk(tc(0, args=" 1}"), finish="tool_calls")])
     assert "late_delta" not in kinds(r)
+
+
+# -- nitpicks: an Anthropic block index reused; a lone surrogate only in the decoded arguments ----
+def test_anthropic_block_index_reused_is_reported() -> None:
+    from toolcall_lab.formats import AnthropicStreamAccumulator
+
+    def start(tool_id: str, name: str) -> dict[str, Any]:
+        block = {"type": "tool_use", "id": tool_id, "name": name, "input": {}}
+        return {"type": "content_block_start", "index": 0, "content_block": block}
+
+    def delta(text: str) -> dict[str, Any]:
+        return {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": text},
+        }
+
+    acc = AnthropicStreamAccumulator()
+    for e in [
+        {"type": "message_start", "message": {"id": "m", "model": "c", "content": []}},
+        start("toolu_1", "f"),
+        delta('{"a": 1}'),
+        {"type": "content_block_stop", "index": 0},
+        start("toolu_2", "g"),
+        delta('{"b": 2}'),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_stop"},
+    ]:
+        acc.feed(e)
+    r = acc.finish()
+    assert [(c.tool_call_id, c.arguments) for c in r.tool_calls] == [
+        ("toolu_1", '{"a": 1}'),
+        ("toolu_2", '{"b": 2}'),
+    ]
+    (note,) = [f for f in r.findings if f.kind == "index_reused"]
+    assert "toolu_2" in note.message
+
+
+@pytest.mark.parametrize(("args", "lone"), [('{"s": "\\ud83d"}', True), ('{"s": "\\ud83d\\ude00"}', False)])
+def test_lone_surrogate_in_the_decoded_arguments(args: str, lone: bool) -> None:
+    r = feed([chunk(tc(0, "call_a", "f", args)), chunk(finish="tool_calls")])
+    assert r.tool_calls[0].arguments == args
+    assert ("lone_surrogate" in kinds(r)) is lone

@@ -139,7 +139,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "info",
         "A later delta reuses an index for a different call (Ollama sends index 0 for every call): a "
         "different id with a name, or a different id or name once the call's arguments are complete "
-        "JSON, starts a new call.",
+        "JSON, starts a new call. Anthropic: a `content_block_start` for a tool block at an index that "
+        "already held one; the new block is a new call and later deltas at that index go to it.",
         "index 0 reused by a new call (id 'call_b', name 'get_time'); kept as call 1",
     ),
     "id_changed": KindInfo(

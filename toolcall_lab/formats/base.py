@@ -288,6 +288,21 @@ _CACHE_BELOW = 1 << 20
 huge argument is held once, as the string the model sent."""
 
 
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _decoded_lone(arguments: str, outcome: ParsedArguments) -> bool:
+    """Do the decoded arguments hold a lone surrogate (escaped in the JSON text)? Only called when the
+    text holds a ``\\u`` escape, so the common call never pays for it."""
+    if _ESCAPED_SURROGATE.search(arguments) is None:
+        return False
+    try:
+        json.dumps(outcome.value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def fix_surrogates(text: str) -> tuple[str, bool, bool]:
     """Join surrogate pairs that arrived split over two chunks; report lone surrogates.
 
@@ -572,6 +587,16 @@ class PendingCall:
                 )
             )
         outcome = parse_arguments(arguments)
+        if type(outcome) is ParsedArguments and "\\u" in arguments and _decoded_lone(arguments, outcome):
+            findings.append(
+                finding(
+                    "lone_surrogate",
+                    f"call {tool_call_id}: the decoded arguments hold a lone surrogate (an escaped "
+                    "\\ud800-\\udfff without its pair); kept as is",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
         complete = not failed
         cut_short = not ended or finish_reason == "length"
         if type(outcome) is ParsedArguments and outcome.empty and (failed or cut_short):
