@@ -201,7 +201,13 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     ):
                         tid = tc["id"]
                         name = fn["name"]
-                        if tid and name and type(tid) is str and type(name) is str and _plain(tc):
+                        if (
+                            tid
+                            and name
+                            and type(tid) is str
+                            and type(name) is str
+                            and (len(tc) == 3 or tc["type"] == "function")  # not custom/unknown
+                        ):
                             call = _new(PendingCall)  # PendingCall(...) without the __init__ call
                             call.choice_index = st.index
                             call.index = idx
@@ -786,12 +792,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
 def _by_index(call: PendingCall) -> int:
     return call.index
-
-
-def _plain(tc: dict[str, Any]) -> bool:
-    """A function tool call entry (``type`` absent or ``"function"``)."""
-    ctype = tc.get("type")
-    return ctype is None or ctype == "function"
 
 
 def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:
