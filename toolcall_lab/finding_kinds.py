@@ -139,7 +139,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "info",
         "A later delta reuses an index for a different call (Ollama sends index 0 for every call): a "
         "different id with a name, or a different id or name once the call's arguments are complete "
-        "JSON, starts a new call.",
+        "JSON, starts a new call. Anthropic: a `content_block_start` for a tool block at an index that "
+        "already held one; the new block is a new call and later deltas at that index go to it.",
         "index 0 reused by a new call (id 'call_b', name 'get_time'); kept as call 1",
     ),
     "id_changed": KindInfo(
@@ -171,6 +172,18 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "warning",
         "A later event names a call differently; the first name is kept.",
         "call 1: name changed from 'f' to 'g'; kept the first",
+    ),
+    "late_name": KindInfo(
+        "warning",
+        "A chat call's name arrived after some of its arguments, in a later delta without a new id: "
+        "it names that call (it does not start a new one, since the call had no name to differ from).",
+        "call 0 (call_a): name 'f' arrived after its arguments; read as this call's name",
+    ),
+    "unknown_call_type": KindInfo(
+        "error",
+        "A chat `tool_calls` entry of a `type` this parser does not read (not `function` or `custom`). "
+        "What it held is kept raw as the call's arguments and the call is marked incomplete, never run.",
+        "call call_x: tool call of type 'mcp' this parser does not read; kept raw, marked incomplete",
     ),
     "legacy_function_call": KindInfo(
         "info",
@@ -285,10 +298,18 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "An arguments delta for a block or item never announced (with no id to recover it); skipped.",
         "chunk 5: input_json_delta for unknown block 3; skipped",
     ),
+    "recovered_delta": KindInfo(
+        "info",
+        "A Responses arguments delta arrived before its item was announced; it was held and the call's "
+        "final arguments (`.done` / `output_item.done`) supplied what it said, so nothing is lost.",
+        "chunk 11: arguments delta for item 'fc_9' came before the item was announced; the final "
+        "arguments of call call_Z were taken, nothing lost",
+    ),
     "late_delta": KindInfo(
         "warning",
-        "An arguments delta for a block already closed (Anthropic `content_block_stop`); appended to "
-        "that call, since it is the model's output, and reported.",
+        "An arguments delta for a block already closed (Anthropic `content_block_stop`), or a chat "
+        "delta after its choice's `finish_reason`; appended to that call, since it is the model's "
+        "output, and reported.",
         "chunk 6: input_json_delta for block 0 after its content_block_stop; appended to call t1",
     ),
     "unannounced_item": KindInfo(

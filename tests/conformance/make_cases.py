@@ -2197,6 +2197,257 @@ case(
 )
 
 
+# -- third pass: custom chat tools, unknown entry types, late names, late deltas, early Responses deltas,
+#    native formats refused with their keys
+CUSTOM_DOCS = "https://platform.openai.com/docs/guides/function-calling#custom-tools"
+
+
+def custom_entry(index: int, call_id: str | None, name: str | None, text: str) -> dict[str, Any]:
+    """A Chat Completions ``tool_calls`` entry of a custom tool (``custom.input``: free-form text)."""
+    entry: dict[str, Any] = {"index": index}
+    custom: dict[str, Any] = {}
+    if call_id is not None:
+        entry["id"], entry["type"] = call_id, "custom"
+    if name is not None:
+        custom["name"] = name
+    custom["input"] = text
+    entry["custom"] = custom
+    return {"tool_calls": [entry]}
+
+
+case(
+    "chat/custom_tool_call.sse",
+    sse(
+        [
+            ROLE,
+            chunk(custom_entry(0, "call_cu1", "run_sql", "")),
+            chunk(custom_entry(0, None, None, "SELECT name FROM ")),
+            chunk(custom_entry(0, None, None, "users LIMIT 3")),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a custom tool call streamed in custom.input pieces (free-form text, not a function)",
+    category="chat-completions",
+    provider="OpenAI Chat Completions (GPT-5 custom tools)",
+    models=CUSTOM_DOCS,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_cu1", "run_sql", "SELECT name FROM users LIMIT 3", kind="custom")],
+                "findings": ["custom_tool_call"],
+                "absent": ["missing_name", "empty_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/custom_tool_call_body.json",
+    js(
+        {
+            "id": "chatcmpl-conf",
+            "object": "chat.completion",
+            "created": 1732000000,
+            "model": "conformance-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_cu2",
+                                "type": "custom",
+                                "custom": {"name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"},
+                            }
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        }
+    ),
+    quirk="a custom tool call in a whole chat.completion message (custom.input, not function.arguments)",
+    category="chat-completions",
+    provider="OpenAI Chat Completions (GPT-5 custom tools)",
+    models=CUSTOM_DOCS,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_cu2", "apply_patch", "*** Begin Patch\n*** End Patch", kind="custom")],
+                "findings": ["custom_tool_call"],
+            }
+        ]
+    },
+)
+case(
+    "chat/unknown_tool_call_type.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_px1",
+                            "type": "plugin",
+                            "plugin": {"slug": "maps", "q": "Pa"},
+                        }
+                    ]
+                }
+            ),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a tool_calls entry of a type the parser does not read (kept raw, never run)",
+    category="chat-completions",
+    provider="any server adding a tool type after function/custom",
+    models="https://platform.openai.com/docs/api-reference/chat/object (tool_calls is a union by type)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_px1", "", '{"slug":"maps","q":"Pa"}', complete=False)],
+                "findings": ["unknown_call_type"],
+            }
+        ]
+    },
+)
+case(
+    "chat/name_after_arguments.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "call_ln1", "type": "function", "function": {"arguments": WEATHER}}
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "get_weather"}}]}),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="the function name arrives after the arguments, without an id (one call, not two)",
+    category="chat-completions",
+    provider="any OpenAI-compatible server (the spec does not order a delta's fields)",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming (nothing orders name before arguments; this project's fresh-eyes test input)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_ln1", "get_weather", WEATHER)],
+                "findings": ["late_name"],
+                "absent": ["index_reused", "missing_name"],
+            }
+        ]
+    },
+)
+case(
+    "chat/arguments_after_finish.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_lf1", "get_weather", '{"city":')),
+            chunk(finish="tool_calls"),
+            chunk(more(0, '"Paris"}')),
+        ]
+    ),
+    quirk="an arguments delta after the choice's finish_reason (appended and reported)",
+    category="chat-completions",
+    provider="any OpenAI-compatible server or proxy sending a delta after the finish chunk",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming (finish_reason ends a choice; this project's fresh-eyes test input)",
+    expect={"responses": [{"calls": [call("call_lf1", "get_weather", WEATHER)], "findings": ["late_delta"]}]},
+)
+case(
+    "responses/delta_before_item_added.sse",
+    events(
+        [
+            CREATED,
+            args_delta('{"city":'),
+            call_added(FC),
+            args_delta('"Paris"}'),
+            resp("response.function_call_arguments.done", output_index=0, item_id="fc_1", arguments=WEATHER),
+            resp("response.output_item.done", output_index=0, item=FC),
+            completed([FC]),
+        ]
+    ),
+    quirk="an arguments delta before its output_item.added (held, then the start of the call)",
+    category="responses",
+    provider="OpenAI Responses API (an event order the spec does not promise)",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming (a delta before its item is announced; this project's fresh-eyes test input)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER)],
+                "findings": ["recovered_delta"],
+                "absent": ["orphan_delta", "arguments_mismatch"],
+            }
+        ]
+    },
+)
+GEMINI_NATIVE = {
+    "candidates": [
+        {
+            "content": {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}],
+            },
+            "finishReason": "STOP",
+            "index": 0,
+        }
+    ],
+    "modelVersion": "gemini-conf",
+}
+case(
+    "json/gemini_native_stream.sse",
+    sse([GEMINI_NATIVE], done=False),
+    quirk="Gemini native streamGenerateContent?alt=sse (refused, naming its keys)",
+    category="json-text",
+    provider="Gemini API (native, not the OpenAI-compatible endpoint)",
+    models="https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent",
+    expect={"raises": {"type": "UnknownFormatError", "message": "['candidates', 'modelVersion']"}},
+)
+case(
+    "json/gemini_native_array.json",
+    js([GEMINI_NATIVE]),
+    quirk="Gemini native streamGenerateContent without alt=sse: one JSON array (refused, naming its keys)",
+    category="json-text",
+    provider="Gemini API (native, not the OpenAI-compatible endpoint)",
+    models="https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent",
+    expect={"raises": {"type": "UnknownFormatError", "message": "Gemini native"}},
+)
+case(
+    "json/ollama_native.chunks.jsonl",
+    "".join(
+        js(line) + "\n"
+        for line in (
+            {
+                "model": "conf",
+                "created_at": "2025-01-01T00:00:00Z",
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+                },
+                "done": False,
+            },
+            {
+                "model": "conf",
+                "created_at": "2025-01-01T00:00:01Z",
+                "message": {"role": "assistant", "content": ""},
+                "done": True,
+            },
+        )
+    ),
+    quirk="Ollama native /api/chat NDJSON (refused, naming its keys)",
+    category="json-text",
+    provider="Ollama (native API, not /v1)",
+    models="https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools",
+    expect={"raises": {"type": "UnknownFormatError", "message": "Ollama native"}},
+)
+
+
 def write(root: Path = HERE) -> list[Path]:
     written = []
     for name, (data, spec) in CASES.items():

@@ -178,6 +178,16 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
         block = event.get("content_block") or {}
         btype = block.get("type")
+        held = self._blocks.get(event.get("index", -1))
+        if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
+            self.note(
+                "index_reused",
+                f"chunk {n}: content_block_start reuses block index {event.get('index')!r} (held call "
+                f"{held[0].tool_call_id}) for {block.get('id')!r}; kept as a new call, later deltas at "
+                "that index go to it",
+                chunk_index=n,
+                tool_call_id=block.get("id") if isinstance(block.get("id"), str) else None,
+            )
         if btype == "tool_use":
             call = PendingCall.announced(0, len(self._calls), n, block.get("id"), block.get("name"))
             self._blocks[event.get("index", -1)] = (call, True)

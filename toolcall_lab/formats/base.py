@@ -288,6 +288,21 @@ _CACHE_BELOW = 1 << 20
 huge argument is held once, as the string the model sent."""
 
 
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _decoded_lone(arguments: str, outcome: ParsedArguments) -> bool:
+    """Do the decoded arguments hold a lone surrogate (escaped in the JSON text)? Only called when the
+    text holds a ``\\u`` escape, so the common call never pays for it."""
+    if _ESCAPED_SURROGATE.search(arguments) is None:
+        return False
+    try:
+        json.dumps(outcome.value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def fix_surrogates(text: str) -> tuple[str, bool, bool]:
     """Join surrogate pairs that arrived split over two chunks; report lone surrogates.
 
@@ -349,6 +364,7 @@ class PendingCall:
     next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
     snapshot_of: str | None = None  # the first name a longer snapshot replaced ('get' -> 'get_weather')
     late = False  # a delta came after the block was closed (reported once)
+    unknown_type: str | None = None  # a chat entry of a type not read: kept raw, never complete
     started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
@@ -516,6 +532,27 @@ class PendingCall:
                         **where,
                     )
                 )
+        if self.unknown_type is not None:
+            findings.append(
+                finding(
+                    "unknown_call_type",
+                    f"call {tool_call_id}: tool call of type {self.unknown_type!r} this parser does not "
+                    "read; kept raw, marked incomplete and will not be executed",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+            return new_tool_call(
+                tool_call_id,
+                name,
+                arguments,
+                self.index,
+                self.choice_index,
+                id_source,
+                False,
+                self.kind,
+                InvalidArguments(reason=f"a tool call of type {self.unknown_type!r}, not read"),
+            )
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
             complete = not failed and ended  # free-form text: nothing but the item's end says it is whole
@@ -550,6 +587,16 @@ class PendingCall:
                 )
             )
         outcome = parse_arguments(arguments)
+        if type(outcome) is ParsedArguments and "\\u" in arguments and _decoded_lone(arguments, outcome):
+            findings.append(
+                finding(
+                    "lone_surrogate",
+                    f"call {tool_call_id}: the decoded arguments hold a lone surrogate (an escaped "
+                    "\\ud800-\\udfff without its pair); kept as is",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
         complete = not failed
         cut_short = not ended or finish_reason == "length"
         if type(outcome) is ParsedArguments and outcome.empty and (failed or cut_short):

@@ -93,8 +93,28 @@ def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
     elif doc.keys() & {"contentBlockDelta", "contentBlockStart", "messageStart", "messageStop"}:
         hint = " (it looks like an AWS Bedrock ConverseStream event, a format this parser does not read)"
     elif "candidates" in doc:
-        hint = " (it looks like a Gemini generateContent body, a format this parser does not read)"
+        hint = (
+            " (it looks like a Gemini native generateContent / streamGenerateContent body, a format this "
+            "parser does not read; Gemini's OpenAI-compatible endpoint is read)"
+        )
+    elif "message" in doc and "done" in doc:
+        hint = (
+            " (it looks like an Ollama native /api/chat body or NDJSON line, a format this parser does "
+            "not read; Ollama's OpenAI-compatible /v1 endpoint is read)"
+        )
+    elif doc.keys() & {"event_type", "generation_id"} or doc.get("type") in _COHERE_EVENTS:
+        hint = " (it looks like a Cohere chat body or stream event, a format this parser does not read)"
     return f"cannot tell the wire format of a {what} with keys {sorted(doc)[:8]}{hint}"
+
+
+_COHERE_EVENTS = frozenset(("message-start", "content-delta", "tool-call-start", "tool-plan-delta"))
+
+
+def unknown_stream(payloads: list[Any], what: str = "the stream") -> str:
+    """Why no payload of a stream has a known wire format, naming the first one's keys."""
+    first = next((p for p in payloads if isinstance(p, Mapping)), None)
+    shape = "" if first is None else "; " + unknown_shape(first, "first payload")
+    return f"no payload of {what} has a known wire format{shape}"
 
 
 def try_detect(payload: Mapping[str, Any]) -> WireFormat | None:
@@ -224,9 +244,7 @@ def iter_stream_responses(
                             continue
                         held.append(item)
                         if len(held) > _MAX_UNDETECTED:
-                            raise UnknownFormatError(
-                                f"no payload among the first {len(held)} has a known wire format"
-                            )
+                            raise UnknownFormatError(unknown_stream(held, f"the first {len(held)}"))
                         continue
                     boundary = _NEW_RESPONSE.get(fmt)
                 if after_done:
@@ -305,7 +323,7 @@ def iter_stream_responses(
         else:
             notes.append(item)  # type: ignore[arg-type]  # a framing finding
     if held:
-        raise UnknownFormatError("no payload of the stream has a known wire format")
+        raise UnknownFormatError(unknown_stream(held))
     if acc is None and damage is None and notes and last is not None:
         last = replace(last, findings=(*last.findings, *notes))  # framing findings after the last one
     if last is not None:

@@ -14,7 +14,12 @@ How a delta finds its call (each rule is a provider seen doing it; see the findi
   continues the call, reported as ``id_changed`` (LM Studio sends a new id on every fragment, some
   servers the name too). Once the arguments are complete, any different id, a different name, or
   a repeated name with new arguments starts a new call; the name alone, repeated, waits for the next
-  delta to decide (a repeat, or a second call to the same function).
+  delta to decide (a repeat, or a second call to the same function). A *first* name for a call that
+  has none (sent after its arguments) names that call (``late_name``): "another name" needs an
+  existing name to differ from. The full table is in the README ("How a chat delta finds its call").
+* ``type: "custom"`` entries (``custom.name`` / ``custom.input``) are custom tool calls (free-form
+  text); an entry of any other type is kept raw and never complete (``unknown_call_type``). A delta
+  after the choice's finish reason is appended and reported (``late_delta``).
 * Names: a piece equal to the name so far is a repeat (OpenRouter/Novita repeat the full name on
   every delta), a piece that starts with it replaces it (a snapshot, reported), any other piece is
   appended (names split as ``get_`` + ``weather``). Ids are kept once, never concatenated.
@@ -50,7 +55,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import filtered_finish, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import _other_payload, filtered_finish, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -169,7 +174,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     args = fn["arguments"]
                     call = st.calls.get(idx)
                     if call is not None:
-                        if len(tc) == 2 and len(fn) == 1 and type(args) is str:
+                        if len(tc) == 2 and len(fn) == 1 and type(args) is str and st.finish_reason is None:
                             if args:
                                 call.pieces.append(args)
                                 if self.listener is not None:
@@ -196,7 +201,13 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     ):
                         tid = tc["id"]
                         name = fn["name"]
-                        if tid and name and type(tid) is str and type(name) is str:
+                        if (
+                            tid
+                            and name
+                            and type(tid) is str
+                            and type(name) is str
+                            and (len(tc) == 3 or tc["type"] == "function")  # not custom/unknown
+                        ):
                             call = _new(PendingCall)  # PendingCall(...) without the __init__ call
                             call.choice_index = st.index
                             call.index = idx
@@ -341,11 +352,22 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if type(tc) is not dict:
                 self._malformed(n, "a tool_calls entry is not an object")
                 continue
+            ctype = tc.get("type")
             fn = tc.get("function")
+            kind = "function"
+            if ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
+                kind, fn = "custom", tc.get("custom")  # {"name", "input"}: free-form text
+                if type(fn) is dict and "input" in fn:
+                    fn = {"name": fn.get("name"), "arguments": fn["input"]}
+            elif (ctype is not None and ctype != "function") or (
+                fn is None and ctype is None and _other_payload(tc) is not None
+            ):
+                self._unknown_type(st, tc, ctype, n, seen)
+                continue
             if fn is None:
                 fn = {}
             elif type(fn) is not dict:
-                self._malformed(n, "function is not an object")
+                self._malformed(n, f"{kind} is not an object")
                 fn = {}
             tid = tc.get("id")
             if tid is not None and type(tid) is not str:
@@ -357,6 +379,19 @@ class ChatCompletionAccumulator(StreamAccumulator):
             call = self._target(st, tc.get("index"), tid, name, args, n, seen)
             if call is None:
                 continue
+            if kind == "custom" and call.kind != "custom":
+                call.kind = "custom"
+                call.quirky = True
+            if st.finish_reason is not None and not call.late and (args or name or tid):
+                call.late = True
+                self.note(
+                    "late_delta",
+                    f"chunk {n}: tool call delta for call {call.index} after choice {st.index}'s "
+                    f"finish_reason {st.finish_reason!r}; appended to that call",
+                    chunk_index=n,
+                    choice_index=st.index,
+                    call_index=call.index,
+                )
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
             if not call.started and self.listener is not None:
@@ -374,6 +409,26 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     self._arguments(st, call, args, n)
             elif args is not None and type(args) is not str:
                 self._arguments(st, call, args, n)  # {} or [] or 0 or false: still JSON, still kept
+
+    def _unknown_type(
+        self, st: _Choice, tc: dict[str, Any], ctype: Any, n: int, seen: set[int] | None
+    ) -> None:
+        """A tool call entry of a type this parser does not read: what it holds is kept raw, the call
+        marked incomplete (`unknown_call_type`), never run."""
+        payload = _other_payload(tc)
+        label = str(ctype) if ctype is not None else (payload[0] if payload else "?")
+        tid = tc.get("id")
+        tid = tid if type(tid) is str else None
+        call = self._target(st, tc.get("index"), tid, None, None, n, seen)
+        if call is None:
+            return
+        if tid:
+            self._header(call, tid, None, n)
+        if call.unknown_type is None:
+            call.unknown_type = label
+            call.quirky = True
+        raw = payload[1] if payload else {k: v for k, v in tc.items() if k != "index"}
+        self._arguments(st, call, raw if type(raw) is str else compact_json(raw), n)
 
     def _announce(self, call: PendingCall, n: int) -> None:
         """`CallStarted`, once per call, with the id and name known now."""
@@ -570,6 +625,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         elif tid == "":
             call.saw_empty_id = True
         if name:
+            if call.name is None and call.pieces:
+                self.note(
+                    "late_name",
+                    f"call {call.index} ({call.tool_call_id or 'no id yet'}): name {name!r} arrived after "
+                    "its arguments; read as this call's name",
+                    chunk_index=n,
+                    choice_index=call.choice_index,
+                    call_index=call.index,
+                )
             call.add_name(name)
 
     def _legacy(self, st: _Choice, fc: Any, n: int) -> None:
@@ -731,20 +795,28 @@ def _by_index(call: PendingCall) -> int:
 
 
 def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:
-    """Does a delta with this header start a new call where `call` is? (module docstring rules)"""
+    """Does a delta with this header start a new call where `call` is? (module docstring rules)
+
+    A first name for a call that has none (sent after its arguments) names that call unless a
+    different id comes with it: "another function" needs an existing name to differ from.
+    """
     if tid:
         if call.tool_call_id is None:  # a late id for this call, unless it already looks finished
+            if name and call.name is None:
+                return False  # a late header (id and first name) for a call that had neither
             return (bool(name) or bool(args)) and call.looks_complete()
         if tid != call.tool_call_id:
             if name and call.name is not None and name != call.name:
                 return True  # another function: a new call (Ollama), whatever came before
             return call.looks_complete()  # same name or none: a fragment (LM Studio), unless done
         # the same id naming another function once the arguments are complete: a new call (a server
-        # reusing an id); a longer snapshot of the same name is still this call
-        if not name:
+        # reusing an id); a longer snapshot of the same name is still this call; a first name names it
+        if not name or call.name is None:
             return False
-        return not name.startswith(call.name or "\0") and call.looks_complete()
+        return not name.startswith(call.name) and call.looks_complete()
     if name:
+        if call.name is None:  # a first name for this call: it names it (late_name)
+            return False
         return (name != call.name or _real_args(args)) and call.looks_complete()
     return False
 

@@ -134,12 +134,27 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                 finding("malformed_chunk", f"choice {ci}: tool call {pos} is not an object; skipped")
             )
             continue
-        fn = tc.get("function") or {}
-        fn = fn if isinstance(fn, dict) else {}
         index = given[pos] if explicit else pos
         index = index if type(index) is int else pos
-        pending = PendingCall.announced(ci, index, 0, tc.get("id"), fn.get("name"))
-        _whole_arguments(pending, fn.get("arguments"))
+        ctype = tc.get("type")
+        fn = tc.get("function")
+        if ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
+            custom = tc.get("custom")
+            custom = custom if isinstance(custom, dict) else {}
+            pending = PendingCall.announced(ci, index, 0, tc.get("id"), custom.get("name"))
+            pending.kind, pending.quirky = "custom", True  # free-form text input, not JSON
+            _whole_arguments(pending, custom.get("input"))
+        elif (ctype is not None and ctype != "function") or (fn is None and _other_payload(tc)):
+            payload = _other_payload(tc)
+            pending = PendingCall.announced(ci, index, 0, tc.get("id"), None)
+            pending.unknown_type = str(ctype) if ctype is not None else payload[0] if payload else "?"
+            pending.quirky = True
+            raw = payload[1] if payload else {k: v for k, v in tc.items() if k != "index"}
+            pending.pieces = [raw if isinstance(raw, str) else compact_json(raw)]
+        else:
+            fn = fn if isinstance(fn, dict) else {}
+            pending = PendingCall.announced(ci, index, 0, tc.get("id"), fn.get("name"))
+            _whole_arguments(pending, fn.get("arguments"))
         pendings.append(pending)
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
@@ -167,6 +182,21 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                 )
             )
     return pendings
+
+
+_ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom"))
+
+
+def _other_payload(tc: dict[str, Any]) -> tuple[str, Any] | None:
+    """The payload of a tool call entry of another type: ``tc[type]``, or the first key that is not
+    one a function or custom call has (shared with the streaming accumulator)."""
+    ctype = tc.get("type")
+    if type(ctype) is str and ctype in tc:
+        return ctype, tc[ctype]
+    for key, value in tc.items():
+        if key not in _ENTRY_KEYS:
+            return key, value
+    return None
 
 
 def _whole_arguments(pending: PendingCall, args: Any) -> None:

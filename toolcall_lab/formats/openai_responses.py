@@ -123,6 +123,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "_by_key",
         "_completed",
         "_items",
+        "_orphans",
         "_reasoning",
         "_server",
         "_text",
@@ -140,6 +141,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
         self._completed: list[Any] | None = None
+        # deltas for items not announced yet, by item id or ("#", output_index): (chunk, text)
+        self._orphans: dict[Any, list[tuple[int, str]]] | None = None
 
     def _find(self, event: Mapping[str, Any]) -> _Item | None:
         item_id = event.get("item_id")
@@ -147,6 +150,43 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         if found is None:
             found = self._by_key.get(("#", event.get("output_index")))
         return found
+
+    def _hold(self, event: Mapping[str, Any], piece: str, n: int) -> None:
+        """A delta for an item not announced yet: held until the item arrives (then it is the start of
+        its arguments), reported as ``orphan_delta`` if it never does."""
+        item_id = event.get("item_id")
+        key = item_id if item_id else ("#", event.get("output_index"))
+        if self._orphans is None:
+            self._orphans = {}
+        self._orphans.setdefault(key, []).append((n, piece if isinstance(piece, str) else ""))
+
+    def _adopt(self, entry: _Item, n: int) -> None:
+        """Give a newly announced item the deltas that came before it."""
+        orphans = self._orphans
+        assert orphans is not None
+        held = orphans.pop(entry.item_id, None) if entry.item_id else None
+        by_pos = orphans.pop(("#", entry.output_index), None)
+        held = (held or []) + (by_pos or [])
+        if not held:
+            return
+        held.sort()
+        entry.call.pieces[:0] = [piece for _, piece in held if piece]
+        self.note(
+            "recovered_delta",
+            f"chunk {held[0][0]}: {len(held)} arguments delta(s) for item {entry.item_id!r} came before "
+            f"the item was announced (chunk {n}); kept as the start of call "
+            f"{entry.call.tool_call_id}'s arguments, nothing lost",
+            chunk_index=held[0][0],
+            tool_call_id=entry.call.tool_call_id,
+        )
+        if self.listener is not None:
+            for _, piece in held:
+                if piece:
+                    self.listener(
+                        ArgumentsDelta(
+                            chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece
+                        )
+                    )
 
     def _announce(self, item: Mapping[str, Any], output_index: Any, n: int) -> _Item:
         kind = str(item.get("type"))
@@ -176,6 +216,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     name=call.name,
                 )
             )
+        if self._orphans:
+            self._adopt(entry, n)
         return entry
 
     def feed(self, event: Mapping[str, Any]) -> None:
@@ -191,12 +233,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             entry = self._find(event)
             piece = event.get("delta") or ""
             if entry is None:
-                self.note(
-                    "orphan_delta",
-                    f"chunk {n}: arguments delta for item {event.get('item_id')!r} never announced; skipped "
-                    "(recovered if the item is finished later)",
-                    chunk_index=n,
-                )
+                self._hold(event, piece, n)
             elif piece:
                 entry.call.pieces.append(piece)
                 if self.listener is not None:
@@ -348,13 +385,15 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 entry.final = final
             if item.get("status") != "incomplete":
                 entry.call.done = True
+        ending = "response.incomplete" if self.status == "incomplete" else "response.completed"
+        empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
             if id(entry) not in listed:
                 findings.append(
                     finding(
                         "not_in_completed",
                         f"call {entry.call.tool_call_id} ({entry.call.name}) streamed but not in the "
-                        "response.completed output; kept as streamed",
+                        f"{ending} output{empty}; kept as streamed",
                         chunk_index=entry.call.first_chunk,
                         tool_call_id=entry.call.tool_call_id,
                     )
@@ -397,6 +436,17 @@ class ResponsesStreamAccumulator(StreamAccumulator):
 
     def _result(self, error: str | None) -> ParsedResponse:
         findings = list(self.findings)
+        if self._orphans:
+            for key, held in self._orphans.items():
+                what = f"item {key!r}" if not isinstance(key, tuple) else f"output index {key[1]!r}"
+                findings.append(
+                    finding(
+                        "orphan_delta",
+                        f"chunk {held[0][0]}: {len(held)} arguments delta(s) for {what}, which was never "
+                        f"announced; skipped ({sum(len(p) for _, p in held)} characters)",
+                        chunk_index=held[0][0],
+                    )
+                )
         if error is None:
             self._reconcile(findings)
         calls: list[ToolCall] = []

@@ -39,6 +39,7 @@ from toolcall_lab.formats.dispatch import (
     parse_body,
     try_detect,
     unknown_shape,
+    unknown_stream,
     unreadable_response,
 )
 from toolcall_lab.formats.errors import error_message, list_error_message
@@ -415,9 +416,7 @@ def _exchange_of_stream(items: list[Any], lines: tuple[int, ...] | None = None, 
         if broken is not None and not payloads:
             raise broken
         raise UnknownFormatError(
-            "the stream holds no payloads"
-            if not payloads
-            else "no payload of the stream has a known wire format"
+            "the stream holds no payloads" if not payloads else unknown_stream(list(payloads))
         )
     return Exchange(format=fmt, payloads=payloads, items=tuple(items), lines=lines, **extra)
 
@@ -543,8 +542,11 @@ def _read(p: Path) -> Recording:
             return Recording(path=str(p), container="json", exchanges=(_exchange_of_json(doc),))
         except UnknownFormatError:
             if isinstance(doc, list):
+                first = next((x for x in doc if isinstance(x, dict)), None)
+                shape = "" if first is None else "; " + unknown_shape(first, "first element")
                 raise UnknownFormatError(
                     "JSON is neither a response body, a list of exchanges, nor a list of error objects"
+                    + shape
                 ) from None
             raise
     raise UnknownFormatError("JSON is neither a response body nor a list of exchanges")
