@@ -18,7 +18,7 @@ from toolcall_lab.clock import run_virtual
 from toolcall_lab.loop import run, run_sync
 from toolcall_lab.notebook.html import fmt, round_spans, summary_table, trace_html
 from toolcall_lab.notebook.theme import MODEL, STATUS, TRIP, WAIT
-from toolcall_lab.notebook.timeline import Axis, items_of, lane_names, timeline_svg
+from toolcall_lab.notebook.timeline import Axis, items_of, lane_names, secs, timeline_svg
 from toolcall_lab.notebook.widgets import CompareView, CorpusView, LiveView, StreamStepper, TraceView, as_doc
 from toolcall_lab.records import MODES
 from toolcall_lab.replay import replay
@@ -186,7 +186,7 @@ def test_timeline_fills_its_container_with_legend_lanes_and_exact_tooltips(faili
     assert xs and all(x.endswith("%") for x in xs)  # x in percent: sized by the container
     assert re.search(r"<title>flaky_api \(call_0_1\): ✖ error, 0\.200 s, 0\.800 → 1\.000 s", svg)
     lanes = re.findall(r"class='tcl-lane'[^>]*>([^<]+)<", html)
-    assert lanes == ["model", "call 1", "call 2", "call 3"]
+    assert lanes == ["model", "call 1 get_weather", "call 2 flaky_api", "call 3 slow_service"]
     legend = visible_text(html[html.index("tcl-legend") :])
     assert "model call" in legend and "✖ tool error" in legend and "◔ tool timeout" in legend
     for text in re.findall(r"<text[^>]*>([^<]*)</text>", svg):
@@ -870,3 +870,36 @@ def test_stored_notebook_outputs_come_from_bundled_data_only() -> None:
         text = path.read_text(encoding="utf-8")
         assert "shared/realdata" not in text.replace("../shared/realdata", ""), path.name
         assert str(REPO) not in text and "/work/" not in text, f"{path.name} stores a machine path"
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_live_view_draws_each_model_call_from_its_own_times_as_a_trace_view_does(clock) -> None:
+    """The round text and the bar say the same duration, from the model call's recorded start and
+    end (not from when the round started), and a trace of the same run draws the same bars."""
+    import asyncio
+
+    live = LiveView("live", mode="sequential", min_interval_s=0.0)
+    s = SCENARIOS["three_tools_100ms"]
+    go = run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=live.on_event)
+    result = run_virtual(go) if clock == "virtual" else asyncio.run(go)
+    doc = as_doc(result)
+    for r, recorded in zip((live.rounds[k] for k in sorted(live.rounds)), doc["rounds"], strict=True):
+        for key in ("started_at", "ended_at"):
+            assert r["response"][key] == recorded["response"][key]
+    html = live.view.value
+    bars = re.findall(r"<title>round (\d+) model call[^:]*: ([\d.]+) s, ([\d.]+) → ([\d.]+) s", html)
+    assert bars
+    for index, _dur, t0, t1 in bars:
+        call = result.rounds[int(index)].model_call
+        assert float(t0) == pytest.approx(call.started_at, abs=1e-3)
+        assert float(t1) == pytest.approx(call.ended_at, abs=1e-3)
+    said = re.findall(r"model (\d[\d.]* m?s)", visible_text(html))
+    drawn = {f"model {secs(c.model_call.latency_s)}" for c in result.rounds}
+    assert said and {f"model {t}" for t in said} <= drawn | {"model 0 s"}
+    trace_view = TraceView(doc)
+    starts = r"tcl-bar-model[^>]*x='([\d.]+)%'"  # both views' whole-run timelines, one axis
+    mine = re.findall(starts, html.split("tcl-live-timeline")[1].split("tcl-round")[0])
+    theirs = re.findall(starts, trace_view.header.value)
+    assert mine and len(mine) == len(theirs)
+    for a, b in zip(mine, theirs, strict=True):  # a marker at the very end moves left by its min width
+        assert float(a) == pytest.approx(float(b), abs=0.5)

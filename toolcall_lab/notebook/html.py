@@ -266,7 +266,7 @@ def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, An
     """A round as a tree: the request as sent, the assistant message, each call with its tool message."""
     msg = r["assistant_message"]
     resp = r["response"]
-    facts = [f"model {resp['latency_s']:.3f} s"]
+    facts = [f"model {secs(resp['ended_at'] - resp['started_at'])}"]  # the bar's own interval
     first = ttfc_text(resp)
     if first:
         facts.append(first)
