@@ -903,3 +903,43 @@ def test_live_view_draws_each_model_call_from_its_own_times_as_a_trace_view_does
     assert mine and len(mine) == len(theirs)
     for a, b in zip(mine, theirs, strict=True):  # a marker at the very end moves left by its min width
         assert float(a) == pytest.approx(float(b), abs=0.5)
+
+
+def test_a_view_saves_as_a_standalone_html_page(tmp_path) -> None:
+    """`view.save_html(path)`: the static copy with its stylesheet, never over an earlier file; the
+    stepper's page keeps its script, so it steps in a browser without a kernel."""
+    view = TraceView(SCENARIOS["weather_news_stock"].record())
+    first = view.save_html(tmp_path / "trace.html", title="weather")
+    second = view.save_html(tmp_path / "trace.html")
+    assert first.name == "trace.html" and second.name == "trace-2.html"
+    page = first.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<title>weather</title>" in page
+    assert "--tcl-fg" in page and "get_weather" in page and "tcl-timeline" in page
+    stepper = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
+    assert "onclick=" in stepper.save_html(tmp_path / "stepper.html").read_text(encoding="utf-8")
+
+
+def test_the_stepper_last_step_says_only_what_finish_did() -> None:
+    """Fallback ids are mentioned only when a call arrived without one, and name the ids given."""
+    from toolcall_lab.notebook.stream import StreamStates, frame_html
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def stream(with_id: bool) -> list[dict]:
+        call = {"index": 0, "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+        if with_id:
+            call["id"] = "call_abc"
+        return [
+            chunk({"role": "assistant", "tool_calls": [call]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}]}),
+            chunk({}, "tool_calls"),
+        ]
+
+    with_id = StreamStates.build(stream(True))
+    text = visible_text(frame_html(with_id, len(with_id) - 1))
+    assert "finalised 1 call(s), each with the id the provider sent" in text and "fallback" not in text
+    without = StreamStates.build(stream(False))
+    text = visible_text(frame_html(without, len(without) - 1))
+    assert "1 arrived without an id and got a fallback id" in text
+    assert json.loads(without.data())["e"] == without.finish_note  # the page's script says the same
