@@ -347,11 +347,16 @@ def test_static_copies_show_exactly_where_the_widget_javascript_is_missing(expor
     before = stepper.locator(".tcl-frame-label").inner_text()
     stepper.locator("button.tcl-next").click()
     after = stepper.locator(".tcl-frame-label").inner_text()
+    page.keyboard.press("ArrowRight")  # the focused button takes the arrow keys too
+    arrowed = stepper.locator(".tcl-frame-label").inner_text()
+    page.keyboard.press("End")
+    ended = stepper.locator(".tcl-frame-label").inner_text()
     page.close()
     assert shown_with_js == 0  # ... and hid their static copies
     assert shown_offline == 3 and page.is_closed()
     assert "One failing and one hanging" in texts[0] and "speedup vs sequential" in texts[1]
     assert before.startswith("chunk 0") and after.startswith("chunk 1")  # steps without a kernel
+    assert arrowed.startswith("chunk 2") and ended.startswith("after the last chunk")
 
 
 def test_static_export_steps_through_chunks_without_a_kernel(exported, browser) -> None:

@@ -312,7 +312,8 @@ def test_compare_view_shares_one_axis_and_marks_the_mode_that_skips_calls() -> N
 def test_compare_view_concurrency_cap_and_bad_settings() -> None:
     view = CompareView(SCENARIOS["multi_angle_search"].record(), modes=("parallel",))
     assert view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 0.6 + 0.8)
-    view.cap_box.value = 2
+    assert view.cap_box.value == "" and view.cap_box.placeholder == "none"  # no cap: not a 0
+    view.cap_box.value = "2"
     assert view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 1.2 + 0.8)
     queued = [
         x for r in view.results["parallel"]["rounds"] for x in r["tool_executions"] if x.get("queued_at")
@@ -943,3 +944,16 @@ def test_the_stepper_last_step_says_only_what_finish_did() -> None:
     text = visible_text(frame_html(without, len(without) - 1))
     assert "1 arrived without an id and got a fallback id" in text
     assert json.loads(without.data())["e"] == without.finish_note  # the page's script says the same
+
+
+def test_compare_view_cap_box_reads_blank_as_no_cap_and_refuses_words() -> None:
+    view = CompareView(SCENARIOS["multi_angle_search"].record(), modes=("parallel",), concurrency=2)
+    assert view.cap_box.value == "2" and view.concurrency == 2
+    view.cap_box.value = ""
+    assert view.concurrency == 0 and view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 0.6 + 0.8)
+    view.cap_box.value = "three"
+    assert view.concurrency == 0 and view.cap_box.value == ""
+    with pytest.raises(Exception, match="positive whole number"):  # what the error area shows
+        view._cap_typed({"new": "-1"})
+    view.concurrency = 3
+    assert view.cap_box.value == "3"

@@ -8,6 +8,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from toolcall_lab.exceptions import UsageError
 from toolcall_lab.notebook._controls import (
     ExportBar,
     OpenBox,
@@ -73,7 +74,14 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.mode_box = widgets.SelectMultiple(
             options=options, value=tuple(modes), description="modes", rows=min(6, len(options))
         )
-        self.cap_box = widgets.BoundedIntText(value=concurrency or 0, min=0, max=1000, description="cap")
+        self.cap_box = widgets.Text(
+            value=str(concurrency) if concurrency else "",
+            placeholder="none",
+            description="cap",
+            tooltip="calls at once in parallel and eager modes: a number, blank for no cap",
+            continuous_update=False,
+            layout=widgets.Layout(width="14em"),
+        )
         self.rtt_box = widgets.FloatSlider(
             value=round_trip_s * 1000,
             min=0,
@@ -125,13 +133,30 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self._round_options()
         self.modes, self.concurrency, self.round_trip_ms = tuple(modes), concurrency or 0, round_trip_s * 1000
         widgets.link((self.mode_box, "value"), (self, "modes"))
-        widgets.link((self.cap_box, "value"), (self, "concurrency"))
+        # blank or "none" in the box is no cap (0 here); both ways, by hand: a bad entry resets the box
+        self.cap_box.observe(guarded(self.errors, self._cap_typed), names=["value"])
+        self.observe(lambda change: setattr(self.cap_box, "value", self._cap_text()), names=["concurrency"])
         widgets.link((self.rtt_box, "value"), (self, "round_trip_ms"))
         widgets.link((self.round_box, "value"), (self, "selected_round"))
         self.observe(guarded(self.errors, self.rerun), names=["modes", "concurrency", "round_trip_ms"])
         self.observe(guarded(self.errors, self.render), names=["selected_round"])
         self.trace_box.observe(guarded(self.errors, self._chosen), names=["value"])
         self.rerun()
+
+    def _cap_text(self) -> str:
+        return str(self.concurrency) if self.concurrency else ""
+
+    def _cap_typed(self, change: Any) -> None:
+        """The cap box's text as a cap: blank or none is no cap; anything else must be a whole number
+        (said in the view's error area, the box goes back to the cap in force)."""
+        text = str(change["new"]).strip().lower()
+        if text in ("", "none", "0"):
+            self.concurrency = 0
+        elif text.isdigit():
+            self.concurrency = int(text)
+        else:
+            self.cap_box.value = self._cap_text()
+            raise UsageError(f"cap {text!r}: use a positive whole number of calls at once, or leave it blank")
 
     @traitlets.validate("concurrency")
     def _valid_cap(self, proposal: Any) -> int:

@@ -390,6 +390,13 @@ _CLICK = (
     "b.textContent='▶ play';return}go(+s.value+1)},500)}"
 )
 _INPUT = "if(event.target.type=='range')go(+event.target.value);"
+# Arrow keys, Home and End on any control (buttons too, not just the slider, which steps itself).
+_KEY = (
+    "if(event.target.type=='range')return;"
+    "var K={ArrowLeft:-1,ArrowDown:-1,ArrowRight:1,ArrowUp:1}[event.key];"
+    "if(K){go(+s.value+K)}else if(event.key=='Home'){go(0)}else if(event.key=='End'){go(L)}else return;"
+    "event.preventDefault();event.stopPropagation()"
+)
 
 
 def stepper_html(states: StreamStates, step: int = 0, *, data: str | None = None) -> str:
@@ -404,7 +411,8 @@ def stepper_html(states: StreamStates, step: int = 0, *, data: str | None = None
         )
 
     controls = (
-        f'<div class=\'tcl-controls\' onclick="{e(_JS + _CLICK)}" oninput="{e(_JS + _INPUT)}">'
+        f'<div class=\'tcl-controls\' onclick="{e(_JS + _CLICK)}" oninput="{e(_JS + _INPUT)}" '
+        f'onkeydown="{e(_JS + _KEY)}" data-lm-suppress-shortcuts="true">'
         + button("first", "◀◀ first", "first chunk")
         + button("prev", "◀ previous", "previous chunk")
         + button("play", "▶ play", "play through the chunks")
