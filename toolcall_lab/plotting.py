@@ -251,6 +251,8 @@ def gantt(
         name = strategy.name
         why = summary.get("not_comparable_why") or ""
         skipped = f" · ⚠ not comparable: {why}" if why else ""
+        if summary.get("status") not in (None, "completed"):  # how the run ended, when not normally
+            skipped = f" · ⚠ ended {summary['status']} / {summary.get('reason')}" + skipped
         notes = " ".join(n for r in result.rounds for n in r.strategy_notes)
         noted = ""
         if "ran as parallel" in notes:

@@ -19,7 +19,14 @@ from toolcall_lab.notebook._controls import (
     wrap,
 )
 from toolcall_lab.notebook.export import calls_rows
-from toolcall_lab.notebook.html import round_duration, round_html, summary_table, timing_summary
+from toolcall_lab.notebook.html import (
+    comparable,
+    round_duration,
+    round_html,
+    run_state,
+    summary_table,
+    timing_summary,
+)
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.theme import article, e
@@ -142,6 +149,13 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.observe(guarded(self.errors, self.render), names=["selected_round"])
         self.trace_box.observe(guarded(self.errors, self._chosen), names=["value"])
         self.rerun()
+
+    @property
+    def table(self) -> Any:
+        """Every column `analysis.run_rows` gives per mode (the summary shows a few), as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
 
     def _cap_text(self) -> str:
         return str(self.concurrency) if self.concurrency else ""
@@ -272,7 +286,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
             items = items_of(doc["rounds"])
             drawn += items
-            warn = f" · ⚠ skipped {row['skipped']} call(s): not comparable" if row["skipped"] else ""
+            why, state = comparable(row), run_state(row)
+            warn = f" · ⚠ ended {state}" if state else ""
+            warn += f" · ⚠ not comparable: {why}" if why else ""
             notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
             warn += "".join(f" · note: {n}" for n in notes)
             blocks.append(
@@ -310,7 +326,14 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 body = round_html(r, previous=prev, span=span)
             else:
                 body = f"<i>no round {self.selected_round} in this run</i>"
-            panels.append(f"<div class='tcl-panel' data-mode='{e(mode)}'><b>{e(mode)}</b>{body}</div>")
+            row = next((x for x in self.rows if x["mode"] == mode), {})
+            why, state = comparable(row), run_state(row)
+            flags = (f" · ⚠ ended {state}" if state else "") + (" · ⚠ not comparable" if why else "")
+            tip = f" title='{e(why)}'" if why else ""
+            panels.append(
+                f"<div class='tcl-panel' data-mode='{e(mode)}'><b>{e(mode)}</b>"
+                f"<span class='tcl-muted'{tip}>{e(flags)}</span>{body}</div>"
+            )
         self.details.value = wrap(
             f"<div class='tcl-muted'>round {self.selected_round} under each mode, on one time axis "
             f"({secs(span)} from each round's start)</div>"

@@ -123,6 +123,8 @@ CSS = """<style>
 .tcl .tcl-table td.tcl-left,.tcl .tcl-table th.tcl-left{text-align:left}
 .tcl .tcl-table td,.tcl .tcl-table th{white-space:nowrap}
 .tcl .tcl-table tr.tcl-nc td{background:var(--tcl-bg2)}
+.tcl .tcl-summary th{white-space:normal;max-width:7.5em;vertical-align:bottom}
+.tcl ul.tcl-notes{margin:2px 0 4px 18px;padding:0;font-size:12px;color:var(--tcl-fg2)}
 .tcl .tcl-scroll{overflow-x:auto;max-width:100%}
 .tcl .tcl-tl{margin:4px 0 2px 0;min-width:0}
 .tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(220px,1fr);column-gap:6px}
