@@ -196,9 +196,10 @@ def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) ->
     assert not measured["bars"], measured["bars"][:10]  # every bar stands out from the page (3:1)
     assert not measured["staticsShown"], measured["staticsShown"][:5]  # static copies hidden by the widget
     assert not measured["squeezed"], measured["squeezed"][:5]
+    assert not measured["labels"], measured["labels"][:10]  # bar labels never overlap or touch
     if name.startswith(("02", "03")):
         assert measured["checked"] > 50 and measured["lowest"] >= 4.5
-        assert measured["barsChecked"] > 10 and measured["statics"] >= 1
+        assert measured["barsChecked"] > 10 and measured["statics"] >= 1 and measured["labelsChecked"] > 10
 
 
 def test_stepper_controls_change_what_is_shown(runs) -> None:

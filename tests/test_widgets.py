@@ -303,7 +303,7 @@ def test_compare_view_shares_one_axis_and_marks_the_mode_that_skips_calls() -> N
     last_ticks = {re.findall(r"class='tcl-tick'[^>]*>([^<]+)<", t)[-1] for t in ticks}
     assert len(ticks) == 4 and len(last_ticks) == 1  # same axis for every mode
     summary = visible_text(view.summary.value)
-    assert "first_only: not comparable: skipped 2 of 3 calls" in summary and "2.29x" not in summary
+    assert "first_only: ⚠ not comparable (skipped 2 of 3 calls)" in summary and "2.29x" not in summary
     assert "replayed" in summary and "from a scripted trace" in summary
     assert view.details.value.count("class='tcl-panel'") == 4
     assert "width:420px" not in view.details.value and "tcl-grid-panels" in view.details.value
@@ -360,7 +360,7 @@ def test_numbers_are_rounded_for_reading() -> None:
         },
     ]
     html = summary_table(rows)
-    assert "not comparable: skipped 1 of 3 calls" in html and "2.29x" not in html
+    assert "not comparable (skipped 1 of 3 calls)" in html and "2.29x" not in html
 
 
 # --- stream stepper -----------------------------------------------------------------------------
@@ -977,7 +977,7 @@ def test_a_failed_strategy_run_says_how_it_ended_in_every_view() -> None:
     view = CompareView(trace, modes=("sequential", Broken()))
     summary = visible_text(view.summary.value)
     assert "⚠ failed" in summary and "the strategy failed (strategy_error)" in summary
-    assert "broken: not comparable" in summary
+    assert "broken: ⚠ not comparable (" in summary
     timelines = visible_text(view.timelines.value)
     assert "ended failed / strategy_error" in timelines and "not comparable" in timelines
     assert "ended failed / strategy_error" in visible_text(view.details.value)

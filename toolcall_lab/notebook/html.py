@@ -508,7 +508,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
     heads = [
         ("mode", "the mode or strategy, and how its run ended when not normally"),
         ("wall time", "seconds from the first request to the final answer"),
-        ("speedup vs seq.", "sequential's wall time over this one's (comparable runs only)"),
+        ("speedup vs sequential", "sequential's wall time over this one's (comparable runs only)"),
         ("model calls", "requests to the model"),
         ("client round trips", "requests the client made (serialized: one per handed-out call)"),
         ("tool time", "seconds of tool execution, summed over calls"),
@@ -524,7 +524,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         why, state = comparable(r), run_state(r)
         if why:
-            notes.append(f"<li><b>{e(r['mode'])}</b>: not comparable: {e(why)}</li>")
+            notes.append(f"<li><b>{e(r['mode'])}</b>: ⚠ not comparable ({e(why)})</li>")
             speed = f"<span title='{e(why)}'>⚠ not comparable</span>"
         elif seq and r["wall_time_s"]:
             speed = f"{seq / r['wall_time_s']:.2f}x"
