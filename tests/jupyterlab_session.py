@@ -59,7 +59,7 @@ MEASURE = r"""
     && getComputedStyle(el).visibility !== 'hidden';
   const describe = el => (el.tagName + '.' + [...el.classList].join('.') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"');
   const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [], bars: [], barsChecked: 0,
-                   statics: 0, staticsShown: [], squeezed: [] };
+                   statics: 0, staticsShown: [], squeezed: [], labels: [], labelsChecked: 0 };
   for (const cell of cells) {
     result.cells.push({
       images: cell.querySelectorAll('.jp-OutputArea-output img').length,
@@ -100,6 +100,23 @@ MEASURE = r"""
     const r = ratio(over(colour, bg), bg);
     result.barsChecked++;
     if (r < 3) result.bars.push(describe(rect) + ' ' + (rect.querySelector('title') || {}).textContent + ' contrast ' + r.toFixed(2));
+  }
+  // bar labels as drawn at this width: on a lane (same text row), none overlaps or touches the next
+  for (const svg of panel.querySelectorAll('svg.tcl-timeline')) {
+    if (!visible(svg) || !svg.getBoundingClientRect().width) continue;
+    const rows = {};
+    for (const t of svg.querySelectorAll('text.tcl-in, text.tcl-out')) {
+      const r = t.getBoundingClientRect();
+      if (!r.width || getComputedStyle(t).display === 'none') continue;
+      (rows[Math.round(r.top)] = rows[Math.round(r.top)] || []).push([r.left, r.right, t.textContent]);
+    }
+    for (const row of Object.values(rows)) {
+      row.sort((a, b) => a[0] - b[0]);
+      result.labelsChecked += row.length;
+      for (let k = 1; k < row.length; k++)
+        if (row[k][0] - row[k - 1][1] < 2)
+          result.labels.push(row[k - 1][2] + ' | ' + row[k][2] + ' (' + (row[k][0] - row[k - 1][1]).toFixed(1) + ' px apart)');
+    }
   }
   // the static copies printed after each view stay hidden where the widget itself rendered
   for (const copy of panel.querySelectorAll('.tcl-static')) {

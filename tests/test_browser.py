@@ -196,9 +196,10 @@ def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) ->
     assert not measured["bars"], measured["bars"][:10]  # every bar stands out from the page (3:1)
     assert not measured["staticsShown"], measured["staticsShown"][:5]  # static copies hidden by the widget
     assert not measured["squeezed"], measured["squeezed"][:5]
+    assert not measured["labels"], measured["labels"][:10]  # bar labels never overlap or touch
     if name.startswith(("02", "03")):
         assert measured["checked"] > 50 and measured["lowest"] >= 4.5
-        assert measured["barsChecked"] > 10 and measured["statics"] >= 1
+        assert measured["barsChecked"] > 10 and measured["statics"] >= 1 and measured["labelsChecked"] > 10
 
 
 def test_stepper_controls_change_what_is_shown(runs) -> None:
@@ -347,11 +348,16 @@ def test_static_copies_show_exactly_where_the_widget_javascript_is_missing(expor
     before = stepper.locator(".tcl-frame-label").inner_text()
     stepper.locator("button.tcl-next").click()
     after = stepper.locator(".tcl-frame-label").inner_text()
+    page.keyboard.press("ArrowRight")  # the focused button takes the arrow keys too
+    arrowed = stepper.locator(".tcl-frame-label").inner_text()
+    page.keyboard.press("End")
+    ended = stepper.locator(".tcl-frame-label").inner_text()
     page.close()
     assert shown_with_js == 0  # ... and hid their static copies
     assert shown_offline == 3 and page.is_closed()
     assert "One failing and one hanging" in texts[0] and "speedup vs sequential" in texts[1]
     assert before.startswith("chunk 0") and after.startswith("chunk 1")  # steps without a kernel
+    assert arrowed.startswith("chunk 2") and ended.startswith("after the last chunk")
 
 
 def test_static_export_steps_through_chunks_without_a_kernel(exported, browser) -> None:

@@ -18,7 +18,7 @@ from toolcall_lab.clock import run_virtual
 from toolcall_lab.loop import run, run_sync
 from toolcall_lab.notebook.html import fmt, round_spans, summary_table, trace_html
 from toolcall_lab.notebook.theme import MODEL, STATUS, TRIP, WAIT
-from toolcall_lab.notebook.timeline import Axis, items_of, lane_names, timeline_svg
+from toolcall_lab.notebook.timeline import Axis, items_of, lane_names, secs, timeline_svg
 from toolcall_lab.notebook.widgets import CompareView, CorpusView, LiveView, StreamStepper, TraceView, as_doc
 from toolcall_lab.records import MODES
 from toolcall_lab.replay import replay
@@ -186,7 +186,7 @@ def test_timeline_fills_its_container_with_legend_lanes_and_exact_tooltips(faili
     assert xs and all(x.endswith("%") for x in xs)  # x in percent: sized by the container
     assert re.search(r"<title>flaky_api \(call_0_1\): ✖ error, 0\.200 s, 0\.800 → 1\.000 s", svg)
     lanes = re.findall(r"class='tcl-lane'[^>]*>([^<]+)<", html)
-    assert lanes == ["model", "call 1", "call 2", "call 3"]
+    assert lanes == ["model", "call 1 get_weather", "call 2 flaky_api", "call 3 slow_service"]
     legend = visible_text(html[html.index("tcl-legend") :])
     assert "model call" in legend and "✖ tool error" in legend and "◔ tool timeout" in legend
     for text in re.findall(r"<text[^>]*>([^<]*)</text>", svg):
@@ -303,7 +303,7 @@ def test_compare_view_shares_one_axis_and_marks_the_mode_that_skips_calls() -> N
     last_ticks = {re.findall(r"class='tcl-tick'[^>]*>([^<]+)<", t)[-1] for t in ticks}
     assert len(ticks) == 4 and len(last_ticks) == 1  # same axis for every mode
     summary = visible_text(view.summary.value)
-    assert "not comparable (skipped 2 of 3 calls)" in summary and "2.29x" not in summary
+    assert "first_only: ⚠ not comparable (skipped 2 of 3 calls)" in summary and "2.29x" not in summary
     assert "replayed" in summary and "from a scripted trace" in summary
     assert view.details.value.count("class='tcl-panel'") == 4
     assert "width:420px" not in view.details.value and "tcl-grid-panels" in view.details.value
@@ -312,7 +312,8 @@ def test_compare_view_shares_one_axis_and_marks_the_mode_that_skips_calls() -> N
 def test_compare_view_concurrency_cap_and_bad_settings() -> None:
     view = CompareView(SCENARIOS["multi_angle_search"].record(), modes=("parallel",))
     assert view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 0.6 + 0.8)
-    view.cap_box.value = 2
+    assert view.cap_box.value == "" and view.cap_box.placeholder == "none"  # no cap: not a 0
+    view.cap_box.value = "2"
     assert view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 1.2 + 0.8)
     queued = [
         x for r in view.results["parallel"]["rounds"] for x in r["tool_executions"] if x.get("queued_at")
@@ -870,3 +871,120 @@ def test_stored_notebook_outputs_come_from_bundled_data_only() -> None:
         text = path.read_text(encoding="utf-8")
         assert "shared/realdata" not in text.replace("../shared/realdata", ""), path.name
         assert str(REPO) not in text and "/work/" not in text, f"{path.name} stores a machine path"
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_live_view_draws_each_model_call_from_its_own_times_as_a_trace_view_does(clock) -> None:
+    """The round text and the bar say the same duration, from the model call's recorded start and
+    end (not from when the round started), and a trace of the same run draws the same bars."""
+    import asyncio
+
+    live = LiveView("live", mode="sequential", min_interval_s=0.0)
+    s = SCENARIOS["three_tools_100ms"]
+    go = run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=live.on_event)
+    result = run_virtual(go) if clock == "virtual" else asyncio.run(go)
+    doc = as_doc(result)
+    for r, recorded in zip((live.rounds[k] for k in sorted(live.rounds)), doc["rounds"], strict=True):
+        for key in ("started_at", "ended_at"):
+            assert r["response"][key] == recorded["response"][key]
+    html = live.view.value
+    bars = re.findall(r"<title>round (\d+) model call[^:]*: ([\d.]+) s, ([\d.]+) → ([\d.]+) s", html)
+    assert bars
+    for index, _dur, t0, t1 in bars:
+        call = result.rounds[int(index)].model_call
+        assert float(t0) == pytest.approx(call.started_at, abs=1e-3)
+        assert float(t1) == pytest.approx(call.ended_at, abs=1e-3)
+    said = re.findall(r"model (\d[\d.]* m?s)", visible_text(html))
+    drawn = {f"model {secs(c.model_call.latency_s)}" for c in result.rounds}
+    assert said and {f"model {t}" for t in said} <= drawn | {"model 0 s"}
+    trace_view = TraceView(doc)
+    starts = r"tcl-bar-model[^>]*x='([\d.]+)%'"  # both views' whole-run timelines, one axis
+    mine = re.findall(starts, html.split("tcl-live-timeline")[1].split("tcl-round")[0])
+    theirs = re.findall(starts, trace_view.header.value)
+    assert mine and len(mine) == len(theirs)
+    for a, b in zip(mine, theirs, strict=True):  # a marker at the very end moves left by its min width
+        assert float(a) == pytest.approx(float(b), abs=0.5)
+
+
+def test_a_view_saves_as_a_standalone_html_page(tmp_path) -> None:
+    """`view.save_html(path)`: the static copy with its stylesheet, never over an earlier file; the
+    stepper's page keeps its script, so it steps in a browser without a kernel."""
+    view = TraceView(SCENARIOS["weather_news_stock"].record())
+    first = view.save_html(tmp_path / "trace.html", title="weather")
+    second = view.save_html(tmp_path / "trace.html")
+    assert first.name == "trace.html" and second.name == "trace-2.html"
+    page = first.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<title>weather</title>" in page
+    assert "--tcl-fg" in page and "get_weather" in page and "tcl-timeline" in page
+    stepper = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
+    assert "onclick=" in stepper.save_html(tmp_path / "stepper.html").read_text(encoding="utf-8")
+
+
+def test_the_stepper_last_step_says_only_what_finish_did() -> None:
+    """Fallback ids are mentioned only when a call arrived without one, and name the ids given."""
+    from toolcall_lab.notebook.stream import StreamStates, frame_html
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def stream(with_id: bool) -> list[dict]:
+        call = {"index": 0, "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+        if with_id:
+            call["id"] = "call_abc"
+        return [
+            chunk({"role": "assistant", "tool_calls": [call]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}]}),
+            chunk({}, "tool_calls"),
+        ]
+
+    with_id = StreamStates.build(stream(True))
+    text = visible_text(frame_html(with_id, len(with_id) - 1))
+    assert "finalised 1 call(s), each with the id the provider sent" in text and "fallback" not in text
+    without = StreamStates.build(stream(False))
+    text = visible_text(frame_html(without, len(without) - 1))
+    assert "1 arrived without an id and got a fallback id" in text
+    assert json.loads(without.data())["e"] == without.finish_note  # the page's script says the same
+
+
+def test_compare_view_cap_box_reads_blank_as_no_cap_and_refuses_words() -> None:
+    view = CompareView(SCENARIOS["multi_angle_search"].record(), modes=("parallel",), concurrency=2)
+    assert view.cap_box.value == "2" and view.concurrency == 2
+    view.cap_box.value = ""
+    assert view.concurrency == 0 and view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 0.6 + 0.8)
+    view.cap_box.value = "three"
+    assert view.concurrency == 0 and view.cap_box.value == ""
+    with pytest.raises(Exception, match="positive whole number"):  # what the error area shows
+        view._cap_typed({"new": "-1"})
+    view.concurrency = 3
+    assert view.cap_box.value == "3"
+
+
+def test_a_failed_strategy_run_says_how_it_ended_in_every_view() -> None:
+    """`run_rows`' status, reason, comparable and not_comparable_why reach the summary table, the
+    panel headers, the whole-run headers and the Gantt titles; the summary fits a 1280 px page by
+    keeping reasons under it (all columns: `view.table`)."""
+    from toolcall_lab.plotting import gantt
+    from toolcall_lab.strategies import Batch, Strategy
+
+    class Broken(Strategy):
+        name = "broken"
+
+        async def run(self, batch: Batch) -> None:
+            await batch.run(0)
+            raise ValueError("oops")
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    view = CompareView(trace, modes=("sequential", Broken()))
+    summary = visible_text(view.summary.value)
+    assert "⚠ failed" in summary and "the strategy failed (strategy_error)" in summary
+    assert "broken: ⚠ not comparable (" in summary
+    timelines = visible_text(view.timelines.value)
+    assert "ended failed / strategy_error" in timelines and "not comparable" in timelines
+    assert "ended failed / strategy_error" in visible_text(view.details.value)
+    table = view.table
+    assert {"status", "reason", "comparable", "not_comparable_why"} <= set(table.columns)
+    assert list(table["comparable"]) == [True, False]
+    assert view.summary.value.count("<th") <= 9  # the few columns that fit; the rest in .table
+    fig = gantt(trace, ("sequential", Broken()), show=False)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert any("ended failed / strategy_error" in t for t in titles)

@@ -46,6 +46,10 @@ class ModelResponded:
     """Where the latency came from (the `ModelCall` label), so a live view labels it as a trace would."""
     chunk_timing: ChunkTiming | None = None
     n_chunks: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    """The model call's own times (`ModelCall.started_at`/`ended_at`): `at` is when the event was
+    sent, after the response was parsed, so a view draws the call from these."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

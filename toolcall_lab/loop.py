@@ -450,6 +450,8 @@ class _Run:
                 timing=model_call.timing,
                 chunk_timing=model_call.chunk_timing,
                 n_chunks=len(model_call.chunks),
+                started_at=model_call.started_at,
+                ended_at=model_call.ended_at,
             )
         )
         if choice.reasoning:

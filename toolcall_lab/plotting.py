@@ -26,11 +26,11 @@ from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
 from toolcall_lab.notebook.legend import legend_entries
 from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT
 from toolcall_lab.notebook.timeline import (
+    PAD,
     Axis,
     items_of,
     lane_names,
-    neighbours,
-    place_label,
+    lay_out,
     round_end,
 )
 from toolcall_lab.records import MODES
@@ -101,7 +101,7 @@ def draw_rounds(
     items = items_of(rounds)
     t1 = end if end is not None else max((round_end(r) for r in rounds), default=1.0)
     axis = Axis(0.0, max(t1, 1e-3), plot_px, 0.0)
-    near = neighbours(items)
+    layout = lay_out(items, axis, [plot_px])
     for it in items:
         w = it.t1 - it.t0
         prov = it.provenance
@@ -143,15 +143,12 @@ def draw_rounds(
                     linestyle="--" if prov == "estimated" else ":",
                 )
         if it.kind in ("model", "tool"):
-            placed = place_label(it, *near[id(it)], axis)
+            placed = layout[id(it)][0]
             if placed:
                 text, where = placed
                 colour = it.on_fill if where == "in" and not faint else "#1f2328"
-                x = {
-                    "in": it.t0 + axis.span * 0.004,
-                    "right": it.t1 + axis.span * 0.004,
-                    "left": it.t0 - axis.span * 0.004,
-                }[where]
+                pad = axis.span * PAD / plot_px  # as the layout assumed
+                x = {"in": it.t0 + pad, "right": it.t1 + pad, "left": it.t0 - pad}[where]
                 ax.text(
                     x,
                     it.lane,
@@ -254,6 +251,8 @@ def gantt(
         name = strategy.name
         why = summary.get("not_comparable_why") or ""
         skipped = f" · ⚠ not comparable: {why}" if why else ""
+        if summary.get("status") not in (None, "completed"):  # how the run ended, when not normally
+            skipped = f" · ⚠ ended {summary['status']} / {summary.get('reason')}" + skipped
         notes = " ".join(n for r in result.rounds for n in r.strategy_notes)
         noted = ""
         if "ran as parallel" in notes:

@@ -215,6 +215,10 @@ class StaticFallback:
     def static_html(self) -> str:
         raise NotImplementedError
 
+    def save_html(self, path: str | Path, *, title: str = "") -> Path:
+        """This view as a standalone HTML page (`export.save_html`): opens in any browser, no kernel."""
+        return export.save_html(self, path, title=title)
+
     def _static_bundle(self) -> dict[str, str]:
         return {
             "text/html": f"<div class='tcl tcl-static'>{CSS}{self.static_html()}</div>",

@@ -8,6 +8,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from toolcall_lab.exceptions import UsageError
 from toolcall_lab.notebook._controls import (
     ExportBar,
     OpenBox,
@@ -18,7 +19,14 @@ from toolcall_lab.notebook._controls import (
     wrap,
 )
 from toolcall_lab.notebook.export import calls_rows
-from toolcall_lab.notebook.html import round_duration, round_html, summary_table, timing_summary
+from toolcall_lab.notebook.html import (
+    comparable,
+    round_duration,
+    round_html,
+    run_state,
+    summary_table,
+    timing_summary,
+)
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.theme import article, e
@@ -73,7 +81,14 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.mode_box = widgets.SelectMultiple(
             options=options, value=tuple(modes), description="modes", rows=min(6, len(options))
         )
-        self.cap_box = widgets.BoundedIntText(value=concurrency or 0, min=0, max=1000, description="cap")
+        self.cap_box = widgets.Text(
+            value=str(concurrency) if concurrency else "",
+            placeholder="none",
+            description="cap",
+            tooltip="calls at once in parallel and eager modes: a number, blank for no cap",
+            continuous_update=False,
+            layout=widgets.Layout(width="14em"),
+        )
         self.rtt_box = widgets.FloatSlider(
             value=round_trip_s * 1000,
             min=0,
@@ -125,13 +140,37 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self._round_options()
         self.modes, self.concurrency, self.round_trip_ms = tuple(modes), concurrency or 0, round_trip_s * 1000
         widgets.link((self.mode_box, "value"), (self, "modes"))
-        widgets.link((self.cap_box, "value"), (self, "concurrency"))
+        # blank or "none" in the box is no cap (0 here); both ways, by hand: a bad entry resets the box
+        self.cap_box.observe(guarded(self.errors, self._cap_typed), names=["value"])
+        self.observe(lambda change: setattr(self.cap_box, "value", self._cap_text()), names=["concurrency"])
         widgets.link((self.rtt_box, "value"), (self, "round_trip_ms"))
         widgets.link((self.round_box, "value"), (self, "selected_round"))
         self.observe(guarded(self.errors, self.rerun), names=["modes", "concurrency", "round_trip_ms"])
         self.observe(guarded(self.errors, self.render), names=["selected_round"])
         self.trace_box.observe(guarded(self.errors, self._chosen), names=["value"])
         self.rerun()
+
+    @property
+    def table(self) -> Any:
+        """Every column `analysis.run_rows` gives per mode (the summary shows a few), as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def _cap_text(self) -> str:
+        return str(self.concurrency) if self.concurrency else ""
+
+    def _cap_typed(self, change: Any) -> None:
+        """The cap box's text as a cap: blank or none is no cap; anything else must be a whole number
+        (said in the view's error area, the box goes back to the cap in force)."""
+        text = str(change["new"]).strip().lower()
+        if text in ("", "none", "0"):
+            self.concurrency = 0
+        elif text.isdigit():
+            self.concurrency = int(text)
+        else:
+            self.cap_box.value = self._cap_text()
+            raise UsageError(f"cap {text!r}: use a positive whole number of calls at once, or leave it blank")
 
     @traitlets.validate("concurrency")
     def _valid_cap(self, proposal: Any) -> int:
@@ -247,7 +286,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
             items = items_of(doc["rounds"])
             drawn += items
-            warn = f" · ⚠ skipped {row['skipped']} call(s): not comparable" if row["skipped"] else ""
+            why, state = comparable(row), run_state(row)
+            warn = f" · ⚠ ended {state}" if state else ""
+            warn += f" · ⚠ not comparable: {why}" if why else ""
             notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
             warn += "".join(f" · note: {n}" for n in notes)
             blocks.append(
@@ -285,7 +326,14 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 body = round_html(r, previous=prev, span=span)
             else:
                 body = f"<i>no round {self.selected_round} in this run</i>"
-            panels.append(f"<div class='tcl-panel' data-mode='{e(mode)}'><b>{e(mode)}</b>{body}</div>")
+            row = next((x for x in self.rows if x["mode"] == mode), {})
+            why, state = comparable(row), run_state(row)
+            flags = (f" · ⚠ ended {state}" if state else "") + (" · ⚠ not comparable" if why else "")
+            tip = f" title='{e(why)}'" if why else ""
+            panels.append(
+                f"<div class='tcl-panel' data-mode='{e(mode)}'><b>{e(mode)}</b>"
+                f"<span class='tcl-muted'{tip}>{e(flags)}</span>{body}</div>"
+            )
         self.details.value = wrap(
             f"<div class='tcl-muted'>round {self.selected_round} under each mode, on one time axis "
             f"({secs(span)} from each round's start)</div>"

@@ -1,4 +1,5 @@
-"""Saving what a view shows: timelines as SVG or PNG, tables as CSV (no widgets here).
+"""Saving what a view shows: timelines as SVG or PNG, tables as CSV, a whole view as an HTML page
+(no widgets here: a view is anything with a `static_html()`).
 
 Nothing is ever overwritten: a file name already taken gets a ``-2``, ``-3``... suffix, and a
 long title is shortened with a hash of the whole title, so two views never save over each other.
@@ -13,9 +14,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from toolcall_lab.exceptions import UsageError
+from toolcall_lab.notebook.theme import CSS, e
 from toolcall_lab.notebook.timeline import paired, timeline_file
 
 Panels = Sequence[tuple[str, Sequence[dict[str, Any]]]]
@@ -122,4 +124,32 @@ def write_png(panels: Panels, path: str | Path, *, title: str = "") -> Path:
     p = free_path(Path(path))
     p.parent.mkdir(parents=True, exist_ok=True)
     timeline_figure(panels, suptitle=title, save=p, show=False)
+    return p
+
+
+class HasStaticHtml(Protocol):
+    def static_html(self) -> str: ...
+
+
+def save_html(view: HasStaticHtml, path: str | Path, *, title: str = "") -> Path:
+    """One view as a standalone HTML page (returns where it went): its static copy, the one a
+    notebook prints beside the widget, with the stylesheet; no kernel, no network, no widget
+    JavaScript needed (the stream stepper still steps: its few lines of script come with it).
+
+    Raises:
+        UsageError: the view shows nothing yet (an empty page would look like a finished export).
+    """
+    body = view.static_html()
+    if not body.strip():
+        raise UsageError("nothing to save: the view shows nothing yet")
+    name = title or type(view).__name__
+    p = free_path(Path(path))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("x", encoding="utf-8") as fh:
+        fh.write(
+            "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{e(name)}</title></head><body style='margin:12px'>"
+            f"<div class='tcl tcl-static'>{CSS}{body}</div></body></html>\n"
+        )
     return p

@@ -25,6 +25,7 @@ __all__ = [
     "round_duration",
     "round_html",
     "round_title",
+    "run_state",
     "summary_table",
     "table_html",
     "timeline_svg",
@@ -266,7 +267,7 @@ def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, An
     """A round as a tree: the request as sent, the assistant message, each call with its tool message."""
     msg = r["assistant_message"]
     resp = r["response"]
-    facts = [f"model {resp['latency_s']:.3f} s"]
+    facts = [f"model {secs(resp['ended_at'] - resp['started_at'])}"]  # the bar's own interval
     first = ttfc_text(resp)
     if first:
         facts.append(first)
@@ -488,34 +489,64 @@ def comparable(row: Mapping[str, Any]) -> str | None:
     return "did less work than the other runs"
 
 
+def run_state(row: Mapping[str, Any]) -> str:
+    """A run that did not end normally, in words (``error / strategy_error``), or "" when it did."""
+    status, reason = row.get("status"), row.get("reason")
+    if not isinstance(status, str) or status == "completed":
+        return ""
+    return f"{status} / {reason}" if isinstance(reason, str) and reason else status
+
+
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
     """Per-mode wall time, speedup, model calls and client round trips, and the tool time that ran
-    while the model was still streaming (eager strategies); a mode that skipped calls is marked not
-    comparable and gets no speedup."""
+    while the model was still streaming (eager strategies; the column only when any did); a run that
+    is not comparable (skipped calls, cut off, its strategy failed) is marked and gets no speedup, a
+    run that did not end normally says its status and reason. Narrow enough for a 1280 px page: the
+    headers wrap, the reasons are notes under the table (every column: the view's `rows`)."""
     seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
-    head = (
-        "<tr><th class='tcl-left'>mode</th><th>wall time</th><th>speedup vs sequential</th>"
-        "<th>model calls</th>"
-        "<th>client round trips</th><th>tool time</th><th>tools during the stream</th><th>failures</th>"
-        "<th>skipped</th></tr>"
+    streamed = any(r.get("stream_overlap_s") for r in rows)
+    heads = [
+        ("mode", "the mode or strategy, and how its run ended when not normally"),
+        ("wall time", "seconds from the first request to the final answer"),
+        ("speedup vs sequential", "sequential's wall time over this one's (comparable runs only)"),
+        ("model calls", "requests to the model"),
+        ("client round trips", "requests the client made (serialized: one per handed-out call)"),
+        ("tool time", "seconds of tool execution, summed over calls"),
+        *([("tools in stream", "tool seconds run while the model was still streaming")] if streamed else []),
+        ("failed", "calls that failed"),
+        ("skipped", "calls never executed"),
+    ]
+    head = "<tr>" + "".join(
+        f"<th class='{'tcl-left' if k == 0 else ''}' title='{e(tip)}'>{e(h)}</th>"
+        for k, (h, tip) in enumerate(heads)
     )
-    body = []
+    body, notes = [], []
     for r in rows:
-        why = comparable(r)
+        why, state = comparable(r), run_state(r)
         if why:
-            speed = f"<span title='{e(why)}'>⚠ not comparable ({e(why)})</span>"
+            notes.append(f"<li><b>{e(r['mode'])}</b>: ⚠ not comparable ({e(why)})</li>")
+            speed = f"<span title='{e(why)}'>⚠ not comparable</span>"
         elif seq and r["wall_time_s"]:
             speed = f"{seq / r['wall_time_s']:.2f}x"
         else:
             speed = "—"
-        body.append(
-            f"<tr class='{'tcl-nc' if why else ''}'><td class='tcl-left'>{e(r['mode'])}</td>"
-            f"<td>{r['wall_time_s']:.3f} s</td><td>{speed}</td><td>{r['upstream_calls']}</td>"
-            f"<td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td>"
-            f"<td>{r.get('stream_overlap_s', 0.0):.3f} s</td><td>{r['failures']}</td>"
-            f"<td>{r['skipped']}</td></tr>"
+        mode = e(r["mode"]) + (
+            f" <span class='tcl-warn' title='{e(state)}'>⚠ {e(r['status'])}</span>" if state else ""
         )
-    return f"<div class='tcl-scroll'><table class='tcl-table'>{head}{''.join(body)}</table></div>"
+        if state and r.get("reason") and f"({r.get('reason')})" not in (why or ""):
+            notes.append(f"<li><b>{e(r['mode'])}</b>: the run ended {e(state)}</li>")
+        stream = f"<td>{r.get('stream_overlap_s', 0.0):.3f} s</td>" if streamed else ""
+        body.append(
+            f"<tr class='{'tcl-nc' if why else ''}'><td class='tcl-left'>{mode}</td>"
+            f"<td>{r['wall_time_s']:.3f} s</td><td>{speed}</td><td>{r['upstream_calls']}</td>"
+            f"<td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td>{stream}"
+            f"<td>{r['failures']}</td><td>{r['skipped']}</td></tr>"
+        )
+    listed = f"<ul class='tcl-notes'>{''.join(notes)}</ul>" if notes else ""
+    return (
+        f"<div class='tcl-scroll'><table class='tcl-table tcl-summary'>{head}{''.join(body)}</table></div>"
+        f"{listed}"
+    )
 
 
 def table_html(

@@ -120,6 +120,8 @@ class StreamStates:
     findings: tuple[dict[str, Any], ...]
     """Every distinct finding, in the order first seen (steps refer to them by position)."""
     error: str | None = None
+    finish_note: str = "end of stream: finish() ran"
+    """What `finish()` did, only what happened (how many calls it finalised, which got fallback ids)."""
 
     @classmethod
     def build(
@@ -177,8 +179,16 @@ class StreamStates:
         except ProviderStreamError as exc:  # a reader that raises again at the end: keep what was read
             snap, found = state.snapshot(), ids([*(f.to_dict() for f in acc.findings), *extra])
             note = f"finish() raised: {exc}"
+        streamed = state.snapshot()
         steps.append(_diff(state, _plain_snapshot(snap), found, note))
-        return cls(format=fmt, chunks=tuple(chunks), steps=tuple(steps), findings=tuple(unique), error=error)
+        return cls(
+            format=fmt,
+            chunks=tuple(chunks),
+            steps=tuple(steps),
+            findings=tuple(unique),
+            error=error,
+            finish_note=_finish_note(streamed, _plain_snapshot(snap)),
+        )
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -214,7 +224,26 @@ class StreamStates:
             if step.note:
                 item["x"] = step.note
             items.append(item)
-        return json.dumps({"s": items, "F": [finding_li(f) for f in self.findings]}, ensure_ascii=False)
+        found = [finding_li(f) for f in self.findings]
+        return json.dumps({"s": items, "F": found, "e": self.finish_note}, ensure_ascii=False)
+
+
+def _finish_note(streamed: Snapshot, final: Snapshot) -> str:
+    """What `finish()` changed, in words: calls finalised and ids it had to make up (none: not said)."""
+    calls = [(ci, idx, c) for ci, per in final.items() for idx, c in per.items()]
+    if not calls:
+        return "end of stream: finish() ran; no tool calls"
+    made_up = [
+        str(c.get("id") or "")
+        for ci, idx, c in calls
+        if c.get("id") and not (streamed.get(ci, {}).get(idx) or {}).get("id")
+    ]
+    text = f"end of stream: finish() finalised {len(calls)} call(s)"
+    if made_up:
+        text += f"; {len(made_up)} arrived without an id and got a fallback id ({', '.join(made_up)})"
+    else:
+        text += ", each with the id the provider sent"
+    return text
 
 
 def delta_of(chunk: dict[str, Any], fmt: str) -> str:
@@ -288,10 +317,7 @@ def frame_html(states: StreamStates, i: int) -> str:
         )
     else:
         label = f"after the last chunk: finish() ({n} chunks)"
-        delta = (
-            "<div class='tcl-muted'>end of stream: calls finalised (fallback ids given, arguments "
-            "checked)</div>"
-        )
+        delta = f"<div class='tcl-muted'>{e(states.finish_note)}</div>"
     note = states.steps[i].note
     note_html = f"<div class='tcl-warn'>{e(note)}</div>" if note else ""
     found = now.found
@@ -348,8 +374,7 @@ _JS = (
     "var lab=k<n?'chunk '+k+' of '+n+' (0-based)':'after the last chunk: finish() ('+n+' chunks)',"
     "dl=k<n?\"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>\"+E(st.d)"
     "+'</pre><details><summary>whole chunk</summary><pre>'+E(st.c)+'</pre></details>'"
-    ":\"<div class='tcl-muted'>end of stream: calls finalised (fallback ids given, arguments checked)\""
-    "+'</div>';"
+    ":\"<div class='tcl-muted'>\"+E(D.e)+'</div>';"
     "r.querySelector('.tcl-frame').innerHTML=\"<div class='tcl-frame-label'><b>\"+E(lab)+'</b></div>'+dl"
     "+(st.x?\"<div class='tcl-warn'>\"+E(st.x)+'</div>':'')+'<div><b>calls so far</b></div>'+tb(P,C)"
     "+'<div><b>findings</b></div>'+fd(P,C,k);T.S=C;T.j=k;s.value=k;r.setAttribute('data-step',k);"
@@ -365,6 +390,13 @@ _CLICK = (
     "b.textContent='▶ play';return}go(+s.value+1)},500)}"
 )
 _INPUT = "if(event.target.type=='range')go(+event.target.value);"
+# Arrow keys, Home and End on any control (buttons too, not just the slider, which steps itself).
+_KEY = (
+    "if(event.target.type=='range')return;"
+    "var K={ArrowLeft:-1,ArrowDown:-1,ArrowRight:1,ArrowUp:1}[event.key];"
+    "if(K){go(+s.value+K)}else if(event.key=='Home'){go(0)}else if(event.key=='End'){go(L)}else return;"
+    "event.preventDefault();event.stopPropagation()"
+)
 
 
 def stepper_html(states: StreamStates, step: int = 0, *, data: str | None = None) -> str:
@@ -379,7 +411,8 @@ def stepper_html(states: StreamStates, step: int = 0, *, data: str | None = None
         )
 
     controls = (
-        f'<div class=\'tcl-controls\' onclick="{e(_JS + _CLICK)}" oninput="{e(_JS + _INPUT)}">'
+        f'<div class=\'tcl-controls\' onclick="{e(_JS + _CLICK)}" oninput="{e(_JS + _INPUT)}" '
+        f'onkeydown="{e(_JS + _KEY)}" data-lm-suppress-shortcuts="true">'
         + button("first", "◀◀ first", "first chunk")
         + button("prev", "◀ previous", "previous chunk")
         + button("play", "▶ play", "play through the chunks")

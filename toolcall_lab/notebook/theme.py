@@ -86,6 +86,10 @@ CSS = """<style>
  --tcl-mark:#fff3c4;--tcl-mark-fg:#1f2328;
  color:var(--tcl-fg);background:var(--tcl-bg);font-family:var(--jp-ui-font-family,system-ui,-apple-system,
  'Segoe UI',sans-serif);font-size:13px;line-height:1.4;max-width:100%;box-sizing:border-box;min-width:0}
+/* marked text (a chunk's delta, what it appended): a tint of the theme's warning colour over the
+   page, text in the page's colour, so it reads in light, dark and high-contrast themes alike */
+@supports (background:color-mix(in srgb,red 50%,blue)){.tcl{
+ --tcl-mark:color-mix(in srgb,var(--jp-warn-color1,#b45309) 22%,var(--tcl-bg));--tcl-mark-fg:var(--tcl-fg)}}
 .tcl *{box-sizing:border-box}
 .tcl-view .widget-html,.tcl-view .widget-html-content{min-width:0;max-width:100%}
 .tcl pre,.tcl code{font-family:var(--jp-code-font-family,ui-monospace,SFMono-Regular,Menlo,monospace);
@@ -119,6 +123,8 @@ CSS = """<style>
 .tcl .tcl-table td.tcl-left,.tcl .tcl-table th.tcl-left{text-align:left}
 .tcl .tcl-table td,.tcl .tcl-table th{white-space:nowrap}
 .tcl .tcl-table tr.tcl-nc td{background:var(--tcl-bg2)}
+.tcl .tcl-summary th{white-space:normal;max-width:7.5em;vertical-align:bottom}
+.tcl ul.tcl-notes{margin:2px 0 4px 18px;padding:0;font-size:12px;color:var(--tcl-fg2)}
 .tcl .tcl-scroll{overflow-x:auto;max-width:100%}
 .tcl .tcl-tl{margin:4px 0 2px 0;min-width:0}
 .tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(220px,1fr);column-gap:6px}

@@ -14,6 +14,7 @@ for wider containers (CSS container queries), so a label is inside its bar, besi
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ ROW = 20
 BAR = 14
 AXIS = 18
 CHAR_PX = 6.4
-"""Average width of a character of the 11 px label font, to decide whether a label fits."""
+"""Average width of a character of the 11 px font, for lane names and the legend of a saved file."""
 RANGES = (0, 560, 840, 1120)
 """Container widths (px) from which labels are laid out again (CSS container queries in theme.CSS)."""
 FAINT = ("estimated", "placeholder")
@@ -233,7 +234,8 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
 
 def lane_names(rounds: Sequence[dict[str, Any]], n_lanes: int) -> list[tuple[str, str]]:
     """(name, tooltip) per lane: a lone round numbers its calls and names their tools (a tool called
-    twice gets two lanes, #1 and #2), a run names lanes by batch position."""
+    twice gets two lanes, #1 and #2), a run names lanes by batch position, and by the tool too
+    where a lane only ever holds one tool (the tooltip lists the tools a lane holds)."""
     names = [("model", "model calls, one per round")]
     if len(rounds) == 1:
         names += [
@@ -241,7 +243,14 @@ def lane_names(rounds: Sequence[dict[str, Any]], n_lanes: int) -> list[tuple[str
             for i, c in enumerate(rounds[0]["tool_calls"])
         ]
     else:
-        names += [(f"call {i}", f"the call at position {i} of each round's batch") for i in range(1, n_lanes)]
+        for i in range(1, n_lanes):
+            tools = {r["tool_calls"][i - 1]["name"] for r in rounds if len(r["tool_calls"]) >= i}
+            where = f"the call at position {i} of each round's batch"
+            if len(tools) == 1:  # the lane says the tool when it only ever holds that one
+                (tool,) = tools
+                names.append((f"call {i} {tool}", f"{where}: always {tool}"))
+            else:
+                names.append((f"call {i}", f"{where}: {', '.join(sorted(tools))}"))
     return names[:n_lanes]
 
 
@@ -274,92 +283,262 @@ class Axis:
     def box(self, t0: float, t1: float, min_px: float) -> tuple[str, str]:
         """x and width of a bar at least `min_px` wide, kept inside the plot (a marker at the very
         end of the axis moves left rather than spill over the edge)."""
-        w = max(self.frac(t1) - self.frac(t0), min_px / self.plot_px)
-        x = min(self.frac(t0), max(0.0, 1.0 - w))
+        x, w = self.fracs(t0, t1, min_px)
         width = f"{w * 100:.3f}%" if self.offset is None else f"{w * self.plot_px:.1f}"
         return self._out(x), width
+
+    def fracs(self, t0: float, t1: float, min_px: float) -> tuple[float, float]:
+        """`box` as fractions of the plot: the same at every container width."""
+        w = max(self.frac(t1) - self.frac(t0), min_px / self.plot_px)
+        return min(self.frac(t0), max(0.0, 1.0 - w)), w
 
     def px(self, t0: float, t1: float) -> float:
         return (self.frac(t1) - self.frac(t0)) * self.plot_px
 
 
-def place_label(it: Item, before: Item | None, after: Item | None, axis: Axis) -> tuple[str, str] | None:
-    """Inside the bar if it fits, else beside it where the lane is free (up to the neighbouring bars
-    `before` and `after`), else nothing (the tooltip still has it): a label is never cut."""
-    width = axis.px(it.t0, it.t1)
-    for text in (it.label, it.short):
-        if len(text) * CHAR_PX + 8 <= width:
-            return text, "in"
-    right_free = axis.px(it.t1, after.t0 if after else axis.t0 + axis.span)
-    left_free = axis.px(before.t1 if before else axis.t0, it.t0)
-    for text in (it.label, it.short):
-        need = len(text) * CHAR_PX + 10
-        if need <= right_free:
-            return text, "right"
-        if need <= left_free:
-            return text, "left"
-    return None
+_ADVANCE = (
+    0.318,
+    0.401,
+    0.46,
+    0.838,
+    0.636,
+    0.95,
+    0.78,
+    0.275,
+    0.39,
+    0.39,
+    0.5,
+    0.838,
+    0.318,
+    0.361,
+    0.318,
+    0.337,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.636,
+    0.337,
+    0.337,
+    0.838,
+    0.838,
+    0.838,
+    0.531,
+    1.0,
+    0.684,
+    0.686,
+    0.698,
+    0.77,
+    0.632,
+    0.575,
+    0.775,
+    0.752,
+    0.295,
+    0.295,
+    0.656,
+    0.557,
+    0.863,
+    0.748,
+    0.787,
+    0.603,
+    0.787,
+    0.695,
+    0.635,
+    0.611,
+    0.732,
+    0.684,
+    0.989,
+    0.685,
+    0.611,
+    0.685,
+    0.39,
+    0.337,
+    0.39,
+    0.838,
+    0.5,
+    0.5,
+    0.613,
+    0.635,
+    0.55,
+    0.635,
+    0.615,
+    0.352,
+    0.635,
+    0.634,
+    0.278,
+    0.278,
+    0.579,
+    0.278,
+    0.974,
+    0.634,
+    0.612,
+    0.635,
+    0.635,
+    0.411,
+    0.521,
+    0.392,
+    0.634,
+    0.592,
+    0.818,
+    0.592,
+    0.592,
+    0.525,
+    0.636,
+    0.337,
+    0.636,
+    0.838,
+)
+"""Advance widths (em) of printable ASCII in DejaVu Sans, the widest of the usual sans-serif fonts
+(what Chromium on Linux draws the labels with; Helvetica, Arial and Segoe UI are narrower), so an
+estimate from it is never short. Any other character counts as 1 em."""
+FONT_PX = 11.0
+"""The label font size (theme.CSS, SVG_FILE_STYLE; the matplotlib views use 8 pt at 100 dpi ≈ 11 px)."""
+PAD = 4.0
+"""A label's distance from its bar's edge."""
+GAP = 6.0
+"""The least free space between a label and any other label or bar on its lane: never touching."""
 
 
-def place_at_widths(
-    it: Item, before: Item | None, after: Item | None, axis: Axis, widths: Sequence[float]
-) -> list[tuple[str, str] | None]:
-    """`place_label` at each plot width in `widths` (narrowest first), from fractions of the axis
-    computed once: a wide timeline has thousands of bars, each laid out for every width."""
-    f0, f1 = axis.frac(it.t0), axis.frac(it.t1)
-    room_right = axis.frac(after.t0) - f1 if after else 1.0 - f1
-    room_left = f0 - (axis.frac(before.t1) if before else 0.0)
-    texts = [(text, len(text) * CHAR_PX) for text in (it.label, it.short)]
-
-    def at(px: float) -> tuple[str, str] | None:
-        for text, need in texts:
-            if need + 8 <= (f1 - f0) * px:
-                return text, "in"
-        for text, need in texts:
-            if need + 10 <= room_right * px:
-                return text, "right"
-            if need + 10 <= room_left * px:
-                return text, "left"
-        return None
-
-    widest = at(widths[-1])
-    if widest is None:  # no room even at the widest: none at any
-        return [None] * len(widths)
-    first = at(widths[0])
-    if first == (it.label, "in"):  # the whole label fits the narrowest: it fits them all
-        return [first] * len(widths)
-    return [first, *(at(w) for w in widths[1:-1]), widest] if len(widths) > 1 else [first]
+def text_px(text: str) -> float:
+    """Width of a label in pixels, at least what the browser draws."""
+    return FONT_PX * sum(_ADVANCE[o - 32] if 32 <= (o := ord(ch)) < 127 else 1.0 for ch in text)
 
 
-def neighbours(items: Sequence[Item]) -> dict[int, tuple[Item | None, Item | None]]:
-    """For each labelled bar, the nearest bars before and after it on its lane (label room)."""
+Placement = tuple[str, str] | None
+"""(text, where) with where one of in | right | left; None: no label (the tooltip has it)."""
+
+
+def drawn_px(it: Item, axis: Axis, px: float) -> tuple[float, float]:
+    """x0 and x1 (pixels, plot of width `px`) of a bar as `_bars` draws it (`Axis.box`): minimum
+    widths are set at the axis's own width, so in a page a marker grows with its container."""
+    min_px = {"wait": 1.0, "skipped": 10.0}.get(it.kind, 2.0)
+    x, w = axis.fracs(it.t0, it.t0 if it.kind == "skipped" else it.t1, min_px)
+    return x * px, (x + w) * px
+
+
+def _texts(lane: Sequence[Item]) -> list[list[tuple[str, float]]]:
+    """Each bar's candidate labels (full, then short) with their widths, measured once per lane."""
+    return [
+        [(t, text_px(t)) for t in dict.fromkeys(t for t in (it.label, it.short) if t)]
+        if it.kind in ("model", "tool")
+        else []
+        for it in lane
+    ]
+
+
+def _lane_at(
+    lane: Sequence[Item], texts: Sequence[Sequence[tuple[str, float]]], axis: Axis, px: float
+) -> dict[int, tuple[Placement, float, float]]:
+    """Labels of one lane in a plot `px` wide, left to right: each the first of full label inside,
+    beside (right, left), short label inside, beside, that keeps `GAP` from every other bar and label
+    on the lane and stays in the plot; else none. Returns id → (placement, x0, x1 of the text)."""
+    ext = [drawn_px(it, axis, px) for it in lane]
+    order = sorted(range(len(lane)), key=lambda j: ext[j][0])
+    x0s = [ext[j][0] for j in order]
+    reach: list[float] = []  # running max of x1 over `order`
+    for j in order:
+        reach.append(max(reach[-1], ext[j][1]) if reach else ext[j][1])
+    starts: list[float] = []  # placed labels, never overlapping: sorted by start and by end
+    ends: list[float] = []
+
+    def hits_bar(a: float, b: float, own: int, gap: float) -> bool:
+        j = bisect_left(x0s, b + gap) - 1
+        while j >= 0 and reach[j] > a - gap:
+            if order[j] != own and ext[order[j]][1] > a - gap:
+                return True
+            j -= 1
+        return False
+
+    def hits_label(a: float, b: float) -> bool:
+        i = bisect_left(starts, b + GAP)
+        return i > 0 and ends[i - 1] > a - GAP
+
+    out: dict[int, tuple[Placement, float, float]] = {}
+    for k, it in enumerate(lane):
+        if it.kind not in ("model", "tool"):
+            continue
+        x0, x1 = ext[k]  # where `_label_svg` anchors the text: the bar as drawn
+        chosen: tuple[Placement, float, float] = (None, 0.0, 0.0)
+        for text, w in texts[k]:
+            candidates = (
+                ("in", x0 + PAD, x0 + PAD + w, 0.0),
+                ("right", x1 + PAD, x1 + PAD + w, GAP),
+                ("left", x0 - PAD - w, x0 - PAD, GAP),
+            )
+            for where, a, b, gap in candidates:
+                if where == "in" and w + 2 * PAD > x1 - x0:
+                    continue
+                if a < 0 or b > px or hits_label(a, b) or hits_bar(a, b, k, gap):
+                    continue
+                # in a page, bars are fractions of the plot and text is pixels: the wider the plot,
+                # the closer the text sits to its anchor, so nothing may lie between them either
+                near = (x1, b) if where == "right" else ((a, x0) if where == "left" else (x0, b))
+                if hits_bar(*near, k, 0.0):
+                    continue
+                chosen = ((text, where), a, b)
+                break
+            if chosen[0] is not None:
+                break
+        if chosen[0] is not None:
+            i = bisect_left(starts, chosen[1])
+            starts.insert(i, chosen[1])
+            ends.insert(i, chosen[2])
+        out[id(it)] = chosen
+    return out
+
+
+def lay_out(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> dict[int, list[Placement]]:
+    """Where each model and tool bar's label goes, for a plot of each width in `widths` (id → one
+    placement per width). Each lane is laid out as a whole, so a label never overlaps or touches
+    a neighbour's label or bar (see `label_boxes`)."""
     by_lane: dict[int, list[Item]] = {}
     for it in items:
-        if it.kind != "wait":
-            by_lane.setdefault(it.lane, []).append(it)
-    out: dict[int, tuple[Item | None, Item | None]] = {}
-    for lane_items in by_lane.values():
-        lane_items.sort(key=lambda i: (i.t0, i.t1))
-        for k, it in enumerate(lane_items):
-            if it.kind not in ("model", "tool"):
-                continue
-            before = next((o for o in reversed(lane_items[:k]) if o.t1 <= it.t0 + 1e-9), None) if k else None
-            after = next((o for o in lane_items[k + 1 : k + 4] if o.t0 >= it.t1 - 1e-9), None)
-            out[id(it)] = (before, after)
+        by_lane.setdefault(it.lane, []).append(it)
+    out: dict[int, list[Placement]] = {id(it): [] for it in items if it.kind in ("model", "tool")}
+    for lane in by_lane.values():
+        lane.sort(key=lambda i: (i.t0, i.t1))
+        done: dict[float, dict[int, tuple[Placement, float, float]]] = {}
+        texts = _texts(lane)
+        for px in widths:
+            if px not in done:
+                done[px] = _lane_at(lane, texts, axis, px)
+            for key, (placed, _, _) in done[px].items():
+                out[key].append(placed)
     return out
+
+
+def label_boxes(items: Sequence[Item], axis: Axis, px: float) -> list[tuple[int, float, float, str]]:
+    """The labels drawn in a plot `px` wide, as (lane, x0, x1, text) in pixels: what a test checks
+    for overlaps (the same layout `_bars` draws)."""
+    by_lane: dict[int, list[Item]] = {}
+    for it in items:
+        by_lane.setdefault(it.lane, []).append(it)
+    boxes = []
+    for lane_no, lane in by_lane.items():
+        lane.sort(key=lambda i: (i.t0, i.t1))
+        for placed, a, b in _lane_at(lane, _texts(lane), axis, px).values():
+            if placed is not None:
+                boxes.append((lane_no, a, b, placed[0]))
+    return boxes
 
 
 def _label_svg(it: Item, placed: tuple[str, str], axis: Axis, y: float, classes: str) -> str:
     text, where = placed
     ty = y + BAR - 3.5
+    x, w = axis.fracs(it.t0, it.t1, 2)  # the bar as drawn, as the layout measured it
     if where == "in":
         colour = it.on_fill if it.provenance not in FAINT else ""
         fill = f" style='fill:{colour}'" if colour else ""
-        return f"<text class='tcl-in{classes}' x='{axis.x(it.t0)}' dx='4' y='{ty}'{fill}>{e(text)}</text>"
+        return f"<text class='tcl-in{classes}' x='{axis._out(x)}' dx='4' y='{ty}'{fill}>{e(text)}</text>"
     if where == "right":
-        return f"<text class='tcl-out{classes}' x='{axis.x(it.t1)}' dx='4' y='{ty}'>{e(text)}</text>"
+        return f"<text class='tcl-out{classes}' x='{axis._out(x + w)}' dx='4' y='{ty}'>{e(text)}</text>"
     return (
-        f"<text class='tcl-out{classes}' x='{axis.x(it.t0)}' dx='-4' y='{ty}' text-anchor='end'>"
+        f"<text class='tcl-out{classes}' x='{axis._out(x)}' dx='-4' y='{ty}' text-anchor='end'>"
         f"{e(text)}</text>"
     )
 
@@ -368,7 +547,7 @@ def _bars(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> list[st
     """SVG for the bars; labels laid out once per width in `widths` (one: a file; several: a page,
     where CSS shows the layout of the range the container is in)."""
     parts: list[str] = []
-    near = neighbours(items)
+    layout = lay_out(items, axis, widths)
     for it in items:
         y = it.lane * ROW + (ROW - BAR) / 2
         tip = f"<title>{e(it.tip)}</title>"
@@ -402,7 +581,7 @@ def _bars(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> list[st
         )
         if it.kind not in ("model", "tool"):
             continue
-        placements = place_at_widths(it, *near[id(it)], axis, widths)
+        placements = layout[id(it)]
         if len(set(placements)) == 1:
             if placements[0]:
                 parts.append(_label_svg(it, placements[0], axis, y, ""))

@@ -386,9 +386,14 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         elif isinstance(event, ModelResponded):
             r = self._round(event.round_index)
             timing = getattr(event, "timing", None)
+            # one source for the bar and the text: the model call's own times (an older emitter
+            # without them: the call ended when the event says, `latency_s` before)
+            ended = event.ended_at if event.ended_at is not None else event.at
+            started = event.started_at if event.started_at is not None else ended - event.latency_s
             r["response"].update(
-                ended_at=event.at,
-                latency_s=event.latency_s,
+                started_at=started,
+                ended_at=ended,
+                latency_s=ended - started,
                 ttfc_s=event.ttfc_s,
                 usage=event.usage,
                 n_chunks=getattr(event, "n_chunks", None),
