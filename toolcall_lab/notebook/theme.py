@@ -28,10 +28,10 @@ STATUS: dict[str, StatusStyle] = {
     "timeout": StatusStyle("◔", "timeout", "#b45309"),
     "unknown_tool": StatusStyle("?", "unknown tool", "#d81b60"),
     "invalid_arguments": StatusStyle("⚠", "invalid arguments", "#b026c0"),
-    "rejected": StatusStyle("⛔", "rejected", "#6b6f76"),
-    "duplicate": StatusStyle("⧉", "duplicate (answered with a note)", "#6b7280"),
-    "cancelled": StatusStyle("⏹", "cancelled", "#7e57c2"),
-    "skipped": StatusStyle("⤼", "skipped (not executed, no tool message)", "#8a8f98", "#111111"),
+    "rejected": StatusStyle("⊘", "rejected", "#6b6f76"),
+    "duplicate": StatusStyle("❏", "duplicate (answered with a note)", "#6b7280"),
+    "cancelled": StatusStyle("■", "cancelled", "#7e57c2"),
+    "skipped": StatusStyle("↷", "skipped (not executed, no tool message)", "#8a8f98", "#111111"),
 }
 UNKNOWN_STATUS = StatusStyle("•", "other", "#6b7280")
 MODEL = StatusStyle("▬", "model call", "#3b6bb0")
