@@ -12,8 +12,8 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+import toolcall_lab.notebook.export as export
 from toolcall_lab.exceptions import ToolcallLabError, UsageError
-from toolcall_lab.notebook import export
 from toolcall_lab.notebook.loading import ACCEPT, DETECT, Opened, kinds, open_source, open_upload, report_html
 from toolcall_lab.notebook.theme import CSS, e
 
