@@ -46,7 +46,7 @@ from toolcall_lab._copy import json_copy
 from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
-from toolcall_lab._stopping import AbortHandle, Outside, catch_sigint
+from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, catch_sigint
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -652,7 +652,10 @@ async def run(
         config: a `RunConfig`; keyword `settings` (e.g. ``max_rounds=3``) override its fields.
         hooks: approval and notification callbacks; abort: an `AbortHandle`; on_event: event listener.
     """
-    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, Outside(), settings)
+    outside = CURRENT.get()
+    if outside is None or outside.task is not None:  # only `run_main`'s first run takes its Ctrl-C
+        outside = Outside()
+    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, outside, settings)
 
 
 async def _run(
@@ -700,6 +703,8 @@ async def _run(
 async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
     """`_run`'s body once the run is set up."""
     outside.task = asyncio.current_task()
+    if outside.sigint and outside.task is not None:  # Ctrl-C came before the run started
+        outside.task.cancel()
     task = asyncio.create_task(state.guarded())
     if abort is not None:
         abort._attach(task)
