@@ -531,7 +531,7 @@ def _escape_surrogates(table: Any, path: Path) -> Any:
     hits: list[tuple[Any, Any]] = []
     copied = False
     for column in table.columns:
-        if table[column].dtype != object:
+        if table[column].dtype.kind in "biufcmM":  # numbers, booleans, times: no text in them
             continue
         bad = table[column].map(lambda v: isinstance(v, str) and LONE_SURROGATE.search(v) is not None)
         if bad.any():
@@ -542,7 +542,7 @@ def _escape_surrogates(table: Any, path: Path) -> Any:
     for i, column in hits[:20]:
         row = table.loc[i]
         where = ", ".join(
-            f"{k} {escape(str(row[k]))}" for k in ("trace", "mode", "round_index", "tool_call_id") if k in row
+            f"{k} {escape(str(row[k]))}" for k in ("trace", "mode", "round", "tool_call_id") if k in row
         )
         print(
             f"toolcall-lab bench: {path}: row {i} ({where}), column {column}: a lone surrogate, which "
