@@ -232,17 +232,49 @@ def start(*args: str) -> subprocess.Popen[str]:
 
 
 def wait_for_line(proc: subprocess.Popen[str], text: str) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:  # blocks until the process says it got there
-        if text in line:
+    """Block until the process prints `text` (it says so once its Ctrl-C handling is in place); a
+    process that never does is killed and fails the test (a guard against a hang, not a timing)."""
+    seen = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if text in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    proc.reader = reader  # type: ignore[attr-defined]
+    if not seen.wait(60):
+        proc.kill()
+        raise AssertionError(f"the process never said {text!r}")
+
+
+def wait_for_file(proc: subprocess.Popen[str], path: Path) -> None:
+    for _ in range(6000):
+        if path.exists() or proc.poll() is not None:
             return
-    proc.wait(30)
-    raise AssertionError(f"the process ended without saying {text!r}: {proc.stderr.read()}")  # type: ignore[union-attr]
+        threading.Event().wait(0.01)
+    proc.kill()
+    raise AssertionError(f"{path} never appeared")
 
 
 def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.stderr is not None and proc.stdout is not None
+    err = proc.stderr.read()
+    reader = getattr(proc, "reader", None)
+    if reader is not None:
+        reader.join(60)  # it ends at the end of the output
+    else:
+        proc.stdout.read()
+    proc.stdout.close()
+    proc.stderr.close()
     return proc.returncode, err
 
 
@@ -273,7 +305,7 @@ class _OneToolCall(BaseHTTPRequestHandler):
 
     marker = ""
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         args = json.dumps({"marker": self.marker})
         body = (
@@ -316,8 +348,7 @@ def test_ctrl_c_during_record_saves_what_was_recorded_and_exits_130(tmp_path) ->
             str(out),
         )
         wait_for_line(proc, "Ctrl-C stops and saves the run so far")
-        while not marker.exists() and proc.poll() is None:  # the tool is running (it wrote the file)
-            threading.Event().wait(0.01)
+        wait_for_file(proc, marker)  # the tool is running (it wrote the file)
         code, err = interrupt(proc)
     finally:
         server.shutdown()
@@ -365,8 +396,7 @@ def test_ctrl_c_partway_through_bench_writes_the_tables_so_far_and_names_what_is
         "--out",
         str(out),
     )
-    while not marker.exists() and proc.poll() is None:
-        threading.Event().wait(0.01)
+    wait_for_file(proc, marker)
     code, err = interrupt(proc)
     assert code == 130, err
     assert "Traceback" not in err
