@@ -453,3 +453,55 @@ def test_a_ctrl_c_before_the_run_starts_stops_it_as_it_starts_with_a_record() ->
         run_main(main())
     partial = raised.value.partial_result  # type: ignore[attr-defined]
     assert (partial.status, partial.reason) == ("aborted", "interrupted") and partial.rounds == ()
+
+
+# --- 5. what approve_result sees; first_only's wording ---------------------------------------------------
+
+
+def test_approve_result_sees_only_calls_that_ran_and_returned_including_a_returned_exception() -> None:
+    from toolcall_lab.loop import Hooks
+
+    seen: list[tuple[str, str]] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    def fine(k: int) -> str:
+        return f"fine {k}"
+
+    @reg.register
+    def raises(k: int) -> str:
+        raise RuntimeError("boom")
+
+    @reg.register
+    def returns_error(k: int) -> object:
+        return ValueError("db down")  # returned, not raised: a value
+
+    calls = (
+        ("fine", {"k": 1}),
+        ("raises", {"k": 1}),
+        ("returns_error", {"k": 1}),
+        ("nope", {}),
+        ("fine", "{not json"),
+        ("fine", {"k": 1}),  # duplicate
+        ("fine", {"k": 2}),  # rejected
+    )
+    hooks = Hooks(
+        approve_call=lambda call: "not this one" if call.arguments == '{"k": 2}' else None,
+        approve_result=lambda call, ex: seen.append((call.name, ex.status)),
+    )
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    result = run_virtual(run(model, reg, "go", hooks=hooks, mode="sequential"))
+    statuses = [e.status for e in result.executions]
+    assert statuses == ["ok", "error", "ok", "unknown_tool", "invalid_arguments", "duplicate", "rejected"]
+    assert seen == [("fine", "ok"), ("returns_error", "ok")]
+    assert result.executions[2].result == '"db down"'
+
+
+def test_first_only_says_every_call_that_ran_failed_when_the_others_were_skipped() -> None:
+    def fails(k: int) -> str:
+        raise RuntimeError("boom")
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("fails", {"k": 1}), ("fails", {"k": 2}))), "x"])
+    result = run_virtual(run(model, [fails], "go", mode="first_only"))
+    assert (result.status, result.reason) == ("failed", "all_calls_failed")
+    assert result.error.startswith("every call of round 0 that ran failed (1 ran, 1 skipped without running)")

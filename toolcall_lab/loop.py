@@ -221,11 +221,18 @@ class _Run:
                 return
             if answered and failed == len(answered) and cfg.all_failed_policy == "stop":
                 self.messages.append({"role": "assistant", "content": cfg.all_failed_note})
+                unanswered = len(rnd.executions) - len(answered)  # first_only's skips: never run
+                which = (
+                    f"every call of round {round_index} that ran failed ({len(answered)} ran, "
+                    f"{unanswered} skipped without running)"
+                    if unanswered
+                    else f"every call of round {round_index} failed"
+                )
                 self.stop(
                     "failed",
                     "all_calls_failed",
-                    f"every call of round {round_index} failed; the loop answered with its own "
-                    f"assistant message ({cfg.all_failed_note!r}) and stopped",
+                    f"{which}; the loop answered with its own assistant message ({cfg.all_failed_note!r}) "
+                    "and stopped",
                 )
                 return
         self.messages.append({"role": "system", "content": cfg.final_note.format(max_rounds=cfg.max_rounds)})
