@@ -76,10 +76,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """Exit 0 when the replay followed the recording, 1 when it diverged (the partial run is shown).
     Says which conversation check was made: first_only against another mode's recording (or the
     reverse) is not checked by default, because the conversations differ on purpose."""
+    from toolcall_lab._stopping import run_main
     from toolcall_lab.exceptions import ReplayDivergenceError
-    from toolcall_lab.replay import StartedOnSnapshotError, default_check, replay
+    from toolcall_lab.replay import (
+        StartedOnSnapshotError,
+        default_check,
+        replay,
+        replay_async,
+        replayed_trace,
+    )
     from toolcall_lab.strategies import STRATEGIES
-    from toolcall_lab.trace_files import load
+    from toolcall_lab.trace_files import load, save
 
     trace = load(args.path)
     recorded = trace.metadata.mode or "sequential"
@@ -105,7 +112,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"conversation check: off{why}; a divergence from the recording is not detected")
     settings = {} if args.round_trip is None else {"round_trip_s": args.round_trip}
     try:
-        result = replay(trace, spec, virtual=not args.real_time, check=check, **settings)
+        if args.real_time:  # slow: Ctrl-C stops it and keeps the run so far
+            result = run_main(_announced(args, spec, replay_async(trace, spec, check=check, **settings)))
+        else:
+            result = replay(trace, spec, virtual=True, check=check, **settings)
+    except KeyboardInterrupt as exc:
+        partial = getattr(exc, "partial_result", None)
+        if partial is None:
+            raise
+        if args.out:
+            save(replayed_trace(partial, trace, source=str(args.path), clock="real"), args.out)
+            kept = f"saved the run so far to {args.out} ({_so_far(partial)})"
+        else:
+            kept = f"the run so far: {_so_far(partial)} (--out FILE saves it)"
+        print(f"toolcall-lab replay: interrupted (Ctrl-C): {kept}", file=sys.stderr)
+        return 130
     except ReplayDivergenceError as exc:
         what = (
             "cannot be replayed" if isinstance(exc, StartedOnSnapshotError) else "diverged from its recording"
@@ -127,12 +148,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
         return 1
     if args.out:
-        from toolcall_lab.replay import replayed_trace
-        from toolcall_lab.trace_files import save
-
         save(replayed_trace(result, trace, source=str(args.path), clock=clock), args.out)
         print(f"wrote {args.out}")
     return 0
+
+
+async def _announced(args: argparse.Namespace, spec: str, replaying: Any) -> Any:
+    """Say a real-time replay started (from inside the run, so Ctrl-C from here on is caught)."""
+    keep = f" and saves the run so far to {args.out}" if args.out else ""
+    print(f"replaying {args.path} as {_name(spec)} on the real clock (Ctrl-C stops it{keep})", flush=True)
+    return await replaying
 
 
 def _builtin_with_options(name: str) -> bool:
@@ -161,12 +186,13 @@ def _load_tools(spec: str) -> Any:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import asyncio
-
+    """Record a live run into ``--out``. Ctrl-C stops it and saves what was recorded so far (the
+    trace's outcome says ``aborted/interrupted``), exit 130."""
     from openai import AsyncOpenAI
 
+    from toolcall_lab._stopping import run_main
     from toolcall_lab.openai_model import OpenAIModel
-    from toolcall_lab.record import record
+    from toolcall_lab.record import record, recorded_trace
     from toolcall_lab.trace_files import save
 
     client = (
@@ -175,21 +201,41 @@ def cmd_record(args: argparse.Namespace) -> int:
         else AsyncOpenAI(api_key=_api_key())
     )
     model = OpenAIModel(args.model, client, parallel_tool_calls=args.parallel_tool_calls)
-    trace = asyncio.run(
-        record(
-            model,
-            _load_tools(args.tools),
-            args.prompt,
-            title=args.title or args.prompt[:60],
-            provider=args.provider,
-            source=str(client.base_url),
-            mode=args.mode,
-            max_rounds=args.max_rounds,
+    tools = _load_tools(args.tools)
+    about = {
+        "title": args.title or args.prompt[:60],
+        "provider": args.provider,
+        "source": str(client.base_url),
+    }
+
+    async def main() -> Any:
+        print(f"recording against {client.base_url} (Ctrl-C stops and saves the run so far)", flush=True)
+        return await record(model, tools, args.prompt, mode=args.mode, max_rounds=args.max_rounds, **about)
+
+    try:
+        trace = run_main(main())
+    except KeyboardInterrupt as exc:
+        partial = getattr(exc, "partial_result", None)
+        if partial is None:
+            raise
+        save(recorded_trace(partial, model, **about), args.out)
+        print(
+            f"toolcall-lab record: interrupted (Ctrl-C): saved the run so far to {args.out} "
+            f"({_so_far(partial)})",
+            file=sys.stderr,
         )
-    )
+        return 130
     save(trace, args.out)
     print(f"recorded {trace!r} -> {args.out}")
     return _recorded_outcome(trace)
+
+
+def _so_far(result: Any) -> str:
+    calls = len(result.executions)
+    return (
+        f"{len(result.rounds)} round(s), {calls} tool call(s), {result.wall_time_s:.3f} s, "
+        f"{result.status}/{result.reason}"
+    )
 
 
 def _recorded_outcome(trace: Any) -> int:
@@ -213,7 +259,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     result = import_source(args.kind, args.source, limit=args.limit, include_no_calls=args.include_no_calls)
     written = write_result(result, args.out)
     full = Path(args.out) / "import_report.txt"  # every issue, where the summary below shortens lists
-    full.write_text(result.report.summary(limit=None) + "\n", encoding="utf-8")
+    full.write_text(result.report.summary(limit=None) + "\n", encoding="utf-8", errors="backslashreplace")
     print(result.report.summary(full_list=str(full)))
     print(f"wrote {len(written)} trace file(s) to {args.out}")
     if not result.report.ok:
@@ -259,15 +305,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import time
     from concurrent.futures import ProcessPoolExecutor
 
-    from toolcall_lab.analysis import compare, summary_text
+    from toolcall_lab.analysis import compare
     from toolcall_lab.trace_files import iter_trace_paths
 
     out = Path(args.out) if args.out else None
     if out is not None:
         _check_output(out)
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        raise UsageError(f"no such file or folder: {', '.join(str(p) for p in missing)}")
+    absent = [p for p in args.paths if not Path(p).exists()]
+    if absent:
+        raise UsageError(f"no such file or folder: {', '.join(str(p) for p in absent)}")
     paths: list[Any] = list(iter_trace_paths(args.paths))
     if args.corpus:
         from toolcall_lab.scenarios import generate_corpus
@@ -296,16 +342,78 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
             pool = None
-        if partial is None or not len(partial.runs):
+        if partial is None:
             raise
         result, interrupted = partial, True
     finally:
         if pool is not None:
             pool.shutdown()
     elapsed = time.perf_counter() - started
+    missing: list[str] = []
     if interrupted:
-        done = len(set(result.runs["trace"]) | set(result.errors["trace"]))
-        print(f"\ninterrupted (Ctrl-C): below, the {done} of {len(paths)} trace(s) compared so far")
+        done = set(result.runs.get("trace", ())) | set(result.errors["trace"])
+        missing = [name for name in map(_trace_name, paths) if name not in done]
+    try:
+        _bench_report(args, result, paths, modes, elapsed, missing if interrupted else None)
+    except KeyboardInterrupt:  # Ctrl-C while reporting: the tables are still written
+        interrupted = True
+    if out is not None:
+        with _sigint_deferred() as deferred:  # a Ctrl-C now would leave half the tables written
+            written = _write_tables(result, out)
+            if interrupted:
+                written.append(_write_missing(missing, out))
+        print(
+            "wrote " + ", ".join(str(p) for p in written) + (" (partial: interrupted)" if interrupted else "")
+        )
+        interrupted = interrupted or bool(deferred)
+    if interrupted:
+        print(f"toolcall-lab bench: interrupted (Ctrl-C) after {elapsed:.1f} s", file=sys.stderr)
+        return 130
+    if args.plot and len(result.runs):
+        from toolcall_lab import plotting
+        from toolcall_lab.trace_files import load
+
+        plot = Path(args.plot)
+        plotting.speedup_distribution(result, save=plot)
+        plotting.time_breakdown(result, save=plot.with_name(plot.stem + "_breakdown" + plot.suffix))
+        broken = set(result.errors["trace"])
+        item = next(p for p in paths if _trace_name(p) not in broken)
+        first = load(item) if isinstance(item, (str, Path)) else item
+        plotting.gantt(
+            first,
+            modes,
+            round_trip_s=args.round_trip,
+            save=plot.with_name(plot.stem + "_gantt" + plot.suffix),
+        )
+        print(f"wrote {plot}, its _breakdown and _gantt companions")
+    return 1 if len(result.errors) else 0
+
+
+def _trace_name(item: Any) -> str:
+    """How the comparison tables name a trace (its path, or the title of one made in memory)."""
+    return str(item) if isinstance(item, (str, Path)) else str(item.metadata.title)
+
+
+def _bench_report(
+    args: argparse.Namespace,
+    result: Any,
+    paths: list[Any],
+    modes: list[str],
+    elapsed: float,
+    missing: list[str] | None,
+) -> None:
+    from toolcall_lab.analysis import summary_text
+
+    if missing is not None:
+        print(
+            f"\ninterrupted (Ctrl-C): below, the {len(paths) - len(missing)} of {len(paths)} trace(s) "
+            f"compared so far; {len(missing)} not compared"
+        )
+        for name in missing[:10]:
+            print(f"not compared (interrupted): {name}", file=sys.stderr)
+        if len(missing) > 10:
+            more = " (all listed in the _missing table)" if args.out else ""
+            print(f"  ... and {len(missing) - 10} more{more}", file=sys.stderr)
     print(
         f"\n{len(paths)} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
         f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
@@ -342,34 +450,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "of runs that were cut off end at the cut: marked comparable=False (not_comparable_why says "
             "why), left out of speedups"
         )
-    if out is not None:
-        written = _write_tables(result, out)
-        print(
-            "wrote " + ", ".join(str(p) for p in written) + (" (partial: interrupted)" if interrupted else "")
-        )
-    if interrupted:
-        print(f"toolcall-lab bench: interrupted (Ctrl-C) after {elapsed:.1f} s", file=sys.stderr)
-        return 130
-    if args.plot and len(result.runs):
-        from toolcall_lab import plotting
-        from toolcall_lab.trace_files import load
 
-        plot = Path(args.plot)
-        plotting.speedup_distribution(result, save=plot)
-        plotting.time_breakdown(result, save=plot.with_name(plot.stem + "_breakdown" + plot.suffix))
-        broken = set(result.errors["trace"])
-        item = next(
-            p for p in paths if (str(p) if isinstance(p, (str, Path)) else p.metadata.title) not in broken
-        )
-        first = load(item) if isinstance(item, (str, Path)) else item
-        plotting.gantt(
-            first,
-            modes,
-            round_trip_s=args.round_trip,
-            save=plot.with_name(plot.stem + "_gantt" + plot.suffix),
-        )
-        print(f"wrote {plot}, its _breakdown and _gantt companions")
-    return 1 if len(result.errors) else 0
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Any:
+    """Ctrl-C waits until the block ends (the list yielded counts the presses), so files being
+    written are written whole. Only in the main thread with Python's default handler."""
+    import signal
+    import threading
+
+    pressed: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield pressed
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _write_missing(missing: list[str], out: Path) -> Path:
+    """The traces an interrupted bench did not compare, beside the other tables."""
+    import pandas as pd
+
+    path = out.with_name(f"{out.stem}_missing{out.suffix}")
+    table = _escape_surrogates(pd.DataFrame({"trace": missing}, columns=["trace"]), path)
+    if out.suffix == ".parquet":
+        table.to_parquet(path)
+    else:
+        table.to_csv(path, index=False)
+    return path
 
 
 _TABLES = ("calls", "errors", "excluded", "missed", "dependencies")
@@ -400,12 +513,45 @@ def _write_tables(result: Any, out: Path) -> list[Path]:
     for name in ("runs", *_TABLES):
         table = getattr(result, name)
         path = out if name == "runs" else out.with_name(f"{out.stem}_{name}{out.suffix}")
+        table = _escape_surrogates(table, path)
         if out.suffix == ".parquet":
             table.to_parquet(path)
         else:
             table.to_csv(path, index=False)
         written.append(path)
     return written
+
+
+def _escape_surrogates(table: Any, path: Path) -> Any:
+    """The table with lone surrogates (a tool's or model's string UTF-8 cannot encode) written as
+    ``\\uXXXX`` text; each such cell is named on stderr (file, row's trace, round, call, column), as
+    CSV and parquet cells cannot hold the code point itself."""
+    from toolcall_lab._unicode import LONE_SURROGATE, escape
+
+    hits: list[tuple[Any, Any]] = []
+    copied = False
+    for column in table.columns:
+        if table[column].dtype.kind in "biufcmM":  # numbers, booleans, times: no text in them
+            continue
+        bad = table[column].map(lambda v: isinstance(v, str) and LONE_SURROGATE.search(v) is not None)
+        if bad.any():
+            hits += [(i, column) for i in table.index[bad]]
+            if not copied:
+                table, copied = table.copy(), True
+            table[column] = table[column].map(lambda v: escape(v) if isinstance(v, str) else v)
+    for i, column in hits[:20]:
+        row = table.loc[i]
+        where = ", ".join(
+            f"{k} {escape(str(row[k]))}" for k in ("trace", "mode", "round", "tool_call_id") if k in row
+        )
+        print(
+            f"toolcall-lab bench: {path}: row {i} ({where}), column {column}: a lone surrogate, which "
+            "CSV/parquet cannot hold, is written as a \\uXXXX escape",
+            file=sys.stderr,
+        )
+    if len(hits) > 20:
+        print(f"  ... and {len(hits) - 20} more such cell(s) in {path}", file=sys.stderr)
+    return table
 
 
 class _Defaults(argparse.HelpFormatter):

@@ -25,6 +25,12 @@ class Hooks:
 
     approve_call(call) -> True/None to run it, False or a reason string to reject it.
     approve_result(call, execution) -> True/None to send the result, False/reason to withhold it.
+    It sees only calls whose tool ran and returned (status ``ok``): never a call that raised or timed
+    out (``error``, ``timeout``: their text is the error, not a result), nor one that did not run
+    (``unknown_tool``, ``invalid_arguments``, ``rejected``, ``duplicate``, ``skipped``,
+    ``cancelled``). A tool that *returns* an exception object (rather than raising it) returned a
+    value: status ``ok``, its text the exception's ``str()`` as a JSON string, and
+    ``approve_result`` sees it; raise it to make it an ``error``.
     before_model_call(messages) -> the message list to send, or None to send the list it was given
     (edited in place or not). It gets a copy: edits apply to this model call only, never to the
     conversation or the record of earlier calls.

@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import signal
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolcall_lab.exceptions import UsageError
 
 if TYPE_CHECKING:
     from toolcall_lab.runs import RunResult
+
+T = TypeVar("T")
 
 
 class AbortHandle:
@@ -87,6 +90,8 @@ def catch_sigint(outside: Outside) -> Callable[[], None]:
     def on_sigint(signum: int, frame: Any) -> None:
         outside.sigint += 1
         task = outside.task
+        if outside.sigint == 1 and task is None:
+            return  # the run has not started: it stops as it starts (see `_run_state`)
         if outside.sigint == 1 and task is not None and not task.done():
             task.cancel()
             task.get_loop().call_soon_threadsafe(lambda: None)  # wake the loop
@@ -98,3 +103,35 @@ def catch_sigint(outside: Outside) -> Callable[[], None]:
 
     signal.signal(signal.SIGINT, on_sigint)
     return undo
+
+
+CURRENT: contextvars.ContextVar[Outside | None] = contextvars.ContextVar("toolcall_lab_outside", default=None)
+"""The `Outside` of `run_main`, which the first `run` inside it takes (see `loop.run`)."""
+
+
+def run_main(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` where Ctrl-C stops the run `main` awaits as it stops `run_sync`'s: the
+    record ends ``aborted/interrupted`` and the KeyboardInterrupt raised carries it as
+    ``partial_result`` (the CLI's ``record`` and real-time ``replay`` save it). A Ctrl-C that comes
+    before the run starts stops it as it starts; a second one raises at once."""
+    outside = Outside()
+    undo = catch_sigint(outside)
+    token = CURRENT.set(outside)  # asyncio.run's task starts from a copy of this context
+    try:
+        result = asyncio.run(main)
+    except asyncio.CancelledError:
+        if not outside.sigint:
+            raise
+        interrupt = KeyboardInterrupt()  # what Ctrl-C raises; the run's record rides on it
+        interrupt.partial_result = outside.result  # type: ignore[attr-defined]
+        raise interrupt from None
+    except KeyboardInterrupt as exc:  # a second Ctrl-C
+        if outside.result is not None and getattr(exc, "partial_result", None) is None:
+            exc.partial_result = outside.result  # type: ignore[attr-defined]
+        raise
+    finally:
+        CURRENT.reset(token)
+        undo()
+    if outside.sigint and outside.task is None:  # Ctrl-C, and no run ever started to take it
+        raise KeyboardInterrupt()
+    return result

@@ -640,11 +640,11 @@ def compare(
             for name in _TABLES:
                 tables[name] += part[name]
             done += 1
-    except KeyboardInterrupt as exc:  # Ctrl-C: what was compared so far goes with the exception
+        return _comparison(tables)
+    except KeyboardInterrupt as exc:  # Ctrl-C, also while the tables are built: what was compared so far
         exc.partial_comparison = _comparison(tables)  # type: ignore[attr-defined]
         exc.add_note(f"toolcall_lab: {done} of {len(items)} trace(s) compared; see partial_comparison")
         raise
-    return _comparison(tables)
 
 
 def _comparison(tables: dict[str, list[dict[str, Any]]]) -> Comparison:

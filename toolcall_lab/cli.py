@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from toolcall_lab._unicode import escape
 from toolcall_lab.exceptions import ToolcallLabError
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _orjson: Any
 try:
     import orjson as _orjson
@@ -25,7 +24,7 @@ def _encode(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+        return escape(text).encode("utf-8")
 
 
 def _write(data: bytes) -> None:
@@ -182,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a lone surrogate in a name or message prints as \udXXX
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         return int(args.func(args))
     except BrokenPipeError:  # output piped into `head` and the like: not an error

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import math
 import selectors
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -57,7 +58,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         selector = _VirtualSelector()
         selector.loop = self
         super().__init__(selector)
+        self._base_resolution: float = self._clock_resolution  # type: ignore[has-type]
         self._virtual_now = start
+        self._set_resolution()
 
     def time(self) -> float:
         return self._virtual_now
@@ -69,6 +72,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if scheduled and scheduled[0]._when > target:
             target = scheduled[0]._when
         self._virtual_now = target
+        self._set_resolution()
+
+    def _set_resolution(self) -> None:
+        """The clock's resolution is at least the spacing of floats at the current time.
+
+        asyncio runs a timer once ``when < time() + resolution``; far from zero (1e8 s and beyond) a
+        float cannot hold ``time() + 1e-9``, the sum rounds back to ``time()``, a timer due exactly
+        now never counts as due, and the loop would spin forever without advancing."""
+        self._clock_resolution = max(self._base_resolution, 2 * math.ulp(self._virtual_now))
 
     def run_in_executor(  # type: ignore[override]
         self, executor: Any, func: Callable[..., T], *args: Any

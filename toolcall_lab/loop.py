@@ -46,7 +46,7 @@ from toolcall_lab._copy import json_copy
 from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
-from toolcall_lab._stopping import AbortHandle, Outside, catch_sigint
+from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, catch_sigint
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -221,11 +221,18 @@ class _Run:
                 return
             if answered and failed == len(answered) and cfg.all_failed_policy == "stop":
                 self.messages.append({"role": "assistant", "content": cfg.all_failed_note})
+                unanswered = len(rnd.executions) - len(answered)  # first_only's skips: never run
+                which = (
+                    f"every call of round {round_index} that ran failed ({len(answered)} ran, "
+                    f"{unanswered} skipped without running)"
+                    if unanswered
+                    else f"every call of round {round_index} failed"
+                )
                 self.stop(
                     "failed",
                     "all_calls_failed",
-                    f"every call of round {round_index} failed; the loop answered with its own "
-                    f"assistant message ({cfg.all_failed_note!r}) and stopped",
+                    f"{which}; the loop answered with its own assistant message ({cfg.all_failed_note!r}) "
+                    "and stopped",
                 )
                 return
         self.messages.append({"role": "system", "content": cfg.final_note.format(max_rounds=cfg.max_rounds)})
@@ -652,7 +659,10 @@ async def run(
         config: a `RunConfig`; keyword `settings` (e.g. ``max_rounds=3``) override its fields.
         hooks: approval and notification callbacks; abort: an `AbortHandle`; on_event: event listener.
     """
-    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, Outside(), settings)
+    outside = CURRENT.get()
+    if outside is None or outside.task is not None:  # only `run_main`'s first run takes its Ctrl-C
+        outside = Outside()
+    return await _run(model, tools, messages, mode, config, hooks, abort, on_event, outside, settings)
 
 
 async def _run(
@@ -700,6 +710,8 @@ async def _run(
 async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
     """`_run`'s body once the run is set up."""
     outside.task = asyncio.current_task()
+    if outside.sigint and outside.task is not None:  # Ctrl-C came before the run started
+        outside.task.cancel()
     task = asyncio.create_task(state.guarded())
     if abort is not None:
         abort._attach(task)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -84,6 +85,15 @@ class ScriptedResponse:
     usage: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        for name in ("latency_s", "ttfc_s"):
+            value = getattr(self, name)
+            if (value is not None or name == "latency_s") and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            ):
+                raise UsageError(
+                    f"ScriptedResponse {name}={value!r}: must be a finite number of seconds >= 0 (a NaN "
+                    "or infinite latency would stall the virtual clock or time nothing)"
+                )
         if self.latency_s < 0 or (self.ttfc_s is not None and not 0 <= self.ttfc_s <= self.latency_s):
             raise UsageError(
                 f"ScriptedResponse latency_s={self.latency_s!r}, ttfc_s={self.ttfc_s!r}: "

@@ -11,6 +11,7 @@ from typing import Any
 
 from toolcall_lab.loop import run
 from toolcall_lab.models import Model
+from toolcall_lab.runs import RunResult
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 from toolcall_lab.trace import Trace, TraceMetadata
 from toolcall_lab.trace_files import redact_trace
@@ -34,8 +35,25 @@ async def record(
     notes: str = "",
     **run_kwargs: Any,
 ) -> Trace:
-    """Run live (real clock) and return the run as a recorded trace with chunk timings and tool durations."""
+    """Run live (real clock) and return the run as a recorded trace with chunk timings and tool durations.
+
+    When the run is stopped (Ctrl-C, a cancellation) the exception carries the run so far as
+    ``partial_result``; `recorded_trace` turns it into a trace the same way."""
     result = await run(model, tools, messages, **run_kwargs)
+    return recorded_trace(result, model, title=title, provider=provider, source=source, notes=notes)
+
+
+def recorded_trace(
+    result: RunResult,
+    model: Model,
+    *,
+    title: str,
+    provider: str | None = None,
+    source: str | None = None,
+    notes: str = "",
+) -> Trace:
+    """A live run (complete, or the ``partial_result`` of one that was stopped) as a recorded trace,
+    credentials stripped."""
     meta = TraceMetadata(
         title=title,
         origin="recorded",

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
+from toolcall_lab._stopping import run_main
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceFormatError, UsageError
 from toolcall_lab.loop import AbortHandle, run
@@ -665,8 +666,8 @@ def replay(
         return run_virtual(coro)
     try:
         asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
+    except RuntimeError:  # Ctrl-C: a KeyboardInterrupt carrying the run so far (``partial_result``)
+        return run_main(coro)
     coro.close()
     from toolcall_lab.exceptions import UsageError
 

@@ -8,12 +8,14 @@ each scenario states. Scenarios run on the virtual clock, so recording them is i
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolcall_lab.clock import run_virtual
+from toolcall_lab.exceptions import UsageError
 from toolcall_lab.loop import run
 from toolcall_lab.models import ScriptedModel, ScriptedResponse
 from toolcall_lab.records import Mode
@@ -35,6 +37,8 @@ def simulated(
     timeout_s: float | None = None,
 ) -> Tool:
     """A tool that takes `seconds` of (virtual) time and answers deterministically."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
+        raise UsageError(f"simulated({name!r}, seconds={seconds!r}): must be a finite number of seconds >= 0")
 
     async def fn(**kwargs: Any) -> str:
         await asyncio.sleep(seconds)

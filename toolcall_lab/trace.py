@@ -220,6 +220,12 @@ class Trace:
         )
 
 
+def _same_time(a: float, b: float, magnitude: float) -> bool:
+    """Two figures for one duration agree: to the microsecond (times are stored as decimal floats),
+    or to a few float steps where the times are so large that a microsecond is below their step."""
+    return abs(a - b) <= max(1e-6, 4 * math.ulp(abs(magnitude)))
+
+
 def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__ if not name.startswith("_")}
 
@@ -403,15 +409,46 @@ class _Reader:
             self.obj(t, f"tools[{i}]")
         for i, msg in enumerate(initial):
             self.obj(msg, f"initial_messages[{i}]")
-        rounds = self.get(d, "rounds", "", self.list_)
+        rounds = tuple(
+            self.round(r, f"rounds[{i}]") for i, r in enumerate(self.get(d, "rounds", "", self.list_))
+        )
+        self.wall_time(o, outcome.wall_time_s, rounds)
         return Trace(
             metadata=meta,
             tools=tuple(tools),
             initial_messages=tuple(initial),
-            rounds=tuple(self.round(r, f"rounds[{i}]") for i, r in enumerate(rounds)),
+            rounds=rounds,
             outcome=outcome,
             schema_version=SCHEMA_VERSION,  # older versions are migrated on reading
         )
+
+    def wall_time(self, o: Mapping[str, Any], wall: float, rounds: tuple[Round, ...]) -> None:
+        """The run's wall time is never negative and never ends before what it recorded did (a
+        model call, a tool execution, a client round trip): `compare` reads it as the run's time."""
+        if wall < 0:
+            raise self.fail("outcome.wall_time_s", f"negative duration {wall!r}")
+        last, where = 0.0, ""
+        for r in rounds:
+            ends = [(r.model_call.ended_at, f"rounds[{r.round_index}]'s model call")]
+            ends += [
+                (e.ended_at, f"rounds[{r.round_index}] call {e.tool_call_id}")
+                for e in r.executions
+                if e.status != "skipped"
+            ]
+            ends += [
+                (t.ended_at, f"rounds[{r.round_index}]'s round trip for {t.tool_call_id}")
+                for t in r.round_trips
+            ]
+            for end, what in ends:
+                if end > last:
+                    last, where = end, what
+        if "wall_time_s" not in o and not rounds:
+            return
+        if wall < last and not _same_time(wall, last, last):
+            raise self.fail(
+                "outcome.wall_time_s",
+                f"{wall} ends before {where} does ({last}): the run's wall time contradicts its rounds",
+            )
 
     def timing(self, d: Mapping[str, Any], path: str) -> Timing:
         if self.v1_timing is not None:
@@ -446,6 +483,36 @@ class _Reader:
                 )
             previous = max(previous, c.offset_s)
 
+    def model_times(self, resp: Mapping[str, Any], mc: ModelCall, path: str) -> None:
+        """A model call's times agree with each other, as a tool execution's do (`execution`): a
+        replay sleeps the latency, so a contradiction would silently become a wrong number. The
+        derived ``latency_s`` and ``ttfc_s`` are written for readers; on load they must match."""
+        if mc.started_at < 0:
+            raise self.fail(
+                f"{path}.started_at", f"negative time {mc.started_at!r} (seconds from the run's start)"
+            )
+        if mc.ended_at < mc.started_at:
+            raise self.fail(f"{path}.ended_at", f"ends ({mc.ended_at}) before it starts ({mc.started_at})")
+        first = mc.first_chunk_at
+        if first is not None and not mc.started_at - _OFFSET_SLACK <= first <= mc.ended_at + _OFFSET_SLACK:
+            raise self.fail(
+                f"{path}.first_chunk_at",
+                f"{first} is outside the call (started_at {mc.started_at}, ended_at {mc.ended_at})",
+            )
+        for key, derived, what in (
+            ("latency_s", mc.latency_s, "ended_at - started_at"),
+            ("ttfc_s", mc.ttfc_s, "first_chunk_at - started_at"),
+        ):
+            given = self.get(resp, key, path, self.opt_num, None)
+            if given is None and derived is not None and key in resp and resp[key] is None:
+                raise self.fail(f"{path}.{key}", f"null, but {what} is {derived}")
+            if given is not None and (derived is None or not _same_time(given, derived, mc.ended_at)):
+                raise self.fail(
+                    f"{path}.{key}",
+                    f"{given} does not match {what} ({mc.ended_at if key == 'latency_s' else first} - "
+                    f"{mc.started_at})",
+                )
+
     def round(self, value: Any, path: str) -> Round:
         d = self.obj(value, path)
         req = self.get(d, "request", path, self.obj)
@@ -470,10 +537,7 @@ class _Reader:
             timing=self.timing(resp, rp),
             chunk_timing=self.chunk_timing(resp, rp),
         )
-        if model_call.ended_at < model_call.started_at:
-            raise self.fail(
-                f"{rp}.ended_at", f"ends ({model_call.ended_at}) before it starts ({model_call.started_at})"
-            )
+        self.model_times(resp, model_call, rp)
         self.offsets(chunks, model_call.latency_s, rp)
         messages = self.get(req, "messages", f"{path}.request", self.list_)
         for i, msg in enumerate(messages):
@@ -582,7 +646,9 @@ class _Reader:
         started = self.get(d, "started_at", path, self.num)
         ended = self.get(d, "ended_at", path, self.num)
         duration = self.get(d, "duration_s", path, self.num, ended - started)
-        if ended < started or abs(duration - (ended - started)) > 1e-6:
+        if started < 0:
+            raise self.fail(f"{path}.started_at", f"negative time {started!r} (seconds from the run's start)")
+        if ended < started or not _same_time(duration, ended - started, ended):
             raise self.fail(
                 f"{path}.duration_s", f"{duration} does not match ended_at - started_at ({ended} - {started})"
             )

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolcall_lab._unicode import LONE_SURROGATE, describe, escape, unwritable
 from toolcall_lab.exceptions import TraceError, TraceFormatError
 from toolcall_lab.records import ToolExecution
 from toolcall_lab.redaction import SECRET_KEYS, redact, redact_stream, secret_warnings
@@ -32,9 +33,27 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def dumps(trace: Trace) -> str:
-    """The canonical text of a trace: sorted keys, 1-space indent, trailing newline."""
-    return json.dumps(trace.to_dict(), sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+def dumps(trace: Trace, *, source: str | None = None) -> str:
+    """The canonical text of a trace: sorted keys, 1-space indent, trailing newline.
+
+    Lone surrogates (a tool's result, a model's arguments: ``"\\ud800"``) are written as ``\\uXXXX``
+    escapes, so the file is UTF-8 and `load` gives the same strings back. A high surrogate followed
+    by a low one cannot be kept apart from the character the pair encodes: that raises
+    `TraceError` naming the field, round and call (`source`: the file, for the message).
+    """
+    doc = trace.to_dict()
+    text = json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    if LONE_SURROGATE.search(text):
+        bad = unwritable(doc)
+        if bad is not None:
+            raise TraceError(
+                f"{source or 'trace'}: cannot be saved: {describe(doc, bad)} holds a surrogate pair "
+                "as two separate code points (e.g. from text decoded with surrogatepass); JSON would read "
+                "it back as one character, so the record would change. Decode that text properly "
+                "(or replace the pair) before the tool returns it"
+            )
+        text = escape(text)
+    return text
 
 
 def redact_trace(trace: Trace) -> Trace:
@@ -64,7 +83,7 @@ def save(trace: Trace, path: str | Path) -> Path:
     in ``metadata.redactions``.
     """
     target = Path(path)
-    text = dumps(redact_trace(trace))
+    text = dumps(redact_trace(trace), source=str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

@@ -12,10 +12,12 @@ import csv
 import hashlib
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from toolcall_lab._unicode import LONE_SURROGATE, escape
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.notebook.theme import CSS, e
 from toolcall_lab.notebook.timeline import paired, timeline_file
@@ -94,10 +96,26 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
+    cells = [{k: _plain(v) for k, v in row.items()} for row in rows]
+    hits = [
+        f"row {i} column {k}"
+        for i, row in enumerate(cells)
+        for k, v in row.items()
+        if isinstance(v, str) and LONE_SURROGATE.search(v)
+    ]
+    if hits:  # a CSV file is UTF-8: such a cell cannot hold the code point itself
+        warnings.warn(
+            f"{p}: lone surrogates written as \\uXXXX escapes in {len(hits)} cell(s): "
+            + ", ".join(hits[:10])
+            + (" ..." if len(hits) > 10 else ""),
+            UserWarning,
+            stacklevel=2,
+        )
+        cells = [{k: escape(v) if isinstance(v, str) else v for k, v in row.items()} for row in cells]
     with p.open("x", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
-        writer.writerows({k: _plain(v) for k, v in row.items()} for row in rows)
+        writer.writerows(cells)
     return p
 
 
@@ -111,7 +129,7 @@ def write_svg(panels: Panels, path: str | Path, *, title: str = "") -> Path:
     _check(panels)
     p = free_path(Path(path))
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("x", encoding="utf-8") as fh:
+    with p.open("x", encoding="utf-8", errors="backslashreplace") as fh:  # lone surrogates as \\udXXX
         fh.write(timeline_file(panels, title=title))
     return p
 
@@ -145,7 +163,7 @@ def save_html(view: HasStaticHtml, path: str | Path, *, title: str = "") -> Path
     name = title or type(view).__name__
     p = free_path(Path(path))
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("x", encoding="utf-8") as fh:
+    with p.open("x", encoding="utf-8", errors="backslashreplace") as fh:  # lone surrogates as \\udXXX
         fh.write(
             "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
