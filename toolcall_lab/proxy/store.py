@@ -294,9 +294,10 @@ CREATE TABLE IF NOT EXISTS replies (
 APPLICATION_ID = 0x546C5078
 """``PRAGMA application_id`` of a proxy state file ("TlPx"), to tell it from other applications' files."""
 _TABLES = frozenset({"meta", "batches", "tombstones", "replies"})
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 """1: batches matched by upstream call ids and prefix hashes; 2: batches by proxy id tags; 3: opaque
-proxy ids (the upstream's ids kept in records and tombstones), choice fields, idempotency keys by JSON."""
+proxy ids (the upstream's ids kept in records and tombstones), choice fields, idempotency keys by JSON;
+4: everything kept is scoped by a digest of the caller's credentials (`batches.scope_of`)."""
 
 
 class SQLiteStore(MemoryStore):
