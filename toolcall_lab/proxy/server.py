@@ -127,7 +127,16 @@ def _not_routed(request: Request) -> Response:
             f"no such endpoint: {request.method} {request.path} (did you mean {request.path.rstrip('/')}?)"
         )
     else:
-        status, reason = 404, f"no such endpoint: {request.method} {request.path}"
+        status = 404
+        reason = (
+            f"no such endpoint: {request.method} {request.path}; the proxy serves chat completions only "
+            "(POST /v1/chat/completions, GET /health)"
+        )
+        if request.path.rstrip("/").endswith("/responses"):
+            reason += (
+                ", not the Responses API: with the OpenAI Agents SDK use OpenAIChatCompletionsModel, or "
+                "set_default_openai_api('chat_completions')"
+            )
     return HTTPError(status, reason, "http_error").response()
 
 
@@ -204,6 +213,7 @@ class ProxyServer:
             max_body_bytes=settings.max_body_bytes,
             keepalive_s=settings.keepalive_s,
             head_timeout_s=settings.head_timeout_s,
+            body_timeout_s=settings.body_timeout_s,
             max_connections=settings.max_connections,
         )
         url = await self._http.start(host, port)
@@ -419,6 +429,16 @@ class ProxyServer:
         try:
             body = loads_lenient(raw)
         except ValueError:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise HTTPError(
+                    400,
+                    f"request body is not valid UTF-8 at byte {bad.start} ({bad.reason}: "
+                    f"{raw[bad.start : bad.start + 4]!r}; counted in the body as decoded from any "
+                    "Content-Encoding); JSON must be sent as UTF-8",
+                    "invalid_json",
+                ) from None
             raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
         messages = body.get("messages") if isinstance(body, dict) else None
         own = isinstance(messages, list) and any(
@@ -475,6 +495,23 @@ class ProxyServer:
     def history_form(self, split: Split, messages: list[dict[str, Any]], scope: str) -> list[dict[str, Any]]:
         """The upstream's form of a batch followed by other messages; an open batch is closed here:
         finished when the client holds every result, else interrupted (see the module docstring)."""
+        if split.answered < split.n_calls and split.end < len(messages):
+            after = messages[split.end]
+            if after.get("role") == "function":  # not an interruption: a result in the legacy form
+                _, call = split.calls[split.answered] if split.answered in split.calls else (0, {})
+                raise HTTPError(
+                    400,
+                    f"message {split.end} (role 'function', name {after.get('name')!r}) follows batch "
+                    f"{split.tag}, which has {split.n_calls - split.answered} of its {split.n_calls} calls "
+                    "without a result: the legacy 'function' role is not a result of a serialized call. "
+                    + (
+                        f"Answer call {call.get('id')!r} with a tool message (role 'tool', tool_call_id "
+                        f"{call.get('id')!r})."
+                        if call
+                        else "Answer each call with a tool message (role 'tool', its tool_call_id)."
+                    ),
+                    "invalid_batch_messages",
+                )
         batch = self.store.get(split.tag)
         if batch is not None:
             self.check_scope(batch.scope, scope, split, batch.name)
@@ -740,9 +777,17 @@ class ProxyServer:
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
+            dropped = self.store.tombstones_dropped
+            pressure = (
+                f"; this proxy has also dropped {dropped} tombstones of evicted batches to stay within its "
+                "bounds (--max-bytes, --max-batches), so it may have evicted this batch under memory "
+                "pressure, its tombstone last"
+                if dropped
+                else ""
+            )
             why = (
                 "is not known to this proxy: it was restarted without --state, forgot the batch long ago, "
-                "or another proxy (not sharing its state) handed it out"
+                f"or another proxy (not sharing its state) handed it out{pressure}"
             )
         elif tomb.reason == "expired":
             why = f"expired after {self.settings.ttl_s:g} s without use"
