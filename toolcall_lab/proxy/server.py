@@ -498,7 +498,7 @@ class ProxyServer:
         if split.answered < split.n_calls and split.end < len(messages):
             after = messages[split.end]
             if after.get("role") == "function":  # not an interruption: a result in the legacy form
-                _, call = split.calls[split.answered] if split.answered in split.calls else (0, {})
+                _, call = split.calls.get(split.answered, (0, {}))
                 raise HTTPError(
                     400,
                     f"message {split.end} (role 'function', name {after.get('name')!r}) follows batch "
