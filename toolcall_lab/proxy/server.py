@@ -20,6 +20,11 @@ between round trips (a system prompt with the current time). How each request is
   (another body under a used key is a 409), and under an ``x-session-id`` the same messages while the
   batch they opened is still open get its first call again. The same first message after that batch
   finished is a new conversation.
+- **Scope**: everything kept (Idempotency-Key replies, ``x-session-id`` retries, batches, tombstones)
+  is keyed by `batches.scope_of` the caller's credentials (a digest of ``Authorization`` /
+  ``OpenAI-Organization`` / ``OpenAI-Project``; '' without them): another caller's Idempotency-Key or
+  session is its own, and a request carrying other credentials for a batch's ids is a 403 naming the
+  call (`check_scope`).
 - **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
   id names. The next result is recorded and the next call handed out; a repeat of an earlier request
   gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
