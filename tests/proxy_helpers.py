@@ -87,6 +87,8 @@ class CheckingUpstream:
         self.issued: dict[str, list[dict[str, Any]]] = {}
         """Batches issued, by nonce."""
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        """The headers of each request in `requests` (lower-case names)."""
         self.completed: list[list[dict[str, Any]]] = []
         """The message lists of requests that completed a batch (checked)."""
         self.problems: list[str] = []
@@ -110,6 +112,7 @@ class CheckingUpstream:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        self.headers.append({k.lower(): v for k, v in request.headers.items()})
         messages = body["messages"]
         last = messages[-1]
         if last["role"] == "tool":

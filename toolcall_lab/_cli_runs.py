@@ -678,6 +678,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         upstream_total_timeout_s=args.upstream_total_timeout,
         model=args.model,
         head_timeout_s=args.head_timeout,
+        body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
     )
     hosts: list[str] = args.host or ["127.0.0.1"]
@@ -814,6 +815,13 @@ def register(sub: Any) -> None:
         type=_positive(float),
         default=30.0,
         help="seconds a request's head (request line and headers) may take to arrive whole (else 408)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=_positive(float),
+        default=60.0,
+        help="seconds a request's body may take to arrive whole after its head (else 408 and the "
+        "connection closes)",
     )
     p.add_argument(
         "--max-connections",

@@ -20,9 +20,10 @@ tables, middlewares, multidicts, request objects built field by field). This ser
   reply), ``Connection: close``, pipelined requests answered in order. A client that half-closes its
   side after a complete request (``shutdown(SHUT_WR)``) still gets its reply. The head of a request
   must arrive whole within `head_timeout_s` of its first byte (a fresh connection: of its opening),
-  else a 408; a connection idle for `keepalive_s`, or whose body stops arriving for that long, is
-  closed. At most `max_connections` are open: at the cap a new one takes the place of the longest-idle
-  kept-alive connection, or is answered 503 at once when every connection is in use.
+  else a 408; its body must arrive whole within `body_timeout_s` of the end of the head, else a 408
+  and the connection closes; a connection idle for `keepalive_s` is closed. At most
+  `max_connections` are open: at the cap a new one takes the place of the longest-idle kept-alive
+  connection, or is answered 503 at once when every connection is in use.
 - **Handlers.** A handler is never cancelled when its client goes away (the proxy finishes what it
   started: a retry finds the reply kept); a stream stops when its client is gone. `HTTPServer.close`
   stops accepting, closes idle connections, and gives handlers in flight `grace_s` to deliver their
@@ -233,6 +234,8 @@ class _Protocol(asyncio.Protocol):
         self.last_data = 0.0
         self.head_since: float | None = None
         """When the head being read began (None: no head under way)."""
+        self.body_since = 0.0
+        """When the head of the request whose body is being read (`pending`) ended."""
         self.timer: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None
         self.drain: asyncio.Future[None] | None = None
@@ -423,6 +426,8 @@ class _Protocol(asyncio.Protocol):
         del buffer[: end + 4]
         self.pending = pending
         self.head_since = None
+        self.body_since = self.loop.time()
+        self._arm()  # the body's deadline
         waiting = expect is not None and not old and not buffer and (pending.chunked or pending.length)
         if waiting and self.transport is not None:  # the client waits for this before sending the body
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -602,6 +607,8 @@ class _Protocol(asyncio.Protocol):
             return None  # re-armed when the reply is written
         if self.pending is None and self.head_since is not None:
             return self.head_since + self.server.head_timeout_s
+        if self.pending is not None:
+            return self.body_since + self.server.body_timeout_s
         return self.last_data + self.server.keepalive_s
 
     def _tick(self) -> None:
@@ -619,7 +626,17 @@ class _Protocol(asyncio.Protocol):
                 "(head_timeout_s)",
             )
             return
-        self._close()  # idle, a fresh connection that sent nothing, or a body that stopped arriving
+        pending = self.pending
+        if pending is not None:
+            got = len(pending.body) if pending.chunked else len(self.buffer)
+            expected = "of a chunked body" if pending.chunked else f"of {pending.length}"
+            self._refuse(
+                408,
+                f"the request body did not arrive whole within {self.server.body_timeout_s:g} s of its head "
+                f"(body_timeout_s, --body-timeout): {got} bytes {expected} arrived",
+            )
+            return
+        self._close()  # idle, or a fresh connection that sent nothing
 
 
 def _bad_request_line(head: bytes) -> BadRequest:
@@ -636,10 +653,11 @@ class HTTPServer:
         handler: answers one request.
         refusal: the reply for a request the server answers itself (status, message): 413 for a body
             over `max_body_bytes` (message empty), 400 / 415 / 417 / 431 / 501 / 505 for malformed or
-            unsupported ones, 408 for a head that took too long, 503 at the connection cap.
+            unsupported ones, 408 for a head or a body that took too long, 503 at the connection cap.
         max_body_bytes: largest request body accepted (decoded size, for a compressed one).
-        keepalive_s: an idle connection (or a body that stops arriving) is closed after this long.
+        keepalive_s: an idle connection is closed after this long.
         head_timeout_s: a request head must arrive whole within this long of its first byte.
+        body_timeout_s: a request body must arrive whole within this long of the end of its head.
         max_connections: open connections at most.
     """
 
@@ -651,6 +669,7 @@ class HTTPServer:
         max_body_bytes: int,
         keepalive_s: float = 75.0,
         head_timeout_s: float = 30.0,
+        body_timeout_s: float = 60.0,
         max_connections: int = 1000,
     ) -> None:
         self.handler = handler
@@ -658,6 +677,7 @@ class HTTPServer:
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
         self.head_timeout_s = head_timeout_s
+        self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         self.connections: set[_Protocol] = set()
         self.closing = False

@@ -106,6 +106,9 @@ class Batch:
     first hand-out carries them."""
     session_key: str = ""
     """With ``x-session-id``: a hash of the session and the request that opened the batch (retries)."""
+    scope: str = ""
+    """`scope_of` the credentials of the request that opened the batch (a digest, never the secret;
+    '' for a request without any): only requests with the same credentials may continue it."""
     digests: list[str] = field(default_factory=list)
     """`result_digest` of each result received, by position."""
     final: dict[str, Any] | None = None
@@ -234,6 +237,7 @@ class Batch:
             "choice": self.choice,
             "headers": self.headers,
             "session_key": self.session_key,
+            "scope": self.scope,
             "digests": self.digests,
             "final": self.final,
             "final_headers": self.final_headers,
@@ -259,6 +263,7 @@ class Batch:
             state=self.state,
             reason=reason,
             at=at,
+            scope=self.scope,
         )
 
 
@@ -277,6 +282,11 @@ class Tombstone:
     state: BatchState
     reason: Literal["expired", "evicted"]
     at: float
+    scope: str = ""
+    """The batch's `Batch.scope`: a tombstone answers only the credentials that opened the batch."""
+
+    def name(self, position: int) -> str:
+        return self.names[position]
 
     @property
     def size(self) -> int:
@@ -620,9 +630,30 @@ def normal_form(message: dict[str, Any]) -> bytes:
     )
 
 
-def session_key(session: str, messages: Sequence[dict[str, Any]]) -> str:
-    """Identity of a request under an ``x-session-id``: the same session and the same messages."""
-    h = hashlib.sha256(b"toolcall-lab proxy\x00" + session.encode("utf-8", "surrogatepass"))
+SCOPE_HEADERS = ("authorization", "openai-organization", "openai-project")
+"""The request headers that name the caller's credentials (lower case, as the server reads them)."""
+
+
+def scope_of(headers: dict[str, str]) -> str:
+    """The caller's scope: a digest of its credentials (`SCOPE_HEADERS`), or '' when it sends none.
+
+    Everything the proxy keeps (batches, kept replies, ``x-session-id`` retries, tombstones) is keyed by
+    it, so one caller never gets another's kept reply or queue; only the digest is held, in memory and
+    in ``--state``, never the secret."""
+    values = [headers.get(name) for name in SCOPE_HEADERS]
+    if not any(values):
+        return ""
+    h = hashlib.sha256(b"toolcall-lab proxy scope")
+    for value in values:
+        h.update(b"\x00" + (value or "").encode("latin-1"))  # header values are read as latin-1
+    return h.hexdigest()[:32]
+
+
+def session_key(session: str, messages: Sequence[dict[str, Any]], scope: str = "") -> str:
+    """Identity of a request under an ``x-session-id``: the same caller (`scope_of`), the same session and
+    the same messages."""
+    h = hashlib.sha256(b"toolcall-lab proxy\x00" + scope.encode() + b"\x00")
+    h.update(session.encode("utf-8", "surrogatepass"))
     for message in messages:
         h.update(hashlib.sha256(normal_form(message)).digest())
     return h.hexdigest()

@@ -20,6 +20,11 @@ between round trips (a system prompt with the current time). How each request is
   (another body under a used key is a 409), and under an ``x-session-id`` the same messages while the
   batch they opened is still open get its first call again. The same first message after that batch
   finished is a new conversation.
+- **Scope**: everything kept (Idempotency-Key replies, ``x-session-id`` retries, batches, tombstones)
+  is keyed by `batches.scope_of` the caller's credentials (a digest of ``Authorization`` /
+  ``OpenAI-Organization`` / ``OpenAI-Project``; '' without them): another caller's Idempotency-Key or
+  session is its own, and a request carrying other credentials for a batch's ids is a 403 naming the
+  call (`check_scope`).
 - **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
   id names. The next result is recorded and the next call handed out; a repeat of an earlier request
   gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
@@ -92,6 +97,7 @@ from toolcall_lab.proxy.batches import (
     request_fields,
     result_digest,
     scan,
+    scope_of,
     session_key,
     translate,
 )
@@ -126,7 +132,16 @@ def _not_routed(request: Request) -> Response:
             f"no such endpoint: {request.method} {request.path} (did you mean {request.path.rstrip('/')}?)"
         )
     else:
-        status, reason = 404, f"no such endpoint: {request.method} {request.path}"
+        status = 404
+        reason = (
+            f"no such endpoint: {request.method} {request.path}; the proxy serves chat completions only "
+            "(POST /v1/chat/completions, GET /health)"
+        )
+        if request.path.rstrip("/").endswith("/responses"):
+            reason += (
+                ", not the Responses API: with the OpenAI Agents SDK use OpenAIChatCompletionsModel, or "
+                "set_default_openai_api('chat_completions')"
+            )
     return HTTPError(status, reason, "http_error").response()
 
 
@@ -203,6 +218,7 @@ class ProxyServer:
             max_body_bytes=settings.max_body_bytes,
             keepalive_s=settings.keepalive_s,
             head_timeout_s=settings.head_timeout_s,
+            body_timeout_s=settings.body_timeout_s,
             max_connections=settings.max_connections,
         )
         url = await self._http.start(host, port)
@@ -293,15 +309,18 @@ class ProxyServer:
     async def handle(self, request: Request) -> HTTPReply:
         self.stats["requests"] += 1
         raw = request.body
+        scope = scope_of(request.headers)  # once per request; everything kept is keyed by it
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
-            return await self._answer(request, raw)
-        async with self._locks.hold("key:" + key):
-            return await self._idempotent(key, request, raw)
+            return await self._answer(request, raw, scope)
+        async with self._locks.hold(f"key:{scope}:{key}"):
+            return await self._idempotent(key, request, raw, scope)
 
-    async def _idempotent(self, key: str, request: Request, raw: bytes) -> HTTPReply:
+    async def _idempotent(self, key: str, request: Request, raw: bytes, scope: str) -> HTTPReply:
+        """A request under an Idempotency-Key: the key is the caller's own (kept under `scope_of` its
+        credentials), so another caller using the same key starts its own request."""
         digest = request_digest(raw)
-        stored = self.store.reply_for(key)
+        stored = self.store.reply_for(f"{scope}:{key}")
         if stored is not None:
             if stored.request_hash != digest:
                 self.stats["conflicts"] += 1
@@ -324,13 +343,13 @@ class ProxyServer:
             return Response(
                 stored.status, stored.body, {**stored.headers, "Content-Type": stored.content_type}
             )
-        response = await self._answer(request, raw)
+        response = await self._answer(request, raw, scope)
         if 200 <= response.status < 300:
             streamed = isinstance(response, StreamResponse)
             body = response.body if isinstance(response, Response) else b""
             kind = response.content_type if isinstance(response, Response) else "a stream passed through"
             self.store.keep_reply(
-                key,
+                f"{scope}:{key}",
                 StoredReply(
                     request_hash=digest,
                     status=response.status,
@@ -343,9 +362,9 @@ class ProxyServer:
             )
         return response
 
-    async def _answer(self, request: Request, raw: bytes) -> HTTPReply:
+    async def _answer(self, request: Request, raw: bytes, scope: str) -> HTTPReply:
         try:
-            return await self.respond(request, raw)
+            return await self.respond(request, raw, scope)
         except HTTPError as exc:
             if exc.status == 409:
                 self.stats["conflicts"] += 1
@@ -355,7 +374,7 @@ class ProxyServer:
         except Reply as reply:
             return reply.response
 
-    async def respond(self, request: Request, raw: bytes) -> HTTPReply:
+    async def respond(self, request: Request, raw: bytes, scope: str) -> HTTPReply:
         try:
             body = loads(raw)
         except JSONError as exc:
@@ -370,7 +389,7 @@ class ProxyServer:
             return await self.forward.pass_through(request, body, raw, None)
         queued = self.queued_tail(messages)
         if queued is not None:  # the next result of a batch the proxy holds: served from its queue
-            return await self.continue_batch(request, body, messages, [], {}, queued)
+            return await self.continue_batch(request, body, messages, [], {}, queued, scope)
         body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
         messages = body["messages"]
         try:
@@ -389,11 +408,11 @@ class ProxyServer:
         history = splits[:-1] if tail is not None else splits
         if any(self.forgotten(split.tag) for split in history):
             self.stats["requests_with_rebuilt_batches"] += 1
-        forms = {split.tag: self.history_form(split, messages) for split in history}
+        forms = {split.tag: self.history_form(split, messages, scope) for split in history}
         if tail is not None:
-            return await self.continue_batch(request, body, messages, history, forms, tail)
+            return await self.continue_batch(request, body, messages, history, forms, tail, scope)
         session = request.headers.get(SESSION_HEADER, "")
-        key = session_key(session, messages) if session and serial else ""
+        key = session_key(session, messages, scope) if session and serial else ""
         if key:
             retry = self.store.open_for(key)
             if retry is not None:  # the same request again under the same x-session-id
@@ -406,7 +425,7 @@ class ProxyServer:
         if not serial:
             return await self.forward.pass_through(request, body, raw, upstream_messages if splits else None)
         answer = await self.forward.call_upstream(request, body, upstream_messages, unchanged=not splits)
-        return self.answer_serial(body, answer, key)
+        return self.answer_serial(body, answer, key, scope)
 
     async def unreadable(self, request: Request, raw: bytes, exc: Exception) -> HTTPReply:
         """A body the proxy cannot read exactly (a number beyond a double, ``1e400``): forwarded as it
@@ -415,6 +434,16 @@ class ProxyServer:
         try:
             body = loads_lenient(raw)
         except ValueError:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise HTTPError(
+                    400,
+                    f"request body is not valid UTF-8 at byte {bad.start} ({bad.reason}: "
+                    f"{raw[bad.start : bad.start + 4]!r}; counted in the body as decoded from any "
+                    "Content-Encoding); JSON must be sent as UTF-8",
+                    "invalid_json",
+                ) from None
             raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
         messages = body.get("messages") if isinstance(body, dict) else None
         own = isinstance(messages, list) and any(
@@ -442,10 +471,10 @@ class ProxyServer:
             "invalid_json",
         )
 
-    def answer_serial(self, body: dict[str, Any], answer: Answer, key: str) -> Response:
+    def answer_serial(self, body: dict[str, Any], answer: Answer, key: str, scope: str) -> Response:
         """A serial client's reply to an upstream answer: its first call when it opens a batch, else the
         upstream's answer as sent."""
-        opened = self.open_batch(answer, key)
+        opened = self.open_batch(answer, key, scope)
         if opened is None:
             return self.forward.render(
                 body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
@@ -468,12 +497,33 @@ class ProxyServer:
 
     # --- batches ---------------------------------------------------------------------------------
 
-    def history_form(self, split: Split, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def history_form(self, split: Split, messages: list[dict[str, Any]], scope: str) -> list[dict[str, Any]]:
         """The upstream's form of a batch followed by other messages; an open batch is closed here:
         finished when the client holds every result, else interrupted (see the module docstring)."""
+        if split.answered < split.n_calls and split.end < len(messages):
+            after = messages[split.end]
+            if after.get("role") == "function":  # not an interruption: a result in the legacy form
+                _, call = split.calls.get(split.answered, (0, {}))
+                raise HTTPError(
+                    400,
+                    f"message {split.end} (role 'function', name {after.get('name')!r}) follows batch "
+                    f"{split.tag}, which has {split.n_calls - split.answered} of its {split.n_calls} calls "
+                    "without a result: the legacy 'function' role is not a result of a serialized call. "
+                    + (
+                        f"Answer call {call.get('id')!r} with a tool message (role 'tool', tool_call_id "
+                        f"{call.get('id')!r})."
+                        if call
+                        else "Answer each call with a tool message (role 'tool', its tool_call_id)."
+                    ),
+                    "invalid_batch_messages",
+                )
         batch = self.store.get(split.tag)
+        if batch is not None:
+            self.check_scope(batch.scope, scope, split, batch.name)
         if batch is None or batch.rebuilt:  # a rebuilt record only keeps a reply: read as forgotten
             tomb = self.store.tombstone(split.tag)
+            if tomb is not None:
+                self.check_scope(tomb.scope, scope, split, tomb.name)
             if tomb is None and batch is not None:
                 tomb = batch.tombstone("expired", self.clock())
             self.check_calls(split, None, tomb)
@@ -536,6 +586,29 @@ class ProxyServer:
                 )
 
     @staticmethod
+    def check_scope(owner: str, scope: str, split: Split, name: Callable[[int], str]) -> None:
+        """A batch is served only to the credentials that opened it (`scope_of`): another caller holding
+        its ids gets a 403 naming the call, never its queue or its kept reply."""
+        if owner == scope:
+            return
+        position = max(split.calls) if split.calls else 0
+        index, call = split.calls.get(position, (-1, {}))
+        try:
+            what = name(position)
+        except IndexError:
+            what = "?"
+        raise HTTPError(
+            403,
+            f"message {index}: call {call.get('id')!r} ({what}, position {position} of {split.n_calls}) "
+            f"belongs to batch {split.tag}, which the proxy handed out to a client with other credentials "
+            "(the Authorization, OpenAI-Organization and OpenAI-Project headers differ from those of the "
+            "request that opened it, or one of them sent none). A batch's calls, queue and kept replies go "
+            "only to the credentials that opened it: send this conversation with those credentials, or "
+            "start a new one.",
+            "batch_other_credentials",
+        )
+
+    @staticmethod
     def check_calls(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
         """The client's copies of the calls must be the calls handed out (a 400 names an edited one)."""
         try:
@@ -551,14 +624,15 @@ class ProxyServer:
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
+        scope: str,
     ) -> HTTPReply:
         """A request ending with the next result of a batch (or a retry of an earlier one)."""
         name = "batch:" + tail.tag
         if tail.answered < tail.n_calls and name not in self._locks:
             # served from the queue without awaiting anything: nothing can interleave, no lock needed
-            return await self._continue(request, body, messages, history, forms, tail)
+            return await self._continue(request, body, messages, history, forms, tail, scope)
         async with self._locks.hold(name):
-            return await self._continue(request, body, messages, history, forms, tail)
+            return await self._continue(request, body, messages, history, forms, tail, scope)
 
     async def _continue(
         self,
@@ -568,10 +642,13 @@ class ProxyServer:
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
+        scope: str,
     ) -> HTTPReply:
         batch = self.store.get(tail.tag)
+        if batch is not None:
+            self.check_scope(batch.scope, scope, tail, batch.name)
         if batch is None or (batch.rebuilt and tail.answered < batch.n_calls):
-            return await self.rebuild_or_gone(request, body, messages, history, forms, tail)
+            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope)
         self.check_ids(batch, tail)
         self.check_calls(tail, batch, None)
         n_calls, given = batch.n_calls, tail.answered
@@ -619,7 +696,7 @@ class ProxyServer:
         answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
         if batch.state == "open":
             self.stats["batches_finished"] += 1
-        return self.finish(batch, body, answer)
+        return self.finish(batch, body, answer, scope)
 
     def replay_final(self, batch: Batch, body: dict[str, Any]) -> Response:
         """The kept reply to the request that completed `batch`, for a retry of that request: matched by
@@ -639,10 +716,10 @@ class ProxyServer:
         raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
         return self.forward.render(body, batch.final or {}, batch.final_headers, raw=raw)
 
-    def finish(self, batch: Batch, body: dict[str, Any], answer: Answer) -> Response:
+    def finish(self, batch: Batch, body: dict[str, Any], answer: Answer, scope: str) -> Response:
         """Keep the upstream's answer to the request that completed `batch` (its retries get it again)
         and reply with it: the first call of a new batch when it opens one, else as sent."""
-        opened = self.open_batch(answer, "") if body.get("parallel_tool_calls") is False else None
+        opened = self.open_batch(answer, "", scope) if body.get("parallel_tool_calls") is False else None
         batch.final, batch.state = opened or answer.response, "finished"
         batch.final_headers = answer.headers
         batch.final_raw = None if opened is not None else answer.raw.decode("utf-8", "surrogatepass")
@@ -665,10 +742,13 @@ class ProxyServer:
         history: list[Split],
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
+        scope: str,
     ) -> HTTPReply:
         """A continuation of a batch the proxy does not hold: forwarded when the client's messages hold
         the whole batch (every call and result), else a 410 saying what happened (never a partial batch)."""
         tomb = self.store.tombstone(tail.tag)
+        if tomb is not None:
+            self.check_scope(tomb.scope, scope, tail, tomb.name)
         if tomb is not None and tomb.state == "interrupted":
             raise HTTPError(
                 409,
@@ -694,16 +774,25 @@ class ProxyServer:
             digests=[result_digest(tail.results[p][1].get("content")) for p in range(tail.n_calls)],
             state="finished",
             rebuilt=True,
+            scope=scope,
             created_at=now,
             touched_at=now,
         )
-        return self.finish(record, body, answer)
+        return self.finish(record, body, answer, scope)
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
+            dropped = self.store.tombstones_dropped
+            pressure = (
+                f"; this proxy has also dropped {dropped} tombstones of evicted batches to stay within its "
+                "bounds (--max-bytes, --max-batches), so it may have evicted this batch under memory "
+                "pressure, its tombstone last"
+                if dropped
+                else ""
+            )
             why = (
                 "is not known to this proxy: it was restarted without --state, forgot the batch long ago, "
-                "or another proxy (not sharing its state) handed it out"
+                f"or another proxy (not sharing its state) handed it out{pressure}"
             )
         elif tomb.reason == "expired":
             why = f"expired after {self.settings.ttl_s:g} s without use"
@@ -728,7 +817,7 @@ class ProxyServer:
             f"conversation without this batch's calls and results ({cut}) so the model is asked again."
         )
 
-    def open_batch(self, answer: Answer, key: str) -> dict[str, Any] | None:
+    def open_batch(self, answer: Answer, key: str, scope: str) -> dict[str, Any] | None:
         """Open a batch when a serial client got N > 1 calls the proxy can split; returns the first
         hand-out, or None when the answer goes to the client as sent (one call or none, several
         choices, or calls that are not well-formed function calls)."""
@@ -764,6 +853,7 @@ class ProxyServer:
             choice=choice,
             headers=answer.headers,
             session_key=key,
+            scope=scope,
             created_at=now,
             touched_at=now,
         )

@@ -36,8 +36,11 @@ class ProxySettings:
     """A request's head (request line and headers) must arrive whole within this many seconds of its
     first byte (of the connection's opening, for its first request), else a 408: a client trickling
     its head cannot hold a connection."""
+    body_timeout_s: float = 60.0
+    """A request's body must arrive whole within this many seconds of the end of its head, else a 408
+    and the connection closes: a client that stalls mid-body cannot hold a connection slot longer."""
     keepalive_s: float = 75.0
-    """An idle kept-alive connection, or one whose request body stops arriving, closes after this long."""
+    """An idle kept-alive connection closes after this long (a stalled body: `body_timeout_s`)."""
     max_connections: int = 1000
     """Open client connections at most: at the cap a new connection replaces the longest-idle
     kept-alive one, or gets a 503 when every connection is in use (keep it under the process's limit
@@ -57,7 +60,7 @@ class ProxySettings:
                 f"ProxySettings.upstream_total_timeout_s={self.upstream_total_timeout_s!r}: must be > 0 "
                 "seconds, or None for no cap"
             )
-        for name in ("sweep_s", "head_timeout_s", "keepalive_s"):
+        for name in ("sweep_s", "head_timeout_s", "body_timeout_s", "keepalive_s"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and value > 0):
                 raise UsageError(f"ProxySettings.{name}={value!r}: must be > 0 seconds")

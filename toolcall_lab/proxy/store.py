@@ -3,8 +3,10 @@ resumes open queues.
 
 Batches expire `ttl_s` after they were last used. Everything the store holds (batches, tombstones,
 idempotent replies) counts against `max_bytes`, and at most `max_batches` batches and as many
-tombstones are kept; past a bound the oldest tombstones go first, then the least recently used
-replies and batches. A forgotten batch leaves a small `Tombstone` (why, how far it got, its call
+tombstones are kept. Past a bound, what is cheapest to lose goes first (`MemoryStore._evict`): kept
+replies (for an Idempotency-Key) and batches no longer open (finished, interrupted, rebuilt: kept only
+so a retry gets the same reply), least recently used first; then open batches, least recently used
+first; tombstones last. A forgotten batch leaves a small `Tombstone` (why, how far it got, its call
 names) for `tombstone_ttl_s`, so a 410 can say what happened; without one the proxy still recognises
 its own ids and answers 410. A batch larger than the whole byte bound is refused (`TooLarge`), never
 kept over the bound. Reads are served from memory; the SQLite store writes every change through (WAL).
@@ -78,6 +80,7 @@ class MemoryStore:
         self.limits = limits or StoreLimits()
         self.clock = clock
         self._batches: OrderedDict[str, Batch] = OrderedDict()  # least recently used first
+        self._done: OrderedDict[str, None] = OrderedDict()  # the batches not open, least recently used first
         self._sizes: dict[str, int] = {}
         self._by_session: dict[str, dict[str, None]] = {}  # session key -> tags (ordered set)
         self._tombs: OrderedDict[str, Tombstone] = OrderedDict()  # oldest first
@@ -87,6 +90,8 @@ class MemoryStore:
         self.bytes = 0
         """Bytes of the batches held (the store's total is `total_bytes`)."""
         self.counts = {"expired": 0, "evicted": 0, "refused_too_large": 0, "finals_dropped": 0}
+        self.tombstones_dropped = 0
+        """Tombstones dropped to stay within the bounds (not by age): a 410 for an unknown batch says so."""
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -130,6 +135,7 @@ class MemoryStore:
             "bytes": self.total_bytes,
             "max_bytes": self.limits.max_bytes,
             "idempotent_replies": len(self._replies),
+            "tombstones_dropped": self.tombstones_dropped,
             **{f"batches_{k}": v for k, v in self.counts.items()},
         }
 
@@ -148,6 +154,11 @@ class MemoryStore:
         batch.touched_at = self.clock()
         self._batches[batch.tag] = batch
         self._batches.move_to_end(batch.tag)
+        if batch.state == "open":
+            self._done.pop(batch.tag, None)
+        else:
+            self._done[batch.tag] = None
+            self._done.move_to_end(batch.tag)
         self.bytes += size - self._sizes.get(batch.tag, 0)
         self._sizes[batch.tag] = size
         if not known and batch.session_key:
@@ -160,6 +171,8 @@ class MemoryStore:
         batch.touched_at = self.clock()
         if batch.tag in self._batches:
             self._batches.move_to_end(batch.tag)
+            if batch.tag in self._done:
+                self._done.move_to_end(batch.tag)
             self._write_touch(batch)
 
     def sweep(self) -> int:
@@ -183,30 +196,43 @@ class MemoryStore:
         return expired
 
     def _evict(self, keep: str | None = None) -> None:
-        """Back within both bounds: tombstones first (oldest), then idempotent replies and batches,
-        least recently used first. The batch just saved (`keep`) stays; if it alone is over the byte
-        bound (it grew), its kept final reply is dropped (a retry of that request then goes upstream)."""
+        """Back within both bounds, losing what is cheapest first: kept replies (Idempotency-Key replies
+        and batches no longer open, which are kept only so a retry gets the same reply), least recently
+        used first; then open batches, least recently used first; tombstones last (small, and what lets a
+        410 say why). The batch just saved (`keep`) stays; if it alone is over the byte bound (it grew),
+        its kept final reply is dropped (a retry of that request then goes upstream)."""
         limits = self.limits
         while len(self._batches) > limits.max_batches or self.total_bytes > limits.max_bytes:
-            if self._tombs and self.total_bytes > limits.max_bytes:
-                self._drop_tomb(next(iter(self._tombs)))
+            over_bytes = self.total_bytes > limits.max_bytes
+            done = next((t for t in self._done if t != keep), None)
+            if over_bytes and self._replies:
+                reply_at = next(iter(self._replies.values())).at
+                if done is None or reply_at <= self._batches[done].touched_at:
+                    self._drop_reply(next(iter(self._replies)))
+                    continue
+            if done is not None:
+                self._forget(self._batches[done], "evicted")
                 continue
-            oldest = next(iter(self._batches), None)
-            if self._replies and (self._reply_bytes >= self.bytes or oldest in (None, keep)):
-                self._drop_reply(next(iter(self._replies)))
-            elif oldest is not None and oldest != keep:
+            oldest = next((t for t in self._batches if t != keep), None)
+            if oldest is not None:
                 self._forget(self._batches[oldest], "evicted")
-            elif (kept := self._batches.get(keep or "")) is not None and kept.final is not None:
+            elif (
+                (kept := self._batches.get(keep or "")) is not None and kept.final is not None and over_bytes
+            ):
                 kept.final = None
                 self.counts["finals_dropped"] += 1
                 self.save(kept)
                 return
+            elif over_bytes and self._tombs:
+                self._drop_tomb(next(iter(self._tombs)))
+                self.tombstones_dropped += 1
             else:
                 break
 
     def _forget(self, batch: Batch, reason: str) -> None:
         self.counts[reason] += 1
         del self._batches[batch.tag]
+        self._done.pop(batch.tag, None)
         self.bytes -= self._sizes.pop(batch.tag, 0)
         if batch.session_key:
             tags = self._by_session.get(batch.session_key)
@@ -226,6 +252,7 @@ class MemoryStore:
             self._write_tomb(tomb)
         while len(self._tombs) > self.limits.max_batches:
             self._drop_tomb(next(iter(self._tombs)))
+            self.tombstones_dropped += 1
 
     def _drop_tomb(self, tag: str) -> None:
         tomb = self._tombs.pop(tag)
@@ -294,9 +321,10 @@ CREATE TABLE IF NOT EXISTS replies (
 APPLICATION_ID = 0x546C5078
 """``PRAGMA application_id`` of a proxy state file ("TlPx"), to tell it from other applications' files."""
 _TABLES = frozenset({"meta", "batches", "tombstones", "replies"})
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 """1: batches matched by upstream call ids and prefix hashes; 2: batches by proxy id tags; 3: opaque
-proxy ids (the upstream's ids kept in records and tombstones), choice fields, idempotency keys by JSON."""
+proxy ids (the upstream's ids kept in records and tombstones), choice fields, idempotency keys by JSON;
+4: everything kept is scoped by a digest of the caller's credentials (`batches.scope_of`)."""
 
 
 class SQLiteStore(MemoryStore):

@@ -33,9 +33,15 @@ HOP_BY_HOP = frozenset(
 """Hop-by-hop headers (RFC 9110 7.6.1), never forwarded either way; so are the headers a message's own
 ``Connection`` names and every ``Proxy-*`` header."""
 FRAMING = frozenset({"host", "content-length", "content-encoding", "accept-encoding", "expect"})
-"""Headers about this hop's bytes: the proxy writes its own."""
-PROXY_HEADERS = frozenset({"x-session-id"})
-"""Headers meant for the proxy itself; not forwarded."""
+"""Headers about this hop's bytes: the proxy writes its own. ``Accept-Encoding`` among them: the proxy
+must read the upstream's answer (to split it), decodes gzip / deflate only, and sends its clients
+identity bodies, so it asks the upstream for what it can read, whatever the client accepts."""
+PROXY_HEADERS: frozenset[str] = frozenset()
+"""Headers meant for the proxy alone, not forwarded: none. ``x-session-id`` is read by the proxy and
+forwarded too (gateways read it). The README lists every header the proxy consumes (`CONSUMED`)."""
+CONSUMED = HOP_BY_HOP | FRAMING | PROXY_HEADERS | {"content-type"}
+"""Every client header that does not reach the upstream as sent (besides ``Proxy-*`` and the headers
+``Connection`` names): the README's proxy section lists each one and why."""
 
 
 def _hop_by_hop(headers: Mapping[str, str]) -> set[str]:
