@@ -38,8 +38,9 @@ import asyncio
 import inspect
 import os
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
@@ -155,7 +156,9 @@ class _Run:
         self.strategy_name: str = self.strategy.name
         self.streams = bool(getattr(self.strategy, "streams", False))
         self.concurrency: int | None = getattr(self.strategy, "concurrency", None) or config.concurrency
-        self.tool_limits: dict[str, int] = dict(getattr(self.strategy, "tool_limits", None) or {})
+        self.tool_limits: Mapping[str, int] = MappingProxyType(
+            dict(getattr(self.strategy, "tool_limits", None) or {})
+        )
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -562,7 +565,7 @@ class _Run:
             else [e.to_message() for e in executions if e.answered]
         )
         self.messages.extend(tool_messages)
-        self.executor.remember(executions, batch.calls, p["round_index"])
+        self.executor.remember(executions, batch._calls, p["round_index"])
         final_reason = p["final_reason"]
         rnd = Round(
             round_index=p["round_index"],
@@ -570,14 +573,14 @@ class _Run:
             request_messages=p["sent"],
             model_call=p["model_call"],
             assistant_message=p["assistant"],
-            tool_calls=tuple(batch.calls),
+            tool_calls=batch._calls,
             executions=tuple(executions),
-            findings=(*p["findings"], *batch.findings),
+            findings=(*p["findings"], *batch._findings),
             final=final_reason is not None,
             final_reason=final_reason,
-            client_round_trips=batch.client_round_trips,
-            round_trips=tuple(batch.round_trips),
-            strategy_notes=tuple(batch.notes),
+            client_round_trips=batch._client_round_trips,
+            round_trips=tuple(batch._round_trips),
+            strategy_notes=tuple(batch._notes),
         )
         self.rounds.append(rnd)
         self.partial = {}

@@ -42,6 +42,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from toolcall_lab._copy import read_only
 from toolcall_lab._execution import Executor, Interrupted
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import RunEvent, make_action, make_observation
@@ -84,19 +85,15 @@ class Batch:
     # setting fewer attributes keeps that cost off small batches). Lists are made per batch.
     _tool_messages: list[dict[str, Any]] | None = None
     """Set by strategies that build the tool messages themselves (serialized: from the session)."""
-    client_round_trips = 1
-    chunk_timing: str | None = None
-    """Once the stream has ended: what its chunk offsets rest on (``recorded``, ``spread``,
-    ``estimated``, ``none``; see `toolcall_lab.records.ChunkTiming`)."""
-    streaming = False
-    """True while the model is still streaming this batch's response."""
-    assistant_message: dict[str, Any] | None = None
-    """The assistant message carrying the calls (None while the model streams)."""
-    concurrency: int | None = None
-    """At most this many calls at once (None: no cap), for `run`, `start` and `run_parallel`."""
-    tool_limits: Mapping[str, int] = _NO_LIMITS
-    """At most ``tool_limits[name]`` calls of tool `name` at once."""
-    round_trip_s = 0.0
+    _client_round_trips = 1
+    _chunk_timing: str | None = None
+    _streaming = False
+    _assistant: dict[str, Any] | None = None  # the record's own: strategies get `_view` of it
+    _view: Mapping[str, Any] | None = None
+    _views: tuple[ToolCall, ...] | None = None  # what `calls` hands out (copies of the record's)
+    _concurrency: int | None = None
+    _tool_limits: Mapping[str, int] = _NO_LIMITS
+    _round_trip_s = 0.0
     _screened = 0  # positions below this are screened (in model order)
     _checked: list[bool] | None = None  # streaming: screened one by one
     _lock: asyncio.Lock | None = None
@@ -128,39 +125,40 @@ class Batch:
     ) -> None:
         self._executor = executor
         self._skips_calls = skips_calls
-        self.round_index = round_index
-        self.strategy = strategy
-        """The name of the strategy running the batch."""
+        self._round_index = round_index
+        self._strategy = strategy
         if assistant_message is not None:
-            self.assistant_message = assistant_message
+            self._assistant = assistant_message
         if concurrency is not None or tool_limits:
-            self.concurrency = concurrency
+            self._concurrency = concurrency
             if tool_limits:
-                self.tool_limits = tool_limits
-            self._slots = Slots(concurrency, self.tool_limits)
+                if type(tool_limits) is not MappingProxyType:
+                    tool_limits = MappingProxyType(dict(tool_limits))
+                self._tool_limits = tool_limits
+            self._slots = Slots(concurrency, self._tool_limits)
         if round_trip_s:
-            self.round_trip_s = round_trip_s
+            self._round_trip_s = round_trip_s
         self._calls: tuple[ToolCall, ...] = tuple(calls)
         n = len(self._calls)
         self._done: list[ToolExecution | None] = [None] * n  # each call's record once settled
         self._started: list[float | None] = [None] * n  # when each call started running
         self._claimed = [False] * n  # run, started or skipped through the public API
-        self.round_trips: list[ClientRoundTrip] = []
-        self.notes: list[str] = []
+        self._round_trips: list[ClientRoundTrip] = []
+        self._notes: list[str] = []
         if tool_limits and round_index == 0:  # (said once per run: a typo limits nothing)
             unknown = sorted(k for k in tool_limits if k not in executor.tools)
             if unknown:
-                self.notes.append(
+                self._notes.append(
                     f"{strategy}: per-tool limit(s) for {', '.join(map(repr, unknown))}, which no tool "
                     "of this run is named: they limit nothing"
                 )
-        self.findings: list[Finding] = []
+        self._findings: list[Finding] = []
         self._emit: Emit = emit or _drop
         self._open = [False] * n  # an ACTION was emitted and its OBSERVATION not yet
         self._pre: list[ToolExecution | None] = [None] * n
         self._dedupe = executor.new_batch()
         if streaming:
-            self.streaming = True
+            self._streaming = True
             self._final = False
             self._checked = [False] * n
             self._arrivals = deque()
@@ -169,21 +167,95 @@ class Batch:
 
     def __repr__(self) -> str:
         settled = sum(d is not None for d in self._done)
-        return f"<Batch round {self.round_index} {self.strategy}: {settled}/{len(self._done)} settled>"
+        return f"<Batch round {self._round_index} {self._strategy}: {settled}/{len(self._done)} settled>"
 
     # -- reading -------------------------------------------------------------------------------------
 
+    # Everything a strategy reads is read-only, or its own copy: what it does to it never reaches
+    # the record, the next model request or the tools (`ToolCall.args` is a dict: each call handed
+    # out is a copy, whose arguments parse afresh).
+
     @property
     def calls(self) -> tuple[ToolCall, ...]:
-        """The batch's calls in model order (empty while the model streams: see `call`)."""
-        return self._calls
+        """The batch's calls in model order (empty while the model streams: see `call`); copies of
+        the recorded calls (their ``args`` dicts are the strategy's own)."""
+        views = self._views
+        if views is None or len(views) != len(self._calls):
+            views = self._views = tuple(replace(c, _outcome=None) for c in self._calls)
+        return views
 
     def call(self, pos: int) -> ToolCall:
-        """The call at `pos` (also while the model streams, once it has arrived)."""
+        """The call at `pos` (also while the model streams, once it has arrived); a copy, as in
+        `calls`."""
         pos = self._position(pos, "call")
         if self._final:
-            return self._calls[pos]
-        return self._indices[pos]
+            return self.calls[pos]
+        return replace(self._indices[pos], _outcome=None)
+
+    @property
+    def assistant_message(self) -> Mapping[str, Any] | None:
+        """The assistant message carrying the calls (None while the model streams), as a read-only
+        view (nested dicts read-only, lists as tuples): a strategy may read it, never change it."""
+        view = self._view
+        if view is None and self._assistant is not None:
+            view = self._view = read_only(self._assistant)  # type: ignore[assignment]
+        return view
+
+    @property
+    def chunk_timing(self) -> str | None:
+        """Once the stream has ended: what its chunk offsets rest on (``recorded``, ``spread``,
+        ``estimated``, ``none``; see `toolcall_lab.records.ChunkTiming`); None before."""
+        return self._chunk_timing
+
+    @property
+    def streaming(self) -> bool:
+        """True while the model is still streaming this batch's response."""
+        return self._streaming
+
+    @property
+    def round_index(self) -> int:
+        """The round this batch belongs to."""
+        return self._round_index
+
+    @property
+    def strategy(self) -> str:
+        """The name of the strategy running the batch."""
+        return self._strategy
+
+    @property
+    def concurrency(self) -> int | None:
+        """At most this many calls at once (None: no cap), for `run`, `start` and `run_parallel`."""
+        return self._concurrency
+
+    @property
+    def tool_limits(self) -> Mapping[str, int]:
+        """At most ``tool_limits[name]`` calls of tool `name` at once (read-only)."""
+        return self._tool_limits
+
+    @property
+    def round_trip_s(self) -> float:
+        """The modelled cost of one extra client round trip (``serialized``)."""
+        return self._round_trip_s
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The remarks recorded with this batch so far (add one with `note`)."""
+        return tuple(self._notes)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """What the batch found wrong so far (e.g. a call that changed after it started)."""
+        return tuple(self._findings)
+
+    @property
+    def round_trips(self) -> tuple[ClientRoundTrip, ...]:
+        """The extra client round trips made so far (``serialized``)."""
+        return tuple(self._round_trips)
+
+    @property
+    def client_round_trips(self) -> int:
+        """How many client round trips the batch cost so far."""
+        return self._client_round_trips
 
     def now(self) -> float:
         """The run's clock: seconds since the run started (real or virtual)."""
@@ -196,7 +268,7 @@ class Batch:
 
     def note(self, text: str) -> None:
         """Record a remark about this batch with its round (`Round.strategy_notes`)."""
-        self.notes.append(str(text))
+        self._notes.append(str(text))
 
     # -- positions -----------------------------------------------------------------------------------
 
@@ -238,7 +310,7 @@ class Batch:
         if self._taken(pos):
             call = self._calls[pos] if self._final else self._indices[pos]
             raise UsageError(
-                f"strategy {self.strategy!r}: {what}({pos}): the call at position {pos} "
+                f"strategy {self._strategy!r}: {what}({pos}): the call at position {pos} "
                 f"({call.tool_call_id}, {call.name}) was already run, started or skipped; each call "
                 "runs at most once"
             )
@@ -303,14 +375,14 @@ class Batch:
         """Emit the ACTION event of the call at `pos` (the strategy dispatched it)."""
         self._open[pos] = True
         call = self._calls[pos] if self._final else self._indices[pos]
-        self._emit(make_action("action", self.now() if at is None else at, self.round_index, call))
+        self._emit(make_action("action", self.now() if at is None else at, self._round_index, call))
 
     def _observe(self, pos: int, at: float | None = None) -> None:
         """Emit the OBSERVATION event of the call at `pos` (it must be settled)."""
         ex = self._done[pos]
         assert ex is not None, f"observe({pos}) before the call settled"
         self._open[pos] = False
-        self._emit(make_observation("observation", self.now() if at is None else at, self.round_index, ex))
+        self._emit(make_observation("observation", self.now() if at is None else at, self._round_index, ex))
 
     # -- screening -----------------------------------------------------------------------------------
 
@@ -522,13 +594,13 @@ class Batch:
         answers every call, and they know which from the declaration, before any call runs."""
         if not self._skips_calls:
             raise UsageError(
-                f"strategy {self.strategy!r}: skip({pos!r}): this strategy does not declare that it "
+                f"strategy {self._strategy!r}: skip({pos!r}): this strategy does not declare that it "
                 "skips calls; declare it (`@strategy(..., skips_calls=True)`, or `skips_calls = True` "
                 "on a Strategy) so that replay and compare treat its runs as runs that left calls "
                 "unanswered, or run the call"
             )
         pos = self._claim(pos, "skip")
-        reason = f"the strategy {self.strategy!r} skipped it" + (f" ({why})" if why else "")
+        reason = f"the strategy {self._strategy!r} skipped it" + (f" ({why})" if why else "")
         call = self._calls[pos] if self._final else self._indices[pos]
         self._done[pos] = self._executor.skipped(call, reason)
 
@@ -555,7 +627,7 @@ class Batch:
         while True:
             while queue:
                 yield queue.popleft()
-            if not self.streaming:
+            if not self._streaming:
                 return
             self._wake = loop.create_future()
             await self._wake  # (raises what stopped a call the batch runs: the run must stop)
@@ -570,7 +642,7 @@ class Batch:
         """Room for `n` calls (while streaming it grows in steps; `_end_stream` trims it)."""
         grow = n - len(self._done)
         if grow > 0:
-            if self.streaming:
+            if self._streaming:
                 grow = max(grow, len(self._done), 8)
             self._done += [None] * grow
             self._started += [None] * grow
@@ -587,11 +659,11 @@ class Batch:
             raise self._arrive_error
         if self._arrivals:
             return True
-        if not self.streaming:
+        if not self._streaming:
             return False
         self._wake = asyncio.get_running_loop().create_future()
         await self._wake
-        return bool(self._arrivals) or self.streaming
+        return bool(self._arrivals) or self._streaming
 
     def _arrive(self, pos: int, call: ToolCall) -> None:
         """(The loop) the call at `pos` became complete while the model streams."""
@@ -624,14 +696,16 @@ class Batch:
         early are checked against what the stream ended with, and the rest arrive now."""
         early = self._indices
         self._calls = tuple(calls)
-        self.assistant_message = assistant_message
-        self.chunk_timing = chunk_timing
+        self._assistant = assistant_message
+        self._view = None
+        self._views = None
+        self._chunk_timing = chunk_timing
         final = {c.index: p for p, c in enumerate(self._calls)}
         moved = {pos: final[c.index] for pos, c in early.items() if final.get(c.index, pos) != pos}
         if moved:
             self._move(moved)
             early = self._indices
-        self.streaming = False
+        self._streaming = False
         n = len(self._calls)
         self._ensure(n)
         if len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
@@ -694,7 +768,7 @@ class Batch:
             return
         if early.name == final.name and early.args is not None and early.args == final.args:
             return  # the same call (e.g. an id the loop made unique, whitespace after the object)
-        self.findings.append(
+        self._findings.append(
             Finding(
                 kind="changed_after_start",
                 severity="error",
@@ -813,7 +887,7 @@ class _Group:
         self.fast = self.screened and batch._slots is None  # nothing to await before the tool
         self.emit = batch._emit
         self.check = batch._executor.check
-        self.round_index = batch.round_index
+        self.round_index = batch._round_index
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
         self.spawn = loop.create_task if loop.get_task_factory() is not None else None
@@ -938,7 +1012,7 @@ class _Group:
                         make_observation(
                             "observation",
                             ex.ended_at if self.settled else executor._clock() - executor.origin,
-                            batch.round_index,
+                            batch._round_index,
                             ex,
                         )
                     )
