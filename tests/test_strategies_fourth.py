@@ -8,13 +8,20 @@ strategies pickle; the messages name the strategy.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 from typing import Any
 
 import pytest
 
 from tests.test_strategies import MIXED, Counting, play, scripted
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.loop import run
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
+from toolcall_lab.protocol import validate_messages
 from toolcall_lab.strategies import Batch, strategy
+from toolcall_lab.tools import ToolRegistry
 
 # -- (1) nothing a strategy reads is the record ---------------------------------------------------------
 
@@ -86,3 +93,132 @@ def test_a_strategy_cannot_change_the_record_or_the_next_request() -> None:
     sent = result.rounds[1].request_messages
     assert [m for m in sent if m["role"] == "assistant"] == [rnd.assistant_message]
     assert "HACKED" not in json.dumps(result.messages)
+
+
+# -- (2, 3) calls a strategy fails or cancels are really cancelled and drained, with honest times ------
+
+
+class Slow:
+    """A tool that sleeps `seconds` and logs whether it finished or was cancelled, and when."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str, float]] = []
+
+    def registry(self) -> ToolRegistry:
+        reg = ToolRegistry()
+
+        async def slow(key: str, seconds: float = 5.0) -> str:
+            """Sleeps."""
+            try:
+                await asyncio.sleep(seconds)
+            except asyncio.CancelledError:
+                self.log.append(("cancelled", key, asyncio.get_running_loop().time()))
+                raise
+            self.log.append(("finished", key, asyncio.get_running_loop().time()))
+            return key
+
+        reg.register(slow)
+        return reg
+
+
+TWO_SLOW = (("slow", {"key": "a"}), ("slow", {"key": "b"}))
+
+
+async def _watched(coro: Any) -> tuple[Any, list[str], int]:
+    """Run `coro`; what asyncio complained about meanwhile (and after a collection), and how many
+    other tasks were left pending when it returned."""
+    loop = asyncio.get_running_loop()
+    noise: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: noise.append(str(context.get("message"))))
+    try:
+        result = await coro
+        left = len(asyncio.all_tasks()) - 1
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    return result, noise, left
+
+
+@strategy("gather_raise")
+async def gather_raise(batch: Batch) -> None:
+    async def boom() -> None:
+        await asyncio.sleep(2.0)
+        raise ValueError("inner")
+
+    await asyncio.gather(batch.run_parallel(), boom())
+
+
+@strategy("group_raise")
+async def group_raise(batch: Batch) -> None:
+    async def boom() -> None:
+        await asyncio.sleep(2.0)
+        raise ValueError("inner")
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(batch.run(0))
+        tg.create_task(batch.run_parallel([1]))
+        tg.create_task(boom())
+
+
+@pytest.mark.parametrize("strat", [gather_raise, group_raise], ids=lambda s: s.name)
+def test_a_strategy_that_fails_mid_call_cancels_and_drains_its_calls(strat: Any) -> None:
+    tools = Slow()
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    result, noise, left = run_virtual(_watched(run(model, tools.registry(), "go", mode=strat)))
+    assert (result.status, result.reason) == ("failed", "strategy_error")
+    assert f"the strategy {strat.name!r} failed" in result.error and "ValueError" in result.error
+    assert sorted(k for _, k, _ in tools.log) == ["a", "b"] and {s for s, _, _ in tools.log} == {"cancelled"}
+    for ex in result.rounds[0].executions:
+        assert ex.status == "cancelled" and (ex.started_at, ex.ended_at) == (0.5, 2.5), ex
+        assert f"the strategy {strat.name!r}" in ex.result and "while this call was running" in ex.result
+    assert left == 0 and noise == []
+    assert validate_messages(result.messages) == []
+
+
+@strategy("gives_up")
+async def gives_up(batch: Batch) -> None:
+    try:
+        await asyncio.wait_for(batch.run(0), 1.0)
+    except TimeoutError:
+        batch.note("gave up on 0")
+    await batch.run_parallel()
+
+
+def test_a_call_the_strategy_cancels_ends_when_it_was_cancelled_and_says_so() -> None:
+    tools = Slow()
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    result, noise, left = run_virtual(_watched(run(model, tools.registry(), "go", mode=gives_up)))
+    assert result.status == "completed", result.error
+    first, second = result.rounds[0].executions
+    assert (first.status, first.started_at, first.ended_at) == ("cancelled", 0.5, 1.5)
+    assert "the strategy 'gives_up' cancelled it while this call was running" in first.result
+    assert (second.status, second.started_at, second.ended_at) == ("ok", 1.5, 6.5)
+    assert tools.log == [("cancelled", "a", 1.5), ("finished", "b", 6.5)]
+    observed = {e.execution.tool_call_id: e.at for e in result.events if e.kind == "observation"}
+    assert observed[first.tool_call_id] == 1.5
+    assert left == 0 and noise == []
+
+
+@strategy("orphans")
+async def orphans(batch: Batch) -> None:
+    for pos in range(len(batch.calls)):
+        asyncio.get_running_loop().create_task(batch.run(pos))
+
+
+@strategy("half_orphans")
+async def half_orphans(batch: Batch) -> None:
+    asyncio.get_running_loop().create_task(batch.run(0))
+    await asyncio.sleep(1.0)  # the call is running in a task the strategy never awaits
+
+
+@pytest.mark.parametrize("strat", [orphans, half_orphans], ids=lambda s: s.name)
+def test_tasks_a_strategy_leaves_behind_are_reaped_quietly(strat: Any) -> None:
+    tools = Slow()
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    result, noise, left = run_virtual(_watched(run(model, tools.registry(), "go", mode=strat)))
+    assert (result.status, result.reason) == ("failed", "strategy_error")
+    assert left == 0 and noise == []
+    assert all(s == "cancelled" for s, _, _ in tools.log)
+    assert validate_messages(result.messages) == []

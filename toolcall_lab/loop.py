@@ -113,6 +113,23 @@ def _where(exc: BaseException) -> str:
     return f" (at {last.filename}:{last.lineno} in {last.name})"
 
 
+def _described(exc: BaseException) -> str:
+    """`exc` in words, with where it was raised; an exception group by what it holds (a task
+    group's ``unhandled errors`` says nothing about them)."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+        stack: list[BaseException] = [exc]
+        while stack:
+            e = stack.pop(0)
+            if isinstance(e, BaseExceptionGroup):
+                stack[:0] = list(e.exceptions)
+            else:
+                leaves.append(e)
+        inner = "; ".join(_described(e) for e in leaves[:3]) + ("; ..." if len(leaves) > 3 else "")
+        return f"{type(exc).__name__} of {len(leaves)} ({inner})"
+    return f"{type(exc).__name__}: {exc}{_where(exc)}"
+
+
 class _Run:
     """One run's mutable state; `RunResult` is its frozen summary."""
 
@@ -514,6 +531,7 @@ class _Run:
 
     async def stop_strategy(self, strategy_task: asyncio.Task[None], batch: Batch) -> None:
         """Cancel the strategy and every call it runs, and wait until they have stopped."""
+        batch._draining = True  # (the harness cancels its calls, not the strategy)
         if not strategy_task.done():
             strategy_task.cancel()
             await wait_until_stopped((strategy_task,))
@@ -523,7 +541,7 @@ class _Run:
 
     def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
         cause = exc.__cause__ or exc
-        what = f"{type(cause).__name__}: {cause}{_where(cause)}"
+        what = _described(cause)
         self.close_round(f"the strategy {self.strategy_name!r} failed")
         self.stop(
             "failed",

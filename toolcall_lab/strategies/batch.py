@@ -105,6 +105,11 @@ class Batch:
     _indices: Mapping[int, ToolCall] = _NO_CALLS  # streaming: position -> the call as it arrived early
     _moved: Mapping[int, int] = _NO_MOVES
     _runners: dict[int, asyncio.Task[Any]] | None = None  # `run` in progress: position -> its task
+    _groups: list[_Group] | None = None  # every group the batch made (drained when it closes)
+    _joiners: set[asyncio.Task[Any]] | None = None  # tasks waiting in `join`
+    _stopped_at: dict[int, float] | None = None  # calls the harness cancelled: when that took effect
+    _draining = False  # the harness is cancelling the batch's calls (not the strategy)
+    _closed = False  # the round is recorded: the batch runs nothing more
     _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
     _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
 
@@ -315,8 +320,18 @@ class Batch:
                 "runs at most once"
             )
 
+    def _refuse_closed(self, what: str) -> None:
+        """A task the strategy left behind calls the batch after its round was recorded: it is
+        cancelled (quietly: its round's record already says what became of every call)."""
+        if self._closed:
+            raise asyncio.CancelledError(
+                f"strategy {self._strategy!r}: {what}: the batch of round {self._round_index} is closed "
+                "(its round is recorded); a task the strategy left behind was cancelled"
+            )
+
     def _claim(self, given: Any, what: str) -> int:
         """Validate `given` and mark it taken (a second run, start or skip of it is refused)."""
+        self._refuse_closed(what)
         pos = self._position(given, what)
         self._refuse_taken(pos, what)
         self._claimed[pos] = True
@@ -325,6 +340,7 @@ class Batch:
     def _claim_all(self, positions: Iterable[int] | None, what: str) -> list[int]:
         """Positions for `run_sequential` / `run_parallel`, all checked before any runs, then taken.
         None: every call not yet run, started or skipped."""
+        self._refuse_closed(what)
         if positions is None:
             if not self._final:
                 raise UsageError(
@@ -467,6 +483,27 @@ class Batch:
         self._done[pos] = ex
         return ex
 
+    def _cancelled(self, pos: int) -> None:
+        """A cancellation reached the call at `pos` while the batch ran it. When the harness cuts the
+        run or drains the batch, the round's close records it (cancelled at this time, for the reason
+        the run stopped); else the strategy cancelled it itself (``asyncio.wait_for``, a task it
+        cancelled, a task group): recorded now, as cancelled by the strategy."""
+        if pos >= len(self._done) or self._done[pos] is not None:
+            return
+        executor = self._executor
+        at = executor.now()
+        if self._draining or executor._cut():
+            stopped = self._stopped_at
+            if stopped is None:
+                stopped = self._stopped_at = {}
+            stopped[pos] = at
+            return
+        call = self._calls[pos] if self._final else self._indices[pos]
+        why = f"the strategy {self._strategy!r} cancelled it"
+        self._done[pos] = executor.cut_off(call, pos, self._started[pos], why, at)
+        if self._open[pos]:
+            self._observe(pos, at)
+
     async def _execute(self, pos: int, at: float | None = None) -> ToolExecution:
         """The screened call at `pos` through the executor, started at `at` (default: now), its
         record kept; no events, no slots (for built-ins that emit events themselves)."""
@@ -484,6 +521,9 @@ class Batch:
             if exc.execution is not None:
                 self._done[self._at(pos, early)] = exc.execution
             raise
+        except asyncio.CancelledError:
+            self._cancelled(self._at(pos, early))
+            raise
         self._done[self._at(pos, early)] = ex
         return ex
 
@@ -497,6 +537,13 @@ class Batch:
 
     async def _run_one(self, pos: int) -> ToolExecution:
         early = not self._final
+        try:
+            return await self._run_claimed(pos, early)
+        except asyncio.CancelledError:
+            self._cancelled(self._at(pos, early))
+            raise
+
+    async def _run_claimed(self, pos: int, early: bool) -> ToolExecution:
         pre = await self._verdict(pos)
         pos = self._at(pos, early)
         executor = self._executor
@@ -557,7 +604,12 @@ class Batch:
             return
         if self._checked is None and self._screened < len(self._calls):
             with self._running_in(chosen):
-                await self._screen()  # approval for the whole batch before any call starts
+                try:
+                    await self._screen()  # approval for the whole batch before any call starts
+                except asyncio.CancelledError:
+                    for pos in chosen:
+                        self._cancelled(pos)
+                    raise
         group = self._group_for()
         at = self._executor.now()
         for pos in chosen:
@@ -575,14 +627,29 @@ class Batch:
         group = self._group
         if group is None:
             group = self._group = _Group(self, observe)
+            groups = self._groups
+            if groups is None:
+                self._groups = [group]
+            else:
+                groups.append(group)
         return group
 
     async def join(self) -> None:
         """Wait for every call `start` dispatched to finish."""
+        self._refuse_closed("join()")
         group = self._group
         if group is not None:
             self._group = None
-            await group.wait()
+            task = asyncio.current_task()
+            joiners = self._joiners
+            if joiners is None:
+                joiners = self._joiners = set()
+            if task is not None:
+                joiners.add(task)
+            try:
+                await group.wait()
+            finally:
+                joiners.discard(task)
 
     def skip(self, pos: int, why: str | None = None) -> None:
         """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
@@ -748,6 +815,8 @@ class Batch:
         self._indices = {moved.get(p, p): c for p, c in self._indices.items()}
         if self._runners:
             self._runners = {moved.get(p, p): t for p, t in self._runners.items()}
+        if self._stopped_at:
+            self._stopped_at = {moved.get(p, p): t for p, t in self._stopped_at.items()}
         waiting = [moved.get(p, p) for p in self._arrivals]  # (in place: strategies hold the deque)
         self._arrivals.clear()
         self._arrivals.extend(waiting)
@@ -792,28 +861,41 @@ class Batch:
 
     def _running(self) -> bool:
         """Whether calls the strategy started (`start`, or `run` in a task of its own) have not all
-        finished."""
-        group = self._group
-        if group is not None and any(not t.done() for t in group.tasks):
-            return True
-        runners = self._runners
-        return runners is not None and any(not t.done() for t in runners.values())
+        finished, or a task of its own still waits for them (`join`, `run_parallel`)."""
+        for group in self._groups or ():
+            if any(not t.done() for t in group.tasks):
+                return True
+        me = asyncio.current_task()
+        for task in (*(self._runners or {}).values(), *(self._joiners or ())):
+            if task is not me and not task.done():
+                return True
+        return False
+
+    def _pending(self) -> list[asyncio.Task[Any]]:
+        """Every task of the batch not done: its calls' tasks, and tasks (other than this one)
+        running a call or waiting for calls through the batch."""
+        pending = [t for group in self._groups or () for t in group.tasks if not t.done()]
+        me = asyncio.current_task()
+        others = {*(self._runners or {}).values(), *(self._joiners or ())}
+        pending += [t for t in others if t is not me and not t.done()]
+        return pending
 
     async def _drain(self) -> None:
-        """Cancel the calls still running (dispatched by `start`, or `run` in a task the strategy
-        left behind), and wait until they stopped."""
-        pending: list[asyncio.Task[Any]] = []
-        group = self._group
-        if group is not None:
-            self._group = None
-            pending += [t for t in group.tasks if not t.done()]
-        if self._runners:
-            me = asyncio.current_task()
-            pending += [t for t in set(self._runners.values()) if t is not me and not t.done()]
+        """Cancel every call still running (dispatched by `start` or `run_parallel`, or `run` in a
+        task the strategy left behind) and every task still waiting for calls through the batch,
+        and wait until they all stopped: no tool keeps running once the round is recorded (a sync
+        tool in a worker thread cannot be stopped: its record says so)."""
+        self._group = None
+        pending = self._pending() if self._groups or self._runners or self._joiners else []
+        if not pending:
+            return
+        self._draining = True
         for t in pending:
             t.cancel()
-        if pending:
-            await wait_until_stopped(pending)
+        await wait_until_stopped(pending)
+        for t in pending:
+            if not t.cancelled():
+                t.exception()  # retrieved: the run reports the strategy's failure, not asyncio
 
     def _unsettled(self) -> list[int]:
         """Positions of calls neither run nor skipped (after the strategy returned: its bug)."""
@@ -825,10 +907,13 @@ class Batch:
         executor = self._executor
         out: list[ToolExecution] = []
         early = self._indices
+        self._closed = True
+        stopped = self._stopped_at or {}
         for pos, call in enumerate(self._calls):
             ex = self._done[pos]
             if ex is None:
-                ex = executor.cut_off(call, pos, self._started[pos], cut or "the batch was cut off")
+                why = cut or "the batch was cut off"
+                ex = executor.cut_off(call, pos, self._started[pos], why, stopped.get(pos))
                 self._done[pos] = ex
             elif early and (ex.tool_call_id != call.tool_call_id or ex.arguments != call.arguments):
                 ran = early.get(pos)
@@ -840,7 +925,7 @@ class Batch:
             at = executor.now()
             for pos, is_open in enumerate(self._open):
                 if is_open:
-                    self._observe(pos, at)
+                    self._observe(pos, stopped.get(pos, at))
         return out
 
 
@@ -949,6 +1034,7 @@ class _Group:
                     )
                 )
         except asyncio.CancelledError:
+            batch._cancelled(batch._at(pos, early))
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
             self.failed(exc, batch._at(pos, early))
@@ -1017,6 +1103,7 @@ class _Group:
                         )
                     )
         except asyncio.CancelledError:
+            batch._cancelled(batch._at(pos, early))
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
             self.failed(exc, batch._at(pos, early))
