@@ -222,3 +222,63 @@ def test_tasks_a_strategy_leaves_behind_are_reaped_quietly(strat: Any) -> None:
     assert left == 0 and noise == []
     assert all(s == "cancelled" for s, _, _ in tools.log)
     assert validate_messages(result.messages) == []
+
+
+# -- (4) what a strategy raises is its failure; a cancellation from outside still cancels the run -------
+
+
+class Raises(BaseException):
+    """A BaseException of the user's own."""
+
+
+@pytest.mark.parametrize("streams", [False, True])
+@pytest.mark.parametrize(
+    "exc",
+    [asyncio.CancelledError(), KeyboardInterrupt(), SystemExit(3), GeneratorExit(), Raises("mine")],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_base_exception_the_strategy_raises_is_its_failure(exc: BaseException, streams: bool) -> None:
+    @strategy("raises_base", streams=streams)
+    async def raises_base(batch: Batch) -> None:
+        if streams:
+            async for pos in batch.arrivals():
+                batch.start(pos)
+        else:
+            batch.start(0)
+        await asyncio.sleep(1.0)
+        raise exc
+
+    tools = Slow()
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    result, noise, left = run_virtual(_watched(run(model, tools.registry(), "go", mode=raises_base)))
+    assert (result.status, result.reason) == ("failed", "strategy_error"), result.error
+    assert f"the strategy 'raises_base' failed: {type(exc).__name__}" in result.error
+    assert "raised by the strategy's own code" in result.error and "in raises_base" in result.error
+    assert left == 0 and noise == []
+    assert validate_messages(result.messages) == []
+
+
+@strategy("sleeper")
+async def sleeper(batch: Batch) -> None:
+    batch.start(0)
+    await asyncio.sleep(100.0)
+    await batch.run_parallel()
+
+
+def test_a_cancellation_from_outside_still_cancels_the_run() -> None:
+    tools = Slow()
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+
+    async def main() -> Any:
+        task = asyncio.get_running_loop().create_task(run(model, tools.registry(), "go", mode=sleeper))
+        await asyncio.sleep(2.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+        return caught.value.partial_result  # type: ignore[attr-defined]
+
+    partial = run_virtual(main())
+    assert (partial.status, partial.reason) == ("aborted", "cancelled")
+    first = partial.rounds[0].executions[0]
+    assert (first.status, first.ended_at) == ("cancelled", 2.0)
+    assert tools.log == [("cancelled", "a", 2.0)]

@@ -93,6 +93,15 @@ async def _carrying(awaitable: Any) -> Any:
         raise _Carried(exc) from None
 
 
+def _being_closed() -> bool:
+    """Whether a GeneratorExit is a coroutine being closed (no task is stepping it), not one raised
+    by code that runs."""
+    try:
+        return asyncio.current_task() is None
+    except RuntimeError:  # no running loop
+        return True
+
+
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
 """What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
@@ -127,7 +136,13 @@ def _described(exc: BaseException) -> str:
                 leaves.append(e)
         inner = "; ".join(_described(e) for e in leaves[:3]) + ("; ..." if len(leaves) > 3 else "")
         return f"{type(exc).__name__} of {len(leaves)} ({inner})"
-    return f"{type(exc).__name__}: {exc}{_where(exc)}"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if not isinstance(exc, Exception):
+        text += (
+            " (raised by the strategy's own code: recorded as its failure, not as a cancellation or "
+            "interruption of the run)"
+        )
+    return f"{text}{_where(exc)}"
 
 
 class _Run:
@@ -223,6 +238,8 @@ class _Run:
         except (Exception, asyncio.CancelledError):
             raise
         except BaseException as exc:
+            if isinstance(exc, GeneratorExit) and _being_closed():
+                raise  # the coroutine is being closed (its loop went away): nothing to carry
             raise Interrupted(exc, "the run") from exc
 
     async def main(self) -> None:
@@ -498,12 +515,22 @@ class _Run:
                     "returned while calls it started were still running (await batch.join() after "
                     "batch.start, and every task running batch.run, before returning)"
                 )
-        except _STOPS_THE_RUN:
+        except _STOPS_THE_RUN as exc:
+            if isinstance(exc, asyncio.CancelledError) and not self.cut_from_outside(batch):
+                raise _StrategyFailed(exc) from exc  # raised by the strategy's own code
             raise
-        except Exception as exc:
+        except BaseException as exc:  # (KeyboardInterrupt, SystemExit, GeneratorExit raised by the
+            if isinstance(exc, GeneratorExit) and _being_closed():  # strategy itself: a tool's or
+                raise  # a hook's is `Interrupted`), unless the coroutine is being closed
             raise _StrategyFailed(exc) from exc
         finally:
             await batch._drain()
+
+    def cut_from_outside(self, batch: Batch) -> bool:
+        """Whether a cancellation reaching the strategy came from outside it: the run's task (or, for
+        a strategy that streams, its own task) was cancelled (the deadline, an abort, ``task.cancel()``,
+        Ctrl-C) or the harness is stopping the batch; not a ``CancelledError`` its own code raised."""
+        return being_cancelled() or batch._draining or self.executor._cut()
 
     async def stream_alongside(
         self, stream: ModelStream, strategy_task: asyncio.Task[None], batch: Batch
