@@ -35,6 +35,7 @@ copies of the conversation, hooks and listeners copies of chunks and usage (`too
 from __future__ import annotations
 
 import asyncio
+import dis
 import inspect
 import os
 import traceback
@@ -100,6 +101,21 @@ def _being_closed() -> bool:
         return asyncio.current_task() is None
     except RuntimeError:  # no running loop
         return True
+
+
+_RAISE = dis.opmap["RAISE_VARARGS"]
+
+
+def _raised_by_code(exc: BaseException) -> bool:
+    """Whether `exc` came from a ``raise`` statement, rather than from a signal handler (Python's
+    Ctrl-C handler raises KeyboardInterrupt wherever the code happens to be: in a call, a loop)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code.co_code
+    return 0 <= tb.tb_lasti < len(code) and code[tb.tb_lasti] == _RAISE
 
 
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
@@ -521,7 +537,9 @@ class _Run:
             raise
         except BaseException as exc:  # (KeyboardInterrupt, SystemExit, GeneratorExit raised by the
             if isinstance(exc, GeneratorExit) and _being_closed():  # strategy itself: a tool's or
-                raise  # a hook's is `Interrupted`), unless the coroutine is being closed
+                raise  # a hook's is `Interrupted`), unless the coroutine is being closed, or it is
+            if isinstance(exc, KeyboardInterrupt) and not _raised_by_code(exc):  # a real Ctrl-C that
+                raise  # landed while the strategy's own code ran
             raise _StrategyFailed(exc) from exc
         finally:
             await batch._drain()
