@@ -282,3 +282,56 @@ def test_a_cancellation_from_outside_still_cancels_the_run() -> None:
     first = partial.rounds[0].executions[0]
     assert (first.status, first.ended_at) == ("cancelled", 2.0)
     assert tools.log == [("cancelled", "a", 2.0)]
+
+
+# -- (5) a strategy that never returns on the virtual clock is caught -----------------------------------
+
+
+@strategy("never_returns")
+async def never_returns(batch: Batch) -> None:
+    await batch.run_parallel()
+    await asyncio.Event().wait()
+
+
+@strategy("waits_before_running")
+async def waits_before_running(batch: Batch) -> None:
+    batch.start(0)
+    await asyncio.Event().wait()
+
+
+@pytest.mark.parametrize(
+    ("strat", "waiting"),
+    [
+        (never_returns, "all 2 calls had finished"),
+        (waits_before_running, "the calls at positions [1] had not been run"),
+    ],
+    ids=["finished", "pending"],
+)
+def test_a_strategy_that_never_returns_on_the_virtual_clock_fails(strat: Any, waiting: str) -> None:
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    result, noise, left = run_virtual(_watched(run(model, Slow().registry(), "go", mode=strat)))
+    assert (result.status, result.reason) == ("failed", "strategy_error")
+    assert f"the strategy {strat.name!r} failed: NeverReturned: it never returned" in result.error
+    assert waiting in result.error and f"in {strat.name})" in result.error
+    assert left == 0 and noise == []
+    assert validate_messages(result.messages) == []
+
+
+def test_under_a_deadline_the_timeout_says_the_strategy_never_returned() -> None:
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    result = run_virtual(run(model, Slow().registry(), "go", mode=never_returns, timeout_s=20.0))
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    assert "the strategy 'never_returns' had not returned (all 2 calls had finished)" in result.error
+
+
+def test_compare_reports_a_strategy_that_never_returns_and_goes_on() -> None:
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
+    recorded = run_virtual(run(model, Slow().registry(), "go", mode="parallel"))
+    trace = Trace.from_run(recorded, TraceMetadata(title="two slow", origin="recorded"))
+    table = compare([trace], ["parallel", never_returns])
+    assert "parallel" in set(table.runs["mode"])
+    errors = table.errors
+    assert list(errors["mode"]) == ["never_returns"] and "never returned" in errors["error"].iloc[0]

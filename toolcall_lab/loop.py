@@ -49,6 +49,7 @@ from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelle
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
 from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, catch_sigint
+from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -70,6 +71,10 @@ from toolcall_lab.strategies import Batch, StrategySpec
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
 __all__ = ["AbortHandle", "Hooks", "RunConfig", "RunResult", "as_messages", "as_registry", "run", "run_sync"]
+
+
+class NeverReturned(Exception):
+    """A strategy waited for something that never happens (a deadlock on the virtual clock)."""
 
 
 class _StrategyFailed(Exception):
@@ -123,6 +128,8 @@ _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.Cance
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_NOT_USER_CODE = (_PACKAGE, os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep)
+"""Frames of this package and of asyncio: where a strategy's failure is said to be is its own code."""
 
 
 def _where(exc: BaseException) -> str:
@@ -131,7 +138,7 @@ def _where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return ""
-    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE)]
+    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_NOT_USER_CODE)]
     if not outside and isinstance(exc, UsageError):
         return ""  # the loop's or the batch's own verdict on the strategy: it says what was wrong
     last = (outside or frames)[-1]
@@ -204,6 +211,13 @@ class _Run:
         self.strategy_name: str = self.strategy.name
         self.streams = bool(getattr(self.strategy, "streams", False))
         self.concurrency: int | None = getattr(self.strategy, "concurrency", None) or config.concurrency
+        self.strategy_runner: asyncio.Task[Any] | None = None
+        """The task running the strategy, while it runs."""
+        self.stall: str | None = None
+        """Why a strategy that never returns was stopped (set by `stalled`)."""
+        self.strategy_cut: str | None = None
+        """What the strategy was waiting for when the run was cut off."""
+        self.warned_return = False
         self.tool_limits: Mapping[str, int] = MappingProxyType(
             dict(getattr(self.strategy, "tool_limits", None) or {})
         )
@@ -245,6 +259,10 @@ class _Run:
     async def guarded(self) -> None:
         """`main` under the run's deadline; BaseExceptions carried out of the task (see `Interrupted`)."""
         self.executor.watch(asyncio.current_task())  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        virtual = isinstance(loop, VirtualEventLoop)
+        if virtual:
+            loop.on_stall.append(self.stalled)  # type: ignore[attr-defined]
         try:
             if self.config.timeout_s is None:
                 await self.main()
@@ -257,6 +275,9 @@ class _Run:
             if isinstance(exc, GeneratorExit) and _being_closed():
                 raise  # the coroutine is being closed (its loop went away): nothing to carry
             raise Interrupted(exc, "the run") from exc
+        finally:
+            if virtual:
+                loop.on_stall.remove(self.stalled)  # type: ignore[attr-defined]
 
     async def main(self) -> None:
         cfg = self.config
@@ -524,16 +545,31 @@ class _Run:
         """The strategy's run over `batch`. What it raises is its bug (`_StrategyFailed`), except what
         stops a run anywhere (cancellation, interruptions, replay divergence, a spent script); calls
         it left running are cancelled and drained (and that is its bug too)."""
+        runner = self.strategy_runner = asyncio.current_task()
         try:
-            await self.strategy.run(batch)
+            returned: Any = await cast(Any, self.strategy).run(batch)  # (None, unless it misbehaves)
             if batch._running():
                 raise UsageError(
                     "returned while calls it started were still running (await batch.join() after "
                     "batch.start, and every task running batch.run, before returning)"
                 )
+            if returned is not None and not self.warned_return:
+                self.warned_return = True
+                batch.note(
+                    f"the strategy {self.strategy_name!r} returned {type(returned).__name__} (a strategy "
+                    "returns None; what it returns is not used)"
+                )
         except _STOPS_THE_RUN as exc:
-            if isinstance(exc, asyncio.CancelledError) and not self.cut_from_outside(batch):
-                raise _StrategyFailed(exc) from exc  # raised by the strategy's own code
+            if isinstance(exc, asyncio.CancelledError):
+                stall = self.stall
+                if stall is not None and runner is not None:
+                    self.stall = None
+                    runner.uncancel()  # (our own cancellation, to end the wait: not the run's)
+                    never = NeverReturned(stall).with_traceback(exc.__traceback__)  # (where it waited)
+                    raise _StrategyFailed(never) from never
+                if not self.cut_from_outside(batch):
+                    raise _StrategyFailed(exc) from exc  # raised by the strategy's own code
+                self.strategy_cut = self.waiting_on(batch)
             raise
         except BaseException as exc:  # (KeyboardInterrupt, SystemExit, GeneratorExit raised by the
             if isinstance(exc, GeneratorExit) and _being_closed():  # strategy itself: a tool's or
@@ -542,7 +578,37 @@ class _Run:
                 raise  # landed while the strategy's own code ran
             raise _StrategyFailed(exc) from exc
         finally:
+            self.strategy_runner = None
             await batch._drain()
+
+    def waiting_on(self, batch: Batch) -> str:
+        """What a strategy that has not returned was waiting for, in words."""
+        n = len(batch._calls) if not batch._streaming else len(batch._indices)
+        left = [p for p in range(n) if batch._done[p] is None]
+        calls = "its call" if n == 1 else f"all {n} calls"
+        if not left:
+            return f"{calls} had finished" if n else "the batch had no calls"
+        started = [p for p in left if batch._started[p] is not None]
+        idle = [p for p in left if batch._started[p] is None]
+        parts = []
+        if started:
+            parts.append(f"the calls at positions {started} were still running")
+        if idle:
+            parts.append(f"the calls at positions {idle} had not been run")
+        return " and ".join(parts)
+
+    def stalled(self) -> bool:
+        """(The virtual loop's stall handler) nothing is left to run and the strategy has not
+        returned: it never will. End its wait; `run_strategy` reports it."""
+        runner, batch = self.strategy_runner, self.partial.get("batch")
+        if runner is None or runner.done() or batch is None or self.stall is not None:
+            return False
+        self.stall = (
+            f"it never returned: at {self.now():.3f} s on the virtual clock nothing was left to run or "
+            f"wait for, and {self.waiting_on(batch)} (it awaits something that never happens)"
+        )
+        runner.cancel()
+        return True
 
     def cut_from_outside(self, batch: Batch) -> bool:
         """Whether a cancellation reaching the strategy came from outside it: the run's task (or, for
@@ -811,7 +877,10 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         if deadline is None or not deadline.expired():
             raise
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
+        waiting = state.strategy_cut
         where = state.cut(why)
+        if waiting is not None:
+            where += f"; the strategy {state.strategy_name!r} had not returned ({waiting})"
         when = (deadline.when() or 0.0) - state.origin
         late = state.now() - when
         if late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
