@@ -335,3 +335,29 @@ def test_compare_reports_a_strategy_that_never_returns_and_goes_on() -> None:
     assert "parallel" in set(table.runs["mode"])
     errors = table.errors
     assert list(errors["mode"]) == ["never_returns"] and "never returned" in errors["error"].iloc[0]
+
+
+# -- (6) decorated strategies pickle for process pools; what cannot is named ----------------------------
+
+
+def test_a_decorated_strategy_from_a_module_pickles_by_reference() -> None:
+    import pickle
+
+    assert pickle.loads(pickle.dumps(never_returns)) is never_returns
+    assert pickle.loads(pickle.dumps(tamperer)) is tamperer
+
+
+def test_an_unpicklable_strategy_is_refused_by_name_before_a_process_pool_runs() -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.exceptions import UsageError
+
+    @strategy("made_in_a_cell")
+    async def made_in_a_cell(batch: Batch) -> None:
+        await batch.run_parallel()
+
+    with ProcessPoolExecutor(1) as pool, pytest.raises(UsageError) as caught:
+        compare(["never-read.json"], ["parallel", made_in_a_cell], executor=pool)
+    assert "the strategy 'made_in_a_cell' cannot be sent to the worker processes" in str(caught.value)
+    assert "importable module" in str(caught.value) and "module:attribute" in str(caught.value)

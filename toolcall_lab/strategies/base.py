@@ -10,6 +10,7 @@ in model order, a consistent record when the run is cut off) is the batch's job.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
@@ -130,6 +131,28 @@ class FunctionStrategy(Strategy):
     async def run(self, batch: Batch) -> None:
         return await cast(Any, self.function)(batch)  # type: ignore[no-any-return]  # (the loop notes a value)
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickled by reference (``module:qualname``) when the decorated function is importable
+        under its own name (``@strategy`` in a module: what process pools need); else by value,
+        which needs the function itself to pickle."""
+        module = getattr(self.function, "__module__", None)
+        qualname = getattr(self.function, "__qualname__", None)
+        if isinstance(module, str) and isinstance(qualname, str) and module != "__main__":
+            try:
+                found = _lookup(module, qualname)
+            except Exception:
+                found = None
+            if found is self:
+                return (_lookup, (module, qualname))
+        return (
+            FunctionStrategy,
+            (self.function, self.name),
+            {"streams": self.streams, "skips_calls": self.skips_calls},
+        )
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, FunctionStrategy)
@@ -141,6 +164,14 @@ class FunctionStrategy(Strategy):
 
     def __hash__(self) -> int:
         return hash((self.name, id(self.function)))
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    """The object at ``module.qualname`` (how a pickled `FunctionStrategy` is found again)."""
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _is_async(function: Any) -> bool:
