@@ -361,3 +361,26 @@ def test_an_unpicklable_strategy_is_refused_by_name_before_a_process_pool_runs()
         compare(["never-read.json"], ["parallel", made_in_a_cell], executor=pool)
     assert "the strategy 'made_in_a_cell' cannot be sent to the worker processes" in str(caught.value)
     assert "importable module" in str(caught.value) and "module:attribute" in str(caught.value)
+
+
+# -- (13) name checks say what is wrong with the name given ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("", "strategy(name='')"),
+        ("ｐａｒａｌｌｅｌ", "character width from the built-in strategy 'parallel'"),
+        ("a\u200bb", "invisible format character"),
+        ("a\nb", "control character"),
+    ],
+)
+def test_name_checks_name_the_name_and_the_problem(name: str, says: str) -> None:
+    from toolcall_lab.exceptions import UsageError
+
+    async def f(batch: Batch) -> None:
+        await batch.run_parallel()
+
+    with pytest.raises(UsageError) as caught:
+        strategy(name)(f)
+    assert says in str(caught.value)

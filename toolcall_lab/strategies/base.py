@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -31,6 +32,15 @@ _MISREAD = {
 }
 
 
+_INVISIBLE = {
+    "Cc": "a control character (a newline, a tab, ...)",
+    "Cf": "an invisible format character (a zero-width space or joiner, a direction mark, ...)",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Zs": "a space other than ' '",
+}
+
+
 def check_name(name: Any, where: str) -> str:
     """`name` if a strategy of your own may go by it, else a `UsageError` saying why: it must be
     read back as itself wherever names are read (the CLI's ``--modes`` list, ``module:attribute``
@@ -43,9 +53,18 @@ def check_name(name: Any, where: str) -> str:
             f"read back as {name.strip()!r}); name it {name.strip()!r}"
         )
     base = name.split("[", 1)[0]
-    if base.casefold() in BUILTIN_NAMES:
-        builtin = base.casefold()
-        same = "is" if name == builtin else "is read as" if base == builtin else "differs only by case from"
+    folded = unicodedata.normalize("NFKC", base).casefold()  # (full-width 'ｐａｒａｌｌｅｌ' too)
+    if folded in BUILTIN_NAMES:
+        builtin = folded
+        same = (
+            "is"
+            if name == builtin
+            else "is read as"
+            if base == builtin
+            else "differs only by case from"
+            if base.casefold() == builtin
+            else "differs only by case or character width from"
+        )
         raise UsageError(
             f"{where}: the strategy name {name!r} {same} the built-in strategy {builtin!r}'s name; give "
             "it a name of its own (tables, plots and traces tell strategies apart by name)"
@@ -53,10 +72,12 @@ def check_name(name: Any, where: str) -> str:
     for char, why in _MISREAD.items():
         if char in name:
             raise UsageError(f"{where}: the strategy name {name!r} holds {why}; choose a name without it")
-    if any(not ch.isprintable() for ch in name):
+    odd = [ch for ch in name if not ch.isprintable()]
+    if odd:
+        kinds = sorted({_INVISIBLE.get(unicodedata.category(ch), "an unprintable character") for ch in odd})
         raise UsageError(
-            f"{where}: the strategy name {name!r} holds a control character (a newline, a tab, ...); "
-            "choose a name of printable characters"
+            f"{where}: the strategy name {name!r} holds {' and '.join(kinds)} "
+            f"({', '.join(f'U+{ord(ch):04X}' for ch in odd)}); choose a name of printable characters"
         )
     return name
 
@@ -123,7 +144,8 @@ class FunctionStrategy(Strategy):
             )
         self.function = function
         self.name = check_name(
-            function.__name__ if name is None else name, f"strategy(name={name or function.__name__!r})"
+            function.__name__ if name is None else name,
+            f"strategy(name={function.__name__ if name is None else name!r})",
         )
         self.streams = streams
         self.skips_calls = skips_calls
