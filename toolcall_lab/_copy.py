@@ -8,6 +8,7 @@ A hand-rolled copy of dicts, lists and tuples (immutable leaves are shared): 3-5
 from __future__ import annotations
 
 import copy
+from types import MappingProxyType
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -35,3 +36,17 @@ def json_copy(value: T) -> T:
         return copy.deepcopy(value)
     except Exception:  # an object that cannot be copied is shared, as it would be without us
         return value
+
+
+def read_only(value: object) -> object:
+    """A read-only deep view of a JSON-like value: dicts become `MappingProxyType` views of their own
+    (read-only) copies, lists and tuples tuples; leaves are shared. What a strategy may read of the
+    record (the assistant message) without being able to change it: an edit raises ``TypeError``."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is dict:
+        return MappingProxyType({k: read_only(v) for k, v in value.items()})  # type: ignore[attr-defined]
+    if kind is list or kind is tuple:
+        return tuple(read_only(v) for v in value)  # type: ignore[attr-defined]
+    return json_copy(value)

@@ -202,11 +202,14 @@ class Executor(HookCalls):
         """A call left unexecuted and unanswered on purpose (`why`: by which strategy, and why)."""
         return self._made(call, "skipped", f"not executed: {why}")
 
-    def cancelled(self, call: ToolCall, started_at: float | None, why: str, note: str = "") -> ToolExecution:
-        """A call cut off by an abort, a cancellation or the deadline (`why` says which)."""
+    def cancelled(
+        self, call: ToolCall, started_at: float | None, why: str, note: str = "", at: float | None = None
+    ) -> ToolExecution:
+        """A call cut off by an abort, a cancellation or the deadline (`why` says which), its
+        cancellation taking effect at `at` (default: now)."""
         if started_at is None:
             return self._made(call, "cancelled", f"Not executed: {why} before this call started.")
-        now = self.now()
+        now = self.now() if at is None else at
         # (a note says what became of it, e.g. it returned after catching the cancellation: then its
         # result is known and discarded, not unknown)
         text = f"Cancelled: {why} while this call was running" + (
@@ -223,13 +226,17 @@ class Executor(HookCalls):
             max(now, started_at), None, self.clock_timing,
         )  # fmt: skip
 
-    def cut_off(self, call: ToolCall, position: int, started_at: float | None, why: str) -> ToolExecution:
+    def cut_off(
+        self, call: ToolCall, position: int, started_at: float | None, why: str, at: float | None = None
+    ) -> ToolExecution:
         """The record of a call the run was cut off (`why`) before it settled: what had happened to it
-        so far decides (its tool not started yet, running, or ended and waiting on a result hook)."""
+        so far decides (its tool not started yet, running, or ended and waiting on a result hook);
+        `at`: when the cancellation took effect (default: now)."""
         note = self.cut_notes.get(position, "")
         phase = self.phases.get(position)
+        stopped = at
         if phase is None:
-            return self.cancelled(call, started_at, why, note)
+            return self.cancelled(call, started_at, why, note, stopped)
         kind, at, ex = phase
         if kind == "on_tool_start":
             return self._made(
@@ -238,7 +245,7 @@ class Executor(HookCalls):
                 f"Not executed: {why} before this call started (its on_tool_start hook was running).",
             )
         if ex is None:  # running
-            return self.cancelled(call, at, why, note)
+            return self.cancelled(call, at, why, note, stopped)
         if kind == "approve_result":
             return self._withheld(
                 ex, f"{why} while the approve_result hook was deciding; the result was never approved"

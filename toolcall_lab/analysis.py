@@ -42,6 +42,7 @@ from toolcall_lab.replay import check_recorded_settings, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, resolve
 from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
+from toolcall_lab.strategies.base import strategy_name
 from toolcall_lab.trace import Trace
 
 if TYPE_CHECKING:
@@ -626,6 +627,7 @@ def compare(
             trace_rows(t, modes, settings, virtual, timings) for t in items
         )
     else:
+        _check_picklable(modes, executor)
         chunk = max(1, len(items) // 64)
         parts = executor.map(
             _rows_star, [(t, tuple(modes), settings, virtual, timings) for t in items], chunksize=chunk
@@ -645,6 +647,28 @@ def compare(
         exc.partial_comparison = _comparison(tables)  # type: ignore[attr-defined]
         exc.add_note(f"toolcall_lab: {done} of {len(items)} trace(s) compared; see partial_comparison")
         raise
+
+
+def _check_picklable(modes: Sequence[StrategySpec], executor: Executor) -> None:
+    """A process pool sends every strategy to its workers by pickling it: one that cannot be pickled
+    is refused up front, named, with the fix (rather than a bare PicklingError from the pool)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    if not isinstance(executor, ProcessPoolExecutor):
+        return  # (Dask, Ray: cloudpickle sends more than pickle does; they say what fails themselves)
+    import pickle
+
+    for mode in modes:
+        try:
+            pickle.dumps(mode)
+        except Exception as exc:
+            raise UsageError(
+                f"compare(executor=ProcessPoolExecutor(...)): the strategy {strategy_name(mode)!r} cannot "
+                f"be sent to the worker processes ({type(exc).__name__}: {exc}); define it in an "
+                "importable module (a .py file, not a notebook cell or the __main__ script) and pass "
+                "it, or its 'module:attribute' / 'path/to/file.py:attribute' spec, or compare without "
+                "the executor"
+            ) from exc
 
 
 def _comparison(tables: dict[str, list[dict[str, Any]]]) -> Comparison:

@@ -13,6 +13,12 @@ Limits of the virtual clock (it is for fully simulated runs):
   a sync tool with a `Tool.timeout_s` runs in a worker thread instead, the loop blocking for at most
   that many *real* seconds (still no virtual time), so a stuck one times out rather than hanging
   the run.
+
+A virtual run can deadlock: code waits for something nothing will ever do (an ``asyncio.Event``
+never set), and the loop has no timer, nothing ready and no I/O to wait for. Real time would wait
+forever; the virtual loop notices (after `STALL_GRACE_S` real seconds, in case a thread of the
+user's own is about to wake it) and asks its stall handlers (`VirtualEventLoop.on_stall`, e.g. the
+run loop, which ends a strategy that never returns) to act.
 """
 
 from __future__ import annotations
@@ -44,17 +50,41 @@ class _VirtualSelector(selectors.DefaultSelector):
     loop: VirtualEventLoop
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready: list[tuple[selectors.SelectorKey, int]]
+        if timeout is None and self.loop.on_stall and not self._real_io():
+            ready = super().select(STALL_GRACE_S)  # (a thread waking the loop lands here)
+            if ready or not self.loop._stalled():
+                return ready
+            return []
         if timeout is None or timeout <= 0:
-            ready: list[tuple[selectors.SelectorKey, int]] = super().select(timeout)
+            ready = super().select(timeout)
             return ready
         self.loop.advance(timeout)
         return []
 
+    def _real_io(self) -> bool:
+        """Whether anything but the loop's own wake-up socket is registered (real I/O to wait for)."""
+        own = getattr(self.loop, "_ssock", None)
+        own_fd = own.fileno() if own is not None else -1
+        return any(fd != own_fd for fd in self.get_map())
+
+
+STALL_GRACE_S = 0.2
+"""Real seconds a deadlocked virtual loop waits (for a thread of the user's own) before it calls its
+stall handlers."""
+
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
-    """An asyncio event loop whose clock is virtual: sleeping advances time instantly."""
+    """An asyncio event loop whose clock is virtual: sleeping advances time instantly.
+
+    `on_stall`: callbacks called when the loop is deadlocked (nothing ready, no timer, no I/O); each
+    returns True when it did something about it (scheduled work), else the loop waits as any loop
+    would."""
+
+    on_stall: list[Callable[[], bool]]
 
     def __init__(self, start: float = 0.0) -> None:
+        self.on_stall = []
         selector = _VirtualSelector()
         selector.loop = self
         super().__init__(selector)
@@ -64,6 +94,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._virtual_now
+
+    def _stalled(self) -> bool:
+        """The loop is deadlocked: ask the stall handlers; True if one of them acted."""
+        acted = False
+        for handler in list(self.on_stall):
+            acted = bool(handler()) or acted
+        return acted
 
     def advance(self, seconds: float) -> None:
         """Move virtual time forward (to the next timer exactly when one is due)."""

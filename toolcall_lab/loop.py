@@ -35,11 +35,13 @@ copies of the conversation, hooks and listeners copies of chunks and usage (`too
 from __future__ import annotations
 
 import asyncio
+import dis
 import inspect
 import os
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
@@ -47,6 +49,7 @@ from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelle
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
 from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, catch_sigint
+from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -68,6 +71,10 @@ from toolcall_lab.strategies import Batch, StrategySpec
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
 __all__ = ["AbortHandle", "Hooks", "RunConfig", "RunResult", "as_messages", "as_registry", "run", "run_sync"]
+
+
+class NeverReturned(Exception):
+    """A strategy waited for something that never happens (a deadlock on the virtual clock)."""
 
 
 class _StrategyFailed(Exception):
@@ -92,11 +99,37 @@ async def _carrying(awaitable: Any) -> Any:
         raise _Carried(exc) from None
 
 
+def _being_closed() -> bool:
+    """Whether a GeneratorExit is a coroutine being closed (no task is stepping it), not one raised
+    by code that runs."""
+    try:
+        return asyncio.current_task() is None
+    except RuntimeError:  # no running loop
+        return True
+
+
+_RAISE = dis.opmap["RAISE_VARARGS"]
+
+
+def _raised_by_code(exc: BaseException) -> bool:
+    """Whether `exc` came from a ``raise`` statement, rather than from a signal handler (Python's
+    Ctrl-C handler raises KeyboardInterrupt wherever the code happens to be: in a call, a loop)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code.co_code
+    return 0 <= tb.tb_lasti < len(code) and code[tb.tb_lasti] == _RAISE
+
+
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
 """What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_NOT_USER_CODE = (_PACKAGE, os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep)
+"""Frames of this package and of asyncio: where a strategy's failure is said to be is its own code."""
 
 
 def _where(exc: BaseException) -> str:
@@ -105,11 +138,34 @@ def _where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return ""
-    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE)]
+    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_NOT_USER_CODE)]
     if not outside and isinstance(exc, UsageError):
         return ""  # the loop's or the batch's own verdict on the strategy: it says what was wrong
     last = (outside or frames)[-1]
     return f" (at {last.filename}:{last.lineno} in {last.name})"
+
+
+def _described(exc: BaseException) -> str:
+    """`exc` in words, with where it was raised; an exception group by what it holds (a task
+    group's ``unhandled errors`` says nothing about them)."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+        stack: list[BaseException] = [exc]
+        while stack:
+            e = stack.pop(0)
+            if isinstance(e, BaseExceptionGroup):
+                stack[:0] = list(e.exceptions)
+            else:
+                leaves.append(e)
+        inner = "; ".join(_described(e) for e in leaves[:3]) + ("; ..." if len(leaves) > 3 else "")
+        return f"{type(exc).__name__} of {len(leaves)} ({inner})"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if not isinstance(exc, Exception):
+        text += (
+            " (raised by the strategy's own code: recorded as its failure, not as a cancellation or "
+            "interruption of the run)"
+        )
+    return f"{text}{_where(exc)}"
 
 
 class _Run:
@@ -155,7 +211,16 @@ class _Run:
         self.strategy_name: str = self.strategy.name
         self.streams = bool(getattr(self.strategy, "streams", False))
         self.concurrency: int | None = getattr(self.strategy, "concurrency", None) or config.concurrency
-        self.tool_limits: dict[str, int] = dict(getattr(self.strategy, "tool_limits", None) or {})
+        self.strategy_runner: asyncio.Task[Any] | None = None
+        """The task running the strategy, while it runs."""
+        self.stall: str | None = None
+        """Why a strategy that never returns was stopped (set by `stalled`)."""
+        self.strategy_cut: str | None = None
+        """What the strategy was waiting for when the run was cut off."""
+        self.warned_return = False
+        self.tool_limits: Mapping[str, int] = MappingProxyType(
+            dict(getattr(self.strategy, "tool_limits", None) or {})
+        )
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.origin
@@ -194,6 +259,10 @@ class _Run:
     async def guarded(self) -> None:
         """`main` under the run's deadline; BaseExceptions carried out of the task (see `Interrupted`)."""
         self.executor.watch(asyncio.current_task())  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        virtual = isinstance(loop, VirtualEventLoop)
+        if virtual:
+            loop.on_stall.append(self.stalled)  # type: ignore[attr-defined]
         try:
             if self.config.timeout_s is None:
                 await self.main()
@@ -203,7 +272,12 @@ class _Run:
         except (Exception, asyncio.CancelledError):
             raise
         except BaseException as exc:
+            if isinstance(exc, GeneratorExit) and _being_closed():
+                raise  # the coroutine is being closed (its loop went away): nothing to carry
             raise Interrupted(exc, "the run") from exc
+        finally:
+            if virtual:
+                loop.on_stall.remove(self.stalled)  # type: ignore[attr-defined]
 
     async def main(self) -> None:
         cfg = self.config
@@ -471,19 +545,76 @@ class _Run:
         """The strategy's run over `batch`. What it raises is its bug (`_StrategyFailed`), except what
         stops a run anywhere (cancellation, interruptions, replay divergence, a spent script); calls
         it left running are cancelled and drained (and that is its bug too)."""
+        runner = self.strategy_runner = asyncio.current_task()
         try:
-            await self.strategy.run(batch)
+            returned: Any = await cast(Any, self.strategy).run(batch)  # (None, unless it misbehaves)
             if batch._running():
                 raise UsageError(
                     "returned while calls it started were still running (await batch.join() after "
                     "batch.start, and every task running batch.run, before returning)"
                 )
-        except _STOPS_THE_RUN:
+            if returned is not None and not self.warned_return:
+                self.warned_return = True
+                batch.note(
+                    f"the strategy {self.strategy_name!r} returned {type(returned).__name__} (a strategy "
+                    "returns None; what it returns is not used)"
+                )
+        except _STOPS_THE_RUN as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                stall = self.stall
+                if stall is not None and runner is not None:
+                    self.stall = None
+                    runner.uncancel()  # (our own cancellation, to end the wait: not the run's)
+                    never = NeverReturned(stall).with_traceback(exc.__traceback__)  # (where it waited)
+                    raise _StrategyFailed(never) from never
+                if not self.cut_from_outside(batch):
+                    raise _StrategyFailed(exc) from exc  # raised by the strategy's own code
+                self.strategy_cut = self.waiting_on(batch)
             raise
-        except Exception as exc:
+        except BaseException as exc:  # (KeyboardInterrupt, SystemExit, GeneratorExit raised by the
+            if isinstance(exc, GeneratorExit) and _being_closed():  # strategy itself: a tool's or
+                raise  # a hook's is `Interrupted`), unless the coroutine is being closed, or it is
+            if isinstance(exc, KeyboardInterrupt) and not _raised_by_code(exc):  # a real Ctrl-C that
+                raise  # landed while the strategy's own code ran
             raise _StrategyFailed(exc) from exc
         finally:
+            self.strategy_runner = None
             await batch._drain()
+
+    def waiting_on(self, batch: Batch) -> str:
+        """What a strategy that has not returned was waiting for, in words."""
+        n = len(batch._calls) if not batch._streaming else len(batch._indices)
+        left = [p for p in range(n) if batch._done[p] is None]
+        calls = "its call" if n == 1 else f"all {n} calls"
+        if not left:
+            return f"{calls} had finished" if n else "the batch had no calls"
+        started = [p for p in left if batch._started[p] is not None]
+        idle = [p for p in left if batch._started[p] is None]
+        parts = []
+        if started:
+            parts.append(f"the calls at positions {started} were still running")
+        if idle:
+            parts.append(f"the calls at positions {idle} had not been run")
+        return " and ".join(parts)
+
+    def stalled(self) -> bool:
+        """(The virtual loop's stall handler) nothing is left to run and the strategy has not
+        returned: it never will. End its wait; `run_strategy` reports it."""
+        runner, batch = self.strategy_runner, self.partial.get("batch")
+        if runner is None or runner.done() or batch is None or self.stall is not None:
+            return False
+        self.stall = (
+            f"it never returned: at {self.now():.3f} s on the virtual clock nothing was left to run or "
+            f"wait for, and {self.waiting_on(batch)} (it awaits something that never happens)"
+        )
+        runner.cancel()
+        return True
+
+    def cut_from_outside(self, batch: Batch) -> bool:
+        """Whether a cancellation reaching the strategy came from outside it: the run's task (or, for
+        a strategy that streams, its own task) was cancelled (the deadline, an abort, ``task.cancel()``,
+        Ctrl-C) or the harness is stopping the batch; not a ``CancelledError`` its own code raised."""
+        return being_cancelled() or batch._draining or self.executor._cut()
 
     async def stream_alongside(
         self, stream: ModelStream, strategy_task: asyncio.Task[None], batch: Batch
@@ -511,6 +642,7 @@ class _Run:
 
     async def stop_strategy(self, strategy_task: asyncio.Task[None], batch: Batch) -> None:
         """Cancel the strategy and every call it runs, and wait until they have stopped."""
+        batch._draining = True  # (the harness cancels its calls, not the strategy)
         if not strategy_task.done():
             strategy_task.cancel()
             await wait_until_stopped((strategy_task,))
@@ -520,7 +652,7 @@ class _Run:
 
     def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
         cause = exc.__cause__ or exc
-        what = f"{type(cause).__name__}: {cause}{_where(cause)}"
+        what = _described(cause)
         self.close_round(f"the strategy {self.strategy_name!r} failed")
         self.stop(
             "failed",
@@ -562,7 +694,7 @@ class _Run:
             else [e.to_message() for e in executions if e.answered]
         )
         self.messages.extend(tool_messages)
-        self.executor.remember(executions, batch.calls, p["round_index"])
+        self.executor.remember(executions, batch._calls, p["round_index"])
         final_reason = p["final_reason"]
         rnd = Round(
             round_index=p["round_index"],
@@ -570,14 +702,14 @@ class _Run:
             request_messages=p["sent"],
             model_call=p["model_call"],
             assistant_message=p["assistant"],
-            tool_calls=tuple(batch.calls),
+            tool_calls=batch._calls,
             executions=tuple(executions),
-            findings=(*p["findings"], *batch.findings),
+            findings=(*p["findings"], *batch._findings),
             final=final_reason is not None,
             final_reason=final_reason,
-            client_round_trips=batch.client_round_trips,
-            round_trips=tuple(batch.round_trips),
-            strategy_notes=tuple(batch.notes),
+            client_round_trips=batch._client_round_trips,
+            round_trips=tuple(batch._round_trips),
+            strategy_notes=tuple(batch._notes),
         )
         self.rounds.append(rnd)
         self.partial = {}
@@ -745,7 +877,10 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         if deadline is None or not deadline.expired():
             raise
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
+        waiting = state.strategy_cut
         where = state.cut(why)
+        if waiting is not None:
+            where += f"; the strategy {state.strategy_name!r} had not returned ({waiting})"
         when = (deadline.when() or 0.0) - state.origin
         late = state.now() - when
         if late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up

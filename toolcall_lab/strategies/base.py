@@ -10,9 +10,11 @@ in model order, a consistent record when the run is cut off) is the batch's job.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.strategies._slots import check_limits
@@ -30,6 +32,15 @@ _MISREAD = {
 }
 
 
+_INVISIBLE = {
+    "Cc": "a control character (a newline, a tab, ...)",
+    "Cf": "an invisible format character (a zero-width space or joiner, a direction mark, ...)",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Zs": "a space other than ' '",
+}
+
+
 def check_name(name: Any, where: str) -> str:
     """`name` if a strategy of your own may go by it, else a `UsageError` saying why: it must be
     read back as itself wherever names are read (the CLI's ``--modes`` list, ``module:attribute``
@@ -42,9 +53,18 @@ def check_name(name: Any, where: str) -> str:
             f"read back as {name.strip()!r}); name it {name.strip()!r}"
         )
     base = name.split("[", 1)[0]
-    if base.casefold() in BUILTIN_NAMES:
-        builtin = base.casefold()
-        same = "is" if name == builtin else "is read as" if base == builtin else "differs only by case from"
+    folded = unicodedata.normalize("NFKC", base).casefold()  # (full-width 'ｐａｒａｌｌｅｌ' too)
+    if folded in BUILTIN_NAMES:
+        builtin = folded
+        same = (
+            "is"
+            if name == builtin
+            else "is read as"
+            if base == builtin
+            else "differs only by case from"
+            if base.casefold() == builtin
+            else "differs only by case or character width from"
+        )
         raise UsageError(
             f"{where}: the strategy name {name!r} {same} the built-in strategy {builtin!r}'s name; give "
             "it a name of its own (tables, plots and traces tell strategies apart by name)"
@@ -52,10 +72,12 @@ def check_name(name: Any, where: str) -> str:
     for char, why in _MISREAD.items():
         if char in name:
             raise UsageError(f"{where}: the strategy name {name!r} holds {why}; choose a name without it")
-    if any(not ch.isprintable() for ch in name):
+    odd = [ch for ch in name if not ch.isprintable()]
+    if odd:
+        kinds = sorted({_INVISIBLE.get(unicodedata.category(ch), "an unprintable character") for ch in odd})
         raise UsageError(
-            f"{where}: the strategy name {name!r} holds a control character (a newline, a tab, ...); "
-            "choose a name of printable characters"
+            f"{where}: the strategy name {name!r} holds {' and '.join(kinds)} "
+            f"({', '.join(f'U+{ord(ch):04X}' for ch in odd)}); choose a name of printable characters"
         )
     return name
 
@@ -122,13 +144,36 @@ class FunctionStrategy(Strategy):
             )
         self.function = function
         self.name = check_name(
-            function.__name__ if name is None else name, f"strategy(name={name or function.__name__!r})"
+            function.__name__ if name is None else name,
+            f"strategy(name={function.__name__ if name is None else name!r})",
         )
         self.streams = streams
         self.skips_calls = skips_calls
 
     async def run(self, batch: Batch) -> None:
-        await self.function(batch)
+        return await cast(Any, self.function)(batch)  # type: ignore[no-any-return]  # (the loop notes a value)
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickled by reference (``module:qualname``) when the decorated function is importable
+        under its own name (``@strategy`` in a module: what process pools need); else by value,
+        which needs the function itself to pickle."""
+        module = getattr(self.function, "__module__", None)
+        qualname = getattr(self.function, "__qualname__", None)
+        if isinstance(module, str) and isinstance(qualname, str) and module != "__main__":
+            try:
+                found = _lookup(module, qualname)
+            except Exception:
+                found = None
+            if found is self:
+                return (_lookup, (module, qualname))
+        return (
+            FunctionStrategy,
+            (self.function, self.name),
+            {"streams": self.streams, "skips_calls": self.skips_calls},
+        )
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -141,6 +186,14 @@ class FunctionStrategy(Strategy):
 
     def __hash__(self) -> int:
         return hash((self.name, id(self.function)))
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    """The object at ``module.qualname`` (how a pickled `FunctionStrategy` is found again)."""
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _is_async(function: Any) -> bool:

@@ -42,6 +42,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from toolcall_lab._copy import read_only
 from toolcall_lab._execution import Executor, Interrupted
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import RunEvent, make_action, make_observation
@@ -84,19 +85,15 @@ class Batch:
     # setting fewer attributes keeps that cost off small batches). Lists are made per batch.
     _tool_messages: list[dict[str, Any]] | None = None
     """Set by strategies that build the tool messages themselves (serialized: from the session)."""
-    client_round_trips = 1
-    chunk_timing: str | None = None
-    """Once the stream has ended: what its chunk offsets rest on (``recorded``, ``spread``,
-    ``estimated``, ``none``; see `toolcall_lab.records.ChunkTiming`)."""
-    streaming = False
-    """True while the model is still streaming this batch's response."""
-    assistant_message: dict[str, Any] | None = None
-    """The assistant message carrying the calls (None while the model streams)."""
-    concurrency: int | None = None
-    """At most this many calls at once (None: no cap), for `run`, `start` and `run_parallel`."""
-    tool_limits: Mapping[str, int] = _NO_LIMITS
-    """At most ``tool_limits[name]`` calls of tool `name` at once."""
-    round_trip_s = 0.0
+    _client_round_trips = 1
+    _chunk_timing: str | None = None
+    _streaming = False
+    _assistant: dict[str, Any] | None = None  # the record's own: strategies get `_view` of it
+    _view: Mapping[str, Any] | None = None
+    _views: tuple[ToolCall, ...] | None = None  # what `calls` hands out (copies of the record's)
+    _concurrency: int | None = None
+    _tool_limits: Mapping[str, int] = _NO_LIMITS
+    _round_trip_s = 0.0
     _screened = 0  # positions below this are screened (in model order)
     _checked: list[bool] | None = None  # streaming: screened one by one
     _lock: asyncio.Lock | None = None
@@ -108,6 +105,11 @@ class Batch:
     _indices: Mapping[int, ToolCall] = _NO_CALLS  # streaming: position -> the call as it arrived early
     _moved: Mapping[int, int] = _NO_MOVES
     _runners: dict[int, asyncio.Task[Any]] | None = None  # `run` in progress: position -> its task
+    _groups: list[_Group] | None = None  # every group the batch made (drained when it closes)
+    _joiners: set[asyncio.Task[Any]] | None = None  # tasks waiting in `join`
+    _stopped_at: dict[int, float] | None = None  # calls the harness cancelled: when that took effect
+    _draining = False  # the harness is cancelling the batch's calls (not the strategy)
+    _closed = False  # the round is recorded: the batch runs nothing more
     _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
     _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
 
@@ -128,39 +130,40 @@ class Batch:
     ) -> None:
         self._executor = executor
         self._skips_calls = skips_calls
-        self.round_index = round_index
-        self.strategy = strategy
-        """The name of the strategy running the batch."""
+        self._round_index = round_index
+        self._strategy = strategy
         if assistant_message is not None:
-            self.assistant_message = assistant_message
+            self._assistant = assistant_message
         if concurrency is not None or tool_limits:
-            self.concurrency = concurrency
+            self._concurrency = concurrency
             if tool_limits:
-                self.tool_limits = tool_limits
-            self._slots = Slots(concurrency, self.tool_limits)
+                if type(tool_limits) is not MappingProxyType:
+                    tool_limits = MappingProxyType(dict(tool_limits))
+                self._tool_limits = tool_limits
+            self._slots = Slots(concurrency, self._tool_limits)
         if round_trip_s:
-            self.round_trip_s = round_trip_s
+            self._round_trip_s = round_trip_s
         self._calls: tuple[ToolCall, ...] = tuple(calls)
         n = len(self._calls)
         self._done: list[ToolExecution | None] = [None] * n  # each call's record once settled
         self._started: list[float | None] = [None] * n  # when each call started running
         self._claimed = [False] * n  # run, started or skipped through the public API
-        self.round_trips: list[ClientRoundTrip] = []
-        self.notes: list[str] = []
+        self._round_trips: list[ClientRoundTrip] = []
+        self._notes: list[str] = []
         if tool_limits and round_index == 0:  # (said once per run: a typo limits nothing)
             unknown = sorted(k for k in tool_limits if k not in executor.tools)
             if unknown:
-                self.notes.append(
+                self._notes.append(
                     f"{strategy}: per-tool limit(s) for {', '.join(map(repr, unknown))}, which no tool "
                     "of this run is named: they limit nothing"
                 )
-        self.findings: list[Finding] = []
+        self._findings: list[Finding] = []
         self._emit: Emit = emit or _drop
         self._open = [False] * n  # an ACTION was emitted and its OBSERVATION not yet
         self._pre: list[ToolExecution | None] = [None] * n
         self._dedupe = executor.new_batch()
         if streaming:
-            self.streaming = True
+            self._streaming = True
             self._final = False
             self._checked = [False] * n
             self._arrivals = deque()
@@ -169,21 +172,95 @@ class Batch:
 
     def __repr__(self) -> str:
         settled = sum(d is not None for d in self._done)
-        return f"<Batch round {self.round_index} {self.strategy}: {settled}/{len(self._done)} settled>"
+        return f"<Batch round {self._round_index} {self._strategy}: {settled}/{len(self._done)} settled>"
 
     # -- reading -------------------------------------------------------------------------------------
 
+    # Everything a strategy reads is read-only, or its own copy: what it does to it never reaches
+    # the record, the next model request or the tools (`ToolCall.args` is a dict: each call handed
+    # out is a copy, whose arguments parse afresh).
+
     @property
     def calls(self) -> tuple[ToolCall, ...]:
-        """The batch's calls in model order (empty while the model streams: see `call`)."""
-        return self._calls
+        """The batch's calls in model order (empty while the model streams: see `call`); copies of
+        the recorded calls (their ``args`` dicts are the strategy's own)."""
+        views = self._views
+        if views is None or len(views) != len(self._calls):
+            views = self._views = tuple(replace(c, _outcome=None) for c in self._calls)
+        return views
 
     def call(self, pos: int) -> ToolCall:
-        """The call at `pos` (also while the model streams, once it has arrived)."""
+        """The call at `pos` (also while the model streams, once it has arrived); a copy, as in
+        `calls`."""
         pos = self._position(pos, "call")
         if self._final:
-            return self._calls[pos]
-        return self._indices[pos]
+            return self.calls[pos]
+        return replace(self._indices[pos], _outcome=None)
+
+    @property
+    def assistant_message(self) -> Mapping[str, Any] | None:
+        """The assistant message carrying the calls (None while the model streams), as a read-only
+        view (nested dicts read-only, lists as tuples): a strategy may read it, never change it."""
+        view = self._view
+        if view is None and self._assistant is not None:
+            view = self._view = read_only(self._assistant)  # type: ignore[assignment]
+        return view
+
+    @property
+    def chunk_timing(self) -> str | None:
+        """Once the stream has ended: what its chunk offsets rest on (``recorded``, ``spread``,
+        ``estimated``, ``none``; see `toolcall_lab.records.ChunkTiming`); None before."""
+        return self._chunk_timing
+
+    @property
+    def streaming(self) -> bool:
+        """True while the model is still streaming this batch's response."""
+        return self._streaming
+
+    @property
+    def round_index(self) -> int:
+        """The round this batch belongs to."""
+        return self._round_index
+
+    @property
+    def strategy(self) -> str:
+        """The name of the strategy running the batch."""
+        return self._strategy
+
+    @property
+    def concurrency(self) -> int | None:
+        """At most this many calls at once (None: no cap), for `run`, `start` and `run_parallel`."""
+        return self._concurrency
+
+    @property
+    def tool_limits(self) -> Mapping[str, int]:
+        """At most ``tool_limits[name]`` calls of tool `name` at once (read-only)."""
+        return self._tool_limits
+
+    @property
+    def round_trip_s(self) -> float:
+        """The modelled cost of one extra client round trip (``serialized``)."""
+        return self._round_trip_s
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The remarks recorded with this batch so far (add one with `note`)."""
+        return tuple(self._notes)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """What the batch found wrong so far (e.g. a call that changed after it started)."""
+        return tuple(self._findings)
+
+    @property
+    def round_trips(self) -> tuple[ClientRoundTrip, ...]:
+        """The extra client round trips made so far (``serialized``)."""
+        return tuple(self._round_trips)
+
+    @property
+    def client_round_trips(self) -> int:
+        """How many client round trips the batch cost so far."""
+        return self._client_round_trips
 
     def now(self) -> float:
         """The run's clock: seconds since the run started (real or virtual)."""
@@ -196,7 +273,7 @@ class Batch:
 
     def note(self, text: str) -> None:
         """Record a remark about this batch with its round (`Round.strategy_notes`)."""
-        self.notes.append(str(text))
+        self._notes.append(str(text))
 
     # -- positions -----------------------------------------------------------------------------------
 
@@ -238,13 +315,23 @@ class Batch:
         if self._taken(pos):
             call = self._calls[pos] if self._final else self._indices[pos]
             raise UsageError(
-                f"strategy {self.strategy!r}: {what}({pos}): the call at position {pos} "
+                f"strategy {self._strategy!r}: {what}({pos}): the call at position {pos} "
                 f"({call.tool_call_id}, {call.name}) was already run, started or skipped; each call "
                 "runs at most once"
             )
 
+    def _refuse_closed(self, what: str) -> None:
+        """A task the strategy left behind calls the batch after its round was recorded: it is
+        cancelled (quietly: its round's record already says what became of every call)."""
+        if self._closed:
+            raise asyncio.CancelledError(
+                f"strategy {self._strategy!r}: {what}: the batch of round {self._round_index} is closed "
+                "(its round is recorded); a task the strategy left behind was cancelled"
+            )
+
     def _claim(self, given: Any, what: str) -> int:
         """Validate `given` and mark it taken (a second run, start or skip of it is refused)."""
+        self._refuse_closed(what)
         pos = self._position(given, what)
         self._refuse_taken(pos, what)
         self._claimed[pos] = True
@@ -253,6 +340,7 @@ class Batch:
     def _claim_all(self, positions: Iterable[int] | None, what: str) -> list[int]:
         """Positions for `run_sequential` / `run_parallel`, all checked before any runs, then taken.
         None: every call not yet run, started or skipped."""
+        self._refuse_closed(what)
         if positions is None:
             if not self._final:
                 raise UsageError(
@@ -303,14 +391,14 @@ class Batch:
         """Emit the ACTION event of the call at `pos` (the strategy dispatched it)."""
         self._open[pos] = True
         call = self._calls[pos] if self._final else self._indices[pos]
-        self._emit(make_action("action", self.now() if at is None else at, self.round_index, call))
+        self._emit(make_action("action", self.now() if at is None else at, self._round_index, call))
 
     def _observe(self, pos: int, at: float | None = None) -> None:
         """Emit the OBSERVATION event of the call at `pos` (it must be settled)."""
         ex = self._done[pos]
         assert ex is not None, f"observe({pos}) before the call settled"
         self._open[pos] = False
-        self._emit(make_observation("observation", self.now() if at is None else at, self.round_index, ex))
+        self._emit(make_observation("observation", self.now() if at is None else at, self._round_index, ex))
 
     # -- screening -----------------------------------------------------------------------------------
 
@@ -395,6 +483,27 @@ class Batch:
         self._done[pos] = ex
         return ex
 
+    def _cancelled(self, pos: int) -> None:
+        """A cancellation reached the call at `pos` while the batch ran it. When the harness cuts the
+        run or drains the batch, the round's close records it (cancelled at this time, for the reason
+        the run stopped); else the strategy cancelled it itself (``asyncio.wait_for``, a task it
+        cancelled, a task group): recorded now, as cancelled by the strategy."""
+        if pos >= len(self._done) or self._done[pos] is not None:
+            return
+        executor = self._executor
+        at = executor.now()
+        if self._draining or executor._cut():
+            stopped = self._stopped_at
+            if stopped is None:
+                stopped = self._stopped_at = {}
+            stopped[pos] = at
+            return
+        call = self._calls[pos] if self._final else self._indices[pos]
+        why = f"the strategy {self._strategy!r} cancelled it"
+        self._done[pos] = executor.cut_off(call, pos, self._started[pos], why, at)
+        if self._open[pos]:
+            self._observe(pos, at)
+
     async def _execute(self, pos: int, at: float | None = None) -> ToolExecution:
         """The screened call at `pos` through the executor, started at `at` (default: now), its
         record kept; no events, no slots (for built-ins that emit events themselves)."""
@@ -412,6 +521,9 @@ class Batch:
             if exc.execution is not None:
                 self._done[self._at(pos, early)] = exc.execution
             raise
+        except asyncio.CancelledError:
+            self._cancelled(self._at(pos, early))
+            raise
         self._done[self._at(pos, early)] = ex
         return ex
 
@@ -425,6 +537,13 @@ class Batch:
 
     async def _run_one(self, pos: int) -> ToolExecution:
         early = not self._final
+        try:
+            return await self._run_claimed(pos, early)
+        except asyncio.CancelledError:
+            self._cancelled(self._at(pos, early))
+            raise
+
+    async def _run_claimed(self, pos: int, early: bool) -> ToolExecution:
         pre = await self._verdict(pos)
         pos = self._at(pos, early)
         executor = self._executor
@@ -485,7 +604,12 @@ class Batch:
             return
         if self._checked is None and self._screened < len(self._calls):
             with self._running_in(chosen):
-                await self._screen()  # approval for the whole batch before any call starts
+                try:
+                    await self._screen()  # approval for the whole batch before any call starts
+                except asyncio.CancelledError:
+                    for pos in chosen:
+                        self._cancelled(pos)
+                    raise
         group = self._group_for()
         at = self._executor.now()
         for pos in chosen:
@@ -503,14 +627,29 @@ class Batch:
         group = self._group
         if group is None:
             group = self._group = _Group(self, observe)
+            groups = self._groups
+            if groups is None:
+                self._groups = [group]
+            else:
+                groups.append(group)
         return group
 
     async def join(self) -> None:
         """Wait for every call `start` dispatched to finish."""
+        self._refuse_closed("join()")
         group = self._group
         if group is not None:
             self._group = None
-            await group.wait()
+            task = asyncio.current_task()
+            joiners = self._joiners
+            if joiners is None:
+                joiners = self._joiners = set()
+            if task is not None:
+                joiners.add(task)
+            try:
+                await group.wait()
+            finally:
+                joiners.discard(task)
 
     def skip(self, pos: int, why: str | None = None) -> None:
         """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
@@ -522,13 +661,13 @@ class Batch:
         answers every call, and they know which from the declaration, before any call runs."""
         if not self._skips_calls:
             raise UsageError(
-                f"strategy {self.strategy!r}: skip({pos!r}): this strategy does not declare that it "
+                f"strategy {self._strategy!r}: skip({pos!r}): this strategy does not declare that it "
                 "skips calls; declare it (`@strategy(..., skips_calls=True)`, or `skips_calls = True` "
                 "on a Strategy) so that replay and compare treat its runs as runs that left calls "
                 "unanswered, or run the call"
             )
         pos = self._claim(pos, "skip")
-        reason = f"the strategy {self.strategy!r} skipped it" + (f" ({why})" if why else "")
+        reason = f"the strategy {self._strategy!r} skipped it" + (f" ({why})" if why else "")
         call = self._calls[pos] if self._final else self._indices[pos]
         self._done[pos] = self._executor.skipped(call, reason)
 
@@ -555,7 +694,7 @@ class Batch:
         while True:
             while queue:
                 yield queue.popleft()
-            if not self.streaming:
+            if not self._streaming:
                 return
             self._wake = loop.create_future()
             await self._wake  # (raises what stopped a call the batch runs: the run must stop)
@@ -570,7 +709,7 @@ class Batch:
         """Room for `n` calls (while streaming it grows in steps; `_end_stream` trims it)."""
         grow = n - len(self._done)
         if grow > 0:
-            if self.streaming:
+            if self._streaming:
                 grow = max(grow, len(self._done), 8)
             self._done += [None] * grow
             self._started += [None] * grow
@@ -587,11 +726,11 @@ class Batch:
             raise self._arrive_error
         if self._arrivals:
             return True
-        if not self.streaming:
+        if not self._streaming:
             return False
         self._wake = asyncio.get_running_loop().create_future()
         await self._wake
-        return bool(self._arrivals) or self.streaming
+        return bool(self._arrivals) or self._streaming
 
     def _arrive(self, pos: int, call: ToolCall) -> None:
         """(The loop) the call at `pos` became complete while the model streams."""
@@ -624,14 +763,16 @@ class Batch:
         early are checked against what the stream ended with, and the rest arrive now."""
         early = self._indices
         self._calls = tuple(calls)
-        self.assistant_message = assistant_message
-        self.chunk_timing = chunk_timing
+        self._assistant = assistant_message
+        self._view = None
+        self._views = None
+        self._chunk_timing = chunk_timing
         final = {c.index: p for p, c in enumerate(self._calls)}
         moved = {pos: final[c.index] for pos, c in early.items() if final.get(c.index, pos) != pos}
         if moved:
             self._move(moved)
             early = self._indices
-        self.streaming = False
+        self._streaming = False
         n = len(self._calls)
         self._ensure(n)
         if len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
@@ -674,6 +815,8 @@ class Batch:
         self._indices = {moved.get(p, p): c for p, c in self._indices.items()}
         if self._runners:
             self._runners = {moved.get(p, p): t for p, t in self._runners.items()}
+        if self._stopped_at:
+            self._stopped_at = {moved.get(p, p): t for p, t in self._stopped_at.items()}
         waiting = [moved.get(p, p) for p in self._arrivals]  # (in place: strategies hold the deque)
         self._arrivals.clear()
         self._arrivals.extend(waiting)
@@ -694,7 +837,7 @@ class Batch:
             return
         if early.name == final.name and early.args is not None and early.args == final.args:
             return  # the same call (e.g. an id the loop made unique, whitespace after the object)
-        self.findings.append(
+        self._findings.append(
             Finding(
                 kind="changed_after_start",
                 severity="error",
@@ -718,28 +861,41 @@ class Batch:
 
     def _running(self) -> bool:
         """Whether calls the strategy started (`start`, or `run` in a task of its own) have not all
-        finished."""
-        group = self._group
-        if group is not None and any(not t.done() for t in group.tasks):
-            return True
-        runners = self._runners
-        return runners is not None and any(not t.done() for t in runners.values())
+        finished, or a task of its own still waits for them (`join`, `run_parallel`)."""
+        for group in self._groups or ():
+            if any(not t.done() for t in group.tasks):
+                return True
+        me = asyncio.current_task()
+        for task in (*(self._runners or {}).values(), *(self._joiners or ())):
+            if task is not me and not task.done():
+                return True
+        return False
+
+    def _pending(self) -> list[asyncio.Task[Any]]:
+        """Every task of the batch not done: its calls' tasks, and tasks (other than this one)
+        running a call or waiting for calls through the batch."""
+        pending = [t for group in self._groups or () for t in group.tasks if not t.done()]
+        me = asyncio.current_task()
+        others = {*(self._runners or {}).values(), *(self._joiners or ())}
+        pending += [t for t in others if t is not me and not t.done()]
+        return pending
 
     async def _drain(self) -> None:
-        """Cancel the calls still running (dispatched by `start`, or `run` in a task the strategy
-        left behind), and wait until they stopped."""
-        pending: list[asyncio.Task[Any]] = []
-        group = self._group
-        if group is not None:
-            self._group = None
-            pending += [t for t in group.tasks if not t.done()]
-        if self._runners:
-            me = asyncio.current_task()
-            pending += [t for t in set(self._runners.values()) if t is not me and not t.done()]
+        """Cancel every call still running (dispatched by `start` or `run_parallel`, or `run` in a
+        task the strategy left behind) and every task still waiting for calls through the batch,
+        and wait until they all stopped: no tool keeps running once the round is recorded (a sync
+        tool in a worker thread cannot be stopped: its record says so)."""
+        self._group = None
+        pending = self._pending() if self._groups or self._runners or self._joiners else []
+        if not pending:
+            return
+        self._draining = True
         for t in pending:
             t.cancel()
-        if pending:
-            await wait_until_stopped(pending)
+        await wait_until_stopped(pending)
+        for t in pending:
+            if not t.cancelled():
+                t.exception()  # retrieved: the run reports the strategy's failure, not asyncio
 
     def _unsettled(self) -> list[int]:
         """Positions of calls neither run nor skipped (after the strategy returned: its bug)."""
@@ -751,10 +907,13 @@ class Batch:
         executor = self._executor
         out: list[ToolExecution] = []
         early = self._indices
+        self._closed = True
+        stopped = self._stopped_at or {}
         for pos, call in enumerate(self._calls):
             ex = self._done[pos]
             if ex is None:
-                ex = executor.cut_off(call, pos, self._started[pos], cut or "the batch was cut off")
+                why = cut or "the batch was cut off"
+                ex = executor.cut_off(call, pos, self._started[pos], why, stopped.get(pos))
                 self._done[pos] = ex
             elif early and (ex.tool_call_id != call.tool_call_id or ex.arguments != call.arguments):
                 ran = early.get(pos)
@@ -766,7 +925,7 @@ class Batch:
             at = executor.now()
             for pos, is_open in enumerate(self._open):
                 if is_open:
-                    self._observe(pos, at)
+                    self._observe(pos, stopped.get(pos, at))
         return out
 
 
@@ -813,7 +972,7 @@ class _Group:
         self.fast = self.screened and batch._slots is None  # nothing to await before the tool
         self.emit = batch._emit
         self.check = batch._executor.check
-        self.round_index = batch.round_index
+        self.round_index = batch._round_index
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
         self.spawn = loop.create_task if loop.get_task_factory() is not None else None
@@ -875,6 +1034,7 @@ class _Group:
                     )
                 )
         except asyncio.CancelledError:
+            batch._cancelled(batch._at(pos, early))
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
             self.failed(exc, batch._at(pos, early))
@@ -938,11 +1098,12 @@ class _Group:
                         make_observation(
                             "observation",
                             ex.ended_at if self.settled else executor._clock() - executor.origin,
-                            batch.round_index,
+                            batch._round_index,
                             ex,
                         )
                     )
         except asyncio.CancelledError:
+            batch._cancelled(batch._at(pos, early))
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
             self.failed(exc, batch._at(pos, early))

@@ -91,7 +91,7 @@ class Eager(Strategy):
         finally:
             batch._direct = None
         await batch.join()
-        if batch.calls:
+        if batch._calls:
             if batch.chunk_timing == "none":
                 batch.note(FALLBACK_NOTE)
             elif batch.chunk_timing == "spread":

@@ -25,5 +25,5 @@ class FirstOnly(Strategy):
             await batch._execute(0, at)
             batch._observe(0)
         finally:  # also when cut off: the rest were never going to run
-            for pos in range(1, len(batch.calls)):
+            for pos in range(1, len(batch._calls)):
                 batch._skip(pos)

@@ -64,8 +64,8 @@ class Parallel(Strategy):
         at = batch.now()  # the batch starts at one instant: one clock read for all its actions
         emit, round_index, done, screened = batch._emit, batch.round_index, batch._done, batch._pre
         runnable = []
-        is_open = batch._open = [False] * len(batch.calls)  # (marked before each event: a listener
-        for pos, call in enumerate(batch.calls):  # that stops the run leaves the record consistent)
+        is_open = batch._open = [False] * len(batch._calls)  # (marked before each event: a listener
+        for pos, call in enumerate(batch._calls):  # that stops the run leaves the record consistent)
             is_open[pos] = True
             emit(make_action("action", at, round_index, call))
             pre = screened[pos]
@@ -102,7 +102,7 @@ async def run_all(batch: Batch, positions: list[int]) -> None:
     failure: list[BaseException] = []
     executor = batch._executor
     clock, origin, execute = executor._clock, executor.origin, executor.execute
-    calls, done, started = batch.calls, batch._done, batch._started
+    calls, done, started = batch._calls, batch._done, batch._started
     left = len(positions)  # calls still to finish; the last one wakes the batch
 
     async def one(pos: int) -> None:

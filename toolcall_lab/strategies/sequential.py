@@ -20,7 +20,7 @@ class Sequential(Strategy):
             await batch._screen()
         executor = batch._executor
         now, execute = executor.now, executor.execute
-        calls, done, started = batch.calls, batch._done, batch._started
+        calls, done, started = batch._calls, batch._done, batch._started
         screened, is_open = batch._pre, batch._open
         emit, round_index = batch._emit, batch.round_index
         settled = batch._settled()

@@ -53,9 +53,9 @@ class Serialized(Strategy):
     async def run(self, batch: Batch) -> None:
         if not batch._screen_now():
             await batch._screen()
-        calls, done, started = batch.calls, batch._done, batch._started
+        calls, done, started = batch._calls, batch._done, batch._started
         screened, is_open = batch._pre, batch._open
-        session, stand_ins = _session(batch.assistant_message or {"role": "assistant"}, calls)
+        session, stand_ins = _session(batch._assistant or {"role": "assistant"}, calls)
         round_trip_s = batch.round_trip_s
         timing = Timing(source="placeholder", note=f"{ROUND_TRIP_PLACEHOLDER} ({round_trip_s} s)")
         executor = batch._executor
@@ -75,14 +75,14 @@ class Serialized(Strategy):
                             source="placeholder",
                             note=f"{timing.note}; cut off after {now() - at:.3f} s when the run stopped",
                         )
-                        batch.round_trips.append(make_round_trip(call.tool_call_id, pos, at, now(), cut))
-                        batch.client_round_trips += 1
+                        batch._round_trips.append(make_round_trip(call.tool_call_id, pos, at, now(), cut))
+                        batch._client_round_trips += 1
                         raise
                     ended = now()
                 else:
                     ended = at
-                batch.round_trips.append(make_round_trip(call.tool_call_id, pos, at, ended, timing))
-                batch.client_round_trips += 1
+                batch._round_trips.append(make_round_trip(call.tool_call_id, pos, at, ended, timing))
+                batch._client_round_trips += 1
                 at = ended
             started[pos] = at
             is_open[pos] = True
