@@ -171,6 +171,8 @@ def test_cli_bench_writes_tables_and_plots(tmp_path) -> None:
     for table in ("calls", "errors", "excluded", "missed", "dependencies"):
         assert (tmp_path / f"r_{table}.csv").exists(), table
     assert (tmp_path / "p_gantt.png").exists()
+    floats = runs.select_dtypes("float")  # written at 1 ns: no float noise such as 21.118000000000002
+    assert floats.fillna(0).eq(floats.fillna(0).round(9)).all().all()
     bad = subprocess.run(
         [sys.executable, "-m", "toolcall_lab", "bench", "--modes", "turbo"], capture_output=True, text=True
     )
@@ -355,3 +357,14 @@ def test_a_zero_second_placeholder_before_the_end_counts_as_unknown(scenarios) -
     closing = replace(base, rounds=(*rounds[1:-1], replace(last, model_call=marker)))
     assert closing.rounds[-1].placeholder == "the recording ends here"
     assert unknown_durations(closing.rounds) == {}
+
+
+def test_written_tables_are_rounded_to_the_nanosecond_and_compare_keeps_full_precision() -> None:
+    from toolcall_lab._cli_runs import _to_nanoseconds
+
+    table = pd.DataFrame({"trace": ["a", "b"], "lower_bound_s": [21.118000000000002, 0.5], "saving_s": [2.8e-14, -3e-15]})
+    written = _to_nanoseconds(table)
+    assert written["lower_bound_s"].tolist() == [21.118, 0.5]
+    assert written["saving_s"].tolist() == [0.0, 0.0] and str(written["saving_s"][1]) == "0.0"  # not -0.0
+    assert table["lower_bound_s"][0] == 21.118000000000002  # the caller's table untouched
+    assert written["trace"].tolist() == ["a", "b"]
