@@ -198,8 +198,23 @@ def test_a_record_that_cannot_say_what_came_next_diverges_instead_of_waiting_for
 def test_a_first_only_recording_says_why_it_cannot_replay_under_another_mode() -> None:
     result = run_virtual(run(ScriptedModel([BATCH, DONE]), _slow_tools(), "go", mode="first_only"))
     with pytest.raises(
-        ReplayDivergenceError, match=r"call_0_1 .*skipped: the recording was made under first_only"
+        ReplayDivergenceError,
+        match=r"call_0_1 .*skipped: the recording was made under first_only.*replay it under first_only",
     ):
+        replay(trace_of(result), "parallel")
+
+
+def test_a_skipping_user_strategy_is_the_one_named_to_replay_under() -> None:
+    from toolcall_lab.strategies import strategy
+
+    @strategy("only_last", skips_calls=True)
+    async def only_last(batch):
+        for pos in range(len(batch.calls) - 1):
+            batch.skip(pos)
+        await batch.run(len(batch.calls) - 1)
+
+    result = run_virtual(run(ScriptedModel([BATCH, DONE]), _slow_tools(), "go", mode=only_last))
+    with pytest.raises(ReplayDivergenceError, match=r"made under only_last.*replay it under only_last, the strategy"):
         replay(trace_of(result), "parallel")
 
 

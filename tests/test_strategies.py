@@ -526,6 +526,27 @@ def test_eager_on_traces_without_chunk_timing_runs_as_parallel_and_says_so() -> 
     assert "ran as parallel" in rounds.loc[0, "strategy_notes"]
 
 
+def test_a_user_streaming_strategy_without_chunk_timing_gets_the_note_eager_gets() -> None:
+    from toolcall_lab.strategies import strategy
+
+    @strategy("as_they_come", streams=True)
+    async def as_they_come(batch):
+        async for pos in batch.arrivals():
+            batch.start(pos)
+        await batch.join()
+
+    flat = whole_bodies(SCENARIOS["weather_news_stock"].record())
+    notes = replay(flat, as_they_come).rounds[0].strategy_notes
+    assert len(notes) == 1 and notes[0].startswith("as_they_come: the response has no chunk timing")
+    assert replay(flat, "eager").rounds[0].strategy_notes[0].startswith("eager ran as parallel")  # one note
+    assert len(replay(flat, "eager").rounds[0].strategy_notes) == 1
+    spread = SCENARIOS["weather_news_stock"].record()  # a script's offsets: a model, and said so
+    assert spread.rounds[0].model_call.chunk_timing == "spread"
+    notes = replay(spread, as_they_come).rounds[0].strategy_notes
+    assert len(notes) == 1 and "as_they_come: on modelled chunk timing (chunk_timing 'spread'" in notes[0]
+    assert len(replay(spread, "eager").rounds[0].strategy_notes) == 1
+
+
 def test_spread_offsets_are_labelled_a_model_and_the_eager_bound_holds() -> None:
     from toolcall_lab.analysis import compare
 

@@ -272,7 +272,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 unknown.setdefault(
                     (k, ex.tool_call_id),
                     f"skipped: the recording was made under {mode}, which never ran it, so its result is "
-                    "unknown (replay it under first_only)",
+                    f"unknown (replay it under {mode}, the strategy that skipped it)",
                 )
     used: set[int] = set()
 
@@ -301,7 +301,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
         under = f" (made under {trace.metadata.mode})" if trace.metadata.mode else ""
         raise StartedOnSnapshotError(
             f"{trace.metadata.title}: round {k}: this trace cannot evaluate a strategy that starts calls "
-            f"while the model streams (eager): it would have started call {call.tool_call_id} as "
+            "while the model streams (eager, or a streaming strategy of yours): it would have started "
+            f"call {call.tool_call_id} as "
             f"{name}({_short_text(call.arguments)}), an earlier snapshot of its arguments that already "
             f"formed a complete JSON object, but the recorded stream ended with "
             f"{final.name}({_short_text(final.arguments)}), and the recording{under} never ran the call "

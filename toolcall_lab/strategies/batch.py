@@ -67,6 +67,17 @@ _NO_CALLS: Mapping[int, ToolCall] = MappingProxyType({})
 _NO_MOVES: Mapping[int, int] = MappingProxyType({})
 
 
+_UNMEASURED_CHUNKS = {
+    "none": "the response has no chunk timing (chunk_timing 'none': a whole body or a single chunk), so "
+    "every call arrived at its end: nothing could start while the model streamed",
+    "spread": "on modelled chunk timing (chunk_timing 'spread': offsets spread evenly over the "
+    "response), so when each call arrived, and any overlap with the stream, is a model, not a measurement",
+    "estimated": "on modelled chunk timing (chunk_timing 'estimated': offsets from a stated formula), so "
+    "when each call arrived, and any overlap with the stream, is a model, not a measurement",
+}
+"""Why a streaming strategy's overlap with the stream is not measured, by `chunk_timing`."""
+
+
 class Batch:
     """One batch of tool calls as a strategy sees it (see the module docstring).
 
@@ -162,6 +173,7 @@ class Batch:
         self._open = [False] * n  # an ACTION was emitted and its OBSERVATION not yet
         self._pre: list[ToolExecution | None] = [None] * n
         self._dedupe = executor.new_batch()
+        self._streamed = streaming
         if streaming:
             self._streaming = True
             self._final = False
@@ -901,6 +913,16 @@ class Batch:
         """Positions of calls neither run nor skipped (after the strategy returned: its bug)."""
         return [pos for pos, ex in enumerate(self._done) if ex is None]
 
+    def _note_chunk_timing(self) -> None:
+        """A streaming strategy's times rest on the chunk offsets: say so when those are not measured
+        (built-in ``eager`` words its own note; a user's streaming strategy gets this one)."""
+        timing = self._chunk_timing
+        if not self._streamed or not self._calls or timing not in _UNMEASURED_CHUNKS:
+            return
+        if any("chunk_timing '" in note for note in self._notes):
+            return
+        self._notes.append(f"{self._strategy}: {_UNMEASURED_CHUNKS[timing]}")
+
     def _close(self, cut: str | None = None) -> list[ToolExecution]:
         """The batch's records, by position. After a cut (`cut` says why), calls that had not
         finished are recorded as cancelled; every ACTION without its OBSERVATION gets one now."""
@@ -908,6 +930,7 @@ class Batch:
         out: list[ToolExecution] = []
         early = self._indices
         self._closed = True
+        self._note_chunk_timing()
         stopped = self._stopped_at or {}
         for pos, call in enumerate(self._calls):
             ex = self._done[pos]
