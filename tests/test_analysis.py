@@ -368,3 +368,22 @@ def test_written_tables_are_rounded_to_the_nanosecond_and_compare_keeps_full_pre
     assert written["saving_s"].tolist() == [0.0, 0.0] and str(written["saving_s"][1]) == "0.0"  # not -0.0
     assert table["lower_bound_s"][0] == 21.118000000000002  # the caller's table untouched
     assert written["trace"].tolist() == ["a", "b"]
+
+
+def test_a_strategy_failing_on_every_trace_is_left_out_of_the_summary_not_emptying_it() -> None:
+    from toolcall_lab.analysis import compare, summary_text
+    from toolcall_lab.strategies import strategy
+
+    @strategy("always_fails")
+    async def always_fails(batch):
+        raise RuntimeError("nope")
+
+    traces = [SCENARIOS[name].record() for name in ("weather_news_stock", "serialized_three")]
+    table = compare(traces, ["sequential", "parallel", always_fails])
+    assert table.modes_failed_everywhere == ["always_fails"]
+    assert set(table.summary.index) == {"sequential", "parallel"}
+    assert (table.summary["traces"] == 2).all() and (table.summary["traces_left_out"] == 0).all()
+    text = summary_text(table)
+    assert "left out of the summary: always_fails failed on every trace" in text and "parallel" in text
+    fine = compare(traces, ["sequential", "parallel"])
+    assert fine.modes_failed_everywhere == [] and set(fine.summary.index) == {"sequential", "parallel"}

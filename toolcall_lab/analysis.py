@@ -537,20 +537,37 @@ class Comparison:
     """One row per (trace, earlier round, later round): the class and a summary of the evidence."""
 
     @property
+    def modes_failed_everywhere(self) -> list[str]:
+        """Modes with no run at all, only errors (e.g. a strategy of yours that fails on every trace)."""
+        if self.errors.empty:
+            return []
+        ran = set(self.runs["mode"]) if not self.runs.empty else set()
+        return sorted({m for m in self.errors["mode"].dropna() if m not in ran})
+
+    @property
     def summary(self) -> pd.DataFrame:
         """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
 
         ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
         medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
         every run, so a total that holds runs which skipped calls (less work) can read
-        faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only.
+        faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only. A mode
+        that failed on every trace (`modes_failed_everywhere`) is left out of the summary rather than
+        emptying it: the other modes are summarised over the traces they all replayed.
         """
         import pandas as pd
 
         if self.runs.empty:
             return pd.DataFrame()
-        runs = self.runs[self.runs["in_all_modes"]]
-        left_out = self.runs.loc[~self.runs["in_all_modes"], "trace"].nunique()
+        dead = self.modes_failed_everywhere
+        if dead:
+            errors = self.errors
+            failed = set(errors.loc[errors["mode"].notna() & ~errors["mode"].isin(dead), "trace"])
+            in_all = ~self.runs["trace"].isin(failed)
+        else:
+            in_all = self.runs["in_all_modes"]
+        runs = self.runs[in_all]
+        left_out = self.runs.loc[~in_all, "trace"].nunique()
         if runs.empty:
             return pd.DataFrame()
         g = runs.groupby("mode", sort=False)
@@ -702,9 +719,16 @@ def _tqdm(iterable: Iterable[Any], total: int) -> Iterable[Any]:
 def summary_text(comparison: Comparison) -> str:
     """The per-mode summary as a plain-text table (for the CLI)."""
     s = comparison.summary
+    dead = comparison.modes_failed_everywhere
+    left = (
+        [f"(left out of the summary: {', '.join(dead)} failed on every trace; see the errors table)"]
+        if dead
+        else []
+    )
     if s.empty:
-        return "(no trace was replayed in every mode, so there is no summary: see what was not compared)"
-    text = str(s.to_string(float_format=lambda v: f"{v:,.3f}"))
+        none = "(no trace was replayed in every mode, so there is no summary: see what was not compared)"
+        return "\n".join([*left, none])
+    text = "\n".join([*left, str(s.to_string(float_format=lambda v: f"{v:,.3f}"))])
     notes = [
         f"{mode}: {int(n)} run(s) not comparable (calls skipped, or cut off): "
         "wall_time_s includes them, comparable_wall_time_s and the speedups leave them out"
