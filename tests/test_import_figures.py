@@ -1,0 +1,230 @@
+"""One bad number costs only itself, in every importer (issue 13, fifth pass).
+
+A latency, duration or working time that is of the wrong type, not finite, negative, absurdly large
+or longer than the timestamps around it allow is *not used*: the import keeps every call, falls back
+to the next figure of its derivation, says so in a DAMAGED line naming file, place and call, and the
+command exits 1. The builder's own gate (`_figures.check_segment`) catches whatever an importer lets
+through. The real files are damaged in each test (never stored)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REALDATA, needs_realdata
+from toolcall_lab import cli
+from toolcall_lab.importers import (
+    Result,
+    Segment,
+    Turn,
+    build_result,
+    import_claude_code,
+    import_inspect,
+    import_openhands,
+)
+from toolcall_lab.importers._figures import MAX_FIGURE_S, figure_problem
+from toolcall_lab.importers._shapes import completion
+from toolcall_lab.records import Timing
+
+OPENHANDS_EVAL = (
+    REALDATA
+    / "OpenHands/openhands_codeact_llama-4-maverick_multi-swe-bench_3episodes_response_latencies.jsonl"
+)
+CC_5CALLS = (
+    REALDATA / "claude-code-viewer/claude-code_v1.0.98_sonnet-4_session-1af7fc5e_7calls_parallel5+3.jsonl"
+)
+INSPECT = (
+    REALDATA / "inspect_ai/inspect_log_gpt-4o-mini_browser_agent_5_model_calls_with_raw_api_and_timings.json"
+)
+BAD_VALUES = [-1.0, float("nan"), float("inf"), 1e12, "3.2", True, {"s": 1}]
+
+
+def damaged(result) -> list[str]:
+    return [str(i) for i in result.report.issues if i.kind == "damaged"]
+
+
+# --- the rule itself ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_figure_problem_names_every_unusable_value(value) -> None:
+    assert figure_problem(value) is not None
+
+
+def test_figure_problem_accepts_a_fitting_figure_and_applies_the_fit_rule() -> None:
+    assert figure_problem(2.5) is None and figure_problem(0) is None
+    assert figure_problem(2500, scale=0.001, at_most=2.5) is None
+    assert "longer than the 2.992 s" in (figure_problem(50.0, at_most=2.992) or "")
+    assert figure_problem(MAX_FIGURE_S + 1) is not None
+
+
+def _segment(latency: float, duration: float) -> Segment:
+    body = completion(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        response_id="r1",
+    )
+    return Segment(
+        title="t",
+        slug="t",
+        source="s",
+        initial=[{"role": "user", "content": "hi"}],
+        tools=[],
+        turns=[
+            Turn(
+                payloads=[body],
+                latency_s=latency,
+                ttfc_s=0.5,
+                timing=Timing(source="recorded", note="x"),
+                results=[
+                    Result(
+                        text="ok",
+                        duration_s=duration,
+                        timing=Timing(source="recorded", note="y"),
+                        where="f:3",
+                    )
+                ],
+            ),
+            Turn(
+                payloads=[completion({"role": "assistant", "content": "done"}, response_id="r2")],
+                latency_s=1.0,
+                timing=Timing(source="recorded", note="z"),
+            ),
+        ],
+        notes="",
+    )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -2.0])
+def test_the_builder_never_loses_a_segment_to_a_bad_number(bad) -> None:
+    result = build_result("x", "s", [_segment(bad, bad)], source_calls=1, source_model_calls=2)
+    (trace,) = result
+    assert trace.n_calls == 1 and result.report.imported_calls == 1
+    r0 = trace.rounds[0]
+    assert r0.model_call.timing.source == "placeholder" and math.isfinite(r0.model_call.latency_s)
+    assert r0.executions[0].timing.source == "placeholder" and r0.executions[0].duration_s == 0.0
+    where = [i.where for i in result.report.issues if i.kind == "damaged"]
+    assert where == ["t round 0", "f:3"]
+    assert not result.report.clean
+
+
+def test_a_first_token_after_the_end_is_dropped_with_a_line() -> None:
+    seg = _segment(1.0, 0.2)
+    seg.turns[0].ttfc_s = 5.0
+    result = build_result("x", "s", [seg], source_calls=1, source_model_calls=2)
+    assert len(result) == 1 and any("first token" in d for d in damaged(result))
+
+
+# --- OpenHands response_latencies -----------------------------------------------------------------
+
+
+def _openhands_with(tmp_path: Path, line: int, entry: int, value) -> tuple[Path, str]:
+    lines = OPENHANDS_EVAL.read_text(encoding="utf-8").splitlines()
+    doc = json.loads(lines[line])
+    rid = doc["metrics"]["response_latencies"][entry]["response_id"]
+    doc["metrics"]["response_latencies"][entry]["latency"] = value
+    lines[line] = json.dumps(doc)
+    path = tmp_path / "oh.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, rid
+
+
+def _model_timing(result, rid: str) -> Timing:
+    for trace in result:
+        for r in trace.rounds:
+            if rid in {ch.payload.get("id") for ch in r.model_call.chunks}:
+                return r.model_call.timing
+    raise AssertionError(f"response {rid} not imported")
+
+
+@needs_realdata
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_openhands_one_bad_latency_costs_only_itself(tmp_path, value) -> None:
+    path, rid = _openhands_with(tmp_path, 1, 2, value)
+    result = import_openhands(path)
+    assert result.report.imported_calls == result.report.source_calls == 105
+    assert result.report.source_model_calls == result.report.imported_model_calls == 107
+    (line,) = damaged(result)
+    assert "oh.jsonl episode" in line and rid in line and "not used" in line
+    timing = _model_timing(result, rid)
+    assert "response_latencies" not in timing.note.split(";")[0]
+    assert all(math.isfinite(r.model_call.latency_s) for t in result for r in t.rounds)
+
+
+@needs_realdata
+def test_openhands_latency_longer_than_its_event_gap_is_not_recorded(tmp_path) -> None:
+    path, rid = _openhands_with(tmp_path, 0, 3, 50.0)
+    result = import_openhands(path)
+    (line,) = damaged(result)
+    assert rid in line and "longer than the 2.992 s" in line
+    timing = _model_timing(result, rid)
+    assert timing.note.startswith("from the event that completed the request") and "not used" in timing.note
+    for trace in result:
+        assert all(r.model_call.latency_s < 50 for r in trace.rounds)
+
+
+@needs_realdata
+def test_openhands_a_missing_latency_entry_is_counted_and_noted(tmp_path) -> None:
+    lines = OPENHANDS_EVAL.read_text(encoding="utf-8").splitlines()
+    doc = json.loads(lines[0])
+    del doc["metrics"]["response_latencies"][3]
+    lines[0] = json.dumps(doc)
+    path = tmp_path / "oh.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = import_openhands(path).report
+    assert report.source_model_calls == report.imported_model_calls
+    assert any("no metrics.response_latencies entry" in i.what for i in report.issues)
+
+
+@needs_realdata
+def test_openhands_bad_latency_exits_1_from_the_cli(tmp_path, capsys) -> None:
+    path, _ = _openhands_with(tmp_path, 1, 2, float("nan"))
+    assert cli.main(["import", "openhands", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert "DAMAGED" in capsys.readouterr().out
+
+
+# --- Claude Code durationMs -----------------------------------------------------------------------
+
+
+@needs_realdata
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_claude_code_bad_duration_keeps_the_batch(tmp_path, value) -> None:
+    lines = CC_5CALLS.read_text(encoding="utf-8").splitlines()
+    k = next(i for i, ln in enumerate(lines) if '"tool_result"' in ln and "durationMs" in ln)
+    doc = json.loads(lines[k])
+    doc["toolUseResult"]["durationMs"] = value
+    call_id = next(b["tool_use_id"] for b in doc["message"]["content"] if b.get("type") == "tool_result")
+    lines[k] = json.dumps(doc)
+    path = tmp_path / "cc.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = import_claude_code(path)
+    assert len(result) == 1 and result.report.imported_calls == result.report.source_calls == 12
+    (line,) = damaged(result)
+    assert line.startswith(f"cc.jsonl line {k + 1}:") and call_id in line and "not used" in line
+    (ex,) = [e for r in result[0].rounds for e in r.executions if e.tool_call_id == call_id]
+    assert "durationMs" not in ex.timing.note.split("(")[0] and math.isfinite(ex.duration_s)
+
+
+# --- inspect working_time -------------------------------------------------------------------------
+
+
+@needs_realdata
+@pytest.mark.parametrize("value", [-3, float("nan"), 1e6, "2"])
+def test_inspect_bad_working_time_is_damage(tmp_path, value) -> None:
+    doc = json.loads(INSPECT.read_text(encoding="utf-8"))
+    tool = next(e for e in doc["samples"][0]["events"] if e.get("event") == "tool")
+    tool["working_time"] = value
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = import_inspect(path)
+    (line,) = damaged(result)
+    assert line.startswith("log.json ") and str(tool["id"]) in line and "not used" in line
+    assert result.report.imported_calls == result.report.source_calls
