@@ -228,3 +228,43 @@ def test_inspect_bad_working_time_is_damage(tmp_path, value) -> None:
     (line,) = damaged(result)
     assert line.startswith("log.json ") and str(tool["id"]) in line and "not used" in line
     assert result.report.imported_calls == result.report.source_calls
+
+
+# --- the command: --out, exit codes, the report file ----------------------------------------------
+
+
+@needs_realdata
+@pytest.mark.parametrize("exists", [False, True])
+def test_zero_traces_exit_2_whatever_the_out_folder(tmp_path, capsys, exists) -> None:
+    out = tmp_path / "new" / "deeper"
+    if exists:
+        out.mkdir(parents=True)
+    assert cli.main(["import", "otlp", str(REALDATA / "inspect_ai"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing of kind otlp was imported" in err and "Errno" not in err
+    assert (out / "import_report.txt").exists()
+
+
+def test_an_empty_langfuse_export_exits_2(tmp_path, capsys) -> None:
+    src = tmp_path / "lf.json"
+    src.write_text(json.dumps({"trace": {"id": "t"}, "observations": []}), encoding="utf-8")
+    (tmp_path / "o").mkdir()
+    assert cli.main(["import", "langfuse", str(src), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys) -> None:
+    (tmp_path / "f").write_text("x", encoding="utf-8")
+    assert cli.main(["import", "openhands", str(tmp_path), "--out", str(tmp_path / "f")]) == 2
+    assert "a file, not a folder" in capsys.readouterr().err
+
+
+@needs_realdata
+def test_a_second_import_keeps_the_first_report(tmp_path, capsys) -> None:
+    out = str(tmp_path / "out")
+    cli.main(["import", "openhands", str(OPENHANDS_EVAL), "--out", out])
+    stream = REALDATA / "OpenHands/openhands_claude-3-5-sonnet_basic_gui_mode_event_stream.json"
+    cli.main(["import", "openhands", str(stream), "--out", out])
+    text = (tmp_path / "out" / "import_report.txt").read_text(encoding="utf-8")
+    headers = [ln for ln in text.splitlines() if ln.startswith("=== toolcall-lab import openhands")]
+    assert len(headers) == 2 and OPENHANDS_EVAL.name in headers[0] and stream.name in headers[1]
+    assert "max_iterations" in text or "maximum iteration" in text  # the first import's issues
