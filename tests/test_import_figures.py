@@ -23,7 +23,9 @@ from toolcall_lab.importers import (
     build_result,
     import_claude_code,
     import_inspect,
+    import_langfuse,
     import_openhands,
+    import_otlp,
 )
 from toolcall_lab.importers._figures import MAX_FIGURE_S, figure_problem
 from toolcall_lab.importers._shapes import completion
@@ -268,3 +270,62 @@ def test_a_second_import_keeps_the_first_report(tmp_path, capsys) -> None:
     headers = [ln for ln in text.splitlines() if ln.startswith("=== toolcall-lab import openhands")]
     assert len(headers) == 2 and OPENHANDS_EVAL.name in headers[0] and stream.name in headers[1]
     assert "max_iterations" in text or "maximum iteration" in text  # the first import's issues
+
+
+# --- duplicates of one call (Langfuse, OTLP) ------------------------------------------------------
+
+LANGFUSE = REALDATA / "agent-prism/langfuse_trace_export_vercel-ai_gpt-5_tool_call_inside_stream.json"
+
+
+@needs_realdata
+@pytest.mark.parametrize("new_id", [False, True])
+def test_langfuse_a_tool_observation_exported_twice_is_one_execution(tmp_path, new_id) -> None:
+    doc = json.loads(LANGFUSE.read_text(encoding="utf-8"))
+    tool = next(o for o in doc["observations"] if o["type"] == "TOOL")
+    copy = json.loads(json.dumps(tool))
+    if new_id:
+        copy["id"] = "zzzz"
+    doc["observations"].append(copy)
+    path = tmp_path / "lf.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = import_langfuse(path)
+    assert (result.report.source_calls, result.report.imported_calls) == (1, 1)
+    (trace,) = result
+    assert [len(r.executions) for r in trace.rounds if r.executions] == [1]
+    assert trace.metadata.mode != "parallel"
+    (line,) = damaged(result)
+    assert ("zzzz" in line and tool["id"] in line) if new_id else (tool["id"] in line and "read once" in line)
+
+
+@needs_realdata
+def test_langfuse_a_duplicate_with_other_times_is_no_evidence_of_parallelism(tmp_path) -> None:
+    doc = json.loads(LANGFUSE.read_text(encoding="utf-8"))
+    tool = next(o for o in doc["observations"] if o["type"] == "TOOL")
+    copy = json.loads(json.dumps(tool))
+    copy["id"], copy["startTime"] = "zzzz", tool["startTime"].replace("20:20:06", "20:20:05")
+    doc["observations"].append(copy)
+    path = tmp_path / "lf.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = import_langfuse(path)
+    (trace,) = result
+    (ex,) = [e for r in trace.rounds for e in r.executions]
+    assert "not evidence of the mode" in ex.timing.note and trace.metadata.mode != "parallel"
+
+
+def test_otlp_a_second_span_of_one_call_id_is_a_dropped_duplicate(tmp_path) -> None:
+    from tests.test_import_damage import genai
+
+    path = genai(tmp_path, system=True, tools="sequential")
+    doc = json.loads(path.read_text())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    dup = json.loads(json.dumps(spans[-1]))
+    dup["spanId"], dup["startTimeUnixNano"] = "toolX", spans[-3]["startTimeUnixNano"]  # overlaps c1
+    spans.append(dup)
+    path.write_text(json.dumps(doc))
+    result = import_otlp(path)
+    (trace,) = result
+    assert trace.n_calls == 3 and trace.metadata.mode == "sequential"
+    (line,) = damaged(result)
+    assert line.startswith("tool span ") and "tool call c3" in line and "tool2" in line and "toolX" in line
+    (c3,) = [e for e in trace.rounds[0].executions if e.tool_call_id == "c3"]
+    assert "not evidence of the mode" in c3.timing.note
