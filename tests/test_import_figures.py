@@ -329,3 +329,47 @@ def test_otlp_a_second_span_of_one_call_id_is_a_dropped_duplicate(tmp_path) -> N
     assert line.startswith("tool span ") and "tool call c3" in line and "tool2" in line and "toolX" in line
     (c3,) = [e for e in trace.rounds[0].executions if e.tool_call_id == "c3"]
     assert "not evidence of the mode" in c3.timing.note
+
+
+# --- smaller: truncated files name themselves, zone-less stamps -----------------------------------
+
+OTLP_REAL = REALDATA / "agent-prism/otlp_json_openinference_smolagents_o1_6_llm_spans.json"
+
+
+@needs_realdata
+def test_a_cut_otlp_export_says_not_valid_json_with_line_and_column(tmp_path, capsys) -> None:
+    text = OTLP_REAL.read_text(encoding="utf-8")
+    path = tmp_path / "cut.json"
+    path.write_text(text[: len(text) * 2 // 3], encoding="utf-8")
+    assert cli.main(["import", "otlp", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not valid JSON (" in err and "line " in err and "column " in err and "resourceSpans" not in err
+
+
+@needs_realdata
+def test_a_cut_recording_error_names_the_file(tmp_path, capsys) -> None:
+    src = REALDATA / "openai-python/chat_stream_gpt-4o_parallel_2_tools_weather_stock.sse"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("data: {") and "tool_calls" in ln)
+    lines[k] = lines[k][:60]
+    path = tmp_path / "cut.sse"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert cli.main(["import", "recording", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert f"{path}: line {k + 1}" in capsys.readouterr().err
+
+
+def test_a_zone_less_stamp_is_utc_whatever_the_machine_zone(monkeypatch) -> None:
+    import time
+
+    from toolcall_lab.importers._shapes import epoch
+
+    if not hasattr(time, "tzset"):
+        pytest.skip("time.tzset is not available on this platform")
+    try:
+        for tz in ("UTC", "America/New_York", "Asia/Kolkata"):
+            monkeypatch.setenv("TZ", tz)
+            time.tzset()
+            assert epoch("2025-01-01T00:00:00") == epoch("2025-01-01T00:00:00Z") == 1735689600.0
+    finally:
+        monkeypatch.undo()
+        time.tzset()

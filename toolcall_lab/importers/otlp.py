@@ -63,6 +63,7 @@ from toolcall_lab.importers._build import (
     Result,
     ResultStatus,
     Segment,
+    SourceError,
     Turn,
     build_result,
     slugify,
@@ -85,9 +86,11 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
     """The spans of a JSON export, or of one export per line (an unreadable line is reported)."""
     text = read_text(path, issues)
     not_empty(path, text, "OTLP")
+    whole: json.JSONDecodeError | None = None
     try:
         docs: list[Any] = [json.loads(text)]
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        whole = exc
         docs = []
         for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
@@ -109,6 +112,10 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
         for d in docs
         for d in (d if isinstance(d, list) else [d])
     ):
+        if whole is not None and "resourceSpans" in text:  # an export cut short, not another kind
+            raise SourceError(
+                f"{path}: not valid JSON ({json_error(whole)}): the file is cut short or damaged"
+            )
         raise wrong_kind(path, "otlp", "no 'resourceSpans' (an OTLP JSON export has them)")
     return _once([s for d in docs for s in spans_of(d, path.name, issues)], path.name, issues)
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolcall_lab.exceptions import WireFormatError
 from toolcall_lab.formats.recordings import Exchange, read_recording
 from toolcall_lab.importers._build import (
     MODEL_PLACEHOLDER,
@@ -43,6 +44,7 @@ from toolcall_lab.importers._build import (
     Issue,
     Result,
     Segment,
+    SourceError,
     Turn,
     build_result,
     chat_body,
@@ -254,6 +256,14 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
         return import_folder(
             "recording", p, SUFFIXES, lambda f: import_recording(f, include_no_calls=include_no_calls)
         )
+    try:
+        return _recording(p, include_no_calls)
+    except WireFormatError as exc:  # a body cut short: the message names the line, this the file
+        inside = "" if p.suffix == ".sse" else " (a line of a response body recorded in it)"
+        raise SourceError(f"{p}: {exc}{inside}") from exc
+
+
+def _recording(p: Path, include_no_calls: bool) -> ImportResult:
     recording = read_recording(p)
     conversations: list[_Conversation] = []
     open_: list[_Conversation] = []
