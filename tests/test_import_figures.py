@@ -373,3 +373,15 @@ def test_a_zone_less_stamp_is_utc_whatever_the_machine_zone(monkeypatch) -> None
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+@needs_realdata
+def test_langfuse_a_first_token_before_the_start_is_said_not_used(tmp_path) -> None:
+    doc = json.loads(LANGFUSE.read_text(encoding="utf-8"))
+    gen = next(o for o in doc["observations"] if o.get("completionStartTime"))
+    gen["completionStartTime"] = "2025-09-18T20:00:00.000Z"
+    path = tmp_path / "lf.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    (trace,) = import_langfuse(path)
+    notes = [r.model_call.timing.note for r in trace.rounds]
+    assert any("completionStartTime" in n and "not used" in n for n in notes)

@@ -561,6 +561,11 @@ def _model_timing(
     if ttft_at is not None and g_start <= ttft_at <= g_start + latency:
         first_token = ttft_at - g_start
         note += f"; first token after {first_token:.3f} s (completionStartTime)"
+    elif ttft_at is not None:
+        note += (
+            f"; completionStartTime {g.get('completionStartTime')} lies outside the call "
+            f"({ttft_at - g_start:+.3f} s from its start): not used, first token time unknown"
+        )
     return latency, Timing(source="recorded", note=note), g_start + latency, first_token
 
 
