@@ -64,8 +64,10 @@ def test_the_cli_writes_every_issue_where_its_summary_shortens_the_list(
 def test_a_call_the_loop_never_runs_is_not_reported_as_a_missing_result() -> None:
     from toolcall_lab.importers import import_recording
 
-    path = REALDATA / "watsonx-ai-java-sdk" / (
-        "watsonx_mistral-large-2512_chat_stream_parallel2_PATHOLOGICAL_snapshot_args.sse"
+    path = (
+        REALDATA
+        / "watsonx-ai-java-sdk"
+        / ("watsonx_mistral-large-2512_chat_stream_parallel2_PATHOLOGICAL_snapshot_args.sse")
     )
     result = import_recording(path)
     (trace,) = result.traces

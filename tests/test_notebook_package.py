@@ -25,7 +25,11 @@ def test_the_views_import_from_the_package() -> None:
     )
 
     assert CompareView is widgets.CompareView and TraceView is widgets.TraceView
-    assert {CorpusView, LiveView, StreamStepper} <= {widgets.CorpusView, widgets.LiveView, widgets.StreamStepper}
+    assert {CorpusView, LiveView, StreamStepper} <= {
+        widgets.CorpusView,
+        widgets.LiveView,
+        widgets.StreamStepper,
+    }
     assert callable(save_html)
     with pytest.raises(ImportError, match="Nope"):
         from toolcall_lab.notebook import Nope  # noqa: F401

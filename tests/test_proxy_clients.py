@@ -270,4 +270,7 @@ def test_concurrency_200_conversations_20_clients_identical_groups_zero_crossed_
         assert len({ids.parse(cid).tag for cid in received}) == 1  # handed out from one batch
         seen.add(tuple(results))
     assert len(seen) == 200  # zero crossed: no two conversations shared a batch
-    assert server.stats["error_replies_4xx"] == server.stats["error_replies_5xx"] == 0 and server.stats["served_from_queue"] == 400
+    assert (
+        server.stats["error_replies_4xx"] == server.stats["error_replies_5xx"] == 0
+        and server.stats["served_from_queue"] == 400
+    )

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import os
 import sys
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -256,12 +257,25 @@ def cmd_import(args: argparse.Namespace) -> int:
     source could not be represented (the traces that could be made are still written)."""
     from toolcall_lab.importers import import_source, write_result
 
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: a file, not a folder (name a folder for the trace files)")
     result = import_source(args.kind, args.source, limit=args.limit, include_no_calls=args.include_no_calls)
-    written = write_result(result, args.out)
-    full = Path(args.out) / "import_report.txt"  # every issue, where the summary below shortens lists
-    full.write_text(result.report.summary(limit=None) + "\n", encoding="utf-8", errors="backslashreplace")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
+    written = write_result(result, out)
+    full = out / "import_report.txt"  # every issue of every import into `out`, one section each
+    _append_report(full, args, result.report.summary(limit=None))
     print(result.report.summary(full_list=str(full)))
     print(f"wrote {len(written)} trace file(s) to {args.out}")
+    if not result.traces:
+        print(
+            f"toolcall-lab import: nothing of kind {args.kind} was imported from {args.source} (see above)",
+            file=sys.stderr,
+        )
+        return 2
     if not result.report.ok:
         print(
             f"toolcall-lab import: not every call of {args.source} could be represented (see above)",
@@ -276,6 +290,24 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _append_report(path: Path, args: argparse.Namespace, summary: str) -> None:
+    """Add this import's full report to `path` under a header (command, source, time): an earlier
+    import's report into the same folder is kept."""
+    from datetime import datetime
+
+    command = f"toolcall-lab import {args.kind} {args.source} --out {args.out}"
+    if args.limit is not None:
+        command += f" --limit {args.limit}"
+    if args.include_no_calls:
+        command += " --include-no-calls"
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    header = f"=== {command}  ({when}) ==="
+    with path.open("a", encoding="utf-8", errors="backslashreplace") as f:
+        if f.tell():
+            f.write("\n")
+        f.write(f"{header}\n{summary}\n")
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

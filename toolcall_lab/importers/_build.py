@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolcall_lab.exceptions import ToolcallLabError
+from toolcall_lab.importers._figures import check_segment
 from toolcall_lab.importers._report import (
     ImportReport,
     ImportResult,
@@ -200,6 +201,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     Issues found on the way (chunk times that do not fit, timestamps that do not fit together) are
     appended to `issues`."""
     found: list[Issue] = [] if issues is None else issues
+    segment = check_segment(segment, found)
     turns = list(segment.turns)
     if not turns:
         raise ImportBuildError("no model response to import")
@@ -506,6 +508,7 @@ def build_result(
     taken: set[str] = set()
     imported_calls = imported_model_calls = missing = 0
     for part in parts:
+        part = check_segment(part, found)
         total = per_slug[part.slug]
         if total > 1:
             n = numbered[part.slug] = numbered.get(part.slug, 0) + 1

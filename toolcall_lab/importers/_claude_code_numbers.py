@@ -11,6 +11,7 @@ from typing import Any
 
 from toolcall_lab.importers._build import MODEL_S, TOLERANCE_S, TOOL_S, Issue, Result, ResultStatus, text_of
 from toolcall_lab.importers._claude_code_lines import Line
+from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.records import Timing
 
 SYNTHETIC_MODEL = "<synthetic>"
@@ -141,26 +142,25 @@ def tool_result(
     )
     for key, what in (("durationMs", "the tool's run"), ("totalDurationMs", "the sub-agent's whole run")):
         ms = extra.get(key) if isinstance(extra, dict) else None
-        if not isinstance(ms, int | float) or isinstance(ms, bool):
+        if ms is None:
             continue
-        if ms < 0 or (from_use is not None and ms / 1000 > from_use + TOLERANCE_S):
-            issues.append(
-                Issue(
-                    kind="damaged",
-                    where=where,
-                    what=f"toolUseResult.{key} {ms} ms, but "
-                    + (
-                        f"its result line was written {from_use:.3f} s after its tool_use line"
-                        if ms >= 0
-                        else "negative"
-                    )
-                    + ": the figure is not used",
-                )
-            )
+        seconds = usable_figure(
+            ms,
+            name=f"toolUseResult.{key} of {block.get('tool_use_id')}",
+            unit=" ms",
+            where=where,
+            issues=issues,
+            scale=0.001,
+            at_most=from_use if from_use is not None and known else None,
+            instead=f"the result line was written {from_use:.3f} s after its tool_use line"
+            if from_use is not None
+            else "the log's timestamps are used",
+        )
+        if seconds is None:
             break
         return Result(
             text=text,
-            duration_s=ms / 1000,
+            duration_s=seconds,
             status=status,
             end=line.at if known else None,
             where=where,

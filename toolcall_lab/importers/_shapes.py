@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
@@ -222,9 +222,13 @@ def parse_turn(payloads: Sequence[dict[str, Any]], batch: int) -> ParsedResponse
 
 
 def epoch(stamp: str) -> float:
-    """Seconds since the epoch for an ISO 8601 timestamp (``Z`` accepted; a stamp without a zone
-    is read as is, which is fine for differences within one source)."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    """Seconds since the epoch for an ISO 8601 timestamp (``Z`` accepted). A stamp without a zone is
+    read as UTC, whatever the machine's time zone, so an import gives the same numbers everywhere
+    (differences between zone-less stamps of one source are right whatever their zone was)."""
+    at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.timestamp()
 
 
 def stamp_or_none(value: Any) -> float | None:

@@ -47,6 +47,7 @@ from toolcall_lab.importers._build import (
     stamp_or_none,
     text_of,
 )
+from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
@@ -148,18 +149,22 @@ def _duration(
             )
         )
         return None, Timing(source="placeholder", note=f"the {what} event has no valid times")
-    if (
-        isinstance(working, int | float)
-        and not isinstance(working, bool)
-        and 0 <= working <= done - start + TOLERANCE_S
-    ):
-        return float(working), Timing(
+    seconds = usable_figure(
+        working,
+        name="working_time",
+        where=where,
+        issues=issues,
+        at_most=done - start,
+        instead="completed - timestamp is used",
+    )
+    if seconds is not None:
+        return seconds, Timing(
             source="recorded", note=f"{what} event working_time (completed - timestamp: {done - start:.3f} s)"
         )
     return done - start, Timing(
         source="recorded",
         note=f"{what} event completed - timestamp"
-        + (f" (working_time {working!r} does not fit: not used)" if working is not None else ""),
+        + (f" (working_time {working!r} is not usable: not used)" if working is not None else ""),
     )
 
 
@@ -267,7 +272,7 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
         calls = message.get("tool_calls") or []
         start, done = _span(e)
         where = f"{label} model event {n}"
-        latency, timing = _duration(e, "model", where, issues)
+        latency, timing = _duration(e, "model", f"{path.name} {where}", issues)
         results = []
         ends = [done] if done is not None else []
         for call in calls:
@@ -283,7 +288,9 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
                 continue
             error = te.get("error")
             _, t_done = _span(te)
-            seconds, t_timing = _duration(te, "tool", f"{label} tool event {te.get('id')}", issues)
+            seconds, t_timing = _duration(
+                te, "tool", f"{path.name} {label} tool event for call {call.get('id')}", issues
+            )
             if t_done is not None:
                 ends.append(t_done)
             results.append(

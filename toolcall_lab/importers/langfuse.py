@@ -186,6 +186,38 @@ def _tools(tree: _Tree, requested: dict[str, list[str]], issues: list[Issue]) ->
                     "input says it ran that call: not read as a tool execution",
                 )
             )
+    return _one_per_call(out, issues)
+
+
+_TWIN = "\x00toolcall_lab duplicate"
+"""Set (by the importer, on its parsed copy) on a tool observation whose call id another observation
+with other times repeats."""
+
+
+def _one_per_call(tools: list[Obs], issues: list[Issue]) -> list[Obs]:
+    """One tool observation per call id (the earliest): a call runs once, so another observation of
+    the same call id is a duplicate of the export, dropped with a DAMAGED line (never a second
+    execution, never evidence of parallelism)."""
+    first: dict[str, Obs] = {}
+    out = []
+    for o in sorted(tools, key=lambda o: (str(o.get("startTime") or ""), str(o.get("id")))):
+        cid = _tool_id(o)
+        if cid and cid in first:
+            kept = first[cid]
+            if (o.get("startTime"), o.get("endTime")) != (kept.get("startTime"), kept.get("endTime")):
+                kept[_TWIN] = str(o.get("id"))  # which copy is right is unknown: not evidence of the mode
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"observation {o.get('id')} ({_tool_name(o)})",
+                    what=f"another observation of tool call {cid} (observation {kept.get('id')} has it): "
+                    "a call runs once, so this duplicate is dropped and one execution imported",
+                )
+            )
+            continue
+        if cid:
+            first[cid] = o
+        out.append(o)
     return out
 
 
@@ -195,6 +227,30 @@ def _export(path: Path, doc: Any) -> tuple[dict[str, Any], list[Obs]]:
         observations = [o for o in doc["observations"] if isinstance(o, dict)]
         return (trace if isinstance(trace, dict) else doc), observations
     raise wrong_kind(path, "langfuse", "expected an object with an 'observations' list")
+
+
+def _read_once(observations: list[Obs], issues: list[Issue]) -> list[Obs]:
+    """Each observation id once (the first copy); a repeat is reported, not read again."""
+    seen: dict[Any, int] = {}
+    out = []
+    for o in observations:
+        oid = o.get("id")
+        if oid is not None and oid in seen:
+            seen[oid] += 1
+            continue
+        if oid is not None:
+            seen[oid] = 1
+        out.append(o)
+    for oid, n in seen.items():
+        if n > 1:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"observation {oid}",
+                    what=f"exported {n} times: read once",
+                )
+            )
+    return out
 
 
 def _times(o: Obs, issues: list[Issue]) -> tuple[float | None, float | None]:
@@ -245,8 +301,18 @@ def _result(t: Obs, times: dict[int, tuple[float | None, float | None]]) -> Resu
         duration_s=t_end - t_start,
         status=status,
         end=t_end,
+        start_known=_TWIN not in t,
         where=f"observation {t.get('id')}",
-        timing=Timing(source="recorded", note="the tool observation's start to end"),
+        timing=Timing(
+            source="recorded",
+            note="the tool observation's start to end"
+            + (
+                f"; observation {t[_TWIN]} repeats this call with other times (dropped as a duplicate): "
+                "not evidence of the mode"
+                if _TWIN in t
+                else ""
+            ),
+        ),
     )
 
 
@@ -260,6 +326,7 @@ def _file(path: Path) -> ImportResult:
     source_calls = source_model_calls = 0
     for e, export in enumerate(exports):
         trace, observations = _export(path, export)
+        observations = _read_once(observations, issues)
         tree = _Tree(observations)
         gens = [o for o in observations if o.get("type") == "GENERATION"]
         wrappers = {id(g) for g in gens if any(b.get("type") == "GENERATION" for b in tree.below(g))}
@@ -494,6 +561,11 @@ def _model_timing(
     if ttft_at is not None and g_start <= ttft_at <= g_start + latency:
         first_token = ttft_at - g_start
         note += f"; first token after {first_token:.3f} s (completionStartTime)"
+    elif ttft_at is not None:
+        note += (
+            f"; completionStartTime {g.get('completionStartTime')} lies outside the call "
+            f"({ttft_at - g_start:+.3f} s from its start): not used, first token time unknown"
+        )
     return latency, Timing(source="recorded", note=note), g_start + latency, first_token
 
 

@@ -58,6 +58,7 @@ from toolcall_lab.importers._build import (
     stamp_or_none,
     text_of,
 )
+from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import (
     import_folder,
     json_error,
@@ -174,7 +175,7 @@ def _history(
     label: str,
     slug: str,
     raw_events: list[dict[str, Any]],
-    latencies: dict[str, float],
+    latencies: dict[str, Any],
     unlogged: list[str],
     issues: list[Issue],
     model_name: str | None,
@@ -248,9 +249,15 @@ def _history(
             if e.get("observation") == "error" and e.get("cause") is None:
                 rid = unlogged_queue.pop(0) if unlogged_queue else None
                 text = text_of(e.get("content"))
-                if rid in latencies:
+                fitted = _fitting(
+                    latencies.get(rid or ""),
+                    at - ready_at if at is not None and ready_at is not None else None,
+                    f"{label} event {e.get('id')} response {rid}",
+                    issues,
+                )
+                if fitted is not None:
                     latency, timing = (
-                        latencies[rid or ""],
+                        fitted,
                         Timing(
                             source="recorded",
                             note="metrics.response_latencies (OpenHands' measurement of the call)",
@@ -332,12 +339,18 @@ def _history(
         first_at = when(group[0])
         start = ready_at if ready_at is not None else first_at
         gap = f"{first_at - start:.3f} s" if first_at is not None and start is not None else "not known"
-        if rid in latencies:
+        fitted = _fitting(
+            latencies.get(rid),
+            first_at - ready_at if first_at is not None and ready_at is not None else None,
+            f"{label} event {e.get('id')} response {rid}",
+            issues,
+        )
+        if fitted is not None:
             latency, timing = (
-                latencies[rid],
+                fitted,
                 Timing(
                     source="recorded",
-                    note=f"metrics.response_latencies: {latencies[rid]:.3f} s (OpenHands' measurement of the "
+                    note=f"metrics.response_latencies: {fitted:.3f} s (OpenHands' measurement of the "
                     f"completion call; request-to-action gap {gap})",
                 ),
             )
@@ -347,7 +360,8 @@ def _history(
                 Timing(
                     source="recorded",
                     note="from the event that completed the request to the action (includes OpenHands' "
-                    "step overhead)",
+                    "step overhead)"
+                    + ("; its response_latencies figure is not used" if rid in latencies else ""),
                 ),
             )
         else:
@@ -456,6 +470,22 @@ def _history(
     return segments
 
 
+def _fitting(value: Any, gap: float | None, where: str, issues: list[Issue]) -> float | None:
+    """A response_latencies figure when it is usable and fits the gap between the event that
+    completed the request and the response's event (the fit rule of `_figures`); else None.
+    (Unusable values were reported when the metrics were read.)"""
+    if value is None:
+        return None
+    return usable_figure(
+        value,
+        name="metrics.response_latencies",
+        where=where,
+        issues=issues,
+        at_most=gap if gap is not None and gap >= 0 else None,
+        instead="the response is timed from the events",
+    )
+
+
 def _is_event(e: Any) -> bool:
     return isinstance(e, dict) and ("action" in e or "observation" in e)
 
@@ -514,11 +544,30 @@ def _file(path: Path) -> ImportResult:
             unique.setdefault(e.get("id", f"#{k}"), e)
         events = list(unique.values())
         metrics = record.get("metrics") or {}
-        latencies = {
-            str(r.get("response_id")): float(r["latency"])
-            for r in metrics.get("response_latencies") or []
-            if isinstance(r, dict) and isinstance(r.get("latency"), int | float)
-        }
+        entries = [r for r in metrics.get("response_latencies") or [] if isinstance(r, dict)]
+        latencies: dict[str, Any] = {}  # response id -> the figure as the source holds it
+        for n, r in enumerate(entries):
+            latencies.setdefault(str(r.get("response_id")), r.get("latency"))
+            if r.get("latency") is None:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{path.name} {label}",
+                        what=f"metrics.response_latencies[{n}] (response {r.get('response_id')}) has no "
+                        "latency: the response is timed from the events",
+                    )
+                )
+            elif (
+                usable_figure(
+                    r.get("latency"),
+                    name=f"metrics.response_latencies[{n}].latency (response {r.get('response_id')})",
+                    where=f"{path.name} {label}",
+                    issues=issues,
+                    instead="the response is timed from the events",
+                )
+                is None
+            ):
+                latencies[str(r.get("response_id"))] = None
         logged = {
             str(((e.get("tool_call_metadata") or {}).get("model_response") or {}).get("id"))
             for e in events
@@ -532,7 +581,20 @@ def _file(path: Path) -> ImportResult:
             if e.get("source") == "agent" and e.get("action") == "message" and not e.get("tool_call_metadata")
         )
         source_calls += calls
-        source_model_calls += len(latencies) if latencies else len(logged) + texts
+        # every response the events show, and every one metrics has that the events lack (rejected)
+        source_model_calls += len(logged) + texts + len(unlogged)
+        if latencies:
+            untimed = sorted(logged - set(latencies))
+            if untimed:
+                issues.append(
+                    Issue(
+                        kind="note",
+                        where=f"{path.name} {label}",
+                        what=f"{len(untimed)} response(s) have no metrics.response_latencies entry "
+                        f"({', '.join(untimed[:3])}{', ...' if len(untimed) > 3 else ''}): timed from the "
+                        "events",
+                    )
+                )
         model = (metrics.get("response_latencies") or [{}])[0].get("model") if metrics else None
         if model is None:
             model = next(

@@ -63,6 +63,7 @@ from toolcall_lab.importers._build import (
     Result,
     ResultStatus,
     Segment,
+    SourceError,
     Turn,
     build_result,
     slugify,
@@ -85,9 +86,11 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
     """The spans of a JSON export, or of one export per line (an unreadable line is reported)."""
     text = read_text(path, issues)
     not_empty(path, text, "OTLP")
+    whole: json.JSONDecodeError | None = None
     try:
         docs: list[Any] = [json.loads(text)]
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        whole = exc
         docs = []
         for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
@@ -109,6 +112,10 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
         for d in docs
         for d in (d if isinstance(d, list) else [d])
     ):
+        if whole is not None and "resourceSpans" in text:  # an export cut short, not another kind
+            raise SourceError(
+                f"{path}: not valid JSON ({json_error(whole)}): the file is cut short or damaged"
+            )
         raise wrong_kind(path, "otlp", "no 'resourceSpans' (an OTLP JSON export has them)")
     return _once([s for d in docs for s in spans_of(d, path.name, issues)], path.name, issues)
 
@@ -328,6 +335,8 @@ def _results(
         answer = next(
             (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
         )
+        twins = [t for t in own if match is not None and cid and t is not match and _tool_call_id(t) == cid]
+        differ = any((t.start, t.end) != (match.start, match.end) for t in twins if match is not None)
         if match is not None:
             used.add((match.trace_id, match.span_id))
             value, whence = _span_result(match)
@@ -360,12 +369,19 @@ def _results(
                     duration_s=match.duration_s,
                     status=status,
                     end=match.end,
+                    start_known=not differ,
                     where=f"{where} span {match.span_id}",
                     timing=Timing(
                         source="recorded",
                         note=f"the tool span's duration ({match.name}, {how_matched})"
                         + whence
-                        + ("" if value is not None or match.error else "; the span holds no result"),
+                        + ("" if value is not None or match.error else "; the span holds no result")
+                        + (
+                            "; another span of this call id has other times (dropped as a duplicate): "
+                            "not evidence of the mode"
+                            if differ
+                            else ""
+                        ),
                     ),
                 )
             )
@@ -593,8 +609,19 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             segment.error = f"the next model span of this trace ({lost[0].span_id}) is unreadable: {lost[1]}"
             segment.closing = f"{segment.error}: no model response follows here"
         segments.append(segment)
+    ran = {(t.trace_id, str(_tool_call_id(t))): t for t in tools if (t.trace_id, t.span_id) in used}
     for t in tools:
-        if (t.trace_id, t.span_id) not in used:
+        twin = ran.get((t.trace_id, str(_tool_call_id(t)))) if _tool_call_id(t) else None
+        if (t.trace_id, t.span_id) not in used and twin is not None:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"tool span {t.span_id} ({t.name})",
+                    what=f"another span of tool call {_tool_call_id(t)} (span {twin.span_id} has it): a call "
+                    "runs once, so this duplicate is dropped and one execution imported",
+                )
+            )
+        elif (t.trace_id, t.span_id) not in used:
             issues.append(
                 Issue(
                     kind="skipped",

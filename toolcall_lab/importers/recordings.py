@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolcall_lab.exceptions import WireFormatError
 from toolcall_lab.formats.recordings import Exchange, read_recording
 from toolcall_lab.importers._build import (
     MODEL_PLACEHOLDER,
@@ -43,6 +44,7 @@ from toolcall_lab.importers._build import (
     Issue,
     Result,
     Segment,
+    SourceError,
     Turn,
     build_result,
     chat_body,
@@ -51,6 +53,7 @@ from toolcall_lab.importers._build import (
     text_of,
 )
 from toolcall_lab.importers._chat_chunks import chat_chunks, split_events
+from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder
 from toolcall_lab.messages import ParsedResponse
 from toolcall_lab.protocol import from_anthropic
@@ -157,7 +160,9 @@ def _signature(message: dict[str, Any]) -> list[tuple[Any, Any]]:
     return out
 
 
-def _timing(exchange: Exchange, parsed: ParsedResponse) -> tuple[float, Timing]:
+def _timing(
+    exchange: Exchange, parsed: ParsedResponse, where: str, issues: list[Issue]
+) -> tuple[float, Timing]:
     ms = exchange.response_headers.get("openai-processing-ms")
     if ms and ms.isdigit():
         return int(ms) / 1000, Timing(
@@ -165,9 +170,15 @@ def _timing(exchange: Exchange, parsed: ParsedResponse) -> tuple[float, Timing]:
             note=f"openai-processing-ms: {ms} (the server's processing time, without network transfer)",
         )
     usage = parsed.usage or {}
-    total = usage.get("total_time")
-    if isinstance(total, int | float) and total > 0:
-        return float(total), Timing(
+    total = usable_figure(
+        usage.get("total_time"),
+        name="usage.total_time",
+        where=where,
+        issues=issues,
+        instead=f"{MODEL_S} s placeholder",
+    )
+    if total is not None and total > 0:
+        return total, Timing(
             source="reported",
             note=f"Groq usage.total_time {total} s (prompt + completion on the server; queue_time "
             f"{usage.get('queue_time')} s and network not included)",
@@ -245,6 +256,14 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
         return import_folder(
             "recording", p, SUFFIXES, lambda f: import_recording(f, include_no_calls=include_no_calls)
         )
+    try:
+        return _recording(p, include_no_calls)
+    except WireFormatError as exc:  # a body cut short: the message names the line, this the file
+        inside = "" if p.suffix == ".sse" else " (a line of a response body recorded in it)"
+        raise SourceError(f"{p}: {exc}{inside}") from exc
+
+
+def _recording(p: Path, include_no_calls: bool) -> ImportResult:
     recording = read_recording(p)
     conversations: list[_Conversation] = []
     open_: list[_Conversation] = []
@@ -319,7 +338,7 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
                 )
             )
             continue
-        turns = []
+        turns: list[Turn] = []
         alternatives: list[tuple[int, int, Turn]] = []
         reported = 0
         converted = unconverted = 0
@@ -337,7 +356,7 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
                     converted += chunks is not None
                     unconverted += chunks is None
                 payloads = chunks or [chat_body(parsed, keep_fallback_ids=False)]
-            latency, timing = _timing(exchange, parsed)
+            latency, timing = _timing(exchange, parsed, f"{where} response {len(turns)}", issues)
             reported += timing.source == "reported"
             turns.append(Turn(payloads=payloads, latency_s=latency, timing=timing, results=results))
             for c in range(1, len(parsed.choices)):  # n > 1: the other choices, each a trace

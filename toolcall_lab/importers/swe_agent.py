@@ -35,6 +35,7 @@ from toolcall_lab.importers._build import (
     slugify,
     text_of,
 )
+from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.records import Timing
 
@@ -93,8 +94,14 @@ def _file(path: Path) -> ImportResult:
             i += 1
         seconds = None
         if calls:
-            if step < len(steps) and isinstance(steps[step].get("execution_time"), int | float):
-                seconds = float(steps[step]["execution_time"])
+            if step < len(steps):
+                seconds = usable_figure(
+                    steps[step].get("execution_time"),
+                    name=f"trajectory[{step}].execution_time",
+                    where=f"{path.name} history[{i - 1}] calls " + ", ".join(str(c.get("id")) for c in calls),
+                    issues=issues,
+                    instead="0 s placeholder",
+                )
             step += 1
         for k, call in enumerate(calls):
             if k >= len(tool_messages):
