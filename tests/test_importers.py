@@ -323,6 +323,16 @@ def test_tau_bench_imports_every_call() -> None:
     assert errors and all(e.result.startswith(("Error:", "Unknown action")) for e in errors)
     limited = import_tau_bench(TAU, limit=5)
     assert limited.report.ok and any("limit=5" in i.what for i in limited.report.issues)
+    reused = [t for t in result if "call ids repeat across rounds" in (t.metadata.notes or "")]
+    assert reused, "tau-bench reuses call ids across rounds (a tester counted 17 traces): noted on each"
+    noted = [i for i in report.issues if i.what.startswith("call ids repeat across rounds")]
+    assert len(noted) == len(reused)
+    for t in reused:
+        seen: dict[str, int] = {}
+        for r in t.rounds:
+            for cid in {c.tool_call_id for c in r.tool_calls}:
+                seen[cid] = seen.get(cid, 0) + 1
+        assert any(n > 1 for n in seen.values())
 
 
 def test_bfcl_is_scripted_with_fallback_ids() -> None:

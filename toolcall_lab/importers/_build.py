@@ -345,6 +345,18 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         if shown is None
         else f"mode {mode} (as the source's agent runs calls); {evidence}"
     )
+    reused = _reused_ids(rounds)
+    if reused and "call ids repeat across" not in segment.notes:  # (an importer may have said it)
+        found.append(
+            Issue(
+                kind="note",
+                where=segment.title,
+                what=f"call ids repeat across rounds (the "
+                f"source's own ids, kept as they are; each call is answered from its own round): "
+                f"{reused}",
+            )
+        )
+        mode_note += f"; call ids repeat across rounds (the source's own, kept): {reused}"
     meta = TraceMetadata(
         title=segment.title,
         origin=segment.origin,
@@ -369,6 +381,17 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
             error=error,
             wall_time_s=wall,
         ),
+    )
+
+
+def _reused_ids(rounds: list[Round]) -> str:
+    """The call ids that appear in more than one round, each with its rounds ('' when none)."""
+    rounds_of: dict[str, list[int]] = {}
+    for r in rounds:
+        for cid in dict.fromkeys(c.tool_call_id for c in r.tool_calls):
+            rounds_of.setdefault(cid, []).append(r.round_index)
+    return "; ".join(
+        f"{cid} in rounds {', '.join(map(str, ks))}" for cid, ks in rounds_of.items() if len(ks) > 1
     )
 
 
