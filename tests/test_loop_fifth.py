@@ -5,6 +5,7 @@ real process."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -152,3 +153,92 @@ def test_a_call_the_recording_screened_out_that_the_replay_would_run_names_the_r
         ex, status="unknown_tool"), *first.executions[6:])), *trace.rounds[1:]))  # fmt: skip
     with pytest.raises(ReplayDivergenceError, match="the recording did not run it: it was unknown_tool"):
         replay(edited, "parallel")
+
+
+# --- 2. a hook that blocks the event loop keeps the deadline --------------------------------------
+
+HOOKS = ["approve_call", "approve_result", "before_model_call", "on_tool_start", "on_tool_complete",
+         "on_model_chunk"]  # fmt: skip
+LOOP_MODES = ["sequential", "parallel", "serialized", "eager"]
+
+
+def hold_the_loop(seconds: float) -> None:
+    """What a plain-function hook blocking in ``time.sleep`` or ``input()`` does, on the virtual
+    clock: time passes while nothing else on the loop can run."""
+    loop = asyncio.get_running_loop()
+    loop._virtual_now += seconds  # type: ignore[attr-defined]
+
+
+def deadline_run(hook: str, mode: str, *, blocking: bool) -> tuple[RunResult, list[float]]:
+    started: list[float] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    async def f(x: int) -> str:
+        started.append(asyncio.get_running_loop().time())
+        return f"f{x}"
+
+    def plain(*_: object) -> None:
+        hold_the_loop(1.0)
+
+    async def coroutine(*_: object) -> None:
+        await asyncio.sleep(1.0)
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("f", {"x": 1}), ("f", {"x": 2}))), "done"])
+    hooks = Hooks(**{hook: plain if blocking else coroutine})  # type: ignore[arg-type]
+    result = run_virtual(run(model, reg, "go", mode=mode, hooks=hooks, timeout_s=0.5))
+    return result, started
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_a_plain_hook_that_blocks_past_the_deadline_stops_the_run_there_the_same_in_every_mode(hook) -> None:
+    records: dict[str, list[tuple[str, str]]] = {}
+    for mode in [*LOOP_MODES, "first_only"]:
+        result, started = deadline_run(hook, mode, blocking=True)
+        assert (result.status, result.reason) == ("timeout", "deadline"), (mode, result.error)
+        assert all(t < 0.5 for t in started), (mode, started)  # nothing started after the deadline
+        assert result.ended_at == pytest.approx(1.0)  # when the hook gave the loop back
+        assert f"the {hook} hook held the event loop until 1.000 s" in (result.error or ""), result.error
+        assert "nothing started after the deadline" in (result.error or "")
+        assert "when the calls cut off had stopped" not in (result.error or "")
+        assert len(result.rounds) <= 1 and all(r.model_call.started_at < 0.5 for r in result.rounds)
+        for ex in result.executions:
+            assert ex.status in ("ok", "withheld", "cancelled", "skipped"), ex
+            if ex.status == "cancelled":
+                assert "before this call started" in ex.result or "hook" in ex.result, ex.result
+        records[mode] = [(e.tool_call_id, e.status) for e in result.executions]
+    assert all(records[m] == records["sequential"] for m in LOOP_MODES), records
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_a_coroutine_hook_past_the_deadline_is_cut_at_the_deadline_as_before(hook) -> None:
+    records: dict[str, list[tuple[str, str]]] = {}
+    for mode in LOOP_MODES:
+        result, started = deadline_run(hook, mode, blocking=False)
+        assert (result.status, result.reason, result.ended_at) == ("timeout", "deadline", 0.5)
+        assert all(t < 0.5 for t in started)
+        assert "held the event loop" not in (result.error or "")
+        records[mode] = [(e.tool_call_id, e.status) for e in result.executions]
+    # (calls overlap under parallel and eager: both may have run by the deadline)
+    assert records["serialized"] == records["sequential"] and records["eager"] == records["parallel"]
+
+
+def test_a_blocking_hook_on_the_real_clock_stops_the_run_when_it_returns() -> None:
+    import time
+
+    from toolcall_lab.loop import run_sync
+
+    ran: list[int] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    def f(x: int) -> str:
+        ran.append(x)
+        return "ok"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("f", {"x": 1}), ("f", {"x": 2}))), "done"])
+    hooks = Hooks(approve_call=lambda c: (time.sleep(0.3), True)[1])  # a human at input()
+    result = run_sync(model, reg, "go", mode="sequential", hooks=hooks, timeout_s=0.1)
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    assert ran == [] and [e.status for e in result.executions] == ["cancelled", "cancelled"]
+    assert len(result.rounds) == 1 and "approve_call hook held the event loop" in (result.error or "")

@@ -199,6 +199,7 @@ class _Run:
                 await self.main()
                 return
             async with asyncio.timeout(self.config.timeout_s) as self.deadline:
+                self.executor.deadline = self.deadline
                 await self.main()
         except (Exception, asyncio.CancelledError):
             raise
@@ -748,7 +749,14 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         where = state.cut(why)
         when = (deadline.when() or 0.0) - state.origin
         late = state.now() - when
-        if late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
+        held = state.executor.held_past_deadline
+        if held is not None:  # a hook held the event loop: the deadline could only act when it returned
+            where += (
+                f"; the {held[0]} hook held the event loop until {held[1]:.3f} s (a plain function, or a "
+                "coroutine that blocks, stops everything else while it runs), so the run stopped then, "
+                "and nothing started after the deadline"
+            )
+        elif late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
             where += f"; the run ended at {state.now():.3f} s, when the calls cut off had stopped"
         state.stop("timeout", "deadline", f"{why} at {when:.3f} s{where}")
     except (ScriptError, ReplayDivergenceError) as exc:

@@ -268,8 +268,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     unknown: dict[tuple[int, str], str] = {}
     """Calls the recording has no result for: (round, id) -> why."""
-    invalid: dict[tuple[int, str], deque[str]] = defaultdict(deque)
-    """(round, id and position): why the recording's harness screened the call out before it ran."""
+    invalid: dict[tuple[int, str], deque[tuple[ToolExecution, str]]] = defaultdict(deque)
+    """(round, id and position): the call the recording's harness screened out before it ran, and why."""
     idempotent: set[str] = set()
     cut = recorded_cut(trace) is not None
     broke_in = len(trace.rounds) - 1 if failed_mid_stream(trace) else None
@@ -298,7 +298,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
             else:  # screened out before it ran: unknown_tool, invalid_arguments, rejected, duplicate
                 if ex.status == "invalid_arguments":
                     problem = _between(ex.result, _INVALID_PREFIX.format(name=ex.name), _INVALID_SUFFIX)
-                    invalid[k, _place(ex.tool_call_id, call.index)].append(problem or ex.result)
+                    invalid[k, _place(ex.tool_call_id, call.index)].append((ex, problem or ex.result))
                 elif ex.status == "duplicate" and f"{ex.name!r} is marked idempotent" in ex.result:
                     idempotent.add(ex.name)
                 unknown.setdefault(
@@ -348,8 +348,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
         rounds = [model.served - 1] if model is not None else range(len(trace.rounds))
         for k in rounds:
             reasons = invalid.get((k, place))
-            if reasons:
-                return reasons.popleft()
+            if reasons and _same_arguments(call, reasons[0][0]):  # (not an earlier snapshot of them)
+                return reasons.popleft()[1]
         return None
 
     def make(name: str) -> Any:
