@@ -242,3 +242,86 @@ def test_a_blocking_hook_on_the_real_clock_stops_the_run_when_it_returns() -> No
     assert (result.status, result.reason) == ("timeout", "deadline")
     assert ran == [] and [e.status for e in result.executions] == ["cancelled", "cancelled"]
     assert len(result.rounds) == 1 and "approve_call hook held the event loop" in (result.error or "")
+
+
+# --- 3. options that import the user's code: one clear line, exit 2 -------------------------------
+
+USER_MODULES = {
+    "l5_tools_ok": "from toolcall_lab.tools import ToolRegistry\nregistry = ToolRegistry()\nnumber = 5\n",
+    "l5_raises": "raise RuntimeError('import boom')\n",
+    "l5_exits": "import sys\nsys.exit(3)\n",
+    "l5_needs_missing_dep": "import l5_no_such_dependency\n",
+    "l5_syntax": "def f(:\n",
+}
+
+
+@pytest.fixture
+def user_code(tmp_path, monkeypatch) -> Path:
+    for name, text in USER_MODULES.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.chdir(tmp_path)  # (importable from the current directory, as the CLI promises)
+    yield tmp_path
+    for name in USER_MODULES:
+        sys.modules.pop(name, None)
+
+
+BAD_SPECS = [
+    ("l5_no_such_module:registry", "there is no module named 'l5_no_such_module'"),
+    ("l5_tools_ok:nothing", "l5_tools_ok has no attribute 'nothing' (it has: ToolRegistry, number, registry)"),
+    ("l5_raises:registry", "importing l5_raises failed: RuntimeError: import boom"),
+    ("l5_exits:registry", "importing l5_exits called sys.exit(3)"),
+    ("l5_needs_missing_dep:x", "ModuleNotFoundError: No module named 'l5_no_such_dependency'"),
+    ("l5_syntax:x", "importing l5_syntax failed: SyntaxError"),
+    ("{dir}/nope.py:registry", "the file {dir}/nope.py does not exist"),
+    ("{dir}/l5_tools_ok:registry", "a file is named by its path ending in .py"),
+    ("{dir}/l5_raises.py:registry", "importing {dir}/l5_raises.py failed: RuntimeError: import boom"),
+    ("l5_tools_ok", "use MODULE:ATTRIBUTE or path/to/file.py:ATTRIBUTE"),
+]
+
+
+@pytest.mark.parametrize(("spec", "said"), BAD_SPECS)
+def test_a_bad_tools_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(user_code, capsys, spec, said) -> None:
+    from toolcall_lab import cli
+
+    spec, said = spec.format(dir=user_code), said.format(dir=user_code)
+    code = cli.main(
+        ["record", "--model", "m", "--prompt", "go", "--tools", spec, "--out", str(user_code / "x.json"),
+         "--base-url", "http://127.0.0.1:9"]  # fmt: skip
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"--tools {spec!r}" in err and said in err, err
+    assert not (user_code / "x.json").exists()
+
+
+@pytest.mark.parametrize(("spec", "said"), BAD_SPECS[:-1])  # (a name without a colon: a mode's name)
+def test_a_bad_strategy_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(user_code, capsys, spec, said) -> None:
+    from toolcall_lab import cli
+
+    spec, said = spec.format(dir=user_code), said.format(dir=user_code)
+    trace = REPO / "data" / "traces" / "weather_news_stock.json"
+    with pytest.raises(SystemExit) as stop:  # (argparse: a bad --mode is a usage error)
+        cli.main(["replay", str(trace), "--mode", spec])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "Traceback" not in err and f"strategy {spec!r}" in err and said in err, err
+
+
+def test_tools_given_as_a_file_path_record(user_code, capsys) -> None:
+    """``path/to/file.py:attribute`` works for --tools as it does for --strategy (the model call then
+    fails: no server; the trace is saved)."""
+    from toolcall_lab import cli
+
+    spec = f"{user_code}/l5_tools_ok.py:registry"
+    code = cli.main(
+        ["record", "--model", "m", "--prompt", "go", "--tools", spec, "--out", str(user_code / "x.json"),
+         "--base-url", "http://127.0.0.1:9"]  # fmt: skip
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "model_error" in err and (user_code / "x.json").exists(), err
+    code = cli.main(
+        ["record", "--model", "m", "--prompt", "go", "--tools", "l5_tools_ok:number", "--out",
+         str(user_code / "y.json"), "--base-url", "http://127.0.0.1:9"]  # fmt: skip
+    )
+    assert code == 2 and "names int 5: expected a ToolRegistry" in capsys.readouterr().err

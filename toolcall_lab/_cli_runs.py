@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import reprlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -179,10 +180,20 @@ def _api_key() -> str:
 
 
 def _load_tools(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    if not attr:
-        raise UsageError(f"--tools {spec!r}: use MODULE:ATTRIBUTE, e.g. mypkg.tools:registry")
-    return getattr(importlib.import_module(module), attr)
+    """The tools ``--tools`` names (``module:attribute`` or ``path/to/file.py:attribute``): a
+    `ToolRegistry`, or a list of functions and `Tool` objects."""
+    from toolcall_lab._user_code import load_attribute
+    from toolcall_lab.tools import Tool, ToolRegistry
+
+    tools = load_attribute(spec, "--tools", "mypkg.tools:registry")
+    if isinstance(tools, ToolRegistry):
+        return tools
+    if isinstance(tools, list | tuple) and all(isinstance(t, Tool) or callable(t) for t in tools):
+        return ToolRegistry(tools)  # (a bad function is refused here, with its name)
+    raise UsageError(
+        f"--tools {spec!r} names {type(tools).__name__} {reprlib.repr(tools)}: expected a ToolRegistry, "
+        "or a list of functions or Tool objects"
+    )
 
 
 def cmd_record(args: argparse.Namespace) -> int:
