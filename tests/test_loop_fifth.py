@@ -325,3 +325,54 @@ def test_tools_given_as_a_file_path_record(user_code, capsys) -> None:
          str(user_code / "y.json"), "--base-url", "http://127.0.0.1:9"]  # fmt: skip
     )
     assert code == 2 and "names int 5: expected a ToolRegistry" in capsys.readouterr().err
+
+
+# --- 4. a bench stopped early counts what it compared ----------------------------------------------
+
+
+def test_a_bench_stopped_after_one_of_four_traces_says_one_was_compared_and_three_left_out(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    import pandas as pd
+
+    from toolcall_lab import analysis, cli
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    names = ["one_tool_round", "three_tools_100ms", "two_tool_rounds", "weather_news_stock"]
+    for name in names:
+        (folder / f"{name}.json").write_bytes((REPO / "data" / "traces" / f"{name}.json").read_bytes())
+    real = analysis.trace_rows
+    seen: list[object] = []
+
+    def ctrl_c_on_the_second(item: object, *args: object) -> object:
+        seen.append(item)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return real(item, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(analysis, "trace_rows", ctrl_c_on_the_second)
+    out = tmp_path / "b.csv"
+    code = cli.main(["bench", str(folder), "--quiet", "--modes", "sequential", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 130, captured.err
+    assert "the 1 of 4 trace(s) compared so far; 3 not compared" in captured.out
+    assert "\n1 trace(s) x 1 mode(s) in " in captured.out and "4 trace(s) x" not in captured.out
+    assert "3 of 4 not compared (interrupted)" in captured.out
+    assert len(pd.read_csv(tmp_path / "b_missing.csv")) == 3
+    with pytest.raises(KeyboardInterrupt) as info:
+        seen.clear()
+        analysis.compare(sorted(folder.glob("*.json")), ["sequential"])
+    comparison = info.value.partial_comparison  # type: ignore[attr-defined]
+    assert len(comparison.not_compared) == 3
+    assert comparison.summary["traces"].tolist() == [1]
+    assert comparison.summary["traces_left_out"].tolist() == [3]
+
+
+def test_traces_left_out_counts_a_trace_that_failed_in_every_mode(tmp_path) -> None:
+    """Not only traces that failed in some mode: one that could not even be loaded is left out too."""
+    broken = tmp_path / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    table = compare([REPO / "data" / "traces" / "one_tool_round.json", broken], ["sequential", "parallel"])
+    assert set(table.errors["trace"]) == {str(broken)}
+    assert table.summary["traces_left_out"].tolist() == [1, 1]

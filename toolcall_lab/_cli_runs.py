@@ -362,8 +362,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     missing: list[str] = []
     if interrupted:
-        done = set(result.runs.get("trace", ())) | set(result.errors["trace"])
-        missing = [name for name in map(_trace_name, paths) if name not in done]
+        missing = list(result.not_compared)  # (the excluded table's traces were reached)
     try:
         _bench_report(args, result, paths, modes, elapsed, missing if interrupted else None)
     except KeyboardInterrupt:  # Ctrl-C while reporting: the tables are still written
@@ -425,9 +424,12 @@ def _bench_report(
         if len(missing) > 10:
             more = " (all listed in the _missing table)" if args.out else ""
             print(f"  ... and {len(missing) - 10} more{more}", file=sys.stderr)
+    compared = len(paths) - len(missing or ())
     print(
-        f"\n{len(paths)} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
-        f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
+        f"\n{compared} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
+        f"({compared / elapsed:,.0f} traces/s, jobs={args.jobs})"
+        + (f"; {len(missing)} of {len(paths)} not compared (interrupted)" if missing else "")
+        + "\n"
     )
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
     for err in result.errors.itertuples():
@@ -928,7 +930,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("record", help="record a live run against an OpenAI-compatible endpoint")
     p.add_argument("--model", required=True)
     p.add_argument("--prompt", required=True)
-    p.add_argument("--tools", required=True, help="MODULE:ATTRIBUTE of a ToolRegistry or list of functions")
+    p.add_argument(
+        "--tools",
+        required=True,
+        help="a ToolRegistry or list of functions: MODULE:ATTRIBUTE or path/to/file.py:ATTRIBUTE",
+    )
     p.add_argument("--base-url", help="default: OPENAI_BASE_URL or api.openai.com; key from OPENAI_API_KEY")
     p.add_argument("--mode", type=_strategy, default="parallel", help=f"the strategy: {STRATEGY_HELP}")
     p.add_argument("--max-rounds", type=int, default=10)
