@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -256,7 +258,7 @@ USER_MODULES = {
 
 
 @pytest.fixture
-def user_code(tmp_path, monkeypatch) -> Path:
+def user_code(tmp_path, monkeypatch) -> Iterator[Path]:
     for name, text in USER_MODULES.items():
         (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.chdir(tmp_path)  # (importable from the current directory, as the CLI promises)
@@ -265,9 +267,18 @@ def user_code(tmp_path, monkeypatch) -> Path:
         sys.modules.pop(name, None)
 
 
+def record_args(tools: str, out: Path) -> list[str]:
+    """A recording against a port where no server listens (the model call fails; no network)."""
+    return ["record", "--model", "m", "--prompt", "go", "--tools", tools, "--out", str(out),
+            "--base-url", "http://127.0.0.1:9"]  # fmt: skip
+
+
 BAD_SPECS = [
     ("l5_no_such_module:registry", "there is no module named 'l5_no_such_module'"),
-    ("l5_tools_ok:nothing", "l5_tools_ok has no attribute 'nothing' (it has: ToolRegistry, number, registry)"),
+    (
+        "l5_tools_ok:nothing",
+        "l5_tools_ok has no attribute 'nothing' (it has: ToolRegistry, number, registry)",
+    ),
     ("l5_raises:registry", "importing l5_raises failed: RuntimeError: import boom"),
     ("l5_exits:registry", "importing l5_exits called sys.exit(3)"),
     ("l5_needs_missing_dep:x", "ModuleNotFoundError: No module named 'l5_no_such_dependency'"),
@@ -280,14 +291,13 @@ BAD_SPECS = [
 
 
 @pytest.mark.parametrize(("spec", "said"), BAD_SPECS)
-def test_a_bad_tools_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(user_code, capsys, spec, said) -> None:
+def test_a_bad_tools_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(
+    user_code, capsys, spec, said
+) -> None:
     from toolcall_lab import cli
 
     spec, said = spec.format(dir=user_code), said.format(dir=user_code)
-    code = cli.main(
-        ["record", "--model", "m", "--prompt", "go", "--tools", spec, "--out", str(user_code / "x.json"),
-         "--base-url", "http://127.0.0.1:9"]  # fmt: skip
-    )
+    code = cli.main(record_args(spec, user_code / "x.json"))
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
@@ -296,7 +306,9 @@ def test_a_bad_tools_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(user_
 
 
 @pytest.mark.parametrize(("spec", "said"), BAD_SPECS[:-1])  # (a name without a colon: a mode's name)
-def test_a_bad_strategy_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(user_code, capsys, spec, said) -> None:
+def test_a_bad_strategy_spec_is_one_line_naming_the_spec_and_the_cause_exit_2(
+    user_code, capsys, spec, said
+) -> None:
     from toolcall_lab import cli
 
     spec, said = spec.format(dir=user_code), said.format(dir=user_code)
@@ -314,16 +326,10 @@ def test_tools_given_as_a_file_path_record(user_code, capsys) -> None:
     from toolcall_lab import cli
 
     spec = f"{user_code}/l5_tools_ok.py:registry"
-    code = cli.main(
-        ["record", "--model", "m", "--prompt", "go", "--tools", spec, "--out", str(user_code / "x.json"),
-         "--base-url", "http://127.0.0.1:9"]  # fmt: skip
-    )
+    code = cli.main(record_args(spec, user_code / "x.json"))
     err = capsys.readouterr().err
     assert code == 1 and "model_error" in err and (user_code / "x.json").exists(), err
-    code = cli.main(
-        ["record", "--model", "m", "--prompt", "go", "--tools", "l5_tools_ok:number", "--out",
-         str(user_code / "y.json"), "--base-url", "http://127.0.0.1:9"]  # fmt: skip
-    )
+    code = cli.main(record_args("l5_tools_ok:number", user_code / "y.json"))
     assert code == 2 and "names int 5: expected a ToolRegistry" in capsys.readouterr().err
 
 
