@@ -382,3 +382,97 @@ def test_traces_left_out_counts_a_trace_that_failed_in_every_mode(tmp_path) -> N
     table = compare([REPO / "data" / "traces" / "one_tool_round.json", broken], ["sequential", "parallel"])
     assert set(table.errors["trace"]) == {str(broken)}
     assert table.summary["traces_left_out"].tolist() == [1, 1]
+
+
+# --- 5. docs and small things ------------------------------------------------------------------------
+
+
+def test_validate_warns_about_times_out_of_order_across_records(tmp_path) -> None:
+    import json
+
+    from toolcall_lab.trace_files import validate
+
+    doc = json.loads((REPO / "data" / "traces" / "two_tool_rounds.json").read_text(encoding="utf-8"))
+    response = doc["rounds"][1]["response"]
+    for key in ("started_at", "first_chunk_at", "ended_at"):  # round 1's model call sent 0.1 s early
+        response[key] -= 0.1
+    ex = doc["rounds"][1]["tool_executions"][0]
+    ex["started_at"], ex["ended_at"] = 0.85, 0.85 + ex["duration_s"]  # before its model call started
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    _, warnings = validate(path)  # each record's own times are consistent: it loads
+    order = [w for w in warnings if w.startswith("out of order")]
+    assert order == [
+        "out of order: rounds[1].response starts at 0.900000 s, before round 0's tool executions ended "
+        "(1.000000 s)",
+        "out of order: rounds[1].tool_executions[0] (call_1_0) starts at 0.850000 s, before the model call "
+        "that asked for it started (0.900000 s)",
+    ]
+    _, clean = validate(REPO / "data" / "traces" / "two_tool_rounds.json")
+    assert not [w for w in clean if w.startswith("out of order")]
+
+
+def test_the_readme_tool_outcome_example_runs_as_printed(capsys) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    (example,) = [b for b in blocks if "ToolOutcome(text=" in b]
+    exec(compile(example, "README.md", "exec"), {})  # the README's own code
+    printed = capsys.readouterr().out.strip()
+    assert printed == "[('ok', 'reported'), ('error', 'recorded')]"
+    assert f"# {printed}" in example  # the comment says what it prints
+
+
+def test_a_duration_the_clock_cannot_resolve_at_a_huge_time_is_noted_on_that_call() -> None:
+    from toolcall_lab.scenarios import simulated
+
+    reg = ToolRegistry([simulated("t", 0.001)])
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("t", {}),), latency_s=1e15), "done"])
+    result = run_virtual(run(model, reg, "go"))
+    ex = result.executions[0]
+    assert ex.duration_s == 0.0 and "the clock resolves only 0.125 s" in ex.timing.note
+    assert "resolves only" in result.rounds[0].model_call.timing.note
+    again = replay(Trace.from_run(result, TraceMetadata(title="huge", origin="scripted")), "parallel")
+    assert again.executions[0].timing == ex.timing  # noted once, kept by the replay
+    small = run_virtual(run(ScriptedModel([ScriptedResponse(tool_calls=(("t", {}),)), "done"]), reg, "go"))
+    assert "resolves only" not in small.executions[0].timing.note
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"), [({"latency_s": -1.0}, "latency_s=-1.0"), ({"ttfc_s": -0.5}, "ttfc_s=-0.5")]
+)
+def test_a_negative_scripted_time_names_the_field_that_is_wrong(kwargs, named) -> None:
+    from toolcall_lab.exceptions import UsageError
+
+    with pytest.raises(UsageError) as info:
+        ScriptedResponse(content="x", **kwargs)
+    assert str(info.value) == f"ScriptedResponse {named}: must be a finite number of seconds >= 0"
+    with pytest.raises(UsageError, match="need 0 <= ttfc_s <= latency_s"):
+        ScriptedResponse(content="x", latency_s=0.1, ttfc_s=0.2)
+
+
+def test_validate_names_an_empty_file_once_and_says_empty(tmp_path, capsys) -> None:
+    from toolcall_lab import cli
+
+    empty, blank = tmp_path / "empty.json", tmp_path / "blank.json"
+    empty.write_bytes(b"")
+    blank.write_text("  \n", encoding="utf-8")
+    assert cli.main(["validate", str(empty), str(blank)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"ERROR {empty}: empty file (0 bytes): not a trace",
+        f"ERROR {blank}: the file holds only whitespace: not a trace",
+    ]
+
+
+def test_record_says_ctrl_c_will_not_stop_it_when_sigint_is_ignored(user_code, capsys) -> None:
+    import signal
+
+    from toolcall_lab import cli
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell's background job inherits it
+    try:
+        cli.main(record_args("l5_tools_ok:registry", user_code / "x.json"))
+    finally:
+        signal.signal(signal.SIGINT, before)
+    out = capsys.readouterr().out
+    assert "SIGINT is ignored in this process" in out and "Ctrl-C stops" not in out

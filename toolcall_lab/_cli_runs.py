@@ -63,7 +63,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         try:
             trace, warnings = validate(path)
         except Exception as exc:  # report every file, then fail
-            print(f"ERROR {path}: {exc}", file=sys.stderr)
+            text = str(exc)
+            print(f"ERROR {text if text.startswith(f'{path}:') else f'{path}: {text}'}", file=sys.stderr)
             worst = 2
             continue
         print(f"ok    {path}: {trace!r}")
@@ -154,10 +155,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+_SIGINT_IGNORED = (
+    "SIGINT is ignored in this process, as for a job a script started in the background: Ctrl-C "
+    "will not stop it"
+)
+
+
+def _sigint_ignored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
 async def _announced(args: argparse.Namespace, spec: str, replaying: Any) -> Any:
     """Say a real-time replay started (from inside the run, so Ctrl-C from here on is caught)."""
     keep = f" and saves the run so far to {args.out}" if args.out else ""
-    print(f"replaying {args.path} as {_name(spec)} on the real clock (Ctrl-C stops it{keep})", flush=True)
+    how = _SIGINT_IGNORED if _sigint_ignored() else f"Ctrl-C stops it{keep}"
+    print(f"replaying {args.path} as {_name(spec)} on the real clock ({how})", flush=True)
     return await replaying
 
 
@@ -220,7 +234,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     }
 
     async def main() -> Any:
-        print(f"recording against {client.base_url} (Ctrl-C stops and saves the run so far)", flush=True)
+        how = _SIGINT_IGNORED if _sigint_ignored() else "Ctrl-C stops and saves the run so far"
+        print(f"recording against {client.base_url} ({how})", flush=True)
         return await record(model, tools, args.prompt, mode=args.mode, max_rounds=args.max_rounds, **about)
 
     try:

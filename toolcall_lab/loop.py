@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -62,7 +63,7 @@ from toolcall_lab.events import (
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageError
 from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 from toolcall_lab.models import Model, ModelRequest
-from toolcall_lab.records import FinalReason, HookFailure, ModelCall, Round, count_failed
+from toolcall_lab.records import FinalReason, HookFailure, ModelCall, Round, Timing, count_failed
 from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
 from toolcall_lab.strategies import Batch, StrategySpec
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
@@ -606,7 +607,9 @@ class _Run:
             status=self.status,
             reason=self.reason,
             mode=self.strategy_name,
-            rounds=tuple(self.rounds),
+            rounds=tuple(self.rounds)
+            if end + self.origin < FINE_UNTIL_S
+            else coarse(self.rounds, self.origin),
             messages=tuple(self.messages),
             initial_messages=self.initial,
             tools=tuple(self.tools.schemas()),
@@ -622,6 +625,38 @@ class _Run:
 
 def _same(value: Any) -> Any:
     return value
+
+
+FINE_UNTIL_S = 2.0**33
+"""Clock readings below this (about 272 years) are resolved to a microsecond or better."""
+
+
+def coarse(rounds: Iterable[Round], origin: float) -> tuple[Round, ...]:
+    """The rounds, each time read where the clock resolves less than a microsecond (a virtual
+    clock far from zero: at 1e15 s floats are 0.125 s apart) noted on its record, since a duration
+    shorter than that reads 0.0 and any other is rounded to it."""
+
+    def noted(timing: Timing, at: float) -> Timing:
+        step = math.ulp(at + origin)
+        if step <= 1e-6 or "the clock resolves only" in timing.note:  # (a replay keeps the recorded one)
+            return timing
+        return replace(
+            timing,
+            note=f"{timing.note}; at {at:.3g} s the clock resolves only {step:.3g} s: this duration is exact "
+            "only to that (a shorter one reads 0.0)",
+        )
+
+    out = []
+    for r in rounds:
+        mc = r.model_call
+        out.append(
+            replace(
+                r,
+                model_call=replace(mc, timing=noted(mc.timing, mc.ended_at)),
+                executions=tuple(replace(e, timing=noted(e.timing, e.ended_at)) for e in r.executions),
+            )
+        )
+    return tuple(out)
 
 
 def as_registry(tools: ToolRegistry | Iterable[Tool | ToolFunction] | None) -> ToolRegistry:

@@ -8,9 +8,11 @@ comparable on the same trace. On the virtual clock (default) a replay takes mill
 exactly reproducible.
 
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
-whose outcome the recording does not know (cancelled) wait, and the replay stops where the recording
-did (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
-that strategy would have finished by then. A run that ended because the model failed (between rounds,
+whose outcome the recording does not know (cancelled) wait, and the replay stops at the recorded cut
+(the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
+that strategy would have finished by then. A live run that went on past its deadline (a call that
+ignored its cancellation, a hook that held the event loop) ended later than that: the replay does not
+reproduce the wait. A run that ended because the model failed (between rounds,
 or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
 ``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
 `ReplayDivergenceError`, also a call whose arguments differ from those its recorded result was for,
