@@ -294,13 +294,16 @@ class Executor(HookCalls):
                 call, "unknown_tool", f"Error: unknown tool {call.name!r}. Available tools: {known}."
             )
         value = outcome.value
-        accepted = tool.accepted
-        if not value.keys() >= tool.screened or (accepted is not None and not value.keys() <= accepted):
-            return self._made(call, "invalid_arguments", _invalid(call, tool.argument_problem(value) or ""))
-        if tool.screen_call is not None:
-            problem = tool.screen_call(call)
-            if problem is not None:
-                return self._made(call, "invalid_arguments", _invalid(call, problem))
+        exact = tool.exact
+        if exact is None or value.keys() != exact:  # (the exact names: nothing else to check)
+            accepted = tool.accepted
+            if not value.keys() >= tool.screened or (accepted is not None and not value.keys() <= accepted):
+                why = tool.argument_problem(value) or ""
+                return self._made(call, "invalid_arguments", _invalid(call, why))
+            if tool.screen_call is not None:
+                problem = tool.screen_call(call)
+                if problem is not None:
+                    return self._made(call, "invalid_arguments", _invalid(call, problem))
         dedupe = self.dedupe
         across = self.dedupe_across_rounds or tool.idempotent
         if not (dedupe or across):

@@ -167,6 +167,9 @@ class Tool:
     """`required`, as a set: checked before the call, with `accepted`."""
     accepted: frozenset[str] | None = field(init=False, compare=False, repr=False)
     """The argument names the function accepts (None: any, it takes ``**kwargs``)."""
+    exact: frozenset[str] | None = field(init=False, compare=False, repr=False)
+    """The names a call must carry, when they are all it may carry (every argument required) and
+    nothing else is checked (no `screen_call`): one comparison checks the call."""
     plain: bool = field(init=False, compare=False, repr=False)
     """An async function without a limit that does not read its call: awaited directly."""
 
@@ -191,10 +194,13 @@ class Tool:
             object.__setattr__(self, "required", required)
             object.__setattr__(self, "screened", frozenset(required))
             object.__setattr__(self, "accepted", _accepted(fn))
+            exact = self.accepted if self.accepted == self.screened and self.screen_call is None else None
+            object.__setattr__(self, "exact", exact)
         else:  # (nothing to check: no signature to read, which replays make many of)
             object.__setattr__(self, "required", ())
             object.__setattr__(self, "screened", frozenset())
             object.__setattr__(self, "accepted", None)
+            object.__setattr__(self, "exact", None)
         object.__setattr__(self, "plain", is_async and self.timeout_s is None and not self.uses_current_call)
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
