@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import reprlib
 import sys
 from datetime import UTC
 from pathlib import Path
@@ -63,7 +64,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         try:
             trace, warnings = validate(path)
         except Exception as exc:  # report every file, then fail
-            print(f"ERROR {path}: {exc}", file=sys.stderr)
+            text = str(exc)
+            print(f"ERROR {text if text.startswith(f'{path}:') else f'{path}: {text}'}", file=sys.stderr)
             worst = 2
             continue
         print(f"ok    {path}: {trace!r}")
@@ -154,10 +156,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+_SIGINT_IGNORED = (
+    "SIGINT is ignored in this process, as for a job a script started in the background: Ctrl-C "
+    "will not stop it"
+)
+
+
+def _sigint_ignored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
 async def _announced(args: argparse.Namespace, spec: str, replaying: Any) -> Any:
     """Say a real-time replay started (from inside the run, so Ctrl-C from here on is caught)."""
     keep = f" and saves the run so far to {args.out}" if args.out else ""
-    print(f"replaying {args.path} as {_name(spec)} on the real clock (Ctrl-C stops it{keep})", flush=True)
+    how = _SIGINT_IGNORED if _sigint_ignored() else f"Ctrl-C stops it{keep}"
+    print(f"replaying {args.path} as {_name(spec)} on the real clock ({how})", flush=True)
     return await replaying
 
 
@@ -180,10 +195,20 @@ def _api_key() -> str:
 
 
 def _load_tools(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    if not attr:
-        raise UsageError(f"--tools {spec!r}: use MODULE:ATTRIBUTE, e.g. mypkg.tools:registry")
-    return getattr(importlib.import_module(module), attr)
+    """The tools ``--tools`` names (``module:attribute`` or ``path/to/file.py:attribute``): a
+    `ToolRegistry`, or a list of functions and `Tool` objects."""
+    from toolcall_lab._user_code import load_attribute
+    from toolcall_lab.tools import Tool, ToolRegistry
+
+    tools = load_attribute(spec, "--tools", "mypkg.tools:registry")
+    if isinstance(tools, ToolRegistry):
+        return tools
+    if isinstance(tools, list | tuple) and all(isinstance(t, Tool) or callable(t) for t in tools):
+        return ToolRegistry(tools)  # (a bad function is refused here, with its name)
+    raise UsageError(
+        f"--tools {spec!r} names {type(tools).__name__} {reprlib.repr(tools)}: expected a ToolRegistry, "
+        "or a list of functions or Tool objects"
+    )
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -210,7 +235,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     }
 
     async def main() -> Any:
-        print(f"recording against {client.base_url} (Ctrl-C stops and saves the run so far)", flush=True)
+        how = _SIGINT_IGNORED if _sigint_ignored() else "Ctrl-C stops and saves the run so far"
+        print(f"recording against {client.base_url} ({how})", flush=True)
         return await record(model, tools, args.prompt, mode=args.mode, max_rounds=args.max_rounds, **about)
 
     try:
@@ -383,8 +409,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     missing: list[str] = []
     if interrupted:
-        done = set(result.runs.get("trace", ())) | set(result.errors["trace"])
-        missing = [name for name in map(_trace_name, paths) if name not in done]
+        missing = list(result.not_compared)  # (the excluded table's traces were reached)
     try:
         _bench_report(args, result, paths, modes, elapsed, missing if interrupted else None)
     except KeyboardInterrupt:  # Ctrl-C while reporting: the tables are still written
@@ -446,9 +471,12 @@ def _bench_report(
         if len(missing) > 10:
             more = " (all listed in the _missing table)" if args.out else ""
             print(f"  ... and {len(missing) - 10} more{more}", file=sys.stderr)
+    compared = len(paths) - len(missing or ())
     print(
-        f"\n{len(paths)} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
-        f"({len(paths) / elapsed:,.0f} traces/s, jobs={args.jobs})\n"
+        f"\n{compared} trace(s) x {len(modes)} mode(s) in {elapsed:.2f} s "
+        f"({compared / elapsed:,.0f} traces/s, jobs={args.jobs})"
+        + (f"; {len(missing)} of {len(paths)} not compared (interrupted)" if missing else "")
+        + "\n"
     )
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
     for err in result.errors.itertuples():
@@ -970,7 +998,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("record", help="record a live run against an OpenAI-compatible endpoint")
     p.add_argument("--model", required=True)
     p.add_argument("--prompt", required=True)
-    p.add_argument("--tools", required=True, help="MODULE:ATTRIBUTE of a ToolRegistry or list of functions")
+    p.add_argument(
+        "--tools",
+        required=True,
+        help="a ToolRegistry or list of functions: MODULE:ATTRIBUTE or path/to/file.py:ATTRIBUTE",
+    )
     p.add_argument("--base-url", help="default: OPENAI_BASE_URL or api.openai.com; key from OPENAI_API_KEY")
     p.add_argument("--mode", type=_strategy, default="parallel", help=f"the strategy: {STRATEGY_HELP}")
     p.add_argument("--max-rounds", type=int, default=10)

@@ -105,7 +105,7 @@ _Key = tuple[str, str]
 _CONTAINERS = (dict, list)
 
 Phase = tuple[str, float, ToolExecution | None]
-"""Where a call stood when its hooks were involved: (``on_tool_start`` | ``running`` |
+"""Where a call stood when its hooks were involved: (``queued`` | ``on_tool_start`` | ``running`` |
 ``approve_result`` | ``on_tool_complete``, since when, its record once the tool had ended)."""
 
 
@@ -238,12 +238,9 @@ class Executor(HookCalls):
         if phase is None:
             return self.cancelled(call, started_at, why, note, stopped)
         kind, at, ex = phase
-        if kind == "on_tool_start":
-            return self._made(
-                call,
-                "cancelled",
-                f"Not executed: {why} before this call started (its on_tool_start hook was running).",
-            )
+        if kind in ("queued", "on_tool_start"):
+            running = " (its on_tool_start hook was running)" if kind == "on_tool_start" else ""
+            return self._made(call, "cancelled", f"Not executed: {why} before this call started{running}.")
         if ex is None:  # running
             return self.cancelled(call, at, why, note, stopped)
         if kind == "approve_result":
@@ -304,8 +301,16 @@ class Executor(HookCalls):
                 call, "unknown_tool", f"Error: unknown tool {call.name!r}. Available tools: {known}."
             )
         value = outcome.value
-        if tool.screened and tool.check_arguments and not value.keys() >= tool.screened:
-            return self._made(call, "invalid_arguments", _invalid(call, tool.argument_problem(value) or ""))
+        exact = tool.exact
+        if exact is None or value.keys() != exact:  # (the exact names: nothing else to check)
+            accepted = tool.accepted
+            if not value.keys() >= tool.screened or (accepted is not None and not value.keys() <= accepted):
+                why = tool.argument_problem(value) or ""
+                return self._made(call, "invalid_arguments", _invalid(call, why))
+            if tool.screen_call is not None:
+                problem = tool.screen_call(call)
+                if problem is not None:
+                    return self._made(call, "invalid_arguments", _invalid(call, problem))
         dedupe = self.dedupe
         across = self.dedupe_across_rounds or tool.idempotent
         if not (dedupe or across):
@@ -460,6 +465,10 @@ class Executor(HookCalls):
         on_tool_complete), keeping where the call stands in `phases` for a run cut off meanwhile."""
         hooks = self.hooks
         phases = self.phases if position is not None else None
+        if self.deadline is not None:  # a sibling's hook may have held the loop past it: not started
+            if phases is not None:
+                phases[position] = ("queued", self.now(), None)  # type: ignore[index]
+            await self._after_hook(None)
         if hooks.on_tool_start is not None:
             if phases is not None:
                 phases[position] = ("on_tool_start", self.now(), None)  # type: ignore[index]

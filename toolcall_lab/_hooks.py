@@ -59,6 +59,12 @@ class Hooks:
 
     KeyboardInterrupt and other BaseExceptions from a hook propagate out of `run` (with the partial
     record attached as ``partial_result``), as they would from any Python call.
+
+    Hooks run on the event loop: a plain function that blocks (``time.sleep``, ``input()``) holds up
+    everything, the run's deadline too. The deadline is checked when a hook returns (and before a hook
+    or a call with per-call hooks starts): past it, the run ends ``timeout/deadline`` there, nothing
+    starts after it, and the error names the hook and when it returned. A coroutine hook that awaits
+    (e.g. ``await asyncio.to_thread(input)``) is cut at the deadline itself.
     """
 
     approve_call: Callable[[ToolCall], Approval | Awaitable[Approval]] | None = None
@@ -126,6 +132,10 @@ class HookCalls:
         self.on_hook_failure: Callable[[HookFailure], None] | None = None
         """Called with each failure as it is recorded (the loop emits an event)."""
         self._cancelling: Callable[[], int] = int  # (no run task: never; `int()` is 0)
+        self.deadline: asyncio.Timeout | None = None
+        """The run's deadline (the loop sets it), checked when a hook returns (`_after_hook`)."""
+        self.held_past_deadline: tuple[str, float] | None = None
+        """(hook, when it returned): a hook that blocked the event loop past the deadline."""
 
     def now(self) -> float:
         raise NotImplementedError
@@ -174,6 +184,8 @@ class HookCalls:
         position: int | None = None,
     ) -> tuple[bool, Any]:
         """Call a hook: (True, its value), or (False, the exception) after recording the failure."""
+        if self.deadline is not None:  # (a hook before held the loop past it: this one never starts)
+            await self._after_hook(None)
         try:
             value = fn(*args)
             if inspect.isawaitable(value):
@@ -192,7 +204,28 @@ class HookCalls:
             raise Interrupted(exc, f"hook {hook}") from exc
         if self._cut():  # it caught the run's cancellation and returned: the cut goes on
             raise asyncio.CancelledError
+        if self.deadline is not None:
+            await self._after_hook(hook)
         return True, value
+
+    async def _after_hook(self, hook: str | None) -> None:
+        """A plain-function hook (or a coroutine that blocks, e.g. ``time.sleep`` or ``input()``)
+        holds the event loop: the deadline's timer cannot fire meanwhile, and if nothing after it
+        waits, the run would go on past its deadline. Past it, the deadline fires here, before
+        anything else starts."""
+        deadline = self.deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is None or when is None or deadline.expired():
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < when:
+            return
+        if self.held_past_deadline is None and hook is not None:
+            self.held_past_deadline = (hook, self.now())
+        deadline.reschedule(when)  # already past: its timer is now the next thing the loop runs
+        # The deadline cancels the run's task; a call's own task (a strategy's) is cancelled by the
+        # cut that follows. Either way nothing after this hook starts.
+        await asyncio.get_running_loop().create_future()
 
     async def approval(
         self,

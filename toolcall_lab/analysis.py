@@ -535,6 +535,8 @@ class Comparison:
     """Traces left out by the ``timings`` restriction, and what their timings rest on."""
     dependencies: pd.DataFrame
     """One row per (trace, earlier round, later round): the class and a summary of the evidence."""
+    not_compared: tuple[str, ...] = ()
+    """Traces a comparison stopped early (Ctrl-C: `compare`'s ``partial_comparison``) never reached."""
 
     @property
     def modes_failed_everywhere(self) -> list[str]:
@@ -548,7 +550,9 @@ class Comparison:
     def summary(self) -> pd.DataFrame:
         """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
 
-        ``traces_left_out`` counts traces left out because some mode failed on them; speedups are the
+        ``traces_left_out`` counts the traces given that the summary leaves out: some mode failed on
+        them, they could not be loaded, or a comparison stopped early never reached them (the
+        ``excluded`` table's, left out by the ``timings`` restriction, are not counted); speedups are the
         medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
         every run, so a total that holds runs which skipped calls (less work) can read
         faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only. A mode
@@ -567,7 +571,8 @@ class Comparison:
         else:
             in_all = self.runs["in_all_modes"]
         runs = self.runs[in_all]
-        left_out = self.runs.loc[~in_all, "trace"].nunique()
+        given = set(self.runs["trace"]) | set(self.errors["trace"]) | set(self.not_compared)
+        left_out = len(given - set(runs["trace"]))
         if runs.empty:
             return pd.DataFrame()
         g = runs.groupby("mode", sort=False)
@@ -661,7 +666,10 @@ def compare(
             done += 1
         return _comparison(tables)
     except KeyboardInterrupt as exc:  # Ctrl-C, also while the tables are built: what was compared so far
-        exc.partial_comparison = _comparison(tables)  # type: ignore[attr-defined]
+        reached = {row["trace"] for name in ("runs", "errors", "excluded") for row in tables[name]}
+        names = [t.metadata.title if isinstance(t, Trace) else str(t) for t in items]
+        never = tuple(n for n in names if n not in reached)
+        exc.partial_comparison = _comparison(tables, never)  # type: ignore[attr-defined]
         exc.add_note(f"toolcall_lab: {done} of {len(items)} trace(s) compared; see partial_comparison")
         raise
 
@@ -688,7 +696,7 @@ def _check_picklable(modes: Sequence[StrategySpec], executor: Executor) -> None:
             ) from exc
 
 
-def _comparison(tables: dict[str, list[dict[str, Any]]]) -> Comparison:
+def _comparison(tables: dict[str, list[dict[str, Any]]], not_compared: tuple[str, ...] = ()) -> Comparison:
     import pandas as pd
 
     runs_df = pd.DataFrame(tables["runs"])
@@ -703,6 +711,7 @@ def _comparison(tables: dict[str, list[dict[str, Any]]]) -> Comparison:
         rounds=pd.DataFrame(tables["rounds"]),
         calls=pd.DataFrame(tables["calls"]),
         **{name: pd.DataFrame(tables[name], columns=_COLUMNS[name]) for name in _COLUMNS},
+        not_compared=not_compared,
     )
 
 

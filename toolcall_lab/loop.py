@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import dis
 import inspect
+import math
 import os
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,7 +66,7 @@ from toolcall_lab.events import (
 from toolcall_lab.exceptions import ReplayDivergenceError, ScriptError, UsageError
 from toolcall_lab.messages import Finding, ParsedResponse, ToolCall
 from toolcall_lab.models import Model, ModelRequest
-from toolcall_lab.records import FinalReason, HookFailure, ModelCall, Round, count_failed
+from toolcall_lab.records import FinalReason, HookFailure, ModelCall, Round, Timing, count_failed
 from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
 from toolcall_lab.strategies import Batch, StrategySpec
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
@@ -268,6 +269,7 @@ class _Run:
                 await self.main()
                 return
             async with asyncio.timeout(self.config.timeout_s) as self.deadline:
+                self.executor.deadline = self.deadline
                 await self.main()
         except (Exception, asyncio.CancelledError):
             raise
@@ -737,7 +739,9 @@ class _Run:
             status=self.status,
             reason=self.reason,
             mode=self.strategy_name,
-            rounds=tuple(self.rounds),
+            rounds=tuple(self.rounds)
+            if end + self.origin < FINE_UNTIL_S
+            else coarse(self.rounds, self.origin),
             messages=tuple(self.messages),
             initial_messages=self.initial,
             tools=tuple(self.tools.schemas()),
@@ -753,6 +757,38 @@ class _Run:
 
 def _same(value: Any) -> Any:
     return value
+
+
+FINE_UNTIL_S = 2.0**33
+"""Clock readings below this (about 272 years) are resolved to a microsecond or better."""
+
+
+def coarse(rounds: Iterable[Round], origin: float) -> tuple[Round, ...]:
+    """The rounds, each time read where the clock resolves less than a microsecond (a virtual
+    clock far from zero: at 1e15 s floats are 0.125 s apart) noted on its record, since a duration
+    shorter than that reads 0.0 and any other is rounded to it."""
+
+    def noted(timing: Timing, at: float) -> Timing:
+        step = math.ulp(at + origin)
+        if step <= 1e-6 or "the clock resolves only" in timing.note:  # (a replay keeps the recorded one)
+            return timing
+        return replace(
+            timing,
+            note=f"{timing.note}; at {at:.3g} s the clock resolves only {step:.3g} s: this duration is exact "
+            "only to that (a shorter one reads 0.0)",
+        )
+
+    out = []
+    for r in rounds:
+        mc = r.model_call
+        out.append(
+            replace(
+                r,
+                model_call=replace(mc, timing=noted(mc.timing, mc.ended_at)),
+                executions=tuple(replace(e, timing=noted(e.timing, e.ended_at)) for e in r.executions),
+            )
+        )
+    return tuple(out)
 
 
 def as_registry(tools: ToolRegistry | Iterable[Tool | ToolFunction] | None) -> ToolRegistry:
@@ -883,7 +919,14 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
             where += f"; the strategy {state.strategy_name!r} had not returned ({waiting})"
         when = (deadline.when() or 0.0) - state.origin
         late = state.now() - when
-        if late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
+        held = state.executor.held_past_deadline
+        if held is not None:  # a hook held the event loop: the deadline could only act when it returned
+            where += (
+                f"; the {held[0]} hook held the event loop until {held[1]:.3f} s (a plain function, or a "
+                "coroutine that blocks, stops everything else while it runs), so the run stopped then, "
+                "and nothing started after the deadline"
+            )
+        elif late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
             where += f"; the run ended at {state.now():.3f} s, when the calls cut off had stopped"
         state.stop("timeout", "deadline", f"{why} at {when:.3f} s{where}")
     except (ScriptError, ReplayDivergenceError) as exc:

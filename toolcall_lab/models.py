@@ -94,7 +94,13 @@ class ScriptedResponse:
                     f"ScriptedResponse {name}={value!r}: must be a finite number of seconds >= 0 (a NaN "
                     "or infinite latency would stall the virtual clock or time nothing)"
                 )
-        if self.latency_s < 0 or (self.ttfc_s is not None and not 0 <= self.ttfc_s <= self.latency_s):
+        for name in ("latency_s", "ttfc_s"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UsageError(
+                    f"ScriptedResponse {name}={value!r}: must be a finite number of seconds >= 0"
+                )
+        if self.ttfc_s is not None and not self.ttfc_s <= self.latency_s:
             raise UsageError(
                 f"ScriptedResponse latency_s={self.latency_s!r}, ttfc_s={self.ttfc_s!r}: "
                 "need 0 <= ttfc_s <= latency_s"

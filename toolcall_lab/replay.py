@@ -8,9 +8,11 @@ comparable on the same trace. On the virtual clock (default) a replay takes mill
 exactly reproducible.
 
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
-whose outcome the recording does not know (cancelled) wait, and the replay stops where the recording
-did (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
-that strategy would have finished by then. A run that ended because the model failed (between rounds,
+whose outcome the recording does not know (cancelled) wait, and the replay stops at the recorded cut
+(the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
+that strategy would have finished by then. A live run that went on past its deadline (a call that
+ignored its cancellation, a hook that held the event loop) ended later than that: the replay does not
+reproduce the wait. A run that ended because the model failed (between rounds,
 or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
 ``before_model_call`` failed, ends the same way. Anything else the recording cannot answer raises
 `ReplayDivergenceError`, also a call whose arguments differ from those its recorded result was for,
@@ -36,7 +38,7 @@ from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceForm
 from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.models import ModelRequest
-from toolcall_lab.records import ChunkTiming, Round, Timing, ToolExecution
+from toolcall_lab.records import DECIDED, ChunkTiming, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
 from toolcall_lab.strategies import StrategySpec, resolve
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
@@ -230,6 +232,17 @@ _OUTCOME: dict[str, Literal["ok", "error", "timeout", "not_recorded", "invalid_a
 }
 
 
+_RAN = frozenset({"ok", "error", "timeout", "withheld", "not_recorded"})
+_INVALID_PREFIX = "Error: invalid arguments for {name!r}: "
+_INVALID_SUFFIX = ". The call was not executed; send the arguments its schema asks for."
+
+
+def ran_tool(ex: ToolExecution) -> bool:
+    """Whether the recorded call reached its tool: ``invalid_arguments`` only when the tool itself
+    refused them (a `ToolOutcome`); the harness's own verdict (timing `DECIDED`) ran nothing."""
+    return ex.status in _RAN or (ex.status == "invalid_arguments" and ex.timing != DECIDED)
+
+
 def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry:
     """Tools that return the recorded results after the recorded durations, answering by tool_call_id
     (or, for calls the recording does not know by id, by name and arguments in recorded order).
@@ -240,6 +253,13 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     model failed mid-stream in that round). A recorded result is only ever served for the arguments
     it was recorded with: a call whose id matches a recorded run of other arguments (e.g. a call
     started early with arguments the stream then changed) raises `ReplayDivergenceError`.
+
+    Calls the recording's harness screened out before they ran (``invalid_arguments`` for argument
+    names the tool does not take or a required one missing) are screened out again, with the recorded
+    reason (`Tool.screen_call`): the replay has no signature to check them against. A call the
+    recording did not run (any such status) that this replay's screening lets through raises
+    `ReplayDivergenceError` naming the recorded status. Tools whose repeats the recording answered as
+    duplicates because they were marked idempotent are marked idempotent again.
     """
     recorded: list[ToolExecution] = []
     streamed: dict[tuple[int, str], ToolCall] = {}
@@ -250,6 +270,9 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     unknown: dict[tuple[int, str], str] = {}
     """Calls the recording has no result for: (round, id) -> why."""
+    invalid: dict[tuple[int, str], deque[tuple[ToolExecution, str]]] = defaultdict(deque)
+    """(round, id and position): the call the recording's harness screened out before it ran, and why."""
+    idempotent: set[str] = set()
     cut = recorded_cut(trace) is not None
     broke_in = len(trace.rounds) - 1 if failed_mid_stream(trace) else None
     for k, r in enumerate(trace.rounds):
@@ -257,7 +280,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
             streamed.setdefault((k, _place(call.tool_call_id, call.index)), call)
             streamed.setdefault((k, call.tool_call_id), call)
         for call, ex in zip(r.tool_calls, r.executions, strict=False):
-            if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded"):  # the tool ran
+            if ran_tool(ex):  # the tool ran
                 recorded.append(ex)
                 by_place[k, _place(ex.tool_call_id, call.index)].append(len(recorded) - 1)
                 by_id[k, ex.tool_call_id].append(len(recorded) - 1)
@@ -273,6 +296,17 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                     (k, ex.tool_call_id),
                     f"skipped: the recording was made under {mode}, which never ran it, so its result is "
                     f"unknown (replay it under {mode}, the strategy that skipped it)",
+                )
+            else:  # screened out before it ran: unknown_tool, invalid_arguments, rejected, duplicate
+                if ex.status == "invalid_arguments":
+                    problem = _between(ex.result, _INVALID_PREFIX.format(name=ex.name), _INVALID_SUFFIX)
+                    invalid[k, _place(ex.tool_call_id, call.index)].append((ex, problem or ex.result))
+                elif ex.status == "duplicate" and f"{ex.name!r} is marked idempotent" in ex.result:
+                    idempotent.add(ex.name)
+                unknown.setdefault(
+                    (k, ex.tool_call_id),
+                    f"the recording did not run it: it was {ex.status} ({_short_text(ex.result, 160)}), "
+                    "but this replay's screening let it run",
                 )
     used: set[int] = set()
 
@@ -311,6 +345,15 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
             "finding); compare the other strategies on this trace, and measure eager live or on a "
             "recording made under eager"
         )
+
+    def screen(call: ToolCall) -> str | None:
+        place = _place(call.tool_call_id, call.index)
+        rounds = [model.served - 1] if model is not None else range(len(trace.rounds))
+        for k in rounds:
+            reasons = invalid.get((k, place))
+            if reasons and _same_arguments(call, reasons[0][0]):  # (not an earlier snapshot of them)
+                return reasons.popleft()[1]
+        return None
 
     def make(name: str) -> Any:
         async def replayed(**_: Any) -> ToolOutcome:
@@ -370,6 +413,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                     parameters=fn.get("parameters") or {},
                     uses_current_call=True,
                     check_arguments=False,
+                    screen_call=screen if invalid else None,
+                    idempotent=name in idempotent,
                 )
             )
     return registry
@@ -383,7 +428,7 @@ def tools_not_offered(trace: Trace) -> list[str]:
         f"round {k} call {ex.tool_call_id} ({ex.name})"
         for k, r in enumerate(trace.rounds)
         for ex in r.executions
-        if ex.status in ("ok", "error", "timeout", "withheld", "not_recorded") and ex.name not in offered
+        if ran_tool(ex) and ex.name not in offered
     ]
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
 
 from toolcall_lab.exceptions import UsageError
+from toolcall_lab.messages import ToolCall
 from toolcall_lab.records import Timing
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
@@ -153,15 +154,22 @@ class Tool:
     """Hold each call's arguments to the tool: the properties `parameters` requires are there, and the
     function accepts every one (a call that fails is ``invalid_arguments``: its body never ran, and
     no TypeError of the harness's call is blamed on the tool). Types and nested structure are the
-    tool's business. Replayed tools turn it off: they reproduce whatever the recording did."""
+    tool's business. Both are checked before the call runs (no hook sees it start). Replayed tools
+    turn it off and pass `screen_call` instead: they reproduce whatever the recording did."""
+    screen_call: Callable[[ToolCall], str | None] | None = None
+    """A further check before the call runs (after the argument checks above): returns why the call
+    cannot run (it is answered ``invalid_arguments`` with that reason, its body never runs) or None.
+    Replayed tools use it to screen out what the recording screened out."""
     is_async: bool = field(init=False, compare=False, repr=False)
     required: tuple[str, ...] = field(init=False, compare=False, repr=False)
     """Arguments a call must carry: required by `parameters`, or by the function's signature."""
     screened: frozenset[str] = field(init=False, compare=False, repr=False)
-    """Required arguments the function's signature does not enforce itself (checked before the call;
-    the rest the call's own binding checks, at no cost when the arguments fit)."""
+    """`required`, as a set: checked before the call, with `accepted`."""
     accepted: frozenset[str] | None = field(init=False, compare=False, repr=False)
     """The argument names the function accepts (None: any, it takes ``**kwargs``)."""
+    exact: frozenset[str] | None = field(init=False, compare=False, repr=False)
+    """The names a call must carry, when they are all it may carry (every argument required) and
+    nothing else is checked (no `screen_call`): one comparison checks the call."""
     plain: bool = field(init=False, compare=False, repr=False)
     """An async function without a limit that does not read its call: awaited directly."""
 
@@ -184,12 +192,15 @@ class Tool:
         if self.check_arguments:
             required = _required(self.parameters, fn)
             object.__setattr__(self, "required", required)
-            object.__setattr__(self, "screened", frozenset(required).difference(_required({}, fn)))
+            object.__setattr__(self, "screened", frozenset(required))
             object.__setattr__(self, "accepted", _accepted(fn))
+            exact = self.accepted if self.accepted == self.screened and self.screen_call is None else None
+            object.__setattr__(self, "exact", exact)
         else:  # (nothing to check: no signature to read, which replays make many of)
             object.__setattr__(self, "required", ())
             object.__setattr__(self, "screened", frozenset())
             object.__setattr__(self, "accepted", None)
+            object.__setattr__(self, "exact", None)
         object.__setattr__(self, "plain", is_async and self.timeout_s is None and not self.uses_current_call)
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")

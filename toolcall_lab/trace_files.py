@@ -106,6 +106,9 @@ def load(path: str | Path) -> Trace:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"{p}: cannot read: {exc}") from exc
+    if not text.strip():
+        what = "empty file (0 bytes)" if not text else "the file holds only whitespace"
+        raise TraceFormatError(f"{what}: not a trace", source=str(p))
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -319,12 +322,42 @@ def final_conversation(trace: Trace) -> list[dict[str, Any]]:
     ]
 
 
+_ORDER_SLACK_S = 1e-6
+"""Imported timestamps are exact to the microsecond: closer than that is not out of order."""
+
+
+def order_problems(trace: Trace) -> list[str]:
+    """Times that contradict the order of a run (loading checks each record's own times; these
+    span records): a tool execution that starts before the model call that asked for it started,
+    and a model call that starts before the previous round's executions ended."""
+    problems: list[str] = []
+    previous_end: tuple[int, float] | None = None
+    for k, r in enumerate(trace.rounds):
+        asked = r.model_call.started_at
+        if previous_end is not None and asked < previous_end[1] - _ORDER_SLACK_S:
+            problems.append(
+                f"rounds[{k}].response starts at {asked:.6f} s, before round {previous_end[0]}'s tool "
+                f"executions ended ({previous_end[1]:.6f} s)"
+            )
+        for i, ex in enumerate(r.executions):
+            if ex.started_at < asked - _ORDER_SLACK_S:
+                problems.append(
+                    f"rounds[{k}].tool_executions[{i}] ({ex.tool_call_id}) starts at {ex.started_at:.6f} s, "
+                    f"before the model call that asked for it started ({asked:.6f} s)"
+                )
+        if r.executions:
+            previous_end = (k, max(ex.ended_at for ex in r.executions))
+        else:
+            previous_end = None
+    return problems
+
+
 def validate(path: str | Path) -> tuple[Trace, list[str]]:
     """Load a trace and list warnings: possible secrets (schema properties merely named like one are
     not), tool calls without a result (by position; also a next request that answers a call with
     another text than its recorded result), unknown fields, and protocol breaks anywhere in the
-    conversation (first_only's skipped calls, unanswered on purpose, excepted); raises on unusable
-    files."""
+    conversation (first_only's skipped calls, unanswered on purpose, excepted), times out of order
+    across records (`order_problems`); raises on unusable files."""
     from toolcall_lab.exceptions import TraceFormatError
     from toolcall_lab.protocol import validate_messages
     from toolcall_lab.replay import check_recorded_settings, tools_not_offered
@@ -351,6 +384,7 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
                     f"{ex.name} (index {ex.index}), the call at that position "
                     f"{call.name} (index {call.index})"
                 )
+    warnings += [f"out of order: {w}" for w in order_problems(trace)]
     known = set(RunConfig.__dataclass_fields__) | {"mode"}
     warnings += [f"unknown setting: metadata.settings.{k}" for k in trace.metadata.settings if k not in known]
     skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]

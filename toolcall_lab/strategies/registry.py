@@ -20,15 +20,12 @@ control character: `check_name`).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
+from toolcall_lab._user_code import load_attribute
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.strategies.base import StrategyLike, check_name, checked
 from toolcall_lab.strategies.eager import Eager
@@ -126,32 +123,8 @@ def load(spec: str, where: str = "strategy") -> StrategyLike:
     cached = _loaded.get(spec)
     if cached is not None:
         return cached
-    module_name, _, attribute = spec.rpartition(":")
-    if not module_name or not attribute:
-        raise UsageError(f"{where}={spec!r}: use MODULE:ATTRIBUTE (e.g. mypkg.strategies:read_only_first)")
-    try:
-        if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_file():
-                raise UsageError(f"{where}={spec!r}: no such file {path}")
-            name = f"toolcall_lab_user_{abs(hash(str(path.resolve())))}"
-            module_spec = importlib.util.spec_from_file_location(name, path)
-            if module_spec is None or module_spec.loader is None:
-                raise UsageError(f"{where}={spec!r}: cannot import {path}")
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[name] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(
-            f"{where}={spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    if not hasattr(module, attribute):
-        raise UsageError(f"{where}={spec!r}: {module_name} has no attribute {attribute!r}")
-    strategy = _own_name(checked(getattr(module, attribute), f"{where}={spec!r}"), f"{where}={spec!r}")
+    found = load_attribute(spec, where, "mypkg.strategies:read_only_first")
+    strategy = _own_name(checked(found, f"{where}={spec!r}"), f"{where}={spec!r}")
     _loaded[spec] = strategy
     return strategy
 
