@@ -4,7 +4,9 @@ one-line errors for bad settings."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ def _big_trace(title: str, size: int = 1_200_000) -> Trace:
     doc["metadata"]["title"] = title
     doc["initial_messages"] = [
         *doc["initial_messages"],
-        {"role": "user", "content": "lorem ipsum {\"schema\": [1, 2]} ünïcødé " * (size // 36)},
+        {"role": "user", "content": 'lorem ipsum {"schema": [1, 2]} ünïcødé ' * (size // 36)},
     ]
     return Trace.from_dict(doc)
 
@@ -77,3 +79,133 @@ def test_files_a_folder_import_read_are_never_listed_as_left_out(tmp_path: Path)
     opened = open_source(tmp_path, "recording")
     assert opened.traces
     assert opened.left_out == ("beside.json (looks like trace)",)
+
+
+def _long_run_with_blink_calls(tool_s: float = 0.002) -> Trace:
+    """Two tool rounds on a ~35 s run, each tool call lasting `tool_s` (a real trace's 2 ms Glob)."""
+    doc = json.loads((DATA / "traces" / "two_tool_rounds.json").read_text())
+    times = [(0.0, 20.0), (20.0 + tool_s, 30.0), (30.0 + tool_s, 35.0)]
+    for r, (m0, m1) in zip(doc["rounds"], times, strict=True):
+        resp = r["response"]
+        resp["timing"] = {"source": "recorded", "note": ""}  # drawn at full strength
+        resp.update(started_at=m0, ended_at=m1, latency_s=m1 - m0, first_chunk_at=m0 + 1, ttfc_s=1.0)
+        for x in r["tool_executions"]:
+            x["timing"] = {"source": "recorded", "note": ""}
+            x.update(started_at=m1, ended_at=m1 + tool_s, duration_s=tool_s)
+    doc["outcome"]["wall_time_s"] = 35.0
+    return Trace.from_dict(doc)
+
+
+def _pixel(fig, ax, x: float, y: float) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    px, py = ax.transData.transform((x, y))
+    return tuple(int(c) for c in rgba[int(rgba.shape[0] - py), int(px), :3])  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("tool_s", [0.002, 0.034, 0.0001])
+def test_matplotlib_bars_with_a_label_never_vanish(tool_s: float) -> None:
+    """Each tool bar's own position shows its status colour, in the parallel and eager panels
+    alike, whatever sub-pixel position it falls on; its label says the true duration."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgb
+
+    from toolcall_lab import plotting
+    from toolcall_lab.notebook.theme import STATUS, secs
+
+    trace = _long_run_with_blink_calls(tool_s)
+    fig = plotting.gantt(trace, ["parallel", "eager"], show=False)
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    green = tuple(round(c * 255) for c in to_rgb(STATUS["ok"].fill))
+    panels = fig.axes[:2]
+    for ax in panels:
+        texts = [t.get_text() for t in ax.texts]
+        assert sum(secs(tool_s) in t for t in texts) == 2, texts
+        tools = [p for p in ax.patches if p.get_facecolor()[:3] == pytest.approx(to_rgb(STATUS["ok"].fill))]
+        assert len(tools) == 2
+        for patch in tools:
+            mid = patch.get_x() + patch.get_width() / 2
+            got = _pixel(fig, ax, mid, 1.0)
+            assert max(abs(a - b) for a, b in zip(got, green, strict=True)) < 40, (ax.get_title(), got)
+
+
+def _scaled(factor: float) -> Trace:
+    """two_tool_rounds with every time multiplied by `factor` (1e-4: a fast scripted run, µs)."""
+    doc = json.loads((DATA / "traces" / "two_tool_rounds.json").read_text())
+    for r in doc["rounds"]:
+        resp = r["response"]
+        for k in ("started_at", "ended_at", "first_chunk_at", "latency_s", "ttfc_s"):
+            if isinstance(resp.get(k), float):
+                resp[k] *= factor
+        for c in resp["chunks"]:
+            for k in ("at", "offset_s", "t"):
+                if isinstance(c.get(k), float):
+                    c[k] *= factor
+        for x in r["tool_executions"]:
+            for k in ("started_at", "ended_at", "duration_s"):
+                x[k] *= factor
+    doc["outcome"]["wall_time_s"] *= factor
+    return Trace.from_dict(doc)
+
+
+def test_one_time_format_never_reads_zero_for_a_real_duration() -> None:
+    from toolcall_lab.notebook.html import fmt
+    from toolcall_lab.notebook.theme import exact, secs
+
+    assert [secs(v) for v in (3.7428e-05, 0.000230563, 0.034, 0.9996, 2.5, 21.118, 4e-8, 3.55e-15)] == [
+        "37.4 µs",
+        "231 µs",
+        "34 ms",
+        "1.00 s",
+        "2.50 s",
+        "21.1 s",
+        "40 ns",
+        "0 s",
+    ]
+    assert [exact(v) for v in (3.7428e-05, 0.000230563, 4.392, 0.5, 3.55e-15, 0.0)] == [
+        "0.0000374",
+        "0.000231",
+        "4.392",
+        "0.500",
+        "0.000",
+        "0.000",
+    ]
+    assert fmt(0.000230563, "wall_time_s") == "0.000231" and fmt(1234.5, "tool_time_s") == "1,234.500"
+    assert fmt(3.55e-15, "wall_time_s") == "0.000"
+
+
+def test_sub_millisecond_runs_show_their_times_in_tables_tooltips_and_labels() -> None:
+    from toolcall_lab import plotting
+    from toolcall_lab.notebook.widgets import CompareView, TraceView
+
+    trace = _scaled(1e-4)  # model calls of 80 µs, tool calls of 20 µs
+    html = TraceView(trace).static_html()
+    table = html[html.index("the bars as a table") :]
+    cells = re.findall(r"<tr><td>\d+</td>.*?</tr>", table)
+    assert cells and all("0.000</td></tr>" not in c for c in cells)
+    durations = [re.findall(r"<td>([\d.e-]+)</td>", c)[-1] for c in cells if "never ran" not in c]
+    assert all(float(d) > 0 for d in durations), durations
+    assert "✔ ok, 0.0000200 s, 0.0000800 → 0.000100 s" in html
+    assert "0.000 → 0.000 s" not in html and "model 0 s" not in html and "model 80 µs" in html
+    assert "<td>0.000 s</td>" not in CompareView(trace, ["sequential"]).static_html()
+    fig = plotting.gantt(trace, ["sequential"], show=False)
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert labels and not any(t.endswith(" 0 s") for t in labels), labels
+
+
+def test_matplotlib_labels_say_a_failed_status_by_icon_not_colour_alone() -> None:
+    import warnings
+
+    from toolcall_lab import plotting
+    from toolcall_lab.trace_files import load
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a glyph the font cannot draw warns
+        fig = plotting.gantt(load(DATA / "traces" / "failing_and_hanging.json"), ["parallel"], show=False)
+        fig.savefig(io.BytesIO(), format="png")
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any(t.startswith("✖ flaky_api") for t in labels), labels
+    assert any(t.startswith("◔ slow_service") for t in labels), labels
+    assert any(t.startswith("get_weather") for t in labels), labels

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
 from toolcall_lab.notebook.legend import legend_entries
-from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT
+from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT, secs
 from toolcall_lab.notebook.timeline import (
     PAD,
     Axis,
@@ -44,6 +44,12 @@ STATUS_COLOURS = {name: s.fill for name, s in STATUS.items()}
 MODEL_COLOUR = MODEL.fill
 TRIP_COLOUR = TRIP.fill
 DPI = 100
+MIN_BAR_PX = 3.0
+"""The narrowest a bar is drawn (its label says its true duration): a 2 ms call on a 30 s axis stays
+visible."""
+EDGE_MIN_PX = 8.0
+"""Bars narrower than this get no white edge (an edge is drawn half outside, half over the fill, and
+would cover a thin bar's colour)."""
 
 
 def _shell() -> Any:
@@ -120,22 +126,25 @@ def draw_rounds(
                 linewidth=0.8,
             )
         else:
+            px = axis.span / plot_px  # seconds per pixel, as the layout assumed
+            shown = max(w, MIN_BAR_PX * px)
+            edged = not faint and w >= EDGE_MIN_PX * px
             ax.barh(
                 it.lane,
-                max(w, axis.span * 0.002),
-                left=it.t0,
+                shown,
+                left=min(it.t0, axis.span - shown) if w < shown else it.t0,
                 height=0.7,
                 color=it.fill,
                 alpha=(0.55 if prov == "estimated" else 0.2) if faint else 1.0,
-                edgecolor="white" if not faint else it.fill,
-                linewidth=0.8 if not faint else 1.2,
+                edgecolor="white" if edged else it.fill,
+                linewidth=0.8 if edged else (1.2 if faint else 0.0),
                 linestyle="-" if not faint else ("--" if prov == "estimated" else ":"),
             )
             if faint:  # the outline at full strength: visible whatever the fill's alpha
                 ax.barh(
                     it.lane,
-                    max(w, axis.span * 0.002),
-                    left=it.t0,
+                    shown,
+                    left=min(it.t0, axis.span - shown) if w < shown else it.t0,
                     height=0.7,
                     fill=False,
                     edgecolor=it.fill,
@@ -260,7 +269,7 @@ def gantt(
         elif "modelled chunk timing" in notes:
             noted = " · overlap modelled (chunk offsets not recorded)"
         title = (
-            f"{name}: {summary['wall_time_s']:.2f} s, {summary['upstream_calls']} model calls, "
+            f"{name}: {secs(summary['wall_time_s'])}, {summary['upstream_calls']} model calls, "
             f"{summary['client_round_trips']} client round trips{skipped}{noted}"
         )
         panels.append((title, Trace.from_run(result, trace.metadata).to_dict()["rounds"]))
