@@ -209,3 +209,61 @@ def test_matplotlib_labels_say_a_failed_status_by_icon_not_colour_alone() -> Non
     assert any(t.startswith("✖ flaky_api") for t in labels), labels
     assert any(t.startswith("◔ slow_service") for t in labels), labels
     assert any(t.startswith("get_weather") for t in labels), labels
+
+
+@pytest.mark.parametrize(
+    ("modes", "says"),
+    [
+        (["parallel", "parallel"], "two strategies share a name (['parallel', 'parallel'])"),
+        (["sequential", "parallel[cap=4]", "sequential"], "two strategies share a name"),
+        ("parallel", "give a list of modes, e.g. ['parallel'], not one string"),
+        (3, "give a list of modes, not int 3"),
+    ],
+)
+def test_compare_view_refuses_a_bad_modes_list_up_front_as_compare_does(modes, says) -> None:  # type: ignore[no-untyped-def]
+    from toolcall_lab import plotting
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.notebook.widgets import CompareView
+
+    trace = Trace.from_dict(json.loads((DATA / "traces" / "two_tool_rounds.json").read_text()))
+    for where, make in (
+        ("CompareView(modes=...)", lambda: CompareView(trace, modes)),
+        ("compare(modes=...)", lambda: compare([trace], modes)),
+        ("gantt(modes=...)", lambda: plotting.gantt(trace, modes, show=False)),
+    ):
+        with pytest.raises(UsageError) as caught:
+            make()
+        assert str(caught.value).startswith(f"{where}: {says}") and "\n" not in str(caught.value)
+    view = CompareView(trace, ["parallel"])
+    with pytest.raises(UsageError, match="share a name"):
+        view.modes = ("parallel", "parallel")
+    assert view.modes == ("parallel",)
+
+
+def test_gantt_of_a_trace_that_cannot_replay_says_why_as_compare_view_does() -> None:
+    from toolcall_lab import plotting
+    from toolcall_lab.notebook.widgets import CompareView
+
+    doc = json.loads((DATA / "traces" / "two_tool_rounds.json").read_text())
+    doc["rounds"], doc["outcome"]["wall_time_s"] = [], 0.0
+    trace = Trace.from_dict(doc)
+    fig = plotting.gantt(trace, ["sequential", "parallel"], show=False)
+    title = fig._suptitle.get_text()  # type: ignore[union-attr]
+    assert "⚠ sequential: could not be replayed: ReplayDivergenceError" in title
+    assert "⚠ parallel: could not be replayed" in title and "no run to draw" in title
+    assert "sequential: could not be replayed: ReplayDivergenceError" in CompareView(trace).summary.value
+
+
+def test_a_long_title_wraps_instead_of_widening_the_gantt() -> None:
+    from toolcall_lab import plotting
+
+    doc = json.loads((DATA / "traces" / "two_tool_rounds.json").read_text())
+    doc["metadata"]["title"] = "claude-code session " * 20
+    fig = plotting.gantt(Trace.from_dict(doc), ["parallel"], show=False)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", dpi=100)
+    from matplotlib.image import imread
+
+    buf.seek(0)
+    assert imread(buf).shape[1] <= 1.05 * 10 * 100  # the 10-inch figure, not the title's length

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import io
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,8 @@ STATUS_COLOURS = {name: s.fill for name, s in STATUS.items()}
 MODEL_COLOUR = MODEL.fill
 TRIP_COLOUR = TRIP.fill
 DPI = 100
+WRAP_CHARS = 110
+"""Titles wrap at this many characters (about the width of a 10-inch figure at 11 pt)."""
 MIN_BAR_PX = 3.0
 """The narrowest a bar is drawn (its label says its true duration): a 2 ms call on a 30 s axis stays
 visible."""
@@ -208,10 +211,13 @@ def timeline_figure(
     panels: Sequence[tuple[str, Sequence[dict[str, Any]]]],
     *,
     suptitle: str = "",
+    notes: Sequence[str] = (),
     save: str | Path | None = None,
     show: bool | None = None,
 ) -> LabFigure:
-    """Runs (title, serialized rounds) one panel each, on one shared time axis, with a legend.
+    """Runs (title, serialized rounds) one panel each, on one shared time axis, with a legend;
+    `notes` (runs that could not be drawn, and why) are printed under the title. Long titles wrap
+    (they never widen the figure); runs without rounds get no panel, and a figure with none says so.
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
@@ -224,9 +230,17 @@ def timeline_figure(
     for ax, (title, rounds) in zip(axes, panels, strict=False):
         drawn += draw_rounds(ax, rounds, title=title, end=end)
     axes[-1].set_xlabel("seconds from the start of the run", fontsize=9)
-    _legend(fig, drawn)
-    if suptitle:
-        fig.suptitle(suptitle, fontsize=11)
+    if drawn:
+        _legend(fig, drawn)
+    lines = list(notes)
+    if not panels:
+        lines.append("no rounds to draw" if not notes else "no run to draw")
+        axes[0].set_axis_off()
+    if suptitle or lines:
+        text = "\n".join(
+            [*textwrap.wrap(suptitle, WRAP_CHARS), *(w for n in lines for w in textwrap.wrap(n, WRAP_CHARS))]
+        )
+        fig.suptitle(text, fontsize=11 if not lines else 9)
     return _finish(fig, save, show)
 
 
@@ -246,16 +260,23 @@ def gantt(
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
-    from toolcall_lab.analysis import run_rows
+    from toolcall_lab.analysis import check_distinct, modes_list, run_rows
+    from toolcall_lab.exceptions import ToolcallLabError
     from toolcall_lab.strategies import Serialized, resolve
 
-    panels = []
-    for mode in modes:
-        strategy = resolve(mode)
+    modes = modes_list(modes, "gantt(modes=...)")
+    strategies = [resolve(m, "gantt(modes=...)") for m in modes]
+    check_distinct([s.name for s in strategies], "gantt(modes=...)")
+    panels, failed = [], []
+    for strategy in strategies:
         kwargs: dict[str, Any] = {"round_trip_s": round_trip_s} if isinstance(strategy, Serialized) else {}
         if concurrency is not None:
             kwargs["concurrency"] = concurrency
-        result = replay(trace, strategy, **kwargs)
+        try:
+            result = replay(trace, strategy, **kwargs)
+        except ToolcallLabError as exc:  # as CompareView: the mode says why, the others are drawn
+            failed.append(f"⚠ {strategy.name}: could not be replayed: {type(exc).__name__}: {exc}")
+            continue
         summary = run_rows(trace.metadata.title, result, trace)[0]
         name = strategy.name
         why = summary.get("not_comparable_why") or ""
@@ -276,6 +297,7 @@ def gantt(
     return timeline_figure(
         panels,
         suptitle=f"{trace.metadata.title} ({trace.metadata.origin}, replayed on the virtual clock)",
+        notes=failed,
         save=save,
         show=show,
     )

@@ -72,6 +72,10 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         concurrency: int | None = None,
         **kwargs: Any,
     ) -> None:
+        from toolcall_lab.analysis import check_distinct, modes_list
+
+        modes = modes_list(modes, "CompareView(modes=...)")
+        check_distinct([mode_name(m) for m in modes], "CompareView(modes=...)")
         self.trace = trace
         self.traces: list[Trace] = [trace] if trace is not None else []
         self._choosing = False
@@ -259,6 +263,13 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             raise
         self.results, self.rows, self.failed = results, rows, failed
         self.render()
+
+    @traitlets.validate("modes")
+    def _distinct(self, proposal: Any) -> tuple[Any, ...]:
+        from toolcall_lab.analysis import check_distinct
+
+        check_distinct([mode_name(m) for m in proposal["value"]], "CompareView.modes")
+        return tuple(proposal["value"])
 
     def render(self, _: Any = None) -> None:
         if self.trace is None:
