@@ -267,3 +267,43 @@ def test_a_long_title_wraps_instead_of_widening_the_gantt() -> None:
 
     buf.seek(0)
     assert imread(buf).shape[1] <= 1.05 * 10 * 100  # the 10-inch figure, not the title's length
+
+
+def test_corpus_export_holds_every_row_with_names_that_keep_their_distinguishing_end(tmp_path: Path) -> None:
+    from toolcall_lab.notebook.html import fmt
+    from toolcall_lab.notebook.widgets import CorpusView
+
+    base = json.loads((DATA / "traces" / "two_tool_rounds.json").read_text())
+    stem = "claude-code_v1_0_108_sonnet-4_session-5c0375b4_20calls_sidechains_parallel3x2"
+    for i in range(12):
+        base["metadata"]["title"] = f"run {i}"
+        save(Trace.from_dict(base), tmp_path / f"{stem}__agent_{i:02d}_turn01.json")
+    view = CorpusView(tmp_path, page_size=5)
+    assert len(view.comparison.runs) == 48
+    page = view.static_html()
+    rows = re.findall(r"<tr class=", page)
+    assert len(rows) == 48 and "all 48 rows" in page
+    shown = re.findall(r"<td class='tcl-left[^']*'[^>]*>([^<]*__agent_[^<]*)</td>", page)
+    assert {s[-len("agent_00_turn01.json") :] for s in shown} == {
+        f"agent_{i:02d}_turn01.json" for i in range(12)
+    }
+    assert all(len(s) <= 44 for s in shown)
+    assert fmt(1.0, "speedup_vs_sequential") == "1.00" == fmt(1.0, "efficiency")
+    assert fmt(3.0, "upstream_calls") == "3"
+
+
+def test_the_file_box_words_source_and_imported_counts_as_the_cli_does() -> None:
+    from toolcall_lab.importers import ImportReport
+    from toolcall_lab.notebook.loading import Opened, report_html
+
+    report = ImportReport(
+        kind="bfcl",
+        source="BFCL_v4_parallel.jsonl",
+        source_calls=540,
+        imported_calls=540,
+        source_model_calls=0,
+        imported_model_calls=200,
+        traces=200,
+    )
+    html = report_html(Opened(traces=[], source="BFCL_v4_parallel.jsonl", kind="bfcl", report=report))
+    assert "tool calls: 540 in the source, 540 imported; model calls: 0 in the source, 200 imported" in html

@@ -44,6 +44,10 @@ def pretty_arguments(raw: str) -> str:
         return raw
 
 
+RATIO_COLUMNS = frozenset({"efficiency", "measured_share", "overlap_ratio"})
+"""Columns of ratios: always two places (``1.00`` beside ``1.07``, never ``1``)."""
+
+
 def fmt(value: Any, column: str = "") -> str:
     """A table value as people read it: seconds to the millisecond, ratios to 2 places, no float
     noise (3.55e-15 -> 0.000), NaN as an em dash."""
@@ -58,6 +62,8 @@ def fmt(value: Any, column: str = "") -> str:
             return "∞"
         if column.endswith("_s") or column.endswith("seconds"):
             return exact(value, ",")
+        if column.startswith("speedup") or column in RATIO_COLUMNS:  # one format per column
+            return f"{value:,.2f}"
         if value.is_integer() and abs(value) < 1e15:
             return f"{int(value):,}"
         return f"{value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.3f}"

@@ -363,8 +363,8 @@ def report_html(opened: Opened) -> str:
     if r is None:
         return f"<div class='tcl-report'>✔ {e(head)}{left}</div>"
     counts = (
-        f"tool calls: {r.imported_calls} of {r.source_calls} imported; "
-        f"model calls: {r.imported_model_calls} of {r.source_model_calls}"
+        f"tool calls: {r.source_calls} in the source, {r.imported_calls} imported; "
+        f"model calls: {r.source_model_calls} in the source, {r.imported_model_calls} imported"
     )
     titles = {
         "failed": "⚠ not represented (present in the source, not in the traces)",

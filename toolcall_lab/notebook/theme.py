@@ -88,6 +88,15 @@ def exact(value: float, sep: str = "") -> str:
     return f"{value:.{places}f}" if places <= 9 else f"{value:.3g}"
 
 
+def middle(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters in the middle (``claude-code_v1_0…agent_WZQcJH44_turn01``):
+    names of one session differ at the end, which an ellipsis at the end would hide."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[: keep // 3] + "…" + text[len(text) - (keep - keep // 3) :]
+
+
 def status_style(status: str) -> StatusStyle:
     return STATUS.get(status, UNKNOWN_STATUS)
 
