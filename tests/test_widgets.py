@@ -894,7 +894,7 @@ def test_live_view_draws_each_model_call_from_its_own_times_as_a_trace_view_does
         call = result.rounds[int(index)].model_call
         assert float(t0) == pytest.approx(call.started_at, abs=1e-3)
         assert float(t1) == pytest.approx(call.ended_at, abs=1e-3)
-    said = re.findall(r"model (\d[\d.]* m?s)", visible_text(html))
+    said = re.findall(r"model (\d[\d.]* (?:ms|µs|ns|s))", visible_text(html))
     drawn = {f"model {secs(c.model_call.latency_s)}" for c in result.rounds}
     assert said and {f"model {t}" for t in said} <= drawn | {"model 0 s"}
     trace_view = TraceView(doc)

@@ -604,6 +604,22 @@ class Comparison:
         return out
 
 
+def modes_list(modes: Any, where: str) -> list[Any]:
+    """`modes` as a list, or a one-line `UsageError` (a bare string would be read letter by letter)."""
+    if isinstance(modes, str | bytes):
+        raise UsageError(f"{where}: give a list of modes, e.g. [{modes!r}], not one string")
+    try:
+        return list(modes)
+    except TypeError:
+        raise UsageError(f"{where}: give a list of modes, not {type(modes).__name__} {modes!r}") from None
+
+
+def check_distinct(names: Sequence[str], where: str) -> None:
+    """A one-line `UsageError` when two modes share a name (their rows and panels would merge)."""
+    if len(set(names)) != len(names):
+        raise UsageError(f"{where}: two strategies share a name ({list(names)}); give each its own `name`")
+
+
 def compare(
     traces: Iterable[Trace | str | Path],
     modes: Sequence[StrategySpec] = MODES,
@@ -635,11 +651,9 @@ def compare(
 
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
+    modes = modes_list(modes, "compare(modes=...)")
     names = [resolve(m, "compare(modes=...)").name for m in modes]  # bad specs fail before any replay
-    if len(set(names)) != len(names):
-        raise UsageError(
-            f"compare(modes=...): two strategies share a name ({names}); give each its own `name`"
-        )
+    check_distinct(names, "compare(modes=...)")
     settings: dict[str, Any] = {"round_trip_s": round_trip_s}
     if concurrency is not None:
         settings["concurrency"] = concurrency

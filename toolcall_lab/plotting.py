@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import io
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from matplotlib.figure import Figure
 
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
 from toolcall_lab.notebook.legend import legend_entries
-from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT
+from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT, secs
 from toolcall_lab.notebook.timeline import (
     PAD,
     Axis,
@@ -44,6 +45,14 @@ STATUS_COLOURS = {name: s.fill for name, s in STATUS.items()}
 MODEL_COLOUR = MODEL.fill
 TRIP_COLOUR = TRIP.fill
 DPI = 100
+WRAP_CHARS = 110
+"""Titles wrap at this many characters (about the width of a 10-inch figure at 11 pt)."""
+MIN_BAR_PX = 3.0
+"""The narrowest a bar is drawn (its label says its true duration): a 2 ms call on a 30 s axis stays
+visible."""
+EDGE_MIN_PX = 8.0
+"""Bars narrower than this get no white edge (an edge is drawn half outside, half over the fill, and
+would cover a thin bar's colour)."""
 
 
 def _shell() -> Any:
@@ -120,22 +129,25 @@ def draw_rounds(
                 linewidth=0.8,
             )
         else:
+            px = axis.span / plot_px  # seconds per pixel, as the layout assumed
+            shown = max(w, MIN_BAR_PX * px)
+            edged = not faint and w >= EDGE_MIN_PX * px
             ax.barh(
                 it.lane,
-                max(w, axis.span * 0.002),
-                left=it.t0,
+                shown,
+                left=min(it.t0, axis.span - shown) if w < shown else it.t0,
                 height=0.7,
                 color=it.fill,
                 alpha=(0.55 if prov == "estimated" else 0.2) if faint else 1.0,
-                edgecolor="white" if not faint else it.fill,
-                linewidth=0.8 if not faint else 1.2,
+                edgecolor="white" if edged else it.fill,
+                linewidth=0.8 if edged else (1.2 if faint else 0.0),
                 linestyle="-" if not faint else ("--" if prov == "estimated" else ":"),
             )
             if faint:  # the outline at full strength: visible whatever the fill's alpha
                 ax.barh(
                     it.lane,
-                    max(w, axis.span * 0.002),
-                    left=it.t0,
+                    shown,
+                    left=min(it.t0, axis.span - shown) if w < shown else it.t0,
                     height=0.7,
                     fill=False,
                     edgecolor=it.fill,
@@ -199,10 +211,13 @@ def timeline_figure(
     panels: Sequence[tuple[str, Sequence[dict[str, Any]]]],
     *,
     suptitle: str = "",
+    notes: Sequence[str] = (),
     save: str | Path | None = None,
     show: bool | None = None,
 ) -> LabFigure:
-    """Runs (title, serialized rounds) one panel each, on one shared time axis, with a legend.
+    """Runs (title, serialized rounds) one panel each, on one shared time axis, with a legend;
+    `notes` (runs that could not be drawn, and why) are printed under the title. Long titles wrap
+    (they never widen the figure); runs without rounds get no panel, and a figure with none says so.
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
@@ -215,9 +230,17 @@ def timeline_figure(
     for ax, (title, rounds) in zip(axes, panels, strict=False):
         drawn += draw_rounds(ax, rounds, title=title, end=end)
     axes[-1].set_xlabel("seconds from the start of the run", fontsize=9)
-    _legend(fig, drawn)
-    if suptitle:
-        fig.suptitle(suptitle, fontsize=11)
+    if drawn:
+        _legend(fig, drawn)
+    lines = list(notes)
+    if not panels:
+        lines.append("no rounds to draw" if not notes else "no run to draw")
+        axes[0].set_axis_off()
+    if suptitle or lines:
+        text = "\n".join(
+            [*textwrap.wrap(suptitle, WRAP_CHARS), *(w for n in lines for w in textwrap.wrap(n, WRAP_CHARS))]
+        )
+        fig.suptitle(text, fontsize=11 if not lines else 9)
     return _finish(fig, save, show)
 
 
@@ -237,16 +260,23 @@ def gantt(
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
-    from toolcall_lab.analysis import run_rows
+    from toolcall_lab.analysis import check_distinct, modes_list, run_rows
+    from toolcall_lab.exceptions import ToolcallLabError
     from toolcall_lab.strategies import Serialized, resolve
 
-    panels = []
-    for mode in modes:
-        strategy = resolve(mode)
+    modes = modes_list(modes, "gantt(modes=...)")
+    strategies = [resolve(m, "gantt(modes=...)") for m in modes]
+    check_distinct([s.name for s in strategies], "gantt(modes=...)")
+    panels, failed = [], []
+    for strategy in strategies:
         kwargs: dict[str, Any] = {"round_trip_s": round_trip_s} if isinstance(strategy, Serialized) else {}
         if concurrency is not None:
             kwargs["concurrency"] = concurrency
-        result = replay(trace, strategy, **kwargs)
+        try:
+            result = replay(trace, strategy, **kwargs)
+        except ToolcallLabError as exc:  # as CompareView: the mode says why, the others are drawn
+            failed.append(f"⚠ {strategy.name}: could not be replayed: {type(exc).__name__}: {exc}")
+            continue
         summary = run_rows(trace.metadata.title, result, trace)[0]
         name = strategy.name
         why = summary.get("not_comparable_why") or ""
@@ -260,13 +290,14 @@ def gantt(
         elif "modelled chunk timing" in notes:
             noted = " · overlap modelled (chunk offsets not recorded)"
         title = (
-            f"{name}: {summary['wall_time_s']:.2f} s, {summary['upstream_calls']} model calls, "
+            f"{name}: {secs(summary['wall_time_s'])}, {summary['upstream_calls']} model calls, "
             f"{summary['client_round_trips']} client round trips{skipped}{noted}"
         )
         panels.append((title, Trace.from_run(result, trace.metadata).to_dict()["rounds"]))
     return timeline_figure(
         panels,
         suptitle=f"{trace.metadata.title} ({trace.metadata.origin}, replayed on the virtual clock)",
+        notes=failed,
         save=save,
         show=show,
     )

@@ -29,8 +29,8 @@ from toolcall_lab.notebook.html import (
 )
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
-from toolcall_lab.notebook.theme import article, e
-from toolcall_lab.notebook.timeline import items_of, round_end, secs, timeline_svg
+from toolcall_lab.notebook.theme import article, e, exact, secs
+from toolcall_lab.notebook.timeline import items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
@@ -72,6 +72,10 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         concurrency: int | None = None,
         **kwargs: Any,
     ) -> None:
+        from toolcall_lab.analysis import check_distinct, modes_list
+
+        modes = modes_list(modes, "CompareView(modes=...)")
+        check_distinct([mode_name(m) for m in modes], "CompareView(modes=...)")
         self.trace = trace
         self.traces: list[Trace] = [trace] if trace is not None else []
         self._choosing = False
@@ -260,6 +264,13 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.results, self.rows, self.failed = results, rows, failed
         self.render()
 
+    @traitlets.validate("modes")
+    def _distinct(self, proposal: Any) -> tuple[Any, ...]:
+        from toolcall_lab.analysis import check_distinct
+
+        check_distinct([mode_name(m) for m in proposal["value"]], "CompareView.modes")
+        return tuple(proposal["value"])
+
     def render(self, _: Any = None) -> None:
         if self.trace is None:
             return
@@ -293,7 +304,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             warn += "".join(f" · note: {n}" for n in notes)
             blocks.append(
                 f"<div class='tcl-mode' data-mode='{e(mode)}'><b>{e(mode)}</b> <span class='tcl-muted'>"
-                f"{doc['outcome']['wall_time_s']:.3f} s · {row['upstream_calls']} model calls · "
+                f"{exact(doc['outcome']['wall_time_s'])} s · {row['upstream_calls']} model calls · "
                 f"{row['client_round_trips']} client round trips{e(warn)}</span>"
                 + timeline_svg(
                     doc["rounds"],

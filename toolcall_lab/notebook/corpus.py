@@ -14,7 +14,7 @@ import traitlets
 from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
 from toolcall_lab.notebook.html import comparable, fmt, table_html
-from toolcall_lab.notebook.theme import e
+from toolcall_lab.notebook.theme import e, middle
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
@@ -225,7 +225,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.table.value = wrap(
             f"<div class='tcl-muted'>{len(runs)} rows, sorted by {e(self.sort_by)} {arrow}, page {page} of "
             f"{pages}; every column compare returned</div>"
-            + table_html(records, columns, index=list(shown.index), labels={"trace": self.short})
+            + table_html(records, columns, index=list(shown.index), labels=self._labels())
         )
         self.row_box.max = max(int(self.comparison.runs.index.max()), 0) if len(self.comparison.runs) else 0
         self.picker.options = [
@@ -252,6 +252,14 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         if self.base is not None and path.is_relative_to(self.base):
             return str(path.relative_to(self.base))
         return path.name if path.suffix == ".json" else text
+
+    def cell(self, trace: Any) -> str:
+        """`short`, cut in the middle when long: the end (``__agent_WZQcJH44_turn01``) is what tells
+        traces of one session apart."""
+        return middle(self.short(trace), 44)
+
+    def _labels(self) -> dict[str, Any]:
+        return {"trace": self.cell, "title": lambda t: middle(str(t), 44) if isinstance(t, str) else fmt(t)}
 
     def _load_folder(self, *, again: bool = True) -> None:
         text = str(self.folder.value).strip()
@@ -324,4 +332,18 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         return []
 
     def static_html(self) -> str:
-        return wrap(self.message.value + self.table.value + self.problems.value)
+        """The static copy (and `save_html`): every row of the table as sorted and filtered, not
+        only the page on screen (a page has no buttons to reach the others)."""
+        if self.comparison is None:
+            return wrap(self.message.value + self.table.value + self.problems.value)
+        runs = self.rows()
+        columns = [c for c in PREFERRED if c in runs] + [c for c in runs.columns if c not in PREFERRED]
+        arrow = "▼" if self.descending else "▲"
+        table = wrap(
+            f"<div class='tcl-muted'>all {len(runs)} rows, sorted by {e(self.sort_by)} {arrow}; every "
+            "column compare returned</div>"
+            + table_html(
+                runs.to_dict("records"), columns, index=list(runs.index), labels={"trace": self.cell}
+            )
+        )
+        return wrap(self.message.value + table + self.problems.value)

@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, article, e, status_badge, status_style
-from toolcall_lab.notebook.timeline import paired, round_end, secs, timeline_svg, ttfc_text
+from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, article, e, exact, secs, status_badge, status_style
+from toolcall_lab.notebook.timeline import paired, round_end, timeline_svg, ttfc_text
 
 __all__ = [
     "CSS",
@@ -44,6 +44,10 @@ def pretty_arguments(raw: str) -> str:
         return raw
 
 
+RATIO_COLUMNS = frozenset({"efficiency", "measured_share", "overlap_ratio"})
+"""Columns of ratios: always two places (``1.00`` beside ``1.07``, never ``1``)."""
+
+
 def fmt(value: Any, column: str = "") -> str:
     """A table value as people read it: seconds to the millisecond, ratios to 2 places, no float
     noise (3.55e-15 -> 0.000), NaN as an em dash."""
@@ -57,7 +61,9 @@ def fmt(value: Any, column: str = "") -> str:
         if math.isinf(value):
             return "∞"
         if column.endswith("_s") or column.endswith("seconds"):
-            return f"{value:,.3f}"
+            return exact(value, ",")
+        if column.startswith("speedup") or column in RATIO_COLUMNS:  # one format per column
+            return f"{value:,.2f}"
         if value.is_integer() and abs(value) < 1e15:
             return f"{int(value):,}"
         return f"{value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.3f}"
@@ -113,8 +119,8 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
     colour = status_style(status).fill
     ran = execution is not None and status != "skipped"
     times = (
-        f"{secs(execution['duration_s'])} <span class='tcl-muted'>({execution['started_at']:.3f} → "
-        f"{execution['ended_at']:.3f} s)</span>"
+        f"{secs(execution['duration_s'])} <span class='tcl-muted'>({exact(execution['started_at'])} → "
+        f"{exact(execution['ended_at'])} s)</span>"
         if ran and execution
         else ""
     )
@@ -404,7 +410,7 @@ def header_html(doc: dict[str, Any]) -> str:
         + (f" via {e(meta['provider'])}" if meta.get("provider") else ""),
         f"mode <b>{e(', '.join(modes) or meta.get('mode') or '?')}</b>",
         f"<b>{len(rounds)}</b> rounds, <b>{n_calls}</b> calls",
-        f"wall <b>{outcome['wall_time_s']:.3f} s</b>",
+        f"wall <b>{exact(outcome['wall_time_s'])} s</b>",
         f"outcome <b>{'⚠ ' if bad else '✔ '}{e(status)}</b>",
         e(timing_summary(doc)),
     ]
@@ -535,11 +541,11 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
         )
         if state and r.get("reason") and f"({r.get('reason')})" not in (why or ""):
             notes.append(f"<li><b>{e(r['mode'])}</b>: the run ended {e(state)}</li>")
-        stream = f"<td>{r.get('stream_overlap_s', 0.0):.3f} s</td>" if streamed else ""
+        stream = f"<td>{exact(r.get('stream_overlap_s', 0.0))} s</td>" if streamed else ""
         body.append(
             f"<tr class='{'tcl-nc' if why else ''}'><td class='tcl-left'>{mode}</td>"
-            f"<td>{r['wall_time_s']:.3f} s</td><td>{speed}</td><td>{r['upstream_calls']}</td>"
-            f"<td>{r['client_round_trips']}</td><td>{r['tool_time_s']:.3f} s</td>{stream}"
+            f"<td>{exact(r['wall_time_s'])} s</td><td>{speed}</td><td>{r['upstream_calls']}</td>"
+            f"<td>{r['client_round_trips']}</td><td>{exact(r['tool_time_s'])} s</td>{stream}"
             f"<td>{r['failures']}</td><td>{r['skipped']}</td></tr>"
         )
     listed = f"<ul class='tcl-notes'>{''.join(notes)}</ul>" if notes else ""

@@ -14,6 +14,7 @@ from toolcall_lab.notebook.theme import (
     TRIP,
     WAIT,
     e,
+    exact,
     status_style,
 )
 
@@ -85,7 +86,7 @@ def bars_table(items: Sequence[Item], names: Sequence[tuple[str, str]], *, open_
         + (
             "<td>—</td><td>—</td><td>—</td><td class='tcl-left'>never ran</td>"
             if it.kind == "skipped"
-            else f"<td>{it.t0:.3f}</td><td>{it.t1:.3f}</td><td>{it.t1 - it.t0:.3f}</td>"
+            else f"<td>{exact(it.t0)}</td><td>{exact(it.t1)}</td><td>{exact(it.t1 - it.t0)}</td>"
             f"<td class='tcl-left'>{e(it.provenance)}</td>"
         )
         + "</tr>"

@@ -12,6 +12,7 @@ with file and line), so a view never says "opened" when something was lost. Ever
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ DETECT = "detect"
 ACCEPT = ".json,.jsonl,.sse,.yaml,.yml,.traj"
 """File kinds the upload buttons offer."""
 HEAD_BYTES = 256 * 1024
+TRACE_KEYS = frozenset({"schema_version", "metadata", "tools", "initial_messages", "outcome", "rounds"})
+"""The top-level keys of a trace file (written sorted, so ``rounds`` comes before ``schema_version``)."""
 
 
 def kinds() -> list[tuple[str, str]]:
@@ -111,14 +114,69 @@ def _sniff_json(head: str) -> list[str]:
     return [*found, "recording"]
 
 
+def _top_level_keys(text: str) -> tuple[list[str], bool]:
+    """The keys of the JSON object `text` starts with, in order, as far as `text` holds them whole,
+    and whether the object was read to its end. Values are skipped by the C JSON scanner, so a
+    multi-megabyte value costs one fast parse, not a Python loop; stops at the first key that is not
+    a trace key (only trace detection needs more than the head)."""
+    decoder = json.JSONDecoder()
+    ws = re.compile(r"\s*")
+    keys: list[str] = []
+    i = ws.match(text).end()  # type: ignore[union-attr]
+    if text[i : i + 1] != "{":
+        return keys, True
+    i += 1
+    try:
+        while True:
+            i = ws.match(text, i).end()  # type: ignore[union-attr]
+            if text[i : i + 1] == "}":
+                return keys, True
+            if text[i : i + 1] != '"':
+                return keys, True  # not JSON: the importers say what is wrong
+            key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+            i = ws.match(text, i).end()  # type: ignore[union-attr]
+            if text[i : i + 1] != ":":
+                return keys, i >= len(text)
+            i = ws.match(text, i + 1).end()  # type: ignore[union-attr]
+            _, i = decoder.raw_decode(text, i)
+            keys.append(key)
+            if key not in TRACE_KEYS:
+                return keys, True
+            i = ws.match(text, i).end()  # type: ignore[union-attr]
+            if text[i : i + 1] == ",":
+                i += 1
+            elif text[i : i + 1] == "}":
+                return keys, True
+            else:
+                return keys, i >= len(text)
+    except (json.JSONDecodeError, ValueError):
+        return keys, False
+
+
+def _is_trace(p: Path, head: str, whole: bool) -> bool:
+    """Whether `p` is a trace file, judged by its top-level keys (``schema_version`` and ``rounds``,
+    nothing a trace does not have). A trace's keys are written sorted, so ``schema_version`` follows
+    the rounds: when the head ends inside a trace-like object, the whole file is read."""
+    keys, done = _top_level_keys(head)
+    if not done and not whole and set(keys) <= TRACE_KEYS:
+        text = p.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff")
+        keys, done = _top_level_keys(text)
+    return {"schema_version", "rounds"} <= set(keys) and set(keys) <= TRACE_KEYS
+
+
 def detect(path: str | Path) -> list[str]:
-    """Kinds that could read `path`, most likely first (a bounded look at the content: the first
-    256 KB; the file name's ending only where the content cannot tell)."""
+    """Kinds that could read `path`, most likely first (a look at the content: the first 256 KB, and
+    the top-level keys of a JSON object that may be a trace, however long; the file name's ending
+    only where the content cannot tell)."""
     p = Path(path)
     if p.is_dir():
         return _detect_folder(p)
     with p.open("rb") as fh:
-        head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+        raw = fh.read(HEAD_BYTES)
+        whole = not fh.read(1)
+    head = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if head.lstrip()[:1] == "{" and _is_trace(p, head, whole):
+        return [TRACE, *[k for k in _sniff_json(head) if k != TRACE]]
     name = p.name.lower()
     if name.endswith((".sse", ".yaml", ".yml", ".chunks.jsonl")):
         return ["recording"]
@@ -136,17 +194,51 @@ def detect(path: str | Path) -> list[str]:
     return _sniff_json(head)
 
 
-def _folder_kinds(folder: Path) -> dict[Path, str]:
-    """The likeliest kind of each file of a folder (the first 200, hidden files aside)."""
+def _folder_files(folder: Path) -> list[Path]:
+    """The files of a folder a view could read (the first 200, hidden and empty files aside)."""
     files = sorted(f for f in folder.rglob("*") if f.is_file() and not f.name.startswith("."))[:200]
-    return {f: detect(f)[0] for f in files if f.stat().st_size}
+    return [f for f in files if f.stat().st_size]
 
 
 def _detect_folder(folder: Path) -> list[str]:
-    votes = Counter(_folder_kinds(folder).values())
+    """The kinds of a folder's files by vote; files of an ending no kind reads (``import_report.txt``)
+    vote only when nothing else does."""
+    files = _folder_files(folder)
+    readable = [f for f in files if f.suffix.lower() in ACCEPT.split(",")] or files
+    votes = Counter(detect(f)[0] for f in readable)
     if not votes:
         raise TraceError(f"{folder}: a folder with no readable files")
     return [k for k, _ in votes.most_common()]
+
+
+def _loaded_files(folder: Path, opened: Opened) -> set[Path]:
+    """The files of `folder` that `opened` holds traces from: every trace file for kind ``trace``,
+    else the files the imported traces name as their source."""
+    from toolcall_lab.trace_files import iter_trace_paths
+
+    if opened.kind == TRACE:
+        return {f.resolve() for f in iter_trace_paths([folder])}
+    sources = (t.metadata.source for t in opened.traces)
+    return {Path(s.split("#", 1)[0]).resolve() for s in sources if s}
+
+
+def _left_out(folder: Path, opened: Opened) -> tuple[str, ...]:
+    """Every file of `folder` that `opened` holds nothing from, with what it looks like: a file that
+    was read is never listed."""
+    from toolcall_lab.importers._files import looks_like
+
+    loaded = _loaded_files(folder, opened)
+    out = []
+    for f in _folder_files(folder):
+        if f.resolve() in loaded:
+            continue
+        first = detect(f)[0]
+        kind = TRACE if first == TRACE else looks_like(f)
+        if kind == opened.kind:
+            continue  # read by the importer, with nothing in it to import (its report says so)
+        what = f"looks like {kind}" if kind else "not read: no kind recognises it"
+        out.append(f"{f.relative_to(folder)} ({what})")
+    return tuple(out)
 
 
 def _short(message: str, p: Path) -> str:
@@ -212,17 +304,12 @@ def open_source(path: str | Path, kind: str = DETECT) -> Opened:
             continue
         if opened.traces or (opened.report is not None and opened.report.source_calls):
             if p.is_dir():
-                others = tuple(
-                    f"{f.relative_to(p)} (looks like {k})"
-                    for f, k in _folder_kinds(p).items()
-                    if k != candidate
-                )
                 opened = Opened(
                     traces=opened.traces,
                     source=opened.source,
                     kind=opened.kind,
                     report=opened.report,
-                    left_out=others,
+                    left_out=_left_out(p, opened),
                 )
             return opened
         tried.append(f"as {candidate}: no traces in it")
@@ -269,15 +356,15 @@ def report_html(opened: Opened) -> str:
         shown = "".join(f"<li>{e(x)}</li>" for x in opened.left_out[:50])
         more = f"<li>… and {len(opened.left_out) - 50} more</li>" if len(opened.left_out) > 50 else ""
         left = (
-            f"<div class='tcl-warn'>⚠ {len(opened.left_out)} file(s) of the folder look like another kind "
-            f"than {e(opened.kind)}, whose importer reads only its own files: open them on their own (or "
-            f"choose their kind):</div><ul>{shown}{more}</ul>"
+            f"<div class='tcl-warn'>⚠ {len(opened.left_out)} file(s) of the folder were not read as "
+            f"{e(opened.kind)} (nothing from them is shown): open them on their own, or choose their "
+            f"kind:</div><ul>{shown}{more}</ul>"
         )
     if r is None:
         return f"<div class='tcl-report'>✔ {e(head)}{left}</div>"
     counts = (
-        f"tool calls: {r.imported_calls} of {r.source_calls} imported; "
-        f"model calls: {r.imported_model_calls} of {r.source_model_calls}"
+        f"tool calls: {r.source_calls} in the source, {r.imported_calls} imported; "
+        f"model calls: {r.source_model_calls} in the source, {r.imported_model_calls} imported"
     )
     titles = {
         "failed": "⚠ not represented (present in the source, not in the traces)",

@@ -11,6 +11,7 @@ high-contrast themes all read (tests/test_widgets.py checks the numbers).
 from __future__ import annotations
 
 import html
+import math
 from typing import Any, NamedTuple
 
 
@@ -52,6 +53,48 @@ ORIGIN_NOTE = {
     "scripted": "a scripted model (no live model; each number says where it comes from)",
     "replayed": "a replay of a trace under some mode (each number says where it comes from)",
 }
+
+
+NOISE_S = 1e-9
+"""Seconds below this are float noise (3.55e-15 from a subtraction), not a duration: shown as 0."""
+
+
+def secs(value: float) -> str:
+    """Seconds as people read them, for labels and headers: about 3 significant places in the unit
+    that fits (``2.41 s``, ``34 ms``, ``37 µs``), so a non-zero duration never reads ``0 s``; float
+    noise such as 3.55e-15 does."""
+    v = abs(value)
+    if v < NOISE_S:
+        return "0 s"
+    if v < 0.0009995:
+        return f"{value * 1e6:.3g} µs" if v >= 0.9995e-6 else f"{value * 1e9:.3g} ns"
+    if v < 0.995:
+        return f"{value * 1000:.0f} ms"
+    if v < 10:
+        return f"{value:.2f} s"
+    return f"{value:.1f} s"
+
+
+def exact(value: float, sep: str = "") -> str:
+    """Seconds for tooltips and "exact times" tables: to the millisecond (``4.392``), and with as
+    many places as it takes to keep 3 significant digits below that (``0.000231``, ``3.74e-08``),
+    so a non-zero time never reads ``0.000``; float noise does. `sep`: ``","`` for thousands."""
+    v = abs(value)
+    if v < NOISE_S:
+        return "0.000"
+    if v >= 0.1:
+        return f"{value:{sep}.3f}"
+    places = 2 - math.floor(math.log10(v))
+    return f"{value:.{places}f}" if places <= 9 else f"{value:.3g}"
+
+
+def middle(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters in the middle (``claude-code_v1_0…agent_WZQcJH44_turn01``):
+    names of one session differ at the end, which an ellipsis at the end would hide."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[: keep // 3] + "…" + text[len(text) - (keep - keep // 3) :]
 
 
 def status_style(status: str) -> StatusStyle:

@@ -28,6 +28,8 @@ from toolcall_lab.notebook.theme import (
     TRIP,
     WAIT,
     e,
+    exact,
+    secs,
     status_style,
 )
 
@@ -76,15 +78,6 @@ def _prov_note(block: dict[str, Any] | None) -> str:
     return f"; {PROVENANCE_NOTE.get(source, source)}" + (f" ({note})" if note else "")
 
 
-def secs(value: float) -> str:
-    """Seconds as people read them: 3 significant places, never float noise like 3.55e-15."""
-    if abs(value) < 0.0005:
-        return "0 s"
-    if abs(value) < 10:
-        return f"{value:.2f} s" if abs(value) >= 0.995 else f"{value * 1000:.0f} ms"
-    return f"{value:.1f} s"
-
-
 def ttfc_text(response: dict[str, Any]) -> str | None:
     """Time to first chunk, only where the chunks' arrival was recorded (a spread or a whole
     response would make it the latency or a placeholder), with what it rests on."""
@@ -92,7 +85,7 @@ def ttfc_text(response: dict[str, Any]) -> str | None:
     if not isinstance(ttfc, int | float) or response.get("chunk_timing") != "recorded":
         return None
     source, _ = _timing(response)
-    return f"first chunk after {ttfc:.3f} s" + (f" ({source} timing)" if source != "recorded" else "")
+    return f"first chunk after {exact(ttfc)} s" + (f" ({source} timing)" if source != "recorded" else "")
 
 
 def paired(r: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any], dict[str, Any] | None]]:
@@ -136,8 +129,8 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                 on_fill=MODEL.on_fill,
                 label=f"model {secs(latency)}",
                 short=secs(latency),
-                tip=f"round {index} model call ({kind}): {latency:.3f} s, "
-                f"{resp['started_at']:.3f} → {resp['ended_at']:.3f} s"
+                tip=f"round {index} model call ({kind}): {exact(latency)} s, "
+                f"{exact(resp['started_at'])} → {exact(resp['ended_at'])} s"
                 + (f"; {first}" if first else "")
                 + _prov_note(resp),
                 round_index=index,
@@ -158,8 +151,8 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                     label="",
                     short="",
                     tip=f"client round trip handing out {trip['tool_call_id']} (position "
-                    f"{trip['position'] + 1}): {dur:.3f} s, {trip['started_at']:.3f} → "
-                    f"{trip['ended_at']:.3f} s" + _prov_note(trip),
+                    f"{trip['position'] + 1}): {exact(dur)} s, {exact(trip['started_at'])} → "
+                    f"{exact(trip['ended_at'])} s" + _prov_note(trip),
                     round_index=index,
                     provenance=_timing(trip)[0],
                     what="client round trip",
@@ -202,8 +195,8 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                         on_fill="",
                         label="",
                         short="",
-                        tip=f"{name} ({call['tool_call_id']}) waited {x['started_at'] - queued:.3f} s "
-                        f"for a slot, {queued:.3f} → {x['started_at']:.3f} s",
+                        tip=f"{name} ({call['tool_call_id']}) waited {exact(x['started_at'] - queued)} s "
+                        f"for a slot, {exact(queued)} → {exact(x['started_at'])} s",
                         round_index=index,
                         provenance=_timing(x)[0],
                         what=name,
@@ -219,10 +212,10 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                     kind="tool",
                     fill=st.fill,
                     on_fill=st.on_fill,
-                    label=f"{name} {secs(dur)}",
+                    label=f"{name} {secs(dur)}" if x["status"] == "ok" else f"{st.icon} {name} {secs(dur)}",
                     short=secs(dur),
-                    tip=f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {dur:.3f} s, "
-                    f"{x['started_at']:.3f} → {x['ended_at']:.3f} s" + _prov_note(x),
+                    tip=f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {exact(dur)} s, "
+                    f"{exact(x['started_at'])} → {exact(x['ended_at'])} s" + _prov_note(x),
                     round_index=index,
                     provenance=_timing(x)[0],
                     status=x["status"],
@@ -603,7 +596,7 @@ def _band(rounds: Sequence[dict[str, Any]], highlight: int | None, axis: Axis, h
     x, w = axis.box(t0, t1, 2)
     return (
         f"<rect class='tcl-band' x='{x}' y='0' width='{w}' height='{height}'>"
-        f"<title>round {highlight}: {t0:.3f} → {t1:.3f} s</title></rect>"
+        f"<title>round {highlight}: {exact(t0)} → {exact(t1)} s</title></rect>"
     )
 
 
@@ -664,7 +657,9 @@ def timeline_svg(
     names = lane_names(rounds, n_lanes)
     lanes = "".join(f"<div class='tcl-lane' title='{e(tip)}'>{e(name)}</div>" for name, tip in names)
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
-    summary = title or f"Timeline of {len(rounds)} round(s), {n_calls} tool call(s), {t0:.2f} to {t1:.2f} s"
+    summary = title or (
+        f"Timeline of {len(rounds)} round(s), {n_calls} tool call(s), {exact(t0)} to {exact(t1)} s"
+    )
     widths = [float(min_px)] + [float(w) for w in RANGES[1:] if w > min_px]
     widths += [widths[-1]] * (len(RANGES) - len(widths))  # ranges narrower than min_px use min_px
     svg = (

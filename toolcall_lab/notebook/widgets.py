@@ -43,8 +43,8 @@ from toolcall_lab.notebook.html import (
 )
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, stepper_html
-from toolcall_lab.notebook.theme import e
-from toolcall_lab.notebook.timeline import round_end, secs, timeline_svg
+from toolcall_lab.notebook.theme import e, secs
+from toolcall_lab.notebook.timeline import round_end, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
 
