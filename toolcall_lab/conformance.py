@@ -169,9 +169,10 @@ def _check_response(number: int, got: ParsedResponse, want: dict[str, Any]) -> l
                     f"response {number}: call {call.index} {key} {getattr(call, key)!r}, expected {value!r}"
                 )
     kinds = {f.kind for f in got.findings}
-    for kind in want.get("findings", []):
-        if kind not in kinds:
-            problems.append(f"response {number}: finding {kind!r} missing (got {sorted(kinds)})")
+    got_kinds = sorted(f.kind for f in got.findings)
+    want_kinds = sorted(want.get("findings", []))
+    if got_kinds != want_kinds:  # the exact multiset: a false finding fails as a missing one does
+        problems.append(f"response {number}: findings {got_kinds}, expected exactly {want_kinds}")
     for kind in want.get("absent", []):
         if kind in kinds:
             problems.append(f"response {number}: finding {kind!r} must not be reported")

@@ -145,8 +145,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "id_changed": KindInfo(
         "warning",
-        "Continuation deltas of one call carry other ids (LM Studio sends a new id on every fragment); "
-        "the first id is kept.",
+        "Continuation deltas of one call carry other ids (LM Studio sends a new id on every fragment), "
+        "or a later form of a Responses item (`output_item.done`, `response.completed`) gives it another "
+        "`call_id`; the first id is kept (answer the call under it, or check the provider's record).",
         "call 0: 40 later deltas carried other ids (first 'call_x'); kept 'call_a'",
     ),
     "repeated_header": KindInfo(
@@ -170,8 +171,10 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "name_changed": KindInfo(
         "warning",
-        "A later event names a call differently; the first name is kept.",
-        "call 1: name changed from 'f' to 'g'; kept the first",
+        "A later form of a Responses item (`output_item.done`, the `response.completed` output) names "
+        "a call differently than its announcement; the first name is kept (the one announced).",
+        "call call_1 (item 'fc_1'): response.completed names it 'beta', it was announced as 'alpha'; "
+        "kept the first",
     ),
     "late_name": KindInfo(
         "warning",
@@ -209,8 +212,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "missing_name": KindInfo(
         "error",
-        "A call without a function name.",
-        "call call_0_0 has no function name",
+        "A call without a function name: it cannot be run, so it is marked incomplete (its arguments "
+        "are kept).",
+        "call call_0_0 has no function name; marked incomplete and will not be executed",
     ),
     "double_encoded_arguments": KindInfo(
         "warning",
@@ -295,8 +299,11 @@ FINDING_KINDS: dict[str, KindInfo] = {
     # -- Anthropic and Responses events -----------------------------------------------------------
     "orphan_delta": KindInfo(
         "warning",
-        "An arguments delta for a block or item never announced (with no id to recover it); skipped.",
-        "chunk 5: input_json_delta for unknown block 3; skipped",
+        "An arguments delta for a block or item never announced (with no id to recover it). Responses: "
+        "the deltas (and a `.done`) are kept as a call without name or id, incomplete, never run; "
+        "Anthropic: skipped, the characters counted.",
+        "chunk 5: 3 arguments delta(s) for item 'fc_x', which was never announced; kept as call 1 "
+        "without name or id (incomplete, never run)",
     ),
     "recovered_delta": KindInfo(
         "info",

@@ -287,7 +287,10 @@ case(
     "JSON.stringify emits them)",
     expect={
         "responses": [
-            {"calls": [call("call_t1", "echo", '{"text":"\ud83d"}')], "findings": ["lone_surrogate"]}
+            {
+                "calls": [call("call_t1", "echo", '{"text":"\ud83d"}')],
+                "findings": ["lone_surrogate", "lone_surrogate"],
+            }
         ]
     },
 )
@@ -314,7 +317,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_t2", "react", '{"emoji":"\U0001f600"}')],
-                "findings": ["split_surrogate_pair"],
+                "findings": ["split_surrogate_pair", "split_surrogate_pair"],
             }
         ]
     },
@@ -344,7 +347,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "Provider disconnected unexpectedly",
             }
         ],
@@ -364,7 +367,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "the request exceeds the available context size",
             }
         ],
@@ -385,6 +388,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "Tool call validation failed",
             }
         ],
@@ -402,6 +406,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "upstream timed out",
             }
         ]
@@ -429,6 +434,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "The server had an error while processing your request",
             }
         ]
@@ -445,6 +451,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "finish_reason 'error'",
             }
         ]
@@ -477,7 +484,7 @@ case(
     category="provider-errors",
     provider="OpenRouter",
     models="https://openrouter.ai/docs/api-reference/errors (error body with the HTTP status)",
-    expect={"responses": [{"calls": [], "error": "Insufficient credits"}]},
+    expect={"responses": [{"calls": [], "findings": ["provider_error"], "error": "Insufficient credits"}]},
 )
 case(
     "errors/vllm_error_object.json",
@@ -494,7 +501,11 @@ case(
     category="provider-errors",
     provider="vLLM",
     models="https://github.com/vllm-project/vllm (entrypoints/openai ErrorResponse)",
-    expect={"responses": [{"calls": [], "error": "maximum context length is 8192 tokens"}]},
+    expect={
+        "responses": [
+            {"calls": [], "findings": ["provider_error"], "error": "maximum context length is 8192 tokens"}
+        ]
+    },
 )
 case(
     "errors/json_lines_in_sse_file.sse",
@@ -509,6 +520,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "stream aborted",
             }
         ]
@@ -549,7 +561,7 @@ case(
                     call("toolu_done", "get_time", '{"tz":"UTC"}'),
                     call("toolu_cut", "get_weather", '{"city": "Pa', complete=False),
                 ],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "Overloaded",
             }
         ],
@@ -609,7 +621,10 @@ case(
     models="https://platform.openai.com/docs/api-reference/chat/object (message.function_call, deprecated)",
     expect={
         "responses": [
-            {"calls": [call("fallback", "get_weather", WEATHER)], "findings": ["legacy_function_call"]}
+            {
+                "calls": [call("fallback", "get_weather", WEATHER)],
+                "findings": ["legacy_function_call", "missing_id"],
+            }
         ]
     },
 )
@@ -636,7 +651,7 @@ case(
                     call("call_b", "file_write", '{"filePath":"world.py","content":"print(2)"}'),
                     call("call_c", "list_dir", '{"path":"."}'),
                 ],
-                "findings": ["index_reused"],
+                "findings": ["index_reused", "index_reused"],
                 "absent": ["invalid_arguments", "id_changed"],
             }
         ]
@@ -842,7 +857,7 @@ case(
                     call("gSIMJ1", "get_weather", WEATHER),
                     call("gSIMJ2", "get_weather", '{"city":"Rome"}'),
                 ],
-                "findings": ["missing_index"],
+                "findings": ["missing_index", "missing_index"],
             }
         ]
     },
@@ -889,7 +904,7 @@ case(
                     call("fallback", "get_weather", WEATHER),
                     call("fallback", "get_weather", '{"city":"Rome"}'),
                 ],
-                "findings": ["empty_id", "missing_index"],
+                "findings": ["empty_id", "empty_id", "missing_index", "missing_index"],
             }
         ]
     },
@@ -959,7 +974,7 @@ case(
                     call("fallback", "get_weather", WEATHER),
                     call("fallback", "get_weather", '{"city":"Rome"}'),
                 ],
-                "findings": ["index_reused", "missing_id"],
+                "findings": ["index_reused", "missing_id", "missing_id"],
                 "absent": ["invalid_arguments"],
             }
         ]
@@ -1061,6 +1076,7 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_conf2", "save_note", '{"text": "sunny"}')],
+                "findings": ["server_tool_call"],
                 "server_calls": [
                     {"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}
                 ],
@@ -1101,6 +1117,7 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_conf4", "get_weather", WEATHER)],
+                "findings": ["server_tool_call"],
                 "server_calls": [
                     {"id": "srvtoolu_conf3", "name": "web_search", "result_type": "web_search_tool_result"}
                 ],
@@ -1255,7 +1272,7 @@ case(
                     call("call_r1", "get_weather", WEATHER),
                     call("call_r2", "get_time", '{"tz":"CET"}'),
                 ],
-                "findings": ["recovered_from_completed"],
+                "findings": ["arguments_mismatch", "recovered_from_completed"],
             }
         ]
     },
@@ -1348,7 +1365,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_r1", "get_weather", '{"city":"Pa', complete=False)],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "The model failed to generate a response",
             }
         ],
@@ -1373,7 +1390,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_r1", "get_weather", '{"city":"Pa', complete=False)],
-                "findings": ["incomplete_response", "incomplete_arguments"],
+                "findings": ["incomplete_arguments", "incomplete_response", "not_in_completed"],
             }
         ]
     },
@@ -1396,7 +1413,11 @@ case(
     category="responses",
     provider="OpenAI Responses API",
     models="https://platform.openai.com/docs/api-reference/responses-streaming/error",
-    expect={"responses": [{"calls": [], "error": "Rate limit exceeded while streaming"}]},
+    expect={
+        "responses": [
+            {"calls": [], "findings": ["provider_error"], "error": "Rate limit exceeded while streaming"}
+        ]
+    },
 )
 case(
     "responses/web_search_call_server_item.sse",
@@ -1443,6 +1464,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_r1", "get_weather", WEATHER)],
+                "findings": ["server_tool_call"],
                 "server_calls": [{"id": "ws_1", "name": "web_search", "result_type": "web_search_call"}],
             }
         ]
@@ -1537,7 +1559,7 @@ case(
     models="https://platform.openai.com/docs/guides/rate-limits",
     expect={
         "responses": [
-            {"calls": [], "error": "Rate limit reached"},
+            {"calls": [], "findings": ["provider_error"], "error": "Rate limit reached"},
             {"calls": [call("call_w1", "get_weather", WEATHER)]},
         ],
         "raises": {"type": "ProviderStreamError", "message": "Rate limit reached"},
@@ -1581,7 +1603,12 @@ case(
     provider="hand-saved stream transcripts (curl output pasted into a .chunks.jsonl)",
     models="https://github.com/maximhq/bifrost/pull/5262 (JSON outside SSE framing must not be dropped)",
     expect={
-        "responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_raw_json"]}]
+        "responses": [
+            {
+                "calls": [call("call_w1", "get_weather", WEATHER)],
+                "findings": ["sse_raw_json", "sse_raw_json", "sse_raw_json", "sse_raw_json", "sse_raw_json"],
+            }
+        ]
     },
 )
 case(
@@ -1614,7 +1641,7 @@ case(
             {
                 "calls": [call("call_o1", "get_weather", '{"city":', complete=False)],
                 "error": "Upstream provider returned 502",
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
             }
         ],
         "raises": {"type": "ProviderStreamError", "message": "Upstream provider returned 502"},
@@ -2308,7 +2335,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_px1", "", '{"slug":"maps","q":"Pa"}', complete=False)],
-                "findings": ["unknown_call_type"],
+                "findings": ["missing_name", "unknown_call_type"],
             }
         ]
     },

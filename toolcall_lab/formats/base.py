@@ -506,7 +506,7 @@ class PendingCall:
             findings.append(
                 finding(
                     "missing_name",
-                    f"call {tool_call_id} has no function name",
+                    f"call {tool_call_id} has no function name; marked incomplete and will not be executed",
                     tool_call_id=tool_call_id,
                     **where,
                 )
@@ -555,7 +555,8 @@ class PendingCall:
             )
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
-            complete = not failed and ended  # free-form text: nothing but the item's end says it is whole
+            complete = not failed and ended and bool(name)  # free-form text: only the item's end says
+            # it is whole
             findings.append(
                 finding(
                     "custom_tool_call",
@@ -597,7 +598,7 @@ class PendingCall:
                     **where,
                 )
             )
-        complete = not failed
+        complete = not failed and bool(name)  # a call without a name cannot be run
         cut_short = not ended or finish_reason == "length"
         if type(outcome) is ParsedArguments and outcome.empty and (failed or cut_short):
             complete = False
