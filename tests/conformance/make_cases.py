@@ -1395,6 +1395,82 @@ case(
         ]
     },
 )
+RESP_DOCS = "https://platform.openai.com/docs/api-reference/responses-streaming"
+case(
+    "responses/call_only_in_completed.sse",
+    events([CREATED, completed([FC])]),
+    quirk="a call that only response.completed lists (no item events at all)",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping events",
+    models=RESP_DOCS + "/response/completed",
+    expect={
+        "responses": [
+            {"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["recovered_from_completed"]}
+        ]
+    },
+)
+case(
+    "responses/deltas_before_item_only_in_completed.sse",
+    events([CREATED, args_delta('{"city":'), args_delta('"Paris"}'), completed([FC])]),
+    quirk="argument deltas for an item that is announced only by response.completed",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping output_item.added",
+    models=RESP_DOCS + "/response/function_call_arguments/delta",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER)],
+                "findings": ["recovered_delta", "recovered_from_completed"],
+            }
+        ]
+    },
+)
+case(
+    "responses/completed_renames_the_call.sse",
+    events([CREATED, call_added(FC), args_delta(WEATHER), completed([{**FC, "name": "get_time"}])]),
+    quirk="response.completed names an item differently than output_item.added",
+    category="responses",
+    provider="OpenAI-compatible Responses servers",
+    models=RESP_DOCS + "/response/completed",
+    expect={
+        "responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["name_changed"]}]
+    },
+)
+case(
+    "responses/completed_changes_the_call_id.sse",
+    events([CREATED, call_added(FC), args_delta(WEATHER), completed([{**FC, "call_id": "call_r9"}])]),
+    quirk="response.completed gives an item another call_id than output_item.added",
+    category="responses",
+    provider="OpenAI-compatible Responses servers",
+    models=RESP_DOCS + "/response/completed",
+    expect={"responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["id_changed"]}]},
+)
+case(
+    "responses/arguments_done_for_an_item_never_announced.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.function_call_arguments.done",
+                output_index=0,
+                item_id="fc_z",
+                arguments='{"z":1}',
+            ),
+        ]
+    ),
+    quirk="function_call_arguments.done for an item never announced, stream cut after it",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping events",
+    models=RESP_DOCS + "/response/function_call_arguments/done",
+    expect={
+        "responses": [
+            {
+                "calls": [call("fallback", "", '{"z":1}', complete=False)],
+                "findings": ["missing_id", "missing_name", "no_finish_reason", "orphan_delta"],
+            }
+        ]
+    },
+)
 case(
     "responses/error_event.sse",
     events(
