@@ -10,8 +10,9 @@ A case is two files side by side: the input (``name.sse``, ``name.chunks.jsonl``
                                "findings": ["split_name"]}]}}
 
 ``calls`` lists every client call (``id`` may be ``"fallback"``; ``complete`` defaults to true,
-``kind`` to ``"function"``); ``findings`` are kinds that must be reported, ``absent`` kinds that
-must not; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
+``kind`` to ``"function"``); ``findings`` is the exact multiset of finding kinds the response
+carries (a false finding fails the case as a missing one does), ``absent`` kinds that must not be
+reported; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
 the response's provider error must contain (``null``: no error). ``raises`` (optional) names the
 exception ``Recording.parse()`` must raise by default, with a text its message contains; a case
 with ``raises`` and no ``responses`` is a file the parser must refuse as a whole (read whole and
