@@ -184,9 +184,21 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "unknown_call_type": KindInfo(
         "error",
-        "A chat `tool_calls` entry of a `type` this parser does not read (not `function` or `custom`). "
-        "What it held is kept raw as the call's arguments and the call is marked incomplete, never run.",
-        "call call_x: tool call of type 'mcp' this parser does not read; kept raw, marked incomplete",
+        "A chat `tool_calls` entry whose payload is not where a function call's is: a `type` this "
+        "parser does not read (not `function` or `custom`; what `entry[type]` holds is kept), or an "
+        "entry with no `function` object and keys other than `name` / `arguments` (`fn`, ...; the "
+        "whole entry is kept). Kept raw as the call's arguments, the keys seen named; the call is "
+        "marked incomplete, never run. Streamed and whole bodies alike.",
+        "call call_1: a tool call entry with no `function` object (keys ['fn', 'id', 'index', 'type']); "
+        "what it holds is kept raw as its arguments, the call marked incomplete and will not be executed",
+    ),
+    "flat_tool_call": KindInfo(
+        "warning",
+        "A chat `tool_calls` entry of type `function` (or no type) with `name` / `arguments` at its top "
+        "level instead of inside `function`, and no other unknown key (some OpenAI-compatible servers): "
+        "unambiguous, so read as the function's name and arguments, streamed or whole.",
+        "call call_1 (f): name/arguments sent at the top level of the tool call entry, not inside "
+        "`function`; read as the function's",
     ),
     "legacy_function_call": KindInfo(
         "info",

@@ -41,6 +41,7 @@ FindingKind = Literal[
     "name_changed",
     "late_name",
     "unknown_call_type",
+    "flat_tool_call",
     "legacy_function_call",
     "arguments_not_string",
     "missing_id",

@@ -2383,6 +2383,125 @@ case(
         ]
     },
 )
+
+
+def body(tool_calls: list[Any]) -> str:
+    """A whole chat.completion body whose message carries `tool_calls`."""
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    return js(
+        {
+            "id": "chatcmpl-conf",
+            "object": "chat.completion",
+            "model": "conformance-model",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+        }
+    )
+
+
+FN_ENTRY = {
+    "index": 0,
+    "id": "call_f1",
+    "type": "function",
+    "fn": {"name": "get_weather", "arguments": WEATHER},
+}
+FLAT_ENTRY = {"index": 0, "id": "call_f1", "type": "function", "name": "get_weather", "arguments": WEATHER}
+FLAT_MODELS = "https://platform.openai.com/docs/api-reference/chat/object (payload belongs under `function`)"
+RAW_FN = js(FN_ENTRY)
+case(
+    "chat/payload_under_unknown_key_stream.sse",
+    sse([ROLE, chunk({"tool_calls": [FN_ENTRY]}), chunk(finish="tool_calls")]),
+    quirk="a streamed tool call whose payload sits under `fn`, not `function` (type function)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers with a wrong key",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_f1", "", RAW_FN, complete=False)],
+                "findings": ["missing_name", "unknown_call_type"],
+            }
+        ]
+    },
+)
+case(
+    "chat/payload_under_unknown_key_body.json",
+    body([{k: v for k, v in FN_ENTRY.items() if k != "index"}]),
+    quirk="a tool call whose payload sits under `fn`, not `function` (whole message)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers with a wrong key",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call(
+                        "call_f1",
+                        "",
+                        js({k: v for k, v in FN_ENTRY.items() if k != "index"}),
+                        complete=False,
+                    )
+                ],
+                "findings": ["missing_name", "unknown_call_type"],
+            }
+        ]
+    },
+)
+case(
+    "chat/name_and_arguments_at_top_level_stream.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "call_f1", "name": "get_weather", "arguments": '{"city":'}
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"index": 0, "arguments": '"Paris"}'}]}),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="streamed name/arguments at the top level of the entry (no type, no `function`)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers flattening the call",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [{"calls": [call("call_f1", "get_weather", WEATHER)], "findings": ["flat_tool_call"]}]
+    },
+)
+case(
+    "chat/name_and_arguments_at_top_level_body.json",
+    body([{k: v for k, v in FLAT_ENTRY.items() if k != "index"}]),
+    quirk="name/arguments at the top level of a type-function entry (whole message)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers flattening the call",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [{"calls": [call("call_f1", "get_weather", WEATHER)], "findings": ["flat_tool_call"]}]
+    },
+)
+case(
+    "chat/arguments_null_or_missing_body.json",
+    body(
+        [
+            {"id": "call_n1", "type": "function", "function": {"name": "now", "arguments": None}},
+            {"id": "call_n2", "type": "function", "function": {"name": "today"}},
+        ]
+    ),
+    quirk="`arguments: null` and no `arguments` at all in a whole message",
+    category="chat-completions",
+    provider="OpenAI-compatible servers (tools without parameters)",
+    models="https://platform.openai.com/docs/api-reference/chat/object (`arguments` is a JSON string)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_n1", "now", ""), call("call_n2", "today", "")],
+                "findings": ["empty_arguments", "empty_arguments"],
+            }
+        ]
+    },
+)
 case(
     "chat/unknown_tool_call_type.sse",
     sse(

@@ -364,7 +364,9 @@ class PendingCall:
     next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
     snapshot_of: str | None = None  # the first name a longer snapshot replaced ('get' -> 'get_weather')
     late = False  # a delta came after the block was closed (reported once)
-    unknown_type: str | None = None  # a chat entry of a type not read: kept raw, never complete
+    unknown_type: str | None = None  # why a chat entry is not read (its type, or keys): kept raw, never complete
+    flat = False  # a chat entry with name/arguments at the top level, not under `function`
+    args_absent: str | None = None  # a whole body's `arguments` was "null" or "missing"
     started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
@@ -536,8 +538,8 @@ class PendingCall:
             findings.append(
                 finding(
                     "unknown_call_type",
-                    f"call {tool_call_id}: tool call of type {self.unknown_type!r} this parser does not "
-                    "read; kept raw, marked incomplete and will not be executed",
+                    f"call {tool_call_id}: {self.unknown_type}; what it holds is kept raw as its "
+                    "arguments, the call marked incomplete and will not be executed",
                     tool_call_id=tool_call_id,
                     **where,
                 )
@@ -551,7 +553,7 @@ class PendingCall:
                 id_source,
                 False,
                 self.kind,
-                InvalidArguments(reason=f"a tool call of type {self.unknown_type!r}, not read"),
+                InvalidArguments(reason=f"{self.unknown_type}, not read"),
             )
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
@@ -638,10 +640,10 @@ class PendingCall:
                     finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
             else:
-                message = (
-                    f"call {tool_call_id} ({name}): empty argument string in a response that ended "
-                    "normally, read as {}"
+                what = (
+                    f"`arguments` {self.args_absent}" if self.args_absent is not None else "empty argument string"
                 )
+                message = f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
                 findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
         return new_tool_call(
             tool_call_id,
@@ -692,6 +694,16 @@ class PendingCall:
                     "id_changed",
                     f"call {self.index}: {self.other_ids} later delta(s) carried other ids "
                     f"(first {self.first_other_id!r}); kept {tool_call_id!r}",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.flat:
+            findings.append(
+                finding(
+                    "flat_tool_call",
+                    f"call {tool_call_id} ({name}): name/arguments sent at the top level of the tool call "
+                    "entry, not inside `function`; read as the function's",
                     tool_call_id=tool_call_id,
                     **where,
                 )

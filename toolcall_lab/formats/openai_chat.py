@@ -55,7 +55,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import _other_payload, filtered_finish, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import entry_shape, filtered_finish, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -355,15 +355,18 @@ class ChatCompletionAccumulator(StreamAccumulator):
             ctype = tc.get("type")
             fn = tc.get("function")
             kind = "function"
+            flat = False
             if ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
                 kind, fn = "custom", tc.get("custom")  # {"name", "input"}: free-form text
                 if type(fn) is dict and "input" in fn:
                     fn = {"name": fn.get("name"), "arguments": fn["input"]}
-            elif (ctype is not None and ctype != "function") or (
-                fn is None and ctype is None and _other_payload(tc) is not None
-            ):
-                self._unknown_type(st, tc, ctype, n, seen)
-                continue
+            elif fn is None or (ctype is not None and ctype != "function"):
+                shape = entry_shape(tc)
+                if type(shape) is tuple:
+                    self._unknown_type(st, tc, shape, n, seen)
+                    continue
+                if shape is not None:  # name/arguments at the top level: read as the function's
+                    fn, flat = shape, True
             if fn is None:
                 fn = {}
             elif type(fn) is not dict:
@@ -382,6 +385,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if kind == "custom" and call.kind != "custom":
                 call.kind = "custom"
                 call.quirky = True
+            if flat and not call.flat:
+                call.flat = call.quirky = True
             if st.finish_reason is not None and not call.late and (args or name or tid):
                 call.late = True
                 self.note(
@@ -411,12 +416,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._arguments(st, call, args, n)  # {} or [] or 0 or false: still JSON, still kept
 
     def _unknown_type(
-        self, st: _Choice, tc: dict[str, Any], ctype: Any, n: int, seen: set[int] | None
+        self, st: _Choice, tc: dict[str, Any], shape: tuple[str, Any], n: int, seen: set[int] | None
     ) -> None:
-        """A tool call entry of a type this parser does not read: what it holds is kept raw, the call
-        marked incomplete (`unknown_call_type`), never run."""
-        payload = _other_payload(tc)
-        label = str(ctype) if ctype is not None else (payload[0] if payload else "?")
+        """A tool call entry whose payload is not where this parser reads one (`entry_shape`): what it
+        holds is kept raw, the call marked incomplete (`unknown_call_type`), never run."""
+        label, raw = shape
         tid = tc.get("id")
         tid = tid if type(tid) is str else None
         call = self._target(st, tc.get("index"), tid, None, None, n, seen)
@@ -427,7 +431,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if call.unknown_type is None:
             call.unknown_type = label
             call.quirky = True
-        raw = payload[1] if payload else {k: v for k, v in tc.items() if k != "index"}
         self._arguments(st, call, raw if type(raw) is str else compact_json(raw), n)
 
     def _announce(self, call: PendingCall, n: int) -> None:
