@@ -11,7 +11,7 @@ from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
-from toolcall_lab.formats.base import StreamAccumulator, error_only, error_response, finding
+from toolcall_lab.formats.base import FindingLimit, StreamAccumulator, error_only, error_response, finding
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator, parse_responses_output
@@ -181,12 +181,32 @@ def _chunk_body(body: Mapping[str, Any], batch: int) -> ParsedResponse:
     return acc.finish()
 
 
-def _with_notes(response: ParsedResponse, notes: list[Finding]) -> ParsedResponse:
+class _Notes(list[Finding]):
+    """Framing findings waiting for the response they belong to, capped per kind like every
+    finding (`FindingLimit`): memory does not grow with the number of bad lines."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit = FindingLimit()
+
+    def add(self, note: Finding) -> None:
+        if self.limit(note) is not None:
+            self.append(note)
+
+    def take(self) -> list[Finding]:
+        """The notes with their summaries; the collector starts afresh for the next response."""
+        out = [*self, *self.limit.summary()]
+        self.clear()
+        self.limit = FindingLimit()
+        return out
+
+
+def _with_notes(response: ParsedResponse, notes: _Notes) -> ParsedResponse:
     if not notes:
         return response
-    out = replace(response, findings=(*notes, *response.findings))
-    notes.clear()
-    return out
+    return replace(response, findings=(*notes.take(), *response.findings))
 
 
 def iter_stream_responses(
@@ -211,7 +231,7 @@ def iter_stream_responses(
     incomplete, and reading goes on: what follows is still read and shown.
     `where[0]`, when given, is the line of the current payload.
     """
-    notes: list[Finding] = []
+    notes = _Notes()
     held: list[dict[str, Any]] = []
     acc: StreamAccumulator | None = None
     feed: Any = None
@@ -248,7 +268,7 @@ def iter_stream_responses(
                         continue
                     boundary = _NEW_RESPONSE.get(fmt)
                 if after_done:
-                    notes.append(
+                    notes.add(
                         finding(
                             "data_after_done",
                             f"line {_line(where)}: data after [DONE]; read as response {batch}",
@@ -315,24 +335,24 @@ def iter_stream_responses(
                 f"{error}; the response it falls in is marked failed, its calls incomplete",
             )
             if acc is not None:
-                acc.findings.append(note)
+                acc.note(note.kind, note.message)
                 acc.damage(reason)
             else:
-                notes.append(note)
+                notes.add(note)
                 damage = damage or reason
         else:
-            notes.append(item)  # type: ignore[arg-type]  # a framing finding
+            notes.add(item)  # type: ignore[arg-type]  # a framing finding
     if held:
         raise UnknownFormatError(unknown_stream(held))
     if acc is None and damage is None and notes and last is not None:
-        last = replace(last, findings=(*last.findings, *notes))  # framing findings after the last one
+        last = replace(last, findings=(*last.findings, *notes.take()))  # framing findings after the last one
     if last is not None:
         yield last
     if acc is not None:
         yield _with_notes(acc.finish(), notes)
     elif damage is not None:  # unreadable data after the last response, or nothing else
         response = unreadable_response(damage.removeprefix("unreadable data: "), fmt or "unknown")
-        yield replace(response, findings=tuple(notes))  # (the notes hold the unreadable_data finding)
+        yield replace(response, findings=tuple(notes.take()))  # (the notes hold the unreadable_data finding)
     elif not yielded and fmt is None:
         raise UnknownFormatError("the stream holds no payloads")
 

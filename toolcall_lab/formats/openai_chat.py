@@ -48,6 +48,7 @@ from toolcall_lab.formats.base import (
     PendingCall,
     StreamAccumulator,
     StreamListener,
+    capped,
     compact_json,
     extra_choices_note,
     finding,
@@ -132,6 +133,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.model: str | None = None
         self.damaged: str | None = None
         self._final: ParsedResponse | None = None
+        self._limit = None
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
@@ -737,7 +739,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response: Any = _new(_ResponseTwin)
         response.format = "openai-chat-stream"
         response.choices = tuple(choices)
-        response.findings = tuple(findings)
+        response.findings = tuple(capped(findings, self._limit))
         response.usage = self.usage
         response.response_id = self.response_id
         response.model = self.model

@@ -14,6 +14,7 @@ from typing import Any
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats.base import (
     PendingCall,
+    capped,
     compact_json,
     extra_choices_note,
     finding,
@@ -106,7 +107,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     response = new_response(
         "openai-chat",
         tuple(choices),
-        tuple(findings),
+        tuple(capped(findings)),
         usage if isinstance(usage, dict) else None,
         rid if isinstance(rid, str) else None,
         model if isinstance(model, str) else None,

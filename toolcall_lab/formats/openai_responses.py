@@ -30,6 +30,7 @@ from toolcall_lab.formats.base import (
     StreamAccumulator,
     StreamListener,
     calls_snapshot,
+    capped,
     compact_json,
     finding,
     fix_surrogates,
@@ -178,8 +179,14 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         """Give a newly announced item the deltas (and `.done`) that came before it."""
         orphans = self._orphans
         assert orphans is not None
-        found = [h for h in (orphans.pop(entry.item_id, None) if entry.item_id else None,
-                             orphans.pop(("#", entry.output_index), None)) if h is not None]
+        found = [
+            h
+            for h in (
+                orphans.pop(entry.item_id, None) if entry.item_id else None,
+                orphans.pop(("#", entry.output_index), None),
+            )
+            if h is not None
+        ]
         if not found:
             return
         found.sort(key=lambda h: h.first)
@@ -557,7 +564,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             reasoning=self._reasoning,
             calls=calls,
             finish_reason=self.status,
-            findings=findings,
+            findings=capped(findings, self._limit),
             usage=self.usage,
             response_id=self.response_id,
             model=self.model,

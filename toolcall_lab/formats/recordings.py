@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Literal
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats._bodies import decode_body, headers_of
-from toolcall_lab.formats.base import error_response, finding
+from toolcall_lab.formats.base import FindingLimit, error_response, finding
 from toolcall_lab.formats.dispatch import (
     ErrorPolicy,
     WireFormat,
@@ -47,7 +47,6 @@ from toolcall_lab.formats.sse import (
     BOM,
     DONE,
     READ_SIZE,
-    FindingLimit,
     Unreadable,
     byte_pieces,
     decode_json,
