@@ -109,3 +109,49 @@ def test_invalid_utf8_in_jsonl_is_capped(tmp_path: Path) -> None:
     few = _findings(tmp_path, line * 40, "x.chunks.jsonl")
     many = _findings(tmp_path, line * 80, "x.chunks.jsonl")
     assert few == many
+
+
+# -- 5. JSON lines with CR-only line ends ---------------------------------------------------------
+JSONL_LINES = [
+    json.dumps(
+        chat(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"a":'},
+                    }
+                ]
+            }
+        )
+    ),
+    json.dumps(chat({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]})),
+    json.dumps(chat({}, "tool_calls")),
+]
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("name", ["x.chunks.jsonl", "x.sse"])
+@pytest.mark.parametrize("cut", [None, 1, 7, 40])
+def test_json_lines_split_on_cr_lf_and_crlf(
+    tmp_path: Path, eol: str, name: str, cut: int | None, monkeypatch: Any
+) -> None:
+    """CR, LF and CRLF line ends give the same calls, also with a CRLF split across a read boundary."""
+    import toolcall_lab.formats.recordings as recordings_module
+    import toolcall_lab.formats.sse as sse_module
+
+    if cut is not None and name.endswith(".sse"):
+        pytest.skip("a .sse file is sniffed from its first block, which must hold a whole line")
+    if cut is not None:  # tiny reads: line ends land on every boundary
+        monkeypatch.setattr(sse_module, "READ_SIZE", cut)
+        monkeypatch.setattr(recordings_module, "READ_SIZE", cut)
+    data = ("\ufeff" + eol.join(JSONL_LINES) + eol).encode()
+    path = tmp_path / name
+    path.write_bytes(data)
+    (r,) = iter_responses(path)
+    assert [(c.tool_call_id, c.name, c.arguments, c.complete) for c in r.tool_calls] == [
+        ("c1", "f", '{"a":1}', True)
+    ]
+    assert not [f for f in r.findings if f.kind in ("unreadable_data", "malformed_chunk")]
