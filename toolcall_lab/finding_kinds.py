@@ -72,6 +72,20 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "Payloads follow `data: [DONE]`: a second response in the same file; read as a new response.",
         "line 30: data after [DONE]; read as response 1",
     ),
+    "data_after_error": KindInfo(
+        "warning",
+        "Payloads follow a provider error inside a stream (the error ended its response): read as a "
+        "new response, so what the server sent after its error is not lost unseen.",
+        "line 12: data after the provider error that ended response 0; read as response 1",
+    ),
+    "new_stream_without_done": KindInfo(
+        "warning",
+        "Two chat streams saved one after the other without `[DONE]`: after a choice's `finish_reason`, "
+        "a chunk with another `id` starts a new response (rule: the id changes after a finish reason; "
+        "without ids the chunks stay in one response, reported as `late_delta` / `index_reused`).",
+        "line 9: a chunk with id 'chatcmpl-B' after response 'chatcmpl-A' finished, with no [DONE] "
+        "between them; read as response 1",
+    ),
     # -- payloads ---------------------------------------------------------------------------------
     "malformed_chunk": KindInfo(
         "warning",

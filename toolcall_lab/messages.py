@@ -23,6 +23,8 @@ FindingKind = Literal[
     "invalid_utf8",
     "unreadable_data",
     "data_after_done",
+    "data_after_error",
+    "new_stream_without_done",
     "malformed_chunk",
     "chunk_as_body",
     "extra_choices",

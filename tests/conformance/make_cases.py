@@ -441,6 +441,33 @@ case(
     },
 )
 case(
+    "errors/data_after_error_payload.sse",
+    sse(
+        [
+            *ERR_PARTIAL,
+            {"error": {"message": "upstream reset", "type": "server_error"}},
+            ROLE,
+            chunk(header(0, "call_w1", "get_weather", WEATHER)),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a proxy keeps streaming after an error payload (a retried upstream)",
+    category="provider-errors",
+    provider="OpenAI-compatible proxies retrying upstream",
+    models="https://github.com/coder/coder aibridge/fixtures/openai/chatcompletions/stream_error.txtar",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
+                "error": "upstream reset",
+            },
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["data_after_error"]},
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "upstream reset"},
+    },
+)
+case(
     "errors/finish_reason_error_without_object.sse",
     sse([*ERR_PARTIAL, chunk({}, "error")]),
     quirk="finish_reason: error with no error object",
@@ -2499,6 +2526,31 @@ case(
                 "calls": [call("call_n1", "now", ""), call("call_n2", "today", "")],
                 "findings": ["empty_arguments", "empty_arguments"],
             }
+        ]
+    },
+)
+case(
+    "chat/two_streams_without_done.sse",
+    sse(
+        [
+            chunk(header(0, "call_a1", "get_weather", WEATHER), id="chatcmpl-A"),
+            chunk(finish="tool_calls", id="chatcmpl-A"),
+            chunk(header(0, "call_b1", "get_time", '{"tz":"CET"}'), id="chatcmpl-B"),
+            chunk(finish="tool_calls", id="chatcmpl-B"),
+        ],
+        done=False,
+    ),
+    quirk="two chat streams saved one after the other with no [DONE] between them",
+    category="chat-completions",
+    provider="recorders that drop the [DONE] line (JSON-lines loggers)",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming (one id per completion)",
+    expect={
+        "responses": [
+            {"calls": [call("call_a1", "get_weather", WEATHER)]},
+            {
+                "calls": [call("call_b1", "get_time", '{"tz":"CET"}')],
+                "findings": ["new_stream_without_done"],
+            },
         ]
     },
 )

@@ -237,6 +237,7 @@ def iter_stream_responses(
     feed: Any = None
     boundary: str | None = _NEW_RESPONSE.get(fmt) if fmt else None
     after_done = False
+    after_error = False
     count = 0
     yielded = 0
     last: ParsedResponse | None = None  # ended at [DONE] or an error; yielded at the next payload,
@@ -261,6 +262,7 @@ def iter_stream_responses(
                                 )
                             last, yielded = response, yielded + 1
                             batch += 1
+                            after_error = True
                             continue
                         held.append(item)
                         if len(held) > _MAX_UNDETECTED:
@@ -275,6 +277,15 @@ def iter_stream_responses(
                         )
                     )
                     after_done = False
+                if after_error:
+                    notes.add(
+                        finding(
+                            "data_after_error",
+                            f"line {_line(where)}: data after the provider error that ended response "
+                            f"{batch - 1}; read as response {batch}",
+                        )
+                    )
+                    after_error = False
                 acc = new_accumulator(fmt, batch)
                 feed = acc.feed
                 count = 0
@@ -285,8 +296,20 @@ def iter_stream_responses(
                     for h in held:
                         feed(h)
                     held.clear()
-            elif boundary is not None and acc.chunk_count and item.get("type") == boundary:
+            elif (boundary is not None and acc.chunk_count and item.get("type") == boundary) or (
+                boundary is None and acc.finished and _another_stream(acc, item)  # type: ignore[attr-defined]
+            ):
+                ended = acc.response_id
                 yield _with_notes(acc.finish(), notes)
+                if boundary is None:
+                    notes.add(
+                        finding(
+                            "new_stream_without_done",
+                            f"line {_line(where)}: a chunk with id {item.get('id')!r} after response "
+                            f"{ended!r} finished, with no [DONE] between them; read as response "
+                            f"{batch + 1}",
+                        )
+                    )
                 yielded += 1
                 batch += 1
                 acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
@@ -309,12 +332,14 @@ def iter_stream_responses(
                 last, yielded = response, yielded + 1
                 batch += 1
                 acc = None
+                after_error = True
                 continue
             count += 1
             if count >= _COMPACT_EVERY:
                 count = 0
                 _compact(acc)
         elif item is DONE:
+            after_error = False
             if acc is not None:
                 last, yielded = _with_notes(acc.finish(), notes), yielded + 1
                 batch += 1
@@ -355,6 +380,13 @@ def iter_stream_responses(
         yield replace(response, findings=tuple(notes.take()))  # (the notes hold the unreadable_data finding)
     elif not yielded and fmt is None:
         raise UnknownFormatError("the stream holds no payloads")
+
+
+def _another_stream(acc: Any, item: dict[str, Any]) -> bool:
+    """A chat chunk that starts another stream: after a finish reason, a chunk whose ``id`` differs
+    from the response's (two streams saved one after the other without ``[DONE]``)."""
+    rid = item.get("id")
+    return type(rid) is str and bool(rid) and acc.response_id is not None and rid != acc.response_id
 
 
 def collect(responses: Iterable[ParsedResponse]) -> list[ParsedResponse]:

@@ -119,7 +119,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_foreign", "_seen")
+    __slots__ = ("_choices", "_foreign", "_seen", "finished")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
@@ -139,6 +139,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self._choices: dict[int, _Choice] = {0: first}
         self._seen = False
         self._foreign = 0  # events of other wire formats fed here
+        self.finished = False  # a choice had a finish_reason (a chunk with another id then starts a new stream)
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
@@ -238,6 +239,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
         st.finish_reason = finish if type(finish) is str else str(finish)
+        self.finished = True
         if finish == "error":
             self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
 
@@ -321,6 +323,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         finish = choice.get("finish_reason")
         if finish:
             st.finish_reason = str(finish)
+            self.finished = True
         return st.finish_reason == "error" or bool(choice.get("error"))
 
     def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
