@@ -139,7 +139,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self._choices: dict[int, _Choice] = {0: first}
         self._seen = False
         self._foreign = 0  # events of other wire formats fed here
-        self.finished = False  # a choice had a finish_reason (a chunk with another id then starts a new stream)
+        self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
