@@ -155,3 +155,37 @@ def test_json_lines_split_on_cr_lf_and_crlf(
         ("c1", "f", '{"a":1}', True)
     ]
     assert not [f for f in r.findings if f.kind in ("unreadable_data", "malformed_chunk")]
+
+
+# -- 7. zstd bodies that do not decompress ----------------------------------------------------------
+def _cassette(tmp_path: Path, body: bytes, coding: str) -> Path:
+    import base64
+
+    encoded = base64.b64encode(body).decode()
+    text = (
+        "interactions:\n- request: {body: null, headers: {}, method: POST, uri: 'https://x/v1/chat/completions'}\n"
+        "  response:\n    body: {string: !!binary '" + encoded + "'}\n"
+        f"    headers: {{content-encoding: [{coding}]}}\n    status: {{code: 200, message: OK}}\nversion: 1\n"
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage"])
+def test_zstd_body_that_does_not_decompress_says_so(tmp_path: Path, damage: str) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    payload = json.dumps(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"content": "hi " * 50}}],
+        }
+    ).encode()
+    packed = zstandard.ZstdCompressor().compress(payload)
+    body = packed[: len(packed) * 2 // 3] if damage == "cut" else packed[:4] + b"abc"
+    (r,) = iter_responses(_cassette(tmp_path, body, "zstd"), errors="keep")
+    assert r.error is not None and "does not decompress as zstd" in r.error and "interaction 0" in r.error
+    whole = _cassette(tmp_path, packed, "zstd")
+    (ok,) = iter_responses(whole)
+    assert ok.choices[0].content == "hi " * 50
