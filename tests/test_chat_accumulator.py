@@ -252,8 +252,9 @@ def test_new_id_at_a_used_index_in_a_later_chunk_starts_a_new_call() -> None:
     assert calls_of(r) == [
         ("a", "f", '{"x":1}', True),
         ("b", "g", '{"y":2}', True),
-        ("c", "", '{"z":3}', True),
+        ("c", "", '{"z":3}', False),  # kept, but a call without a name cannot be run
     ]
+    assert "missing_name" in kinds(r)
     assert kinds(r).count("index_reused") == 2 and "missing_name" in kinds(r)
     assert [c.index for c in r.tool_calls] == [0, 1, 2]
 

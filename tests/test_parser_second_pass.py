@@ -25,8 +25,13 @@ from toolcall_lab.formats import (
     parse_chat_completion,
     read_recording,
 )
-from toolcall_lab.formats.base import ArgumentsDelta, CallFinished, CallStarted, StreamEvent
-from toolcall_lab.formats.sse import FINDINGS_PER_KIND
+from toolcall_lab.formats.base import (
+    FINDINGS_PER_KIND,
+    ArgumentsDelta,
+    CallFinished,
+    CallStarted,
+    StreamEvent,
+)
 from toolcall_lab.loop import run
 from toolcall_lab.tools import ToolRegistry
 
@@ -449,7 +454,7 @@ def test_11_stray_text_is_reported_and_findings_per_kind_are_bounded(tmp_path: P
     body = stray + sse_body([HEADER_A, ARGS_A, FINISH])
     (r,) = read_recording(write(tmp_path, "s.sse", body)).parse()
     assert kinds(r).count("sse_stray_text") == FINDINGS_PER_KIND + 1  # 20 listed, then a count
-    assert "5 more line(s)" in r.findings[FINDINGS_PER_KIND].message
+    assert "5 more finding(s)" in r.findings[FINDINGS_PER_KIND].message
 
 
 # -- 12. JSON lines whose first line kept its `data:` prefix ---------------------------------------

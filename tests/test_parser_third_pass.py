@@ -279,7 +279,9 @@ def test_delta_for_an_item_never_announced_is_an_orphan() -> None:
         ]
     )
     (note,) = [f for f in r.findings if f.kind == "orphan_delta"]
-    assert "fc_x" in note.message and "skipped" in note.message
+    assert "fc_x" in note.message and "kept as call 0" in note.message
+    (kept,) = r.tool_calls  # what it said is kept, as a call that is never run
+    assert (kept.arguments, kept.name, kept.complete, kept.id_source) == ("{}", "", False, "fallback")
 
 
 def test_not_in_completed_names_response_incomplete() -> None:

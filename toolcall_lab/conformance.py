@@ -10,8 +10,9 @@ A case is two files side by side: the input (``name.sse``, ``name.chunks.jsonl``
                                "findings": ["split_name"]}]}}
 
 ``calls`` lists every client call (``id`` may be ``"fallback"``; ``complete`` defaults to true,
-``kind`` to ``"function"``); ``findings`` are kinds that must be reported, ``absent`` kinds that
-must not; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
+``kind`` to ``"function"``); ``findings`` is the exact multiset of finding kinds the response
+carries (a false finding fails the case as a missing one does), ``absent`` kinds that must not be
+reported; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
 the response's provider error must contain (``null``: no error). ``raises`` (optional) names the
 exception ``Recording.parse()`` must raise by default, with a text its message contains; a case
 with ``raises`` and no ``responses`` is a file the parser must refuse as a whole (read whole and
@@ -169,9 +170,10 @@ def _check_response(number: int, got: ParsedResponse, want: dict[str, Any]) -> l
                     f"response {number}: call {call.index} {key} {getattr(call, key)!r}, expected {value!r}"
                 )
     kinds = {f.kind for f in got.findings}
-    for kind in want.get("findings", []):
-        if kind not in kinds:
-            problems.append(f"response {number}: finding {kind!r} missing (got {sorted(kinds)})")
+    got_kinds = sorted(f.kind for f in got.findings)
+    want_kinds = sorted(want.get("findings", []))
+    if got_kinds != want_kinds:  # the exact multiset: a false finding fails as a missing one does
+        problems.append(f"response {number}: findings {got_kinds}, expected exactly {want_kinds}")
     for kind in want.get("absent", []):
         if kind in kinds:
             problems.append(f"response {number}: finding {kind!r} must not be reported")

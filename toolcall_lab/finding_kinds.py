@@ -72,6 +72,20 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "Payloads follow `data: [DONE]`: a second response in the same file; read as a new response.",
         "line 30: data after [DONE]; read as response 1",
     ),
+    "data_after_error": KindInfo(
+        "warning",
+        "Payloads follow a provider error inside a stream (the error ended its response): read as a "
+        "new response, so what the server sent after its error is not lost unseen.",
+        "line 12: data after the provider error that ended response 0; read as response 1",
+    ),
+    "new_stream_without_done": KindInfo(
+        "warning",
+        "Two chat streams saved one after the other without `[DONE]`: after a choice's `finish_reason`, "
+        "a chunk with another `id` starts a new response (rule: the id changes after a finish reason; "
+        "without ids the chunks stay in one response, reported as `late_delta` / `index_reused`).",
+        "line 9: a chunk with id 'chatcmpl-B' after response 'chatcmpl-A' finished, with no [DONE] "
+        "between them; read as response 1",
+    ),
     # -- payloads ---------------------------------------------------------------------------------
     "malformed_chunk": KindInfo(
         "warning",
@@ -145,8 +159,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "id_changed": KindInfo(
         "warning",
-        "Continuation deltas of one call carry other ids (LM Studio sends a new id on every fragment); "
-        "the first id is kept.",
+        "Continuation deltas of one call carry other ids (LM Studio sends a new id on every fragment), "
+        "or a later form of a Responses item (`output_item.done`, `response.completed`) gives it another "
+        "`call_id`; the first id is kept (answer the call under it, or check the provider's record).",
         "call 0: 40 later deltas carried other ids (first 'call_x'); kept 'call_a'",
     ),
     "repeated_header": KindInfo(
@@ -170,8 +185,10 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "name_changed": KindInfo(
         "warning",
-        "A later event names a call differently; the first name is kept.",
-        "call 1: name changed from 'f' to 'g'; kept the first",
+        "A later form of a Responses item (`output_item.done`, the `response.completed` output) names "
+        "a call differently than its announcement; the first name is kept (the one announced).",
+        "call call_1 (item 'fc_1'): response.completed names it 'beta', it was announced as 'alpha'; "
+        "kept the first",
     ),
     "late_name": KindInfo(
         "warning",
@@ -181,9 +198,21 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "unknown_call_type": KindInfo(
         "error",
-        "A chat `tool_calls` entry of a `type` this parser does not read (not `function` or `custom`). "
-        "What it held is kept raw as the call's arguments and the call is marked incomplete, never run.",
-        "call call_x: tool call of type 'mcp' this parser does not read; kept raw, marked incomplete",
+        "A chat `tool_calls` entry whose payload is not where a function call's is: a `type` this "
+        "parser does not read (not `function` or `custom`; what `entry[type]` holds is kept), or an "
+        "entry with no `function` object and keys other than `name` / `arguments` (`fn`, ...; the "
+        "whole entry is kept). Kept raw as the call's arguments, the keys seen named; the call is "
+        "marked incomplete, never run. Streamed and whole bodies alike.",
+        "call call_1: a tool call entry with no `function` object (keys ['fn', 'id', 'index', 'type']); "
+        "what it holds is kept raw as its arguments, the call marked incomplete and will not be executed",
+    ),
+    "flat_tool_call": KindInfo(
+        "warning",
+        "A chat `tool_calls` entry of type `function` (or no type) with `name` / `arguments` at its top "
+        "level instead of inside `function`, and no other unknown key (some OpenAI-compatible servers): "
+        "unambiguous, so read as the function's name and arguments, streamed or whole.",
+        "call call_1 (f): name/arguments sent at the top level of the tool call entry, not inside "
+        "`function`; read as the function's",
     ),
     "legacy_function_call": KindInfo(
         "info",
@@ -209,8 +238,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "missing_name": KindInfo(
         "error",
-        "A call without a function name.",
-        "call call_0_0 has no function name",
+        "A call without a function name: it cannot be run, so it is marked incomplete (its arguments "
+        "are kept).",
+        "call call_0_0 has no function name; marked incomplete and will not be executed",
     ),
     "double_encoded_arguments": KindInfo(
         "warning",
@@ -295,8 +325,11 @@ FINDING_KINDS: dict[str, KindInfo] = {
     # -- Anthropic and Responses events -----------------------------------------------------------
     "orphan_delta": KindInfo(
         "warning",
-        "An arguments delta for a block or item never announced (with no id to recover it); skipped.",
-        "chunk 5: input_json_delta for unknown block 3; skipped",
+        "An arguments delta for a block or item never announced (with no id to recover it). Responses: "
+        "the deltas (and a `.done`) are kept as a call without name or id, incomplete, never run; "
+        "Anthropic: skipped, the characters counted.",
+        "chunk 5: 3 arguments delta(s) for item 'fc_x', which was never announced; kept as call 1 "
+        "without name or id (incomplete, never run)",
     ),
     "recovered_delta": KindInfo(
         "info",

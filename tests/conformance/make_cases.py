@@ -287,7 +287,10 @@ case(
     "JSON.stringify emits them)",
     expect={
         "responses": [
-            {"calls": [call("call_t1", "echo", '{"text":"\ud83d"}')], "findings": ["lone_surrogate"]}
+            {
+                "calls": [call("call_t1", "echo", '{"text":"\ud83d"}')],
+                "findings": ["lone_surrogate", "lone_surrogate"],
+            }
         ]
     },
 )
@@ -314,7 +317,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_t2", "react", '{"emoji":"\U0001f600"}')],
-                "findings": ["split_surrogate_pair"],
+                "findings": ["split_surrogate_pair", "split_surrogate_pair"],
             }
         ]
     },
@@ -344,7 +347,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "Provider disconnected unexpectedly",
             }
         ],
@@ -364,7 +367,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "the request exceeds the available context size",
             }
         ],
@@ -385,6 +388,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "Tool call validation failed",
             }
         ],
@@ -402,6 +406,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "upstream timed out",
             }
         ]
@@ -429,9 +434,37 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "The server had an error while processing your request",
             }
         ]
+    },
+)
+case(
+    "errors/data_after_error_payload.sse",
+    sse(
+        [
+            *ERR_PARTIAL,
+            {"error": {"message": "upstream reset", "type": "server_error"}},
+            ROLE,
+            chunk(header(0, "call_w1", "get_weather", WEATHER)),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a proxy keeps streaming after an error payload (a retried upstream)",
+    category="provider-errors",
+    provider="OpenAI-compatible proxies retrying upstream",
+    models="https://github.com/coder/coder aibridge/fixtures/openai/chatcompletions/stream_error.txtar",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
+                "error": "upstream reset",
+            },
+            {"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["data_after_error"]},
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "upstream reset"},
     },
 )
 case(
@@ -445,6 +478,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "finish_reason 'error'",
             }
         ]
@@ -477,7 +511,7 @@ case(
     category="provider-errors",
     provider="OpenRouter",
     models="https://openrouter.ai/docs/api-reference/errors (error body with the HTTP status)",
-    expect={"responses": [{"calls": [], "error": "Insufficient credits"}]},
+    expect={"responses": [{"calls": [], "findings": ["provider_error"], "error": "Insufficient credits"}]},
 )
 case(
     "errors/vllm_error_object.json",
@@ -494,7 +528,11 @@ case(
     category="provider-errors",
     provider="vLLM",
     models="https://github.com/vllm-project/vllm (entrypoints/openai ErrorResponse)",
-    expect={"responses": [{"calls": [], "error": "maximum context length is 8192 tokens"}]},
+    expect={
+        "responses": [
+            {"calls": [], "findings": ["provider_error"], "error": "maximum context length is 8192 tokens"}
+        ]
+    },
 )
 case(
     "errors/json_lines_in_sse_file.sse",
@@ -509,6 +547,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_e1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "stream aborted",
             }
         ]
@@ -549,7 +588,7 @@ case(
                     call("toolu_done", "get_time", '{"tz":"UTC"}'),
                     call("toolu_cut", "get_weather", '{"city": "Pa', complete=False),
                 ],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "Overloaded",
             }
         ],
@@ -609,7 +648,10 @@ case(
     models="https://platform.openai.com/docs/api-reference/chat/object (message.function_call, deprecated)",
     expect={
         "responses": [
-            {"calls": [call("fallback", "get_weather", WEATHER)], "findings": ["legacy_function_call"]}
+            {
+                "calls": [call("fallback", "get_weather", WEATHER)],
+                "findings": ["legacy_function_call", "missing_id"],
+            }
         ]
     },
 )
@@ -636,7 +678,7 @@ case(
                     call("call_b", "file_write", '{"filePath":"world.py","content":"print(2)"}'),
                     call("call_c", "list_dir", '{"path":"."}'),
                 ],
-                "findings": ["index_reused"],
+                "findings": ["index_reused", "index_reused"],
                 "absent": ["invalid_arguments", "id_changed"],
             }
         ]
@@ -842,7 +884,7 @@ case(
                     call("gSIMJ1", "get_weather", WEATHER),
                     call("gSIMJ2", "get_weather", '{"city":"Rome"}'),
                 ],
-                "findings": ["missing_index"],
+                "findings": ["missing_index", "missing_index"],
             }
         ]
     },
@@ -889,7 +931,7 @@ case(
                     call("fallback", "get_weather", WEATHER),
                     call("fallback", "get_weather", '{"city":"Rome"}'),
                 ],
-                "findings": ["empty_id", "missing_index"],
+                "findings": ["empty_id", "empty_id", "missing_index", "missing_index"],
             }
         ]
     },
@@ -959,7 +1001,7 @@ case(
                     call("fallback", "get_weather", WEATHER),
                     call("fallback", "get_weather", '{"city":"Rome"}'),
                 ],
-                "findings": ["index_reused", "missing_id"],
+                "findings": ["index_reused", "missing_id", "missing_id"],
                 "absent": ["invalid_arguments"],
             }
         ]
@@ -1061,6 +1103,7 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_conf2", "save_note", '{"text": "sunny"}')],
+                "findings": ["server_tool_call"],
                 "server_calls": [
                     {"id": "srvtoolu_conf1", "name": "web_search", "result_type": "web_search_tool_result"}
                 ],
@@ -1101,6 +1144,7 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_conf4", "get_weather", WEATHER)],
+                "findings": ["server_tool_call"],
                 "server_calls": [
                     {"id": "srvtoolu_conf3", "name": "web_search", "result_type": "web_search_tool_result"}
                 ],
@@ -1255,7 +1299,7 @@ case(
                     call("call_r1", "get_weather", WEATHER),
                     call("call_r2", "get_time", '{"tz":"CET"}'),
                 ],
-                "findings": ["recovered_from_completed"],
+                "findings": ["arguments_mismatch", "recovered_from_completed"],
             }
         ]
     },
@@ -1348,7 +1392,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_r1", "get_weather", '{"city":"Pa', complete=False)],
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
                 "error": "The model failed to generate a response",
             }
         ],
@@ -1373,7 +1417,83 @@ case(
         "responses": [
             {
                 "calls": [call("call_r1", "get_weather", '{"city":"Pa', complete=False)],
-                "findings": ["incomplete_response", "incomplete_arguments"],
+                "findings": ["incomplete_arguments", "incomplete_response", "not_in_completed"],
+            }
+        ]
+    },
+)
+RESP_DOCS = "https://platform.openai.com/docs/api-reference/responses-streaming"
+case(
+    "responses/call_only_in_completed.sse",
+    events([CREATED, completed([FC])]),
+    quirk="a call that only response.completed lists (no item events at all)",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping events",
+    models=RESP_DOCS + "/response/completed",
+    expect={
+        "responses": [
+            {"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["recovered_from_completed"]}
+        ]
+    },
+)
+case(
+    "responses/deltas_before_item_only_in_completed.sse",
+    events([CREATED, args_delta('{"city":'), args_delta('"Paris"}'), completed([FC])]),
+    quirk="argument deltas for an item that is announced only by response.completed",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping output_item.added",
+    models=RESP_DOCS + "/response/function_call_arguments/delta",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER)],
+                "findings": ["recovered_delta", "recovered_from_completed"],
+            }
+        ]
+    },
+)
+case(
+    "responses/completed_renames_the_call.sse",
+    events([CREATED, call_added(FC), args_delta(WEATHER), completed([{**FC, "name": "get_time"}])]),
+    quirk="response.completed names an item differently than output_item.added",
+    category="responses",
+    provider="OpenAI-compatible Responses servers",
+    models=RESP_DOCS + "/response/completed",
+    expect={
+        "responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["name_changed"]}]
+    },
+)
+case(
+    "responses/completed_changes_the_call_id.sse",
+    events([CREATED, call_added(FC), args_delta(WEATHER), completed([{**FC, "call_id": "call_r9"}])]),
+    quirk="response.completed gives an item another call_id than output_item.added",
+    category="responses",
+    provider="OpenAI-compatible Responses servers",
+    models=RESP_DOCS + "/response/completed",
+    expect={"responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["id_changed"]}]},
+)
+case(
+    "responses/arguments_done_for_an_item_never_announced.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.function_call_arguments.done",
+                output_index=0,
+                item_id="fc_z",
+                arguments='{"z":1}',
+            ),
+        ]
+    ),
+    quirk="function_call_arguments.done for an item never announced, stream cut after it",
+    category="responses",
+    provider="OpenAI-compatible Responses servers dropping events",
+    models=RESP_DOCS + "/response/function_call_arguments/done",
+    expect={
+        "responses": [
+            {
+                "calls": [call("fallback", "", '{"z":1}', complete=False)],
+                "findings": ["missing_id", "missing_name", "no_finish_reason", "orphan_delta"],
             }
         ]
     },
@@ -1396,7 +1516,11 @@ case(
     category="responses",
     provider="OpenAI Responses API",
     models="https://platform.openai.com/docs/api-reference/responses-streaming/error",
-    expect={"responses": [{"calls": [], "error": "Rate limit exceeded while streaming"}]},
+    expect={
+        "responses": [
+            {"calls": [], "findings": ["provider_error"], "error": "Rate limit exceeded while streaming"}
+        ]
+    },
 )
 case(
     "responses/web_search_call_server_item.sse",
@@ -1443,6 +1567,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_r1", "get_weather", WEATHER)],
+                "findings": ["server_tool_call"],
                 "server_calls": [{"id": "ws_1", "name": "web_search", "result_type": "web_search_call"}],
             }
         ]
@@ -1537,7 +1662,7 @@ case(
     models="https://platform.openai.com/docs/guides/rate-limits",
     expect={
         "responses": [
-            {"calls": [], "error": "Rate limit reached"},
+            {"calls": [], "findings": ["provider_error"], "error": "Rate limit reached"},
             {"calls": [call("call_w1", "get_weather", WEATHER)]},
         ],
         "raises": {"type": "ProviderStreamError", "message": "Rate limit reached"},
@@ -1581,7 +1706,12 @@ case(
     provider="hand-saved stream transcripts (curl output pasted into a .chunks.jsonl)",
     models="https://github.com/maximhq/bifrost/pull/5262 (JSON outside SSE framing must not be dropped)",
     expect={
-        "responses": [{"calls": [call("call_w1", "get_weather", WEATHER)], "findings": ["sse_raw_json"]}]
+        "responses": [
+            {
+                "calls": [call("call_w1", "get_weather", WEATHER)],
+                "findings": ["sse_raw_json", "sse_raw_json", "sse_raw_json", "sse_raw_json", "sse_raw_json"],
+            }
+        ]
     },
 )
 case(
@@ -1614,7 +1744,7 @@ case(
             {
                 "calls": [call("call_o1", "get_weather", '{"city":', complete=False)],
                 "error": "Upstream provider returned 502",
-                "findings": ["provider_error"],
+                "findings": ["incomplete_arguments", "provider_error"],
             }
         ],
         "raises": {"type": "ProviderStreamError", "message": "Upstream provider returned 502"},
@@ -2280,6 +2410,150 @@ case(
         ]
     },
 )
+
+
+def body(tool_calls: list[Any]) -> str:
+    """A whole chat.completion body whose message carries `tool_calls`."""
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    return js(
+        {
+            "id": "chatcmpl-conf",
+            "object": "chat.completion",
+            "model": "conformance-model",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+        }
+    )
+
+
+FN_ENTRY = {
+    "index": 0,
+    "id": "call_f1",
+    "type": "function",
+    "fn": {"name": "get_weather", "arguments": WEATHER},
+}
+FLAT_ENTRY = {"index": 0, "id": "call_f1", "type": "function", "name": "get_weather", "arguments": WEATHER}
+FLAT_MODELS = "https://platform.openai.com/docs/api-reference/chat/object (payload belongs under `function`)"
+RAW_FN = js(FN_ENTRY)
+case(
+    "chat/payload_under_unknown_key_stream.sse",
+    sse([ROLE, chunk({"tool_calls": [FN_ENTRY]}), chunk(finish="tool_calls")]),
+    quirk="a streamed tool call whose payload sits under `fn`, not `function` (type function)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers with a wrong key",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_f1", "", RAW_FN, complete=False)],
+                "findings": ["missing_name", "unknown_call_type"],
+            }
+        ]
+    },
+)
+case(
+    "chat/payload_under_unknown_key_body.json",
+    body([{k: v for k, v in FN_ENTRY.items() if k != "index"}]),
+    quirk="a tool call whose payload sits under `fn`, not `function` (whole message)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers with a wrong key",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call(
+                        "call_f1",
+                        "",
+                        js({k: v for k, v in FN_ENTRY.items() if k != "index"}),
+                        complete=False,
+                    )
+                ],
+                "findings": ["missing_name", "unknown_call_type"],
+            }
+        ]
+    },
+)
+case(
+    "chat/name_and_arguments_at_top_level_stream.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "call_f1", "name": "get_weather", "arguments": '{"city":'}
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"index": 0, "arguments": '"Paris"}'}]}),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="streamed name/arguments at the top level of the entry (no type, no `function`)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers flattening the call",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [{"calls": [call("call_f1", "get_weather", WEATHER)], "findings": ["flat_tool_call"]}]
+    },
+)
+case(
+    "chat/name_and_arguments_at_top_level_body.json",
+    body([{k: v for k, v in FLAT_ENTRY.items() if k != "index"}]),
+    quirk="name/arguments at the top level of a type-function entry (whole message)",
+    category="chat-completions",
+    provider="OpenAI-compatible servers flattening the call",
+    models=FLAT_MODELS,
+    expect={
+        "responses": [{"calls": [call("call_f1", "get_weather", WEATHER)], "findings": ["flat_tool_call"]}]
+    },
+)
+case(
+    "chat/arguments_null_or_missing_body.json",
+    body(
+        [
+            {"id": "call_n1", "type": "function", "function": {"name": "now", "arguments": None}},
+            {"id": "call_n2", "type": "function", "function": {"name": "today"}},
+        ]
+    ),
+    quirk="`arguments: null` and no `arguments` at all in a whole message",
+    category="chat-completions",
+    provider="OpenAI-compatible servers (tools without parameters)",
+    models="https://platform.openai.com/docs/api-reference/chat/object (`arguments` is a JSON string)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_n1", "now", ""), call("call_n2", "today", "")],
+                "findings": ["empty_arguments", "empty_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/two_streams_without_done.sse",
+    sse(
+        [
+            chunk(header(0, "call_a1", "get_weather", WEATHER), id="chatcmpl-A"),
+            chunk(finish="tool_calls", id="chatcmpl-A"),
+            chunk(header(0, "call_b1", "get_time", '{"tz":"CET"}'), id="chatcmpl-B"),
+            chunk(finish="tool_calls", id="chatcmpl-B"),
+        ],
+        done=False,
+    ),
+    quirk="two chat streams saved one after the other with no [DONE] between them",
+    category="chat-completions",
+    provider="recorders that drop the [DONE] line (JSON-lines loggers)",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming (one id per completion)",
+    expect={
+        "responses": [
+            {"calls": [call("call_a1", "get_weather", WEATHER)]},
+            {
+                "calls": [call("call_b1", "get_time", '{"tz":"CET"}')],
+                "findings": ["new_stream_without_done"],
+            },
+        ]
+    },
+)
 case(
     "chat/unknown_tool_call_type.sse",
     sse(
@@ -2308,7 +2582,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_px1", "", '{"slug":"maps","q":"Pa"}', complete=False)],
-                "findings": ["unknown_call_type"],
+                "findings": ["missing_name", "unknown_call_type"],
             }
         ]
     },

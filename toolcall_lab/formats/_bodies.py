@@ -50,7 +50,11 @@ def _decompress(data: bytes, coding: str) -> bytes:
                 raise UnknownFormatError(
                     "the body is zstd-compressed (content-encoding: zstd); `pip install zstandard` to read it"
                 ) from None
-            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data))
+            stream = zstandard.ZstdDecompressor().decompressobj()
+            out = bytes(stream.decompress(data))
+            if not stream.eof:  # a cut frame decompresses to what it holds, without an error
+                raise ValueError("the data ends before the end of the zstd frame; cut off?")
+            return out
         return bytes(zstd.decompress(data))
     if coding == "identity":
         return data

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
@@ -95,6 +95,63 @@ def finding(
     )
 
 
+FINDINGS_PER_KIND = 20
+"""Findings of one kind listed one by one per response (and per stream for framing); more are
+counted in one summary finding, so memory does not grow with the number of bad chunks."""
+
+
+class FindingLimit:
+    """The cap on findings: the first `FINDINGS_PER_KIND` of each kind pass, the rest are counted
+    and reported once by `summary`. Used by the framing readers, the stream reader and (through
+    `StreamAccumulator.note` and `capped`) every accumulator and body parser."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, note: Finding) -> Finding | None:
+        seen = self.counts.get(note.kind, 0) + 1
+        self.counts[note.kind] = seen
+        return note if seen <= FINDINGS_PER_KIND else None
+
+    def summary(self) -> Iterator[Finding]:
+        for kind, seen in self.counts.items():
+            if seen > FINDINGS_PER_KIND:
+                yield _more(kind, seen - FINDINGS_PER_KIND)
+
+
+def _more(kind: str, more: int) -> Finding:
+    return finding(
+        kind,  # type: ignore[arg-type]
+        f"{more} more finding(s) like the {FINDINGS_PER_KIND} above ({kind}), not listed one by one",
+    )
+
+
+def capped(findings: list[Finding], limit: FindingLimit | None = None) -> list[Finding]:
+    """A response's findings with at most `FINDINGS_PER_KIND` of each kind, then one summary per
+    kind saying how many more there were (also those `limit` already held back while streaming).
+    Free for the usual response (a few findings, nothing held back)."""
+    if limit is None and len(findings) <= FINDINGS_PER_KIND:
+        return findings
+    counts: dict[str, int] = {}
+    out: list[Finding] = []
+    for note in findings:
+        seen = counts.get(note.kind, 0) + 1
+        counts[note.kind] = seen
+        if seen <= FINDINGS_PER_KIND:
+            out.append(note)
+    extra = {kind: seen - FINDINGS_PER_KIND for kind, seen in counts.items() if seen > FINDINGS_PER_KIND}
+    if limit is not None:
+        for kind, seen in limit.counts.items():
+            if seen > FINDINGS_PER_KIND:
+                extra[kind] = extra.get(kind, 0) + seen - FINDINGS_PER_KIND
+    if not extra:
+        return findings
+    out.extend(_more(kind, more) for kind, more in extra.items())
+    return out
+
+
 class StreamAccumulator:
     """What every streaming accumulator keeps: the batch number for fallback ids, the optional event
     listener, findings so far, the chunk counter, and the response's id, model and usage.
@@ -108,6 +165,7 @@ class StreamAccumulator:
 
     __slots__ = (
         "_final",
+        "_limit",
         "batch",
         "chunk_count",
         "damaged",
@@ -128,9 +186,23 @@ class StreamAccumulator:
         self.model: str | None = None
         self.damaged: str | None = None
         self._final: ParsedResponse | None = None
+        self._limit: FindingLimit | None = None
 
     def note(self, kind: FindingKind, message: str, **where: Any) -> None:
-        self.findings.append(finding(kind, message, **where))
+        """The findings collector of a stream: every finding of the accumulator goes through here,
+        and past `FINDINGS_PER_KIND` of one kind they are only counted (`capped` adds the summary)."""
+        limit = self._limit
+        if limit is None:
+            if len(self.findings) < FINDINGS_PER_KIND:  # no kind can be over the cap yet
+                self.findings.append(finding(kind, message, **where))
+                return
+            limit = self._limit = FindingLimit()
+            for note in self.findings:
+                limit.counts[note.kind] = limit.counts.get(note.kind, 0) + 1
+        seen = limit.counts.get(kind, 0) + 1
+        limit.counts[kind] = seen
+        if seen <= FINDINGS_PER_KIND:
+            self.findings.append(finding(kind, message, **where))
 
     def _event_mapping(self, event: Any, n: int) -> Mapping[str, Any] | None:
         """Event `n`, not a dict, as a mapping (an SDK model is dumped); None, after a
@@ -364,7 +436,11 @@ class PendingCall:
     next_name: str | None = None  # a repeated name after complete arguments, waiting for the next delta
     snapshot_of: str | None = None  # the first name a longer snapshot replaced ('get' -> 'get_weather')
     late = False  # a delta came after the block was closed (reported once)
-    unknown_type: str | None = None  # a chat entry of a type not read: kept raw, never complete
+    unknown_type: str | None = (
+        None  # why a chat entry is not read (its type, or keys): kept raw, never complete
+    )
+    flat = False  # a chat entry with name/arguments at the top level, not under `function`
+    args_absent: str | None = None  # a whole body's `arguments` was "null" or "missing"
     started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
@@ -506,7 +582,7 @@ class PendingCall:
             findings.append(
                 finding(
                     "missing_name",
-                    f"call {tool_call_id} has no function name",
+                    f"call {tool_call_id} has no function name; marked incomplete and will not be executed",
                     tool_call_id=tool_call_id,
                     **where,
                 )
@@ -536,8 +612,8 @@ class PendingCall:
             findings.append(
                 finding(
                     "unknown_call_type",
-                    f"call {tool_call_id}: tool call of type {self.unknown_type!r} this parser does not "
-                    "read; kept raw, marked incomplete and will not be executed",
+                    f"call {tool_call_id}: {self.unknown_type}; what it holds is kept raw as its "
+                    "arguments, the call marked incomplete and will not be executed",
                     tool_call_id=tool_call_id,
                     **where,
                 )
@@ -551,11 +627,12 @@ class PendingCall:
                 id_source,
                 False,
                 self.kind,
-                InvalidArguments(reason=f"a tool call of type {self.unknown_type!r}, not read"),
+                InvalidArguments(reason=f"{self.unknown_type}, not read"),
             )
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
-            complete = not failed and ended  # free-form text: nothing but the item's end says it is whole
+            complete = not failed and ended and bool(name)  # free-form text: only the item's end says
+            # it is whole
             findings.append(
                 finding(
                     "custom_tool_call",
@@ -597,7 +674,7 @@ class PendingCall:
                     **where,
                 )
             )
-        complete = not failed
+        complete = not failed and bool(name)  # a call without a name cannot be run
         cut_short = not ended or finish_reason == "length"
         if type(outcome) is ParsedArguments and outcome.empty and (failed or cut_short):
             complete = False
@@ -637,9 +714,13 @@ class PendingCall:
                     finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
             else:
+                what = (
+                    f"`arguments` {self.args_absent}"
+                    if self.args_absent is not None
+                    else "empty argument string"
+                )
                 message = (
-                    f"call {tool_call_id} ({name}): empty argument string in a response that ended "
-                    "normally, read as {}"
+                    f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
                 )
                 findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
         return new_tool_call(
@@ -691,6 +772,16 @@ class PendingCall:
                     "id_changed",
                     f"call {self.index}: {self.other_ids} later delta(s) carried other ids "
                     f"(first {self.first_other_id!r}); kept {tool_call_id!r}",
+                    tool_call_id=tool_call_id,
+                    **where,
+                )
+            )
+        if self.flat:
+            findings.append(
+                finding(
+                    "flat_tool_call",
+                    f"call {tool_call_id} ({name}): name/arguments sent at the top level of the tool call "
+                    "entry, not inside `function`; read as the function's",
                     tool_call_id=tool_call_id,
                     **where,
                 )

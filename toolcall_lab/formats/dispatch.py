@@ -11,7 +11,7 @@ from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
-from toolcall_lab.formats.base import StreamAccumulator, error_only, error_response, finding
+from toolcall_lab.formats.base import FindingLimit, StreamAccumulator, error_only, error_response, finding
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator, parse_responses_output
@@ -181,12 +181,32 @@ def _chunk_body(body: Mapping[str, Any], batch: int) -> ParsedResponse:
     return acc.finish()
 
 
-def _with_notes(response: ParsedResponse, notes: list[Finding]) -> ParsedResponse:
+class _Notes(list[Finding]):
+    """Framing findings waiting for the response they belong to, capped per kind like every
+    finding (`FindingLimit`): memory does not grow with the number of bad lines."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit = FindingLimit()
+
+    def add(self, note: Finding) -> None:
+        if self.limit(note) is not None:
+            self.append(note)
+
+    def take(self) -> list[Finding]:
+        """The notes with their summaries; the collector starts afresh for the next response."""
+        out = [*self, *self.limit.summary()]
+        self.clear()
+        self.limit = FindingLimit()
+        return out
+
+
+def _with_notes(response: ParsedResponse, notes: _Notes) -> ParsedResponse:
     if not notes:
         return response
-    out = replace(response, findings=(*notes, *response.findings))
-    notes.clear()
-    return out
+    return replace(response, findings=(*notes.take(), *response.findings))
 
 
 def iter_stream_responses(
@@ -211,12 +231,13 @@ def iter_stream_responses(
     incomplete, and reading goes on: what follows is still read and shown.
     `where[0]`, when given, is the line of the current payload.
     """
-    notes: list[Finding] = []
+    notes = _Notes()
     held: list[dict[str, Any]] = []
     acc: StreamAccumulator | None = None
     feed: Any = None
     boundary: str | None = _NEW_RESPONSE.get(fmt) if fmt else None
     after_done = False
+    after_error = False
     count = 0
     yielded = 0
     last: ParsedResponse | None = None  # ended at [DONE] or an error; yielded at the next payload,
@@ -241,6 +262,7 @@ def iter_stream_responses(
                                 )
                             last, yielded = response, yielded + 1
                             batch += 1
+                            after_error = True
                             continue
                         held.append(item)
                         if len(held) > _MAX_UNDETECTED:
@@ -248,13 +270,22 @@ def iter_stream_responses(
                         continue
                     boundary = _NEW_RESPONSE.get(fmt)
                 if after_done:
-                    notes.append(
+                    notes.add(
                         finding(
                             "data_after_done",
                             f"line {_line(where)}: data after [DONE]; read as response {batch}",
                         )
                     )
                     after_done = False
+                if after_error:
+                    notes.add(
+                        finding(
+                            "data_after_error",
+                            f"line {_line(where)}: data after the provider error that ended response "
+                            f"{batch - 1}; read as response {batch}",
+                        )
+                    )
+                    after_error = False
                 acc = new_accumulator(fmt, batch)
                 feed = acc.feed
                 count = 0
@@ -265,8 +296,20 @@ def iter_stream_responses(
                     for h in held:
                         feed(h)
                     held.clear()
-            elif boundary is not None and acc.chunk_count and item.get("type") == boundary:
+            elif (boundary is not None and acc.chunk_count and item.get("type") == boundary) or (
+                boundary is None and acc.finished and _another_stream(acc, item)  # type: ignore[attr-defined]
+            ):
+                ended = acc.response_id
                 yield _with_notes(acc.finish(), notes)
+                if boundary is None:
+                    notes.add(
+                        finding(
+                            "new_stream_without_done",
+                            f"line {_line(where)}: a chunk with id {item.get('id')!r} after response "
+                            f"{ended!r} finished, with no [DONE] between them; read as response "
+                            f"{batch + 1}",
+                        )
+                    )
                 yielded += 1
                 batch += 1
                 acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
@@ -289,12 +332,14 @@ def iter_stream_responses(
                 last, yielded = response, yielded + 1
                 batch += 1
                 acc = None
+                after_error = True
                 continue
             count += 1
             if count >= _COMPACT_EVERY:
                 count = 0
                 _compact(acc)
         elif item is DONE:
+            after_error = False
             if acc is not None:
                 last, yielded = _with_notes(acc.finish(), notes), yielded + 1
                 batch += 1
@@ -315,26 +360,33 @@ def iter_stream_responses(
                 f"{error}; the response it falls in is marked failed, its calls incomplete",
             )
             if acc is not None:
-                acc.findings.append(note)
+                acc.note(note.kind, note.message)
                 acc.damage(reason)
             else:
-                notes.append(note)
+                notes.add(note)
                 damage = damage or reason
         else:
-            notes.append(item)  # type: ignore[arg-type]  # a framing finding
+            notes.add(item)  # type: ignore[arg-type]  # a framing finding
     if held:
         raise UnknownFormatError(unknown_stream(held))
     if acc is None and damage is None and notes and last is not None:
-        last = replace(last, findings=(*last.findings, *notes))  # framing findings after the last one
+        last = replace(last, findings=(*last.findings, *notes.take()))  # framing findings after the last one
     if last is not None:
         yield last
     if acc is not None:
         yield _with_notes(acc.finish(), notes)
     elif damage is not None:  # unreadable data after the last response, or nothing else
         response = unreadable_response(damage.removeprefix("unreadable data: "), fmt or "unknown")
-        yield replace(response, findings=tuple(notes))  # (the notes hold the unreadable_data finding)
+        yield replace(response, findings=tuple(notes.take()))  # (the notes hold the unreadable_data finding)
     elif not yielded and fmt is None:
         raise UnknownFormatError("the stream holds no payloads")
+
+
+def _another_stream(acc: Any, item: dict[str, Any]) -> bool:
+    """A chat chunk that starts another stream: after a finish reason, a chunk whose ``id`` differs
+    from the response's (two streams saved one after the other without ``[DONE]``)."""
+    rid = item.get("id")
+    return type(rid) is str and bool(rid) and acc.response_id is not None and rid != acc.response_id
 
 
 def collect(responses: Iterable[ParsedResponse]) -> list[ParsedResponse]:

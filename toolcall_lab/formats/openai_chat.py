@@ -48,6 +48,7 @@ from toolcall_lab.formats.base import (
     PendingCall,
     StreamAccumulator,
     StreamListener,
+    capped,
     compact_json,
     extra_choices_note,
     finding,
@@ -55,7 +56,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import _other_payload, filtered_finish, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import entry_shape, filtered_finish, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -118,7 +119,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_foreign", "_seen")
+    __slots__ = ("_choices", "_foreign", "_seen", "finished")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
@@ -132,11 +133,13 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.model: str | None = None
         self.damaged: str | None = None
         self._final: ParsedResponse | None = None
+        self._limit = None
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
         self._seen = False
         self._foreign = 0  # events of other wire formats fed here
+        self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
@@ -236,6 +239,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
         st.finish_reason = finish if type(finish) is str else str(finish)
+        self.finished = True
         if finish == "error":
             self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
 
@@ -319,6 +323,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         finish = choice.get("finish_reason")
         if finish:
             st.finish_reason = str(finish)
+            self.finished = True
         return st.finish_reason == "error" or bool(choice.get("error"))
 
     def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
@@ -355,15 +360,18 @@ class ChatCompletionAccumulator(StreamAccumulator):
             ctype = tc.get("type")
             fn = tc.get("function")
             kind = "function"
+            flat = False
             if ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
                 kind, fn = "custom", tc.get("custom")  # {"name", "input"}: free-form text
                 if type(fn) is dict and "input" in fn:
                     fn = {"name": fn.get("name"), "arguments": fn["input"]}
-            elif (ctype is not None and ctype != "function") or (
-                fn is None and ctype is None and _other_payload(tc) is not None
-            ):
-                self._unknown_type(st, tc, ctype, n, seen)
-                continue
+            elif fn is None or (ctype is not None and ctype != "function"):
+                shape = entry_shape(tc)
+                if type(shape) is tuple:
+                    self._unknown_type(st, tc, shape, n, seen)
+                    continue
+                if shape is not None:  # name/arguments at the top level: read as the function's
+                    fn, flat = shape, True
             if fn is None:
                 fn = {}
             elif type(fn) is not dict:
@@ -382,6 +390,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if kind == "custom" and call.kind != "custom":
                 call.kind = "custom"
                 call.quirky = True
+            if flat and not call.flat:
+                call.flat = call.quirky = True
             if st.finish_reason is not None and not call.late and (args or name or tid):
                 call.late = True
                 self.note(
@@ -411,12 +421,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._arguments(st, call, args, n)  # {} or [] or 0 or false: still JSON, still kept
 
     def _unknown_type(
-        self, st: _Choice, tc: dict[str, Any], ctype: Any, n: int, seen: set[int] | None
+        self, st: _Choice, tc: dict[str, Any], shape: tuple[str, Any], n: int, seen: set[int] | None
     ) -> None:
-        """A tool call entry of a type this parser does not read: what it holds is kept raw, the call
-        marked incomplete (`unknown_call_type`), never run."""
-        payload = _other_payload(tc)
-        label = str(ctype) if ctype is not None else (payload[0] if payload else "?")
+        """A tool call entry whose payload is not where this parser reads one (`entry_shape`): what it
+        holds is kept raw, the call marked incomplete (`unknown_call_type`), never run."""
+        label, raw = shape
         tid = tc.get("id")
         tid = tid if type(tid) is str else None
         call = self._target(st, tc.get("index"), tid, None, None, n, seen)
@@ -427,7 +436,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if call.unknown_type is None:
             call.unknown_type = label
             call.quirky = True
-        raw = payload[1] if payload else {k: v for k, v in tc.items() if k != "index"}
         self._arguments(st, call, raw if type(raw) is str else compact_json(raw), n)
 
     def _announce(self, call: PendingCall, n: int) -> None:
@@ -734,7 +742,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response: Any = _new(_ResponseTwin)
         response.format = "openai-chat-stream"
         response.choices = tuple(choices)
-        response.findings = tuple(findings)
+        response.findings = tuple(capped(findings, self._limit))
         response.usage = self.usage
         response.response_id = self.response_id
         response.model = self.model

@@ -14,6 +14,7 @@ from typing import Any
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats.base import (
     PendingCall,
+    capped,
     compact_json,
     extra_choices_note,
     finding,
@@ -106,7 +107,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     response = new_response(
         "openai-chat",
         tuple(choices),
-        tuple(findings),
+        tuple(capped(findings)),
         usage if isinstance(usage, dict) else None,
         rid if isinstance(rid, str) else None,
         model if isinstance(model, str) else None,
@@ -138,23 +139,26 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
         index = index if type(index) is int else pos
         ctype = tc.get("type")
         fn = tc.get("function")
-        if ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
+        shape = entry_shape(tc)
+        if type(shape) is tuple:
+            pending = PendingCall.announced(ci, index, 0, tc.get("id"), None)
+            pending.unknown_type, raw = shape
+            pending.quirky = True
+            pending.pieces = [raw if isinstance(raw, str) else compact_json(raw)]
+        elif ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
             custom = tc.get("custom")
             custom = custom if isinstance(custom, dict) else {}
             pending = PendingCall.announced(ci, index, 0, tc.get("id"), custom.get("name"))
             pending.kind, pending.quirky = "custom", True  # free-form text input, not JSON
             _whole_arguments(pending, custom.get("input"))
-        elif (ctype is not None and ctype != "function") or (fn is None and _other_payload(tc)):
-            payload = _other_payload(tc)
-            pending = PendingCall.announced(ci, index, 0, tc.get("id"), None)
-            pending.unknown_type = str(ctype) if ctype is not None else payload[0] if payload else "?"
-            pending.quirky = True
-            raw = payload[1] if payload else {k: v for k, v in tc.items() if k != "index"}
-            pending.pieces = [raw if isinstance(raw, str) else compact_json(raw)]
         else:
+            if shape is not None:  # name/arguments at the top level: read, reported
+                fn = shape
             fn = fn if isinstance(fn, dict) else {}
             pending = PendingCall.announced(ci, index, 0, tc.get("id"), fn.get("name"))
-            _whole_arguments(pending, fn.get("arguments"))
+            if shape is not None:
+                pending.flat = pending.quirky = True
+            _whole_arguments(pending, fn.get("arguments"), "arguments" in fn)
         pendings.append(pending)
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
@@ -185,22 +189,43 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
 
 
 _ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom"))
+_FLAT_KEYS = frozenset(("name", "arguments"))
 
 
-def _other_payload(tc: dict[str, Any]) -> tuple[str, Any] | None:
-    """The payload of a tool call entry of another type: ``tc[type]``, or the first key that is not
-    one a function or custom call has (shared with the streaming accumulator)."""
+def entry_shape(tc: dict[str, Any]) -> tuple[str, Any] | dict[str, Any] | None:
+    """Where a tool call entry's payload is, when not in ``function`` (shared with the streaming
+    accumulator): None for a function or custom entry; a ``{"name", "arguments"}`` dict for an
+    entry of type function (or none) that holds nothing but ``name`` / ``arguments`` at the top
+    level (unambiguous, read with ``flat_tool_call``); else ``(why, raw)``: the entry is not read,
+    `raw` is what it holds (``tc[type]`` for an entry of another type that has it, the one unknown
+    key's value for an entry without type, else the whole entry) and `why` says what was seen (its
+    type, or its keys)."""
     ctype = tc.get("type")
+    if ctype == "custom" or (ctype is None and "function" not in tc and "custom" in tc):
+        return None
+    if ctype is None or ctype == "function":
+        if "function" in tc:
+            return None
+        extra = tc.keys() - _ENTRY_KEYS
+        if not extra:
+            return None  # only an index/id/type: a header without payload, read as usual
+        if extra <= _FLAT_KEYS:
+            return {key: tc[key] for key in extra}
+        keys = sorted(str(k) for k in tc)[:12]
+        why = f"a tool call entry with no `function` object (keys {keys})"
+        if ctype is None and len(extra) == 1:  # a continuation of an entry of another type: its payload
+            (key,) = extra
+            return why, tc[key]
+        return why, tc
     if type(ctype) is str and ctype in tc:
-        return ctype, tc[ctype]
-    for key, value in tc.items():
-        if key not in _ENTRY_KEYS:
-            return key, value
-    return None
+        return f"a tool call of type {ctype!r} this parser does not read", tc[ctype]
+    keys = sorted(str(k) for k in tc)[:12]
+    return f"a tool call of type {ctype!r} this parser does not read (keys {keys})", tc
 
 
-def _whole_arguments(pending: PendingCall, args: Any) -> None:
+def _whole_arguments(pending: PendingCall, args: Any, present: bool = True) -> None:
     if args is None:
+        pending.args_absent = "null" if present else "missing"
         return
     if not isinstance(args, str):  # some servers send an object; keep it, and say so
         args = compact_json(args)

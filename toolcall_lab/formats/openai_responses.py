@@ -30,6 +30,7 @@ from toolcall_lab.formats.base import (
     StreamAccumulator,
     StreamListener,
     calls_snapshot,
+    capped,
     compact_json,
     finding,
     fix_surrogates,
@@ -116,6 +117,18 @@ class _Item:
         self.final: str | None = None
 
 
+class _Held:
+    """Deltas and a `.done` for an item not announced (yet): kept, never dropped."""
+
+    __slots__ = ("count", "final", "first", "pieces")
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+        self.count = 0
+        self.pieces: list[str] = []
+        self.final: str | None = None
+
+
 class ResponsesStreamAccumulator(StreamAccumulator):
     """Assemble function calls and text from the events of one Responses API stream."""
 
@@ -141,8 +154,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
         self._completed: list[Any] | None = None
-        # deltas for items not announced yet, by item id or ("#", output_index): (chunk, text)
-        self._orphans: dict[Any, list[tuple[int, str]]] | None = None
+        # deltas (and a `.done`) for items not announced yet, by item id or ("#", output_index)
+        self._orphans: dict[Any, _Held] | None = None
 
     def _find(self, event: Mapping[str, Any]) -> _Item | None:
         item_id = event.get("item_id")
@@ -151,42 +164,53 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             found = self._by_key.get(("#", event.get("output_index")))
         return found
 
-    def _hold(self, event: Mapping[str, Any], piece: str, n: int) -> None:
-        """A delta for an item not announced yet: held until the item arrives (then it is the start of
-        its arguments), reported as ``orphan_delta`` if it never does."""
+    def _held(self, event: Mapping[str, Any], n: int) -> _Held:
+        """What is held for the item an event names but nobody announced (made on first use)."""
         item_id = event.get("item_id")
         key = item_id if item_id else ("#", event.get("output_index"))
         if self._orphans is None:
             self._orphans = {}
-        self._orphans.setdefault(key, []).append((n, piece if isinstance(piece, str) else ""))
+        held = self._orphans.get(key)
+        if held is None:
+            held = self._orphans[key] = _Held(n)
+        return held
 
     def _adopt(self, entry: _Item, n: int) -> None:
-        """Give a newly announced item the deltas that came before it."""
+        """Give a newly announced item the deltas (and `.done`) that came before it."""
         orphans = self._orphans
         assert orphans is not None
-        held = orphans.pop(entry.item_id, None) if entry.item_id else None
-        by_pos = orphans.pop(("#", entry.output_index), None)
-        held = (held or []) + (by_pos or [])
-        if not held:
+        found = [
+            h
+            for h in (
+                orphans.pop(entry.item_id, None) if entry.item_id else None,
+                orphans.pop(("#", entry.output_index), None),
+            )
+            if h is not None
+        ]
+        if not found:
             return
-        held.sort()
-        entry.call.pieces[:0] = [piece for _, piece in held if piece]
+        found.sort(key=lambda h: h.first)
+        pieces = [p for h in found for p in h.pieces]
+        entry.call.pieces[:0] = pieces
+        final = next((h.final for h in found if h.final is not None), None)
+        if final is not None:
+            entry.final = final
+            entry.call.done = True
+        count = sum(h.count for h in found)
+        what = f"{count} arguments delta(s)" + (" and its .done" if final is not None else "")
         self.note(
             "recovered_delta",
-            f"chunk {held[0][0]}: {len(held)} arguments delta(s) for item {entry.item_id!r} came before "
-            f"the item was announced (chunk {n}); kept as the start of call "
+            f"chunk {found[0].first}: {what} for item {entry.item_id!r} came before the item was "
+            f"announced (chunk {n if n >= 0 else 'response.completed'}); kept as call "
             f"{entry.call.tool_call_id}'s arguments, nothing lost",
-            chunk_index=held[0][0],
+            chunk_index=found[0].first,
             tool_call_id=entry.call.tool_call_id,
         )
         if self.listener is not None:
-            for _, piece in held:
-                if piece:
-                    self.listener(
-                        ArgumentsDelta(
-                            chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece
-                        )
-                    )
+            for piece in pieces:
+                self.listener(
+                    ArgumentsDelta(chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece)
+                )
 
     def _announce(self, item: Mapping[str, Any], output_index: Any, n: int) -> _Item:
         kind = str(item.get("type"))
@@ -233,7 +257,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             entry = self._find(event)
             piece = event.get("delta") or ""
             if entry is None:
-                self._hold(event, piece, n)
+                held = self._held(event, n)
+                held.count += 1
+                if piece and isinstance(piece, str):
+                    held.pieces.append(piece)
             elif piece:
                 entry.call.pieces.append(piece)
                 if self.listener is not None:
@@ -261,9 +288,12 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
             entry = self._find(event)
             final = event.get("arguments" if kind.startswith("response.function") else "input")
-            if entry is not None and isinstance(final, str):
-                entry.final = final
-                entry.call.done = True
+            if isinstance(final, str):
+                if entry is None:  # kept until its item comes (or as an orphan call at the end)
+                    self._held(event, n).final = final
+                else:
+                    entry.final = final
+                    entry.call.done = True
         elif kind == "response.output_item.done":
             self._item_done(event, n)
         elif kind in _RESPONSE_EVENTS:
@@ -302,20 +332,41 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 chunk_index=n,
                 tool_call_id=entry.call.tool_call_id,
             )
-        elif item.get("name") and entry.call.name and item["name"] != entry.call.name:
-            self.note(
-                "name_changed",
-                f"call {entry.call.index}: name changed from {entry.call.name!r} to {item['name']!r}; "
-                "kept the first",
-                chunk_index=n,
-            )
-        if entry.call.tool_call_id is None and item.get("call_id"):
-            entry.call.tool_call_id = str(item["call_id"])
+        else:
+            self._disagree(entry, item, "output_item.done", n)
         final = _final_of(item)
         if isinstance(final, str):
             entry.final = final
         if item.get("status") != "incomplete":
             entry.call.done = True
+
+    def _disagree(self, entry: _Item, item: Mapping[str, Any], where: str, n: int | None) -> None:
+        """A later form of an item (``output_item.done``, ``response.completed``) against the call as
+        announced: a missing id is filled in; a different name or call_id is reported, the first kept
+        (what the listener announced and what the deltas were streamed under)."""
+        call = entry.call
+        name = item.get("name")
+        if name and call.name and name != call.name and call.kind != "builtin":
+            self.note(
+                "name_changed",
+                f"call {call.tool_call_id} (item {entry.item_id!r}): {where} names it {name!r}, it was "
+                f"announced as {call.name!r}; kept the first",
+                chunk_index=n,
+                tool_call_id=call.tool_call_id,
+            )
+        elif name and not call.name:
+            call.name = str(name)
+        call_id = item.get("call_id")
+        if call_id and call.tool_call_id is None:
+            call.tool_call_id = str(call_id)
+        elif call_id and call_id != call.tool_call_id:
+            self.note(
+                "id_changed",
+                f"call {call.tool_call_id} (item {entry.item_id!r}): {where} gives call_id {call_id!r}; "
+                f"kept {call.tool_call_id!r}, the first",
+                chunk_index=n,
+                tool_call_id=call.tool_call_id,
+            )
 
     def _response_event(self, kind: str, response: Any) -> None:
         if not isinstance(response, Mapping):
@@ -334,8 +385,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         if kind in ("response.completed", "response.incomplete") and isinstance(response.get("output"), list):
             self._completed = response["output"]
 
-    def _reconcile(self, findings: list[Finding]) -> None:
-        """Take the ``output`` of ``response.completed`` as the authoritative list of items."""
+    def _reconcile(self) -> None:
+        """Take the ``output`` of ``response.completed`` as the authoritative list of items (its
+        arguments over every earlier form; a different name or call_id is reported, see `_disagree`)."""
         if self._completed is None:
             return
         listed: set[int] = set()
@@ -359,28 +411,25 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     ),
                     None,
                 )
-            listed.add(id(entry))
             final = _final_of(item)
             if entry is None:
                 entry = self._announce(item, pos, -1)
-                findings.append(
-                    finding(
-                        "recovered_from_completed",
-                        f"call {item.get('call_id')} ({item.get('name')}) only in response.completed "
-                        "output; taken from there",
-                        tool_call_id=entry.call.tool_call_id,
-                    )
+                self.note(
+                    "recovered_from_completed",
+                    f"call {item.get('call_id')} ({item.get('name')}) only in response.completed "
+                    "output; taken from there",
+                    tool_call_id=entry.call.tool_call_id,
                 )
+            else:
+                self._disagree(entry, item, "response.completed", None)
+            listed.add(id(entry))
             if isinstance(final, str):
                 if entry.final is not None and entry.final != final:
-                    findings.append(
-                        finding(
-                            "arguments_mismatch",
-                            f"call {entry.call.tool_call_id}: response.completed output differs from "
-                            "the earlier "
-                            "final arguments; kept the response.completed output",
-                            tool_call_id=entry.call.tool_call_id,
-                        )
+                    self.note(
+                        "arguments_mismatch",
+                        f"call {entry.call.tool_call_id}: response.completed output differs from "
+                        "the earlier final arguments; kept the response.completed output",
+                        tool_call_id=entry.call.tool_call_id,
                     )
                 entry.final = final
             if item.get("status") != "incomplete":
@@ -389,15 +438,36 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
             if id(entry) not in listed:
-                findings.append(
-                    finding(
-                        "not_in_completed",
-                        f"call {entry.call.tool_call_id} ({entry.call.name}) streamed but not in the "
-                        f"{ending} output{empty}; kept as streamed",
-                        chunk_index=entry.call.first_chunk,
-                        tool_call_id=entry.call.tool_call_id,
-                    )
+                self.note(
+                    "not_in_completed",
+                    f"call {entry.call.tool_call_id} ({entry.call.name}) streamed but not in the "
+                    f"{ending} output{empty}; kept as streamed",
+                    chunk_index=entry.call.first_chunk,
+                    tool_call_id=entry.call.tool_call_id,
                 )
+
+    def _orphan_calls(self) -> None:
+        """Deltas or a `.done` for an item that never came: kept as a call without name (so
+        incomplete, never run) holding what they said, with an ``orphan_delta`` finding."""
+        orphans = self._orphans
+        assert orphans is not None
+        self._orphans = None
+        for key, held in orphans.items():
+            item_id = None if isinstance(key, tuple) else key
+            where = f"item {key!r}" if item_id is not None else f"output index {key[1]!r}"
+            entry = self._announce({"type": "function_call", "id": item_id}, None, held.first)
+            entry.call.pieces = held.pieces
+            entry.call.first_chunk = held.first
+            entry.final = held.final
+            what = f"{held.count} arguments delta(s)" if held.count else ""
+            if held.final is not None:
+                what = f"{what} and a .done" if what else "a function_call_arguments.done"
+            self.note(
+                "orphan_delta",
+                f"chunk {held.first}: {what} for {where}, which was never announced; kept as call "
+                f"{entry.call.index} without name or id (incomplete, never run)",
+                chunk_index=held.first,
+            )
 
     @staticmethod
     def _compare(pending: PendingCall, final: str, findings: list[Finding]) -> None:
@@ -435,20 +505,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         return calls_snapshot([e.call for e in self._items])
 
     def _result(self, error: str | None) -> ParsedResponse:
-        findings = list(self.findings)
-        if self._orphans:
-            for key, held in self._orphans.items():
-                what = f"item {key!r}" if not isinstance(key, tuple) else f"output index {key[1]!r}"
-                findings.append(
-                    finding(
-                        "orphan_delta",
-                        f"chunk {held[0][0]}: {len(held)} arguments delta(s) for {what}, which was never "
-                        f"announced; skipped ({sum(len(p) for _, p in held)} characters)",
-                        chunk_index=held[0][0],
-                    )
-                )
         if error is None:
-            self._reconcile(findings)
+            self._reconcile()
+        if self._orphans:
+            self._orphan_calls()
+        findings = list(self.findings)
         calls: list[ToolCall] = []
         incomplete = self.status == "incomplete"
         closed = self.status in _FINAL_STATUSES
@@ -503,7 +564,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             reasoning=self._reasoning,
             calls=calls,
             finish_reason=self.status,
-            findings=findings,
+            findings=capped(findings, self._limit),
             usage=self.usage,
             response_id=self.response_id,
             model=self.model,

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Literal
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats._bodies import decode_body, headers_of
-from toolcall_lab.formats.base import error_response, finding
+from toolcall_lab.formats.base import FindingLimit, error_response, finding
 from toolcall_lab.formats.dispatch import (
     ErrorPolicy,
     WireFormat,
@@ -47,7 +47,6 @@ from toolcall_lab.formats.sse import (
     BOM,
     DONE,
     READ_SIZE,
-    FindingLimit,
     Unreadable,
     byte_pieces,
     decode_json,
@@ -178,21 +177,29 @@ def _name(exc: WireFormatError, path: str) -> None:
 
 # -- reading streams -----------------------------------------------------------------------------
 def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str, Any] | Any]:
-    """One JSON payload per line (a BOM, CRLF and blank lines tolerated; ``[DONE]`` lines are markers;
-    a line that is not a JSON object is an `Unreadable` marker)."""
+    """One JSON payload per line (a BOM and blank lines tolerated; lines end in LF, CRLF or CR, as
+    in the SSE reader, also across read boundaries; ``[DONE]`` lines are markers; a line that is not
+    a JSON object is an `Unreadable` marker)."""
     notes: list[Finding] = []
     limit = FindingLimit()
     number = 0
     pending = b""
     held: list[bytes] = []  # more pieces of the unfinished line `pending` (joined once, at its end)
     first = True
+    skip_lf = False  # the last piece ended in CR: a LF starting the next one completes a CRLF
     for piece in chain(pieces, (None,)):
         if piece is None:
-            if not pending:
+            if not pending and not held:
                 break
             lines, pending = [b"".join((pending, *held))], b""
         else:
-            if pending and not first and b"\n" not in piece:
+            if skip_lf:
+                skip_lf = False
+                if piece[:1] == b"\n":
+                    piece = piece[1:]
+            if not piece:
+                continue
+            if pending and not first and b"\n" not in piece and b"\r" not in piece:
                 held.append(piece)  # a line longer than a piece: copy it once, when it ends
                 continue
             if held:
@@ -207,8 +214,17 @@ def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str
                 first = False
                 if piece.startswith(BOM):
                     piece = piece[3:]
-            lines = piece.split(b"\n")
-            pending = lines.pop()
+            if b"\r" in piece:  # CR or CRLF line ends (a raw CR cannot be inside a JSON string)
+                if piece[-1:] == b"\r":
+                    skip_lf = True
+                    lines = piece[:-1].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+                    pending = b""
+                else:
+                    lines = piece.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+                    pending = lines.pop()
+            else:
+                lines = piece.split(b"\n")
+                pending = lines.pop()
             del piece  # (a huge line is held once)
         lines.reverse()
         while lines:
@@ -271,7 +287,9 @@ def _sniff(first: bytes, container: Container) -> Framing:
     if head[:1] in (b"{", b"["):
         if container == "chunks-jsonl":
             return "jsonl"
-        line, _, rest = head.partition(b"\n")
+        line, _, rest = head.replace(b"\r", b"\n", 1).partition(b"\n") if b"\r" in head[:4096] else (
+            head.partition(b"\n")
+        )
         if rest.strip():
             try:
                 one = json.loads(line)

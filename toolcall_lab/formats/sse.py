@@ -32,7 +32,8 @@ from itertools import chain
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError
-from toolcall_lab.formats.base import finding
+from toolcall_lab.formats.base import FINDINGS_PER_KIND as FINDINGS_PER_KIND
+from toolcall_lab.formats.base import FindingLimit, finding
 from toolcall_lab.formats.errors import error_frame_payload, error_message, list_error_message
 from toolcall_lab.messages import Finding
 
@@ -98,34 +99,7 @@ def byte_pieces(source: Source | Any, *, chunked: bool = False) -> Iterator[byte
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry", b"error"})
 _FIELD_PREFIXES = (b"data:", b"event:", b"id:", b"retry:", b"error:")
 _TOKEN = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*\Z")
-FINDINGS_PER_KIND = 20
-"""Framing findings of one kind listed one by one per stream; more are counted in one summary."""
-
 Frame = tuple[str | None, bytes, int, str | None]
-
-
-class FindingLimit:
-    """Framing findings of one stream: the first `FINDINGS_PER_KIND` of each kind pass, the rest
-    are counted and reported once by `summary` (memory does not grow with the damaged lines)."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def __call__(self, note: Finding) -> Finding | None:
-        seen = self.counts.get(note.kind, 0) + 1
-        self.counts[note.kind] = seen
-        return note if seen <= FINDINGS_PER_KIND else None
-
-    def summary(self) -> Iterator[Finding]:
-        for kind, seen in self.counts.items():
-            if seen > FINDINGS_PER_KIND:
-                yield finding(
-                    kind,  # type: ignore[arg-type]
-                    f"{seen - FINDINGS_PER_KIND} more line(s) like the {FINDINGS_PER_KIND} above ({kind}), "
-                    "not listed one by one",
-                )
 
 
 def sse_frames(pieces: Iterable[bytes]) -> Iterator[Frame | Finding]:
