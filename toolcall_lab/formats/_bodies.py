@@ -44,21 +44,26 @@ def _decompress(data: bytes, coding: str) -> bytes:
         try:
             from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
         except ImportError:
-            try:
-                import zstandard
-            except ImportError:
-                raise UnknownFormatError(
-                    "the body is zstd-compressed (content-encoding: zstd); `pip install zstandard` to read it"
-                ) from None
-            stream = zstandard.ZstdDecompressor().decompressobj()
-            out = bytes(stream.decompress(data))
-            if not stream.eof:  # a cut frame decompresses to what it holds, without an error
-                raise ValueError("the data ends before the end of the zstd frame; cut off?")
-            return out
+            return _zstandard(data)
         return bytes(zstd.decompress(data))
     if coding == "identity":
         return data
     raise UnknownFormatError(f"unknown content-encoding {coding!r} of a binary body")
+
+
+def _zstandard(data: bytes) -> bytes:
+    """zstd before Python 3.14: the `zstandard` package."""
+    try:
+        import zstandard
+    except ImportError:
+        raise UnknownFormatError(
+            "the body is zstd-compressed (content-encoding: zstd); `pip install zstandard` to read it"
+        ) from None
+    stream = zstandard.ZstdDecompressor().decompressobj()
+    out = bytes(stream.decompress(data))
+    if not stream.eof:  # a cut frame decompresses to what it holds, without an error
+        raise ValueError("the data ends before the end of the zstd frame; cut off?")
+    return out
 
 
 def decode_bytes(data: bytes, headers: Mapping[str, str]) -> tuple[str, list[Finding]]:
