@@ -294,6 +294,7 @@ def import_folder(
                     kind="failed",
                     where=name,
                     what=f"{str(exc).removeprefix(f'{f}: ')}; nothing of this file is imported",
+                    unreadable=True,  # its calls are not in the counts: the summary says so
                 )
             )
         except READ_ERRORS as exc:
@@ -303,6 +304,7 @@ def import_folder(
                     where=name,
                     what=f"could not be read as {kind} ({type(exc).__name__}: {exc}); nothing of this "
                     "file is imported",
+                    unreadable=True,
                 )
             )
     merged = merge_results(kind, str(folder), results)

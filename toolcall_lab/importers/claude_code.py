@@ -75,6 +75,7 @@ from toolcall_lab.importers._build import (
     conversation,
     slugify,
     text_of,
+    zone_less_note,
 )
 from toolcall_lab.importers._claude_code_lines import Line as _Line
 from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
@@ -579,6 +580,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         source_calls=len(uses) + orphans + cut_calls - repeated_calls,
         source_model_calls=len(message_ids) + cut_models - repeated_models,
         issues=issues,
+        zone_less=zone_less_note(ln.doc.get("timestamp") for ln in lines),
     )
 
 

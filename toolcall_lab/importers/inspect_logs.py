@@ -46,6 +46,8 @@ from toolcall_lab.importers._build import (
     slugify,
     stamp_or_none,
     text_of,
+    with_choices,
+    zone_less_note,
 )
 from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
@@ -95,9 +97,10 @@ def _response(event: dict[str, Any], n: int) -> tuple[dict[str, Any], bool]:
     if isinstance(raw, dict) and raw.get("object") == "chat.completion" and raw.get("choices"):
         return json.loads(json.dumps(raw)), True
     output = event.get("output") or {}
-    choice = (output.get("choices") or [{}])[0]
-    message = _chat_message(choice.get("message") or {"role": "assistant"})
-    return completion(message, response_id=f"inspect-{n}", model=output.get("model")), False
+    choices = [c for c in output.get("choices") or [] if isinstance(c, dict)] or [{}]
+    first, *others = [_chat_message(c.get("message") or {"role": "assistant"}) for c in choices]
+    body = completion(first, response_id=f"inspect-{n}", model=output.get("model"))
+    return with_choices(body, others), False  # n > 1: each other choice a trace (_build.other_choices)
 
 
 def _tools(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -419,10 +422,12 @@ def _file(path: Path) -> ImportResult:
         raise wrong_kind(path, "inspect", "not an inspect_ai eval log (no 'samples' list)")
     segments: list[Segment] = []
     source_calls = source_model_calls = 0
+    stamps: list[Any] = []
     for sample in log["samples"]:
         if not isinstance(sample, dict):
             continue
         events = [e for e in sample.get("events") or [] if isinstance(e, dict)]
+        stamps += [e.get(k) for e in events for k in ("timestamp", "completed")]
         source_model_calls += sum(1 for e in events if e.get("event") == "model")
         source_calls += sum(
             len(
@@ -440,6 +445,7 @@ def _file(path: Path) -> ImportResult:
         source_calls=source_calls,
         source_model_calls=source_model_calls,
         issues=issues,
+        zone_less=zone_less_note(stamps),
     )
 
 

@@ -57,6 +57,7 @@ from toolcall_lab.importers._build import (
     slugify,
     stamp_or_none,
     text_of,
+    zone_less_note,
 )
 from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import (
@@ -538,7 +539,9 @@ def _file(path: Path) -> ImportResult:
     segments: list[Segment] = []
     issues: list[Issue] = []
     source_calls = source_model_calls = 0
+    stamps: list[Any] = []
     for label, all_events, record in _events(path, issues):
+        stamps += [e.get("timestamp") for e in all_events]
         unique: dict[Any, dict[str, Any]] = {}
         for k, e in enumerate(all_events):
             unique.setdefault(e.get("id", f"#{k}"), e)
@@ -628,6 +631,7 @@ def _file(path: Path) -> ImportResult:
         source_calls=source_calls,
         source_model_calls=source_model_calls,
         issues=issues,
+        zone_less=zone_less_note(stamps),
     )
 
 

@@ -1,0 +1,368 @@
+"""Issue 13, sixth pass: what the fifth tester left open, and shapes of real exporters the stored files
+lack. Every fixture is written here (our own bytes, modelled on the exporters' documented shapes);
+the tests over ``../shared/realdata`` damage copies made in ``tmp_path``, never the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REALDATA, needs_realdata
+from toolcall_lab import cli
+from toolcall_lab.importers import import_openhands, import_otlp, import_recording, import_source
+from toolcall_lab.replay import replay
+
+T0 = 1_751_474_439_000_000_000
+MS = 1_000_000
+
+
+# --- OTLP (GenAI conventions) ----------------------------------------------------------------------
+
+
+def _span(sid: str, a: int, b: int | None, attrs: dict[str, Any], name: str = "chat m") -> dict[str, Any]:
+    return {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": sid,
+        "name": name,
+        "startTimeUnixNano": str(T0 + a * MS),
+        "endTimeUnixNano": None if b is None else str(T0 + b * MS),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
+
+
+def _msg(role: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "parts": list(parts)}
+
+
+def _text(t: str) -> dict[str, Any]:
+    return {"type": "text", "content": t}
+
+
+def _call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_call", "id": cid, "name": name, "arguments": args}
+
+
+def _answer(cid: str, text: str) -> dict[str, Any]:
+    return {"type": "tool_call_response", "id": cid, "response": text}
+
+
+USER = [_msg("user", _text("read the file"))]
+OUT1 = [_msg("assistant", _call("c1", "ls", {"path": "."}))]
+RES1 = [_msg("tool", _answer("c1", "a.txt"))]
+OUT2 = [_msg("assistant", _call("c2", "cat", {"path": "a.txt"}))]
+RES2 = [_msg("tool", _answer("c2", "hello"))]
+OUT3 = [_msg("assistant", _text("It says hello."))]
+
+
+def _chat(sid: str, a: int, b: int | None, request: list[Any], output: list[Any]) -> dict[str, Any]:
+    return _span(
+        sid,
+        a,
+        b,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(request),
+            "gen_ai.output.messages": json.dumps(output),
+        },
+    )
+
+
+def _export(tmp_path: Path, spans: list[dict[str, Any]], name: str = "export.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    return path
+
+
+def _three_rounds(second_end: int | None) -> list[dict[str, Any]]:
+    return [
+        _chat("s1", 0, 1000, USER, OUT1),
+        _chat("s2", 2000, second_end, USER + OUT1 + RES1, OUT2),
+        _chat("s3", 4000, 5000, USER + OUT1 + RES1 + OUT2 + RES2, OUT3),
+    ]
+
+
+@pytest.mark.parametrize("second_end", [1500, None], ids=["ends-before-it-starts", "no-end"])
+def test_otlp_a_span_with_bad_times_keeps_its_place_in_the_conversation(tmp_path, second_end) -> None:
+    """A model span ending before it starts (or not ending) was sorted last, which split its
+    conversation in two and lost a result: it keeps its place by its start time, its latency is a
+    placeholder, and a DAMAGED line names it."""
+    result = import_otlp(_export(tmp_path, _three_rounds(second_end)))
+    (trace,) = result
+    assert [e.result for r in trace.rounds for e in r.executions] == ["a.txt", "hello"]
+    assert trace.outcome.final_answer == "It says hello."
+    assert trace.rounds[1].model_call.timing.source == "placeholder"
+    (damaged,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert "span s2" in damaged.where and "keeps its place in time by its start" in damaged.what
+    if second_end is not None:
+        assert "ends before it starts" in damaged.what
+
+
+def test_otlp_a_span_without_any_time_stays_where_the_file_has_it(tmp_path) -> None:
+    spans = _three_rounds(1500)
+    spans[1]["startTimeUnixNano"] = spans[1]["endTimeUnixNano"] = None
+    result = import_otlp(_export(tmp_path, spans))
+    (trace,) = result
+    assert trace.n_calls == 2 and trace.outcome.final_answer == "It says hello."
+    assert any("keeps its place in the file" in i.what for i in result.report.issues)
+
+
+def _openinference(sid: str, a: int, b: int, request: list[Any], response: dict[str, Any]) -> dict[str, Any]:
+    """An OpenInference LLM span as its OpenAI instrumentation writes it: the provider's request and
+    response as JSON in input.value / output.value, and the same flattened."""
+    attrs: dict[str, Any] = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o",
+        "input.value": json.dumps({"messages": request, "model": "gpt-4o"}),
+        "output.value": json.dumps(response),
+    }
+    for i, m in enumerate(request):
+        attrs[f"llm.input_messages.{i}.message.role"] = m["role"]
+        if m.get("content") is not None:
+            attrs[f"llm.input_messages.{i}.message.content"] = m["content"]
+        if m.get("tool_call_id"):
+            attrs[f"llm.input_messages.{i}.message.tool_call_id"] = m["tool_call_id"]
+        for k, c in enumerate(m.get("tool_calls") or []):
+            head = f"llm.input_messages.{i}.message.tool_calls.{k}.tool_call"
+            attrs[f"{head}.id"] = c["id"]
+            attrs[f"{head}.function.name"] = c["function"]["name"]
+            attrs[f"{head}.function.arguments"] = c["function"]["arguments"]
+    for n, choice in enumerate(response["choices"]):
+        m = choice["message"]
+        attrs[f"llm.output_messages.{n}.message.role"] = "assistant"
+        if m.get("content") is not None:
+            attrs[f"llm.output_messages.{n}.message.content"] = m["content"]
+        for k, c in enumerate(m.get("tool_calls") or []):
+            head = f"llm.output_messages.{n}.message.tool_calls.{k}.tool_call"
+            attrs[f"{head}.id"] = c["id"]
+            attrs[f"{head}.function.name"] = c["function"]["name"]
+            attrs[f"{head}.function.arguments"] = c["function"]["arguments"]
+    return _span(sid, a, b, attrs, name="ChatCompletion")
+
+
+def _oi_call(cid: str, name: str, args: str) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _oi_body(message: dict[str, Any], *more: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {"index": n, "message": {"role": "assistant", **m}, "finish_reason": "tool_calls"}
+            for n, m in enumerate([message, *more])
+        ],
+    }
+
+
+def _oi_two_rounds() -> list[dict[str, Any]]:
+    user = [{"role": "user", "content": "list the folder"}]
+    call = _oi_call("c1", "ls", '{"path": "."}')
+    answer = [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    answer.append({"role": "tool", "tool_call_id": "c1", "content": "a.txt"})
+    final = {"id": "chatcmpl-2", "object": "chat.completion", "model": "gpt-4o", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "One file."}, "finish_reason": "stop"}
+    ]}  # fmt: skip
+    return [
+        _openinference("o1", 0, 1000, user, _oi_body({"content": None, "tool_calls": [call]})),
+        _openinference("o2", 1500, 2500, user + answer, final),
+    ]
+
+
+def _cut(span: dict[str, Any], key: str, keep: int = 40) -> None:
+    attr = next(a for a in span["attributes"] if a["key"] == key)
+    attr["value"]["stringValue"] = attr["value"]["stringValue"][:keep]
+
+
+def test_otlp_a_cut_output_value_is_damage_and_the_flattened_output_is_read(tmp_path) -> None:
+    """An exporter's length limit cut output.value: it was only noted on the trace ('rebuilt'); now a
+    DAMAGED line names span and attribute, and the response is rebuilt from llm.output_messages."""
+    spans = _oi_two_rounds()
+    _cut(spans[0], "output.value")
+    _cut(spans[1], "input.value")
+    result = import_otlp(_export(tmp_path, spans))
+    (trace,) = result
+    assert trace.n_calls == 1 and trace.rounds[0].executions[0].result == "a.txt"
+    damaged = [i for i in result.report.issues if i.kind == "damaged"]
+    assert len(damaged) == 2
+    assert "span o1" in damaged[0].where and "attribute output.value is not valid JSON" in damaged[0].what
+    assert "rebuilt from the flattened output messages" in damaged[0].what
+    assert "span o2" in damaged[1].where and "attribute input.value" in damaged[1].what
+    assert cli.main(["import", "otlp", str(tmp_path / "export.json"), "--out", str(tmp_path / "o")]) == 1
+
+
+def test_otlp_a_cut_output_value_with_nothing_else_costs_its_span_and_says_so(tmp_path) -> None:
+    """Without flattened messages the response (and its calls) is unknown: a failed, unreadable span,
+    never an empty response read as a final answer."""
+    spans = _oi_two_rounds()
+    spans[0]["attributes"] = [a for a in spans[0]["attributes"] if not a["key"].startswith("llm.output")]
+    _cut(spans[0], "output.value")
+    result = import_otlp(_export(tmp_path, spans))
+    (failed,) = [i for i in result.report.issues if i.kind == "failed"]
+    assert "span o1" in failed.where and "output.value is not valid JSON" in failed.what
+    assert failed.unreadable and "unreadable part" in result.report.summary()
+
+
+def test_otlp_every_choice_of_an_n2_response_is_a_trace(tmp_path) -> None:
+    """Choices beyond the first were dropped silently (not counted, not imported) by every importer
+    but the recordings': the other choice is a trace of its own, its calls counted and without
+    results; the agent's conversation goes on with choice 0."""
+    spans = _oi_two_rounds()
+    other = {"content": None, "tool_calls": [_oi_call("c9", "ls", '{"path": "/"}')]}
+    body = _oi_body({"content": None, "tool_calls": [_oi_call("c1", "ls", '{"path": "."}')]}, other)
+    spans[0] = _openinference("o1", 0, 1000, [{"role": "user", "content": "list the folder"}], body)
+    for flattened in (False, True):
+        if flattened:  # the same choices read from llm.output_messages.N (choice N)
+            spans[0]["attributes"] = [a for a in spans[0]["attributes"] if a["key"] != "output.value"]
+        result = import_otlp(_export(tmp_path, spans))
+        assert (result.report.source_calls, result.report.imported_calls) == (2, 2)
+        assert (result.report.source_model_calls, result.report.imported_model_calls) == (2, 2)
+        main, alternative = sorted(result, key=lambda t: "choice 1" in t.metadata.title)
+        assert main.rounds[0].executions[0].result == "a.txt"
+        (call,) = alternative.rounds[0].executions
+        assert (call.tool_call_id, call.status) == ("c9", "not_recorded")
+        assert "choice 1 of a response with 2 choices" in alternative.metadata.notes
+        assert result.report.ok
+
+
+def test_genai_output_messages_are_choices(tmp_path) -> None:
+    spans = _three_rounds(1000 + 2000)
+    first = _chat("s1", 0, 1000, USER, [*OUT1, _msg("assistant", _call("c7", "ls", {"path": "/"}))])
+    result = import_otlp(_export(tmp_path, [first, *spans[1:]]))
+    assert (result.report.source_calls, result.report.imported_calls) == (3, 3)
+    assert sorted(len(t.rounds) for t in result) == [2, 3]
+
+
+# --- recordings: the import's own verdicts are not recorded figures ---------------------------------
+
+
+@needs_realdata
+def test_a_call_the_import_screened_out_is_not_labelled_recorded() -> None:
+    """watsonx mistral's snapshot arguments are not one JSON object: the import's loop screens the
+    calls out, but the source holds no result (the real client ran something): 0 s is a placeholder,
+    and a recorded-only comparison leaves the trace out; replays still work."""
+    (trace,) = import_recording(
+        REALDATA
+        / "watsonx-ai-java-sdk/watsonx_mistral-large-2512_chat_stream_parallel2_PATHOLOGICAL_snapshot_args.sse"
+    )
+    calls = trace.rounds[0].executions
+    assert [e.status for e in calls] == ["invalid_arguments"] * 2
+    assert {e.timing.source for e in calls} == {"placeholder"}
+    assert "screened out by toolcall_lab's loop when importing" in calls[0].timing.note
+    for mode in ("sequential", "parallel", "first_only"):
+        assert replay(trace, mode).reason == "recording_incomplete"
+
+
+# --- folders, zone-less times ---------------------------------------------------------------------
+
+
+def test_a_folder_summary_says_an_unreadable_file_held_unknown_calls(tmp_path, capsys) -> None:
+    folder = tmp_path / "spans"
+    folder.mkdir()
+    _export(folder, _three_rounds(3000), name="good.json")
+    (folder / "cut.json").write_text(json.dumps({"resourceSpans": [{"scopeSpans": []}]})[:-5])
+    result = import_source("otlp", folder)
+    assert (result.report.source_calls, result.report.imported_calls) == (2, 2)
+    summary = result.report.summary()
+    assert "2 in the source (+ whatever 1 unreadable part(s) held)" in summary
+    assert cli.main(["import", "otlp", str(folder), "--out", str(tmp_path / "o")]) == 1
+    assert "unreadable part" in capsys.readouterr().out
+
+
+def _openhands_events(stamp: str) -> list[dict[str, Any]]:
+    """A small OpenHands event stream: a user message, one `run` action and its observation, and a
+    final message; `stamp` formats the timestamps (e.g. without a zone, as OpenHands writes them)."""
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "t1",
+                            "type": "function",
+                            "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    return [
+        {"id": 1, "timestamp": stamp.format(s=0), "source": "user", "action": "message",
+         "args": {"content": "list files"}, "message": "list files"},
+        {"id": 2, "timestamp": stamp.format(s=2), "source": "agent", "action": "run",
+         "args": {"command": "ls"}, "message": "Running command: ls",
+         "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": "t1",
+                                "model_response": body, "total_calls_in_response": 1}},
+        {"id": 3, "timestamp": stamp.format(s=3), "source": "agent", "cause": 2, "observation": "run",
+         "content": "a.txt", "extras": {"metadata": {"exit_code": 0}}},
+        {"id": 4, "timestamp": stamp.format(s=5), "source": "agent", "action": "message",
+         "args": {"content": "One file."}, "message": "One file."},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stamp", "said"), [("2025-01-20T20:29:1{s}.500000", True), ("2025-01-20T20:29:1{s}.500000+01:00", False)]
+)
+def test_a_trace_read_from_zone_less_times_says_so_in_its_notes(tmp_path, stamp, said) -> None:
+    """The UTC reading of zone-less times was only in the README: every trace resting on them says
+    it, with an example, and a trace whose stamps carry a zone does not."""
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(_openhands_events(stamp)))
+    (trace,) = import_openhands(path)
+    assert (
+        "have no time zone (e.g. '2025-01-20T20:29:10.500000'): read as UTC" in trace.metadata.notes
+    ) is said
+    assert trace.rounds[0].executions[0].duration_s == pytest.approx(1.0)
+
+
+# --- Langfuse: n > 1 -------------------------------------------------------------------------------
+
+
+def _obs(oid: str, kind: str, name: str, a: float, b: float, **more: Any) -> dict[str, Any]:
+    def at(s: float) -> str:
+        return f"2025-09-18T20:20:{s:06.3f}Z"
+
+    return {"id": oid, "type": kind, "name": name, "startTime": at(a), "endTime": at(b), **more}
+
+
+def _langfuse_export(choices: int) -> dict[str, Any]:
+    """Langfuse's OpenAI integration: a generation per completion call (output = the completion
+    with its choices), a TOOL observation, all under one span."""
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": "search", "arguments": f'{{"q": "{n}"}}'}}
+        for n in range(choices)
+    ]
+    first = {"choices": [{"index": n, "message": {"role": "assistant", "content": None, "tool_calls": [c]}}
+                         for n, c in enumerate(calls)]}  # fmt: skip
+    observations = [
+        _obs("root", "SPAN", "agent", 0, 9),
+        _obs("g1", "GENERATION", "OpenAI-generation", 1, 3, parentObservationId="root", model="gpt-4o",
+             input=[{"role": "user", "content": "find it"}], output=first),
+        _obs("t1", "TOOL", "search", 3.5, 5, parentObservationId="root", input={"q": "0"}, output="found",
+             metadata={"tool_call_id": "call_0"}),
+        _obs("g2", "GENERATION", "OpenAI-generation", 6, 8, parentObservationId="root", model="gpt-4o",
+             output={"role": "assistant", "content": "Found it."}),
+    ]  # fmt: skip
+    return {"trace": {"id": "tr1", "name": "agent"}, "observations": observations}
+
+
+def test_langfuse_every_choice_of_an_n2_generation_is_a_trace(tmp_path) -> None:
+    path = tmp_path / "langfuse.json"
+    path.write_text(json.dumps(_langfuse_export(2)))
+    result = import_source("langfuse", path)
+    assert (result.report.source_calls, result.report.imported_calls) == (2, 2)
+    main, alternative = sorted(result, key=lambda t: "choice 1" in t.metadata.title)
+    assert main.rounds[0].executions[0].result == "found" and main.outcome.final_answer == "Found it."
+    assert alternative.rounds[0].executions[0].status == "not_recorded"
+    assert result.report.ok
