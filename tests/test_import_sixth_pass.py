@@ -340,7 +340,11 @@ def _langfuse_export(choices: int) -> dict[str, Any]:
     """Langfuse's OpenAI integration: a generation per completion call (output = the completion
     with its choices), a TOOL observation, all under one span."""
     calls = [
-        {"id": f"call_{n}", "type": "function", "function": {"name": "search", "arguments": f'{{"q": "{n}"}}'}}
+        {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "search", "arguments": f'{{"q": "{n}"}}'},
+        }
         for n in range(choices)
     ]
     first = {"choices": [{"index": n, "message": {"role": "assistant", "content": None, "tool_calls": [c]}}
@@ -366,3 +370,150 @@ def test_langfuse_every_choice_of_an_n2_generation_is_a_trace(tmp_path) -> None:
     assert main.rounds[0].executions[0].result == "found" and main.outcome.final_answer == "Found it."
     assert alternative.rounds[0].executions[0].status == "not_recorded"
     assert result.report.ok
+
+
+# --- Claude Code: later versions --------------------------------------------------------------------
+
+
+class _Log:
+    """Claude Code transcript lines, written the way its 2.x versions write them."""
+
+    def __init__(self, session: str, *, agent: str | None = None) -> None:
+        self.session, self.agent = session, agent
+        self.lines: list[dict[str, Any]] = []
+        self.last: str | None = None
+        self.n = 0
+
+    def add(self, doc: dict[str, Any], t: float) -> None:
+        self.n += 1
+        uid = f"{self.agent or 'main'}-{self.n:04d}"
+        line = {"parentUuid": self.last, "isSidechain": self.agent is not None, "userType": "external",
+                "cwd": "/w", "sessionId": self.session, "version": "2.1.20", "uuid": uid,
+                "timestamp": f"2025-10-01T10:{int(t // 60):02d}:{t % 60:06.3f}Z", **doc}  # fmt: skip
+        if self.agent is not None:
+            line["agentId"] = self.agent
+        self.lines.append(line)
+        self.last = uid
+
+    def user(self, text: str, t: float) -> None:
+        self.add({"type": "user", "message": {"role": "user", "content": text}}, t)
+
+    def response(self, mid: str, blocks: list[dict[str, Any]], t: float, step: float = 0.25) -> None:
+        for k, block in enumerate(blocks):
+            message = {"id": mid, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                       "content": [block], "stop_reason": None, "usage": {"input_tokens": 9, "output_tokens": 3}}  # fmt: skip
+            self.add({"type": "assistant", "message": message, "requestId": f"req_{mid}"}, t + k * step)
+
+    def result(self, tid: str, text: str, t: float, extra: Any = None, error: bool = False) -> None:
+        block = {
+            "type": "tool_result",
+            "tool_use_id": tid,
+            "content": text,
+            **({"is_error": True} if error else {}),
+        }
+        doc: dict[str, Any] = {"type": "user", "message": {"role": "user", "content": [block]}}
+        if extra is not None:
+            doc["toolUseResult"] = extra
+        self.add(doc, t)
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(json.dumps(line) for line in self.lines) + "\n")
+        return path
+
+
+def _use(tid: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tid, "name": name, "input": args}
+
+
+SESSION = "0b6c1c2e-1111-4222-8333-944444444444"
+
+
+def _session_with_agents(folder: Path, layout: str) -> Path:
+    """A session whose model starts two sub-agents at once (Agent x2) with the same prompt; each
+    sub-agent runs one Grep; 2.1 keeps them in <session>/subagents/, 2.0 beside the session."""
+    main = _Log(SESSION)
+    main.user("look around", 0)
+    main.response("msg_m1", [_use("toolu_A1", "Agent", description="scan", prompt="scan the repo"),
+                             _use("toolu_A2", "Agent", description="scan", prompt="scan the repo")], 2)  # fmt: skip
+    main.result("toolu_A1", "found x", 20, {"agentId": "a111", "totalDurationMs": 17000, "content": []})
+    main.result("toolu_A2", "found y", 21, {"agentId": "a222", "totalDurationMs": 18500, "content": []})
+    main.response("msg_m2", [{"type": "text", "text": "x and y"}], 25)
+    path = main.write(folder / f"{SESSION}.jsonl")
+    for agent, (start, answer) in {"a222": (3.0, "found y"), "a111": (3.2, "found x")}.items():
+        log = _Log(SESSION, agent=agent)
+        log.user("scan the repo", start)
+        log.response(f"msg_{agent}_1", [_use(f"toolu_{agent}_g", "Grep", pattern="x")], start + 2)
+        log.result(f"toolu_{agent}_g", "a.py", start + 3, {"durationMs": 400, "numFiles": 1})
+        log.response(f"msg_{agent}_2", [{"type": "text", "text": answer}], start + 10)
+        where = folder / SESSION / "subagents" if layout == "2.1" else folder
+        log.write(where / f"agent-{agent}.jsonl")
+    return path
+
+
+@pytest.mark.parametrize("layout", ["2.1", "2.0"])
+@pytest.mark.parametrize("whole_folder", [False, True], ids=["session-file", "project-folder"])
+def test_claude_code_sub_agents_kept_in_their_own_files(tmp_path, layout, whole_folder) -> None:
+    """Claude Code 2.x keeps each sub-agent's lines in a file of its own (2.1: <session>/subagents/,
+    2.0: agent-<id>.jsonl beside the session). They were left out of a session's import (a folder
+    listed them, or imported each flat file as an orphan): they are read with their session, every
+    call counted once, each tied to its Agent call by the agentId the call's result names (the two
+    prompts are equal, so the log's structure alone could not)."""
+    path = _session_with_agents(tmp_path, layout)
+    result = import_source("claude-code", tmp_path if whole_folder else path)
+    report = result.report
+    assert (report.source_calls, report.imported_calls) == (4, 4)
+    assert (report.source_model_calls, report.imported_model_calls) == (6, 6)
+    assert report.clean, report.summary()
+    titles = sorted(t.metadata.title for t in result)
+    assert [t.split(" ", 1)[1] for t in titles] == [
+        "main turn 1",
+        "sub-agent of Task toolu_A1 (scan) turn 1",
+        "sub-agent of Task toolu_A2 (scan) turn 1",
+    ]
+    agent = next(t for t in result if "toolu_A1" in t.metadata.title)
+    assert agent.outcome.final_answer == "found x"
+    assert agent.rounds[0].executions[0].duration_s == pytest.approx(0.4)
+    assert not any(i.kind == "skipped" for i in report.issues)
+    assert any("sub-agent transcript(s)" in i.what for i in report.issues)
+
+
+def test_claude_code_a_meta_file_ties_a_sub_agent_without_an_agent_id(tmp_path) -> None:
+    path = _session_with_agents(tmp_path, "2.1")
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for line in lines:
+        line.pop("toolUseResult", None)  # an older result without agentId
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    sub = tmp_path / SESSION / "subagents"
+    for agent, call in (("a111", "toolu_A1"), ("a222", "toolu_A2")):
+        (sub / f"agent-{agent}.meta.json").write_text(json.dumps({"agentType": "general", "toolUseId": call}))
+    result = import_source("claude-code", path)
+    assert sum("sub-agent of Task" in t.metadata.title for t in result) == 2
+
+
+def test_claude_code_an_interrupted_turn_says_so(tmp_path) -> None:
+    """The user pressed Esc while a tool ran: the result says so, Claude Code writes a user line of
+    its own, and the turn ends there: not 'the recording ends', and a replay stops as recorded; the
+    tool's time runs until the interrupt (the note says so), a declined call's time is the wait for
+    the user's decision."""
+    log = _Log(SESSION)
+    log.user("build it", 0)
+    log.response("msg_1", [_use("toolu_1", "Bash", command="make")], 2)
+    log.result("toolu_1", "The user doesn't want to proceed with this tool use. The tool use was rejected.", 9,
+               "User rejected tool use", error=True)  # fmt: skip
+    log.response("msg_2", [_use("toolu_2", "Bash", command="make -j")], 12)
+    log.result("toolu_2", "[Request interrupted by user for tool use]", 30, "Error: interrupted", error=True)
+    log.add({"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": "[Request interrupted by user for tool use]"}]}}, 30.01)  # fmt: skip
+    log.user("never mind", 40)
+    log.response("msg_3", [{"type": "text", "text": "ok"}], 42)
+    result = import_source("claude-code", log.write(tmp_path / "s.jsonl"))
+    (trace,) = result
+    assert (trace.outcome.status, trace.outcome.reason) == ("incomplete", "interrupted_by_user")
+    declined, interrupted = (r.executions[0] for r in trace.rounds[:2])
+    assert "declined this call at the permission prompt" in declined.timing.note
+    assert "interrupted this call" in interrupted.timing.note and interrupted.duration_s == pytest.approx(
+        18.0
+    )
+    again = replay(trace, "parallel")
+    assert (again.status, again.reason) == ("incomplete", "stopped_as_recorded")

@@ -242,12 +242,21 @@ def import_folder(
 ) -> ImportResult:
     """Import every file of `folder` ending with one of `suffixes`, each on its own: a file that cannot
     be read is a ``failed`` issue naming it (its calls are unknown), an empty file or one of another
-    kind is ``skipped`` with the reason; files with other endings are listed as skipped."""
+    kind is ``skipped`` with the reason; files with other endings are listed as skipped. Files and
+    subfolders `companion` accepts are read by another file's import (not listed, not read here)."""
     entries = sorted(folder.rglob("*") if recursive else folder.iterdir())
     files = [
         f for f in entries if f.is_file() and not f.name.startswith(".") and not (companion and companion(f))
     ]
-    subfolders = [] if recursive else [f for f in entries if f.is_dir() and not f.name.startswith(".")]
+    subfolders = (
+        []
+        if recursive
+        else [
+            f
+            for f in entries
+            if f.is_dir() and not f.name.startswith(".") and not (companion and companion(f))
+        ]
+    )
     chosen = [f for f in files if f.name.endswith(tuple(suffixes))]
     if not chosen:
         raise NotThisKind(
