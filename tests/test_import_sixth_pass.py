@@ -517,3 +517,78 @@ def test_claude_code_an_interrupted_turn_says_so(tmp_path) -> None:
     )
     again = replay(trace, "parallel")
     assert (again.status, again.reason) == ("incomplete", "stopped_as_recorded")
+
+
+# --- inspect: the binary .eval log ------------------------------------------------------------------
+
+INSPECT = (
+    REALDATA / "inspect_ai/inspect_log_gpt-4o-mini_browser_agent_5_model_calls_with_raw_api_and_timings.json"
+)
+
+
+def _as_eval(tmp_path: Path, *, header: bool = True, bad_sample: bool = False) -> Path:
+    """The real JSON log written as inspect writes its default .eval log: a zip of header.json (the
+    log without samples) and samples/<id>_epoch_<n>.json."""
+    import zipfile
+
+    log = json.loads(INSPECT.read_text())
+    samples = log.pop("samples")
+    path = tmp_path / "run.eval"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("_journal/start.json", json.dumps({k: log[k] for k in ("version", "eval", "plan")}))
+        if header:
+            z.writestr("header.json", json.dumps(log))
+        for s in samples:
+            z.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
+        if bad_sample:
+            z.writestr("samples/9_epoch_1.json", json.dumps(samples[0])[:500])
+    return path
+
+
+@needs_realdata
+def test_inspect_reads_its_default_eval_log_as_it_reads_the_json_one(tmp_path) -> None:
+    """inspect writes .eval (a zip) by default; the importer asked users to convert it first."""
+    from_json = import_source("inspect", INSPECT)
+    from_eval = import_source("inspect", _as_eval(tmp_path))
+    assert from_eval.report.clean
+    assert [t.to_dict()["rounds"] for t in from_eval] == [t.to_dict()["rounds"] for t in from_json]
+    assert (from_eval.report.source_calls, from_eval.report.imported_calls) == (4, 4)
+
+
+@needs_realdata
+def test_inspect_an_eval_log_being_written_or_damaged(tmp_path, capsys) -> None:
+    unfinished = import_source("inspect", _as_eval(tmp_path, header=False))
+    assert unfinished.report.imported_calls == 4
+    assert any("no header.json" in i.what for i in unfinished.report.issues)
+    (tmp_path / "b").mkdir()
+    damaged = import_source("inspect", _as_eval(tmp_path / "b", bad_sample=True))
+    (failed,) = [i for i in damaged.report.issues if i.kind == "failed"]
+    assert "samples/9_epoch_1.json" in failed.where and failed.unreadable
+    assert damaged.report.imported_calls == 4
+    cut = tmp_path / "cut.eval"
+    cut.write_bytes(_as_eval(tmp_path).read_bytes()[:3000])
+    assert cli.main(["import", "inspect", str(cut), "--out", str(tmp_path / "o")]) == 2
+    assert "an .eval log is a zip archive" in capsys.readouterr().err
+
+
+@needs_realdata
+def test_inspect_an_older_log_without_completed_times_is_never_zero_recorded(tmp_path) -> None:
+    """Logs of inspect versions before `completed` existed stamp an event when it was logged (after
+    the call). The missing end was taken to be the start: every duration 0 s, labelled recorded.
+    Now a model call takes output.time (inspect's measurement), a tool without working_time is a
+    placeholder, and nothing is placed on a timeline the log does not give."""
+    log = json.loads(INSPECT.read_text())
+    for e in log["samples"][0]["events"]:
+        if e["event"] in ("model", "tool"):
+            e.pop("completed", None)
+            e.pop("working_time", None)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(log))
+    result = import_source("inspect", path)
+    (trace,) = result
+    latencies = [round(r.model_call.latency_s, 3) for r in trace.rounds]
+    assert latencies == [1.101, 0.797, 0.835, 0.741, 4.627]
+    assert {r.model_call.timing.source for r in trace.rounds} == {"recorded"}
+    assert {e.timing.source for r in trace.rounds for e in r.executions} == {"placeholder"}
+    assert "output.time" in trace.rounds[0].model_call.timing.note
+    assert sum(i.kind == "gap" for i in result.report.issues) == 4

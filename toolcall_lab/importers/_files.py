@@ -189,9 +189,12 @@ def _kind_of_record(doc: dict[str, Any]) -> str | None:
 def looks_like(path: Path) -> str | None:
     """The import kind a file looks like, from its content (None when it looks like none of them)."""
     try:
-        text = path.read_bytes()[:4_000_000].decode("utf-8", errors="replace")
+        data = path.read_bytes()[:4_000_000]
     except OSError:
         return None
+    if data.startswith(b"PK\x03\x04"):  # a zip: inspect's .eval log holds a header.json
+        return "inspect" if b"header.json" in data or b"_journal/start.json" in data else None
+    text = data.decode("utf-8", errors="replace")
     head = text.lstrip()
     if head.startswith(("data:", "event:", "interactions:")):
         return "recording"
