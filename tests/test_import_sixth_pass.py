@@ -592,3 +592,119 @@ def test_inspect_an_older_log_without_completed_times_is_never_zero_recorded(tmp
     assert {e.timing.source for r in trace.rounds for e in r.executions} == {"placeholder"}
     assert "output.time" in trace.rounds[0].model_call.timing.note
     assert sum(i.kind == "gap" for i in result.report.issues) == 4
+
+
+# --- OTLP: pydantic-ai as Logfire exports it ----------------------------------------------------------
+
+
+def _typed(key: str, value: Any) -> dict[str, Any]:
+    """An OTLP/JSON attribute as protobuf-JSON writes it (int64 as a string)."""
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _pyd_span(
+    sid: str, name: str, a: int, b: int, attrs: dict[str, Any], parent: str = "agentrun"
+) -> dict[str, Any]:
+    return {
+        "traceId": "5b8efff798038103d269b633813fc60c",  # hex, as Logfire writes it
+        "spanId": sid,
+        "parentSpanId": parent,
+        "name": name,
+        "kind": 1,  # SPAN_KIND_INTERNAL as a number
+        "startTimeUnixNano": str(T0 + a * MS),
+        "endTimeUnixNano": str(T0 + b * MS),
+        "attributes": [_typed(k, v) for k, v in attrs.items()],
+        "status": {},
+    }
+
+
+def _pydantic_ai_v1(tmp_path: Path) -> Path:
+    """pydantic-ai's first instrumentation: messages as one `events` JSON list on each chat span,
+    tool spans 'running tool' with gen_ai.tool.name / gen_ai.tool.call.id / tool_arguments /
+    tool_response and no operation name; two tools that overlapped."""
+    calls = [
+        {"id": "call_P", "type": "function", "function": {"name": "temp", "arguments": '{"city":"Paris"}'}},
+        {"id": "call_R", "type": "function", "function": {"name": "temp", "arguments": '{"city":"Rome"}'}},
+    ]
+    head = [
+        {"content": "Be brief.", "role": "system", "gen_ai.system": "openai", "event.name": "gen_ai.system.message"},
+        {"content": "Paris or Rome, which is warmer?", "role": "user", "gen_ai.message.index": 0},
+    ]  # fmt: skip
+    first = [
+        *head,
+        {"index": 0, "message": {"role": "assistant", "tool_calls": calls}, "event.name": "gen_ai.choice"},
+    ]
+    second = [
+        *head,
+        {"role": "assistant", "tool_calls": calls, "gen_ai.message.index": 1},
+        {"content": "18", "role": "tool", "id": "call_P", "name": "temp", "gen_ai.message.index": 2},
+        {"content": "24", "role": "tool", "id": "call_R", "name": "temp", "gen_ai.message.index": 2},
+        {"index": 0, "message": {"role": "assistant", "content": "Rome."}},
+    ]
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o"}
+    spans = [
+        _pyd_span("agentrun", "agent run", 0, 5000, {"agent_name": "agent"}, parent=""),
+        _pyd_span("c1", "chat gpt-4o", 100, 1100, {**chat, "events": json.dumps(first), "gen_ai.usage.input_tokens": 50}),
+        _pyd_span("t1", "running tool", 1150, 2150, {"gen_ai.tool.name": "temp", "gen_ai.tool.call.id": "call_P",
+                  "tool_arguments": '{"city":"Paris"}', "tool_response": "18"}),
+        _pyd_span("t2", "running tool", 1160, 2900, {"gen_ai.tool.name": "temp", "gen_ai.tool.call.id": "call_R",
+                  "tool_arguments": '{"city":"Rome"}', "tool_response": "24"}),
+        _pyd_span("c2", "chat gpt-4o", 3000, 4000, {**chat, "events": json.dumps(second)}),
+    ]  # fmt: skip
+    path = tmp_path / "logfire.json"
+    path.write_text(
+        json.dumps({"resourceSpans": [{"scopeSpans": [{"scope": {"name": "pydantic-ai"}, "spans": spans}]}]})
+    )
+    return path
+
+
+def test_otlp_pydantic_ai_first_instrumentation_events_and_tool_spans(tmp_path) -> None:
+    """Its messages live in the `events` attribute and its tool spans carry no operation name: the
+    import read neither (no tool calls seen at all); now the calls, their recorded durations and
+    the parallel batch are what the spans show."""
+    result = import_otlp(_pydantic_ai_v1(tmp_path))
+    (trace,) = result
+    assert (result.report.source_calls, result.report.imported_calls) == (2, 2) and result.report.clean
+    assert trace.initial_messages[0] == {"role": "system", "content": "Be brief."}
+    durations = [round(e.duration_s, 3) for e in trace.rounds[0].executions]
+    assert durations == [1.0, 1.74] and [e.result for e in trace.rounds[0].executions] == ["18", "24"]
+    assert {e.timing.source for e in trace.rounds[0].executions} == {"recorded"}
+    assert trace.metadata.mode == "parallel" and trace.outcome.final_answer == "Rome."
+
+
+def test_otlp_pydantic_ai_later_instrumentation(tmp_path) -> None:
+    """Later versions: gen_ai.input.messages / gen_ai.output.messages, tool spans named
+    'execute_tool temp' with gen_ai.tool.call.arguments / .result, still no operation name."""
+    path = _pydantic_ai_v1(tmp_path)
+    doc = json.loads(path.read_text())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    for span in spans:
+        attrs = {a["key"]: a["value"] for a in span["attributes"]}
+        if "events" in attrs:
+            events = json.loads(attrs.pop("events")["stringValue"])
+            inputs = [
+                _msg(e["role"], *([_text(e["content"])] if e.get("content") else []),
+                     *[_call(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in e.get("tool_calls", [])])
+                if e.get("role") != "tool" else _msg("tool", _answer(e["id"], e["content"]))
+                for e in events if "message" not in e and e.get("role") != "system"
+            ]  # fmt: skip
+            choice = next(e["message"] for e in events if "message" in e)
+            out = [_msg("assistant", *([_text(choice["content"])] if choice.get("content") else []),
+                        *[_call(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in choice.get("tool_calls", [])])]  # fmt: skip
+            attrs["gen_ai.input.messages"] = {"stringValue": json.dumps(inputs)}
+            attrs["gen_ai.output.messages"] = {"stringValue": json.dumps(out)}
+            attrs["gen_ai.system_instructions"] = {"stringValue": json.dumps([_text("Be brief.")])}
+        if "tool_response" in attrs:
+            span["name"] = "execute_tool temp"
+            attrs["gen_ai.tool.call.arguments"] = attrs.pop("tool_arguments")
+            attrs["gen_ai.tool.call.result"] = attrs.pop("tool_response")
+        span["attributes"] = [{"key": k, "value": v} for k, v in attrs.items()]
+    path.write_text(json.dumps(doc))
+    (trace,) = import_otlp(path)
+    assert [e.result for e in trace.rounds[0].executions] == ["18", "24"]
+    assert {e.timing.source for e in trace.rounds[0].executions} == {"recorded"}
+    assert trace.metadata.mode == "parallel" and trace.outcome.final_answer == "Rome."

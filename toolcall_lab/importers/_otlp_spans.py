@@ -81,7 +81,8 @@ class Span:
         (``gen_ai.operation.name``), OpenInference (``openinference.span.kind``) or OpenLLMetry
         (``llm.request.type`` on instrumented client calls, ``traceloop.span.kind`` on the SDK's
         decorated functions: ``tool``, and ``llm``; its ``workflow`` / ``task`` / ``agent`` spans only
-        group others)."""
+        group others). pydantic-ai's tool spans (Logfire) carry ``gen_ai.tool.name`` and
+        ``gen_ai.tool.call.id`` but no operation name."""
         a = self.attrs
         oi, op = a.get("openinference.span.kind"), a.get("gen_ai.operation.name")
         tl = a.get("traceloop.span.kind")
@@ -91,6 +92,8 @@ class Span:
             return "model"
         if op is None and oi is None and a.get("llm.request.type") in LLM_REQUEST_TYPES:
             return "model"
+        if op is None and oi is None and a.get("gen_ai.tool.name") and a.get("gen_ai.tool.call.id"):
+            return "tool"  # pydantic-ai (Logfire): 'running tool' / 'execute_tool X', no operation name
         return None
 
     @property
@@ -267,6 +270,42 @@ def _json_value(a: dict[str, Any], key: str) -> tuple[Any, BadAttribute | None]:
         return None, BadAttribute(key, exc, length=len(raw))
 
 
+def _event_list(a: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """pydantic-ai's first instrumentation (Logfire): the request's messages and the choice as one
+    JSON list in the ``events`` attribute, one dict per message (``role``, ``content``,
+    ``tool_calls``; a tool return has ``id``), the choice as ``{"index": 0, "message": {...}}``."""
+    if "events" not in a or "gen_ai.input.messages" in a:
+        return None
+    items = json_attribute(a, "events")
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else None
+
+
+def _event_message(item: dict[str, Any]) -> dict[str, Any] | None:
+    role = item.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        return None
+    content = item.get("content")
+    message: dict[str, Any] = {
+        "role": role,
+        "content": content if isinstance(content, str) or content is None else text_of(content),
+    }
+    if role == "tool":
+        message["tool_call_id"] = item.get("id") or item.get("tool_call_id")
+    calls = [
+        call_entry(c.get("id"), str((c.get("function") or {}).get("name")), _arguments_text(c))
+        for c in item.get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _arguments_text(call: dict[str, Any]) -> str:
+    args = (call.get("function") or {}).get("arguments")
+    return args if isinstance(args, str) else json.dumps(args or {})
+
+
 def request_messages(span: Span, damage: list[str] | None = None) -> list[dict[str, Any]]:
     """The span's request messages; a cut ``input.value`` is named in `damage` and the flattened
     messages are read instead (raises `BadAttribute` when there are none: the request is unknown)."""
@@ -284,6 +323,9 @@ def request_messages(span: Span, damage: list[str] | None = None) -> list[dict[s
 
 def _flattened_request(span: Span) -> list[dict[str, Any]]:
     a = span.attrs
+    events = _event_list(a)
+    if events is not None:
+        return [m for e in events if "message" not in e and (m := _event_message(e)) is not None]
     if "gen_ai.input.messages" in a:
         head = []
         if a.get("gen_ai.system_instructions"):
@@ -374,7 +416,16 @@ def response_body(span: Span, n: int, damage: list[str] | None = None) -> tuple[
     rid = str(a.get("gen_ai.response.id") or f"otlp-{span.span_id}-{n}")
     message: dict[str, Any]
     others: list[dict[str, Any]] = []  # n > 1: one output message per choice, in both conventions
-    if "gen_ai.output.messages" in a:
+    events = _event_list(a)
+    if events is not None:
+        choices = [
+            _event_message({"role": "assistant", **(e.get("message") or {})})
+            for e in events
+            if "message" in e
+        ]
+        found = [c for c in choices if c is not None] or [{"role": "assistant", "content": None}]
+        message, *others = found
+    elif "gen_ai.output.messages" in a:
         messages = _genai_messages(a, "gen_ai.output.messages")
         message = messages[0] if messages else {"role": "assistant", "content": None}
         others = messages[1:]

@@ -255,7 +255,7 @@ def _same_arguments(span: Span, call: dict[str, Any]) -> bool:
 
 def _span_result(span: Span) -> tuple[Any, str]:
     """A tool span's result and where it came from ('' when it holds none)."""
-    for key in ("gen_ai.tool.call.result", "output.value"):
+    for key in ("gen_ai.tool.call.result", "output.value", "tool_response"):  # (the last: pydantic-ai)
         if span.attrs.get(key) is not None:
             return span.attrs[key], ""
     raw = span.attrs.get("traceloop.entity.output")
