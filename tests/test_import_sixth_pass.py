@@ -708,3 +708,71 @@ def test_otlp_pydantic_ai_later_instrumentation(tmp_path) -> None:
     assert [e.result for e in trace.rounds[0].executions] == ["18", "24"]
     assert {e.timing.source for e in trace.rounds[0].executions} == {"recorded"}
     assert trace.metadata.mode == "parallel" and trace.outcome.final_answer == "Rome."
+
+
+# --- SWE-agent: other trajectories --------------------------------------------------------------------
+
+SWE = REALDATA / "SWE-agent/sweagent_replay_marshmallow-1867_function_calling_11steps_execution_time.traj"
+
+
+@needs_realdata
+def test_swe_agent_a_step_the_history_lacks_does_not_shift_every_later_duration(tmp_path) -> None:
+    """Steps were matched to assistant messages by position only: one extra step (a requery the
+    history does not show) gave every later call its neighbour's execution_time. Both record the
+    action: a step is matched by it, the extra one reported."""
+    doc = json.loads(SWE.read_text())
+    truth = [s["execution_time"] for s in doc["trajectory"]]
+    extra = dict(doc["trajectory"][2], action="ls -la", execution_time=99.0)
+    doc["trajectory"].insert(3, extra)
+    path = tmp_path / "extra.traj"
+    path.write_text(json.dumps(doc))
+    result = import_source("swe-agent", path)
+    (trace,) = result
+    got = [e.duration_s for r in trace.rounds for e in r.executions]
+    assert got == pytest.approx(truth)
+    (damaged,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert "trajectory steps 3-3 have no assistant message" in damaged.what
+
+
+def test_swe_agent_without_function_calling_is_reported_not_read_as_answers(tmp_path, capsys) -> None:
+    """SWE-agent 0.x (and its thought_action parser): the action is parsed from the model's text. It
+    was read as a string of one-round 'final answers' with no tool call (0 calls in the source)."""
+    steps = [
+        {
+            "action": "ls",
+            "observation": "a.py",
+            "response": "DISCUSSION\\nlook\\n```\\nls\\n```",
+            "thought": "look",
+        },
+        {"action": "submit", "observation": "", "response": "```\\nsubmit\\n```", "thought": "done"},
+    ]
+    history = [{"role": "system", "content": "You are SWE-agent.", "agent": "primary"}]
+    for step in steps:
+        history.append({"role": "user", "content": "Observation: ...", "agent": "primary"})
+        history.append({"role": "assistant", "content": step["response"], "thought": step["thought"],
+                        "action": step["action"], "agent": "primary"})  # fmt: skip
+    path = tmp_path / "old.traj"
+    path.write_text(
+        json.dumps({"trajectory": steps, "history": history, "info": {"exit_status": "submitted"}})
+    )
+    result = import_source("swe-agent", path)
+    assert (result.report.source_calls, result.report.imported_calls, len(result)) == (2, 0, 0)
+    (failed,) = [i for i in result.report.issues if i.kind == "failed"]
+    assert "parsed by SWE-agent from the model's text" in failed.what and failed.calls == 2
+    assert cli.main(["import", "swe-agent", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert "no function calling" in capsys.readouterr().out
+
+
+@needs_realdata
+def test_swe_agent_a_step_of_two_calls_is_split_and_says_estimated(tmp_path) -> None:
+    doc = json.loads(SWE.read_text())
+    first = next(m for m in doc["history"] if m.get("tool_calls"))
+    first["tool_calls"].append(dict(first["tool_calls"][0], id="call_second"))
+    at = doc["history"].index(first)
+    doc["history"].insert(at + 2, {"role": "tool", "content": "second", "tool_call_ids": ["call_second"]})
+    path = tmp_path / "two.traj"
+    path.write_text(json.dumps(doc))
+    (trace,) = import_source("swe-agent", path)
+    pair = trace.rounds[0].executions
+    assert [e.timing.source for e in pair] == ["estimated", "estimated"]
+    assert pair[0].duration_s == pytest.approx(doc["trajectory"][0]["execution_time"] / 2)
