@@ -776,3 +776,66 @@ def test_swe_agent_a_step_of_two_calls_is_split_and_says_estimated(tmp_path) -> 
     pair = trace.rounds[0].executions
     assert [e.timing.source for e in pair] == ["estimated", "estimated"]
     assert pair[0].duration_s == pytest.approx(doc["trajectory"][0]["execution_time"] / 2)
+
+
+# --- OpenHands V1 (software-agent-sdk) event streams ---------------------------------------------------
+
+
+def _v1_events() -> list[dict[str, Any]]:
+    """A V1 conversation: system prompt, a user message, one response with two tool calls (the same
+    llm_response_id), their observations (the second an error exit code), an agent answer."""
+
+    def at(s: float) -> str:
+        return f"2025-11-02T09:00:{s:06.3f}"  # V1 writes local time without a zone
+
+    def action(eid: str, cid: str, cmd: str, s: float) -> dict[str, Any]:
+        return {"kind": "ActionEvent", "id": eid, "timestamp": at(s), "source": "agent",
+                "thought": [{"type": "text", "text": "run both"}], "tool_name": "terminal",
+                "tool_call_id": cid, "llm_response_id": "resp-1",
+                "tool_call": {"id": cid, "name": "terminal", "arguments": json.dumps({"command": cmd}), "origin": "completion"},
+                "action": {"kind": "TerminalAction", "command": cmd}}  # fmt: skip
+
+    def observation(eid: str, aid: str, cid: str, text: str, code: int, s: float) -> dict[str, Any]:
+        return {"kind": "ObservationEvent", "id": eid, "timestamp": at(s), "source": "environment",
+                "tool_name": "terminal", "tool_call_id": cid, "action_id": aid,
+                "observation": {"kind": "TerminalObservation", "content": [{"type": "text", "text": text}],
+                                "is_error": False, "exit_code": code}}  # fmt: skip
+
+    return [
+        {"kind": "SystemPromptEvent", "id": "e0", "timestamp": at(0), "source": "agent",
+         "system_prompt": {"type": "text", "text": "You are OpenHands."},
+         "tools": [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]},
+        {"kind": "MessageEvent", "id": "e1", "timestamp": at(1), "source": "user",
+         "llm_message": {"role": "user", "content": [{"type": "text", "text": "check the build"}]}},
+        action("e2", "call_1", "make", 4),
+        action("e3", "call_2", "make test", 4.01),
+        observation("e4", "e2", "call_1", "ok", 0, 6),
+        observation("e5", "e3", "call_2", "1 failed", 2, 9),
+        {"kind": "ConversationStateUpdateEvent", "id": "e6", "timestamp": at(9.1), "source": "environment", "key": "x"},
+        {"kind": "MessageEvent", "id": "e7", "timestamp": at(12), "source": "agent",
+         "llm_message": {"role": "assistant", "content": [{"type": "text", "text": "One test fails."}]}},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("as_folder", [False, True], ids=["json-list", "events-folder"])
+def test_openhands_v1_event_streams(tmp_path, as_folder) -> None:
+    """V1 events (a `kind` per event, calls grouped by llm_response_id) were read as V0 events: no
+    call found at all (0 in the source). Now the batch of two is one round, results and statuses
+    from the observations, times from the events."""
+    events = _v1_events()
+    if as_folder:
+        folder = tmp_path / "events"
+        folder.mkdir()
+        for k, e in enumerate(events):
+            (folder / f"event-{k:05d}-{e['id']}.json").write_text(json.dumps(e))
+        source: Path = folder
+    else:
+        source = tmp_path / "v1.json"
+        source.write_text(json.dumps(events))
+    result = import_openhands(source)
+    (trace,) = result
+    assert (result.report.source_calls, result.report.imported_calls) == (2, 2) and result.report.clean
+    (batch,) = [r for r in trace.rounds if r.tool_calls]
+    assert [(e.result, e.status) for e in batch.executions] == [("ok", "ok"), ("1 failed", "error")]
+    assert trace.initial_messages[0] == {"role": "system", "content": "You are OpenHands."}
+    assert trace.outcome.final_answer == "One test fails." and "read as UTC" in trace.metadata.notes
