@@ -839,3 +839,42 @@ def test_openhands_v1_event_streams(tmp_path, as_folder) -> None:
     assert [(e.result, e.status) for e in batch.executions] == [("ok", "ok"), ("1 failed", "error")]
     assert trace.initial_messages[0] == {"role": "system", "content": "You are OpenHands."}
     assert trace.outcome.final_answer == "One test fails." and "read as UTC" in trace.metadata.notes
+
+
+def test_langfuse_langgraph_nested_spans_and_first_token_to_the_microsecond(tmp_path) -> None:
+    """LangGraph under Langfuse: each generation under its own `agent` span, the tools under a
+    `tools` span, all under the graph's root. The first token's time was 0.7000000476837158 (an
+    epoch-float difference); the README promises times exact to the microsecond."""
+
+    def at(s: float) -> str:
+        return f"2025-09-18T20:20:{s:06.3f}Z"
+
+    def obs(
+        oid: str, kind: str, name: str, a: float, b: float, parent: str | None, **more: Any
+    ) -> dict[str, Any]:
+        return {"id": oid, "type": kind, "name": name, "startTime": at(a), "endTime": at(b),
+                "parentObservationId": parent, **more}  # fmt: skip
+
+    calls = [{"name": "search", "args": {"q": q}, "id": f"call_{q}", "type": "tool_call"} for q in "ab"]
+    observations = [
+        obs("root", "SPAN", "LangGraph", 0, 20, None),
+        obs("ag1", "SPAN", "agent", 0.1, 3, "root"),
+        obs("g1", "GENERATION", "ChatOpenAI", 0.2, 2.9, "ag1", model="gpt-4o", completionStartTime=at(0.9),
+            input=[{"role": "user", "content": "find a and b"}],
+            output={"role": "assistant", "content": "", "tool_calls": calls}),
+        obs("tools", "SPAN", "tools", 3.1, 8, "root"),
+        obs("t1", "TOOL", "search", 3.2, 5, "tools", input={"q": "a"}, output={"content": "A!", "tool_call_id": "call_a"}),
+        obs("t2", "TOOL", "search", 3.2, 7.5, "tools", input={"q": "b"}, output={"content": "B!", "tool_call_id": "call_b"}),
+        obs("ag2", "SPAN", "agent", 8.1, 12, "root"),
+        obs("g2", "GENERATION", "ChatOpenAI", 8.2, 11.9, "ag2", model="gpt-4o", output={"role": "assistant", "content": "A and B"}),
+    ]  # fmt: skip
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"trace": {"id": "t", "name": "LangGraph"}, "observations": observations}))
+    result = import_source("langfuse", path)
+    (trace,) = result
+    assert result.report.clean and trace.metadata.mode == "parallel"
+    assert trace.rounds[0].model_call.first_chunk_at == 0.7
+    assert [(e.result, e.started_at, e.ended_at) for e in trace.rounds[0].executions] == [
+        ("A!", 3.0, 4.8),
+        ("B!", 3.0, 7.3),
+    ]
