@@ -878,3 +878,27 @@ def test_langfuse_langgraph_nested_spans_and_first_token_to_the_microsecond(tmp_
         ("A!", 3.0, 4.8),
         ("B!", 3.0, 7.3),
     ]
+
+
+def test_claude_code_a_progress_line_between_a_call_and_its_result_does_not_split_a_sub_agent(
+    tmp_path,
+) -> None:
+    """2.x writes progress and hook lines into the parentUuid chain; a sub-agent's result line that
+    follows one started a new 'sub-agent' (its Task not found) holding the rest of the run."""
+    main = _Log(SESSION)
+    main.user("look", 0)
+    main.response("msg_m1", [_use("toolu_A1", "Task", description="scan", prompt="scan the repo")], 2)
+    main.result("toolu_A1", "found x", 20, {"agentId": "a111", "totalDurationMs": 17000})
+    main.response("msg_m2", [{"type": "text", "text": "x"}], 25)
+    path = main.write(tmp_path / f"{SESSION}.jsonl")
+    sub = _Log(SESSION, agent="a111")
+    sub.user("scan the repo", 3)
+    sub.response("msg_s1", [_use("toolu_g", "Bash", command="ls")], 5)
+    sub.add({"type": "progress", "data": {"type": "hook_progress"}, "toolUseID": "toolu_g"}, 5.5)
+    sub.result("toolu_g", "a.py", 6)
+    sub.response("msg_s2", [{"type": "text", "text": "found x"}], 10)
+    sub.write(tmp_path / SESSION / "subagents" / "agent-a111.jsonl")
+    result = import_source("claude-code", path)
+    assert result.report.clean and len(result) == 2
+    (agent,) = [t for t in result if "sub-agent of Task toolu_A1" in t.metadata.title]
+    assert agent.outcome.final_answer == "found x" and agent.rounds[0].executions[0].result == "a.py"

@@ -59,6 +59,9 @@ class Transcript:
     """Line number -> U+FFFD characters put in place of bytes that are not UTF-8."""
     unreadable: list[tuple[int, str]] = field(default_factory=list)
     """(line number, raw text) of lines that are not JSON."""
+    passed: dict[str, str | None] = field(default_factory=dict)
+    """uuid -> parentUuid of the lines that are not messages (progress, hooks, snapshots): a message
+    whose parent is one of them follows that line's parent (`threads_of`)."""
 
 
 _MESSAGE_ID = re.compile(r'"message"\s*:\s*\{\s*"id"\s*:\s*"([^"]+)"')
@@ -136,6 +139,9 @@ def read_lines(path: Path, name: str | None = None) -> Transcript:
             )
             continue
         if doc.get("type") not in ("user", "assistant") or not isinstance(message, dict | str):
+            if isinstance(uuid, str):
+                parent = doc.get("parentUuid")
+                read.passed[uuid] = parent if isinstance(parent, str) else None
             continue
         at = stamp_or_none(doc.get("timestamp"))
         if at is None:
@@ -300,8 +306,9 @@ def distrust_times(path: Path, thread: list[Line], issues: list[Issue]) -> None:
         ln.at = None
 
 
-def threads_of(lines: list[Line]) -> list[list[Line]]:
-    """The main thread first, then one list per sub-agent (chained through parentUuid)."""
+def threads_of(lines: list[Line], passed: dict[str, str | None] | None = None) -> list[list[Line]]:
+    """The main thread first, then one list per sub-agent (chained through parentUuid; a parent
+    that is not a message, such as a progress line, is followed to its own parent)."""
     thread_of: dict[str, int] = {}
     threads: list[list[Line]] = [[]]
     for ln in lines:
@@ -309,6 +316,10 @@ def threads_of(lines: list[Line]) -> list[list[Line]]:
             threads[0].append(ln)
             continue
         parent = ln.doc.get("parentUuid")
+        seen: set[str] = set()
+        while isinstance(parent, str) and passed and parent in passed and parent not in seen:
+            seen.add(parent)
+            parent = passed[parent]
         k = thread_of.get(parent) if parent else None
         if k is None:
             threads.append([])

@@ -455,6 +455,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
     for _f, more in companions:
         lines += more.lines
         read.boundaries.update(more.boundaries)
+        read.passed.update(more.passed)
     if companions:
         issues.append(
             Issue(
@@ -527,7 +528,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
                 )
                 continue
             results.setdefault(tid, (ln, b))
-    threads = threads_of(lines)
+    threads = threads_of(lines, read.passed)
     for thread in threads:
         distrust_times(path, thread, issues)
     name = slugify(path.name.removesuffix(".jsonl"))
