@@ -902,3 +902,21 @@ def test_claude_code_a_progress_line_between_a_call_and_its_result_does_not_spli
     assert result.report.clean and len(result) == 2
     (agent,) = [t for t in result if "sub-agent of Task toolu_A1" in t.metadata.title]
     assert agent.outcome.final_answer == "found x" and agent.rounds[0].executions[0].result == "a.py"
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["content-not-captured", "error-status"])
+def test_otlp_a_model_span_without_output_is_never_an_empty_answer(tmp_path, failed) -> None:
+    """GenAI instrumentations capture no message content by default: a chat span without output
+    was read as an empty response (a final answer, '0 tool calls'); one with status ERROR as well.
+    Its tool calls are unknown: a failed, unreadable span saying why."""
+    spans = _three_rounds(3000)
+    attrs = spans[2]["attributes"]
+    spans[2]["attributes"] = [a for a in attrs if a["key"] != "gen_ai.output.messages"]
+    if failed:
+        spans[2]["status"] = {"code": "STATUS_CODE_ERROR", "message": "rate limited"}
+    result = import_otlp(_export(tmp_path, spans))
+    (issue,) = [i for i in result.report.issues if i.kind == "failed"]
+    assert "span s3" in issue.where and issue.unreadable
+    assert ("rate limited" if failed else "content not captured") in issue.what
+    (trace,) = result
+    assert trace.outcome.final_answer is None and trace.outcome.reason == "next_round_not_representable"

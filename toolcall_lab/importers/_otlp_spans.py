@@ -444,6 +444,15 @@ def response_body(span: Span, n: int, damage: list[str] | None = None) -> tuple[
         return converted, False
     elif not indexed(a, "gen_ai.completion") and isinstance(a.get("output.value"), str) and cut is None:
         message = {"role": "assistant", "content": a["output.value"]}  # a plain-text output
+    elif not indexed(a, "gen_ai.completion"):
+        # no output in any convention: never read as an empty answer (its tool calls are unknown)
+        if span.error:
+            raise ValueError(f"the model call failed ({span.error}): the span holds no response")
+        raise ValueError(
+            "the span holds no output (message content not captured, e.g. "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT off, or kept in log events the export "
+            "lacks)"
+        )
     else:
         # OpenLLMetry: completion.N is choice N, but its Anthropic instrumentation writes a thinking
         # block as completion.0 (role "thinking") and the message itself as completion.1

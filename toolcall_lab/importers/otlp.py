@@ -490,7 +490,11 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             part = "input messages"
             request = request_messages(span, damage)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            why = str(exc) if isinstance(exc, BadAttribute) else f"its {part} could not be read ({exc!r})"
+            why = (
+                str(exc)
+                if isinstance(exc, BadAttribute) or (part == "output" and isinstance(exc, ValueError))
+                else f"its {part} could not be read ({exc!r})"
+            )
             unreadable.append((span, why))
             known = len(_calls(body)) if body is not None else None  # the output was read: calls known
             source_calls += known or 0
