@@ -38,6 +38,7 @@ def source(name: str):  # one import per file for the whole module
         "tau": lambda: import_tau_bench(
             REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json", limit=3
         ),
+        "tau_all": lambda: import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json"),
         "cc_v2": lambda: import_claude_code(
             REALDATA
             / "claude-reliability/claude-code_v2.1.14_opus-4-5_coverage-test-fix_14calls_parallel2x2.jsonl"
@@ -117,6 +118,25 @@ LABELS = [
      "Code's Bash keeps its working directory, so in one batch pnpm add would run in the wrong folder"),
     ("cc_big", "(Setup Next.js project) turn 1", 7, 8, "likely_independent",
      "TodoWrite only updates the agent's own todo list: it neither reads the cd's output nor runs in its shell"),
+    # sixth pass (issue 13): labelled by reading the rounds and the user's request before them
+    ("tau_all", "trajectory 10 task 10 trial 0 turn 17", 1, 2, "likely_independent",
+     "the user asked for 'any West Coast' city: JFK->SFO then JFK->LAX are two searches the model planned "
+     "from the request; the 'JFK' in round 1's result is only its own origin echoed back"),
+    ("tau_all", "trajectory 10 task 10 trial 0 turn 17", 2, 3, "likely_independent",
+     "JFK->LAX found nothing, JFK->SEA is the next city of the same plan; the shared date is the user's, "
+     "and two searches read the same thing in either order"),
+    ("tau_all", "trajectory 33 task 33 trial 0 turn 21", 1, 7, "likely_independent",
+     "EWR->MSP and EWR->LAX are legs of reservations listed before the turn: one batch could have "
+     "searched all legs"),
+    ("tau_all", "trajectory 196 task 46 trial 3 turn 25", 0, 1, "dependent",
+     "the direct search SFO->JFK on May 17 returned []; the model then searches one-stop flights for the "
+     "same route and date: a fallback only because the first found nothing"),
+    ("tau_all", "trajectory 37 task 37 trial 0 turn 5", 0, 5, "dependent",
+     "send_certificate issues a certificate to the user whose details round 0 read (and checked): a write "
+     "after a read of the same record keeps its order"),
+    ("cc_big", "(Create main page integration) turn 1", 39, 41, "dependent",
+     "BashOutput read the dev server's output, then KillBash killed that shell (bash_2): in one batch the "
+     "read could come after the kill"),
 ]
 
 # Pairs whose dependency is real but the evidence found is weak: the classifier must say "unknown",

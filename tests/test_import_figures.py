@@ -114,7 +114,7 @@ def test_the_builder_never_loses_a_segment_to_a_bad_number(bad) -> None:
     assert r0.model_call.timing.source == "placeholder" and math.isfinite(r0.model_call.latency_s)
     assert r0.executions[0].timing.source == "placeholder" and r0.executions[0].duration_s == 0.0
     where = [i.where for i in result.report.issues if i.kind == "damaged"]
-    assert where == ["t round 0", "f:3"]
+    assert where == ["s t round 0", "s f:3"]  # (each names its source file first)
     assert not result.report.clean
 
 
@@ -326,7 +326,7 @@ def test_otlp_a_second_span_of_one_call_id_is_a_dropped_duplicate(tmp_path) -> N
     (trace,) = result
     assert trace.n_calls == 3 and trace.metadata.mode == "sequential"
     (line,) = damaged(result)
-    assert line.startswith("tool span ") and "tool call c3" in line and "tool2" in line and "toolX" in line
+    assert line.startswith(f"{path.name} tool span ") and "tool call c3" in line and "tool2" in line and "toolX" in line
     (c3,) = [e for e in trace.rounds[0].executions if e.tool_call_id == "c3"]
     assert "not evidence of the mode" in c3.timing.note
 

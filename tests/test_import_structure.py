@@ -295,7 +295,7 @@ def test_langfuse_tool_spans_are_tools_when_their_place_says_so(tmp_path) -> Non
     path.write_text(json.dumps(doc))
     result = import_langfuse(path)
     (skipped,) = [i for i in result.report.issues if i.kind == "skipped"]
-    assert skipped.where == "observation x1 (compare)" and "not read as a tool execution" in skipped.what
+    assert skipped.where == "spans.json observation x1 (compare)" and "not read as a tool execution" in skipped.what
     assert result.report.imported_calls == 3
 
 
@@ -308,7 +308,7 @@ def test_langfuse_a_tool_no_call_asked_for_is_reported(tmp_path) -> None:
     path.write_text(json.dumps(doc))
     result = import_langfuse(path)
     (failed,) = [i for i in result.report.issues if i.kind == "failed"]
-    assert failed.where == "observation t9 (get_weather)" and failed.calls == 1
+    assert failed.where == "extra.json observation t9 (get_weather)" and failed.calls == 1
     assert not result.report.clean and result.report.source_calls == 4
 
 
@@ -510,11 +510,13 @@ def test_otlp_a_cut_attribute_costs_only_its_span(tmp_path) -> None:
     result = import_otlp(path)
     (failed,) = [i for i in result.report.issues if i.kind == "failed"]
     assert "span chat2" in failed.where and "attribute gen_ai.input.messages is not valid JSON" in failed.what
-    assert failed.unreadable and failed.model_calls == 1
+    # its output was read (the final answer, no tool call): what it held is known, not unreadable
+    assert not failed.unreadable and (failed.model_calls, failed.calls) == (1, 0)
+    assert "it holds no tool call" in failed.what
     (trace,) = result
     assert trace.n_calls == 3 and trace.outcome.reason == "next_round_not_representable"
     assert "chat2" in trace.rounds[-1].placeholder
-    assert "unreadable part" in result.report.summary()
+    assert "unreadable part" not in result.report.summary()
     assert cli.main(["import", "otlp", str(path), "--out", str(tmp_path / "out")]) == 1
 
 

@@ -39,6 +39,19 @@ _CHANGES = frozenset(
         "put",
         "set",
         "exchange",
+        "kill",
+        "stop",
+        "terminate",
+        "send",
+        "transfer",
+        "refund",
+        "pay",
+        "grant",
+        "revoke",
+        "assign",
+        "reset",
+        "enable",
+        "disable",
     ]
 )
 _RUNS = frozenset(
@@ -145,7 +158,7 @@ def _command(call: ToolCall) -> str | None:
     return None
 
 
-def _changes_state(call: ToolCall) -> bool:
+def changes_state(call: ToolCall) -> bool:
     """Whether a call changes something outside the model (a file, a record, the working tree)."""
     words = _words(call.name)
     if "todo" in words:
@@ -156,8 +169,15 @@ def _changes_state(call: ToolCall) -> bool:
     if command is not None and words & _INTERPRETERS and _INTERPRETER_STATE.search(command):
         return True  # a kernel that keeps what earlier code defined
     if command is not None and words & _RUNS:
-        return bool(_SHELL_CHANGES.search(command)) or shell_state(command) is not None
+        changes = bool(_SHELL_CHANGES.search(command)) or shell_state(command) is not None
+        return changes or bool(words & _CHANGES)  # (KillBash: its name says it)
     return bool(words & _CHANGES)
+
+
+def writes_by_name(call: ToolCall) -> bool:
+    """Whether the tool's name says it writes (the agent's own todo list included): two calls of
+    such a tool on the same thing must keep their order."""
+    return bool(_words(call.name) & _CHANGES)
 
 
 def _observes(call: ToolCall) -> tuple[bool, bool]:
@@ -188,7 +208,7 @@ def effect(earlier: Round, call: ToolCall) -> Evidence | None:
     for ex, prior in zip(earlier.executions, earlier.tool_calls, strict=False):
         if ex.status in ("unknown_tool", "invalid_arguments", "rejected", "duplicate", "skipped"):
             continue  # it did not run: it changed nothing
-        if not _changes_state(prior):
+        if not changes_state(prior):
             continue
         shared = _paths(prior) & _paths(call)
         if runs or shared:

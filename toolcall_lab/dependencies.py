@@ -9,16 +9,22 @@ For each pair of tool rounds (earlier, later) of a trace the analysis looks for:
 - ``numeric``: the same number (``42`` / ``"42"`` / ``42.0``), ``id=42`` included;
 - ``text``: the model's text written before the later calls quotes an earlier result, or (weakly)
   refers to results at all ("the search returned ...");
-- ``retry``: a later call repeats the tool of an earlier call that failed;
+- ``retry``: a later call repeats the tool of an earlier call that failed, or, after an earlier
+  call found nothing (an empty result), asks the same again (every argument of that call, by name
+  and value, perhaps of another tool: a one-stop search for the same route after an empty direct
+  one);
 - ``tool_named``: the later call's tool is named in an earlier result (a discovery step);
 - ``line``: a line of a multi-line argument (an edit's old text) appears in an earlier result;
 - ``shared_argument``: a later call repeats a specific argument value of an earlier call (the same
-  file, record or list): not data flow, but their order may matter;
+  file, record or list) and one of the two changes state: not data flow, but their order matters
+  (two reads of one record, in either order, are not evidence);
 - ``effect``: a control dependency: an earlier call changed state (wrote or edited a file, removed
   one, ran a command that changes things, booked or cancelled) and a later call runs something
   (a shell command, tests, a submit) or reads what was changed: the later call observes the
   effect, so the two cannot be one batch whatever their arguments say.
 
+A value an earlier result merely repeats from its own call's arguments (a flight search's result
+names the origin it was asked for) is not data from that result: it counts as a shared argument.
 Every match says how it matched (``match``): ``exact`` only when the value occurs as written,
 ``normalised`` when it needed case folding or whitespace and punctuation trimming, ``numeric`` for
 equal numbers. Text evidence looks for what the model's text between the rounds quotes from a
@@ -34,11 +40,12 @@ upper bound, never a certainty (`missed_parallelism` says so).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolcall_lab._effects import effect
+from toolcall_lab._effects import changes_state, effect, writes_by_name
 from toolcall_lab._evidence import (
     FAILED_STATUSES,
     Evidence,
@@ -102,7 +109,9 @@ class RoundPair:
         }
 
 
-def _pair(earlier: Round, later: Round, indexes: list[Index]) -> RoundPair:
+def _pair(
+    earlier: Round, later: Round, indexes: list[Index], silent: frozenset[str] = frozenset()
+) -> RoundPair:
     evidence: list[Evidence] = []
     missing: list[str] = []
     for ix in indexes:
@@ -110,7 +119,22 @@ def _pair(earlier: Round, later: Round, indexes: list[Index]) -> RoundPair:
             missing.append(f"the result of {ix.execution.name} ({ix.execution.tool_call_id}) is not recorded")
     failed = {ix.execution.name: ix.execution for ix in indexes if ix.execution.status in FAILED_STATUSES}
     recorded = [ix for ix in indexes if ix.execution.result != RESULT_NOT_RECORDED]
+    empty = [ix.execution for ix in recorded if _found_nothing(ix.execution.result)]
     for call in later.tool_calls:
+        fallback = next((ex for ex in empty if _asks_again(call, ex)), None)
+        if fallback is not None and call.name not in failed:
+            evidence.append(
+                Evidence(
+                    kind="retry",
+                    strong=True,
+                    value=f"{call.name} after {fallback.name} found nothing",
+                    argument=call.name,
+                    tool_call_id=call.tool_call_id,
+                    source_call_id=fallback.tool_call_id,
+                    source_tool=fallback.name,
+                    match="none",
+                )
+            )
         if call.name in failed:
             src = failed[call.name]
             evidence.append(
@@ -150,13 +174,15 @@ def _pair(earlier: Round, later: Round, indexes: list[Index]) -> RoundPair:
             continue
         for path, value in leaves(args):
             for ix in recorded:
+                if _echoed(value, ix):
+                    continue  # the earlier result repeats its own call's argument: not data from it
                 found = match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id)
                 if found is not None:
                     evidence.append(found)
                     break
             else:
                 shared = shared_argument(path, value, call.name, call.tool_call_id, earlier)
-                if shared is not None:
+                if shared is not None and _order_matters(shared, call, earlier):
                     evidence.append(shared)
     text = " ".join(
         t
@@ -181,6 +207,63 @@ def _pair(earlier: Round, later: Round, indexes: list[Index]) -> RoundPair:
         evidence=tuple(evidence),
         missing=tuple(dict.fromkeys(missing)),
     )
+
+
+_NOTHING = frozenset({"", "[]", "{}", "null", "none", "[[]]"})
+
+
+def _found_nothing(result: str) -> bool:
+    """An empty result (``[]``, ``{}``, nothing): the next step is often another way to ask."""
+    return normalise(result) in _NOTHING or result.strip() in _NOTHING
+
+
+def _asks_again(call: Any, earlier: Any) -> bool:
+    """Whether `call` asks what the earlier call asked (every argument of the earlier call, by name
+    and value, again): after an empty result, a fallback (a one-stop search for the same route and
+    date after an empty direct one). A tool that always answers with nothing (``think``) asked about
+    something else is not one."""
+    try:
+        before = json.loads(earlier.arguments or "{}")
+    except (json.JSONDecodeError, RecursionError):
+        return False
+
+    def pairs(args: Any) -> set[tuple[str, str]]:
+        return {
+            (path, normalise(str(v)))
+            for path, v in leaves(args if isinstance(args, dict | list) else {})
+            if isinstance(v, str | int | float) and not isinstance(v, bool) and len(normalise(str(v))) >= 3
+        }
+
+    asked, again = pairs(before), pairs(call.args or {})
+    # (the same call once more, as a `think` tool that always answers nothing, is not a fallback)
+    return bool(asked) and asked <= again and (call.name != earlier.name or asked != again)
+
+
+def _echoed(value: Any, ix: Index) -> bool:
+    """Whether `value` is one of the earlier call's own argument values (a result that repeats its
+    request, as a search repeats its origin and date, is not where the later call got it)."""
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        return False
+    wanted = normalise(str(value))
+    try:
+        own = json.loads(ix.execution.arguments or "{}")
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return bool(wanted) and any(
+        normalise(str(v)) == wanted
+        for _, v in leaves(own if isinstance(own, dict | list) else {})
+        if isinstance(v, str | int | float) and not isinstance(v, bool)
+    )
+
+
+def _order_matters(shared: Evidence, call: Any, earlier: Round) -> bool:
+    """A shared argument ties two calls only when one of them changes what the other acts on (or
+    both write it with the same tool, as two updates of one todo list): two reads of the same
+    record, in either order, read the same thing."""
+    prior = next((c for c in earlier.tool_calls if c.tool_call_id == shared.source_call_id), None)
+    if prior is None:
+        return True
+    return changes_state(call) or changes_state(prior) or (prior.name == call.name and writes_by_name(call))
 
 
 def tool_rounds(trace: Trace) -> list[Round]:

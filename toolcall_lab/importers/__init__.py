@@ -82,7 +82,11 @@ KINDS: dict[str, Kind] = {
         Kind(
             name="langfuse", function=import_langfuse, source="a Langfuse trace export {trace, observations}"
         ),
-        Kind(name="inspect", function=import_inspect, source="an inspect_ai eval log (.json) or a folder"),
+        Kind(
+            name="inspect",
+            function=import_inspect,
+            source="an inspect_ai eval log (.eval or .json) or a folder",
+        ),
         Kind(
             name="recording",
             function=import_recording,

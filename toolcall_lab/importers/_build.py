@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from pathlib import PurePath
 from typing import Any
 
 from toolcall_lab.exceptions import ToolcallLabError
@@ -64,10 +65,21 @@ from toolcall_lab.importers._shapes import (
     slugify,
     stamp_or_none,
     text_of,
+    with_choices,
+    zone_less_note,
 )
 from toolcall_lab.importers._timeline import Unplaced, first_chunk, mode_evidence, place
 from toolcall_lab.models import ScriptedResponse
-from toolcall_lab.records import ChunkTiming, Mode, ModelCall, Round, TimedChunk, ToolExecution
+from toolcall_lab.records import (
+    DECIDED,
+    ChunkTiming,
+    Mode,
+    ModelCall,
+    Round,
+    TimedChunk,
+    Timing,
+    ToolExecution,
+)
 from toolcall_lab.replay import replay
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace, TraceMetadata, TraceOutcome
 
@@ -100,12 +112,15 @@ __all__ = [
     "epoch",
     "inferred_tools",
     "merge_results",
+    "other_choices",
     "parse_turn",
     "placeholder_payload",
     "safe_tool_name",
     "slugify",
     "stamp_or_none",
     "text_of",
+    "with_choices",
+    "zone_less_note",
 ]
 
 
@@ -315,7 +330,11 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
             )
         )
     placed = [
-        replace(r, model_call=replace(r.model_call, first_chunk_at=first_chunk(r, t)))
+        replace(
+            r,
+            model_call=replace(r.model_call, first_chunk_at=first_chunk(r, t)),
+            executions=tuple(_screened_on_import(e) for e in r.executions),
+        )
         for r, t in zip(placed, turns, strict=True)
     ]
     wall = max([r.ended_at for r in placed], default=0.0)
@@ -384,6 +403,23 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     )
 
 
+def _screened_on_import(ex: ToolExecution) -> ToolExecution:
+    """A call the import's own loop screened out (its arguments are not a complete JSON object): the
+    source holds no result for it, so what the recorded client did with it, and how long that took,
+    is unknown. Its 0 s is a placeholder, not a recorded figure (the loop labels its live verdicts
+    `DECIDED`, 'recorded': true of a live run, not of an import)."""
+    if ex.timing != DECIDED:
+        return ex
+    return replace(
+        ex,
+        timing=Timing(
+            source="placeholder",
+            note=f"{ex.status}: screened out by toolcall_lab's loop when importing; the source holds no "
+            "result, so whether the recorded client ran it, and for how long, is unknown: 0 s",
+        ),
+    )
+
+
 def _reused_ids(rounds: list[Round]) -> str:
     """The call ids that appear in more than one round, each with its rounds ('' when none)."""
     rounds_of: dict[str, list[int]] = {}
@@ -438,6 +474,59 @@ def _missing_issues(trace: Trace, segment: Segment) -> tuple[int, list[Issue]]:
                 )
             )
     return count, out
+
+
+def other_choices(part: Segment) -> tuple[list[Segment], int]:
+    """A trace for each choice beyond the first of the segment's ``n > 1`` responses (the agent went
+    on with choice 0, the one the loop reads: the others are alternatives it did not take, their
+    calls without results), and how many tool calls those choices hold (the importer counted choice
+    0's only). Never silently dropped."""
+    out: list[Segment] = []
+    calls = 0
+    if part.choices_split:
+        return out, calls
+    for k, turn in enumerate(part.turns):
+        if turn.synthetic or turn.alternative:
+            continue
+        parsed = parse_turn(turn.payloads, k)
+        n = len(parsed.choices)
+        for c in range(1, n):
+            where = f"{part.title} response {k} choice {c}"
+            calls += len(parsed.choices[c].tool_calls)
+            alt = Turn(
+                payloads=[chat_body(parsed, keep_fallback_ids=False, choice_index=c)],
+                latency_s=turn.latency_s,
+                timing=turn.timing,
+                results=[
+                    Result.missing(
+                        where,
+                        why=f"choice {c} of an n={n} response: the agent went on with choice 0, so this "
+                        "choice's calls got no result: 0 s",
+                    )
+                    for _ in parsed.choices[c].tool_calls
+                ],
+                alternative=True,
+            )
+            out.append(
+                replace(
+                    part,
+                    title=where,
+                    slug=f"{part.slug}__r{k}_choice{c}",
+                    source=f"{part.source}#response={k}&choice={c}",
+                    initial=[*part.initial, *conversation(part.turns[:k])],
+                    turns=[alt],
+                    status="completed",
+                    reason="final_answer",
+                    error=None,
+                    closing=None,
+                    mode=None,
+                    notes=f"choice {c} of a response with {n} choices (n > 1): an alternative the agent "
+                    f"did not go on with; its calls have no results; model latency as for the whole "
+                    f"response ({turn.timing.source}); {part.notes}",
+                    choices_split=True,
+                )
+            )
+    return out, calls
 
 
 def _build_isolating(part: Segment, found: list[Issue]) -> list[tuple[Segment, Trace]]:
@@ -508,9 +597,15 @@ def build_result(
     source_calls: int,
     source_model_calls: int,
     issues: Iterable[Issue] = (),
+    zone_less: str = "",
 ) -> ImportResult:
-    """Build every segment, number segments that share a name, collect the report."""
+    """Build every segment, number segments that share a name, collect the report.
+
+    `zone_less`: the note (`_shapes.zone_less_note`) saying the source's timestamps without a zone
+    were read as UTC; every trace's notes carry it."""
     found = list(issues)
+    if zone_less:
+        segments = [replace(part, notes=f"{part.notes}; {zone_less}") for part in segments]
     not_utf8 = [i.where for i in found if i.kind == "damaged" and "U+FFFD" in i.what]
     parts = [
         replace(
@@ -522,6 +617,10 @@ def build_result(
         else part
         for part in segments
     ]
+    for part in list(parts):
+        extra, extra_calls = other_choices(part)
+        parts += extra
+        source_calls += extra_calls
     per_slug: dict[str, int] = {}
     for part in parts:
         per_slug[part.slug] = per_slug.get(part.slug, 0) + 1
@@ -549,6 +648,9 @@ def build_result(
             count, gaps = _missing_issues(trace, piece)
             missing += count
             found += gaps
+    name = PurePath(source).name
+    found = [i if name in i.where else replace(i, where=f"{name} {i.where}") for i in found]
+    # (every issue names its file, also when a folder's report lists many files' issues together)
     report = ImportReport(
         kind=kind,
         source=source,

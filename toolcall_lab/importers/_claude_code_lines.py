@@ -26,6 +26,14 @@ class Line:
     at: float | None
     skip: set[int] = field(default_factory=set)
     """Indexes of content blocks read elsewhere already (a repeated call id)."""
+    file: str = ""
+    """The file the line is in (its name; `where` names it)."""
+    not_utf8: int = 0
+    """U+FFFD characters the line holds in place of bytes that are not UTF-8."""
+
+    def where(self) -> str:
+        """``<file> line <number>``: where the line is, for issues and notes."""
+        return f"{self.file} line {self.number}"
 
     @property
     def uuid(self) -> str | None:
@@ -51,6 +59,9 @@ class Transcript:
     """Line number -> U+FFFD characters put in place of bytes that are not UTF-8."""
     unreadable: list[tuple[int, str]] = field(default_factory=list)
     """(line number, raw text) of lines that are not JSON."""
+    passed: dict[str, str | None] = field(default_factory=dict)
+    """uuid -> parentUuid of the lines that are not messages (progress, hooks, snapshots): a message
+    whose parent is one of them follows that line's parent (`threads_of`)."""
 
 
 _MESSAGE_ID = re.compile(r'"message"\s*:\s*\{\s*"id"\s*:\s*"([^"]+)"')
@@ -63,9 +74,11 @@ def peek(raw: str) -> tuple[str | None, list[str]]:
     return (message.group(1) if message else None), _TOOL_USE_ID.findall(raw)
 
 
-def read_lines(path: Path) -> Transcript:
+def read_lines(path: Path, name: str | None = None) -> Transcript:
     """The message lines in the order they were written (``parentUuid`` order when the file's order
-    disagrees), each read once, and every sign of damage by line."""
+    disagrees), each read once, and every sign of damage by line; `name` is how issues and lines
+    name the file (default: its name)."""
+    label = name or path.name
     issues: list[Issue] = []
     read = Transcript(lines=[], issues=issues)
     text = read_text(path, issues, read.not_utf8)
@@ -83,7 +96,7 @@ def read_lines(path: Path) -> Transcript:
             issues.append(
                 Issue(
                     kind="failed",
-                    where=f"{path.name} line {number}",
+                    where=f"{label} line {number}",
                     what=f"not valid JSON ({json_error(exc, with_line=False)}); whatever it held is not "
                     "imported",
                     unreadable=True,
@@ -98,7 +111,7 @@ def read_lines(path: Path) -> Transcript:
                 issues.append(
                     Issue(
                         kind="damaged",
-                        where=f"{path.name} line {number}",
+                        where=f"{label} line {number}",
                         what=f"repeats line {uuids[uuid]} (same uuid {uuid}): read once",
                     )
                 )
@@ -114,28 +127,33 @@ def read_lines(path: Path) -> Transcript:
             issues.append(
                 Issue(
                     kind="damaged",
-                    where=f"{path.name} line {number}",
+                    where=f"{label} line {number}",
                     what=f"a message line without its 'type' (damaged key?): read as its message's role "
                     f"({role})",
                 )
             )
             doc = {**doc, "type": role}
         if doc.get("type") == "system" and doc.get("subtype") == "compact_boundary" and isinstance(uuid, str):
-            read.boundaries[uuid] = Line(number=number, doc=doc, at=stamp_or_none(doc.get("timestamp")))
+            read.boundaries[uuid] = Line(
+                number=number, doc=doc, at=stamp_or_none(doc.get("timestamp")), file=label
+            )
             continue
         if doc.get("type") not in ("user", "assistant") or not isinstance(message, dict | str):
+            if isinstance(uuid, str):
+                parent = doc.get("parentUuid")
+                read.passed[uuid] = parent if isinstance(parent, str) else None
             continue
         at = stamp_or_none(doc.get("timestamp"))
         if at is None:
             issues.append(
                 Issue(
                     kind="damaged",
-                    where=f"{path.name} line {number}",
+                    where=f"{label} line {number}",
                     what=f"no valid timestamp ({doc.get('timestamp')!r}): the line is imported, the "
                     "times resting on it are placeholders",
                 )
             )
-        lines.append(Line(number=number, doc=doc, at=at))
+        lines.append(Line(number=number, doc=doc, at=at, file=label, not_utf8=read.not_utf8.get(number, 0)))
         if isinstance(doc.get("parentUuid"), str):
             parents[number] = doc["parentUuid"]
     if not lines:
@@ -147,7 +165,7 @@ def read_lines(path: Path) -> Transcript:
             issues.append(
                 Issue(
                     kind="damaged",
-                    where=f"{path.name} line {ln.number}",
+                    where=ln.where(),
                     what=f"follows a line (uuid {parent}) that is not in the file: something before it "
                     "is missing",
                 )
@@ -161,7 +179,7 @@ def read_lines(path: Path) -> Transcript:
         issues.append(
             Issue(
                 kind="damaged",
-                where=path.name,
+                where=label,
                 what=f"{len(late)} line(s) come before the line they follow (e.g. line {late[0][0]} "
                 f"before line {late[0][1]}): read in parentUuid order",
             )
@@ -280,7 +298,7 @@ def distrust_times(path: Path, thread: list[Line], issues: list[Issue]) -> None:
         issues.append(
             Issue(
                 kind="damaged",
-                where=f"{path.name} line {ln.number}",
+                where=ln.where(),
                 what=f"timestamp {ln.doc.get('timestamp')} contradicts the order of the lines (it comes "
                 f"{around}): not trusted; the times resting on it are placeholders",
             )
@@ -288,8 +306,9 @@ def distrust_times(path: Path, thread: list[Line], issues: list[Issue]) -> None:
         ln.at = None
 
 
-def threads_of(lines: list[Line]) -> list[list[Line]]:
-    """The main thread first, then one list per sub-agent (chained through parentUuid)."""
+def threads_of(lines: list[Line], passed: dict[str, str | None] | None = None) -> list[list[Line]]:
+    """The main thread first, then one list per sub-agent (chained through parentUuid; a parent
+    that is not a message, such as a progress line, is followed to its own parent)."""
     thread_of: dict[str, int] = {}
     threads: list[list[Line]] = [[]]
     for ln in lines:
@@ -297,6 +316,10 @@ def threads_of(lines: list[Line]) -> list[list[Line]]:
             threads[0].append(ln)
             continue
         parent = ln.doc.get("parentUuid")
+        seen: set[str] = set()
+        while isinstance(parent, str) and passed and parent in passed and parent not in seen:
+            seen.add(parent)
+            parent = passed[parent]
         k = thread_of.get(parent) if parent else None
         if k is None:
             threads.append([])

@@ -20,6 +20,9 @@ from toolcall_lab.importers._build import TOLERANCE_S, text_of
 from toolcall_lab.importers._claude_code_lines import Line
 from toolcall_lab.importers._files import decoded
 
+TASK_TOOLS = frozenset({"Task", "Agent"})
+"""The tool that runs a sub-agent (``Task``; ``Agent`` in later Claude Code versions)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Task:
@@ -33,6 +36,8 @@ class Task:
     """When its tool_use line was written."""
     result_at: float | None
     result_text: str | None
+    agent_id: str | None = None
+    """The sub-agent's id its result names (``toolUseResult.agentId``, later versions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,7 @@ def tasks_of(
             if ln.doc.get("type") != "assistant":
                 continue
             for b in ln.blocks:
-                if b.get("type") != "tool_use" or b.get("name") != "Task":
+                if b.get("type") != "tool_use" or b.get("name") not in TASK_TOOLS:
                     continue
                 given = b.get("input")
                 args: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -75,9 +80,16 @@ def tasks_of(
                         at=ln.at,
                         result_at=found[0].at if found else None,
                         result_text=text_of(found[1].get("content")) if found else None,
+                        agent_id=_agent_id(found[0].doc) if found else None,
                     )
                 )
     return out
+
+
+def _agent_id(doc: dict[str, Any]) -> str | None:
+    extra = doc.get("toolUseResult")
+    value = extra.get("agentId") if isinstance(extra, dict) else None
+    return str(value) if value else None
 
 
 def _final_text(thread: Sequence[Line]) -> str | None:
@@ -107,16 +119,31 @@ def _fits(thread: Sequence[Line], k: int, task: Task) -> bool:
     return not (times and task.result_at is not None and max(times) > task.result_at + TOLERANCE_S)
 
 
-def link_subagents(threads: Sequence[Sequence[Line]], tasks: Sequence[Task]) -> dict[int, Link]:
+def link_subagents(
+    threads: Sequence[Sequence[Line]], tasks: Sequence[Task], declared: dict[str, str] | None = None
+) -> dict[int, Link]:
     """For every sub-agent thread (index >= 1), the Task call(s) it can have run inside.
 
-    Candidates must fit (same prompt, inside the Task's time); among them a Task whose result is the
-    sub-agent's final answer wins; each Task is taken once, so settling one sub-agent can settle
-    another. What stays ambiguous keeps all its candidates."""
-    candidates = {k: [t for t in tasks if _fits(threads[k], k, t)] for k in range(1, len(threads))}
-    finals = {k: _norm(_final_text(threads[k])) for k in candidates}
+    A sub-agent kept in its own file says which Task it is: its lines' ``agentId`` is the one the
+    Task's result names, or its ``.meta.json`` names the Task's ``toolUseId`` (`declared`: file ->
+    call id). Otherwise candidates must fit (same prompt, inside the Task's time); among them a Task
+    whose result is the sub-agent's final answer wins; each Task is taken once, so settling one
+    sub-agent can settle another. What stays ambiguous keeps all its candidates."""
     links: dict[int, Link] = {}
     taken: set[str] = set()
+    by_call = {t.call_id: t for t in tasks}
+    for k in range(1, len(threads)):
+        root = threads[k][0]
+        agent = root.doc.get("agentId")
+        named = (declared or {}).get(root.file)
+        said = [by_call[named]] if named in by_call else [t for t in tasks if agent and t.agent_id == agent]
+        if len(said) == 1 and said[0].call_id not in taken:
+            links[k] = Link(tasks=(said[0],))
+            taken.add(said[0].call_id)
+    candidates = {
+        k: [t for t in tasks if _fits(threads[k], k, t)] for k in range(1, len(threads)) if k not in links
+    }
+    finals = {k: _norm(_final_text(threads[k])) for k in candidates}
     changed = True
     while changed:
         changed = False
@@ -134,6 +161,50 @@ def link_subagents(threads: Sequence[Sequence[Line]], tasks: Sequence[Task]) -> 
         if k not in links:
             links[k] = Link(tasks=tuple(t for t in cands if t.call_id not in taken))
     return links
+
+
+def session_of(path: Path) -> str | None:
+    """The ``sessionId`` a transcript's first lines name (a quick read of its head)."""
+    with path.open("rb") as f:
+        head = f.read(256 * 1024)
+    for raw in decoded(head).split("\n")[:50]:
+        try:
+            doc = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("sessionId"), str):
+            return str(doc["sessionId"])
+    return None
+
+
+def sub_agent_files(path: Path) -> list[Path]:
+    """The sub-agent transcripts Claude Code keeps beside a session's file ``<id>.jsonl``: in
+    ``<id>/subagents/`` (2.1 and later; also under its ``workflows/``), or, as 2.0 did, as
+    ``agent-<agentId>.jsonl`` next to it, whose lines name the session."""
+    nested = path.parent / path.name.removesuffix(".jsonl") / "subagents"
+    found = sorted(f for f in nested.rglob("agent-*.jsonl") if f.is_file()) if nested.is_dir() else []
+    session = path.name.removesuffix(".jsonl")
+    flat = [
+        f
+        for f in sorted(path.parent.glob("agent-*.jsonl"))
+        if f != path and not path.name.startswith("agent-") and session_of(f) == session
+    ]
+    return found + flat
+
+
+def declared_tasks(files: Sequence[Path], names: Sequence[str]) -> dict[str, str]:
+    """For each sub-agent file (by the name its lines carry) the Task call its ``.meta.json`` names
+    (``toolUseId``), where it has one."""
+    out: dict[str, str] = {}
+    for f, name in zip(files, names, strict=True):
+        meta = f.with_name(f.name.removesuffix(".jsonl") + ".meta.json")
+        try:
+            doc = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("toolUseId"), str):
+            out[name] = doc["toolUseId"]
+    return out
 
 
 def file_uuids(path: Path) -> set[str]:

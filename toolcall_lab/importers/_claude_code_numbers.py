@@ -121,7 +121,7 @@ def tool_result(
 ) -> Result:
     text = text_of(block.get("content"))
     status: ResultStatus = "error" if block.get("is_error") is True else "ok"
-    where = f"{path.name} line {line.number}"
+    where = line.where()
     extra = line.doc.get("toolUseResult")
     known = line.at is not None and use_line.at is not None
     from_use = line.at - use_line.at if line.at is not None and use_line.at is not None else None
@@ -208,9 +208,30 @@ def tool_result(
         where=where,
         timing=Timing(
             source="recorded",
-            note=f"from {how} to the tool_result line; includes Claude Code's scheduling ({raw})",
+            note=f"from {how} to the tool_result line; includes Claude Code's scheduling and any wait "
+            f"for the user's permission ({raw})" + _user_said(text, status),
         ),
     )
+
+
+REJECTED = "The user doesn't want to proceed with this tool use"
+INTERRUPTED = "[Request interrupted by user"
+"""How Claude Code words a tool call the user declined at its permission prompt, and one the user
+interrupted (Esc) while it ran; an interrupt also writes a user line holding only this text."""
+
+
+def _user_said(text: str, status: ResultStatus) -> str:
+    """What the note must add when the user, not the tool, ended the call."""
+    if status != "error":
+        return ""
+    if text.startswith(REJECTED):
+        return (
+            "; the user declined this call at the permission prompt: no tool ran, the time is the "
+            "wait for that decision"
+        )
+    if text.startswith(INTERRUPTED):
+        return "; the user interrupted this call: the time runs until the interrupt"
+    return ""
 
 
 def latency_of(

@@ -189,9 +189,12 @@ def _kind_of_record(doc: dict[str, Any]) -> str | None:
 def looks_like(path: Path) -> str | None:
     """The import kind a file looks like, from its content (None when it looks like none of them)."""
     try:
-        text = path.read_bytes()[:4_000_000].decode("utf-8", errors="replace")
+        data = path.read_bytes()[:4_000_000]
     except OSError:
         return None
+    if data.startswith(b"PK\x03\x04"):  # a zip: inspect's .eval log holds a header.json
+        return "inspect" if b"header.json" in data or b"_journal/start.json" in data else None
+    text = data.decode("utf-8", errors="replace")
     head = text.lstrip()
     if head.startswith(("data:", "event:", "interactions:")):
         return "recording"
@@ -242,12 +245,21 @@ def import_folder(
 ) -> ImportResult:
     """Import every file of `folder` ending with one of `suffixes`, each on its own: a file that cannot
     be read is a ``failed`` issue naming it (its calls are unknown), an empty file or one of another
-    kind is ``skipped`` with the reason; files with other endings are listed as skipped."""
+    kind is ``skipped`` with the reason; files with other endings are listed as skipped. Files and
+    subfolders `companion` accepts are read by another file's import (not listed, not read here)."""
     entries = sorted(folder.rglob("*") if recursive else folder.iterdir())
     files = [
         f for f in entries if f.is_file() and not f.name.startswith(".") and not (companion and companion(f))
     ]
-    subfolders = [] if recursive else [f for f in entries if f.is_dir() and not f.name.startswith(".")]
+    subfolders = (
+        []
+        if recursive
+        else [
+            f
+            for f in entries
+            if f.is_dir() and not f.name.startswith(".") and not (companion and companion(f))
+        ]
+    )
     chosen = [f for f in files if f.name.endswith(tuple(suffixes))]
     if not chosen:
         raise NotThisKind(
@@ -294,6 +306,7 @@ def import_folder(
                     kind="failed",
                     where=name,
                     what=f"{str(exc).removeprefix(f'{f}: ')}; nothing of this file is imported",
+                    unreadable=True,  # its calls are not in the counts: the summary says so
                 )
             )
         except READ_ERRORS as exc:
@@ -303,6 +316,7 @@ def import_folder(
                     where=name,
                     what=f"could not be read as {kind} ({type(exc).__name__}: {exc}); nothing of this "
                     "file is imported",
+                    unreadable=True,
                 )
             )
     merged = merge_results(kind, str(folder), results)

@@ -185,6 +185,18 @@ def schema(doc: Any) -> dict[str, Any]:
     }
 
 
+def other_choices(value: Any) -> list[dict[str, Any]]:
+    """The assistant messages of an output's choices beyond the first (``n > 1``; usually none)."""
+    doc = loads(value)
+    if not (isinstance(doc, dict) and isinstance(doc.get("choices"), list)):
+        return []
+    out = []
+    for choice in doc["choices"][1:]:
+        found = message({"role": "assistant", **((choice or {}).get("message") or {})})
+        out.append(found or {"role": "assistant", "content": None})
+    return out
+
+
 def output_message(value: Any) -> tuple[dict[str, Any] | None, bool]:
     """A generation's output -> (its assistant message, whether the output was recorded at all).
 

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from toolcall_lab.importers._build import Issue, call_entry, completion, text_of
+from toolcall_lab.exceptions import ToolcallLabError
+from toolcall_lab.formats.dispatch import parse_body
+from toolcall_lab.importers._build import Issue, call_entry, chat_body, completion, text_of, with_choices
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
@@ -39,9 +41,10 @@ def attribute_value(v: dict[str, Any]) -> Any:
 class BadAttribute(ValueError):
     """A span attribute that should hold JSON does not (cut by an exporter's length limit, say)."""
 
-    def __init__(self, key: str, exc: Exception) -> None:
+    def __init__(self, key: str, exc: Exception, *, length: int | None = None) -> None:
         detail = f"{exc.msg}: column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        super().__init__(f"attribute {key} is not valid JSON ({detail})")
+        cut = f"; {length} characters: cut short?" if length is not None else ""
+        super().__init__(f"attribute {key} is not valid JSON ({detail}{cut})")
         self.key = key
 
 
@@ -67,6 +70,10 @@ class Span:
     attrs: dict[str, Any]
     error: str | None
     parent_id: str | None = None
+    order: float | None = None
+    """Where the span stands in time (epoch seconds): its start, even when its end is not valid (a
+    span ending before it starts keeps its place in the conversation), else its end; None when the
+    export gives neither (`in_time_order` then keeps it where the file has it)."""
 
     @property
     def kind(self) -> str | None:
@@ -74,7 +81,8 @@ class Span:
         (``gen_ai.operation.name``), OpenInference (``openinference.span.kind``) or OpenLLMetry
         (``llm.request.type`` on instrumented client calls, ``traceloop.span.kind`` on the SDK's
         decorated functions: ``tool``, and ``llm``; its ``workflow`` / ``task`` / ``agent`` spans only
-        group others)."""
+        group others). pydantic-ai's tool spans (Logfire) carry ``gen_ai.tool.name`` and
+        ``gen_ai.tool.call.id`` but no operation name."""
         a = self.attrs
         oi, op = a.get("openinference.span.kind"), a.get("gen_ai.operation.name")
         tl = a.get("traceloop.span.kind")
@@ -84,6 +92,8 @@ class Span:
             return "model"
         if op is None and oi is None and a.get("llm.request.type") in LLM_REQUEST_TYPES:
             return "model"
+        if op is None and oi is None and a.get("gen_ai.tool.name") and a.get("gen_ai.tool.call.id"):
+            return "tool"  # pydantic-ai (Logfire): 'running tool' / 'execute_tool X', no operation name
         return None
 
     @property
@@ -142,21 +152,43 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                         attrs=attrs,
                         error=error or (str(attrs["error.type"]) if "error.type" in attrs else None),
                         parent_id=str(sp["parentSpanId"]) if sp.get("parentSpanId") else None,
+                        order=start if start is not None else end,
                     )
                     if span.kind is not None and (start is None or end is None or end < start):
+                        backwards = start is not None and end is not None
                         issues.append(
                             Issue(
                                 kind="damaged",
                                 where=f"{where} span {span.span_id} ({span.name})",
                                 what=f"no valid start and end (startTimeUnixNano "
                                 f"{sp.get('startTimeUnixNano')!r}, endTimeUnixNano "
-                                f"{sp.get('endTimeUnixNano')!r}): the durations resting on it are "
-                                "placeholders",
+                                f"{sp.get('endTimeUnixNano')!r}"
+                                + (", it ends before it starts" if backwards else "")
+                                + "): the durations resting on it are placeholders"
+                                + (
+                                    "; it keeps its place in time by its "
+                                    + ("start" if start is not None else "end")
+                                    if span.order is not None
+                                    else "; it keeps its place in the file"
+                                ),
                             )
                         )
                         if start is not None and end is not None:  # ends before it starts
                             span.start = span.end = None
                     yield span
+
+
+def in_time_order(spans: list[Span]) -> list[Span]:
+    """`spans` by `Span.order` (stable); a span without any time stays after the span before it in
+    the file, rather than at the end (where it would split its conversation)."""
+    keyed: list[tuple[float, int, Span]] = []
+    last = float("-inf")
+    for position, span in enumerate(spans):
+        if span.order is not None:
+            last = span.order
+        keyed.append((span.order if span.order is not None else last, position, span))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [span for _, _, span in keyed]
 
 
 def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -225,16 +257,75 @@ def _genai_messages(attrs: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return out
 
 
-def request_messages(span: Span) -> list[dict[str, Any]]:
+def _json_value(a: dict[str, Any], key: str) -> tuple[Any, BadAttribute | None]:
+    """OpenInference's ``input.value`` / ``output.value`` read as JSON when it holds a JSON object
+    (None otherwise), and the error when it starts as JSON but does not parse (cut by an exporter's
+    attribute length limit)."""
+    raw = a.get(key)
+    if not (isinstance(raw, str) and raw.lstrip().startswith("{")):
+        return None, None
+    try:
+        return json.loads(raw), None
+    except json.JSONDecodeError as exc:
+        return None, BadAttribute(key, exc, length=len(raw))
+
+
+def _event_list(a: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """pydantic-ai's first instrumentation (Logfire): the request's messages and the choice as one
+    JSON list in the ``events`` attribute, one dict per message (``role``, ``content``,
+    ``tool_calls``; a tool return has ``id``), the choice as ``{"index": 0, "message": {...}}``."""
+    if "events" not in a or "gen_ai.input.messages" in a:
+        return None
+    items = json_attribute(a, "events")
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else None
+
+
+def _event_message(item: dict[str, Any]) -> dict[str, Any] | None:
+    role = item.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        return None
+    content = item.get("content")
+    message: dict[str, Any] = {
+        "role": role,
+        "content": content if isinstance(content, str) or content is None else text_of(content),
+    }
+    if role == "tool":
+        message["tool_call_id"] = item.get("id") or item.get("tool_call_id")
+    calls = [
+        call_entry(c.get("id"), str((c.get("function") or {}).get("name")), _arguments_text(c))
+        for c in item.get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _arguments_text(call: dict[str, Any]) -> str:
+    args = (call.get("function") or {}).get("arguments")
+    return args if isinstance(args, str) else json.dumps(args or {})
+
+
+def request_messages(span: Span, damage: list[str] | None = None) -> list[dict[str, Any]]:
+    """The span's request messages; a cut ``input.value`` is named in `damage` and the flattened
+    messages are read instead (raises `BadAttribute` when there are none: the request is unknown)."""
+    doc, cut = _json_value(span.attrs, "input.value")
+    if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        return [dict(m) for m in doc["messages"]]
+    messages = _flattened_request(span)
+    if cut is not None:
+        if not messages:
+            raise cut
+        if damage is not None:
+            damage.append(f"{cut}: the request is read from the flattened input messages instead")
+    return messages
+
+
+def _flattened_request(span: Span) -> list[dict[str, Any]]:
     a = span.attrs
-    raw = a.get("input.value")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
-            return [dict(m) for m in doc["messages"]]
+    events = _event_list(a)
+    if events is not None:
+        return [m for e in events if "message" not in e and (m := _event_message(e)) is not None]
     if "gen_ai.input.messages" in a:
         head = []
         if a.get("gen_ai.system_instructions"):
@@ -303,25 +394,65 @@ def _openllmetry_messages(item: dict[str, Any]) -> list[dict[str, Any]]:
     return [*out, message]
 
 
-def response_body(span: Span, n: int) -> tuple[dict[str, Any], bool]:
+def response_body(span: Span, n: int, damage: list[str] | None = None) -> tuple[dict[str, Any], bool]:
+    """The span's response as a chat-completion body, and whether it is the provider's own; a cut
+    ``output.value`` is named in `damage` and the flattened output read instead (raises
+    `BadAttribute` when there is none: the response, and so its tool calls, are unknown)."""
     a = span.attrs
-    raw = a.get("output.value")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and doc.get("choices"):
-            doc.setdefault("object", "chat.completion")
-            return doc, True
+    doc, cut = _json_value(a, "output.value")
+    if isinstance(doc, dict) and doc.get("choices"):
+        doc.setdefault("object", "chat.completion")
+        return doc, True
+    if cut is not None:
+        if not (
+            "gen_ai.output.messages" in a
+            or indexed(a, "llm.output_messages")
+            or indexed(a, "gen_ai.completion")
+        ):
+            raise cut
+        if damage is not None:
+            damage.append(f"{cut}: the response is rebuilt from the flattened output messages instead")
     model = a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
     rid = str(a.get("gen_ai.response.id") or f"otlp-{span.span_id}-{n}")
     message: dict[str, Any]
-    if "gen_ai.output.messages" in a:
+    others: list[dict[str, Any]] = []  # n > 1: one output message per choice, in both conventions
+    events = _event_list(a)
+    if events is not None:
+        choices = [
+            _event_message({"role": "assistant", **(e.get("message") or {})})
+            for e in events
+            if "message" in e
+        ]
+        found = [c for c in choices if c is not None] or [{"role": "assistant", "content": None}]
+        message, *others = found
+    elif "gen_ai.output.messages" in a:
         messages = _genai_messages(a, "gen_ai.output.messages")
         message = messages[0] if messages else {"role": "assistant", "content": None}
+        others = messages[1:]
     elif indexed(a, "llm.output_messages"):
-        message = _oi_message(indexed(a, "llm.output_messages")[0])
+        message, *others = [_oi_message(m) for m in indexed(a, "llm.output_messages")]
+    elif not indexed(a, "gen_ai.completion") and isinstance(doc, dict):
+        # the provider's body of another format (an Anthropic message, a Responses output): read by
+        # that format's parser, converted to a chat-completion body
+        try:
+            converted = chat_body(parse_body(doc), keep_fallback_ids=False)
+        except (ToolcallLabError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"output.value holds a body of no known shape ({exc})") from None
+        tokens = usage(a)
+        if tokens is not None and "usage" not in converted:
+            converted["usage"] = tokens
+        return converted, False
+    elif not indexed(a, "gen_ai.completion") and isinstance(a.get("output.value"), str) and cut is None:
+        message = {"role": "assistant", "content": a["output.value"]}  # a plain-text output
+    elif not indexed(a, "gen_ai.completion"):
+        # no output in any convention: never read as an empty answer (its tool calls are unknown)
+        if span.error:
+            raise ValueError(f"the model call failed ({span.error}): the span holds no response")
+        raise ValueError(
+            "the span holds no output (message content not captured, e.g. "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT off, or kept in log events the export "
+            "lacks)"
+        )
     else:
         # OpenLLMetry: completion.N is choice N, but its Anthropic instrumentation writes a thinking
         # block as completion.0 (role "thinking") and the message itself as completion.1
@@ -336,7 +467,8 @@ def response_body(span: Span, n: int) -> tuple[dict[str, Any], bool]:
             message["tool_calls"] = calls
             message["content"] = message["content"] or None
     message["role"] = "assistant"
-    return completion(message, response_id=rid, model=model, usage=usage(a)), False
+    body = completion(message, response_id=rid, model=model, usage=usage(a))
+    return with_choices(body, others), False  # n > 1: each other choice a trace (_build.other_choices)
 
 
 def usage(a: dict[str, Any]) -> dict[str, int] | None:

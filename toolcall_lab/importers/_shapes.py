@@ -135,6 +135,9 @@ class Segment:
     error: str | None = None
     closing: str | None = None
     """Why no model response follows the last tool calls, when the source says (else worked out)."""
+    choices_split: bool = False
+    """The importer made a trace of each other choice of its ``n > 1`` responses itself (and counted
+    their calls); otherwise `build_result` does (see `_build.other_choices`)."""
 
 
 def placeholder_payload(text: str, *, why: str, response_id: str, model: str | None = None) -> dict[str, Any]:
@@ -169,6 +172,16 @@ def completion(
         ],
         **({"usage": usage} if usage else {}),
     }
+
+
+def with_choices(body: dict[str, Any], others: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`body` (a ``chat.completion`` of one choice) with the assistant messages of an ``n > 1``
+    response's other choices appended as choices 1, 2, ... (`_build.other_choices` makes each a trace)."""
+    for k, other in enumerate(others, start=1):
+        message = {**other, "role": "assistant"}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        body["choices"].append({"index": k, "message": message, "finish_reason": finish})
+    return body
 
 
 def chat_body(
@@ -229,6 +242,33 @@ def epoch(stamp: str) -> float:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return at.timestamp()
+
+
+def zone_less(value: Any) -> bool:
+    """Whether `value` is a timestamp string without a time zone (`epoch` reads it as UTC)."""
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).tzinfo is None
+    except ValueError:
+        return False
+
+
+def zone_less_note(values: Iterable[Any]) -> str:
+    """What the traces of a source must say when some of its timestamps (`values`) have no time zone
+    ('' when every one has): each trace's notes carry it, not only the README."""
+    count, example = 0, None
+    for value in values:
+        if zone_less(value):
+            count += 1
+            example = example or value
+    if not count:
+        return ""
+    return (
+        f"{count} timestamp(s) of the source have no time zone (e.g. {example!r}): read as UTC; durations "
+        "are right whatever zone the recorder was in, unless its clock changed (daylight saving) during "
+        "the run"
+    )
 
 
 def stamp_or_none(value: Any) -> float | None:

@@ -134,7 +134,7 @@ def first_chunk(rnd: Round, turn: Turn) -> float | None:
     chunk offsets; otherwise unknown (None), never the whole latency."""
     mc = rnd.model_call
     if turn.first_token_s is not None:
-        return mc.started_at + turn.first_token_s
+        return round(mc.started_at + turn.first_token_s, 6)  # (epoch floats: to the microsecond)
     if mc.chunk_timing == "recorded" and mc.chunks:
-        return mc.started_at + mc.chunks[0].offset_s
+        return round(mc.started_at + mc.chunks[0].offset_s, 6)
     return None

@@ -68,25 +68,37 @@ from typing import Any
 from toolcall_lab.importers._build import (
     ImportResult,
     Issue,
+    NotThisKind,
     Result,
     Segment,
+    SourceError,
     Turn,
     build_result,
     conversation,
     slugify,
     text_of,
+    zone_less_note,
 )
 from toolcall_lab.importers._claude_code_lines import Line as _Line
 from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
-from toolcall_lab.importers._claude_code_links import Holder, holders, link_subagents, tasks_of
+from toolcall_lab.importers._claude_code_links import (
+    Holder,
+    declared_tasks,
+    holders,
+    link_subagents,
+    session_of,
+    sub_agent_files,
+    tasks_of,
+)
 from toolcall_lab.importers._claude_code_numbers import (
+    INTERRUPTED,
     SYNTHETIC_MODEL,
     Response,
     chunks_of,
     latency_of,
     tool_result,
 )
-from toolcall_lab.importers._files import import_folder
+from toolcall_lab.importers._files import READ_ERRORS, import_folder
 from toolcall_lab.records import Timing
 
 
@@ -125,7 +137,7 @@ def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[s
                     issues.append(
                         Issue(
                             kind="damaged",
-                            where=f"{path.name} line {ln.number}",
+                            where=ln.where(),
                             what=f"continues response {mid} of line {seen.lines[0].number} after other "
                             "lines: read as a model call of its own",
                         )
@@ -198,10 +210,11 @@ def _thread_segments(
             current = None
 
     def marked(ln: _Line, what: str) -> str | None:
-        n = read.not_utf8.get(ln.number)
+        n = ln.not_utf8
         if not n:
             return None
-        return f"line {ln.number} ({what}: {n} U+FFFD character(s) in place of bytes that are not UTF-8)"
+        at = f"line {ln.number}" if ln.file == path.name else ln.where()
+        return f"{at} ({what}: {n} U+FFFD character(s) in place of bytes that are not UTF-8)"
 
     for kind, item in events:
         if kind == "user":
@@ -247,6 +260,17 @@ def _thread_segments(
                     close()
                     history.clear()  # a new root: a fresh conversation (e.g. after /clear)
             texts = [b for b in ln.blocks if b.get("type") != "tool_result"]
+            said = text_of(texts).strip()
+            if texts and said.startswith(INTERRUPTED) and current is not None:
+                seg = current.segment
+                last = seg.turns[-1] if seg.turns else None
+                seg.status, seg.reason = "incomplete", "interrupted_by_user"
+                seg.error = f"{said} ({ln.where()})"
+                if last is not None and last.results:
+                    seg.closing = (
+                        f"the user interrupted the run here ({said}, line {ln.number}): no model "
+                        "response follows"
+                    )
             if texts:
                 close()
                 history.append({"role": "user", "content": text_of(texts)})
@@ -264,7 +288,7 @@ def _thread_segments(
             issues.append(
                 Issue(
                     kind="skipped",
-                    where=f"{path.name} line {response.lines[0].number}",
+                    where=response.lines[0].where(),
                     what="an assistant message Claude Code wrote itself (model <synthetic>), "
                     "not a model call",
                 )
@@ -289,7 +313,7 @@ def _thread_segments(
             if found is None:
                 turn_results.append(
                     Result.missing(
-                        f"{path.name} line {use_line.number}",
+                        use_line.where(),
                         damaged=response is not last_response,
                         why="no tool_result line for this call in the log: 0 s",
                     )
@@ -374,7 +398,7 @@ def _thread_segments(
 
 
 def _unreadable(
-    path: Path, read: Transcript, uses: dict[str, _Line], message_ids: set[Any]
+    path: Path, read: Transcript, uses: dict[str, _Line], message_ids: set[Any], name: str | None = None
 ) -> tuple[int, int]:
     """What the unreadable lines still show (a cut line's message id, its tool_use ids): the issues
     say so and count them; returns the (tool calls, model calls) found that no other line holds."""
@@ -385,7 +409,7 @@ def _unreadable(
         new_calls = [t for t in dict.fromkeys(tids) if t not in uses]
         if not new_model and not new_calls:
             continue
-        where = f"{path.name} line {number}"
+        where = f"{name or path.name} line {number}"
         for i, issue in enumerate(read.issues):
             if issue.where == where and issue.unreadable:
                 shows = ", ".join(
@@ -411,6 +435,37 @@ def _unreadable(
 def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -> ImportResult:
     read = read_lines(path)
     lines, issues = read.lines, read.issues
+    companions: list[tuple[Path, Transcript]] = []
+    for f in sub_agent_files(path):
+        name = str(f.relative_to(path.parent))
+        try:
+            companions.append((f, read_lines(f, name)))
+        except NotThisKind as exc:
+            issues.append(Issue(kind="skipped", where=name, what=str(exc).removeprefix(f"{f}: ")))
+        except (SourceError, *READ_ERRORS) as exc:
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=name,
+                    what=f"a sub-agent transcript of this session that could not be read ({exc}): its "
+                    "calls are not imported",
+                    unreadable=True,
+                )
+            )
+    for _f, more in companions:
+        lines += more.lines
+        read.boundaries.update(more.boundaries)
+        read.passed.update(more.passed)
+    if companions:
+        issues.append(
+            Issue(
+                kind="note",
+                where=path.name,
+                what=f"{len(companions)} sub-agent transcript(s) Claude Code keeps beside the session "
+                f"are read with it ({', '.join(str(f.relative_to(path.parent)) for f, _ in companions[:3])}"
+                f"{', ...' if len(companions) > 3 else ''})",
+            )
+        )
     uses: dict[str, _Line] = {}
     for ln in lines:
         if ln.doc.get("type") != "assistant":
@@ -424,7 +479,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
                 issues.append(
                     Issue(
                         kind="damaged",
-                        where=f"{path.name} line {ln.number}",
+                        where=ln.where(),
                         what=f"tool_use {tid} ({b.get('name')}) was already on line {uses[tid].number}: "
                         "read once",
                     )
@@ -438,6 +493,10 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         if ln.doc.get("type") == "assistant" and (ln.doc.get("message") or {}).get("model") != SYNTHETIC_MODEL
     }
     cut_calls, cut_models = _unreadable(path, read, uses, message_ids)
+    for f, more in companions:
+        more_calls, more_models = _unreadable(f, more, uses, message_ids, str(f.relative_to(path.parent)))
+        cut_calls, cut_models = cut_calls + more_calls, cut_models + more_models
+        issues += more.issues
     results: dict[str, tuple[_Line, dict[str, Any]]] = {}
     orphans = 0
     for ln in lines:
@@ -452,7 +511,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
                 issues.append(
                     Issue(
                         kind="failed",
-                        where=f"{path.name} line {ln.number}",
+                        where=ln.where(),
                         what=f"a tool_result for {tid}, whose tool_use is missing or unreadable: that "
                         "call is lost",
                         calls=1,
@@ -462,14 +521,14 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
                 issues.append(
                     Issue(
                         kind="damaged",
-                        where=f"{path.name} line {ln.number}",
+                        where=ln.where(),
                         what=f"a second tool_result for {tid} (the first is on line "
                         f"{results[tid][0].number}): the first is used",
                     )
                 )
                 continue
             results.setdefault(tid, (ln, b))
-    threads = threads_of(lines)
+    threads = threads_of(lines, read.passed)
     for thread in threads:
         distrust_times(path, thread, issues)
     name = slugify(path.name.removesuffix(".jsonl"))
@@ -499,7 +558,10 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         )
     several = sessions if len(sessions) > 1 else ()
     specs = [_Thread(label="main", slug=f"{name}__main", notes=base_notes, sessions=several)]
-    links = link_subagents(threads, tasks_of(threads, results))
+    declared = declared_tasks(
+        [f for f, _ in companions], [str(f.relative_to(path.parent)) for f, _ in companions]
+    )
+    links = link_subagents(threads, tasks_of(threads, results), declared)
     for k in range(1, len(threads)):
         link = links[k]
         task = link.task
@@ -533,7 +595,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
             issues.append(
                 Issue(
                     kind="note",
-                    where=f"{path.name} line {threads[k][0].number}",
+                    where=threads[k][0].where(),
                     what=f"a sub-agent that can have run inside any of the Task calls {ids} (same prompt, "
                     "same time, no distinct final answer): not tied to one",
                 )
@@ -579,6 +641,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         source_calls=len(uses) + orphans + cut_calls - repeated_calls,
         source_model_calls=len(message_ids) + cut_models - repeated_models,
         issues=issues,
+        zone_less=zone_less_note(ln.doc.get("timestamp") for ln in lines),
     )
 
 
@@ -591,12 +654,22 @@ def import_claude_code(path: str | Path, *, include_no_calls: bool = False) -> I
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(".jsonl"))
+        sessions = {f.name.removesuffix(".jsonl") for f in files if not f.name.startswith("agent-")}
+
+        def read_with_its_session(f: Path) -> bool:
+            """A session's sub-agent files and folder: read with the session's file (`_file`)."""
+            if f.is_dir():
+                return f.name in sessions
+            return f.name.startswith("agent-") and session_of(f) in sessions
+
+        files = [f for f in files if not read_with_its_session(f)]
         held = holders(files)
         return import_folder(
             "claude-code",
             p,
             (".jsonl",),
             lambda f: _file(f, include_no_calls=include_no_calls, holder=held.get(f)),
+            companion=read_with_its_session,
         )
     return _file(p, include_no_calls=include_no_calls)
 

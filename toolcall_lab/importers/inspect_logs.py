@@ -8,7 +8,8 @@ asked again; or an agent run as a tool, whose model events sit inside the tool's
 sub-agent, titled so, never merged into the main agent's rounds). A sample inspect stopped (an error,
 a message/token/time limit) says so in the report and in the trace's outcome. Long strings are
 stored once in ``attachments`` and referenced as ``attachment://``; they are resolved. Binary
-``.eval`` logs: convert them first (``inspect log convert --to json``).
+``.eval`` logs (inspect's default: a zip of ``header.json`` and one JSON file per sample) are read
+as they are.
 
 Where each number comes from (``recorded``):
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from toolcall_lab.importers._build import (
     Issue,
     Result,
     Segment,
+    SourceError,
     Turn,
     build_result,
     call_entry,
@@ -46,6 +49,8 @@ from toolcall_lab.importers._build import (
     slugify,
     stamp_or_none,
     text_of,
+    with_choices,
+    zone_less_note,
 )
 from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
@@ -95,9 +100,10 @@ def _response(event: dict[str, Any], n: int) -> tuple[dict[str, Any], bool]:
     if isinstance(raw, dict) and raw.get("object") == "chat.completion" and raw.get("choices"):
         return json.loads(json.dumps(raw)), True
     output = event.get("output") or {}
-    choice = (output.get("choices") or [{}])[0]
-    message = _chat_message(choice.get("message") or {"role": "assistant"})
-    return completion(message, response_id=f"inspect-{n}", model=output.get("model")), False
+    choices = [c for c in output.get("choices") or [] if isinstance(c, dict)] or [{}]
+    first, *others = [_chat_message(c.get("message") or {"role": "assistant"}) for c in choices]
+    body = completion(first, response_id=f"inspect-{n}", model=output.get("model"))
+    return with_choices(body, others), False  # n > 1: each other choice a trace (_build.other_choices)
 
 
 def _tools(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -126,8 +132,10 @@ def _input(event: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _span(event: dict[str, Any]) -> tuple[float | None, float | None]:
+    """An event's start and end; (None, None) when an end is not valid. Logs of inspect versions
+    before ``completed`` existed stamp an event when it was logged, after the call: no span."""
     start = stamp_or_none(event.get("timestamp"))
-    done = stamp_or_none(event.get("completed")) if event.get("completed") is not None else start
+    done = stamp_or_none(event.get("completed"))
     if start is None or done is None or done < start - TOLERANCE_S:
         return None, None
     return start, done
@@ -139,6 +147,8 @@ def _duration(
     """An event's working_time (or completed - timestamp), with its label; None when not trusted."""
     start, done = _span(event)
     working = event.get("working_time")
+    if event.get("completed") is None and stamp_or_none(event.get("timestamp")) is not None:
+        return _without_completed(event, what, where, issues)
     if start is None or done is None:
         issues.append(
             Issue(
@@ -166,6 +176,35 @@ def _duration(
         note=f"{what} event completed - timestamp"
         + (f" (working_time {working!r} is not usable: not used)" if working is not None else ""),
     )
+
+
+def _without_completed(
+    event: dict[str, Any], what: str, where: str, issues: list[Issue]
+) -> tuple[float | None, Timing]:
+    """An event of a log written before inspect recorded ``completed`` (its ``timestamp`` is when it
+    was logged, after the call): its ``working_time``, else a model output's ``time`` (inspect's own
+    measurement of the generate call), unchecked against timestamps; else a placeholder."""
+    for key, value in (
+        ("working_time", event.get("working_time")),
+        ("output.time", (event.get("output") or {}).get("time") if what == "model" else None),
+    ):
+        seconds = usable_figure(value, name=key, where=where, issues=issues)
+        if seconds is not None:
+            return seconds, Timing(
+                source="recorded",
+                note=f"{what} event {key}: inspect's measurement (the event has no completed time, so "
+                "the figure is not checked against timestamps and the call is not placed on the log's "
+                "timeline)",
+            )
+    issues.append(
+        Issue(
+            kind="gap",
+            where=where,
+            what=f"{what} event without a completed time or working_time (an older inspect log): its "
+            "duration is a placeholder",
+        )
+    )
+    return None, Timing(source="placeholder", note=f"the {what} event has no completed time or working_time")
 
 
 def _in_order(label: str, model_events: list[dict[str, Any]], issues: list[Issue]) -> list[dict[str, Any]]:
@@ -406,23 +445,75 @@ def _ended_early(sample: dict[str, Any], label: str, segments: list[Segment], is
         main.closing = f"{why}: no model response follows"
 
 
+def _read_eval(path: Path, issues: list[Issue]) -> dict[str, Any]:
+    """A binary ``.eval`` log (a zip: ``header.json``, one ``samples/<id>_epoch_<n>.json`` per
+    sample) as the JSON log's shape. A log still being written (no header yet) is read from its
+    ``_journal/start.json``, said in a note; a sample that cannot be read costs only itself."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SourceError(
+            f"{path}: not a readable .eval log (an .eval log is a zip archive: {exc})"
+        ) from None
+    with archive:
+        names = archive.namelist()
+
+        def member(name: str) -> Any:
+            try:
+                return json.loads(archive.read(name).decode("utf-8", errors="replace"))
+            except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, EOFError) as exc:
+                raise SourceError(f"{name}: {type(exc).__name__}: {exc}") from None
+
+        if "header.json" in names:
+            header = member("header.json")
+        elif "_journal/start.json" in names:
+            header = member("_journal/start.json")
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=path.name,
+                    what="no header.json (the log was still being written, or its run was stopped): "
+                    "read from _journal/start.json and the samples it holds",
+                )
+            )
+        else:
+            raise wrong_kind(path, "inspect", "a zip without header.json or _journal/start.json")
+        if not isinstance(header, dict):
+            raise SourceError(f"{path}: header.json is not an object")
+        samples: list[Any] = []
+        for name in sorted(n for n in names if n.startswith("samples/") and n.endswith(".json")):
+            try:
+                samples.append(member(name))
+            except SourceError as exc:
+                issues.append(
+                    Issue(
+                        kind="failed",
+                        where=f"{path.name} {name}",
+                        what=f"a sample that could not be read ({exc}): not imported",
+                        unreadable=True,
+                    )
+                )
+    return {**header, "samples": samples}
+
+
 def _file(path: Path) -> ImportResult:
-    if path.suffix == ".eval":
-        raise wrong_kind(
-            path, "inspect", "a binary .eval log; convert it with `inspect log convert --to json` first"
-        )
     issues: list[Issue] = []
-    text = read_text(path, issues)
-    not_empty(path, text, "inspect_ai")
-    log = load_json(path, text, "inspect")
+    if path.suffix == ".eval":
+        log = _read_eval(path, issues)
+    else:
+        text = read_text(path, issues)
+        not_empty(path, text, "inspect_ai")
+        log = load_json(path, text, "inspect")
     if not isinstance(log, dict) or not isinstance(log.get("samples"), list):
         raise wrong_kind(path, "inspect", "not an inspect_ai eval log (no 'samples' list)")
     segments: list[Segment] = []
     source_calls = source_model_calls = 0
+    stamps: list[Any] = []
     for sample in log["samples"]:
         if not isinstance(sample, dict):
             continue
         events = [e for e in sample.get("events") or [] if isinstance(e, dict)]
+        stamps += [e.get(k) for e in events for k in ("timestamp", "completed")]
         source_model_calls += sum(1 for e in events if e.get("event") == "model")
         source_calls += sum(
             len(
@@ -440,11 +531,13 @@ def _file(path: Path) -> ImportResult:
         source_calls=source_calls,
         source_model_calls=source_model_calls,
         issues=issues,
+        zone_less=zone_less_note(stamps),
     )
 
 
 def import_inspect(path: str | Path) -> ImportResult:
-    """An inspect_ai eval log (``.json``), or a folder of them (each file on its own), -> traces."""
+    """An inspect_ai eval log (``.json`` or ``.eval``), or a folder of them (each file on its own), ->
+    traces."""
     p = Path(path)
     if p.is_dir():
         return import_folder("inspect", p, (".json", ".eval"), _file)

@@ -62,9 +62,11 @@ from toolcall_lab.importers._build import (
     slugify,
     stamp_or_none,
     text_of,
+    with_choices,
+    zone_less_note,
 )
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
-from toolcall_lab.importers._langfuse_shapes import loads, messages, output_message, schema
+from toolcall_lab.importers._langfuse_shapes import loads, messages, other_choices, output_message, schema
 from toolcall_lab.records import Timing
 
 _TOOL_PARENTS = frozenset({"tools", "tool", "toolnode", "tool_node", "action", "actions", "tool_calls"})
@@ -324,8 +326,10 @@ def _file(path: Path) -> ImportResult:
     exports = doc if isinstance(doc, list) else [doc]
     segments: list[Segment] = []
     source_calls = source_model_calls = 0
+    stamps: list[Any] = []
     for e, export in enumerate(exports):
         trace, observations = _export(path, export)
+        stamps += [o.get(k) for o in observations for k in ("startTime", "endTime", "completionStartTime")]
         observations = _read_once(observations, issues)
         tree = _Tree(observations)
         gens = [o for o in observations if o.get("type") == "GENERATION"]
@@ -375,6 +379,7 @@ def _file(path: Path) -> ImportResult:
         source_calls=source_calls,
         source_model_calls=source_model_calls,
         issues=issues,
+        zone_less=zone_less_note(stamps),
     )
 
 
@@ -423,7 +428,10 @@ def _run(
             converted += not (
                 isinstance(loads(g.get("output")), dict) and loads(g.get("output")).get("choices")
             )
-            body = completion(message, response_id=str(g.get("id")), model=g.get("model"))
+            body = with_choices(  # n > 1: each other choice a trace (see _build.other_choices)
+                completion(message, response_id=str(g.get("id")), model=g.get("model")),
+                other_choices(g.get("output")),
+            )
             mine: list[Obs | None] = []
             for call in _calls_of(message):
                 t = _match(call, pool, window, start_of)

@@ -1,7 +1,9 @@
 """OpenHands event streams and evaluation outputs -> traces.
 
 Accepts a saved trajectory (a JSON list of events) or an evaluation ``output.jsonl`` (one record per
-line with ``history`` and ``metrics``). Events carry ``id``, ``timestamp`` (local time, no zone),
+line with ``history`` and ``metrics``); OpenHands V1 (software-agent-sdk) event streams, as a JSON
+list or as a conversation's ``events/`` folder, are read through `_openhands_v1`. Events carry
+``id``, ``timestamp`` (local time, no zone),
 ``source`` and an ``action`` or an ``observation`` (``cause`` = the action's id). Tool-call actions
 carry ``tool_call_metadata`` with the provider's ``model_response`` (a chat-completion dump, kept as
 the response body) and ``total_calls_in_response``.
@@ -57,6 +59,7 @@ from toolcall_lab.importers._build import (
     slugify,
     stamp_or_none,
     text_of,
+    zone_less_note,
 )
 from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import (
@@ -67,6 +70,7 @@ from toolcall_lab.importers._files import (
     read_text,
     wrong_kind,
 )
+from toolcall_lab.importers._openhands_v1 import is_v1, to_v0
 from toolcall_lab.records import Timing
 
 
@@ -496,6 +500,9 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
     not_empty(path, text, "OpenHands")
     if text.lstrip().startswith("["):
         doc = load_json(path, text, "openhands")
+        if is_v1(doc):
+            events = [e for e in doc if isinstance(e, dict)]
+            return [("trajectory", to_v0(events, path.name, issues), {})]
         if not isinstance(doc, list) or not any(_is_event(e) for e in doc):
             raise wrong_kind(
                 path, "openhands", "a JSON list, but not of OpenHands events (action/observation)"
@@ -534,11 +541,19 @@ def _events(path: Path, issues: list[Issue]) -> list[tuple[str, list[dict[str, A
     return out
 
 
-def _file(path: Path) -> ImportResult:
+def _file(
+    path: Path,
+    *,
+    episodes: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] | None = None,
+    issues: list[Issue] | None = None,
+) -> ImportResult:
+    """One file's episodes (or `episodes` already read, e.g. a V1 events folder, named `path`)."""
     segments: list[Segment] = []
-    issues: list[Issue] = []
+    issues = [] if issues is None else issues
     source_calls = source_model_calls = 0
-    for label, all_events, record in _events(path, issues):
+    stamps: list[Any] = []
+    for label, all_events, record in episodes if episodes is not None else _events(path, issues):
+        stamps += [e.get("timestamp") for e in all_events]
         unique: dict[Any, dict[str, Any]] = {}
         for k, e in enumerate(all_events):
             unique.setdefault(e.get("id", f"#{k}"), e)
@@ -628,13 +643,40 @@ def _file(path: Path) -> ImportResult:
         source_calls=source_calls,
         source_model_calls=source_model_calls,
         issues=issues,
+        zone_less=zone_less_note(stamps),
     )
 
 
+def _event_folder(folder: Path) -> ImportResult:
+    """A V1 conversation's ``events/`` folder (one ``event-<n>-<id>.json`` per event) as one stream."""
+    issues: list[Issue] = []
+    events: list[dict[str, Any]] = []
+    for f in sorted(folder.glob("event-*.json")):
+        try:
+            doc = json.loads(read_text(f, issues))
+        except json.JSONDecodeError as exc:
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f.name,
+                    what=f"not valid JSON ({json_error(exc)}): whatever event it held is not imported",
+                    unreadable=True,
+                )
+            )
+            continue
+        if isinstance(doc, dict):
+            events.append(doc)
+    stream = folder / "events.json"
+    return _file(stream, episodes=[("trajectory", to_v0(events, folder.name, issues), {})], issues=issues)
+
+
 def import_openhands(path: str | Path) -> ImportResult:
-    """An OpenHands trajectory (``.json``) or evaluation output (``.jsonl``), or a folder of them (each
-    file on its own: one that cannot be read is reported by name and costs only itself)."""
+    """An OpenHands trajectory (``.json``: V0 events, or V1 events with a ``kind``), evaluation output
+    (``.jsonl``), a V1 conversation's ``events/`` folder, or a folder of files (each on its own: one
+    that cannot be read is reported by name and costs only itself)."""
     p = Path(path)
+    if p.is_dir() and any(p.glob("event-*.json")):
+        return _event_folder(p)
     if p.is_dir():
         return import_folder("openhands", p, (".json", ".jsonl"), _file)
     return _file(p)

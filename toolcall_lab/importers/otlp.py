@@ -73,6 +73,7 @@ from toolcall_lab.importers._files import import_folder, json_error, not_empty, 
 from toolcall_lab.importers._otlp_spans import (
     BadAttribute,
     Span,
+    in_time_order,
     request_messages,
     response_body,
     spans_of,
@@ -254,7 +255,7 @@ def _same_arguments(span: Span, call: dict[str, Any]) -> bool:
 
 def _span_result(span: Span) -> tuple[Any, str]:
     """A tool span's result and where it came from ('' when it holds none)."""
-    for key in ("gen_ai.tool.call.result", "output.value"):
+    for key in ("gen_ai.tool.call.result", "output.value", "tool_response"):  # (the last: pydantic-ai)
         if span.attrs.get(key) is not None:
             return span.attrs[key], ""
     raw = span.attrs.get("traceloop.entity.output")
@@ -464,10 +465,7 @@ def _results(
 
 def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     issues: list[Issue] = []
-    spans = sorted(
-        _read(path, issues),
-        key=lambda s: s.start if s.start is not None else s.end if s.end is not None else float("inf"),
-    )
+    spans = in_time_order(_read(path, issues))
     models = _outermost_removed([s for s in spans if s.kind == "model"], spans, issues, path.name)
     tools = [s for s in spans if s.kind == "tool"]
     if not models:
@@ -485,25 +483,49 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     unreadable: list[tuple[Span, str]] = []
     for n, span in enumerate(models):
         part = "output"
+        damage: list[str] = []
+        body: dict[str, Any] | None = None
         try:
-            body, own = response_body(span, n)
+            body, own = response_body(span, n, damage)
             part = "input messages"
-            request = request_messages(span)
+            request = request_messages(span, damage)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            why = str(exc) if isinstance(exc, BadAttribute) else f"its {part} could not be read ({exc!r})"
+            why = (
+                str(exc)
+                if isinstance(exc, BadAttribute) or (part == "output" and isinstance(exc, ValueError))
+                else f"its {part} could not be read ({exc!r})"
+            )
             unreadable.append((span, why))
+            known = len(_calls(body)) if body is not None else None  # the output was read: calls known
+            source_calls += known or 0
             issues.append(
                 Issue(
                     kind="failed",
                     where=f"{path.name} trace {span.trace_id} span {span.span_id} ({span.name})",
-                    what=f"{why}: "
-                    "this model call is not imported (its tool calls are unknown); the rest of the "
-                    "export is",
+                    what=f"{why}: this model call is not imported ("
+                    + (
+                        "its tool calls are unknown"
+                        if known is None
+                        else "its response was read: it holds no tool call"
+                        if known == 0
+                        else f"its response was read, but its {known} tool call(s) cannot be placed in a "
+                        "conversation without its request"
+                    )
+                    + "); the rest of the export is",
                     model_calls=1,
-                    unreadable=True,
+                    calls=known or 0,
+                    unreadable=known is None,
                 )
             )
             continue
+        issues += [
+            Issue(
+                kind="damaged",
+                where=f"{path.name} trace {span.trace_id} span {span.span_id} ({span.name})",
+                what=d,
+            )
+            for d in damage
+        ]
         source_calls += len(_calls(body))
         candidates = [c for c in open_.get(span.trace_id, []) if c.continued_by(request)]
         if candidates:

@@ -437,6 +437,7 @@ def _recording(p: Path, include_no_calls: bool) -> ImportResult:
                 turns=turns,
                 provider=p.name.split("_")[0],
                 model=conv.responses[0][1].model,
+                choices_split=True,  # (its alternatives are made above, with this format's chunks)
                 reason="client_added_messages" if conv.injected else "final_answer",
                 status="incomplete" if conv.injected else "completed",
                 error="the next request adds messages after these results that the model did not write "

@@ -2,13 +2,16 @@
 
 The ``history`` holds the messages the model saw (system, user, assistant with ``tool_calls``, tool);
 the ``trajectory`` holds one step per action with ``execution_time``. The n-th assistant message with
-tool calls is the n-th step. A user message after the first starts a new trace. The episode ends with
+tool calls is the n-th step, checked by the ``action`` both record (a step the history lacks is
+reported and skipped). A trajectory made without function calling (SWE-agent's thought_action
+parser, every 0.x run) has actions parsed from the model's text, not tool calls: it is reported
+and not imported. A user message after the first starts a new trace. The episode ends with
 ``info.exit_status`` (e.g. ``submitted``): the trace's outcome reason.
 
 Where each number comes from:
 
 - tool duration: the step's ``execution_time`` (``recorded``: SWE-agent's measurement of running the
-  action in its environment);
+  action in its environment; split evenly over a step's calls when it has several, ``estimated``);
 - model latency: SWE-agent records none (only token counts and costs): ``placeholder`` (`MODEL_S`).
   A replayed trajectory (``replay_config`` set, ``model_stats`` at zero) made no model calls at all.
 
@@ -61,6 +64,29 @@ def _file(path: Path) -> ImportResult:
     source_model_calls = sum(1 for m in history_in if m.get("role") == "assistant")
     name = slugify(path.name.removesuffix(".traj"))
     mismatched = 0
+    if not source_calls and any(s.get("action") for s in steps):
+        # SWE-agent without function calling (its thought_action parser, and every 0.x run): each
+        # action is parsed from the model's text, not sent as a tool call
+        actions = sum(1 for s in steps if s.get("action"))
+        issues.append(
+            Issue(
+                kind="failed",
+                where=path.name,
+                what=f"its {actions} action(s) were parsed by SWE-agent from the model's text (no function "
+                "calling: no tool_calls in the history), so they are not tool calls the loop can "
+                "replay: nothing of this trajectory is imported",
+                calls=actions,
+                model_calls=source_model_calls,
+            )
+        )
+        return build_result(
+            "swe-agent",
+            str(path),
+            [],
+            source_calls=actions,
+            source_model_calls=source_model_calls,
+            issues=issues,
+        )
 
     def close(**outcome: Any) -> None:
         nonlocal current
@@ -94,15 +120,36 @@ def _file(path: Path) -> ImportResult:
             i += 1
         seconds = None
         if calls:
-            if step < len(steps):
+            where = f"{path.name} history[{i - 1}] calls " + ", ".join(str(c.get("id")) for c in calls)
+            found = _step_of(steps, step, m.get("action"))
+            if found is None:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=where,
+                        what=f"no trajectory step from {step} on has this message's action "
+                        f"({str(m.get('action'))[:80]!r}): its execution_time is not known, 0 s placeholder",
+                    )
+                )
+            else:
+                if found > step:
+                    issues.append(
+                        Issue(
+                            kind="damaged",
+                            where=where,
+                            what=f"trajectory steps {step}-{found - 1} have no assistant message with tool "
+                            f"calls in the history: this message is step {found} (same action)",
+                        )
+                    )
+                step = found
                 seconds = usable_figure(
                     steps[step].get("execution_time"),
                     name=f"trajectory[{step}].execution_time",
-                    where=f"{path.name} history[{i - 1}] calls " + ", ".join(str(c.get("id")) for c in calls),
+                    where=where,
                     issues=issues,
                     instead="0 s placeholder",
                 )
-            step += 1
+                step += 1
         for k, call in enumerate(calls):
             if k >= len(tool_messages):
                 results.append(
@@ -122,8 +169,13 @@ def _file(path: Path) -> ImportResult:
                     duration_s=(seconds or 0.0) / len(calls),
                     timing=Timing(
                         source="recorded",
-                        note="trajectory step execution_time (SWE-agent's measurement of the action)"
-                        + (f", split evenly over the step's {len(calls)} calls" if len(calls) > 1 else ""),
+                        note="trajectory step execution_time (SWE-agent's measurement of the action)",
+                    )
+                    if seconds is not None and len(calls) == 1
+                    else Timing(
+                        source="estimated",
+                        note=f"the step's execution_time ({seconds:.3f} s, SWE-agent's measurement of all "
+                        f"{len(calls)} calls) split evenly over them",
                     )
                     if seconds is not None
                     else Timing(source="placeholder", note="no execution_time for this step: 0 s"),
@@ -198,6 +250,16 @@ def _file(path: Path) -> ImportResult:
         source_model_calls=source_model_calls,
         issues=issues,
     )
+
+
+def _step_of(steps: list[dict[str, Any]], start: int, action: Any) -> int | None:
+    """The trajectory step of an assistant message: the next one (`start`), unless both name their
+    action and differ; then the first later step with the same action (None: none has it)."""
+    if start >= len(steps):
+        return None
+    if not action or not steps[start].get("action") or steps[start].get("action") == action:
+        return start
+    return next((k for k in range(start + 1, len(steps)) if steps[k].get("action") == action), None)
 
 
 def import_swe_agent(path: str | Path) -> ImportResult:
