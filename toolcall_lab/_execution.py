@@ -165,6 +165,12 @@ class Executor(HookCalls):
     def now(self) -> float:
         return self._clock() - self.origin
 
+    def check_deadline_per_call(self) -> None:
+        """Check the run's deadline before each call starts, as calls with per-call hooks do, also
+        without hooks: something else that runs synchronously (an ``on_event`` listener) may hold
+        the event loop past the deadline, and no call may start after it."""
+        self.execute = self._execute_hooked  # type: ignore[method-assign]
+
     @property
     def threads(self) -> ToolThreads:
         """Worker threads for this run's sync tools (made on first use, shut down by `close`)."""

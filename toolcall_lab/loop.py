@@ -197,6 +197,8 @@ class _Run:
             dedupe_across_rounds=config.dedupe_across_rounds,
         )
         self.executor.on_hook_failure = self.hook_failed
+        if listener is not None and config.timeout_s is not None:  # (a listener may block: `emit`)
+            self.executor.check_deadline_per_call()
         self.status: Status = "completed"
         self.reason: Reason = "final_answer"
         self.error: str | None = None
@@ -249,6 +251,20 @@ class _Run:
             except BaseException as exc:  # (KeyboardInterrupt, ...): the run stops; the listener
                 self.listener = None  # hears no more (the cut's events are still recorded)
                 raise Interrupted(exc, "the on_event listener") from exc
+            if self.deadline is not None:
+                self.listener_returned(self.deadline)
+
+    def listener_returned(self, deadline: asyncio.Timeout) -> None:
+        """A listener is called, not awaited: one that blocks (``time.sleep``, ``input()``) holds the
+        event loop, the deadline's timer too. When it returned past the deadline, say so (the run's
+        error names it); the deadline fires at the run's next await, and no call starts after it
+        (`Executor.check_deadline_per_call`)."""
+        when = deadline.when()
+        executor = self.executor
+        if when is None or executor.held_past_deadline is not None or deadline.expired():
+            return
+        if asyncio.get_running_loop().time() >= when:
+            executor.held_past_deadline = ("on_event", self.now())
 
     def hook_failed(self, failure: HookFailure) -> None:
         event = HookFailed(at=failure.at, round_index=failure.round_index, failure=failure)
@@ -590,11 +606,15 @@ class _Run:
         calls = "its call" if n == 1 else f"all {n} calls"
         if not left:
             return f"{calls} had finished" if n else "the batch had no calls"
-        started = [p for p in left if batch._started[p] is not None]
-        idle = [p for p in left if batch._started[p] is None]
+        phases = self.executor.phases  # (a call waiting on the deadline check or its on_tool_start
+        waiting = ("queued", "on_tool_start")  # hook had its turn, but its tool never started)
+        started = [
+            p for p in left if batch._started[p] is not None and phases.get(p, ("",))[0] not in waiting
+        ]
+        idle = [p for p in left if p not in started]
         parts = []
         if started:
-            parts.append(f"the calls at positions {started} were still running")
+            parts.append(f"the calls at positions {started} had started and not finished")
         if idle:
             parts.append(f"the calls at positions {idle} had not been run")
         return " and ".join(parts)
@@ -921,8 +941,9 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         late = state.now() - when
         held = state.executor.held_past_deadline
         if held is not None:  # a hook held the event loop: the deadline could only act when it returned
+            what = "on_event listener" if held[0] == "on_event" else f"{held[0]} hook"
             where += (
-                f"; the {held[0]} hook held the event loop until {held[1]:.3f} s (a plain function, or a "
+                f"; the {what} held the event loop until {held[1]:.3f} s (a plain function, or a "
                 "coroutine that blocks, stops everything else while it runs), so the run stopped then, "
                 "and nothing started after the deadline"
             )
