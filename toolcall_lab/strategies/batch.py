@@ -284,7 +284,15 @@ class Batch:
         return tuple(self._done)
 
     def note(self, text: str) -> None:
-        """Record a remark about this batch with its round (`Round.strategy_notes`)."""
+        """Record a remark about this batch with its round (`Round.strategy_notes`): text, not empty
+        (anything else is a `UsageError`: ``note(None)`` would otherwise record the word 'None')."""
+        if not isinstance(text, str):
+            raise UsageError(
+                f"note({text!r}): a note is text (a str), not {type(text).__name__}; to record a value, "
+                "say what it is, e.g. note(f'cap was {cap}')"
+            )
+        if not text.strip():
+            raise UsageError(f"note({text!r}): an empty note says nothing; give the remark's text")
         self._notes.append(str(text))
 
     # -- positions -----------------------------------------------------------------------------------
