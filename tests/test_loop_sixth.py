@@ -267,3 +267,72 @@ def test_a_listener_that_blocks_past_the_deadline_stops_the_run_there_and_is_nam
     error = result.error or ""
     assert "the on_event listener held the event loop until" in error
     assert "had started" not in error and "had not been run" in error
+
+
+# --- the hot path's constructors and argument reads (speed work: same records) --------------------
+
+
+def test_the_positional_constructors_make_ordinary_equal_frozen_records() -> None:
+    import dataclasses
+    import pickle
+
+    from toolcall_lab.events import Action, Observation, make_action, make_observation
+    from toolcall_lab.messages import ToolCall as Call
+    from toolcall_lab.records import (
+        MEASURED,
+        ClientRoundTrip,
+        ToolExecution,
+        make_execution,
+        make_round_trip,
+    )
+
+    call = Call(tool_call_id="c1", name="f", arguments='{"x": 1}')
+    ex = make_execution("c1", "f", '{"x": 1}', 0, "ok", "done", None, 0.5, 1.5, None, MEASURED)
+    assert type(ex) is ToolExecution
+    assert ex == ToolExecution(
+        tool_call_id="c1", name="f", arguments='{"x": 1}', index=0, status="ok", result="done",
+        started_at=0.5, ended_at=1.5,
+    )  # fmt: skip
+    assert ex.queued_at is None and ex.returned_at is None  # (the trailing defaults)
+    made = [
+        ex,
+        make_action("action", 0.5, 0, call),
+        make_observation("observation", 1.5, 0, ex),
+        make_round_trip(*(getattr(f, "default", 0) if f.default is not dataclasses.MISSING else 1.0
+                          for f in dataclasses.fields(ClientRoundTrip))),
+    ]  # fmt: skip
+    for record in made:
+        cls = type(record)
+        assert cls in (ToolExecution, Action, Observation, ClientRoundTrip)
+        every = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}  # every slot set
+        assert cls(**every) == record and hash(repr(record))
+        for field in dataclasses.fields(record):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(record, field.name, None)
+        assert pickle.loads(pickle.dumps(record)) == record
+        assert dataclasses.replace(record) == record
+
+
+def test_a_call_the_parser_left_incomplete_never_runs_even_with_parsed_arguments() -> None:
+    """The screening reads the parser's plain dict directly (no `ParsedArguments` made): it must still
+    refuse a call whose stream ended before its arguments were complete."""
+    from toolcall_lab._execution import Executor, Hooks
+    from toolcall_lab.messages import ToolCall as Call
+
+    reg = ToolRegistry()
+
+    @reg.register
+    def f(x: int) -> str:
+        return "ran"
+
+    async def screened() -> list[object]:
+        ex = Executor(reg, Hooks(), 0.0)
+        whole = Call(tool_call_id="a", name="f", arguments='{"x": 1}', _outcome={"x": 1})
+        cut = Call(tool_call_id="b", name="f", arguments='{"x": 2}', complete=False, _outcome={"x": 2})
+        batch = ex.new_batch()
+        return [ex.check(whole, 0, batch), ex.check(cut, 1, batch)]
+
+    ok, refused = asyncio.run(screened())
+    assert ok is None
+    assert refused is not None and refused.status == "invalid_arguments"  # type: ignore[attr-defined]
+    assert "incomplete" in refused.result  # type: ignore[attr-defined]
