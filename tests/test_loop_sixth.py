@@ -336,3 +336,112 @@ def test_a_call_the_parser_left_incomplete_never_runs_even_with_parsed_arguments
     assert ok is None
     assert refused is not None and refused.status == "invalid_arguments"  # type: ignore[attr-defined]
     assert "incomplete" in refused.result  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mode", ["parallel", "eager"])
+def test_an_async_tool_that_blocks_past_the_deadline_keeps_its_result_and_the_rest_do_not_start(
+    mode,
+) -> None:
+    """Real clock. The blocking tool ran and returned (its record says so); the call after it never
+    started; the error says the loop was held, not that calls were slow to stop."""
+    from toolcall_lab.loop import run_sync
+
+    ran: list[str] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    async def blocker() -> str:
+        ran.append("blocker")
+        time.sleep(0.3)  # noqa: ASYNC251 (`time.sleep` where `await asyncio.sleep` was meant)
+        return "blocked"
+
+    @reg.register
+    async def quick() -> str:
+        ran.append("quick")
+        return "quick"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("blocker", {}), ("quick", {}))), "done"])
+    result = run_sync(model, reg, "go", mode=mode, timeout_s=0.1)
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    assert ran == ["blocker"]
+    first, second = result.executions
+    assert (first.status, first.result) == ("ok", "blocked")
+    assert second.status == "cancelled" and second.result.startswith("Not executed")
+    assert "the event loop was held until" in (result.error or "")
+    assert "calls cut off had stopped" not in (result.error or "")
+
+
+# --- a sync call whose limit passed before any worker thread took it ------------------------------
+
+
+class _BusyThreads:
+    """Worker threads that never get to a call (a machine too busy to start one within the limit)."""
+
+    def __init__(self) -> None:
+        import concurrent.futures
+
+        self.jobs: list[concurrent.futures.Future[object]] = []
+
+    def start(self, fn: object, arguments: object) -> tuple[asyncio.Future[object], object]:
+        import concurrent.futures
+
+        job: concurrent.futures.Future[object] = concurrent.futures.Future()
+        self.jobs.append(job)
+        return asyncio.get_running_loop().create_future(), job
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_sync_call_no_thread_started_before_its_limit_is_withdrawn_and_said_never_to_have_run() -> None:
+    """Before: "timed out ... Its thread cannot be stopped and may still be running", and the call
+    then ran after the record was closed (the fault matrix saw it under load)."""
+    from toolcall_lab._execution import Executor, Hooks
+    from toolcall_lab.messages import ToolCall as Call
+
+    ran: list[str] = []
+    reg = ToolRegistry()
+
+    @reg.register(timeout_s=0.05)
+    def f(x: int) -> str:
+        ran.append("f")
+        return "late"
+
+    busy = _BusyThreads()
+
+    async def execute() -> object:
+        ex = Executor(reg, Hooks(), asyncio.get_running_loop().time())
+        ex._threads = busy  # type: ignore[assignment]
+        return await ex.execute(Call(tool_call_id="c", name="f", arguments='{"x": 1}'), 0)
+
+    record = asyncio.run(execute())
+    assert record.status == "timeout"  # type: ignore[attr-defined]
+    text = record.result  # type: ignore[attr-defined]
+    assert "No worker thread had started it by then" in text and "never ran" in text
+    assert "may still be running" not in text
+    assert busy.jobs[0].cancelled() and ran == []  # withdrawn: no worker will ever take it
+
+
+def test_a_started_job_is_not_withdrawn() -> None:
+    import threading
+
+    from toolcall_lab.tools import ToolThreads
+
+    go, entered = threading.Event(), threading.Event()
+
+    def blocks() -> str:
+        entered.set()
+        go.wait(10)
+        return "done"
+
+    async def main() -> tuple[bool, object]:
+        threads = ToolThreads()
+        pending, job = threads.start(blocks, {})
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+        withdrawn = job.cancel()  # running: cannot be withdrawn
+        go.set()
+        value = await pending
+        threads.shutdown()
+        return withdrawn, value
+
+    assert asyncio.run(main()) == (False, "done")

@@ -187,3 +187,77 @@ def test_started_on_snapshot_error_is_exported_from_the_package_and_the_hierarch
     assert issubclass(toolcall_lab.StartedOnSnapshotError, ReplayDivergenceError)
     assert "StartedOnSnapshotError" in (toolcall_lab.exceptions.__doc__ or "")
 
+
+
+# -- a strategy that blocks the event loop past the deadline ------------------------------------------
+
+
+def test_a_strategy_that_blocks_past_the_deadline_starts_no_call_after_it_and_is_said() -> None:
+    """Real clock (blocking code holds the real event loop). Before: both calls ran after the
+    deadline, recorded ok, and the error said the run ended late 'when the calls cut off had
+    stopped', though nothing had been cut off."""
+    import time
+
+    from toolcall_lab import ScriptedModel, ScriptedResponse, ToolRegistry
+    from toolcall_lab.loop import run_sync
+
+    ran: list[int] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    async def f(x: int) -> str:
+        ran.append(x)
+        return "ok"
+
+    @strategy("sleepy")
+    async def sleepy(batch: Batch) -> None:
+        time.sleep(0.3)  # noqa: ASYNC251 (plain work that never yields: a planner, a blocking call)
+        await batch.run_parallel()
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("f", {"x": 1}), ("f", {"x": 2}))), "done"])
+    result = run_sync(model, reg, "go", mode=sleepy, timeout_s=0.1)
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    assert ran == [] and [e.status for e in result.executions] == ["cancelled", "cancelled"]
+    assert all(e.result.startswith("Not executed") for e in result.executions)
+    error = result.error or ""
+    assert "the event loop was held until" in error and "no call started after it" in error
+    assert "calls cut off had stopped" not in error
+    assert "the calls at positions [0, 1] had not been run" in error
+
+
+def test_a_strategy_that_swallows_the_deadline_starts_no_call_after_it() -> None:
+    """Virtual clock. Before: the strategy caught the deadline's cancellation and ran its next call
+    after the deadline (it ran 1 s), recorded as 'cancelled while this call was running (it caught
+    the cancellation and returned at 1.500 s)', which the tool never did."""
+    import asyncio
+
+    from toolcall_lab import ScriptedModel, ScriptedResponse, ToolRegistry
+    from toolcall_lab.clock import run_virtual
+    from toolcall_lab.loop import run
+
+    ran: list[int] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    async def slow(x: int) -> str:
+        ran.append(x)
+        await asyncio.sleep(1)
+        return f"slow {x}"
+
+    @strategy("stubborn")
+    async def stubborn(batch: Batch) -> None:
+        try:
+            await batch.run(0)
+        except asyncio.CancelledError:
+            pass  # swallows the run's cut and goes on
+        await batch.run(1)
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("slow", {"x": 1}), ("slow", {"x": 2}))), "done"])
+    result = run_virtual(run(model, reg, "go", mode=stubborn, timeout_s=0.5))
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    assert ran == [1]
+    first, second = result.executions
+    assert (first.status, first.started_at, first.ended_at) == ("cancelled", 0.0, 0.5)
+    assert second.status == "cancelled" and second.result.startswith("Not executed")
+    assert second.started_at == second.ended_at == 0.5
+    assert result.ended_at == 0.5

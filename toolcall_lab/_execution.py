@@ -10,6 +10,7 @@ scheduled is the strategies' business (`toolcall_lab.strategies`); calling hooks
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import inspect
 import json
@@ -33,7 +34,7 @@ from toolcall_lab.records import (
     ToolExecution,
     make_execution,
 )
-from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry, ToolThreads
+from toolcall_lab.tools import NeverStarted, Tool, ToolOutcome, ToolRegistry, ToolThreads
 
 __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the modes import them here)
     "Executor",
@@ -53,7 +54,12 @@ _set_current = current_tool_call.set
 
 
 class _HarnessTimeout(Exception):
-    """The harness's limit (`Tool.timeout_s`) expired, as opposed to a TimeoutError the tool raised."""
+    """The harness's limit (`Tool.timeout_s`) expired, as opposed to a TimeoutError the tool raised;
+    `never_started`: a sync call no worker thread had taken up by then (withdrawn: it never runs)."""
+
+    def __init__(self, detail: str = "", never_started: bool = False) -> None:
+        super().__init__(detail)
+        self.never_started = never_started
 
 
 try:  # canonical JSON for de-duplication keys; orjson is 5-10x faster when installed
@@ -397,6 +403,10 @@ class Executor(HookCalls):
         clock, origin = self._clock, self.origin
         if started is None:
             started = clock() - origin
+        if self._cancelling():  # the run is being cut off, and something that caught the cancellation
+            if position is not None:  # (a strategy's code) goes on: no call starts now
+                self.phases[position] = ("queued", started, None)
+            raise asyncio.CancelledError
         status: CallStatus = "ok"
         timing = self.clock_timing
         try:
@@ -555,6 +565,11 @@ class Executor(HookCalls):
         text = f"Error: tool {call.name!r} timed out after {tool.timeout_s} s (the harness's limit" + (
             ", in real seconds: on the virtual clock a sync tool takes no virtual time)." if real else ")."
         )
+        if expired.never_started:
+            return text + (
+                " No worker thread had started it by then (the machine was busy): it was withdrawn "
+                "and never ran."
+            )
         if expired.args and expired.args[0]:
             text += f" {expired.args[0]}"
         if not tool.is_async:
@@ -585,18 +600,23 @@ class Executor(HookCalls):
         if not tool.is_async and self.virtual:  # no virtual time passes: hold it to real seconds
             try:
                 return self.threads.wait(tool.function, args, timeout_s)
+            except NeverStarted:
+                raise _HarnessTimeout(never_started=True) from None
             except TimeoutError:
                 raise _HarnessTimeout from None
         limit = asyncio.timeout(timeout_s)
+        job: concurrent.futures.Future[Any] | None = None
         try:
             async with limit:
                 if tool.is_async:
                     value = await tool.function(**args)
                 else:
-                    value = await self.threads.run(tool.function, args)
+                    pending, job = self.threads.start(tool.function, args)
+                    value = await pending
         except TimeoutError:
             if limit.expired():
-                raise _HarnessTimeout(self._late(started, timeout_s)) from None
+                never = job is not None and job.cancel()  # (True: no worker had taken it: it never runs)
+                raise _HarnessTimeout("" if never else self._late(started, timeout_s), never) from None
             raise
         except asyncio.CancelledError:
             raise

@@ -197,8 +197,10 @@ class _Run:
             dedupe_across_rounds=config.dedupe_across_rounds,
         )
         self.executor.on_hook_failure = self.hook_failed
-        if listener is not None and config.timeout_s is not None:  # (a listener may block: `emit`)
+        if config.timeout_s is not None:  # (code that blocks the loop may hold it past the deadline)
             self.executor.check_deadline_per_call()
+        self.deadline_fired_at: float | None = None
+        """When the deadline's timer actually ran (later than the deadline when the loop was held)."""
         self.status: Status = "completed"
         self.reason: Reason = "final_answer"
         self.error: str | None = None
@@ -286,7 +288,13 @@ class _Run:
                 return
             async with asyncio.timeout(self.config.timeout_s) as self.deadline:
                 self.executor.deadline = self.deadline
-                await self.main()
+                when = self.deadline.when()
+                watch = loop.call_at(when, self.deadline_reached) if when is not None else None
+                try:
+                    await self.main()
+                finally:
+                    if watch is not None:
+                        watch.cancel()
         except (Exception, asyncio.CancelledError):
             raise
         except BaseException as exc:
@@ -296,6 +304,11 @@ class _Run:
         finally:
             if virtual:
                 loop.on_stall.remove(self.stalled)  # type: ignore[attr-defined]
+
+    def deadline_reached(self) -> None:
+        """(A timer at the deadline) when it ran: code that blocks the event loop past the deadline
+        (a plain-function hook or listener, blocking code in a strategy or a tool) delays it."""
+        self.deadline_fired_at = self.now()
 
     async def main(self) -> None:
         cfg = self.config
@@ -940,6 +953,7 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         when = (deadline.when() or 0.0) - state.origin
         late = state.now() - when
         held = state.executor.held_past_deadline
+        fired = state.deadline_fired_at
         if held is not None:  # a hook held the event loop: the deadline could only act when it returned
             what = "on_event listener" if held[0] == "on_event" else f"{held[0]} hook"
             where += (
@@ -947,7 +961,14 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
                 "coroutine that blocks, stops everything else while it runs), so the run stopped then, "
                 "and nothing started after the deadline"
             )
-        elif late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
+        elif fired is not None and fired - when > 0.01:  # something else held it (strategy, tool)
+            where += (
+                f"; the event loop was held until {fired:.3f} s (code that blocks it ran: blocking "
+                "code in the strategy or in an async tool, or a plain-function hook), so the deadline "
+                "took effect only then, and no call started after it"
+            )
+            late = state.now() - fired
+        if held is None and late > 0.01:  # calls that caught the cancellation, or cleaned up slowly
             where += f"; the run ended at {state.now():.3f} s, when the calls cut off had stopped"
         state.stop("timeout", "deadline", f"{why} at {when:.3f} s{where}")
     except (ScriptError, ReplayDivergenceError) as exc:
