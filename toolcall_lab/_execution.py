@@ -184,8 +184,9 @@ class Executor(HookCalls):
 
     def check_deadline_per_call(self) -> None:
         """Check the run's deadline before each call starts, as calls with per-call hooks do, also
-        without hooks: something else that runs synchronously (an ``on_event`` listener) may hold
-        the event loop past the deadline, and no call may start after it."""
+        without hooks (the loop asks for it whenever the run has a deadline): code that blocks the
+        event loop (an ``on_event`` listener, a strategy's or an async tool's blocking call) may hold
+        it past the deadline, whose timer cannot fire meanwhile, and no call may start after it."""
         self.execute = self._execute_hooked  # type: ignore[method-assign]
 
     @property
