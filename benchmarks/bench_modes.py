@@ -5,9 +5,9 @@ runs the same calls through its `Batch` with everything a real batch gets: scree
 unknown tools, within-batch de-duplication), per-call timing on the run's clock, the harness's
 exception handling (timeouts, tool exceptions, cancellation, hooks), ACTION/OBSERVATION events, and
 results kept by position, in model order. That is the figure the target (<= 1.5x at 8, 64 and 512
-calls) is about, measured as the issue measured it. A second figure ("+record") adds what the loop
-does with a finished batch (`_Run.close_round`'s work: the executions, one tool message per call,
-the cross-round history), to show the whole per-call cost of a round.
+calls) is about. A second figure ("+record", not the target) adds what the loop does with a finished
+batch (`_Run.close_round`'s work: the executions, one tool message per call, the cross-round
+history), to show the whole per-call cost of a round.
 
 ``eager`` runs as in a streamed round: the strategy starts first, each call arrives through the
 batch's arrival path (`Batch._arrive`, as the stream hands them over), then the stream ends. The
@@ -22,25 +22,52 @@ spread over the loop; the same iterations precede parallel's batch and gather's,
 compare scheduling, not the waiting. There eager's per-call wake-up is what it costs.
 
 The calls are built outside the timed region by the real parser (`ChatCompletionAccumulator` over a
-streamed response), exactly as the loop receives them: the parser reads each call's arguments once,
-and that cost belongs to parsing (see `bench_parse.py`), not to scheduling. The executor is the
+streamed response), exactly as the loop receives them, fresh for every timed run: the parser reads
+each call's arguments once, and that cost belongs to parsing (see `bench_parse.py`), not to
+scheduling; what the batch then does with the parsed arguments is timed. The executor is the
 run's (the loop makes one per run, before the first model call), so it is made outside the timed
 region too. Results are checked after the timed region.
 
+How it measures (changed in the runloop pass, so that the ratio is the one the target names):
+
+- the time is taken *inside* the running event loop, around the awaited batch (or gather): before,
+  each sample timed ``loop.run_until_complete``, whose own cost (a task for the coroutine, starting
+  and stopping the loop: about 8-10 us here) is neither gather's nor a strategy's and was added to
+  both, diluting the ratio towards 1 (most at 8 calls, where it was a fifth of gather's time);
+- gather and every mode are sampled in turn within each round (rotating the order), instead of all
+  of gather's repeats, then all of one mode's, then the next: on a shared machine the load changes
+  over seconds, and interleaving puts every mode under the same load;
+- each is warmed up first (`WARMUP` untimed runs: Python 3.11 specialises bytecode after a few runs);
+- every timed run gets fresh calls from the parser: before, one batch of calls per size served every
+  repeat, so from the second run on the calls carried what the first run had cached on them (their
+  arguments already converted by the screening), which a real run never has;
+- the young generations are collected before each sample (``gc.collect(1)``, outside the timed
+  region), so each starts with no young objects pending: a collection inside a sample is then one
+  its own allocations caused (which it pays, as in a run), not one the samples before it left due;
+  otherwise the moment the collector fires depends on what ran before, and one mode can keep
+  landing on it (gather's 64-call figure moved by 30 % with the other modes' allocations). Only the
+  young generations: a full collection walks the whole heap and leaves the caches cold, which
+  slowed the small samples most;
+- the figure is the best of the repeats (noise on a shared machine only ever adds time).
+
 Prints time per call and the ratio to gather (best of several repeats; the machine is shared, so
-read ratios measured in the same run, not absolute times).
+read ratios measured in the same run, not absolute times). The first line says which toolcall_lab was
+imported (an A/B runs this same script with PYTHONPATH pointing at the other code).
 Run: `python benchmarks/bench_modes.py [--quick]`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
+import toolcall_lab
 from toolcall_lab._execution import Executor, Hooks
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
 from toolcall_lab.messages import ToolCall
@@ -55,18 +82,24 @@ async def noop(i: int) -> str:
     return "ok"
 
 
+_CHUNKS: dict[int, list[dict[str, Any]]] = {}
+
+
 def calls_for(n: int) -> list[ToolCall]:
-    """n calls of `noop`, parsed from a streamed response by the real accumulator."""
-    chunks = response_chunks(
-        content=None,
-        calls=[(f"call_{i}", "noop", json.dumps({"i": i})) for i in range(n)],
-        finish_reason="tool_calls",
-    )
+    """n calls of `noop`, parsed from a streamed response by the real accumulator: fresh calls, as
+    the loop gets them from the parser (the arguments parsed once, not yet read by anything else)."""
+    chunks = _CHUNKS.get(n)
+    if chunks is None:
+        chunks = _CHUNKS[n] = response_chunks(
+            content=None,
+            calls=[(f"call_{i}", "noop", json.dumps({"i": i})) for i in range(n)],
+            finish_reason="tool_calls",
+        )
     acc = ChatCompletionAccumulator(batch=0)
     for chunk in chunks:
         acc.feed(chunk)
     calls = list(acc.finish().first.tool_calls)
-    assert len(calls) == n and all(c.args == {"i": i} for i, c in enumerate(calls))
+    assert len(calls) == n and all(c.arguments == json.dumps({"i": i}) for i, c in enumerate(calls))
     return calls
 
 
@@ -117,7 +150,6 @@ async def with_mode(
         executions = state._close()
         state._tool_messages = state._tool_messages or [e.to_message() for e in executions if e.answered]
         executor.remember(executions, calls, 0)
-    executor.close()
     return state, events
 
 
@@ -140,51 +172,88 @@ def executor(loop: asyncio.AbstractEventLoop) -> Executor:
     return loop.run_until_complete(make())
 
 
-async def timed(
-    mode: str,
-    n: int,
-    batch: tuple[list[ToolCall], dict[str, Any]],
-    record: bool,
-    executor: Executor,
-    interleaved: bool = False,
-) -> tuple[str, int, Any]:
-    return mode, n, await with_mode(mode, batch, executor, record, interleaved)
+async def _inside(make: Callable[[], Coroutine[Any, Any, Any]]) -> tuple[float, Any]:
+    """Time the awaited work from inside the running loop (see the module docstring)."""
+    work = make()  # built outside the timed region (the calls come fresh from the parser)
+    t0 = time.perf_counter()
+    out = await work
+    return time.perf_counter() - t0, out
 
 
-def best(loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, Any]], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        coro = make()  # built outside the timed region (the calls come fresh from the parser)
-        t0 = time.perf_counter()
-        out = loop.run_until_complete(coro)
-        times.append(time.perf_counter() - t0)
-        if out is not None:
-            checked(*out)
-    return min(times)
+def sample(loop: asyncio.AbstractEventLoop, make: Callable[[], Coroutine[Any, Any, Any]]) -> float:
+    """One timed run of `make()`'s coroutine on `loop`, its result checked afterwards; the young
+    generations collected first (see the module docstring)."""
+    gc.collect(1)
+    elapsed, out = loop.run_until_complete(_inside(make))
+    if out is not None:
+        checked(*out)
+    return elapsed
+
+
+def measure(
+    loop: asyncio.AbstractEventLoop, makers: dict[str, Callable[[], Coroutine[Any, Any, Any]]], repeat: int
+) -> dict[str, float]:
+    """Best time of each maker over `repeat` rounds, the makers interleaved in every round (in a
+    rotating order), after a warm-up, so a change of load on the machine touches them all alike."""
+    names = list(makers)
+    for _ in range(WARMUP):
+        for name in names:
+            sample(loop, makers[name])
+    best = dict.fromkeys(names, float("inf"))
+    for k in range(repeat):
+        for name in names[k % len(names) :] + names[: k % len(names)]:
+            best[name] = min(best[name], sample(loop, makers[name]))
+    return best
+
+
+def _timed(
+    loop: asyncio.AbstractEventLoop, mode: str, n: int, record: bool = False, interleaved: bool = False
+) -> Callable[[], Coroutine[Any, Any, Any]]:
+    """A maker: fresh calls from the parser and a fresh executor (made outside the timed region, as
+    the loop makes one per run), then the mode's batch on them."""
+
+    def make() -> Coroutine[Any, Any, Any]:  # (called inside the running loop, before the clock starts)
+        batch = batch_for(n)
+        ex = Executor(REGISTRY, Hooks(), loop.time())
+
+        async def one() -> tuple[str, int, Any]:
+            return mode, n, await with_mode(mode, batch, ex, record, interleaved)
+
+        return one()
+
+    return make
+
+
+WARMUP = 20
+"""Untimed runs of each maker first: Python 3.11 specialises bytecode after a few runs, and the first
+runs pay one-off costs (imports, caches)."""
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     loop = asyncio.new_event_loop()
+    print(f"toolcall_lab from {Path(toolcall_lab.__file__).parent}")
     print(f"{'calls':>5} {'gather us/call':>15} | " + " | ".join(f"{m:>28}" for m in MODES))
     worst: dict[str, float] = {}
     eager_vs_parallel = 0.0
     for n in (1, 8, 64, 512):
         repeat = 20 if quick else (200 if n < 64 else 40)
-        base = best(loop, lambda n=n: gather_only(n), repeat)
-        cells = []
-        measured: dict[str, float] = {}
+        makers: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {"gather": lambda n=n: gather_only(n)}
         for mode in MODES:
-            batch = batch_for(n)
-            t = best(loop, lambda mode=mode, n=n, b=batch: timed(mode, n, b, False, executor(loop)), repeat)
-            full = best(loop, lambda mode=mode, n=n, b=batch: timed(mode, n, b, True, executor(loop)), repeat)
-            measured[mode] = t
+            makers[mode] = _timed(loop, mode, n)
+            makers[f"{mode}+record"] = _timed(loop, mode, n, record=True)
+        t = measure(loop, makers, repeat)
+        base = t["gather"]
+        cells = []
+        for mode in MODES:
             if n >= 8:
-                worst[mode] = max(worst.get(mode, 0.0), t / base)
-            cells.append(f"{t / n * 1e6:>6.1f} us {t / base:>5.2f}x +record {full / base:>5.2f}x")
+                worst[mode] = max(worst.get(mode, 0.0), t[mode] / base)
+            cells.append(
+                f"{t[mode] / n * 1e6:>6.1f} us {t[mode] / base:>5.2f}x +record {t[f'{mode}+record'] / base:>5.2f}x"
+            )
         print(f"{n:>5} {base / n * 1e6:>15.2f} | " + " | ".join(cells))
         if n >= 8:
-            eager_vs_parallel = max(eager_vs_parallel, measured["eager"] / measured["parallel"])
+            eager_vs_parallel = max(eager_vs_parallel, t["eager"] / t["parallel"])
     loop.close()
     print(
         "\nratio = mode time / bare gather time for the same no-op coroutines; target <= 1.5x at 8-512 calls"
@@ -203,13 +272,13 @@ def interleaved(quick: bool) -> None:
     worst_p = worst_g = 0.0
     for n in (8, 64, 512):
         repeat = 20 if quick else (200 if n < 64 else 40)
-        base = best(loop, lambda n=n: gather_interleaved(n), repeat)
-        t: dict[str, float] = {}
+        makers: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
+            "gather": lambda n=n: gather_interleaved(n)
+        }
         for mode in ("parallel", "eager"):
-            batch = batch_for(n)
-            t[mode] = best(
-                loop, lambda mode=mode, n=n, b=batch: timed(mode, n, b, False, executor(loop), True), repeat
-            )
+            makers[mode] = _timed(loop, mode, n, interleaved=True)
+        t = measure(loop, makers, repeat)
+        base = t["gather"]
         worst_p = max(worst_p, t["eager"] / t["parallel"])
         worst_g = max(worst_g, t["eager"] / base)
         print(

@@ -517,7 +517,10 @@ def check_record(result: RunResult, ledger: Ledger, first_only: bool, allowed: t
         if key is None:
             assert ex.status not in RAN, ex
             continue
-        if ex.status in RAN or (ex.status == "cancelled" and "while this call was running" in ex.result):
+        never = ex.status == "timeout" and "never ran" in ex.result  # withdrawn before a thread took it
+        if (ex.status in RAN and not never) or (
+            ex.status == "cancelled" and "while this call was running" in ex.result
+        ):
             started[key] += 1
         if ex.status in ("ok", "withheld") and not ex.result.startswith("late"):
             finished[key] += 1

@@ -194,7 +194,7 @@ def test_a_function_named_like_a_builtin_is_refused_when_declared() -> None:
 
 
 def test_names_that_read_back_are_accepted_and_the_builtins_are_theirs() -> None:
-    for name in ("ro_par", "first-only", "read only (parallel)", "x" * 200, "名前"):
+    for name in ("ro_par", "first-only-ish", "read only (parallel)", "a b", "x" * 200, "名前"):
         assert check_name(name, "test") == name
         assert resolve(strategy(name)(_body)).name == name
     assert set(BUILTINS) == BUILTIN_NAMES

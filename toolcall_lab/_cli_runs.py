@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import os
 import reprlib
+import signal
 import sys
 from datetime import UTC
 from pathlib import Path
@@ -80,14 +81,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     Says which conversation check was made: first_only against another mode's recording (or the
     reverse) is not checked by default, because the conversations differ on purpose."""
     from toolcall_lab._stopping import run_main
-    from toolcall_lab.exceptions import ReplayDivergenceError
+    from toolcall_lab.exceptions import ReplayDivergenceError, StartedOnSnapshotError
     from toolcall_lab.replay import (
-        StartedOnSnapshotError,
         default_check,
         replay,
         replay_async,
         replayed_trace,
     )
+    from toolcall_lab.runs import RunResult
     from toolcall_lab.strategies import STRATEGIES
     from toolcall_lab.trace_files import load, save
 
@@ -135,8 +136,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "cannot be replayed" if isinstance(exc, StartedOnSnapshotError) else "diverged from its recording"
         )
         print(f"toolcall-lab replay: {args.path} {what} under {_name(spec)}: {exc}", file=sys.stderr)
-        if exc.partial_result is not None:
-            print(f"  replayed until then: {exc.partial_result!r}", file=sys.stderr)
+        partial = exc.partial_result
+        if partial is not None:
+            print(f"  replayed until then: {partial!r}", file=sys.stderr)
+            if args.out and isinstance(partial, RunResult):
+                clock = "real" if args.real_time else "virtual"
+                save(replayed_trace(partial, trace, source=str(args.path), clock=clock), args.out)
+                print(
+                    f"  wrote {args.out}: the failed run's record up to the divergence "
+                    f"({_so_far(partial)}), not a complete replay",
+                    file=sys.stderr,
+                )
+        elif args.out:
+            print(f"  {args.out} not written: no run was recorded", file=sys.stderr)
         return 1
     clock = "real" if args.real_time else "virtual"
     print(f"{trace!r}\nreplayed as {_name(spec)} on the {clock} clock: {result!r}")
@@ -147,13 +159,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         calls = " ".join(f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions)
         mc = r.model_call
         print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
-    if result.reason == "strategy_error":
+    failed = result.reason == "strategy_error"
+    if failed:
         print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
-        return 1
     if args.out:
         save(replayed_trace(result, trace, source=str(args.path), clock=clock), args.out)
-        print(f"wrote {args.out}")
-    return 0
+        if failed:
+            print(
+                f"wrote {args.out}: the failed run's record ({_so_far(result)}; its outcome says why)",
+                file=sys.stderr,
+            )
+        else:
+            print(f"wrote {args.out}")
+    return 1 if failed else 0
 
 
 _SIGINT_IGNORED = (
@@ -352,17 +370,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ignore_sigint() -> None:
-    """Worker processes leave Ctrl-C to the parent (which stops them): no traceback from each."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
-    import time
-    from concurrent.futures import ProcessPoolExecutor
+    """`_bench` where SIGTERM stops it as Ctrl-C does (what was compared is reported and written),
+    exit 143 (130 for Ctrl-C / SIGINT); worker processes never outlive it (`toolcall_lab._workers`)."""
+    from toolcall_lab._workers import Terminated, sigterm_as_interrupt
 
+    try:
+        with sigterm_as_interrupt():
+            return _bench(args)
+    except Terminated:  # before anything was compared (e.g. while a corpus was generated)
+        print("toolcall-lab bench: terminated (SIGTERM); nothing was compared", file=sys.stderr)
+        return 143
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import time
+
+    from toolcall_lab._workers import Terminated, process_pool, stop_workers
     from toolcall_lab.analysis import compare
     from toolcall_lab.trace_files import iter_trace_paths
 
@@ -382,8 +406,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     paths = paths[: args.limit] if args.limit else paths
     modes = [*args.modes, *(s for s in args.strategy or () if s not in args.modes)]
     started = time.perf_counter()
-    pool = ProcessPoolExecutor(args.jobs, initializer=_ignore_sigint) if args.jobs > 1 else None
-    interrupted = False
+    pool = process_pool(args.jobs) if args.jobs > 1 else None
+    interrupted: BaseException | None = None
     try:
         result = compare(
             paths,
@@ -395,14 +419,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             executor=pool,
             progress=not args.quiet,
         )
-    except KeyboardInterrupt as exc:  # Ctrl-C: report and write what was compared so far
-        partial = getattr(exc, "partial_comparison", None)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: report and write what was compared so far
+        if pool is not None:  # (its workers are stopped now, not left to finish their traces)
+            stop_workers(pool)
             pool = None
+        partial = getattr(exc, "partial_comparison", None)
         if partial is None:
             raise
-        result, interrupted = partial, True
+        result, interrupted = partial, exc
+    except BaseException:
+        if pool is not None:
+            stop_workers(pool)
+            pool = None
+        raise
     finally:
         if pool is not None:
             pool.shutdown()
@@ -411,21 +440,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if interrupted:
         missing = list(result.not_compared)  # (the excluded table's traces were reached)
     try:
-        _bench_report(args, result, paths, modes, elapsed, missing if interrupted else None)
-    except KeyboardInterrupt:  # Ctrl-C while reporting: the tables are still written
-        interrupted = True
+        shown = missing if interrupted else None
+        _bench_report(args, result, paths, modes, elapsed, shown, _why(interrupted))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while reporting: the tables are still written
+        interrupted = interrupted or exc
     if out is not None:
-        with _sigint_deferred() as deferred:  # a Ctrl-C now would leave half the tables written
+        with _signals_deferred() as deferred:  # a signal now would leave half the tables written
             written = _write_tables(result, out)
             if interrupted:
                 written.append(_write_missing(missing, out))
         print(
             "wrote " + ", ".join(str(p) for p in written) + (" (partial: interrupted)" if interrupted else "")
         )
-        interrupted = interrupted or bool(deferred)
+        if deferred and not interrupted:
+            interrupted = Terminated() if deferred[0] == signal.SIGTERM else KeyboardInterrupt()
     if interrupted:
-        print(f"toolcall-lab bench: interrupted (Ctrl-C) after {elapsed:.1f} s", file=sys.stderr)
-        return 130
+        print(f"toolcall-lab bench: {_why(interrupted)} after {elapsed:.1f} s", file=sys.stderr)
+        return 143 if isinstance(interrupted, Terminated) else 130
     if args.plot and len(result.runs):
         from toolcall_lab import plotting
         from toolcall_lab.trace_files import load
@@ -446,6 +477,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if len(result.errors) else 0
 
 
+def _why(interrupted: BaseException | None) -> str:
+    """What stopped a bench, in words."""
+    from toolcall_lab._workers import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(interrupted, Terminated) else "interrupted (Ctrl-C)"
+
+
 def _trace_name(item: Any) -> str:
     """How the comparison tables name a trace (its path, or the title of one made in memory)."""
     return str(item) if isinstance(item, (str, Path)) else str(item.metadata.title)
@@ -458,16 +496,17 @@ def _bench_report(
     modes: list[str],
     elapsed: float,
     missing: list[str] | None,
+    why: str = "interrupted (Ctrl-C)",
 ) -> None:
     from toolcall_lab.analysis import summary_text
 
     if missing is not None:
         print(
-            f"\ninterrupted (Ctrl-C): below, the {len(paths) - len(missing)} of {len(paths)} trace(s) "
+            f"\n{why}: below, the {len(paths) - len(missing)} of {len(paths)} trace(s) "
             f"compared so far; {len(missing)} not compared"
         )
         for name in missing[:10]:
-            print(f"not compared (interrupted): {name}", file=sys.stderr)
+            print(f"not compared ({why.split(' ', 1)[0]}): {name}", file=sys.stderr)
         if len(missing) > 10:
             more = " (all listed in the _missing table)" if args.out else ""
             print(f"  ... and {len(missing) - 10} more{more}", file=sys.stderr)
@@ -480,10 +519,12 @@ def _bench_report(
     )
     print(summary_text(result) if len(result.runs) else "(no trace could be compared)")
     for err in result.errors.itertuples():
+        error = str(err.error)
+        error = error.removeprefix(f"{err.trace}: ")  # (a load error names the file itself: not twice)
         print(
             f"not compared: {err.trace}"
             + (f" [{err.mode}]" if isinstance(err.mode, str) and err.mode else "")
-            + f": {err.error}",
+            + f": {error}",
             file=sys.stderr,
         )
     excluded = result.excluded
@@ -513,23 +554,31 @@ def _bench_report(
 
 
 @contextlib.contextmanager
-def _sigint_deferred() -> Any:
-    """Ctrl-C waits until the block ends (the list yielded counts the presses), so files being
-    written are written whole. Only in the main thread with Python's default handler."""
-    import signal
+def _signals_deferred() -> Any:
+    """Ctrl-C and SIGTERM wait until the block ends (the list yielded holds the signals that came),
+    so files being written are written whole. Only in the main thread, for each signal only while
+    Python's default handling (or `sigterm_as_interrupt`'s) is in place."""
     import threading
 
-    pressed: list[int] = []
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield pressed
+    from toolcall_lab._workers import on_sigterm
+
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield came
         return
-    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    ours = [
+        s
+        for s, handler in before.items()
+        if handler is (signal.default_int_handler if s == signal.SIGINT else on_sigterm)
+    ]
+    for s in ours:
+        signal.signal(s, lambda signum, frame: came.append(signum))
     try:
-        yield pressed
+        yield came
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for s in ours:
+            signal.signal(s, before[s])
 
 
 def _write_missing(missing: list[str], out: Path) -> Path:

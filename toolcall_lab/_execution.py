@@ -10,6 +10,7 @@ scheduled is the strategies' business (`toolcall_lab.strategies`); calling hooks
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import inspect
 import json
@@ -33,7 +34,7 @@ from toolcall_lab.records import (
     ToolExecution,
     make_execution,
 )
-from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry, ToolThreads
+from toolcall_lab.tools import NeverStarted, Tool, ToolOutcome, ToolRegistry, ToolThreads
 
 __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the modes import them here)
     "Executor",
@@ -53,7 +54,12 @@ _set_current = current_tool_call.set
 
 
 class _HarnessTimeout(Exception):
-    """The harness's limit (`Tool.timeout_s`) expired, as opposed to a TimeoutError the tool raised."""
+    """The harness's limit (`Tool.timeout_s`) expired, as opposed to a TimeoutError the tool raised;
+    `never_started`: a sync call no worker thread had taken up by then (withdrawn: it never runs)."""
+
+    def __init__(self, detail: str = "", never_started: bool = False) -> None:
+        super().__init__(detail)
+        self.never_started = never_started
 
 
 try:  # canonical JSON for de-duplication keys; orjson is 5-10x faster when installed
@@ -107,6 +113,17 @@ _CONTAINERS = (dict, list)
 Phase = tuple[str, float, ToolExecution | None]
 """Where a call stood when its hooks were involved: (``queued`` | ``on_tool_start`` | ``running`` |
 ``approve_result`` | ``on_tool_complete``, since when, its record once the tool had ended)."""
+
+
+def _arguments(call: ToolCall) -> dict[str, Any] | None:
+    """The call's parsed arguments (None when they are not a usable object), read without making a
+    `ParsedArguments` when the parser left the plain dict it read (`ToolCall._outcome`: a valid
+    object; converting it costs a tenth of a call's scheduling, once per call)."""
+    value = call._outcome
+    if type(value) is dict:
+        return value
+    outcome = call.parse_arguments()
+    return outcome.value if type(outcome) is ParsedArguments else None
 
 
 def _invalid(call: ToolCall, problem: str) -> str:
@@ -164,6 +181,13 @@ class Executor(HookCalls):
 
     def now(self) -> float:
         return self._clock() - self.origin
+
+    def check_deadline_per_call(self) -> None:
+        """Check the run's deadline before each call starts, as calls with per-call hooks do, also
+        without hooks (the loop asks for it whenever the run has a deadline): code that blocks the
+        event loop (an ``on_event`` listener, a strategy's or an async tool's blocking call) may hold
+        it past the deadline, whose timer cannot fire meanwhile, and no call may start after it."""
+        self.execute = self._execute_hooked  # type: ignore[method-assign]
 
     @property
     def threads(self) -> ToolThreads:
@@ -285,22 +309,24 @@ class Executor(HookCalls):
         self, call: ToolCall, position: int, batch: dict[_Key, tuple[str, int]]
     ) -> ToolExecution | None:
         """The checks that need no hook: arguments, tool, duplicates (None = may run)."""
-        outcome = call.parse_arguments()
-        if type(outcome) is not ParsedArguments or not call.complete:
-            reason = "incomplete" if type(outcome) is ParsedArguments else outcome.reason  # type: ignore[union-attr]
-            return self._made(
-                call,
-                "invalid_arguments",
-                f"Error: invalid arguments for {call.name!r}: {reason}. "
-                "The call was not executed; send valid JSON arguments.",
-            )
+        value = call._outcome  # a plain dict: the parser read a valid object (`_arguments`)
+        if type(value) is not dict or not call.complete:
+            outcome = call.parse_arguments()
+            if type(outcome) is not ParsedArguments or not call.complete:
+                reason = "incomplete" if type(outcome) is ParsedArguments else outcome.reason  # type: ignore[union-attr]
+                return self._made(
+                    call,
+                    "invalid_arguments",
+                    f"Error: invalid arguments for {call.name!r}: {reason}. "
+                    "The call was not executed; send valid JSON arguments.",
+                )
+            value = outcome.value
         tool = self._tool(call.name)
         if tool is None:
             known = ", ".join(self.tools.names()) or "none"
             return self._made(
                 call, "unknown_tool", f"Error: unknown tool {call.name!r}. Available tools: {known}."
             )
-        value = outcome.value
         exact = tool.exact
         if exact is None or value.keys() != exact:  # (the exact names: nothing else to check)
             accepted = tool.accepted
@@ -368,10 +394,9 @@ class Executor(HookCalls):
         on the instance in ``__init__``), so a run without hooks never checks for them per call.
         """
         tool = self._tool(call.name)
-        outcome = call.parse_arguments()  # (cached: screening parsed it; the parser may leave a plain dict)
-        if tool is None or type(outcome) is not ParsedArguments:
+        args = _arguments(call)
+        if tool is None or args is None:
             raise UsageError(f"execute() got call {call.tool_call_id} that screening would not let run")
-        args = outcome.value
         for value in args.values():  # nested values: the tool gets its own (the call keeps what was sent)
             if type(value) in _CONTAINERS:
                 args = json_copy(args)
@@ -379,6 +404,10 @@ class Executor(HookCalls):
         clock, origin = self._clock, self.origin
         if started is None:
             started = clock() - origin
+        if self._cancelling():  # the run is being cut off, and something that caught the cancellation
+            if position is not None:  # (a strategy's code) goes on: no call starts now
+                self.phases[position] = ("queued", started, None)
+            raise asyncio.CancelledError
         status: CallStatus = "ok"
         timing = self.clock_timing
         try:
@@ -537,6 +566,11 @@ class Executor(HookCalls):
         text = f"Error: tool {call.name!r} timed out after {tool.timeout_s} s (the harness's limit" + (
             ", in real seconds: on the virtual clock a sync tool takes no virtual time)." if real else ")."
         )
+        if expired.never_started:
+            return text + (
+                " No worker thread had started it by then (the machine was busy): it was withdrawn "
+                "and never ran."
+            )
         if expired.args and expired.args[0]:
             text += f" {expired.args[0]}"
         if not tool.is_async:
@@ -567,18 +601,23 @@ class Executor(HookCalls):
         if not tool.is_async and self.virtual:  # no virtual time passes: hold it to real seconds
             try:
                 return self.threads.wait(tool.function, args, timeout_s)
+            except NeverStarted:
+                raise _HarnessTimeout(never_started=True) from None
             except TimeoutError:
                 raise _HarnessTimeout from None
         limit = asyncio.timeout(timeout_s)
+        job: concurrent.futures.Future[Any] | None = None
         try:
             async with limit:
                 if tool.is_async:
                     value = await tool.function(**args)
                 else:
-                    value = await self.threads.run(tool.function, args)
+                    pending, job = self.threads.start(tool.function, args)
+                    value = await pending
         except TimeoutError:
             if limit.expired():
-                raise _HarnessTimeout(self._late(started, timeout_s)) from None
+                never = job is not None and job.cancel()  # (True: no worker had taken it: it never runs)
+                raise _HarnessTimeout("" if never else self._late(started, timeout_s), never) from None
             raise
         except asyncio.CancelledError:
             raise

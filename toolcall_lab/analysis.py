@@ -134,20 +134,41 @@ def eager_bound_s(trace: Trace) -> float:
     the time its arguments were complete in the recorded stream plus its duration (every call starts
     the moment it can and all overlap). With no chunk timing (``none``) every call completes at the
     stream's end, and the bound equals `critical_path_s`."""
+    no_arguments = no_argument_tools(trace.tools)
+    return sum(_eager_round_s(r, no_arguments) for r in trace.rounds)
+
+
+def _eager_round_s(r: Round, no_arguments: frozenset[str]) -> float:
+    """One round's part of `eager_bound_s`."""
+    mc = r.model_call
+    latency = mc.latency_s
+    pairs = [(c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"]
+    if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
+        offsets: dict[int, float] = {}
+    else:
+        offsets = completion_offsets(mc.chunks, latency, no_arguments)
+    end = latency
+    for call, ex in pairs:
+        end = max(end, min(offsets.get(call.index, latency), latency) + ex.duration_s)
+    return end
+
+
+NOISE_S = 1e-9
+"""A difference of recorded times below this is float noise, not time (no source records finer than a
+nanosecond): a saving that small is 0."""
+
+
+def eager_saving_bound_s(trace: Trace) -> float:
+    """What eager execution would save at most over `critical_path_s`: per round, the bound's round
+    minus eager's, summed (a round where the last call completes at the stream's end saves exactly 0,
+    not the float noise of subtracting two sums, such as ``2.8e-14``)."""
     total = 0.0
     no_arguments = no_argument_tools(trace.tools)
     for r in trace.rounds:
-        mc = r.model_call
-        latency = mc.latency_s
-        pairs = [(c, e) for c, e in zip(r.tool_calls, r.executions, strict=False) if e.status != "skipped"]
-        if len(r.tool_calls) != len(r.executions) or mc.chunk_timing == "none":
-            offsets: dict[int, float] = {}
-        else:
-            offsets = completion_offsets(mc.chunks, latency, no_arguments)
-        end = latency
-        for call, ex in pairs:
-            end = max(end, min(offsets.get(call.index, latency), latency) + ex.duration_s)
-        total += end
+        slowest = max((e.duration_s for e in r.executions if e.status != "skipped"), default=0.0)
+        saving = r.model_call.latency_s + slowest - _eager_round_s(r, no_arguments)
+        if saving >= NOISE_S:
+            total += saving
     return total
 
 
@@ -341,7 +362,7 @@ def run_rows(
         "tool_time_s": tool_time,
         "tool_phase_s": phases,
         "round_trip_time_s": trips_time,
-        "overlap_saved_s": max(tool_time - phases, 0.0),
+        "overlap_saved_s": saved if (saved := tool_time - phases) >= NOISE_S else 0.0,
         "stream_overlap_s": sum(_stream_overlap(r) for r in result.rounds),
         "strategy_notes": sum(len(r.strategy_notes) for r in result.rounds),
         "upstream_calls": result.model_calls,
@@ -435,6 +456,7 @@ def trace_rows(
         return out
     bound = critical_path_s(trace)
     eager_bound = eager_bound_s(trace)
+    eager_saving = eager_saving_bound_s(trace)
     pairs = dependency_evidence(trace)
     missed = missed_parallelism(trace, pairs)
     trace_timing = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
@@ -459,7 +481,7 @@ def trace_rows(
             if summary["comparable"]
             else float("nan"),
             eager_bound_s=eager_bound,
-            eager_saving_bound_s=bound - eager_bound,
+            eager_saving_bound_s=eager_saving,
             chunk_timing=stream_timing(trace),
             title=trace.metadata.title,
             origin=trace.metadata.origin,

@@ -19,6 +19,8 @@ raised by a tool or hook), it carries the consistent record of the run so far as
     │   ├── TraceFormatError        wrong shape; names the file and the JSON path of the bad field
     │   └── TraceVersionError       unknown or newer `schema_version`
     └── ReplayDivergenceError       the conversation sent in replay differs from the recording
+        └── StartedOnSnapshotError  a streaming strategy started a call on an earlier snapshot of its
+                                    arguments than the recording ran: the trace cannot evaluate it
 """
 
 from __future__ import annotations
@@ -112,6 +114,16 @@ class TraceVersionError(TraceError):
 
 class ReplayDivergenceError(ToolcallLabError):
     """The conversation sent to a replay model differs from the recorded one."""
+
+
+class StartedOnSnapshotError(ReplayDivergenceError):
+    """A strategy that starts calls while the model streams (``eager``) started a call on an earlier
+    snapshot of its arguments (already a complete JSON object) than the one the recorded stream ended
+    with (e.g. a provider that resends the whole arguments object as it grows). That is what the
+    strategy would truly do (a ``changed_after_start`` call live), but the recording never ran the call
+    with those arguments, and a replay cannot invent its result: this trace cannot evaluate the
+    strategy. `compare` lists it in ``errors`` for that mode; the trace's other modes still compare.
+    (Also importable from `toolcall_lab.replay`, where it is raised.)"""
 
 
 class ProxyProtocolError(UsageError):

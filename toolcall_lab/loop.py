@@ -197,6 +197,10 @@ class _Run:
             dedupe_across_rounds=config.dedupe_across_rounds,
         )
         self.executor.on_hook_failure = self.hook_failed
+        if config.timeout_s is not None:  # (code that blocks the loop may hold it past the deadline)
+            self.executor.check_deadline_per_call()
+        self.deadline_fired_at: float | None = None
+        """When the deadline's timer actually ran (later than the deadline when the loop was held)."""
         self.status: Status = "completed"
         self.reason: Reason = "final_answer"
         self.error: str | None = None
@@ -249,6 +253,20 @@ class _Run:
             except BaseException as exc:  # (KeyboardInterrupt, ...): the run stops; the listener
                 self.listener = None  # hears no more (the cut's events are still recorded)
                 raise Interrupted(exc, "the on_event listener") from exc
+            if self.deadline is not None:
+                self.listener_returned(self.deadline)
+
+    def listener_returned(self, deadline: asyncio.Timeout) -> None:
+        """A listener is called, not awaited: one that blocks (``time.sleep``, ``input()``) holds the
+        event loop, the deadline's timer too. When it returned past the deadline, say so (the run's
+        error names it); the deadline fires at the run's next await, and no call starts after it
+        (`Executor.check_deadline_per_call`)."""
+        when = deadline.when()
+        executor = self.executor
+        if when is None or executor.held_past_deadline is not None or deadline.expired():
+            return
+        if asyncio.get_running_loop().time() >= when:
+            executor.held_past_deadline = ("on_event", self.now())
 
     def hook_failed(self, failure: HookFailure) -> None:
         event = HookFailed(at=failure.at, round_index=failure.round_index, failure=failure)
@@ -270,7 +288,13 @@ class _Run:
                 return
             async with asyncio.timeout(self.config.timeout_s) as self.deadline:
                 self.executor.deadline = self.deadline
-                await self.main()
+                when = self.deadline.when()
+                watch = loop.call_at(when, self.deadline_reached) if when is not None else None
+                try:
+                    await self.main()
+                finally:
+                    if watch is not None:
+                        watch.cancel()
         except (Exception, asyncio.CancelledError):
             raise
         except BaseException as exc:
@@ -280,6 +304,11 @@ class _Run:
         finally:
             if virtual:
                 loop.on_stall.remove(self.stalled)  # type: ignore[attr-defined]
+
+    def deadline_reached(self) -> None:
+        """(A timer at the deadline) when it ran: code that blocks the event loop past the deadline
+        (a plain-function hook or listener, blocking code in a strategy or a tool) delays it."""
+        self.deadline_fired_at = self.now()
 
     async def main(self) -> None:
         cfg = self.config
@@ -590,11 +619,15 @@ class _Run:
         calls = "its call" if n == 1 else f"all {n} calls"
         if not left:
             return f"{calls} had finished" if n else "the batch had no calls"
-        started = [p for p in left if batch._started[p] is not None]
-        idle = [p for p in left if batch._started[p] is None]
+        phases = self.executor.phases  # (a call waiting on the deadline check or its on_tool_start
+        waiting = ("queued", "on_tool_start")  # hook had its turn, but its tool never started)
+        started = [
+            p for p in left if batch._started[p] is not None and phases.get(p, ("",))[0] not in waiting
+        ]
+        idle = [p for p in left if p not in started]
         parts = []
         if started:
-            parts.append(f"the calls at positions {started} were still running")
+            parts.append(f"the calls at positions {started} had started and not finished")
         if idle:
             parts.append(f"the calls at positions {idle} had not been run")
         return " and ".join(parts)
@@ -920,13 +953,22 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         when = (deadline.when() or 0.0) - state.origin
         late = state.now() - when
         held = state.executor.held_past_deadline
+        fired = state.deadline_fired_at
         if held is not None:  # a hook held the event loop: the deadline could only act when it returned
+            what = "on_event listener" if held[0] == "on_event" else f"{held[0]} hook"
             where += (
-                f"; the {held[0]} hook held the event loop until {held[1]:.3f} s (a plain function, or a "
+                f"; the {what} held the event loop until {held[1]:.3f} s (a plain function, or a "
                 "coroutine that blocks, stops everything else while it runs), so the run stopped then, "
                 "and nothing started after the deadline"
             )
-        elif late > 0.01:  # calls that caught the cancellation, or cleaned up slowly, held it up
+        elif fired is not None and fired - when > 0.01:  # something else held it (strategy, tool)
+            where += (
+                f"; the event loop was held until {fired:.3f} s (code that blocks it ran: blocking "
+                "code in the strategy or in an async tool, or a plain-function hook), so the deadline "
+                "took effect only then, and no call started after it"
+            )
+            late = state.now() - fired
+        if held is None and late > 0.01:  # calls that caught the cancellation, or cleaned up slowly
             where += f"; the run ended at {state.now():.3f} s, when the calls cut off had stopped"
         state.stop("timeout", "deadline", f"{why} at {when:.3f} s{where}")
     except (ScriptError, ReplayDivergenceError) as exc:

@@ -35,6 +35,7 @@ from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harnes
 from toolcall_lab._stopping import run_main
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceFormatError, UsageError
+from toolcall_lab.exceptions import StartedOnSnapshotError as StartedOnSnapshotError  # (raised here)
 from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.models import ModelRequest
@@ -48,15 +49,6 @@ Check = Literal["strict", "ids", "off"]
 
 CUT_STATUSES = frozenset({"timeout", "aborted"})
 """Outcome statuses of runs cut off from outside (deadline; abort, cancellation, interruption)."""
-
-
-class StartedOnSnapshotError(ReplayDivergenceError):
-    """A strategy that starts calls while the model streams (``eager``) started a call on an earlier
-    snapshot of its arguments (already a complete JSON object) than the one the recorded stream ended
-    with (e.g. a provider that resends the whole arguments object as it grows). That is what the
-    strategy would truly do (a ``changed_after_start`` call live), but the recording never ran the call
-    with those arguments, and a replay cannot invent its result: this trace cannot evaluate the
-    strategy. `compare` lists it in ``errors`` for that mode; the trace's other modes still compare."""
 
 
 def recorded_cut(trace: Trace) -> float | None:

@@ -290,6 +290,11 @@ def call_sync(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
         raise StopIterationInTool(f"tool raised {type(exc).__name__}") from exc
 
 
+class NeverStarted(TimeoutError):
+    """A sync call's limit expired before a worker thread had taken it up (a busy machine): it was
+    withdrawn and never runs."""
+
+
 class ToolThreads(concurrent.futures.Executor):
     """The worker threads of one run's sync tools: an idle worker takes the next call, and when none
     is idle a new one starts, so a batch of N blocking calls runs N at once (the concurrency cap, not
@@ -327,10 +332,20 @@ class ToolThreads(concurrent.futures.Executor):
         call = functools.partial(ctx.run, call_sync, fn, arguments)
         return asyncio.get_running_loop().run_in_executor(self, call)
 
+    def start(
+        self, fn: Callable[..., Any], arguments: dict[str, Any]
+    ) -> tuple[asyncio.Future[Any], concurrent.futures.Future[Any]]:
+        """`run`, also returning the worker's job: ``job.cancel()`` is True when no worker had taken
+        the call yet (it will never run), False when it is running or done."""
+        ctx = contextvars.copy_context()
+        job = self.submit(ctx.run, call_sync, fn, arguments)
+        return asyncio.wrap_future(job), job
+
     def wait(self, fn: Callable[..., Any], arguments: dict[str, Any], timeout_s: float) -> Any:
         """Run ``fn(**arguments)`` on a worker and block for at most `timeout_s` real seconds (the
         virtual clock's way to hold a sync tool to its limit: no virtual time passes); raises
-        ``TimeoutError`` when the limit expires (the worker runs on; its result is discarded)."""
+        ``TimeoutError`` when the limit expires (the worker runs on; its result is discarded), or
+        `NeverStarted` when no worker had taken the call by then (it never runs)."""
         ctx = contextvars.copy_context()
         future = self.submit(ctx.run, call_sync, fn, arguments)
         try:
@@ -338,6 +353,8 @@ class ToolThreads(concurrent.futures.Executor):
         except concurrent.futures.TimeoutError:
             if future.done():  # it finished just as the limit expired
                 return future.result()
+            if future.cancel():
+                raise NeverStarted(f"no worker thread had started it after {timeout_s} s") from None
             raise TimeoutError(f"still running after {timeout_s} s") from None
 
     def _rest(self, worker: _Worker) -> bool:

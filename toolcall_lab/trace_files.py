@@ -112,11 +112,27 @@ def load(path: str | Path) -> Trace:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        truncated = " (file looks truncated)" if exc.pos >= len(text.rstrip()) else ""
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg == "Unterminated string starting at"
         raise TraceFormatError(
-            f"not valid JSON{truncated}: {exc.msg}: line {exc.lineno} column {exc.colno}", source=str(p)
+            f"not valid JSON{' (file looks truncated)' if truncated else ''}: {exc.msg}: line {exc.lineno} "
+            f"column {exc.colno}{'' if truncated else not_a_trace_hint(p)}",
+            source=str(p),
         ) from None
+    if not isinstance(doc, dict) or "schema_version" not in doc:  # JSON, but not a trace
+        try:
+            return Trace.from_dict(doc, source=str(p))
+        except TraceError as exc:
+            raise type(exc)(f"{exc}{not_a_trace_hint(p)}") from None
     return Trace.from_dict(doc, source=str(p))
+
+
+def not_a_trace_hint(path: Path) -> str:
+    """What to do with a file that is not a trace: it may be a recording or a transcript to import."""
+    return (
+        f" (if {path.name} is a recording or a transcript, not a toolcall_lab trace, turn it into trace "
+        f"files first: `toolcall-lab import KIND {path} --out traces/`; `toolcall-lab import --help` "
+        "lists the kinds)"
+    )
 
 
 def iter_trace_paths(paths: Iterable[str | Path]) -> Iterator[Path]:

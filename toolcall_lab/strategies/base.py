@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
@@ -41,10 +42,20 @@ _INVISIBLE = {
 }
 
 
+_SEPARATORS = re.compile(r"[\s\-_.]+")
+_BUILTIN_SKELETONS = {_SEPARATORS.sub("", name): name for name in BUILTIN_NAMES}
+
+
 def check_name(name: Any, where: str) -> str:
     """`name` if a strategy of your own may go by it, else a `UsageError` saying why: it must be
     read back as itself wherever names are read (the CLI's ``--modes`` list, ``module:attribute``
-    specs, the built-ins' options, a trace's ``metadata.mode``, tables and plots)."""
+    specs, the built-ins' options, a trace's ``metadata.mode``, tables and plots), and must not pass
+    for a built-in's in a table or a plot (``first-only``, ``First Only``, ``firstonly`` differ from
+    ``first_only`` only by case, width or separators).
+
+    Spaces inside a name are fine (``read only (parallel)``): a name is a label in tables, plots and
+    traces, and is never parsed from the command line, which names a strategy of your own by its
+    ``module:attribute`` spec."""
     if not isinstance(name, str) or not name.strip():
         raise UsageError(f"{where}: a strategy's name is a non-empty string, not {name!r}")
     if name != name.strip():
@@ -68,6 +79,13 @@ def check_name(name: Any, where: str) -> str:
         raise UsageError(
             f"{where}: the strategy name {name!r} {same} the built-in strategy {builtin!r}'s name; give "
             "it a name of its own (tables, plots and traces tell strategies apart by name)"
+        )
+    builtin_like = _BUILTIN_SKELETONS.get(_SEPARATORS.sub("", folded))
+    if builtin_like is not None:
+        raise UsageError(
+            f"{where}: the strategy name {name!r} reads as the name of the built-in strategy "
+            f"{builtin_like!r} (it differs only by case, character width or the separators ' ', '-', "
+            "'_', '.'); give it a name of its own (tables, plots and traces tell strategies apart by name)"
         )
     for char, why in _MISREAD.items():
         if char in name:

@@ -284,7 +284,15 @@ class Batch:
         return tuple(self._done)
 
     def note(self, text: str) -> None:
-        """Record a remark about this batch with its round (`Round.strategy_notes`)."""
+        """Record a remark about this batch with its round (`Round.strategy_notes`): text, not empty
+        (anything else is a `UsageError`: ``note(None)`` would otherwise record the word 'None')."""
+        if not isinstance(text, str):
+            raise UsageError(
+                f"note({text!r}): a note is text (a str), not {type(text).__name__}; to record a value, "
+                "say what it is, e.g. note(f'cap was {cap}')"
+            )
+        if not text.strip():
+            raise UsageError(f"note({text!r}): an empty note says nothing; give the remark's text")
         self._notes.append(str(text))
 
     # -- positions -----------------------------------------------------------------------------------
@@ -774,32 +782,49 @@ class Batch:
         """(The loop) the stream ended with these calls (choice 0, model order): calls that arrived
         early are checked against what the stream ended with, and the rest arrive now."""
         early = self._indices
-        self._calls = tuple(calls)
+        self._calls = final_calls = tuple(calls)
         self._assistant = assistant_message
         self._view = None
         self._views = None
         self._chunk_timing = chunk_timing
-        final = {c.index: p for p, c in enumerate(self._calls)}
-        moved = {pos: final[c.index] for pos, c in early.items() if final.get(c.index, pos) != pos}
-        if moved:
-            self._move(moved)
-            early = self._indices
+        n = len(final_calls)
+        if early and not self._in_place(early, final_calls):
+            final = {c.index: p for p, c in enumerate(final_calls)}
+            moved = {pos: final[c.index] for pos, c in early.items() if final.get(c.index, pos) != pos}
+            if moved:
+                self._move(moved)
+                early = self._indices
         self._streaming = False
-        n = len(self._calls)
         self._ensure(n)
         if len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
             del self._done[n:], self._started[n:], self._claimed[n:], self._open[n:], self._pre[n:]
             if self._checked is not None:
                 del self._checked[n:]
+        compare = self._compare
         for pos, call in early.items():
-            self._compare(pos, call, self._calls[pos])
-        for pos in range(len(self._calls)):
-            if pos not in early:
-                self._arrivals.append(pos)
+            final_call = final_calls[pos]
+            if call is not final_call:
+                compare(pos, call, final_call)
+        if len(early) < n:
+            arrivals = self._arrivals
+            for pos in range(n):
+                if pos not in early:
+                    arrivals.append(pos)
         self._final = True
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
+
+    @staticmethod
+    def _in_place(early: Mapping[int, ToolCall], final: Sequence[ToolCall]) -> bool:
+        """Whether every call that arrived early sits at its own position in the final batch (the
+        common case: no call index sorting before them came later), so nothing moves; indices
+        unique (else `_end_stream` maps them as it always did)."""
+        n = len(final)
+        for pos, call in early.items():
+            if pos >= n or final[pos].index != call.index:
+                return False
+        return len({c.index for c in final}) == n
 
     def _move(self, moved: dict[int, int]) -> None:
         """Calls that arrived early sit elsewhere in the final batch: only a call index that sorts

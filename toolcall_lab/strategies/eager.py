@@ -51,7 +51,8 @@ class Eager(Strategy):
     Args:
         concurrency: cap on calls at once (None: the run's ``concurrency`` setting).
         tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}``.
-        name: defaults to ``eager`` with the options, e.g. ``eager[cap=4,web_search=2]``.
+        name: defaults to a subclass's own ``name`` (``class Mine(Eager): name = "mine"``),
+            else ``eager`` with the options, e.g. ``eager[cap=4,web_search=2]``.
     """
 
     streams = True
@@ -65,7 +66,7 @@ class Eager(Strategy):
     ) -> None:
         self.tool_limits = check_limits("Eager", concurrency, tool_limits)
         self.concurrency = concurrency
-        self.name = name or option_name("eager", concurrency, self.tool_limits)
+        self.name = name or type(self).name or option_name("eager", concurrency, self.tool_limits)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)

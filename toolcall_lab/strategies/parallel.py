@@ -38,7 +38,8 @@ class Parallel(Strategy):
     Args:
         concurrency: cap on calls at once (None: the run's ``concurrency`` setting).
         tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}``.
-        name: defaults to ``parallel`` with the options, e.g. ``parallel[cap=4,web_search=2]``.
+        name: defaults to a subclass's own ``name`` (``class Mine(Parallel): name = "mine"``),
+            else ``parallel`` with the options, e.g. ``parallel[cap=4,web_search=2]``.
     """
 
     def __init__(
@@ -50,7 +51,7 @@ class Parallel(Strategy):
     ) -> None:
         self.tool_limits = check_limits("Parallel", concurrency, tool_limits)
         self.concurrency = concurrency
-        self.name = name or option_name("parallel", concurrency, self.tool_limits)
+        self.name = name or type(self).name or option_name("parallel", concurrency, self.tool_limits)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)
