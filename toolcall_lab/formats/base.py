@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UsageError
-from toolcall_lab.finding_kinds import FINDING_KINDS
+from toolcall_lab.formats._findings import FINDINGS_PER_KIND as FINDINGS_PER_KIND
+from toolcall_lab.formats._findings import FindingLimit as FindingLimit
+from toolcall_lab.formats._findings import capped as capped
+from toolcall_lab.formats._findings import finding as finding
+from toolcall_lab.formats._values import compact_json as compact_json
+from toolcall_lab.formats._values import fix_surrogates as fix_surrogates
+from toolcall_lab.formats._values import join_text as join_text
 from toolcall_lab.messages import (
     CallKind,
     Finding,
@@ -72,84 +78,6 @@ class CallFinished:
 
 StreamEvent = CallStarted | ArgumentsDelta | CallFinished
 StreamListener = Callable[[StreamEvent], None]
-
-
-def finding(
-    kind: FindingKind,
-    message: str,
-    *,
-    chunk_index: int | None = None,
-    choice_index: int | None = None,
-    call_index: int | None = None,
-    tool_call_id: str | None = None,
-) -> Finding:
-    """A finding whose severity is the one `toolcall_lab.finding_kinds` gives its kind."""
-    return Finding(
-        kind=kind,
-        message=message,
-        severity=FINDING_KINDS[kind].severity,
-        chunk_index=chunk_index,
-        choice_index=choice_index,
-        call_index=call_index,
-        tool_call_id=tool_call_id,
-    )
-
-
-FINDINGS_PER_KIND = 20
-"""Findings of one kind listed one by one per response (and per stream for framing); more are
-counted in one summary finding, so memory does not grow with the number of bad chunks."""
-
-
-class FindingLimit:
-    """The cap on findings: the first `FINDINGS_PER_KIND` of each kind pass, the rest are counted
-    and reported once by `summary`. Used by the framing readers, the stream reader and (through
-    `StreamAccumulator.note` and `capped`) every accumulator and body parser."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def __call__(self, note: Finding) -> Finding | None:
-        seen = self.counts.get(note.kind, 0) + 1
-        self.counts[note.kind] = seen
-        return note if seen <= FINDINGS_PER_KIND else None
-
-    def summary(self) -> Iterator[Finding]:
-        for kind, seen in self.counts.items():
-            if seen > FINDINGS_PER_KIND:
-                yield _more(kind, seen - FINDINGS_PER_KIND)
-
-
-def _more(kind: str, more: int) -> Finding:
-    return finding(
-        kind,  # type: ignore[arg-type]
-        f"{more} more finding(s) like the {FINDINGS_PER_KIND} above ({kind}), not listed one by one",
-    )
-
-
-def capped(findings: list[Finding], limit: FindingLimit | None = None) -> list[Finding]:
-    """A response's findings with at most `FINDINGS_PER_KIND` of each kind, then one summary per
-    kind saying how many more there were (also those `limit` already held back while streaming).
-    Free for the usual response (a few findings, nothing held back)."""
-    if limit is None and len(findings) <= FINDINGS_PER_KIND:
-        return findings
-    counts: dict[str, int] = {}
-    out: list[Finding] = []
-    for note in findings:
-        seen = counts.get(note.kind, 0) + 1
-        counts[note.kind] = seen
-        if seen <= FINDINGS_PER_KIND:
-            out.append(note)
-    extra = {kind: seen - FINDINGS_PER_KIND for kind, seen in counts.items() if seen > FINDINGS_PER_KIND}
-    if limit is not None:
-        for kind, seen in limit.counts.items():
-            if seen > FINDINGS_PER_KIND:
-                extra[kind] = extra.get(kind, 0) + seen - FINDINGS_PER_KIND
-    if not extra:
-        return findings
-    out.extend(_more(kind, more) for kind, more in extra.items())
-    return out
 
 
 class StreamAccumulator:
@@ -354,7 +282,6 @@ def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, An
 
 
 _new = object.__new__
-_LONE = re.compile("[\ud800-\udfff]")
 _CACHE_BELOW = 1 << 20
 """Arguments this long or longer are not kept parsed on the call (read again when asked), so a
 huge argument is held once, as the string the model sent."""
@@ -373,39 +300,6 @@ def _decoded_lone(arguments: str, outcome: ParsedArguments) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def fix_surrogates(text: str) -> tuple[str, bool, bool]:
-    """Join surrogate pairs that arrived split over two chunks; report lone surrogates.
-
-    Returns (text, joined, lone). Text without surrogates is returned as is (the common case).
-    """
-    if text.isascii():
-        return text, False, False
-    try:
-        text.encode("utf-8")
-        return text, False, False
-    except UnicodeEncodeError:
-        pass
-    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return fixed, fixed != text, _LONE.search(fixed) is not None
-
-
-def join_text(pieces: list[str], findings: list[Finding], what: str) -> str | None:
-    """Join text deltas (content, reasoning), joining split surrogate pairs; None when empty."""
-    if not pieces:
-        return None
-    text = "".join(pieces)
-    if not text:
-        return None
-    text, joined, lone = fix_surrogates(text)
-    if joined:
-        findings.append(
-            finding("split_surrogate_pair", f"{what}: a surrogate pair split across chunks was joined")
-        )
-    if lone:
-        findings.append(finding("lone_surrogate", f"{what}: holds a lone surrogate; kept as is"))
-    return text
 
 
 class PendingCall:
@@ -826,14 +720,3 @@ def provider_ids(calls: list[PendingCall]) -> set[str] | None:
         if call.tool_call_id is not None:
             ids.add(call.tool_call_id)
     return ids
-
-
-def compact_json(value: Any) -> str:
-    """Serialise an argument object the way it is shown for object-valued inputs (no spaces).
-
-    Total: a value too deeply nested to serialise gives a text that is not JSON (so the call is
-    reported as having invalid arguments), never an exception."""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except (RecursionError, ValueError, TypeError) as exc:
-        return f"<arguments that cannot be shown as JSON: {type(exc).__name__}>"
