@@ -30,11 +30,18 @@ def fix_surrogates(text: str) -> tuple[str, bool, bool]:
     return fixed, fixed != text, _LONE.search(fixed) is not None
 
 
-def join_text(pieces: list[str], findings: list[Finding], what: str) -> str | None:
-    """Join text deltas (content, reasoning), joining split surrogate pairs; None when empty."""
+def join_text(pieces: list[Any], findings: list[Finding], what: str) -> str | None:
+    """Join text pieces (content, reasoning), joining split surrogate pairs; None when empty.
+
+    The one place where text of every format and path is joined: a piece that is not a string (a
+    number, an object: a server bug) is kept as compact JSON with one ``wrong_type`` finding, never
+    dropped and never a crash; ``null`` pieces add nothing."""
     if not pieces:
         return None
-    text = "".join(pieces)
+    try:
+        text = "".join(pieces)
+    except TypeError:
+        text = _join_mixed(pieces, findings, what)
     if not text:
         return None
     text, joined, lone = fix_surrogates(text)
@@ -45,6 +52,102 @@ def join_text(pieces: list[str], findings: list[Finding], what: str) -> str | No
     if lone:
         findings.append(finding("lone_surrogate", f"{what}: holds a lone surrogate; kept as is"))
     return text
+
+
+def _join_mixed(pieces: list[Any], findings: list[Finding], what: str) -> str:
+    out: list[str] = []
+    odd = 0
+    first: Any = None
+    for piece in pieces:
+        if isinstance(piece, str):
+            out.append(piece)
+        elif piece is not None:
+            if not odd:
+                first = piece
+            odd += 1
+            out.append(compact_json(piece))
+    if not odd:  # only nulls: nothing to say
+        return "".join(out)
+    findings.append(
+        finding(
+            "wrong_type",
+            f"{what}: {odd} piece(s) of text that are not strings (the first {a_json_type(first)}: "
+            f"{compact_json(first)[:60]}); kept as compact JSON in the text",
+        )
+    )
+    return "".join(out)
+
+
+def join_blocks(pieces: list[Any], keep: int) -> bool:
+    """Join the text pieces after the first `keep` into one block, in place (memory compaction of a
+    long stream: each piece is copied once). False, with nothing changed, when one of them is not a
+    string (left for `join_text` to report)."""
+    try:
+        block = "".join(pieces[keep:])
+    except TypeError:
+        return False
+    pieces[keep:] = [block]
+    return True
+
+
+def a_json_type(value: Any) -> str:
+    """The JSON type of a decoded value, with its article (for messages): "an object", "a number"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def as_text(value: Any) -> str:
+    """A value that should have been a string, as text: itself, or its compact JSON."""
+    return value if isinstance(value, str) else compact_json(value)
+
+
+def content_parts(parts: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The (text, reasoning) pieces of a chat ``content`` sent as a list of typed parts: ``text``
+    parts are text, ``thinking`` parts (Mistral's reasoning models: ``{"type": "thinking",
+    "thinking": [{"type": "text", "text": ...}]}``) reasoning; any other part is kept whole, as a
+    text piece that is not a string (`join_text` shows it as JSON and reports it)."""
+    text: list[Any] = []
+    thought: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict):
+            kind = part.get("type")
+            inner = part.get("thinking")
+            if kind in ("text", "output_text") and isinstance(part.get("text"), str):
+                text.append(part["text"])
+                continue
+            if kind == "thinking" and isinstance(inner, str):
+                thought.append(inner)
+                continue
+            if (
+                kind == "thinking"
+                and isinstance(inner, list)
+                and all(isinstance(x, dict) and isinstance(x.get("text"), str) for x in inner)
+            ):
+                thought.extend(x["text"] for x in inner)
+                continue
+        text.append(part)
+    return text, thought
+
+
+def as_index(value: Any) -> int | None:
+    """An index as the wire gives it: an integer, or a decimal string (``"0"``, some servers) read
+    as that number; None for anything else (a bool, a float, other text)."""
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isascii() and value.isdecimal() and len(value) < 10:
+        return int(value)
+    return None
 
 
 def compact_json(value: Any) -> str:

@@ -104,6 +104,11 @@ class StreamAccumulator:
         "usage",
     )
 
+    opened = True
+    """The response has begun (Anthropic: ``message_start`` or its end was seen), so a payload that
+    starts a response starts the next one. Anthropic pings, or content events, before
+    ``message_start`` do not begin it: the ``message_start`` after them is the same message's."""
+
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         self.batch = batch
         self.listener = listener
@@ -334,7 +339,9 @@ class PendingCall:
         None  # why a chat entry is not read (its type, or keys): kept raw, never complete
     )
     flat = False  # a chat entry with name/arguments at the top level, not under `function`
-    args_absent: str | None = None  # a whole body's `arguments` was "null" or "missing"
+    args_absent: str | None = None  # a whole body's `arguments` / `input` was absent: "`input` missing"
+    non_string_at: int | None = None  # the chunk of the first argument piece that was not a string
+    held: str | None = None  # why the call is held back (never complete): what could not be read
     started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
@@ -376,6 +383,20 @@ class PendingCall:
         else:
             self.name = current + piece
             self.name_pieces = (self.name_pieces or 1) + 1
+            self.quirky = True
+
+    def not_string(self, value: Any, chunk_index: int) -> str:
+        """An argument piece that is not a string (an object, a number): its compact JSON, kept, with
+        an ``arguments_not_string`` finding at the chunk it first came in."""
+        self.non_string_args = self.quirky = True
+        if self.non_string_at is None:
+            self.non_string_at = chunk_index
+        return compact_json(value)
+
+    def hold(self, reason: str) -> None:
+        """Something meant for this call could not be read (`reason`): it will never be complete."""
+        if self.held is None:
+            self.held = reason
             self.quirky = True
 
     def looks_complete(self) -> bool:
@@ -472,6 +493,17 @@ class PendingCall:
             name = _checked_text(name, f"call {tool_call_id}: the name", findings, where)
         if self.quirky:
             self._quirks(tool_call_id, name, findings, where)
+            if self.held is not None:
+                failed = True  # (its finding says why; nothing else is reported as the cause)
+                findings.append(
+                    finding(
+                        "call_held_back",
+                        f"call {tool_call_id} ({name}): {self.held}; call marked incomplete and will not "
+                        "be executed",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
         if not name:
             findings.append(
                 finding(
@@ -608,11 +640,7 @@ class PendingCall:
                     finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
             else:
-                what = (
-                    f"`arguments` {self.args_absent}"
-                    if self.args_absent is not None
-                    else "empty argument string"
-                )
+                what = self.args_absent if self.args_absent is not None else "empty argument string"
                 message = (
                     f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
                 )
@@ -681,13 +709,15 @@ class PendingCall:
                 )
             )
         if self.non_string_args:
+            at = self.non_string_at
             findings.append(
                 finding(
                     "arguments_not_string",
-                    f"call {tool_call_id} ({name}): arguments sent as JSON, not a string; "
-                    "kept, serialised compactly",
+                    f"call {tool_call_id} ({name}): arguments sent as JSON, not a string"
+                    + (f" (first at chunk {at})" if at else "")
+                    + "; kept, serialised compactly",
                     tool_call_id=tool_call_id,
-                    **where,
+                    **{**where, "chunk_index": at if at is not None else where["chunk_index"]},
                 )
             )
 

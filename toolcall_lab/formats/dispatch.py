@@ -296,7 +296,9 @@ def iter_stream_responses(
                     for h in held:
                         feed(h)
                     held.clear()
-            elif (boundary is not None and acc.chunk_count and item.get("type") == boundary) or (
+            elif (
+                boundary is not None and item.get("type") == boundary and acc.chunk_count and acc.opened
+            ) or (
                 boundary is None and acc.finished and _another_stream(acc, item)  # type: ignore[attr-defined]
             ):
                 ended = acc.response_id

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -78,6 +79,8 @@ class _Choice:
     max_index = -1
     seen = False  # choice 0 exists from the start; it is reported only if a chunk had it
     parked: dict[int, PendingCall] | None = None  # calls whose next delta decides (see _parks)
+    parts = 0  # chunks whose content was a list of typed parts
+    late_text = False  # text after the finish reason (reported once)
     content: list[str] | None = None  # text and reasoning pieces, once some arrive
     reasoning: list[str] | None = None
 
@@ -238,10 +241,24 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self._finished(st, finish, chunk, n)
 
     def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
-        st.finish_reason = finish if type(finish) is str else str(finish)
-        self.finished = True
+        self._finish(st, finish, n)
         if finish == "error":
             self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
+
+    def _finish(self, st: _Choice, finish: Any, n: int) -> None:
+        """A choice's finish reason; one that is not a string (an object, a number) is kept as its
+        JSON text, reported."""
+        if type(finish) is not str:
+            self.note(
+                "wrong_type",
+                f"chunk {n}: choice {st.index}'s finish_reason {as_text(finish)[:60]} is a "
+                f"{a_json_type(finish)}, not a string; kept as its JSON text",
+                chunk_index=n,
+                choice_index=st.index,
+            )
+            finish = as_text(finish)
+        st.finish_reason = finish
+        self.finished = True
 
     def _general(self, chunk: Any, n: int, *, usage_done: bool = False) -> None:
         if type(chunk) is not dict:
@@ -303,8 +320,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if ci is None:
             ci = 0
         elif type(ci) is not int:
-            self._malformed(n, f"choice index {ci!r} is not an integer")
-            return False
+            number = as_index(ci)
+            if number is None:
+                self._malformed(n, f"choice index {as_text(ci)[:40]} is not an integer")
+                return False
+            self.note(
+                "wrong_type",
+                f"chunk {n}: choice index {ci!r} is a string; read as {number}",
+                chunk_index=n,
+                choice_index=number,
+            )
+            ci = number
         st = self._choices.get(ci)
         if st is None:
             st = self._choices[ci] = _Choice(ci)
@@ -322,27 +348,66 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._text(st, delta, n)
         finish = choice.get("finish_reason")
         if finish:
-            st.finish_reason = str(finish)
-            self.finished = True
+            self._finish(st, finish, n)
         return st.finish_reason == "error" or bool(choice.get("error"))
 
     def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
         st.seen = True
         text = delta.get("content")
         if text and type(text) is str:
+            if st.finish_reason is not None:
+                self._late_text(st, n)
             if st.content is None:
                 st.content = [text]
             else:
                 st.content.append(text)
+        elif text is not None and type(text) is not str:
+            self._odd_text(st, text, n)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought and type(thought) is str:
+            if st.finish_reason is not None:
+                self._late_text(st, n)
             if st.reasoning is None:
                 st.reasoning = [thought]
             else:
                 st.reasoning.append(thought)
+        elif thought and type(thought) is not str:
+            if st.reasoning is None:
+                st.reasoning = []
+            st.reasoning.append(thought)  # kept: the text join shows it as JSON, reported
         legacy = delta.get("function_call")
         if legacy:
             self._legacy(st, legacy, n)
+
+    def _odd_text(self, st: _Choice, text: Any, n: int) -> None:
+        """``content`` that is not a string: a list of typed parts (Mistral) read as text and
+        reasoning; anything else kept as is for the text join to show as JSON and report."""
+        if st.finish_reason is not None:
+            self._late_text(st, n)
+        if type(text) is list:
+            text, thought = content_parts(text)
+            st.parts += 1
+            if thought:
+                if st.reasoning is None:
+                    st.reasoning = []
+                st.reasoning += thought
+        else:
+            text = [text]
+        if text:
+            if st.content is None:
+                st.content = []
+            st.content += text
+
+    def _late_text(self, st: _Choice, n: int) -> None:
+        if not st.late_text:
+            st.late_text = True
+            self.note(
+                "late_delta",
+                f"chunk {n}: text after choice {st.index}'s finish_reason {st.finish_reason!r}; appended "
+                "to its text",
+                chunk_index=n,
+                choice_index=st.index,
+            )
 
     def _malformed(self, n: int, message: str) -> None:
         self.note("malformed_chunk", f"chunk {n}: {message}; skipped", chunk_index=n)
@@ -350,8 +415,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
     # -- tool-call deltas ------------------------------------------------------------------------
     def _tool_deltas(self, st: _Choice, deltas: Any, n: int) -> None:
         if type(deltas) is not list:
-            self._malformed(n, "tool_calls is not a list")
-            return
+            if type(deltas) is not dict:
+                self._malformed(n, "tool_calls is not a list")
+                return
+            self.note(
+                "wrong_type",
+                f"chunk {n}: tool_calls is one object, not a list; read as a list of one entry",
+                chunk_index=n,
+                choice_index=st.index,
+            )
+            deltas = [deltas]
         seen: set[int] | None = None if len(deltas) == 1 else set()
         for tc in deltas:
             if type(tc) is not dict:
@@ -466,8 +539,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int) -> None:
         if type(args) is not str:
-            args = compact_json(args)
-            call.non_string_args = call.quirky = True
+            args = call.not_string(args, n)
         if args:
             call.pieces.append(args)
             if self.listener is not None:
@@ -487,14 +559,29 @@ class ChatCompletionAccumulator(StreamAccumulator):
     ) -> PendingCall | None:
         """The call a delta belongs to (see the module docstring for the rules); None when the
         delta was only a header whose meaning waits for the next delta (a parked name)."""
-        if type(idx) is not int:
-            if idx is not None:
+        if type(idx) is not int and idx is not None:
+            number = as_index(idx)
+            if number is None:
                 self._malformed(
                     n,
-                    f"tool call index {idx!r} is not an integer; read as a delta without index",
+                    f"tool call index {as_text(idx)[:40]} is not an integer; read as a delta without index",
                 )
+            else:
+                self.note(
+                    "wrong_type",
+                    f"chunk {n}: tool call index {idx!r} is a string; read as {number}",
+                    chunk_index=n,
+                    choice_index=st.index,
+                    call_index=number,
+                )
+                idx = number
+        if type(idx) is not int:
             last = st.last
             if last is not None and last.next_name is not None:
+                if _nothing_new(last.next_name, tid, name, args):  # still undecided: stays parked
+                    if args:
+                        self._keep(last, args, n)
+                    return None
                 parked_name, last.next_name = last.next_name, None
                 if tid or _real_args(args) or (name and name != parked_name):
                     return self._unindexed(st, n, parked_name, idx is None)
@@ -508,6 +595,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             return self._unindexed(st, n, None, idx is None)
         held = st.calls.get(idx)
         if held is None and st.parked is not None and idx in st.parked:
+            parked = st.parked[idx]
+            if _nothing_new(parked.next_name, tid, name, args):  # still undecided: stays parked
+                if args:
+                    self._keep(parked, args, n)
+                return None
             held = st.calls[idx] = st.parked.pop(idx)
             waiting, held.next_name = held.next_name, None
             if tid or _real_args(args) or (name and name != waiting):
@@ -723,6 +815,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if self.listener is not None:
                 for call in calls:
                     self.listener(CallFinished(call=call))
+            if st.parts:
+                findings.append(
+                    finding(
+                        "content_parts",
+                        f"choice {ci}: content came as a list of parts in {st.parts} chunk(s); their text "
+                        "joined",
+                        choice_index=ci,
+                    )
+                )
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
             reasoning = (
                 None if st.reasoning is None else join_text(st.reasoning, findings, f"choice {ci} reasoning")
@@ -831,6 +932,12 @@ def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any
 
 def _real_args(args: Any) -> bool:
     return args is not None and (type(args) is not str or (args != "" and not args.isspace()))
+
+
+def _nothing_new(waiting: str | None, tid: str | None, name: str | None, args: Any) -> bool:
+    """A delta after a parked name that decides nothing: no id, no real arguments (``""``, blanks,
+    null) and no name or the same name again. The call stays parked until a delta that says more."""
+    return not tid and not _real_args(args) and (not name or name == waiting)
 
 
 def _parks(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:

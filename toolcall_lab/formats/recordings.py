@@ -287,8 +287,10 @@ def _sniff(first: bytes, container: Container) -> Framing:
     if head[:1] in (b"{", b"["):
         if container == "chunks-jsonl":
             return "jsonl"
-        line, _, rest = head.replace(b"\r", b"\n", 1).partition(b"\n") if b"\r" in head[:4096] else (
-            head.partition(b"\n")
+        line, _, rest = (
+            head.replace(b"\r", b"\n", 1).partition(b"\n")
+            if b"\r" in head[:4096]
+            else (head.partition(b"\n"))
         )
         if rest.strip():
             try:

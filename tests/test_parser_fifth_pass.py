@@ -1,0 +1,442 @@
+"""Issue 10, fifth pass: the fixes a lost session had made (its closing note lists them), redone and
+each pinned here, plus what its fourth and fifth testers left open. Bytes are written here; every
+input is read whole (`read_recording`) and streamed (`iter_responses`), and both must agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolcall_lab.formats import iter_responses, read_recording
+from toolcall_lab.messages import ParsedResponse, parse_arguments
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+def ev(payload: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return f"{head}data: {data}\n\n"
+
+
+def chat(
+    delta: dict[str, Any], finish: Any = None, index: Any = 0, cid: str = "chatcmpl-1"
+) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def tc(index: Any, tid: str | None = None, name: str | None = None, args: Any = "") -> dict[str, Any]:
+    entry: dict[str, Any] = {"index": index, "function": {"arguments": args}}
+    if tid is not None:
+        entry["id"], entry["type"] = tid, "function"
+    if name is not None:
+        entry["function"]["name"] = name
+    return {"tool_calls": [entry]}
+
+
+DONE = "data: [DONE]\n\n"
+A_START = ev(
+    {"type": "message_start", "message": {"id": "msg_1", "model": "claude", "usage": {}}}, "message_start"
+)
+A_END = ev({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}}) + ev(
+    {"type": "message_stop"}
+)
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+
+
+def a_block(index: int, block: Any) -> str:
+    return ev({"type": "content_block_start", "index": index, "content_block": block})
+
+
+def a_delta(index: Any, delta: Any) -> str:
+    event: dict[str, Any] = {"type": "content_block_delta", "delta": delta}
+    if index is not None:
+        event["index"] = index
+    return ev(event)
+
+
+def a_stop(index: int) -> str:
+    return ev({"type": "content_block_stop", "index": index})
+
+
+def a_json(index: Any, partial: Any) -> str:
+    return a_delta(index, {"type": "input_json_delta", "partial_json": partial})
+
+
+def parse(tmp_path: Path, data: str | bytes, name: str = "x.sse") -> list[ParsedResponse]:
+    """Every response of the file, read whole and streamed (which must agree), errors kept."""
+    path = tmp_path / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    whole = read_recording(path).parse(errors="keep")
+    streamed = list(iter_responses(path, errors="keep"))
+    assert [r.to_dict() for r in whole] == [r.to_dict() for r in streamed]
+    return streamed
+
+
+def one(tmp_path: Path, data: str | bytes, name: str = "x.sse") -> ParsedResponse:
+    (response,) = parse(tmp_path, data, name)
+    return response
+
+
+def kinds(response: ParsedResponse) -> list[str]:
+    return sorted(f.kind for f in response.findings)
+
+
+def calls(response: ParsedResponse) -> list[tuple[str, str, str, bool]]:
+    return [(c.tool_call_id, c.name, c.arguments, c.complete) for c in response.tool_calls]
+
+
+def said(response: ParsedResponse, kind: str) -> str:
+    return " | ".join(f.message for f in response.findings if f.kind == kind)
+
+
+# -- values of the wrong type never crash nor vanish ------------------------------------------------
+@pytest.mark.parametrize(
+    ("partial", "shown"), [(5, "5"), ({"city": "Paris"}, '{"city":"Paris"}'), ([1], "[1]")]
+)
+def test_anthropic_partial_json_not_a_string_is_kept_as_json(
+    tmp_path: Path, partial: Any, shown: str
+) -> None:
+    """A traceback before: the join of the argument pieces met a number or an object."""
+    r = one(tmp_path, A_START + a_block(0, TOOL_USE) + a_json(0, "") + a_json(0, partial) + a_stop(0) + A_END)
+    assert r.tool_calls[0].arguments == shown
+    assert r.tool_calls[0].complete == shown.startswith("{")
+    note = next(f for f in r.findings if f.kind == "arguments_not_string")
+    assert note.chunk_index == 3 and "first at chunk 3" in note.message
+
+
+def test_anthropic_partial_json_null_is_reported(tmp_path: Path) -> None:
+    r = one(
+        tmp_path, A_START + a_block(0, TOOL_USE) + a_json(0, None) + a_json(0, '{"a":1}') + a_stop(0) + A_END
+    )
+    assert calls(r) == [("toolu_1", "get_weather", '{"a":1}', True)]
+    assert "without `partial_json` (or null)" in said(r, "malformed_chunk")
+
+
+@pytest.mark.parametrize(
+    ("data", "name"),
+    [
+        (A_START + a_block(0, {"type": "text", "text": 5}) + a_stop(0) + A_END, "x.sse"),
+        (
+            A_START
+            + a_block(0, {"type": "text", "text": ""})
+            + a_delta(0, {"type": "text_delta", "text": 5})
+            + A_END,
+            "x.sse",
+        ),
+        (
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "m",
+                    "content": [{"type": "text", "text": 5}],
+                    "stop_reason": "end_turn",
+                }
+            ),
+            "x.json",
+        ),
+        (
+            json.dumps(
+                {
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": {"content": 5}, "finish_reason": "stop"}],
+                }
+            ),
+            "x.json",
+        ),
+        (ev(chat({"content": 5})) + ev(chat({}, "stop")) + DONE, "x.sse"),
+        (
+            json.dumps(
+                {
+                    "object": "response",
+                    "status": "completed",
+                    "output": [{"type": "message", "content": [{"type": "output_text", "text": 5}]}],
+                }
+            ),
+            "x.json",
+        ),
+        (
+            ev({"type": "response.created", "response": {"status": "in_progress"}})
+            + ev({"type": "response.output_text.delta", "delta": 5})
+            + ev({"type": "response.completed", "response": {"status": "completed"}}),
+            "x.sse",
+        ),
+    ],
+    ids=[
+        "anthropic block start",
+        "anthropic text_delta",
+        "anthropic body",
+        "chat body",
+        "chat stream",
+        "responses body",
+        "responses stream",
+    ],
+)
+def test_text_that_is_not_a_string_is_kept_as_json_with_a_finding(
+    tmp_path: Path, data: str, name: str
+) -> None:
+    """A traceback before (the text join), or dropped without a word (chat bodies): every path goes
+    through the one text join, which keeps the value as JSON and says so."""
+    r = one(tmp_path, data, name)
+    assert r.first.content == "5"
+    assert "not strings (the first a number: 5)" in said(r, "wrong_type")
+
+
+def test_chat_content_as_a_list_of_parts(tmp_path: Path) -> None:
+    """Mistral's reasoning models send content as typed parts; text and thinking are both kept."""
+    parts = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+        {"type": "text", "text": "hi"},
+    ]
+    streamed = one(
+        tmp_path,
+        ev(chat({"content": parts}))
+        + ev(chat({"content": [{"type": "text", "text": "!"}]}))
+        + ev(chat({}, "stop"))
+        + DONE,
+    )
+    assert (streamed.first.content, streamed.first.reasoning) == ("hi!", "hmm")
+    assert kinds(streamed) == ["content_parts"] and "in 2 chunk(s)" in said(streamed, "content_parts")
+    body = {
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": [*parts, {"type": "image_url", "image_url": {"url": "u"}}]},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    whole = one(tmp_path, json.dumps(body), "x.json")
+    assert (
+        whole.first.reasoning == "hmm"
+        and whole.first.content == 'hi{"type":"image_url","image_url":{"url":"u"}}'
+    )
+    assert kinds(whole) == ["content_parts", "wrong_type"]
+
+
+def test_late_content_after_finish_reason_is_reported(tmp_path: Path) -> None:
+    r = one(
+        tmp_path,
+        ev(chat({"content": "a"}))
+        + ev(chat({}, "stop"))
+        + ev(chat({"content": "b"}))
+        + ev(chat({"content": "c"}))
+        + DONE,
+    )
+    assert r.first.content == "abc"
+    assert kinds(r) == ["late_delta"] and "chunk 2: text after choice 0's finish_reason 'stop'" in said(
+        r, "late_delta"
+    )
+
+
+@pytest.mark.parametrize(("finish", "shown"), [({"type": "stop"}, '{"type":"stop"}'), (5, "5")])
+def test_finish_reason_that_is_not_a_string(tmp_path: Path, finish: Any, shown: str) -> None:
+    """Printed as a Python repr (`{'type': 'stop'}`) with no finding before, in streams and bodies."""
+    streamed = one(tmp_path, ev(chat({"content": "x"})) + ev(chat({}, finish)) + DONE)
+    body = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": finish}],
+    }
+    whole = one(tmp_path, json.dumps(body), "x.json")
+    for r in (streamed, whole):
+        assert r.first.finish_reason == shown
+        assert kinds(r) == ["wrong_type"] and "not a string; kept as its JSON text" in said(r, "wrong_type")
+    anthropic = one(tmp_path, json.dumps({"type": "message", "content": [], "stop_reason": finish}), "x.json")
+    assert anthropic.first.finish_reason == shown and kinds(anthropic) == ["wrong_type"]
+
+
+# -- Anthropic: what may not be the call's arguments holds it back ------------------------------------
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (a_delta(0, {"type": "text_delta", "text": "hello"}), "a text_delta arrived in its tool_use block"),
+        (
+            a_delta(0, {"type": "input_json_delta_v2", "json": "{}"}),
+            "a delta of unknown type 'input_json_delta_v2'",
+        ),
+        (a_delta(0, '{"city":"Paris"}'), "a delta that is not an object"),
+        (a_json(None, '{"city":"Paris"}'), "came without index while its block was open"),
+    ],
+    ids=["text_delta", "unknown delta type", "delta is a string", "delta without index"],
+)
+def test_a_delta_the_call_cannot_take_holds_it_back(tmp_path: Path, bad: str, why: str) -> None:
+    """The call ran with `{}` before: what the block was to receive is unknown, so it never runs."""
+    r = one(tmp_path, A_START + a_block(0, TOOL_USE) + bad + a_stop(0) + A_END)
+    (call,) = r.tool_calls
+    assert call.arguments == "{}" and not call.complete
+    assert why in said(r, "call_held_back")
+
+
+def test_a_text_delta_in_a_text_block_holds_nothing_back(tmp_path: Path) -> None:
+    data = (
+        A_START
+        + a_block(0, {"type": "text", "text": ""})
+        + a_delta(0, {"type": "text_delta", "text": "hi"})
+        + a_stop(0)
+        + a_block(1, TOOL_USE)
+        + a_json(1, '{"a":1}')
+        + a_stop(1)
+        + a_delta(2, {"type": "signature_delta", "signature": "x"})
+        + A_END
+    )
+    r = one(tmp_path, data)
+    assert calls(r) == [("toolu_1", "get_weather", '{"a":1}', True)] and r.first.content == "hi"
+    assert kinds(r) == []
+
+
+def test_anthropic_ids_and_names_that_are_not_strings(tmp_path: Path) -> None:
+    block = {"type": "tool_use", "id": 7, "name": {"n": "f"}, "input": {}}
+    streamed = one(tmp_path, A_START + a_block(0, block) + a_stop(0) + A_END)
+    whole = one(
+        tmp_path, json.dumps({"type": "message", "content": [block], "stop_reason": "tool_use"}), "x.json"
+    )
+    for r in (streamed, whole):
+        assert calls(r) == [("7", "", "{}", False)]
+        assert kinds(r) == ["missing_name", "wrong_type", "wrong_type"]
+        assert "id 7 is a number, not a string; read as '7'" in said(r, "wrong_type")
+
+
+@pytest.mark.parametrize(
+    ("block", "what"),
+    [
+        ({"type": "tool_use", "id": "t", "name": "f"}, "missing"),
+        ({"type": "tool_use", "id": "t", "name": "f", "input": None}, "null"),
+    ],
+)
+def test_anthropic_body_without_input_is_reported(tmp_path: Path, block: dict[str, Any], what: str) -> None:
+    r = one(
+        tmp_path, json.dumps({"type": "message", "content": [block], "stop_reason": "tool_use"}), "x.json"
+    )
+    assert calls(r) == [("t", "f", "", True)]
+    assert f"`input` {what} in a response that ended normally, read as {{}}" in said(r, "empty_arguments")
+
+
+def test_pings_before_message_start_make_no_empty_response(tmp_path: Path) -> None:
+    ping = ev({"type": "ping"}, "ping")
+    r = one(tmp_path, ping + ping + A_START + a_block(0, TOOL_USE) + a_json(0, "{}") + a_stop(0) + A_END)
+    assert (
+        calls(r) == [("toolu_1", "get_weather", "{}", True)] and kinds(r) == [] and r.response_id == "msg_1"
+    )
+
+
+def test_content_before_message_start_is_reported(tmp_path: Path) -> None:
+    r = one(tmp_path, a_block(0, TOOL_USE) + a_json(0, '{"a":1}') + a_stop(0) + A_START + A_END)
+    assert calls(r) == [("toolu_1", "get_weather", '{"a":1}', True)]
+    assert kinds(r) == ["event_before_start"] and r.response_id == "msg_1"
+
+
+def test_two_messages_still_split_at_message_start(tmp_path: Path) -> None:
+    """The rule for pings must not merge two real messages (even when the first lacks message_start)."""
+    first = a_block(0, TOOL_USE) + a_json(0, "{}") + a_stop(0) + A_END
+    second = A_START + a_block(0, {**TOOL_USE, "id": "toolu_2"}) + a_json(0, "{}") + a_stop(0) + A_END
+    a, b = parse(tmp_path, first + second)
+    assert [c.tool_call_id for c in a.tool_calls] == ["toolu_1"] and [
+        c.tool_call_id for c in b.tool_calls
+    ] == ["toolu_2"]
+    assert kinds(a) == ["event_before_start"] and kinds(b) == []
+
+
+# -- chat: shapes some servers send -------------------------------------------------------------------
+def test_tool_calls_as_one_object(tmp_path: Path) -> None:
+    """Dropped before (`tool_calls is not a list; skipped`), in streams and bodies."""
+    entry = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    streamed = one(tmp_path, ev(chat({"tool_calls": entry})) + ev(chat({}, "tool_calls")) + DONE)
+    body = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"tool_calls": entry}, "finish_reason": "tool_calls"}],
+    }
+    whole = one(tmp_path, json.dumps(body), "x.json")
+    for r in (streamed, whole):
+        assert calls(r) == [("call_1", "f", "{}", True)]
+        assert kinds(r) == ["wrong_type"] and "tool_calls is one object, not a list" in said(r, "wrong_type")
+
+
+def test_decimal_string_indexes(tmp_path: Path) -> None:
+    """A tool call index "1" was read as a delta without index; a choice index "0" dropped the choice."""
+    data = (
+        ev(chat(tc("0", "call_a", "f"), index="0"))
+        + ev(chat(tc("1", "call_b", "g"), index="0"))
+        + ev(chat(tc("0", args='{"x":1}'), index="0"))
+        + ev(chat(tc("1", args='{"y":2}'), index="0"))
+        + ev(chat({}, "tool_calls", index="0"))
+        + DONE
+    )
+    r = one(tmp_path, data)
+    assert calls(r) == [("call_a", "f", '{"x":1}', True), ("call_b", "g", '{"y":2}', True)]
+    assert set(kinds(r)) == {"wrong_type"} and "tool call index '1' is a string; read as 1" in said(
+        r, "wrong_type"
+    )
+    assert "choice index '0' is a string; read as 0" in said(r, "wrong_type")
+    body = {
+        "object": "chat.completion",
+        "choices": [{"index": "0", "message": {"content": "x"}, "finish_reason": "stop"}],
+    }
+    whole = one(tmp_path, json.dumps(body), "x.json")
+    assert whole.first.content == "x" and "index '0' is a string; read as 0" in said(whole, "wrong_type")
+
+
+def test_repeated_name_then_empty_arguments_then_real_ones_is_a_second_call(tmp_path: Path) -> None:
+    """An empty `arguments: ""` delta decided the parked name before: two calls merged into one
+    invalid string. Only a delta with real arguments (or an id, or another name) decides."""
+    data = (
+        ev(chat(tc(0, "call_1", "f", '{"a":1}')))
+        + ev(chat(tc(0, name="f")))
+        + ev(chat(tc(0, args="")))
+        + ev(chat(tc(0, args=None)))
+        + ev(chat(tc(0, args='{"b":2}')))
+        + ev(chat({}, "tool_calls"))
+        + DONE
+    )
+    r = one(tmp_path, data)
+    assert [(c.name, c.arguments, c.complete) for c in r.tool_calls] == [
+        ("f", '{"a":1}', True),
+        ("f", '{"b":2}', True),
+    ]
+    assert "invalid_arguments" not in kinds(r) and "index_reused" in kinds(r)
+
+
+def test_repeated_name_with_nothing_after_it_is_a_repeat(tmp_path: Path) -> None:
+    data = (
+        ev(chat(tc(0, "call_1", "f", '{"a":1}')))
+        + ev(chat(tc(0, name="f")))
+        + ev(chat(tc(0, args="")))
+        + ev(chat({}, "tool_calls"))
+        + DONE
+    )
+    r = one(tmp_path, data)
+    assert calls(r) == [("call_1", "f", '{"a":1}', True)]
+    without_index = data.replace('"index": 0, ', "")
+    r = one(tmp_path, without_index)
+    assert [(c.name, c.arguments) for c in r.tool_calls] == [("f", '{"a":1}')]
+
+
+def test_arguments_not_string_points_at_the_chunk_it_came_in(tmp_path: Path) -> None:
+    data = (
+        ev(chat(tc(0, "call_1", "f", "")))
+        + ev(chat({"content": "."}))
+        + ev(chat(tc(0, args={"a": 1})))
+        + ev(chat({}, "tool_calls"))
+        + DONE
+    )
+    r = one(tmp_path, data)
+    note = next(f for f in r.findings if f.kind == "arguments_not_string")
+    assert note.chunk_index == 2 and "first at chunk 2" in note.message
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"a": NaN}', '{"a": -Infinity}', '{"a": 1e999}', '{"a": [1, {"b": -1e400}]}', '"{\\"a\\": NaN}"']
+)
+def test_arguments_json_does_not_allow_are_invalid(tmp_path: Path, raw: str) -> None:
+    """Python's reader hands a tool nan or inf for these; JSON has no such numbers."""
+    outcome = parse_arguments(raw)
+    assert outcome.kind == "invalid"
+    r = one(tmp_path, ev(chat(tc(0, "call_1", "f", raw))) + ev(chat({}, "tool_calls")) + DONE)
+    assert not r.tool_calls[0].complete and r.tool_calls[0].arguments == raw
+    assert parse_arguments('{"a": 1e308, "b": 123456789012345678901234567890}').kind == "ok"
