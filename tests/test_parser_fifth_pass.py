@@ -440,3 +440,274 @@ def test_arguments_json_does_not_allow_are_invalid(tmp_path: Path, raw: str) -> 
     r = one(tmp_path, ev(chat(tc(0, "call_1", "f", raw))) + ev(chat({}, "tool_calls")) + DONE)
     assert not r.tool_calls[0].complete and r.tool_calls[0].arguments == raw
     assert parse_arguments('{"a": 1e308, "b": 123456789012345678901234567890}').kind == "ok"
+
+
+# -- Responses API --------------------------------------------------------------------------------------
+R_START = ev({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}})
+FC = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+
+
+def r_added(item: dict[str, Any], output_index: int = 0) -> str:
+    return ev({"type": "response.output_item.added", "output_index": output_index, "item": item})
+
+
+def r_delta(delta: Any, item_id: str | None = "fc_1", output_index: int = 0) -> str:
+    event: dict[str, Any] = {
+        "type": "response.function_call_arguments.delta",
+        "output_index": output_index,
+        "delta": delta,
+    }
+    if item_id is not None:
+        event["item_id"] = item_id
+    return ev(event)
+
+
+def r_completed(output: Any = None, status: str = "completed") -> str:
+    response: dict[str, Any] = {"id": "resp_1", "status": status}
+    if output is not None:
+        response["output"] = output
+    return ev({"type": f"response.{status}", "response": response})
+
+
+@pytest.mark.parametrize(("delta", "shown"), [(5, "5"), ({"city": "Paris"}, '{"city":"Paris"}')])
+def test_responses_delta_not_a_string_is_kept_as_json(tmp_path: Path, delta: Any, shown: str) -> None:
+    """A traceback before (the join of the argument pieces)."""
+    r = one(tmp_path, R_START + r_added(FC) + r_delta(delta) + r_completed())
+    assert calls(r) == [("call_1", "get_weather", shown, shown.startswith("{"))]
+    assert "first at chunk 2" in said(r, "arguments_not_string")
+    orphan = one(tmp_path, R_START + r_delta(delta, "fc_9") + r_added({**FC, "id": "fc_9"}) + r_completed())
+    assert orphan.tool_calls[0].arguments == shown and "arguments_not_string" in kinds(orphan)
+
+
+def test_responses_delta_null_is_reported(tmp_path: Path) -> None:
+    r = one(tmp_path, R_START + r_added(FC) + r_delta(None) + r_delta('{"a":1}') + r_completed())
+    assert calls(r) == [("call_1", "get_weather", '{"a":1}', True)]
+    assert "without `delta` (or null); nothing appended" in said(r, "malformed_chunk")
+
+
+@pytest.mark.parametrize(
+    ("where", "data"),
+    [
+        (
+            "arguments.done",
+            R_START
+            + r_added(FC)
+            + ev(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": "fc_1",
+                    "output_index": 0,
+                    "arguments": {"a": 1},
+                }
+            )
+            + r_completed(),
+        ),
+        (
+            "output_item.done",
+            R_START
+            + r_added(FC)
+            + ev(
+                {
+                    "type": "response.output_item.done",
+                    "output_index": 0,
+                    "item": {**FC, "arguments": {"a": 1}},
+                }
+            )
+            + r_completed(),
+        ),
+        ("response.completed", R_START + r_added(FC) + r_completed([{**FC, "arguments": {"a": 1}}])),
+    ],
+)
+def test_responses_final_arguments_as_an_object(tmp_path: Path, where: str, data: str) -> None:
+    """Ignored before (the call kept its streamed arguments, or ran with `{}`)."""
+    r = one(tmp_path, data)
+    assert calls(r) == [("call_1", "get_weather", '{"a":1}', True)]
+    assert "arguments_not_string" in kinds(r)
+
+
+@pytest.mark.parametrize(
+    ("args", "shown", "note"), [({"a": 1}, '{"a":1}', "arguments_not_string"), (None, "", "empty_arguments")]
+)
+def test_responses_body_arguments_object_or_missing(tmp_path: Path, args: Any, shown: str, note: str) -> None:
+    """A body's `arguments` object was read as `{}` before, with no finding."""
+    item = {k: v for k, v in FC.items() if k != "arguments"}
+    if args is not None:
+        item["arguments"] = args
+    r = one(tmp_path, json.dumps({"object": "response", "status": "completed", "output": [item]}), "x.json")
+    assert calls(r) == [("call_1", "get_weather", shown, True)]
+    assert kinds(r) == [note]
+    if args is None:
+        assert "`arguments` missing in a response that ended normally" in said(r, note)
+
+
+def test_responses_completed_output_not_a_list(tmp_path: Path) -> None:
+    done = ev(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "arguments": "{}",
+        }
+    )
+    r = one(tmp_path, R_START + r_added(FC) + done + r_completed({"oops": 1}))
+    assert calls(r) == [("call_1", "get_weather", "{}", True)]
+    assert kinds(r) == ["malformed_chunk"] and "`output` is an object, not a list of items" in said(
+        r, "malformed_chunk"
+    )
+
+
+def test_responses_completed_without_its_response_object(tmp_path: Path) -> None:
+    """Read as "stream ended without response.completed (status 'in_progress')" before."""
+    done = ev(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "arguments": "{}",
+        }
+    )
+    r = one(tmp_path, R_START + r_added(FC) + done + ev({"type": "response.completed"}))
+    assert calls(r) == [("call_1", "get_weather", "{}", True)] and r.first.finish_reason == "completed"
+    assert kinds(r) == ["malformed_chunk"] and "without its `response` object" in said(r, "malformed_chunk")
+
+
+def test_two_responses_items_at_one_output_index(tmp_path: Path) -> None:
+    second = {**FC, "id": "fc_2", "call_id": "call_2", "name": "get_time"}
+    r = one(tmp_path, R_START + r_added(FC) + r_added(second) + r_delta("{}", None) + r_completed([]))
+    assert calls(r) == [("call_1", "get_weather", "", False), ("call_2", "get_time", "{}", True)]
+    assert "output_index 0, which item 'fc_1' (call call_1) already holds" in said(r, "index_reused")
+
+
+def test_responses_incomplete_counts_the_calls_it_left_incomplete(tmp_path: Path) -> None:
+    """A body whose call is cut (not marked incomplete by its item) said "0 call(s) not finished"."""
+    body = {
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": [{**FC, "arguments": '{"a":'}],
+    }
+    r = one(tmp_path, json.dumps(body), "x.json")
+    assert not r.tool_calls[0].complete
+    assert "1 of 1 call(s) incomplete, never run" in said(r, "incomplete_response")
+
+
+# -- any value of the wrong type anywhere: never a traceback ---------------------------------------------
+SAMPLES = {
+    "chat.sse": ev(chat(tc(0, "call_1", "f", '{"a":')))
+    + ev(chat({"content": "x", **tc(0, args="1}")}))
+    + ev(chat({}, "tool_calls"))
+    + DONE,
+    "anthropic.sse": A_START
+    + a_block(0, {"type": "text", "text": ""})
+    + a_delta(0, {"type": "text_delta", "text": "hi"})
+    + a_block(1, TOOL_USE)
+    + a_json(1, '{"a":1}')
+    + a_stop(1)
+    + A_END,
+    "responses.sse": R_START
+    + r_added(FC)
+    + r_delta('{"a":1}')
+    + ev({"type": "response.output_item.done", "output_index": 0, "item": {**FC, "arguments": '{"a":1}'}})
+    + r_completed([{**FC, "arguments": '{"a":1}'}]),
+    "chat.json": json.dumps(
+        {
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "content": "x",
+                        "tool_calls": [
+                            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        }
+    ),
+    "anthropic.json": json.dumps(
+        {
+            "type": "message",
+            "id": "m",
+            "content": [{"type": "text", "text": "x"}, TOOL_USE],
+            "stop_reason": "tool_use",
+            "usage": {},
+        }
+    ),
+    "responses.json": json.dumps(
+        {
+            "object": "response",
+            "status": "completed",
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": "x"}]}, FC],
+        }
+    ),
+}
+ODD_VALUES = [None, 7, "s", [], {}, [1], {"k": 1}, True]
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for pos, item in enumerate(value):
+            out += _leaves(item, (*path, pos))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copy = json.loads(json.dumps(value))
+    here = copy
+    for step in path[:-1]:
+        here = here[step]
+    here[path[-1]] = new
+    return copy
+
+
+def _variants(name: str) -> list[str]:
+    text = SAMPLES[name]
+    if name.endswith(".json"):
+        doc = json.loads(text)
+        return [json.dumps(_replaced(doc, path, new)) for path in _leaves(doc) for new in ODD_VALUES]
+    out = []
+    payloads = [json.loads(line[6:]) for line in text.split("\n") if line.startswith("data: {")]
+    for i, payload in enumerate(payloads):
+        for path in _leaves(payload):
+            for new in ODD_VALUES:
+                changed = [_replaced(p, path, new) if j == i else p for j, p in enumerate(payloads)]
+                out.append("".join(ev(p) for p in changed))
+    return out
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_a_value_of_any_other_type_anywhere_is_never_a_traceback(tmp_path: Path, name: str) -> None:
+    """Every field of a few streams and bodies replaced, one at a time, by a value of each JSON type:
+    the parser gives responses whose text fields are text (or a `ToolcallLabError` for a file it
+    refuses), never another exception."""
+    from toolcall_lab.exceptions import ToolcallLabError
+
+    path = tmp_path / name
+    for data in _variants(name):
+        path.write_text(data)
+        try:
+            responses = list(iter_responses(path, errors="keep"))
+        except ToolcallLabError:
+            continue
+        for r in responses:
+            for choice in r.choices:
+                assert all(
+                    v is None or type(v) is str
+                    for v in (choice.content, choice.reasoning, choice.finish_reason)
+                ), data
+                for call in choice.tool_calls:
+                    assert (
+                        type(call.arguments) is str
+                        and type(call.name) is str
+                        and type(call.tool_call_id) is str
+                    ), data
+            assert r.usage is None or isinstance(r.usage, dict), data
+            assert r.response_id is None or type(r.response_id) is str, data

@@ -342,7 +342,7 @@ FINDING_KINDS: dict[str, KindInfo] = {
     "incomplete_response": KindInfo(
         "warning",
         "A Responses `response.incomplete`; calls whose items did not finish are marked incomplete.",
-        "response incomplete (max_output_tokens); 1 call not finished marked incomplete",
+        "response incomplete (max_output_tokens); 1 of 2 call(s) incomplete, never run",
     ),
     # -- Anthropic and Responses events -----------------------------------------------------------
     "orphan_delta": KindInfo(

@@ -140,6 +140,12 @@ def content_parts(parts: list[Any]) -> tuple[list[Any], list[Any]]:
     return text, thought
 
 
+def as_key(value: Any) -> Any:
+    """A type name or index as a lookup key: None, a string or an integer as is; any other value
+    (an array, an object: unhashable) as its JSON text, so it is reported as unknown, never a crash."""
+    return value if value is None or type(value) is str or type(value) is int else as_text(value)
+
+
 def as_index(value: Any) -> int | None:
     """An index as the wire gives it: an integer, or a decimal string (``"0"``, some servers) read
     as that number; None for anything else (a bool, a float, other text)."""

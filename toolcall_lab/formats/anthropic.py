@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats._values import a_json_type, as_text
+from toolcall_lab.formats._values import a_json_type, as_key, as_text
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -41,7 +41,6 @@ from toolcall_lab.formats.errors import describe_error
 from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerToolCall, ToolCall
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
-_QUIET = frozenset({"ping", "message_stop"})
 _QUIET_DELTAS = frozenset({"signature_delta", "citations_delta"})  # known, carry no text nor arguments
 _ABSENT: Any = object()  # a tool_use block (start) without `input`
 _CALL_BLOCKS = frozenset({"tool_use", *_SERVER_BLOCKS})
@@ -156,13 +155,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             if not self.opened:
                 self._before_start(kind, n)
             delta: Any = event.get("delta")
-            dkind = delta.get("type") if type(delta) is dict else None
+            dkind = as_key(delta.get("type")) if type(delta) is dict else None
             if dkind == "input_json_delta":
                 self._input_delta(event, delta, n)
             elif dkind == "text_delta":
                 self._text.append(delta.get("text"))
                 if self._blocks:
-                    self._hold(event.get("index"), "a text_delta arrived in its tool_use block", n)
+                    self._hold(as_key(event.get("index")), "a text_delta arrived in its tool_use block", n)
             elif dkind == "thinking_delta":
                 self._thinking.append(delta.get("thinking"))
             elif dkind not in _QUIET_DELTAS:
@@ -174,7 +173,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif kind == "content_block_stop":
             if not self.opened:
                 self._before_start(kind, n)
-            entry = self._blocks.get(event.get("index", -1))
+            entry = self._blocks.get(as_key(event.get("index", -1)))
             if entry is not None:
                 entry[0].done = True
         elif kind == "message_start":
@@ -197,26 +196,16 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 stop = as_text(stop)
             self.stop_reason = stop or self.stop_reason
             self._usage(event.get("usage"))
-        elif kind == "error" or (kind not in _QUIET and event.get("error")):
-            self.fail(describe_error(event.get("error") or event), dict(event), n)
         elif kind == "message_stop":
             self.opened = True
-        elif kind != "ping":
-            self.note("unknown_event", f"unknown Anthropic event type {kind!r} ignored", chunk_index=n)
-
-    def _part(self, event: Mapping[str, Any], key: str, n: int) -> Mapping[str, Any]:
-        """``event[key]`` when it is an object; {} when absent, and reported when of another type."""
-        part = event.get(key)
-        if isinstance(part, Mapping):
-            return part
-        if part is not None:
+        elif kind == "ping":
+            pass
+        elif kind == "error" or event.get("error"):
+            self.fail(describe_error(event.get("error") or event), dict(event), n)
+        else:
             self.note(
-                "malformed_chunk",
-                f"chunk {n}: the {event.get('type')} event's `{key}` is {a_json_type(part)}, not an object; "
-                "skipped",
-                chunk_index=n,
+                "unknown_event", f"unknown Anthropic event type {as_key(kind)!r} ignored", chunk_index=n
             )
-        return {}
 
     def _usage(self, usage: Any) -> None:
         if isinstance(usage, Mapping):
@@ -234,7 +223,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def _hold(self, index: Any, why: str, n: int) -> None:
         """Hold back the client call of block `index` (if it is one): `why` it cannot be trusted."""
-        entry = self._blocks.get(index) if type(index) is int else None
+        entry = self._blocks.get(index)
         if entry is not None and entry[1]:
             entry[0].hold(f"chunk {n}: {why}")
 
@@ -247,14 +236,15 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def _odd_delta(self, event: Mapping[str, Any], delta: Any, n: int) -> None:
         """A delta of an unknown type, or one that is not an object: reported, and the call of its
         block (every open call, when the delta names no block) held back."""
-        index = event.get("index")
+        index = as_key(event.get("index"))
         if type(delta) is dict:
             self.note(
                 "unknown_event",
-                f"chunk {n}: unknown Anthropic delta type {delta.get('type')!r} in block {index!r} ignored",
+                f"chunk {n}: unknown Anthropic delta type {as_key(delta.get('type'))!r} in block {index!r} "
+                "ignored",
                 chunk_index=n,
             )
-            what = f"a delta of unknown type {delta.get('type')!r}"
+            what = f"a delta of unknown type {as_key(delta.get('type'))!r}"
         else:
             self.note(
                 "malformed_chunk",
@@ -269,8 +259,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self._hold(index, f"{what} arrived in its tool_use block", n)
 
     def _input_delta(self, event: Mapping[str, Any], delta: Mapping[str, Any], n: int) -> None:
-        index = event.get("index")
-        entry = self._blocks.get(index, None) if type(index) is int else None
+        index = as_key(event.get("index"))
+        entry = self._blocks.get(index) if index is not None else None
         piece = delta.get("partial_json")
         if entry is None:
             self.note(
@@ -323,8 +313,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
         block = self._part(event, "content_block", n)
-        btype = block.get("type")
-        index = event.get("index", -1)
+        btype = as_key(block.get("type"))
+        index = as_key(event.get("index", -1))
         held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(
@@ -499,7 +489,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
 
     headers = [
         (_header_text(b.get("id"), "id", f"content block {pos}", note), b.get("name"))
-        if isinstance(b, Mapping) and b.get("type") in _CALL_BLOCKS
+        if isinstance(b, Mapping) and as_key(b.get("type")) in _CALL_BLOCKS
         else (None, None)
         for pos, b in enumerate(content)
     ]
@@ -509,7 +499,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
         if not isinstance(block, Mapping):
             findings.append(finding("malformed_chunk", f"content block {pos} is not an object; skipped"))
             continue
-        kind = block.get("type")
+        kind = as_key(block.get("type"))
         if kind in _CALL_BLOCKS:
             tid = headers[pos][0]
             name = _header_text(block.get("name"), "name", f"content block {pos}", note)
@@ -549,7 +539,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
         finish_reason=stop,
         findings=findings,
         usage=body.get("usage") if isinstance(body.get("usage"), dict) else None,
-        response_id=body.get("id"),
-        model=body.get("model"),
+        response_id=body.get("id") if type(body.get("id")) is str else None,
+        model=body.get("model") if type(body.get("model")) is str else None,
         server_calls=_server_calls(server, server_inputs, results, findings),
     )

@@ -15,6 +15,7 @@ from toolcall_lab.formats._findings import FINDINGS_PER_KIND as FINDINGS_PER_KIN
 from toolcall_lab.formats._findings import FindingLimit as FindingLimit
 from toolcall_lab.formats._findings import capped as capped
 from toolcall_lab.formats._findings import finding as finding
+from toolcall_lab.formats._values import a_json_type
 from toolcall_lab.formats._values import compact_json as compact_json
 from toolcall_lab.formats._values import fix_surrogates as fix_surrogates
 from toolcall_lab.formats._values import join_text as join_text
@@ -150,6 +151,20 @@ class StreamAccumulator:
             chunk_index=n,
         )
         return None
+
+    def _part(self, event: Mapping[str, Any], key: str, n: int) -> Mapping[str, Any]:
+        """``event[key]`` when it is an object; {} when absent, and reported when of another type."""
+        part = event.get(key)
+        if isinstance(part, Mapping):
+            return part
+        if part is not None:
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: the {str(event.get('type'))[:40]} event's `{key}` is {a_json_type(part)}, "
+                "not an object; skipped",
+                chunk_index=n,
+            )
+        return {}
 
     def feed(self, payload: Any) -> None:
         """Take one payload of the stream."""

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
+from toolcall_lab.formats._values import as_key
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.base import FindingLimit, StreamAccumulator, error_only, error_response, finding
 from toolcall_lab.formats.errors import error_message
@@ -69,7 +70,7 @@ def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
         return "openai-chat"
     if isinstance(kind, str) and kind.startswith("response."):
         return "openai-responses"
-    if kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload):
+    if isinstance(kind, str) and (kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload)):
         return "anthropic"
     if payload.get("object") == "response":
         return "openai-responses"
@@ -102,7 +103,7 @@ def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
             " (it looks like an Ollama native /api/chat body or NDJSON line, a format this parser does "
             "not read; Ollama's OpenAI-compatible /v1 endpoint is read)"
         )
-    elif doc.keys() & {"event_type", "generation_id"} or doc.get("type") in _COHERE_EVENTS:
+    elif doc.keys() & {"event_type", "generation_id"} or as_key(doc.get("type")) in _COHERE_EVENTS:
         hint = " (it looks like a Cohere chat body or stream event, a format this parser does not read)"
     return f"cannot tell the wire format of a {what} with keys {sorted(doc)[:8]}{hint}"
 

@@ -157,7 +157,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if not self._seen:
             self._first(chunk)
         usage = chunk.get("usage")
-        if usage:
+        if usage and type(usage) is dict:
             self.usage = usage
         try:
             (choice,) = chunk["choices"]
@@ -169,6 +169,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self._general(chunk, n, usage_done=True)
             return
         if delta:
+            if type(delta) is not dict:
+                self._general(chunk, n, usage_done=True)  # (reported there)
+                return
             calls = delta.get("tool_calls")
             if calls:
                 # the hot loop: a continuation {"index": i, "function": {"arguments": s}} of a known
