@@ -711,3 +711,142 @@ def test_a_value_of_any_other_type_anywhere_is_never_a_traceback(tmp_path: Path,
                     ), data
             assert r.usage is None or isinstance(r.usage, dict), data
             assert r.response_id is None or type(r.response_id) is str, data
+
+
+# -- files and framing --------------------------------------------------------------------------------
+def _cassette(tmp_path: Path, body: bytes, coding: str | None, status: int = 200) -> Path:
+    import base64
+
+    headers = f"{{content-encoding: [{coding}]}}" if coding else "{}"
+    text = (
+        "interactions:\n- request: {body: null, headers: {}, method: POST, uri: 'https://x/v1/chat/completions'}\n"
+        f"  response:\n    body: {{string: !!binary '{base64.b64encode(body).decode()}'}}\n"
+        f"    headers: {headers}\n    status: {{code: {status}, message: X}}\nversion: 1\n"
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_zstd_body_of_several_frames_is_read_whole(tmp_path: Path) -> None:
+    """Only the first frame was read (silently): a server compressing as it streams writes several."""
+    zstandard = pytest.importorskip("zstandard")
+    body = (
+        ev(chat({"content": "hello "})) + ev(chat({"content": "world"})) + ev(chat({}, "stop")) + DONE
+    ).encode()
+    packer = zstandard.ZstdCompressor()
+    frames = b"".join(packer.compress(body[i : i + 40]) for i in range(0, len(body), 40))
+    (r,) = iter_responses(_cassette(tmp_path, frames, "zstd"))
+    assert r.first.content == "hello world" and r.first.finish_reason == "stop"
+    (cut,) = iter_responses(_cassette(tmp_path, frames[:-3], "zstd"), errors="keep")
+    assert cut.error is not None and "cut off?" in cut.error
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"])
+@pytest.mark.parametrize("name", ["x.sse", "x.chunks.jsonl"])
+def test_utf16_and_utf32_stream_files_are_refused_saying_so(tmp_path: Path, encoding: str, name: str) -> None:
+    """ "the stream holds no payloads" before (UTF-16 is what Windows PowerShell 5's `>` writes)."""
+    from toolcall_lab.exceptions import UnknownFormatError
+
+    text = ev(chat({"content": "x"})) if name.endswith(".sse") else json.dumps(chat({"content": "x"})) + "\n"
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    with pytest.raises(UnknownFormatError, match=r"the file is UTF-(16|32)(LE|BE) text, not UTF-8.*iconv"):
+        list(iter_responses(path))
+    with pytest.raises(UnknownFormatError, match="not UTF-8"):
+        read_recording(path)
+
+
+def test_a_recorded_http_error_quotes_its_status(tmp_path: Path) -> None:
+    body = json.dumps({"error": {"message": "Rate limit reached", "type": "requests"}}).encode()
+    (r,) = iter_responses(_cassette(tmp_path, body, None, 429), errors="keep")
+    assert r.error == "HTTP 429: Rate limit reached (requests)"
+    gemini = json.dumps([{"error": {"code": 503, "message": "The model is overloaded."}}]).encode()
+    (r,) = iter_responses(_cassette(tmp_path, gemini, None, 503), errors="keep")
+    assert r.error is not None and r.error.startswith("HTTP 503: The model is overloaded.")
+    (ok,) = iter_responses(
+        _cassette(tmp_path, json.dumps({"error": {"message": "m"}}).encode(), None, 200), errors="keep"
+    )
+    assert ok.error == "m"  # (no status to quote below 400)
+
+
+def test_data_lines_without_blank_lines_ending_in_done(tmp_path: Path) -> None:
+    """The final `data: [DONE]` was unreadable data before: the response failed, exit 2."""
+    lines = [json.dumps(chat({"content": "a"})), json.dumps(chat({}, "stop")), "[DONE]"]
+    r = one(tmp_path, "".join(f"data: {line}\n" for line in lines) + "\n")
+    assert r.error is None and r.first.content == "a" and r.first.finish_reason == "stop"
+    assert kinds(r) == ["sse_nonstandard_line"]
+
+
+def test_parse_reads_standard_input(tmp_path: Path) -> None:
+    """`toolcall-lab parse -` said "unknown file type"; stdin is told apart by its bytes."""
+    import io
+    import subprocess
+    import sys
+
+    from toolcall_lab.formats import RecordingReader
+
+    stream = ev(chat(tc(0, "call_1", "f", "{}"))) + ev(chat({}, "tool_calls")) + DONE
+    out = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "parse", "-"], input=stream.encode(), capture_output=True
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["container"] == "sse" and doc["choices"][0]["tool_calls"][0]["id"] == "call_1"
+    jsonl = "".join(json.dumps(p) + "\n" for p in (chat(tc(0, "call_1", "f", "{}")), chat({}, "tool_calls")))
+    body = json.dumps(
+        {
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}],
+        },
+        indent=2,
+    )
+    cassette = _cassette(tmp_path, stream.encode(), None).read_bytes()
+    for data, container in ((jsonl, "chunks-jsonl"), (body, "json"), (cassette, "cassette")):
+        reader = RecordingReader("-", stdin=io.BytesIO(data if isinstance(data, bytes) else data.encode()))
+        (r,) = list(reader)
+        assert reader.container == container and (r.tool_calls or r.first.content == "hi")
+    refused = subprocess.run(
+        [sys.executable, "-m", "toolcall_lab", "parse", "-"], input=b"", capture_output=True
+    )
+    assert refused.returncode == 2 and b"<stdin>: the stream holds no payloads" in refused.stderr
+
+
+@pytest.mark.parametrize("fmt", ["chat", "anthropic", "responses"])
+def test_memory_does_not_grow_with_text_chunks(tmp_path: Path, fmt: str, monkeypatch: Any) -> None:
+    """Text deltas were kept one by one (about 70 bytes each): they are joined in blocks as they
+    come, like argument pieces. The peak for 2N text chunks is the peak for N plus their text.
+    (Small reads and compaction every 256 payloads, so the plateau comes after a few thousand.)"""
+    import tracemalloc
+
+    import toolcall_lab.formats.dispatch as dispatch_module
+    import toolcall_lab.formats.recordings as recordings_module
+    import toolcall_lab.formats.sse as sse_module
+
+    monkeypatch.setattr(dispatch_module, "_COMPACT_EVERY", 256)
+    monkeypatch.setattr(sse_module, "READ_SIZE", 1 << 14)
+    monkeypatch.setattr(recordings_module, "READ_SIZE", 1 << 14)
+
+    def stream(n: int) -> bytes:
+        if fmt == "chat":
+            body = (ev(chat({"content": "ab"})) * n) + ev(chat({}, "stop")) + DONE
+        elif fmt == "anthropic":
+            text = (
+                a_block(0, {"type": "text", "text": ""})
+                + a_delta(0, {"type": "text_delta", "text": "ab"}) * n
+            )
+            body = A_START + text + A_END
+        else:
+            body = R_START + ev({"type": "response.output_text.delta", "delta": "ab"}) * n + r_completed()
+        return body.encode()
+
+    peaks = []
+    for n in (6_000, 12_000):
+        path = tmp_path / f"{n}.sse"
+        path.write_bytes(stream(n))
+        tracemalloc.start()
+        (r,) = iter_responses(path)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert r.first.content == "ab" * n
+    assert peaks[1] - peaks[0] < 6_000 * 2 * 4 + 100_000, peaks  # (kept one by one: ~400 kB more)

@@ -78,16 +78,28 @@ def _join_mixed(pieces: list[Any], findings: list[Finding], what: str) -> str:
     return "".join(out)
 
 
-def join_blocks(pieces: list[Any], keep: int) -> bool:
-    """Join the text pieces after the first `keep` into one block, in place (memory compaction of a
-    long stream: each piece is copied once). False, with nothing changed, when one of them is not a
-    string (left for `join_text` to report)."""
+def join_blocks(pieces: list[Any], keep: int) -> int:
+    """Join the text pieces after the first `keep` into blocks, in place (memory compaction of a
+    long stream: each piece is copied once), and return how many leading entries are joined blocks
+    now. A piece that is not a string stays as it is, between blocks, for `join_text` to report."""
+    tail = pieces[keep:]
     try:
-        block = "".join(pieces[keep:])
+        pieces[keep:] = ["".join(tail)]
     except TypeError:
-        return False
-    pieces[keep:] = [block]
-    return True
+        out: list[Any] = []
+        run: list[str] = []
+        for piece in tail:
+            if isinstance(piece, str):
+                run.append(piece)
+            else:
+                if run:
+                    out.append("".join(run))
+                    run = []
+                out.append(piece)
+        if run:
+            out.append("".join(run))
+        pieces[keep:] = out
+    return len(pieces)
 
 
 def a_json_type(value: Any) -> str:

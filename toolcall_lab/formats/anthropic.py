@@ -159,11 +159,15 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             if dkind == "input_json_delta":
                 self._input_delta(event, delta, n)
             elif dkind == "text_delta":
-                self._text.append(delta.get("text"))
+                text = delta.get("text")
+                if text is not None:
+                    self._text.append(text)
                 if self._blocks:
                     self._hold(as_key(event.get("index")), "a text_delta arrived in its tool_use block", n)
             elif dkind == "thinking_delta":
-                self._thinking.append(delta.get("thinking"))
+                thought = delta.get("thinking")
+                if thought is not None:
+                    self._thinking.append(thought)
             elif dkind not in _QUIET_DELTAS:
                 self._odd_delta(event, delta, n)
         elif kind == "content_block_start":
@@ -380,6 +384,9 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def pending_calls(self) -> list[PendingCall]:
         return [*self._calls, *self._server]
+
+    def text_pieces(self) -> list[list[Any]]:
+        return [self._text, self._thinking]
 
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far (for stepping through a stream)."""

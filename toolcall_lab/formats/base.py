@@ -177,6 +177,10 @@ class StreamAccumulator:
         """The calls being assembled (for memory compaction by the recording reader)."""
         return []
 
+    def text_pieces(self) -> list[list[Any]]:
+        """The lists of text pieces being gathered (for memory compaction by the recording reader)."""
+        return []
+
     def finish(self) -> ParsedResponse:
         """End of stream: finalise every call (fallback ids, argument checks) and return the response."""
         response = self._result(self.damaged)

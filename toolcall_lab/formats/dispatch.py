@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
-from toolcall_lab.formats._values import as_key
+from toolcall_lab.formats._values import as_key, join_blocks
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.base import FindingLimit, StreamAccumulator, error_only, error_response, finding
 from toolcall_lab.formats.errors import error_message
@@ -240,6 +240,7 @@ def iter_stream_responses(
     after_done = False
     after_error = False
     count = 0
+    marks = _TextBlocks()
     yielded = 0
     last: ParsedResponse | None = None  # ended at [DONE] or an error; yielded at the next payload,
     # or at the end with the framing findings that came after it
@@ -340,7 +341,7 @@ def iter_stream_responses(
             count += 1
             if count >= _COMPACT_EVERY:
                 count = 0
-                _compact(acc)
+                _compact(acc, marks)
         elif item is DONE:
             after_error = False
             if acc is not None:
@@ -414,9 +415,21 @@ def _raise(exc: WireFormatError, failed: ParsedResponse) -> NoReturn:
     raise exc
 
 
-def _compact(acc: StreamAccumulator | None) -> None:
-    """Join the argument pieces that came since the last compaction, so memory follows the size of
-    the arguments, not the number of chunks (each piece is copied once: linear in the total)."""
+class _TextBlocks:
+    """How many leading entries of each text list of the response being read are joined blocks
+    (memory compaction, `_compact`); each list is held with its count, so its id stays its own."""
+
+    __slots__ = ("acc", "keep")
+
+    def __init__(self) -> None:
+        self.acc: StreamAccumulator | None = None
+        self.keep: dict[int, tuple[int, list[Any]]] = {}
+
+
+def _compact(acc: StreamAccumulator | None, marks: _TextBlocks) -> None:
+    """Join the argument and text pieces that came since the last compaction, so memory follows the
+    size of the arguments and the text, not the number of chunks (each piece is copied once: linear
+    in the total)."""
     if acc is None:
         return
     for call in acc.pending_calls():
@@ -425,3 +438,11 @@ def _compact(acc: StreamAccumulator | None) -> None:
         if len(pieces) - keep > 64:
             pieces[keep:] = ["".join(pieces[keep:])]
             call.blocks = keep + 1
+    if marks.acc is not acc:  # another response: its lists are new
+        marks.acc = acc
+        marks.keep.clear()
+    for text in acc.text_pieces():
+        held = marks.keep.get(id(text))
+        keep = 0 if held is None else held[0]
+        if len(text) - keep > 64:
+            marks.keep[id(text)] = (join_blocks(text, keep), text)

@@ -767,6 +767,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def pending_calls(self) -> list[PendingCall]:
         return [call for st in self._choices.values() for call in st.order]
 
+    def text_pieces(self) -> list[list[Any]]:
+        return [
+            text for st in self._choices.values() for text in (st.content, st.reasoning) if text is not None
+        ]
+
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far per choice and index (for stepping through a stream)."""
         return {

@@ -350,9 +350,13 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         if kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             self._delta(event, n)
         elif kind == "response.output_text.delta":
-            self._text.append(event.get("delta"))
+            text = event.get("delta")
+            if text is not None:
+                self._text.append(text)
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
-            self._reasoning.append(event.get("delta"))
+            text = event.get("delta")
+            if text is not None:
+                self._reasoning.append(text)
         elif kind == "response.output_item.added":
             item = self._part(event, "item", n)
             itype = as_key(item.get("type"))
@@ -614,6 +618,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
 
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
+
+    def text_pieces(self) -> list[list[Any]]:
+        return [self._text, self._reasoning]
 
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far (for stepping through a stream)."""
