@@ -850,3 +850,78 @@ def test_memory_does_not_grow_with_text_chunks(tmp_path: Path, fmt: str, monkeyp
         tracemalloc.stop()
         assert r.first.content == "ab" * n
     assert peaks[1] - peaks[0] < 6_000 * 2 * 4 + 100_000, peaks  # (kept one by one: ~400 kB more)
+
+
+# -- more provider quirks (each also a conformance case; the finer rules here) -------------------------
+def test_azure_empty_type_in_a_whole_body(tmp_path: Path) -> None:
+    entry = {"id": "call_1", "type": "", "function": {"name": "f", "arguments": "{}"}}
+    body = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"tool_calls": [entry]}, "finish_reason": "tool_calls"}],
+    }
+    r = one(tmp_path, json.dumps(body), "x.json")
+    assert calls(r) == [("call_1", "f", "{}", True)] and kinds(r) == []
+
+
+def test_header_and_arguments_apart_only_when_the_header_is_above_them(tmp_path: Path) -> None:
+    """A call without parameters, then arguments of a call whose header was lost: two calls, as
+    before (the fragment's index is above the header's, so it is not the header's)."""
+    data = (
+        ev(chat(tc(0, "c0", "now", ""))) + ev(chat(tc(1, args='{"q":1}'))) + ev(chat({}, "tool_calls")) + DONE
+    )
+    r = one(tmp_path, data)
+    assert [(c.name, c.arguments, c.complete) for c in r.tool_calls] == [
+        ("now", "", True),
+        ("", '{"q":1}', False),
+    ]
+    assert "split_call" not in kinds(r)
+
+
+def test_two_headers_above_one_fragment_are_held_back(tmp_path: Path) -> None:
+    data = (
+        ev(chat(tc(2, "c2", "a", "")))
+        + ev(chat(tc(3, "c3", "b", "")))
+        + ev(chat(tc(0, args='{"q":1}')))
+        + ev(chat({}, "tool_calls"))
+        + DONE
+    )
+    r = one(tmp_path, data)
+    assert [(c.name, c.complete) for c in r.tool_calls] == [("", False), ("a", False), ("b", False)]
+    assert said(r, "call_held_back").count("which are its arguments is unknown") == 2
+
+
+def test_an_empty_headerless_delta_beside_calls_makes_no_call(tmp_path: Path) -> None:
+    data = (
+        ev(chat(tc(2, "c2", "a", '{"x":1}')))
+        + ev(chat(tc(3, "c3", "b", '{"y":2}')))
+        + ev(chat(tc(0, args="")))
+        + ev(chat({}, "tool_calls"))
+        + DONE
+    )
+    r = one(tmp_path, data)
+    assert [(c.tool_call_id, c.complete) for c in r.tool_calls] == [("c2", True), ("c3", True)]
+    assert "index 0 (chunk 2) had no id, name or arguments; it made no call" in said(r, "malformed_chunk")
+
+
+def test_refusal_in_a_chat_body_and_a_responses_body(tmp_path: Path) -> None:
+    chat_body = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"content": None, "refusal": "No."}, "finish_reason": "stop"}],
+    }
+    responses_body = {
+        "object": "response",
+        "status": "completed",
+        "output": [{"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}],
+    }
+    for body in (chat_body, responses_body):
+        r = one(tmp_path, json.dumps(body), "x.json")
+        assert kinds(r) == ["refusal"] and 'the model refused: "No."' in said(r, "refusal")
+
+
+def test_anthropic_max_tokens_cuts_an_unclosed_tool_use(tmp_path: Path) -> None:
+    """A tool_use block never closed, at max_tokens, ran with `{}` (its start input) before."""
+    end = ev({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}) + ev({"type": "message_stop"})
+    r = one(tmp_path, A_START + a_block(0, TOOL_USE) + end)
+    assert calls(r) == [("toolu_1", "get_weather", "", False)]
+    closed = one(tmp_path, A_START + a_block(0, TOOL_USE) + a_stop(0) + end)
+    assert calls(closed) == [("toolu_1", "get_weather", "{}", True)]  # closed before the cut: whole

@@ -199,6 +199,16 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "any other piece is appended. A name split into two equal halves reads as a repeat.",
         "call 0: function name arrived in 2 pieces, joined as 'get_weather'",
     ),
+    "split_call": KindInfo(
+        "warning",
+        "A call's header (id, name) and its arguments came at different indexes (LibreChat's agents API "
+        "numbers a header by its run step, counting text steps; LiteLLM's Bedrock path sends a "
+        'no-argument call\'s `""` at another index). With one header without arguments and one '
+        "argument fragment without id or name in the choice, they are read as one call; with more, "
+        "the headers are held back (`call_held_back`), never run with `{}`.",
+        "call toolu_1 (get_time): its header came at index 2 without arguments and its arguments at "
+        "index 1 without id or name; read as one call",
+    ),
     "duplicate_legacy_call": KindInfo(
         "warning",
         "A message carries both the deprecated `function_call` and a `tool_calls` entry with the same "
@@ -338,6 +348,13 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "kept but marked incomplete and never executed.",
         "choice 0: finish_reason 'content_filter' (the provider withheld output); 1 call(s) marked "
         "incomplete",
+    ),
+    "refusal": KindInfo(
+        "warning",
+        "The model refused (OpenAI's `refusal` text: a chat delta or message field, a Responses "
+        "`refusal` content part or `response.refusal.delta`). It is not `content`; its text is quoted "
+        "in the message (up to 1,000 characters), so it is not lost.",
+        "choice 0: the model refused: \"I'm sorry, I can't help with that.\" (not part of content)",
     ),
     "incomplete_response": KindInfo(
         "warning",

@@ -177,3 +177,14 @@ def compact_json(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     except (RecursionError, ValueError, TypeError) as exc:
         return f"<arguments that cannot be shown as JSON: {type(exc).__name__}>"
+
+
+def refusal_note(pieces: list[Any], what: str) -> Finding | None:
+    """The ``refusal`` finding quoting a refusal's text (joined pieces), None when there is none."""
+    text = "".join(p if isinstance(p, str) else compact_json(p) for p in pieces if p is not None)
+    if not text:
+        return None
+    shown = text if len(text) <= 1000 else text[:1000] + f"... ({len(text)} characters)"
+    return finding(
+        "refusal", f"{what}the model refused: {json.dumps(shown, ensure_ascii=False)} (not part of content)"
+    )

@@ -42,6 +42,10 @@ from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerTo
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 _QUIET_DELTAS = frozenset({"signature_delta", "citations_delta"})  # known, carry no text nor arguments
+_CUT = {
+    "max_tokens": "output cut at the token limit",
+    "model_context_window_exceeded": "output cut at the model's context window",
+}
 _ABSENT: Any = object()  # a tool_use block (start) without `input`
 _CALL_BLOCKS = frozenset({"tool_use", *_SERVER_BLOCKS})
 
@@ -395,12 +399,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def _result(self, error: str | None) -> ParsedResponse:
         findings = list(self.findings)
         calls: list[ToolCall] = []
-        cut = "length" if self.stop_reason == "max_tokens" else None
+        cut = "length" if self.stop_reason in _CUT else None
         refused = self.stop_reason == "refusal"
         taken = provider_ids(self._calls)
         for pending in self._calls:
             raw = None
-            ended = pending.done or self.stop_reason is not None
+            # a block not closed by content_block_stop has ended with the message, unless it was cut
+            ended = pending.done or (self.stop_reason is not None and cut is None)
             start = self._inputs.get(pending.index)
             if not pending.pieces:
                 if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
@@ -427,7 +432,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             findings.append(finding("no_finish_reason", "stream ended without a stop_reason"))
         elif cut:
             findings.append(
-                finding("length_finish", "stop_reason 'max_tokens' (output cut at the token limit)")
+                finding("length_finish", f"stop_reason {self.stop_reason!r} ({_CUT[self.stop_reason]})")  # type: ignore[index]
             )
         elif refused and error is None:
             findings.append(
@@ -479,7 +484,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             )
         )
         stop = as_text(stop)
-    cut = "length" if stop == "max_tokens" else None
+    cut = "length" if stop in _CUT else None
     refused = stop == "refusal"
     content = body.get("content")
     if not isinstance(content, list):

@@ -91,6 +91,12 @@ def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
     output = doc.get("output")
     if "stopReason" in doc or (isinstance(output, Mapping) and "message" in output):
         hint = " (it looks like an AWS Bedrock Converse body, a format this parser does not read)"
+    elif "bytes" in doc or (isinstance(doc.get("chunk"), Mapping) and "bytes" in doc["chunk"]):
+        hint = (
+            " (it looks like an AWS Bedrock InvokeModelWithResponseStream event, base64 `bytes` around the "
+            "model's own events, a container this parser does not read: decode each `bytes` and save the "
+            "events as JSON lines)"
+        )
     elif doc.keys() & {"contentBlockDelta", "contentBlockStart", "messageStart", "messageStop"}:
         hint = " (it looks like an AWS Bedrock ConverseStream event, a format this parser does not read)"
     elif "candidates" in doc:
@@ -388,9 +394,21 @@ def iter_stream_responses(
 
 def _another_stream(acc: Any, item: dict[str, Any]) -> bool:
     """A chat chunk that starts another stream: after a finish reason, a chunk whose ``id`` differs
-    from the response's (two streams saved one after the other without ``[DONE]``)."""
+    from the response's (two streams saved one after the other without ``[DONE]``) and that says
+    something (a delta with a value). A usage or metadata chunk after the finish reason is not a
+    stream's start, also when its id differs (servers that give every chunk a new id: old
+    llama.cpp, LiteLLM before some providers)."""
     rid = item.get("id")
-    return type(rid) is str and bool(rid) and acc.response_id is not None and rid != acc.response_id
+    if not (type(rid) is str and rid and acc.response_id is not None and rid != acc.response_id):
+        return False
+    choices = item.get("choices")
+    if type(choices) is not list:
+        return False
+    for choice in choices:
+        delta = choice.get("delta") if type(choice) is dict else None
+        if type(delta) is dict and any(v is not None and v != "" for v in delta.values()):
+            return True
+    return False
 
 
 def collect(responses: Iterable[ParsedResponse]) -> list[ParsedResponse]:

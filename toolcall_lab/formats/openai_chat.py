@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts
+from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -81,6 +81,7 @@ class _Choice:
     parked: dict[int, PendingCall] | None = None  # calls whose next delta decides (see _parks)
     parts = 0  # chunks whose content was a list of typed parts
     late_text = False  # text after the finish reason (reported once)
+    refusal: list[Any] | None = None  # OpenAI `refusal` text pieces, once some arrive
     content: list[str] | None = None  # text and reasoning pieces, once some arrive
     reasoning: list[str] | None = None
 
@@ -309,10 +310,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self._malformed(n, f"{what} ({kind[:40]!r}), not a chat-completion chunk")
 
     def _first(self, chunk: dict[str, Any]) -> None:
-        self._seen = True
+        """The response's id and model, from the first chunk that has an id (Azure's first chunk,
+        its prompt filter results, has ``"id": ""``: the stream's id comes after it)."""
         rid, model = chunk.get("id"), chunk.get("model")
-        self.response_id = rid if type(rid) is str else None
-        self.model = model if type(model) is str else None
+        if model and type(model) is str and self.model is None:
+            self.model = model
+        if rid and type(rid) is str:
+            self._seen = True
+            self.response_id = rid
+            self.model = model if model and type(model) is str else self.model
 
     def _choice(self, choice: Any, n: int) -> bool:
         """One choice of a chunk; True when it finished with ``finish_reason: "error"``."""
@@ -381,6 +387,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
         legacy = delta.get("function_call")
         if legacy:
             self._legacy(st, legacy, n)
+        refusal = delta.get("refusal")
+        if refusal:
+            if st.refusal is None:
+                st.refusal = []
+            st.refusal.append(refusal)
 
     def _odd_text(self, st: _Choice, text: Any, n: int) -> None:
         """``content`` that is not a string: a list of typed parts (Mistral) read as text and
@@ -434,6 +445,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._malformed(n, "a tool_calls entry is not an object")
                 continue
             ctype = tc.get("type")
+            if ctype == "":  # (Azure sends "type": "" on deltas: no type, as null)
+                ctype = None
             fn = tc.get("function")
             kind = "function"
             flat = False
@@ -809,6 +822,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             dead = failed or finish == "content_filter"
             if st.legacy is not None and len(order) > 1:
                 order = self._legacy_once(st, findings)
+            if len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
+                order = _headers_apart(order, st.legacy, findings)
             if len(order) == 1:
                 calls: tuple[ToolCall, ...] = (
                     order[0].finalize(batch, findings, finish, None, dead, finish is not None, taken),
@@ -832,6 +847,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                         choice_index=ci,
                     )
                 )
+            if st.refusal is not None and (note := refusal_note(st.refusal, f"choice {ci}: ")) is not None:
+                findings.append(note)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
             reasoning = (
                 None if st.reasoning is None else join_text(st.reasoning, findings, f"choice {ci} reasoning")
@@ -909,6 +926,71 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
 def _by_index(call: PendingCall) -> int:
     return call.index
+
+
+def _headers_apart(
+    order: list[PendingCall], legacy: PendingCall | None, findings: list[Finding]
+) -> list[PendingCall]:
+    """Calls whose header and arguments came at different indexes (LibreChat's agents API numbers a
+    header by its run step, counting text steps, and the argument fragments by the call; LiteLLM's
+    Bedrock path sends a no-argument call's "" at another index). At the end of the choice: one
+    call with a name and no arguments and one with arguments but no id nor name are one call
+    (``split_call``); with more of either, the header-only calls are held back (which arguments
+    are theirs is unknown) rather than run with ``{}``. A call with nothing at all (no id, name or
+    argument text) beside other calls is no call: dropped, reported."""
+
+    def plain(c: PendingCall) -> bool:
+        return c is not legacy and c.unknown_type is None and c.kind == "function"
+
+    bare = [c for c in order if c.name is None and c.tool_call_id is None and plain(c)]
+    empty = [c for c in bare if not "".join(c.pieces).strip()]
+    fragments = [c for c in bare if c not in empty]
+    if not bare:
+        return order
+    low = min(c.index for c in bare)
+    # a header above the fragments' index (the servers seen count other blocks in it): a call whose
+    # header came below them is a call of its own (a tool without parameters), left as it is
+    heads = [c for c in order if c.name and plain(c) and not "".join(c.pieces).strip() and c.index > low]
+    gone: list[PendingCall] = []
+    if len(heads) == 1 and len(fragments) <= 1:
+        head = heads[0]
+        source = fragments[0] if fragments else None
+        if source is not None:
+            head.pieces = [*head.pieces, *source.pieces]
+            gone.append(source)
+        gone += empty
+        where = f"index {source.index}" if source is not None else f"index {empty[0].index} (empty)"
+        findings.append(
+            finding(
+                "split_call",
+                f"call {head.tool_call_id} ({head.name}): its header came at index {head.index} without "
+                f"arguments and its arguments at {where} without id or name; read as one call",
+                chunk_index=head.first_chunk,
+                choice_index=head.choice_index,
+                call_index=head.index,
+                tool_call_id=head.tool_call_id,
+            )
+        )
+    else:
+        indexes = ", ".join(str(c.index) for c in fragments)
+        for head in heads if fragments else ():
+            head.hold(
+                f"its header came at index {head.index} without arguments, and arguments without id or "
+                f"name came at index(es) {indexes}: which are its arguments is unknown"
+            )
+        for call in empty:
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"a tool call delta at index {call.index} (chunk {call.first_chunk}) had no id, name "
+                    "or arguments; it made no call",
+                    chunk_index=call.first_chunk,
+                    choice_index=call.choice_index,
+                    call_index=call.index,
+                )
+            )
+        gone = empty
+    return [c for c in order if c not in gone]
 
 
 def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts
+from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
 from toolcall_lab.formats.base import (
     PendingCall,
     capped,
@@ -96,6 +96,9 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         if filtered:
             findings.append(filtered_finish(ci, len(calls)))
         text, thought = _message_text(message, ci, findings)
+        refused = refusal_note([message.get("refusal")], f"choice {ci}: ")
+        if refused is not None:
+            findings.append(refused)
         choices.append(
             new_choice(
                 ci,
@@ -200,6 +203,8 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
         index = given[pos] if explicit else pos
         index = index if type(index) is int else pos
         ctype = tc.get("type")
+        if ctype == "":  # ("type": "" as Azure sends it: no type)
+            ctype = None
         fn = tc.get("function")
         shape = entry_shape(tc)
         if type(shape) is tuple:
@@ -250,7 +255,9 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
     return pendings
 
 
-_ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom"))
+_ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom", "extra_content"))
+"""Keys a tool call entry may hold besides its payload; `extra_content` is Gemini's metadata
+(``{"google": {"thought_signature": ...}}``), also sent alone on a delta of its own."""
 _FLAT_KEYS = frozenset(("name", "arguments"))
 
 
@@ -263,6 +270,8 @@ def entry_shape(tc: dict[str, Any]) -> tuple[str, Any] | dict[str, Any] | None:
     key's value for an entry without type, else the whole entry) and `why` says what was seen (its
     type, or its keys)."""
     ctype = tc.get("type")
+    if ctype == "":  # ("type": "" as Azure sends it: no type, as null)
+        ctype = None
     if ctype == "custom" or (ctype is None and "function" not in tc and "custom" in tc):
         return None
     if ctype is None or ctype == "function":

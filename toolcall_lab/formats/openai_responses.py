@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text
+from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text, refusal_note
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -151,8 +151,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "_items",
         "_orphans",
         "_reasoning",
+        "_refusal",
         "_server",
         "_text",
+        "_text_done",
         "incomplete_reason",
         "status",
     )
@@ -163,6 +165,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self.incomplete_reason: str | None = None
         self._text: list[Any] = []
         self._reasoning: list[Any] = []
+        self._refusal: list[Any] = []
+        self._text_done: list[Any] | None = None  # the `text` of each response.output_text.done
         self._items: list[_Item] = []
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
@@ -353,6 +357,12 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             text = event.get("delta")
             if text is not None:
                 self._text.append(text)
+        elif kind == "response.output_text.done":
+            if self._text_done is None:
+                self._text_done = []
+            self._text_done.append(event.get("text"))
+        elif kind == "response.refusal.delta":
+            self._refusal.append(event.get("delta"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
             text = event.get("delta")
             if text is not None:
@@ -616,6 +626,20 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         )
 
+    def _final_texts(self) -> list[Any]:
+        """The text of a stream that sent no text deltas: its final forms, ``output_text.done``
+        events, else the message items of ``response.completed`` (servers that send only those)."""
+        if self._text_done:
+            return self._text_done
+        texts: list[Any] = []
+        for item in self._completed or ():
+            if isinstance(item, Mapping) and item.get("type") == "message":
+                content = item.get("content")
+                for part in content if isinstance(content, list) else ():
+                    if isinstance(part, Mapping) and part.get("type") == "output_text":
+                        texts.append(part.get("text"))
+        return texts
+
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
 
@@ -670,6 +694,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         elif self.status not in _FINAL_STATUSES and error is None:
             message = f"stream ended without response.completed (status {self.status!r})"
             findings.append(finding("no_finish_reason", message))
+        if self._refusal and (refused := refusal_note(self._refusal, "")) is not None:
+            findings.append(refused)
         server = tuple(self._server.values())
         for s in server:
             findings.append(
@@ -682,7 +708,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         return single_choice(
             "openai-responses-stream",
-            text=self._text,
+            text=self._text or self._final_texts(),
             reasoning=self._reasoning,
             calls=calls,
             finish_reason=self.status,
@@ -733,6 +759,8 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
             for part in _parts(item.get("content"), f"output item {pos} content", acc):
                 if part.get("type") == "output_text":
                     acc._text.append(part.get("text"))
+                elif part.get("type") == "refusal":
+                    acc._refusal.append(part.get("refusal"))
         elif kind == "reasoning":
             for part in _parts(item.get("summary"), f"output item {pos} summary", acc):
                 acc._reasoning.append(part.get("text"))
