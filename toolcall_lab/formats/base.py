@@ -407,10 +407,14 @@ class PendingCall:
     def not_string(self, value: Any, chunk_index: int) -> str:
         """An argument piece that is not a string (an object, a number): its compact JSON, kept, with
         an ``arguments_not_string`` finding at the chunk it first came in."""
+        self.came_not_string(chunk_index)
+        return compact_json(value)
+
+    def came_not_string(self, chunk_index: int) -> None:
+        """Some of the arguments came as JSON, not a string, first at `chunk_index` (reported)."""
         self.non_string_args = self.quirky = True
         if self.non_string_at is None:
             self.non_string_at = chunk_index
-        return compact_json(value)
 
     def hold(self, reason: str) -> None:
         """Something meant for this call could not be read (`reason`): it will never be complete."""

@@ -211,7 +211,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         entry.call.pieces[:0] = pieces
         odd = next((h.not_string_at for h in found if h.not_string_at is not None), None)
         if odd is not None:
-            entry.call.not_string(None, odd)
+            entry.call.came_not_string(odd)
         final = next((h.final for h in found if h.final is not None), None)
         if final is not None:
             entry.final = final
