@@ -925,3 +925,14 @@ def test_anthropic_max_tokens_cuts_an_unclosed_tool_use(tmp_path: Path) -> None:
     assert calls(r) == [("toolu_1", "get_weather", "", False)]
     closed = one(tmp_path, A_START + a_block(0, TOOL_USE) + a_stop(0) + end)
     assert calls(closed) == [("toolu_1", "get_weather", "{}", True)]  # closed before the cut: whole
+
+
+def test_an_anthropic_body_caps_its_findings_per_kind(tmp_path: Path) -> None:
+    """Like every other reader: the first 20 of a kind, then one finding counting the rest."""
+    from toolcall_lab.formats.base import FINDINGS_PER_KIND
+
+    blocks = [{"type": "tool_use", "id": i, "name": "f", "input": {}} for i in range(FINDINGS_PER_KIND + 10)]
+    r = one(tmp_path, json.dumps({"type": "message", "content": blocks, "stop_reason": "tool_use"}), "x.json")
+    notes = [f for f in r.findings if f.kind == "wrong_type"]
+    assert len(r.tool_calls) == FINDINGS_PER_KIND + 10 and len(notes) == FINDINGS_PER_KIND + 1
+    assert "10 more finding(s)" in notes[-1].message

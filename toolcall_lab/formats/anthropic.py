@@ -543,15 +543,16 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
                 "incomplete",
             )
         )
+    server_calls = _server_calls(server, server_inputs, results, findings)
     return single_choice(
         "anthropic",
         text=text,
         reasoning=thinking,
         calls=calls,
         finish_reason=stop,
-        findings=findings,
+        findings=capped(findings),
         usage=body.get("usage") if isinstance(body.get("usage"), dict) else None,
         response_id=body.get("id") if type(body.get("id")) is str else None,
         model=body.get("model") if type(body.get("model")) is str else None,
-        server_calls=_server_calls(server, server_inputs, results, findings),
+        server_calls=server_calls,
     )
