@@ -81,6 +81,7 @@ class _Choice:
     parked: dict[int, PendingCall] | None = None  # calls whose next delta decides (see _parks)
     parts = 0  # chunks whose content was a list of typed parts
     late_text = False  # text after the finish reason (reported once)
+    slow = False  # a call was started off the fast path (it may have neither id nor name)
     refusal: list[Any] | None = None  # OpenAI `refusal` text pieces, once some arrive
     content: list[str] | None = None  # text and reasoning pieces, once some arrive
     reasoning: list[str] | None = None
@@ -166,14 +167,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             delta = choice["delta"]
             if "error" in choice:  # OpenRouter's per-choice error object
                 raise KeyError
+            calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
             return
         if delta:
-            if type(delta) is not dict:
-                self._general(chunk, n, usage_done=True)  # (reported there)
-                return
-            calls = delta.get("tool_calls")
             if calls:
                 # the hot loop: a continuation {"index": i, "function": {"arguments": s}} of a known
                 # call, or the usual header {"index": next, "id", "type", "function": {"name", "arguments"}}
@@ -245,7 +243,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self._finished(st, finish, chunk, n)
 
     def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
-        self._finish(st, finish, n)
+        if type(finish) is str:  # (`_finish`, inlined for the common case)
+            st.finish_reason = finish
+            self.finished = True
+        else:
+            self._finish(st, finish, n)
         if finish == "error":
             self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
 
@@ -312,13 +314,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _first(self, chunk: dict[str, Any]) -> None:
         """The response's id and model, from the first chunk that has an id (Azure's first chunk,
         its prompt filter results, has ``"id": ""``: the stream's id comes after it)."""
-        rid, model = chunk.get("id"), chunk.get("model")
-        if model and type(model) is str and self.model is None:
-            self.model = model
+        rid = chunk.get("id")
         if rid and type(rid) is str:
             self._seen = True
             self.response_id = rid
-            self.model = model if model and type(model) is str else self.model
+        elif self.model is not None:
+            return
+        model = chunk.get("model")
+        if model and type(model) is str:
+            self.model = model
 
     def _choice(self, choice: Any, n: int) -> bool:
         """One choice of a chunk; True when it finished with ``finish_reason: "error"``."""
@@ -683,6 +687,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _start(self, st: _Choice, idx: int | None, n: int) -> PendingCall:
         """A new call, at wire index `idx` (None: no index) or the next free index when it is taken."""
+        st.slow = True  # (only calls started here can lack an id and a name: see _headers_apart)
         top = st.max_index
         if idx is not None and idx > top:
             index = idx
@@ -822,7 +827,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             dead = failed or finish == "content_filter"
             if st.legacy is not None and len(order) > 1:
                 order = self._legacy_once(st, findings)
-            if len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
+            if st.slow and len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
                 order = _headers_apart(order, st.legacy, findings)
             if len(order) == 1:
                 calls: tuple[ToolCall, ...] = (
@@ -838,17 +843,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if self.listener is not None:
                 for call in calls:
                     self.listener(CallFinished(call=call))
-            if st.parts:
-                findings.append(
-                    finding(
-                        "content_parts",
-                        f"choice {ci}: content came as a list of parts in {st.parts} chunk(s); their text "
-                        "joined",
-                        choice_index=ci,
-                    )
-                )
-            if st.refusal is not None and (note := refusal_note(st.refusal, f"choice {ci}: ")) is not None:
-                findings.append(note)
+            if st.parts or st.refusal is not None:
+                self._text_notes(st, findings)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
             reasoning = (
                 None if st.reasoning is None else join_text(st.reasoning, findings, f"choice {ci} reasoning")
@@ -875,6 +871,21 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response.error = error
         response.__class__ = ParsedResponse
         return response  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _text_notes(st: _Choice, findings: list[Finding]) -> None:
+        """What a choice's text came with: typed parts (``content_parts``), a refusal (``refusal``)."""
+        if st.parts:
+            findings.append(
+                finding(
+                    "content_parts",
+                    f"choice {st.index}: content came as a list of parts in {st.parts} chunk(s); their text "
+                    "joined",
+                    choice_index=st.index,
+                )
+            )
+        if st.refusal is not None and (note := refusal_note(st.refusal, f"choice {st.index}: ")) is not None:
+            findings.append(note)
 
     def _legacy_once(self, st: _Choice, findings: list[Finding]) -> list[PendingCall]:
         """The choice's calls without its `function_call` when a `tool_calls` entry says the same."""
