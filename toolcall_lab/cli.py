@@ -161,10 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
         "parse",
-        help="parse a recorded response (.sse, .chunks.jsonl, .json, cassette); exit 1 if it holds a "
-        "provider error, 2 if any of it is unreadable",
+        help="parse a recorded response (.sse, .chunks.jsonl, .json, cassette, or - for standard input); "
+        "exit 1 if it holds a provider error, 2 if any of it is unreadable",
     )
-    p.add_argument("path")
+    p.add_argument(
+        "path", help="the recording file, or - to read standard input (its format told from its bytes)"
+    )
     p.set_defaults(func=_parse)
     p = sub.add_parser("conformance", help="run the quirk-by-provider conformance corpus and print the table")
     p.add_argument("corpus", nargs="?", default=None, help="corpus folder (default: tests/conformance)")

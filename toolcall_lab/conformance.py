@@ -12,8 +12,9 @@ A case is two files side by side: the input (``name.sse``, ``name.chunks.jsonl``
 ``calls`` lists every client call (``id`` may be ``"fallback"``; ``complete`` defaults to true,
 ``kind`` to ``"function"``); ``findings`` is the exact multiset of finding kinds the response
 carries (a false finding fails the case as a missing one does), ``absent`` kinds that must not be
-reported; ``server_calls`` lists provider-run tools (id, name, result_type); ``error`` is a text
-the response's provider error must contain (``null``: no error). ``raises`` (optional) names the
+reported; ``server_calls`` lists provider-run tools (id, name, result_type); ``content`` (optional)
+the exact text of choice 0; ``error`` is a text the response's provider error must contain
+(``null``: no error). ``raises`` (optional) names the
 exception ``Recording.parse()`` must raise by default, with a text its message contains; a case
 with ``raises`` and no ``responses`` is a file the parser must refuse as a whole (read whole and
 streamed), such as a wire format it does not read.
@@ -183,6 +184,8 @@ def _check_response(number: int, got: ParsedResponse, want: dict[str, Any]) -> l
     ]
     if servers != wanted_servers:
         problems.append(f"response {number}: server calls {servers}, expected {wanted_servers}")
+    if "content" in want and got.first.content != want["content"]:
+        problems.append(f"response {number}: content {got.first.content!r}, expected {want['content']!r}")
     error = want.get("error")
     if error is None and got.error is not None:
         problems.append(f"response {number}: unexpected error {got.error!r}")

@@ -92,6 +92,28 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "A payload or part of one does not have the shape its format defines; that part is skipped.",
         "chunk 4: a tool_calls entry is not an object; skipped",
     ),
+    "wrong_type": KindInfo(
+        "warning",
+        "A field holds a JSON value of another type than its format defines: text or a finish reason "
+        'that is a number or an object, an index sent as a decimal string (`"0"`), `tool_calls` as '
+        "one object instead of a list, an id or name that is not a string. Read as the message says "
+        '(text kept as compact JSON, `"0"` as 0, one object as a list of one), never dropped.',
+        'chunk 3: finish_reason {"type":"stop"} is not a string; kept as its JSON text',
+    ),
+    "content_parts": KindInfo(
+        "info",
+        'A chat message\'s `content` came as a list of typed parts (`[{"type": "text", "text": '
+        "...}]`, as Mistral's reasoning models send it) instead of a string: the text parts are joined "
+        "as the content, `thinking` parts as the reasoning; a part of another type is kept as compact "
+        "JSON in the content (`wrong_type`).",
+        "choice 0: content came as a list of parts in 12 chunk(s); their text joined",
+    ),
+    "event_before_start": KindInfo(
+        "warning",
+        "An Anthropic content event came before `message_start`; read as part of the message that "
+        "starts after it (pings before `message_start` are normal and not reported).",
+        "chunk 0: content_block_start before message_start; read as part of that message",
+    ),
     "chunk_as_body": KindInfo(
         "warning",
         "A whole body that is one stream chunk (`choices[].delta`, `chat.completion.chunk`): read as a "
@@ -176,6 +198,16 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "equal to the name so far is a repeat, one that starts with it replaces it (a snapshot), "
         "any other piece is appended. A name split into two equal halves reads as a repeat.",
         "call 0: function name arrived in 2 pieces, joined as 'get_weather'",
+    ),
+    "split_call": KindInfo(
+        "warning",
+        "A call's header (id, name) and its arguments came at different indexes (LibreChat's agents API "
+        "numbers a header by its run step, counting text steps; LiteLLM's Bedrock path sends a "
+        'no-argument call\'s `""` at another index). With one header without arguments and one '
+        "argument fragment without id or name in the choice, they are read as one call; with more, "
+        "the headers are held back (`call_held_back`), never run with `{}`.",
+        "call toolu_1 (get_time): its header came at index 2 without arguments and its arguments at "
+        "index 1 without id or name; read as one call",
     ),
     "duplicate_legacy_call": KindInfo(
         "warning",
@@ -317,10 +349,17 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "choice 0: finish_reason 'content_filter' (the provider withheld output); 1 call(s) marked "
         "incomplete",
     ),
+    "refusal": KindInfo(
+        "warning",
+        "The model refused (OpenAI's `refusal` text: a chat delta or message field, a Responses "
+        "`refusal` content part or `response.refusal.delta`). It is not `content`; its text is quoted "
+        "in the message (up to 1,000 characters), so it is not lost.",
+        "choice 0: the model refused: \"I'm sorry, I can't help with that.\" (not part of content)",
+    ),
     "incomplete_response": KindInfo(
         "warning",
         "A Responses `response.incomplete`; calls whose items did not finish are marked incomplete.",
-        "response incomplete (max_output_tokens); 1 call not finished marked incomplete",
+        "response incomplete (max_output_tokens); 1 of 2 call(s) incomplete, never run",
     ),
     # -- Anthropic and Responses events -----------------------------------------------------------
     "orphan_delta": KindInfo(
@@ -338,11 +377,20 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "chunk 11: arguments delta for item 'fc_9' came before the item was announced; the final "
         "arguments of call call_Z were taken, nothing lost",
     ),
+    "call_held_back": KindInfo(
+        "error",
+        "Something meant for a call's block could not be read as its arguments: an Anthropic "
+        "`text_delta` or a delta of an unknown type into a `tool_use` block, a delta that is not an "
+        "object, or one without `index` while the block was open. What the call was to receive is "
+        "unknown, so it is marked incomplete and never run (the text is kept in the response text).",
+        "call toolu_1 (get_weather): chunk 3: a text_delta arrived in its tool_use block; call marked "
+        "incomplete and will not be executed",
+    ),
     "late_delta": KindInfo(
         "warning",
         "An arguments delta for a block already closed (Anthropic `content_block_stop`), or a chat "
-        "delta after its choice's `finish_reason`; appended to that call, since it is the model's "
-        "output, and reported.",
+        "delta (a call's or text) after its choice's `finish_reason`; appended to that call or text, "
+        "since it is the model's output, and reported.",
         "chunk 6: input_json_delta for block 0 after its content_block_stop; appended to call t1",
     ),
     "unannounced_item": KindInfo(

@@ -7,6 +7,7 @@ it lazily and totally (a dict or an `InvalidArguments` that says why, never an e
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,6 +27,9 @@ FindingKind = Literal[
     "data_after_error",
     "new_stream_without_done",
     "malformed_chunk",
+    "wrong_type",
+    "content_parts",
+    "event_before_start",
     "chunk_as_body",
     "extra_choices",
     "unknown_event",
@@ -39,6 +43,7 @@ FindingKind = Literal[
     "id_changed",
     "repeated_header",
     "split_name",
+    "split_call",
     "duplicate_legacy_call",
     "name_changed",
     "late_name",
@@ -61,9 +66,11 @@ FindingKind = Literal[
     "no_finish_reason",
     "length_finish",
     "filtered_finish",
+    "refusal",
     "incomplete_response",
     "orphan_delta",
     "recovered_delta",
+    "call_held_back",
     "late_delta",
     "unannounced_item",
     "arguments_mismatch",
@@ -98,11 +105,32 @@ class InvalidArguments:
 ArgumentsOutcome = ParsedArguments | InvalidArguments
 
 
+class _NotJSONNumber(ValueError):
+    """``NaN``, ``Infinity`` or a number beyond a double (``1e999``): Python's reader accepts them,
+    JSON does not, and a tool would receive nan or inf."""
+
+
+def _constant(name: str) -> Any:
+    raise _NotJSONNumber(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise _NotJSONNumber(f"{text[:40]} is beyond what a JSON number can hold (read as infinity)")
+    return value
+
+
+def _strict_loads(raw: str | bytes) -> Any:
+    """`json.loads` refusing what JSON refuses (NaN, Infinity, numbers that overflow to infinity)."""
+    return json.loads(raw, parse_constant=_constant, parse_float=_finite)
+
+
 _fast_loads: Any
 try:  # orjson reads valid JSON 3-5x faster; anything it refuses is re-read by json for the diagnosis
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - the optional extra is absent
-    _fast_loads = json.loads
+    _fast_loads = _strict_loads
 
 
 def parse_arguments(raw: str) -> ArgumentsOutcome:
@@ -116,18 +144,20 @@ def parse_arguments(raw: str) -> ArgumentsOutcome:
     except Exception:  # orjson is stricter (NaN, huge integers); json below decides
         pass
     try:
-        value = json.loads(raw)
+        value = _strict_loads(raw)
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(raw.rstrip()) or exc.msg.startswith("Unterminated string")
         what = "cut off (incomplete JSON)" if truncated else "not valid JSON"
         return InvalidArguments(reason=f"{what}: {exc.msg} at char {exc.pos}", truncated=truncated)
+    except _NotJSONNumber as exc:
+        return InvalidArguments(reason=f"not valid JSON: {exc}")
     except RecursionError:
         return InvalidArguments(reason="not valid JSON: nested too deeply")
     double = False
     if isinstance(value, str):
         try:
-            inner = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
+            inner = _strict_loads(value)
+        except (ValueError, RecursionError):
             return InvalidArguments(reason="a JSON string, not a JSON object")
         if not isinstance(inner, dict):
             return InvalidArguments(reason="a JSON string, not a JSON object")

@@ -86,7 +86,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}")),
     (
         "a private key",
-        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"),  # noqa: E501
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"
+        ),
     ),
     ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
     ("a JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),

@@ -8,6 +8,7 @@ script writes. A case can also be added by hand: see ``tests/conformance/README.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 from pathlib import Path
@@ -2719,6 +2720,505 @@ case(
     provider="Ollama (native API, not /v1)",
     models="https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools",
     expect={"raises": {"type": "UnknownFormatError", "message": "Ollama native"}},
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. Fifth pass (issue 10): more quirks of public provider behaviour, each from the issue that
+# reports it.
+def entry(index: int | None, **fields: Any) -> dict[str, Any]:
+    """One tool_calls entry with exactly the fields given (for shapes `header` cannot make)."""
+    return {**({"index": index} if index is not None else {}), **fields}
+
+
+case(
+    "chat/azure_empty_tool_call_type.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        entry(0, id="call_az1", type="", function={"name": "get_weather", "arguments": ""})
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [entry(0, type="", function={"arguments": '{"city":'})]}),
+            chunk({"tool_calls": [entry(0, type="", function={"arguments": '"Paris"}'})]}),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk='`"type": ""` on every tool call delta (read as no type, never as an unknown call type)',
+    category="chat-completions",
+    provider="Azure OpenAI / OpenAI-compatible proxies",
+    models="https://github.com/vercel/ai/pull/12939 (fixes vercel/ai#6800)",
+    expect={"responses": [{"calls": [call("call_az1", "get_weather", WEATHER)], "findings": []}]},
+)
+AZURE_FILTERS = {"hate": {"filtered": False, "severity": "safe"}}
+case(
+    "chat/azure_prompt_filter_chunk_and_usage_chunk.sse",
+    sse(
+        [
+            {
+                "id": "",
+                "object": "",
+                "created": 0,
+                "model": "",
+                "choices": [],
+                "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": AZURE_FILTERS}],
+            },
+            chunk({"role": "assistant", "content": "", "refusal": None}),
+            {
+                **chunk({"content": "Sunny in Paris."}),
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": "Sunny in Paris."},
+                        "finish_reason": None,
+                        "content_filter_results": AZURE_FILTERS,
+                    }
+                ],
+            },
+            chunk(finish="stop"),
+            {
+                "id": "chatcmpl-conf",
+                "object": "chat.completion.chunk",
+                "choices": [],
+                "usage": {"total_tokens": 9},
+            },
+        ]
+    ),
+    quirk='a first chunk with id "" and no choices (prompt filter results), then a usage chunk after '
+    "the finish reason: one response, not two",
+    category="chat-completions",
+    provider="Azure OpenAI",
+    models="https://learn.microsoft.com/en-us/azure/ai-foundry/openai/concepts/content-filter",
+    expect={"responses": [{"calls": [], "findings": [], "content": "Sunny in Paris."}]},
+)
+case(
+    "chat/gemini_thought_signature_delta.sse",
+    sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        entry(
+                            None,
+                            id="function-call-1",
+                            type="function",
+                            function={"name": "get_weather", "arguments": '{"city":'},
+                        )
+                    ],
+                }
+            ),
+            chunk({"tool_calls": [entry(None, function={"arguments": '"Paris"}'})]}),
+            chunk(
+                {"tool_calls": [entry(None, extra_content={"google": {"thought_signature": "c2lnbmF0dXJl"}})]}
+            ),
+            chunk(finish="stop"),
+        ]
+    ),
+    quirk="Gemini's extra_content.google.thought_signature sent alone on a tool call delta without index "
+    "(metadata, not the call's arguments), and finish_reason 'stop' after a tool call",
+    category="chat-completions",
+    provider="Gemini (OpenAI-compatible endpoint)",
+    models="https://github.com/open-webui/computer/issues/224",
+    expect={
+        "responses": [
+            {"calls": [call("function-call-1", "get_weather", WEATHER)], "findings": ["missing_index"]}
+        ]
+    },
+)
+case(
+    "chat/null_header_fields_on_continuations.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "role": None,
+                    "content": "",
+                    "tool_calls": [
+                        entry(
+                            0,
+                            id="call_zen1",
+                            type="function",
+                            function={"name": "get_weather", "arguments": ""},
+                        )
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": None,
+                    "content": "",
+                    "tool_calls": [
+                        entry(0, id=None, type=None, function={"name": None, "arguments": '{"city":'})
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "role": None,
+                    "content": "",
+                    "tool_calls": [
+                        entry(0, id=None, type=None, function={"name": None, "arguments": '"Paris"}'})
+                    ],
+                }
+            ),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="continuation deltas with explicit nulls (`id`, `type`, `function.name`) instead of absent fields",
+    category="chat-completions",
+    provider="OpenCode Zen gateway (DeepSeek models)",
+    models="https://github.com/anomalyco/opencode/issues/43328",
+    expect={"responses": [{"calls": [call("call_zen1", "get_weather", WEATHER)], "findings": []}]},
+)
+case(
+    "chat/empty_id_and_name_on_continuations.sse",
+    sse(
+        [
+            ROLE,
+            chunk(
+                {
+                    "tool_calls": [
+                        entry(
+                            0,
+                            id="call_ds1",
+                            type="function",
+                            function={"name": "get_weather", "arguments": "{"},
+                        )
+                    ]
+                }
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        entry(0, id="", type="function", function={"name": "", "arguments": '"city":'})
+                    ]
+                }
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        entry(0, id="", type="function", function={"name": "", "arguments": '"Paris"}'})
+                    ]
+                }
+            ),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk='`"id": ""` and `"name": ""` on every continuation delta (empty, not a new id or name)',
+    category="chat-completions",
+    provider="DashScope token plan (GLM models)",
+    models="https://github.com/anomalyco/opencode/issues/37841",
+    expect={"responses": [{"calls": [call("call_ds1", "get_weather", WEATHER)], "findings": []}]},
+)
+case(
+    "chat/final_flush_repeats_the_arguments.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_fl1", "get_weather", "")),
+            chunk(more(0, WEATHER)),
+            chunk(
+                {"tool_calls": [entry(0, id=None, type=None, function={"name": None, "arguments": WEATHER})]},
+                finish="tool_calls",
+            ),
+        ]
+    ),
+    quirk="the end-of-stream flush sends the whole arguments again with the finish reason (the joined "
+    "text is two objects: invalid, never run)",
+    category="chat-completions",
+    provider="vLLM (tool parsers' final flush)",
+    models="https://github.com/vllm-project/vllm/issues/51697 and https://github.com/vllm-project/vllm/issues/42167",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_fl1", "get_weather", WEATHER + WEATHER, complete=False)],
+                "findings": ["invalid_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/chunk_ids_change_on_every_chunk.sse",
+    sse(
+        [
+            {**chunk({"role": "assistant", "content": "Under"}), "id": "chatcmpl-n1"},
+            {**chunk({"content": "stood"}), "id": "chatcmpl-n2"},
+            {**chunk(finish="stop"), "id": "chatcmpl-n3"},
+            {
+                "id": "chatcmpl-n4",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": None}, "finish_reason": None}],
+                "usage": {"total_tokens": 5},
+            },
+        ]
+    ),
+    quirk="a new chunk id on every chunk, and a usage chunk after the finish reason (not a second stream)",
+    category="chat-completions",
+    provider="llama.cpp server (before 2024-03) / LiteLLM",
+    models="https://github.com/ggml-org/llama.cpp/issues/5876 and https://github.com/BerriAI/litellm/issues/1571",
+    expect={"responses": [{"calls": [], "findings": [], "content": "Understood"}]},
+)
+case(
+    "chat/header_and_arguments_at_different_indexes.sse",
+    sse(
+        [
+            chunk({"role": "assistant", "content": "Let me check."}),
+            chunk(header(2, "toolu_lc1", "get_time", "")),
+            chunk(more(1, '{"tz":')),
+            chunk(more(1, '"Europe/Madrid"}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a call's header at one index (its run step, counting the text step) and its arguments at another",
+    category="chat-completions",
+    provider="LibreChat agents API (Bedrock agents)",
+    models="https://github.com/danny-avila/LibreChat/issues/13987",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_lc1", "get_time", '{"tz":"Europe/Madrid"}')],
+                "findings": ["sparse_index", "split_call"],
+            }
+        ]
+    },
+)
+case(
+    "chat/no_argument_call_empty_delta_at_another_index.sse",
+    sse(
+        [
+            chunk({"role": "assistant", "content": "I'll check the weather."}),
+            chunk(header(1, "tooluse_br1", "get_current_weather", "")),
+            chunk(more(0, "")),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a tool without parameters: its header at index 1 (the text block counted) and its empty "
+    "arguments at index 0 (one call, not two)",
+    category="chat-completions",
+    provider="LiteLLM (AWS Bedrock Claude)",
+    models="https://github.com/BerriAI/litellm/issues/12973",
+    expect={
+        "responses": [
+            {
+                "calls": [call("tooluse_br1", "get_current_weather", "")],
+                "findings": ["sparse_index", "split_call", "empty_arguments"],
+            }
+        ]
+    },
+)
+case(
+    "chat/refusal_field.sse",
+    sse(
+        [
+            chunk({"role": "assistant", "content": None, "refusal": ""}),
+            chunk({"refusal": "I'm sorry, "}),
+            chunk({"refusal": "I can't help with that."}),
+            chunk(finish="stop"),
+        ]
+    ),
+    quirk="the model's refusal streamed in `delta.refusal`, not `content` (kept, quoted in a finding)",
+    category="chat-completions",
+    provider="OpenAI (structured outputs)",
+    models="https://platform.openai.com/docs/guides/structured-outputs#refusals",
+    expect={"responses": [{"calls": [], "findings": ["refusal"]}]},
+)
+case(
+    "chat/content_as_typed_parts_with_thinking.sse",
+    sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": [{"type": "text", "text": "The user wants"}]}
+                    ],
+                }
+            ),
+            chunk(
+                {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": " the weather."}]}]}
+            ),
+            chunk({"content": [{"type": "text", "text": "Let me check."}]}),
+            chunk(header(0, "callmstr1", "get_weather", WEATHER)),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="`content` as a list of typed parts (`thinking` parts holding text parts, then `text` parts)",
+    category="chat-completions",
+    provider="Mistral (Magistral reasoning models)",
+    models="https://docs.mistral.ai/capabilities/reasoning/",
+    expect={
+        "responses": [
+            {
+                "calls": [call("callmstr1", "get_weather", WEATHER)],
+                "findings": ["content_parts"],
+                "content": "Let me check.",
+            }
+        ]
+    },
+)
+case(
+    "anthropic/context_window_exceeded_cuts_tool_use.sse",
+    events(
+        [
+            MSG_START,
+            tool_use_start(0, "toolu_cw1", "get_weather"),
+            input_delta(0, ""),
+            (
+                "message_delta",
+                {"type": "message_delta", "delta": {"stop_reason": "model_context_window_exceeded"}},
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    ),
+    quirk="stop_reason 'model_context_window_exceeded' with a tool_use block never closed (cut, not `{}`)",
+    category="anthropic",
+    provider="Anthropic (Claude Sonnet 4.5 and later)",
+    models="https://docs.anthropic.com/en/api/handling-stop-reasons",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_cw1", "get_weather", "", complete=False)],
+                "findings": ["incomplete_arguments", "length_finish"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/input_json_delta_without_index.sse",
+    events(
+        [
+            MSG_START,
+            tool_use_start(0, "toolu_ni1", "get_weather"),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "delta": {"type": "input_json_delta", "partial_json": WEATHER},
+                },
+            ),
+            block_stop(0),
+            *MSG_END,
+        ]
+    ),
+    quirk="input_json_delta events without `index` (a translator dropped it): the open call is held back, "
+    "never run with `{}`",
+    category="anthropic",
+    provider="9router (Anthropic format for Gemini models)",
+    models="https://github.com/decolua/9router/issues/2218",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_ni1", "get_weather", "{}", complete=False)],
+                "findings": ["orphan_delta", "call_held_back"],
+            }
+        ]
+    },
+)
+case(
+    "responses/only_output_text_done.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_text.done",
+                item_id="msg_1",
+                output_index=0,
+                content_index=0,
+                text="Sunny in Paris.",
+            ),
+            completed([]),
+        ]
+    ),
+    quirk="no text deltas, no output items: the text only in `response.output_text.done`",
+    category="responses",
+    provider="gemini-web2api (before its fix) and other Responses shims",
+    models="https://github.com/Sophomoresty/gemini-web2api/pull/57",
+    expect={"responses": [{"calls": [], "findings": [], "content": "Sunny in Paris."}]},
+)
+case(
+    "responses/text_deltas_without_item_and_empty_completed_output.sse",
+    events(
+        [
+            CREATED,
+            resp("response.output_text.delta", delta="Sunny "),
+            resp("response.output_text.delta", delta="in Paris."),
+            completed([]),
+        ]
+    ),
+    quirk="text deltas without `output_item.added`, and `response.completed` with an empty `output`",
+    category="responses",
+    provider="llm-rosetta (Responses converter, before its fix)",
+    models="https://github.com/Oaklight/llm-rosetta/issues/56",
+    expect={"responses": [{"calls": [], "findings": [], "content": "Sunny in Paris."}]},
+)
+case(
+    "responses/refusal_delta.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={"type": "message", "id": "msg_1", "content": []},
+            ),
+            resp(
+                "response.refusal.delta",
+                item_id="msg_1",
+                output_index=0,
+                content_index=0,
+                delta="I can't help with that.",
+            ),
+            resp(
+                "response.refusal.done",
+                item_id="msg_1",
+                output_index=0,
+                content_index=0,
+                refusal="I can't help with that.",
+            ),
+            completed(
+                [
+                    {
+                        "type": "message",
+                        "id": "msg_1",
+                        "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+                    }
+                ]
+            ),
+        ]
+    ),
+    quirk="a refusal streamed as `response.refusal.delta` (kept, quoted in a finding)",
+    category="responses",
+    provider="OpenAI Responses API (structured outputs)",
+    models="https://platform.openai.com/docs/guides/structured-outputs#refusals",
+    expect={"responses": [{"calls": [], "findings": ["refusal"]}]},
+)
+case(
+    "json/bedrock_invoke_stream.chunks.jsonl",
+    "".join(
+        js({"chunk": {"bytes": base64.b64encode(js(event).encode()).decode()}}) + "\n"
+        for _, event in [MSG_START, tool_use_start(0, "toolu_bd1", "get_weather"), *MSG_END]
+    ),
+    quirk="AWS Bedrock InvokeModelWithResponseStream chunks (base64 `bytes` around Anthropic events): "
+    "refused, naming the container",
+    category="json-text",
+    provider="AWS Bedrock (native streaming API)",
+    models="https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html",
+    expect={"raises": {"type": "UnknownFormatError", "message": "InvokeModelWithResponseStream"}},
+)
+case(
+    "sse/utf16_file.sse",
+    ("\ufeff" + sse(weather_stream())).encode("utf-16-le"),
+    quirk="a stream saved as UTF-16 (Windows PowerShell 5's `>`): refused saying so, with the conversion",
+    category="sse-framing",
+    provider="any recording saved on Windows PowerShell 5.1",
+    models="https://learn.microsoft.com/en-us/powershell/module/microsoft.powershell.core/about/about_redirection",
+    expect={"raises": {"type": "UnknownFormatError", "message": "UTF-16LE text, not UTF-8"}},
 )
 
 

@@ -52,18 +52,22 @@ def _decompress(data: bytes, coding: str) -> bytes:
 
 
 def _zstandard(data: bytes) -> bytes:
-    """zstd before Python 3.14: the `zstandard` package."""
+    """zstd before Python 3.14: the `zstandard` package. Every frame is read (a body may hold
+    several, as a server that compresses as it streams writes them)."""
     try:
         import zstandard
     except ImportError:
         raise UnknownFormatError(
             "the body is zstd-compressed (content-encoding: zstd); `pip install zstandard` to read it"
         ) from None
-    stream = zstandard.ZstdDecompressor().decompressobj()
-    out = bytes(stream.decompress(data))
-    if not stream.eof:  # a cut frame decompresses to what it holds, without an error
-        raise ValueError("the data ends before the end of the zstd frame; cut off?")
-    return out
+    out: list[bytes] = []
+    while data:  # one frame after another (a decompressobj stops at the end of the first)
+        stream = zstandard.ZstdDecompressor().decompressobj()
+        out.append(bytes(stream.decompress(data)))
+        if not stream.eof:  # a cut frame decompresses to what it holds, without an error
+            raise ValueError(f"the data ends before the end of zstd frame {len(out)}; cut off?")
+        data = stream.unused_data
+    return b"".join(out)
 
 
 def decode_bytes(data: bytes, headers: Mapping[str, str]) -> tuple[str, list[Finding]]:

@@ -17,10 +17,11 @@ not closed by ``content_block_stop`` are marked incomplete.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats._values import a_json_type, as_key, as_text
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -37,10 +38,39 @@ from toolcall_lab.formats.base import (
     single_choice,
 )
 from toolcall_lab.formats.errors import describe_error
-from toolcall_lab.messages import Finding, ParsedResponse, ServerToolCall, ToolCall
+from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerToolCall, ToolCall
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
-_QUIET = frozenset({"ping", "message_stop"})
+_QUIET_DELTAS = frozenset({"signature_delta", "citations_delta"})  # known, carry no text nor arguments
+_CUT = {
+    "max_tokens": "output cut at the token limit",
+    "model_context_window_exceeded": "output cut at the model's context window",
+}
+_ABSENT: Any = object()  # a tool_use block (start) without `input`
+_CALL_BLOCKS = frozenset({"tool_use", *_SERVER_BLOCKS})
+
+
+def _is_tool_use(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("type") == "tool_use"
+
+
+def _header_text(value: Any, what: str, where: str, note: Callable[..., None]) -> Any:
+    """An id or name as the wire gives it: a string; a number read as its text; anything else None
+    (a fallback id, or no name: never run); the last two reported (``wrong_type``)."""
+    if value is None or type(value) is str:
+        return value
+    if type(value) is int:
+        note(
+            "wrong_type",
+            f"{where}: tool_use {what} {value!r} is a number, not a string; read as {str(value)!r}",
+        )
+        return str(value)
+    note(
+        "wrong_type",
+        f"{where}: tool_use {what} {as_text(value)[:40]} is {a_json_type(value)}, not a string; "
+        "read as absent",
+    )
+    return None
 
 
 def _result_of(block: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -97,14 +127,18 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         "_server_inputs",
         "_text",
         "_thinking",
+        "early",
+        "opened",
         "stop_reason",
     )
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         super().__init__(batch=batch, listener=listener)
         self.stop_reason: str | None = None
-        self._text: list[str] = []
-        self._thinking: list[str] = []
+        self.opened = False  # message_start (or the message's end) seen: a later message_start is a new one
+        self.early = False  # a content event came before message_start (reported once)
+        self._text: list[Any] = []
+        self._thinking: list[Any] = []
         self._blocks: dict[Any, tuple[PendingCall, bool]] = {}  # block index -> (call, is client call)
         self._inputs: dict[int, Any] = {}
         self._server_inputs: dict[int, Any] = {}
@@ -122,49 +156,146 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             event = mapped
         kind = event.get("type")
         if kind == "content_block_delta":
-            delta = event.get("delta") or {}
-            dkind = delta.get("type") if isinstance(delta, Mapping) else None
+            if not self.opened:
+                self._before_start(kind, n)
+            delta: Any = event.get("delta")
+            dkind = as_key(delta.get("type")) if type(delta) is dict else None
             if dkind == "input_json_delta":
                 self._input_delta(event, delta, n)
             elif dkind == "text_delta":
-                self._text.append(delta.get("text") or "")
+                text = delta.get("text")
+                if text is not None:
+                    self._text.append(text)
+                if self._blocks:
+                    self._hold(as_key(event.get("index")), "a text_delta arrived in its tool_use block", n)
             elif dkind == "thinking_delta":
-                self._thinking.append(delta.get("thinking") or "")
+                thought = delta.get("thinking")
+                if thought is not None:
+                    self._thinking.append(thought)
+            elif dkind not in _QUIET_DELTAS:
+                self._odd_delta(event, delta, n)
         elif kind == "content_block_start":
+            if not self.opened:
+                self._before_start(kind, n)
             self._block_start(event, n)
         elif kind == "content_block_stop":
-            entry = self._blocks.get(event.get("index", -1))
+            if not self.opened:
+                self._before_start(kind, n)
+            entry = self._blocks.get(as_key(event.get("index", -1)))
             if entry is not None:
                 entry[0].done = True
         elif kind == "message_start":
-            message = event.get("message") or {}
-            self.response_id = message.get("id")
-            self.model = message.get("model")
-            self.usage = {**(self.usage or {}), **(message.get("usage") or {})}
+            self.opened = True
+            message = self._part(event, "message", n)
+            rid, model = message.get("id"), message.get("model")
+            self.response_id = rid if type(rid) is str else self.response_id
+            self.model = model if type(model) is str else self.model
+            self._usage(message.get("usage"))
         elif kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
-            self.usage = {**(self.usage or {}), **(event.get("usage") or {})}
-        elif kind == "error" or (kind not in _QUIET and event.get("error")):
+            self.opened = True
+            stop = self._part(event, "delta", n).get("stop_reason")
+            if stop is not None and type(stop) is not str:
+                self.note(
+                    "wrong_type",
+                    f"chunk {n}: stop_reason {as_text(stop)[:60]} is {a_json_type(stop)}, not a string; "
+                    "kept as its JSON text",
+                    chunk_index=n,
+                )
+                stop = as_text(stop)
+            self.stop_reason = stop or self.stop_reason
+            self._usage(event.get("usage"))
+        elif kind == "message_stop":
+            self.opened = True
+        elif kind == "ping":
+            pass
+        elif kind == "error" or event.get("error"):
             self.fail(describe_error(event.get("error") or event), dict(event), n)
-        elif kind not in _QUIET:
-            self.note("unknown_event", f"unknown Anthropic event type {kind!r} ignored", chunk_index=n)
+        else:
+            self.note(
+                "unknown_event", f"unknown Anthropic event type {as_key(kind)!r} ignored", chunk_index=n
+            )
+
+    def _usage(self, usage: Any) -> None:
+        if isinstance(usage, Mapping):
+            self.usage = {**(self.usage or {}), **usage}
+
+    def _before_start(self, kind: str, n: int) -> None:
+        """A content event before ``message_start`` (reported once): read as part of that message."""
+        if not self.early:
+            self.early = True
+            self.note(
+                "event_before_start",
+                f"chunk {n}: {kind} before message_start; read as part of the message that starts after it",
+                chunk_index=n,
+            )
+
+    def _hold(self, index: Any, why: str, n: int) -> None:
+        """Hold back the client call of block `index` (if it is one): `why` it cannot be trusted."""
+        entry = self._blocks.get(index)
+        if entry is not None and entry[1]:
+            entry[0].hold(f"chunk {n}: {why}")
+
+    def _hold_open(self, why: str, n: int) -> None:
+        """A delta that names no block: every client call whose block is still open may have lost it."""
+        for call, client in self._blocks.values():
+            if client and not call.done:
+                call.hold(f"chunk {n}: {why}")
+
+    def _odd_delta(self, event: Mapping[str, Any], delta: Any, n: int) -> None:
+        """A delta of an unknown type, or one that is not an object: reported, and the call of its
+        block (every open call, when the delta names no block) held back."""
+        index = as_key(event.get("index"))
+        if type(delta) is dict:
+            self.note(
+                "unknown_event",
+                f"chunk {n}: unknown Anthropic delta type {as_key(delta.get('type'))!r} in block {index!r} "
+                "ignored",
+                chunk_index=n,
+            )
+            what = f"a delta of unknown type {as_key(delta.get('type'))!r}"
+        else:
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: content_block_delta's `delta` is {a_json_type(delta)}, not an object "
+                f"({as_text(delta)[:60]}); skipped",
+                chunk_index=n,
+            )
+            what = f"a delta that is not an object ({as_text(delta)[:40]})"
+        if index is None:
+            self._hold_open(f"{what} came without index while its block was open", n)
+        else:
+            self._hold(index, f"{what} arrived in its tool_use block", n)
 
     def _input_delta(self, event: Mapping[str, Any], delta: Mapping[str, Any], n: int) -> None:
-        entry = self._blocks.get(event.get("index", -1))
-        piece = delta.get("partial_json") or ""
+        index = as_key(event.get("index"))
+        entry = self._blocks.get(index) if index is not None else None
+        piece = delta.get("partial_json")
         if entry is None:
             self.note(
                 "orphan_delta",
-                f"chunk {n}: input_json_delta for unknown block {event.get('index')!r}; skipped",
+                f"chunk {n}: input_json_delta for unknown block {index!r}; skipped",
                 chunk_index=n,
             )
+            if index is None:
+                self._hold_open("an input_json_delta came without index while its block was open", n)
             return
         call, client = entry
+        if type(piece) is not str:
+            if piece is None:
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: input_json_delta for block {index!r} without `partial_json` (or null); "
+                    "nothing appended",
+                    chunk_index=n,
+                    tool_call_id=call.tool_call_id,
+                )
+                return
+            piece = call.not_string(piece, n)
         if call.done and piece and not call.late:
             call.late = True
             self.note(
                 "late_delta",
-                f"chunk {n}: input_json_delta for block {event.get('index')!r} after its content_block_stop; "
+                f"chunk {n}: input_json_delta for block {index!r} after its content_block_stop; "
                 f"appended to call {call.tool_call_id}",
                 chunk_index=n,
                 tool_call_id=call.tool_call_id,
@@ -176,23 +307,37 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                     ArgumentsDelta(chunk_index=n, choice_index=0, call_index=call.index, delta=piece)
                 )
 
+    def _header(self, block: Mapping[str, Any], n: int) -> tuple[Any, Any]:
+        """A block's id and name; values that are not strings reported (a number read as its text,
+        anything else as absent: the call then has a fallback id, or no name and never runs)."""
+
+        def note(kind: FindingKind, message: str) -> None:
+            self.note(kind, message, chunk_index=n)
+
+        where = f"chunk {n}"
+        return _header_text(block.get("id"), "id", where, note), _header_text(
+            block.get("name"), "name", where, note
+        )
+
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
-        block = event.get("content_block") or {}
-        btype = block.get("type")
-        held = self._blocks.get(event.get("index", -1))
+        block = self._part(event, "content_block", n)
+        btype = as_key(block.get("type"))
+        index = as_key(event.get("index", -1))
+        held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(
                 "index_reused",
-                f"chunk {n}: content_block_start reuses block index {event.get('index')!r} (held call "
+                f"chunk {n}: content_block_start reuses block index {index!r} (held call "
                 f"{held[0].tool_call_id}) for {block.get('id')!r}; kept as a new call, later deltas at "
                 "that index go to it",
                 chunk_index=n,
                 tool_call_id=block.get("id") if isinstance(block.get("id"), str) else None,
             )
         if btype == "tool_use":
-            call = PendingCall.announced(0, len(self._calls), n, block.get("id"), block.get("name"))
-            self._blocks[event.get("index", -1)] = (call, True)
-            self._inputs[call.index] = block.get("input")
+            tid, name = self._header(block, n)
+            call = PendingCall.announced(0, len(self._calls), n, tid, name)
+            self._blocks[index] = (call, True)
+            self._inputs[call.index] = block.get("input", _ABSENT)
             self._calls.append(call)
             if self.listener is not None:
                 self.listener(
@@ -205,14 +350,21 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                     )
                 )
         elif btype in _SERVER_BLOCKS:
-            call = PendingCall.announced(0, len(self._server), n, block.get("id"), block.get("name"))
-            self._blocks[event.get("index", -1)] = (call, False)
+            tid, name = self._header(block, n)
+            call = PendingCall.announced(0, len(self._server), n, tid, name)
+            self._blocks[index] = (call, False)
             self._server_inputs[call.index] = block.get("input")
             self._server.append(call)
         elif isinstance(btype, str) and btype.endswith("_tool_result"):
             self._results[str(block.get("tool_use_id"))] = _result_of(block)
-        elif btype == "text" and block.get("text"):
-            self._text.append(block["text"])
+        elif btype == "text":
+            text = block.get("text")
+            if text:
+                self._text.append(text)
+        elif btype == "thinking":
+            thought = block.get("thinking")
+            if thought:
+                self._thinking.append(thought)
 
     @staticmethod
     def _start_and_deltas(pending: PendingCall, start: dict[str, Any], findings: list[Finding]) -> None:
@@ -237,6 +389,9 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def pending_calls(self) -> list[PendingCall]:
         return [*self._calls, *self._server]
 
+    def text_pieces(self) -> list[list[Any]]:
+        return [self._text, self._thinking]
+
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far (for stepping through a stream)."""
         return calls_snapshot(self._calls)
@@ -244,16 +399,20 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def _result(self, error: str | None) -> ParsedResponse:
         findings = list(self.findings)
         calls: list[ToolCall] = []
-        cut = "length" if self.stop_reason == "max_tokens" else None
+        cut = "length" if self.stop_reason in _CUT else None
         refused = self.stop_reason == "refusal"
         taken = provider_ids(self._calls)
         for pending in self._calls:
             raw = None
-            ended = pending.done or self.stop_reason is not None
+            # a block not closed by content_block_stop has ended with the message, unless it was cut
+            ended = pending.done or (self.stop_reason is not None and cut is None)
             start = self._inputs.get(pending.index)
             if not pending.pieces:
-                if start or ended:  # (an empty start input of a block cut before its end says nothing)
-                    raw = compact_json(start if start is not None else {})
+                if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
+                    pending.args_absent = "`input` null" if start is None else "`input` missing"
+                    pending.quirky = True
+                elif start or ended:  # (an empty start input of a block cut before its end says nothing)
+                    raw = compact_json(start)
             elif start and isinstance(start, dict):
                 self._start_and_deltas(pending, start, findings)
             call = pending.finalize(
@@ -273,7 +432,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             findings.append(finding("no_finish_reason", "stream ended without a stop_reason"))
         elif cut:
             findings.append(
-                finding("length_finish", "stop_reason 'max_tokens' (output cut at the token limit)")
+                finding("length_finish", f"stop_reason {self.stop_reason!r} ({_CUT[self.stop_reason]})")  # type: ignore[index]
             )
         elif refused and error is None:
             findings.append(
@@ -309,47 +468,73 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
         exc.partial_responses = (error_response(message, "anthropic"),)
         raise exc
     findings: list[Finding] = []
-    text: list[str] = []
-    thinking: list[str] = []
+    text: list[Any] = []
+    thinking: list[Any] = []
     calls: list[ToolCall] = []
     server: list[PendingCall] = []
     server_inputs: dict[int, Any] = {}
     results: dict[str, tuple[str, str | None]] = {}
-    cut = "length" if body.get("stop_reason") == "max_tokens" else None
-    refused = body.get("stop_reason") == "refusal"
-    content = body.get("content") or []
-    content = content if isinstance(content, list) else []
-    given = [b.get("id") for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
-    taken = {str(i) for i in given if i} if not all(given) else None
+    stop = body.get("stop_reason")
+    if stop is not None and type(stop) is not str:
+        findings.append(
+            finding(
+                "wrong_type",
+                f"stop_reason {as_text(stop)[:60]} is {a_json_type(stop)}, not a string; kept as its "
+                "JSON text",
+            )
+        )
+        stop = as_text(stop)
+    cut = "length" if stop in _CUT else None
+    refused = stop == "refusal"
+    content = body.get("content")
+    if not isinstance(content, list):
+        if content is not None:
+            findings.append(
+                finding(
+                    "malformed_chunk", f"content is {a_json_type(content)}, not a list of blocks; skipped"
+                )
+            )
+        content = []
+
+    def note(kind: FindingKind, message: str) -> None:
+        findings.append(finding(kind, message))
+
+    headers = [
+        (_header_text(b.get("id"), "id", f"content block {pos}", note), b.get("name"))
+        if isinstance(b, Mapping) and as_key(b.get("type")) in _CALL_BLOCKS
+        else (None, None)
+        for pos, b in enumerate(content)
+    ]
+    given = [tid for (tid, _), b in zip(headers, content, strict=True) if _is_tool_use(b)]
+    taken = {i for i in given if i} if not all(given) else None
     for pos, block in enumerate(content):
         if not isinstance(block, Mapping):
             findings.append(finding("malformed_chunk", f"content block {pos} is not an object; skipped"))
             continue
-        kind = block.get("type")
+        kind = as_key(block.get("type"))
+        if kind in _CALL_BLOCKS:
+            tid = headers[pos][0]
+            name = _header_text(block.get("name"), "name", f"content block {pos}", note)
         if kind == "tool_use":
-            pending = PendingCall.announced(0, len(calls), 0, block.get("id"), block.get("name"))
-            raw = block.get("input")
-            calls.append(
-                pending.finalize(
-                    batch,
-                    findings,
-                    cut,
-                    raw if isinstance(raw, str) else compact_json(raw if raw is not None else {}),
-                    refused,
-                    True,
-                    taken,
-                )
-            )
+            pending = PendingCall.announced(0, len(calls), 0, tid, name)
+            raw = block.get("input", _ABSENT)
+            if raw is None or raw is _ABSENT:
+                pending.args_absent = "`input` null" if raw is None else "`input` missing"
+                pending.quirky = True
+                raw = ""
+            elif not isinstance(raw, str):
+                raw = compact_json(raw)
+            calls.append(pending.finalize(batch, findings, cut, raw, refused, True, taken))
         elif kind in _SERVER_BLOCKS:
-            pending = PendingCall.announced(0, len(server), 0, block.get("id"), block.get("name"))
+            pending = PendingCall.announced(0, len(server), 0, tid, name)
             server_inputs[pending.index] = block.get("input")
             server.append(pending)
         elif isinstance(kind, str) and kind.endswith("_tool_result"):
             results[str(block.get("tool_use_id"))] = _result_of(block)
         elif kind == "text":
-            text.append(block.get("text") or "")
+            text.append(block.get("text"))
         elif kind == "thinking":
-            thinking.append(block.get("thinking") or "")
+            thinking.append(block.get("thinking"))
     if refused:
         findings.append(
             finding(
@@ -358,15 +543,16 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
                 "incomplete",
             )
         )
+    server_calls = _server_calls(server, server_inputs, results, findings)
     return single_choice(
         "anthropic",
         text=text,
         reasoning=thinking,
         calls=calls,
-        finish_reason=body.get("stop_reason"),
-        findings=findings,
-        usage=body.get("usage"),
-        response_id=body.get("id"),
-        model=body.get("model"),
-        server_calls=_server_calls(server, server_inputs, results, findings),
+        finish_reason=stop,
+        findings=capped(findings),
+        usage=body.get("usage") if isinstance(body.get("usage"), dict) else None,
+        response_id=body.get("id") if type(body.get("id")) is str else None,
+        model=body.get("model") if type(body.get("model")) is str else None,
+        server_calls=server_calls,
     )

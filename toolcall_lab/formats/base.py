@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UsageError
-from toolcall_lab.finding_kinds import FINDING_KINDS
+from toolcall_lab.formats._findings import FINDINGS_PER_KIND as FINDINGS_PER_KIND
+from toolcall_lab.formats._findings import FindingLimit as FindingLimit
+from toolcall_lab.formats._findings import capped as capped
+from toolcall_lab.formats._findings import finding as finding
+from toolcall_lab.formats._values import a_json_type
+from toolcall_lab.formats._values import compact_json as compact_json
+from toolcall_lab.formats._values import fix_surrogates as fix_surrogates
+from toolcall_lab.formats._values import join_text as join_text
 from toolcall_lab.messages import (
     CallKind,
     Finding,
@@ -74,84 +81,6 @@ StreamEvent = CallStarted | ArgumentsDelta | CallFinished
 StreamListener = Callable[[StreamEvent], None]
 
 
-def finding(
-    kind: FindingKind,
-    message: str,
-    *,
-    chunk_index: int | None = None,
-    choice_index: int | None = None,
-    call_index: int | None = None,
-    tool_call_id: str | None = None,
-) -> Finding:
-    """A finding whose severity is the one `toolcall_lab.finding_kinds` gives its kind."""
-    return Finding(
-        kind=kind,
-        message=message,
-        severity=FINDING_KINDS[kind].severity,
-        chunk_index=chunk_index,
-        choice_index=choice_index,
-        call_index=call_index,
-        tool_call_id=tool_call_id,
-    )
-
-
-FINDINGS_PER_KIND = 20
-"""Findings of one kind listed one by one per response (and per stream for framing); more are
-counted in one summary finding, so memory does not grow with the number of bad chunks."""
-
-
-class FindingLimit:
-    """The cap on findings: the first `FINDINGS_PER_KIND` of each kind pass, the rest are counted
-    and reported once by `summary`. Used by the framing readers, the stream reader and (through
-    `StreamAccumulator.note` and `capped`) every accumulator and body parser."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def __call__(self, note: Finding) -> Finding | None:
-        seen = self.counts.get(note.kind, 0) + 1
-        self.counts[note.kind] = seen
-        return note if seen <= FINDINGS_PER_KIND else None
-
-    def summary(self) -> Iterator[Finding]:
-        for kind, seen in self.counts.items():
-            if seen > FINDINGS_PER_KIND:
-                yield _more(kind, seen - FINDINGS_PER_KIND)
-
-
-def _more(kind: str, more: int) -> Finding:
-    return finding(
-        kind,  # type: ignore[arg-type]
-        f"{more} more finding(s) like the {FINDINGS_PER_KIND} above ({kind}), not listed one by one",
-    )
-
-
-def capped(findings: list[Finding], limit: FindingLimit | None = None) -> list[Finding]:
-    """A response's findings with at most `FINDINGS_PER_KIND` of each kind, then one summary per
-    kind saying how many more there were (also those `limit` already held back while streaming).
-    Free for the usual response (a few findings, nothing held back)."""
-    if limit is None and len(findings) <= FINDINGS_PER_KIND:
-        return findings
-    counts: dict[str, int] = {}
-    out: list[Finding] = []
-    for note in findings:
-        seen = counts.get(note.kind, 0) + 1
-        counts[note.kind] = seen
-        if seen <= FINDINGS_PER_KIND:
-            out.append(note)
-    extra = {kind: seen - FINDINGS_PER_KIND for kind, seen in counts.items() if seen > FINDINGS_PER_KIND}
-    if limit is not None:
-        for kind, seen in limit.counts.items():
-            if seen > FINDINGS_PER_KIND:
-                extra[kind] = extra.get(kind, 0) + seen - FINDINGS_PER_KIND
-    if not extra:
-        return findings
-    out.extend(_more(kind, more) for kind, more in extra.items())
-    return out
-
-
 class StreamAccumulator:
     """What every streaming accumulator keeps: the batch number for fallback ids, the optional event
     listener, findings so far, the chunk counter, and the response's id, model and usage.
@@ -175,6 +104,11 @@ class StreamAccumulator:
         "response_id",
         "usage",
     )
+
+    opened = True
+    """The response has begun (Anthropic: ``message_start`` or its end was seen), so a payload that
+    starts a response starts the next one. Anthropic pings, or content events, before
+    ``message_start`` do not begin it: the ``message_start`` after them is the same message's."""
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         self.batch = batch
@@ -218,6 +152,20 @@ class StreamAccumulator:
         )
         return None
 
+    def _part(self, event: Mapping[str, Any], key: str, n: int) -> Mapping[str, Any]:
+        """``event[key]`` when it is an object; {} when absent, and reported when of another type."""
+        part = event.get(key)
+        if isinstance(part, Mapping):
+            return part
+        if part is not None:
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: the {str(event.get('type'))[:40]} event's `{key}` is {a_json_type(part)}, "
+                "not an object; skipped",
+                chunk_index=n,
+            )
+        return {}
+
     def feed(self, payload: Any) -> None:
         """Take one payload of the stream."""
         raise NotImplementedError
@@ -227,6 +175,10 @@ class StreamAccumulator:
 
     def pending_calls(self) -> list[PendingCall]:
         """The calls being assembled (for memory compaction by the recording reader)."""
+        return []
+
+    def text_pieces(self) -> list[list[Any]]:
+        """The lists of text pieces being gathered (for memory compaction by the recording reader)."""
         return []
 
     def finish(self) -> ParsedResponse:
@@ -354,7 +306,6 @@ def calls_snapshot(calls: list[PendingCall]) -> dict[int, dict[int, dict[str, An
 
 
 _new = object.__new__
-_LONE = re.compile("[\ud800-\udfff]")
 _CACHE_BELOW = 1 << 20
 """Arguments this long or longer are not kept parsed on the call (read again when asked), so a
 huge argument is held once, as the string the model sent."""
@@ -373,39 +324,6 @@ def _decoded_lone(arguments: str, outcome: ParsedArguments) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def fix_surrogates(text: str) -> tuple[str, bool, bool]:
-    """Join surrogate pairs that arrived split over two chunks; report lone surrogates.
-
-    Returns (text, joined, lone). Text without surrogates is returned as is (the common case).
-    """
-    if text.isascii():
-        return text, False, False
-    try:
-        text.encode("utf-8")
-        return text, False, False
-    except UnicodeEncodeError:
-        pass
-    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return fixed, fixed != text, _LONE.search(fixed) is not None
-
-
-def join_text(pieces: list[str], findings: list[Finding], what: str) -> str | None:
-    """Join text deltas (content, reasoning), joining split surrogate pairs; None when empty."""
-    if not pieces:
-        return None
-    text = "".join(pieces)
-    if not text:
-        return None
-    text, joined, lone = fix_surrogates(text)
-    if joined:
-        findings.append(
-            finding("split_surrogate_pair", f"{what}: a surrogate pair split across chunks was joined")
-        )
-    if lone:
-        findings.append(finding("lone_surrogate", f"{what}: holds a lone surrogate; kept as is"))
-    return text
 
 
 class PendingCall:
@@ -440,7 +358,9 @@ class PendingCall:
         None  # why a chat entry is not read (its type, or keys): kept raw, never complete
     )
     flat = False  # a chat entry with name/arguments at the top level, not under `function`
-    args_absent: str | None = None  # a whole body's `arguments` was "null" or "missing"
+    args_absent: str | None = None  # a whole body's `arguments` / `input` was absent: "`input` missing"
+    non_string_at: int | None = None  # the chunk of the first argument piece that was not a string
+    held: str | None = None  # why the call is held back (never complete): what could not be read
     started = False  # CallStarted was emitted to the listener
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
@@ -482,6 +402,24 @@ class PendingCall:
         else:
             self.name = current + piece
             self.name_pieces = (self.name_pieces or 1) + 1
+            self.quirky = True
+
+    def not_string(self, value: Any, chunk_index: int) -> str:
+        """An argument piece that is not a string (an object, a number): its compact JSON, kept, with
+        an ``arguments_not_string`` finding at the chunk it first came in."""
+        self.came_not_string(chunk_index)
+        return compact_json(value)
+
+    def came_not_string(self, chunk_index: int) -> None:
+        """Some of the arguments came as JSON, not a string, first at `chunk_index` (reported)."""
+        self.non_string_args = self.quirky = True
+        if self.non_string_at is None:
+            self.non_string_at = chunk_index
+
+    def hold(self, reason: str) -> None:
+        """Something meant for this call could not be read (`reason`): it will never be complete."""
+        if self.held is None:
+            self.held = reason
             self.quirky = True
 
     def looks_complete(self) -> bool:
@@ -578,6 +516,17 @@ class PendingCall:
             name = _checked_text(name, f"call {tool_call_id}: the name", findings, where)
         if self.quirky:
             self._quirks(tool_call_id, name, findings, where)
+            if self.held is not None:
+                failed = True  # (its finding says why; nothing else is reported as the cause)
+                findings.append(
+                    finding(
+                        "call_held_back",
+                        f"call {tool_call_id} ({name}): {self.held}; call marked incomplete and will not "
+                        "be executed",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
         if not name:
             findings.append(
                 finding(
@@ -714,11 +663,7 @@ class PendingCall:
                     finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
             else:
-                what = (
-                    f"`arguments` {self.args_absent}"
-                    if self.args_absent is not None
-                    else "empty argument string"
-                )
+                what = self.args_absent if self.args_absent is not None else "empty argument string"
                 message = (
                     f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
                 )
@@ -787,13 +732,15 @@ class PendingCall:
                 )
             )
         if self.non_string_args:
+            at = self.non_string_at
             findings.append(
                 finding(
                     "arguments_not_string",
-                    f"call {tool_call_id} ({name}): arguments sent as JSON, not a string; "
-                    "kept, serialised compactly",
+                    f"call {tool_call_id} ({name}): arguments sent as JSON, not a string"
+                    + (f" (first at chunk {at})" if at else "")
+                    + "; kept, serialised compactly",
                     tool_call_id=tool_call_id,
-                    **where,
+                    **{**where, "chunk_index": at if at is not None else where["chunk_index"]},
                 )
             )
 
@@ -826,14 +773,3 @@ def provider_ids(calls: list[PendingCall]) -> set[str] | None:
         if call.tool_call_id is not None:
             ids.add(call.tool_call_id)
     return ids
-
-
-def compact_json(value: Any) -> str:
-    """Serialise an argument object the way it is shown for object-valued inputs (no spaces).
-
-    Total: a value too deeply nested to serialise gives a text that is not JSON (so the call is
-    reported as having invalid arguments), never an exception."""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    except (RecursionError, ValueError, TypeError) as exc:
-        return f"<arguments that cannot be shown as JSON: {type(exc).__name__}>"

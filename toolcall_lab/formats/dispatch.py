@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
+from toolcall_lab.formats._values import as_key, join_blocks
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.base import FindingLimit, StreamAccumulator, error_only, error_response, finding
 from toolcall_lab.formats.errors import error_message
@@ -69,7 +70,7 @@ def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
         return "openai-chat"
     if isinstance(kind, str) and kind.startswith("response."):
         return "openai-responses"
-    if kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload):
+    if isinstance(kind, str) and (kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload)):
         return "anthropic"
     if payload.get("object") == "response":
         return "openai-responses"
@@ -90,6 +91,12 @@ def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
     output = doc.get("output")
     if "stopReason" in doc or (isinstance(output, Mapping) and "message" in output):
         hint = " (it looks like an AWS Bedrock Converse body, a format this parser does not read)"
+    elif "bytes" in doc or (isinstance(doc.get("chunk"), Mapping) and "bytes" in doc["chunk"]):
+        hint = (
+            " (it looks like an AWS Bedrock InvokeModelWithResponseStream event, base64 `bytes` around the "
+            "model's own events, a container this parser does not read: decode each `bytes` and save the "
+            "events as JSON lines)"
+        )
     elif doc.keys() & {"contentBlockDelta", "contentBlockStart", "messageStart", "messageStop"}:
         hint = " (it looks like an AWS Bedrock ConverseStream event, a format this parser does not read)"
     elif "candidates" in doc:
@@ -102,7 +109,7 @@ def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
             " (it looks like an Ollama native /api/chat body or NDJSON line, a format this parser does "
             "not read; Ollama's OpenAI-compatible /v1 endpoint is read)"
         )
-    elif doc.keys() & {"event_type", "generation_id"} or doc.get("type") in _COHERE_EVENTS:
+    elif doc.keys() & {"event_type", "generation_id"} or as_key(doc.get("type")) in _COHERE_EVENTS:
         hint = " (it looks like a Cohere chat body or stream event, a format this parser does not read)"
     return f"cannot tell the wire format of a {what} with keys {sorted(doc)[:8]}{hint}"
 
@@ -239,6 +246,7 @@ def iter_stream_responses(
     after_done = False
     after_error = False
     count = 0
+    marks = _TextBlocks()
     yielded = 0
     last: ParsedResponse | None = None  # ended at [DONE] or an error; yielded at the next payload,
     # or at the end with the framing findings that came after it
@@ -296,7 +304,9 @@ def iter_stream_responses(
                     for h in held:
                         feed(h)
                     held.clear()
-            elif (boundary is not None and acc.chunk_count and item.get("type") == boundary) or (
+            elif (
+                boundary is not None and item.get("type") == boundary and acc.chunk_count and acc.opened
+            ) or (
                 boundary is None and acc.finished and _another_stream(acc, item)  # type: ignore[attr-defined]
             ):
                 ended = acc.response_id
@@ -337,7 +347,7 @@ def iter_stream_responses(
             count += 1
             if count >= _COMPACT_EVERY:
                 count = 0
-                _compact(acc)
+                _compact(acc, marks)
         elif item is DONE:
             after_error = False
             if acc is not None:
@@ -384,9 +394,21 @@ def iter_stream_responses(
 
 def _another_stream(acc: Any, item: dict[str, Any]) -> bool:
     """A chat chunk that starts another stream: after a finish reason, a chunk whose ``id`` differs
-    from the response's (two streams saved one after the other without ``[DONE]``)."""
+    from the response's (two streams saved one after the other without ``[DONE]``) and that says
+    something (a delta with a value). A usage or metadata chunk after the finish reason is not a
+    stream's start, also when its id differs (servers that give every chunk a new id: old
+    llama.cpp, LiteLLM before some providers)."""
     rid = item.get("id")
-    return type(rid) is str and bool(rid) and acc.response_id is not None and rid != acc.response_id
+    if not (type(rid) is str and rid and acc.response_id is not None and rid != acc.response_id):
+        return False
+    choices = item.get("choices")
+    if type(choices) is not list:
+        return False
+    for choice in choices:
+        delta = choice.get("delta") if type(choice) is dict else None
+        if type(delta) is dict and any(v is not None and v != "" for v in delta.values()):
+            return True
+    return False
 
 
 def collect(responses: Iterable[ParsedResponse]) -> list[ParsedResponse]:
@@ -411,9 +433,21 @@ def _raise(exc: WireFormatError, failed: ParsedResponse) -> NoReturn:
     raise exc
 
 
-def _compact(acc: StreamAccumulator | None) -> None:
-    """Join the argument pieces that came since the last compaction, so memory follows the size of
-    the arguments, not the number of chunks (each piece is copied once: linear in the total)."""
+class _TextBlocks:
+    """How many leading entries of each text list of the response being read are joined blocks
+    (memory compaction, `_compact`); each list is held with its count, so its id stays its own."""
+
+    __slots__ = ("acc", "keep")
+
+    def __init__(self) -> None:
+        self.acc: StreamAccumulator | None = None
+        self.keep: dict[int, tuple[int, list[Any]]] = {}
+
+
+def _compact(acc: StreamAccumulator | None, marks: _TextBlocks) -> None:
+    """Join the argument and text pieces that came since the last compaction, so memory follows the
+    size of the arguments and the text, not the number of chunks (each piece is copied once: linear
+    in the total)."""
     if acc is None:
         return
     for call in acc.pending_calls():
@@ -422,3 +456,11 @@ def _compact(acc: StreamAccumulator | None) -> None:
         if len(pieces) - keep > 64:
             pieces[keep:] = ["".join(pieces[keep:])]
             call.blocks = keep + 1
+    if marks.acc is not acc:  # another response: its lists are new
+        marks.acc = acc
+        marks.keep.clear()
+    for text in acc.text_pieces():
+        held = marks.keep.get(id(text))
+        keep = 0 if held is None else held[0]
+        if len(text) - keep > 64:
+            marks.keep[id(text)] = (join_blocks(text, keep), text)

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -78,6 +79,10 @@ class _Choice:
     max_index = -1
     seen = False  # choice 0 exists from the start; it is reported only if a chunk had it
     parked: dict[int, PendingCall] | None = None  # calls whose next delta decides (see _parks)
+    parts = 0  # chunks whose content was a list of typed parts
+    late_text = False  # text after the finish reason (reported once)
+    slow = False  # a call was started off the fast path (it may have neither id nor name)
+    refusal: list[Any] | None = None  # OpenAI `refusal` text pieces, once some arrive
     content: list[str] | None = None  # text and reasoning pieces, once some arrive
     reasoning: list[str] | None = None
 
@@ -154,7 +159,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if not self._seen:
             self._first(chunk)
         usage = chunk.get("usage")
-        if usage:
+        if usage and type(usage) is dict:
             self.usage = usage
         try:
             (choice,) = chunk["choices"]
@@ -162,11 +167,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             delta = choice["delta"]
             if "error" in choice:  # OpenRouter's per-choice error object
                 raise KeyError
+            calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
             return
         if delta:
-            calls = delta.get("tool_calls")
             if calls:
                 # the hot loop: a continuation {"index": i, "function": {"arguments": s}} of a known
                 # call, or the usual header {"index": next, "id", "type", "function": {"name", "arguments"}}
@@ -238,10 +243,28 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self._finished(st, finish, chunk, n)
 
     def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
-        st.finish_reason = finish if type(finish) is str else str(finish)
-        self.finished = True
+        if type(finish) is str:  # (`_finish`, inlined for the common case)
+            st.finish_reason = finish
+            self.finished = True
+        else:
+            self._finish(st, finish, n)
         if finish == "error":
             self.fail(error_message(chunk) or "finish_reason 'error' without an error message", chunk, n)
+
+    def _finish(self, st: _Choice, finish: Any, n: int) -> None:
+        """A choice's finish reason; one that is not a string (an object, a number) is kept as its
+        JSON text, reported."""
+        if type(finish) is not str:
+            self.note(
+                "wrong_type",
+                f"chunk {n}: choice {st.index}'s finish_reason {as_text(finish)[:60]} is a "
+                f"{a_json_type(finish)}, not a string; kept as its JSON text",
+                chunk_index=n,
+                choice_index=st.index,
+            )
+            finish = as_text(finish)
+        st.finish_reason = finish
+        self.finished = True
 
     def _general(self, chunk: Any, n: int, *, usage_done: bool = False) -> None:
         if type(chunk) is not dict:
@@ -289,10 +312,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self._malformed(n, f"{what} ({kind[:40]!r}), not a chat-completion chunk")
 
     def _first(self, chunk: dict[str, Any]) -> None:
-        self._seen = True
-        rid, model = chunk.get("id"), chunk.get("model")
-        self.response_id = rid if type(rid) is str else None
-        self.model = model if type(model) is str else None
+        """The response's id and model, from the first chunk that has an id (Azure's first chunk,
+        its prompt filter results, has ``"id": ""``: the stream's id comes after it)."""
+        rid = chunk.get("id")
+        if rid and type(rid) is str:
+            self._seen = True
+            self.response_id = rid
+        elif self.model is not None:
+            return
+        model = chunk.get("model")
+        if model and type(model) is str:
+            self.model = model
 
     def _choice(self, choice: Any, n: int) -> bool:
         """One choice of a chunk; True when it finished with ``finish_reason: "error"``."""
@@ -303,8 +333,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if ci is None:
             ci = 0
         elif type(ci) is not int:
-            self._malformed(n, f"choice index {ci!r} is not an integer")
-            return False
+            number = as_index(ci)
+            if number is None:
+                self._malformed(n, f"choice index {as_text(ci)[:40]} is not an integer")
+                return False
+            self.note(
+                "wrong_type",
+                f"chunk {n}: choice index {ci!r} is a string; read as {number}",
+                chunk_index=n,
+                choice_index=number,
+            )
+            ci = number
         st = self._choices.get(ci)
         if st is None:
             st = self._choices[ci] = _Choice(ci)
@@ -322,27 +361,71 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._text(st, delta, n)
         finish = choice.get("finish_reason")
         if finish:
-            st.finish_reason = str(finish)
-            self.finished = True
+            self._finish(st, finish, n)
         return st.finish_reason == "error" or bool(choice.get("error"))
 
     def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
         st.seen = True
         text = delta.get("content")
         if text and type(text) is str:
+            if st.finish_reason is not None:
+                self._late_text(st, n)
             if st.content is None:
                 st.content = [text]
             else:
                 st.content.append(text)
+        elif text is not None and type(text) is not str:
+            self._odd_text(st, text, n)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought and type(thought) is str:
+            if st.finish_reason is not None:
+                self._late_text(st, n)
             if st.reasoning is None:
                 st.reasoning = [thought]
             else:
                 st.reasoning.append(thought)
+        elif thought and type(thought) is not str:
+            if st.reasoning is None:
+                st.reasoning = []
+            st.reasoning.append(thought)  # kept: the text join shows it as JSON, reported
         legacy = delta.get("function_call")
         if legacy:
             self._legacy(st, legacy, n)
+        refusal = delta.get("refusal")
+        if refusal:
+            if st.refusal is None:
+                st.refusal = []
+            st.refusal.append(refusal)
+
+    def _odd_text(self, st: _Choice, text: Any, n: int) -> None:
+        """``content`` that is not a string: a list of typed parts (Mistral) read as text and
+        reasoning; anything else kept as is for the text join to show as JSON and report."""
+        if st.finish_reason is not None:
+            self._late_text(st, n)
+        if type(text) is list:
+            text, thought = content_parts(text)
+            st.parts += 1
+            if thought:
+                if st.reasoning is None:
+                    st.reasoning = []
+                st.reasoning += thought
+        else:
+            text = [text]
+        if text:
+            if st.content is None:
+                st.content = []
+            st.content += text
+
+    def _late_text(self, st: _Choice, n: int) -> None:
+        if not st.late_text:
+            st.late_text = True
+            self.note(
+                "late_delta",
+                f"chunk {n}: text after choice {st.index}'s finish_reason {st.finish_reason!r}; appended "
+                "to its text",
+                chunk_index=n,
+                choice_index=st.index,
+            )
 
     def _malformed(self, n: int, message: str) -> None:
         self.note("malformed_chunk", f"chunk {n}: {message}; skipped", chunk_index=n)
@@ -350,14 +433,24 @@ class ChatCompletionAccumulator(StreamAccumulator):
     # -- tool-call deltas ------------------------------------------------------------------------
     def _tool_deltas(self, st: _Choice, deltas: Any, n: int) -> None:
         if type(deltas) is not list:
-            self._malformed(n, "tool_calls is not a list")
-            return
+            if type(deltas) is not dict:
+                self._malformed(n, "tool_calls is not a list")
+                return
+            self.note(
+                "wrong_type",
+                f"chunk {n}: tool_calls is one object, not a list; read as a list of one entry",
+                chunk_index=n,
+                choice_index=st.index,
+            )
+            deltas = [deltas]
         seen: set[int] | None = None if len(deltas) == 1 else set()
         for tc in deltas:
             if type(tc) is not dict:
                 self._malformed(n, "a tool_calls entry is not an object")
                 continue
             ctype = tc.get("type")
+            if ctype == "":  # (Azure sends "type": "" on deltas: no type, as null)
+                ctype = None
             fn = tc.get("function")
             kind = "function"
             flat = False
@@ -466,8 +559,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int) -> None:
         if type(args) is not str:
-            args = compact_json(args)
-            call.non_string_args = call.quirky = True
+            args = call.not_string(args, n)
         if args:
             call.pieces.append(args)
             if self.listener is not None:
@@ -487,14 +579,29 @@ class ChatCompletionAccumulator(StreamAccumulator):
     ) -> PendingCall | None:
         """The call a delta belongs to (see the module docstring for the rules); None when the
         delta was only a header whose meaning waits for the next delta (a parked name)."""
-        if type(idx) is not int:
-            if idx is not None:
+        if type(idx) is not int and idx is not None:
+            number = as_index(idx)
+            if number is None:
                 self._malformed(
                     n,
-                    f"tool call index {idx!r} is not an integer; read as a delta without index",
+                    f"tool call index {as_text(idx)[:40]} is not an integer; read as a delta without index",
                 )
+            else:
+                self.note(
+                    "wrong_type",
+                    f"chunk {n}: tool call index {idx!r} is a string; read as {number}",
+                    chunk_index=n,
+                    choice_index=st.index,
+                    call_index=number,
+                )
+                idx = number
+        if type(idx) is not int:
             last = st.last
             if last is not None and last.next_name is not None:
+                if _nothing_new(last.next_name, tid, name, args):  # still undecided: stays parked
+                    if args:
+                        self._keep(last, args, n)
+                    return None
                 parked_name, last.next_name = last.next_name, None
                 if tid or _real_args(args) or (name and name != parked_name):
                     return self._unindexed(st, n, parked_name, idx is None)
@@ -508,6 +615,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             return self._unindexed(st, n, None, idx is None)
         held = st.calls.get(idx)
         if held is None and st.parked is not None and idx in st.parked:
+            parked = st.parked[idx]
+            if _nothing_new(parked.next_name, tid, name, args):  # still undecided: stays parked
+                if args:
+                    self._keep(parked, args, n)
+                return None
             held = st.calls[idx] = st.parked.pop(idx)
             waiting, held.next_name = held.next_name, None
             if tid or _real_args(args) or (name and name != waiting):
@@ -575,6 +687,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _start(self, st: _Choice, idx: int | None, n: int) -> PendingCall:
         """A new call, at wire index `idx` (None: no index) or the next free index when it is taken."""
+        st.slow = True  # (only calls started here can lack an id and a name: see _headers_apart)
         top = st.max_index
         if idx is not None and idx > top:
             index = idx
@@ -672,6 +785,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def pending_calls(self) -> list[PendingCall]:
         return [call for st in self._choices.values() for call in st.order]
 
+    def text_pieces(self) -> list[list[Any]]:
+        return [
+            text for st in self._choices.values() for text in (st.content, st.reasoning) if text is not None
+        ]
+
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far per choice and index (for stepping through a stream)."""
         return {
@@ -709,6 +827,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             dead = failed or finish == "content_filter"
             if st.legacy is not None and len(order) > 1:
                 order = self._legacy_once(st, findings)
+            if st.slow and len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
+                order = _headers_apart(order, st.legacy, findings)
             if len(order) == 1:
                 calls: tuple[ToolCall, ...] = (
                     order[0].finalize(batch, findings, finish, None, dead, finish is not None, taken),
@@ -723,6 +843,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if self.listener is not None:
                 for call in calls:
                     self.listener(CallFinished(call=call))
+            if st.parts or st.refusal is not None:
+                self._text_notes(st, findings)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
             reasoning = (
                 None if st.reasoning is None else join_text(st.reasoning, findings, f"choice {ci} reasoning")
@@ -749,6 +871,21 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response.error = error
         response.__class__ = ParsedResponse
         return response  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _text_notes(st: _Choice, findings: list[Finding]) -> None:
+        """What a choice's text came with: typed parts (``content_parts``), a refusal (``refusal``)."""
+        if st.parts:
+            findings.append(
+                finding(
+                    "content_parts",
+                    f"choice {st.index}: content came as a list of parts in {st.parts} chunk(s); their text "
+                    "joined",
+                    choice_index=st.index,
+                )
+            )
+        if st.refusal is not None and (note := refusal_note(st.refusal, f"choice {st.index}: ")) is not None:
+            findings.append(note)
 
     def _legacy_once(self, st: _Choice, findings: list[Finding]) -> list[PendingCall]:
         """The choice's calls without its `function_call` when a `tool_calls` entry says the same."""
@@ -802,6 +939,71 @@ def _by_index(call: PendingCall) -> int:
     return call.index
 
 
+def _headers_apart(
+    order: list[PendingCall], legacy: PendingCall | None, findings: list[Finding]
+) -> list[PendingCall]:
+    """Calls whose header and arguments came at different indexes (LibreChat's agents API numbers a
+    header by its run step, counting text steps, and the argument fragments by the call; LiteLLM's
+    Bedrock path sends a no-argument call's "" at another index). At the end of the choice: one
+    call with a name and no arguments and one with arguments but no id nor name are one call
+    (``split_call``); with more of either, the header-only calls are held back (which arguments
+    are theirs is unknown) rather than run with ``{}``. A call with nothing at all (no id, name or
+    argument text) beside other calls is no call: dropped, reported."""
+
+    def plain(c: PendingCall) -> bool:
+        return c is not legacy and c.unknown_type is None and c.kind == "function"
+
+    bare = [c for c in order if c.name is None and c.tool_call_id is None and plain(c)]
+    empty = [c for c in bare if not "".join(c.pieces).strip()]
+    fragments = [c for c in bare if c not in empty]
+    if not bare:
+        return order
+    low = min(c.index for c in bare)
+    # a header above the fragments' index (the servers seen count other blocks in it): a call whose
+    # header came below them is a call of its own (a tool without parameters), left as it is
+    heads = [c for c in order if c.name and plain(c) and not "".join(c.pieces).strip() and c.index > low]
+    gone: list[PendingCall] = []
+    if len(heads) == 1 and len(fragments) <= 1:
+        head = heads[0]
+        source = fragments[0] if fragments else None
+        if source is not None:
+            head.pieces = [*head.pieces, *source.pieces]
+            gone.append(source)
+        gone += empty
+        where = f"index {source.index}" if source is not None else f"index {empty[0].index} (empty)"
+        findings.append(
+            finding(
+                "split_call",
+                f"call {head.tool_call_id} ({head.name}): its header came at index {head.index} without "
+                f"arguments and its arguments at {where} without id or name; read as one call",
+                chunk_index=head.first_chunk,
+                choice_index=head.choice_index,
+                call_index=head.index,
+                tool_call_id=head.tool_call_id,
+            )
+        )
+    else:
+        indexes = ", ".join(str(c.index) for c in fragments)
+        for head in heads if fragments else ():
+            head.hold(
+                f"its header came at index {head.index} without arguments, and arguments without id or "
+                f"name came at index(es) {indexes}: which are its arguments is unknown"
+            )
+        for call in empty:
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"a tool call delta at index {call.index} (chunk {call.first_chunk}) had no id, name "
+                    "or arguments; it made no call",
+                    chunk_index=call.first_chunk,
+                    choice_index=call.choice_index,
+                    call_index=call.index,
+                )
+            )
+        gone = empty
+    return [c for c in order if c not in gone]
+
+
 def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:
     """Does a delta with this header start a new call where `call` is? (module docstring rules)
 
@@ -831,6 +1033,12 @@ def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any
 
 def _real_args(args: Any) -> bool:
     return args is not None and (type(args) is not str or (args != "" and not args.isspace()))
+
+
+def _nothing_new(waiting: str | None, tid: str | None, name: str | None, args: Any) -> bool:
+    """A delta after a parked name that decides nothing: no id, no real arguments (``""``, blanks,
+    null) and no name or the same name again. The call stays parked until a delta that says more."""
+    return not tid and not _real_args(args) and (not name or name == waiting)
 
 
 def _parks(call: PendingCall, tid: str | None, name: str | None, args: Any) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
 from toolcall_lab.formats.base import (
     PendingCall,
     capped,
@@ -57,8 +58,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         if not isinstance(choice, dict):
             findings.append(finding("malformed_chunk", f"choice {pos} is not an object; skipped"))
             continue
-        ci = choice.get("index", pos)
-        ci = ci if type(ci) is int else pos
+        ci = _choice_index(choice, pos, findings)
         if "message" not in choice and "delta" in choice:
             findings.append(
                 finding(
@@ -73,6 +73,16 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             findings.append(finding("malformed_chunk", f"choice {ci}: message is not an object; skipped"))
             message = {}
         finish = choice.get("finish_reason")
+        if finish is not None and type(finish) is not str:
+            findings.append(
+                finding(
+                    "wrong_type",
+                    f"choice {ci}: finish_reason {as_text(finish)[:60]} is {a_json_type(finish)}, not a "
+                    "string; kept as its JSON text",
+                    choice_index=ci,
+                )
+            )
+            finish = as_text(finish)
         errored |= finish == "error" or bool(choice.get("error"))
         messages.append((ci, message, finish))
     pendings = [_pending_calls(message, ci, findings) for ci, message, _ in messages]
@@ -85,15 +95,15 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         ]
         if filtered:
             findings.append(filtered_finish(ci, len(calls)))
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        content = message.get("content")
+        text, thought = _message_text(message, ci, findings)
+        refused = refusal_note([message.get("refusal")], f"choice {ci}: ")
+        if refused is not None:
+            findings.append(refused)
         choices.append(
             new_choice(
                 ci,
-                join_text([content], findings, f"choice {ci} content") if isinstance(content, str) else None,
-                join_text([reasoning], findings, f"choice {ci} reasoning")
-                if isinstance(reasoning, str)
-                else None,
+                join_text(text, findings, f"choice {ci} content"),
+                join_text(thought, findings, f"choice {ci} reasoning"),
                 tuple(calls),
                 finish,
             )
@@ -121,12 +131,67 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     return response
 
 
+def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding]) -> int:
+    """A choice's index: an integer, a decimal string read as its number (reported), else its
+    position (reported)."""
+    ci = choice.get("index", pos)
+    if type(ci) is int:
+        return ci
+    number = as_index(ci)
+    if number is not None:
+        findings.append(
+            finding(
+                "wrong_type", f"choice {pos}: index {ci!r} is a string; read as {number}", choice_index=number
+            )
+        )
+        return number
+    findings.append(
+        finding(
+            "wrong_type",
+            f"choice {pos}: index {as_text(ci)[:40]} is not an integer; numbered by its position, {pos}",
+            choice_index=pos,
+        )
+    )
+    return pos
+
+
+def _message_text(message: dict[str, Any], ci: int, findings: list[Finding]) -> tuple[list[Any], list[Any]]:
+    """A message's text and reasoning pieces: strings, a list of typed parts (``content_parts``), or
+    values of another type (kept as JSON by `join_text`, reported)."""
+    content = message.get("content")
+    reasoning = message.get("reasoning_content")
+    if reasoning is None:
+        reasoning = message.get("reasoning")
+    thought: list[Any] = [] if reasoning is None else [reasoning]
+    if type(content) is list:
+        text, more = content_parts(content)
+        thought += more
+        findings.append(
+            finding(
+                "content_parts",
+                f"choice {ci}: content came as a list of {len(content)} part(s); their text joined",
+                choice_index=ci,
+            )
+        )
+        return text, thought
+    return ([] if content is None else [content]), thought
+
+
 def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) -> list[PendingCall]:
     entries = message.get("tool_calls") or []
-    if not isinstance(entries, list):
+    if isinstance(entries, dict):
+        findings.append(
+            finding(
+                "wrong_type",
+                f"choice {ci}: tool_calls is one object, not a list; read as a list of one call",
+                choice_index=ci,
+            )
+        )
+        entries = [entries]
+    elif not isinstance(entries, list):
         findings.append(finding("malformed_chunk", f"choice {ci}: tool_calls is not a list; skipped"))
         entries = []
-    given = [tc.get("index") if isinstance(tc, dict) else None for tc in entries]
+    given = [as_index(tc.get("index")) if isinstance(tc, dict) else None for tc in entries]
     explicit = all(type(i) is int for i in given) and len(set(given)) == len(given)
     pendings: list[PendingCall] = []
     for pos, tc in enumerate(entries):
@@ -138,6 +203,8 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
         index = given[pos] if explicit else pos
         index = index if type(index) is int else pos
         ctype = tc.get("type")
+        if ctype == "":  # ("type": "" as Azure sends it: no type)
+            ctype = None
         fn = tc.get("function")
         shape = entry_shape(tc)
         if type(shape) is tuple:
@@ -150,7 +217,7 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
             custom = custom if isinstance(custom, dict) else {}
             pending = PendingCall.announced(ci, index, 0, tc.get("id"), custom.get("name"))
             pending.kind, pending.quirky = "custom", True  # free-form text input, not JSON
-            _whole_arguments(pending, custom.get("input"))
+            _whole_arguments(pending, custom.get("input"), "input" in custom, "input")
         else:
             if shape is not None:  # name/arguments at the top level: read, reported
                 fn = shape
@@ -188,7 +255,9 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
     return pendings
 
 
-_ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom"))
+_ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom", "extra_content"))
+"""Keys a tool call entry may hold besides its payload; `extra_content` is Gemini's metadata
+(``{"google": {"thought_signature": ...}}``), also sent alone on a delta of its own."""
 _FLAT_KEYS = frozenset(("name", "arguments"))
 
 
@@ -201,6 +270,8 @@ def entry_shape(tc: dict[str, Any]) -> tuple[str, Any] | dict[str, Any] | None:
     key's value for an entry without type, else the whole entry) and `why` says what was seen (its
     type, or its keys)."""
     ctype = tc.get("type")
+    if ctype == "":  # ("type": "" as Azure sends it: no type, as null)
+        ctype = None
     if ctype == "custom" or (ctype is None and "function" not in tc and "custom" in tc):
         return None
     if ctype is None or ctype == "function":
@@ -223,14 +294,11 @@ def entry_shape(tc: dict[str, Any]) -> tuple[str, Any] | dict[str, Any] | None:
     return f"a tool call of type {ctype!r} this parser does not read (keys {keys})", tc
 
 
-def _whole_arguments(pending: PendingCall, args: Any, present: bool = True) -> None:
+def _whole_arguments(pending: PendingCall, args: Any, present: bool = True, field: str = "arguments") -> None:
     if args is None:
-        pending.args_absent = "null" if present else "missing"
+        pending.args_absent = f"`{field}` {'null' if present else 'missing'}"
         return
-    if not isinstance(args, str):  # some servers send an object; keep it, and say so
-        args = compact_json(args)
-        pending.non_string_args = pending.quirky = True
-    pending.pieces = [args]
+    pending.pieces = [args if isinstance(args, str) else pending.not_string(args, 0)]  # an object: kept
 
 
 def _mark_failed(response: ParsedResponse, failed: Finding) -> ParsedResponse:

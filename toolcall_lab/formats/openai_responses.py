@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text, refusal_note
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -43,6 +44,16 @@ from toolcall_lab.messages import Finding, ParsedResponse, ServerToolCall, ToolC
 _CLIENT_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
 _BUILTIN_ITEMS = frozenset({"computer_call", "local_shell_call", "shell_call", "apply_patch_call"})
 _ITEM_BOOKKEEPING = frozenset({"id", "type", "status", "call_id", "pending_safety_checks"})
+
+
+def _key(value: Any) -> str | None:
+    """An item id as a lookup key: a non-empty string, else None (absent, or of another type)."""
+    return value if type(value) is str and value else None
+
+
+def _position(value: Any) -> int | None:
+    """An ``output_index``: an integer (a decimal string read as one), else None."""
+    return value if type(value) is int else as_index(value)
 
 
 def _is_call(itype: Any) -> bool:
@@ -108,25 +119,27 @@ def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
 class _Item:
     """A client call item: its pending call, where it is, and its final text once known."""
 
-    __slots__ = ("call", "final", "item_id", "output_index")
+    __slots__ = ("call", "final", "item_id", "output_index", "unlisted")
 
     def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
         self.call = call
         self.item_id = item_id
         self.output_index = output_index if type(output_index) is int else 1 << 30
         self.final: str | None = None
+        self.unlisted = False  # never finished and not in response.completed's output
 
 
 class _Held:
     """Deltas and a `.done` for an item not announced (yet): kept, never dropped."""
 
-    __slots__ = ("count", "final", "first", "pieces")
+    __slots__ = ("count", "final", "first", "not_string_at", "pieces")
 
     def __init__(self, first: int) -> None:
         self.first = first
         self.count = 0
         self.pieces: list[str] = []
         self.final: str | None = None
+        self.not_string_at: int | None = None  # a delta that was not a string (kept as JSON)
 
 
 class ResponsesStreamAccumulator(StreamAccumulator):
@@ -138,8 +151,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "_items",
         "_orphans",
         "_reasoning",
+        "_refusal",
         "_server",
         "_text",
+        "_text_done",
         "incomplete_reason",
         "status",
     )
@@ -148,8 +163,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         super().__init__(batch=batch, listener=listener)
         self.status: str | None = None
         self.incomplete_reason: str | None = None
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
+        self._text: list[Any] = []
+        self._reasoning: list[Any] = []
+        self._refusal: list[Any] = []
+        self._text_done: list[Any] | None = None  # the `text` of each response.output_text.done
         self._items: list[_Item] = []
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
@@ -158,16 +175,16 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._orphans: dict[Any, _Held] | None = None
 
     def _find(self, event: Mapping[str, Any]) -> _Item | None:
-        item_id = event.get("item_id")
+        item_id = _key(event.get("item_id"))
         found = self._by_key.get(item_id) if item_id else None
         if found is None:
-            found = self._by_key.get(("#", event.get("output_index")))
+            found = self._by_key.get(("#", _position(event.get("output_index"))))
         return found
 
     def _held(self, event: Mapping[str, Any], n: int) -> _Held:
         """What is held for the item an event names but nobody announced (made on first use)."""
-        item_id = event.get("item_id")
-        key = item_id if item_id else ("#", event.get("output_index"))
+        item_id = _key(event.get("item_id"))
+        key = item_id if item_id else ("#", _position(event.get("output_index")))
         if self._orphans is None:
             self._orphans = {}
         held = self._orphans.get(key)
@@ -192,6 +209,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         found.sort(key=lambda h: h.first)
         pieces = [p for h in found for p in h.pieces]
         entry.call.pieces[:0] = pieces
+        odd = next((h.not_string_at for h in found if h.not_string_at is not None), None)
+        if odd is not None:
+            entry.call.came_not_string(odd)
         final = next((h.final for h in found if h.final is not None), None)
         if final is not None:
             entry.final = final
@@ -214,21 +234,34 @@ class ResponsesStreamAccumulator(StreamAccumulator):
 
     def _announce(self, item: Mapping[str, Any], output_index: Any, n: int) -> _Item:
         kind = str(item.get("type"))
-        name = item.get("name")
+        name = self._header(item.get("name"), "name", n)
         if kind in _BUILTIN_ITEMS:
             name = kind.removesuffix("_call")
-        call = PendingCall.announced(0, len(self._items), n, item.get("call_id"), name)
+        tid = self._header(item.get("call_id"), "call_id", n)
+        call = PendingCall.announced(0, len(self._items), n, tid, name)
         if kind == "custom_tool_call":
             call.kind = "custom"
             call.quirky = True
         elif kind in _BUILTIN_ITEMS:
             call.kind = "builtin"
             call.quirky = True
-        entry = _Item(call, item.get("id"), output_index)
+        item_id = _key(item.get("id"))
+        output_index = _position(output_index)
+        entry = _Item(call, item_id, output_index)
         self._items.append(entry)
-        if item.get("id"):
-            self._by_key[item["id"]] = entry
-        if type(output_index) is int:
+        if item_id:
+            self._by_key[item_id] = entry
+        if output_index is not None:
+            held = self._by_key.get(("#", output_index))
+            if held is not None and n >= 0:
+                self.note(
+                    "index_reused",
+                    f"chunk {n}: item {item_id!r} announced at output_index {output_index}, which item "
+                    f"{held.item_id!r} (call {held.call.tool_call_id}) already holds; events naming that "
+                    "output_index without an item_id go to the new item",
+                    chunk_index=n,
+                    tool_call_id=call.tool_call_id,
+                )
             self._by_key[("#", output_index)] = entry
         if self.listener is not None:
             self.listener(
@@ -244,6 +277,69 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._adopt(entry, n)
         return entry
 
+    def _header(self, value: Any, what: str, n: int) -> Any:
+        """An item's name or call_id: a string; a number read as its text; anything else absent;
+        the last two reported (``wrong_type``)."""
+        if value is None or type(value) is str:
+            return value
+        where = f"chunk {n}" if n >= 0 else "response.completed"
+        if type(value) is int:
+            self.note(
+                "wrong_type", f"{where}: item {what} {value} is a number, not a string; read as '{value}'"
+            )
+            return str(value)
+        self.note(
+            "wrong_type",
+            f"{where}: item {what} {as_text(value)[:40]} is {a_json_type(value)}, not a string; "
+            "read as absent",
+        )
+        return None
+
+    def _final_text(self, call: PendingCall | None, value: Any, n: int) -> str | None:
+        """The final arguments an event or item gives: a string; another JSON value kept as its compact
+        JSON (``arguments_not_string``, on `call` when known); None when absent."""
+        if value is None or type(value) is str:
+            return value
+        if call is not None:
+            return call.not_string(value, n)
+        self.note(
+            "arguments_not_string",
+            f"chunk {n}: final arguments sent as {a_json_type(value)}, not a string; kept, serialised "
+            "compactly",
+            chunk_index=n,
+        )
+        return compact_json(value)
+
+    def _delta(self, event: Mapping[str, Any], n: int) -> None:
+        entry = self._find(event)
+        piece = event.get("delta")
+        if type(piece) is not str:
+            if piece is None:
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: {event.get('type')} without `delta` (or null); nothing appended",
+                    chunk_index=n,
+                )
+                piece = ""
+            elif entry is not None:
+                piece = entry.call.not_string(piece, n)
+            else:
+                held = self._held(event, n)
+                if held.not_string_at is None:
+                    held.not_string_at = n
+                piece = compact_json(piece)
+        if entry is None:
+            held = self._held(event, n)
+            held.count += 1
+            if piece:
+                held.pieces.append(piece)
+        elif piece:
+            entry.call.pieces.append(piece)
+            if self.listener is not None:
+                self.listener(
+                    ArgumentsDelta(chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece)
+                )
+
     def feed(self, event: Mapping[str, Any]) -> None:
         n = self.chunk_count
         self.chunk_count = n + 1
@@ -253,53 +349,52 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 return
             event = mapped
         kind = event.get("type")
+        if kind is not None and type(kind) is not str:
+            kind = as_text(kind)  # (an unhashable value): reported below as an unknown event type
         if kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
-            entry = self._find(event)
-            piece = event.get("delta") or ""
-            if entry is None:
-                held = self._held(event, n)
-                held.count += 1
-                if piece and isinstance(piece, str):
-                    held.pieces.append(piece)
-            elif piece:
-                entry.call.pieces.append(piece)
-                if self.listener is not None:
-                    self.listener(
-                        ArgumentsDelta(
-                            chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece
-                        )
-                    )
+            self._delta(event, n)
         elif kind == "response.output_text.delta":
-            self._text.append(event.get("delta") or "")
+            text = event.get("delta")
+            if text is not None:
+                self._text.append(text)
+        elif kind == "response.output_text.done":
+            if self._text_done is None:
+                self._text_done = []
+            self._text_done.append(event.get("text"))
+        elif kind == "response.refusal.delta":
+            self._refusal.append(event.get("delta"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
-            self._reasoning.append(event.get("delta") or "")
+            text = event.get("delta")
+            if text is not None:
+                self._reasoning.append(text)
         elif kind == "response.output_item.added":
-            item = event.get("item") or {}
-            itype = item.get("type")
+            item = self._part(event, "item", n)
+            itype = as_key(item.get("type"))
             if itype in _CLIENT_ITEMS:
                 entry = self._announce(item, event.get("output_index"), n)
-                first = item.get(_CLIENT_ITEMS[itype])
-                if isinstance(first, str) and first:
+                first = self._final_text(entry.call, item.get(_CLIENT_ITEMS[itype]), n)
+                if first:
                     entry.call.pieces.append(first)
             elif itype in _BUILTIN_ITEMS:
                 self._announce(item, event.get("output_index"), n)
             elif itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
                 self._unknown_item(itype, n)
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
-            entry = self._find(event)
+            found = self._find(event)
             final = event.get("arguments" if kind.startswith("response.function") else "input")
-            if isinstance(final, str):
-                if entry is None:  # kept until its item comes (or as an orphan call at the end)
+            final = self._final_text(found.call if found is not None else None, final, n)
+            if final is not None:
+                if found is None:  # kept until its item comes (or as an orphan call at the end)
                     self._held(event, n).final = final
                 else:
-                    entry.final = final
-                    entry.call.done = True
+                    found.final = final
+                    found.call.done = True
         elif kind == "response.output_item.done":
             self._item_done(event, n)
         elif kind in _RESPONSE_EVENTS:
-            self._response_event(kind, event.get("response") or {})
+            self._response_event(kind, self._response_of(event, kind, n))
         elif kind == "response.failed" or kind == "error":
-            self._response_event(kind, event.get("response") or {})
+            self._response_event(kind, self._part(event, "response", n))
             self.fail(error_message(event) or "response failed", dict(event), n)
         elif kind not in _RESPONSE_EVENTS and (message := error_message(event)) is not None:
             self.fail(message, dict(event), n)  # {"error": ...} or "response.error" from other servers
@@ -311,18 +406,34 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             "unknown_event", f"output item type {itype!r} is not read as a tool call; ignored", chunk_index=n
         )
 
+    def _response_of(self, event: Mapping[str, Any], kind: str, n: int) -> Mapping[str, Any]:
+        """The ``response`` object of a response event. ``response.completed`` / ``.incomplete``
+        without one still end the response (their type says how), reported."""
+        response = self._part(event, "response", n)
+        if not response and kind in ("response.completed", "response.incomplete"):
+            status = kind.removeprefix("response.")
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: {kind} without its `response` object; status taken from the event type "
+                f"({status!r}), the calls kept as streamed",
+                chunk_index=n,
+            )
+            return {"status": status}
+        return response
+
     def _item_done(self, event: Mapping[str, Any], n: int) -> None:
-        item = event.get("item") or {}
-        itype = item.get("type")
+        item = self._part(event, "item", n)
+        itype = as_key(item.get("type"))
         if itype in _SERVER_ITEMS:
             server = _server_call(item)
             self._server[server.tool_call_id] = server
             return
         if not _is_call(itype):
             return
-        entry = self._by_key.get(item.get("id")) if item.get("id") else None
+        item_id = _key(item.get("id"))
+        entry = self._by_key.get(item_id) if item_id else None
         if entry is None:
-            entry = self._by_key.get(("#", event.get("output_index")))
+            entry = self._by_key.get(("#", _position(event.get("output_index"))))
         if entry is None:
             entry = self._announce(item, event.get("output_index"), n)
             self.note(
@@ -334,8 +445,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         else:
             self._disagree(entry, item, "output_item.done", n)
-        final = _final_of(item)
-        if isinstance(final, str):
+        final = self._final_text(entry.call, _final_of(item), n)
+        if final is not None:
             entry.final = final
         if item.get("status") != "incomplete":
             entry.call.done = True
@@ -345,7 +456,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         announced: a missing id is filled in; a different name or call_id is reported, the first kept
         (what the listener announced and what the deltas were streamed under)."""
         call = entry.call
-        name = item.get("name")
+        name = self._header(item.get("name"), "name", -1 if n is None else n)
         if name and call.name and name != call.name and call.kind != "builtin":
             self.note(
                 "name_changed",
@@ -355,8 +466,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 tool_call_id=call.tool_call_id,
             )
         elif name and not call.name:
-            call.name = str(name)
-        call_id = item.get("call_id")
+            call.name = name
+        call_id = self._header(item.get("call_id"), "call_id", -1 if n is None else n)
         if call_id and call.tool_call_id is None:
             call.tool_call_id = str(call_id)
         elif call_id and call_id != call.tool_call_id:
@@ -371,10 +482,18 @@ class ResponsesStreamAccumulator(StreamAccumulator):
     def _response_event(self, kind: str, response: Any) -> None:
         if not isinstance(response, Mapping):
             return
-        self.response_id = response.get("id") or self.response_id
-        self.model = response.get("model") or self.model
-        self.status = response.get("status") or self.status
-        if response.get("usage"):
+        rid, model, status = response.get("id"), response.get("model"), response.get("status")
+        self.response_id = rid if rid and type(rid) is str else self.response_id
+        self.model = model if model and type(model) is str else self.model
+        if status is not None and type(status) is not str:
+            self.note(
+                "wrong_type",
+                f"{kind}: status {as_text(status)[:40]} is {a_json_type(status)}, not a string; kept as its "
+                "JSON text",
+            )
+            status = as_text(status)
+        self.status = status or self.status
+        if response.get("usage") and isinstance(response["usage"], dict):
             self.usage = response["usage"]
         if kind == "response.incomplete":
             details = response.get("incomplete_details") or {}
@@ -382,8 +501,16 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 str(details.get("reason") or "no reason given") if isinstance(details, Mapping) else None
             )
             self.status = "incomplete"
-        if kind in ("response.completed", "response.incomplete") and isinstance(response.get("output"), list):
-            self._completed = response["output"]
+        output = response.get("output")
+        if kind in ("response.completed", "response.incomplete") and output is not None:
+            if isinstance(output, list):
+                self._completed = output
+            else:
+                self.note(
+                    "malformed_chunk",
+                    f"{kind}: `output` is {a_json_type(output)}, not a list of items; skipped, the calls "
+                    "kept as streamed",
+                )
 
     def _reconcile(self) -> None:
         """Take the ``output`` of ``response.completed`` as the authoritative list of items (its
@@ -394,14 +521,15 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         for pos, item in enumerate(self._completed):
             if not isinstance(item, Mapping):
                 continue
-            itype = item.get("type")
+            itype = as_key(item.get("type"))
             if itype in _SERVER_ITEMS:
                 server = _server_call(item)
                 self._server.setdefault(server.tool_call_id, server)
                 continue
             if not _is_call(itype):
                 continue
-            entry = self._by_key.get(item.get("id")) if item.get("id") else None
+            item_id = _key(item.get("id"))
+            entry = self._by_key.get(item_id) if item_id else None
             if entry is None:
                 entry = next(
                     (
@@ -411,7 +539,6 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     ),
                     None,
                 )
-            final = _final_of(item)
             if entry is None:
                 entry = self._announce(item, pos, -1)
                 self.note(
@@ -423,7 +550,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             else:
                 self._disagree(entry, item, "response.completed", None)
             listed.add(id(entry))
-            if isinstance(final, str):
+            final = self._final_text(entry.call, _final_of(item), -1)
+            if final is not None:
                 if entry.final is not None and entry.final != final:
                     self.note(
                         "arguments_mismatch",
@@ -438,6 +566,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
             if id(entry) not in listed:
+                entry.unlisted = not entry.call.done
                 self.note(
                     "not_in_completed",
                     f"call {entry.call.tool_call_id} ({entry.call.name}) streamed but not in the "
@@ -497,8 +626,25 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         )
 
+    def _final_texts(self) -> list[Any]:
+        """The text of a stream that sent no text deltas: its final forms, ``output_text.done``
+        events, else the message items of ``response.completed`` (servers that send only those)."""
+        if self._text_done:
+            return self._text_done
+        texts: list[Any] = []
+        for item in self._completed or ():
+            if isinstance(item, Mapping) and item.get("type") == "message":
+                content = item.get("content")
+                for part in content if isinstance(content, list) else ():
+                    if isinstance(part, Mapping) and part.get("type") == "output_text":
+                        texts.append(part.get("text"))
+        return texts
+
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
+
+    def text_pieces(self) -> list[list[Any]]:
+        return [self._text, self._reasoning]
 
     def snapshot(self) -> dict[int, dict[int, dict[str, Any]]]:
         """The calls assembled so far (for stepping through a stream)."""
@@ -524,30 +670,32 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
             failed = (error is not None or incomplete) and not pending.done
-            unfinished += failed
             call = pending.finalize(
                 self.batch,
                 findings,
                 "length" if failed and incomplete else None,
                 raw,
                 failed,
-                pending.done or closed,
+                pending.done or (closed and not entry.unlisted),
                 taken,
             )
             calls.append(call)
+            unfinished += not call.complete
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
         if incomplete:
             findings.append(
                 finding(
                     "incomplete_response",
-                    f"response incomplete ({self.incomplete_reason}); {unfinished} call(s) not finished "
-                    "marked incomplete",
+                    f"response incomplete ({self.incomplete_reason}); {unfinished} of {len(calls)} call(s) "
+                    "incomplete, never run",
                 )
             )
         elif self.status not in _FINAL_STATUSES and error is None:
             message = f"stream ended without response.completed (status {self.status!r})"
             findings.append(finding("no_finish_reason", message))
+        if self._refusal and (refused := refusal_note(self._refusal, "")) is not None:
+            findings.append(refused)
         server = tuple(self._server.values())
         for s in server:
             findings.append(
@@ -560,7 +708,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         return single_choice(
             "openai-responses-stream",
-            text=self._text,
+            text=self._text or self._final_texts(),
             reasoning=self._reasoning,
             calls=calls,
             finish_reason=self.status,
@@ -597,30 +745,41 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
     acc._response_event("response.completed", body)
     if body.get("status") == "incomplete":
         acc._response_event("response.incomplete", body)
-    output = body.get("output") or []
-    for pos, item in enumerate(output if isinstance(output, list) else []):
+    output = body.get("output")
+    if not isinstance(output, list):
+        if output is not None:
+            acc.note("malformed_chunk", f"`output` is {a_json_type(output)}, not a list of items; skipped")
+        output = []
+    for pos, item in enumerate(output):
         if not isinstance(item, Mapping):
             acc.note("malformed_chunk", f"output item {pos} is not an object; skipped")
             continue
-        kind = item.get("type")
+        kind = as_key(item.get("type"))
         if kind == "message":
-            for part in item.get("content") or []:
-                if isinstance(part, Mapping) and part.get("type") == "output_text":
-                    acc._text.append(part.get("text") or "")
+            for part in _parts(item.get("content"), f"output item {pos} content", acc):
+                if part.get("type") == "output_text":
+                    acc._text.append(part.get("text"))
+                elif part.get("type") == "refusal":
+                    acc._refusal.append(part.get("refusal"))
         elif kind == "reasoning":
-            for part in item.get("summary") or []:
-                if isinstance(part, Mapping):
-                    acc._reasoning.append(part.get("text") or "")
+            for part in _parts(item.get("summary"), f"output item {pos} summary", acc):
+                acc._reasoning.append(part.get("text"))
         elif not _is_call(kind) and kind not in _SERVER_ITEMS and kind not in _QUIET_ITEMS:
             acc._unknown_item(kind, 0)
     acc._completed = None
-    for pos, item in enumerate(output if isinstance(output, list) else []):
-        if isinstance(item, Mapping) and _is_call(item.get("type")):
+    for pos, item in enumerate(output):
+        kind = as_key(item.get("type")) if isinstance(item, Mapping) else None
+        if _is_call(kind):
             entry = acc._announce(item, pos, 0)
             final = _final_of(item)
-            entry.final = final if isinstance(final, str) else ""
+            if final is None:
+                field = _CLIENT_ITEMS.get(str(kind), "arguments")
+                entry.call.args_absent = f"`{field}` {'null' if field in item else 'missing'}"
+                entry.call.quirky = True
+                final = ""
+            entry.final = acc._final_text(entry.call, final, 0)
             entry.call.done = item.get("status") != "incomplete"
-        elif isinstance(item, Mapping) and item.get("type") in _SERVER_ITEMS:
+        elif kind in _SERVER_ITEMS:
             server = _server_call(item)
             acc._server[server.tool_call_id] = server
     message = error_message(body) if body.get("status") == "failed" or body.get("error") else None
@@ -632,6 +791,16 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
         exc.partial_responses = (_whole(acc._result(message)),)
         raise exc
     return _whole(acc._result(None))
+
+
+def _parts(value: Any, what: str, acc: ResponsesStreamAccumulator) -> list[Mapping[str, Any]]:
+    """The object parts of an item's ``content`` / ``summary`` list; another value reported."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        acc.note("malformed_chunk", f"{what} is {a_json_type(value)}, not a list of parts; skipped")
+        return []
+    return [part for part in value if isinstance(part, Mapping)]
 
 
 def _whole(response: ParsedResponse) -> ParsedResponse:

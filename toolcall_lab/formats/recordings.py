@@ -21,6 +21,7 @@ read before it on the exception.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -278,6 +279,28 @@ def _jsonl_items(pieces: Iterable[bytes], where: list[int]) -> Iterator[dict[str
 
 
 Framing = Literal["json", "jsonl", "sse"]
+_WIDE_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+)
+
+
+def _refuse_wide(first: bytes) -> None:
+    """Refuse a stream file in UTF-16 or UTF-32 (a byte order mark, or the NUL bytes of ASCII text
+    in those encodings: Windows PowerShell 5's ``>`` writes UTF-16): event streams and JSON lines
+    are UTF-8, and read as such they would give no payload and a misleading error."""
+    name = next((name for bom, name in _WIDE_BOMS if first.startswith(bom)), None)
+    head = first[:4]
+    if name is None and len(head) == 4 and b"\x00" in head:
+        zeros = "".join("0" if b == 0 else "x" for b in head)
+        name = {"x0x0": "UTF-16LE", "0x0x": "UTF-16BE", "x000": "UTF-32LE", "000x": "UTF-32BE"}.get(zeros)
+    if name is not None:
+        raise UnknownFormatError(
+            f"the file is {name} text, not UTF-8 (event streams and JSON lines are UTF-8); convert it "
+            f"first, e.g. `iconv -f {name} -t UTF-8 in > out`"
+        )
 
 
 def _sniff(first: bytes, container: Container) -> Framing:
@@ -287,8 +310,10 @@ def _sniff(first: bytes, container: Container) -> Framing:
     if head[:1] in (b"{", b"["):
         if container == "chunks-jsonl":
             return "jsonl"
-        line, _, rest = head.replace(b"\r", b"\n", 1).partition(b"\n") if b"\r" in head[:4096] else (
-            head.partition(b"\n")
+        line, _, rest = (
+            head.replace(b"\r", b"\n", 1).partition(b"\n")
+            if b"\r" in head[:4096]
+            else (head.partition(b"\n"))
         )
         if rest.strip():
             try:
@@ -313,51 +338,90 @@ def _stream_items(handle: BinaryIO, framing: Framing, where: list[int]) -> Itera
     return payload_items(sse_frames(pieces), where)
 
 
+STDIN = "-"
+"""The path that names standard input (``toolcall-lab parse -``)."""
+
+
 class RecordingReader:
     """Iterate a recording's responses. ``.sse`` and ``.jsonl`` files are parsed payload by payload
     as they are read (bounded memory); other containers are small and read whole.
 
     Args:
-        path: the recording file.
+        path: the recording file, or ``"-"`` for standard input (its container is told from its
+            bytes: a cassette, a JSON body or exchange list, JSON lines, or an event stream,
+            streamed as a file is).
         errors: ``"raise"`` (stop at a provider error, `ProviderStreamError` carrying the responses
             so far) or ``"keep"`` (yield the failed response with ``error`` set and go on).
+        stdin: what ``"-"`` reads (default: ``sys.stdin.buffer``).
     """
 
-    def __init__(self, path: str | Path, *, errors: ErrorPolicy = "raise") -> None:
-        self.path = Path(path)
+    def __init__(
+        self, path: str | Path, *, errors: ErrorPolicy = "raise", stdin: BinaryIO | None = None
+    ) -> None:
         self.errors: ErrorPolicy = errors
-        self.container: Container = _container_of(self.path)
+        self._stdin: BinaryIO | None = None
+        if str(path) == STDIN:
+            self.path = Path("<stdin>")  # (how errors name it)
+            self._stdin = stdin if stdin is not None else sys.stdin.buffer
+            self.container: Container = "sse"  # until its bytes say otherwise
+        else:
+            self.path = Path(path)
+            self.container = _container_of(self.path)
 
     def __iter__(self) -> Iterator[ParsedResponse]:
         try:
-            if self.container in ("sse", "chunks-jsonl"):
-                yield from self._stream()
+            if self._stdin is not None:
+                yield from self._read(self._stdin, None)
+            elif self.container in ("sse", "chunks-jsonl"):
+                try:
+                    handle = self.path.open("rb")
+                except OSError as exc:
+                    raise UnknownFormatError(f"cannot read: {exc}") from exc
+                with handle:
+                    yield from self._read(handle, self.container)
             else:
-                batch = 0
-                for exchange in read_recording(self.path).exchanges:
-                    responses = exchange.parse(batch=batch, errors=self.errors)
-                    batch += len(responses)
-                    yield from responses
+                yield from self._parse(read_recording(self.path).exchanges)
         except WireFormatError as exc:
             _name(exc, str(self.path))
             raise
 
-    def _stream(self) -> Iterator[ParsedResponse]:
-        try:
-            handle = self.path.open("rb")
-        except OSError as exc:
-            raise UnknownFormatError(f"cannot read: {exc}") from exc
-        with handle:
-            first = handle.read(READ_SIZE)
-            framing = _sniff(first, self.container)
-            self.container = _CONTAINER_OF[framing]
-            if framing == "json":
-                doc = _load_json(first + handle.read(), self.path)
+    def _parse(self, exchanges: Iterable[Exchange]) -> Iterator[ParsedResponse]:
+        batch = 0
+        for exchange in exchanges:
+            responses = exchange.parse(batch=batch, errors=self.errors)
+            batch += len(responses)
+            yield from responses
+
+    def _read(self, handle: BinaryIO, container: Container | None) -> Iterator[ParsedResponse]:
+        """A stream file (`container` its extension's hint), or standard input (None: the bytes
+        decide, a cassette and whole JSON are read whole, a stream payload by payload)."""
+        first = handle.read(READ_SIZE)
+        _refuse_wide(first)
+        if container is None and _looks_like_cassette(first):
+            self.container = "cassette"
+            yield from self._parse(_cassette(first + handle.read(), self.path))
+            return
+        framing = _sniff(first, container or "sse")
+        self.container = _CONTAINER_OF[framing]
+        if framing == "json":
+            doc = _load_json(first + handle.read(), self.path)
+            if container is None:
+                self.container, exchanges = _json_exchanges(doc)
+                yield from self._parse(exchanges)
+            else:
                 yield from _exchange_of_json(doc).parse(errors=self.errors)
-                return
-            where = [0]
-            items = _stream_items(_Prefixed(first, handle), framing, where)  # type: ignore[arg-type]
-            yield from iter_stream_responses(items, errors=self.errors, where=where)
+            return
+        where = [0]
+        items = _stream_items(_Prefixed(first, handle), framing, where)  # type: ignore[arg-type]
+        yield from iter_stream_responses(items, errors=self.errors, where=where)
+
+
+def _looks_like_cassette(first: bytes) -> bool:
+    """YAML with a cassette's ``interactions`` list (what `read_recording` reads from .yaml)."""
+    head = first.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return not head.startswith((b"{", b"[", b"data:", b"event:", b":")) and (
+        head.startswith((b"interactions:", b"---")) or b"\ninteractions:" in head[:65536]
+    )
 
 
 class _Prefixed:
@@ -445,7 +509,7 @@ def _exchange_of_json(doc: Any, status: int | None = None, **extra: Any) -> Exch
     if isinstance(doc, list):
         message = list_error_message(doc)
         if message is not None:
-            return Exchange(format="openai-chat", error=message, **extra)
+            return Exchange(format="openai-chat", error=_with_status(message, status), **extra)
         if status is not None and status >= 400:
             return Exchange(format="openai-chat", error=f"HTTP {status}: {json.dumps(doc)[:300]}", **extra)
         if doc and all(isinstance(item, dict) for item in doc) and any(try_detect(item) for item in doc):
@@ -463,12 +527,14 @@ def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Excha
             return Exchange(format="openai-chat", error=f"HTTP {status}: {json.dumps(doc)[:300]}", **extra)
         raise UnknownFormatError(f"JSON {type(doc).__name__} is not a response body")
     fmt = try_detect(doc)
-    if fmt is None:
-        message = error_message(doc)
-        if message is None and status is not None and status >= 400:
-            message = f"HTTP {status}: {json.dumps(doc, ensure_ascii=False)[:300]}"
+    failed = status is not None and status >= 400
+    message = error_message(doc) if fmt is None or failed else None
+    if fmt is None or message is not None:
+        if message is None and failed:
+            message = f"{json.dumps(doc, ensure_ascii=False)[:300]}"
         if message is None:
             raise UnknownFormatError(unknown_shape(doc, "body"))
+        message = _with_status(message, status)
         return Exchange(
             format="anthropic" if doc.get("type") == "error" else "openai-chat",
             body=doc,
@@ -476,6 +542,11 @@ def _exchange_of_doc(doc: Any, status: int | None = None, **extra: Any) -> Excha
             **extra,
         )
     return Exchange(format=fmt, body=doc, **extra)
+
+
+def _with_status(message: str, status: int | None) -> str:
+    """A provider's error message with the HTTP status it came with (``HTTP 429: ...``)."""
+    return f"HTTP {status}: {message}" if status is not None and status >= 400 else message
 
 
 def _exchange_of_text(text: str, status: int | None, **extra: Any) -> Exchange:
@@ -539,6 +610,7 @@ def _read(p: Path) -> Recording:
     except OSError as exc:
         raise UnknownFormatError(f"cannot read: {exc}") from exc
     if container in ("sse", "chunks-jsonl"):
+        _refuse_wide(data[:4])
         framing = _sniff(data[:READ_SIZE], container)
         if framing == "json":
             return Recording(
@@ -550,14 +622,19 @@ def _read(p: Path) -> Recording:
         return Recording(path=str(p), container=_CONTAINER_OF[framing], exchanges=(exchange,))
     if container == "cassette":
         return Recording(path=str(p), container="cassette", exchanges=_cassette(data, p))
-    doc = _load_json(data, p)
+    container, exchanges = _json_exchanges(_load_json(data, p))
+    return Recording(path=str(p), container=container, exchanges=exchanges)
+
+
+def _json_exchanges(doc: Any) -> tuple[Container, tuple[Exchange, ...]]:
+    """A whole JSON document: a list of recorded exchanges, a response body, an error body..."""
     if isinstance(doc, list) and doc and all(isinstance(x, dict) and "response" in x for x in doc[:1]):
-        return Recording(path=str(p), container="exchanges", exchanges=tuple(_exchanges(doc)))
+        return "exchanges", tuple(_exchanges(doc))
     if isinstance(doc, dict | list):
         if isinstance(doc, list) and not doc:
             raise UnknownFormatError("an empty JSON array: no exchanges, no response")
         try:
-            return Recording(path=str(p), container="json", exchanges=(_exchange_of_json(doc),))
+            return "json", (_exchange_of_json(doc),)
         except UnknownFormatError:
             if isinstance(doc, list):
                 first = next((x for x in doc if isinstance(x, dict)), None)

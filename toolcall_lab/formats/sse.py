@@ -408,7 +408,8 @@ def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = N
 
 def _line_by_line(data: bytes, start: int, error: SSEDecodeError, where: list[int]) -> Iterator[Item]:
     """The data lines of one event that are separate JSON payloads (a proxy that wrote an error
-    event before closing the event in progress): each line read alone, the rest unreadable."""
+    event before closing the event in progress, a server that writes no blank line between
+    events): each line read alone (``[DONE]`` as the end marker), the rest unreadable."""
     lines = data.split(b"\n")
     decoded = []
     for line in lines:
@@ -429,6 +430,8 @@ def _line_by_line(data: bytes, start: int, error: SSEDecodeError, where: list[in
         if value is not None:
             where[0] = start + offset
             yield value
+        elif line.strip() == b"[DONE]":  # the end marker, on its line like the payloads
+            yield DONE
         elif line.strip():
             yield Unreadable(
                 SSEDecodeError(

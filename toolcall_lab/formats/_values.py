@@ -1,0 +1,190 @@
+"""Values as the wire gives them, made into the strings a response holds: text pieces joined (split
+surrogate pairs joined, values of the wrong type kept as compact JSON with a finding), argument
+objects shown as compact JSON. One place, so every format and path treats them alike."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from toolcall_lab.formats._findings import finding
+from toolcall_lab.messages import Finding
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def fix_surrogates(text: str) -> tuple[str, bool, bool]:
+    """Join surrogate pairs that arrived split over two chunks; report lone surrogates.
+
+    Returns (text, joined, lone). Text without surrogates is returned as is (the common case).
+    """
+    if text.isascii():
+        return text, False, False
+    try:
+        text.encode("utf-8")
+        return text, False, False
+    except UnicodeEncodeError:
+        pass
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return fixed, fixed != text, _LONE.search(fixed) is not None
+
+
+def join_text(pieces: list[Any], findings: list[Finding], what: str) -> str | None:
+    """Join text pieces (content, reasoning), joining split surrogate pairs; None when empty.
+
+    The one place where text of every format and path is joined: a piece that is not a string (a
+    number, an object: a server bug) is kept as compact JSON with one ``wrong_type`` finding, never
+    dropped and never a crash; ``null`` pieces add nothing."""
+    if not pieces:
+        return None
+    try:
+        text = "".join(pieces)
+    except TypeError:
+        text = _join_mixed(pieces, findings, what)
+    if not text:
+        return None
+    text, joined, lone = fix_surrogates(text)
+    if joined:
+        findings.append(
+            finding("split_surrogate_pair", f"{what}: a surrogate pair split across chunks was joined")
+        )
+    if lone:
+        findings.append(finding("lone_surrogate", f"{what}: holds a lone surrogate; kept as is"))
+    return text
+
+
+def _join_mixed(pieces: list[Any], findings: list[Finding], what: str) -> str:
+    out: list[str] = []
+    odd = 0
+    first: Any = None
+    for piece in pieces:
+        if isinstance(piece, str):
+            out.append(piece)
+        elif piece is not None:
+            if not odd:
+                first = piece
+            odd += 1
+            out.append(compact_json(piece))
+    if not odd:  # only nulls: nothing to say
+        return "".join(out)
+    findings.append(
+        finding(
+            "wrong_type",
+            f"{what}: {odd} piece(s) of text that are not strings (the first {a_json_type(first)}: "
+            f"{compact_json(first)[:60]}); kept as compact JSON in the text",
+        )
+    )
+    return "".join(out)
+
+
+def join_blocks(pieces: list[Any], keep: int) -> int:
+    """Join the text pieces after the first `keep` into blocks, in place (memory compaction of a
+    long stream: each piece is copied once), and return how many leading entries are joined blocks
+    now. A piece that is not a string stays as it is, between blocks, for `join_text` to report."""
+    tail = pieces[keep:]
+    try:
+        pieces[keep:] = ["".join(tail)]
+    except TypeError:
+        out: list[Any] = []
+        run: list[str] = []
+        for piece in tail:
+            if isinstance(piece, str):
+                run.append(piece)
+            else:
+                if run:
+                    out.append("".join(run))
+                    run = []
+                out.append(piece)
+        if run:
+            out.append("".join(run))
+        pieces[keep:] = out
+    return len(pieces)
+
+
+def a_json_type(value: Any) -> str:
+    """The JSON type of a decoded value, with its article (for messages): "an object", "a number"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def as_text(value: Any) -> str:
+    """A value that should have been a string, as text: itself, or its compact JSON."""
+    return value if isinstance(value, str) else compact_json(value)
+
+
+def content_parts(parts: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The (text, reasoning) pieces of a chat ``content`` sent as a list of typed parts: ``text``
+    parts are text, ``thinking`` parts (Mistral's reasoning models: ``{"type": "thinking",
+    "thinking": [{"type": "text", "text": ...}]}``) reasoning; any other part is kept whole, as a
+    text piece that is not a string (`join_text` shows it as JSON and reports it)."""
+    text: list[Any] = []
+    thought: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict):
+            kind = part.get("type")
+            inner = part.get("thinking")
+            if kind in ("text", "output_text") and isinstance(part.get("text"), str):
+                text.append(part["text"])
+                continue
+            if kind == "thinking" and isinstance(inner, str):
+                thought.append(inner)
+                continue
+            if (
+                kind == "thinking"
+                and isinstance(inner, list)
+                and all(isinstance(x, dict) and isinstance(x.get("text"), str) for x in inner)
+            ):
+                thought.extend(x["text"] for x in inner)
+                continue
+        text.append(part)
+    return text, thought
+
+
+def as_key(value: Any) -> Any:
+    """A type name or index as a lookup key: None, a string or an integer as is; any other value
+    (an array, an object: unhashable) as its JSON text, so it is reported as unknown, never a crash."""
+    return value if value is None or type(value) is str or type(value) is int else as_text(value)
+
+
+def as_index(value: Any) -> int | None:
+    """An index as the wire gives it: an integer, or a decimal string (``"0"``, some servers) read
+    as that number; None for anything else (a bool, a float, other text)."""
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isascii() and value.isdecimal() and len(value) < 10:
+        return int(value)
+    return None
+
+
+def compact_json(value: Any) -> str:
+    """Serialise an argument object the way it is shown for object-valued inputs (no spaces).
+
+    Total: a value too deeply nested to serialise gives a text that is not JSON (so the call is
+    reported as having invalid arguments), never an exception."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"<arguments that cannot be shown as JSON: {type(exc).__name__}>"
+
+
+def refusal_note(pieces: list[Any], what: str) -> Finding | None:
+    """The ``refusal`` finding quoting a refusal's text (joined pieces), None when there is none."""
+    text = "".join(p if isinstance(p, str) else compact_json(p) for p in pieces if p is not None)
+    if not text:
+        return None
+    shown = text if len(text) <= 1000 else text[:1000] + f"... ({len(text)} characters)"
+    return finding(
+        "refusal", f"{what}the model refused: {json.dumps(shown, ensure_ascii=False)} (not part of content)"
+    )
