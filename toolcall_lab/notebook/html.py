@@ -326,7 +326,7 @@ def round_html(
     heading = f"<div class='tcl-round-title'>{e(round_title(r))}</div>" if title else ""
     start = float(r["response"]["started_at"])
     end = start + max(span or 0.0, round_duration(r), 1e-3)
-    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=260, table=table)
+    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=220, table=table)
     return (
         f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}"
         f"{message_tree(r, raw=raw, previous=previous)}{tl}</div>"
@@ -473,7 +473,7 @@ def trace_html(
     )
     return (
         f"<div class='tcl tcl-trace'>{CSS}{header_html(doc)}{prompt_html(doc)}"
-        f"{timeline_svg(doc['rounds'], min_px=480)}{panels}{more}</div>"
+        f"{timeline_svg(doc['rounds'], min_px=320)}{panels}{more}</div>"
     )
 
 
