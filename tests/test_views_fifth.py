@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from toolcall_lab.notebook.theme import CSS
 from toolcall_lab.notebook.timeline import Axis, drawn_px, items_of, lay_out, text_px, timeline_svg
 from toolcall_lab.notebook.widgets import as_doc
 from toolcall_lab.replay import replay
@@ -53,3 +54,22 @@ def test_clock_ticks_fall_on_the_times_they_name() -> None:
     for x, label in ticks:
         at = t0 + float(x) / 100 * (t1 - t0)
         assert abs(at - float(label)) < 1e-3 * (t1 - t0) + 1e-6, (label, at)
+
+
+# --- forced colours --------------------------------------------------------------------------------
+
+
+def test_forced_colours_keep_the_timeline_palette_and_give_its_text_the_system_colour() -> None:
+    """Windows high contrast forces page colours but leaves SVG fills alone: the timeline's text
+    must take the system's text colour (it stayed dark on the forced black page), and the legend's
+    swatches and status icons must keep their colours (forced backgrounds painted them over). The
+    browser check (tests/test_browser.py, forced colours + dark) measures the result."""
+    block = CSS[CSS.index("@media (forced-colors:active)") :]
+    block = block[: block.index("\n}\n")]
+    assert "--tcl-fg:CanvasText" in block and "--tcl-bg:Canvas" in block
+    adjusted = re.search(r"([^{}]+)\{\s*forced-color-adjust:none\}", block)
+    assert adjusted is not None
+    for kept in (".tcl svg.tcl-timeline", ".tcl .tcl-swatch", ".tcl .tcl-icon", ".tcl .tcl-added"):
+        assert kept in adjusted.group(1)
+    # the timeline's text is drawn in the variable the block sets (not a fixed colour)
+    assert ".tcl svg.tcl-timeline text{fill:var(--tcl-fg)" in CSS

@@ -210,6 +210,18 @@ CSS = """<style>
 .tcl .tcl-report{margin:2px 0 4px;font-size:12px}.tcl .tcl-report ul{margin:2px 0 2px 18px;padding:0}
 .tcl .tcl-table td.tcl-long{max-width:22em;overflow:hidden;text-overflow:ellipsis}
 .tcl details.tcl-bars>summary{font-size:12px}
+/* forced colours (Windows high contrast): the browser swaps every colour for the user's system
+   colours, but not an SVG's fills, so a timeline's text would stay dark on the forced black page,
+   and backgrounds (legend swatches, status icons, marked text) would vanish. The timeline, the
+   swatches and the icons keep their own palette (every bar colour stands out from black and white)
+   and take the system colours for text, grid and page; marked text uses the system highlight. */
+@media (forced-colors:active){
+ .tcl{--tcl-fg:CanvasText;--tcl-fg2:CanvasText;--tcl-bg:Canvas;--tcl-bg1:Canvas;--tcl-bg2:Canvas;
+  --tcl-border:CanvasText;--tcl-grid:GrayText;--tcl-accent:Highlight;--tcl-mark:Highlight;
+  --tcl-mark-fg:HighlightText}
+ .tcl svg.tcl-timeline,.tcl .tcl-swatch,.tcl .tcl-icon,.tcl .tcl-added,.tcl pre.tcl-chunk-delta{
+  forced-color-adjust:none}
+}
 /* the static copy printed after a view is for renderers without the widget: hidden where it rendered */
 .jp-OutputArea-child:has(.tcl-view)+.jp-OutputArea-child:has(.tcl-static),
 .output_area:has(.tcl-view)+.output_area:has(.tcl-static){display:none}
