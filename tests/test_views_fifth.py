@@ -6,12 +6,15 @@ live view's round titles and wall time, and clock ticks that fall where they say
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA, REPO
+from tests.test_widgets import visible_text
 from toolcall_lab.notebook.theme import CSS
 from toolcall_lab.notebook.timeline import Axis, drawn_px, items_of, lay_out, text_px, timeline_svg
-from toolcall_lab.notebook.widgets import as_doc
+from toolcall_lab.notebook.widgets import CorpusView, LiveView, TraceView, as_doc
 from toolcall_lab.replay import replay
 from toolcall_lab.scenarios import SCENARIOS
 
@@ -73,3 +76,98 @@ def test_forced_colours_keep_the_timeline_palette_and_give_its_text_the_system_c
         assert kept in adjusted.group(1)
     # the timeline's text is drawn in the variable the block sets (not a fixed colour)
     assert ".tcl svg.tcl-timeline text{fill:var(--tcl-fg)" in CSS
+
+
+# --- CorpusView: every file of the folder is accounted for ----------------------------------------
+
+
+@pytest.fixture
+def mixed_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "runs"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("one_tool_round", "straggler"):
+        (folder / f"{name}.json").write_bytes((DATA / "traces" / f"{name}.json").read_bytes())
+    (folder / "notes.json").write_text('{"title": "my notes", "items": [1, 2]}\n')
+    (folder / "sub" / "session.jsonl").write_text(
+        '{"type": "user", "sessionId": "s1", "uuid": "u1", "message": {"role": "user", "content": "hi"}}\n'
+    )
+    (folder / "weather.sse").write_bytes((DATA / "recordings" / "scripted_weather_news_stock.sse").read_bytes())
+    (folder / ".hidden.jsonl").write_text("{}\n")
+    return folder
+
+
+def test_corpus_view_names_every_file_of_the_folder_it_did_not_read(mixed_folder: Path) -> None:
+    view = CorpusView(mixed_folder, ["sequential", "parallel"])
+    told = visible_text(view.message.value)
+    assert "3 trace(s)" in told and "2 file(s) of the folder not read" in told
+    problems = visible_text(view.problems.value)
+    assert "sub/session.jsonl: not a trace file: it looks like claude-code" in problems
+    assert f"toolcall-lab import claude-code {mixed_folder / 'sub' / 'session.jsonl'} --out traces/" in problems
+    assert "weather.sse: not a trace file: it looks like recording" in problems
+    assert ".hidden" not in problems  # hidden files are not the user's data
+    # the static copy (and a saved page) says the same
+    assert "sub/session.jsonl" in visible_text(view.static_html())
+
+
+def test_a_json_file_that_is_not_a_trace_says_to_import_it(mixed_folder: Path) -> None:
+    view = CorpusView(mixed_folder, ["sequential"])
+    problems = visible_text(view.problems.value)
+    assert "could not compare 1" in problems and "notes.json" in problems
+    assert "not trace files (1): import them first (`toolcall-lab import KIND FILE" in problems
+    assert "notes.json: not a trace file, and no import kind recognises it" in problems
+    assert "open one from the file box of a TraceView or CompareView" in problems
+
+
+def test_a_folder_with_no_trace_file_still_lists_what_it_holds(mixed_folder: Path) -> None:
+    view = CorpusView(mixed_folder / "sub")
+    assert "no trace files (*.json)" in visible_text(view.message.value)
+    assert "session.jsonl: not a trace file: it looks like claude-code" in visible_text(view.problems.value)
+    assert "session.jsonl" in visible_text(view.static_html())
+
+
+def test_the_readme_names_the_views_that_have_a_file_box() -> None:
+    """The README's file-box paragraph names exactly the views that have one."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"\*\*File box\*\* \(([^)]*)\)", readme)
+    assert said is not None
+    have = {
+        name
+        for name, view in {
+            "TraceView": TraceView(),
+            "CompareView": __import__("toolcall_lab.notebook.compare", fromlist=["CompareView"]).CompareView(),
+            "CorpusView": CorpusView(),
+            "LiveView": LiveView(),
+        }.items()
+        if hasattr(view, "open_box")
+    }
+    named = set(re.findall(r"[A-Z][a-z]+View", said.group(1).split(";")[0]))
+    assert named == have == {"TraceView", "CompareView"}
+
+
+# --- opening a folder as traces ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["detect", "trace"])
+def test_a_folder_opens_as_traces_when_one_json_in_it_is_not_a_trace(mixed_folder: Path, kind: str) -> None:
+    """One `.json` that is not a trace made the whole folder fail to open as `trace`; it costs only
+    itself now, named with its error (as `compare` and CorpusView do)."""
+    from toolcall_lab.notebook.loading import open_source, report_html
+
+    (mixed_folder / "third.json").write_bytes((DATA / "traces" / "duplicate_call.json").read_bytes())
+    opened = open_source(mixed_folder, kind)  # detected: the traces outvote the other kinds
+    assert opened.kind == "trace" and len(opened.traces) == 3
+    notes = [x for x in opened.left_out if x.startswith("notes.json")]
+    assert len(notes) == 1 and "not read as a trace: no schema_version" in notes[0]
+    assert any(x.startswith("weather.sse") for x in opened.left_out)
+    shown = visible_text(report_html(opened))
+    assert shown.startswith("✔ opened runs as trace: 3 traces") and "⚠ 3 file(s) of the folder were not read" in shown
+    assert "notes.json" in shown
+
+
+def test_a_folder_of_nothing_but_broken_traces_says_why(tmp_path: Path) -> None:
+    from toolcall_lab.exceptions import TraceError
+    from toolcall_lab.notebook.loading import open_source
+
+    (tmp_path / "a.json").write_text('{"rounds": [], "schema_version": 99}')
+    with pytest.raises(TraceError, match=r"no trace files in it that load \(a\.json: schema_version 99"):
+        open_source(tmp_path, "trace")
