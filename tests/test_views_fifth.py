@@ -5,6 +5,7 @@ live view's round titles and wall time, and clock ticks that fall where they say
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,9 +13,10 @@ import pytest
 
 from tests.conftest import DATA, REPO
 from tests.test_widgets import visible_text
+from toolcall_lab.exceptions import WireFormatError
 from toolcall_lab.notebook.theme import CSS
 from toolcall_lab.notebook.timeline import Axis, drawn_px, items_of, lay_out, text_px, timeline_svg
-from toolcall_lab.notebook.widgets import CorpusView, LiveView, TraceView, as_doc
+from toolcall_lab.notebook.widgets import CorpusView, LiveView, StreamStepper, TraceView, as_doc
 from toolcall_lab.replay import replay
 from toolcall_lab.scenarios import SCENARIOS
 
@@ -171,3 +173,56 @@ def test_a_folder_of_nothing_but_broken_traces_says_why(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text('{"rounds": [], "schema_version": 99}')
     with pytest.raises(TraceError, match=r"no trace files in it that load \(a\.json: schema_version 99"):
         open_source(tmp_path, "trace")
+# --- the stream stepper's edges ---------------------------------------------------------------------
+
+
+def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
+    (tmp_path / "empty.sse").write_bytes(b"")
+    with pytest.raises(WireFormatError, match=r"empty\.sse: the file is empty \(0 bytes\)"):
+        StreamStepper(tmp_path / "empty.sse")
+    (tmp_path / "done.sse").write_text("\n: keep-alive\n\ndata: [DONE]\n\n")
+    with pytest.raises(WireFormatError, match=r"done\.sse: no chunks to step through: the file holds no payloads"):
+        StreamStepper(tmp_path / "done.sse")
+
+
+BROKEN = (
+    'data: {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": '
+    '"assistant", "content": "Looking."}}]}\n\n'
+    'data: {"error": {"message": "upstream overloaded", "type": "server_error", "code": 529}}\n\n'
+)
+
+
+def test_the_last_step_after_a_provider_error_says_the_stream_broke_off(tmp_path: Path) -> None:
+    (tmp_path / "broken.sse").write_text(BROKEN)
+    stepper = StreamStepper(tmp_path / "broken.sse")
+    stepper.step = stepper.last_step
+    shown = " ".join(visible_text(stepper.view.value.split("<textarea")[0]).split())
+    frame = " ".join(visible_text(stepper.view.value.split("</textarea>")[1]).split())
+    assert "the stream ends in a provider error" in shown
+    assert frame.startswith("after the provider error at chunk 1: finish() (2 chunks)")
+    assert "the stream did not end normally: the provider reported an error at chunk 1" in frame
+    assert "no tool calls" in frame and "no tool calls yet" not in frame and "end of stream" not in frame
+    data = json.loads(stepper.states.data())  # the page's script shows the same heading
+    assert data["l"] == "after the provider error at chunk 1: finish() (2 chunks)"
+    clean = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
+    assert json.loads(clean.states.data())["l"].startswith("after the last chunk: finish()")
+
+
+def _responses(rid: str) -> str:
+    events = [
+        {"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}},
+        {"type": "response.completed", "response": {"id": rid, "status": "completed", "output": []}},
+    ]
+    return "".join(f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n" for ev in events)
+
+
+def test_a_saved_stepper_page_says_it_holds_one_stream(tmp_path: Path) -> None:
+    (tmp_path / "two.sse").write_text(_responses("resp_1") + _responses("resp_2"))
+    stepper = StreamStepper(tmp_path / "two.sse")
+    assert len(stepper.streams) == 2
+    widget = visible_text(stepper.view.value.split("<textarea")[0])
+    assert "(choose another above)" in widget
+    page = stepper.save_html(tmp_path / "page.html").read_text(encoding="utf-8")
+    text = visible_text(page.split("<textarea")[0])
+    assert "this page holds this one stream only" in text and "choose another above" not in text
+    assert "StreamStepper(path, stream=k)" in text
