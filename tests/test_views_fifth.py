@@ -5,6 +5,7 @@ live view's round titles and wall time, and clock ticks that fall where they say
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -226,3 +227,20 @@ def test_a_saved_stepper_page_says_it_holds_one_stream(tmp_path: Path) -> None:
     text = visible_text(page.split("<textarea")[0])
     assert "this page holds this one stream only" in text and "choose another above" not in text
     assert "StreamStepper(path, stream=k)" in text
+
+
+# --- LiveView -----------------------------------------------------------------------------------------
+
+
+def test_live_view_round_titles_name_no_mode_it_was_not_told_and_give_the_wall_time() -> None:
+    from toolcall_lab.loop import run
+
+    live = LiveView("no mode given")
+    s = SCENARIOS["three_tools_100ms"]
+    result = asyncio.run(run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=live.on_event))
+    text = visible_text(live.html())
+    assert "Round 0 · 3 calls" in text and "?" not in text
+    assert f"wall {result.wall_time_s * 1000:.0f} ms" in text or "wall 0." in text
+    told = LiveView("told", mode="sequential")
+    asyncio.run(run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=told.on_event))
+    assert "Round 0 · sequential · 3 calls" in visible_text(told.html())

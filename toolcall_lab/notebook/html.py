@@ -98,7 +98,8 @@ def round_title(r: dict[str, Any]) -> str:
     kind = " (final, no tools)" if r.get("final") else ""
     calls = f"{n} call{'s' if n != 1 else ''}: {tool_names(r)}" if n else "no calls"
     return (
-        f"Round {r['round_index']}{kind} · {r['mode']} · {calls} · {secs(round_duration(r))} · "
+        f"Round {r['round_index']}{kind} · {r['mode'] + ' · ' if r.get('mode') else ''}{calls} · "
+        f"{secs(round_duration(r))} · "
         f"{round_status(r)}"
     )
 

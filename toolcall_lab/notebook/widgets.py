@@ -367,6 +367,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.rounds: dict[int, dict[str, Any]] = {}
         self.final: str | None = None
         self.finished: str | None = None
+        self.finished_at: float | None = None
         self.warnings: list[str] = []
         self.run_events = 0
 
@@ -375,7 +376,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             index,
             {
                 "round_index": index,
-                "mode": self.mode or "?",
+                "mode": self.mode,  # "" when not given: a live view cannot know it from the events
                 "final": False,
                 "tool_calls": [],
                 "tool_executions": [],
@@ -450,6 +451,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             self.final = event.text
         elif isinstance(event, RunFinished):
             self.finished = f"{event.status} / {event.reason}"
+            self.finished_at = event.at
         now = time.monotonic()
         if (
             event.kind in ("run_finished", "final_answer", "model_response")
@@ -480,11 +482,16 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"{' · ' + e(label) if self.earlier or folded else ''}</div><div class='tcl-facts'>"
             f"<span><span class='tcl-badge'>live</span> events of a run as they arrive</span>"
             f"<span>{e(status)}</span><span>{self.run_events} events</span><span>{len(rounds)} rounds</span>"
-            f"<span>{secs(last)}</span><span>{e(timings)}</span></div></div>"
+            + (
+                f"<span>wall <b>{secs(self.finished_at)}</b></span>"
+                if self.finished_at is not None
+                else f"<span>{secs(last)} so far</span>"
+            )
+            + f"<span>{e(timings)}</span></div></div>"
         )
         body = (
             f"{warnings}{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=420) if rounds else ''}</div>{panels}"
+            f"{timeline_svg(rounds, min_px=320) if rounds else ''}</div>{panels}"
         )
         if folded:
             return f"<details class='tcl-earlier-run'><summary>{head}</summary>{body}</details>"
