@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,41 @@ def test_live_view_round_titles_name_no_mode_it_was_not_told_and_give_the_wall_t
     told = LiveView("told", mode="sequential")
     asyncio.run(run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=told.on_event))
     assert "Round 0 · sequential · 3 calls" in visible_text(told.html())
+
+
+# --- CJK text in figures -------------------------------------------------------------------------------
+
+
+def _cjk_rounds() -> list[dict]:
+    doc = SCENARIOS["weather_news_stock"].record().to_dict()
+    for r in doc["rounds"]:
+        for block in (*r["tool_calls"], *r["tool_executions"]):
+            block["name"] = "天気_" + block["name"]
+    return doc["rounds"]
+
+
+def test_cjk_text_no_installed_font_has_is_said_once_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolcall_lab import plotting
+
+    monkeypatch.setattr(plotting, "fallback_fonts", lambda: ())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plotting.timeline_figure([("実行", _cjk_rounds())], suptitle="天気", show=False).savefig(
+            __import__("io").BytesIO(), format="png"
+        )
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1, messages  # not one matplotlib warning per glyph
+    assert "character(s) of this figure's text (天気実行)" in messages[0]
+    assert "apt-get install fonts-noto-cjk" in messages[0]
+
+
+def test_cjk_text_uses_an_installed_cjk_font() -> None:
+    from toolcall_lab import plotting
+
+    if not plotting.fallback_fonts():
+        pytest.skip("no CJK font installed here (e.g. apt-get install fonts-noto-cjk)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no glyph is missing
+        plotting.timeline_figure([("実行", _cjk_rounds())], suptitle="天気", show=False).savefig(
+            __import__("io").BytesIO(), format="png"
+        )
