@@ -316,6 +316,23 @@ class Lab:
         self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
         self.page.wait_for_timeout(600)
 
+    def narrow(self, width: int) -> dict[str, Any]:
+        """The measurements in a window `width` px wide (the file browser stays as it is), with the
+        width of the output area; the window is restored after."""
+        size = self.page.viewport_size or {"width": 1400, "height": 1000}
+        self.page.set_viewport_size({"width": width, "height": size["height"]})
+        try:
+            self.page.wait_for_timeout(800)
+            measured = self.measure()
+            measured["area"] = self.page.evaluate(
+                "() => { const o = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                ".jp-OutputArea-output'); return o ? o.getBoundingClientRect().width : 0; }"
+            )
+            return measured
+        finally:
+            self.page.set_viewport_size(size)
+            self.page.wait_for_timeout(400)
+
     def forced_colors(self, on: bool) -> None:
         """Emulate forced colours (Windows high contrast: the system's colours replace the page's),
         with a dark colour scheme, or stop emulating it."""

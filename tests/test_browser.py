@@ -120,6 +120,7 @@ def runs(lab) -> dict[str, dict[str, Any]]:
             continue
         stem = name.split("_")[0]
         result["shots"] = lab.screenshots(f"nb{stem}_light")
+        result["narrow"] = lab.narrow(800)  # a small laptop or a split screen, file browser open
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
             result["stepping"] = lab.step_through()
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").count():
@@ -212,6 +213,17 @@ def test_views_fit_their_container_and_read_in_every_theme(runs, name, theme) ->
     if name.startswith(("02", "03")):
         assert measured["checked"] > 50 and measured["lowest"] >= 4.5
         assert measured["barsChecked"] > 10 and measured["statics"] >= 1 and measured["labelsChecked"] > 10
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_views_fit_a_narrow_window(runs, name) -> None:
+    """In an 800 px window with JupyterLab's file browser open (an output area of ~370 px) no view
+    spills out of its output area and no timeline out of its panel: timelines scrolled sideways,
+    their labels cut at the edge."""
+    measured = run(runs, name)["narrow"]
+    assert measured["area"] < 500, measured["area"]  # the narrow case, not a wide one
+    assert not measured["overflow"], measured["overflow"][:10]
+    assert not measured["labels"], measured["labels"][:10]
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -98,7 +98,7 @@ def assert_apart(svg: str, min_px: int) -> int:
 
 
 @needs_realdata
-@pytest.mark.parametrize("min_px", [220, 320, 420, 480])
+@pytest.mark.parametrize("min_px", [200, 260, 420, 480])
 def test_claude_code_labels_never_touch_at_any_width(min_px: int) -> None:
     from toolcall_lab.importers import import_source
 

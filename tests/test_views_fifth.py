@@ -283,3 +283,35 @@ def test_cjk_text_uses_an_installed_cjk_font() -> None:
         plotting.timeline_figure([("実行", _cjk_rounds())], suptitle="天気", show=False).savefig(
             __import__("io").BytesIO(), format="png"
         )
+
+
+def test_the_file_box_hint_reads_whole_at_a_projectors_width() -> None:
+    """The path box's placeholder was cut ("...a transcript or a f") in a 1280 px window: it is
+    short enough for the box (about 45 characters at 13 px), the details are in its tooltip."""
+    box = TraceView().open_box.path
+    assert len(box.placeholder) <= 45 and "Enter" in box.placeholder
+    assert "recording" in box.tooltip and "transcript" in box.tooltip
+
+
+def test_summary_ratios_have_two_places_like_the_runs_they_summarise() -> None:
+    """`readable(table.summary)` showed median_speedup_vs_sequential as ``1`` beside ``1.23`` and
+    median_efficiency as ``1`` beside ``0.81``: a summary's median of a ratio is a ratio."""
+    import pandas as pd
+
+    from toolcall_lab.notebook.tables import readable
+
+    summary = pd.DataFrame(
+        {
+            "median_speedup_vs_sequential": [1.0, 1.234],
+            "median_efficiency": [1.0, 0.81],
+            "median_measured_share": [0.0, 0.5],
+            "share_comparable": [1.0, 0.071],
+            "median_wall_s": [5.709, 4.5],
+            "traces": [211, 211],
+        }
+    )
+    shown = readable(summary).to_dict("list")
+    assert shown["median_speedup_vs_sequential"] == ["1.00", "1.23"]
+    assert shown["median_efficiency"] == ["1.00", "0.81"]
+    assert shown["median_measured_share"] == ["0.00", "0.50"] and shown["share_comparable"] == ["1.00", "0.07"]
+    assert shown["median_wall_s"] == ["5.709", "4.500"] and shown["traces"] == [211, 211]

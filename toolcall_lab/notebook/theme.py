@@ -175,6 +175,9 @@ CSS = """<style>
 .tcl .tcl-lane{height:20px;line-height:20px;white-space:nowrap;max-width:14em;overflow:hidden;
  text-overflow:ellipsis}
 .tcl .tcl-plot{container-type:inline-size;min-width:0}
+/* a narrow window (800 px with JupyterLab's file browser open leaves ~370 px): shorter lane names
+   (cut with an ellipsis, whole in their tooltip) leave the plot its room */
+@media (max-width:1000px){.tcl .tcl-lane{max-width:8em}}
 .tcl svg.tcl-timeline{display:block;width:100%;overflow:visible}
 .tcl svg.tcl-timeline text{fill:var(--tcl-fg);font-size:11px;font-family:inherit}
 .tcl svg.tcl-timeline text.tcl-in{font-size:11px}

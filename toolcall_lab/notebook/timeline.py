@@ -478,9 +478,10 @@ def _lane_at(
                 # in a page, bars are fractions of the plot and text is pixels: the wider the plot,
                 # the closer a label beside its bar sits to it, so nothing may lie between them
                 # either. Inside, the text keeps its place from the bar's start: a mark ending
-                # within half the padding of it (the client round trip or the wait that ends where
-                # the call starts, drawn a little wider) stays clear of the text at any wider width.
-                near = (x1, b) if where == "right" else ((a, x0) if where == "left" else (x0 + PAD / 2, b))
+                # within 0.4 of the padding of it (the client round trip or the wait that ends where
+                # the call starts, drawn a little wider) stays clear of the text up to 2.5 times the
+                # width it was laid out for (a range spans at most 2.1 times its start).
+                near = (x1, b) if where == "right" else ((a, x0) if where == "left" else (x0 + PAD * 0.4, b))
                 if hits_bar(*near, k, 0.0):
                     continue
                 chosen = ((text, where), a, b)

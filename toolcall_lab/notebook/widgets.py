@@ -124,7 +124,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.doc = as_doc(trace)
         rounds = self.doc["rounds"]
         self._spans = round_spans(rounds, shared=self.shared_scale)
-        timeline = timeline_svg(rounds, min_px=320)
+        timeline = timeline_svg(rounds, min_px=260)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
         self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
         self.accordion.children = self.panels
@@ -491,7 +491,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         )
         body = (
             f"{warnings}{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=320) if rounds else ''}</div>{panels}"
+            f"{timeline_svg(rounds, min_px=260) if rounds else ''}</div>{panels}"
         )
         if folded:
             return f"<details class='tcl-earlier-run'><summary>{head}</summary>{body}</details>"
