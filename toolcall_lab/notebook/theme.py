@@ -170,7 +170,7 @@ CSS = """<style>
 .tcl ul.tcl-notes{margin:2px 0 4px 18px;padding:0;font-size:12px;color:var(--tcl-fg2)}
 .tcl .tcl-scroll{overflow-x:auto;max-width:100%}
 .tcl .tcl-tl{margin:4px 0 2px 0;min-width:0}
-.tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(220px,1fr);column-gap:6px}
+.tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(0,1fr);column-gap:6px}
 .tcl .tcl-lanes{font-size:12px;color:var(--tcl-fg)}
 .tcl .tcl-lane{height:20px;line-height:20px;white-space:nowrap;max-width:14em;overflow:hidden;
  text-overflow:ellipsis}
