@@ -315,3 +315,15 @@ def test_summary_ratios_have_two_places_like_the_runs_they_summarise() -> None:
     assert shown["median_efficiency"] == ["1.00", "0.81"]
     assert shown["median_measured_share"] == ["0.00", "0.50"] and shown["share_comparable"] == ["1.00", "0.07"]
     assert shown["median_wall_s"] == ["5.709", "4.500"] and shown["traces"] == [211, 211]
+
+
+def test_a_wide_timeline_keeps_its_ticks_when_the_narrow_floor_is_low() -> None:
+    """Lowering the narrowest layout to 260 px left a 900 px plot with ticks at 0, 2 and 4 s: each
+    width range now gets the ticks it has room for (shown by the same container queries)."""
+    from toolcall_lab.notebook.timeline import RANGES
+
+    svg = timeline_svg(SCENARIOS["straggler"].record().to_dict()["rounds"], min_px=260)
+    groups = dict(re.findall(r"<g class='tcl-lbl([^']*)'>(.*?)</g>", svg))
+    widest = next(body for ranges, body in groups.items() if f"tcl-r{len(RANGES) - 1}" in ranges.split())
+    narrowest = next(body for ranges, body in groups.items() if "tcl-r0" in ranges.split())
+    assert widest.count("class='tcl-tick'") >= 8 and narrowest.count("class='tcl-tick'") <= 5

@@ -186,15 +186,15 @@ CSS = """<style>
 .tcl svg.tcl-timeline .tcl-band{fill:var(--tcl-accent);fill-opacity:.09;stroke:var(--tcl-accent);
  stroke-opacity:.6;stroke-width:1}
 /* labels laid out per container width (timeline.RANGES): each range hides the last and shows its own */
-.tcl svg.tcl-timeline text.tcl-lbl{display:none}.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:inline}
-@container (min-width:420px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r1{display:inline}}
-@container (min-width:560px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r1{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r2{display:inline}}
-@container (min-width:840px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r2{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r3{display:inline}}
-@container (min-width:1120px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r3{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r4{display:inline}}
+.tcl svg.tcl-timeline .tcl-lbl{display:none}.tcl svg.tcl-timeline .tcl-lbl.tcl-r0{display:inline}
+@container (min-width:420px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r0{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r1{display:inline}}
+@container (min-width:560px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r1{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r2{display:inline}}
+@container (min-width:840px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r2{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r3{display:inline}}
+@container (min-width:1120px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r3{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r4{display:inline}}
 .tcl .tcl-legend{display:flex;flex-wrap:wrap;gap:2px 12px;font-size:12px;color:var(--tcl-fg);margin:2px 0 4px}
 .tcl .tcl-swatch{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle;
  border-radius:2px}

@@ -611,6 +611,21 @@ def _band(rounds: Sequence[dict[str, Any]], highlight: int | None, axis: Axis, h
     )
 
 
+def _ranged_ticks(axis: Axis, height: float, relative: bool, widths: Sequence[float]) -> str:
+    """Ticks for a page: as many as each width range has room for (a step chosen per range, shown
+    by the same container queries as the labels), so a wide plot is not left with 3 ticks."""
+    by_step: dict[float, list[int]] = {}
+    for k, w in enumerate(widths):
+        by_step.setdefault(_tick_step(axis.span, w), []).append(k)
+    if len(by_step) == 1:
+        return "".join(_ticks(axis, height, relative))
+    return "".join(
+        f"<g class='tcl-lbl{''.join(f' tcl-r{k}' for k in ranges)}'>"
+        f"{''.join(_ticks(axis.at_width(widths[ranges[0]]), height, relative))}</g>"
+        for ranges in by_step.values()
+    )
+
+
 def _ticks(axis: Axis, height: float, relative: bool) -> list[str]:
     """Grid lines and their times: counted from the axis's start (`relative`, ``+0.5 s``), or at
     round multiples of the step on the clock (a run starting at 0.0148 s gets ticks at 0.05, 0.10...,
@@ -679,7 +694,7 @@ def timeline_svg(
     svg = (
         f"<svg class='tcl-timeline' role='img' aria-label='{e(summary)}' height='{height}' "
         f"xmlns='http://www.w3.org/2000/svg'><title>{e(summary)}</title>"
-        f"{_band(rounds, highlight, axis, height - AXIS)}{''.join(_ticks(axis, height, relative))}"
+        f"{_band(rounds, highlight, axis, height - AXIS)}{_ranged_ticks(axis, height, relative, widths)}"
         f"{''.join(_bars(items, axis, widths))}</svg>"
     )
     return (
