@@ -59,7 +59,8 @@ MEASURE = r"""
     && getComputedStyle(el).visibility !== 'hidden';
   const describe = el => (el.tagName + '.' + [...el.classList].join('.') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"');
   const result = { cells: [], overflow: [], contrast: [], lowest: 99, checked: 0, widgets: [], bars: [], barsChecked: 0,
-                   statics: 0, staticsShown: [], squeezed: [], labels: [], labelsChecked: 0 };
+                   statics: 0, staticsShown: [], squeezed: [], labels: [], labelsChecked: 0,
+                   swatches: [], swatchesChecked: 0, timelineTexts: 0, timelineLowest: 99 };
   for (const cell of cells) {
     result.cells.push({
       images: cell.querySelectorAll('.jp-OutputArea-output img').length,
@@ -130,6 +131,17 @@ MEASURE = r"""
     if (args.getBoundingClientRect().width < 0.8 * (card.getBoundingClientRect().width - 16))
       result.squeezed.push(describe(card));
   }
+  // legend swatches and status icons keep the colour they were given (forced colours would paint
+  // their backgrounds over with the page's): each computed colour equals its inline one
+  for (const sw of panel.querySelectorAll('.tcl-view :is(.tcl-swatch, .tcl-icon)')) {
+    if (!visible(sw) || !sw.getBoundingClientRect().width) continue;
+    const own = sw.style.backgroundColor, cs = getComputedStyle(sw);
+    const [want, got] = own && own !== 'transparent' ? [own, cs.backgroundColor] : [sw.style.borderTopColor, cs.borderTopColor];
+    if (!want) continue;
+    result.swatchesChecked++;
+    const a = rgba(want), b = rgba(got);
+    if (!a || !b || a.some((v, i) => Math.abs(v - b[i]) > 1)) result.swatches.push(describe(sw.parentElement) + ': ' + want + ' shown as ' + got);
+  }
   const texts = panel.querySelectorAll('.tcl-view .tcl *, .tcl-trace *');
   for (const el of texts) {
     if (el.tagName === 'STYLE' || el.tagName === 'title' || el.closest('title')) continue;
@@ -152,6 +164,8 @@ MEASURE = r"""
     const r = ratio(fg, bg);
     result.checked++;
     result.lowest = Math.min(result.lowest, r);
+    if (el instanceof SVGElement && el.closest('svg.tcl-timeline')) {
+      result.timelineTexts++; result.timelineLowest = Math.min(result.timelineLowest, r); }
     if (r < 4.5) result.contrast.push(describe(el) + ' contrast ' + r.toFixed(2));
   }
   return result;
@@ -302,6 +316,35 @@ class Lab:
         self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
         self.page.wait_for_timeout(600)
 
+    def narrow(self, width: int) -> dict[str, Any]:
+        """The measurements in a window `width` px wide (the file browser stays as it is), with the
+        width of the output area; the window is restored after."""
+        size = self.page.viewport_size or {"width": 1400, "height": 1000}
+        self.page.set_viewport_size({"width": width, "height": size["height"]})
+        try:
+            self.page.wait_for_timeout(800)
+            measured = self.measure()
+            measured["area"] = self.page.evaluate(
+                "() => { const o = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                ".jp-OutputArea-output'); return o ? o.getBoundingClientRect().width : 0; }"
+            )
+            return measured
+        finally:
+            self.page.set_viewport_size(size)
+            self.page.wait_for_timeout(400)
+
+    def forced_colors(self, on: bool) -> None:
+        """Emulate forced colours (Windows high contrast: the system's colours replace the page's),
+        with a dark colour scheme, or stop emulating it."""
+        if on:
+            self.page.emulate_media(forced_colors="active", color_scheme="dark")
+        else:
+            self.page.emulate_media(forced_colors="none", color_scheme="light")
+        self.page.wait_for_function(
+            f"matchMedia('(forced-colors: active)').matches === {'true' if on else 'false'}", timeout=10_000
+        )
+        self.page.wait_for_timeout(300)
+
     def run_notebook(self, name: str, quiet_s: float = 120, budget_s: float = 240) -> dict[str, Any]:
         """Open, run all, save; returns the saved notebook, how the run ended, and the measurements.
 
@@ -372,7 +415,7 @@ class Lab:
     def measure(self) -> dict[str, Any]:
         return dict(self.page.evaluate(MEASURE))
 
-    def screenshots(self, stem: str) -> list[Path]:
+    def screenshots(self, stem: str, *, limit: int = 8) -> list[Path]:
         """One picture per view (and the notebook's top), for a person to look at."""
         self.shots.mkdir(parents=True, exist_ok=True)
         out = []
@@ -384,7 +427,7 @@ class Lab:
             ":is(.tcl-view, .jp-OutputArea-output > .tcl:not(.tcl-static), .jp-OutputArea-output img) >> visible=true"
         )
         size = self.page.viewport_size or {"width": 1400, "height": 1000}
-        for k in range(min(views.count(), 8)):
+        for k in range(min(views.count(), limit)):
             target = self.shots / f"{stem}_{k}.png"
             view = views.nth(k)
             view.evaluate("e => e.scrollIntoView({block: 'start'})")

@@ -3,8 +3,10 @@
 1. Each notebook opened in a real JupyterLab (headless, loopback) and run from the Run menu in the
    system Chromium through Playwright: no error outputs, an image in every plotting cell (once),
    every widget rendered, no view wider than its output area, readable text contrast (WCAG 4.5) in
-   every view (trace, compare, corpus, stepper, live) in the light and the dark theme, and the stream stepper's controls
-   changing what is shown. Screenshots go to artifacts/browser/ for a person to look at.
+   every view (trace, compare, corpus, stepper, live) in the light, the dark and JupyterLab's dark
+   high-contrast theme and in forced colours (Windows high contrast, where timelines and legend
+   swatches must keep their palette), and the stream stepper's controls changing what is shown.
+   Screenshots go to artifacts/browser/ for a person to look at.
 2. The static export: a notebook executed, exported to HTML with its widget state, opened in
    Chromium without a kernel; the views render and the stepper still steps.
 
@@ -118,6 +120,7 @@ def runs(lab) -> dict[str, dict[str, Any]]:
             continue
         stem = name.split("_")[0]
         result["shots"] = lab.screenshots(f"nb{stem}_light")
+        result["narrow"] = lab.narrow(800)  # a small laptop or a split screen, file browser open
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
             result["stepping"] = lab.step_through()
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").count():
@@ -128,6 +131,15 @@ def runs(lab) -> dict[str, dict[str, Any]]:
         lab.theme("JupyterLab Dark")
         result["dark"] = lab.measure()
         result["shots"] += lab.screenshots(f"nb{stem}_dark")
+        lab.forced_colors(True)  # Windows high contrast over the dark theme
+        try:
+            result["forced"] = lab.measure()
+            result["shots"] += lab.screenshots(f"nb{stem}_forced", limit=3)
+        finally:
+            lab.forced_colors(False)
+        lab.theme("JupyterLab Dark High Contrast")
+        result["high contrast"] = lab.measure()
+        result["shots"] += lab.screenshots(f"nb{stem}_hc", limit=3)
         lab.theme("JupyterLab Light")
         out[name] = result
     return out
@@ -188,8 +200,8 @@ def test_every_widget_rendered(runs, name) -> None:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-@pytest.mark.parametrize("theme", ["light", "dark"])
-def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) -> None:
+@pytest.mark.parametrize("theme", ["light", "dark", "high contrast"])
+def test_views_fit_their_container_and_read_in_every_theme(runs, name, theme) -> None:
     measured = run(runs, name)[theme]
     assert not measured["overflow"], measured["overflow"][:10]
     assert not measured["contrast"], measured["contrast"][:10]
@@ -197,9 +209,37 @@ def test_views_fit_their_container_and_read_in_both_themes(runs, name, theme) ->
     assert not measured["staticsShown"], measured["staticsShown"][:5]  # static copies hidden by the widget
     assert not measured["squeezed"], measured["squeezed"][:5]
     assert not measured["labels"], measured["labels"][:10]  # bar labels never overlap or touch
+    assert not measured["swatches"], measured["swatches"][:10]
     if name.startswith(("02", "03")):
         assert measured["checked"] > 50 and measured["lowest"] >= 4.5
         assert measured["barsChecked"] > 10 and measured["statics"] >= 1 and measured["labelsChecked"] > 10
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_views_fit_a_narrow_window(runs, name) -> None:
+    """In an 800 px window with JupyterLab's file browser open (an output area of ~370 px) no view
+    spills out of its output area and no timeline out of its panel: timelines scrolled sideways,
+    their labels cut at the edge."""
+    measured = run(runs, name)["narrow"]
+    assert measured["area"] < 500, measured["area"]  # the narrow case, not a wide one
+    assert not measured["overflow"], measured["overflow"][:10]
+    assert not measured["labels"], measured["labels"][:10]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_timelines_keep_their_palette_and_read_in_forced_colours(runs, name) -> None:
+    """Windows high contrast (forced colours, dark): the browser paints the page black and the
+    text white but leaves an SVG's fills alone, so timeline text set in the theme's dark colour
+    vanished, and the legend's swatches were painted over. Every text (timeline labels and ticks
+    too) reads at 4.5:1 against what is behind it, and every swatch and icon keeps its colour."""
+    measured = run(runs, name)["forced"]
+    assert not measured["contrast"], measured["contrast"][:10]
+    assert not measured["bars"], measured["bars"][:10]
+    assert not measured["swatches"], measured["swatches"][:10]
+    assert not measured["overflow"], measured["overflow"][:10]
+    if name.startswith(("02", "03")):
+        assert measured["timelineTexts"] > 20 and measured["timelineLowest"] >= 4.5
+        assert measured["swatchesChecked"] > 10 and measured["barsChecked"] > 10
 
 
 def test_stepper_controls_change_what_is_shown(runs) -> None:

@@ -15,12 +15,12 @@ import pytest
 from tests.conftest import REALDATA, needs_realdata
 from toolcall_lab.notebook.timeline import (
     GAP,
-    RANGES,
     ROW,
     Axis,
     Item,
     label_boxes,
     lay_out,
+    layout_widths,
     text_px,
     timeline_svg,
 )
@@ -42,8 +42,7 @@ RECT = re.compile(r"<rect class='(tcl-bar[^']*)'[^>]* x='([\d.]+)%' y='([\d.]+)'
 
 
 def widths_of(min_px: int) -> list[float]:
-    widths = [float(min_px)] + [float(w) for w in RANGES[1:] if w > min_px]
-    return widths + [widths[-1]] * (len(RANGES) - len(widths))
+    return layout_widths(min_px)
 
 
 def drawn(svg: str, k: int, px: float) -> tuple[list[tuple[int, float, float, str, str]], list[tuple]]:
@@ -99,7 +98,7 @@ def assert_apart(svg: str, min_px: int) -> int:
 
 
 @needs_realdata
-@pytest.mark.parametrize("min_px", [260, 420, 480])
+@pytest.mark.parametrize("min_px", [200, 260, 420, 480])
 def test_claude_code_labels_never_touch_at_any_width(min_px: int) -> None:
     from toolcall_lab.importers import import_source
 

@@ -18,7 +18,7 @@ from toolcall_lab.clock import run_virtual
 from toolcall_lab.loop import run, run_sync
 from toolcall_lab.notebook.html import fmt, round_spans, summary_table, trace_html
 from toolcall_lab.notebook.theme import MODEL, STATUS, TRIP, WAIT
-from toolcall_lab.notebook.timeline import Axis, items_of, lane_names, secs, timeline_svg
+from toolcall_lab.notebook.timeline import RANGES, Axis, items_of, lane_names, secs, timeline_svg
 from toolcall_lab.notebook.widgets import CompareView, CorpusView, LiveView, StreamStepper, TraceView, as_doc
 from toolcall_lab.records import MODES
 from toolcall_lab.replay import replay
@@ -205,10 +205,13 @@ def test_labels_are_laid_out_again_for_wider_containers() -> None:
     doc = SCENARIOS["weather_news_stock"].record().to_dict()
     html = timeline_svg(doc["rounds"], min_px=300)
     texts = re.findall(r"<text class='(tcl-(?:in|out)[^']*)'[^>]*>([^<]*)<", html)
-    by_range = {k: [t for cls, t in texts if f"tcl-r{k}" in cls or "tcl-lbl" not in cls] for k in range(4)}
-    assert len(by_range[3]) >= len(by_range[0])
-    narrow_only = {t for cls, t in texts if "tcl-r0" in cls and "tcl-r3" not in cls}
-    wide_only = {t for cls, t in texts if "tcl-r3" in cls and "tcl-r0" not in cls}
+    last = len(RANGES) - 1
+    by_range = {
+        k: [t for cls, t in texts if f"tcl-r{k}" in cls or "tcl-lbl" not in cls] for k in range(last + 1)
+    }
+    assert len(by_range[last]) >= len(by_range[0])
+    narrow_only = {t for cls, t in texts if "tcl-r0" in cls and f"tcl-r{last}" not in cls}
+    wide_only = {t for cls, t in texts if f"tcl-r{last}" in cls and "tcl-r0" not in cls}
     assert narrow_only and wide_only  # some labels change with the width
     assert any(t.startswith("get_") for t in wide_only)  # the tool's name where there is room
     inside = [t for cls, t in texts if cls.startswith("tcl-in")]
@@ -306,7 +309,8 @@ def test_compare_view_shares_one_axis_and_marks_the_mode_that_skips_calls() -> N
     assert "first_only: ⚠ not comparable (skipped 2 of 3 calls)" in summary and "2.29x" not in summary
     assert "replayed" in summary and "from a scripted trace" in summary
     assert view.details.value.count("class='tcl-panel'") == 4
-    assert "width:420px" not in view.details.value and "tcl-grid-panels" in view.details.value
+    assert not re.search(r"style='[^']*\bwidth:420px", view.details.value)  # no fixed-width panels
+    assert "tcl-grid-panels" in view.details.value
 
 
 def test_compare_view_concurrency_cap_and_bad_settings() -> None:

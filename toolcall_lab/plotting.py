@@ -14,9 +14,12 @@ a placeholder (weighed by seconds), and leave runs that are not comparable out o
 from __future__ import annotations
 
 import base64
+import functools
 import io
+import re
 import sys
 import textwrap
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,10 +68,75 @@ def _shell() -> Any:
     return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
 
 
+FALLBACK_FAMILIES = (
+    "Noto Sans CJK JP",
+    "Noto Sans CJK SC",
+    "Noto Sans CJK TC",
+    "Noto Sans CJK KR",
+    "Source Han Sans",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Droid Sans Fallback",
+    "Microsoft YaHei",
+    "Yu Gothic",
+    "Meiryo",
+    "Malgun Gothic",
+    "Hiragino Sans",
+    "PingFang SC",
+    "Apple SD Gothic Neo",
+    "Arial Unicode MS",
+)
+"""Fonts with Chinese, Japanese and Korean glyphs that usual systems install; those present are
+fallbacks after the default font (matplotlib picks each glyph from the first font that has it), so
+a tool or trace name in CJK text draws as text wherever such a font exists, with no download."""
+GLYPH_MISSING = re.compile(r"Glyph (\d+) .*missing from font")
+
+
+@functools.cache
+def fallback_fonts() -> tuple[str, ...]:
+    """The `FALLBACK_FAMILIES` installed on this machine (matplotlib's font list)."""
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return tuple(f for f in FALLBACK_FAMILIES if f in installed)
+
+
 class LabFigure(Figure):
-    """A Figure that displays as PNG in Jupyter itself (no pyplot, no backend needed), once per cell."""
+    """A Figure that displays as PNG in Jupyter itself (no pyplot, no backend needed), once per cell.
+
+    Its text falls back to an installed CJK font for glyphs the default font lacks; characters that
+    no installed font has are said once per drawing, in one warning naming them and what to install
+    (matplotlib's own warnings, one per glyph, are folded into it)."""
 
     _tcl_shown_in: int | None = None
+
+    def savefig(self, *args: Any, **kwargs: Any) -> None:
+        from matplotlib.text import Text
+
+        if fallback_fonts():  # each text: its own family first, then the CJK fonts for what it lacks
+            for text in self.findobj(Text):
+                family = [f for f in text.get_fontfamily() if f not in FALLBACK_FAMILIES]
+                text.set_fontfamily([*family, *fallback_fonts()])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            super().savefig(*args, **kwargs)
+        missing: dict[str, None] = {}
+        for w in caught:
+            found = GLYPH_MISSING.search(str(w.message))
+            if found:
+                missing[chr(int(found.group(1)))] = None
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if missing:
+            chars = "".join(missing)
+            warnings.warn(
+                f"{len(chars)} character(s) of this figure's text ({chars[:20]}"
+                f"{'…' if len(chars) > 20 else ''}) are in no installed font and show as boxes: "
+                "install a font that has them (Debian: apt-get install fonts-noto-cjk; any of "
+                f"{', '.join(FALLBACK_FAMILIES[:6])}, ... is used without any setting)",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def show_inline(self) -> None:
         shell = _shell()

@@ -22,11 +22,11 @@ from toolcall_lab.notebook.tables import readable   # rounded for reading, modes
 scenarios = [load(p) for p in sorted((DATA / "traces").glob("*.json"))]
 corpus = generate_corpus(200, seed=7)
 table = compare(scenarios + corpus, round_trip_s=0.05)
-readable(table.summary)
+readable(table.summary).T   # one column per mode: every figure in view, the speedup included
 """),
         code("""
-readable(table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency", "speedup_vs_sequential",
-                     "upstream_calls", "client_round_trips", "skipped"]].head(12))
+readable(table.runs[["title", "mode", "wall_time_s", "lower_bound_s", "efficiency",
+                     "speedup_vs_sequential", "skipped"]].head(12))
 """),
         md("## One trace, four modes\nModel calls (blue), tool calls by status, and the serialized proxy's client round trips (gold: N-1 per batch of N, as the run recorded them), on a shared time axis. Placeholder timings are faint with a dotted outline."),
         code("""

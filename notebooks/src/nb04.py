@@ -32,6 +32,7 @@ quirks.pivot_table(index="category", columns="result", values="quirk", aggfunc="
 from toolcall_lab import read_recording
 from toolcall_lab.exceptions import ToolcallLabError
 from toolcall_lab.importers import looks_like
+from toolcall_lab.notebook.theme import middle   # a long name cut in the middle: its end tells files apart
 
 HAVE_REAL = (REALDATA / "PROVENANCE.md").is_file()
 DATASETS = {"bfcl", "tau-bench", "inspect_ai"}  # datasets, not provider responses (imported further below)
@@ -42,24 +43,24 @@ rows = []
 for path in files:
     kind = looks_like(path)
     if kind not in (None, "recording"):  # an agent's own log, not a provider's response: imported below
-        rows.append({"file": path.name[:60], "provider dir": path.parent.name, "responses": 0, "calls": 0,
-                     "findings": f"not a provider recording: an agent log ({kind}), imported below"})
+        rows.append({"file": middle(path.name, 44), "provider dir": path.parent.name, "responses": 0, "calls": 0,
+                     "findings": f"agent log ({kind}): imported below"})
         continue
     try:
         responses = read_recording(path).parse()
     except ToolcallLabError as exc:
-        rows.append({"file": path.name[:60], "provider dir": path.parent.name, "responses": 0, "calls": 0,
+        rows.append({"file": middle(path.name, 44), "provider dir": path.parent.name, "responses": 0, "calls": 0,
                      "findings": f"error: {type(exc).__name__}"})
         continue
     kinds = sorted({f.kind for r in responses for f in r.findings})
-    rows.append({"file": path.name[:60], "provider dir": path.parent.name, "responses": len(responses),
+    rows.append({"file": middle(path.name, 44), "provider dir": path.parent.name, "responses": len(responses),
                  "calls": sum(len(c.tool_calls) for r in responses for c in r.choices), "findings": ", ".join(kinds)})
 table = pd.DataFrame(rows)
 table
 """),
         code("""
 # findings per provider folder: which quirks each source shows
-table[~table["findings"].str.startswith("not a provider recording")] \\
+table[~table["findings"].str.startswith("agent log")] \\
     .assign(findings=lambda t: t["findings"].str.split(", ")).explode("findings").query("findings != ''") \\
     .groupby("findings")["provider dir"].agg(lambda s: ", ".join(sorted(set(s))))
 """),

@@ -72,8 +72,10 @@ class OpenBox(widgets.VBox):  # type: ignore[misc]
     def __init__(self, on_open: Callable[[Opened], None], *, what: str = "trace") -> None:
         self.on_open = on_open
         self.path = widgets.Text(
-            placeholder=f"path to a {what} file, a recording, a transcript or a folder; Enter opens it",
+            # short enough to read whole in the box at a projector's width; the kind menu says the rest
+            placeholder="path to a file or folder; Enter opens it",
             description="open",
+            tooltip=f"a {what} file, a recording, a transcript or a folder of them",
             continuous_update=False,
             layout=widgets.Layout(flex="1 1 260px", min_width="160px"),
         )

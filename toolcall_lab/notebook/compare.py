@@ -312,7 +312,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     end=end,
                     highlight=self.selected_round,
                     legend=False,
-                    min_px=480,
+                    min_px=260,
                     title=f"{meta.title}: {mode}, the whole run",
                     items=items,
                 )

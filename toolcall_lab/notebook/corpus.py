@@ -14,9 +14,24 @@ import traitlets
 from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
 from toolcall_lab.notebook.html import comparable, fmt, table_html
+from toolcall_lab.notebook.loading import IMPORT_FIRST, TRACE, import_hint, kind_of
 from toolcall_lab.notebook.theme import e, middle
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
+
+
+def not_read(folder: Path, read: set[Path]) -> list[tuple[str, str]]:
+    """(path inside `folder`, what it is and how to import it) for every file `compare` is not
+    given: anything but ``*.json`` (a ``.jsonl`` transcript, a ``.sse`` recording), hidden files
+    and folders aside."""
+    out = []
+    for f in sorted(folder.rglob("*")):
+        rel = f.relative_to(folder)
+        if f in read or not f.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        out.append((str(rel), import_hint(f, kind_of(f)) if f.stat().st_size else "an empty file"))
+    return out
+
 
 PREFERRED = ("trace", "mode", "wall_time_s", "speedup_vs_sequential", "efficiency", "lower_bound_s")
 
@@ -128,6 +143,10 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         )
         self.picker.observe(guarded(self.errors, self._picked), names=["value"])
         self.comparison: Any = None
+        self.not_read: list[tuple[str, str]] = []
+        """Files of the compared folder that were not read (not ``*.json``), and what they are."""
+        self.hints: dict[str, str] = {}
+        """Per trace that failed to load because it is not a trace file: how to import it."""
         self.items: dict[str, Trace | Path] = {}
         self.base: Path | None = None
         self.source_label = ""
@@ -155,11 +174,18 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 return
             items: list[Trace | Path] = list(iter_trace_paths([folder]))
             self.base, self.source_label = folder, folder.name
+            self.not_read = not_read(folder, {p for p in items if isinstance(p, Path)})
         else:
             items = [x if isinstance(x, Trace) else Path(x) for x in source]
             self.base, self.source_label = None, f"{len(items)} traces"
+            self.not_read = []
+        self.hints = {}
         if not items:
-            self.message.value = note(f"no trace files in {source}", error=True)
+            self.comparison = None
+            self.table.value = ""
+            self.message.value = note(f"no trace files (*.json) in {source}", error=True)
+            self.problems.value = wrap(self._not_read_html())
+            self.refresh_static()
             return
         self.items = {(x.metadata.title if isinstance(x, Trace) else str(x)): x for x in items}
         if len(self.items) < len(items):  # compare names a Trace's rows by its title
@@ -171,10 +197,19 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             return
         self.comparison = compare(items, self.modes_arg, round_trip_s=self.round_trip_s)
         runs = self.comparison.runs
-        n_bad = len(self.comparison.errors)
+        errors = self.comparison.errors
+        for trace in errors.loc[errors["mode"].isna(), "trace"] if len(errors) else ():
+            path = Path(str(trace))
+            kind = kind_of(path) if path.is_file() else TRACE
+            if kind != TRACE:  # a recording, a transcript, any JSON: it has to be imported first
+                self.hints[str(trace)] = import_hint(path, kind)
+        n_bad = len(errors)
+        n_unread = len(self.not_read)
         self.message.value = note(
             f"{len(items)} trace(s) × {len(self.modes_arg)} mode(s): {len(runs)} runs compared"
-            + (f"; {n_bad} could not be compared (listed below)" if n_bad else "")
+            + (f"; {n_bad} could not be compared" if n_bad else "")
+            + (f"; {n_unread} file(s) of the folder not read (not *.json trace files)" if n_unread else "")
+            + (" (listed below)" if n_bad or n_unread else "")
         )
         columns = list(runs.columns)
         self.sort_box.options = columns
@@ -234,15 +269,34 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.picker.rows = min(8, max(2, len(records)))
         self.picker.value = None
         errs = self.comparison.errors
-        self.problems.value = (
-            wrap(
-                f"<b>could not compare {len(errs)}:</b>"
-                + table_html(errs.to_dict("records"), list(errs.columns))
+        hints = "".join(f"<li>{e(self.short(t))}: {e(h)}</li>" for t, h in self.hints.items())
+        problems = (
+            f"<b>could not compare {len(errs)}:</b>"
+            + table_html(errs.to_dict("records"), list(errs.columns), labels={"trace": self.cell})
+            + (
+                f"<div class='tcl-warn'>⚠ not trace files ({len(self.hints)}): {e(IMPORT_FIRST)}"
+                f"</div><ul class='tcl-notes'>{hints}</ul>"
+                if hints
+                else ""
             )
             if len(errs)
             else ""
-        )
+        ) + self._not_read_html()
+        self.problems.value = wrap(problems) if problems else ""
         self.refresh_static()
+
+    def _not_read_html(self) -> str:
+        """The folder's files that are not trace files (``*.json``): named, with what they look like
+        and how to bring them in, never left out silently."""
+        if not self.not_read:
+            return ""
+        shown = "".join(f"<li>{e(name)}: {e(what)}</li>" for name, what in self.not_read[:50])
+        more = f"<li>… and {len(self.not_read) - 50} more</li>" if len(self.not_read) > 50 else ""
+        return (
+            f"<div class='tcl-warn'>⚠ not read: {len(self.not_read)} file(s) of the folder are not trace "
+            f"files (*.json), so nothing from them is in the table; {e(IMPORT_FIRST)}:</div>"
+            f"<ul class='tcl-notes'>{shown}{more}</ul>"
+        )
 
     def short(self, trace: Any) -> str:
         """A trace as the table shows it: its path inside the compared folder, or its file name

@@ -45,7 +45,8 @@ def pretty_arguments(raw: str) -> str:
 
 
 RATIO_COLUMNS = frozenset({"efficiency", "measured_share", "overlap_ratio"})
-"""Columns of ratios: always two places (``1.00`` beside ``1.07``, never ``1``)."""
+"""Columns of ratios: always two places (``1.00`` beside ``1.07``, never ``1``), as are ``speedup*``
+and ``*share*`` columns and a summary's ``median_`` of any of them."""
 
 
 def fmt(value: Any, column: str = "") -> str:
@@ -62,8 +63,9 @@ def fmt(value: Any, column: str = "") -> str:
             return "∞"
         if column.endswith("_s") or column.endswith("seconds"):
             return exact(value, ",")
-        if column.startswith("speedup") or column in RATIO_COLUMNS:  # one format per column
-            return f"{value:,.2f}"
+        ratio = column.removeprefix("median_")  # a summary's median of a ratio is a ratio
+        if ratio.startswith(("speedup", "share")) or ratio.endswith("_share") or ratio in RATIO_COLUMNS:
+            return f"{value:,.2f}"  # one format per column
         if value.is_integer() and abs(value) < 1e15:
             return f"{int(value):,}"
         return f"{value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.3f}"
@@ -98,7 +100,8 @@ def round_title(r: dict[str, Any]) -> str:
     kind = " (final, no tools)" if r.get("final") else ""
     calls = f"{n} call{'s' if n != 1 else ''}: {tool_names(r)}" if n else "no calls"
     return (
-        f"Round {r['round_index']}{kind} · {r['mode']} · {calls} · {secs(round_duration(r))} · "
+        f"Round {r['round_index']}{kind} · {r['mode'] + ' · ' if r.get('mode') else ''}{calls} · "
+        f"{secs(round_duration(r))} · "
         f"{round_status(r)}"
     )
 
@@ -326,7 +329,7 @@ def round_html(
     heading = f"<div class='tcl-round-title'>{e(round_title(r))}</div>" if title else ""
     start = float(r["response"]["started_at"])
     end = start + max(span or 0.0, round_duration(r), 1e-3)
-    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=260, table=table)
+    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=200, table=table)
     return (
         f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}"
         f"{message_tree(r, raw=raw, previous=previous)}{tl}</div>"
@@ -473,7 +476,7 @@ def trace_html(
     )
     return (
         f"<div class='tcl tcl-trace'>{CSS}{header_html(doc)}{prompt_html(doc)}"
-        f"{timeline_svg(doc['rounds'], min_px=480)}{panels}{more}</div>"
+        f"{timeline_svg(doc['rounds'], min_px=260)}{panels}{more}</div>"
     )
 
 

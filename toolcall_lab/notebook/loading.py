@@ -217,23 +217,51 @@ def _loaded_files(folder: Path, opened: Opened) -> set[Path]:
     from toolcall_lab.trace_files import iter_trace_paths
 
     if opened.kind == TRACE:
-        return {f.resolve() for f in iter_trace_paths([folder])}
+        failed = {x.split(" (not read as a trace: ", 1)[0] for x in opened.left_out}
+        return {f.resolve() for f in iter_trace_paths([folder]) if str(f.relative_to(folder)) not in failed}
     sources = (t.metadata.source for t in opened.traces)
     return {Path(s.split("#", 1)[0]).resolve() for s in sources if s}
+
+
+def kind_of(path: Path) -> str | None:
+    """The one kind a file's content says it is (``trace``, or an import kind), None when it looks
+    like none of them: for telling a user what a file left unread is, not for choosing a reader."""
+    from toolcall_lab.importers._files import looks_like
+
+    try:
+        return TRACE if detect(path)[0] == TRACE else looks_like(path)
+    except OSError:
+        return None
+
+
+def import_hint(path: Path, kind: str | None) -> str:
+    """What a file that is not a trace looks like, and the command that imports it (a view's file
+    box imports it too): for a file `compare` cannot read."""
+    if kind is None:
+        return "not a trace file, and no import kind recognises it"
+    if kind == TRACE:
+        return "a trace file"
+    command = f"toolcall-lab import {kind} {path} --out traces/"
+    return f"not a trace file: it looks like {kind}; import it with `{command}`"
+
+
+IMPORT_FIRST = (
+    "import them first (`toolcall-lab import KIND FILE --out traces/`, then compare that folder), "
+    "or open one from the file box of a TraceView or CompareView, which imports it"
+)
+"""How to bring files that are not traces into a comparison."""
 
 
 def _left_out(folder: Path, opened: Opened) -> tuple[str, ...]:
     """Every file of `folder` that `opened` holds nothing from, with what it looks like: a file that
     was read is never listed."""
-    from toolcall_lab.importers._files import looks_like
-
     loaded = _loaded_files(folder, opened)
-    out = []
+    told = {x.rsplit(" (", 1)[0] for x in opened.left_out}  # named already, with their error
+    out = list(opened.left_out)
     for f in _folder_files(folder):
-        if f.resolve() in loaded:
+        if f.resolve() in loaded or str(f.relative_to(folder)) in told:
             continue
-        first = detect(f)[0]
-        kind = TRACE if first == TRACE else looks_like(f)
+        kind = kind_of(f)
         if kind == opened.kind:
             continue  # read by the importer, with nothing in it to import (its report says so)
         what = f"looks like {kind}" if kind else "not read: no kind recognises it"
@@ -249,22 +277,35 @@ def _short(message: str, p: Path) -> str:
     return message.strip(" :;") or "unreadable"
 
 
-def _read_traces(p: Path) -> list[Trace]:
+def _read_traces(p: Path) -> tuple[list[Trace], list[tuple[Path, str]]]:
+    """The traces of a trace file, or of a folder's ``*.json`` files; in a folder, a file that does
+    not load costs only itself (returned with its error), as in `compare`."""
     from toolcall_lab.trace_files import iter_trace_paths, load
 
-    if p.is_dir():
-        return [load(f) for f in iter_trace_paths([p])]
-    return [load(p)]
+    if not p.is_dir():
+        return [load(p)], []
+    traces, failed = [], []
+    for f in iter_trace_paths([p]):
+        try:
+            traces.append(load(f))
+        except TraceError as exc:
+            failed.append((f, _short(str(exc), f)))
+    return traces, failed
 
 
 def _import(p: Path, kind: str) -> Opened:
     from toolcall_lab.importers import import_source
 
     if kind == TRACE:
-        traces = _read_traces(p)
+        traces, failed = _read_traces(p)
         if not traces:
-            raise TraceError(f"{p}: no trace files in it")
-        return Opened(traces=traces, source=str(p), kind=TRACE)
+            why = "; ".join(f"{f.relative_to(p)}: {m}" for f, m in failed[:3])
+            raise TraceError(f"{p}: no trace files in it" + (f" that load ({why})" if why else ""))
+        unread = tuple(
+            f"{f.relative_to(p)} (not read as a trace: {m[:160]}{'…' if len(m) > 160 else ''})"
+            for f, m in failed
+        )
+        return Opened(traces=traces, source=str(p), kind=TRACE, left_out=unread)
     try:
         result = import_source(kind, p)
     except ToolcallLabError:

@@ -122,6 +122,8 @@ class StreamStates:
     error: str | None = None
     finish_note: str = "end of stream: finish() ran"
     """What `finish()` did, only what happened (how many calls it finalised, which got fallback ids)."""
+    last_label: str = ""
+    """The last step's heading: after the last chunk, or after the provider error that ended it."""
 
     @classmethod
     def build(
@@ -147,15 +149,15 @@ class StreamStates:
                 out.append(seen[key])
             return out
 
-        state, steps, error = _State(), [], None
+        state, steps, error, error_at = _State(), [], None, 0
         extra: list[dict[str, Any]] = []
-        for chunk in chunks:
+        for k, chunk in enumerate(chunks):
             note = ""
             if error is None:
                 try:
                     acc.feed(chunk)
                 except ProviderStreamError as exc:
-                    error = str(exc)
+                    error, error_at = str(exc), k
                     note = f"the provider reported an error here; the parser stops: {exc.provider_message}"
                     if not any(f.kind == "provider_error" for f in acc.findings):
                         extra.append({"kind": "provider_error", "severity": "error", "message": error})
@@ -181,14 +183,29 @@ class StreamStates:
             note = f"finish() raised: {exc}"
         streamed = state.snapshot()
         steps.append(_diff(state, _plain_snapshot(snap), found, note))
+        n = len(chunks)
+        if error is None:
+            last = f"after the last chunk: finish() ({n} chunks)"
+            told = _finish_note(streamed, _plain_snapshot(snap))
+        else:  # the stream did not end: the provider's error ended it, and the parser stopped there
+            last = f"after the provider error at chunk {error_at}: finish() ({n} chunks)"
+            told = _broken_note(error_at, _plain_snapshot(snap))
         return cls(
             format=fmt,
             chunks=tuple(chunks),
             steps=tuple(steps),
             findings=tuple(unique),
             error=error,
-            finish_note=_finish_note(streamed, _plain_snapshot(snap)),
+            finish_note=told,
+            last_label=last,
         )
+
+    def label(self, i: int) -> str:
+        """Step `i`'s heading."""
+        n = len(self.chunks)
+        if i < n:
+            return f"chunk {i} of {n} (0-based)"
+        return self.last_label or f"after the last chunk: finish() ({n} chunks)"
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -225,7 +242,18 @@ class StreamStates:
                 item["x"] = step.note
             items.append(item)
         found = [finding_li(f) for f in self.findings]
-        return json.dumps({"s": items, "F": found, "e": self.finish_note}, ensure_ascii=False)
+        last = self.label(len(self.chunks))
+        return json.dumps({"s": items, "F": found, "e": self.finish_note, "l": last}, ensure_ascii=False)
+
+
+def _broken_note(at: int, final: Snapshot) -> str:
+    """What the last step holds when a provider error ended the stream at chunk `at`."""
+    n = sum(len(per) for per in final.values())
+    kept = f"{n} call(s) (a call whose arguments are not complete is never run)" if n else "no tool calls"
+    return (
+        f"the stream did not end normally: the provider reported an error at chunk {at} and the parser "
+        f"stopped there; finish() kept what had been read: {kept}"
+    )
 
 
 def _finish_note(streamed: Snapshot, final: Snapshot) -> str:
@@ -279,7 +307,7 @@ def _changed(before: str | None, after: str | None) -> str:
     return f"<mark class='tcl-added' title='changed by this chunk'>{e(a)}</mark>"
 
 
-def calls_table(now: Snapshot, before: Snapshot | None) -> str:
+def calls_table(now: Snapshot, before: Snapshot | None, *, final: bool = False) -> str:
     rows = []
     for ci, calls in now.items():
         for idx, c in calls.items():
@@ -295,7 +323,7 @@ def calls_table(now: Snapshot, before: Snapshot | None) -> str:
                 "</td></tr>"
             )
     if not rows:
-        return "<div class='tcl-muted'>no tool calls yet</div>"
+        return f"<div class='tcl-muted'>{'no tool calls' if final else 'no tool calls yet'}</div>"
     return (
         "<div class='tcl-scroll'><table class='tcl-table tcl-calls-so-far'><tr><th>choice</th><th>index</th>"
         "<th class='tcl-left'>id</th><th class='tcl-left'>name</th><th class='tcl-left'>arguments</th></tr>"
@@ -308,7 +336,7 @@ def frame_html(states: StreamStates, i: int) -> str:
     n = len(states.chunks)
     before, now = states._states(i)
     if i < n:
-        label = f"chunk {i} of {n} (0-based)"
+        label = states.label(i)
         delta = (
             f"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>"
             f"{e(delta_of(states.chunks[i], states.format))}</pre><details><summary>whole chunk</summary>"
@@ -316,7 +344,7 @@ def frame_html(states: StreamStates, i: int) -> str:
             "</details>"
         )
     else:
-        label = f"after the last chunk: finish() ({n} chunks)"
+        label = states.label(i)
         delta = f"<div class='tcl-muted'>{e(states.finish_note)}</div>"
     note = states.steps[i].note
     note_html = f"<div class='tcl-warn'>{e(note)}</div>" if note else ""
@@ -330,7 +358,8 @@ def frame_html(states: StreamStates, i: int) -> str:
     )
     return (
         f"<div class='tcl-frame-label'><b>{e(label)}</b></div>{delta}{note_html}"
-        f"<div><b>calls so far</b></div>{calls_table(now.snapshot(), before.snapshot() if before else None)}"
+        f"<div><b>calls so far</b></div>"
+        f"{calls_table(now.snapshot(), before.snapshot() if before else None, final=i >= n)}"
         f"<div><b>findings</b></div>{findings}"
     )
 
@@ -355,7 +384,8 @@ _JS = (
     "if(a.indexOf(b)==0)return E(b)+\"<mark class='tcl-added' title='added by this chunk'>\""
     "+E(a.slice(b.length))"
     "+'</mark>';return \"<mark class='tcl-added' title='changed by this chunk'>\"+E(a)+'</mark>'}"
-    "function tb(P,C){if(!C.r.length)return \"<div class='tcl-muted'>no tool calls yet</div>\";"
+    "function tb(P,C,k){if(!C.r.length)return \"<div class='tcl-muted'>no tool calls\"+(k<n?' yet':'')"
+    "+'</div>';"
     "var h=C.r.map(function(k){var c=C.c[k],o=P&&P.r.indexOf(k)>=0?P.c[k]:{},w=P&&P.r.indexOf(k)<0,"
     "q=k.split(',');return '<tr'+(w?\" class='tcl-new-call'\":'')+'><td>'+q[0]+'</td><td>'+q[1]"
     "+(w?\" <mark class='tcl-added'>new</mark>\":'')+\"</td><td class='tcl-left'>\"+ch(o.id,c.id)"
@@ -371,12 +401,12 @@ _JS = (
     "+(w>0?\"<div><mark class='tcl-added'>\"+w+' new at this step</mark></div>':'')}"
     "function go(k){k=Math.max(0,Math.min(L,k));if(T.j>k-1){T.j=-1;T.S={c:{},r:[],f:[]}}"
     "while(T.j<k-1){T.j++;ap(T.S,D.s[T.j])}var P=k>0?T.S:null,C=cp(T.S),st=D.s[k];ap(C,st);"
-    "var lab=k<n?'chunk '+k+' of '+n+' (0-based)':'after the last chunk: finish() ('+n+' chunks)',"
+    "var lab=k<n?'chunk '+k+' of '+n+' (0-based)':D.l,"
     "dl=k<n?\"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>\"+E(st.d)"
     "+'</pre><details><summary>whole chunk</summary><pre>'+E(st.c)+'</pre></details>'"
     ":\"<div class='tcl-muted'>\"+E(D.e)+'</div>';"
     "r.querySelector('.tcl-frame').innerHTML=\"<div class='tcl-frame-label'><b>\"+E(lab)+'</b></div>'+dl"
-    "+(st.x?\"<div class='tcl-warn'>\"+E(st.x)+'</div>':'')+'<div><b>calls so far</b></div>'+tb(P,C)"
+    "+(st.x?\"<div class='tcl-warn'>\"+E(st.x)+'</div>':'')+'<div><b>calls so far</b></div>'+tb(P,C,k)"
     "+'<div><b>findings</b></div>'+fd(P,C,k);T.S=C;T.j=k;s.value=k;r.setAttribute('data-step',k);"
     "r.querySelector('.tcl-frame').setAttribute('data-frame',k);"
     "r.querySelector('.tcl-step-of').textContent=k+' / '+L}"

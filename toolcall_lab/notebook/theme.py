@@ -170,11 +170,14 @@ CSS = """<style>
 .tcl ul.tcl-notes{margin:2px 0 4px 18px;padding:0;font-size:12px;color:var(--tcl-fg2)}
 .tcl .tcl-scroll{overflow-x:auto;max-width:100%}
 .tcl .tcl-tl{margin:4px 0 2px 0;min-width:0}
-.tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(220px,1fr);column-gap:6px}
+.tcl .tcl-tl-grid{display:grid;grid-template-columns:max-content minmax(0,1fr);column-gap:6px}
 .tcl .tcl-lanes{font-size:12px;color:var(--tcl-fg)}
 .tcl .tcl-lane{height:20px;line-height:20px;white-space:nowrap;max-width:14em;overflow:hidden;
  text-overflow:ellipsis}
 .tcl .tcl-plot{container-type:inline-size;min-width:0}
+/* a narrow window (800 px with JupyterLab's file browser open leaves ~370 px): shorter lane names
+   (cut with an ellipsis, whole in their tooltip) leave the plot its room */
+@media (max-width:1000px){.tcl .tcl-lane{max-width:8em}}
 .tcl svg.tcl-timeline{display:block;width:100%;overflow:visible}
 .tcl svg.tcl-timeline text{fill:var(--tcl-fg);font-size:11px;font-family:inherit}
 .tcl svg.tcl-timeline text.tcl-in{font-size:11px}
@@ -183,13 +186,15 @@ CSS = """<style>
 .tcl svg.tcl-timeline .tcl-band{fill:var(--tcl-accent);fill-opacity:.09;stroke:var(--tcl-accent);
  stroke-opacity:.6;stroke-width:1}
 /* labels laid out per container width (timeline.RANGES): each range hides the last and shows its own */
-.tcl svg.tcl-timeline text.tcl-lbl{display:none}.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:inline}
-@container (min-width:560px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r0{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r1{display:inline}}
-@container (min-width:840px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r1{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r2{display:inline}}
-@container (min-width:1120px){.tcl svg.tcl-timeline text.tcl-lbl.tcl-r2{display:none}
- .tcl svg.tcl-timeline text.tcl-lbl.tcl-r3{display:inline}}
+.tcl svg.tcl-timeline .tcl-lbl{display:none}.tcl svg.tcl-timeline .tcl-lbl.tcl-r0{display:inline}
+@container (min-width:420px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r0{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r1{display:inline}}
+@container (min-width:560px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r1{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r2{display:inline}}
+@container (min-width:840px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r2{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r3{display:inline}}
+@container (min-width:1120px){.tcl svg.tcl-timeline .tcl-lbl.tcl-r3{display:none}
+ .tcl svg.tcl-timeline .tcl-lbl.tcl-r4{display:inline}}
 .tcl .tcl-legend{display:flex;flex-wrap:wrap;gap:2px 12px;font-size:12px;color:var(--tcl-fg);margin:2px 0 4px}
 .tcl .tcl-swatch{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle;
  border-radius:2px}
@@ -208,6 +213,18 @@ CSS = """<style>
 .tcl .tcl-report{margin:2px 0 4px;font-size:12px}.tcl .tcl-report ul{margin:2px 0 2px 18px;padding:0}
 .tcl .tcl-table td.tcl-long{max-width:22em;overflow:hidden;text-overflow:ellipsis}
 .tcl details.tcl-bars>summary{font-size:12px}
+/* forced colours (Windows high contrast): the browser swaps every colour for the user's system
+   colours, but not an SVG's fills, so a timeline's text would stay dark on the forced black page,
+   and backgrounds (legend swatches, status icons, marked text) would vanish. The timeline, the
+   swatches and the icons keep their own palette (every bar colour stands out from black and white)
+   and take the system colours for text, grid and page; marked text uses the system highlight. */
+@media (forced-colors:active){
+ .tcl{--tcl-fg:CanvasText;--tcl-fg2:CanvasText;--tcl-bg:Canvas;--tcl-bg1:Canvas;--tcl-bg2:Canvas;
+  --tcl-border:CanvasText;--tcl-grid:GrayText;--tcl-accent:Highlight;--tcl-mark:Highlight;
+  --tcl-mark-fg:HighlightText}
+ .tcl svg.tcl-timeline,.tcl .tcl-swatch,.tcl .tcl-icon,.tcl .tcl-added,.tcl pre.tcl-chunk-delta{
+  forced-color-adjust:none}
+}
 /* the static copy printed after a view is for renderers without the widget: hidden where it rendered */
 .jp-OutputArea-child:has(.tcl-view)+.jp-OutputArea-child:has(.tcl-static),
 .output_area:has(.tcl-view)+.output_area:has(.tcl-static){display:none}

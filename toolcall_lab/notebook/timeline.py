@@ -14,6 +14,7 @@ for wider containers (CSS container queries), so a label is inside its bar, besi
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,8 +39,14 @@ BAR = 14
 AXIS = 18
 CHAR_PX = 6.4
 """Average width of a character of the 11 px font, for lane names and the legend of a saved file."""
-RANGES = (0, 560, 840, 1120)
+RANGES = (0, 420, 560, 840, 1120)
 """Container widths (px) from which labels are laid out again (CSS container queries in theme.CSS)."""
+
+
+def layout_widths(min_px: float) -> list[float]:
+    """The plot width each range of `RANGES` is laid out for: its lower bound, at least `min_px` (the
+    narrowest plot drawn; a layout holds at any wider width, so a range is laid out at its start)."""
+    return [float(min_px), *(float(max(w, min_px)) for w in RANGES[1:])]
 FAINT = ("estimated", "placeholder")
 
 
@@ -469,8 +476,12 @@ def _lane_at(
                 if a < 0 or b > px or hits_label(a, b) or hits_bar(a, b, k, gap):
                     continue
                 # in a page, bars are fractions of the plot and text is pixels: the wider the plot,
-                # the closer the text sits to its anchor, so nothing may lie between them either
-                near = (x1, b) if where == "right" else ((a, x0) if where == "left" else (x0, b))
+                # the closer a label beside its bar sits to it, so nothing may lie between them
+                # either. Inside, the text keeps its place from the bar's start: a mark ending
+                # within 0.4 of the padding of it (the client round trip or the wait that ends where
+                # the call starts, drawn a little wider) stays clear of the text up to 2.5 times the
+                # width it was laid out for (a range spans at most 2.1 times its start).
+                near = (x1, b) if where == "right" else ((a, x0) if where == "left" else (x0 + PAD * 0.4, b))
                 if hits_bar(*near, k, 0.0):
                     continue
                 chosen = ((text, where), a, b)
@@ -600,15 +611,34 @@ def _band(rounds: Sequence[dict[str, Any]], highlight: int | None, axis: Axis, h
     )
 
 
+def _ranged_ticks(axis: Axis, height: float, relative: bool, widths: Sequence[float]) -> str:
+    """Ticks for a page: as many as each width range has room for (a step chosen per range, shown
+    by the same container queries as the labels), so a wide plot is not left with 3 ticks."""
+    by_step: dict[float, list[int]] = {}
+    for k, w in enumerate(widths):
+        by_step.setdefault(_tick_step(axis.span, w), []).append(k)
+    if len(by_step) == 1:
+        return "".join(_ticks(axis, height, relative))
+    return "".join(
+        f"<g class='tcl-lbl{''.join(f' tcl-r{k}' for k in ranges)}'>"
+        f"{''.join(_ticks(axis.at_width(widths[ranges[0]]), height, relative))}</g>"
+        for ranges in by_step.values()
+    )
+
+
 def _ticks(axis: Axis, height: float, relative: bool) -> list[str]:
+    """Grid lines and their times: counted from the axis's start (`relative`, ``+0.5 s``), or at
+    round multiples of the step on the clock (a run starting at 0.0148 s gets ticks at 0.05, 0.10...,
+    never a "0.06 s" drawn at 0.0648 s)."""
     out = []
     step = _tick_step(axis.span, axis.plot_px)
-    n = int(axis.span / step + 1e-9)
+    first = 0.0 if relative else math.ceil(axis.t0 / step - 1e-9) * step - axis.t0
+    n = int((axis.span - first) / step + 1e-9)
     for k in range(n + 1):
-        t = axis.t0 + k * step
+        t = axis.t0 + first + k * step
         f = axis.frac(t)
         anchor = "start" if f < 0.04 else ("end" if f > 0.96 else "middle")
-        value = k * step if relative else t
+        value = k * step if relative else round(t / step) * step
         text = f"{'+' if relative and k else ''}{value:.{_decimals(step)}f} s"
         out.append(
             f"<line class='tcl-gridline' x1='{axis.x(t)}' x2='{axis.x(t)}' y1='0' y2='{height - AXIS + 2}'/>"
@@ -660,12 +690,11 @@ def timeline_svg(
     summary = title or (
         f"Timeline of {len(rounds)} round(s), {n_calls} tool call(s), {exact(t0)} to {exact(t1)} s"
     )
-    widths = [float(min_px)] + [float(w) for w in RANGES[1:] if w > min_px]
-    widths += [widths[-1]] * (len(RANGES) - len(widths))  # ranges narrower than min_px use min_px
+    widths = layout_widths(min_px)
     svg = (
         f"<svg class='tcl-timeline' role='img' aria-label='{e(summary)}' height='{height}' "
         f"xmlns='http://www.w3.org/2000/svg'><title>{e(summary)}</title>"
-        f"{_band(rounds, highlight, axis, height - AXIS)}{''.join(_ticks(axis, height, relative))}"
+        f"{_band(rounds, highlight, axis, height - AXIS)}{_ranged_ticks(axis, height, relative, widths)}"
         f"{''.join(_bars(items, axis, widths))}</svg>"
     )
     return (

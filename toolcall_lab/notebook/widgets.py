@@ -124,7 +124,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.doc = as_doc(trace)
         rounds = self.doc["rounds"]
         self._spans = round_spans(rounds, shared=self.shared_scale)
-        timeline = timeline_svg(rounds, min_px=480)
+        timeline = timeline_svg(rounds, min_px=260)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
         self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
         self.accordion.children = self.panels
@@ -179,7 +179,20 @@ def _streams(path: str | Path) -> tuple[list[tuple[str, list[dict[str, Any]], st
     """The streams of a recording, each as (label, chunks, format), and what could not be stepped
     (whole responses). A Responses file with several streams back to back is split at each
     ``response.created``."""
-    exchanges = read_recording(path).exchanges
+    from toolcall_lab.exceptions import UnknownFormatError, WireFormatError
+
+    p = Path(path)
+    if p.is_file() and p.stat().st_size == 0:
+        raise WireFormatError(f"{p}: the file is empty (0 bytes): there is no stream to step through")
+    try:
+        exchanges = read_recording(p).exchanges
+    except UnknownFormatError as exc:
+        if "holds no payloads" not in str(exc):
+            raise
+        raise WireFormatError(
+            f"{p}: no chunks to step through: the file holds no payloads (no `data:` line or JSON "
+            "chunk; only blank lines, comments, event names or [DONE])"
+        ) from None
     streams: list[tuple[str, list[dict[str, Any]], str]] = []
     whole: list[str] = []
     for k, ex in enumerate(exchanges):
@@ -278,21 +291,34 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
         last = len(states) - 1 if states is not None else 0
         return max(0, min(int(proposal["value"]), last))
 
-    def _render(self, _: Any = None) -> None:
-        which = ""
-        if len(self.streams) > 1 or self.whole:
-            others = "".join(f"<li>{e(w)}</li>" for w in self.whole)
-            which = (
-                f"<div class='tcl-muted'>showing {e(self.label)}: stream {self.stream + 1} of "
-                f"{len(self.streams)} in this file (choose another above)"
-                + (f"; not stepped:<ul>{others}</ul>" if others else "")
-                + "</div>"
+    def _which(self, *, page: bool) -> str:
+        """Which stream of the file is shown: in the widget, the others are a choice above; a page
+        (the static copy, `save_html`) holds this one stream only, and says how to get the others."""
+        if len(self.streams) == 1 and not self.whole:
+            return ""
+        others = "".join(f"<li>{e(w)}</li>" for w in self.whole)
+        n = len(self.streams)
+        if not page:
+            where = " (choose another above)" if n > 1 else ""
+        elif n > 1:
+            where = (
+                f"; this page holds this one stream only (another: StreamStepper(path, stream=k) "
+                f"with k from 0 to {n - 1}, then save_html)"
             )
-        self.view.value = which + stepper_html(self.states, self.step, data=self._data)
+        else:
+            where = "; this page holds this one stream only"
+        return (
+            f"<div class='tcl-muted'>showing {e(self.label)}: stream {self.stream + 1} of {n} in this "
+            f"file{e(where)}" + (f"; not stepped:<ul>{others}</ul>" if others else "") + "</div>"
+        )
+
+    def _render(self, _: Any = None) -> None:
+        self._frame = stepper_html(self.states, self.step, data=self._data)
+        self.view.value = self._which(page=False) + self._frame
         self.refresh_static()
 
     def static_html(self) -> str:
-        return str(self.view.value)
+        return self._which(page=True) + self._frame
 
 
 def _detect(chunks: Sequence[dict[str, Any]]) -> str:
@@ -341,6 +367,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.rounds: dict[int, dict[str, Any]] = {}
         self.final: str | None = None
         self.finished: str | None = None
+        self.finished_at: float | None = None
         self.warnings: list[str] = []
         self.run_events = 0
 
@@ -349,7 +376,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             index,
             {
                 "round_index": index,
-                "mode": self.mode or "?",
+                "mode": self.mode,  # "" when not given: a live view cannot know it from the events
                 "final": False,
                 "tool_calls": [],
                 "tool_executions": [],
@@ -424,6 +451,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             self.final = event.text
         elif isinstance(event, RunFinished):
             self.finished = f"{event.status} / {event.reason}"
+            self.finished_at = event.at
         now = time.monotonic()
         if (
             event.kind in ("run_finished", "final_answer", "model_response")
@@ -454,11 +482,16 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"{' · ' + e(label) if self.earlier or folded else ''}</div><div class='tcl-facts'>"
             f"<span><span class='tcl-badge'>live</span> events of a run as they arrive</span>"
             f"<span>{e(status)}</span><span>{self.run_events} events</span><span>{len(rounds)} rounds</span>"
-            f"<span>{secs(last)}</span><span>{e(timings)}</span></div></div>"
+            + (
+                f"<span>wall <b>{secs(self.finished_at)}</b></span>"
+                if self.finished_at is not None
+                else f"<span>{secs(last)} so far</span>"
+            )
+            + f"<span>{e(timings)}</span></div></div>"
         )
         body = (
             f"{warnings}{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=420) if rounds else ''}</div>{panels}"
+            f"{timeline_svg(rounds, min_px=260) if rounds else ''}</div>{panels}"
         )
         if folded:
             return f"<details class='tcl-earlier-run'><summary>{head}</summary>{body}</details>"
