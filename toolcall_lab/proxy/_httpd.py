@@ -166,10 +166,13 @@ def _bad_line(line: bytes, what: str) -> BadRequest:
     return BadRequest(400, f"{what} {shown!r} {why}")
 
 
-def _fields(head: bytes, pos: int, what: str) -> tuple[dict[str, str], int]:
+def _fields(
+    head: bytes, pos: int, what: str, single: frozenset[str] = frozenset()
+) -> tuple[dict[str, str], int]:
     """Header (or trailer) lines from `pos` to the end of `head` (which ends with CRLF): lower-case names,
-    values as latin-1 text (byte for byte); repeated names joined with ``, ``. Returns the fields and how
-    many Host lines there were."""
+    values as latin-1 text (byte for byte); repeated names joined with ``, ``, except those in `single`,
+    whose repetition is a 400 (a field that is not a list, such as a credential: joined, two values
+    would reach the upstream as one). Returns the fields and how many Host lines there were."""
     fields: dict[str, str] = {}
     hosts = 0
     end = len(head)
@@ -182,6 +185,13 @@ def _fields(head: bytes, pos: int, what: str) -> tuple[dict[str, str], int]:
         key = found.group(1).decode("ascii").lower()
         value = found.group(2).decode("latin-1")
         if key in fields:
+            if key in single:
+                raise BadRequest(
+                    400,
+                    f"the {found.group(1).decode('ascii')} header is sent more than once; it takes one "
+                    "value (two would be joined into one the upstream cannot read, and this one decides "
+                    "whose state the request may use): send it once",
+                )
             fields[key] = f"{fields[key]}, {value}"
         else:
             fields[key] = value
@@ -384,7 +394,7 @@ class _Protocol(asyncio.Protocol):
         version = line.group(3).decode("ascii")
         if version not in ("HTTP/1.1", "HTTP/1.0"):
             raise BadRequest(505, f"unsupported version {version!r}")
-        headers, hosts = _fields(head, line.end(), "header line")
+        headers, hosts = _fields(head, line.end(), "header line", self.server.single_headers)
         old = version == "HTTP/1.0"
         if not old and hosts != 1:
             raise BadRequest(
@@ -659,6 +669,7 @@ class HTTPServer:
         head_timeout_s: a request head must arrive whole within this long of its first byte.
         body_timeout_s: a request body must arrive whole within this long of the end of its head.
         max_connections: open connections at most.
+        single_headers: lower-case names of headers that must not be repeated (a repeat is a 400).
     """
 
     def __init__(
@@ -671,8 +682,10 @@ class HTTPServer:
         head_timeout_s: float = 30.0,
         body_timeout_s: float = 60.0,
         max_connections: int = 1000,
+        single_headers: frozenset[str] = frozenset(),
     ) -> None:
         self.handler = handler
+        self.single_headers = single_headers
         self.refusal = refusal
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s

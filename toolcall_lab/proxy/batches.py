@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolcall_lab.proxy._wire import dumps, dumps_sorted
+from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted
 from toolcall_lab.proxy.ids import parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
@@ -605,10 +605,13 @@ def differing_fields(kept: dict[str, str], body: dict[str, Any]) -> list[str]:
 def _canonical_arguments(arguments: Any) -> str:
     """Arguments compared by meaning: clients such as LangChain re-serialise them (spacing, key order)."""
     if not isinstance(arguments, str):
-        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+        try:
+            return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+        except RecursionError:  # a client's copy (the proxy splits string arguments only): a 400
+            raise TooDeep("write") from None
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: compared as written
         return arguments
 
 
@@ -630,8 +633,20 @@ def normal_form(message: dict[str, Any]) -> bytes:
     )
 
 
-SCOPE_HEADERS = ("authorization", "openai-organization", "openai-project")
-"""The request headers that name the caller's credentials (lower case, as the server reads them)."""
+SCOPE_HEADERS = (
+    "authorization",
+    "openai-organization",
+    "openai-project",
+    "api-key",
+    "x-api-key",
+    "x-goog-api-key",
+)
+"""The request headers that name the caller's credentials (lower case, as the server reads them):
+OpenAI's, Azure OpenAI's ``api-key``, the ``x-api-key`` of Anthropic-style gateways and Gemini's
+``x-goog-api-key``. A credential the proxy did not count here would let two callers share a scope."""
+_FIRST_SCOPE_HEADERS = 3
+"""The headers of the first scope digest (state schema 4): the others are added to it only when sent,
+so a scope made from those three alone is the same digest as before (state files stay valid)."""
 
 
 def scope_of(headers: dict[str, str]) -> str:
@@ -644,8 +659,11 @@ def scope_of(headers: dict[str, str]) -> str:
     if not any(values):
         return ""
     h = hashlib.sha256(b"toolcall-lab proxy scope")
-    for value in values:
+    for value in values[:_FIRST_SCOPE_HEADERS]:
         h.update(b"\x00" + (value or "").encode("latin-1"))  # header values are read as latin-1
+    for name, value in zip(SCOPE_HEADERS[_FIRST_SCOPE_HEADERS:], values[_FIRST_SCOPE_HEADERS:], strict=True):
+        if value:
+            h.update(b"\x01" + name.encode("ascii") + b"\x00" + value.encode("latin-1"))
     return h.hexdigest()[:32]
 
 
