@@ -8,15 +8,17 @@ and that JSON nested past the parser's depth was a 500 "proxy fault" both ways.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
 import pytest
 
-from tests.proxy_helpers import ScriptedHTTP, WireUpstream, completion, exchange
+from tests.proxy_helpers import DONE, Act, ScriptedHTTP, WireUpstream, completion, exchange, http_reply
 from tests.test_proxy_faults import answered, arun, body, checking, converse, proxied, the_call
 from toolcall_lab.proxy import HTTPUpstream
 from toolcall_lab.proxy.batches import scope_of
+from toolcall_lab.proxy.upstreams import UpstreamError
 
 CREDENTIAL_HEADERS = ("api-key", "x-api-key", "x-goog-api-key")
 
@@ -190,7 +192,7 @@ def test_a_tool_result_the_proxy_must_write_again_too_deep_is_a_400() -> None:
     async def go(http, server, up):
         r0 = (await http.post("/chat/completions", json=body(first))).json()
         messages = answered(first, r0, content="@deep@")
-        deep = '[{"type":"data","value":' + nested(1010) + '}]'
+        deep = '[{"type":"data","value":' + nested(1010) + "}]"
         raw = json.dumps(body(messages)).replace('"@deep@"', deep).encode()
         refused = await http.post(
             "/chat/completions", content=raw, headers={"Content-Type": "application/json"}
@@ -326,3 +328,111 @@ async def _with(upstream, fn):
         return await proxied(fn, HTTPUpstream(url))
     finally:
         await upstream.close()
+
+
+# --- found while making the hop cheaper (issue 12, speed) -----------------------------------------
+
+ASK = json.dumps({"model": "m", "messages": [{"role": "user", "content": "q"}]}).encode()
+
+
+async def _against(behave, fn, **kwargs):
+    up = WireUpstream(behave)
+    url = await up.start()
+    upstream = HTTPUpstream(url, **kwargs)
+    try:
+        return await fn(upstream, up)
+    finally:
+        await upstream.close()
+        await up.close()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "HTTP/1.1 200 OK\r\nContent-Length: \u00b2\r\n\r\n",  # '²' is a digit to str.isdigit
+        "HTTP/1.1 2\u00b200 OK\r\nContent-Length: 2\r\n\r\n",
+    ],
+)
+def test_a_reply_head_with_a_non_ascii_digit_is_refused_clearly(head: str) -> None:
+    """``str.isdigit`` takes latin-1 '²': int() then failed inside the reply parser, the connection was
+    torn down and the error said only that it closed early."""
+    bad = head.encode("latin-1") + b"{}"
+
+    async def go(upstream, up):
+        with pytest.raises(UpstreamError) as failed:
+            await upstream.send(ASK, {}, stream=False)
+        return str(failed.value)
+
+    message = arun(_against(lambda c, k, h, b: Act(bad), go))
+    assert "Content-Length is not one number" in message or "did not answer with HTTP/1.x" in message
+
+
+def test_the_idle_timeout_holds_for_a_request_on_a_reused_connection() -> None:
+    """A connection's idle check is armed once and left pending after a reply (no timer per request):
+    the next request on the same connection must still time out, and a timeout shortened in between
+    must apply at once."""
+
+    def behave(conn, k, head, body):
+        return Act(http_reply(DONE), delay=0 if k < 2 else 30)
+
+    async def go(upstream, up):
+        first = await upstream.send(ASK, {}, stream=False)
+        second = await upstream.send(ASK, {}, stream=False)  # the first one's check is still pending
+        upstream.timeout_s = 0.2  # shorter than that pending check
+        with pytest.raises(UpstreamError) as stalled:
+            await upstream.send(ASK, {}, stream=False)
+        return first.status, second.status, stalled.value, up.connections
+
+    first, second, stalled, connections = arun(_against(behave, go, timeout_s=60))
+    assert (first, second, connections) == (200, 200, 1)
+    assert stalled.status == 504 and stalled.code == "upstream_timeout"
+
+
+class _LoopTransport:
+    """A transport that is not an `asyncio.Transport` subclass (uvloop's are not), recording writes."""
+
+    def __init__(self) -> None:
+        self.written = b""
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default=None):
+        return default
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+def test_the_server_and_the_client_take_transports_of_other_event_loops() -> None:
+    """Under uvloop both sides failed an isinstance assertion in connection_made: the server dropped
+    every connection and the client every upstream request."""
+    from toolcall_lab.proxy._http import HTTPClient
+    from toolcall_lab.proxy._http import _Connection as ClientConnection
+    from toolcall_lab.proxy._httpd import HTTPServer, Response, _Protocol
+
+    async def go():
+        async def handler(request):
+            return Response(200, b"{}", {"Content-Type": "application/json"})
+
+        server = HTTPServer(handler, lambda status, message: Response(status, b"", {}), max_body_bytes=1024)
+        served = _Protocol(server)
+        transport = _LoopTransport()
+        served.connection_made(transport)
+        served.data_received(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        await asyncio.sleep(0.05)
+        client = ClientConnection(HTTPClient("http://127.0.0.1:9/v1/chat/completions"))
+        client.connection_made(_LoopTransport())
+        return transport.written, client.open
+
+    written, client_open = arun(go())
+    assert written.startswith(b"HTTP/1.1 200 OK\r\n") and written.endswith(b"\r\n\r\n{}")
+    assert client_open

@@ -211,8 +211,15 @@ class Forwarder:
             except TooDeep as exc:
                 why = f"upstream answered with {exc}; the proxy cannot hand it out"
                 raise HTTPError(502, why, "upstream_bad_response") from None
-        kind = next((v for k, v in reply.headers.items() if k.lower() == "content-type"), "application/json")
-        return Answer(response, reply.body, call_headers(reply.headers), kind)
+        kind, kept = "", {}
+        for key, value in reply.headers.items():  # call_headers, and the content type, in one pass
+            low = key.lower()
+            if low in CALL_SKIP:
+                if low == "content-type" and not kind:
+                    kind = value
+                continue
+            kept[key] = value
+        return Answer(response, reply.body, kept, kind or "application/json")
 
     def chat_completion(self, reply: UpstreamResponse) -> dict[str, Any]:
         """The upstream's body as a chat completion, or a 502 JSON error saying what came instead."""

@@ -40,7 +40,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from email.utils import formatdate
-from typing import Any
+from typing import Any, cast
 
 logger = logging.getLogger("toolcall_lab.proxy")
 
@@ -66,6 +66,11 @@ _TOKEN_START = re.compile(_TCHAR)
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
 _LENGTH = re.compile(r"[0-9]{1,18}")
 _ABSOLUTE = re.compile(r"https?://[^/?#]*", re.I)
+
+
+def _plain_number(text: str) -> bool:
+    """ASCII digits only, at most 18 (``str.isdigit`` alone takes ``²``, a latin-1 character)."""
+    return text.isascii() and text.isdigit() and len(text) < 19
 
 
 def _date() -> bytes:
@@ -256,8 +261,8 @@ class _Protocol(asyncio.Protocol):
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        transport = self.transport
         server = self.server
         if len(server.connections) >= server.max_connections and not server.make_room():
             self.refused = self.busy = True
@@ -291,7 +296,6 @@ class _Protocol(asyncio.Protocol):
         if not self.busy:
             if self.pending is None and self.head_since is None:
                 self.head_since = self.last_data
-                self._arm()
             self._next()
         elif len(self.buffer) > MAX_BUFFERED and self.transport is not None:
             self.transport.pause_reading()  # a client sending ahead while its request is answered
@@ -330,6 +334,8 @@ class _Protocol(asyncio.Protocol):
                 self._refuse(400, self._cut_short())
             else:
                 self._close()
+        else:  # waiting for the rest: the head's deadline, or the body's (a whole request needs none)
+            self._arm()
 
     def _cut_short(self) -> str:
         pending = self.pending
@@ -365,7 +371,7 @@ class _Protocol(asyncio.Protocol):
 
     def _read_head(self) -> _Pending | None:
         buffer = self.buffer
-        while buffer[:2] == b"\r\n":  # empty lines before a request line are ignored (RFC 9112 2.2)
+        while buffer.startswith(b"\r\n"):  # empty lines before a request line are ignored (RFC 9112 2.2)
             del buffer[:2]
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
@@ -401,8 +407,12 @@ class _Protocol(asyncio.Protocol):
                 400,
                 "an HTTP/1.1 request needs exactly one Host header" + (f" ({hosts} sent)" if hosts else ""),
             )
-        tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep = "keep-alive" in tokens if old else "close" not in tokens
+        connection = headers.get("connection")
+        if connection is None:  # HTTP/1.1 keeps the connection, HTTP/1.0 closes it
+            keep = not old
+        else:
+            tokens = {t.strip().lower() for t in connection.split(",")}
+            keep = "keep-alive" in tokens if old else "close" not in tokens
         if target[:1] != "/":
             absolute = _ABSOLUTE.match(target)
             if absolute is not None:  # absolute form: keep the path
@@ -425,6 +435,15 @@ class _Protocol(asyncio.Protocol):
             if transfer.strip().lower() != "chunked":
                 raise BadRequest(501, f"unsupported Transfer-Encoding {transfer[:40]!r} (chunked only)")
             pending.chunked = True
+        elif (
+            length_text is not None
+            and length_text.isascii()
+            and length_text.isdigit()
+            and len(length_text) < 19
+        ):
+            pending.length = int(length_text)  # the usual case: one plain number
+            if pending.length > self.server.max_body_bytes:
+                raise BadRequest(413, "")
         elif length_text is not None:
             values = {v.strip() for v in length_text.split(",")}
             text = values.pop() if len(values) == 1 else ""
@@ -436,8 +455,7 @@ class _Protocol(asyncio.Protocol):
         del buffer[: end + 4]
         self.pending = pending
         self.head_since = None
-        self.body_since = self.loop.time()
-        self._arm()  # the body's deadline
+        self.body_since = self.loop.time()  # the body's deadline counts from here (`_next` arms it)
         waiting = expect is not None and not old and not buffer and (pending.chunked or pending.length)
         if waiting and self.transport is not None:  # the client waits for this before sending the body
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")

@@ -70,6 +70,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -391,7 +392,7 @@ class ProxyServer:
             raise HTTPError(400, "request body must be a JSON object", "invalid_json")
         messages = body.get("messages")
         serial = body.get("parallel_tool_calls") is False
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
             return await self.forward.pass_through(request, body, raw, None)
