@@ -436,3 +436,51 @@ def test_the_server_and_the_client_take_transports_of_other_event_loops() -> Non
     written, client_open = arun(go())
     assert written.startswith(b"HTTP/1.1 200 OK\r\n") and written.endswith(b"\r\n\r\n{}")
     assert client_open
+
+
+def test_the_completing_fast_path_finds_what_scan_finds_or_leaves_it_to_scan() -> None:
+    """The request that completes a batch skips `scan` when the batch's pairs end the conversation and no
+    other id of the proxy's comes before them. On every request of multi-turn conversations (each turn
+    a new batch, later turns holding earlier ones), the fast path's answer, when it gives one, is the
+    split `scan` finds, and it gives none when the history holds a batch."""
+    from toolcall_lab.proxy.batches import scan
+
+    seen = {"fast": 0, "scan": 0}
+
+    async def go(http, server, up):
+        original = server.completing_tail
+
+        def checked(messages):
+            fast = original(messages)
+            full = scan(messages)
+            if fast is None:
+                seen["scan"] += 1
+                return None
+            seen["fast"] += 1
+            (tail,) = fast
+            assert len(full) == 1
+            assert (tail.tag, tail.n_calls, tail.start, tail.end) == (
+                full[0].tag,
+                full[0].n_calls,
+                full[0].start,
+                full[0].end,
+            )
+            assert tail.calls == full[0].calls and tail.results == full[0].results
+            return fast
+
+        server.completing_tail = checked
+        messages = [{"role": "user", "content": "first"}]
+        for turn in range(3):
+            final, messages = await converse(http, messages)
+            messages = [
+                *messages,
+                final["choices"][0]["message"],
+                {"role": "user", "content": f"turn {turn}"},
+            ]
+        return messages
+
+    _, up = arun(checking(go))
+    assert up.problems == [] and len(up.completed) == 3
+    assert (
+        seen["fast"] == 1 and seen["scan"] >= 2
+    )  # the first turn's completion only: later ones hold a batch

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted
-from toolcall_lab.proxy.ids import parse, proxy_id
+from toolcall_lab.proxy.ids import PREFIX, parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
 
@@ -358,8 +358,11 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
                 if pid is None:
                     others += 1
                     continue
-                split = splits.setdefault(pid.tag, Split(pid.tag, pid.n_calls))
-                _same_size(split, pid.n_calls, call.get("id"), i)
+                split = splits.get(pid.tag)
+                if split is None:
+                    split = splits[pid.tag] = Split(pid.tag, pid.n_calls)
+                elif split.n_calls != pid.n_calls:
+                    _same_size(split, pid.n_calls, call.get("id"), i)
                 if pid.position in split.calls:
                     raise MalformedBatch(
                         f"{_where(i, message)}: call id {call.get('id')!r} was already in message "
@@ -386,7 +389,8 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
                     f"{_where(i, message)} answers {cid!r}, but no assistant message before it holds that "
                     "call; send the assistant message the proxy handed out, then its result"
                 )
-            _same_size(found, pid.n_calls, cid, i)
+            if found.n_calls != pid.n_calls:
+                _same_size(found, pid.n_calls, cid, i)
             held = found.calls[pid.position][1].get("id")
             if cid != held:
                 raise MalformedBatch(
@@ -400,7 +404,7 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
                 )
             found.results[pid.position] = (i, message)
             owner[i] = pid.tag
-    out = sorted(splits.values(), key=lambda s: min(i for i, _ in s.calls.values()))
+    out = list(splits.values())  # made at each batch's first call: in the order of their first calls
     for split in out:
         _check_shape(split, messages, owner)
     return out
@@ -443,6 +447,27 @@ def pairs_at_end(messages: Sequence[dict[str, Any]], tag: str, ids: Sequence[str
             if pid is not None and pid.tag == tag:
                 return None
     return split
+
+
+def holds_proxy_ids(messages: Sequence[dict[str, Any]], end: int) -> bool:
+    """Whether ``messages[:end]`` hold any id that starts like the proxy's (``call_tlp``), as a call or a
+    result: when none do, `scan` would find no batch there (a conservative test: an id that only looks
+    like one of the proxy's counts too)."""
+    for i in range(end):
+        message = messages[i]
+        role = message.get("role")
+        if role == "tool":
+            cid = message.get("tool_call_id")
+            if type(cid) is str and cid.startswith(PREFIX):
+                return True
+        elif role == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    if type(cid) is str and cid.startswith(PREFIX):
+                        return True
+    return False
 
 
 def _not_after_ours(messages: Sequence[dict[str, Any]], owner: list[str | None], i: int, cid: Any) -> None:

@@ -95,6 +95,7 @@ from toolcall_lab.proxy.batches import (
     Tombstone,
     check_unedited,
     differing_fields,
+    holds_proxy_ids,
     merged,
     pairs_at_end,
     request_fields,
@@ -401,10 +402,12 @@ class ProxyServer:
             return await self.continue_batch(request, body, messages, [], {}, queued, scope)
         body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
         messages = body["messages"]
-        try:
-            splits = scan(messages)
-        except MalformedBatch as exc:
-            raise HTTPError(400, str(exc), "invalid_batch_messages") from None
+        splits = self.completing_tail(messages)
+        if splits is None:
+            try:
+                splits = scan(messages)
+            except MalformedBatch as exc:
+                raise HTTPError(400, str(exc), "invalid_batch_messages") from None
         tail = splits[-1] if splits and splits[-1].end == len(messages) else None
         if tail is not None and (messages[-1].get("role") != "tool" or tail.answered < tail.handed):
             index, call = tail.calls[tail.handed - 1]
@@ -506,6 +509,25 @@ class ProxyServer:
         if batch is None or batch.n_calls != pid.n_calls:
             return None
         return pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+
+    def completing_tail(self, messages: list[dict[str, Any]]) -> list[Split] | None:
+        """The fast path for the request that completes a batch the proxy holds: `messages` end with the
+        batch's pairs exactly as handed out (`pairs_at_end`) and hold no other id of the proxy's before
+        them, so `scan` would find that batch alone: ``[its Split]`` without reading every message
+        closely. None in every other case (then `scan` reads the list and names what is wrong)."""
+        last = messages[-1] if messages else None
+        if last is None or last.get("role") != "tool":
+            return None
+        pid = parse(last.get("tool_call_id"))
+        if pid is None or pid.position + 1 != pid.n_calls:
+            return None
+        batch = self.store.get(pid.tag)
+        if batch is None or batch.n_calls != pid.n_calls:
+            return None
+        tail = pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+        if tail is None or holds_proxy_ids(messages, tail.start):
+            return None
+        return [tail]
 
     # --- batches ---------------------------------------------------------------------------------
 
