@@ -484,3 +484,52 @@ def test_the_completing_fast_path_finds_what_scan_finds_or_leaves_it_to_scan() -
     assert (
         seen["fast"] == 1 and seen["scan"] >= 2
     )  # the first turn's completion only: later ones hold a batch
+
+
+def test_a_head_read_before_is_reused_for_its_content_length_only() -> None:
+    """A client's successive heads differ only in Content-Length, so the server keeps what a head read
+    (by its bytes without that line) and reads the next one's length alone. A head that differs in any
+    other byte is read in full: a second Content-Length is still a 400, a length over the limit a 413,
+    and each request gets exactly its own body."""
+    from toolcall_lab.proxy._httpd import HTTPServer, Response, _Protocol
+
+    async def go():
+        seen = []
+
+        async def handler(request):
+            seen.append((request.headers.get("content-length"), request.body))
+            return Response(200, b"{}", {"Content-Type": "application/json"})
+
+        refused = []
+
+        def refusal(status, message):
+            refused.append((status, message))
+            return Response(status, b"", {})
+
+        server = HTTPServer(handler, refusal, max_body_bytes=10)
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nX-A: 1\r\n\r\n"
+        transport = _LoopTransport()
+        served = _Protocol(server)
+        served.connection_made(transport)
+        for data in (b"{}", b'{"a":1}', b"[]"):  # one connection, pipelined, three lengths
+            served.data_received(head % len(data) + data)
+            await asyncio.sleep(0.02)
+        cached = len(server.heads)
+        outcomes = []
+        for extra in (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nX-A: 1\r\nContent-Length: 3\r\n\r\n{}",
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\nX-A: 1\r\n\r\n",
+        ):
+            other = _Protocol(server)
+            wire = _LoopTransport()
+            other.connection_made(wire)
+            other.data_received(extra)
+            await asyncio.sleep(0.02)
+            outcomes.append(wire.written.split(b"\r\n", 1)[0])
+        return seen, cached, outcomes, refused
+
+    seen, cached, outcomes, refused = arun(go())
+    assert seen == [("2", b"{}"), ("7", b'{"a":1}'), ("2", b"[]")]
+    assert cached == 1
+    assert outcomes == [b"HTTP/1.1 400 Bad Request", b"HTTP/1.1 413 Request Entity Too Large"]
+    assert refused[0][0] == 400 and "Content-Length" in refused[0][1]

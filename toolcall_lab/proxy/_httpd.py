@@ -48,6 +48,9 @@ MAX_HEAD = 64 * 1024
 """Largest request line + headers accepted (a larger head gets a 431); trailers likewise."""
 MAX_BUFFERED = 1024 * 1024
 """Bytes read ahead of the request being answered before reading pauses."""
+MAX_KNOWN_HEADS = 256
+"""Heads remembered (by their bytes, Content-Length aside) so a client's next request with the same head
+is not parsed again; the whole set is dropped when it fills."""
 MAX_CHUNK_LINE = 4096
 """Longest chunk-size line (size and extensions) accepted."""
 
@@ -65,6 +68,8 @@ _CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN_START = re.compile(_TCHAR)
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
 _LENGTH = re.compile(r"[0-9]{1,18}")
+_LENGTH_LINE = re.compile(rb"\r\n[Cc]ontent-[Ll]ength:[ \t]*([0-9]{1,18})[ \t]*(?=\r\n)")
+"""A plain Content-Length line: the one line in which a client's successive heads usually differ."""
 _ABSOLUTE = re.compile(r"https?://[^/?#]*", re.I)
 
 
@@ -392,6 +397,21 @@ class _Protocol(asyncio.Protocol):
         if end + 4 > MAX_HEAD:
             raise BadRequest(431, f"request head longer than {MAX_HEAD} bytes")
         head = bytes(buffer[: end + 2])
+        found = _LENGTH_LINE.search(head)
+        known = None
+        if found is not None:  # a head seen before but for its Content-Length: read already, and good
+            key = head[: found.start()] + head[found.end() :]
+            known = self.server.heads.get(key)
+        if known is not None:
+            assert found is not None
+            method, path, query, version, fields, keep = known
+            headers = dict(fields)
+            headers["content-length"] = found.group(1).decode("ascii")
+            pending = _Pending(method, path, query, version, headers, keep)
+            pending.length = int(found.group(1))
+            if pending.length > self.server.max_body_bytes:
+                raise BadRequest(413, "")
+            return self._body_next(pending, end, None, False)
         line = _REQUEST_LINE.match(head)
         if line is None:
             raise _bad_request_line(head)
@@ -435,12 +455,7 @@ class _Protocol(asyncio.Protocol):
             if transfer.strip().lower() != "chunked":
                 raise BadRequest(501, f"unsupported Transfer-Encoding {transfer[:40]!r} (chunked only)")
             pending.chunked = True
-        elif (
-            length_text is not None
-            and length_text.isascii()
-            and length_text.isdigit()
-            and len(length_text) < 19
-        ):
+        elif length_text is not None and _plain_number(length_text):
             pending.length = int(length_text)  # the usual case: one plain number
             if pending.length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
@@ -452,6 +467,23 @@ class _Protocol(asyncio.Protocol):
             pending.length = int(text)
             if pending.length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
+        if (
+            found is not None
+            and expect is None
+            and transfer is None
+            and length_text == found.group(1).decode("ascii")  # that line was the only Content-Length
+        ):
+            heads = self.server.heads
+            if len(heads) >= MAX_KNOWN_HEADS:
+                heads.clear()
+            fields = {k: v for k, v in headers.items() if k != "content-length"}
+            heads[head[: found.start()] + head[found.end() :]] = (method, path, query, version, fields, keep)
+        return self._body_next(pending, end, expect, old)
+
+    def _body_next(self, pending: _Pending, end: int, expect: str | None, old: bool) -> _Pending:
+        """The head (up to `end`) is read: drop it from the buffer, start the body's deadline and answer
+        ``Expect: 100-continue`` when the client waits for it."""
+        buffer = self.buffer
         del buffer[: end + 4]
         self.pending = pending
         self.head_since = None
@@ -711,6 +743,9 @@ class HTTPServer:
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         self.connections: set[_Protocol] = set()
+        self.heads: dict[bytes, tuple[str, str, str, str, dict[str, str], bool]] = {}
+        """What a head read before gave (method, path, query, version, headers, keep-alive), by its bytes
+        without the Content-Length line: the same bytes always read the same (see `MAX_KNOWN_HEADS`)."""
         self.closing = False
         self.urls: list[str] = []
         self._servers: list[asyncio.Server] = []
