@@ -533,3 +533,28 @@ def test_a_head_read_before_is_reused_for_its_content_length_only() -> None:
     assert cached == 1
     assert outcomes == [b"HTTP/1.1 400 Bad Request", b"HTTP/1.1 413 Request Entity Too Large"]
     assert refused[0][0] == 400 and "Content-Length" in refused[0][1]
+
+
+def test_a_sweep_that_fails_is_a_counted_fault_and_expiry_goes_on() -> None:
+    """The sweeper task ended on the first exception (deeply nested call arguments raised one), and no
+    batch expired after that, silently."""
+    calls = {"n": 0}
+
+    async def go(http, server):
+        real = server.store.sweep
+
+        def flaky():
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("boom")
+            return real()
+
+        server.store.sweep = flaky
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if calls["n"] >= 3:
+                break
+        return dict(server.stats)
+
+    stats = arun(proxied(go, HTTPUpstream("http://127.0.0.1:9/v1"), sweep_s=0.01))
+    assert calls["n"] >= 3 and stats["proxy_faults"] == 1

@@ -253,9 +253,15 @@ class ProxyServer:
         self.store.close()
 
     async def _sweep_forever(self) -> None:
+        """Expire on a timer. A failing sweep is a proxy fault (logged, counted in /health), never the end
+        of expiry: a sweep that raised used to end this task silently, and batches stopped expiring."""
         while True:
             await asyncio.sleep(self.settings.sweep_s)
-            self.sweep()
+            try:
+                self.sweep()
+            except Exception:
+                logger.exception("proxy bug while expiring batches (the next sweep tries again)")
+                self.stats["proxy_faults"] += 1
 
     def sweep(self) -> int:
         """Expire idle batches now (the server also does it every `sweep_s`)."""
