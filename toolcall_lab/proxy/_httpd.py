@@ -51,6 +51,8 @@ MAX_BUFFERED = 1024 * 1024
 MAX_KNOWN_HEADS = 256
 """Heads remembered (by their bytes, Content-Length aside) so a client's next request with the same head
 is not parsed again; the whole set is dropped when it fills."""
+MAX_KNOWN_HEAD_BYTES = 8192
+"""Only heads up to this size are remembered (real clients' are about 1 KB): at most 2 MB in all."""
 MAX_CHUNK_LINE = 4096
 """Longest chunk-size line (size and extensions) accepted."""
 
@@ -469,6 +471,7 @@ class _Protocol(asyncio.Protocol):
                 raise BadRequest(413, "")
         if (
             found is not None
+            and len(head) <= MAX_KNOWN_HEAD_BYTES
             and expect is None
             and transfer is None
             and length_text == found.group(1).decode("ascii")  # that line was the only Content-Length
