@@ -356,3 +356,15 @@ def test_malformed_references_and_empty_slices_are_refused() -> None:
 def test_the_read_tool_name_must_be_a_function_name(bad) -> None:
     with pytest.raises(UsageError, match="a tool name is 1-64 letters"):
         CompressionConfig(read_tool=bad)
+
+
+def test_arguments_nested_too_deep_to_read_back_are_shown_as_written() -> None:
+    """Arguments nested 600 levels (past the preview's own recursion) or 5,000 (past the JSON reader's)
+    made compressing the history raise RecursionError; they are shown as the model wrote them, cut."""
+    for depth in (600, 5000):
+        deep = "[" * depth + "]" * depth
+        messages = chain([("a", "f", deep)], [("a", "r1")])
+        (found,) = blocks(compress_messages(messages)[1]["content"])
+        line = found[1].splitlines()[0]
+        assert line.startswith("Arguments: [[[[") and line.endswith("...")
+        assert savings(messages)["variables"] == 2

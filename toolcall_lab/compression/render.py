@@ -115,14 +115,14 @@ def _cut(text: str, limit: int) -> str:
 def _arguments_preview(arguments: str, config: CompressionConfig) -> str:
     """The arguments with each string and container cut, on one line of at most `arguments_line_chars`;
     arguments that are not JSON are shown as the model wrote them (line breaks as ``\\n``), cut to
-    the same line length, never dressed up as JSON."""
+    the same line length, never dressed up as JSON; so are arguments nested too deep to read back."""
     if not arguments.strip():
         return "(none)" if not arguments else repr(arguments)
     try:
         value = json.loads(arguments)
-    except ValueError:
+        text = json.dumps(_truncate_json(value, config), ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError):
         return _cut(one_line(arguments), config.arguments_line_chars)
-    text = json.dumps(_truncate_json(value, config), ensure_ascii=False, separators=(",", ":"))
     return _cut(text, config.arguments_line_chars)
 
 

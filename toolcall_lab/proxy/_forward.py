@@ -14,6 +14,7 @@ from toolcall_lab.proxy._wire import (
     NO_RETRY,
     RETRYABLE,
     JSONError,
+    TooDeep,
     dumps,
     error_body,
     loads,
@@ -204,13 +205,30 @@ class Forwarder:
         if reply.status >= 400:
             raise Reply(self.upstream_error(reply))
         response = self.chat_completion(reply)
-        kind = next((v for k, v in reply.headers.items() if k.lower() == "content-type"), "application/json")
-        return Answer(response, reply.body, call_headers(reply.headers), kind)
+        if reply.body.count(b"[") + reply.body.count(b"{") > 254:  # deep enough that orjson cannot write it
+            try:
+                dumps(response)  # what handing out its calls will do: a failure is the upstream's, a 502
+            except TooDeep as exc:
+                why = f"upstream answered with {exc}; the proxy cannot hand it out"
+                raise HTTPError(502, why, "upstream_bad_response") from None
+        kind, kept = "", {}
+        for key, value in reply.headers.items():  # call_headers, and the content type, in one pass
+            low = key.lower()
+            if low in CALL_SKIP:
+                if low == "content-type" and not kind:
+                    kind = value
+                continue
+            kept[key] = value
+        return Answer(response, reply.body, kept, kind or "application/json")
 
     def chat_completion(self, reply: UpstreamResponse) -> dict[str, Any]:
         """The upstream's body as a chat completion, or a 502 JSON error saying what came instead."""
         try:
             response = loads(reply.body)
+        except TooDeep as exc:
+            raise HTTPError(
+                502, f"upstream answered {reply.status} with {exc}", "upstream_bad_response"
+            ) from None
         except JSONError:
             response = None
         if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
@@ -227,15 +245,18 @@ class Forwarder:
         """An upstream error as the client must see it: same status, body and Retry-After; a body that
         is not JSON (an HTML 500 page) is quoted in an OpenAI-style JSON error, the status kept."""
         self.stats["upstream_error_replies"] += 1
+        what = "a non-JSON body"
         try:
             parsed = loads(reply.body)
+        except TooDeep as exc:
+            parsed, what = None, str(exc)
         except JSONError:
             parsed = None
         headers = {k: v for k, v in reply.headers.items() if k.lower() != "content-type"}
         if isinstance(parsed, dict):
             return Response(reply.status, reply.body, {"Content-Type": "application/json", **headers})
         text = reply.body[:2000].decode("utf-8", "replace")
-        message = f"upstream answered {reply.status} with a non-JSON body: {text!r}"
+        message = f"upstream answered {reply.status} with {what}: {text!r}"
         return json_reply(reply.status, error_body(reply.status, message, "upstream_error"), headers)
 
     async def pass_through(

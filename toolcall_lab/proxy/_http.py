@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import re
 import select
@@ -47,6 +48,7 @@ import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 MAX_HEAD = 256 * 1024
@@ -60,6 +62,15 @@ _REPLY_CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
 """Control characters a reply head must not hold (line ends aside)."""
 _REQUEST_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)", re.I)
+
+
+_SPACE = " \t\x0b\x0c"
+"""What bytes.strip() took away around a header name or a folded line (CR and LF cannot occur there)."""
+
+
+def _plain_number(text: str) -> bool:
+    """ASCII digits only, at most 18 (``str.isdigit`` alone takes ``²``, a latin-1 character)."""
+    return text.isascii() and text.isdigit() and len(text) < 19
 
 
 class HTTPFailure(Exception):
@@ -97,16 +108,15 @@ class Reply:
             conn.finish()
 
 
-def _readable(sock: socket.socket | None) -> bool:
+def _readable(sock: socket.socket | None, poller: Any = None) -> bool:
     """Whether the kernel holds something to read on an idle connection (an end of stream, a reset, or
-    bytes nobody asked for), asyncio not having looked yet."""
-    if sock is None:
-        return False
+    bytes nobody asked for), asyncio not having looked yet. `poller`: a ``select.poll`` object that
+    watches this socket already (made once per connection)."""
     try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(sock.fileno(), select.POLLIN)
+        if poller is not None:
             return bool(poller.poll(0))
+        if sock is None:
+            return False
         return bool(select.select([sock.fileno()], [], [], 0)[0])
     except (OSError, ValueError):
         return True
@@ -148,16 +158,26 @@ class _Connection(asyncio.Protocol):
         self.head_ready: asyncio.Future[None] | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        """The idle-timeout check: armed when a request is sent and left pending after its reply (it
+        re-arms itself while a request is under way), so a request costs no timer of its own."""
+        self.poller: Any = None
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
         self.open = True
+        if hasattr(select, "poll"):
+            sock = self.socket()
+            if sock is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    poller = select.poll()
+                    poller.register(sock.fileno(), select.POLLIN)
+                    self.poller = poller
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
+        self._disarm()
         if isinstance(exc, OSError) and exc.errno in _RESET:
             self.reset = True
         if self.stage == "close":  # a body read to the end of the connection is complete now
@@ -206,7 +226,7 @@ class _Connection(asyncio.Protocol):
         """Whether a pooled connection must not carry another request (see the module docstring)."""
         if not self.open or self.loop.time() >= self.expires_at:
             return True
-        return _readable(self.socket())
+        return _readable(self.socket(), self.poller)
 
     # --- the request -----------------------------------------------------------------------------
 
@@ -259,7 +279,6 @@ class _Connection(asyncio.Protocol):
 
     def finish(self) -> None:
         """The caller is done with the reply: keep the connection for the next request, or close it."""
-        self._disarm()
         if self.stage == "done" and self.keep_alive and self.open and not self.buffer and not self.paused:
             self.stage = "idle"
             self.idle_since = self.loop.time()
@@ -267,6 +286,7 @@ class _Connection(asyncio.Protocol):
             return
         self.open = False
         self.stage = "done"
+        self._disarm()
         if self.transport is not None:
             self.transport.close()
         self.client._release_busy()
@@ -274,7 +294,13 @@ class _Connection(asyncio.Protocol):
     # --- timeouts --------------------------------------------------------------------------------
 
     def _arm(self) -> None:
-        self.timer = self.loop.call_at(self.last_data + self.client.idle_timeout_s, self._check_idle)
+        due = self.last_data + self.client.idle_timeout_s
+        timer = self.timer
+        if timer is not None:
+            if timer.when() <= due:  # a check from an earlier request: when it fires, it re-arms itself
+                return
+            timer.cancel()
+        self.timer = self.loop.call_at(due, self._check_idle)
 
     def _disarm(self) -> None:
         if self.timer is not None:
@@ -381,10 +407,11 @@ class _Connection(asyncio.Protocol):
                 f"the reply's head holds a control character {bad.group()!r} in {line[:80]!r}; "
                 "the proxy does not pass such a header on"
             )
-        lines = head.replace(b"\r\n", b"\n").split(b"\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise HTTPFailure(f"the upstream did not answer with HTTP/1.x: {lines[0][:80]!r}")
+        lines = head.decode("latin-1").replace("\r\n", "\n").split("\n")  # latin-1: byte for byte
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _plain_number(parts[1]):
+            shown = lines[0][:80].encode("latin-1")
+            raise HTTPFailure(f"the upstream did not answer with HTTP/1.x: {shown!r}")
         status = int(parts[1])
         if 100 <= status < 200 and status != 101:  # interim reply (100 Continue, 103 Early Hints)
             return True
@@ -392,21 +419,22 @@ class _Connection(asyncio.Protocol):
         lower: dict[str, str] = {}
         last = ""
         for raw in lines[1:]:
-            if raw[:1] in (b" ", b"\t") and last:  # obsolete line folding
-                headers[last] += " " + raw.strip().decode("latin-1")
+            if raw[:1] in (" ", "\t") and last:  # obsolete line folding
+                headers[last] += " " + raw.strip(_SPACE)
                 continue
-            name, sep, value = raw.partition(b":")
-            if not sep or not name or name != name.strip():
-                raise HTTPFailure(f"a header line of the reply is malformed: {raw[:80]!r}")
-            key = name.decode("latin-1")
-            text = value.strip(b" \t").decode("latin-1")
-            known = lower.get(key.lower())
+            key, sep, value = raw.partition(":")
+            if not sep or not key or key != key.strip(_SPACE):
+                shown = raw[:80].encode("latin-1")
+                raise HTTPFailure(f"a header line of the reply is malformed: {shown!r}")
+            text = value.strip(" \t")
+            low = key.lower()
+            known = lower.get(low)
             if known is not None:
                 headers[known] = f"{headers[known]}, {text}"
+                last = known
             else:
-                lower[key.lower()] = key
+                lower[low] = last = key
                 headers[key] = text
-            last = lower[key.lower()]
         self.status, self.headers = status, headers
         self.streaming = self.streaming and 200 <= status < 300  # an error's body is read whole
 
@@ -414,12 +442,15 @@ class _Connection(asyncio.Protocol):
             key = lower.get(name)
             return headers[key].lower() if key is not None else ""
 
-        connection = get("connection")
-        tokens = {t.strip() for t in connection.split(",")}
-        self.keep_alive = "close" not in tokens if parts[0] != b"HTTP/1.0" else "keep-alive" in tokens
-        hint = _KEEP_ALIVE_TIMEOUT.search(get("keep-alive"))
-        if hint is not None:  # the server closes idle connections after this: stop reusing one before
-            self.expires_at = self.loop.time() + max(0.0, int(hint.group(1)) - 1.0)
+        if "connection" in lower:
+            tokens = {t.strip() for t in get("connection").split(",")}
+        else:
+            tokens = set()
+        self.keep_alive = "close" not in tokens if parts[0] != "HTTP/1.0" else "keep-alive" in tokens
+        if "keep-alive" in lower:
+            hint = _KEEP_ALIVE_TIMEOUT.search(get("keep-alive"))
+            if hint is not None:  # the server closes idle connections after this: stop reusing one before
+                self.expires_at = self.loop.time() + max(0.0, int(hint.group(1)) - 1.0)
         encoding = get("content-encoding")
         if encoding in ("gzip", "x-gzip"):
             self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -438,7 +469,7 @@ class _Connection(asyncio.Protocol):
                 self.stage = "chunk-size"
         elif length:
             values = {v.strip() for v in length.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
+            if len(values) != 1 or not _plain_number(next(iter(values))):
                 raise HTTPFailure(f"the reply's Content-Length is not one number: {length[:40]!r}")
             self.remaining = int(values.pop())
             self.stage = "length" if self.remaining else "done"
@@ -475,8 +506,7 @@ class _Connection(asyncio.Protocol):
             self.decoder = None
             if rest:
                 self._piece(rest)
-        self.stage = "done"
-        self._disarm()
+        self.stage = "done"  # the idle check stays pending: it finds the connection idle, or re-arms
         if self.head_ready is not None and not self.head_ready.done():
             self.head_ready.set_result(None)
         self._wake()

@@ -40,7 +40,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from email.utils import formatdate
-from typing import Any
+from typing import Any, cast
 
 logger = logging.getLogger("toolcall_lab.proxy")
 
@@ -48,6 +48,11 @@ MAX_HEAD = 64 * 1024
 """Largest request line + headers accepted (a larger head gets a 431); trailers likewise."""
 MAX_BUFFERED = 1024 * 1024
 """Bytes read ahead of the request being answered before reading pauses."""
+MAX_KNOWN_HEADS = 256
+"""Heads remembered (by their bytes, Content-Length aside) so a client's next request with the same head
+is not parsed again; the whole set is dropped when it fills."""
+MAX_KNOWN_HEAD_BYTES = 8192
+"""Only heads up to this size are remembered (real clients' are about 1 KB): at most 2 MB in all."""
 MAX_CHUNK_LINE = 4096
 """Longest chunk-size line (size and extensions) accepted."""
 
@@ -65,7 +70,14 @@ _CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN_START = re.compile(_TCHAR)
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
 _LENGTH = re.compile(r"[0-9]{1,18}")
+_LENGTH_LINE = re.compile(rb"\r\n[Cc]ontent-[Ll]ength:[ \t]*([0-9]{1,18})[ \t]*(?=\r\n)")
+"""A plain Content-Length line: the one line in which a client's successive heads usually differ."""
 _ABSOLUTE = re.compile(r"https?://[^/?#]*", re.I)
+
+
+def _plain_number(text: str) -> bool:
+    """ASCII digits only, at most 18 (``str.isdigit`` alone takes ``²``, a latin-1 character)."""
+    return text.isascii() and text.isdigit() and len(text) < 19
 
 
 def _date() -> bytes:
@@ -166,10 +178,13 @@ def _bad_line(line: bytes, what: str) -> BadRequest:
     return BadRequest(400, f"{what} {shown!r} {why}")
 
 
-def _fields(head: bytes, pos: int, what: str) -> tuple[dict[str, str], int]:
+def _fields(
+    head: bytes, pos: int, what: str, single: frozenset[str] = frozenset()
+) -> tuple[dict[str, str], int]:
     """Header (or trailer) lines from `pos` to the end of `head` (which ends with CRLF): lower-case names,
-    values as latin-1 text (byte for byte); repeated names joined with ``, ``. Returns the fields and how
-    many Host lines there were."""
+    values as latin-1 text (byte for byte); repeated names joined with ``, ``, except those in `single`,
+    whose repetition is a 400 (a field that is not a list, such as a credential: joined, two values
+    would reach the upstream as one). Returns the fields and how many Host lines there were."""
     fields: dict[str, str] = {}
     hosts = 0
     end = len(head)
@@ -182,6 +197,13 @@ def _fields(head: bytes, pos: int, what: str) -> tuple[dict[str, str], int]:
         key = found.group(1).decode("ascii").lower()
         value = found.group(2).decode("latin-1")
         if key in fields:
+            if key in single:
+                raise BadRequest(
+                    400,
+                    f"the {found.group(1).decode('ascii')} header is sent more than once; it takes one "
+                    "value (two would be joined into one the upstream cannot read, and this one decides "
+                    "whose state the request may use): send it once",
+                )
             fields[key] = f"{fields[key]}, {value}"
         else:
             fields[key] = value
@@ -246,8 +268,8 @@ class _Protocol(asyncio.Protocol):
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        transport = self.transport
         server = self.server
         if len(server.connections) >= server.max_connections and not server.make_room():
             self.refused = self.busy = True
@@ -281,7 +303,6 @@ class _Protocol(asyncio.Protocol):
         if not self.busy:
             if self.pending is None and self.head_since is None:
                 self.head_since = self.last_data
-                self._arm()
             self._next()
         elif len(self.buffer) > MAX_BUFFERED and self.transport is not None:
             self.transport.pause_reading()  # a client sending ahead while its request is answered
@@ -320,6 +341,8 @@ class _Protocol(asyncio.Protocol):
                 self._refuse(400, self._cut_short())
             else:
                 self._close()
+        else:  # waiting for the rest: the head's deadline, or the body's (a whole request needs none)
+            self._arm()
 
     def _cut_short(self) -> str:
         pending = self.pending
@@ -355,7 +378,7 @@ class _Protocol(asyncio.Protocol):
 
     def _read_head(self) -> _Pending | None:
         buffer = self.buffer
-        while buffer[:2] == b"\r\n":  # empty lines before a request line are ignored (RFC 9112 2.2)
+        while buffer.startswith(b"\r\n"):  # empty lines before a request line are ignored (RFC 9112 2.2)
             del buffer[:2]
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
@@ -376,6 +399,21 @@ class _Protocol(asyncio.Protocol):
         if end + 4 > MAX_HEAD:
             raise BadRequest(431, f"request head longer than {MAX_HEAD} bytes")
         head = bytes(buffer[: end + 2])
+        found = _LENGTH_LINE.search(head)
+        known = None
+        if found is not None:  # a head seen before but for its Content-Length: read already, and good
+            key = head[: found.start()] + head[found.end() :]
+            known = self.server.heads.get(key)
+        if known is not None:
+            assert found is not None
+            method, path, query, version, fields, keep = known
+            headers = dict(fields)
+            headers["content-length"] = found.group(1).decode("ascii")
+            pending = _Pending(method, path, query, version, headers, keep)
+            pending.length = int(found.group(1))
+            if pending.length > self.server.max_body_bytes:
+                raise BadRequest(413, "")
+            return self._body_next(pending, end, None, False)
         line = _REQUEST_LINE.match(head)
         if line is None:
             raise _bad_request_line(head)
@@ -384,15 +422,19 @@ class _Protocol(asyncio.Protocol):
         version = line.group(3).decode("ascii")
         if version not in ("HTTP/1.1", "HTTP/1.0"):
             raise BadRequest(505, f"unsupported version {version!r}")
-        headers, hosts = _fields(head, line.end(), "header line")
+        headers, hosts = _fields(head, line.end(), "header line", self.server.single_headers)
         old = version == "HTTP/1.0"
         if not old and hosts != 1:
             raise BadRequest(
                 400,
                 "an HTTP/1.1 request needs exactly one Host header" + (f" ({hosts} sent)" if hosts else ""),
             )
-        tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep = "keep-alive" in tokens if old else "close" not in tokens
+        connection = headers.get("connection")
+        if connection is None:  # HTTP/1.1 keeps the connection, HTTP/1.0 closes it
+            keep = not old
+        else:
+            tokens = {t.strip().lower() for t in connection.split(",")}
+            keep = "keep-alive" in tokens if old else "close" not in tokens
         if target[:1] != "/":
             absolute = _ABSOLUTE.match(target)
             if absolute is not None:  # absolute form: keep the path
@@ -415,6 +457,10 @@ class _Protocol(asyncio.Protocol):
             if transfer.strip().lower() != "chunked":
                 raise BadRequest(501, f"unsupported Transfer-Encoding {transfer[:40]!r} (chunked only)")
             pending.chunked = True
+        elif length_text is not None and _plain_number(length_text):
+            pending.length = int(length_text)  # the usual case: one plain number
+            if pending.length > self.server.max_body_bytes:
+                raise BadRequest(413, "")
         elif length_text is not None:
             values = {v.strip() for v in length_text.split(",")}
             text = values.pop() if len(values) == 1 else ""
@@ -423,11 +469,28 @@ class _Protocol(asyncio.Protocol):
             pending.length = int(text)
             if pending.length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
+        if (
+            found is not None
+            and len(head) <= MAX_KNOWN_HEAD_BYTES
+            and expect is None
+            and transfer is None
+            and length_text == found.group(1).decode("ascii")  # that line was the only Content-Length
+        ):
+            heads = self.server.heads
+            if len(heads) >= MAX_KNOWN_HEADS:
+                heads.clear()
+            fields = {k: v for k, v in headers.items() if k != "content-length"}
+            heads[head[: found.start()] + head[found.end() :]] = (method, path, query, version, fields, keep)
+        return self._body_next(pending, end, expect, old)
+
+    def _body_next(self, pending: _Pending, end: int, expect: str | None, old: bool) -> _Pending:
+        """The head (up to `end`) is read: drop it from the buffer, start the body's deadline and answer
+        ``Expect: 100-continue`` when the client waits for it."""
+        buffer = self.buffer
         del buffer[: end + 4]
         self.pending = pending
         self.head_since = None
-        self.body_since = self.loop.time()
-        self._arm()  # the body's deadline
+        self.body_since = self.loop.time()  # the body's deadline counts from here (`_next` arms it)
         waiting = expect is not None and not old and not buffer and (pending.chunked or pending.length)
         if waiting and self.transport is not None:  # the client waits for this before sending the body
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -659,6 +722,7 @@ class HTTPServer:
         head_timeout_s: a request head must arrive whole within this long of its first byte.
         body_timeout_s: a request body must arrive whole within this long of the end of its head.
         max_connections: open connections at most.
+        single_headers: lower-case names of headers that must not be repeated (a repeat is a 400).
     """
 
     def __init__(
@@ -671,8 +735,10 @@ class HTTPServer:
         head_timeout_s: float = 30.0,
         body_timeout_s: float = 60.0,
         max_connections: int = 1000,
+        single_headers: frozenset[str] = frozenset(),
     ) -> None:
         self.handler = handler
+        self.single_headers = single_headers
         self.refusal = refusal
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
@@ -680,6 +746,9 @@ class HTTPServer:
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         self.connections: set[_Protocol] = set()
+        self.heads: dict[bytes, tuple[str, str, str, str, dict[str, str], bool]] = {}
+        """What a head read before gave (method, path, query, version, headers, keep-alive), by its bytes
+        without the Content-Length line: the same bytes always read the same (see `MAX_KNOWN_HEADS`)."""
         self.closing = False
         self.urls: list[str] = []
         self._servers: list[asyncio.Server] = []

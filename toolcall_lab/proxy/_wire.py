@@ -10,6 +10,18 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+MAX_DEPTH_TEXT = "about 1,000 levels"
+"""How deep JSON may nest for the proxy to read and write it (orjson reads 1,024 levels, the standard
+library's reader and writer stop near the interpreter's recursion limit, 1,000 frames)."""
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than the proxy can read or write (`MAX_DEPTH_TEXT`): for a request a 400, for an
+    upstream answer a 502, never a proxy fault."""
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__(f"JSON nested deeper than the proxy can {what or 'read'} ({MAX_DEPTH_TEXT})")
+
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
@@ -25,23 +37,32 @@ def _finite(text: str) -> float:
 def _std_loads(data: bytes | str) -> Any:
     """The standard library's reading, for what orjson refuses but JSON allows (a lone surrogate escape
     such as ``\\ud800``); numbers a double cannot hold (``1e400``) are still refused (`loads_lenient`)."""
-    return json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    try:
+        return json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise TooDeep() from None
 
 
 def loads_lenient(data: bytes | str) -> Any:
     """Any JSON, numbers beyond a double (``1e400``, read as infinity) included: for deciding where a
     request goes when it is forwarded as it came, never for what is written again."""
-    return json.loads(data, parse_constant=_no_constant)
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise TooDeep() from None
 
 
 def _std_dumps(value: Any, **options: Any) -> bytes:
     """The standard library's writing (for what orjson will not write: integers beyond 64 bits, lone
-    surrogates); non-ASCII as escapes only when the text cannot be UTF-8."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
+    surrogates, more than 254 levels); non-ASCII as escapes only when the text cannot be UTF-8."""
     try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return json.dumps(value, allow_nan=False, **options).encode()
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
+        try:
+            return text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(value, allow_nan=False, **options).encode()
+    except RecursionError:
+        raise TooDeep("write") from None
 
 
 try:  # orjson (the `fast` extra) parses and writes request bodies several times faster
@@ -50,9 +71,13 @@ try:  # orjson (the `fast` extra) parses and writes request bodies several times
     def loads(data: bytes | str) -> Any:
         try:
             return orjson.loads(data)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as exc:
+            if str(exc).startswith("depth limit exceeded"):  # the standard library stops sooner still
+                raise TooDeep() from None
             try:
                 return _std_loads(data)
+            except TooDeep:
+                raise
             except ValueError:
                 pass
             raise
@@ -60,7 +85,7 @@ try:  # orjson (the `fast` extra) parses and writes request bodies several times
     def dumps(value: Any) -> bytes:
         try:
             return orjson.dumps(value)
-        except TypeError:  # integers beyond 64 bits, lone surrogates
+        except TypeError:  # integers beyond 64 bits, lone surrogates, more than 254 levels
             return _std_dumps(value)
 
     def dumps_sorted(value: Any) -> bytes:
@@ -69,7 +94,7 @@ try:  # orjson (the `fast` extra) parses and writes request bodies several times
         except TypeError:
             return _std_dumps(value, sort_keys=True, separators=(",", ":"))
 
-    JSONError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, UnicodeDecodeError)
+    JSONError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, UnicodeDecodeError, TooDeep)
 
 except ImportError:  # pragma: no cover - the optional extra is absent
 
@@ -82,7 +107,7 @@ except ImportError:  # pragma: no cover - the optional extra is absent
     def dumps_sorted(value: Any) -> bytes:
         return _std_dumps(value, sort_keys=True, separators=(",", ":"))
 
-    JSONError = (json.JSONDecodeError, UnicodeDecodeError)
+    JSONError = (json.JSONDecodeError, UnicodeDecodeError, TooDeep)
 
 
 # --- writing a request again, byte for byte where the proxy changes nothing ------------------------
@@ -211,6 +236,8 @@ def exact(raw: bytes, value: Any) -> Any:
         return value
     try:
         return json.loads(raw)
+    except RecursionError:  # orjson reads a little deeper than the standard library
+        raise TooDeep() from None
     except ValueError:  # pragma: no cover - orjson read it, the standard library reads a superset
         return value
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolcall_lab.proxy._wire import dumps, dumps_sorted
-from toolcall_lab.proxy.ids import parse, proxy_id
+from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted
+from toolcall_lab.proxy.ids import PREFIX, parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
 
@@ -358,8 +358,11 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
                 if pid is None:
                     others += 1
                     continue
-                split = splits.setdefault(pid.tag, Split(pid.tag, pid.n_calls))
-                _same_size(split, pid.n_calls, call.get("id"), i)
+                split = splits.get(pid.tag)
+                if split is None:
+                    split = splits[pid.tag] = Split(pid.tag, pid.n_calls)
+                elif split.n_calls != pid.n_calls:
+                    _same_size(split, pid.n_calls, call.get("id"), i)
                 if pid.position in split.calls:
                     raise MalformedBatch(
                         f"{_where(i, message)}: call id {call.get('id')!r} was already in message "
@@ -386,7 +389,8 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
                     f"{_where(i, message)} answers {cid!r}, but no assistant message before it holds that "
                     "call; send the assistant message the proxy handed out, then its result"
                 )
-            _same_size(found, pid.n_calls, cid, i)
+            if found.n_calls != pid.n_calls:
+                _same_size(found, pid.n_calls, cid, i)
             held = found.calls[pid.position][1].get("id")
             if cid != held:
                 raise MalformedBatch(
@@ -400,7 +404,7 @@ def scan(messages: Sequence[dict[str, Any]]) -> list[Split]:
                 )
             found.results[pid.position] = (i, message)
             owner[i] = pid.tag
-    out = sorted(splits.values(), key=lambda s: min(i for i, _ in s.calls.values()))
+    out = list(splits.values())  # made at each batch's first call: in the order of their first calls
     for split in out:
         _check_shape(split, messages, owner)
     return out
@@ -443,6 +447,27 @@ def pairs_at_end(messages: Sequence[dict[str, Any]], tag: str, ids: Sequence[str
             if pid is not None and pid.tag == tag:
                 return None
     return split
+
+
+def holds_proxy_ids(messages: Sequence[dict[str, Any]], end: int) -> bool:
+    """Whether ``messages[:end]`` hold any id that starts like the proxy's (``call_tlp``), as a call or a
+    result: when none do, `scan` would find no batch there (a conservative test: an id that only looks
+    like one of the proxy's counts too)."""
+    for i in range(end):
+        message = messages[i]
+        role = message.get("role")
+        if role == "tool":
+            cid = message.get("tool_call_id")
+            if type(cid) is str and cid.startswith(PREFIX):
+                return True
+        elif role == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    if type(cid) is str and cid.startswith(PREFIX):
+                        return True
+    return False
 
 
 def _not_after_ours(messages: Sequence[dict[str, Any]], owner: list[str | None], i: int, cid: Any) -> None:
@@ -605,10 +630,13 @@ def differing_fields(kept: dict[str, str], body: dict[str, Any]) -> list[str]:
 def _canonical_arguments(arguments: Any) -> str:
     """Arguments compared by meaning: clients such as LangChain re-serialise them (spacing, key order)."""
     if not isinstance(arguments, str):
-        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+        try:
+            return json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+        except RecursionError:  # a client's copy (the proxy splits string arguments only): a 400
+            raise TooDeep("write") from None
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: compared as written
         return arguments
 
 
@@ -630,8 +658,20 @@ def normal_form(message: dict[str, Any]) -> bytes:
     )
 
 
-SCOPE_HEADERS = ("authorization", "openai-organization", "openai-project")
-"""The request headers that name the caller's credentials (lower case, as the server reads them)."""
+SCOPE_HEADERS = (
+    "authorization",
+    "openai-organization",
+    "openai-project",
+    "api-key",
+    "x-api-key",
+    "x-goog-api-key",
+)
+"""The request headers that name the caller's credentials (lower case, as the server reads them):
+OpenAI's, Azure OpenAI's ``api-key``, the ``x-api-key`` of Anthropic-style gateways and Gemini's
+``x-goog-api-key``. A credential the proxy did not count here would let two callers share a scope."""
+_FIRST_SCOPE_HEADERS = 3
+"""The headers of the first scope digest (state schema 4): the others are added to it only when sent,
+so a scope made from those three alone is the same digest as before (state files stay valid)."""
 
 
 def scope_of(headers: dict[str, str]) -> str:
@@ -640,12 +680,17 @@ def scope_of(headers: dict[str, str]) -> str:
     Everything the proxy keeps (batches, kept replies, ``x-session-id`` retries, tombstones) is keyed by
     it, so one caller never gets another's kept reply or queue; only the digest is held, in memory and
     in ``--state``, never the secret."""
+    if headers.keys().isdisjoint(SCOPE_HEADERS):  # no credentials at all (loopback setups): one C-level check
+        return ""
     values = [headers.get(name) for name in SCOPE_HEADERS]
     if not any(values):
         return ""
     h = hashlib.sha256(b"toolcall-lab proxy scope")
-    for value in values:
+    for value in values[:_FIRST_SCOPE_HEADERS]:
         h.update(b"\x00" + (value or "").encode("latin-1"))  # header values are read as latin-1
+    for name, value in zip(SCOPE_HEADERS[_FIRST_SCOPE_HEADERS:], values[_FIRST_SCOPE_HEADERS:], strict=True):
+        if value:
+            h.update(b"\x01" + name.encode("ascii") + b"\x00" + value.encode("latin-1"))
     return h.hexdigest()[:32]
 
 

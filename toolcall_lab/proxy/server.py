@@ -21,10 +21,10 @@ between round trips (a system prompt with the current time). How each request is
   batch they opened is still open get its first call again. The same first message after that batch
   finished is a new conversation.
 - **Scope**: everything kept (Idempotency-Key replies, ``x-session-id`` retries, batches, tombstones)
-  is keyed by `batches.scope_of` the caller's credentials (a digest of ``Authorization`` /
-  ``OpenAI-Organization`` / ``OpenAI-Project``; '' without them): another caller's Idempotency-Key or
-  session is its own, and a request carrying other credentials for a batch's ids is a 403 naming the
-  call (`check_scope`).
+  is keyed by `batches.scope_of` the caller's credentials (a digest of ``Authorization``, ``api-key``,
+  ``x-api-key``, ``x-goog-api-key``, ``OpenAI-Organization``, ``OpenAI-Project``; '' without them):
+  another caller's Idempotency-Key or session is its own, and a request carrying other credentials for
+  a batch's ids is a 403 naming the call (`check_scope`).
 - **Continuation** (ends with the result of a call handed out by the proxy): the batch is the one the
   id names. The next result is recorded and the next call handed out; a repeat of an earlier request
   gets the same reply (idempotent); the last result triggers the one upstream request, whose reply is
@@ -69,7 +69,8 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ from toolcall_lab.proxy._httpd import HTTPServer, Request, Response, StreamRespo
 from toolcall_lab.proxy._httpd import Reply as HTTPReply
 from toolcall_lab.proxy._wire import (
     JSONError,
+    TooDeep,
     exact,
     hand_out_reply,
     loads,
@@ -86,12 +88,14 @@ from toolcall_lab.proxy._wire import (
     split_response,
 )
 from toolcall_lab.proxy.batches import (
+    SCOPE_HEADERS,
     Batch,
     MalformedBatch,
     Split,
     Tombstone,
     check_unedited,
     differing_fields,
+    holds_proxy_ids,
     merged,
     pairs_at_end,
     request_fields,
@@ -110,6 +114,9 @@ logger = logging.getLogger("toolcall_lab.proxy")
 SESSION_HEADER = "x-session-id"
 IDEMPOTENCY_HEADER = "idempotency-key"
 """Header names as the server reads them (lower case)."""
+SINGLE_HEADERS = frozenset({*SCOPE_HEADERS, IDEMPOTENCY_HEADER, SESSION_HEADER})
+"""Headers a request may send once only (a repeat is a 400): the credentials and the two keys the proxy
+keeps state under. Joined, two credentials would be forwarded as one value and scope nothing."""
 
 
 _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
@@ -220,6 +227,7 @@ class ProxyServer:
             head_timeout_s=settings.head_timeout_s,
             body_timeout_s=settings.body_timeout_s,
             max_connections=settings.max_connections,
+            single_headers=SINGLE_HEADERS,
         )
         url = await self._http.start(host, port)
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -245,9 +253,15 @@ class ProxyServer:
         self.store.close()
 
     async def _sweep_forever(self) -> None:
+        """Expire on a timer. A failing sweep is a proxy fault (logged, counted in /health), never the end
+        of expiry: a sweep that raised used to end this task silently, and batches stopped expiring."""
         while True:
             await asyncio.sleep(self.settings.sweep_s)
-            self.sweep()
+            try:
+                self.sweep()
+            except Exception:
+                logger.exception("proxy bug while expiring batches (the next sweep tries again)")
+                self.stats["proxy_faults"] += 1
 
     def sweep(self) -> int:
         """Expire idle batches now (the server also does it every `sweep_s`)."""
@@ -373,6 +387,8 @@ class ProxyServer:
             return exc.response()
         except Reply as reply:
             return reply.response
+        except TooDeep as exc:  # the request's own JSON: what the upstream sent is checked where it is read
+            return too_deep(exc).response()
 
     async def respond(self, request: Request, raw: bytes, scope: str) -> HTTPReply:
         try:
@@ -383,7 +399,7 @@ class ProxyServer:
             raise HTTPError(400, "request body must be a JSON object", "invalid_json")
         messages = body.get("messages")
         serial = body.get("parallel_tool_calls") is False
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
             if serial:
                 raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
             return await self.forward.pass_through(request, body, raw, None)
@@ -392,10 +408,12 @@ class ProxyServer:
             return await self.continue_batch(request, body, messages, [], {}, queued, scope)
         body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
         messages = body["messages"]
-        try:
-            splits = scan(messages)
-        except MalformedBatch as exc:
-            raise HTTPError(400, str(exc), "invalid_batch_messages") from None
+        splits = self.completing_tail(messages)
+        if splits is None:
+            try:
+                splits = scan(messages)
+            except MalformedBatch as exc:
+                raise HTTPError(400, str(exc), "invalid_batch_messages") from None
         tail = splits[-1] if splits and splits[-1].end == len(messages) else None
         if tail is not None and (messages[-1].get("role") != "tool" or tail.answered < tail.handed):
             index, call = tail.calls[tail.handed - 1]
@@ -425,12 +443,15 @@ class ProxyServer:
         if not serial:
             return await self.forward.pass_through(request, body, raw, upstream_messages if splits else None)
         answer = await self.forward.call_upstream(request, body, upstream_messages, unchanged=not splits)
-        return self.answer_serial(body, answer, key, scope)
+        with upstream_json():
+            return self.answer_serial(body, answer, key, scope)
 
     async def unreadable(self, request: Request, raw: bytes, exc: Exception) -> HTTPReply:
         """A body the proxy cannot read exactly (a number beyond a double, ``1e400``): forwarded as it
         came when nothing in it needs changing (no serialization, no batch of the proxy's, no model
-        override), else a 400 saying why; a body that is not JSON at all is a 400."""
+        override), else a 400 saying why; a body that is not JSON at all, or nested too deep, is a 400."""
+        if isinstance(exc, TooDeep):
+            raise too_deep(exc)
         try:
             body = loads_lenient(raw)
         except ValueError:
@@ -494,6 +515,25 @@ class ProxyServer:
         if batch is None or batch.n_calls != pid.n_calls:
             return None
         return pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+
+    def completing_tail(self, messages: list[dict[str, Any]]) -> list[Split] | None:
+        """The fast path for the request that completes a batch the proxy holds: `messages` end with the
+        batch's pairs exactly as handed out (`pairs_at_end`) and hold no other id of the proxy's before
+        them, so `scan` would find that batch alone: ``[its Split]`` without reading every message
+        closely. None in every other case (then `scan` reads the list and names what is wrong)."""
+        last = messages[-1] if messages else None
+        if last is None or last.get("role") != "tool":
+            return None
+        pid = parse(last.get("tool_call_id"))
+        if pid is None or pid.position + 1 != pid.n_calls:
+            return None
+        batch = self.store.get(pid.tag)
+        if batch is None or batch.n_calls != pid.n_calls:
+            return None
+        tail = pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+        if tail is None or holds_proxy_ids(messages, tail.start):
+            return None
+        return [tail]
 
     # --- batches ---------------------------------------------------------------------------------
 
@@ -601,10 +641,11 @@ class ProxyServer:
             403,
             f"message {index}: call {call.get('id')!r} ({what}, position {position} of {split.n_calls}) "
             f"belongs to batch {split.tag}, which the proxy handed out to a client with other credentials "
-            "(the Authorization, OpenAI-Organization and OpenAI-Project headers differ from those of the "
-            "request that opened it, or one of them sent none). A batch's calls, queue and kept replies go "
-            "only to the credentials that opened it: send this conversation with those credentials, or "
-            "start a new one.",
+            "(the credential headers, Authorization, api-key, x-api-key, x-goog-api-key, "
+            "OpenAI-Organization and OpenAI-Project, differ from those of the request that opened it, or "
+            "one of them sent none; a rotated key is other credentials). A batch's calls, queue and kept "
+            "replies go only to the credentials that opened it: send this conversation with those "
+            "credentials, or start a new one.",
             "batch_other_credentials",
         )
 
@@ -693,10 +734,11 @@ class ProxyServer:
         if batch.final is not None:  # a retry of the request that completed the batch
             return self.replay_final(batch, body)
         forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
+        fields = request_fields(body)  # read before the upstream call: what fails after it is the answer's
         answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
         if batch.state == "open":
             self.stats["batches_finished"] += 1
-        return self.finish(batch, body, answer, scope)
+        return self.finish(batch, body, answer, scope, fields)
 
     def replay_final(self, batch: Batch, body: dict[str, Any]) -> Response:
         """The kept reply to the request that completed `batch`, for a retry of that request: matched by
@@ -716,23 +758,27 @@ class ProxyServer:
         raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
         return self.forward.render(body, batch.final or {}, batch.final_headers, raw=raw)
 
-    def finish(self, batch: Batch, body: dict[str, Any], answer: Answer, scope: str) -> Response:
+    def finish(
+        self, batch: Batch, body: dict[str, Any], answer: Answer, scope: str, fields: dict[str, str]
+    ) -> Response:
         """Keep the upstream's answer to the request that completed `batch` (its retries get it again)
-        and reply with it: the first call of a new batch when it opens one, else as sent."""
-        opened = self.open_batch(answer, "", scope) if body.get("parallel_tool_calls") is False else None
-        batch.final, batch.state = opened or answer.response, "finished"
-        batch.final_headers = answer.headers
-        batch.final_raw = None if opened is not None else answer.raw.decode("utf-8", "surrogatepass")
-        batch.final_fields = request_fields(body)
-        try:
-            self.store.save(batch)
-        except TooLarge:  # a rebuilt record larger than the whole bound: its retries go upstream again
-            self.store.counts["finals_dropped"] += 1
-        if opened is not None:
-            return self.forward.render(body, opened, answer.headers)
-        return self.forward.render(
-            body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
-        )
+        and reply with it: the first call of a new batch when it opens one, else as sent. `fields`: the
+        request's `request_fields`."""
+        with upstream_json():
+            opened = self.open_batch(answer, "", scope) if body.get("parallel_tool_calls") is False else None
+            batch.final, batch.state = opened or answer.response, "finished"
+            batch.final_headers = answer.headers
+            batch.final_raw = None if opened is not None else answer.raw.decode("utf-8", "surrogatepass")
+            batch.final_fields = fields
+            try:
+                self.store.save(batch)
+            except TooLarge:  # a rebuilt record larger than the whole bound: its retries go upstream again
+                self.store.counts["finals_dropped"] += 1
+            if opened is not None:
+                return self.forward.render(body, opened, answer.headers)
+            return self.forward.render(
+                body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
+            )
 
     async def rebuild_or_gone(
         self,
@@ -761,6 +807,7 @@ class ProxyServer:
         self.check_calls(tail, None, tomb)
         form, _ = merged(None, tail, messages, tomb)
         self.count_rebuilt(tail.tag, 0)
+        fields = request_fields(body)
         answer = await self.forward.call_upstream(
             request, body, translate(messages, [*history, tail], {**forms, tail.tag: form})
         )
@@ -778,7 +825,7 @@ class ProxyServer:
             created_at=now,
             touched_at=now,
         )
-        return self.finish(record, body, answer, scope)
+        return self.finish(record, body, answer, scope, fields)
 
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
@@ -869,6 +916,28 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+
+def too_deep(exc: TooDeep) -> HTTPError:
+    """The 400 for a request whose JSON nests deeper than the proxy can read or write."""
+    return HTTPError(
+        400,
+        f"request body holds {exc}; the proxy reads every request to route it, so it cannot take this "
+        "one. Nest the data less deeply (or send it as a string).",
+        "json_too_deep",
+    )
+
+
+@contextlib.contextmanager
+def upstream_json() -> Iterator[None]:
+    """While the proxy writes an upstream answer again (hands out its calls, keeps it): JSON it cannot
+    write is the upstream's (a 502 `upstream_bad_response`), not the request's."""
+    try:
+        yield
+    except TooDeep as exc:
+        raise HTTPError(
+            502, f"upstream answered with {exc}; the proxy cannot hand it out", "upstream_bad_response"
+        ) from None
 
 
 def splittable(call: Any) -> bool:

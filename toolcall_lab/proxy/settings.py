@@ -4,8 +4,6 @@ requests for one batch or one Idempotency-Key wait their turn."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from toolcall_lab.exceptions import UsageError
@@ -97,17 +95,41 @@ class _Locks:
     def __contains__(self, name: str) -> bool:
         return name in self._held
 
-    @contextlib.asynccontextmanager
-    async def hold(self, name: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(name, (None, 0))
+    def hold(self, name: str) -> _Hold:
+        """``async with locks.hold(name):`` the lock `name`, made on first use, dropped after its last."""
+        return _Hold(self._held, name)
+
+
+class _Hold:
+    """One use of a named lock (a plain async context manager: a generator-based one costs more per use)."""
+
+    __slots__ = ("held", "lock", "name")
+
+    def __init__(self, held: dict[str, tuple[asyncio.Lock, int]], name: str) -> None:
+        self.held, self.name = held, name
+        self.lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> None:
+        held, name = self.held, self.name
+        lock, users = held.get(name, (None, 0))
         lock = lock or asyncio.Lock()
-        self._held[name] = (lock, users + 1)
+        held[name] = (lock, users + 1)
         try:
-            async with lock:
-                yield
-        finally:
-            users = self._held[name][1] - 1
-            if users:
-                self._held[name] = (lock, users)
-            else:
-                del self._held[name]
+            await lock.acquire()
+        except BaseException:
+            self._leave(lock)
+            raise
+        self.lock = lock
+
+    async def __aexit__(self, *exc: object) -> None:
+        lock = self.lock
+        assert lock is not None
+        lock.release()
+        self._leave(lock)
+
+    def _leave(self, lock: asyncio.Lock) -> None:
+        users = self.held[self.name][1] - 1
+        if users:
+            self.held[self.name] = (lock, users)
+        else:
+            del self.held[self.name]

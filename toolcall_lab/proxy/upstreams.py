@@ -44,21 +44,29 @@ CONSUMED = HOP_BY_HOP | FRAMING | PROXY_HEADERS | {"content-type"}
 ``Connection`` names): the README's proxy section lists each one and why."""
 
 
-def _hop_by_hop(headers: Mapping[str, str]) -> set[str]:
-    """The lower-case names `headers` must not pass on: the fixed hop-by-hop set and what its own
-    ``Connection`` header names."""
-    named = set(HOP_BY_HOP)
-    for key, value in headers.items():
-        if key.lower() == "connection":
-            named.update(t.strip().lower() for t in value.split(",") if t.strip())
-    return named
+_SKIP_SETS: dict[frozenset[str], frozenset[str]] = {}
 
 
 def end_to_end(headers: Mapping[str, str], *, drop: frozenset[str] = frozenset()) -> dict[str, str]:
     """`headers` without hop-by-hop ones (those its ``Connection`` names and ``Proxy-*`` included) and
-    without `drop` (lower-case names)."""
-    named = _hop_by_hop(headers) | drop
-    return {k: v for k, v in headers.items() if k.lower() not in named and not k.lower().startswith("proxy-")}
+    without `drop` (lower-case names). One pass over the headers (a second only when a ``Connection``
+    header names others)."""
+    skip = _SKIP_SETS.get(drop)
+    if skip is None:
+        skip = _SKIP_SETS[drop] = HOP_BY_HOP | drop
+    out: dict[str, str] = {}
+    connection: list[str] = []
+    for key, value in headers.items():
+        low = key.lower()
+        if low in skip or low.startswith("proxy-"):
+            if low == "connection":
+                connection.append(value)
+            continue
+        out[key] = value
+    if connection:
+        named = {t.strip().lower() for value in connection for t in value.split(",")}
+        out = {k: v for k, v in out.items() if k.lower() not in named}
+    return out
 
 
 class UpstreamError(ToolcallLabError):
@@ -100,6 +108,8 @@ def forward_headers(headers: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 _SKIP = FRAMING | PROXY_HEADERS | {"content-type"}
+_SKIP_KEYED = _SKIP | {"authorization"}
+"""With a key of the proxy's own (`HTTPUpstream.api_key`), the client's Authorization is replaced."""
 RESPONSE_SKIP = FRAMING | {"content-encoding"}
 
 
@@ -209,9 +219,7 @@ class HTTPUpstream:
         return self._client.retries
 
     async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
-        out = forward_headers(headers)
-        if self.api_key:
-            out = [(k, v) for k, v in out if k.lower() != "authorization"]
+        out = list(end_to_end(headers, drop=_SKIP_KEYED if self.api_key else _SKIP).items())
         out += self._extra
         try:
             reply = await self._client.post(body, out, stream=stream)
