@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import REALDATA, needs_realdata
 from toolcall_lab import cli
 from toolcall_lab.importers import import_claude_code
@@ -225,3 +227,175 @@ def test_the_import_summary_says_which_credentials_it_removed(tmp_path, capsys) 
     assert "credentials removed (" in out and "the value of x-api-key" in out
     assert "credentials removed (" in (tmp_path / "o" / "import_report.txt").read_text()
     assert "abcd1234secretvalue9876" not in "".join(p.read_text() for p in (tmp_path / "o").glob("*.json"))
+
+
+# --- OTLP: tool spans matched by the strongest evidence (findings 2, 14) ----------------------------
+
+NS = 1_751_474_439_000_000_000
+TRACE_ID = "6b8efff798038103d269b633813fc60d"
+
+
+def _otlp_span(sid: str, a: float, b: float, attrs: dict[str, Any], name: str, parent: str | None = "a1") -> dict:
+    span = {"traceId": TRACE_ID, "spanId": sid, "name": name, "startTimeUnixNano": str(NS + int(a * 1e9)),
+            "endTimeUnixNano": str(NS + int(b * 1e9)),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    if parent:
+        span["parentSpanId"] = parent
+    return span
+
+
+def _oi_llm(sid: str, a: float, b: float, messages: list[tuple[str, str]], calls: list[tuple[str, str, dict]],
+            answer: str = "") -> dict:
+    attrs = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o"}
+    for i, (role, text) in enumerate(messages):
+        attrs[f"llm.input_messages.{i}.message.role"] = role
+        attrs[f"llm.input_messages.{i}.message.content"] = text
+    attrs["llm.output_messages.0.message.role"] = "assistant"
+    if answer:
+        attrs["llm.output_messages.0.message.content"] = answer
+    for j, (cid, name, args) in enumerate(calls):
+        prefix = f"llm.output_messages.0.message.tool_calls.{j}.tool_call."
+        attrs |= {prefix + "id": cid, prefix + "function.name": name, prefix + "function.arguments": json.dumps(args)}
+    return _otlp_span(sid, a, b, attrs, "ChatCompletion")
+
+
+def _oi_tool(sid: str, a: float, b: float, name: str, shown: Any, result: str) -> dict:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": name, "output.value": result}
+    if shown is not None:
+        attrs["input.value"] = json.dumps(shown)
+    return _otlp_span(sid, a, b, attrs, name)
+
+
+def _otlp_export(tmp_path: Path, spans: list[dict], name: str = "export.json") -> Path:
+    agent = _otlp_span("a1", 0, 9, {"openinference.span.kind": "AGENT"}, "agent.run", parent=None)
+    path = tmp_path / name
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [agent, *spans]}]}]}))
+    return path
+
+
+def _two_lookups(tmp_path: Path, rome_shows: Any, paris_shows: Any) -> Any:
+    """One response calls lookup(paris) then lookup(rome); the tool spans ran Rome first (1 s), then
+    Paris (2 s)."""
+    from toolcall_lab.importers import import_otlp
+
+    asked = [("system", "You are helpful."), ("user", "Compare Paris and Rome")]
+    spans = [
+        _oi_llm("c1", 0.1, 2.0, asked, [("call_a", "lookup", {"q": "paris"}), ("call_b", "lookup", {"q": "rome"})]),
+        _oi_tool("d1", 2.05, 3.05, "lookup", rome_shows, "Rome: 2.8M"),
+        _oi_tool("d2", 3.06, 5.06, "lookup", paris_shows, "Paris: 2.1M"),
+        _oi_llm("c2", 5.1, 7.9, [*asked, ("assistant", ""), ("tool", "Paris: 2.1M"), ("tool", "Rome: 2.8M")], [],
+                "Rome is bigger."),
+    ]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    (execs,) = [r.executions for t in result for r in t.rounds if r.executions]
+    return result, {e.tool_call_id: (e.result, round(e.duration_s, 3), e.timing.note) for e in execs}
+
+
+@pytest.mark.parametrize(
+    ("form", "rome", "paris"),
+    [
+        ("plain JSON", {"q": "rome"}, {"q": "paris"}),
+        ("smolagents", {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"q": "rome"}},
+         {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"q": "paris"}}),
+        ("only the later call's span shows them", {"q": "rome"}, None),
+    ],
+)
+def test_openinference_tool_spans_are_matched_by_the_arguments_they_show(tmp_path, form, rome, paris) -> None:
+    """t13 gen_oi.py: TOOL spans that ran in the other order were matched by order although each
+    span's input.value shows its arguments: Paris got Rome's result and duration. The arguments
+    decide for the whole batch before order does, so the call without a telling span cannot take
+    the span another call's arguments tie to it."""
+    result, by_call = _two_lookups(tmp_path, rome, paris)
+    assert by_call["call_a"][:2] == ("Paris: 2.1M", 2.0)
+    assert by_call["call_b"][:2] == ("Rome: 2.8M", 1.0)
+    assert "matched by name and arguments" in by_call["call_b"][2]
+    assert result.report.clean
+
+
+def test_calls_only_order_can_tell_apart_are_said_to_be_possibly_crossed(tmp_path) -> None:
+    result, by_call = _two_lookups(tmp_path, None, None)
+    assert "does not show its arguments" in by_call["call_a"][2]
+    (note,) = [i for i in result.report.issues if i.kind == "note" and "by order only" in i.what]
+    assert "call_a, call_b" in note.what and "may be crossed" in note.what
+
+
+def _genai_chat(sid: str, a: float, b: float, request: list[dict], output: list[dict]) -> dict:
+    return _otlp_span(sid, a, b, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                                  "gen_ai.input.messages": json.dumps(request),
+                                  "gen_ai.output.messages": json.dumps(output)}, "chat gpt-4o")
+
+
+def _genai_tool(sid: str, a: float, b: float, name: str, cid: str, args: dict, result: str) -> dict:
+    return _otlp_span(sid, a, b, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                                  "gen_ai.tool.call.id": cid, "gen_ai.tool.call.arguments": json.dumps(args),
+                                  "gen_ai.tool.call.result": result}, f"execute_tool {name}")
+
+
+def _part_call(cid: str, name: str, args: dict) -> dict:
+    return {"type": "tool_call", "id": cid, "name": name, "arguments": args}
+
+
+USER = {"role": "user", "parts": [{"type": "text", "content": "Weather and time in Paris?"}]}
+
+
+def test_a_span_whose_call_id_names_another_tools_call_is_that_tool_s_span(tmp_path) -> None:
+    """t13 dupcallid.json: a get_time span carrying call_1 (the get_weather call's id) was 'dropped
+    as a duplicate' and get_time got the 1.1 s gap instead of its 0.5 s span."""
+    from toolcall_lab.importers import import_otlp
+
+    out1 = [{"role": "assistant", "parts": [_part_call("call_1", "get_weather", {"city": "Paris"}),
+                                            _part_call("call_2", "get_time", {"tz": "Europe/Paris"})]}]
+    spans = [
+        _genai_chat("c1", 0.1, 2.1, [USER], out1),
+        _genai_tool("d1", 2.15, 3.15, "get_weather", "call_1", {"city": "Paris"}, "18C"),
+        _genai_tool("d2", 2.16, 2.66, "get_time", "call_1", {"tz": "Europe/Paris"}, "14:05"),
+        _genai_chat("c2", 3.2, 5.9, [USER, *out1], [{"role": "assistant", "parts": [
+            {"type": "text", "content": "18C, 14:05."}]}]),
+    ]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    (execs,) = [r.executions for t in result for r in t.rounds if r.executions]
+    assert [(e.name, e.result, round(e.duration_s, 3)) for e in execs] == [
+        ("get_weather", "18C", 1.0), ("get_time", "14:05", 0.5)
+    ]
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "names call call_1, a get_weather call, but ran get_time" in damage
+    assert not any("duplicate" in i.what for i in result.report.issues)
+
+
+def test_an_id_repeated_across_rounds_is_not_called_a_dropped_duplicate(tmp_path) -> None:
+    """t13 repeat_id.json: both calls' notes said 'another span of this call id has other times
+    (dropped as a duplicate)' though nothing was dropped, and their spans were not mode evidence."""
+    from toolcall_lab.importers import import_otlp
+
+    out1 = [{"role": "assistant", "parts": [_part_call("call_0", "get_weather", {"city": "Paris"})]}]
+    out2 = [{"role": "assistant", "parts": [_part_call("call_0", "get_time", {"tz": "Europe/Paris"})]}]
+    answer = lambda cid, text: {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": text}]}  # noqa: E731
+    spans = [
+        _genai_chat("c1", 0.1, 1.1, [USER], out1),
+        _genai_tool("d1", 1.15, 2.15, "get_weather", "call_0", {"city": "Paris"}, "18C"),
+        _genai_chat("c2", 2.2, 3.2, [USER, *out1, answer("call_0", "18C")], out2),
+        _genai_tool("d2", 3.25, 3.75, "get_time", "call_0", {"tz": "Europe/Paris"}, "14:05"),
+        _genai_chat("c3", 3.8, 5.0, [USER, *out1, answer("call_0", "18C"), *out2, answer("call_0", "14:05")],
+                    [{"role": "assistant", "parts": [{"type": "text", "content": "18C at 14:05"}]}]),
+    ]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    notes = [e.timing.note for t in result for r in t.rounds for e in r.executions]
+    assert len(notes) == 2 and not any("duplicate" in n for n in notes)
+    assert not any("duplicate" in i.what for i in result.report.issues)
+
+
+def test_tool_spans_after_an_unreadable_model_span_say_so(tmp_path) -> None:
+    """t13 nocontent.json: without captured message content the tool spans were skipped as 'ran
+    outside a model's request'; they ran inside one whose output the export lacks."""
+    from toolcall_lab.importers import import_otlp
+
+    bare = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    spans = [
+        _otlp_span("c1", 0.1, 2.1, bare, "chat gpt-4o"),
+        _otlp_span("d1", 2.15, 3.15, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                                      "gen_ai.tool.call.id": "call_1"}, "execute_tool get_weather"),
+        _otlp_span("c2", 3.2, 5.9, bare, "chat gpt-4o"),
+    ]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    (skip,) = [i.what for i in result.report.issues if i.kind == "skipped"]
+    assert "the model span before it (c1) could not be read" in skip and "outside" not in skip
