@@ -399,3 +399,80 @@ def test_tool_spans_after_an_unreadable_model_span_say_so(tmp_path) -> None:
     result = import_otlp(_otlp_export(tmp_path, spans))
     (skip,) = [i.what for i in result.report.issues if i.kind == "skipped"]
     assert "the model span before it (c1) could not be read" in skip and "outside" not in skip
+
+
+# --- inspect: tool events matched by the strongest evidence (findings 3, 15) ------------------------
+
+
+def _stamp(t: float) -> str:
+    return (T0 + timedelta(seconds=t)).isoformat(timespec="milliseconds")
+
+
+def _inspect_model(a: float, b: float, calls: list[tuple[str, str, dict]], text: str = "") -> dict:
+    message = {"role": "assistant", "content": text,
+               "tool_calls": [{"id": cid, "function": name, "arguments": args} for cid, name, args in calls]}
+    return {"event": "model", "timestamp": _stamp(a), "completed": _stamp(b), "working_time": b - a,
+            "input": [{"role": "user", "content": "browse"}],
+            "output": {"model": "gpt-4o-mini", "choices": [{"message": message}]}}
+
+
+def _inspect_tool(cid: str, name: str, args: dict, a: float, b: float, result: str) -> dict:
+    return {"event": "tool", "id": cid, "function": name, "arguments": args, "result": result,
+            "timestamp": _stamp(a), "completed": _stamp(b), "working_time": b - a}
+
+
+def _inspect_log(tmp_path: Path, events: list[dict]) -> Path:
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps({"eval": {"model": "openai/gpt-4o-mini"},
+                                "samples": [{"id": 1, "epoch": 1, "events": events}]}))
+    return path
+
+
+def _browse(second_id: str) -> list[dict]:
+    go, click = ("call_go", "go", {"url": "https://x"}), ("call_click", "click", {"element": 7})
+    return [
+        _inspect_model(0, 1, [go]),
+        _inspect_tool("call_go", "go", {"url": "https://x"}, 1.1, 5.4, "page"),
+        _inspect_model(5.5, 6.5, [click]),
+        _inspect_tool(second_id, "click", {"element": 7}, 6.6, 7.9, "clicked"),
+        _inspect_model(8, 9, [], "done"),
+    ]
+
+
+def test_inspect_a_tool_event_repeating_another_calls_id_does_not_take_its_place(tmp_path) -> None:
+    """t13 in_dupid.json: a second tool event given the first's id made web_browser_go take the
+    click's result and 1.278 s, labelled recorded; the report said only that the click had no
+    result. The event that ran the call's function wins the id; the other is matched by its
+    function and arguments, its wrong id reported as damage."""
+    from toolcall_lab.importers import import_inspect
+
+    result = import_inspect(_inspect_log(tmp_path, _browse(second_id="call_go")))
+    execs = [e for t in result for r in t.rounds for e in r.executions]
+    assert [(e.tool_call_id, e.result, round(e.duration_s, 3), e.timing.source) for e in execs] == [
+        ("call_go", "page", 4.3, "recorded"), ("call_click", "clicked", 1.3, "recorded")
+    ]
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "ran click with the arguments of call call_click, but carries the id call_go" in damage
+
+
+def test_inspect_a_repeated_tool_event_is_read_once_and_said(tmp_path) -> None:
+    """t13 in_duptool.json: an identical duplicated tool event went by without a word."""
+    from toolcall_lab.importers import import_inspect
+
+    events = _browse(second_id="call_click")
+    events.insert(2, dict(events[1]))
+    result = import_inspect(_inspect_log(tmp_path, events))
+    assert (result.report.source_calls, result.report.imported_calls) == (2, 2)
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "repeats tool event 0" in damage and "read once" in damage
+
+
+def test_inspect_an_id_a_provider_reuses_in_a_later_round_is_answered_from_its_own_round(tmp_path) -> None:
+    from toolcall_lab.importers import import_inspect
+
+    events = _browse(second_id="call_go")
+    events[2]["output"]["choices"][0]["message"]["tool_calls"][0]["id"] = "call_go"  # the provider's reuse
+    result = import_inspect(_inspect_log(tmp_path, events))
+    execs = [e for t in result for r in t.rounds for e in r.executions]
+    assert [(e.name, e.result, round(e.duration_s, 3)) for e in execs] == [("go", "page", 4.3), ("click", "clicked", 1.3)]
+    assert result.report.clean
