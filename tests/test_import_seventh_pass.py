@@ -476,3 +476,99 @@ def test_inspect_an_id_a_provider_reuses_in_a_later_round_is_answered_from_its_o
     execs = [e for t in result for r in t.rounds for e in r.executions]
     assert [(e.name, e.result, round(e.duration_s, 3)) for e in execs] == [("go", "page", 4.3), ("click", "clicked", 1.3)]
     assert result.report.clean
+
+
+# --- OpenHands: which latency is whose, and what rests on a rejected timestamp (findings 5, 6, 10) --
+
+
+def _oh_stamp(t: float) -> str:
+    return (T0 + timedelta(seconds=t)).replace(tzinfo=None).isoformat(timespec="microseconds")
+
+
+def _oh_episode(rids: list[str], latencies: list[tuple[str, float]] | None = None) -> dict:
+    """An evaluation record: a user message, then one `run` action per response (response i asks
+    at 10 i + 8, its observation comes 1 s later), then a finish."""
+    history: list[dict] = [{"id": 0, "timestamp": _oh_stamp(0), "source": "user", "action": "message",
+                            "args": {"content": "fix the bug"}}]
+    for i, rid in enumerate([*rids, "r-finish"]):
+        finish = rid == "r-finish"
+        name, cid = ("finish", f"toolu_{i}") if finish else ("execute_bash", f"toolu_{i}")
+        args = {} if finish else {"command": f"ls dir{i}"}
+        body = {"id": rid, "object": "chat.completion", "model": "m", "choices": [{"index": 0, "message": {
+            "role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {
+                "name": name, "arguments": json.dumps(args)}}]}, "finish_reason": "tool_calls"}]}
+        action_id = len(history)
+        history.append({"id": action_id, "timestamp": _oh_stamp(10 * i + 8), "source": "agent",
+                        "action": "finish" if finish else "run", "args": args,
+                        "tool_call_metadata": {"function_name": name, "tool_call_id": cid,
+                                               "model_response": body, "total_calls_in_response": 1}})
+        if not finish:
+            history.append({"id": len(history), "timestamp": _oh_stamp(10 * i + 9), "source": "agent",
+                            "observation": "run", "content": f"file{i}", "cause": action_id,
+                            "extras": {"metadata": {"exit_code": 0}}})
+    record = {"instance_id": "demo-1", "history": history, "metrics": {}}
+    if latencies is not None:
+        record["metrics"]["response_latencies"] = [
+            {"model": "m", "latency": v, "response_id": rid} for rid, v in latencies
+        ]
+    return record
+
+
+def _oh_import(tmp_path: Path, record: dict) -> Any:
+    from toolcall_lab.importers import import_openhands
+
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    return import_openhands(path)
+
+
+def _latencies(result) -> list[tuple[float, str]]:
+    return [(round(r.model_call.latency_s, 3), r.model_call.timing.note.split(":")[0])
+            for t in result for r in t.rounds if not r.placeholder]
+
+
+def test_openhands_a_response_id_listed_twice_gives_no_response_another_s_latency(tmp_path) -> None:
+    """t13 oe_dupid: response_latencies[4] given [5]'s id and 1.0 s: R5 showed 1.000 s recorded (its
+    own is 2.324 s) with exit 0. The entry in R5's place in the order of the calls is R5's; the
+    other is no one's; R4, whose own entry is gone, is timed from the events."""
+    record = _oh_episode(["r1", "r2", "r3"], [("r1", 3.0), ("r3", 7.5), ("r3", 6.5), ("r-finish", 4.0)])
+    result = _oh_import(tmp_path, record)
+    assert _latencies(result)[:3] == [
+        (3.0, "metrics.response_latencies"), (9.0, "from the event that completed the request to the action (includes OpenHands' step overhead)"),
+        (6.5, "metrics.response_latencies"),
+    ]
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "lists response r3 2 times (entry 1: 7.5 s, entry 2: 6.5 s): entry 2, in its place" in damage
+
+
+def test_openhands_responses_that_all_share_one_id_are_each_their_own(tmp_path) -> None:
+    """t13 oe_sameid1: every model_response.id 'chatcmpl-local' crashed the import (IndexError, exit
+    2, nothing imported); with only the latency ids the same, the counts differed without a word."""
+    record = _oh_episode(["chatcmpl-local"] * 3, [("chatcmpl-local", v) for v in (3.0, 4.0, 5.0, 6.0)])
+    for e in record["history"]:
+        if e.get("action") == "finish":
+            e["tool_call_metadata"]["model_response"]["id"] = "chatcmpl-local"
+    result = _oh_import(tmp_path, record)
+    report = result.report
+    assert (report.source_model_calls, report.imported_model_calls, report.source_calls, report.imported_calls) == (4, 4, 4, 4)
+    assert [v for v, _ in _latencies(result)] == [3.0, 4.0, 5.0, 6.0]
+    assert any("paired in the order of the calls" in i.what for i in report.issues)
+
+    record = _oh_episode(["r1", "r2", "r3"], [("chatcmpl-local", v) for v in (3.0, 4.0, 5.0, 6.0)])
+    report = _oh_import(tmp_path, record).report
+    assert report.source_model_calls == report.imported_model_calls == 4
+    assert any("lists 1 response(s) the events do not show (chatcmpl-local)" in i.what for i in report.issues)
+
+
+def test_openhands_a_latency_measured_from_a_rejected_timestamp_is_a_placeholder(tmp_path) -> None:
+    """t13 oh_neg: an observation dated before its action is not trusted (its tool time became a
+    placeholder), but the next response's latency, measured from the event before it, stayed
+    recorded and held the tool's time."""
+    record = _oh_episode(["r1", "r2"])
+    obs = next(e for e in record["history"] if e.get("observation") and e["cause"] == 1)
+    obs["timestamp"] = _oh_stamp(7)  # before its action (8 s)
+    result = _oh_import(tmp_path, record)
+    rounds = [r for t in result for r in t.rounds]
+    assert rounds[0].executions[0].timing.source == "placeholder"
+    assert rounds[1].model_call.timing.source == "placeholder"
+    assert "event 2, whose timestamp is not trusted" in rounds[1].model_call.timing.note

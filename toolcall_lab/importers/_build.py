@@ -630,6 +630,8 @@ def build_result(
     taken: set[str] = set()
     imported_calls = imported_model_calls = missing = 0
     for part in parts:
+        if not part.turns:  # (every response of it failed on its own, each reported with its calls)
+            continue
         part = check_segment(part, found)
         total = per_slug[part.slug]
         if total > 1:
