@@ -120,7 +120,7 @@ def pair_latencies(
             Issue(
                 kind="note",
                 where=label,
-                what=f"{len(untimed)} response(s) have no metrics.response_latencies figure of their own "
+                what=f"{len(untimed)} response(s) have no metrics.response_latencies entry of their own "
                 f"({', '.join(untimed[:3])}{', ...' if len(untimed) > 3 else ''}): timed from the events",
             )
         )
