@@ -572,3 +572,73 @@ def test_openhands_a_latency_measured_from_a_rejected_timestamp_is_a_placeholder
     assert rounds[0].executions[0].timing.source == "placeholder"
     assert rounds[1].model_call.timing.source == "placeholder"
     assert "event 2, whose timestamp is not trusted" in rounds[1].model_call.timing.note
+
+
+# --- Langfuse: one bad time costs only itself (findings 11, 15) -------------------------------------
+
+
+def _lf_stamp(t: float, zone: bool = True) -> str:
+    stamp = (T0 + timedelta(seconds=t)).isoformat(timespec="milliseconds").replace("+00:00", "")
+    return stamp + ("Z" if zone else "")
+
+
+def _lf_export(tmp_path: Path, tool_start: str, tool_end: str, extra: list[dict] | None = None) -> Path:
+    """An AI SDK run as Langfuse exports it: a wrapper generation, two doStream steps whose outputs
+    are not recorded, and the tool the first step ran while it was still open (9.111 s into it)."""
+
+    def obs(oid: str, kind: str, name: str, start: str, end: str, parent: str | None, **more: Any) -> dict:
+        return {"id": oid, "type": kind, "name": name, "startTime": start, "endTime": end,
+                "parentObservationId": parent, **more}
+
+    observations = [
+        obs("root", "GENERATION", "ai.streamText", _lf_stamp(0), _lf_stamp(20), None, output="It is sunny."),
+        obs("g1", "GENERATION", "ai.streamText.doStream", _lf_stamp(0), _lf_stamp(12.085), "root", output=None),
+        obs("t1", "SPAN", "ai.toolCall", tool_start, tool_end, "root", metadata={"attributes": {
+            "ai.toolCall.id": "call_1", "ai.toolCall.name": "weather", "ai.toolCall.args": '{"city":"Paris"}',
+            "ai.toolCall.result": "sunny"}}),
+        obs("g2", "GENERATION", "ai.streamText.doStream", _lf_stamp(12.2), _lf_stamp(15), "root", output=None),
+        *(extra or []),
+    ]
+    path = tmp_path / "langfuse.json"
+    path.write_text(json.dumps({"trace": {"id": "tr1", "name": "weather", "input": "Weather in Paris?"},
+                                "observations": observations}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "start", "end", "placed_by"),
+    [
+        ("an end before the start", _lf_stamp(9.111), _lf_stamp(5), "start"),
+        ("a zone-less start two hours off", _lf_stamp(9.111 + 7200, zone=False), _lf_stamp(12.0), "end"),
+    ],
+)
+def test_langfuse_a_tool_with_bad_times_keeps_its_step(tmp_path, case, start, end, placed_by) -> None:
+    """t13 lf_toolend: one bad time on the tool observation lost the call ('NOT REPRESENTED'), split
+    the run in two and left the first generation 12.085 s recorded, the tool's time included. The
+    observation keeps its place by the stamp inside its parent's time; its duration and the latency
+    resting on its start are placeholders."""
+    from toolcall_lab.importers import import_langfuse
+
+    result = import_langfuse(_lf_export(tmp_path, start, end))
+    report = result.report
+    assert len(result) == 1 and (report.source_calls, report.imported_calls) == (1, 1)
+    assert not [i for i in report.issues if i.kind == "failed"]
+    (damage,) = [i.what for i in report.issues if i.kind == "damaged"]
+    assert f"keeps its place in time by its {placed_by}" in damage
+    first = result[0].rounds[0]
+    assert first.executions[0].result == "sunny" and first.executions[0].timing.source == "placeholder"
+    assert first.model_call.timing.source == "placeholder" and "no valid times" in first.model_call.timing.note
+
+
+def test_langfuse_copies_of_an_observation_that_differ_say_so_and_which_is_used(tmp_path) -> None:
+    """t13 lf_dupobs2: a duplicate observation whose endTime differed was 'exported 2 times: read
+    once', without saying the copies differ or which one was used."""
+    from toolcall_lab.importers import import_langfuse
+
+    copy = {"id": "t1", "type": "SPAN", "name": "ai.toolCall", "startTime": _lf_stamp(9.111),
+            "endTime": _lf_stamp(8), "parentObservationId": "root"}
+    result = import_langfuse(_lf_export(tmp_path, _lf_stamp(9.111), _lf_stamp(12.0), extra=[copy]))
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "exported 2 times and the copies differ (in endTime, metadata)" in damage
+    assert "copy 1 is used" in damage
+    assert result[0].rounds[0].executions[0].timing.source == "recorded"
