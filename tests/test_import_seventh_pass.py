@@ -642,3 +642,80 @@ def test_langfuse_copies_of_an_observation_that_differ_say_so_and_which_is_used(
     assert "exported 2 times and the copies differ (in endTime, metadata)" in damage
     assert "copy 1 is used" in damage
     assert result[0].rounds[0].executions[0].timing.source == "recorded"
+
+
+# --- tau-bench, SWE-agent, recorded exchanges: answers by the strongest evidence (class of 2-5) -----
+
+
+def _fn(cid: str, name: str, args: dict) -> dict:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def test_tau_bench_two_calls_sharing_an_id_get_their_own_answers(tmp_path) -> None:
+    """Both calls took the first tool message with the id; the second message was lost unsaid."""
+    from toolcall_lab.importers import import_tau_bench
+
+    traj = [
+        {"role": "system", "content": "airline agent"},
+        {"role": "user", "content": "my reservation?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            _fn("call_x", "get_user_details", {"user_id": "u1"}),
+            _fn("call_x", "get_reservation_details", {"reservation_id": "R1"})]},
+        {"role": "tool", "tool_call_id": "call_x", "name": "get_user_details", "content": '{"name": "Ann"}'},
+        {"role": "tool", "tool_call_id": "call_x", "name": "get_reservation_details", "content": '{"id": "R1"}'},
+        {"role": "assistant", "content": "Ann, R1 is fine."},
+    ]
+    path = tmp_path / "traj.json"
+    path.write_text(json.dumps([{"task_id": 1, "traj": traj}]))
+    result = import_tau_bench(path)
+    execs = [e for t in result for r in t.rounds for e in r.executions]
+    assert [(e.name, e.result) for e in execs] == [
+        ("get_user_details", '{"name": "Ann"}'), ("get_reservation_details", '{"id": "R1"}')
+    ]
+    assert any("share the id call_x" in i.what for i in result.report.issues)
+
+
+def test_swe_agent_tool_messages_are_matched_by_the_id_they_name(tmp_path) -> None:
+    """Tool messages were taken by position although each names its call's id."""
+    from toolcall_lab.importers import import_swe_agent
+
+    history = [
+        {"role": "system", "content": "You are SWE-agent."},
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "look", "action": "ls\ncat a.py", "tool_calls": [
+            _fn("call_ls", "bash", {"command": "ls"}), _fn("call_cat", "bash", {"command": "cat a.py"})]},
+        {"role": "tool", "tool_call_ids": ["call_cat"], "content": "print(1)"},
+        {"role": "tool", "tool_call_ids": ["call_ls"], "content": "a.py"},
+        {"role": "assistant", "content": "done", "action": "submit", "tool_calls": [_fn("call_s", "submit", {})]},
+        {"role": "tool", "tool_call_ids": ["call_s"], "content": "submitted"},
+    ]
+    doc = {"history": history, "trajectory": [{"action": "ls\ncat a.py", "execution_time": 0.5},
+                                               {"action": "submit", "execution_time": 0.1}],
+           "info": {"exit_status": "submitted"}}
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps(doc))
+    execs = [e for t in import_swe_agent(path) for r in t.rounds for e in r.executions]
+    assert [(e.tool_call_id, e.result) for e in execs][:2] == [("call_ls", "a.py"), ("call_cat", "print(1)")]
+
+
+def test_a_recorded_exchange_answers_two_calls_sharing_an_id_in_order(tmp_path) -> None:
+    from toolcall_lab.importers import import_recording
+
+    calls = [_fn("call_x", "weather", {"city": "Paris"}), _fn("call_x", "weather", {"city": "Rome"})]
+    asked = {"role": "assistant", "content": None, "tool_calls": calls}
+
+    def exchange(messages: list[dict], message: dict) -> dict:
+        body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o", "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}]}
+        return {"request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions", "headers": {},
+                            "body": {"model": "gpt-4o", "messages": messages}},
+                "response": {"status_code": 200, "headers": {}, "body": body}}
+
+    user = {"role": "user", "content": "Paris and Rome?"}
+    answers = [{"role": "tool", "tool_call_id": "call_x", "content": "sunny"},
+               {"role": "tool", "tool_call_id": "call_x", "content": "rainy"}]
+    path = tmp_path / "exchanges.json"
+    path.write_text(json.dumps([exchange([user], asked),
+                                exchange([user, asked, *answers], {"role": "assistant", "content": "Sunny, rainy."})]))
+    execs = [e for t in import_recording(path) for r in t.rounds for e in r.executions]
+    assert [e.result for e in execs] == ["sunny", "rainy"]
