@@ -719,3 +719,24 @@ def test_a_recorded_exchange_answers_two_calls_sharing_an_id_in_order(tmp_path) 
                                 exchange([user, asked, *answers], {"role": "assistant", "content": "Sunny, rainy."})]))
     execs = [e for t in import_recording(path) for r in t.rounds for e in r.executions]
     assert [e.result for e in execs] == ["sunny", "rainy"]
+
+
+def test_langfuse_a_call_without_telling_tool_does_not_take_the_one_another_call_s_arguments_tie(tmp_path) -> None:
+    from toolcall_lab.importers import import_langfuse
+
+    message = {"role": "assistant", "content": None,
+               "tool_calls": [_fn("c1", "weather", {"city": "Paris"}), _fn("c2", "weather", {"city": "Rome"})]}
+
+    def obs(oid: str, kind: str, a: float, b: float, **more: Any) -> dict:
+        return {"id": oid, "type": kind, "startTime": _lf_stamp(a), "endTime": _lf_stamp(b), **more}
+
+    observations = [
+        obs("g1", "GENERATION", 0, 1, name="chat", output=message, input=[{"role": "user", "content": "Paris, Rome?"}]),
+        obs("t_rome", "TOOL", 1.1, 2.1, name="weather", input={"city": "Rome"}, output="rainy"),
+        obs("t_paris", "TOOL", 2.2, 5.2, name="weather", input=None, output="sunny"),
+        obs("g2", "GENERATION", 6, 7, name="chat", output={"role": "assistant", "content": "Sunny, rainy."}),
+    ]
+    path = tmp_path / "lf.json"
+    path.write_text(json.dumps({"trace": {"id": "t", "name": "w"}, "observations": observations}))
+    execs = [e for t in import_langfuse(path) for r in t.rounds for e in r.executions]
+    assert [(e.tool_call_id, e.result, round(e.duration_s, 3)) for e in execs] == [("c1", "sunny", 3.0), ("c2", "rainy", 1.0)]

@@ -19,11 +19,12 @@ A generation's output is read in every shape exporters write (`_langfuse_shapes`
 with ``choices``, a bare assistant message with ``tool_calls`` (the OpenAI wrapper, LangChain), a
 LangChain message, Anthropic blocks, AI SDK parts, text. Its tool calls are matched to the run's
 tool observations by call id, else by name and arguments, else by name, among the tools that started
-during that step (before the run's next model call). An output that was not recorded (the AI SDK
-leaves ``doStream`` outputs empty) is rebuilt: its tool calls from the tools that started in that
-step, its text for the last step from the wrapper's output; an output in a shape this importer does
-not read is reported and rebuilt the same way. The notes say which responses were rebuilt or
-converted.
+during that step (before the run's next model call), each test tried on every call of the step
+before the next, weaker one (a name-only match that decides between calls of one tool is
+reported). An output that was not recorded (the AI SDK leaves ``doStream`` outputs empty) is
+rebuilt: its tool calls from the tools that started in that step, its text for the last step from
+the wrapper's output; an output in a shape this importer does not read is reported and rebuilt the
+same way. The notes say which responses were rebuilt or converted.
 
 Where each number comes from (``recorded``):
 
@@ -71,6 +72,7 @@ from toolcall_lab.importers._build import (
 )
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.importers._langfuse_shapes import loads, messages, other_choices, output_message, schema
+from toolcall_lab.importers._matching import match_passes
 from toolcall_lab.records import Timing
 
 _TOOL_PARENTS = frozenset({"tools", "tool", "toolnode", "tool_node", "action", "actions", "tool_calls"})
@@ -317,19 +319,51 @@ def _times(o: Obs, issues: list[Issue], tree: _Tree) -> tuple[float | None, floa
     return start, end, place
 
 
-def _match(call: dict[str, Any], pool: list[Obs], window: tuple[float, float], start_of: Any) -> Obs | None:
-    """The tool observation that ran `call`: same id; else same name and arguments, else same name,
-    among the tools that started in the step's window."""
-    cid = call.get("id")
-    name = (call.get("function") or {}).get("name")
-    args = str((call.get("function") or {}).get("arguments") or "")
-    if cid:
-        found = next((t for t in pool if _tool_id(t) == cid), None)
-        if found is not None:
-            return found
-    inside = [t for t in pool if window[0] <= start_of(t) < window[1] and _tool_name(t) == name]
-    inside = [t for t in inside if not (cid and _tool_id(t) and _tool_id(t) != cid)]
-    return next((t for t in inside if _same_arguments(_tool_args(t), args)), inside[0] if inside else None)
+def _match(
+    calls: list[dict[str, Any]],
+    pool: list[Obs],
+    window: tuple[float, float],
+    start_of: Any,
+    where: str,
+    issues: list[Issue],
+) -> list[Obs | None]:
+    """The tool observation that ran each call of one step, by the strongest evidence for the whole
+    step at once: the same id; else, among the tools that started in the step's window, the same
+    name and arguments, else the same name (in order; when that decides between calls of one tool,
+    the report says their results may be crossed)."""
+    ids = [c.get("id") for c in calls]
+    names = [(c.get("function") or {}).get("name") for c in calls]
+    args = [str((c.get("function") or {}).get("arguments") or "") for c in calls]
+
+    def near(i: int, j: int) -> bool:
+        t = pool[j]
+        other = ids[i] and _tool_id(t) and _tool_id(t) != ids[i]
+        return window[0] <= start_of(t) < window[1] and _tool_name(t) == names[i] and not other
+
+    matched = match_passes(
+        len(calls),
+        len(pool),
+        [
+            lambda i, j: bool(ids[i]) and _tool_id(pool[j]) == ids[i],
+            lambda i, j: near(i, j) and _same_arguments(_tool_args(pool[j]), args[i]),
+            near,
+        ],
+    )
+    by_order = [i for i, (_, how) in enumerate(matched) if how == 2]
+    for name in dict.fromkeys(names[i] for i in by_order):
+        rivals = [i for i, n in enumerate(names) if n == name]
+        if len(rivals) > 1:
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=where,
+                    what=f"{len(rivals)} calls of {name} in one step: "
+                    f"{', '.join(str(ids[i] or i) for i in by_order if names[i] == name)} matched to tool "
+                    "observations by order only (no call id, no arguments to tell them apart): their "
+                    "results and durations may be crossed",
+                )
+            )
+    return [pool[j] if j is not None else None for j, _ in matched]
 
 
 def _result(t: Obs, times: dict[int, tuple[float | None, float | None]]) -> Result:
@@ -490,12 +524,10 @@ def _run(
                 completion(message, response_id=str(g.get("id")), model=g.get("model")),
                 other_choices(g.get("output")),
             )
-            mine: list[Obs | None] = []
-            for call in _calls_of(message):
-                t = _match(call, pool, window, start_of)
+            mine = _match(_calls_of(message), pool, window, start_of, f"observation {g.get('id')}", issues)
+            for t in mine:
                 if t is not None:
                     pool.remove(t)
-                mine.append(t)
         else:
             rebuilt += 1
             started = [t for t in pool if window[0] <= start_of(t) < window[1]]
