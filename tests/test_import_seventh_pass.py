@@ -740,3 +740,36 @@ def test_langfuse_a_call_without_telling_tool_does_not_take_the_one_another_call
     path.write_text(json.dumps({"trace": {"id": "t", "name": "w"}, "observations": observations}))
     execs = [e for t in import_langfuse(path) for r in t.rounds for e in r.executions]
     assert [(e.tool_call_id, e.result, round(e.duration_s, 3)) for e in execs] == [("c1", "sunny", 3.0), ("c2", "rainy", 1.0)]
+
+
+# --- finding 9: the recorded wall time follows the trust decisions of the times it rests on --------
+
+
+def test_a_rejected_tool_span_does_not_stretch_the_recorded_wall_time(tmp_path) -> None:
+    """t13: a tool span lasting 30 days became a placeholder, yet metadata.recorded_wall_s was
+    2592002.05 s (notebook 04's 'recorded wall s' column reads it)."""
+    from toolcall_lab.importers import import_otlp
+
+    out1 = [{"role": "assistant", "parts": [_part_call("call_1", "get_weather", {"city": "Paris"})]}]
+    answer = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "18C"}]}
+    spans = [
+        _genai_chat("c1", 0.1, 2.1, [USER], out1),
+        _genai_tool("d1", 2.15, 2.15 + 30 * 86400, "get_weather", "call_1", {"city": "Paris"}, "18C"),
+        _genai_chat("c2", 3.2, 5.9, [USER, *out1, answer], [{"role": "assistant", "parts": [
+            {"type": "text", "content": "18C."}]}]),
+    ]
+    (trace,) = import_otlp(_otlp_export(tmp_path, spans))
+    assert trace.rounds[0].executions[0].timing.source == "placeholder"
+    assert trace.metadata.recorded_wall_s == pytest.approx(5.8)
+
+
+def test_a_rejected_last_timestamp_leaves_no_recorded_wall_time(tmp_path) -> None:
+    """t13 cc_lastyear: the last line dated a year later made its latency a placeholder ('not
+    usable'), yet recorded_wall_s was 31536032.971 s. The run's last end is not trusted: no wall."""
+    log = _reused_id_log()
+    log.lines[-1]["timestamp"] = "2026-09-03T00:47:29.000Z"
+    result = import_claude_code(log.write(tmp_path / "late.jsonl"))
+    (trace,) = result
+    assert trace.rounds[-1].model_call.timing.source == "placeholder"
+    assert trace.metadata.recorded_wall_s is None
+    assert any("no recorded wall time: the run's last end" in i.what for i in result.report.issues)

@@ -338,9 +338,23 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         for r, t in zip(placed, turns, strict=True)
     ]
     wall = max([r.ended_at for r in placed], default=0.0)
-    starts = [t.recorded_start for t in segment.turns if t.recorded_start is not None]
-    ends = [t.recorded_end for t in segment.turns if t.recorded_end is not None]
+    real = [t for t in segment.turns if not t.synthetic]
+    starts = [t.recorded_start for t in real if t.recorded_start is not None]
+    ends = [t.recorded_end for t in real if t.recorded_end is not None]
     recorded_wall = round(max(ends) - min(starts), 6) if starts and ends else None
+    if recorded_wall is not None and (real[0].recorded_start is None or real[-1].recorded_end is None):
+        # the run's first start or last end is a time the import did not trust (or the source lacks):
+        # the span of the others would be a shorter run, not this one's wall time
+        found.append(
+            Issue(
+                kind="note",
+                where=segment.title,
+                what="no recorded wall time: the run's "
+                + ("first start" if real[0].recorded_start is None else "last end")
+                + " is not a time the import trusts (or the source does not give it)",
+            )
+        )
+        recorded_wall = None
     if recorded_wall is not None and recorded_wall < 0:
         found.append(
             Issue(
