@@ -623,7 +623,7 @@ def test_langfuse_a_tool_with_bad_times_keeps_its_step(tmp_path, case, start, en
     report = result.report
     assert len(result) == 1 and (report.source_calls, report.imported_calls) == (1, 1)
     assert not [i for i in report.issues if i.kind == "failed"]
-    (damage,) = [i.what for i in report.issues if i.kind == "damaged"]
+    (damage,) = [i.what for i in report.issues if i.kind == "damaged" and "startTime" in i.what]
     assert f"keeps its place in time by its {placed_by}" in damage
     first = result[0].rounds[0]
     assert first.executions[0].result == "sunny" and first.executions[0].timing.source == "placeholder"
@@ -773,3 +773,23 @@ def test_a_rejected_last_timestamp_leaves_no_recorded_wall_time(tmp_path) -> Non
     assert trace.rounds[-1].model_call.timing.source == "placeholder"
     assert trace.metadata.recorded_wall_s is None
     assert any("no recorded wall time: the run's last end" in i.what for i in result.report.issues)
+
+
+# --- finding 14a: a zone-less timestamp among zoned ones ---------------------------------------------
+
+
+def test_one_zone_less_timestamp_among_zoned_ones_is_not_said_to_be_harmless(tmp_path) -> None:
+    """t13 cc_nozone: one line without a zone among 'Z' lines got the note 'read as UTC; durations
+    are right whatever zone the recorder was in': untrue, a duration across the two kinds is off by
+    the recorder's offset."""
+    log = _reused_id_log()
+    log.lines[2]["timestamp"] = log.lines[2]["timestamp"].removesuffix("Z")
+    result = import_claude_code(log.write(tmp_path / "mixed.jsonl"))
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert damage.startswith("some of the source's timestamps have a time zone and some do not: 1 of 8")
+    assert "durations are right" not in result[0].metadata.notes and "off by the recorder's UTC offset" in result[0].metadata.notes
+
+    for line in log.lines:
+        line["timestamp"] = line["timestamp"].removesuffix("Z")
+    result = import_claude_code(log.write(tmp_path / "local.jsonl"))
+    assert result.report.clean and "durations are right whatever zone" in result[0].metadata.notes

@@ -44,6 +44,7 @@ from toolcall_lab.importers._report import (
 from toolcall_lab.importers._shapes import (
     CLOSING,
     CLOSING_TEXT,
+    MIXED_ZONES,
     MODEL_PLACEHOLDER,
     MODEL_S,
     NOT_RECORDED,
@@ -620,6 +621,8 @@ def build_result(
     found = list(issues)
     if zone_less:
         segments = [replace(part, notes=f"{part.notes}; {zone_less}") for part in segments]
+    if zone_less.startswith(MIXED_ZONES):
+        found.append(Issue(kind="damaged", where=PurePath(source).name, what=zone_less))
     not_utf8 = [i.where for i in found if i.kind == "damaged" and "U+FFFD" in i.what]
     parts = [
         replace(
