@@ -793,3 +793,25 @@ def test_one_zone_less_timestamp_among_zoned_ones_is_not_said_to_be_harmless(tmp
         line["timestamp"] = line["timestamp"].removesuffix("Z")
     result = import_claude_code(log.write(tmp_path / "local.jsonl"))
     assert result.report.clean and "durations are right whatever zone" in result[0].metadata.notes
+
+
+# --- finding 16: derived times read as the microseconds they are -------------------------------------
+
+
+def test_derived_times_of_an_import_are_exact_in_the_trace_file(tmp_path) -> None:
+    """t13: trace files held latency_s=5.103000000000001 and durationMs 6 as 0.006000000000000227,
+    though the README promised times exact to the microsecond."""
+    from toolcall_lab.importers import write_result
+    from toolcall_lab.trace_files import load
+
+    log = Log()
+    log.user(7.242678, "list it")
+    log.calls(12.345678, "msg_01", "toolu_1", "Glob", {"pattern": "*.py"})
+    log.result(12.38, "toolu_1", "a.py", toolUseResult={"filenames": ["a.py"], "durationMs": 6})
+    log.says(14.0, "msg_02", "One file.")
+    (path,) = write_result(import_claude_code(log.write(tmp_path / "s.jsonl")), tmp_path / "o")
+    text = path.read_text()
+    assert '"latency_s": 5.103,' in text and '"duration_s": 0.006,' in text
+    assert "00000000000" not in text and "99999999999" not in text
+    trace = load(path)
+    assert trace.rounds[0].model_call.latency_s == 5.103 and trace.rounds[0].executions[0].duration_s == 0.006
