@@ -815,3 +815,59 @@ def test_derived_times_of_an_import_are_exact_in_the_trace_file(tmp_path) -> Non
     assert "00000000000" not in text and "99999999999" not in text
     trace = load(path)
     assert trace.rounds[0].model_call.latency_s == 5.103 and trace.rounds[0].executions[0].duration_s == 0.006
+
+
+# --- finding 8: how a batch ran rests only on calls that ran, with a start and an end in the log ----
+
+
+def _batch_log(first_text: str, extra: dict | None = None) -> Log:
+    """Two calls of one response; the second's result carries Claude Code's own duration when
+    `extra` gives one."""
+    log = Log()
+    log.user(0, "look")
+    log.calls(2.0, "msg_01", "toolu_a", "Read", {"file_path": "/a"})
+    log.calls(2.1, "msg_01", "toolu_b", "Read", {"file_path": "/b"})
+    log.result(2.14, "toolu_a", first_text, error=first_text.startswith("InputValidationError"))
+    log.result(2.2, "toolu_b", "B", **({"toolUseResult": extra} if extra else {}))
+    log.says(4, "msg_02", "done")
+    return log
+
+
+def test_calls_whose_start_the_log_does_not_give_are_no_evidence_of_how_a_batch_ran(tmp_path) -> None:
+    """t13: a Read+Read batch whose starts were both assumed (the end of the response) counted as
+    'overlapped' and made the trace parallel, though one after the other would give the same log."""
+    from toolcall_lab.analysis import recorded_batch
+
+    (trace,) = import_claude_code(_batch_log("A").write(tmp_path / "reads.jsonl"))
+    batch = trace.rounds[0]
+    assert recorded_batch(batch) == "not evidenced" and trace.metadata.mode is None
+    from toolcall_lab.records import NOT_BATCH_EVIDENCE
+
+    assert all(NOT_BATCH_EVIDENCE in e.timing.note for e in batch.executions)
+    assert "start is not in the log" in batch.executions[0].timing.note
+
+
+def test_a_call_claude_code_rejected_before_it_ran_is_no_evidence(tmp_path) -> None:
+    """t13: 5c0375b4's Task+Task batch, its first Task rejected at once (InputValidationError, 37 ms
+    after the response ended), was notebook 04's only 'one after another' batch and made the trace
+    sequential."""
+    from toolcall_lab.analysis import recorded_batch
+
+    log = _batch_log("InputValidationError: [prompt: Required]", {"durationMs": 40})
+    (trace,) = import_claude_code(log.write(tmp_path / "rejected.jsonl"))
+    first, second = trace.rounds[0].executions
+    assert "no tool ran" in first.timing.note and second.timing.source == "recorded"
+    assert recorded_batch(trace.rounds[0]) == "not evidenced" and trace.metadata.mode is None
+
+
+@needs_realdata
+def test_the_real_batches_the_tester_named_are_not_evidence() -> None:
+    from toolcall_lab.analysis import recorded_batch
+
+    cc = import_claude_code(REALDATA / "claude-code-viewer")
+    (main,) = [t for t in cc if "5c0375b4" in t.metadata.title and t.metadata.title.endswith("main turn 1")]
+    tasks = next(r for r in main.rounds if [e.name for e in r.executions][:2] == ["Task", "Task"])
+    assert recorded_batch(tasks) == "not evidenced" and main.metadata.mode is None
+    v2 = import_claude_code(REALDATA / "claude-reliability")
+    reads = next(r for r in v2[0].rounds if [e.name for e in r.executions] == ["Read", "Read"])
+    assert recorded_batch(reads) == "not evidenced" and v2[0].metadata.mode is None

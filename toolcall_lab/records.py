@@ -102,6 +102,10 @@ class Timing:
         return {"source": self.source, "note": self.note}
 
 
+NOT_BATCH_EVIDENCE = "not evidence of how its batch ran"
+"""Ends a tool execution's timing note when its span is not both recorded: the source gives its end
+but not its start (an importer assumed one), or the tool did not run (its input was rejected, the
+user declined it). `analysis.recorded_batch` leaves such calls out."""
 MEASURED = Timing(source="recorded", note="measured by toolcall_lab on the real clock")
 SIMULATED = Timing(source="placeholder", note="simulated on the virtual clock")
 DECIDED = Timing(source="recorded", note="decided by the harness; no tool ran")

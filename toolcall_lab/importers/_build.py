@@ -73,6 +73,7 @@ from toolcall_lab.importers._timeline import Unplaced, first_chunk, mode_evidenc
 from toolcall_lab.models import ScriptedResponse
 from toolcall_lab.records import (
     DECIDED,
+    NOT_BATCH_EVIDENCE,
     ChunkTiming,
     Mode,
     ModelCall,
@@ -276,7 +277,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
                         error=None if r.status == "ok" else r.text,
                         started_at=0.0,
                         ended_at=r.duration_s,
-                        timing=r.timing,
+                        timing=_batch_evidence(r),
                     )
                     for c, r in zip(calls, turn.results, strict=True)
                 ),
@@ -416,6 +417,15 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
             wall_time_s=wall,
         ),
     )
+
+
+def _batch_evidence(r: Result) -> Timing:
+    """A result's timing, its note saying when its span is no evidence of how the batch ran (the
+    source gives no start, or the tool did not run): `analysis.recorded_batch` reads it, as
+    `_timeline.mode_evidence` reads `Result.start_known`."""
+    if r.start_known or r.status == "not_recorded" or NOT_BATCH_EVIDENCE in r.timing.note:
+        return r.timing
+    return Timing(source=r.timing.source, note=f"{r.timing.note}; {NOT_BATCH_EVIDENCE}")
 
 
 def _screened_on_import(ex: ToolExecution) -> ToolExecution:
