@@ -220,9 +220,9 @@ def test_normalise() -> None:
     assert normalise("  Mexico   City. ") == "mexico city"
 
 
-def _scripted(steps, results):
+def _scripted(steps, results, failing=frozenset()):
     """A scripted sequential run: `steps` are (text, ((tool, arguments),)) per round; `results` the
-    text each tool returns."""
+    text each tool returns (the tools in `failing` raise it instead: an error result)."""
     from toolcall_lab.loop import run_sync
     from toolcall_lab.models import ScriptedModel, ScriptedResponse
     from toolcall_lab.tools import Tool, ToolRegistry
@@ -231,7 +231,9 @@ def _scripted(steps, results):
     tools = ToolRegistry()
     for name, text in results.items():
 
-        def answer(_text: str = text, **_: object) -> str:
+        def answer(_text: str = text, _fails: bool = name in failing, **_: object) -> str:
+            if _fails:
+                raise RuntimeError(_text)
             return _text
 
         tools.add(Tool(name=name, function=answer, parameters={"type": "object", "properties": {}}))
@@ -324,3 +326,123 @@ def test_control_dependencies_leave_the_todo_list_and_reads_alone() -> None:
         {"Bash": "clean"},
     )
     assert not any(e.kind == "effect" for p in dependency_evidence(looked) for e in p.evidence)
+
+
+# --- issue 13, seventh pass (t13 findings 7 and 13) --------------------------------------------------
+
+
+def test_a_fallback_after_a_failed_call_is_a_control_dependency() -> None:
+    """t13 dep/gen.py: update_ticket failed ('ticket T-9 is locked'), then create_note: classified
+    likely_independent and counted in missed parallelism. The model took another way because the
+    call failed: in one batch that call would not have been made."""
+    trace = _scripted(
+        [(None, (("update_ticket", {"id": "T-9", "status": "closed"}), ("get_queue", {"team": "ops"}))),
+         ("It is locked; I'll leave a note.", (("create_note", {"text": "please unlock"}),))],
+        {"update_ticket": "ticket T-9 is locked", "get_queue": "3 open", "create_note": "noted"},
+        failing={"update_ticket"},
+    )
+    (p,) = dependency_evidence(trace)
+    assert p.classification == "dependent", p.summary
+    assert any(e.kind == "retry" and e.strong and "after update_ticket failed" in e.value for e in p.evidence)
+    assert missed_parallelism(trace) == []
+
+
+@needs_realdata
+def test_the_fallback_the_tester_found_in_a_real_sub_agent() -> None:
+    """fe5e1c67, sub-agent oiKjzVGS rounds 34 -> 35: MultiEdit fails 'File has not been read yet';
+    'Let me create a simplified hook in a new file:' + Write. It was the largest item (7.751 s) of
+    notebook 04's missed-parallelism headline."""
+    found = pair("cc_big", "(Create main page integration) turn 1", 34, 35)
+    assert found.classification == "dependent"
+    assert any(e.kind == "retry" and "MultiEdit failed" in e.value for e in found.evidence)
+
+
+def test_a_common_word_of_a_result_is_weak_evidence() -> None:
+    """t13: status 'completed' vs the result 'Delivery completed.' counted as an exact, strong match:
+    a plain word of running text turns up anywhere."""
+    trace = _scripted(
+        [(None, (("deliver", {"order": "O-1"}),)), (None, (("set_status", {"order": "O-2", "status": "completed"}),))],
+        {"deliver": "Delivery completed.", "set_status": "ok"},
+    )
+    (p,) = dependency_evidence(trace)
+    words = [e for e in p.evidence if e.value == "completed"]
+    assert words and not any(e.strong for e in words), p.summary
+    assert p.classification != "dependent"
+
+
+def test_the_harness_s_framing_is_not_evidence() -> None:
+    """t13: the OpenHands GUI run's '.completed {' CSS line and the word 'completed' counted as
+    strong evidence; both came from '[The command completed with exit code 0.]'."""
+    trace = _scripted(
+        [(None, (("execute_bash", {"command": "ls /workspace"}),)),
+         (None, (("str_replace_editor", {"command": "create", "path": "/other/style.css",
+                                         "file_text": ".completed {\n  color: green;\n}"}),))],
+        {"execute_bash": "notes.txt\n[The command completed with exit code 0.]", "str_replace_editor": "ok"},
+    )
+    (p,) = dependency_evidence(trace)
+    assert not any("complete" in e.value for e in p.evidence), p.summary
+
+
+def test_a_plain_word_a_result_lists_on_its_own_stays_strong() -> None:
+    """'src' in a directory listing is the listing's own entry, not vocabulary: the model naming it
+    is a reference (the hand-labelled OpenHands pair 0 -> 1)."""
+    trace = _scripted(
+        [(None, (("bash", {"command": "ls -l /repo"}),)),
+         ("The `src` directory holds the code.", (("bash", {"command": "ls -l /repo/src"}),))],
+        {"bash": "total 8\ndrwxr-xr-x 2 root root 4096 Apr 30 08:32 src\n-rw-r--r-- 1 root root 10 Apr 30 08:32 x"},
+    )
+    (p,) = dependency_evidence(trace)
+    assert p.classification == "dependent" and any(e.kind == "text" and e.strong for e in p.evidence)
+
+
+def test_a_write_into_a_folder_an_earlier_call_made_is_ordered() -> None:
+    """The OpenHands GUI run: `mkdir -p /workspace/todo-app`, then a create of a file in it. With the
+    boilerplate gone, this control dependency is what keeps them apart; a `cd` alone changes no
+    file, so a write after it is not ordered by it."""
+    trace = _scripted(
+        [(None, (("execute_bash", {"command": "mkdir -p /workspace/todo-app"}),)),
+         (None, (("str_replace_editor", {"command": "create", "path": "/workspace/todo-app/index.html",
+                                         "file_text": "<html></html>"}),))],
+        {"execute_bash": "", "str_replace_editor": "File created"},
+    )
+    (p,) = dependency_evidence(trace)
+    assert p.classification == "dependent" and any(e.kind == "effect" for e in p.evidence), p.summary
+    cd = _scripted(
+        [(None, (("Bash", {"command": "cd /workspace/todo-app"}),)),
+         (None, (("Write", {"file_path": "/workspace/todo-app/a.ts", "content": "x"}),))],
+        {"Bash": "", "Write": "ok"},
+    )
+    (p,) = dependency_evidence(cd)
+    assert not any(e.kind == "effect" for e in p.evidence), p.summary
+
+
+_SEEDED = """
+from tests.test_dependencies import _scripted
+from toolcall_lab.dependencies import dependency_evidence
+trace = _scripted(
+    [(None, (("search_flights", {"origin": "JFK"}),)),
+     (None, (("think", {"thought": "Flight HAT252 from atl to jfk is available in economy"}),))],
+    {"search_flights": '[{"flight": "HAT252", "origin": "atl", "status": "available"}]', "think": ""},
+)
+print([(p.classification, p.summary) for p in dependency_evidence(trace)])
+"""
+
+
+def test_the_evidence_does_not_depend_on_the_hash_seed() -> None:
+    """The classes over the real data changed from run to run (adjacent dependent pairs 359 to 364):
+    the first match a set yielded decided between a strong value ('hat252') and a weak one ('atl').
+    The strongest match is taken, in a fixed order, in every process."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", _SEEDED], capture_output=True, text=True, check=True, cwd=REPO,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in (0, 1, 2, 3, 4, 5)
+    }
+    assert len(seen) == 1 and "dependent" in next(iter(seen)), seen

@@ -5,12 +5,16 @@ stays byte for byte."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolcall_lab.record import record
-from toolcall_lab.redaction import scrub_text
+from toolcall_lab.redaction import redact, scrub_text
 from toolcall_lab.scenarios import SCENARIOS
 from toolcall_lab.trace_files import dumps, load, save, secret_warnings
 
@@ -115,3 +119,128 @@ def test_record_strips_secrets_a_tool_printed() -> None:
         "DATABASE_URL=postgres://admin:[REDACTED: a password in a URL]@db.internal:5432/app\nDEBUG=1"
     )
     assert len(trace.metadata.redactions) == 4  # the result, and the request that sent it back
+
+
+# --- issue 13, seventh pass (t13 finding 1): a secret inside a JSON string, whatever escapes write it ---
+
+# (what comes before the secret and stays, the secret, what the mark says)
+_FORMS = [
+    ("x-api-key: ", "the value of x-api-key"),
+    ("api-key: ", "the value of api-key"),
+    ("api_key: ", "the value of api_key"),
+    ("password=", "the value of password"),
+    ("token: ", "the value of token"),
+]
+_TOKEN = st.from_regex(r"[a-z]{3}[0-9]{3}[A-Za-z0-9]{10,24}", fullmatch=True)
+# letters that spell no credential name nor key prefix, and every character JSON must or may escape
+_FILLER = st.text(alphabet=st.sampled_from(list("abcxyz0189 \"'\\/\n\t\r\x00\x1f\b\fé€😀<>&{}[]:,;#")))
+_AFTER = st.sampled_from([" ", '"', "'", "\\", "\n", ",", ";", ""])
+
+
+def _escapes(ch: str) -> list[str]:
+    """Every way JSON may write `ch` inside a string literal."""
+    ways = []
+    if ch not in '"\\' and ord(ch) >= 0x20:
+        ways.append(ch)
+    short = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in short:
+        ways.append(short[ch])
+    code = ord(ch)
+    if code > 0xFFFF:
+        code -= 0x10000
+        ways.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04X}")
+    else:
+        ways.append(f"\\u{code:04x}")
+    return ways
+
+
+@st.composite
+def _encoded(draw: st.DrawFn, text: str) -> str:
+    return "".join(draw(st.sampled_from(_escapes(ch))) for ch in text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), form=st.sampled_from(_FORMS), token=_TOKEN, before=_FILLER, after=_FILLER, stop=_AFTER)
+def test_a_secret_in_a_json_string_changes_only_itself_whatever_the_escapes(data, form, token, before, after, stop):
+    """The tester's case was `curl -H "x-api-key: ..."` in a Bash call's arguments: the mark took the
+    backslash of the closing `\\"`, the arguments no longer parsed and the replay diverged. Now any
+    JSON-encoded string keeps valid JSON and changes exactly the secret, every other byte (escapes
+    written any way JSON allows) as it was."""
+    head, what = form
+    before = before + " "  # a separator: the name is a name, not the end of a word
+    after = stop + after if stop else ""
+    pieces = [data.draw(_encoded(t)) for t in (before + head, token, after)]
+    wrap = data.draw(st.sampled_from(['{"command": %s}', '[1, {"a": [%s]}]', "%s", '{"x": {"y": %s}, "z": 2}']))
+    raw = wrap % ('"' + "".join(pieces) + '"')
+    assert json.loads(raw)  # a valid JSON text to start with
+    cleaned, notes = redact(raw, "arguments")
+    mark = f"[REDACTED: {what}]"
+    assert cleaned == wrap % ('"' + pieces[0] + mark + pieces[2] + '"')
+    assert json.loads(cleaned)
+    assert [n.rsplit(": ", 1)[-1] for n in notes] == [what]
+
+
+_KEYS = st.sampled_from(["command", "api_key", "password", "x-api-key", "headers", "q", "secret"])
+_TEXTS = st.one_of(
+    st.text(),
+    st.builds(lambda a, t, b: f"{a} Authorization: Bearer {t}{b}", st.text(), _TOKEN, st.text()),
+    st.builds(lambda a, t: f'{a} curl -H "x-api-key: {t}" https://x', st.text(), _TOKEN),
+    st.builds(lambda t: json.dumps({"password": t, "n": [t]}), _TOKEN),  # JSON inside JSON
+)
+_DOCS = st.recursive(
+    st.one_of(_TEXTS, st.integers(), st.booleans(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=_DOCS, ascii_only=st.booleans(), indent=st.sampled_from([None, 1]))
+def test_redacting_json_text_is_redacting_its_values(doc, ascii_only, indent) -> None:
+    """Redacting a JSON text gives the JSON of the redacted value, and the same removals, whatever
+    the value: the text stays valid JSON in every escape context."""
+    raw = json.dumps(doc, ensure_ascii=ascii_only, indent=indent)
+    cleaned, notes = redact(raw, "x")
+    expected, expected_notes = redact(doc, "x")
+    assert json.loads(cleaned) == expected
+    assert sorted(n.rsplit(": ", 1)[-1] for n in notes) == sorted(
+        n.rsplit(": ", 1)[-1] for n in expected_notes
+    )
+    if not notes:
+        assert cleaned == raw
+
+
+def _bash_session(tmp_path: Path, command: str) -> Path:
+    """A Claude Code transcript (our own bytes): one Bash call and its result, then the answer."""
+    base = {"sessionId": "0d3a4c1e-0000-4000-8000-00000000beef", "cwd": "/w", "version": "1.0.80"}
+    lines = [
+        {**base, "type": "user", "uuid": "u1", "parentUuid": None, "timestamp": "2025-07-01T10:00:00.000Z",
+         "message": {"role": "user", "content": "fetch it"}},
+        {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": "2025-07-01T10:00:02.000Z",
+         "message": {"id": "msg_1", "role": "assistant", "model": "claude-sonnet-4", "content": [
+             {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command}}]}},
+        {**base, "type": "user", "uuid": "u2", "parentUuid": "a1", "timestamp": "2025-07-01T10:00:03.000Z",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": False}]}},
+        {**base, "type": "assistant", "uuid": "a2", "parentUuid": "u2", "timestamp": "2025-07-01T10:00:05.000Z",
+         "message": {"id": "msg_2", "role": "assistant", "model": "claude-sonnet-4", "content": [
+             {"type": "text", "text": "Done."}]}},
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_claude_code_call_with_a_key_in_a_header_still_replays_after_save(tmp_path) -> None:
+    """End to end, the tester's cc_sec.jsonl: the import saved, validated and replayed a trace whose
+    redacted arguments no longer parsed (`invalid arguments for 'Bash'`)."""
+    from toolcall_lab.importers import import_claude_code, write_result
+    from toolcall_lab.replay import replay
+
+    session = _bash_session(tmp_path, 'curl -H "x-api-key: abcd1234secretvalue9876" https://x')
+    (path,) = write_result(import_claude_code(session), tmp_path / "out")
+    assert "abcd1234secretvalue9876" not in path.read_text()
+    trace = load(path)
+    args = json.loads(trace.rounds[0].tool_calls[0].arguments)
+    assert args == {"command": 'curl -H "x-api-key: [REDACTED: the value of x-api-key]" https://x'}
+    assert replay(trace).status == "completed"

@@ -309,10 +309,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
-    written = write_result(result, out)
+    removed: list[str] = []
+    written = write_result(result, out, removed=removed)
     full = out / "import_report.txt"  # every issue of every import into `out`, one section each
-    _append_report(full, args, result.report.summary(limit=None))
-    print(result.report.summary(full_list=str(full)))
+    _append_report(full, args, result.report.summary(limit=None) + _redacted(removed, None))
+    print(result.report.summary(full_list=str(full)) + _redacted(removed, str(full)))
     print(f"wrote {len(written)} trace file(s) to {args.out}")
     if not result.traces:
         print(
@@ -334,6 +335,23 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _redacted(removed: list[str], full_list: str | None, limit: int = 20) -> str:
+    """The credentials the saved traces no longer hold, for the import summary (each trace lists
+    its own in ``metadata.redactions``)."""
+    if not removed:
+        return ""
+    files = len({r.split(": ", 1)[0] for r in removed})
+    shown = removed if full_list is None else removed[:limit]
+    lines = [
+        f"\n  credentials removed ({len(removed)}, in {files} trace file(s); marked [REDACTED: ...] in "
+        "place and listed in each trace's metadata.redactions):",
+        *(f"    {r}" for r in shown),
+    ]
+    if len(shown) < len(removed):
+        lines.append(f"    ... and {len(removed) - len(shown)} more (every one is listed in {full_list})")
+    return "\n".join(lines)
 
 
 def _append_report(path: Path, args: argparse.Namespace, summary: str) -> None:

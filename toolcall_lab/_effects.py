@@ -103,7 +103,7 @@ _SHELL_CHANGES = re.compile(
     r"(?:^|[;&|(]\s*|\s)(?:rm|mv|cp|mkdir|rmdir|touch|chmod|chown|ln|patch|tee|truncate|"
     r"git\s+(?:add|commit|checkout|apply|reset|restore|stash|rm|mv|merge|rebase|cherry-pick|switch)|"
     r"pip3?\s+install|npm\s+(?:install|i|ci)|yarn\s+add|apt(?:-get)?\s+install|make|sed\s+-i)\b"
-    r"|>{1,2}\s*[\w./~$-]|<<",
+    r"|>{1,2}\s*(?!/dev/null\b)[\w./~$-]|<<",
 )
 
 
@@ -192,30 +192,64 @@ def _observes(call: ToolCall) -> tuple[bool, bool]:
     return runs, bool(words & _LOOKS) or runs
 
 
+_PATH_TOKEN = re.compile(r"""[^\s'"`;&|()<>]*/[^\s'"`;&|()<>]*""")
+
+
 def _paths(call: ToolCall) -> set[str]:
-    return {
-        normalise(v)
-        for _, v in leaves(call.args if isinstance(call.args, dict) else {})
-        if isinstance(v, str) and ("/" in v or "." in v) and 3 <= len(v) <= 300 and "\n" not in v
-    }
+    """The files and folders a call names: path-like argument values, and the paths in a command."""
+    out = set()
+    for _, v in leaves(call.args if isinstance(call.args, dict) else {}):
+        if not isinstance(v, str) or "\n" in v or not 3 <= len(v) <= 300:
+            continue
+        if "/" in v or "." in v:
+            out.add(normalise(v))
+        if " " in v:  # a command: the paths in it (``mkdir -p /app/src``)
+            out |= {normalise(t).rstrip("/") for t in _PATH_TOKEN.findall(v) if len(t.strip("./")) >= 3}
+    return {p for p in out if p}
+
+
+def _touching(before: set[str], after: set[str]) -> list[str]:
+    """Paths of `after` that are, or lie under, or hold a path of `before`."""
+    return sorted(
+        a for a in after for b in before if a == b or a.startswith(b + "/") or b.startswith(a + "/")
+    )
+
+
+def _changes_files(call: ToolCall) -> bool:
+    """Whether a call changes files (a write, an edit, ``mkdir``, ``rm``, a redirect), not only the
+    state of its shell (``cd``, ``export``): then what lies under the paths it names changed."""
+    words = _words(call.name)
+    if "todo" in words:
+        return False
+    command = _command(call)
+    if command is not None and command in _EDITOR_CHANGES:
+        return True
+    if command is not None and words & _RUNS:
+        return bool(_SHELL_CHANGES.search(command))
+    return bool(words & _CHANGES)
 
 
 def effect(earlier: Round, call: ToolCall) -> Evidence | None:
-    """A control dependency: `call` runs, or reads what, an earlier call of `earlier` changed."""
+    """A control dependency: `call` runs, or reads what, an earlier call of `earlier` changed, or
+    writes into it (a file created in the folder an earlier ``mkdir`` made)."""
     runs, reads = _observes(call)
-    if not runs and not reads:
+    writes = changes_state(call)
+    if not runs and not reads and not writes:
         return None
     for ex, prior in zip(earlier.executions, earlier.tool_calls, strict=False):
         if ex.status in ("unknown_tool", "invalid_arguments", "rejected", "duplicate", "skipped"):
             continue  # it did not run: it changed nothing
         if not changes_state(prior):
             continue
-        shared = _paths(prior) & _paths(call)
+        before, after = _paths(prior), _paths(call)
+        shared = _touching(before, after) if _changes_files(prior) else sorted(before & after)
+        if not (runs or reads) and not _changes_files(prior):
+            continue  # (a write after a `cd`: the shell's state is not the files')
         if runs or shared:
             command = _command(prior)
             state = shell_state(command) if command is not None else None
             what = (
-                f"reads {sorted(shared)[0]!r}, which {prior.name} changed"
+                f"{'reads' if reads or runs else 'writes'} {shared[0]!r}, which {prior.name} changed"
                 if shared
                 else f"runs in the shell state {prior.name} changed ({state})"
                 if state is not None and not _SHELL_CHANGES.search(command or "")

@@ -44,8 +44,47 @@ _LINE_MIN = 8
 """Lines of a multi-line argument this long or longer are looked up one by one (an edit's old text)."""
 FAILED_STATUSES = frozenset({"error", "timeout", "unknown_tool", "invalid_arguments"})
 _TRIVIAL_NUMBERS = frozenset({0.0, 1.0, -1.0})
+_FRAMING = re.compile(
+    r"\[(?:The command (?:completed with exit code -?\d+|has no new output after \d+ seconds[^\]\n]*)"
+    r"|Command finished with exit code -?\d+|Python Interpreter: [^\]\n]*)\.?\]"
+)
+"""What an agent harness writes around every result (OpenHands' "[The command completed with exit
+code 0.]"): not the tool's output, so not where a later argument can come from."""
 _WHOLE_TEXT_MAX = 200
 """A plain-text result up to this many characters counts as one value (e.g. ``Mexico``)."""
+_PLAIN_WORD = re.compile(r"[a-z]+")
+
+
+def plain_word(value: str) -> bool:
+    """A single lower-case word as written ("completed", "src", "business"); names ("Paris"),
+    identifiers and phrases are not."""
+    return bool(_PLAIN_WORD.fullmatch(value.strip().strip(".,;:!?\"'`()[]{}")))
+
+
+def vocabulary(value: str, index: Index) -> bool:
+    """A plain word the result holds only inside running text ("Delivery completed.", "The command
+    completed with exit code 0"): vocabulary that turns up anywhere, so finding it proves little
+    however long it is. A plain word that is a whole value of the result, or stands in a line that is
+    not prose (an entry of a listing: ``drwxr-xr-x 2 root root 4096 Apr 30 src``), is the result's
+    own: not vocabulary."""
+    word = value.strip().strip(".,;:!?\"'`()[]{}")
+    if not plain_word(word) or word in index.exact:
+        return False
+    found = False
+    for m in re.finditer(rf"(?<![\w-]){re.escape(word)}(?![\w-])", index.raw, re.IGNORECASE):
+        found = True
+        start = index.raw.rfind("\n", 0, m.start()) + 1
+        end = index.raw.find("\n", m.end())
+        if not _prose(index.raw[start : end if end >= 0 else len(index.raw)]):
+            return False
+    return found
+
+
+def _prose(line: str) -> bool:
+    """A line of running text: two words or more, most of its tokens plain words."""
+    tokens = line.split()
+    words = [t for t in tokens if re.fullmatch(r"[A-Za-z]+", t.strip(".,;:!?\"'`()[]"))]
+    return len(words) >= 2 and len(words) >= 0.6 * len(tokens)
 
 
 def normalise(text: str) -> str:
@@ -125,7 +164,7 @@ class Index:
 
     @classmethod
     def of(cls, execution: ToolExecution) -> Index:
-        raw = execution.result
+        raw = _FRAMING.sub("", execution.result)
         index = cls(execution=execution, text=normalise(raw), raw=raw)
         index.echo = {normalise(t) for t in _TOKEN.findall(execution.arguments)}
         try:
@@ -234,45 +273,57 @@ def match_argument(path: str, value: Any, index: Index, call_id: str) -> Evidenc
     n = normalise(v)
     if not n:
         return None
-    long_enough = len(n) >= 3
+    long_enough = len(n) >= 3 and not vocabulary(v, index)
     if v in index.exact:
         return Evidence(kind="exact", strong=long_enough, value=short(v), **base)
     if n in index.strings:
         return Evidence(kind="normalised", strong=long_enough, value=short(v), match="normalised", **base)
-    for s in index.strings:
-        if len(s) >= 3 and len(s) < len(n) and bounded(s, n):
-            return Evidence(
-                kind="contained",
-                strong=len(s) >= 4 or _is_specific(s),
-                value=short(s),
-                match=match_kind(index.originals.get(s, s), v),
-                **base,
-            )
+    inside = [s for s in index.strings if len(s) >= 3 and len(s) < len(n) and bounded(s, n)]
+    if inside:  # the strongest, then the longest: never whichever a set yields first
+        s = max(inside, key=lambda s: (_contained_strong(s, index), len(s), s))
+        return Evidence(
+            kind="contained",
+            strong=_contained_strong(s, index),
+            value=short(s),
+            match=match_kind(index.originals.get(s, s), v),
+            **base,
+        )
     if bounded(n, index.text):
-        strong = _is_specific(v) or len(n) >= 12 or (len(n) >= 6 and len(index.text) <= 2000)
+        strong = not vocabulary(v, index) and (
+            _is_specific(v) or len(n) >= 12 or (len(n) >= 6 and len(index.text) <= 2000)
+        )
         if bounded(v, index.raw):
             return Evidence(kind="exact", strong=strong, value=short(v), **base)
         return Evidence(kind="normalised", strong=strong, value=short(v), match="normalised", **base)
+    weak: Evidence | None = None
     if "\n" in v:
         for line in v.splitlines():
             ln = normalise(line)
             if len(ln) >= _LINE_MIN and bounded(ln, index.text):
-                return Evidence(
+                found = Evidence(
                     kind="line",
-                    strong=True,
+                    strong=not vocabulary(ln, index),  # (".completed {" is the word "completed")
                     value=short(line.strip()),
                     match=match_kind(line.strip(), index.raw),
                     **base,
                 )
-    weak: Evidence | None = None
+                if found.strong:
+                    return found
+                weak = weak or found
     for token in _TOKEN.findall(v):  # a path component, a word of a command: "ls src/libponyc"
         t = normalise(token)
         if len(t) >= 3 and bounded(t, index.text):
             kind_of = match_kind(token, index.raw)
-            if (_is_specific(token) or len(t) >= 8) and t not in index.echo:
+            telling = _is_specific(token) or (len(t) >= 8 and not vocabulary(token, index))
+            if telling and t not in index.echo:
                 return Evidence(kind="contained", strong=True, value=short(token), match=kind_of, **base)
             weak = weak or Evidence(kind="contained", strong=False, value=short(token), match=kind_of, **base)
     return weak
+
+
+def _contained_strong(s: str, index: Index) -> bool:
+    """A result value found inside a later argument is strong when it is more than a plain word."""
+    return (len(s) >= 4 or _is_specific(s)) and not vocabulary(index.originals.get(s, s), index)
 
 
 _QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{3,200})\"|'([^'\n]{3,80})'")
@@ -292,12 +343,20 @@ def text_evidence(text: str, index: Index) -> Evidence | None:
         "source_tool": ex.name,
     }
     hay = normalise(text)
+    plain: Evidence | None = None
     for m in _QUOTED.finditer(text):  # `pattern`, "Mexico City": the model quotes on purpose
         quoted = next(g for g in m.groups() if g).strip()
         if len(normalise(quoted)) >= 3 and bounded(normalise(quoted), index.text):
-            return Evidence(
-                kind="text", strong=True, value=short(quoted), match=match_kind(quoted, index.raw), **base
+            found = Evidence(
+                kind="text",
+                strong=not vocabulary(quoted, index),  # a quoted word of running text proves little
+                value=short(quoted),
+                match=match_kind(quoted, index.raw),
+                **base,
             )
+            if found.strong:
+                return found
+            plain = plain or found
     for raw in text.split():  # DECL(pattern), foo.bar(), src/x.c: code the model copied
         token = raw.strip(".,;:!?\"'`")
         codeish = (
@@ -305,7 +364,7 @@ def text_evidence(text: str, index: Index) -> Evidence | None:
         )
         if codeish and bounded(token, index.raw):
             return Evidence(kind="text", strong=True, value=short(token), **base)
-    for token in sorted(index.specific, key=len, reverse=True):
+    for token in sorted(index.specific, key=lambda t: (-len(t), t)):
         if len(token) >= 4 and bounded(token, hay):
             original = next((t for t in _SPECIFIC.findall(text) if normalise(t) == token), token)
             return Evidence(
@@ -325,6 +384,8 @@ def text_evidence(text: str, index: Index) -> Evidence | None:
         value = float(number)
         if value in index.numbers and (abs(value) >= 100 or not value.is_integer()):
             return Evidence(kind="text", strong=True, value=number, match="numeric", **base)
+    if plain is not None:
+        return plain
     cue = _CUES.search(text)
     if cue:
         return Evidence(kind="text", strong=False, value=cue.group(0), match="none", **base)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
-from toolcall_lab.records import MODES, TIMING_SOURCES, Round, TimingSource
+from toolcall_lab.records import MODES, NOT_BATCH_EVIDENCE, TIMING_SOURCES, Round, TimingSource
 from toolcall_lab.replay import check_recorded_settings, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, resolve
@@ -92,13 +92,22 @@ def how_batch_ran(spans: Iterable[tuple[float, float]]) -> BatchRun:
     return "cannot tell" if unsure else "one after another"
 
 
+_DID_NOT_RUN = frozenset(
+    {"not_recorded", "skipped", "duplicate", "rejected", "unknown_tool", "invalid_arguments"}
+)
+
+
 def recorded_batch(r: Round) -> BatchRun:
-    """How a recorded round's calls ran, from the calls whose start and end the source gives
-    (``recorded`` timing, a result recorded): evidence of the agent's mode, or ``not evidenced``."""
+    """How a recorded round's calls ran, from the calls that really ran and whose start and end the
+    source gives (``recorded`` timing, a result recorded, no start an importer assumed, no call the
+    harness refused before it ran: `NOT_BATCH_EVIDENCE`): evidence of the agent's mode, or ``not
+    evidenced``."""
     return how_batch_ran(
         (e.started_at, e.ended_at)
         for e in r.executions
-        if e.timing.source == "recorded" and e.status != "not_recorded"
+        if e.timing.source == "recorded"
+        and e.status not in _DID_NOT_RUN
+        and NOT_BATCH_EVIDENCE not in e.timing.note
     )
 
 

@@ -9,10 +9,11 @@ For each pair of tool rounds (earlier, later) of a trace the analysis looks for:
 - ``numeric``: the same number (``42`` / ``"42"`` / ``42.0``), ``id=42`` included;
 - ``text``: the model's text written before the later calls quotes an earlier result, or (weakly)
   refers to results at all ("the search returned ...");
-- ``retry``: a later call repeats the tool of an earlier call that failed, or, after an earlier
-  call found nothing (an empty result), asks the same again (every argument of that call, by name
-  and value, perhaps of another tool: a one-stop search for the same route after an empty direct
-  one);
+- ``retry``: a later call repeats the tool of an earlier call that failed; or the first tool round
+  after a failed call does something else (a fallback: "Let me create it in a new file" after an
+  edit failed; in one batch that call would not have been made); or, after an earlier call found
+  nothing (an empty result), asks the same again (every argument of that call, by name and value,
+  perhaps of another tool: a one-stop search for the same route after an empty direct one);
 - ``tool_named``: the later call's tool is named in an earlier result (a discovery step);
 - ``line``: a line of a multi-line argument (an edit's old text) appears in an earlier result;
 - ``shared_argument``: a later call repeats a specific argument value of an earlier call (the same
@@ -20,8 +21,9 @@ For each pair of tool rounds (earlier, later) of a trace the analysis looks for:
   (two reads of one record, in either order, are not evidence);
 - ``effect``: a control dependency: an earlier call changed state (wrote or edited a file, removed
   one, ran a command that changes things, booked or cancelled) and a later call runs something
-  (a shell command, tests, a submit) or reads what was changed: the later call observes the
-  effect, so the two cannot be one batch whatever their arguments say.
+  (a shell command, tests, a submit), reads what was changed, or writes into it (a file created in
+  the folder an earlier ``mkdir`` made): the later call observes the effect, so the two cannot be
+  one batch whatever their arguments say.
 
 A value an earlier result merely repeats from its own call's arguments (a flight search's result
 names the origin it was asked for) is not data from that result: it counts as a shared argument.
@@ -30,12 +32,16 @@ Every match says how it matched (``match``): ``exact`` only when the value occur
 equal numbers. Text evidence looks for what the model's text between the rounds quotes from a
 result: a code span or quoted string, an identifier, a run of words, a line number of a listing.
 
-Evidence is strong or weak. Short strings, small numbers and words found somewhere in a long text
-are weak: they turn up by chance. A pair is ``dependent`` with any strong evidence; ``unknown`` with
-only weak evidence, or when the analysis could not look (a result not recorded, arguments that do not
-parse); ``likely_independent`` only when everything could be checked and nothing was found. Even then
-the model saw the earlier results before it chose the later calls, so merging such rounds is an
-upper bound, never a certainty (`missed_parallelism` says so).
+Evidence is strong or weak. Short strings, small numbers, words found somewhere in a long text and
+plain words a result holds only in running text ("completed" in "Delivery completed.") are weak:
+they turn up by chance. What an agent harness writes around every result (OpenHands' "[The command
+completed with exit code 0.]") is not looked at. Each argument keeps the strongest match over all
+earlier results, found in a fixed order, so the classes are the same in every process. A pair is
+``dependent`` with any strong evidence; ``unknown`` with only weak evidence, or when the analysis
+could not look (a result not recorded, arguments that do not parse); ``likely_independent`` only
+when everything could be checked and nothing was found. Even then the model saw the earlier results
+before it chose the later calls, so merging such rounds is an upper bound, never a certainty
+(`missed_parallelism` says so).
 """
 
 from __future__ import annotations
@@ -109,9 +115,9 @@ class RoundPair:
         }
 
 
-def _pair(
-    earlier: Round, later: Round, indexes: list[Index], silent: frozenset[str] = frozenset()
-) -> RoundPair:
+def _pair(earlier: Round, later: Round, indexes: list[Index], *, next_round: bool = False) -> RoundPair:
+    """The evidence between two tool rounds; `next_round`: `later` is the first tool round after
+    `earlier` (the one that reacted to its results)."""
     evidence: list[Evidence] = []
     missing: list[str] = []
     for ix in indexes:
@@ -149,6 +155,20 @@ def _pair(
                     match="none",
                 )
             )
+        elif failed and next_round:  # another way after a failure: the call exists because it failed
+            src = next(iter(failed.values()))
+            evidence.append(
+                Evidence(
+                    kind="retry",
+                    strong=True,
+                    value=f"{call.name} after {src.name} failed (a fallback)",
+                    argument=call.name,
+                    tool_call_id=call.tool_call_id,
+                    source_call_id=src.tool_call_id,
+                    source_tool=src.name,
+                    match="none",
+                )
+            )
         effect_found = effect(earlier, call)
         if effect_found is not None:
             evidence.append(effect_found)
@@ -173,13 +193,16 @@ def _pair(
             missing.append(f"the arguments of {call.name} ({call.tool_call_id}) do not parse")
             continue
         for path, value in leaves(args):
-            for ix in recorded:
-                if _echoed(value, ix):
-                    continue  # the earlier result repeats its own call's argument: not data from it
-                found = match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id)
-                if found is not None:
-                    evidence.append(found)
-                    break
+            found_all = [
+                found
+                for ix in recorded
+                # (an earlier result repeating its own call's argument is not where it came from)
+                if not _echoed(value, ix)
+                and (found := match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id))
+                is not None
+            ]
+            if found_all:  # the strongest match over every earlier result, not the first one found
+                evidence.append(max(found_all, key=lambda e: e.strong))
             else:
                 shared = shared_argument(path, value, call.name, call.tool_call_id, earlier)
                 if shared is not None and _order_matters(shared, call, earlier):
@@ -282,7 +305,7 @@ def dependency_evidence(trace: Trace, *, window: int | None = None) -> list[Roun
     for j, later in enumerate(rounds):
         first = 0 if window is None else max(0, j - window)
         for i in range(first, j):
-            out.append(_pair(rounds[i], later, indexes[i]))
+            out.append(_pair(rounds[i], later, indexes[i], next_round=i == j - 1))
     return out
 
 

@@ -102,11 +102,22 @@ class Timing:
         return {"source": self.source, "note": self.note}
 
 
+NOT_BATCH_EVIDENCE = "not evidence of how its batch ran"
+"""Ends a tool execution's timing note when its span is not both recorded: the source gives its end
+but not its start (an importer assumed one), or the tool did not run (its input was rejected, the
+user declined it). `analysis.recorded_batch` leaves such calls out."""
 MEASURED = Timing(source="recorded", note="measured by toolcall_lab on the real clock")
 SIMULATED = Timing(source="placeholder", note="simulated on the virtual clock")
 DECIDED = Timing(source="recorded", note="decided by the harness; no tool ran")
 
 R = TypeVar("R")
+
+
+def span(start: float, end: float) -> float:
+    """`end` - `start` rounded to the nanosecond: a difference of two binary floats is not a decimal
+    (12.345678 - 7.242678 is 5.103000000000001), and a duration derived from times stored to the
+    microsecond must read as one (5.103). Below a nanosecond nothing toolcall_lab records is real."""
+    return round(end - start, 9)
 
 
 def positional_constructor(cls: type[R]) -> Callable[..., R]:
@@ -172,7 +183,7 @@ class ToolExecution:
 
     @property
     def duration_s(self) -> float:
-        return self.ended_at - self.started_at
+        return span(self.started_at, self.ended_at)
 
     @property
     def waited_s(self) -> float:
@@ -276,7 +287,7 @@ class ClientRoundTrip:
 
     @property
     def duration_s(self) -> float:
-        return self.ended_at - self.started_at
+        return span(self.started_at, self.ended_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -315,11 +326,11 @@ class ModelCall:
 
     @property
     def latency_s(self) -> float:
-        return self.ended_at - self.started_at
+        return span(self.started_at, self.ended_at)
 
     @property
     def ttfc_s(self) -> float | None:
-        return None if self.first_chunk_at is None else self.first_chunk_at - self.started_at
+        return None if self.first_chunk_at is None else span(self.started_at, self.first_chunk_at)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -359,7 +370,7 @@ class Round:
 
     @property
     def duration_s(self) -> float:
-        return self.ended_at - self.started_at
+        return span(self.started_at, self.ended_at)
 
     @property
     def round_trip_s(self) -> float:

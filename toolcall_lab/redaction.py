@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from toolcall_lab._json_text import rewrite_literal, tokens
 
 SECRET_KEYS = frozenset(
     {
@@ -115,8 +117,9 @@ _CREDENTIAL_NAME = (
     r"refresh[_-]?token|session[_-]?token|private[_-]?key|credentials?)"
 )
 _ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<q>[\"']?)(?P<name>" + _CREDENTIAL_NAME + r")(?P=q)(?P<sep>\s*[=:]\s*)"
-    r"(?:(?P<quote>[\"'])(?P<quoted>[^\"'\n]*)(?P=quote)|(?P<bare>[^\s'\"`,;()\[\]{}<>]+)(?=$|[\s,;'\"]))",
+    r"(?<![A-Za-z0-9_.-])(?P<q>\\?[\"']|)(?P<name>" + _CREDENTIAL_NAME + r")(?P=q)(?P<sep>\s*[=:]\s*)"
+    r"(?:(?P<quote>[\"'])(?P<quoted>[^\"'\n\\]*)(?P=quote)|\\(?P<equote>[\"'])(?P<equoted>[^\"'\n\\]*)\\(?P=equote)"
+    r"|(?P<bare>[^\s'\"`,;()\[\]{}<>\\]+)(?=$|[\s,;'\"\\]))",
     re.IGNORECASE,
 )
 _NAME_ONLY = re.compile(_CREDENTIAL_NAME, re.IGNORECASE)
@@ -140,50 +143,154 @@ def _secret_value(name: str, sep: str, value: str) -> bool:
     return len(v) >= 20 or (has_letter and bool(re.search(r"[^A-Za-z]", v)))
 
 
-def _assignments(text: str) -> tuple[str, list[str]]:
-    found: list[str] = []
-    out: list[str] = []
+Edit = tuple[int, int, str, str]
+"""(start, end, replacement, what was removed): one removal in a text."""
+
+
+def _assignments(text: str) -> list[Edit]:
+    edits: list[Edit] = []
+    if not _NAME_HINT.search(text):
+        return edits
     pos = 0
     while (m := _ASSIGNMENT.search(text, pos)) is not None:
-        quoted = m.group("quoted") is not None
-        value = m.group("quoted") if quoted else m.group("bare")
+        group = next((g for g in ("quoted", "equoted", "bare") if m.group(g) is not None), None)
+        value = m.group(group) if group else None
         name = m.group("name")
-        if value is None or not _secret_value(name, m.group("sep"), value) or _NAME_ONLY.fullmatch(value):
-            out.append(text[pos : m.end("sep")])  # look for another assignment inside the value
-            pos = m.end("sep")
+        if (
+            group is None
+            or value is None
+            or not _secret_value(name, m.group("sep"), value)
+            or _NAME_ONLY.fullmatch(value)
+        ):
+            pos = m.end("sep")  # look for another assignment inside the value
             continue
-        start, end = m.span("quoted") if quoted else m.span("bare")
-        out.append(text[pos:start] + MARK.format(what=f"the value of {name}"))
-        found.append(f"the value of {name}")
+        what = f"the value of {name}"
+        start, end = m.span(group)
+        edits.append((start, end, MARK.format(what=what), what))
         pos = end
-    out.append(text[pos:])
-    return "".join(out), found
+    return edits
 
 
-def _url_passwords(text: str) -> tuple[str, list[str]]:
+def _url_passwords(text: str) -> list[Edit]:
+    what = "a password in a URL"
+    if "://" not in text:
+        return []
+    return [
+        (m.start(2), m.end(2), MARK.format(what=what), what)
+        for m in _URL_PASSWORD.finditer(text)
+        if not _MASKED.match(m.group(2))
+    ]
+
+
+def _pattern_rule(what: str, pattern: re.Pattern[str]) -> Callable[[str], list[Edit]]:
+    def rule(text: str) -> list[Edit]:
+        return [(m.start(), m.end(), MARK.format(what=what), what) for m in pattern.finditer(text)]
+
+    return rule
+
+
+_ANCHORS = re.compile(
+    r"sk-|pk-lf-|AIza|Bearer|gh[pousr]_|github_pat_|xox[baprs]-|AKIA|ASIA|_live_|_test_|glpat-|npm_|gsk_|"
+    r"SG\.|(?i:authorization|cookie)|ya29\.|PRIVATE KEY|hf_|eyJ"
+)
+"""What every match of `_PATTERNS` holds: a text without any of these holds none (a quick first look)."""
+_NAME_HINT = re.compile(r"key|secret|pass|pwd|token|credential", re.IGNORECASE)
+"""What every credential name holds (a quick first look for `_assignments`)."""
+_KEY_SHAPES = tuple(_pattern_rule(what, pattern) for what, pattern in _PATTERNS)
+
+
+def _apply(text: str, origin: Sequence[int], edits: list[Edit]) -> tuple[str, list[int]]:
+    """`text` with `edits` (in order, not overlapping) made, and where each character came from."""
+    parts: list[str] = []
+    where: list[int] = []
+    pos = 0
+    for start, end, replacement, _ in edits:
+        parts += [text[pos:start], replacement]
+        where += [*origin[pos:start], *[-1] * len(replacement)]
+        pos = end
+    parts.append(text[pos:])
+    where += origin[pos:]
+    return "".join(parts), where
+
+
+def _scrub(text: str) -> tuple[str, Sequence[int], list[str]]:
+    """`scrub_text`, also giving for each character of the result its index in `text` (-1 for the
+    characters of a mark)."""
+    origin: Sequence[int] = range(len(text))
     found: list[str] = []
-
-    def mark(m: re.Match[str]) -> str:
-        if _MASKED.match(m.group(2)):
-            return m.group(0)
-        found.append("a password in a URL")
-        return m.group(1) + MARK.format(what="a password in a URL") + m.group(3)
-
-    return _URL_PASSWORD.sub(mark, text), found
+    shapes = _KEY_SHAPES if _ANCHORS.search(text) else ()
+    for rule in (*shapes, _url_passwords, _assignments):  # each on the text the ones before it left
+        edits = rule(text)
+        if edits:
+            text, origin = _apply(text, origin, edits)
+            found += list(dict.fromkeys(e[3] for e in edits))
+    return text, origin, found
 
 
 def scrub_text(text: str) -> tuple[str, list[str]]:
     """`text` with key-shaped values, URL passwords and credential assignments replaced by marks,
     and what was removed."""
-    found: list[str] = []
-    for what, pattern in _PATTERNS:
-        if pattern.search(text):
-            text = pattern.sub(MARK.format(what=what), text)
-            found.append(what)
-    for rule in (_url_passwords, _assignments):
-        text, more = rule(text)
-        found += list(dict.fromkeys(more))
-    return text, found
+    cleaned, _, found = _scrub(text)
+    return cleaned, found
+
+
+def _clean(text: str, path: str) -> tuple[str, Sequence[int], list[str]]:
+    """`text` with every credential replaced by a mark, where each character of the result came from
+    (its index in `text`, -1 for a mark's), and ``path: what`` for each removal.
+
+    A text holding a JSON document (a tool call's raw arguments, a result a tool printed as JSON) is
+    cleaned value by value, each string decoded first, so a secret is found whatever escapes write
+    it and its mark never takes the backslash of the ``\\"`` after it: the text stays valid JSON and
+    only the secrets change, every other byte (escapes included) as it was.
+    """
+    head = text.lstrip()[:1]
+    if head in ("{", "[", '"'):
+        try:
+            json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            pass
+        else:
+            return _clean_json(text, path)
+    cleaned, origin, found = _scrub(text)
+    return cleaned, origin, [f"{path}: {what}" for what in found]
+
+
+def _clean_json(text: str, path: str) -> tuple[str, Sequence[int], list[str]]:
+    edits: list[Edit] = []
+    notes: list[str] = []
+    origins: dict[int, list[int]] = {}
+    for token in tokens(text):
+        literal = text[token.start : token.end]
+        inner = f"JSON {token.path or 'value'}"
+        at = f"{path} ({inner})" if path else f"({inner})"
+        value = json.loads(literal)
+        if token.key is not None and _secret_key(token.key, value):
+            what = f"the value of {token.key!r}"
+            mark = json.dumps(MARK.format(what=what), ensure_ascii=False)
+            edits.append((token.start, token.end, mark, what))
+            notes.append(f"{at}: {what}")
+            continue
+        if not token.string:
+            continue
+        cleaned, origin, more = _clean(value, at)
+        if cleaned == value:
+            continue
+        rewritten, where = rewrite_literal(literal, cleaned, origin)
+        edits.append((token.start, token.end, rewritten, ""))
+        origins[token.start] = [token.start + w if w >= 0 else -1 for w in where]
+        notes += more
+    if not edits:
+        return text, range(len(text)), []
+    parts: list[str] = []
+    origin_out: list[int] = []
+    pos = 0
+    for start, end, replacement, _ in edits:
+        parts += [text[pos:start], replacement]
+        origin_out += [*range(pos, start), *origins.get(start, [-1] * len(replacement))]
+        pos = end
+    parts.append(text[pos:])
+    origin_out += range(pos, len(text))
+    return "".join(parts), origin_out, notes
 
 
 def redact(value: Any, path: str = "") -> tuple[Any, list[str]]:
@@ -208,31 +315,9 @@ def redact(value: Any, path: str = "") -> tuple[Any, list[str]]:
             notes += more
         return items, notes
     if isinstance(value, str):
-        text, notes = _redact_json_text(value, path)
-        text, found = scrub_text(text)
-        return text, notes + [f"{path}: {what}" for what in found]
+        text, _, notes = _clean(value, path)
+        return text, notes
     return value, []
-
-
-def _redact_json_text(text: str, path: str) -> tuple[str, list[str]]:
-    """A string holding a JSON object (a tool call's raw arguments): secret-named values replaced in
-    place, the rest of the string unchanged."""
-    if not text.lstrip().startswith("{"):
-        return text, []
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return text, []
-    notes = []
-    for p, key, v in _walk(doc):
-        if key is not None and _secret_key(key, v):
-            literal = re.escape(json.dumps(key)) + r"\s*:\s*" + re.escape(json.dumps(v, ensure_ascii=False))
-            mark = json.dumps(key) + ": " + json.dumps(MARK.format(what=f"the value of {key!r}"))
-            text, n = re.subn(literal, mark.replace("\\", "\\\\"), text)
-            if n == 0:  # the value is escaped differently in the raw string: replace the value alone
-                text = text.replace(str(v), MARK.format(what=f"the value of {key!r}"))
-            notes.append(f"{path} (JSON {p}): the value of {key!r}")
-    return text, notes
 
 
 def redact_stream(payloads: list[dict[str, Any]], path: str) -> list[str]:
@@ -262,14 +347,13 @@ def redact_stream(payloads: list[dict[str, Any]], path: str) -> list[str]:
         if len(parts) < 2:
             continue
         joined = "".join(holder[name] for holder, name in parts)
-        cleaned, json_notes = _redact_json_text(joined, "") if key[1] == "arguments" else (joined, [])
-        cleaned, found = scrub_text(cleaned)
+        cleaned, _, found = _clean(joined, "")
         if cleaned == joined:
             continue
         parts[0][0][parts[0][1]] = cleaned
         for holder, name in parts[1:]:
             holder[name] = ""
-        what = ", ".join([*found, *(n.split(": ", 1)[-1] for n in json_notes)])
+        what = ", ".join(dict.fromkeys(n.rsplit(": ", 1)[-1] for n in found))
         notes.append(
             f"{path}: {what} in the {key[1]} of choice {key[0]}, split over {len(parts)} chunks "
             "(their text now sits in the first)"
@@ -291,6 +375,17 @@ def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
             yield from _walk(v, p)
 
 
+def _keyed_in_json(text: str) -> bool:
+    """Whether `text` is a JSON document holding a value under a credential-bearing key."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return False
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return any(key is not None and _secret_key(key, v) for _, key, v in _walk(doc))
+
+
 def secret_warnings(value: Any, path: str = "") -> list[str]:
     """Places that look like credentials (what `redact` would remove), for ``validate``."""
     out: list[str] = []
@@ -298,7 +393,11 @@ def secret_warnings(value: Any, path: str = "") -> list[str]:
         if key is not None and _secret_key(key, v):
             out.append(f"{p}: a {key!r} value (credentials must not be stored)")
         elif isinstance(v, str):
-            if _redact_json_text(v, p)[1]:
+            notes = _clean(v, p)[2]
+            if not notes:
+                continue
+            keyed = _keyed_in_json(v)
+            if keyed:
                 out.append(f"{p}: a credential-named value inside a JSON string")
             for what, pattern in _PATTERNS:
                 m = pattern.search(v)
@@ -306,7 +405,9 @@ def secret_warnings(value: Any, path: str = "") -> list[str]:
                     out.append(f"{p}: looks like {what} ({m.group(0)[:8]}…)")
                     break
             else:
-                found = [*_url_passwords(v)[1], *_assignments(v)[1]]
+                found = [e[3] for e in [*_url_passwords(v), *_assignments(v)]]
                 if found:
                     out.append(f"{p}: looks like {found[0]}")
+                elif not keyed:
+                    out.append(f"{p}: looks like {notes[0].rsplit(': ', 1)[-1]} (written with escapes)")
     return out

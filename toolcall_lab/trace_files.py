@@ -76,14 +76,17 @@ def redact_trace(trace: Trace) -> Trace:
     return Trace.from_dict(cleaned)
 
 
-def save(trace: Trace, path: str | Path) -> Path:
+def save(trace: Trace, path: str | Path, *, removed: list[str] | None = None) -> Path:
     """Write atomically (temp file in the same folder + rename): a crash never leaves half a file.
 
     Credentials are stripped first (`redact_trace`): what was removed is marked in place and listed
-    in ``metadata.redactions``.
+    in ``metadata.redactions`` (and added to `removed` when given, so a caller can say so).
     """
     target = Path(path)
-    text = dumps(redact_trace(trace), source=str(target))
+    clean = redact_trace(trace)
+    if removed is not None:
+        removed += clean.metadata.redactions[len(trace.metadata.redactions) :]
+    text = dumps(clean, source=str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

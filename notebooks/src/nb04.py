@@ -138,16 +138,23 @@ check.groupby("group")[["recorded wall s", "trace wall s", "replayed wall s"]].s
 ### How the recorded batches ran
 A batch's calls are compared where the log gives both their start and their end: did they overlap,
 or run one after another? Logs stamp to the millisecond and durations come in whole milliseconds, so
-calls whose start and end lie within 2 ms of each other `cannot tell`. Calls whose start is not in
-the log (`estimated`) or whose result is not (`not_recorded`) are not evidence either way.
+calls whose start and end lie within 2 ms of each other `cannot tell`. Only calls that really ran
+and whose start and end are both in the log are evidence: a call whose start the importer assumed
+(Claude Code writes no start: without its own `durationMs` a call is timed from the end of the
+response), whose start is `estimated`, whose result is not in the source (`not_recorded`), or that
+never ran (Claude Code rejected its input, the user declined it) is not evidence either way.
 """),
         code("""
 from toolcall_lab.analysis import recorded_batch
+from toolcall_lab.records import NOT_BATCH_EVIDENCE
+
+def no_evidence(e):
+    return e.timing.source != "recorded" or e.status == "not_recorded" or NOT_BATCH_EVIDENCE in e.timing.note
 
 batches = pd.DataFrame([
     {"source": source_of[t.metadata.title], "trace": t.metadata.title[-45:], "round": r.round_index,
      "calls": " + ".join(e.name for e in r.executions), "how they ran": recorded_batch(r),
-     "start not in the log": ", ".join(e.name for e in r.executions if e.timing.source == "estimated"),
+     "not evidence (start not in the log, or never ran)": ", ".join(e.name for e in r.executions if no_evidence(e)),
      "longest call s": max(e.duration_s for e in r.executions),
      "overlap would save s": sum(e.duration_s for e in r.executions) - max(e.duration_s for e in r.executions)}
     for t in sessions for r in t.rounds if len(r.executions) > 1])
@@ -171,6 +178,9 @@ if len(real.runs):
     runs = real.runs.assign(group=real.runs["title"].map(group_of))
     by_source = runs.pivot_table(index="group", columns="mode", values="wall_time_s", aggfunc="sum").round(1)
     by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequential"]).round(3)
+    skipped = runs[(runs["mode"] == "first_only") & ~runs["comparable"]]
+    if len(skipped):  # first_only skipped calls: less work, so its time is not comparable
+        by_source = by_source.rename(columns={"first_only": "first_only (skipped calls: not comparable)"})
 else:
     runs = by_source = pd.DataFrame()
     print("no real session to compare here (../shared/realdata is absent)")
@@ -201,7 +211,7 @@ if HAVE_REAL:
           f"take exactly the same time.")
     overlapped = batches[batches["how they ran"].isin(["overlapped", "partly overlapped"])]
     told = {k: int(counts.get(k, 0)) for k in ("overlapped", "partly overlapped", "one after another", "cannot tell", "not evidenced")}
-    waited = sorted(set(", ".join(batches["start not in the log"]).split(", ")) - {""})
+    waited = sorted(set(", ".join(batches["not evidence (start not in the log, or never ran)"]).split(", ")) - {""})
     together, apart = told["overlapped"] + told["partly overlapped"], told["one after another"]
     so = ("So the agent ran some batches' calls together and others one after another: none of the four modes is "
           "exactly what it did." if together and apart else
@@ -211,9 +221,10 @@ if HAVE_REAL:
     print(f"2. How the {len(batches)} batches ran, by their timestamps: {told['overlapped']} overlapped and "
           f"{told['partly overlapped']} partly overlapped ({', '.join(sorted(set(overlapped['calls'])))}), "
           f"{apart} ran one call after another, {told['cannot tell']} cannot tell (starts and ends within the "
-          f"timestamps' resolution), {told['not evidenced']} have fewer than two calls with a start and an end in the log. "
-          f"{(batches['start not in the log'] != '').sum()} batches hold a call whose result came only after a "
-          f"sibling's ({', '.join(waited)}): it may have waited for it, and the log has no start. {so} "
+          f"timestamps' resolution), {told['not evidenced']} have fewer than two calls that ran with a start and an end in "
+          f"the log. {(batches['not evidence (start not in the log, or never ran)'] != '').sum()} batches hold a call that "
+          f"is no evidence ({', '.join(waited)}): its start is not in the log (assumed at the end of the response, or "
+          f"after a sibling's result it may have waited for), or it never ran. {so} "
           f"Of what running every batch together would save, {overlapped['overlap would save s'].sum():.1f} s is in the "
           f"batches that did overlap, and {batches[~batches.index.isin(overlapped.index)]['overlap would save s'].sum():.3f} s "
           f"in all the others.")

@@ -110,11 +110,15 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def write_result(result: ImportResult, folder: str | Path) -> list[Path]:
+def write_result(
+    result: ImportResult, folder: str | Path, *, removed: list[str] | None = None
+) -> list[Path]:
     """Save every trace of `result` in `folder` as ``<name>.json``; never over another source's file.
 
     Names are unique within the import; a file already in `folder` is replaced only if it came from
     the same source (re-importing), otherwise the new trace gets a ``-2``, ``-3``... suffix.
+    Credentials are stripped on the way (`trace_files.save`); each removal is added to `removed`
+    (when given) as ``file name: JSON path: what``.
     """
     from toolcall_lab.exceptions import TraceError
     from toolcall_lab.trace_files import load, save
@@ -131,7 +135,10 @@ def write_result(result: ImportResult, folder: str | Path) -> list[Path]:
             if same and path not in written:
                 break
             path, n = out / f"{slug}-{n}.json", n + 1
-        written.append(save(trace, path))
+        gone: list[str] = []
+        written.append(save(trace, path, removed=gone))
+        if removed is not None:
+            removed += [f"{path.name}: {note}" for note in gone]
     return written
 
 

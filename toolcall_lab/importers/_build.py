@@ -44,6 +44,7 @@ from toolcall_lab.importers._report import (
 from toolcall_lab.importers._shapes import (
     CLOSING,
     CLOSING_TEXT,
+    MIXED_ZONES,
     MODEL_PLACEHOLDER,
     MODEL_S,
     NOT_RECORDED,
@@ -72,6 +73,7 @@ from toolcall_lab.importers._timeline import Unplaced, first_chunk, mode_evidenc
 from toolcall_lab.models import ScriptedResponse
 from toolcall_lab.records import (
     DECIDED,
+    NOT_BATCH_EVIDENCE,
     ChunkTiming,
     Mode,
     ModelCall,
@@ -275,7 +277,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
                         error=None if r.status == "ok" else r.text,
                         started_at=0.0,
                         ended_at=r.duration_s,
-                        timing=r.timing,
+                        timing=_batch_evidence(r),
                     )
                     for c, r in zip(calls, turn.results, strict=True)
                 ),
@@ -338,9 +340,23 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         for r, t in zip(placed, turns, strict=True)
     ]
     wall = max([r.ended_at for r in placed], default=0.0)
-    starts = [t.recorded_start for t in segment.turns if t.recorded_start is not None]
-    ends = [t.recorded_end for t in segment.turns if t.recorded_end is not None]
+    real = [t for t in segment.turns if not t.synthetic]
+    starts = [t.recorded_start for t in real if t.recorded_start is not None]
+    ends = [t.recorded_end for t in real if t.recorded_end is not None]
     recorded_wall = round(max(ends) - min(starts), 6) if starts and ends else None
+    if recorded_wall is not None and (real[0].recorded_start is None or real[-1].recorded_end is None):
+        # the run's first start or last end is a time the import did not trust (or the source lacks):
+        # the span of the others would be a shorter run, not this one's wall time
+        found.append(
+            Issue(
+                kind="note",
+                where=segment.title,
+                what="no recorded wall time: the run's "
+                + ("first start" if real[0].recorded_start is None else "last end")
+                + " is not a time the import trusts (or the source does not give it)",
+            )
+        )
+        recorded_wall = None
     if recorded_wall is not None and recorded_wall < 0:
         found.append(
             Issue(
@@ -401,6 +417,15 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
             wall_time_s=wall,
         ),
     )
+
+
+def _batch_evidence(r: Result) -> Timing:
+    """A result's timing, its note saying when its span is no evidence of how the batch ran (the
+    source gives no start, or the tool did not run): `analysis.recorded_batch` reads it, as
+    `_timeline.mode_evidence` reads `Result.start_known`."""
+    if r.start_known or r.status == "not_recorded" or NOT_BATCH_EVIDENCE in r.timing.note:
+        return r.timing
+    return Timing(source=r.timing.source, note=f"{r.timing.note}; {NOT_BATCH_EVIDENCE}")
 
 
 def _screened_on_import(ex: ToolExecution) -> ToolExecution:
@@ -606,6 +631,8 @@ def build_result(
     found = list(issues)
     if zone_less:
         segments = [replace(part, notes=f"{part.notes}; {zone_less}") for part in segments]
+    if zone_less.startswith(MIXED_ZONES):
+        found.append(Issue(kind="damaged", where=PurePath(source).name, what=zone_less))
     not_utf8 = [i.where for i in found if i.kind == "damaged" and "U+FFFD" in i.what]
     parts = [
         replace(
@@ -630,6 +657,8 @@ def build_result(
     taken: set[str] = set()
     imported_calls = imported_model_calls = missing = 0
     for part in parts:
+        if not part.turns:  # (every response of it failed on its own, each reported with its calls)
+            continue
         part = check_segment(part, found)
         total = per_slug[part.slug]
         if total > 1:

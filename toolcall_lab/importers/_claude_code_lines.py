@@ -217,9 +217,10 @@ def _in_chain_order(lines: list[Line], uuids: dict[str, int], parents: dict[int,
 def _batches_in_time_order(thread: list[Line]) -> list[Line]:
     """The thread with each run of consecutive result lines of one response put in time order.
 
-    Claude Code writes a batch's results in the order of the calls, each stamped when that call
-    returned: a slow first call's result comes before its faster siblings' and carries a later time.
-    Within such a run the order of the lines says nothing about time."""
+    Claude Code stamps each result line of a batch when its call returned but does not write them in
+    time order (nor always in the calls' order): a slow call's result line can come before its
+    faster siblings' and carry a later time. Within such a run the order of the lines says nothing
+    about time."""
     owner = {
         str(b.get("id")): str((ln.doc.get("message") or {}).get("id"))
         for ln in thread

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolcall_lab.importers._build import TOLERANCE_S, text_of
+from toolcall_lab.importers._build import TOLERANCE_S, Issue, text_of
 from toolcall_lab.importers._claude_code_lines import Line
 from toolcall_lab.importers._files import decoded
 
@@ -38,6 +38,11 @@ class Task:
     result_text: str | None
     agent_id: str | None = None
     """The sub-agent's id its result names (``toolUseResult.agentId``, later versions)."""
+    tool_uses: int | None = None
+    """How many tool calls its result says the sub-agent made (``toolUseResult.totalToolUseCount``)."""
+    ran: bool = False
+    """Its result is a sub-agent's (it names one, or its calls, tokens or run time)."""
+    result_where: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ def _norm(text: str | None) -> str:
 
 
 def tasks_of(
-    threads: Sequence[Sequence[Line]], results: dict[str, tuple[Line, dict[str, Any]]]
+    threads: Sequence[Sequence[Line]], results: dict[int, tuple[Line, dict[str, Any]]]
 ) -> list[Task]:
     """Every Task call of every thread, with its result when the log holds one."""
     out = []
@@ -69,7 +74,7 @@ def tasks_of(
                     continue
                 given = b.get("input")
                 args: dict[str, Any] = given if isinstance(given, dict) else {}
-                found = results.get(str(b.get("id")))
+                found = results.get(id(b))  # (`_claude_code_calls.key`: ids may be shared)
                 prompt = args.get("prompt")
                 out.append(
                     Task(
@@ -81,6 +86,9 @@ def tasks_of(
                         result_at=found[0].at if found else None,
                         result_text=text_of(found[1].get("content")) if found else None,
                         agent_id=_agent_id(found[0].doc) if found else None,
+                        tool_uses=_tool_uses(found[0].doc) if found else None,
+                        ran=_ran(found[0].doc) if found else False,
+                        result_where=found[0].where() if found else "",
                     )
                 )
     return out
@@ -90,6 +98,54 @@ def _agent_id(doc: dict[str, Any]) -> str | None:
     extra = doc.get("toolUseResult")
     value = extra.get("agentId") if isinstance(extra, dict) else None
     return str(value) if value else None
+
+
+def _tool_uses(doc: dict[str, Any]) -> int | None:
+    extra = doc.get("toolUseResult")
+    value = extra.get("totalToolUseCount") if isinstance(extra, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+_SUB_AGENT_FIGURES = ("agentId", "totalToolUseCount", "totalDurationMs", "totalTokens")
+
+
+def _ran(doc: dict[str, Any]) -> bool:
+    extra = doc.get("toolUseResult")
+    return isinstance(extra, dict) and any(extra.get(k) is not None for k in _SUB_AGENT_FIGURES)
+
+
+def missing_subagents(tasks: Sequence[Task], links: dict[int, Link], session: str) -> list[Issue]:
+    """A gap for every Task whose result comes from a sub-agent (it names one, or counts its calls)
+    whose lines are in no transcript read (the session file alone, a sub-agent file deleted): its
+    calls are counted from the result's ``totalToolUseCount`` where it has one, never silent."""
+    linked = {t.call_id for link in links.values() for t in link.tasks}
+    out = []
+    for task in tasks:
+        if not task.ran or task.call_id in linked:
+            continue
+        who = f"sub-agent {task.agent_id}" if task.agent_id else "a sub-agent"
+        calls = (
+            f"{task.tool_uses} tool call(s) by its totalToolUseCount"
+            if task.tool_uses is not None
+            else "how many tool calls it made is not said"
+        )
+        where = (
+            f"{session}/subagents/agent-{task.agent_id}.jsonl (or agent-{task.agent_id}.jsonl beside the "
+            "session)"
+            if task.agent_id
+            else "this file (its isSidechain lines) or a sub-agent file beside it"
+        )
+        out.append(
+            Issue(
+                kind="gap",
+                where=task.result_where,
+                what=f"the result of Task {task.call_id} ({task.description}) comes from {who} ({calls}) "
+                f"whose transcript is not found: looked for {where}; its calls are counted in the "
+                "source and not imported (import the session with its folder to read them)",
+                calls=task.tool_uses or 0,
+            )
+        )
+    return out
 
 
 def _final_text(thread: Sequence[Line]) -> str | None:

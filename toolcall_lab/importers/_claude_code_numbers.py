@@ -182,7 +182,7 @@ def tool_result(
         )
     if line.at < response_end:
         start, how = use_line.at, "its tool_use line (the result came before the response ended)"
-    elif waited_from is not None and waited_from > response_end:
+    elif waited_from is not None and waited_from > response_end and not _never_ran(text, status):
         return Result(
             text=text,
             duration_s=line.at - waited_from,
@@ -205,25 +205,40 @@ def tool_result(
         duration_s=max(round(line.at - start, 6), 0.0),
         status=status,
         end=line.at,
+        start_known=False,  # (the start is where the log says the call could start, not a record of it)
         where=where,
         timing=Timing(
             source="recorded",
-            note=f"from {how} to the tool_result line; includes Claude Code's scheduling and any wait "
-            f"for the user's permission ({raw})" + _user_said(text, status),
+            note=f"from {how} to the tool_result line (the start is not in the log: assumed there); "
+            f"includes Claude Code's scheduling and any wait for the user's permission ({raw})"
+            + _user_said(text, status),
         ),
     )
 
 
 REJECTED = "The user doesn't want to proceed with this tool use"
+INVALID_INPUT = "InputValidationError"
 INTERRUPTED = "[Request interrupted by user"
 """How Claude Code words a tool call the user declined at its permission prompt, and one the user
 interrupted (Esc) while it ran; an interrupt also writes a user line holding only this text."""
 
 
+def _never_ran(text: str, status: ResultStatus) -> bool:
+    """Claude Code refused the call before any tool ran: its input failed validation, or the user
+    declined it at the permission prompt."""
+    head = text.lstrip().removeprefix("<tool_use_error>")
+    return status == "error" and (head.startswith(INVALID_INPUT) or text.startswith(REJECTED))
+
+
 def _user_said(text: str, status: ResultStatus) -> str:
-    """What the note must add when the user, not the tool, ended the call."""
+    """What the note must add when the user or Claude Code, not the tool, ended the call."""
     if status != "error":
         return ""
+    if text.lstrip().removeprefix("<tool_use_error>").startswith(INVALID_INPUT):
+        return (
+            "; Claude Code rejected the call's input (InputValidationError): no tool ran, the time is "
+            "Claude Code's check"
+        )
     if text.startswith(REJECTED):
         return (
             "; the user declined this call at the permission prompt: no tool ran, the time is the "

@@ -90,6 +90,10 @@ def _finite(x: float | None) -> bool:
     return x is not None and isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _latest(times: Any) -> float | None:
+    return max((x for x in times if x is not None), default=None)
+
+
 def check_segment(segment: Segment, issues: list[Issue]) -> Segment:
     """`segment` with every number the core would reject replaced (see the module notes)."""
     changed = False
@@ -117,6 +121,8 @@ def check_segment(segment: Segment, issues: list[Issue]) -> Segment:
                 ttfc_s=None,
                 first_token_s=None,
                 model_end=None,
+                recorded_start=None,  # (the times it was measured from: the same trust decision)
+                recorded_end=_latest(r.end for r in t.results),
                 chunk_timing=None if t.chunk_timing == "recorded" else t.chunk_timing,
             )
         for attr in ("ttfc_s", "first_token_s"):
@@ -166,6 +172,9 @@ def check_segment(segment: Segment, issues: list[Issue]) -> Segment:
                 res = replace(res, end=None)
             changed = changed or res is not r
             results.append(res)
+        if any(r.end is None and old.end is not None for r, old in zip(results, t.results, strict=True)):
+            # a result's end was not used: the turn's recorded end rests on the others only
+            t = replace(t, recorded_end=_latest([t.model_end, *(r.end for r in results)]))
         if changed or t is not turn:
             t = replace(t, results=results)
         changed = changed or t is not turn

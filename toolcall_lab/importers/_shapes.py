@@ -254,16 +254,30 @@ def zone_less(value: Any) -> bool:
         return False
 
 
+MIXED_ZONES = "some of the source's timestamps have a time zone and some do not"
+
+
 def zone_less_note(values: Iterable[Any]) -> str:
     """What the traces of a source must say when some of its timestamps (`values`) have no time zone
-    ('' when every one has): each trace's notes carry it, not only the README."""
-    count, example = 0, None
+    ('' when every one has): each trace's notes carry it, not only the README. When the others have
+    one, a duration between the two kinds is off by the recorder's UTC offset: the note says so (and
+    starts with `MIXED_ZONES`, which `_build` reports as damage)."""
+    count = zoned = 0
+    example = None
     for value in values:
         if zone_less(value):
             count += 1
             example = example or value
+        elif isinstance(value, str) and stamp_or_none(value) is not None:
+            zoned += 1
     if not count:
         return ""
+    if zoned:
+        return (
+            f"{MIXED_ZONES}: {count} of {count + zoned} have none (e.g. {example!r}), read as UTC; a "
+            "duration from one kind to the other is off by the recorder's UTC offset unless that was UTC "
+            "(the order checks catch only an offset that reverses the order of the times)"
+        )
     return (
         f"{count} timestamp(s) of the source have no time zone (e.g. {example!r}): read as UTC; durations "
         "are right whatever zone the recorder was in, unless its clock changed (daylight saving) during "

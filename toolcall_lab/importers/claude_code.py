@@ -44,11 +44,17 @@ Where each number comes from (the notes give the raw figures):
   result to its own (the note gives the figure from the end of the response too).
 
 Damage is reported per line and never repaired silently: lines out of ``parentUuid`` order are read
-in that order; a repeated line (same ``uuid``) or a repeated call id is read once; a timestamp that
-contradicts the order of the lines around it is not trusted (numbers resting on it become
-placeholders). Claude Code writes a batch's results in the order of the calls, each stamped when its
-call returned, so among the result lines of one batch the order says nothing about time (a slow
-first call's result line carries a later time than its siblings' after it). Bytes that are not
+in that order; a repeated line (same ``uuid``, or the same call of the same response on another
+line) is read once; a call id another response reuses (some providers repeat ids) is a call of its
+own, its result matched by the line it names or follows (`_claude_code_calls`), with a note; a
+timestamp that contradicts the order of the lines around it is not trusted (numbers resting on it
+become placeholders). Each result line of a batch is stamped when its call returned, but the lines
+are not written in time order, nor always in the order of the calls (a real 1.0.98 log has Glob,
+Glob, Bash, Glob, Glob after calls Bash, Glob x4, the Bash line dated 17 ms after the two Globs that
+follow it), so among the result lines of one batch the order says nothing about time. A Task whose
+result comes from a sub-agent (it names one, ``agentId``, or counts its calls) that no transcript
+read holds (the session file imported without its ``subagents/`` folder) is a gap, its
+``totalToolUseCount`` counted in the source. Bytes that are not
 UTF-8 are read as U+FFFD, counted exactly, and the response or result holding them says so in its
 timing note (and the trace's notes); a call whose result line is missing while the session goes on
 is imported with status ``not_recorded``; a line cut short is reported with what is left of it (a
@@ -79,6 +85,7 @@ from toolcall_lab.importers._build import (
     text_of,
     zone_less_note,
 )
+from toolcall_lab.importers._claude_code_calls import key, match_results, read_uses
 from toolcall_lab.importers._claude_code_lines import Line as _Line
 from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
 from toolcall_lab.importers._claude_code_links import (
@@ -86,6 +93,7 @@ from toolcall_lab.importers._claude_code_links import (
     declared_tasks,
     holders,
     link_subagents,
+    missing_subagents,
     session_of,
     sub_agent_files,
     tasks_of,
@@ -178,7 +186,7 @@ def _thread_segments(
     thread: list[_Line],
     spec: _Thread,
     *,
-    results: dict[str, tuple[_Line, dict[str, Any]]],
+    results: dict[int, tuple[_Line, dict[str, Any]]],
     read: Transcript,
     issues: list[Issue],
 ) -> list[_Open]:
@@ -309,7 +317,7 @@ def _thread_segments(
         result_times: list[float] = []
         result_lines: list[_Line] = []
         for use_line, block in response.uses:
-            found = results.get(str(block.get("id")))
+            found = results.get(key(block))
             if found is None:
                 turn_results.append(
                     Result.missing(
@@ -466,27 +474,8 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
                 f"{', ...' if len(companions) > 3 else ''})",
             )
         )
-    uses: dict[str, _Line] = {}
-    for ln in lines:
-        if ln.doc.get("type") != "assistant":
-            continue
-        content = (ln.doc.get("message") or {}).get("content")
-        for i, b in enumerate(content if isinstance(content, list) else []):
-            if not (isinstance(b, dict) and b.get("type") == "tool_use"):
-                continue
-            tid = str(b.get("id"))
-            if tid in uses:
-                issues.append(
-                    Issue(
-                        kind="damaged",
-                        where=ln.where(),
-                        what=f"tool_use {tid} ({b.get('name')}) was already on line {uses[tid].number}: "
-                        "read once",
-                    )
-                )
-                ln.skip.add(i)
-                continue
-            uses[tid] = ln
+    source_uses = read_uses(lines, issues)
+    uses = source_uses.first
     message_ids = {
         (ln.doc.get("message") or {}).get("id")
         for ln in lines
@@ -497,37 +486,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         more_calls, more_models = _unreadable(f, more, uses, message_ids, str(f.relative_to(path.parent)))
         cut_calls, cut_models = cut_calls + more_calls, cut_models + more_models
         issues += more.issues
-    results: dict[str, tuple[_Line, dict[str, Any]]] = {}
-    orphans = 0
-    for ln in lines:
-        if ln.doc.get("type") != "user":
-            continue
-        for b in ln.blocks:
-            if b.get("type") != "tool_result":
-                continue
-            tid = str(b.get("tool_use_id"))
-            if tid not in uses:
-                orphans += 1
-                issues.append(
-                    Issue(
-                        kind="failed",
-                        where=ln.where(),
-                        what=f"a tool_result for {tid}, whose tool_use is missing or unreadable: that "
-                        "call is lost",
-                        calls=1,
-                    )
-                )
-            elif tid in results:
-                issues.append(
-                    Issue(
-                        kind="damaged",
-                        where=ln.where(),
-                        what=f"a second tool_result for {tid} (the first is on line "
-                        f"{results[tid][0].number}): the first is used",
-                    )
-                )
-                continue
-            results.setdefault(tid, (ln, b))
+    results, orphans = match_results(lines, source_uses, read.passed, issues)
     threads = threads_of(lines, read.passed)
     for thread in threads:
         distrust_times(path, thread, issues)
@@ -561,7 +520,10 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
     declared = declared_tasks(
         [f for f, _ in companions], [str(f.relative_to(path.parent)) for f, _ in companions]
     )
-    links = link_subagents(threads, tasks_of(threads, results), declared)
+    tasks = tasks_of(threads, results)
+    links = link_subagents(threads, tasks, declared)
+    lost = missing_subagents(tasks, links, path.name.removesuffix(".jsonl"))
+    issues += lost
     for k in range(1, len(threads)):
         link = links[k]
         task = link.task
@@ -638,7 +600,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         "claude-code",
         str(path),
         kept,
-        source_calls=len(uses) + orphans + cut_calls - repeated_calls,
+        source_calls=source_uses.count + orphans + cut_calls - repeated_calls + sum(i.calls for i in lost),
         source_model_calls=len(message_ids) + cut_models - repeated_models,
         issues=issues,
         zone_less=zone_less_note(ln.doc.get("timestamp") for ln in lines),

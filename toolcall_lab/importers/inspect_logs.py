@@ -21,8 +21,12 @@ Responses: the raw ``call.response`` when it is a chat-completion body (the Open
 exact, layout not the wire's), else rebuilt from inspect's ``output`` message (arguments serialised
 from the object). A tool event with an ``error`` is an error (``timeout`` errors are timeouts).
 Each trace is placed on the events' timeline (each call ends at its event's ``completed``). An event
-without valid times is reported; numbers resting on it are placeholders; repeated model events are
-read once and model events out of time order are read in time order (both reported).
+without valid times is reported; numbers resting on it are placeholders; repeated model and tool
+events are read once and model events out of time order are read in time order (all reported).
+A call's tool event is found by the strongest evidence, for the whole response at once: the call id
+where the event ran the call's function (a provider reusing ids in a later round: the first unused
+event after the response), else the function and arguments (the event's id is then wrong: damage);
+several events that could be one call's, or an event no call is left for, are reported.
 """
 
 from __future__ import annotations
@@ -274,7 +278,7 @@ def _tool_spans(events: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]]
 def _inside_tool(
     e: dict[str, Any],
     spans: tuple[dict[str, dict[str, Any]], dict[str, str | None]],
-    tool_events: dict[str, dict[str, Any]],
+    tool_events: list[dict[str, Any]],
 ) -> str | None:
     """The tool a model event ran inside (an agent run as a tool): by inspect's spans when the log
     has them (a span of type ``tool`` above the event's span), else by time (inside a tool event)."""
@@ -289,19 +293,130 @@ def _inside_tool(
     start, done = _span(e)
     if start is None or done is None:
         return None
-    for te in tool_events.values():
+    for te in tool_events:
         t_start, t_done = _span(te)
         if t_start is not None and t_done is not None and t_start <= start and done <= t_done:
             return f"tool call {te.get('id')} ({te.get('function')})"
     return None
 
 
+def _tool_events_once(label: str, events: list[dict[str, Any]], issues: list[Issue]) -> list[dict[str, Any]]:
+    """The tool events, an exact copy of an earlier one (same id, function, arguments, result and
+    times) read once and reported."""
+    seen: dict[str, int] = {}
+    out = []
+    for k, e in enumerate(events):
+        fields = ("id", "function", "arguments", "result", "error", "timestamp", "completed", "working_time")
+        key = json.dumps([e.get(f) for f in fields], sort_keys=True, default=str)
+        if key in seen:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} tool event {e.get('id')}",
+                    what=f"repeats tool event {seen[key]} of the sample (the same call, arguments, result "
+                    "and times): read once",
+                )
+            )
+            continue
+        seen[key] = k
+        out.append(e)
+    return out
+
+
+def _matched_events(
+    label: str,
+    calls: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    used: set[int],
+    after: float | None,
+    issues: list[Issue],
+) -> list[dict[str, Any] | None]:
+    """The tool event that ran each call of one response, by the strongest evidence, for the whole
+    batch at once: the call id where the event ran the call's function (the earliest unused one
+    after the response, when a provider reuses ids), else the function and arguments (an event whose
+    id is wrong is damage), else nothing (the call is not_recorded). Several events that could be a
+    call's are said, never silently picked from."""
+    out: list[dict[str, Any] | None] = [None] * len(calls)
+    names = [str((c.get("function") or {}).get("name")) for c in calls]
+    ids = [str(c.get("id")) for c in calls]
+    arguments = [_loads_arguments(c) for c in calls]
+
+    def free(e: dict[str, Any]) -> bool:
+        return id(e) not in used
+
+    def before(e: dict[str, Any]) -> bool:
+        """Stamped before the response started (a provider reusing ids: an earlier round's call)."""
+        at = stamp_or_none(e.get("timestamp"))
+        return after is not None and at is not None and at < after - TOLERANCE_S
+
+    events = sorted(events, key=before)  # (stable: the events after the response first, in order)
+    for i in range(len(calls)):  # 1. the call id, the event having run the call's function
+        same = [e for e in events if free(e) and str(e.get("id")) == ids[i] and e.get("function") == names[i]]
+        exact = [e for e in same if e.get("arguments") == arguments[i]] or same
+        if not exact:
+            continue
+        out[i] = exact[0]
+        used.add(id(exact[0]))
+        if len(same) > 1:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} tool event {ids[i]}",
+                    what=f"{len(same)} tool events carry call id {ids[i]} ({names[i]}) and differ: the first "
+                    + ("with the call's arguments" if exact is not same else "after the response")
+                    + " is used (ended "
+                    f"{exact[0].get('completed')}); the others are not this call's",
+                )
+            )
+    for i in range(len(calls)):  # 2. the function and the arguments (the event's id is wrong)
+        if out[i] is not None:
+            continue
+        found = next(
+            (
+                e
+                for e in events
+                if free(e)
+                and e.get("function") == names[i]
+                and e.get("arguments") == arguments[i]
+                and str(e.get("id")) not in ids[i + 1 :]
+            ),
+            None,
+        )
+        if found is None:
+            continue
+        out[i] = found
+        used.add(id(found))
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=f"{label} tool event {found.get('id')}",
+                what=f"ran {names[i]} with the arguments of call {ids[i]}, but carries the id "
+                f"{found.get('id')}"
+                + (
+                    f" of another call ({names[ids.index(str(found.get('id')))]})"
+                    if str(found.get("id")) in ids
+                    else ""
+                )
+                + f": its id is wrong; it is read as call {ids[i]}'s execution",
+            )
+        )
+    return out
+
+
+def _loads_arguments(call: dict[str, Any]) -> Any:
+    try:
+        return json.loads((call.get("function") or {}).get("arguments") or "{}")
+    except json.JSONDecodeError:
+        return None
+
+
 def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: list[Issue]) -> list[Segment]:
     attachments = sample.get("attachments") or {}
     events = [_resolve(e, attachments) for e in sample.get("events") or [] if isinstance(e, dict)]
-    tool_events = {str(e.get("id")): e for e in events if e.get("event") == "tool"}
-    spans = _tool_spans(events)
     label = f"sample {sample.get('id')} epoch {sample.get('epoch', 1)}"
+    tool_events = _tool_events_once(label, [e for e in events if e.get("event") == "tool"], issues)
+    used: set[int] = set()
+    spans = _tool_spans(events)
     model_name = (log.get("eval") or {}).get("model")
     conversations: list[_Conversation] = []
     model_events = _in_order(label, [e for e in events if e.get("event") == "model"], issues)
@@ -314,8 +429,8 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
         latency, timing = _duration(e, "model", f"{path.name} {where}", issues)
         results = []
         ends = [done] if done is not None else []
-        for call in calls:
-            te = tool_events.get(str(call.get("id")))
+        matched = _matched_events(label, calls, tool_events, used, start, issues)
+        for call, te in zip(calls, matched, strict=True):
             if te is None:
                 results.append(
                     Result.missing(
@@ -400,18 +515,28 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
         )
         current.request = request
         current.calls = [str(c.get("id")) for c in calls]
-        current.answered = all(str(c.get("id")) in tool_events for c in calls)
+        current.answered = all(te is not None for te in matched)
     segments = [c.segment for c in conversations]
     _ended_early(sample, label, segments, issues)
-    orphan = set(tool_events) - {
+    asked = {
         str(c.get("id"))
         for s in segments
         for t in s.turns
         for c in ((t.payloads[0].get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []
     }
-    for tid in sorted(orphan):
+    for te in tool_events:
+        if id(te) in used:
+            continue
+        tid = str(te.get("id"))
         issues.append(
             Issue(
+                kind="damaged",
+                where=f"{label} tool event {tid}",
+                what=f"another tool event with call id {tid} ({te.get('function')}): no call of a model "
+                "response is left for it, so it is not imported",
+            )
+            if tid in asked
+            else Issue(
                 kind="skipped",
                 where=f"{label} tool event {tid}",
                 what="a tool the solver ran itself (no model response asked for it): not a model's call",

@@ -19,11 +19,12 @@ A generation's output is read in every shape exporters write (`_langfuse_shapes`
 with ``choices``, a bare assistant message with ``tool_calls`` (the OpenAI wrapper, LangChain), a
 LangChain message, Anthropic blocks, AI SDK parts, text. Its tool calls are matched to the run's
 tool observations by call id, else by name and arguments, else by name, among the tools that started
-during that step (before the run's next model call). An output that was not recorded (the AI SDK
-leaves ``doStream`` outputs empty) is rebuilt: its tool calls from the tools that started in that
-step, its text for the last step from the wrapper's output; an output in a shape this importer does
-not read is reported and rebuilt the same way. The notes say which responses were rebuilt or
-converted.
+during that step (before the run's next model call), each test tried on every call of the step
+before the next, weaker one (a name-only match that decides between calls of one tool is
+reported). An output that was not recorded (the AI SDK leaves ``doStream`` outputs empty) is
+rebuilt: its tool calls from the tools that started in that step, its text for the last step from
+the wrapper's output; an output in a shape this importer does not read is reported and rebuilt the
+same way. The notes say which responses were rebuilt or converted.
 
 Where each number comes from (``recorded``):
 
@@ -34,9 +35,13 @@ Where each number comes from (``recorded``):
   time;
 - tool duration: the tool observation's start to end.
 
-An observation without a valid start or end (``endTime: null``: still running when exported) is
-reported by id; numbers resting on it are placeholders. A tool observation no model call asked for
-is reported as not represented.
+An observation without a valid start or end (``endTime: null``: still running when exported, an
+end before the start, a zone-less start hours off) is reported by id; numbers resting on it are
+placeholders (the model latency of a step whose tool it is included: the model's part ends where the
+tool started), and it keeps its place in time by the stamp that lies inside its parent's time, so it
+stays in its step. An observation exported twice is read once; when the copies differ, the report
+names the fields and the copy used. A tool observation no model call asked for is reported as not
+represented.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from toolcall_lab.importers._build import (
 )
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.importers._langfuse_shapes import loads, messages, other_choices, output_message, schema
+from toolcall_lab.importers._matching import match_passes
 from toolcall_lab.records import Timing
 
 _TOOL_PARENTS = frozenset({"tools", "tool", "toolnode", "tool_node", "action", "actions", "tool_calls"})
@@ -232,59 +238,132 @@ def _export(path: Path, doc: Any) -> tuple[dict[str, Any], list[Obs]]:
 
 
 def _read_once(observations: list[Obs], issues: list[Issue]) -> list[Obs]:
-    """Each observation id once (the first copy); a repeat is reported, not read again."""
-    seen: dict[Any, int] = {}
-    out = []
+    """Each observation id once; a repeat is reported, not read again. When the copies differ, the
+    one with valid times and the most fields (the first of those) is used, and the report says which
+    fields differ and which copy."""
+    copies: dict[Any, list[Obs]] = {}
+    out: list[Obs] = []
     for o in observations:
         oid = o.get("id")
-        if oid is not None and oid in seen:
-            seen[oid] += 1
+        if oid is None:
+            out.append(o)
             continue
-        if oid is not None:
-            seen[oid] = 1
-        out.append(o)
-    for oid, n in seen.items():
-        if n > 1:
+        if oid not in copies:
+            out.append(o)
+        copies.setdefault(oid, []).append(o)
+    for oid, group in copies.items():
+        if len(group) == 1:
+            continue
+        differ = sorted({k for c in group for k in {*c, *group[0]} if c.get(k) != group[0].get(k)})
+        if not differ:
             issues.append(
                 Issue(
-                    kind="damaged",
-                    where=f"observation {oid}",
-                    what=f"exported {n} times: read once",
+                    kind="damaged", where=f"observation {oid}", what=f"exported {len(group)} times: read once"
                 )
             )
-    return out
+            continue
 
+        def rank(c: Obs) -> tuple[bool, int]:
+            start, end = stamp_or_none(c.get("startTime")), stamp_or_none(c.get("endTime"))
+            return (
+                start is not None and end is not None and end >= start,
+                len([v for v in c.values() if v is not None]),
+            )
 
-def _times(o: Obs, issues: list[Issue]) -> tuple[float | None, float | None]:
-    """An observation's start and end, or None for a missing or inconsistent one (reported)."""
-    start, end = stamp_or_none(o.get("startTime")), stamp_or_none(o.get("endTime"))
-    if start is None or end is None or end < start:
+        best = max(range(len(group)), key=lambda k: (rank(group[k]), -k))
+        out[next(i for i, o in enumerate(out) if o.get("id") == oid)] = group[best]
         issues.append(
             Issue(
                 kind="damaged",
-                where=f"observation {o.get('id')} ({o.get('name')})",
-                what=f"startTime {o.get('startTime')!r}, endTime {o.get('endTime')!r}: no valid duration; "
-                "the numbers resting on it are placeholders",
+                where=f"observation {oid}",
+                what=f"exported {len(group)} times and the copies differ (in {', '.join(differ)}): copy "
+                f"{best + 1} is used (valid times and the most fields"
+                + "".join(f"; {k} {group[best].get(k)!r}" for k in differ if k in ("startTime", "endTime"))
+                + ")",
             )
         )
-    if start is not None and end is not None and end < start:
-        return None, None
-    return start, end
+    return out
 
 
-def _match(call: dict[str, Any], pool: list[Obs], window: tuple[float, float], start_of: Any) -> Obs | None:
-    """The tool observation that ran `call`: same id; else same name and arguments, else same name,
-    among the tools that started in the step's window."""
-    cid = call.get("id")
-    name = (call.get("function") or {}).get("name")
-    args = str((call.get("function") or {}).get("arguments") or "")
-    if cid:
-        found = next((t for t in pool if _tool_id(t) == cid), None)
-        if found is not None:
-            return found
-    inside = [t for t in pool if window[0] <= start_of(t) < window[1] and _tool_name(t) == name]
-    inside = [t for t in inside if not (cid and _tool_id(t) and _tool_id(t) != cid)]
-    return next((t for t in inside if _same_arguments(_tool_args(t), args)), inside[0] if inside else None)
+def _times(o: Obs, issues: list[Issue], tree: _Tree) -> tuple[float | None, float | None, float | None]:
+    """An observation's start and end (None for a missing or inconsistent one, reported), and its
+    place in time: its start, or for bad times whichever of its stamps lies inside its parent's time
+    (a zone-less start hours off, an end before the start): so one bad number costs only itself, and
+    the observation keeps its step."""
+    start, end = stamp_or_none(o.get("startTime")), stamp_or_none(o.get("endTime"))
+    if start is not None and end is not None and end >= start:
+        return start, end, start
+    parent = tree.parent(o)
+    lo, hi = (
+        (stamp_or_none(parent.get("startTime")), stamp_or_none(parent.get("endTime")))
+        if parent
+        else (None, None)
+    )
+    inside = [
+        (x, name)
+        for x, name in ((start, "start"), (end, "end"))
+        if x is not None and lo is not None and hi is not None and lo <= x <= hi
+    ]
+    place, by = inside[0] if inside else (start, "start") if start is not None else (end, "end")
+    issues.append(
+        Issue(
+            kind="damaged",
+            where=f"observation {o.get('id')} ({o.get('name')})",
+            what=f"startTime {o.get('startTime')!r}, endTime {o.get('endTime')!r}: no valid duration; "
+            "the numbers resting on it are placeholders"
+            + (f"; it keeps its place in time by its {by}" if place is not None else ""),
+        )
+    )
+    if start is not None and end is not None:  # ends before it starts
+        return None, None, place
+    return start, end, place
+
+
+def _match(
+    calls: list[dict[str, Any]],
+    pool: list[Obs],
+    window: tuple[float, float],
+    start_of: Any,
+    where: str,
+    issues: list[Issue],
+) -> list[Obs | None]:
+    """The tool observation that ran each call of one step, by the strongest evidence for the whole
+    step at once: the same id; else, among the tools that started in the step's window, the same
+    name and arguments, else the same name (in order; when that decides between calls of one tool,
+    the report says their results may be crossed)."""
+    ids = [c.get("id") for c in calls]
+    names = [(c.get("function") or {}).get("name") for c in calls]
+    args = [str((c.get("function") or {}).get("arguments") or "") for c in calls]
+
+    def near(i: int, j: int) -> bool:
+        t = pool[j]
+        other = ids[i] and _tool_id(t) and _tool_id(t) != ids[i]
+        return window[0] <= start_of(t) < window[1] and _tool_name(t) == names[i] and not other
+
+    matched = match_passes(
+        len(calls),
+        len(pool),
+        [
+            lambda i, j: bool(ids[i]) and _tool_id(pool[j]) == ids[i],
+            lambda i, j: near(i, j) and _same_arguments(_tool_args(pool[j]), args[i]),
+            near,
+        ],
+    )
+    by_order = [i for i, (_, how) in enumerate(matched) if how == 2]
+    for name in dict.fromkeys(names[i] for i in by_order):
+        rivals = [i for i, n in enumerate(names) if n == name]
+        if len(rivals) > 1:
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=where,
+                    what=f"{len(rivals)} calls of {name} in one step: "
+                    f"{', '.join(str(ids[i] or i) for i in by_order if names[i] == name)} matched to tool "
+                    "observations by order only (no call id, no arguments to tell them apart): their "
+                    "results and durations may be crossed",
+                )
+            )
+    return [pool[j] if j is not None else None for j, _ in matched]
 
 
 def _result(t: Obs, times: dict[int, tuple[float | None, float | None]]) -> Result:
@@ -341,11 +420,13 @@ def _file(path: Path) -> ImportResult:
                 fn = c.get("function") or {}
                 requested.setdefault(str(fn.get("name")), []).append(str(fn.get("arguments") or ""))
         tools = _tools(tree, requested, issues)
-        times = {id(o): _times(o, issues) for o in [*gens, *tools] if id(o) not in wrappers}
+        timed = {id(o): _times(o, issues, tree) for o in [*gens, *tools] if id(o) not in wrappers}
+        times = {k: (a, b) for k, (a, b, _) in timed.items()}
+        places = {k: c for k, (_, _, c) in timed.items()}
 
-        def start_of(o: Obs, times: dict[int, tuple[float | None, float | None]] = times) -> float:
-            start = times[id(o)][0]
-            return float("inf") if start is None else start
+        def start_of(o: Obs, places: dict[int, float | None] = places) -> float:
+            place = places[id(o)]
+            return float("inf") if place is None else place
 
         leaves = sorted((g for g in gens if id(g) not in wrappers), key=start_of)
         source_model_calls += len(leaves)
@@ -358,7 +439,17 @@ def _file(path: Path) -> ImportResult:
         for r, (run_id, steps) in enumerate(runs.items()):
             label = f"export {e + 1} run {r + 1}" if len(exports) > 1 or len(runs) > 1 else "run"
             segs, calls = _run(
-                path, trace, tree, run_id, steps, tools_of.pop(run_id, []), outputs, times, label, issues
+                path,
+                trace,
+                tree,
+                run_id,
+                steps,
+                tools_of.pop(run_id, []),
+                outputs,
+                times,
+                places,
+                label,
+                issues,
             )
             segments += segs
             source_calls += calls
@@ -392,14 +483,15 @@ def _run(
     tools: list[Obs],
     outputs: dict[int, tuple[dict[str, Any] | None, bool]],
     times: dict[int, tuple[float | None, float | None]],
+    places: dict[int, float | None],
     label: str,
     issues: list[Issue],
 ) -> tuple[list[Segment], int]:
     """The segments of one run, and the tool calls of the source it holds."""
 
     def start_of(o: Obs) -> float:
-        start = times[id(o)][0]
-        return float("inf") if start is None else start
+        place = places[id(o)]
+        return float("inf") if place is None else place
 
     parent = tree.by_id.get(run_id) or {}
     pool = list(tools)
@@ -432,12 +524,10 @@ def _run(
                 completion(message, response_id=str(g.get("id")), model=g.get("model")),
                 other_choices(g.get("output")),
             )
-            mine: list[Obs | None] = []
-            for call in _calls_of(message):
-                t = _match(call, pool, window, start_of)
+            mine = _match(_calls_of(message), pool, window, start_of, f"observation {g.get('id')}", issues)
+            for t in mine:
                 if t is not None:
                     pool.remove(t)
-                mine.append(t)
         else:
             rebuilt += 1
             started = [t for t in pool if window[0] <= start_of(t) < window[1]]
@@ -469,7 +559,7 @@ def _run(
                 "total_tokens": usage.get("total"),
             }
         ran = [t for t in mine if t is not None]
-        latency, timing, model_end, first_token = _model_timing(g, ran, times)
+        latency, timing, model_end, first_token = _model_timing(g, ran, times, places)
         source_calls += len(mine)
         results = [
             _result(t, times) if t is not None else Result.missing(f"observation {g.get('id')} call {i}")
@@ -542,7 +632,10 @@ def _run(
 
 
 def _model_timing(
-    g: Obs, ran: list[Obs], times: dict[int, tuple[float | None, float | None]]
+    g: Obs,
+    ran: list[Obs],
+    times: dict[int, tuple[float | None, float | None]],
+    places: dict[int, float | None],
 ) -> tuple[float, Timing, float | None, float | None]:
     """(latency, its label, when the model's part ended, time to first token) of one generation."""
     g_start, g_end = times[id(g)]
@@ -551,6 +644,23 @@ def _model_timing(
             MODEL_S,
             Timing(
                 source="placeholder", note=f"the generation has no valid start and end: {MODEL_S} s assumed"
+            ),
+            None,
+            None,
+        )
+    unsure = [
+        t
+        for t in ran
+        if times[id(t)][0] is None and (at := places[id(t)]) is not None and g_start <= at <= g_end
+    ]
+    if unsure:  # the model's part ends where its tool started, and that start is not trusted
+        return (
+            MODEL_S,
+            Timing(
+                source="placeholder",
+                note=f"its tool (observation {unsure[0].get('id')}) ran inside the generation's "
+                f"{g_end - g_start:.3f} s but has no valid times, so where the model's part ended is not "
+                f"in the export: {MODEL_S} s assumed",
             ),
             None,
             None,

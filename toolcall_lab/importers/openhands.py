@@ -18,8 +18,12 @@ observation: the trace ends ``completed``/``finish_call``.
 Where each number comes from (``recorded``):
 
 - model latency: ``metrics.response_latencies`` (OpenHands' own measurement of each completion call,
-  matched by ``response_id``) where present; otherwise from the event that completed the request (the
-  previous observation or user message) to the action, which includes OpenHands' step overhead;
+  matched by ``response_id``; an id the metrics list twice, or several responses share, is paired by
+  the order of the calls where that tells, else not used, and reported: `_openhands_responses`) where
+  present; otherwise from the event that completed the request (the previous observation or user
+  message) to the action, which includes OpenHands' step overhead. When that event's timestamp is
+  not trusted, the start is not in the log: a placeholder (never a gap measured from an earlier
+  event, which would hold the tool's time);
 - tool duration: from the action to its observation. Actions of one response run one after another,
   so a later call is timed from the previous call's observation.
 
@@ -70,6 +74,7 @@ from toolcall_lab.importers._files import (
     read_text,
     wrong_kind,
 )
+from toolcall_lab.importers._openhands_responses import pair_latencies, response_key, responses
 from toolcall_lab.importers._openhands_v1 import is_v1, to_v0
 from toolcall_lab.records import Timing
 
@@ -179,7 +184,7 @@ def _history(
     label: str,
     slug: str,
     raw_events: list[dict[str, Any]],
-    latencies: dict[str, Any],
+    entries: list[tuple[str, Any]],
     unlogged: list[str],
     issues: list[Issue],
     model_name: str | None,
@@ -229,12 +234,17 @@ def _history(
             "its observation; responses as OpenHands logged them (model_response)",
         )
 
-    actions_of: dict[str, list[dict[str, Any]]] = {}  # one response's actions, wherever they are
+    order = responses(events, label, issues)
+    actions_of: dict[tuple[str, str], list[dict[str, Any]]] = {}  # one response's actions, wherever
     for e in events:
-        rid_ = ((e.get("tool_call_metadata") or {}).get("model_response") or {}).get("id")
-        if "action" in e and rid_:
-            actions_of.setdefault(str(rid_), []).append(e)
-    done: set[str] = set()
+        if "action" in e and e.get("tool_call_metadata") and (k := response_key(e)) is not None:
+            actions_of.setdefault(k, []).append(e)
+    paired = pair_latencies(order, entries, label, issues)
+    first_of = {rid: v for rid, v in reversed(entries)}  # (a rejected response: its first entry)
+    done: set[tuple[str, str]] = set()
+    untrusted: Any = None
+    """The event that completed the next request, when its timestamp is not trusted (its start is
+    then not in the log)."""
     for e in events:
         at = when(e)
         action = e.get("action")
@@ -248,13 +258,14 @@ def _history(
                 close(status="incomplete", reason="recording_ends_after_tool_results")
             history.append({"role": "user", "content": text_of((e.get("args") or {}).get("content"))})
             ready_at = at
+            untrusted = e.get("id") if at is None else None
             continue
         if "observation" in e:
             if e.get("observation") == "error" and e.get("cause") is None:
                 rid = unlogged_queue.pop(0) if unlogged_queue else None
                 text = text_of(e.get("content"))
                 fitted = _fitting(
-                    latencies.get(rid or ""),
+                    first_of.get(rid or ""),
                     at - ready_at if at is not None and ready_at is not None else None,
                     f"{label} event {e.get('id')} response {rid}",
                     issues,
@@ -314,8 +325,12 @@ def _history(
                 close(status="incomplete", reason="response_not_recorded", error=text)
                 history.append({"role": "user", "content": text})
                 ready_at = at
-            elif e.get("cause") is not None and e.get("cause") in by_id and at is not None:
-                ready_at = at if ready_at is None else max(ready_at, at)
+                untrusted = e.get("id") if at is None else None
+            elif e.get("cause") is not None and e.get("cause") in by_id:
+                if at is None:
+                    untrusted = e.get("id")  # the next request's start rests on it: not in the log
+                else:
+                    ready_at = at if ready_at is None else max(ready_at, at)
             continue
         if e.get("source") != "agent" or action in ("recall", "change_agent_state", "condensation"):
             if action == "condensation":
@@ -330,22 +345,24 @@ def _history(
             continue
         meta = e.get("tool_call_metadata") or {}
         body = meta.get("model_response")
+        key = response_key(e) if e.get("tool_call_metadata") else None
         rid = str((body or {}).get("id") or f"event-{e.get('id')}")
-        if rid in done:  # a later action of a response already imported (they run one at a time)
+        if key is not None and key in done:  # a later action of a response already imported
             continue
-        done.add(rid)
-        group = actions_of.get(rid, [e]) if body is not None else [e]
+        if key is not None:
+            done.add(key)
+        group = actions_of.get(key, [e]) if body is not None and key is not None else [e]
         response = _Response(response_id=rid, body=body if isinstance(body, dict) else None, actions=group)
         if response.body is None:
             response.text = text_of((e.get("args") or {}).get("content")) or str(e.get("message") or "")
         if current is None:
             current = open_segment(e)
         first_at = when(group[0])
-        start = ready_at if ready_at is not None else first_at
+        start = None if untrusted is not None else ready_at if ready_at is not None else first_at
         gap = f"{first_at - start:.3f} s" if first_at is not None and start is not None else "not known"
         fitted = _fitting(
-            latencies.get(rid),
-            first_at - ready_at if first_at is not None and ready_at is not None else None,
+            paired.get(key) if key is not None else first_of.get(rid),
+            first_at - start if first_at is not None and start is not None else None,
             f"{label} event {e.get('id')} response {rid}",
             issues,
         )
@@ -365,7 +382,16 @@ def _history(
                     source="recorded",
                     note="from the event that completed the request to the action (includes OpenHands' "
                     "step overhead)"
-                    + ("; its response_latencies figure is not used" if rid in latencies else ""),
+                    + ("; its response_latencies figure is not used" if rid in dict(entries) else ""),
+                ),
+            )
+        elif untrusted is not None:
+            latency, timing = (
+                MODEL_S,
+                Timing(
+                    source="placeholder",
+                    note=f"the request was completed by event {untrusted}, whose timestamp is not trusted: "
+                    f"the start of this model call is not in the log; {MODEL_S} s assumed",
                 ),
             )
         else:
@@ -459,6 +485,7 @@ def _history(
                 model_end=first_at if timing.source == "recorded" else None,
             )
         )
+        untrusted = None
         if last_at is not None:
             ready_at = last_at
         if not results:
@@ -559,10 +586,10 @@ def _file(
             unique.setdefault(e.get("id", f"#{k}"), e)
         events = list(unique.values())
         metrics = record.get("metrics") or {}
-        entries = [r for r in metrics.get("response_latencies") or [] if isinstance(r, dict)]
-        latencies: dict[str, Any] = {}  # response id -> the figure as the source holds it
-        for n, r in enumerate(entries):
-            latencies.setdefault(str(r.get("response_id")), r.get("latency"))
+        raw_entries = [r for r in metrics.get("response_latencies") or [] if isinstance(r, dict)]
+        entries: list[tuple[str, Any]] = []  # (response id, the figure; None when not usable), in order
+        for n, r in enumerate(raw_entries):
+            entries.append((str(r.get("response_id")), r.get("latency")))
             if r.get("latency") is None:
                 issues.append(
                     Issue(
@@ -582,34 +609,31 @@ def _file(
                 )
                 is None
             ):
-                latencies[str(r.get("response_id"))] = None
-        logged = {
-            str(((e.get("tool_call_metadata") or {}).get("model_response") or {}).get("id"))
-            for e in events
-            if e.get("tool_call_metadata")
-        }
-        unlogged = [rid for rid in latencies if rid not in logged]
+                entries[-1] = (entries[-1][0], None)
+        logged = {rid for rid, _ in responses(events)}
+        unlogged = [rid for rid in dict.fromkeys(rid for rid, _ in entries) if rid not in logged]
         calls = sum(1 for e in events if "action" in e and e.get("tool_call_metadata"))
         texts = sum(
             1
             for e in events
             if e.get("source") == "agent" and e.get("action") == "message" and not e.get("tool_call_metadata")
         )
+        rejected = sum(1 for e in events if e.get("observation") == "error" and e.get("cause") is None)
         source_calls += calls
-        # every response the events show, and every one metrics has that the events lack (rejected)
-        source_model_calls += len(logged) + texts + len(unlogged)
-        if latencies:
-            untimed = sorted(logged - set(latencies))
-            if untimed:
-                issues.append(
-                    Issue(
-                        kind="note",
-                        where=f"{path.name} {label}",
-                        what=f"{len(untimed)} response(s) have no metrics.response_latencies entry "
-                        f"({', '.join(untimed[:3])}{', ...' if len(untimed) > 3 else ''}): timed from the "
-                        "events",
-                    )
+        # every response the events show, and every one OpenHands rejected before logging it
+        source_model_calls += len(responses(events)) + texts + rejected
+        extra = unlogged[rejected + texts :]
+        if extra:
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=f"{path.name} {label}",
+                    what=f"metrics.response_latencies lists {len(extra)} response(s) the events do not show "
+                    f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}) and no rejected response "
+                    "or final message accounts for: not counted as model calls (which calls they were is "
+                    "not in the log)",
                 )
+            )
         model = (metrics.get("response_latencies") or [{}])[0].get("model") if metrics else None
         if model is None:
             model = next(
@@ -621,7 +645,7 @@ def _file(
                 None,
             )
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
-        episode = _history(path, f"{path.name} {label}", slug, all_events, latencies, unlogged, issues, model)
+        episode = _history(path, f"{path.name} {label}", slug, all_events, entries, unlogged, issues, model)
         segments += episode
         if record.get("error"):
             error = str(record["error"])

@@ -30,11 +30,14 @@ skipped unless ``include_no_calls``.
 Where each number comes from:
 
 - model latency (``recorded``): the model span's duration (the instrumented client call);
-- tool duration (``recorded``): the tool span's duration, matched by call id (``gen_ai.tool.call.id``,
-  ``tool_call.id``); else (OpenLLMetry's tool spans carry no call id) by name and the arguments in
-  ``traceloop.entity.input``; else by name and order within the batch. The note says which. The
-  trace is placed as recorded, so tool spans that overlapped overlap and the mode is what the spans
-  show;
+- tool duration (``recorded``): the tool span's duration, the span matched to its call by the
+  strongest evidence, for the whole batch at once (`_otlp_tools`): the call id (``gen_ai.tool.call.id``,
+  ``tool_call.id``); else the arguments the span shows (``gen_ai.tool.call.arguments``,
+  ``tool_arguments``, OpenInference ``input.value``, OpenLLMetry ``traceloop.entity.input``); else
+  the tool's name and the order within the batch, which the report says may cross two calls of one
+  tool. The note says which. A span whose call id names another tool's call is damage, matched by
+  its tool and arguments. The trace is placed as recorded, so tool spans that overlapped overlap and
+  the mode is what the spans show;
 - without tool spans, the tool time is not in the export: the gap from the end of the model span to
   the start of the conversation's next model span holds the batch and the agent's own work. For one
   call it is the call's duration, an upper bound (``recorded``, the note says so); for a batch of N
@@ -78,6 +81,14 @@ from toolcall_lab.importers._otlp_spans import (
     response_body,
     spans_of,
     tool_schemas,
+)
+from toolcall_lab.importers._otlp_tools import (
+    UNREADABLE,
+    loads,
+    match_batch,
+    span_key,
+    tool_call_id,
+    tool_name,
 )
 from toolcall_lab.records import Timing
 from toolcall_lab.trace import RESULT_NOT_RECORDED
@@ -213,46 +224,6 @@ class _Conversation:
         return len(request) > len(last) and _signature(request[: len(last)]) == _signature(last)
 
 
-def _tool_name(span: Span) -> Any:
-    return (
-        span.attrs.get("gen_ai.tool.name")
-        or span.attrs.get("tool.name")
-        or span.attrs.get("traceloop.entity.name")
-        or span.name.removeprefix("execute_tool ").removesuffix(".tool")
-    )
-
-
-def _tool_call_id(span: Span) -> Any:
-    return span.attrs.get("gen_ai.tool.call.id") or span.attrs.get("tool_call.id")
-
-
-def _loads(raw: Any) -> Any:
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return _UNREADABLE
-
-
-_UNREADABLE = object()
-
-
-def _same_arguments(span: Span, call: dict[str, Any]) -> bool:
-    """Whether an OpenLLMetry tool span's input (``{"args": [...], "kwargs": {...}}``, the decorated
-    function's arguments) holds the call's arguments."""
-    args = _loads((call.get("function") or {}).get("arguments"))
-    got = _loads(span.attrs.get("traceloop.entity.input"))
-    if not isinstance(args, dict) or not isinstance(got, dict):
-        return False
-    if got == args:
-        return True
-    kwargs, positional = got.get("kwargs"), got.get("args")
-    return (isinstance(kwargs, dict) and kwargs == args and not positional) or (
-        positional == [args] and not kwargs
-    )
-
-
 def _span_result(span: Span) -> tuple[Any, str]:
     """A tool span's result and where it came from ('' when it holds none)."""
     for key in ("gen_ai.tool.call.result", "output.value", "tool_response"):  # (the last: pydantic-ai)
@@ -261,8 +232,8 @@ def _span_result(span: Span) -> tuple[Any, str]:
     raw = span.attrs.get("traceloop.entity.output")
     if raw is None:
         return None, ""
-    value = _loads(raw)
-    if value is _UNREADABLE:
+    value = loads(raw)
+    if value is UNREADABLE:
         return raw, (
             "; result: the span's traceloop.entity.output, which is not valid JSON (cut by a length "
             "limit?): kept as it is"
@@ -288,6 +259,7 @@ def _results(
     used: set[tuple[str, str]],
     where: str,
     by_id: dict[tuple[str, str], Span],
+    issues: list[Issue],
 ) -> list[Result]:
     span, body, _, request = conv.spans[k]
     nxt = conv.spans[k + 1] if k + 1 < len(conv.spans) else None
@@ -303,40 +275,36 @@ def _results(
         chain = _ancestors(t, by_id)
         return min((chain.index(a) + above.index(a) for a in above if a in chain), default=len(by_id))
 
+    def in_window(t: Span) -> bool:
+        return span.start is not None and t.start is not None and span.start <= t.start < window_end
+
+    candidates = [t for t in own if span_key(t) not in used]
+    matched = match_batch(
+        calls,
+        candidates,
+        in_window,
+        closeness if agent is not None else lambda t: 0,
+        where,
+        span.span_id,
+        issues,
+    )
     out: list[Result | None] = []
-    for call in calls:
-        cid, name = call.get("id"), (call.get("function") or {}).get("name")
-        match = next(
-            (t for t in own if cid and (t.trace_id, t.span_id) not in used and _tool_call_id(t) == cid),
-            None,
-        )
-        how_matched = "matched by call id"
-        if match is None:
-            timed = [
-                t
-                for t in own
-                if (t.trace_id, t.span_id) not in used
-                and span.start is not None
-                and t.start is not None
-                and span.start <= t.start < window_end
-                and _tool_name(t) == name
-                and not (cid and _tool_call_id(t))  # a span naming another call is not this one's
-            ]
-            if agent is not None and timed:
-                timed.sort(key=closeness)  # stable: in time order among the nearest
-            same = [t for t in timed if _same_arguments(t, call)]
-            if same:
-                match, how_matched = same[0], "matched by name and arguments (the span has no call id)"
-            elif timed:
-                match = timed[0]
-                how_matched = (
-                    "matched by name and order within the batch (the span has no call id and its "
-                    "input does not show the call's arguments)"
-                )
+    for call, found in zip(calls, matched, strict=True):
+        cid = call.get("id")
+        match, how_matched = (found.span, found.how) if found is not None else (None, "")
         answer = next(
             (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
         )
-        twins = [t for t in own if match is not None and cid and t is not match and _tool_call_id(t) == cid]
+        twins = [  # another span of this call in this batch's time: the call exported twice
+            t
+            for t in candidates
+            if match is not None
+            and cid
+            and t is not match
+            and tool_call_id(t) == cid
+            and tool_name(t) == tool_name(match)
+            and (in_window(t) or t.start is None)
+        ]
         differ = any((t.start, t.end) != (match.start, match.end) for t in twins if match is not None)
         if match is not None:
             used.add((match.trace_id, match.span_id))
@@ -555,7 +523,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             continue
         turns = []
         for k, (span, body, _own, _req) in enumerate(conv.spans):
-            results = _results(conv, k, tools, used, path.name, by_id)
+            results = _results(conv, k, tools, used, path.name, by_id, issues)
             if span.timed:
                 assert span.start is not None and span.end is not None
                 latency, timing, end = (
@@ -631,24 +599,36 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             segment.error = f"the next model span of this trace ({lost[0].span_id}) is unreadable: {lost[1]}"
             segment.closing = f"{segment.error}: no model response follows here"
         segments.append(segment)
-    ran = {(t.trace_id, str(_tool_call_id(t))): t for t in tools if (t.trace_id, t.span_id) in used}
+    ran = {(t.trace_id, str(tool_call_id(t))): t for t in tools if (t.trace_id, t.span_id) in used}
     for t in tools:
-        twin = ran.get((t.trace_id, str(_tool_call_id(t)))) if _tool_call_id(t) else None
+        twin = ran.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
         if (t.trace_id, t.span_id) not in used and twin is not None:
             issues.append(
                 Issue(
                     kind="damaged",
                     where=f"tool span {t.span_id} ({t.name})",
-                    what=f"another span of tool call {_tool_call_id(t)} (span {twin.span_id} has it): a call "
+                    what=f"another span of tool call {tool_call_id(t)} (span {twin.span_id} has it): a call "
                     "runs once, so this duplicate is dropped and one execution imported",
                 )
             )
         elif (t.trace_id, t.span_id) not in used:
+            lost_with = next(
+                (
+                    (bad, why)
+                    for bad, why in reversed(unreadable)
+                    if bad.trace_id == t.trace_id and (bad.order or 0.0) <= (t.order or 0.0)
+                ),
+                None,
+            )
             issues.append(
                 Issue(
                     kind="skipped",
                     where=f"tool span {t.span_id} ({t.name})",
-                    what="no model call's tool call matched it (ran outside a model's request)",
+                    what=f"no imported model call's tool call matched it: the model span before it "
+                    f"({lost_with[0].span_id}) could not be read ({lost_with[1]}), so the call it ran is "
+                    "not known"
+                    if lost_with is not None
+                    else "no model call's tool call matched it (ran outside a model's request)",
                 )
             )
     return build_result(

@@ -55,6 +55,7 @@ from toolcall_lab.importers._build import (
 from toolcall_lab.importers._chat_chunks import chat_chunks, split_events
 from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder
+from toolcall_lab.importers._matching import match_passes
 from toolcall_lab.messages import ParsedResponse
 from toolcall_lab.protocol import from_anthropic
 from toolcall_lab.records import Timing
@@ -209,15 +210,21 @@ def _results_for(parsed: ParsedResponse, request: _Request) -> tuple[list[Result
     if i is None:
         return None
     echoed = request.messages[i]
-    by_id: dict[str, dict[str, Any]] = {}
+    answers: list[dict[str, Any]] = []
     for m in request.messages[i + 1 :]:
         if m.get("role") != "tool":
             break
-        by_id.setdefault(str(m.get("tool_call_id")), m)
+        answers.append(m)
+    calls = list(echoed.get("tool_calls") or [])
+    matched = match_passes(  # by call id: two calls sharing one are answered in order, never both by one
+        len(calls),
+        len(answers),
+        [lambda a, b: str(answers[b].get("tool_call_id")) == str(calls[a].get("id"))],
+    )
     out = []
-    for call in echoed.get("tool_calls") or []:
+    for call, (k, _) in zip(calls, matched, strict=True):
         cid = str(call.get("id"))
-        message = by_id.get(cid)
+        message = answers[k] if k is not None else None
         if message is None:
             out.append(Result.missing(why="the next request answers no call with this id: 0 s"))
             continue

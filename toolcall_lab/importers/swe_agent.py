@@ -15,8 +15,9 @@ Where each number comes from:
 - model latency: SWE-agent records none (only token counts and costs): ``placeholder`` (`MODEL_S`).
   A replayed trajectory (``replay_config`` set, ``model_stats`` at zero) made no model calls at all.
 
-Results are the tool messages that follow each assistant message, in order (their ``tool_call_ids``
-do not always repeat the call's id: demonstration trajectories reuse ids).
+Results are the tool messages that follow each assistant message: the one naming a call's id in its
+``tool_call_ids`` answers that call; the others are taken in order (their ids do not always repeat
+the call's: demonstration trajectories reuse ids), and the notes count them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from toolcall_lab.importers._build import (
 )
 from toolcall_lab.importers._figures import usable_figure
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._matching import match_passes
 from toolcall_lab.records import Timing
 
 
@@ -150,8 +152,8 @@ def _file(path: Path) -> ImportResult:
                     instead="0 s placeholder",
                 )
                 step += 1
-        for k, call in enumerate(calls):
-            if k >= len(tool_messages):
+        for call, (k, how) in zip(calls, _answers(calls, tool_messages), strict=True):
+            if k is None:
                 results.append(
                     Result.missing(
                         f"{path.name} history[{i - 1}] call {call.get('id')}",
@@ -161,7 +163,7 @@ def _file(path: Path) -> ImportResult:
                 )
                 continue
             t = tool_messages[k]
-            if call.get("id") not in (t.get("tool_call_ids") or [t.get("tool_call_id")]):
+            if how > 0:
                 mismatched += 1
             results.append(
                 Result(
@@ -239,8 +241,8 @@ def _file(path: Path) -> ImportResult:
     if mismatched:
         for seg in segments:
             seg.notes += (
-                f"; {mismatched} tool message(s) name another call id than the call they follow "
-                "(matched by position)"
+                f"; {mismatched} tool message(s) name no call id of the response they follow (matched "
+                "by position among those; a message naming a call's id answers that call)"
             )
     return build_result(
         "swe-agent",
@@ -250,6 +252,26 @@ def _file(path: Path) -> ImportResult:
         source_model_calls=source_model_calls,
         issues=issues,
     )
+
+
+def _answers(calls: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[tuple[int | None, int]]:
+    """Each call's tool message: the one naming its id, then, in order, those naming no call's id,
+    then any left (pass 0 is the id)."""
+    asked = {c.get("id") for c in calls}
+    return match_passes(
+        len(calls),
+        len(messages),
+        [
+            lambda a, b: calls[a].get("id") in _ids(messages[b]),
+            lambda a, b: not set(_ids(messages[b])) & asked,
+            lambda a, b: True,
+        ],
+    )
+
+
+def _ids(message: dict[str, Any]) -> list[Any]:
+    """The call ids a tool message says it answers."""
+    return list(message.get("tool_call_ids") or [message.get("tool_call_id")])
 
 
 def _step_of(steps: list[dict[str, Any]], start: int, action: Any) -> int | None:

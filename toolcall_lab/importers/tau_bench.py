@@ -34,6 +34,7 @@ from toolcall_lab.importers._build import (
     slugify,
 )
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
+from toolcall_lab.importers._matching import match_passes, shared
 from toolcall_lab.records import Timing
 
 TAU_MODEL = Timing(
@@ -54,6 +55,45 @@ def tau_tool_s(name: str) -> float:
 
 def _status(text: str) -> Any:
     return "error" if text.startswith(("Error:", "Unknown action")) else "ok"
+
+
+def _answers(
+    calls: list[dict[str, Any]], answers: list[dict[str, Any]], where: str, issues: list[Issue]
+) -> list[dict[str, Any] | None]:
+    """The tool message answering each call: by call id and tool name, then by call id (the first
+    not yet taken, so two calls sharing an id are answered in order, and said); a tool message no
+    call takes is reported."""
+    ids = [str(c.get("id")) for c in calls]
+    names = [(c.get("function") or {}).get("name") for c in calls]
+    matched = match_passes(
+        len(calls),
+        len(answers),
+        [
+            lambda i, j: str(answers[j].get("tool_call_id")) == ids[i] and answers[j].get("name") == names[i],
+            lambda i, j: str(answers[j].get("tool_call_id")) == ids[i],
+        ],
+    )
+    for cid in shared(ids):
+        issues.append(
+            Issue(
+                kind="note",
+                where=where,
+                what=f"{ids.count(str(cid))} calls of one response share the id {cid}: each takes the first "
+                "tool message with that id (and its tool's name) not yet taken",
+            )
+        )
+    taken = {j for j, _ in matched if j is not None}
+    for j, t in enumerate(answers):
+        if j not in taken:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=where,
+                    what=f"a tool message for {t.get('tool_call_id')} ({t.get('name')}) answers no call of "
+                    "the response that is left (a second answer, or an id no call has): not imported",
+                )
+            )
+    return [answers[j] if j is not None else None for j, _ in matched]
 
 
 def import_tau_bench(
@@ -134,14 +174,13 @@ def import_tau_bench(
             while j < len(traj) and traj[j].get("role") == "assistant":
                 a = traj[j]
                 calls = a.get("tool_calls") or []
-                by_id: dict[str, Any] = {}
                 k = j + 1
                 while k < len(traj) and traj[k].get("role") == "tool":
-                    by_id.setdefault(str(traj[k].get("tool_call_id")), traj[k])
                     k += 1
+                answers = traj[j + 1 : k]
+                matched = _answers(calls, answers, f"trajectory {n} message {j}", issues)
                 results = []
-                for c in calls:
-                    t = by_id.get(str(c.get("id")))
+                for t in matched:
                     if t is None:
                         results.append(
                             Result.missing(
