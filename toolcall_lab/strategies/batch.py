@@ -630,7 +630,16 @@ class Batch:
         if not chosen:
             return
         if self._group is None and self._slots is None and self._checked is None and self._screen_now():
-            await self._joined(run_all(self, chosen))  # (the common case, on a lean path)
+            task = asyncio.current_task()  # (the common case, on a lean path; `_joined` inlined)
+            joiners = self._joiners
+            if joiners is None:
+                joiners = self._joiners = set()
+            if task is not None:
+                joiners.add(task)
+            try:
+                await run_all(self, chosen)
+            finally:
+                joiners.discard(task)
             return
         if self._checked is None and self._screened < len(self._calls):
             with self._running_in(chosen):
