@@ -18,13 +18,17 @@ dependency evidence (`toolcall_lab.dependencies`): only rounds every pair of whi
 ``likely_independent`` count, and the figure is an upper bound.
 
 Any strategy can be compared (a built-in name, ``module:attribute``, or a strategy object: the
-``mode`` column shows its name). Per trace, ``eager_bound_s`` is the wall time if every call started
-the moment its arguments were complete in the recorded stream and all calls overlapped, and
+``mode`` column shows its name; ``cap``, ``tool_limits`` and ``streams`` what it ran under, and under
+a run-level ``concurrency`` plain ``parallel`` / ``eager`` are named ``parallel[cap=N]``). Per trace,
+``eager_bound_s`` is the wall time if every call started the moment its arguments were complete in
+the recorded stream and all calls overlapped (of equal calls, the first to complete runs, as under
+eager), and
 ``eager_saving_bound_s`` what that saves over ``lower_bound_s`` (calls starting at the stream's end);
 ``chunk_timing`` says what the completion times rest on (``none``: no chunk timing, the two bounds are
 equal and ``eager`` runs as ``parallel``). Per run, ``stream_overlap_s`` is the tool time that ran while
 the model was still streaming, and ``strategy_notes`` counts what the strategy noted (e.g. ``eager``
-falling back to parallel), the texts being in the rounds table.
+falling back to parallel), the texts being in the rounds table; `stream_evidence` says in words what a
+streaming strategy's figures rest on (``summary_text`` adds it).
 """
 
 from __future__ import annotations
@@ -568,7 +572,8 @@ class Comparison:
     """Tidy results of replaying traces under several modes."""
 
     runs: pd.DataFrame
-    """One row per (trace, mode): wall time, model/tool time, overlap (with each other:
+    """One row per (trace, mode): what the strategy ran under besides its name (``cap``,
+    ``tool_limits``, ``streams``: `strategy_options`), wall time, model/tool time, overlap (with each other:
     ``overlap_saved_s``; with the model's stream: ``stream_overlap_s``), upstream calls, round trips,
     tokens, failures, lower bound, the eager bound and what it would save (``eager_bound_s``,
     ``eager_saving_bound_s``, resting on ``chunk_timing``), efficiency, speedup vs sequential,

@@ -12,10 +12,12 @@ Everywhere a mode name is accepted (``run(mode=...)``, `replay`, `compare`, the 
   subclass (made with no arguments) or an ``async def f(batch)``;
 - the object itself (in Python).
 
-The built-ins' names are theirs: a strategy of your own named ``parallel`` (or ``Parallel``, or
-``eager[cap=2]``) is refused, since tables, plots and traces tell strategies apart by name; so is a
-name the CLI or this resolver would misread (a comma, a colon, brackets, surrounding whitespace, a
-control character: `check_name`).
+A strategy's name says what it runs (`check_strategy_name`, applied here too): a built-in goes by the
+name of what it runs, options included, or by a name of its own; a strategy of your own named
+``parallel`` (or ``Parallel``, or ``eager[cap=2]``) is refused, since tables, plots and traces tell
+strategies apart by name; so is a name the CLI or this resolver would misread (a comma, a colon,
+brackets, surrounding whitespace, a control character: `check_name`). Under a run-level cap, `capped`
+gives plain ``parallel`` / ``eager`` the cap's name.
 """
 
 from __future__ import annotations
