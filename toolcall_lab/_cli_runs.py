@@ -612,7 +612,9 @@ def _write_missing(missing: list[str], out: Path) -> Path:
     return path
 
 
-_TABLES = ("calls", "errors", "excluded", "missed", "dependencies")
+_TABLES = ("rounds", "calls", "errors", "excluded", "missed", "dependencies")
+"""Written beside the runs table (``<stem>_rounds``, ...); the rounds table holds the strategies' notes
+(e.g. ``eager`` running as parallel for want of chunk timing), which the runs table only counts."""
 
 
 def _check_output(out: Path) -> None:

@@ -9,14 +9,41 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from toolcall_lab.exceptions import UsageError
 
 _files: dict[Path, ModuleType] = {}
 """Files imported by path, once each (a strategy and the tools may share one)."""
+
+
+class _HardExit(Exception):
+    """The module called ``os._exit`` while being imported (refused: see `_no_hard_exit`)."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(f"os._exit({code!r})")
+        self.code = code
+
+
+@contextmanager
+def _no_hard_exit() -> Iterator[None]:
+    """``os._exit`` raises instead of ending the process while the user's module is imported: it
+    skips every handler, so toolcall-lab would end at once with the module's exit code and without a
+    word (``bench`` exiting 0 with no output); refused, it is a `UsageError` naming the module."""
+    real = os._exit
+
+    def refused(status: int) -> NoReturn:
+        raise _HardExit(status)
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def load_attribute(spec: str, where: str, example: str) -> Any:
@@ -47,7 +74,8 @@ def _import(spec: str, where: str, name: str) -> ModuleType:
     if added:
         sys.path.insert(0, here)
     try:
-        return importlib.import_module(name)
+        with _no_hard_exit():
+            return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
             path_like = "/" in name or "\\" in name
@@ -83,7 +111,8 @@ def _import_file(spec: str, where: str, source: str) -> ModuleType:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     try:
-        module_spec.loader.exec_module(module)
+        with _no_hard_exit():
+            module_spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         del sys.modules[name]
         raise _failed(spec, where, str(path), exc) from None
@@ -94,5 +123,10 @@ def _import_file(spec: str, where: str, source: str) -> ModuleType:
 def _failed(spec: str, where: str, what: str, exc: BaseException) -> UsageError:
     if isinstance(exc, SystemExit):
         return UsageError(f"{where} {spec!r}: importing {what} called sys.exit({exc.code!r})")
+    if isinstance(exc, _HardExit):
+        return UsageError(
+            f"{where} {spec!r}: importing {what} called os._exit({exc.code!r}), which would end "
+            "toolcall-lab at once, without a word; a module named here must not exit when imported"
+        )
     text = str(exc).replace("\n", " ") or "(no message)"
     return UsageError(f"{where} {spec!r}: importing {what} failed: {type(exc).__name__}: {text}")

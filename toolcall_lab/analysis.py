@@ -18,13 +18,17 @@ dependency evidence (`toolcall_lab.dependencies`): only rounds every pair of whi
 ``likely_independent`` count, and the figure is an upper bound.
 
 Any strategy can be compared (a built-in name, ``module:attribute``, or a strategy object: the
-``mode`` column shows its name). Per trace, ``eager_bound_s`` is the wall time if every call started
-the moment its arguments were complete in the recorded stream and all calls overlapped, and
+``mode`` column shows its name; ``cap``, ``tool_limits`` and ``streams`` what it ran under, and under
+a run-level ``concurrency`` plain ``parallel`` / ``eager`` are named ``parallel[cap=N]``). Per trace,
+``eager_bound_s`` is the wall time if every call started the moment its arguments were complete in
+the recorded stream and all calls overlapped (of equal calls, the first to complete runs, as under
+eager), and
 ``eager_saving_bound_s`` what that saves over ``lower_bound_s`` (calls starting at the stream's end);
 ``chunk_timing`` says what the completion times rest on (``none``: no chunk timing, the two bounds are
 equal and ``eager`` runs as ``parallel``). Per run, ``stream_overlap_s`` is the tool time that ran while
 the model was still streaming, and ``strategy_notes`` counts what the strategy noted (e.g. ``eager``
-falling back to parallel), the texts being in the rounds table.
+falling back to parallel), the texts being in the rounds table; `stream_evidence` says in words what a
+streaming strategy's figures rest on (``summary_text`` adds it).
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolcall_lab._execution import dedupe_key
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import MODES, NOT_BATCH_EVIDENCE, TIMING_SOURCES, Round, TimingSource
 from toolcall_lab.replay import check_recorded_settings, replay
 from toolcall_lab.runs import RunResult
-from toolcall_lab.strategies import Serialized, StrategySpec, resolve
+from toolcall_lab.strategies import Serialized, StrategySpec, capped, resolve
 from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
 from toolcall_lab.strategies.base import strategy_name
 from toolcall_lab.trace import Trace
@@ -139,15 +144,21 @@ def _stream_overlap(r: Round) -> float:
 
 
 def eager_bound_s(trace: Trace) -> float:
-    """Lower bound with eager execution: per round, the later of the stream's end and, for each call,
-    the time its arguments were complete in the recorded stream plus its duration (every call starts
-    the moment it can and all overlap). With no chunk timing (``none``) every call completes at the
-    stream's end, and the bound equals `critical_path_s`."""
+    """Lower bound with eager execution: per round, the later of the stream's end and, for each call
+    eager runs, the time its arguments were complete in the recorded stream plus its recorded
+    duration (every call starts the moment it can, all overlap, no cap). With no chunk timing
+    (``none``) every call completes at the stream's end, and the bound equals `critical_path_s`.
+
+    It follows eager's own decisions: of equal calls (same tool and arguments, when the trace's run
+    de-duplicated), eager runs the first to *complete* and answers the others as its duplicates,
+    whichever of them the recording ran (a recording made under another strategy ran the first in
+    model order): the group costs its earliest completion plus the duration the recording gives it."""
     no_arguments = no_argument_tools(trace.tools)
-    return sum(_eager_round_s(r, no_arguments) for r in trace.rounds)
+    dedupe = trace.metadata.settings.get("dedupe", True) is not False
+    return sum(_eager_round_s(r, no_arguments, dedupe) for r in trace.rounds)
 
 
-def _eager_round_s(r: Round, no_arguments: frozenset[str]) -> float:
+def _eager_round_s(r: Round, no_arguments: frozenset[str], dedupe: bool = True) -> float:
     """One round's part of `eager_bound_s`."""
     mc = r.model_call
     latency = mc.latency_s
@@ -156,9 +167,18 @@ def _eager_round_s(r: Round, no_arguments: frozenset[str]) -> float:
         offsets: dict[int, float] = {}
     else:
         offsets = completion_offsets(mc.chunks, latency, no_arguments)
+    groups: dict[str, tuple[float, float]] = {}  # equal calls: (earliest completion, duration)
     end = latency
     for call, ex in pairs:
-        end = max(end, min(offsets.get(call.index, latency), latency) + ex.duration_s)
+        done = min(offsets.get(call.index, latency), latency)
+        key = dedupe_key(call) if dedupe else None
+        if key is None:
+            end = max(end, done + ex.duration_s)
+        else:
+            first, took = groups.get(key, (done, 0.0))
+            groups[key] = (min(first, done), max(took, ex.duration_s))
+    for done, took in groups.values():
+        end = max(end, done + took)
     return end
 
 
@@ -173,9 +193,10 @@ def eager_saving_bound_s(trace: Trace) -> float:
     not the float noise of subtracting two sums, such as ``2.8e-14``)."""
     total = 0.0
     no_arguments = no_argument_tools(trace.tools)
+    dedupe = trace.metadata.settings.get("dedupe", True) is not False
     for r in trace.rounds:
         slowest = max((e.duration_s for e in r.executions if e.status != "skipped"), default=0.0)
-        saving = r.model_call.latency_s + slowest - _eager_round_s(r, no_arguments)
+        saving = r.model_call.latency_s + slowest - _eager_round_s(r, no_arguments, dedupe)
         if saving >= NOISE_S:
             total += saving
     return total
@@ -355,15 +376,12 @@ def run_rows(
     trips_time = sum(r.round_trip_s for r in result.rounds)  # serialized: the N-1 recorded per batch
     phases = sum(_tool_phase(r) for r in result.rounds) - trips_time
     answered = _tool_message_ids(result)
-    order_ok = all(
-        (ids := answered(r)) == [c.tool_call_id for c in r.tool_calls][: len(ids)]
-        for r in result.rounds
-        if r.tool_calls
-    )
+    order_ok = all(answered(r) == _answered_in_model_order(r) for r in result.rounds if r.tool_calls)
     usage = result.usage
     summary = {
         "trace": trace_id,
         "mode": result.mode,
+        **strategy_options(result),
         "status": result.status,
         "reason": result.reason,
         "wall_time_s": result.wall_time_s,
@@ -389,6 +407,22 @@ def run_rows(
     return summary, rounds, calls
 
 
+def strategy_options(result: RunResult) -> dict[str, Any]:
+    """What the run's strategy ran under besides its name: ``cap`` (calls at once: the strategy's own
+    cap, else the run's ``concurrency`` setting, a recorded one included; None for no cap),
+    ``tool_limits`` (``tool=K`` per limited tool, comma-separated) and ``streams`` (it saw calls as
+    they became complete while the model streamed). A strategy named by you (``Parallel(name="mine",
+    concurrency=2)``) or a run-level cap (recorded in a trace's settings) does not show in the name:
+    these columns say it, so no row is read as running uncapped when it did not."""
+    strategy = result.config.strategy
+    limits = getattr(strategy, "tool_limits", None) or {}
+    return {
+        "cap": getattr(strategy, "concurrency", None) or result.config.concurrency,
+        "tool_limits": ",".join(f"{tool}={k}" for tool, k in sorted(limits.items())),
+        "streams": bool(getattr(strategy, "streams", False)),
+    }
+
+
 def not_comparable_why(result: RunResult) -> str | None:
     """Why the run's wall time cannot be set beside other strategies' (None: it can). A run cut off
     (timeout, abort) took the cut's time; a run whose strategy failed stopped at its crash; a run
@@ -401,6 +435,12 @@ def not_comparable_why(result: RunResult) -> str | None:
     if skipped:
         return f"{skipped} call(s) skipped: the run did less work"
     return None
+
+
+def _answered_in_model_order(r: Round) -> list[str]:
+    """The ids of the round's calls that were answered (every one but those skipped, wherever they
+    sit in the batch), in model order: what the transcript's tool messages must read."""
+    return [c.tool_call_id for c, e in zip(r.tool_calls, r.executions, strict=False) if e.answered]
 
 
 def _tool_message_ids(result: RunResult) -> Callable[[Round], list[str]]:
@@ -541,7 +581,8 @@ class Comparison:
     """Tidy results of replaying traces under several modes."""
 
     runs: pd.DataFrame
-    """One row per (trace, mode): wall time, model/tool time, overlap (with each other:
+    """One row per (trace, mode): what the strategy ran under besides its name (``cap``,
+    ``tool_limits``, ``streams``: `strategy_options`), wall time, model/tool time, overlap (with each other:
     ``overlap_saved_s``; with the model's stream: ``stream_overlap_s``), upstream calls, round trips,
     tokens, failures, lower bound, the eager bound and what it would save (``eager_bound_s``,
     ``eager_saving_bound_s``, resting on ``chunk_timing``), efficiency, speedup vs sequential,
@@ -651,6 +692,29 @@ def check_distinct(names: Sequence[str], where: str) -> None:
         raise UsageError(f"{where}: two strategies share a name ({list(names)}); give each its own `name`")
 
 
+def run_capped(modes: Sequence[Any], concurrency: int | None, where: str) -> list[Any]:
+    """`modes` as they run under a run-level `concurrency`: built-in ``parallel`` / ``eager`` with no
+    cap of their own take it into their name (`toolcall_lab.strategies.capped`: ``parallel`` becomes
+    ``parallel[cap=2]``), the others are kept as given (specs stay specs, for worker processes); a
+    `UsageError` when two of them then share a name (``parallel`` and ``parallel[cap=2]`` under
+    ``concurrency=2`` are one strategy)."""
+    out, names, was = [], [], []
+    for mode in modes:
+        strategy = resolve(mode, where)
+        run_as = capped(strategy, concurrency)
+        out.append(mode if run_as is strategy else run_as)
+        names.append(run_as.name)
+        was.append(strategy.name)
+    if concurrency is not None and len(set(names)) != len(names):
+        renamed = [f"{a!r} runs as {b!r}" for a, b in zip(was, names, strict=True) if a != b]
+        raise UsageError(
+            f"{where}: under concurrency={concurrency}, {', '.join(renamed)}: two strategies are then the "
+            f"same ({names}); leave one out"
+        )
+    check_distinct(names, where)
+    return out
+
+
 def compare(
     traces: Iterable[Trace | str | Path],
     modes: Sequence[StrategySpec] = MODES,
@@ -683,8 +747,7 @@ def compare(
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
     modes = modes_list(modes, "compare(modes=...)")
-    names = [resolve(m, "compare(modes=...)").name for m in modes]  # bad specs fail before any replay
-    check_distinct(names, "compare(modes=...)")
+    modes = run_capped(modes, concurrency, "compare(modes=...)")  # bad specs fail before any replay
     settings: dict[str, Any] = {"round_trip_s": round_trip_s}
     if concurrency is not None:
         settings["concurrency"] = concurrency
@@ -789,4 +852,29 @@ def summary_text(comparison: Comparison) -> str:
         for mode, n in (s["traces"] - s["comparable_runs"]).items()
         if n > 0
     ]
-    return "\n".join([text, *notes])
+    return "\n".join([text, *notes, *stream_evidence(comparison)])
+
+
+_CHUNK_WORDS = {
+    "recorded": "recorded chunk offsets (measured)",
+    "spread": "offsets spread evenly by a script or an importer (modelled, not measured)",
+    "estimated": "offsets from a stated generation-speed formula (modelled, not measured)",
+    "none": "no chunk timing: it ran as parallel there (no call could be seen complete early)",
+}
+
+
+def stream_evidence(comparison: Comparison) -> list[str]:
+    """What each streaming strategy's figures (``eager``'s overlap with the model's stream) rest on,
+    one line per such strategy: on how many of its runs the trace's chunk offsets were recorded,
+    spread, estimated or absent (where it ran as parallel). The rounds table holds each round's note."""
+    runs = comparison.runs
+    if runs.empty or "streams" not in runs:
+        return []
+    out = []
+    for mode, mine in runs[runs["streams"].astype(bool)].groupby("mode", sort=False):
+        counts = mine["chunk_timing"].map(lambda k: k if k in _CHUNK_WORDS else "mixed").value_counts()
+        order = [k for k in (*_CHUNK_WORDS, "mixed") if k in counts]
+        words = {**_CHUNK_WORDS, "mixed": "chunk timing that differs between rounds (see the rounds table)"}
+        parts = "; ".join(f"{int(counts[k])} on {words[k]}" for k in order)
+        out.append(f"{mode}: what its overlap with the stream rests on, of its {len(mine)} run(s): {parts}")
+    return out

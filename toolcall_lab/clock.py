@@ -137,15 +137,24 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         return future
 
 
+def in_running_loop() -> bool:
+    """Whether this thread runs an event loop now (asked without leaving a ``RuntimeError`` as the
+    context of whatever is raised next: an error from a run started after the check would otherwise
+    print "no running event loop ... During handling of the above exception" before itself)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def run_virtual(main: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion on a fresh `VirtualEventLoop`.
 
     Works from a notebook too: inside a running event loop it runs in a helper thread (virtual runs
     take milliseconds, so the cell blocks only that long).
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not in_running_loop():  # (outside the `except`: the run's own errors carry no "no running loop")
         return _run_on_virtual_loop(main)
     ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="toolcall-lab-virtual") as pool:

@@ -1,9 +1,12 @@
 """The typed event stream of a run; every event carries the run clock's timestamp (`at`).
 
-In parallel mode the batch's ACTION events all come first, then its OBSERVATION events in batch order;
-under ``eager`` each ACTION comes when its call starts, possibly while the model still streams (before
-the round's ``model_response``), and each OBSERVATION when its call finishes. Whatever ends a run,
-every ACTION gets its OBSERVATION (a call cut off is observed with its ``cancelled`` record).
+Under every strategy, built-in or not, a call's ACTION comes when it starts and its OBSERVATION when
+it finishes (a call screened out, e.g. a duplicate, is observed at once): under ``parallel`` the
+batch's ACTIONs all come at one instant once the response has ended and the OBSERVATIONs in the order
+the calls finish; under ``eager`` an ACTION may come while the model still streams (before the round's
+``model_response``). Results still go back to the model in model order, once the batch has finished.
+Whatever ends a run, every ACTION gets its OBSERVATION (a call cut off is observed with its
+``cancelled`` record).
 A listener that raises is recorded as a hook failure (``on_event``) and the run goes on.
 """
 

@@ -86,8 +86,8 @@ def measured_speed(
     for trace in traces:
         for r in trace.rounds:
             mc = r.model_call
-            if mc.chunk_timing != "recorded" or not mc.chunks:
-                continue
+            if mc.chunk_timing != "recorded" or not mc.chunks or r.placeholder is not None:
+                continue  # (an importer's marker is no response: its chunks say nothing of a speed)
             firsts.append((mc.chunks[0].offset_s, count_tokens(chunk_text(mc.chunks[0].payload))))
             for a, b in zip(mc.chunks, mc.chunks[1:], strict=False):
                 gap = b.offset_s - a.offset_s
@@ -193,7 +193,20 @@ def as_streamed(
         what = ""
     tool_timing = Timing(source="placeholder", note=what)
     rounds = []
+    markers = 0
     for r in trace.rounds:
+        executions: tuple[ToolExecution, ...] = r.executions
+        if draw is not None:
+            executions = tuple(
+                replace(e, started_at=0.0, ended_at=draw(), timing=tool_timing)
+                if e.status in ("ok", "error", "timeout", "withheld", "not_recorded")
+                else e
+                for e in r.executions
+            )
+        if r.placeholder is not None:  # an importer's marker, not a model response: never a timed turn
+            markers += 1
+            rounds.append(replace(r, executions=executions))
+            continue
         chunks, latency = streamed_response(
             r.assistant_message, speed, per_chunk=per_chunk, count=count_tokens
         )
@@ -207,16 +220,15 @@ def as_streamed(
             timing=timing,
             chunk_timing="estimated",
         )
-        executions: tuple[ToolExecution, ...] = r.executions
-        if draw is not None:
-            executions = tuple(
-                replace(e, started_at=0.0, ended_at=draw(), timing=tool_timing)
-                if e.status in ("ok", "error", "timeout", "withheld", "not_recorded")
-                else e
-                for e in r.executions
-            )
         rounds.append(replace(r, model_call=call, executions=executions))
+    kept = (
+        f" ({markers} placeholder round(s) an importer wrote where the recording holds no response are "
+        "kept as markers, 0 s: no final turn is invented)"
+        if markers
+        else ""
+    )
     meta = replace(
-        trace.metadata, notes=f"{trace.metadata.notes}; responses re-timed: {speed.formula}".lstrip("; ")
+        trace.metadata,
+        notes=f"{trace.metadata.notes}; responses re-timed: {speed.formula}{kept}".lstrip("; "),
     )
     return replace(trace, rounds=tuple(rounds), metadata=meta)

@@ -74,6 +74,17 @@ from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 __all__ = ["AbortHandle", "Hooks", "RunConfig", "RunResult", "as_messages", "as_registry", "run", "run_sync"]
 
 
+def _unfinished(batch: Batch) -> str:
+    """Which of a batch's calls a strategy left unfinished, and how far each got: running, or
+    dispatched (`Batch.start`) but not started yet (its task had not run when the strategy returned)."""
+    n = len(batch._done)
+    running = [p for p in range(n) if batch._done[p] is None and batch._started[p] is not None]
+    waiting = [p for p in range(n) if batch._done[p] is None and batch._started[p] is None and batch._open[p]]
+    parts = [f"{running} running"] if running else []
+    parts += [f"{waiting} dispatched but not started yet (they never ran)"] if waiting else []
+    return f": the calls at positions {' and '.join(parts)}" if parts else ""
+
+
 class NeverReturned(Exception):
     """A strategy waited for something that never happens (a deadlock on the virtual clock)."""
 
@@ -468,6 +479,9 @@ class _Run:
                 f"round {round_index}: the model call failed: {type(cause).__name__}: {cause}{where}",
             )
             return None
+        except _StrategyFailed as exc:  # a streaming strategy failed while the model streamed
+            self.strategy_failed(exc, round_index, mid_stream=True)
+            return None
         try:
             calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
         except BaseException:  # (an event listener stopping the run): the strategy's calls stop too
@@ -581,8 +595,8 @@ class _Run:
             returned: Any = await cast(Any, self.strategy).run(batch)  # (None, unless it misbehaves)
             if batch._running():
                 raise UsageError(
-                    "returned while calls it started were still running (await batch.join() after "
-                    "batch.start, and every task running batch.run, before returning)"
+                    f"returned while calls it started had not finished{_unfinished(batch)} (await "
+                    "batch.join() after batch.start, and every task running batch.run, before returning)"
                 )
             if returned is not None and not self.warned_return:
                 self.warned_return = True
@@ -662,7 +676,7 @@ class _Run:
             await asyncio.wait((receive, strategy_task), return_when=asyncio.FIRST_COMPLETED)
             if not receive.done() and not strategy_task.cancelled():
                 stopped = strategy_task.exception()
-                if stopped is not None and not isinstance(stopped, _StrategyFailed):
+                if stopped is not None:  # (its failure, or what stops the run: the stream stops now)
                     raise stopped  # (its calls are drained; the stream is cancelled below)
             received: tuple[ModelCall, ParsedResponse] = await receive
             return received
@@ -685,10 +699,16 @@ class _Run:
             strategy_task.exception()  # (retrieved: what it raised is the run's business, not asyncio's)
         await batch._drain()
 
-    def strategy_failed(self, exc: _StrategyFailed, round_index: int) -> None:
+    def strategy_failed(self, exc: _StrategyFailed, round_index: int, mid_stream: bool = False) -> None:
+        """End the run ``failed/strategy_error``; `mid_stream`: the strategy failed while the model
+        streamed, so the stream stopped then and the round is recorded as far as it came."""
         cause = exc.__cause__ or exc
         what = _described(cause)
-        self.close_round(f"the strategy {self.strategy_name!r} failed")
+        why = f"the strategy {self.strategy_name!r} failed"
+        if mid_stream and self.streaming is not None and self.partial.get("batch") is not None:
+            self.close_cut_stream(why)
+        else:
+            self.close_round(why)
         self.stop(
             "failed",
             "strategy_error",
@@ -739,7 +759,7 @@ class _Run:
             assistant_message=p["assistant"],
             tool_calls=batch._calls,
             executions=tuple(executions),
-            findings=(*p["findings"], *batch._findings),
+            findings=(*batch._amend(p["findings"]), *batch._findings),
             final=final_reason is not None,
             final_reason=final_reason,
             client_round_trips=batch._client_round_trips,

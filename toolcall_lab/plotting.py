@@ -243,7 +243,7 @@ def draw_rounds(
     ax.set_yticks(range(n_lanes), [n for n, _ in lane_names(rounds, n_lanes)], fontsize=8)
     ax.set_ylim(n_lanes - 0.5, -0.5)
     ax.set_xlim(0, axis.span)
-    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_title("\n".join(textwrap.wrap(title, WRAP_CHARS)) or title, fontsize=10, loc="left")  # (wraps)
     ax.grid(axis="x", alpha=0.3)
     ax.tick_params(axis="x", labelsize=8)
     return items
@@ -328,13 +328,12 @@ def gantt(
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
-    from toolcall_lab.analysis import check_distinct, modes_list, run_rows
+    from toolcall_lab.analysis import modes_list, run_capped, run_rows
     from toolcall_lab.exceptions import ToolcallLabError
     from toolcall_lab.strategies import Serialized, resolve
 
-    modes = modes_list(modes, "gantt(modes=...)")
+    modes = run_capped(modes_list(modes, "gantt(modes=...)"), concurrency, "gantt(modes=...)")
     strategies = [resolve(m, "gantt(modes=...)") for m in modes]
-    check_distinct([s.name for s in strategies], "gantt(modes=...)")
     panels, failed = [], []
     for strategy in strategies:
         kwargs: dict[str, Any] = {"round_trip_s": round_trip_s} if isinstance(strategy, Serialized) else {}
@@ -410,6 +409,30 @@ def _origins(runs: Any) -> str:
     return "traces: " + ", ".join(f"{n} {o}" for o, n in counts.items())
 
 
+def _caveats(comparison: Comparison) -> str:
+    """What a corpus figure leaves out and what a streaming strategy's bar rests on, wrapped for a
+    title: strategies that failed on every trace (no run to draw), and per streaming strategy
+    (``eager``) on how many runs the overlap is modelled (spread or estimated chunk offsets) or absent
+    (no chunk timing: it ran as parallel)."""
+    lines = []
+    dead = comparison.modes_failed_everywhere
+    if dead:
+        lines.append(f"⚠ left out: {', '.join(dead)} (failed on every trace; see the errors table)")
+    runs = comparison.runs
+    if "streams" in runs and "chunk_timing" in runs:
+        for mode, mine in runs[runs["streams"].astype(bool)].groupby("mode", sort=False):
+            timing = mine["chunk_timing"]
+            modelled = int(timing.isin(("spread", "estimated")).sum())
+            none = int((timing == "none").sum())
+            mixed = int(timing.str.startswith("mixed").sum())
+            parts = [f"overlap modelled on {modelled} (offsets spread or estimated)"] if modelled else []
+            parts += [f"ran as parallel on {none} (no chunk timing)"] if none else []
+            parts += [f"mixed chunk timing on {mixed}"] if mixed else []
+            if parts:
+                lines.append(f"⚠ {mode}, of {len(mine)} runs: {'; '.join(parts)}")
+    return "".join("\n" + w for line in lines for w in textwrap.wrap(line, 90))
+
+
 def speedup_distribution(
     comparison: Comparison, *, save: str | Path | None = None, show: bool | None = None
 ) -> LabFigure:
@@ -446,7 +469,9 @@ def speedup_distribution(
     ax.set_ylabel("speedup vs sequential (x)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(
-        f"Speedup over {runs['trace'].nunique()} traces  ({_origins(runs)})\n{_evidence(runs)}", fontsize=10
+        f"Speedup over {runs['trace'].nunique()} traces  ({_origins(runs)})\n{_evidence(runs)}"
+        + _caveats(comparison),
+        fontsize=10,
     )
     return _finish(fig, save, show)
 
@@ -496,5 +521,6 @@ def time_breakdown(
     ax.set_ylim(0, float(tops.max()) * 1.12 if len(tops) else 1.0)
     ax.tick_params(labelsize=8)
     fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    ax.set_title(f"Where the time goes  ({_origins(runs)})\n{_evidence(runs)}", fontsize=10)
+    title = f"Where the time goes  ({_origins(runs)})\n{_evidence(runs)}"
+    ax.set_title(title + _caveats(comparison), fontsize=10)
     return _finish(fig, save, show)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
 from toolcall_lab._stopping import run_main
-from toolcall_lab.clock import run_virtual
+from toolcall_lab.clock import in_running_loop, run_virtual
 from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceFormatError, UsageError
 from toolcall_lab.exceptions import StartedOnSnapshotError as StartedOnSnapshotError  # (raised here)
 from toolcall_lab.loop import AbortHandle, run
@@ -131,6 +131,55 @@ def divergence(
     return None
 
 
+def strategy_decision(
+    sent: Sequence[dict[str, Any]], recorded: Sequence[dict[str, Any]], trace: Trace, k: int
+) -> str | None:
+    """Why the first difference between `sent` and `recorded` is the strategies' own decision, not a
+    hook's edit (None when it is not a tool message the harness decided on one side): which of two
+    equal calls runs (a streaming strategy keeps the first to become complete, the others the first
+    in model order), or a call the recording started on arguments the stream then changed."""
+    for a, b in zip(sent, recorded, strict=False):
+        if a == b:
+            continue
+        x, y = _normal(a), _normal(b)
+        if x == y:
+            continue
+        if x.get("role") != "tool" or y.get("role") != "tool":
+            return None
+        here, there = (harness_decision(m.get("content") or "") for m in (a, b))
+        if here is None and there is None:
+            return None
+        cid = y.get("tool_call_id") or x.get("tool_call_id")
+        under = trace.metadata.mode or "an unknown strategy"
+        changed = any(
+            f.kind == "changed_after_start" and f.tool_call_id == cid
+            for r in trace.rounds[: max(k, 1)]
+            for f in r.findings
+        )
+        if changed:
+            return (
+                f"; the recording (made under {under}) started call {cid} while the model streamed, on "
+                "arguments the stream then changed (its changed_after_start finding), and answers it with "
+                "what ran; a strategy that starts calls at the stream's end sees the final arguments "
+                f"({here or 'it runs'}): the strategies decide differently, no hook edited the messages. "
+                f"This recording compares only under a strategy that starts calls as {under} did"
+            )
+        if "duplicate of" in f"{here} {there}":
+            return (
+                f"; which of two equal calls runs is the strategy's own decision: a streaming strategy "
+                "(eager) runs the first to become complete and answers the later one as its duplicate, "
+                f"the others run the first in model order; the recording (made under {under}) decided "
+                f"otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the recording), no "
+                "hook edited the messages. Compare this trace under strategies that decide as "
+                f"{under} does, or measure the others on recordings made under them"
+            )
+        return (
+            f"; the harness decided otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the "
+            f"recording, made under {under}): a decision the strategies make differently, not a hook edit"
+        )
+    return None
+
+
 class ReplayModel:
     """Serves a trace's recorded responses in order, re-emitting each chunk at its recorded offset.
 
@@ -189,12 +238,12 @@ class ReplayModel:
                 else "this request offers tools, the recorded one offered none"
             )
         if diff is not None:
-            hint = (
-                "; if the recorded run's before_model_call hook edited the messages, the recording holds "
-                "the edited ones: replay with check='ids' (--check ids)"
-                if self.check == "strict" and "tools" not in diff
-                else ""
-            )
+            hint = ""
+            if self.check == "strict" and "tools" not in diff:
+                hint = strategy_decision(request.messages, recorded.request_messages, self.trace, k) or (
+                    "; if the recorded run's before_model_call hook edited the messages, the recording "
+                    "holds the edited ones: replay with check='ids' (--check ids)"
+                )
             raise ReplayDivergenceError(
                 f"{self.trace.metadata.title}: round {k}: the conversation differs from "
                 f"the recording ({self.check} check): {diff}{hint}"
@@ -670,7 +719,8 @@ def replayed_trace(
             model=meta.model,
             source=made_from,
             notes=(
-                f"replayed as {result.mode} on the {clock} clock from a {meta.origin} trace ({made_from}) "
+                f"replayed as {result.mode} on the {clock} clock from "
+                f"{'an' if meta.origin[:1] in 'aeiou' else 'a'} {meta.origin} trace ({made_from}) "
                 f"recorded under {meta.mode or 'an unknown strategy'}"
             ),
             redactions=meta.redactions,
@@ -702,9 +752,7 @@ def replay(
     coro = replay_async(trace, mode, check=check, tools=tools, **settings)
     if virtual:
         return run_virtual(coro)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # Ctrl-C: a KeyboardInterrupt carrying the run so far (``partial_result``)
+    if not in_running_loop():  # Ctrl-C: a KeyboardInterrupt carrying the run so far (``partial_result``)
         return run_main(coro)
     coro.close()
     from toolcall_lab.exceptions import UsageError

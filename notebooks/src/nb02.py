@@ -161,7 +161,10 @@ pd.concat({name: compare(traces, modes).summary[["traces", "wall_time_s", "media
 ### Per-tool limits
 Real APIs rate-limit. `Parallel(tool_limits={"web_search": 2})` (or the name `parallel[web_search=2]`,
 also for `eager`) runs at most two searches at once; the others wait for a slot, and each records
-when it was queued (`queued_at`): the timeline draws the wait as a thin bar.
+when it was queued (`queued_at`): the timeline draws the wait as a thin bar. A built-in's name says
+its options (`parallel[web_search=2]`); one you name yourself (`Parallel(name="mine", ...)`) must
+not pass for a built-in, and the `cap` and `tool_limits` columns of `compare` say what every row ran
+under.
 """),
         code("""
 from toolcall_lab.strategies import Parallel

@@ -123,6 +123,13 @@ Claude Code's own work before the request. Tools: BFCL executes none, so two sta
 call 1 s, and durations drawn (seeded) from the tool durations recorded in the same sessions. Without
 the real data, a stated speed (50 tokens/s, 0.5 s to the first token) and the bundled scenarios stand
 in, labelled.
+
+**The final turn.** BFCL holds the calls a correct answer makes, not what the model says once their
+results are back: the importer closes each question with a placeholder round (`Round.placeholder`, a
+0 s marker), and `as_streamed` keeps it a marker, never a timed turn. So each BFCL figure covers one
+model turn (the calls, streamed at the stated speed) and the tools, and no final answer: a real run
+adds one more turn after the tools, the same under every strategy, which would bring every ratio
+below closer to 1. Each replay ends as the recording does (`incomplete` / `stopped_as_recorded`).
 """),
     code("""
 from toolcall_lab.generation import GenerationSpeed, as_streamed, measured_speed
@@ -172,6 +179,8 @@ What differs here, so the figures above are not the same quantity:
   turn of the recorded latency and runs the calls one after another; real ReAct turns are shorter
   (one call each) and think between calls. The eager-vs-ReAct column is in the papers' range for
   that reason, not because of the overlap.
+- *No final turn on BFCL*: the figures cover the turn that makes the calls and the tools, not the
+  answer after them (the recording holds none; see above); the papers' end-to-end figures include it.
 - *Stated tool and speed models*: BFCL has no tool runs; the durations and the generation speed are
   the assumptions stated above (speed measured on Claude Sonnet 4 / Opus 4.5 sessions, tokens counted
   with o200k_base). The papers measured their own models, tools and hardware.

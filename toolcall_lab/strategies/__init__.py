@@ -29,6 +29,7 @@ from toolcall_lab.strategies.base import (
     Strategy,
     StrategyLike,
     check_name,
+    check_strategy_name,
     strategy,
     strategy_name,
 )
@@ -36,7 +37,15 @@ from toolcall_lab.strategies.batch import Batch
 from toolcall_lab.strategies.eager import Eager
 from toolcall_lab.strategies.first_only import FirstOnly
 from toolcall_lab.strategies.parallel import Parallel
-from toolcall_lab.strategies.registry import BUILTINS, STRATEGIES, StrategySpec, load, name_of, resolve
+from toolcall_lab.strategies.registry import (
+    BUILTINS,
+    STRATEGIES,
+    StrategySpec,
+    capped,
+    load,
+    name_of,
+    resolve,
+)
 from toolcall_lab.strategies.sequential import Sequential
 from toolcall_lab.strategies.serialized import Serialized
 
@@ -53,7 +62,9 @@ __all__ = [
     "Strategy",
     "StrategyLike",
     "StrategySpec",
+    "capped",
     "check_name",
+    "check_strategy_name",
     "load",
     "name_of",
     "resolve",

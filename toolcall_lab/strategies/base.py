@@ -139,8 +139,55 @@ class Strategy:
         """Run every call of `batch` (see `Batch`)."""
         raise NotImplementedError(f"{type(self).__name__}.run(batch) is not written")
 
+    def runs_as(self) -> str | None:
+        """The built-in name that says what this strategy runs, options included (``parallel[cap=2]``):
+        for a built-in, or a subclass of one that changes nothing of how it runs; None for a strategy
+        of your own (see `check_strategy_name`)."""
+        return None
+
     def __repr__(self) -> str:
         return f"<strategy {self.name}>"
+
+
+def unchanged(strategy: Strategy, base: type[Strategy], name: str) -> str | None:
+    """`name` when `strategy` runs exactly as the built-in class `base` (same `run`, same streaming
+    and skipping), else None (a subclass that changes how it runs is a strategy of its own)."""
+    if (
+        type(strategy).run is base.run
+        and strategy.streams == base.streams
+        and strategy.skips_calls == base.skips_calls
+    ):
+        return name
+    return None
+
+
+def check_strategy_name(strategy: Any, where: str) -> str:
+    """The one name rule, applied wherever a strategy is made or named (the decorator, a `Strategy`
+    subclass, the built-in classes' ``name=``, `resolve`): a strategy's name says what it runs.
+
+    A built-in (or a subclass of one that changes nothing of how it runs) may only go by the name of
+    what it runs, options included (``Parallel(concurrency=2)`` is ``parallel[cap=2]``), or by a name
+    of its own; anything else must pass `check_name` (no built-in's name, nothing the CLI or the
+    resolver would misread). A `UsageError` says which name to use instead."""
+    name = getattr(strategy, "name", None)
+    runs_as = strategy.runs_as() if isinstance(strategy, Strategy) else None
+    if runs_as is not None and name == runs_as:
+        return runs_as
+    if runs_as is not None and isinstance(name, str) and _reads_as_builtin(name) is not None:
+        raise UsageError(
+            f"{where}: the name {name!r} does not say what this strategy runs (it runs {runs_as!r}): "
+            "tables, plots and traces would show its figures under another strategy's name; leave the "
+            f"name out (it is then {runs_as!r}), or give it a name of its own"
+        )
+    return check_name(name, where)
+
+
+def _reads_as_builtin(name: str) -> str | None:
+    """The built-in whose name `name` reads as (options, case, width or separators aside), or None."""
+    folded = unicodedata.normalize("NFKC", name.split("[", 1)[0]).casefold()
+    if folded in BUILTIN_NAMES:
+        return folded
+    return _BUILTIN_SKELETONS.get(_SEPARATORS.sub("", folded))
 
 
 class FunctionStrategy(Strategy):
@@ -154,6 +201,13 @@ class FunctionStrategy(Strategy):
         streams: bool = False,
         skips_calls: bool = False,
     ) -> None:
+        if inspect.isasyncgenfunction(function):
+            what = getattr(function, "__name__", repr(function))
+            raise UsageError(
+                f"strategy {name or what!r}: {what} is an async generator (an `async def` with `yield`); a "
+                "strategy's function is an `async def f(batch)` that awaits the batch's calls and returns "
+                "(take positions from `async for pos in batch.arrivals()`; do not yield them)"
+            )
         if not _is_async(function):
             what = getattr(function, "__name__", repr(function))
             raise UsageError(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import operator
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
@@ -49,11 +49,10 @@ from toolcall_lab.events import RunEvent, make_action, make_observation
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.messages import Finding, ToolCall
 from toolcall_lab.records import ClientRoundTrip, ToolExecution
+from toolcall_lab.strategies._bulk import TASK_NAME, run_all
 from toolcall_lab.strategies._slots import Slots
 
 Emit = Callable[[RunEvent], None]
-TASK_NAME = "toolcall_lab tool call"
-"""The name of the tasks calls run in concurrently (as `asyncio.all_tasks()` shows them)."""
 
 
 def _drop(event: RunEvent) -> None:
@@ -123,6 +122,7 @@ class Batch:
     _closed = False  # the round is recorded: the batch runs nothing more
     _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
     _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
+    _changed: frozenset[int] = frozenset()  # call indices that started early, then changed
 
     def __init__(
         self,
@@ -369,7 +369,14 @@ class Batch:
                     "call as it arrives: `async for pos in batch.arrivals(): batch.start(pos)`, then "
                     "`await batch.join()`"
                 )
-            chosen = [p for p in range(len(self._calls)) if not self._taken(p)]
+            n = len(self._calls)
+            untouched = (  # nothing run, started or skipped yet (the common case, checked at C speed)
+                True not in self._claimed
+                and True not in self._open
+                and self._done.count(None) == n
+                and self._started.count(None) == n
+            )
+            chosen = list(range(n)) if untouched else [p for p in range(n) if not self._taken(p)]
         else:
             if isinstance(positions, int | str | bytes):
                 raise UsageError(
@@ -618,9 +625,21 @@ class Batch:
         """Run the calls at `positions` concurrently (default: every call not yet run, started or
         skipped), under the cap and the per-tool limits; returns when they (and any call `start`
         dispatched before) have finished. The whole batch is screened first; then the ACTIONs all
-        at once, and each OBSERVATION when its call finishes."""
+        at once, and each OBSERVATION when its call finishes (built-in ``parallel`` is this call)."""
         chosen = self._claim_all(positions, "run_parallel")
         if not chosen:
+            return
+        if self._group is None and self._slots is None and self._checked is None and self._screen_now():
+            task = asyncio.current_task()  # (the common case, on a lean path; `_joined` inlined)
+            joiners = self._joiners
+            if joiners is None:
+                joiners = self._joiners = set()
+            if task is not None:
+                joiners.add(task)
+            try:
+                await run_all(self, chosen)
+            finally:
+                joiners.discard(task)
             return
         if self._checked is None and self._screened < len(self._calls):
             with self._running_in(chosen):
@@ -654,22 +673,27 @@ class Batch:
                 groups.append(group)
         return group
 
+    async def _joined(self, waiting: Coroutine[Any, Any, None]) -> None:
+        """Await `waiting` as a task waiting for the batch's calls (`join`'s bookkeeping: a task the
+        strategy left behind in it is found and cancelled when the batch closes)."""
+        task = asyncio.current_task()
+        joiners = self._joiners
+        if joiners is None:
+            joiners = self._joiners = set()
+        if task is not None:
+            joiners.add(task)
+        try:
+            await waiting
+        finally:
+            joiners.discard(task)
+
     async def join(self) -> None:
         """Wait for every call `start` dispatched to finish."""
         self._refuse_closed("join()")
         group = self._group
         if group is not None:
             self._group = None
-            task = asyncio.current_task()
-            joiners = self._joiners
-            if joiners is None:
-                joiners = self._joiners = set()
-            if task is not None:
-                joiners.add(task)
-            try:
-                await group.wait()
-            finally:
-                joiners.discard(task)
+            await self._joined(group.wait())
 
     def skip(self, pos: int, why: str | None = None) -> None:
         """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
@@ -874,6 +898,7 @@ class Batch:
             return
         if early.name == final.name and early.args is not None and early.args == final.args:
             return  # the same call (e.g. an id the loop made unique, whitespace after the object)
+        self._changed |= {final.index}
         self._findings.append(
             Finding(
                 kind="changed_after_start",
@@ -885,6 +910,22 @@ class Batch:
                 f"ended with {final.name}({final.arguments}); the record keeps what ran",
             )
         )
+
+    def _amend(self, findings: Sequence[Finding]) -> list[Finding]:
+        """The parser's findings, with those about a call that ran before the stream changed it
+        (`_compare`) saying so: its final arguments were not executed, but the call was, as started."""
+        if not self._changed:
+            return list(findings)
+        ran = (
+            "its final arguments were not executed, but the call had started while the model streamed, "
+            "on the complete arguments it held then, and ran as started (see changed_after_start)"
+        )
+        return [
+            replace(f, message=f.message.replace("call marked incomplete and will not be executed", ran))
+            if f.call_index in self._changed and f.kind != "changed_after_start"
+            else f
+            for f in findings
+        ]
 
     # -- closing (the loop) --------------------------------------------------------------------------
 

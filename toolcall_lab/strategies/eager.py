@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from toolcall_lab.strategies._slots import check_limits
-from toolcall_lab.strategies.base import Strategy
+from toolcall_lab.strategies.base import Strategy, check_strategy_name, unchanged
 from toolcall_lab.strategies.batch import Batch
-from toolcall_lab.strategies.parallel import option_name
+from toolcall_lab.strategies.parallel import made_as, option_name
 
 FALLBACK_NOTE = (
     "eager ran as parallel: the response has no chunk timing (chunk_timing 'none': a whole body or a "
@@ -66,7 +66,11 @@ class Eager(Strategy):
     ) -> None:
         self.tool_limits = check_limits("Eager", concurrency, tool_limits)
         self.concurrency = concurrency
-        self.name = name or type(self).name or option_name("eager", concurrency, self.tool_limits)
+        self.name = type(self).name or self.runs_as() or "eager" if name is None else name
+        check_strategy_name(self, made_as(self, name))
+
+    def runs_as(self) -> str | None:
+        return unchanged(self, Eager, option_name("eager", self.concurrency, self.tool_limits or {}))
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)

@@ -6,7 +6,7 @@ validator flags the transcript). Kept to measure what the bug costs and hides.
 
 from __future__ import annotations
 
-from toolcall_lab.strategies.base import Strategy
+from toolcall_lab.strategies.base import Strategy, unchanged
 from toolcall_lab.strategies.batch import Batch
 
 
@@ -15,6 +15,9 @@ class FirstOnly(Strategy):
 
     name = "first_only"
     skips_calls = True
+
+    def runs_as(self) -> str | None:
+        return unchanged(self, FirstOnly, "first_only")
 
     async def run(self, batch: Batch) -> None:
         try:

@@ -12,10 +12,12 @@ Everywhere a mode name is accepted (``run(mode=...)``, `replay`, `compare`, the 
   subclass (made with no arguments) or an ``async def f(batch)``;
 - the object itself (in Python).
 
-The built-ins' names are theirs: a strategy of your own named ``parallel`` (or ``Parallel``, or
-``eager[cap=2]``) is refused, since tables, plots and traces tell strategies apart by name; so is a
-name the CLI or this resolver would misread (a comma, a colon, brackets, surrounding whitespace, a
-control character: `check_name`).
+A strategy's name says what it runs (`check_strategy_name`, applied here too): a built-in goes by the
+name of what it runs, options included, or by a name of its own; a strategy of your own named
+``parallel`` (or ``Parallel``, or ``eager[cap=2]``) is refused, since tables, plots and traces tell
+strategies apart by name; so is a name the CLI or this resolver would misread (a comma, a colon,
+brackets, surrounding whitespace, a control character: `check_name`). Under a run-level cap, `capped`
+gives plain ``parallel`` / ``eager`` the cap's name.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from toolcall_lab._user_code import load_attribute
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.strategies.base import StrategyLike, check_name, checked
+from toolcall_lab.strategies.base import StrategyLike, check_strategy_name, checked
 from toolcall_lab.strategies.eager import Eager
 from toolcall_lab.strategies.first_only import FirstOnly
 from toolcall_lab.strategies.parallel import Parallel
@@ -48,18 +50,32 @@ BUILTINS: dict[str, StrategyLike] = {
 STRATEGIES: tuple[str, ...] = tuple(BUILTINS)
 _WITH_OPTIONS = {"parallel": Parallel, "eager": Eager}
 _TYPES = tuple(type(s) for s in BUILTINS.values())
+_WITH_CAP = (Parallel, Eager)
 _OPTIONS = re.compile(r"^(\w+)\[(.*)\]$", re.DOTALL)
 _OPTION = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^,=\s"]+)\s*=\s*([^,]*?)\s*(?:,|$)')
+_SIGNED = re.compile(r"[+-]?\d+")
 _loaded: dict[str, StrategyLike] = {}
 
 
 def _own_name(strategy: StrategyLike, where: str) -> StrategyLike:
-    """`strategy`, unless it is not a built-in and its name would be misread (`check_name`): a
-    built-in's name (in any case, with or without options), a comma, a colon, brackets, surrounding
-    whitespace, a control character."""
-    if type(strategy) not in _TYPES:
-        check_name(strategy.name, f"{where}: a strategy of your own ({type(strategy).__name__})")
+    """`strategy`, if its name says what it runs (`check_strategy_name`: a built-in under the name of
+    what it runs, options included; anything else under a name of its own that is not misread: no
+    built-in's name in any case, no comma, colon, brackets, surrounding whitespace, control character)."""
+    if type(strategy) not in _TYPES or strategy.name != strategy.runs_as():  # type: ignore[attr-defined]
+        check_strategy_name(strategy, f"{where}: the strategy {type(strategy).__name__}")
     return strategy
+
+
+def capped(strategy: StrategyLike, concurrency: int | None) -> StrategyLike:
+    """`strategy` as it runs under a run-level cap (`compare`'s and ``bench``'s ``concurrency``): a
+    built-in ``parallel`` or ``eager`` with no cap of its own takes the cap into its name
+    (``parallel[cap=2]``), so no table or plot shows a capped run under the uncapped name; any other
+    strategy keeps its name (the runs table's ``cap`` column says what cap it ran under)."""
+    if concurrency is None or not isinstance(strategy, Parallel | Eager) or type(strategy) not in _WITH_CAP:
+        return strategy
+    if strategy.concurrency is not None or strategy.name != strategy.runs_as():
+        return strategy  # (its own cap wins; a name of its own stays)
+    return type(strategy)(concurrency=concurrency, tool_limits=strategy.tool_limits)
 
 
 def resolve(spec: Any, where: str = "mode") -> StrategyLike:
@@ -94,6 +110,11 @@ def _with_options(base: str, options: str, text: str, where: str) -> StrategyLik
     while pos < len(rest):
         m = _OPTION.match(rest, pos)
         item = rest[pos:].split(",", 1)[0].strip()
+        if m is not None and _SIGNED.fullmatch(m.group(2)) and int(m.group(2)) < 1:  # (0, -1: one message)
+            raise UsageError(
+                f"{where}={text!r}: option {m.group(0).strip(', ')!r}: N must be an integer >= 1 (cap: calls "
+                "at once; a tool: the most calls of it at once); for no cap or limit, leave the option out"
+            )
         if m is None or not m.group(2).isdigit():
             raise UsageError(f"{where}={text!r}: option {(m.group(0) if m else item).strip(', ')!r}: {how}")
         raw, value = m.group(1), int(m.group(2))

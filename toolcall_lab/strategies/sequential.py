@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from toolcall_lab._execution import Interrupted
 from toolcall_lab.events import make_action, make_observation
-from toolcall_lab.strategies.base import Strategy
+from toolcall_lab.strategies.base import Strategy, unchanged
 from toolcall_lab.strategies.batch import Batch
 
 
@@ -14,6 +14,9 @@ class Sequential(Strategy):
     """Each call starts when the previous one has finished (ACTION, OBSERVATION, next ACTION, ...)."""
 
     name = "sequential"
+
+    def runs_as(self) -> str | None:
+        return unchanged(self, Sequential, "sequential")
 
     async def run(self, batch: Batch) -> None:
         if not batch._screen_now():

@@ -19,7 +19,7 @@ from toolcall_lab.events import make_action, make_observation
 from toolcall_lab.messages import ToolCall
 from toolcall_lab.proxy.session import SerializedSession
 from toolcall_lab.records import ROUND_TRIP_PLACEHOLDER, Timing, make_round_trip
-from toolcall_lab.strategies.base import Strategy
+from toolcall_lab.strategies.base import Strategy, unchanged
 from toolcall_lab.strategies.batch import Batch
 
 
@@ -49,6 +49,9 @@ class Serialized(Strategy):
     costs a round trip (the client sends the previous result, the proxy answers with the next call)."""
 
     name = "serialized"
+
+    def runs_as(self) -> str | None:
+        return unchanged(self, Serialized, "serialized")
 
     async def run(self, batch: Batch) -> None:
         if not batch._screen_now():
