@@ -37,7 +37,9 @@ from toolcall_lab.strategies import strategy
 async def hang_on_three(batch):
     """Runs batches of up to two calls; blocks its worker's whole process on a batch of three."""
     if len(batch.calls) >= 3:
-        Path(os.environ["L6_MARK"]).write_text(str(os.getpid()))
+        mark = Path(os.environ["L6_MARK"])
+        mark.with_suffix(".tmp").write_text(str(os.getpid()))
+        mark.with_suffix(".tmp").rename(mark)  # (whole or absent: the test reads it as soon as it exists)
         time.sleep(600)
     await batch.run_parallel()
 '''
@@ -103,7 +105,10 @@ def _started_bench(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path, l
             pytest.fail(f"the bench never reached the hanging trace: {proc.returncode}\n{out_text}\n{err}")
         time.sleep(0.05)
     workers = _children(proc.pid)
-    assert int(mark.read_text()) in workers
+    if int(mark.read_text()) not in workers:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"the hanging worker {mark.read_text()} is not a child of the bench: {workers}")
     return proc, out, folder, workers
 
 
