@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from toolcall_lab.conformance import run_corpus, unpaired_inputs
-from toolcall_lab.exceptions import UnknownFormatError
-from toolcall_lab.formats import iter_responses, read_recording
+from toolcall_lab.conformance import load_cases, run_corpus, unpaired_inputs
+from toolcall_lab.exceptions import ProviderStreamError, ToolcallLabError, UnknownFormatError
+from toolcall_lab.formats import ChatCompletionAccumulator, iter_responses, read_recording
 from toolcall_lab.formats._endings import ending_of
 from toolcall_lab.formats.recordings import RecordingReader
 from toolcall_lab.messages import InvalidArguments, ParsedArguments, ParsedResponse, parse_arguments
@@ -465,9 +465,16 @@ def test_12_a_delta_that_is_not_an_object(tmp_path: Path, delta: Any) -> None:
 def test_11_a_choice_index_absent_or_null_is_reported(tmp_path: Path, choice: dict[str, Any]) -> None:
     chunk = {"id": "chatcmpl-6", "choices": [{"delta": {"content": "hi"}, "finish_reason": "stop", **choice}]}
     r = one(tmp_path, ev(chunk) + DONE)
-    assert (
-        r.first.content == "hi" and kinds(r) == ["wrong_type"] and "read as choice 0" in said(r, "wrong_type")
-    )
+    assert r.first.content == "hi" and kinds(r) == ["wrong_type"]
+    assert "read as choice 0" in said(r, "wrong_type")
+    message = {"role": "assistant", "content": "hi"}
+    whole = {
+        "object": "chat.completion",
+        "choices": [{"message": message, "finish_reason": "stop", **choice}],
+    }
+    w = one(tmp_path, json.dumps(whole), "x.json")
+    assert w.first.content == "hi" and kinds(w) == ["wrong_type"]
+    assert "numbered by its position" in said(w, "wrong_type")
 
 
 # -- 10: ids, names and indexes of the wrong type: the README and the messages agree ----------------
@@ -699,3 +706,48 @@ def test_15_an_input_without_expect_json_is_a_failed_case(tmp_path: Path) -> Non
 
 def test_15_the_repository_corpus_has_no_unpaired_input() -> None:
     assert unpaired_inputs() == []
+
+
+# -- the fast path of a chat response gives what the full path gives --------------------------------
+class _Counting(ChatCompletionAccumulator):
+    __slots__ = ()
+    plain = 0
+
+    def _plain(self, st: Any) -> ParsedResponse:
+        type(self).plain += 1
+        return super()._plain(st)
+
+
+def _chat_streams() -> list[list[dict[str, Any]]]:
+    """Chat streams of every shape the corpus holds, and a few plain ones."""
+    streams = []
+    for case in load_cases():
+        try:
+            exchanges = read_recording(case.path).exchanges
+        except ToolcallLabError:
+            continue
+        streams += [list(x.payloads) for x in exchanges if x.payloads and x.format == "openai-chat"]
+    plain = [
+        json.loads(line[6:]) for line in (HEADER + ARGS + ev(chat({}, "tool_calls"))).split("\n") if line
+    ]
+    text = [chat({"content": "a"}), chat({"reasoning_content": "b"}), *plain]
+    no_id = [chat(tc(0, None, "f", "{}")), chat(tc(1, "call_b", "g", "")), chat({}, "stop")]
+    return [*streams, plain, text, no_id]
+
+
+def test_the_plain_result_is_the_full_result() -> None:
+    """`_plain` skips the checks of `_full_result` for the usual response (its fixed cost); wherever
+    it is taken, both give the same response, findings and calls."""
+    _Counting.plain = 0
+    for payloads in _chat_streams():
+        fast, full = _Counting(), ChatCompletionAccumulator()
+        try:
+            for payload in payloads:
+                fast.feed(payload)
+                full.feed(payload)
+        except ProviderStreamError:
+            continue
+        got, want = fast._result(None), full._full_result(None)
+        assert got == want and got.to_dict() == want.to_dict()
+        assert [c.parse_arguments() for c in got.tool_calls] == [c.parse_arguments() for c in want.tool_calls]
+    assert _Counting.plain >= 20  # the corpus exercises it

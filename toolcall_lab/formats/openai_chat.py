@@ -56,6 +56,7 @@ from toolcall_lab.formats._values import (
     unknown_shape,
 )
 from toolcall_lab.formats.base import (
+    FINDINGS_PER_KIND,
     ArgumentsDelta,
     CallFinished,
     CallStarted,
@@ -186,7 +187,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_odd", "_seen", "finished")
+    __slots__ = ("_choices", "_odd", "finished")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
@@ -204,7 +205,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
-        self._seen = False
         self._odd: _Odd | None = None  # what came that is not a chat-completion chunk (rare)
         self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
 
@@ -218,8 +218,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if type(chunk) is not dict or "error" in chunk:
             self._general(chunk, n)
             return
-        if not self._seen:
-            self._first(chunk)
+        if self.response_id is None:  # (`_first`, inlined for the usual first chunk, which has an id)
+            rid = chunk.get("id")
+            if rid and type(rid) is str:
+                self.response_id = rid
+                model = chunk.get("model")
+                if model and type(model) is str:
+                    self.model = model
+            else:
+                self._first(chunk)
         usage = chunk.get("usage")
         if usage and type(usage) is dict:
             self.usage = usage
@@ -344,7 +351,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 what = f"{unknown_shape(chunk, 'payload')}, not a chat-completion chunk (no `choices`)"
                 self._stray(chunk, n, what)
                 return
-        if not self._seen:
+        if self.response_id is None:
             self._first(chunk)
         if not usage_done:
             usage = chunk.get("usage")
@@ -393,7 +400,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         its prompt filter results, has ``"id": ""``: the stream's id comes after it)."""
         rid = chunk.get("id")
         if rid and type(rid) is str:
-            self._seen = True
             self.response_id = rid
         elif self.model is not None:
             return
@@ -924,14 +930,78 @@ class ChatCompletionAccumulator(StreamAccumulator):
         }
 
     def _result(self, error: str | None) -> ParsedResponse:
-        findings = self.findings[:]
+        states = self._choices
+        if error is None and self._odd is None and self.listener is None and len(states) == 1:
+            st = states[0]
+            if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
+                return self._plain(st)
+        return self._full_result(error)
+
+    def _plain(self, st: _Choice) -> ParsedResponse:
+        """`_full_result` for the usual response, without its checks: one choice, ended normally,
+        none of the rare things that path reports (no error, nothing of another shape, no call
+        started off the fast path, no typed parts nor refusal, no listener). Once per response, so
+        every statement here is part of the fixed cost of parsing one; a test checks both paths
+        give the same response."""
+        findings = self.findings
+        order = st.order
+        taken = None  # (`provider_ids`, inlined: None when every call has an id)
+        for pending in order:
+            if pending.tool_call_id is None:
+                taken = provider_ids(order)
+                break
+        batch = self.batch
+        if len(order) == 1:
+            calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, None, None, None, taken),)
+        elif order:
+            calls = tuple(
+                p.finalize(batch, findings, None, None, None, taken) for p in sorted(order, key=_by_index)
+            )
+        else:
+            calls = ()
+        text = st.content
+        thought = st.reasoning
+        choice: Any = _new(_ChoiceTwin)  # new_choice(...) and new_response(...), inlined
+        choice.index = 0
+        choice.content = None if text is None else join_text(text, findings, "choice 0 content")
+        choice.reasoning = None if thought is None else join_text(thought, findings, "choice 0 reasoning")
+        choice.tool_calls = calls
+        choice.finish_reason = st.finish_reason
+        choice.server_tool_calls = ()
+        choice.__class__ = ParsedChoice
+        response: Any = _new(_ResponseTwin)
+        response.format = "openai-chat-stream"
+        response.choices = (choice,)
+        limit = self._limit  # (`capped`, which only counts when a kind may be over its cap)
+        response.findings = (
+            tuple(findings)
+            if limit is None and len(findings) <= FINDINGS_PER_KIND
+            else tuple(capped(findings, limit))
+        )
+        response.usage = self.usage
+        response.response_id = self.response_id
+        response.model = self.model
+        response.error = None
+        response.__class__ = ParsedResponse
+        return response  # type: ignore[no-any-return]
+
+    def _full_result(self, error: str | None) -> ParsedResponse:
+        findings = self.findings  # (not copied: the response is built once, then the accumulator is closed)
         if self._odd is not None:
             self._odd_notes(findings)
         choices = []
         batch = self.batch
         states = self._choices
-        # the provider's ids across every choice, for fallback ids to avoid (None when all calls have one)
-        taken = provider_ids(states[0].order if len(states) == 1 else self.pending_calls())
+        # the provider's ids across every choice, for fallback ids to avoid (None when all calls have
+        # one, the usual case: `provider_ids`, inlined for one choice)
+        taken = None
+        if len(states) == 1:
+            for pending in states[0].order:
+                if pending.tool_call_id is None:
+                    taken = provider_ids(states[0].order)
+                    break
+        else:
+            taken = provider_ids(self.pending_calls())
         for ci in states if len(states) == 1 else sorted(states):
             st = states[ci]
             if ci == 0 and not (st.seen or st.order or st.finish_reason):
@@ -984,7 +1054,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response: Any = _new(_ResponseTwin)
         response.format = "openai-chat-stream"
         response.choices = tuple(choices)
-        response.findings = tuple(capped(findings, self._limit))
+        limit = self._limit  # (`capped`, which only counts when a kind may be over its cap)
+        response.findings = (
+            tuple(findings)
+            if limit is None and len(findings) <= FINDINGS_PER_KIND
+            else tuple(capped(findings, limit))
+        )
         response.usage = self.usage
         response.response_id = self.response_id
         response.model = self.model

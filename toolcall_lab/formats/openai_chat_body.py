@@ -133,9 +133,18 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
 
 
 def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding]) -> int:
-    """A choice's index: an integer, a decimal string read as its number (reported), else its
-    position (reported)."""
-    ci = choice.get("index", pos)
+    """A choice's index: an integer, a decimal string read as its number (reported), else (absent or
+    of another type) its position (reported)."""
+    if "index" not in choice:
+        findings.append(
+            finding(
+                "wrong_type",
+                f"choice {pos}: without `index`; numbered by its position, {pos}",
+                choice_index=pos,
+            )
+        )
+        return pos
+    ci = choice["index"]
     if type(ci) is int:
         return ci
     number = as_index(ci)
