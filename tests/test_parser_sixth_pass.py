@@ -619,6 +619,22 @@ def test_9_colons_in_strings_are_no_duplicates(raw: str) -> None:
     assert isinstance(outcome, ParsedArguments) and outcome.value == json.loads(raw)
 
 
+def test_9_streamed_calls_take_the_same_checks(tmp_path: Path) -> None:
+    """The accumulator's fast path checks keys as `parse_arguments` does (colons in strings, nesting)."""
+    good = '{"url": "http://x:80/a", "opts": {"t": "12:30"}}'
+    bad = '{"opts": {"t": 1, "t": 2}, "url": "http://x:80"}'
+    r = one(
+        tmp_path,
+        ev(chat(tc(0, "call_1", "f", good)))
+        + ev(chat(tc(1, "call_2", "g", bad)))
+        + ev(chat({}, "tool_calls"))
+        + DONE,
+    )
+    assert calls(r) == [("call_1", "f", good, True), ("call_2", "g", bad, False)]
+    assert kinds(r) == ["duplicate_keys"] and "'t' appears twice" in said(r, "duplicate_keys")
+    assert r.tool_calls[0].args == json.loads(good)
+
+
 # -- 13: Groq's failed_generation is not lost ------------------------------------------------------
 GROQ = ev(
     {

@@ -37,6 +37,7 @@ from toolcall_lab.messages import (
     new_response,
     new_tool_call,
     parse_arguments,
+    unique_keys,
 )
 
 
@@ -530,8 +531,11 @@ class PendingCall:
                     value = _fast_loads(arguments)
                 except Exception:
                     value = None
-                # a dict read from text with as many colons as keys holds no key twice (`unique_keys`)
-                if type(value) is dict and arguments.count(":") == len(value):
+                # a dict read from text with as many colons as keys holds no key twice; other texts
+                # (colons in strings, nested objects) are counted further (`unique_keys`)
+                if type(value) is dict and (
+                    arguments.count(":") == len(value) or unique_keys(arguments, value)
+                ):
                     call: Any = _new(_ToolCallTwin)  # new_tool_call(...), inlined: once per call parsed
                     call.tool_call_id = tool_call_id
                     call.name = name

@@ -56,6 +56,7 @@ from toolcall_lab.formats._values import (
     unknown_shape,
 )
 from toolcall_lab.formats.base import (
+    _CLOSED,
     FINDINGS_PER_KIND,
     ArgumentsDelta,
     CallFinished,
@@ -63,6 +64,7 @@ from toolcall_lab.formats.base import (
     PendingCall,
     StreamAccumulator,
     StreamListener,
+    _closed_class,
     capped,
     compact_json,
     extra_choices_note,
@@ -200,8 +202,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.response_id: str | None = None
         self.model: str | None = None
         self.damaged: str | None = None
-        self._final: ParsedResponse | None = None
-        self._limit = None
+        self._limit = None  # (`_final` is set when the response is built)
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
@@ -928,6 +929,21 @@ class ChatCompletionAccumulator(StreamAccumulator):
             for ci, st in sorted(self._choices.items())
             if ci or not st.pristine()
         }
+
+    def finish(self) -> ParsedResponse:
+        """End of stream: finalise every call and return the response (`StreamAccumulator.finish`,
+        with `_result`'s choice of path inlined: this runs once per response)."""
+        states = self._choices
+        response = None
+        if self.damaged is None and self._odd is None and self.listener is None and len(states) == 1:
+            st = states[0]
+            if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
+                response = self._plain(st)
+        if response is None:
+            response = self._full_result(self.damaged)
+        self._final = response  # closed
+        self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
+        return response
 
     def _result(self, error: str | None) -> ParsedResponse:
         states = self._choices
