@@ -384,6 +384,12 @@ def test_11_an_index_of_another_type_is_read_and_reported(tmp_path: Path, index:
     assert set(kinds(r)) == {"wrong_type"} and f"index {json.dumps(index)}" in said(r, "wrong_type")
 
 
+def test_11_an_integer_index_is_no_finding_on_any_delta(tmp_path: Path) -> None:
+    odd = ev({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta_v2"}})
+    r = one(tmp_path, A_START + a_block(0) + odd + a_stop(0) + a_end())
+    assert kinds(r) == ["call_held_back", "unknown_event"]
+
+
 def test_11_a_null_content_block_or_item_is_malformed(tmp_path: Path) -> None:
     r = one(
         tmp_path, A_START + ev({"type": "content_block_start", "index": 0, "content_block": None}) + a_end()

@@ -249,6 +249,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         (``"0"``, ``0.0``) read as that integer (``wrong_type``); absent or anything else None, reported
         (``malformed_chunk``) except on a delta, whose ``orphan_delta`` or hold says so."""
         value = event.get("index")
+        if type(value) is int:
+            return value
         number = as_index(value)
         if number is not None:
             self.note(

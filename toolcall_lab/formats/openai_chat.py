@@ -967,14 +967,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 taken = provider_ids(order)
                 break
         batch = self.batch
+        # every call was started by the fast path, which takes only the next index: `order` is
+        # already in index order (a call started anywhere else sets `st.slow`)
         if len(order) == 1:
             calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, None, None, None, taken),)
-        elif order:
-            calls = tuple(
-                p.finalize(batch, findings, None, None, None, taken) for p in sorted(order, key=_by_index)
-            )
         else:
-            calls = ()
+            calls = tuple([p.finalize(batch, findings, None, None, None, taken) for p in order])
         text = st.content
         thought = st.reasoning
         choice: Any = _new(_ChoiceTwin)  # new_choice(...) and new_response(...), inlined
