@@ -20,7 +20,8 @@ with ``raises`` and no ``responses`` is a file the parser must refuse as a whole
 streamed), such as a wire format it does not read.
 
 Every case is read twice, whole (`read_recording`) and streamed (`iter_responses`), and both must
-match. `run_corpus` returns one `CaseResult` per case; `quirk_table` lays them out by provider.
+match. `run_corpus` returns one `CaseResult` per case (an input file with no ``.expect.json`` is a
+failed one, `unpaired_inputs`); `quirk_table` lays them out by provider.
 """
 
 from __future__ import annotations
@@ -260,11 +261,55 @@ def _run_case(case: Case) -> CaseResult:
     return CaseResult(case=case, passed=not problems, outcome=_summary(whole), problems=tuple(problems))
 
 
+def _stem(path: Path) -> str | None:
+    """The case name an input file would have (``name`` of ``name.chunks.jsonl``), None when the file
+    is not an input (an ``.expect.json``, a script, a README)."""
+    name = path.name
+    if name.endswith(EXPECT):
+        return None
+    suffix = next((s for s in (".chunks.jsonl", *_INPUTS) if name.endswith(s)), None)
+    return None if suffix is None else name[: -len(suffix)]
+
+
+def unpaired_inputs(root: str | Path | None = None) -> list[Path]:
+    """Input files of the corpus with no ``.expect.json`` beside them: not cases until they get one."""
+    base, specs = _specs(root)
+    stems = {(spec.parent, spec.name[: -len(EXPECT)]) for spec in specs}
+    return sorted(
+        path
+        for path in base.rglob("*")
+        if path.is_file() and (stem := _stem(path)) is not None and (path.parent, stem) not in stems
+    )
+
+
 def run_corpus(root: str | Path | None = None) -> list[CaseResult]:
-    """Run every case of the corpus. An unusable case file is a failed case that says why; the
-    others still run."""
+    """Run every case of the corpus. An unusable case file, or an input file without its
+    ``.expect.json``, is a failed case that says why; the others still run."""
     base, specs = _specs(root)
     results = []
+    for path in unpaired_inputs(base):
+        name = str(path.relative_to(base))
+        lonely = Case(
+            name=name,
+            path=path,
+            quirk="(input without .expect.json)",
+            category="?",
+            provider="?",
+            models="",
+            expect={},
+        )
+        stem = _stem(path)
+        results.append(
+            CaseResult(
+                case=lonely,
+                passed=False,
+                outcome="not a case: no .expect.json",
+                problems=(
+                    f"{path}: an input file with no {stem}{EXPECT} beside it; add one (see "
+                    "tests/conformance/README.md) or remove the file",
+                ),
+            )
+        )
     for spec in specs:
         try:
             case = load_case(spec, base)

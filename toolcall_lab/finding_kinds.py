@@ -57,7 +57,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "invalid_utf8": KindInfo(
         "warning",
-        "Bytes that are not UTF-8 were replaced by U+FFFD, as the SSE standard decodes them.",
+        "Bytes that are not UTF-8 were replaced by U+FFFD, as the SSE standard decodes them. A call "
+        "whose arguments hold a U+FFFD in a response with such bytes is held back (`call_held_back`, "
+        "naming it): its arguments may not be what the model sent.",
         "line 3: bytes that are not valid UTF-8 replaced by U+FFFD",
     ),
     "unreadable_data": KindInfo(
@@ -89,16 +91,25 @@ FINDING_KINDS: dict[str, KindInfo] = {
     # -- payloads ---------------------------------------------------------------------------------
     "malformed_chunk": KindInfo(
         "warning",
-        "A payload or part of one does not have the shape its format defines; that part is skipped.",
-        "chunk 4: a tool_calls entry is not an object; skipped",
+        "A payload or part of one does not have the shape its format defines (a chat payload with no "
+        "`choices` that is not a usage or metadata chunk, a choice with no `delta`, a part that is not "
+        "an object, a required part missing, an Anthropic block start without `index`); that part is "
+        "skipped and the message quotes what it held. When it may have held a call's data (a key such "
+        "as `tool_calls` or `arguments`), the calls of the response it may belong to are held back "
+        "(`call_held_back`), never run without it.",
+        'chunk 4: a tool_calls entry is a string, not an object; skipped ("{\\"index\\": 0}"); it may '
+        "hold tool call data, so every call of this response is held back",
     ),
     "wrong_type": KindInfo(
         "warning",
-        "A field holds a JSON value of another type than its format defines: text or a finish reason "
-        'that is a number or an object, an index sent as a decimal string (`"0"`), `tool_calls` as '
-        "one object instead of a list, an id or name that is not a string. Read as the message says "
-        '(text kept as compact JSON, `"0"` as 0, one object as a list of one), never dropped.',
-        'chunk 3: finish_reason {"type":"stop"} is not a string; kept as its JSON text',
+        "A field holds a JSON value of another type than its format defines, or none where a default "
+        "is read: text or a finish reason that is a number or an object, an index sent as a decimal "
+        'string (`"0"`) or a whole number with a fraction (`0.0`), a choice without `index`, '
+        "`tool_calls` or `choices` as one object instead of a list, an id or name that is not a string "
+        "(a number is read as its text; any other value is quoted in the message and read as absent: "
+        "a fallback id, or no name, so the call never runs). Read as the message says (text kept as "
+        'compact JSON, `"0"` as 0, one object as a list of one), never dropped unseen.',
+        'chunk 3: finish_reason {"type":"stop"} is an object, not a string; kept as its JSON text',
     ),
     "content_parts": KindInfo(
         "info",
@@ -138,8 +149,10 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "error",
         "The provider reported an error in the stream or instead of a response (an `error` object, "
         '`event: error`, llama.cpp\'s `error:` field, `finish_reason: "error"`, `response.failed`). '
-        "The message quotes the provider; calls still in progress are marked incomplete.",
-        "provider error at chunk 7: Provider disconnected unexpectedly; 1 call in progress marked incomplete",
+        "The message quotes the provider, names the calls in progress it marked incomplete, and quotes "
+        "the model output the provider rejected when it sent it back (Groq's `failed_generation`).",
+        "provider error at chunk 7: Provider disconnected unexpectedly; 1 call(s) in progress marked "
+        "incomplete (call_1)",
     ),
     "unexpected_event": KindInfo(
         "warning",
@@ -156,8 +169,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "sparse_index": KindInfo(
         "info",
-        "Tool-call indices skip numbers; the wire indices are kept.",
-        "tool call index 3 where 1 was next (sparse indices kept)",
+        "A choice's tool-call indices skip numbers (reported when the stream ends, naming the ones that "
+        "never came; indices that only arrived out of order are not sparse); the wire indices are kept.",
+        "choice 0: tool call indices skip 1, 2 (sparse indices kept)",
     ),
     "duplicate_index_in_chunk": KindInfo(
         "warning",
@@ -288,9 +302,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "incomplete_arguments": KindInfo(
         "error",
-        "The arguments end where the JSON expected more (cut off), or none arrived before the "
-        "response ended without a finish reason, at the token limit or in an error; raw kept, call "
-        "never executed.",
+        "The arguments end where the JSON expected more (cut off), or none arrived before a response "
+        "that did not end normally ended (no finish reason, the token limit, any reason that is not a "
+        "normal end, an error); raw kept, call never executed.",
         "call b (get_time): no arguments arrived before the stream ended without a finish reason; "
         "call marked incomplete and will not be executed",
     ),
@@ -298,6 +312,25 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "error",
         "The arguments are not a JSON object; raw kept, call never executed.",
         "call a (f): arguments not valid JSON: Extra data at char 15; call marked incomplete",
+    ),
+    "duplicate_keys": KindInfo(
+        "error",
+        'An object of the arguments holds a key twice (`{"dest": "/tmp/safe", "dest": "/"}`). JSON '
+        "readers silently keep the last value; which one the model meant is unknown, so the call is "
+        "marked incomplete and never executed (`parse_arguments()` says why); raw kept.",
+        "call call_1 (move): arguments the key 'dest' appears twice in one object (first \"/tmp/safe\", "
+        'then "/"); which value the model meant is unknown; raw string kept, call marked incomplete',
+    ),
+    "unfinished_call": KindInfo(
+        "error",
+        "Nothing shows this call was finished: the response ended in a provider error, was filtered, "
+        "or did not end normally (the token limit, `abort`, any reason not in the normal list) and the "
+        "call's own structure does not close it (chat calls have no end marker; an Anthropic block "
+        "not closed by `content_block_stop`, the last block of a body cut at `max_tokens`; a Responses "
+        "item never finished). Its arguments may parse, or it is a custom tool's free-form input, but "
+        "may be cut: marked incomplete, never executed.",
+        "call call_c (shell): the response was cut at the token limit (finish_reason 'length'), and a "
+        "custom tool's free-form input has no end of its own (it may be cut); marked incomplete",
     ),
     "split_surrogate_pair": KindInfo(
         "info",
@@ -312,7 +345,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "custom_tool_call": KindInfo(
         "info",
-        "A Responses `custom_tool_call`: free-form text input, not JSON; kept as text.",
+        "A custom tool call (Responses `custom_tool_call`, a chat `type: custom` entry): free-form text "
+        "input, not JSON; kept as text. Complete only when the response ended normally or its item "
+        "finished (`unfinished_call` otherwise).",
         "call call_1 (code_exec): custom tool with free-form input (kept as text, not JSON)",
     ),
     "builtin_tool_call": KindInfo(
@@ -332,22 +367,36 @@ FINDING_KINDS: dict[str, KindInfo] = {
     "no_finish_reason": KindInfo(
         "warning",
         "The stream ended without a finish reason / stop reason / `response.completed` (cut, or a "
-        "server that never sends one). Calls whose arguments are complete JSON are kept complete; "
-        "calls with no arguments, or whose block or item was never closed, are incomplete.",
+        "server that never sends one, as OpenRouter/Novita do). In a chat stream, calls whose arguments "
+        "form a JSON object are kept complete; calls with no arguments, custom calls, and Anthropic "
+        "blocks or Responses items never closed are incomplete (`incomplete_arguments`, "
+        "`unfinished_call`).",
         "choice 0: stream ended without a finish_reason",
     ),
     "length_finish": KindInfo(
         "warning",
-        "The response stopped at the token limit.",
-        "choice 0: finish_reason 'length' (output cut at the token limit)",
+        "The response stopped at the token limit (`length`, `max_tokens`, `MAX_TOKENS`, Mistral's "
+        "`model_length`, `model_context_window_exceeded`): not a normal end, so calls nothing shows "
+        "were finished are incomplete (`unfinished_call`).",
+        "choice 0: finish_reason 'length' (output cut at the token limit); 1 call(s) marked incomplete",
     ),
     "filtered_finish": KindInfo(
         "error",
-        'The provider stopped the response itself: `finish_reason: "content_filter"` (Azure, OpenAI) '
-        'or Anthropic\'s `stop_reason: "refusal"`. Its output was withheld or cut, so its calls are '
-        "kept but marked incomplete and never executed.",
-        "choice 0: finish_reason 'content_filter' (the provider withheld output); 1 call(s) marked "
-        "incomplete",
+        'The provider stopped the response itself: `finish_reason: "content_filter"` (Azure, OpenAI), '
+        "Anthropic's `stop_reason: \"refusal\"`, Gemini's `SAFETY` / `RECITATION` / ... Its output "
+        "was withheld or cut, so its calls are kept but marked incomplete and never executed.",
+        "choice 0: finish_reason 'content_filter' (the provider stopped or withheld the output); 1 "
+        "call(s) marked incomplete",
+    ),
+    "abnormal_finish": KindInfo(
+        "warning",
+        "The response ended with a finish / stop reason that is not a normal end (`stop`, `tool_calls`, "
+        "`function_call`, `end_turn`, `tool_use`, `stop_sequence`, `eos_token`) nor the token limit or a "
+        "filter: `abort` (vLLM, SGLang), `cancelled`, `timeout`, `malformed_function_call`, "
+        "`pause_turn`, any value nobody documented. The response was stopped before it ended: empty "
+        "arguments are incomplete, and so is every call nothing shows was finished (`unfinished_call`).",
+        "choice 0: finish_reason 'abort' is not a normal end (...): the response was stopped before it "
+        "ended; 1 call(s) marked incomplete",
     ),
     "refusal": KindInfo(
         "warning",
@@ -365,8 +414,10 @@ FINDING_KINDS: dict[str, KindInfo] = {
     "orphan_delta": KindInfo(
         "warning",
         "An arguments delta for a block or item never announced (with no id to recover it). Responses: "
-        "the deltas (and a `.done`) are kept as a call without name or id, incomplete, never run; "
-        "Anthropic: skipped, the characters counted.",
+        "the deltas (and a `.done`) are kept as a call without name or id, incomplete, never run, and "
+        "calls with no final arguments of their own are held back; Anthropic: skipped (the characters "
+        "counted and quoted), and every `tool_use` call of the message is held back "
+        "(`call_held_back`), since which one the text was for is unknown.",
         "chunk 5: 3 arguments delta(s) for item 'fc_x', which was never announced; kept as call 1 "
         "without name or id (incomplete, never run)",
     ),
@@ -379,10 +430,13 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "call_held_back": KindInfo(
         "error",
-        "Something meant for a call's block could not be read as its arguments: an Anthropic "
-        "`text_delta` or a delta of an unknown type into a `tool_use` block, a delta that is not an "
-        "object, or one without `index` while the block was open. What the call was to receive is "
-        "unknown, so it is marked incomplete and never run (the text is kept in the response text).",
+        "Something meant for a call could not be read as its arguments: an Anthropic `text_delta` or a "
+        "delta of an unknown type into a `tool_use` block, a delta that is not an object, one without "
+        "`index` while the block was open, an `input_json_delta` for a block never started; a chat "
+        "payload or part of an unknown shape that may hold call data, a `function` that is not an "
+        "object; Responses deltas for an item never announced; bytes of its arguments that were not "
+        "UTF-8 (replaced by U+FFFD). What the call was to receive is unknown, so it is marked incomplete "
+        "and never run.",
         "call toolu_1 (get_weather): chunk 3: a text_delta arrived in its tool_use block; call marked "
         "incomplete and will not be executed",
     ),
@@ -407,8 +461,11 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "not_in_completed": KindInfo(
         "warning",
-        "A call the stream showed is missing from the `output` of `response.completed`; kept as streamed.",
-        "call call_2 (f) streamed but not in the response.completed output; kept as streamed",
+        "A call the stream showed is missing from the `output` of `response.completed`: kept as "
+        "streamed when its item finished (`.done`, `output_item.done`); when it never finished it is "
+        "marked incomplete, never run (`response.completed` is authoritative over the stream).",
+        "call call_2 (f) streamed but not in the response.completed output; kept as streamed (its item "
+        "finished)",
     ),
     "recovered_from_completed": KindInfo(
         "warning",

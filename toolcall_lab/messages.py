@@ -58,6 +58,8 @@ FindingKind = Literal[
     "empty_arguments",
     "incomplete_arguments",
     "invalid_arguments",
+    "duplicate_keys",
+    "unfinished_call",
     "split_surrogate_pair",
     "lone_surrogate",
     "custom_tool_call",
@@ -66,6 +68,7 @@ FindingKind = Literal[
     "no_finish_reason",
     "length_finish",
     "filtered_finish",
+    "abnormal_finish",
     "refusal",
     "incomplete_response",
     "orphan_delta",
@@ -100,6 +103,9 @@ class InvalidArguments:
     reason: str
     truncated: bool = False
     """The string ends where the JSON still expected more: a cut-off stream, not a malformed one."""
+    duplicate_key: str | None = None
+    """A key one object of the JSON holds twice (``{"dest": "a", "dest": "b"}``): which value the model
+    meant is unknown (JSON readers keep the last), so the arguments are not used."""
 
 
 ArgumentsOutcome = ParsedArguments | InvalidArguments
@@ -140,7 +146,9 @@ def parse_arguments(raw: str) -> ArgumentsOutcome:
     try:
         value = _fast_loads(raw)
         if type(value) is dict:
-            return ParsedArguments(value=value)
+            if raw.count(":") == len(value):  # (`unique_keys`'s first test, inlined)
+                return ParsedArguments(value=value)
+            return _checked(raw, value, False)
     except Exception:  # orjson is stricter (NaN, huge integers); json below decides
         pass
     try:
@@ -154,6 +162,7 @@ def parse_arguments(raw: str) -> ArgumentsOutcome:
     except RecursionError:
         return InvalidArguments(reason="not valid JSON: nested too deeply")
     double = False
+    text = raw
     if isinstance(value, str):
         try:
             inner = _strict_loads(value)
@@ -161,10 +170,82 @@ def parse_arguments(raw: str) -> ArgumentsOutcome:
             return InvalidArguments(reason="a JSON string, not a JSON object")
         if not isinstance(inner, dict):
             return InvalidArguments(reason="a JSON string, not a JSON object")
-        value, double = inner, True
+        text, value, double = value, inner, True
     if not isinstance(value, dict):
         return InvalidArguments(reason=f"must be a JSON object, got {type(value).__name__}")
+    return _checked(text, value, double)
+
+
+def _checked(raw: str, value: dict[str, Any], double: bool) -> ArgumentsOutcome:
+    """`value` (read from `raw`) as arguments, unless an object of `raw` holds a key twice."""
+    if not unique_keys(raw, value):
+        twice = first_duplicate(raw)
+        if twice is not None:
+            key, first, last = twice
+            return InvalidArguments(
+                reason=f"the key {key!r} appears twice in one object (first {first}, then {last}); which "
+                "value the model meant is unknown",
+                duplicate_key=key,
+            )
     return ParsedArguments(value=value, double_encoded=double)
+
+
+def unique_keys(raw: str, value: Any) -> bool:
+    """True when no object of the JSON text `raw` (read as `value`) can hold a key twice; False when
+    one may (then `first_duplicate` decides). Costs one ``str.count`` for the usual flat object.
+
+    Every key-value pair has one colon outside strings. When the colons of `raw` number no more than
+    the keys `value` kept plus the colons inside its strings, no pair was dropped, so no key was
+    repeated (a ``\\u`` escape could hide a colon, so such a text is checked in full)."""
+    colons = raw.count(":")
+    if type(value) is dict and colons == len(value):
+        return True
+    if "\\u" in raw:
+        return False
+    try:
+        return colons == _pairs_and_colons(value)
+    except RecursionError:  # nested too deeply to count: the full check decides
+        return False
+
+
+def _pairs_and_colons(value: Any) -> int:
+    """The keys of every object in `value` plus the colons inside its strings (keys and values)."""
+    kind = type(value)
+    if kind is str:
+        return value.count(":")  # type: ignore[no-any-return]
+    if kind is dict:
+        total = len(value)
+        for key, item in value.items():
+            total += key.count(":") + (_pairs_and_colons(item) if type(item) in (str, dict, list) else 0)
+        return total
+    if kind is list:
+        return sum(_pairs_and_colons(item) for item in value if type(item) in (str, dict, list))
+    return 0
+
+
+def first_duplicate(raw: str) -> tuple[str, str, str] | None:
+    """The first key an object of the JSON text `raw` holds twice, with its first and last values
+    (compact JSON, shortened); None when there is none. Reads the whole text again (slow path)."""
+    found: list[tuple[str, str, str]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, item in items:
+            if key in out and not found:
+                found.append((key, _shown(out[key]), _shown(item)))
+            out[key] = item
+        return out
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

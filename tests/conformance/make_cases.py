@@ -1781,7 +1781,7 @@ case(
             {
                 "calls": [call("call_o2", "get_weather", '{"city":"Oslo"}', complete=False)],
                 "error": "Upstream provider disconnected",
-                "findings": ["provider_error"],
+                "findings": ["provider_error", "unfinished_call"],
             }
         ],
         "raises": {"type": "ProviderStreamError", "message": "Upstream provider disconnected"},
@@ -1847,7 +1847,7 @@ case(
             {
                 "calls": [call("call_a", "get_weather", WEATHER, complete=False)],
                 "error": "error event without a message",
-                "findings": ["provider_error"],
+                "findings": ["provider_error", "unfinished_call"],
             }
         ],
         "raises": {"type": "ProviderStreamError", "message": "error event without a message"},
@@ -1873,7 +1873,7 @@ case(
                     call("call_b", "get_time", "", complete=False),
                 ],
                 "error": "Resource has been exhausted",
-                "findings": ["sse_raw_json", "provider_error"],
+                "findings": ["sse_raw_json", "provider_error", "unfinished_call", "incomplete_arguments"],
                 "absent": ["empty_arguments"],
             }
         ],
@@ -1898,7 +1898,12 @@ case(
             {
                 "calls": [call("call_a", "get_weather", "", complete=False)],
                 "error": "stream_read_error",
-                "findings": ["sse_nonstandard_line", "unreadable_data", "provider_error"],
+                "findings": [
+                    "sse_nonstandard_line",
+                    "unreadable_data",
+                    "provider_error",
+                    "incomplete_arguments",
+                ],
             }
         ],
         "raises": {"type": "SSEDecodeError", "message": "line 5: data is not JSON"},
@@ -2048,7 +2053,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_w1", "get_weather", WEATHER, complete=False)],
-                "findings": ["filtered_finish"],
+                "findings": ["filtered_finish", "unfinished_call"],
             }
         ]
     },
@@ -2130,7 +2135,7 @@ case(
         "responses": [
             {
                 "calls": [call("toolu_ref1", "get_weather", WEATHER, complete=False)],
-                "findings": ["filtered_finish"],
+                "findings": ["filtered_finish", "unfinished_call"],
             }
         ]
     },
@@ -2313,15 +2318,16 @@ case(
 case(
     "cassettes/invalid_utf8_body.yaml",
     cassette([(200, {"Content-Type": ["application/json"]}, LATIN1_BODY.encode("latin-1"))]),
-    quirk="a body with bytes that are not UTF-8 and no charset (read as a .sse file would be)",
+    quirk="a body with bytes that are not UTF-8 and no charset (read as a .sse file would be; the call "
+    "whose arguments hold the U+FFFD is held back)",
     category="cassettes",
     provider="proxies re-encoding bodies without saying so",
     models=SPEC + " (bytes that are not UTF-8 decode to U+FFFD)",
     expect={
         "responses": [
             {
-                "calls": [call("call_l1", "get_weather", '{"city":"Z\ufffdrich"}')],
-                "findings": ["invalid_utf8"],
+                "calls": [call("call_l1", "get_weather", '{"city":"Z\ufffdrich"}', complete=False)],
+                "findings": ["invalid_utf8", "call_held_back"],
             }
         ]
     },
@@ -3219,6 +3225,338 @@ case(
     provider="any recording saved on Windows PowerShell 5.1",
     models="https://learn.microsoft.com/en-us/powershell/module/microsoft.powershell.core/about/about_redirection",
     expect={"raises": {"type": "UnknownFormatError", "message": "UTF-16LE text, not UTF-8"}},
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sixth pass: how a response ended (one rule, `toolcall_lab/formats/_endings.py`), data of an
+# unexpected shape, bytes that are not UTF-8, duplicate keys, JSON lines told by their structure.
+STOP_REASONS = "https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons"
+case(
+    "chat/vllm_finish_reason_abort.sse",
+    sse(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "id": "chatcmpl-tool-ab1",
+                            "type": "function",
+                            "index": 0,
+                            "function": {"name": "delete_files"},
+                        }
+                    ]
+                }
+            ),
+            chunk({"content": ""}, "abort"),
+        ]
+    ),
+    quirk="finish_reason 'abort' (an engine-aborted request) then [DONE] after a call header with no "
+    "arguments: not a normal end, the call is not `{}`",
+    category="chat-completions",
+    provider="vLLM (OpenAI-compatible server)",
+    models="https://github.com/vllm-project/vllm/issues/57082",
+    expect={
+        "responses": [
+            {
+                "calls": [call("chatcmpl-tool-ab1", "delete_files", "", complete=False)],
+                "findings": ["incomplete_arguments", "abnormal_finish"],
+            }
+        ]
+    },
+)
+case(
+    "chat/malformed_function_call_finish.sse",
+    sse(
+        [ROLE, chunk(header(0, "call_mf1", "get_weather", WEATHER)), chunk(finish="malformed_function_call")]
+    ),
+    quirk="finish_reason 'malformed_function_call' (Gemini's MALFORMED_FUNCTION_CALL passed through) on a "
+    "call whose arguments parse: never run",
+    category="chat-completions",
+    provider="OpenAI-compatible gateways in front of Gemini",
+    models="https://github.com/NousResearch/hermes-agent/pull/83886 ; "
+    "https://github.com/mozilla-ai/any-llm/pull/1202",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_mf1", "get_weather", WEATHER, complete=False)],
+                "findings": ["unfinished_call", "abnormal_finish"],
+            }
+        ]
+    },
+)
+case(
+    "chat/custom_tool_call_cut_at_length.sse",
+    sse([ROLE, chunk(custom_entry(0, "call_cl1", "shell", "rm -rf /tmp/build")), chunk(finish="length")]),
+    quirk="a custom (free-form) tool call, then finish_reason 'length': its input has no end of its own, "
+    "so it may be cut",
+    category="chat-completions",
+    provider="OpenAI Chat Completions (GPT-5 custom tools)",
+    models=CUSTOM_DOCS
+    + " ; https://platform.openai.com/docs/api-reference/chat/object (finish_reason length)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_cl1", "shell", "rm -rf /tmp/build", kind="custom", complete=False)],
+                "findings": ["custom_tool_call", "unfinished_call", "length_finish"],
+            }
+        ]
+    },
+)
+case(
+    "chat/custom_tool_call_body_cut_at_length.json",
+    body([{"id": "call_cl2", "type": "custom", "custom": {"name": "shell", "input": "rm -rf /tm"}}]).replace(
+        '"finish_reason":"tool_calls"', '"finish_reason":"length"'
+    ),
+    quirk="the same, in a whole body: no body reported `length` before, and its custom call ran",
+    category="chat-completions",
+    provider="OpenAI Chat Completions (GPT-5 custom tools)",
+    models=CUSTOM_DOCS,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_cl2", "shell", "rm -rf /tm", kind="custom", complete=False)],
+                "findings": ["custom_tool_call", "unfinished_call", "length_finish"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/max_tokens_body_cuts_last_tool_use.json",
+    js(
+        {
+            "id": "msg_conf",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-conf",
+            "stop_reason": "max_tokens",
+            "content": [
+                {"type": "tool_use", "id": "toolu_mt1", "name": "read_file", "input": {"path": "a.txt"}},
+                {"type": "text", "text": "Now I will write the file."},
+                {"type": "tool_use", "id": "toolu_mt2", "name": "write_file", "input": {"path": "notes.txt"}},
+            ],
+        }
+    ),
+    quirk="a whole message cut at max_tokens whose last block is a tool_use: its `input` parses whatever "
+    "was cut from it, so it never runs; an earlier tool_use (a block came after it) does",
+    category="anthropic",
+    provider="Anthropic Messages API",
+    models=STOP_REASONS + " (max_tokens: the last tool_use block may be incomplete)",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call("toolu_mt1", "read_file", '{"path":"a.txt"}'),
+                    call("toolu_mt2", "write_file", '{"path":"notes.txt"}', complete=False),
+                ],
+                "findings": ["unfinished_call", "length_finish"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/input_json_delta_at_another_index.sse",
+    events(
+        [
+            MSG_START,
+            tool_use_start(1, "toolu_ai1", "delete_all"),
+            input_delta(0, '{"confirm": false}'),
+            block_stop(1),
+            *MSG_END,
+        ]
+    ),
+    quirk="the arguments of a tool_use block arrive at an index no block started (a translator that "
+    "numbers blocks its own way): the block is held back, never run with `{}`",
+    category="anthropic",
+    provider="Anthropic-format translators (9router and the like)",
+    models="https://github.com/decolua/9router/issues/2218 (deltas whose index names no open block)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_ai1", "delete_all", "{}", complete=False)],
+                "findings": ["orphan_delta", "call_held_back"],
+            }
+        ]
+    },
+)
+OLLAMA_NATIVE = {
+    "model": "llama3.1",
+    "created_at": "2024-07-25T00:00:00Z",
+    "message": {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"function": {"name": "get_time", "arguments": {"tz": "CET"}}}],
+    },
+    "done": False,
+}
+case(
+    "chat/native_chunk_of_another_format_midstream.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_nm1", "get_weather", WEATHER)),
+            OLLAMA_NATIVE,
+            {"detail": "Internal Server Error"},
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="a chunk of another wire format (Ollama's native /api/chat, carrying a call) and a FastAPI "
+    "error body inside a chat stream: each reported, and the calls held back since the foreign chunk "
+    "may hold one of theirs",
+    category="chat-completions",
+    provider="proxies in front of Ollama that pass native NDJSON through",
+    models="https://github.com/decolua/9router/issues/4119 (Ollama answers NDJSON to a streaming request "
+    "with tools) ; https://docs.ollama.com/api/chat",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_nm1", "get_weather", WEATHER, complete=False)],
+                "findings": ["malformed_chunk", "malformed_chunk", "call_held_back"],
+            }
+        ]
+    },
+)
+case(
+    "chat/duplicate_keys_in_arguments.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_dk1", "move_file", "")),
+            chunk(more(0, '{"src": "a.txt", "dest": "/tmp/safe", ')),
+            chunk(more(0, '"dest": "/"}')),
+            chunk(finish="tool_calls"),
+        ]
+    ),
+    quirk="the same key twice in a call's arguments (JSON readers keep the last value): which one the "
+    "model meant is unknown, so the call never runs",
+    category="chat-completions",
+    provider="llama.cpp (Qwen3-Coder-Next parameters streamed as repeated keys)",
+    models="https://github.com/ggml-org/llama.cpp/pull/19753 ; https://www.rfc-editor.org/rfc/rfc8259#section-4",
+    expect={
+        "responses": [
+            {
+                "calls": [
+                    call(
+                        "call_dk1",
+                        "move_file",
+                        '{"src": "a.txt", "dest": "/tmp/safe", "dest": "/"}',
+                        complete=False,
+                    )
+                ],
+                "findings": ["duplicate_keys"],
+            }
+        ]
+    },
+)
+case(
+    "sse/latin1_bytes_in_arguments.sse",
+    sse([ROLE, chunk(header(0, "call_lb1", "write_file", ""))], done=False).encode()
+    + b'data: {"id":"chatcmpl-conf","object":"chat.completion.chunk","created":1732000000,'
+    b'"model":"conformance-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":'
+    b'{"arguments":"{\\"path\\": \\"caf\xe9.txt\\"}"}}]},"finish_reason":null}]}\n\n'
+    + sse([chunk(finish="tool_calls")]).encode(),
+    quirk="a byte that is not UTF-8 (Latin-1 'é') inside a call's arguments: decoded to U+FFFD as the SSE "
+    "standard says, and the call held back since its arguments are not what the model sent",
+    category="sse-framing",
+    provider="proxies re-encoding a stream to Latin-1",
+    models=SPEC + " (bytes that are not UTF-8 decode to U+FFFD)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_lb1", "write_file", '{"path": "caf\ufffd.txt"}', complete=False)],
+                "findings": ["invalid_utf8", "call_held_back"],
+            }
+        ]
+    },
+)
+case(
+    "sse/json_lines_cr_only_long_first_line.sse",
+    (
+        js(chunk({"content": "x" * 6000}))
+        + "\r"
+        + js(chunk(header(0, "call_cr1", "get_weather", WEATHER)))
+        + "\r"
+        + js(chunk(finish="tool_calls"))
+        + "\r"
+    ),
+    quirk="JSON lines saved in a .sse file with CR-only line ends and a first line over 4 KB: told from one "
+    "JSON document by the structure of the first value, not its line end",
+    category="sse-framing",
+    provider="recorders that write CR line ends (classic Mac tools, some Windows loggers)",
+    models=SPEC + " (CR alone ends a line) ; https://jsonlines.org/",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_cr1", "get_weather", WEATHER)],
+                "findings": [],
+            }
+        ]
+    },
+)
+case(
+    "responses/completed_output_empty_after_finished_item.sse",
+    events(
+        [
+            CREATED,
+            call_added(FC),
+            args_delta(WEATHER),
+            resp("response.output_item.done", output_index=0, item=FC),
+            completed([]),
+        ]
+    ),
+    quirk="response.completed with `output: []` after the call's item finished (a proxy that does not "
+    "rebuild the output): the finished call is kept as streamed, reported",
+    category="responses",
+    provider="Responses API proxies (CLIProxyAPI, new-api)",
+    models="https://github.com/router-for-me/CLIProxyAPI/issues/2626 ; "
+    "https://github.com/QuantumNous/new-api/issues/4362",
+    expect={
+        "responses": [{"calls": [call("call_r1", "get_weather", WEATHER)], "findings": ["not_in_completed"]}]
+    },
+)
+case(
+    "responses/completed_output_empty_item_never_finished.sse",
+    events([CREATED, call_added(FC), args_delta(WEATHER), completed([])]),
+    quirk="response.completed with `output: []` and the call's item never finished: response.completed is "
+    "authoritative, the call is not complete",
+    category="responses",
+    provider="Responses API proxies (CLIProxyAPI, new-api)",
+    models="https://github.com/router-for-me/CLIProxyAPI/issues/2626 ; " + RESP_DOCS,
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER, complete=False)],
+                "findings": ["not_in_completed", "unfinished_call"],
+            }
+        ]
+    },
+)
+case(
+    "errors/groq_failed_generation_in_error_event.sse",
+    sse([ROLE, chunk({"reasoning": "I will call the tool."})], done=False)
+    + "event: error\ndata: "
+    + js(
+        {
+            "error": {
+                "message": "Tool call validation failed: parameters for tool get_weather did not match schema",
+                "type": "invalid_request_error",
+                "code": "tool_use_failed",
+                "failed_generation": '{"name": "get_weather", "arguments": {"town": "Paris"}}',
+                "status_code": 400,
+            }
+        }
+    )
+    + "\n\n",
+    quirk="an `event: error` whose error carries `failed_generation` (the model output the provider "
+    "rejected): quoted in the provider_error finding, not lost",
+    category="provider-errors",
+    provider="Groq",
+    models="https://github.com/sipeed/picoclaw/issues/748 ; https://github.com/agno-agi/agno/issues/4090",
+    expect={
+        "responses": [{"calls": [], "findings": ["provider_error"], "error": "Tool call validation failed"}],
+        "raises": {"type": "ProviderStreamError", "message": "Tool call validation failed"},
+    },
 )
 
 

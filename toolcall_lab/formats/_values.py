@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from toolcall_lab.formats._findings import finding
@@ -159,11 +160,14 @@ def as_key(value: Any) -> Any:
 
 
 def as_index(value: Any) -> int | None:
-    """An index as the wire gives it: an integer, or a decimal string (``"0"``, some servers) read
-    as that number; None for anything else (a bool, a float, other text)."""
+    """An index as the wire gives it: an integer, a decimal string (``"0"``, some servers) or a whole
+    number written with a fraction (``0.0``) read as that integer; None for anything else (a bool,
+    ``0.5``, other text)."""
     if type(value) is int:
         return value
     if type(value) is str and value.isascii() and value.isdecimal() and len(value) < 10:
+        return int(value)
+    if type(value) is float and value.is_integer() and 0 <= value < 1e9:
         return int(value)
     return None
 
@@ -188,3 +192,68 @@ def refusal_note(pieces: list[Any], what: str) -> Finding | None:
     return finding(
         "refusal", f"{what}the model refused: {json.dumps(shown, ensure_ascii=False)} (not part of content)"
     )
+
+
+_CALL_KEYS = frozenset(
+    {
+        "tool_calls",
+        "tool_call",
+        "function_call",
+        "functionCall",
+        "function",
+        "tool_use",
+        "toolUse",
+        "arguments",
+        "partial_json",
+    }
+)
+_CALL_WORDS = ("tool_call", "function", "arguments", "partial_json", "tool_use", "functionCall")
+
+
+def may_hold_calls(value: Any, depth: int = 0) -> bool:
+    """Might a part of a payload that could not be read (of an unknown shape) hold a tool call's data:
+    a key such as ``tool_calls`` / ``functionCall`` / ``arguments`` anywhere in it, or text naming
+    them (a delta sent as a JSON string)? Only asked on the path that reports such a part."""
+    if isinstance(value, str):
+        return any(word in value for word in _CALL_WORDS)
+    if depth > 8:
+        return False
+    if isinstance(value, dict):
+        return any(
+            key in _CALL_KEYS or may_hold_calls(item, depth + 1) for key, item in list(value.items())[:200]
+        )
+    if isinstance(value, list):
+        return any(may_hold_calls(item, depth + 1) for item in value[:200])
+    return False
+
+
+def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
+    """Why `doc` has no known wire format: its keys, and the API it looks like when that is clear."""
+    hint = ""
+    output = doc.get("output")
+    if "stopReason" in doc or (isinstance(output, Mapping) and "message" in output):
+        hint = " (it looks like an AWS Bedrock Converse body, a format this parser does not read)"
+    elif "bytes" in doc or (isinstance(doc.get("chunk"), Mapping) and "bytes" in doc["chunk"]):
+        hint = (
+            " (it looks like an AWS Bedrock InvokeModelWithResponseStream event, base64 `bytes` around the "
+            "model's own events, a container this parser does not read: decode each `bytes` and save the "
+            "events as JSON lines)"
+        )
+    elif doc.keys() & {"contentBlockDelta", "contentBlockStart", "messageStart", "messageStop"}:
+        hint = " (it looks like an AWS Bedrock ConverseStream event, a format this parser does not read)"
+    elif "candidates" in doc:
+        hint = (
+            " (it looks like a Gemini native generateContent / streamGenerateContent body, a format this "
+            "parser does not read; Gemini's OpenAI-compatible endpoint is read)"
+        )
+    elif "message" in doc and "done" in doc:
+        hint = (
+            " (it looks like an Ollama native /api/chat body or NDJSON line, a format this parser does "
+            "not read; Ollama's OpenAI-compatible /v1 endpoint is read)"
+        )
+    elif doc.keys() & {"event_type", "generation_id"} or as_key(doc.get("type")) in _COHERE_EVENTS:
+        hint = " (it looks like a Cohere chat body or stream event, a format this parser does not read)"
+    return f"cannot tell the wire format of a {what} with keys {sorted(doc)[:8]}{hint}"
+
+
+_COHERE_EVENTS = frozenset(("message-start", "content-delta", "tool-call-start", "tool-plan-delta"))

@@ -6,7 +6,10 @@ block cut before either, with no deltas, is incomplete (nothing says ``{}`` was 
 start's ``input`` is not empty and deltas follow, the deltas are kept and a difference reported; a
 delta after ``content_block_stop`` is appended and reported. Whole messages carry ``input`` as an
 object: it is shown as compact JSON so every format yields an argument *string*.
-``stop_reason: "refusal"`` marks every call incomplete.
+``stop_reason: "refusal"`` marks every call incomplete; after any other stop reason that is not a
+normal end (`_endings`: ``max_tokens``, ``pause_turn``...) a block not closed is incomplete, and so is
+the last block of a whole message. An ``input_json_delta`` for a block no start opened holds every
+client call of the message back.
 
 Blocks the provider runs itself (``server_tool_use``, ``mcp_tool_use``) and their ``*_tool_result``
 blocks are reported in ``server_tool_calls``, never as client calls. An ``error`` event
@@ -21,7 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats._values import a_json_type, as_key, as_text
+from toolcall_lab.formats._endings import cut_reason, ending_of, how_it_ended
+from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -33,6 +37,7 @@ from toolcall_lab.formats.base import (
     capped,
     compact_json,
     error_response,
+    failure_clause,
     finding,
     provider_ids,
     single_choice,
@@ -42,10 +47,6 @@ from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerTo
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 _QUIET_DELTAS = frozenset({"signature_delta", "citations_delta"})  # known, carry no text nor arguments
-_CUT = {
-    "max_tokens": "output cut at the token limit",
-    "model_context_window_exceeded": "output cut at the model's context window",
-}
 _ABSENT: Any = object()  # a tool_use block (start) without `input`
 _CALL_BLOCKS = frozenset({"tool_use", *_SERVER_BLOCKS})
 
@@ -125,6 +126,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         "_results",
         "_server",
         "_server_inputs",
+        "_stray",
         "_text",
         "_thinking",
         "early",
@@ -145,6 +147,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         self._calls: list[PendingCall] = []
         self._server: list[PendingCall] = []
         self._results: dict[str, tuple[str, str | None]] = {}
+        self._stray: str | None = None  # why every client call is held back (orphan arguments came)
 
     def feed(self, event: Mapping[str, Any]) -> None:
         n = self.chunk_count
@@ -167,7 +170,10 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 if text is not None:
                     self._text.append(text)
                 if self._blocks:
-                    self._hold(as_key(event.get("index")), "a text_delta arrived in its tool_use block", n)
+                    index = event.get("index")
+                    if type(index) is not int:
+                        index = self._index(event, n, "content_block_delta")
+                    self._hold(index, "a text_delta arrived in its tool_use block", n)
             elif dkind == "thinking_delta":
                 thought = delta.get("thinking")
                 if thought is not None:
@@ -181,19 +187,22 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         elif kind == "content_block_stop":
             if not self.opened:
                 self._before_start(kind, n)
-            entry = self._blocks.get(as_key(event.get("index", -1)))
+            index = event.get("index")
+            entry = self._blocks.get(
+                index if type(index) is int else self._index(event, n, "content_block_stop")
+            )
             if entry is not None:
                 entry[0].done = True
         elif kind == "message_start":
             self.opened = True
-            message = self._part(event, "message", n)
+            message = self._part(event, "message", n, required=True)
             rid, model = message.get("id"), message.get("model")
             self.response_id = rid if type(rid) is str else self.response_id
             self.model = model if type(model) is str else self.model
             self._usage(message.get("usage"))
         elif kind == "message_delta":
             self.opened = True
-            stop = self._part(event, "delta", n).get("stop_reason")
+            stop = self._part(event, "delta", n, required=True).get("stop_reason")
             if stop is not None and type(stop) is not str:
                 self.note(
                     "wrong_type",
@@ -235,6 +244,53 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         if entry is not None and entry[1]:
             entry[0].hold(f"chunk {n}: {why}")
 
+    def _index(self, event: Mapping[str, Any], n: int, what: str) -> int | None:
+        """A content event's block index that is not an integer: a decimal string or a whole number
+        (``"0"``, ``0.0``) read as that integer (``wrong_type``); absent or anything else None, reported
+        (``malformed_chunk``) except on a delta, whose ``orphan_delta`` or hold says so."""
+        value = event.get("index")
+        if type(value) is int:
+            return value
+        number = as_index(value)
+        if number is not None:
+            self.note(
+                "wrong_type",
+                f"chunk {n}: {what} index {compact_json(value)[:40]} is {a_json_type(value)}, not an "
+                f"integer; read as {number}",
+                chunk_index=n,
+            )
+            return number
+        if what != "content_block_delta":
+            shown = compact_json(value)[:40]
+            said = "without `index`" if value is None else f"with index {shown}, not an integer"
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: {what} {said}; no delta can name its block",
+                chunk_index=n,
+            )
+        return None
+
+    def _orphan(self, index: Any, piece: Any, n: int) -> None:
+        """An ``input_json_delta`` for no block a start opened: its text is reported, and every client
+        call of the message is held back (which of them it belongs to is unknown), never run without it."""
+        text = piece if isinstance(piece, str) else compact_json(piece) if piece is not None else ""
+        which = (
+            "without `index`" if index is None else f"for block {index!r} (no content_block_start opened it)"
+        )
+        self.note(
+            "orphan_delta",
+            f"chunk {n}: input_json_delta {which}: {len(text)} character(s) of arguments "
+            f"({text[:60]!r}) that no call can take; skipped",
+            chunk_index=n,
+        )
+        if index is None:
+            self._hold_open("an input_json_delta came without index while its block was open", n)
+        if text and self._stray is None:
+            self._stray = (
+                f"chunk {n}: an input_json_delta {which} carried arguments: which call they are for is"
+                " unknown"
+            )
+
     def _hold_open(self, why: str, n: int) -> None:
         """A delta that names no block: every client call whose block is still open may have lost it."""
         for call, client in self._blocks.values():
@@ -244,7 +300,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def _odd_delta(self, event: Mapping[str, Any], delta: Any, n: int) -> None:
         """A delta of an unknown type, or one that is not an object: reported, and the call of its
         block (every open call, when the delta names no block) held back."""
-        index = as_key(event.get("index"))
+        index = self._index(event, n, "content_block_delta")
         if type(delta) is dict:
             self.note(
                 "unknown_event",
@@ -267,17 +323,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self._hold(index, f"{what} arrived in its tool_use block", n)
 
     def _input_delta(self, event: Mapping[str, Any], delta: Mapping[str, Any], n: int) -> None:
-        index = as_key(event.get("index"))
+        index = event.get("index")
+        if type(index) is not int:
+            index = self._index(event, n, "content_block_delta")
         entry = self._blocks.get(index) if index is not None else None
         piece = delta.get("partial_json")
         if entry is None:
-            self.note(
-                "orphan_delta",
-                f"chunk {n}: input_json_delta for unknown block {index!r}; skipped",
-                chunk_index=n,
-            )
-            if index is None:
-                self._hold_open("an input_json_delta came without index while its block was open", n)
+            self._orphan(index, piece, n)
             return
         call, client = entry
         if type(piece) is not str:
@@ -320,9 +372,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         )
 
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
-        block = self._part(event, "content_block", n)
+        block = self._part(event, "content_block", n, required=True)
         btype = as_key(block.get("type"))
-        index = as_key(event.get("index", -1))
+        index = event.get("index")
+        if type(index) is not int:
+            index = self._index(event, n, "content_block_start")
+            if index is None:  # a block no delta can name: its deltas are orphans (and hold it back)
+                index = ("unindexed", n)
         held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(
@@ -399,55 +455,58 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     def _result(self, error: str | None) -> ParsedResponse:
         findings = list(self.findings)
         calls: list[ToolCall] = []
-        cut = "length" if self.stop_reason in _CUT else None
-        refused = self.stop_reason == "refusal"
+        stop = self.stop_reason
+        ending = ending_of(stop)
+        # why a call whose block was not closed may be unfinished (a closed block ended; after a
+        # normal stop reason every block ended with the message)
+        cut = None
+        failed = failure_clause(error) if error is not None else None
+        if ending == "filtered":
+            failed = failed or f"the provider stopped or withheld the output (stop_reason {stop!r})"
+        elif ending == "none":
+            cut = "the stream ended before its content_block_stop, without a stop_reason"
+        elif ending != "normal":
+            cut = cut_reason("stop_reason", str(stop)) + ", before its content_block_stop"
+        if self._stray is not None:
+            for pending in self._calls:
+                pending.hold(self._stray)
         taken = provider_ids(self._calls)
         for pending in self._calls:
             raw = None
-            # a block not closed by content_block_stop has ended with the message, unless it was cut
-            ended = pending.done or (self.stop_reason is not None and cut is None)
             start = self._inputs.get(pending.index)
+            closed = pending.done or ending == "normal"
             if not pending.pieces:
                 if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
                     pending.args_absent = "`input` null" if start is None else "`input` missing"
                     pending.quirky = True
-                elif start or ended:  # (an empty start input of a block cut before its end says nothing)
+                elif start or closed:  # (an empty start input of a block cut before its end says nothing)
                     raw = compact_json(start)
             elif start and isinstance(start, dict):
                 self._start_and_deltas(pending, start, findings)
             call = pending.finalize(
                 self.batch,
                 findings,
-                cut,
                 raw,
-                (error is not None and not pending.done) or refused,
-                ended,
+                failed if ending == "filtered" or not pending.done else None,
+                None if closed else cut,
                 taken,
             )
             calls.append(call)
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
         server = _server_calls(self._server, self._server_inputs, self._results, findings)
-        if self.stop_reason is None and error is None:
-            findings.append(finding("no_finish_reason", "stream ended without a stop_reason"))
-        elif cut:
-            findings.append(
-                finding("length_finish", f"stop_reason {self.stop_reason!r} ({_CUT[self.stop_reason]})")  # type: ignore[index]
-            )
-        elif refused and error is None:
-            findings.append(
-                finding(
-                    "filtered_finish",
-                    f"stop_reason 'refusal' (the model's output was stopped); {len(calls)} call(s) marked "
-                    "incomplete",
-                )
-            )
+        if error is None:
+            if ending == "none":
+                findings.append(finding("no_finish_reason", "stream ended without a stop_reason"))
+            elif ending != "normal":
+                unfinished = sum(not c.complete for c in calls)
+                findings.append(how_it_ended("stop_reason", str(stop), unfinished))
         return single_choice(
             "anthropic-stream",
             text=self._text,
             reasoning=self._thinking,
             calls=calls,
-            finish_reason=self.stop_reason,
+            finish_reason=stop,
             findings=capped(findings, self._limit),
             usage=self.usage or None,
             response_id=self.response_id,
@@ -465,7 +524,7 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     if body.get("type") == "error" or (body.get("error") and not body.get("content")):
         message = describe_error(body.get("error") or body)
         exc = ProviderStreamError(message, payload=dict(body), line_number=None)
-        exc.partial_responses = (error_response(message, "anthropic"),)
+        exc.partial_responses = (error_response(message, "anthropic", body),)
         raise exc
     findings: list[Finding] = []
     text: list[Any] = []
@@ -484,8 +543,17 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             )
         )
         stop = as_text(stop)
-    cut = "length" if stop in _CUT else None
-    refused = stop == "refusal"
+    ending = ending_of(stop)
+    failed = (
+        f"the provider stopped or withheld the output (stop_reason {stop!r})"
+        if ending == "filtered"
+        else None
+    )
+    # a body cut short (max_tokens, ...): a tool_use block followed by another block was finished, the
+    # last block may have been cut (its `input` parses whatever was cut from it)
+    cut = None
+    if ending in ("limit", "abnormal"):
+        cut = f"{cut_reason('stop_reason', str(stop))} at this tool_use, the message's last block"
     content = body.get("content")
     if not isinstance(content, list):
         if content is not None:
@@ -524,7 +592,8 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
                 raw = ""
             elif not isinstance(raw, str):
                 raw = compact_json(raw)
-            calls.append(pending.finalize(batch, findings, cut, raw, refused, True, taken))
+            last = pos == len(content) - 1
+            calls.append(pending.finalize(batch, findings, raw, failed, cut if last else None, taken))
         elif kind in _SERVER_BLOCKS:
             pending = PendingCall.announced(0, len(server), 0, tid, name)
             server_inputs[pending.index] = block.get("input")
@@ -535,14 +604,8 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             text.append(block.get("text"))
         elif kind == "thinking":
             thinking.append(block.get("thinking"))
-    if refused:
-        findings.append(
-            finding(
-                "filtered_finish",
-                f"stop_reason 'refusal' (the model's output was stopped); {len(calls)} call(s) marked "
-                "incomplete",
-            )
-        )
+    if ending not in ("normal", "none"):
+        findings.append(how_it_ended("stop_reason", str(stop), sum(not c.complete for c in calls)))
     server_calls = _server_calls(server, server_inputs, results, findings)
     return single_choice(
         "anthropic",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UsageError
@@ -19,6 +19,7 @@ from toolcall_lab.formats._values import a_json_type
 from toolcall_lab.formats._values import compact_json as compact_json
 from toolcall_lab.formats._values import fix_surrogates as fix_surrogates
 from toolcall_lab.formats._values import join_text as join_text
+from toolcall_lab.formats.errors import rejected_output
 from toolcall_lab.messages import (
     CallKind,
     Finding,
@@ -36,6 +37,7 @@ from toolcall_lab.messages import (
     new_response,
     new_tool_call,
     parse_arguments,
+    unique_keys,
 )
 
 
@@ -152,16 +154,19 @@ class StreamAccumulator:
         )
         return None
 
-    def _part(self, event: Mapping[str, Any], key: str, n: int) -> Mapping[str, Any]:
-        """``event[key]`` when it is an object; {} when absent, and reported when of another type."""
+    def _part(
+        self, event: Mapping[str, Any], key: str, n: int, *, required: bool = False
+    ) -> Mapping[str, Any]:
+        """``event[key]`` when it is an object; else {}, reported when of another type (and when absent
+        or null, if the event's format `required` it)."""
         part = event.get(key)
         if isinstance(part, Mapping):
             return part
-        if part is not None:
+        if part is not None or required:
+            what = "missing" if key not in event else f"{a_json_type(part)}, not an object"
             self.note(
                 "malformed_chunk",
-                f"chunk {n}: the {str(event.get('type'))[:40]} event's `{key}` is {a_json_type(part)}, "
-                "not an object; skipped",
+                f"chunk {n}: the {str(event.get('type'))[:40]} event's `{key}` is {what}; skipped",
                 chunk_index=n,
             )
         return {}
@@ -200,13 +205,12 @@ class StreamAccumulator:
 
     def fail(self, message: str, payload: dict[str, Any], chunk_index: int | None) -> NoReturn:
         """The provider reported an error: raise `ProviderStreamError` quoting it, with the response so
-        far (every call marked incomplete, a ``provider_error`` finding) as ``partial_responses``."""
-        self.note(
-            "provider_error",
-            f"provider error at chunk {chunk_index}: {message}" if chunk_index is not None else message,
-            chunk_index=chunk_index,
-        )
+        far (every call in progress marked incomplete, a ``provider_error`` finding naming them) as
+        ``partial_responses``."""
         partial = self._result(message)
+        calls = [c for choice in partial.choices for c in choice.tool_calls]
+        note = provider_error_note(message, payload, calls, chunk_index)
+        partial = replace(partial, findings=(*partial.findings, note))
         self._close(partial)
         exc = ProviderStreamError(message, payload=payload, line_number=None, chunk_index=chunk_index)
         exc.partial_responses = (partial,)
@@ -239,6 +243,46 @@ def _closed_class(cls: type) -> type:
         )
         _CLOSED[closed] = closed
     return closed
+
+
+REPLACED = "\ufffd"
+
+
+def hold_replaced(response: ParsedResponse, where: str) -> ParsedResponse:
+    """`response`, read from bytes of which some were not UTF-8 and were replaced by U+FFFD (`where`
+    says where), with every complete call whose arguments hold a U+FFFD held back: they may not be
+    what the model sent. The findings name each call (``call_held_back``)."""
+    findings = list(response.findings)
+    choices = []
+    for choice in response.choices:
+        calls = []
+        for call in choice.tool_calls:
+            if call.complete and REPLACED in call.arguments:
+                findings.append(
+                    finding(
+                        "call_held_back",
+                        f"call {call.tool_call_id} ({call.name}): its arguments hold U+FFFD, and bytes of "
+                        f"this response that were not UTF-8 were replaced by it ({where}): they may not be "
+                        "what the model sent; call marked incomplete and will not be executed",
+                        choice_index=call.choice_index,
+                        call_index=call.index,
+                        tool_call_id=call.tool_call_id,
+                    )
+                )
+                call = replace(call, complete=False)
+            calls.append(call)
+        choices.append(replace(choice, tool_calls=tuple(calls)))
+    if len(findings) == len(response.findings):
+        return response
+    return replace(response, choices=tuple(choices), findings=tuple(findings))
+
+
+def failure_clause(error: str) -> str:
+    """Why the calls of a response that ended in `error` are never complete, as a clause for the
+    finding that names each (`PendingCall.finalize`)."""
+    if error.startswith("unreadable data"):
+        return "the response holds unreadable data"
+    return "the response ended in a provider error"
 
 
 def single_choice(
@@ -278,9 +322,37 @@ def error_only(fmt: str, kind: FindingKind, note: str, error: str) -> ParsedResp
     )
 
 
-def error_response(message: str, fmt: str = "unknown") -> ParsedResponse:
-    """A response that is nothing but a provider error (an error body, or an error before any data)."""
-    return error_only(fmt, "provider_error", f"provider error instead of a response: {message}", message)
+def error_response(message: str, fmt: str = "unknown", payload: Any = None) -> ParsedResponse:
+    """A response that is nothing but a provider error (an error body, or an error before any data);
+    `payload`: the provider's error payload (what it rejected is quoted, see `provider_error_note`)."""
+    note = provider_error_note(message, payload, (), None, instead=True)
+    return error_only(fmt, "provider_error", note.message, message)
+
+
+def provider_error_note(
+    message: str,
+    payload: Any,
+    calls: Iterable[ToolCall],
+    chunk_index: int | None,
+    *,
+    instead: bool = False,
+) -> Finding:
+    """The ``provider_error`` finding: the provider's message, where it came, which calls it left
+    incomplete, and the model output the provider rejected (Groq's ``failed_generation``), if any."""
+    if chunk_index is not None:
+        text = f"provider error at chunk {chunk_index}: {message}"
+    else:
+        text = f"provider error instead of a response: {message}" if instead else f"provider error: {message}"
+    marked = [c.tool_call_id for c in calls if not c.complete]
+    if marked:
+        shown = ", ".join(marked[:10]) + (f" and {len(marked) - 10} more" if len(marked) > 10 else "")
+        text += f"; {len(marked)} call(s) in progress marked incomplete ({shown})"
+    rejected = rejected_output(payload)
+    if rejected is not None:
+        text += (
+            f"; the model output it rejected (failed_generation): {json.dumps(rejected, ensure_ascii=False)}"
+        )
+    return finding("provider_error", text, chunk_index=chunk_index)
 
 
 def extra_choices_note(choices: list[ParsedChoice]) -> Finding:
@@ -433,31 +505,38 @@ class PendingCall:
         self,
         batch: int,
         findings: list[Finding],
-        finish_reason: str | None = None,
         raw: str | None = None,
-        failed: bool = False,
-        ended: bool = True,
+        failed: str | None = None,
+        cut: str | None = None,
         taken: set[str] | None = None,
+        json_ends: bool = False,
     ) -> ToolCall:
         """Build the frozen call, reporting missing ids/names and unusable arguments as findings.
 
-        `failed`: the stream ended in a provider error (or unreadable data, or a content filter), so
-        the call is never complete. `ended`: the stream ended normally (a finish reason, a closed
-        block or item); when it did not, an empty argument string is not ``{}`` but a call cut
-        before its arguments: incomplete. `taken`: the provider ids of the whole response, which a
-        fallback id must not repeat (None when every call has one).
+        `raw`: the final argument text when it is not the pieces joined. `failed`: why the call can
+        never be complete (the stream ended in a provider error, holds unreadable data, was filtered).
+        `cut`: why nothing shows the call was finished (the response did not end normally, see
+        `_endings`, and the call's own structure does not close it), else None; such a call is
+        incomplete, also when its arguments parse, unless `json_ends` (a chat stream with no finish
+        reason at all, where arguments that form a JSON object are taken as whole). Either reason is
+        a clause of the finding naming the call. `taken`: the provider ids of the whole response,
+        which a fallback id must not repeat (None when every call has one).
         """
         tool_call_id = self.tool_call_id
         name = self.name
-        if tool_call_id and name and not (self.quirky or failed):  # the common case, kept short
+        if tool_call_id and name and not (self.quirky or failed or cut):  # the common case, kept short
             arguments = "".join(self.pieces) if raw is None else raw
             if arguments.isascii() and arguments and name.isascii() and tool_call_id.isascii():
                 try:
                     value = _fast_loads(arguments)
                 except Exception:
                     value = None
-                if type(value) is dict:  # new_tool_call(...), inlined: this runs once per call parsed
-                    call: Any = _new(_ToolCallTwin)
+                # a dict read from text with as many colons as keys holds no key twice; other texts
+                # (colons in strings, nested objects) are counted further (`unique_keys`)
+                if type(value) is dict and (
+                    arguments.count(":") == len(value) or unique_keys(arguments, value)
+                ):
+                    call: Any = _new(_ToolCallTwin)  # new_tool_call(...), inlined: once per call parsed
                     call.tool_call_id = tool_call_id
                     call.name = name
                     call.arguments = arguments
@@ -469,17 +548,17 @@ class PendingCall:
                     call._outcome = value if len(arguments) < _CACHE_BELOW else None
                     call.__class__ = ToolCall
                     return call  # type: ignore[no-any-return]
-        return self._finalize(batch, findings, finish_reason, raw, failed, ended, taken)
+        return self._finalize(batch, findings, raw, failed, cut, taken, json_ends)
 
     def _finalize(
         self,
         batch: int,
         findings: list[Finding],
-        finish_reason: str | None,
         raw: str | None,
-        failed: bool,
-        ended: bool,
+        failed: str | None,
+        cut: str | None,
         taken: set[str] | None,
+        json_ends: bool,
     ) -> ToolCall:
         tool_call_id = self.tool_call_id
         where = {
@@ -514,10 +593,12 @@ class PendingCall:
         name = self.name or ""
         if name and not name.isascii():
             name = _checked_text(name, f"call {tool_call_id}: the name", findings, where)
+        named = False  # a finding already says why this call is never complete
         if self.quirky:
             self._quirks(tool_call_id, name, findings, where)
             if self.held is not None:
-                failed = True  # (its finding says why; nothing else is reported as the cause)
+                failed = failed or "held back"
+                named = True
                 findings.append(
                     finding(
                         "call_held_back",
@@ -528,6 +609,7 @@ class PendingCall:
                     )
                 )
         if not name:
+            named = True
             findings.append(
                 finding(
                     "missing_name",
@@ -578,10 +660,9 @@ class PendingCall:
                 self.kind,
                 InvalidArguments(reason=f"{self.unknown_type}, not read"),
             )
+        why = failed or cut  # (a held-back call's own finding says why)
         if self.kind == "custom":
             outcome: Any = InvalidArguments(reason="free-form input of a custom tool, not JSON")
-            complete = not failed and ended and bool(name)  # free-form text: only the item's end says
-            # it is whole
             findings.append(
                 finding(
                     "custom_tool_call",
@@ -591,6 +672,17 @@ class PendingCall:
                     **where,
                 )
             )
+            if why is not None and not named:  # free-form text has no end of its own: only a
+                # normal end of the response, or its item's end, says it is whole
+                findings.append(
+                    finding(
+                        "unfinished_call",
+                        f"call {tool_call_id} ({name}): {why}, and a custom tool's free-form input has "
+                        "no end of its own (it may be cut); marked incomplete and will not be executed",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
+                )
             return new_tool_call(
                 tool_call_id,
                 name,
@@ -598,7 +690,7 @@ class PendingCall:
                 self.index,
                 self.choice_index,
                 id_source,
-                complete,
+                why is None and bool(name),
                 "custom",
                 outcome,
             )
@@ -623,38 +715,50 @@ class PendingCall:
                     **where,
                 )
             )
-        complete = not failed and bool(name)  # a call without a name cannot be run
-        cut_short = not ended or finish_reason == "length"
-        if type(outcome) is ParsedArguments and outcome.empty and (failed or cut_short):
+        complete = bool(name)  # a call without a name cannot be run
+        if type(outcome) is InvalidArguments:
             complete = False
-            if not failed:  # (a provider error says why itself)
-                why = (
-                    "the response was cut at the token limit"
-                    if finish_reason == "length"
-                    else "the stream ended without a finish reason"
-                )
+            if outcome.duplicate_key is not None:
                 findings.append(
                     finding(
-                        "incomplete_arguments",
-                        f"call {tool_call_id} ({name}): no arguments arrived before {why}; call marked "
-                        "incomplete and will not be executed",
+                        "duplicate_keys",
+                        f"call {tool_call_id} ({name}): arguments {outcome.reason}; raw string kept, call "
+                        "marked incomplete and will not be executed",
                         tool_call_id=tool_call_id,
                         **where,
                     )
                 )
-        elif type(outcome) is InvalidArguments:
-            complete = False
-            cut = outcome.truncated or finish_reason == "length" or failed
-            findings.append(
-                finding(
-                    "incomplete_arguments" if cut else "invalid_arguments",
-                    f"call {tool_call_id} ({name}): arguments {outcome.reason}; raw string kept, call marked "
-                    "incomplete and will not be executed",
-                    tool_call_id=tool_call_id,
-                    **where,
+            else:
+                findings.append(
+                    finding(
+                        "incomplete_arguments" if outcome.truncated or why else "invalid_arguments",
+                        f"call {tool_call_id} ({name}): arguments {outcome.reason}"
+                        + (f" ({why})" if why and not named else "")
+                        + "; raw string kept, call marked incomplete and will not be executed",
+                        tool_call_id=tool_call_id,
+                        **where,
+                    )
                 )
-            )
-        elif outcome.double_encoded or outcome.empty:
+        elif outcome.empty:
+            if why is not None:
+                complete = False
+                if not named:
+                    findings.append(
+                        finding(
+                            "incomplete_arguments",
+                            f"call {tool_call_id} ({name}): no arguments arrived before {why}; call marked "
+                            "incomplete and will not be executed",
+                            tool_call_id=tool_call_id,
+                            **where,
+                        )
+                    )
+            else:
+                what = self.args_absent if self.args_absent is not None else "empty argument string"
+                message = (
+                    f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
+                )
+                findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
+        else:
             if outcome.double_encoded:
                 message = (
                     f"call {tool_call_id} ({name}): arguments are a JSON string holding JSON; decoded again"
@@ -662,12 +766,19 @@ class PendingCall:
                 findings.append(
                     finding("double_encoded_arguments", message, tool_call_id=tool_call_id, **where)
                 )
-            else:
-                what = self.args_absent if self.args_absent is not None else "empty argument string"
-                message = (
-                    f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
-                )
-                findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
+            if failed is not None or (cut is not None and not json_ends):
+                complete = False
+                if not named:
+                    findings.append(
+                        finding(
+                            "unfinished_call",
+                            f"call {tool_call_id} ({name}): {why}, and nothing shows the call was finished "
+                            "(arguments that parse may still be cut); marked incomplete and will not be "
+                            "executed",
+                            tool_call_id=tool_call_id,
+                            **where,
+                        )
+                    )
         return new_tool_call(
             tool_call_id,
             name,

@@ -10,9 +10,16 @@ from dataclasses import replace
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
-from toolcall_lab.formats._values import as_key, join_blocks
+from toolcall_lab.formats._values import join_blocks, unknown_shape
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
-from toolcall_lab.formats.base import FindingLimit, StreamAccumulator, error_only, error_response, finding
+from toolcall_lab.formats.base import (
+    FindingLimit,
+    StreamAccumulator,
+    error_only,
+    error_response,
+    finding,
+    hold_replaced,
+)
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator, parse_chat_completion
 from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator, parse_responses_output
@@ -85,38 +92,6 @@ def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
     raise UnknownFormatError(unknown_shape(payload, "payload"))
 
 
-def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
-    """Why `doc` has no known wire format: its keys, and the API it looks like when that is clear."""
-    hint = ""
-    output = doc.get("output")
-    if "stopReason" in doc or (isinstance(output, Mapping) and "message" in output):
-        hint = " (it looks like an AWS Bedrock Converse body, a format this parser does not read)"
-    elif "bytes" in doc or (isinstance(doc.get("chunk"), Mapping) and "bytes" in doc["chunk"]):
-        hint = (
-            " (it looks like an AWS Bedrock InvokeModelWithResponseStream event, base64 `bytes` around the "
-            "model's own events, a container this parser does not read: decode each `bytes` and save the "
-            "events as JSON lines)"
-        )
-    elif doc.keys() & {"contentBlockDelta", "contentBlockStart", "messageStart", "messageStop"}:
-        hint = " (it looks like an AWS Bedrock ConverseStream event, a format this parser does not read)"
-    elif "candidates" in doc:
-        hint = (
-            " (it looks like a Gemini native generateContent / streamGenerateContent body, a format this "
-            "parser does not read; Gemini's OpenAI-compatible endpoint is read)"
-        )
-    elif "message" in doc and "done" in doc:
-        hint = (
-            " (it looks like an Ollama native /api/chat body or NDJSON line, a format this parser does "
-            "not read; Ollama's OpenAI-compatible /v1 endpoint is read)"
-        )
-    elif doc.keys() & {"event_type", "generation_id"} or as_key(doc.get("type")) in _COHERE_EVENTS:
-        hint = " (it looks like a Cohere chat body or stream event, a format this parser does not read)"
-    return f"cannot tell the wire format of a {what} with keys {sorted(doc)[:8]}{hint}"
-
-
-_COHERE_EVENTS = frozenset(("message-start", "content-delta", "tool-call-start", "tool-plan-delta"))
-
-
 def unknown_stream(payloads: list[Any], what: str = "the stream") -> str:
     """Why no payload of a stream has a known wire format, naming the first one's keys."""
     first = next((p for p in payloads if isinstance(p, Mapping)), None)
@@ -157,7 +132,7 @@ def parse_body(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
         if message is None:
             raise UnknownFormatError(unknown_shape(body, "body"))
         exc = ProviderStreamError(message, payload=dict(body), line_number=None)
-        exc.partial_responses = (error_response(message),)
+        exc.partial_responses = (error_response(message, payload=body),)
         raise exc
     if fmt == "openai-chat":
         if _is_chunk(body):
@@ -213,7 +188,11 @@ class _Notes(list[Finding]):
 def _with_notes(response: ParsedResponse, notes: _Notes) -> ParsedResponse:
     if not notes:
         return response
-    return replace(response, findings=(*notes.take(), *response.findings))
+    replaced = next((n for n in notes if n.kind == "invalid_utf8"), None)
+    response = replace(response, findings=(*notes.take(), *response.findings))
+    if replaced is not None:  # bytes that were not UTF-8 came in this response's payloads
+        response = hold_replaced(response, replaced.message.partition(":")[0])
+    return response
 
 
 def iter_stream_responses(
@@ -262,7 +241,7 @@ def iter_stream_responses(
                     if fmt is None:
                         message = error_message(item)
                         if message is not None:
-                            response = _with_notes(error_response(message), notes)
+                            response = _with_notes(error_response(message, payload=item), notes)
                             if errors == "raise":
                                 _raise(
                                     ProviderStreamError(message, payload=item, line_number=_line(where)),
@@ -389,7 +368,16 @@ def iter_stream_responses(
         response = unreadable_response(damage.removeprefix("unreadable data: "), fmt or "unknown")
         yield replace(response, findings=tuple(notes.take()))  # (the notes hold the unreadable_data finding)
     elif not yielded and fmt is None:
-        raise UnknownFormatError("the stream holds no payloads")
+        raise UnknownFormatError(no_payloads(notes))
+
+
+def no_payloads(notes: list[Finding]) -> str:
+    """Why a stream gave nothing to parse: no payloads, and what its lines held instead (the first
+    framing finding quotes it: HTML, plain text...)."""
+    if not notes:
+        return "the stream holds no payloads"
+    more = f" (and {len(notes) - 1} more finding(s) about its lines)" if len(notes) > 1 else ""
+    return f"the stream holds no payloads; {notes[0].message}{more}"
 
 
 def _another_stream(acc: Any, item: dict[str, Any]) -> bool:

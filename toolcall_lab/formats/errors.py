@@ -59,6 +59,21 @@ def choice_error(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
+def rejected_output(payload: Any) -> str | None:
+    """The model output a provider rejected and sent back with its error (Groq's
+    ``error.failed_generation`` when a tool call fails validation), else None: the model's own
+    output, kept in the ``provider_error`` finding so it is not lost."""
+    if not isinstance(payload, Mapping):
+        return None
+    error = payload.get("error")
+    for holder in (error, payload):
+        if isinstance(holder, Mapping):
+            value = holder.get("failed_generation")
+            if value is not None and value != "":
+                return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return None
+
+
 def list_error_message(value: list[Any]) -> str | None:
     """The provider's error text when a JSON array holds only error objects (Gemini answers errors
     as ``[{"error": {...}}]``), else None."""

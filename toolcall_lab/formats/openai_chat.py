@@ -26,9 +26,13 @@ How a delta finds its call (each rule is a provider seen doing it; see the findi
 * ``arguments`` that is not a string (an object) is serialised compactly and kept; ``null`` adds
   nothing. The deprecated ``function_call`` field is read as a call without id (once, when a
   ``tool_calls`` entry of the same message says the same).
-* How the stream ended decides what an empty argument string means: after a finish reason it is
-  ``{}`` (a tool without parameters); without one, or at ``length``, the call is incomplete.
-  ``content_filter`` marks every call incomplete.
+* How the stream ended decides what a call may be (the one rule is in `_endings`): after a normal
+  finish reason an empty argument string is ``{}`` (a tool without parameters); after any other
+  reason (``length``, ``abort``...) no call is complete, since chat calls have no end marker of their
+  own (``content_filter`` fails them all); with no finish reason at all, arguments that form a JSON
+  object are whole and an empty string or custom input is not.
+* A payload or part of one of a shape a chat chunk does not have is reported (``malformed_chunk``,
+  quoting it); when it may hold call data, every call of the response is held back.
 * An ``error`` object (top-level, or inside a choice as OpenRouter sends it, with ``finish_reason:
   "error"``) or ``finish_reason: "error"`` ends the stream: `ProviderStreamError` quoting the
   provider, calls marked incomplete.
@@ -41,23 +45,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
+from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
+from toolcall_lab.formats._values import (
+    a_json_type,
+    as_index,
+    as_text,
+    content_parts,
+    may_hold_calls,
+    refusal_note,
+    unknown_shape,
+)
 from toolcall_lab.formats.base import (
+    _CLOSED,
+    FINDINGS_PER_KIND,
     ArgumentsDelta,
     CallFinished,
     CallStarted,
     PendingCall,
     StreamAccumulator,
     StreamListener,
+    _closed_class,
     capped,
     compact_json,
     extra_choices_note,
+    failure_clause,
     finding,
     join_text,
     provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import entry_shape, filtered_finish, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import entry_shape, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -68,6 +85,52 @@ from toolcall_lab.messages import (
 )
 
 __all__ = ["ChatCompletionAccumulator", "parse_chat_completion"]
+
+
+_METADATA = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "system_fingerprint",
+        "usage",
+        "service_tier",
+        "provider",
+        "x_groq",
+        "prompt_filter_results",
+        "obfuscation",
+        "timings",
+        "citations",
+    }
+)
+"""Keys a chat chunk without ``choices`` may hold and still be a chunk (usage, metadata)."""
+_CHOICE_KEYS = frozenset(
+    {
+        "index",
+        "delta",
+        "message",
+        "finish_reason",
+        "logprobs",
+        "native_finish_reason",
+        "stop_reason",
+        "matched_stop",
+        "error",
+        "content_filter_results",
+        "content_filter_offsets",
+    }
+)
+"""Keys of a choice: one holding others and no ``delta`` is of a shape this parser does not read."""
+
+
+class _Odd:
+    """What came in a chat stream that is not a chat-completion chunk (made on first use)."""
+
+    __slots__ = ("foreign", "stray")
+
+    def __init__(self) -> None:
+        self.foreign = 0  # events of other wire formats fed here
+        self.stray: str | None = None  # why every call is held back (call data of an unknown shape)
 
 
 class _Choice:
@@ -82,6 +145,8 @@ class _Choice:
     parts = 0  # chunks whose content was a list of typed parts
     late_text = False  # text after the finish reason (reported once)
     slow = False  # a call was started off the fast path (it may have neither id nor name)
+    sparse = False  # a call's wire index skipped numbers when it came (gaps are reported at the end)
+    sparse_at = 0  # the chunk where that happened
     refusal: list[Any] | None = None  # OpenAI `refusal` text pieces, once some arrive
     content: list[str] | None = None  # text and reasoning pieces, once some arrive
     reasoning: list[str] | None = None
@@ -124,7 +189,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_foreign", "_seen", "finished")
+    __slots__ = ("_choices", "_odd", "finished")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
@@ -137,13 +202,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.response_id: str | None = None
         self.model: str | None = None
         self.damaged: str | None = None
-        self._final: ParsedResponse | None = None
-        self._limit = None
+        self._limit = None  # (`_final` is set when the response is built)
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
-        self._seen = False
-        self._foreign = 0  # events of other wire formats fed here
+        self._odd: _Odd | None = None  # what came that is not a chat-completion chunk (rare)
         self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -156,8 +219,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if type(chunk) is not dict or "error" in chunk:
             self._general(chunk, n)
             return
-        if not self._seen:
-            self._first(chunk)
+        if self.response_id is None:  # (`_first`, inlined for the usual first chunk, which has an id)
+            rid = chunk.get("id")
+            if rid and type(rid) is str:
+                self.response_id = rid
+                model = chunk.get("model")
+                if model and type(model) is str:
+                    self.model = model
+            else:
+                self._first(chunk)
         usage = chunk.get("usage")
         if usage and type(usage) is dict:
             self.usage = usage
@@ -272,10 +342,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if not isinstance(chunk, dict):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
-        if "choices" not in chunk and "error" not in chunk and isinstance(chunk.get("type"), str):
-            self._other_format(chunk, n)
-            return
-        if not self._seen:
+        if "choices" not in chunk and "error" not in chunk:
+            if isinstance(chunk.get("type"), str):
+                self._other_format(chunk, n)
+                return
+            if not chunk.keys() <= _METADATA and not str(chunk.get("object", "")).startswith(
+                "chat.completion"
+            ):
+                what = f"{unknown_shape(chunk, 'payload')}, not a chat-completion chunk (no `choices`)"
+                self._stray(chunk, n, what)
+                return
+        if self.response_id is None:
             self._first(chunk)
         if not usage_done:
             usage = chunk.get("usage")
@@ -286,8 +363,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if type(choices) is list:
             for choice in choices:
                 error_finish |= self._choice(choice, n)
+        elif type(choices) is dict:
+            self.note(
+                "wrong_type",
+                f"chunk {n}: choices is one object, not a list; read as a list of one choice",
+                chunk_index=n,
+            )
+            error_finish |= self._choice(choices, n)
         elif choices is not None:
-            self._malformed(n, "choices is not a list")
+            self._stray(choices, n, f"choices is {a_json_type(choices)}, not a list")
         if "error" in chunk or error_finish:
             message = error_message(chunk)
             if message is None and error_finish:
@@ -298,8 +382,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _other_format(self, chunk: dict[str, Any], n: int) -> None:
         """An event of another wire format (Anthropic, Responses) fed to the chat accumulator: the
         first few reported one by one, the rest counted when the response is built."""
-        self._foreign += 1
-        if self._foreign > 3:
+        odd = self._odd_state()
+        odd.foreign += 1
+        if odd.foreign > 3:
             return
         kind = chunk["type"]
         what = (
@@ -316,7 +401,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         its prompt filter results, has ``"id": ""``: the stream's id comes after it)."""
         rid = chunk.get("id")
         if rid and type(rid) is str:
-            self._seen = True
             self.response_id = rid
         elif self.model is not None:
             return
@@ -327,19 +411,25 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _choice(self, choice: Any, n: int) -> bool:
         """One choice of a chunk; True when it finished with ``finish_reason: "error"``."""
         if type(choice) is not dict:
-            self._malformed(n, "a choice is not an object")
+            self._stray(choice, n, f"a choice is {a_json_type(choice)}, not an object")
             return False
         ci = choice.get("index")
         if ci is None:
+            said = "without `index`" if "index" not in choice else "with index null"
+            self.note(
+                "wrong_type", f"chunk {n}: a choice {said}; read as choice 0", chunk_index=n, choice_index=0
+            )
             ci = 0
         elif type(ci) is not int:
             number = as_index(ci)
             if number is None:
-                self._malformed(n, f"choice index {as_text(ci)[:40]} is not an integer")
+                self._stray(
+                    choice, n, f"choice index {as_text(ci)[:40]} is {a_json_type(ci)}, not an integer"
+                )
                 return False
             self.note(
                 "wrong_type",
-                f"chunk {n}: choice index {ci!r} is a string; read as {number}",
+                f"chunk {n}: choice index {ci!r} is {a_json_type(ci)}; read as {number}",
                 chunk_index=n,
                 choice_index=number,
             )
@@ -351,9 +441,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
         delta = choice.get("delta")
         if delta is None:
             delta = choice.get("message")  # some servers stream whole messages
+            if delta is None and not choice.keys() <= _CHOICE_KEYS:
+                keys = sorted(str(k) for k in choice)[:10]
+                self._stray(choice, n, f"choice {ci} has no `delta` (keys {keys})")
         if delta:
             if type(delta) is not dict:
-                self._malformed(n, "delta is not an object")
+                self._stray(delta, n, f"choice {ci}'s delta is {a_json_type(delta)}, not an object")
             else:
                 calls = delta.get("tool_calls")
                 if calls:
@@ -363,6 +456,30 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if finish:
             self._finish(st, finish, n)
         return st.finish_reason == "error" or bool(choice.get("error"))
+
+    def _odd_state(self) -> _Odd:
+        odd = self._odd
+        if odd is None:
+            odd = self._odd = _Odd()
+        return odd
+
+    def _stray(self, value: Any, n: int, what: str) -> None:
+        """A payload or part of one that is not of the shape a chat chunk has (`what` says how):
+        reported with what it held (``malformed_chunk``); when it may hold a call's data, every call
+        of the response is held back at the end (which call it belongs to is unknown)."""
+        calls = may_hold_calls(value)
+        held = "; it may hold tool call data, so every call of this response is held back" if calls else ""
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: {what}; skipped ({as_text(value)[:80]}){held}",
+            chunk_index=n,
+        )
+        odd = self._odd_state() if calls else None
+        if odd is not None and odd.stray is None:
+            odd.stray = (
+                f"chunk {n} held tool call data in a shape this parser does not read ({what}), and which "
+                "call it belongs to, or whether it is a call of its own, is unknown"
+            )
 
     def _text(self, st: _Choice, delta: dict[str, Any], n: int) -> None:
         st.seen = True
@@ -434,7 +551,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _tool_deltas(self, st: _Choice, deltas: Any, n: int) -> None:
         if type(deltas) is not list:
             if type(deltas) is not dict:
-                self._malformed(n, "tool_calls is not a list")
+                self._stray(deltas, n, f"tool_calls is {a_json_type(deltas)}, not a list")
                 return
             self.note(
                 "wrong_type",
@@ -446,7 +563,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         seen: set[int] | None = None if len(deltas) == 1 else set()
         for tc in deltas:
             if type(tc) is not dict:
-                self._malformed(n, "a tool_calls entry is not an object")
+                self._stray(tc, n, f"a tool_calls entry is {a_json_type(tc)}, not an object")
                 continue
             ctype = tc.get("type")
             if ctype == "":  # (Azure sends "type": "" on deltas: no type, as null)
@@ -465,10 +582,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     continue
                 if shape is not None:  # name/arguments at the top level: read as the function's
                     fn, flat = shape, True
+            lost = None
             if fn is None:
                 fn = {}
             elif type(fn) is not dict:
-                self._malformed(n, f"{kind} is not an object")
+                lost = f"chunk {n}: its `{kind}` is {a_json_type(fn)}, not an object ({as_text(fn)[:60]})"
+                self.note("malformed_chunk", f"{lost}; the call it names is held back", chunk_index=n)
                 fn = {}
             tid = tc.get("id")
             if tid is not None and type(tid) is not str:
@@ -480,6 +599,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             call = self._target(st, tc.get("index"), tid, name, args, n, seen)
             if call is None:
                 continue
+            if lost is not None:
+                call.hold(f"{lost}: its name and arguments could not be read")
             if kind == "custom" and call.kind != "custom":
                 call.kind = "custom"
                 call.quirky = True
@@ -545,16 +666,24 @@ class ChatCompletionAccumulator(StreamAccumulator):
         )
 
     def _header_text(self, value: Any, what: str, n: int) -> str | None:
+        """An id or name as the wire gives it: a string; a number read as its text; anything else
+        read as absent (a fallback id, or no name: never run); the last two reported (``wrong_type``),
+        the value quoted."""
         if value is None or type(value) is str:
             return value
         if type(value) is int:
             self.note(
-                "malformed_chunk",
-                f"chunk {n}: {what} {value!r} is a number, not a string; read as {str(value)!r}",
+                "wrong_type",
+                f"chunk {n}: tool call {what} {value!r} is a number, not a string; read as {str(value)!r}",
                 chunk_index=n,
             )
             return str(value)
-        self._malformed(n, f"{what} {value!r} is not a string")
+        self.note(
+            "wrong_type",
+            f"chunk {n}: tool call {what} {as_text(value)[:40]} is {a_json_type(value)}, not a string; read "
+            "as absent",
+            chunk_index=n,
+        )
         return None
 
     def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int) -> None:
@@ -582,14 +711,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if type(idx) is not int and idx is not None:
             number = as_index(idx)
             if number is None:
-                self._malformed(
-                    n,
-                    f"tool call index {as_text(idx)[:40]} is not an integer; read as a delta without index",
+                self.note(
+                    "wrong_type",
+                    f"chunk {n}: tool call index {as_text(idx)[:40]} ({a_json_type(idx)}) is not an integer; "
+                    "read as a delta without index",
+                    chunk_index=n,
+                    choice_index=st.index,
                 )
             else:
                 self.note(
                     "wrong_type",
-                    f"chunk {n}: tool call index {idx!r} is a string; read as {number}",
+                    f"chunk {n}: tool call index {idx!r} is {a_json_type(idx)}; read as {number}",
                     chunk_index=n,
                     choice_index=st.index,
                     call_index=number,
@@ -691,14 +823,20 @@ class ChatCompletionAccumulator(StreamAccumulator):
         top = st.max_index
         if idx is not None and idx > top:
             index = idx
-            if idx > top + 1:
-                self._sparse(st, idx, n)
+            if idx > top + 1 and not st.sparse:  # reported at the end, when the gaps are known
+                st.sparse, st.sparse_at = True, n
         elif idx is not None and idx >= 0 and all(c.index != idx for c in st.order):
             index = idx
         else:
             index = top + 1
             if idx is not None and idx < 0:
-                self._malformed(n, f"tool call index {idx} is negative; numbered as call {index}")
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: tool call index {idx} is negative; numbered as call {index}",
+                    chunk_index=n,
+                    choice_index=st.index,
+                    call_index=index,
+                )
         call = PendingCall(st.index, index, n)
         if idx is not None:
             st.calls[idx] = call
@@ -707,15 +845,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
             st.max_index = index
         st.last = call
         return call
-
-    def _sparse(self, st: _Choice, idx: int, n: int) -> None:
-        self.note(
-            "sparse_index",
-            f"tool call index {idx} where {st.max_index + 1} was next (sparse indices kept)",
-            chunk_index=n,
-            choice_index=st.index,
-            call_index=idx,
-        )
 
     def _same_index_twice(
         self, st: _Choice, call: PendingCall, idx: int, tid: str | None, n: int
@@ -760,7 +889,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _legacy(self, st: _Choice, fc: Any, n: int) -> None:
         """The deprecated ``function_call`` delta: one call per choice, without id."""
         if type(fc) is not dict:
-            self._malformed(n, "function_call is not an object")
+            self._stray(fc, n, f"function_call is {a_json_type(fc)}, not an object")
             return
         call = st.legacy
         if call is None:
@@ -801,45 +930,120 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if ci or not st.pristine()
         }
 
-    def _result(self, error: str | None) -> ParsedResponse:
-        findings = self.findings[:]
-        if self._foreign > 3:
-            findings.append(
-                finding(
-                    "malformed_chunk",
-                    f"{self._foreign - 3} more event(s) of another wire format, not chat-completion "
-                    "chunks; skipped",
-                )
-            )
-        choices = []
-        batch, failed = self.batch, error is not None
+    def finish(self) -> ParsedResponse:
+        """End of stream: finalise every call and return the response (`StreamAccumulator.finish`,
+        with `_result`'s choice of path inlined: this runs once per response)."""
         states = self._choices
-        # the provider's ids across every choice, for fallback ids to avoid (None when all calls have one)
-        taken = provider_ids(states[0].order if len(states) == 1 else self.pending_calls())
+        response = None
+        if self.damaged is None and self._odd is None and self.listener is None and len(states) == 1:
+            st = states[0]
+            if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
+                response = self._plain(st)
+        if response is None:
+            response = self._full_result(self.damaged)
+        self._final = response  # closed
+        self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
+        return response
+
+    def _result(self, error: str | None) -> ParsedResponse:
+        states = self._choices
+        if error is None and self._odd is None and self.listener is None and len(states) == 1:
+            st = states[0]
+            if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
+                return self._plain(st)
+        return self._full_result(error)
+
+    def _plain(self, st: _Choice) -> ParsedResponse:
+        """`_full_result` for the usual response, without its checks: one choice, ended normally,
+        none of the rare things that path reports (no error, nothing of another shape, no call
+        started off the fast path, no typed parts nor refusal, no listener). Once per response, so
+        every statement here is part of the fixed cost of parsing one; a test checks both paths
+        give the same response."""
+        findings = self.findings
+        order = st.order
+        taken = None  # (`provider_ids`, inlined: None when every call has an id)
+        for pending in order:
+            if pending.tool_call_id is None:
+                taken = provider_ids(order)
+                break
+        batch = self.batch
+        # every call was started by the fast path, which takes only the next index: `order` is
+        # already in index order (a call started anywhere else sets `st.slow`)
+        if len(order) == 1:
+            calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, None, None, None, taken),)
+        else:
+            calls = tuple([p.finalize(batch, findings, None, None, None, taken) for p in order])
+        text = st.content
+        thought = st.reasoning
+        choice: Any = _new(_ChoiceTwin)  # new_choice(...) and new_response(...), inlined
+        choice.index = 0
+        choice.content = None if text is None else join_text(text, findings, "choice 0 content")
+        choice.reasoning = None if thought is None else join_text(thought, findings, "choice 0 reasoning")
+        choice.tool_calls = calls
+        choice.finish_reason = st.finish_reason
+        choice.server_tool_calls = ()
+        choice.__class__ = ParsedChoice
+        response: Any = _new(_ResponseTwin)
+        response.format = "openai-chat-stream"
+        response.choices = (choice,)
+        limit = self._limit  # (`capped`, which only counts when a kind may be over its cap)
+        response.findings = (
+            tuple(findings)
+            if limit is None and len(findings) <= FINDINGS_PER_KIND
+            else tuple(capped(findings, limit))
+        )
+        response.usage = self.usage
+        response.response_id = self.response_id
+        response.model = self.model
+        response.error = None
+        response.__class__ = ParsedResponse
+        return response  # type: ignore[no-any-return]
+
+    def _full_result(self, error: str | None) -> ParsedResponse:
+        findings = self.findings  # (not copied: the response is built once, then the accumulator is closed)
+        if self._odd is not None:
+            self._odd_notes(findings)
+        choices = []
+        batch = self.batch
+        states = self._choices
+        # the provider's ids across every choice, for fallback ids to avoid (None when all calls have
+        # one, the usual case: `provider_ids`, inlined for one choice)
+        taken = None
+        if len(states) == 1:
+            for pending in states[0].order:
+                if pending.tool_call_id is None:
+                    taken = provider_ids(states[0].order)
+                    break
+        else:
+            taken = provider_ids(self.pending_calls())
         for ci in states if len(states) == 1 else sorted(states):
             st = states[ci]
             if ci == 0 and not (st.seen or st.order or st.finish_reason):
                 continue  # no chunk had choice 0
             finish = st.finish_reason
-            if finish is None or finish == "length":
-                self._ending(ci, finish, failed, findings)
+            failed = cut = None
+            loose = False
+            if error is not None or finish not in NORMAL:  # (the rule is `_endings`; normal ends are common)
+                failed, cut, loose = _ending(ci, finish, error, findings)
             order = st.order
-            dead = failed or finish == "content_filter"
             if st.legacy is not None and len(order) > 1:
                 order = self._legacy_once(st, findings)
             if st.slow and len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
                 order = _headers_apart(order, st.legacy, findings)
+            if st.sparse:
+                _gaps(st, order, findings)
             if len(order) == 1:
                 calls: tuple[ToolCall, ...] = (
-                    order[0].finalize(batch, findings, finish, None, dead, finish is not None, taken),
+                    order[0].finalize(batch, findings, None, failed, cut, taken, loose),
                 )
             else:
                 calls = tuple(
-                    p.finalize(batch, findings, finish, None, dead, finish is not None, taken)
+                    p.finalize(batch, findings, None, failed, cut, taken, loose)
                     for p in sorted(order, key=_by_index)
                 )
-            if finish == "content_filter" and not failed:
-                findings.append(filtered_finish(ci, len(calls)))
+            if (failed or cut) and error is None and finish is not None:
+                unfinished = sum(not c.complete for c in calls)
+                findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))
             if self.listener is not None:
                 for call in calls:
                     self.listener(CallFinished(call=call))
@@ -864,13 +1068,35 @@ class ChatCompletionAccumulator(StreamAccumulator):
         response: Any = _new(_ResponseTwin)
         response.format = "openai-chat-stream"
         response.choices = tuple(choices)
-        response.findings = tuple(capped(findings, self._limit))
+        limit = self._limit  # (`capped`, which only counts when a kind may be over its cap)
+        response.findings = (
+            tuple(findings)
+            if limit is None and len(findings) <= FINDINGS_PER_KIND
+            else tuple(capped(findings, limit))
+        )
         response.usage = self.usage
         response.response_id = self.response_id
         response.model = self.model
         response.error = error
         response.__class__ = ParsedResponse
         return response  # type: ignore[no-any-return]
+
+    def _odd_notes(self, findings: list[Finding]) -> None:
+        """What the stream held that is not a chat chunk: other formats' events counted, and every call
+        held back when data of an unknown shape may have been one's."""
+        odd = self._odd
+        assert odd is not None
+        if odd.foreign > 3:
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"{odd.foreign - 3} more event(s) of another wire format, not chat-completion "
+                    "chunks; skipped",
+                )
+            )
+        if odd.stray is not None:
+            for call in self.pending_calls():
+                call.hold(odd.stray)
 
     @staticmethod
     def _text_notes(st: _Choice, findings: list[Finding]) -> None:
@@ -912,27 +1138,50 @@ class ChatCompletionAccumulator(StreamAccumulator):
             )
         )
         if self.listener is not None:  # it was announced: it ends, never to be run
-            self.listener(CallFinished(call=legacy.finalize(self.batch, [], None, None, True)))
+            self.listener(CallFinished(call=legacy.finalize(self.batch, [], failed="counted once")))
         return [c for c in st.order if c is not legacy]
 
-    @staticmethod
-    def _ending(ci: int, finish: str | None, failed: bool, findings: list[Finding]) -> None:
-        if failed:
-            return
-        if finish is None:
-            findings.append(
-                finding(
-                    "no_finish_reason", f"choice {ci}: stream ended without a finish_reason", choice_index=ci
-                )
-            )
-        else:
-            findings.append(
-                finding(
-                    "length_finish",
-                    f"choice {ci}: finish_reason 'length' (output cut at the token limit)",
-                    choice_index=ci,
-                )
-            )
+
+def _ending(
+    ci: int, finish: str | None, error: str | None, findings: list[Finding]
+) -> tuple[str | None, str | None, bool]:
+    """(failed, cut, loose) for the calls of choice `ci` that did not end normally (`_endings`): a
+    provider error or a filter fails them; any other reason cuts them; no finish reason at all cuts
+    them loosely (arguments that form a JSON object are whole: servers that never send a reason)."""
+    if error is not None:
+        return failure_clause(error), None, False
+    kind = ending_of(finish)
+    if kind == "normal":
+        return None, None, False
+    if kind == "none":
+        findings.append(
+            finding("no_finish_reason", f"choice {ci}: stream ended without a finish_reason", choice_index=ci)
+        )
+        return None, "the stream ended without a finish reason", True
+    if kind == "filtered":
+        return f"the provider stopped or withheld the output (finish_reason {finish!r})", None, False
+    return None, cut_reason("finish_reason", str(finish)), False
+
+
+def _gaps(st: _Choice, order: list[PendingCall], findings: list[Finding]) -> None:
+    """The ``sparse_index`` finding of a choice whose wire indices skip numbers: which never came
+    (indices that only arrived out of order are no gap)."""
+    present = {c.index for c in order}
+    missing = [i for i in range(max(present, default=-1) + 1) if i not in present]
+    if not missing:
+        return
+    shown = ", ".join(map(str, missing[:10])) + (
+        f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+    )
+    findings.append(
+        finding(
+            "sparse_index",
+            f"choice {st.index}: tool call indices skip {shown} (sparse indices kept)",
+            chunk_index=st.sparse_at,
+            choice_index=st.index,
+            call_index=missing[0],
+        )
+    )
 
 
 def _by_index(call: PendingCall) -> int:

@@ -8,32 +8,24 @@ re-exports `parse_chat_completion`; a body that is a saved stream chunk is read 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
 from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
 from toolcall_lab.formats.base import (
     PendingCall,
     capped,
     compact_json,
     extra_choices_note,
+    failure_clause,
     finding,
     join_text,
+    provider_error_note,
     provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, new_choice, new_response
-
-
-def filtered_finish(choice_index: int, calls: int) -> Finding:
-    """The finding of a choice that ended with finish_reason 'content_filter' (its calls are incomplete)."""
-    return finding(
-        "filtered_finish",
-        f"choice {choice_index}: finish_reason 'content_filter' (the provider withheld output); "
-        f"{calls} call(s) marked incomplete",
-        choice_index=choice_index,
-    )
 
 
 def _by_index(call: PendingCall) -> int:
@@ -85,16 +77,26 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             finish = as_text(finish)
         errored |= finish == "error" or bool(choice.get("error"))
         messages.append((ci, message, finish))
+    error = error_message(body)
+    if error is None and errored:
+        error = "finish_reason 'error' without an error message"
     pendings = [_pending_calls(message, ci, findings) for ci, message, _ in messages]
     taken = provider_ids([p for ps in pendings for p in ps])
     for (ci, message, finish), pending in sorted(zip(messages, pendings, strict=True), key=lambda m: m[0][0]):
-        filtered = finish == "content_filter"
+        failed = cut = None
+        ending = "normal" if finish in NORMAL else ending_of(finish)
+        if error is not None:
+            failed = failure_clause(error)
+        elif ending == "filtered":
+            failed = f"the provider stopped or withheld the output (finish_reason {finish!r})"
+        elif ending in ("limit", "abnormal"):  # a whole body's calls have no end of their own
+            cut = cut_reason("finish_reason", str(finish))
         calls = [
-            p.finalize(batch, findings, finish, None, filtered, True, taken)
-            for p in sorted(pending, key=_by_index)
+            p.finalize(batch, findings, None, failed, cut, taken) for p in sorted(pending, key=_by_index)
         ]
-        if filtered:
-            findings.append(filtered_finish(ci, len(calls)))
+        if (failed or cut) and error is None:
+            unfinished = sum(not c.complete for c in calls)
+            findings.append(how_it_ended("finish_reason", str(finish), unfinished, f"choice {ci}: ", ci))
         text, thought = _message_text(message, ci, findings)
         refused = refusal_note([message.get("refusal")], f"choice {ci}: ")
         if refused is not None:
@@ -110,9 +112,9 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         )
     if len(choices) > 1:
         findings.append(extra_choices_note(choices))
-    error = error_message(body)
-    if error is None and errored:
-        error = "finish_reason 'error' without an error message"
+    if error is not None:
+        calls = [c for choice in choices for c in choice.tool_calls]
+        findings.append(provider_error_note(error, body, calls, None, instead=True))
     usage, rid, model = body.get("usage"), body.get("id"), body.get("model")
     response = new_response(
         "openai-chat",
@@ -125,16 +127,24 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     )
     if error is not None:
         exc = ProviderStreamError(error, payload=dict(body), line_number=None)
-        failed = finding("provider_error", f"provider error instead of a response: {error}")
-        exc.partial_responses = (_mark_failed(response, failed),)
+        exc.partial_responses = (response,)
         raise exc
     return response
 
 
 def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding]) -> int:
-    """A choice's index: an integer, a decimal string read as its number (reported), else its
-    position (reported)."""
-    ci = choice.get("index", pos)
+    """A choice's index: an integer, a decimal string read as its number (reported), else (absent or
+    of another type) its position (reported)."""
+    if "index" not in choice:
+        findings.append(
+            finding(
+                "wrong_type",
+                f"choice {pos}: without `index`; numbered by its position, {pos}",
+                choice_index=pos,
+            )
+        )
+        return pos
+    ci = choice["index"]
     if type(ci) is int:
         return ci
     number = as_index(ci)
@@ -299,12 +309,3 @@ def _whole_arguments(pending: PendingCall, args: Any, present: bool = True, fiel
         pending.args_absent = f"`{field}` {'null' if present else 'missing'}"
         return
     pending.pieces = [args if isinstance(args, str) else pending.not_string(args, 0)]  # an object: kept
-
-
-def _mark_failed(response: ParsedResponse, failed: Finding) -> ParsedResponse:
-    """The same response with every call marked incomplete and the provider error noted."""
-    choices = tuple(
-        replace(c, tool_calls=tuple(replace(t, complete=False) for t in c.tool_calls))
-        for c in response.choices
-    )
-    return replace(response, choices=choices, findings=(*response.findings, failed))

@@ -13,15 +13,19 @@ are reported in ``server_tool_calls``; items of built-in tools the *client* runs
 ``builtin`` whose arguments are the item's action. ``response.failed`` and ``error`` events raise
 `ProviderStreamError`; ``response.incomplete`` marks calls whose items did not finish incomplete,
 and so does a stream cut before ``response.completed`` for an item announced with no arguments.
-A streamed call that ``response.completed`` does not list is kept and reported.
+A streamed call that ``response.completed`` lists nowhere in its ``output`` is kept when its item
+finished and incomplete when it never did, reported either way; after a status that is not a normal
+end (`_endings`), an item that never finished is incomplete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats._endings import ending_of, how_it_ended
 from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text, refusal_note
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
@@ -33,8 +37,10 @@ from toolcall_lab.formats.base import (
     calls_snapshot,
     capped,
     compact_json,
+    failure_clause,
     finding,
     fix_surrogates,
+    provider_error_note,
     provider_ids,
     single_choice,
 )
@@ -74,6 +80,7 @@ _SERVER_ITEMS = frozenset(
     {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
 )
 _FINAL_STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled"})
+"""Statuses that end a response (any other, ``in_progress`` or ``queued``, means the stream was cut)."""
 _QUIET_ITEMS = frozenset({"message", "reasoning", "mcp_list_tools"})
 _RESPONSE_EVENTS = frozenset(
     {
@@ -155,6 +162,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "_server",
         "_text",
         "_text_done",
+        "ended",
         "incomplete_reason",
         "status",
     )
@@ -162,6 +170,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         super().__init__(batch=batch, listener=listener)
         self.status: str | None = None
+        self.ended = False  # a response.completed / .incomplete event came (its status says how it ended)
         self.incomplete_reason: str | None = None
         self._text: list[Any] = []
         self._reasoning: list[Any] = []
@@ -368,7 +377,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             if text is not None:
                 self._reasoning.append(text)
         elif kind == "response.output_item.added":
-            item = self._part(event, "item", n)
+            item = self._part(event, "item", n, required=True)
             itype = as_key(item.get("type"))
             if itype in _CLIENT_ITEMS:
                 entry = self._announce(item, event.get("output_index"), n)
@@ -377,7 +386,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     entry.call.pieces.append(first)
             elif itype in _BUILTIN_ITEMS:
                 self._announce(item, event.get("output_index"), n)
-            elif itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
+            elif item and itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
                 self._unknown_item(itype, n)
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
             found = self._find(event)
@@ -422,7 +431,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         return response
 
     def _item_done(self, event: Mapping[str, Any], n: int) -> None:
-        item = self._part(event, "item", n)
+        item = self._part(event, "item", n, required=True)
         itype = as_key(item.get("type"))
         if itype in _SERVER_ITEMS:
             server = _server_call(item)
@@ -495,6 +504,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self.status = status or self.status
         if response.get("usage") and isinstance(response["usage"], dict):
             self.usage = response["usage"]
+        if kind in ("response.completed", "response.incomplete"):
+            self.ended = True
         if kind == "response.incomplete":
             details = response.get("incomplete_details") or {}
             self.incomplete_reason = (
@@ -567,10 +578,15 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         for entry in self._items:
             if id(entry) not in listed:
                 entry.unlisted = not entry.call.done
+                kept = (
+                    "never finished, so marked incomplete (never run)"
+                    if entry.unlisted
+                    else "kept as streamed (its item finished)"
+                )
                 self.note(
                     "not_in_completed",
                     f"call {entry.call.tool_call_id} ({entry.call.name}) streamed but not in the "
-                    f"{ending} output{empty}; kept as streamed",
+                    f"{ending} output{empty}; {kept}",
                     chunk_index=entry.call.first_chunk,
                     tool_call_id=entry.call.tool_call_id,
                 )
@@ -581,6 +597,13 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         orphans = self._orphans
         assert orphans is not None
         self._orphans = None
+        if any(held.pieces or held.final for held in orphans.values()):
+            for entry in self._items:  # an item with no final form of its own may be what they were for
+                if entry.final is None and entry.call.kind != "builtin":
+                    entry.call.hold(
+                        "arguments for an item never announced came in this response, and this call has no "
+                        "final arguments (.done, output_item.done) to show they are not its"
+                    )
         for key, held in orphans.items():
             item_id = None if isinstance(key, tuple) else key
             where = f"item {key!r}" if item_id is not None else f"output index {key[1]!r}"
@@ -657,9 +680,20 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._orphan_calls()
         findings = list(self.findings)
         calls: list[ToolCall] = []
-        incomplete = self.status == "incomplete"
-        closed = self.status in _FINAL_STATUSES
-        unfinished = 0
+        status = self.status
+        ended = status in _FINAL_STATUSES or (self.ended and status is not None)
+        ending = ending_of(status) if ended else "none"
+        failed = failure_clause(error) if error is not None else None
+        # why a call whose item did not finish may be unfinished (a finished item ended; after
+        # response.completed an item it lists ended too, and `_reconcile` marked it done)
+        if ending == "normal":
+            cut = "the item never finished and response.completed's output does not list it"
+        elif ending == "none":
+            cut = "the stream ended before the item finished, without response.completed"
+        elif status == "incomplete":
+            cut = f"the response is incomplete ({self.incomplete_reason}) and the item never finished"
+        else:
+            cut = f"the response ended with status {status!r}, not a normal end, before the item finished"
         taken = provider_ids([e.call for e in self._items])
         for position, entry in enumerate(sorted(self._items, key=lambda e: e.output_index)):
             pending = entry.call
@@ -669,21 +703,15 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 if pending.pieces:
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
-            failed = (error is not None or incomplete) and not pending.done
+            done = pending.done or (ending == "normal" and not entry.unlisted)
             call = pending.finalize(
-                self.batch,
-                findings,
-                "length" if failed and incomplete else None,
-                raw,
-                failed,
-                pending.done or (closed and not entry.unlisted),
-                taken,
+                self.batch, findings, raw, None if done else failed, None if done else cut, taken
             )
             calls.append(call)
-            unfinished += not call.complete
             if self.listener is not None:
                 self.listener(CallFinished(call=call))
-        if incomplete:
+        unfinished = sum(not c.complete for c in calls)
+        if status == "incomplete":
             findings.append(
                 finding(
                     "incomplete_response",
@@ -691,9 +719,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     "incomplete, never run",
                 )
             )
-        elif self.status not in _FINAL_STATUSES and error is None:
-            message = f"stream ended without response.completed (status {self.status!r})"
+        elif ending == "none" and error is None:
+            message = f"stream ended without response.completed (status {status!r})"
             findings.append(finding("no_finish_reason", message))
+        elif ending not in ("normal", "none") and error is None:
+            findings.append(how_it_ended("status", str(status), unfinished))
         if self._refusal and (refused := refusal_note(self._refusal, "")) is not None:
             findings.append(refused)
         server = tuple(self._server.values())
@@ -786,9 +816,10 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
     if message is None and body.get("status") == "failed":
         message = "status 'failed' without an error object"
     if message is not None:
-        acc.note("provider_error", f"provider error instead of a response: {message}")
+        partial = acc._result(message)
+        note = provider_error_note(message, body, partial.tool_calls, None, instead=True)
         exc = ProviderStreamError(message, payload=dict(body), line_number=None)
-        exc.partial_responses = (_whole(acc._result(message)),)
+        exc.partial_responses = (_whole(partial, note),)
         raise exc
     return _whole(acc._result(None))
 
@@ -803,7 +834,5 @@ def _parts(value: Any, what: str, acc: ResponsesStreamAccumulator) -> list[Mappi
     return [part for part in value if isinstance(part, Mapping)]
 
 
-def _whole(response: ParsedResponse) -> ParsedResponse:
-    from dataclasses import replace
-
-    return replace(response, format="openai-responses")
+def _whole(response: ParsedResponse, *more: Finding) -> ParsedResponse:
+    return replace(response, format="openai-responses", findings=(*response.findings, *more))

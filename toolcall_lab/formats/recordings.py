@@ -21,8 +21,9 @@ read before it on the exception.
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
@@ -30,16 +31,17 @@ from typing import Any, BinaryIO, Literal
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError, UnknownFormatError, WireFormatError
 from toolcall_lab.formats._bodies import decode_body, headers_of
-from toolcall_lab.formats.base import FindingLimit, error_response, finding
+from toolcall_lab.formats._values import unknown_shape
+from toolcall_lab.formats.base import FindingLimit, error_response, finding, hold_replaced
 from toolcall_lab.formats.dispatch import (
     ErrorPolicy,
     WireFormat,
     collect,
     detect_payload_format,
     iter_stream_responses,
+    no_payloads,
     parse_body,
     try_detect,
-    unknown_shape,
     unknown_stream,
     unreadable_response,
 )
@@ -108,6 +110,9 @@ class Exchange:
         out = self._parse(batch, errors)
         if self.notes and out:
             out[0] = replace(out[0], findings=(*self.notes, *out[0].findings))
+            replaced = next((n for n in self.notes if n.kind == "invalid_utf8"), None)
+            if replaced is not None:  # the body held bytes that are not UTF-8: every response of it
+                out = [hold_replaced(r, replaced.message.partition(";")[0]) for r in out]
         return out
 
     def _parse(self, batch: int, errors: ErrorPolicy) -> list[ParsedResponse]:
@@ -116,7 +121,7 @@ class Exchange:
                 return [unreadable_response(self.unreadable)]
             raise self.failure
         if self.error is not None:
-            response = error_response(self.error, self.format)
+            response = error_response(self.error, self.format, self.body)
             if errors == "keep":
                 return [response]
             exc = ProviderStreamError(self.error, payload=self.body or {}, line_number=None)
@@ -303,29 +308,83 @@ def _refuse_wide(first: bytes) -> None:
         )
 
 
-def _sniff(first: bytes, container: Container) -> Framing:
-    """How a stream file is framed, from its first block: the extension is a hint, the bytes
-    decide (a ``.sse`` file may hold a JSON error body or JSON lines, a ``.jsonl`` file SSE)."""
+def _sniff(first: bytes, container: Container, read: Callable[[], bytes]) -> tuple[Framing, list[bytes]]:
+    """How a stream file is framed, from its bytes: the extension is a hint, the bytes decide (a
+    ``.sse`` file may hold a JSON error body or JSON lines, a ``.jsonl`` file SSE). JSON text is one
+    document or JSON lines by its structure, not its line ends (`_after_first_value`). `read` gives
+    the next block of the file (``b""`` at its end); returns the framing and the blocks read, which
+    the reader reads again."""
     head = (first[3:] if first.startswith(BOM) else first).lstrip()
     if head[:1] in (b"{", b"["):
         if container == "chunks-jsonl":
-            return "jsonl"
-        line, _, rest = (
-            head.replace(b"\r", b"\n", 1).partition(b"\n")
-            if b"\r" in head[:4096]
-            else (head.partition(b"\n"))
-        )
-        if rest.strip():
-            try:
-                one = json.loads(line)
-            except (ValueError, RecursionError):
-                one = None
-            if isinstance(one, dict):
-                return "jsonl"
-        return "json"
+            return "jsonl", [first]
+        blocks = [first]
+        more = _after_first_value(first, len(first) - len(head), blocks, read)
+        return ("jsonl" if more else "json"), blocks
     if container == "chunks-jsonl" and not head.startswith((b"data:", b"event:", b"id:", b"retry:", b":")):
-        return "jsonl"
-    return "sse"
+        return "jsonl", [first]
+    return "sse", [first]
+
+
+_OUTSIDE = re.compile(rb"[^{}\[\]\"]*+")
+_INSIDE = re.compile(rb'(?:[^"\\]++|\\.)*+', re.DOTALL)
+_BLANKS = re.compile(rb"[ \t\r\n]*+")
+
+
+def _after_first_value(block: bytes, pos: int, blocks: list[bytes], read: Callable[[], bytes]) -> bool:
+    """Does text other than whitespace follow the first JSON value (which starts at `pos` of `block`)?
+    Scans the value's structure (brackets, strings and their escapes), whatever its line ends (CR
+    only, LF, CRLF) and however long its first line, block by block (each read is kept in `blocks`;
+    memory grows with the first value only). A value the file ends inside is one (cut) document."""
+    depth = 0
+    in_string = escaped = False
+    while True:
+        end = len(block)
+        while pos < end:
+            if in_string:
+                if escaped:
+                    pos, escaped = pos + 1, False
+                    continue
+                pos = _INSIDE.match(block, pos).end()  # type: ignore[union-attr]
+                if pos >= end:
+                    break
+                if block[pos] == 0x22:  # the closing quote
+                    in_string = False
+                else:  # a backslash ending the block: the next block's first byte is escaped
+                    escaped = True
+                pos += 1
+                continue
+            pos = _OUTSIDE.match(block, pos).end()  # type: ignore[union-attr]
+            if pos >= end:
+                break
+            byte = block[pos]
+            pos += 1
+            if byte == 0x22:
+                in_string = True
+            elif byte in (0x7B, 0x5B):  # { [
+                depth += 1
+            else:
+                depth -= 1
+                if depth <= 0:
+                    return _more_text(block, pos, blocks, read)
+        block = read()
+        if not block:
+            return False
+        blocks.append(block)
+        pos = 0
+
+
+def _more_text(block: bytes, pos: int, blocks: list[bytes], read: Callable[[], bytes]) -> bool:
+    """Is there text other than whitespace from `pos` on (reading further blocks as needed)?"""
+    while True:
+        pos = _BLANKS.match(block, pos).end()  # type: ignore[union-attr]
+        if pos < len(block):
+            return True
+        block = read()
+        if not block:
+            return False
+        blocks.append(block)
+        pos = 0
 
 
 _CONTAINER_OF: dict[Framing, Container] = {"json": "json", "jsonl": "chunks-jsonl", "sse": "sse"}
@@ -401,10 +460,11 @@ class RecordingReader:
             self.container = "cassette"
             yield from self._parse(_cassette(first + handle.read(), self.path))
             return
-        framing = _sniff(first, container or "sse")
+        framing, blocks = _sniff(first, container or "sse", lambda: handle.read(READ_SIZE))
         self.container = _CONTAINER_OF[framing]
         if framing == "json":
-            doc = _load_json(first + handle.read(), self.path)
+            blocks.append(handle.read())
+            doc = _load_json(b"".join(blocks), self.path)
             if container is None:
                 self.container, exchanges = _json_exchanges(doc)
                 yield from self._parse(exchanges)
@@ -412,7 +472,7 @@ class RecordingReader:
                 yield from _exchange_of_json(doc).parse(errors=self.errors)
             return
         where = [0]
-        items = _stream_items(_Prefixed(first, handle), framing, where)  # type: ignore[arg-type]
+        items = _stream_items(_Prefixed(blocks, handle), framing, where)  # type: ignore[arg-type]
         yield from iter_stream_responses(items, errors=self.errors, where=where)
 
 
@@ -425,16 +485,15 @@ def _looks_like_cassette(first: bytes) -> bool:
 
 
 class _Prefixed:
-    """A binary file whose first block was already read (for sniffing)."""
+    """A binary file whose first blocks were already read (for sniffing)."""
 
-    def __init__(self, first: bytes, handle: BinaryIO) -> None:
-        self._first: bytes | None = first
+    def __init__(self, blocks: list[bytes], handle: BinaryIO) -> None:
+        self._blocks = blocks
         self._handle = handle
 
     def read(self, size: int) -> bytes:
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
+        if self._blocks:
+            return self._blocks.pop(0)
         return self._handle.read(size)
 
 
@@ -445,6 +504,13 @@ def iter_responses(path: str | Path, *, errors: ErrorPolicy = "raise") -> Iterat
 
 # -- reading whole files -------------------------------------------------------------------------
 def _container_of(path: Path) -> Container:
+    if path.is_dir():
+        raise UnknownFormatError(
+            f"{path}: a directory, not a recording file (give one file; `toolcall-lab conformance "
+            "DIR` runs a folder of conformance cases)"
+        )
+    if not path.exists():
+        raise UnknownFormatError(f"{path}: no such file")
     name = path.name
     if name.endswith(".sse"):
         return "sse"
@@ -498,7 +564,9 @@ def _exchange_of_stream(items: list[Any], lines: tuple[int, ...] | None = None, 
         if broken is not None and not payloads:
             raise broken
         raise UnknownFormatError(
-            "the stream holds no payloads" if not payloads else unknown_stream(list(payloads))
+            no_payloads([i for i in items if isinstance(i, Finding)])
+            if not payloads
+            else unknown_stream(list(payloads))
         )
     return Exchange(format=fmt, payloads=payloads, items=tuple(items), lines=lines, **extra)
 
@@ -611,13 +679,13 @@ def _read(p: Path) -> Recording:
         raise UnknownFormatError(f"cannot read: {exc}") from exc
     if container in ("sse", "chunks-jsonl"):
         _refuse_wide(data[:4])
-        framing = _sniff(data[:READ_SIZE], container)
+        framing, _ = _sniff(data, container, _Empty().read)
         if framing == "json":
             return Recording(
                 path=str(p), container="json", exchanges=(_exchange_of_json(_load_json(data, p)),)
             )
         where = [0]
-        items, lines = _collect(_stream_items(_Prefixed(data, _Empty()), framing, where), where)  # type: ignore[arg-type]
+        items, lines = _collect(_stream_items(_Prefixed([data], _Empty()), framing, where), where)  # type: ignore[arg-type]
         exchange = _exchange_of_stream(items, lines)
         return Recording(path=str(p), container=_CONTAINER_OF[framing], exchanges=(exchange,))
     if container == "cassette":
@@ -648,7 +716,7 @@ def _json_exchanges(doc: Any) -> tuple[Container, tuple[Exchange, ...]]:
 
 
 class _Empty:
-    def read(self, size: int) -> bytes:
+    def read(self, size: int = 0) -> bytes:
         return b""
 
 

@@ -466,7 +466,10 @@ def iter_sse_payloads(
 
     Raises `SSEDecodeError` (with the line) for data that is not a JSON object, and
     `ProviderStreamError` (with the provider's message and line) for an error event or payload.
-    Framing findings are appended to `findings` when given.
+    Framing findings are appended to `findings` when given; among them ``invalid_utf8`` says bytes
+    that are not UTF-8 became U+FFFD. The recording readers (`read_recording`, `iter_responses`)
+    then hold back every call whose arguments hold a U+FFFD; an accumulator fed from here does not
+    see the finding, so do the same with `toolcall_lab.formats.base.hold_replaced`.
     """
     where = [0]
     for item in payload_items(sse_frames(byte_pieces(source, chunked=chunked)), where):
