@@ -34,7 +34,15 @@ from toolcall_lab.records import (
     ToolExecution,
     make_execution,
 )
-from toolcall_lab.tools import NeverStarted, Tool, ToolOutcome, ToolRegistry, ToolThreads
+from toolcall_lab.tools import (
+    GeneratorExitInTool,
+    LimitExpired,
+    NeverStarted,
+    Tool,
+    ToolOutcome,
+    ToolRegistry,
+    ToolThreads,
+)
 
 __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the modes import them here)
     "Executor",
@@ -44,6 +52,7 @@ __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the mod
     "canonical_json",
     "current_tool_call",
     "dedupe_key",
+    "from_limit",
     "harness_decision",
 ]
 
@@ -51,6 +60,7 @@ current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("cu
 """The call a tool function is running for, set for tools made with ``uses_current_call=True``
 (replayed tools: they answer by tool_call_id)."""
 _set_current = current_tool_call.set
+_current_task = asyncio.current_task
 
 
 class _HarnessTimeout(Exception):
@@ -60,6 +70,21 @@ class _HarnessTimeout(Exception):
     def __init__(self, detail: str = "", never_started: bool = False) -> None:
         super().__init__(detail)
         self.never_started = never_started
+
+
+_LIMIT_EXIT = asyncio.timeouts.Timeout.__aexit__.__code__
+
+
+def from_limit(exc: BaseException) -> bool:
+    """Whether `exc` is the ``TimeoutError`` an ``asyncio.timeout`` block raised on expiring (raised
+    in its ``__aexit__``), not one the code inside it raised: since Python 3.11 they share a type,
+    so where it was raised decides."""
+    if type(exc) is not TimeoutError:
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code is _LIMIT_EXIT
 
 
 try:  # canonical JSON for de-duplication keys; orjson is 5-10x faster when installed
@@ -427,13 +452,15 @@ class Executor(HookCalls):
         except _HarnessTimeout as expired:
             status, text, value = "timeout", self._timed_out(call, tool, expired), None
         except asyncio.CancelledError as exc:
-            if being_cancelled() or self._cut():
+            if being_cancelled():  # (this call's own task was cancelled: not a CancelledError of its own)
                 raise
             status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except ReplayDivergenceError:
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
-            if self._cut():  # it raised while the run was cutting it off (e.g. in its cleanup)
+            if type(exc) is GeneratorExitInTool:  # (a sync tool's, carried out of its thread whole)
+                raise self._stops_the_run(call, exc.original, started, timing) from exc.original
+            if being_cancelled():  # it raised after its task received the cancellation (its cleanup)
                 if position is not None:
                     self.cut_notes[position] = f"on being cancelled it raised {error_text(exc)}"
                 raise asyncio.CancelledError from exc
@@ -443,15 +470,12 @@ class Executor(HookCalls):
             else:
                 status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except BaseException as exc:
-            text = f"Error: tool {call.name!r} raised {error_text(exc)}; the run stopped."
-            ended = clock() - self.origin
-            ex = make_execution(
-                call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
-                ended, None, timing,
-            )  # fmt: skip
-            raise Interrupted(exc, f"tool {call.name!r}", ex) from exc
+            raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin
-        if self._cancelling():  # the run is being cut off, and the tool caught the cancellation
+        # This call's own task (not the run's) was cancelled: the tool received the cancellation,
+        # caught it and returned. A call that finished on its own while the run was being cut (at the
+        # same instant, or before its task's turn came) keeps its outcome: no cancellation reached it.
+        if _current_task().cancelling():  # type: ignore[union-attr]
             if position is not None:
                 self.cut_notes[position] = (
                     f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded"
@@ -486,6 +510,18 @@ class Executor(HookCalls):
             call.tool_call_id, call.name, call.arguments, call.index, status, text,
             None if status == "ok" else text, started, ended, None, timing,
         )  # fmt: skip
+
+    def _stops_the_run(
+        self, call: ToolCall, exc: BaseException, started: float, timing: Timing
+    ) -> Interrupted:
+        """The tool raised a BaseException (KeyboardInterrupt, SystemExit, GeneratorExit): its record,
+        carried out of the run's tasks with it."""
+        text = f"Error: tool {call.name!r} raised {error_text(exc)}; the run stopped."
+        ex = make_execution(
+            call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
+            self.now(), None, timing,
+        )  # fmt: skip
+        return Interrupted(exc, f"tool {call.name!r}", ex)
 
     async def _execute_hooked(
         self, call: ToolCall, position: int | None = None, started: float | None = None
@@ -554,12 +590,10 @@ class Executor(HookCalls):
 
     @staticmethod
     def _withheld(ex: ToolExecution, reason: str) -> ToolExecution:
-        """The call ran; the model gets `reason` instead of its result."""
+        """The call ran; the model gets `reason` instead of its result, which the record keeps
+        (`ToolExecution.withheld_result`), with every other field of the call's record."""
         text = f"Result withheld: {reason}."
-        return make_execution(
-            ex.tool_call_id, ex.name, ex.arguments, ex.index, "withheld", text, text, ex.started_at,
-            ex.ended_at, None, ex.timing,
-        )  # fmt: skip
+        return replace(ex, status="withheld", result=text, error=text, withheld_result=ex.result)
 
     def _timed_out(self, call: ToolCall, tool: Tool, expired: _HarnessTimeout) -> str:
         real = self.virtual and not tool.is_async
@@ -603,7 +637,7 @@ class Executor(HookCalls):
                 return self.threads.wait(tool.function, args, timeout_s)
             except NeverStarted:
                 raise _HarnessTimeout(never_started=True) from None
-            except TimeoutError:
+            except LimitExpired:
                 raise _HarnessTimeout from None
         limit = asyncio.timeout(timeout_s)
         job: concurrent.futures.Future[Any] | None = None
@@ -614,16 +648,14 @@ class Executor(HookCalls):
                 else:
                     pending, job = self.threads.start(tool.function, args)
                     value = await pending
-        except TimeoutError:
-            if limit.expired():
-                never = job is not None and job.cancel()  # (True: no worker had taken it: it never runs)
-                raise _HarnessTimeout("" if never else self._late(started, timeout_s), never) from None
-            raise
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if limit.expired():  # raised on being cancelled at the limit (e.g. in its cleanup)
-                raise _HarnessTimeout(
+            if limit.expired() and from_limit(exc):  # the limit's own TimeoutError: the tool stopped
+                never = job is not None and job.cancel()  # (True: no worker had taken it: it never runs)
+                raise _HarnessTimeout("" if never else self._late(started, timeout_s), never) from None
+            if limit.expired():  # raised on being cancelled at the limit (e.g. in its cleanup; also a
+                raise _HarnessTimeout(  # TimeoutError of its own: by type the two are the same)
                     self._late(started, timeout_s, f"on being cancelled it raised {error_text(exc)}")
                 ) from None
             raise

@@ -58,7 +58,10 @@ class Hooks:
       only; the failure is recorded and the run goes on unchanged.
 
     KeyboardInterrupt and other BaseExceptions from a hook propagate out of `run` (with the partial
-    record attached as ``partial_result``), as they would from any Python call.
+    record attached as ``partial_result``), as they would from any Python call. The exception is an
+    ``asyncio.CancelledError`` the hook raises of its own (nothing cancelled the task it runs in): that
+    is a hook failure like any exception, handled by the policy above; a cancellation that reached the
+    hook (the run being cut off) goes on as the cut.
 
     Hooks run on the event loop: a plain function that blocks (``time.sleep``, ``input()``) holds up
     everything, the run's deadline too. The deadline is checked when a hook returns (and before a hook
@@ -191,18 +194,18 @@ class HookCalls:
             if inspect.isawaitable(value):
                 value = await value
         except asyncio.CancelledError as exc:
-            if being_cancelled() or self._cut():
+            if being_cancelled():  # (its task was cancelled: the cut, not a CancelledError of its own)
                 raise
             self.hook_failed(hook, exc, effect, call, position)
             return False, exc
         except Exception as exc:  # a hook's bug is recorded and handled by policy, never a crash
-            if self._cut():  # raised while the run was cutting it off: the cut goes on
+            if being_cancelled():  # raised after its task received the cancellation: the cut goes on
                 raise asyncio.CancelledError from exc
             self.hook_failed(hook, exc, effect, call, position)
             return False, exc
         except BaseException as exc:
             raise Interrupted(exc, f"hook {hook}") from exc
-        if self._cut():  # it caught the run's cancellation and returned: the cut goes on
+        if being_cancelled():  # its task received the cancellation, and it returned: the cut goes on
             raise asyncio.CancelledError
         if self.deadline is not None:
             await self._after_hook(hook)

@@ -46,9 +46,10 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
-from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
+from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled, from_limit
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
+from toolcall_lab._outcomes import error_text
 from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, catch_sigint
 from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.events import (
@@ -415,7 +416,7 @@ class _Run:
                     "failed",
                     "hook_error",
                     f"round {round_index}: the before_model_call hook failed "
-                    f"({type(value).__name__}: {value}); the run stopped before this model call",
+                    f"({error_text(value)}); the run stopped before this model call",
                 )
                 return None
         params = self.config.params
@@ -941,10 +942,10 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         original.partial_result = state.result()  # type: ignore[attr-defined]
         original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
         raise original from None
-    except TimeoutError:
+    except TimeoutError as exc:
         deadline = state.deadline
-        if deadline is None or not deadline.expired():
-            raise
+        if deadline is None or not deadline.expired() or not from_limit(exc):
+            raise  # (not the deadline's: the type alone cannot tell since Python 3.11)
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
         waiting = state.strategy_cut
         where = state.cut(why)

@@ -672,4 +672,5 @@ class _Reader:
             timing=self.timing(d, path),
             queued_at=queued,
             returned_at=returned,
+            withheld_result=self.get(d, "withheld_result", path, self.opt_str, None),
         )

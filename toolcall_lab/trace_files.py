@@ -193,6 +193,7 @@ def _sample_doc() -> dict[str, Any]:
                 ended_at=2.0,
                 queued_at=0.5,
                 returned_at=2.5,
+                withheld_result="",
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
