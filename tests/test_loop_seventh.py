@@ -19,16 +19,24 @@ Virtual clock unless a test needs real threads or a real process; no wall-clock 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
-from toolcall_lab import Hooks, ScriptedModel, ScriptedResponse, ToolRegistry, replay, run_sync
+from tests.conftest import DATA, REPO
+from toolcall_lab import Hooks, ScriptedModel, ScriptedResponse, ToolRegistry, cli, replay, run_sync
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.loop import run
+from toolcall_lab.models import response_chunks
 from toolcall_lab.runs import RunResult
 from toolcall_lab.scenarios import simulated
 from toolcall_lab.tools import ToolThreads
@@ -462,3 +470,414 @@ def test_the_docs_say_what_a_hooks_cancelled_error_and_a_stuck_thread_at_exit_do
 
     assert "CancelledError`` the hook raises of its own" in (Hooks.__doc__ or "")
     assert "its ``finally`` blocks and other cleanup never run" in (tools_module.__doc__ or "")
+
+
+# --- 8. every --out checked before any work, by one rule ----------------------------------------------
+
+TOOLS_FILE = '''
+import asyncio, os
+from pathlib import Path
+from toolcall_lab.tools import ToolRegistry
+
+registry = ToolRegistry()
+MARK = Path(os.environ["T7_MARK"])
+
+
+@registry.register
+async def quick(n: int) -> str:
+    """Answers at once."""
+    return f"quick {n}"
+
+
+@registry.register
+async def wait_here(n: int) -> str:
+    """Says it started, then waits until the run is stopped."""
+    MARK.write_text("started")
+    await asyncio.Event().wait()
+    return "never"
+
+
+@registry.register
+async def stubborn(n: int) -> str:
+    """Says it started, and ignores every cancellation (it says so each time)."""
+    MARK.write_text("started")
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            MARK.write_text("ignored")
+'''
+
+
+class Endpoint(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint: the first request gets `calls` (name, arguments), the next a
+    final answer; it counts the requests it got."""
+
+    calls: ClassVar[list[tuple[str, dict[str, Any]]]] = []
+    requests: ClassVar[list[int]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.requests.append(1)
+        if len(self.requests) == 1:
+            calls = [(f"call_{i}", name, json.dumps(args)) for i, (name, args) in enumerate(self.calls)]
+            chunks = response_chunks(content=None, calls=calls, finish_reason="tool_calls")
+        else:
+            chunks = response_chunks(content="done", calls=[], finish_reason="stop")
+        body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(body.encode())))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class Recording:
+    """`toolcall-lab record` against an `Endpoint` in a process of its own group (signals go to the
+    whole group, as a terminal's Ctrl-C does); stderr is read line by line as it comes."""
+
+    def __init__(
+        self, tmp_path: Path, calls: list[tuple[str, dict[str, Any]]], out: Path, *extra: str
+    ) -> None:
+        handler = type("Handler", (Endpoint,), {"calls": calls, "requests": []})
+        self.handler = handler
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        tools = tmp_path / "t7_tools.py"
+        tools.write_text(TOOLS_FILE)
+        self.mark = tmp_path / "mark"
+        self.lines: list[str] = []
+        self.new_line = threading.Condition()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "toolcall_lab", "record", "--model", "m", "--prompt", "go", "--mode",
+             "parallel", "--tools", f"{tools}:registry", "--base-url",
+             f"http://127.0.0.1:{self.server.server_port}/v1", "--out", str(out), *extra],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "T7_MARK": str(self.mark), "OPENAI_API_KEY": "sk-x"},
+            start_new_session=True,
+        )  # fmt: skip
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self.new_line:
+                self.lines.append(line)
+                self.new_line.notify_all()
+
+    def wait_for(self, what: str) -> None:
+        """Until stderr says `what`, or the mark file holds it (a guard against a hang, not a timing)."""
+
+        def seen() -> bool:
+            return any(what in line for line in self.lines) or (
+                self.mark.exists() and self.mark.read_text() == what
+            )
+
+        for _ in range(2400):  # (the mark file says nothing when it appears: look every 50 ms)
+            with self.new_line:
+                if self.new_line.wait_for(lambda: seen() or self.proc.poll() is not None, timeout=0.05):
+                    break
+        if not seen() or self.proc.poll() is not None:
+            self.stop()
+            raise AssertionError(f"never saw {what!r}: {self.lines}")
+
+    def signal(self, *sigs: int) -> None:
+        for sig in sigs:
+            os.killpg(self.proc.pid, sig)
+
+    def finish(self) -> tuple[int, str]:
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"the command hung after the signals: {self.lines}") from None
+        self.close()
+        return self.proc.returncode, "".join(self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.proc.stdout.read()
+        self.reader.join(60)  # (it ends at the end of stderr)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+linux_only = pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups (POSIX)")
+
+
+def test_record_checks_out_before_the_run_and_names_the_users_path(tmp_path: Path) -> None:
+    for out, said in [
+        (Path("/proc/t7.json"), "--out /proc/t7.json: cannot write a file in /proc"),
+        (tmp_path, f"--out {tmp_path}: a folder, not a file; name a file in it"),
+    ]:
+        rec = Recording(tmp_path, [("quick", {"n": 1})], out)
+        code, err = rec.finish()
+        assert code == 2 and said in err and ".tmp" not in err, err
+        assert rec.handler.requests == []  # nothing ran: the check came first
+
+
+@pytest.mark.parametrize("command", ["replay", "bench", "import", "generate"])
+def test_every_out_makes_missing_folders_and_says_so(tmp_path: Path, capsys: Any, command: str) -> None:
+    trace = str(DATA / "traces" / "one_tool_round.json")
+    out = tmp_path / "new" / "deeper"
+    args = {
+        "replay": ["replay", trace, "--out", str(out / "r.json")],
+        "bench": ["bench", trace, "--quiet", "--modes", "sequential", "--out", str(out / "b.csv")],
+        "import": [
+            "import",
+            "recording",
+            str(DATA / "recordings" / "scripted_weather_news_stock.sse"),
+            "--out",
+            str(out),
+        ],
+        "generate": ["generate", "--n", "1", "--out", str(out)],
+    }[command]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"toolcall-lab {command}: created the folder {out} for --out" in err
+    assert any(out.iterdir())
+
+
+@pytest.mark.parametrize("command", ["replay", "bench", "import", "generate"])
+def test_every_out_refuses_the_wrong_kind_of_path_before_any_work(
+    tmp_path: Path, capsys: Any, command: str
+) -> None:
+    trace = str(DATA / "traces" / "one_tool_round.json")
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    args, said = {
+        "replay": (["replay", trace, "--out", str(tmp_path)], "a folder, not a file"),
+        "bench": (["bench", trace, "--quiet", "--out", str(tmp_path)], "use a .csv or .parquet file name"),
+        "import": (["import", "recording", trace, "--out", str(a_file)], "a file, not a folder"),
+        "generate": (["generate", "--n", "1", "--out", str(a_file)], "a file, not a folder"),
+    }[command]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert said in err and str(tmp_path) in err
+
+
+# --- 4. / 5. / 6. signals in every command that runs --------------------------------------------------
+
+
+@linux_only
+def test_two_quick_ctrl_cs_during_record_still_save_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    rec = Recording(tmp_path, [("quick", {"n": 1}), ("wait_here", {"n": 2})], out)
+    rec.wait_for("started")
+    rec.signal(signal.SIGINT, signal.SIGINT)  # back to back, to the process group
+    code, err = rec.finish()
+    assert code == 130 and "Traceback" not in err, err
+    assert "saving the run so far to" in err and f"saved the run so far to {out}" in err
+    trace = load(out)
+    assert (trace.outcome.status, trace.outcome.reason) == ("aborted", "interrupted")
+    assert [e.status for e in trace.rounds[0].executions] == ["ok", "cancelled"]
+
+
+@linux_only
+def test_sigterm_during_record_saves_the_run_and_exits_143(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    rec = Recording(tmp_path, [("quick", {"n": 1}), ("wait_here", {"n": 2})], out)
+    rec.wait_for("started")
+    rec.signal(signal.SIGTERM)
+    code, err = rec.finish()
+    assert code == 143 and "Traceback" not in err, err
+    assert "terminated (SIGTERM): stopping the run; saving the run so far" in err
+    assert f"terminated (SIGTERM): saved the run so far to {out}" in err
+    trace = load(out)
+    assert trace.outcome.reason == "interrupted" and trace.outcome.error.startswith(
+        "SIGTERM; the run stopped"
+    )
+    assert (
+        "the run was interrupted (SIGTERM) while this call was running"
+        in trace.rounds[0].executions[1].result
+    )
+
+
+@linux_only
+def test_a_second_ctrl_c_stops_waiting_for_a_call_that_ignores_its_cancellation(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    rec = Recording(tmp_path, [("quick", {"n": 1}), ("stubborn", {"n": 2})], out)
+    rec.wait_for("started")
+    rec.signal(signal.SIGINT)
+    rec.wait_for("ignored")  # it caught the cancellation and goes on: the command waits for it
+    assert rec.proc.poll() is None
+    rec.signal(signal.SIGINT)
+    code, err = rec.finish()
+    assert code == 130 and "Traceback" not in err, err
+    assert "Ctrl-C again: no longer waiting for calls that have not stopped" in err
+    trace = load(out)
+    quick, stubborn = trace.rounds[0].executions
+    assert quick.status == "ok" and stubborn.status == "cancelled"
+    assert "it had not stopped when the run gave up waiting for it" in stubborn.result
+    assert "a second signal gave up waiting" in (trace.outcome.error or "")
+
+
+def test_a_signal_while_the_record_is_saved_is_said_and_the_save_goes_on() -> None:
+    from toolcall_lab._stopping import Outside, catch_signals
+
+    heard: list[tuple[str, str]] = []
+    outside = Outside(lambda event, name: heard.append((event, name)))
+    undo = catch_signals(outside, (signal.SIGINT, signal.SIGTERM))
+    try:
+        outside.saving = True
+        signal.raise_signal(signal.SIGINT)  # a real signal to this process: nothing is raised
+        signal.raise_signal(signal.SIGTERM)
+    finally:
+        undo()
+    assert heard == [("saving", "Ctrl-C"), ("saving", "SIGTERM")]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # (put back)
+
+
+def real_time_trace(tmp_path: Path) -> Path:
+    tools = ToolRegistry([simulated("slow", 3600.0), simulated("fast", 0.0)])
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("fast", {}), ("slow", {})), latency_s=0.01), "done"])
+    return save(as_trace(run_virtual(run(model, tools, "go", mode="parallel"))), tmp_path / "slow.json")
+
+
+@linux_only
+@pytest.mark.parametrize(("sigs", "code", "words"), [
+    ((signal.SIGINT, signal.SIGINT), 130, "interrupted (Ctrl-C)"),
+    ((signal.SIGTERM,), 143, "terminated (SIGTERM)"),
+])  # fmt: skip
+def test_a_real_time_replay_stopped_by_signals_saves_the_run(
+    tmp_path: Path, sigs: tuple[int, ...], code: int, words: str
+) -> None:
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolcall_lab", "replay", str(real_time_trace(tmp_path)), "--real-time", "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the announcement: the signals are handled from here on
+    assert "Ctrl-C stops it and saves the run so far" in line and "so does SIGTERM" in line
+    for sig in sigs:
+        os.killpg(proc.pid, sig)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("the replay hung after the signals") from None
+    assert proc.returncode == code and "Traceback" not in err, err
+    assert f"{words}: saved the run so far to {out}" in err
+    assert load(out).outcome.reason == "interrupted"
+
+
+@linux_only
+def test_sigterm_to_a_bench_process_group_with_jobs_is_clean(tmp_path: Path) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"t{i:02}.json").write_bytes((DATA / "traces" / "two_tool_rounds.json").read_bytes())
+    out = tmp_path / "b.csv"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolcall_lab", "bench", str(folder), "--jobs", "2", "--real-time",
+         "--modes", "sequential,parallel", "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen = ""
+    while "| 1/40" not in seen:  # the progress bar: a trace was compared
+        ch = proc.stderr.read(1)
+        if not ch:
+            break
+        seen += ch
+    os.killpg(proc.pid, signal.SIGTERM)  # every process of the group: the parent and its workers
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("the bench hung after SIGTERM") from None
+    err = seen + err
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "Exception in thread" not in err, err
+    assert "toolcall-lab bench: terminated (SIGTERM) after" in err
+    assert out.exists() and out.with_name("b_missing.csv").exists()
+
+
+# --- 9. validate reports a trace that contradicts itself -----------------------------------------------
+
+
+def two_rounds(tmp_path: Path) -> dict[str, Any]:
+    tools = ToolRegistry([simulated("t", 0.1, lambda a: f"r{a['i']}")])
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=(("t", {"i": 1}), ("t", {"i": 2}))),
+            ScriptedResponse(tool_calls=(("t", {"i": 3}),)),
+            "the answer",
+        ]
+    )
+    path = save(as_trace(run_virtual(run(model, tools, "go"))), tmp_path / "clean.json")
+    return json.loads(path.read_text())
+
+
+def edited(doc: dict[str, Any], change: Any) -> dict[str, Any]:
+    doc = json.loads(json.dumps(doc))
+    change(doc)
+    return doc
+
+
+EDITS = {
+    "an execution's arguments": (
+        lambda d: d["rounds"][0]["tool_executions"][1].__setitem__("arguments", '{"i": 99}'),
+        "rounds[0] call call_0_1 (position 1): its execution ran with '{\"i\": 99}', the call holds",
+    ),
+    "a call's arguments against its assistant message": (
+        lambda d: d["rounds"][1]["tool_calls"][0].__setitem__("arguments", '{"i": 77}'),
+        "rounds[1] call call_1_0 (position 0): the call is t('{\"i\": 77}'), its assistant message says",
+    ),
+    "all_calls_failed while every call is ok": (
+        lambda d: d["outcome"].update(status="failed", reason="all_calls_failed", final_answer=None),
+        "outcome: failed/all_calls_failed, but the last round (rounds[2]) is the model's answer, not a batch",
+    ),
+    "all_calls_failed after a batch whose calls are ok": (
+        lambda d: (
+            d["rounds"].pop(),
+            d["outcome"].update(status="failed", reason="all_calls_failed", final_answer=None),
+        ),
+        "outcome: failed/all_calls_failed, but in the last round (rounds[1]) these calls did not fail: call_1_0 (ok)",
+    ),
+    "a final answer that is not the last response": (
+        lambda d: d["outcome"].__setitem__("final_answer", "something else"),
+        "outcome.final_answer is 'something else', but the last round (rounds[2]) answered 'the answer'",
+    ),
+    "the final round deleted": (
+        lambda d: d["rounds"].pop(),
+        "outcome: completed/final_answer, but the last round (rounds[1]) is a batch of 1 tool call(s)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_validate_reports_each_contradiction_naming_round_and_call(
+    tmp_path: Path, capsys: Any, name: str
+) -> None:
+    change, said = EDITS[name]
+    clean = two_rounds(tmp_path)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(edited(clean, change)))
+    from toolcall_lab.trace_files import validate
+
+    _, warnings = validate(path)
+    assert [w for w in warnings if w.startswith("contradiction: ")] == [f"contradiction: {said}"] or any(
+        said in w for w in warnings
+    ), warnings
+    assert cli.main(["validate", str(path)]) == 1  # not only with --strict
+    out = capsys.readouterr().out
+    assert out.startswith(f"CONTRADICTS {path}") and said in out
+    assert cli.main(["validate", str(tmp_path / "clean.json")]) == 0

@@ -203,6 +203,11 @@ class Executor(HookCalls):
         a cut-off run records a call by what had happened to it, not by what was running around it."""
         self.cut_notes: dict[int, str] = {}
         """By position: what a call did when the run cut it off (caught the cancellation, raised)."""
+        self.stopped: set[int] = set()
+        """Positions of calls whose tool stopped when cancelled (raised, or returned after catching
+        it): a cut-off call not among them had not stopped when the wait for it was given up."""
+        self.give_up: asyncio.Future[None] | None = None
+        """Resolved when a second signal gave up waiting for calls that do not stop (the loop sets it)."""
 
     def now(self) -> float:
         return self._clock() - self.origin
@@ -282,6 +287,13 @@ class Executor(HookCalls):
         so far decides (its tool not started yet, running, or ended and waiting on a result hook);
         `at`: when the cancellation took effect (default: now)."""
         note = self.cut_notes.get(position, "")
+        give_up = self.give_up
+        gave_up = give_up is not None and give_up.done()  # (a second signal: no longer waited for)
+        if started_at is not None and not note and gave_up and position not in self.stopped:
+            note = (
+                "it had not stopped when the run gave up waiting for it (a second Ctrl-C or SIGTERM): "
+                "it may still be running, and what it does is not recorded"
+            )
         phase = self.phases.get(position)
         stopped = at
         if phase is None:
@@ -304,6 +316,7 @@ class Executor(HookCalls):
         """The within-batch de-duplication state of a new batch (key -> (id, position))."""
         self.phases.clear()
         self.cut_notes.clear()
+        self.stopped.clear()
         return {}
 
     async def screen_one(
@@ -453,6 +466,8 @@ class Executor(HookCalls):
             status, text, value = "timeout", self._timed_out(call, tool, expired), None
         except asyncio.CancelledError as exc:
             if being_cancelled():  # (this call's own task was cancelled: not a CancelledError of its own)
+                if position is not None:
+                    self.stopped.add(position)
                 raise
             status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except ReplayDivergenceError:
@@ -462,6 +477,7 @@ class Executor(HookCalls):
                 raise self._stops_the_run(call, exc.original, started, timing) from exc.original
             if being_cancelled():  # it raised after its task received the cancellation (its cleanup)
                 if position is not None:
+                    self.stopped.add(position)
                     self.cut_notes[position] = f"on being cancelled it raised {error_text(exc)}"
                 raise asyncio.CancelledError from exc
             problem = tool.argument_problem(args) if type(exc) is TypeError and tool.check_arguments else None
@@ -477,6 +493,7 @@ class Executor(HookCalls):
         # same instant, or before its task's turn came) keeps its outcome: no cancellation reached it.
         if _current_task().cancelling():  # type: ignore[union-attr]
             if position is not None:
+                self.stopped.add(position)
                 self.cut_notes[position] = (
                     f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded"
                 )

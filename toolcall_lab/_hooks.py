@@ -6,6 +6,7 @@ a cancellation it catches while the run is being cut off does not stop the cut.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -99,16 +100,31 @@ class Interrupted(Exception):
         """The record of the call that raised it, when a tool did."""
 
 
+GIVE_UP: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(
+    "toolcall_lab_give_up", default=None
+)
+"""Resolved when whoever stopped the run from outside asks to stop waiting for calls that do not
+stop (a second Ctrl-C: `toolcall_lab._stopping.catch_signals`); set by the loop for its tasks."""
+
+
 async def wait_until_stopped(tasks: Any) -> None:
     """Wait until every one of `tasks` (already cancelled) has finished, even if this task is
     cancelled again meanwhile (an abort, then the deadline): a tool that catches its cancellation and
-    goes on working is waited for, never abandoned with its record closed. A cancellation that came
-    in meanwhile is raised afterwards."""
+    goes on working is waited for, never abandoned with its record closed, unless a second signal
+    gives up waiting (`GIVE_UP`: the records then say the call had not stopped). A cancellation that
+    came in meanwhile is raised afterwards."""
     pending = {t for t in tasks if not t.done()}
     again = False
+    give_up = GIVE_UP.get()
     while pending:
         try:
-            _, pending = await asyncio.wait(pending)
+            if give_up is None:
+                _, pending = await asyncio.wait(pending)
+            else:
+                if give_up.done():
+                    break
+                await asyncio.wait({*pending, give_up}, return_when=asyncio.FIRST_COMPLETED)
+                pending = {t for t in pending if not t.done()}
         except asyncio.CancelledError:
             again = True
             pending = {t for t in pending if not t.done()}

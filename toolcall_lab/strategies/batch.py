@@ -955,7 +955,7 @@ class Batch:
             t.cancel()
         await wait_until_stopped(pending)
         for t in pending:
-            if not t.cancelled():
+            if t.done() and not t.cancelled():  # (not done: a second signal gave up waiting for it)
                 t.exception()  # retrieved: the run reports the strategy's failure, not asyncio
 
     def _unsettled(self) -> list[int]:
