@@ -41,7 +41,7 @@ from toolcall_lab.runs import RunResult
 from toolcall_lab.scenarios import simulated
 from toolcall_lab.tools import ToolThreads
 from toolcall_lab.trace import Trace, TraceMetadata
-from toolcall_lab.trace_files import load, save
+from toolcall_lab.trace_files import load, redact_trace, save
 
 
 def as_trace(result: RunResult, title: str = "t11") -> Trace:
@@ -881,3 +881,72 @@ def test_validate_reports_each_contradiction_naming_round_and_call(
     out = capsys.readouterr().out
     assert out.startswith(f"CONTRADICTS {path}") and said in out
     assert cli.main(["validate", str(tmp_path / "clean.json")]) == 0
+
+
+# --- 14. trace files grow linearly with the rounds (schema 3) ------------------------------------------
+
+
+def many_rounds(rounds: int, hook: Any = None) -> Trace:
+    tools = ToolRegistry([simulated("t", 0.01, lambda a: "r" * 2000)])
+    steps: list[Any] = [
+        ScriptedResponse(tool_calls=tuple(("t", {"i": r * 10 + i}) for i in range(3)), latency_s=0.01)
+        for r in range(rounds)
+    ]
+    model = ScriptedModel([*steps, "done"])
+    hooks = Hooks(before_model_call=hook) if hook else None
+    return as_trace(run_virtual(run(model, tools, "go", max_rounds=rounds + 5, hooks=hooks)))
+
+
+def test_a_trace_file_grows_linearly_with_its_rounds(tmp_path: Path) -> None:
+    sizes = {n: save(many_rounds(n), tmp_path / f"{n}.json").stat().st_size for n in (20, 40, 80)}
+    assert sizes[40] < 2.1 * sizes[20] and sizes[80] < 2.1 * sizes[40]  # (version 2: about 4x each)
+    results = 80 * 3 * 2000
+    assert sizes[80] < 4 * results  # each result: in its execution and once in the requests
+
+
+def test_schema_3_loads_back_the_same_trace_also_when_a_hook_edits_earlier_messages(tmp_path: Path) -> None:
+    def edits(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(messages) > 4:
+            messages[1] = {**messages[1], "content": f"seen {len(messages)}"}  # edited for this call
+        return messages
+
+    for trace in (many_rounds(6), many_rounds(6, edits)):
+        path = save(trace, tmp_path / "t.json")
+        doc = json.loads(path.read_text())
+        assert doc["schema_version"] == 3 and "messages" not in doc["rounds"][2]["request"]
+        assert load(path) == trace
+        assert path.read_text() == save(load(path), tmp_path / "again.json").read_text()  # stable
+    kept = [r["request"]["kept"] for r in doc["rounds"]]
+    assert kept == [1, 1, 1, 1, 1, 1, 1]  # (each request shares only the user message with the last one)
+
+
+def test_version_2_files_load_to_the_same_objects_and_save_as_version_3(tmp_path: Path) -> None:
+    from tests.conftest import REPO as repo
+
+    for path in sorted((repo / "tests" / "fixtures" / "traces").glob("v2_*.json")):
+        doc = json.loads(path.read_text())
+        try:
+            old = load(path)
+        except Exception:
+            continue  # (the negative fixtures)
+        assert [list(r.request_messages) for r in old.rounds] == [
+            r["request"]["messages"] for r in doc["rounds"]
+        ]
+        assert load(save(old, tmp_path / path.name)) == redact_trace(old)  # (a credential is removed)
+
+
+def test_a_delta_that_keeps_more_than_there_was_is_refused_naming_the_field(tmp_path: Path) -> None:
+    from toolcall_lab.exceptions import TraceFormatError
+
+    path = save(many_rounds(3), tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    doc["rounds"][1]["request"]["kept"] = 99
+    path.write_text(json.dumps(doc))
+    with pytest.raises(
+        TraceFormatError, match=r"rounds\[1\]\.request\.kept: 99 messages kept, but the previous"
+    ):
+        load(path)
+    doc["schema_version"] = 2  # version 2 has whole requests only
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match=r"rounds\[0\]\.request\.messages: missing"):
+        load(path)

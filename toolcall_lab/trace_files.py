@@ -41,7 +41,7 @@ def dumps(trace: Trace, *, source: str | None = None) -> str:
     by a low one cannot be kept apart from the character the pair encodes: that raises
     `TraceError` naming the field, round and call (`source`: the file, for the message).
     """
-    doc = trace.to_dict()
+    doc = trace.to_file_dict()  # (schema 3: each request a delta over the previous one)
     text = json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
     if LONE_SURROGATE.search(text):
         bad = unwritable(doc)
@@ -58,8 +58,9 @@ def dumps(trace: Trace, *, source: str | None = None) -> str:
 
 def redact_trace(trace: Trace) -> Trace:
     """The trace with credentials replaced by ``[REDACTED: ...]`` marks wherever they occur, each
-    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`)."""
-    doc = trace.to_dict()
+    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`), by its JSON path in the
+    file form (`Trace.to_file_dict`: a message is looked at once, where it is first sent)."""
+    doc = trace.to_file_dict()
     kept = doc["metadata"].pop("redactions")
     notes = [
         note
@@ -166,7 +167,8 @@ _FREE_FORM = frozenset(
 
 
 def _sample_doc() -> dict[str, Any]:
-    """A trace with one of everything, as written: the fields the current schema knows."""
+    """A trace with one of everything, as written (both forms of a request, whole and a delta): the
+    fields the current schema knows."""
     from toolcall_lab.messages import Finding, ToolCall
     from toolcall_lab.records import ModelCall, Round, TimedChunk, ToolExecution
     from toolcall_lab.trace import TraceMetadata, TraceOutcome
@@ -206,7 +208,9 @@ def _sample_doc() -> dict[str, Any]:
         rounds=(rnd,),
         outcome=TraceOutcome(status="completed", reason="final_answer"),
     )
-    return trace.to_dict()
+    whole, delta = trace.to_dict(), trace.to_file_dict()
+    whole["rounds"].append(delta["rounds"][0])
+    return whole
 
 
 def _shape(value: Any, path: str = "") -> dict[str, set[str]]:
