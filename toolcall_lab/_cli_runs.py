@@ -58,7 +58,9 @@ def _name(spec: str) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from toolcall_lab.trace_files import iter_trace_paths, validate
+    """Exit 2 when a file is unusable, 1 when a trace contradicts itself (or, with --strict, has any
+    warning), else 0; every file is reported."""
+    from toolcall_lab.trace_files import CONTRADICTION, iter_trace_paths, validate
 
     worst = 0
     for path in iter_trace_paths(args.paths):
@@ -69,18 +71,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"ERROR {text if text.startswith(f'{path}:') else f'{path}: {text}'}", file=sys.stderr)
             worst = 2
             continue
-        print(f"ok    {path}: {trace!r}")
+        contradicts = [w for w in warnings if w.startswith(CONTRADICTION)]
+        print(f"{'CONTRADICTS' if contradicts else 'ok   '} {path}: {trace!r}")
         for w in warnings:
-            print(f"  warning: {w}")
-            worst = max(worst, 1 if args.strict else 0)
+            if w.startswith(CONTRADICTION):
+                print(f"  {w}")
+                worst = max(worst, 1)
+            else:
+                print(f"  warning: {w}")
+                worst = max(worst, 1 if args.strict else 0)
     return worst
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Exit 0 when the replay followed the recording, 1 when it diverged (the partial run is shown).
     Says which conversation check was made: first_only against another mode's recording (or the
-    reverse) is not checked by default, because the conversations differ on purpose."""
-    from toolcall_lab._stopping import run_main
+    reverse) is not checked by default, because the conversations differ on purpose. Ctrl-C and
+    SIGTERM by the rule of `_stopped_runs`: the run so far is kept (saved to ``--out``), exit 130/143."""
+    import asyncio
+
+    from toolcall_lab._stopping import CURRENT, catch_signals, run_main
     from toolcall_lab.exceptions import ReplayDivergenceError, StartedOnSnapshotError
     from toolcall_lab.replay import (
         default_check,
@@ -90,8 +100,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     from toolcall_lab.runs import RunResult
     from toolcall_lab.strategies import STRATEGIES
-    from toolcall_lab.trace_files import load, save
+    from toolcall_lab.trace_files import load
 
+    out = _check_out(args.out, "replay") if args.out else None
     trace = load(args.path)
     recorded = trace.metadata.mode or "sequential"
     spec = args.strategy or args.mode
@@ -115,63 +126,216 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
         print(f"conversation check: off{why}; a divergence from the recording is not detected")
     settings = {} if args.round_trip is None else {"round_trip_s": args.round_trip}
+    clock = "real" if args.real_time else "virtual"
+
+    def as_trace(result: RunResult) -> Any:
+        return replayed_trace(result, trace, source=str(args.path), clock=clock)
+
+    outside = _stopped_runs("replay", out)
+    undo = catch_signals(outside, (signal.SIGINT, signal.SIGTERM))
     try:
-        if args.real_time:  # slow: Ctrl-C stops it and keeps the run so far
-            result = run_main(_announced(args, spec, replay_async(trace, spec, check=check, **settings)))
-        else:
-            result = replay(trace, spec, virtual=True, check=check, **settings)
-    except KeyboardInterrupt as exc:
-        partial = getattr(exc, "partial_result", None)
-        if partial is None:
-            raise
-        if args.out:
-            save(replayed_trace(partial, trace, source=str(args.path), clock="real"), args.out)
-            kept = f"saved the run so far to {args.out} ({_so_far(partial)})"
-        else:
-            kept = f"the run so far: {_so_far(partial)} (--out FILE saves it)"
-        print(f"toolcall-lab replay: interrupted (Ctrl-C): {kept}", file=sys.stderr)
-        return 130
-    except ReplayDivergenceError as exc:
-        what = (
-            "cannot be replayed" if isinstance(exc, StartedOnSnapshotError) else "diverged from its recording"
-        )
-        print(f"toolcall-lab replay: {args.path} {what} under {_name(spec)}: {exc}", file=sys.stderr)
-        partial = exc.partial_result
-        if partial is not None:
-            print(f"  replayed until then: {partial!r}", file=sys.stderr)
-            if args.out and isinstance(partial, RunResult):
-                clock = "real" if args.real_time else "virtual"
-                save(replayed_trace(partial, trace, source=str(args.path), clock=clock), args.out)
+        try:
+            if args.real_time:  # slow: a signal stops it and keeps the run so far
+                replaying = replay_async(trace, spec, check=check, **settings)
+                result = run_main(_announced(args, spec, replaying), outside)
+            else:  # (fast, but a large trace takes a while: the same rule)
+                token = CURRENT.set(outside)
+                try:
+                    result = replay(trace, spec, virtual=True, check=check, **settings)
+                finally:
+                    CURRENT.reset(token)
+        except asyncio.CancelledError as exc:  # (a virtual replay stopped by a signal)
+            if not outside.signals or getattr(exc, "partial_result", None) is None:
+                raise
+            return _keep_interrupted("replay", outside, exc.partial_result, out, as_trace)  # type: ignore[attr-defined]
+        except KeyboardInterrupt as exc:
+            if getattr(exc, "partial_result", None) is None:
+                raise  # (no record: stopped at once; `cli.main` says it in one line)
+            return _keep_interrupted("replay", outside, exc.partial_result, out, as_trace)  # type: ignore[attr-defined]
+        except ReplayDivergenceError as exc:
+            what = (
+                "cannot be replayed"
+                if isinstance(exc, StartedOnSnapshotError)
+                else "diverged from its recording"
+            )
+            print(f"toolcall-lab replay: {args.path} {what} under {_name(spec)}: {exc}", file=sys.stderr)
+            partial = exc.partial_result
+            if partial is not None:
+                print(f"  replayed until then: {partial!r}", file=sys.stderr)
+                if out is not None and isinstance(partial, RunResult):
+                    outside.saving = True
+                    where = _save_run(as_trace(partial), out, "replay")
+                    print(
+                        f"  wrote {where}: the failed run's record up to the divergence "
+                        f"({_so_far(partial)}), not a complete replay",
+                        file=sys.stderr,
+                    )
+            elif out is not None:
+                print(f"  {out} not written: no run was recorded", file=sys.stderr)
+            return 1
+        outside.saving = True  # (a signal from here on is said; the record is written whole)
+        print(f"{trace!r}\nreplayed as {_name(spec)} on the {clock} clock: {result!r}")
+        for r in result.rounds:
+            for note in r.strategy_notes:
+                print(f"  note (round {r.round_index}): {note}")
+        for r in result.rounds:
+            calls = " ".join(
+                f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions
+            )
+            mc = r.model_call
+            print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
+        failed = result.reason == "strategy_error"
+        if failed:
+            print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
+        if out is not None:
+            where = _save_run(as_trace(result), out, "replay")
+            if failed:
                 print(
-                    f"  wrote {args.out}: the failed run's record up to the divergence "
-                    f"({_so_far(partial)}), not a complete replay",
+                    f"wrote {where}: the failed run's record ({_so_far(result)}; its outcome says why)",
                     file=sys.stderr,
                 )
-        elif args.out:
-            print(f"  {args.out} not written: no run was recorded", file=sys.stderr)
-        return 1
-    clock = "real" if args.real_time else "virtual"
-    print(f"{trace!r}\nreplayed as {_name(spec)} on the {clock} clock: {result!r}")
-    for r in result.rounds:
-        for note in r.strategy_notes:
-            print(f"  note (round {r.round_index}): {note}")
-    for r in result.rounds:
-        calls = " ".join(f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions)
-        mc = r.model_call
-        print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
-    failed = result.reason == "strategy_error"
-    if failed:
-        print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
-    if args.out:
-        save(replayed_trace(result, trace, source=str(args.path), clock=clock), args.out)
-        if failed:
-            print(
-                f"wrote {args.out}: the failed run's record ({_so_far(result)}; its outcome says why)",
-                file=sys.stderr,
-            )
-        else:
-            print(f"wrote {args.out}")
-    return 1 if failed else 0
+            else:
+                print(f"wrote {where}")
+        if outside.signals:  # (it came as the run ended: the whole run was kept)
+            name = outside.signal_name
+            print(f"toolcall-lab replay: {_words(name)} as the run ended: kept whole", file=sys.stderr)
+            return _exit_code(name)
+        return 1 if failed else 0
+    finally:
+        undo()
+
+
+def _words(name: str) -> str:
+    return "terminated (SIGTERM)" if name == "SIGTERM" else "interrupted (Ctrl-C)"
+
+
+def _exit_code(name: str) -> int:
+    return 143 if name == "SIGTERM" else 130
+
+
+def _stopped_runs(command: str, out: Path | None) -> Any:
+    """The `Outside` of a CLI command that runs a run (``record``, ``replay``): Ctrl-C and SIGTERM by
+    the rule of `toolcall_lab._stopping.catch_signals`, each said on stderr as it comes:
+
+    1. the first stops the run; what ran is kept (saved to ``--out``), the command says "saving";
+    2. a second one while the run stops: no more waiting for calls that have not stopped (their
+       records say so); the record is saved all the same;
+    3. any one while the record is saved: said, and the save goes on (it is never cut in half);
+    4. a third one while the run still has not stopped (code that never yields): it stops at once,
+       and says that the run so far is not saved.
+
+    The command exits 130 (Ctrl-C) or 143 (SIGTERM); never a traceback, never a hang. Messages are
+    written with one system call each (a signal can come while the command itself prints)."""
+    import os
+
+    from toolcall_lab._stopping import Outside
+
+    def say(event: str, name: str) -> None:
+        keep = f"saving the run so far to {out}" if out is not None else "keeping the run so far"
+        text = {
+            "stopping": f"{_words(name)}: stopping the run; {keep}... ({name} again: stop waiting for "
+            "calls that are still finishing)",
+            "gave_up": f"{name} again: no longer waiting for calls that have not stopped (their records "
+            f"say so); {keep}...",
+            "saving": f"{name} again: still saving the run so far to {out}; the save finishes first"
+            if out is not None
+            else f"{name} again: the run has stopped; showing what ran",
+            "waiting": f"{name} again: the run has stopped; {keep}...",
+            "now": f"{name} a third time: stopping at once; the run so far is not saved",
+        }[event]
+        os.write(2, f"toolcall-lab {command}: {text}\n".encode("utf-8", "backslashreplace"))
+
+    return Outside(say)
+
+
+def _keep_interrupted(command: str, outside: Any, partial: Any, out: Path | None, as_trace: Any) -> int:
+    """A run a signal stopped: save what ran (when there is a record and an ``--out``) and say so."""
+    name = outside.signal_name
+    outside.saving = True
+    if out is not None:
+        where = _save_run(as_trace(partial), out, command)
+        kept = f"saved the run so far to {where} ({_so_far(partial)})"
+    else:
+        kept = f"the run so far: {_so_far(partial)} (--out FILE saves it)"
+    print(f"toolcall-lab {command}: {_words(name)}: {kept}", file=sys.stderr)
+    return _exit_code(name)
+
+
+def _save_run(trace: Any, out: Path, command: str) -> Path:
+    """Save `trace` to `out` (checked before the run: `_check_out`); if that fails after all (the disk
+    filled up, the folder went away), save it to a temporary file instead and say where, rather than
+    lose the run."""
+    import tempfile
+
+    from toolcall_lab.exceptions import TraceError
+    from toolcall_lab.trace_files import save
+
+    try:
+        _make_folder(out, command)
+        return save(trace, out)
+    except (OSError, TraceError, UsageError) as exc:
+        if isinstance(exc, TraceError) and "cannot be saved" in str(exc):
+            raise  # (what the record holds cannot be written anywhere: the error says what and where)
+        fd, spare = tempfile.mkstemp(prefix=f"toolcall-lab-{command}-", suffix=".json")
+        os.close(fd)
+        where = save(trace, spare)
+        print(
+            f"toolcall-lab {command}: could not write --out {out} ({_os_reason(exc)}); the run was saved to "
+            f"{where} instead",
+            file=sys.stderr,
+        )
+        return where
+
+
+def _os_reason(exc: BaseException) -> str:
+    return (getattr(exc, "strerror", None) or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
+def _check_out(given: str, command: str, *, folder: bool = False, suffixes: tuple[str, ...] = ()) -> Path:
+    """The one rule for every ``--out`` (``record``, ``replay``, ``bench``, ``import``, ``generate``),
+    checked before any work, with errors that name the path the user gave: a file that would be a
+    folder (or a folder that is a file) is refused, and the folder the output goes in, or the nearest
+    one that exists above it, must take a new file (tried: one is made there and removed). Missing
+    folders are made when the output is written (`_make_folder`), and the command says so."""
+    import tempfile
+
+    path = Path(given)
+    if suffixes and not folder and path.suffix not in suffixes:
+        raise UsageError(f"--out {given}: use a {' or '.join(suffixes)} file name")
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"--out {given}: a file, not a folder (name a folder for the files)")
+        where = path
+    else:
+        if path.is_dir():
+            example = path / f"run{(suffixes or ('.json',))[0]}"
+            raise UsageError(f"--out {given}: a folder, not a file; name a file in it (e.g. {example})")
+        where = path.parent
+    existing = where
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--out {given}: {existing} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".toolcall-lab-out-check.", dir=existing)
+    except OSError as exc:
+        what = "write a file in" if existing == where else f"create the folder {where} in"
+        raise UsageError(f"--out {given}: cannot {what} {existing} ({_os_reason(exc)})") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)
+    return path
+
+
+def _make_folder(out: Path, command: str, *, folder: bool = False) -> None:
+    """The folder `out` goes in (`out` itself with `folder`), made now if it is missing, and said."""
+    where = out if folder else out.parent
+    if where.is_dir():
+        return
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the folder {where} ({_os_reason(exc)})") from None
+    print(f"toolcall-lab {command}: created the folder {where} for --out", file=sys.stderr)
 
 
 _SIGINT_IGNORED = (
@@ -187,9 +351,9 @@ def _sigint_ignored() -> bool:
 
 
 async def _announced(args: argparse.Namespace, spec: str, replaying: Any) -> Any:
-    """Say a real-time replay started (from inside the run, so Ctrl-C from here on is caught)."""
+    """Say a real-time replay started (from inside the run, so a signal from here on is caught)."""
     keep = f" and saves the run so far to {args.out}" if args.out else ""
-    how = _SIGINT_IGNORED if _sigint_ignored() else f"Ctrl-C stops it{keep}"
+    how = _SIGINT_IGNORED if _sigint_ignored() else f"Ctrl-C stops it{keep}; so does SIGTERM"
     print(f"replaying {args.path} as {_name(spec)} on the real clock ({how})", flush=True)
     return await replaying
 
@@ -230,15 +394,16 @@ def _load_tools(spec: str) -> Any:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    """Record a live run into ``--out``. Ctrl-C stops it and saves what was recorded so far (the
-    trace's outcome says ``aborted/interrupted``), exit 130."""
+    """Record a live run into ``--out`` (checked before the run). Ctrl-C or SIGTERM stops it and
+    saves what was recorded so far (the trace's outcome says ``aborted/interrupted``), exit 130 /
+    143, by the rule of `_stopped_runs`."""
     from openai import AsyncOpenAI
 
-    from toolcall_lab._stopping import run_main
+    from toolcall_lab._stopping import catch_signals, run_main
     from toolcall_lab.openai_model import OpenAIModel
     from toolcall_lab.record import record, recorded_trace
-    from toolcall_lab.trace_files import save
 
+    out = _check_out(args.out, "record")
     client = (
         AsyncOpenAI(base_url=args.base_url, api_key=_api_key())
         if args.base_url
@@ -253,26 +418,36 @@ def cmd_record(args: argparse.Namespace) -> int:
     }
 
     async def main() -> Any:
-        how = _SIGINT_IGNORED if _sigint_ignored() else "Ctrl-C stops and saves the run so far"
+        how = (
+            _SIGINT_IGNORED
+            if _sigint_ignored()
+            else f"Ctrl-C stops and saves the run so far to {out}; so does SIGTERM"
+        )
         print(f"recording against {client.base_url} ({how})", flush=True)
         return await record(model, tools, args.prompt, mode=args.mode, max_rounds=args.max_rounds, **about)
 
+    outside = _stopped_runs("record", out)
+    undo = catch_signals(outside, (signal.SIGINT, signal.SIGTERM))
     try:
-        trace = run_main(main())
-    except KeyboardInterrupt as exc:
-        partial = getattr(exc, "partial_result", None)
-        if partial is None:
-            raise
-        save(recorded_trace(partial, model, **about), args.out)
-        print(
-            f"toolcall-lab record: interrupted (Ctrl-C): saved the run so far to {args.out} "
-            f"({_so_far(partial)})",
-            file=sys.stderr,
-        )
-        return 130
-    save(trace, args.out)
-    print(f"recorded {trace!r} -> {args.out}")
-    return _recorded_outcome(trace)
+        try:
+            trace = run_main(main(), outside)
+        except KeyboardInterrupt as exc:
+            partial = getattr(exc, "partial_result", None)
+            if partial is None:
+                raise  # (no record: stopped at once; `cli.main` says it in one line)
+            return _keep_interrupted(
+                "record", outside, partial, out, lambda result: recorded_trace(result, model, **about)
+            )
+        outside.saving = True
+        where = _save_run(trace, out, "record")
+        print(f"recorded {trace!r} -> {where}")
+        if outside.signals:  # (it came as the run ended: the whole run was kept)
+            name = outside.signal_name
+            print(f"toolcall-lab record: {_words(name)} as the run ended: saved whole", file=sys.stderr)
+            return _exit_code(name)
+        return _recorded_outcome(trace)
+    finally:
+        undo()
 
 
 def _so_far(result: Any) -> str:
@@ -298,17 +473,20 @@ def _recorded_outcome(trace: Any) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a source into trace files; print what was read and written; exit 1 if a call of the
-    source could not be represented (the traces that could be made are still written)."""
+    source could not be represented (the traces that could be made are still written). Ctrl-C or
+    SIGTERM stops it (`toolcall_lab._workers.StopOnce`; files written so far are whole), 130 / 143."""
+    from toolcall_lab._workers import StopOnce
+
+    with StopOnce("import"):
+        return _import(args)
+
+
+def _import(args: argparse.Namespace) -> int:
     from toolcall_lab.importers import import_source, write_result
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: a file, not a folder (name a folder for the trace files)")
+    out = _check_out(args.out, "import", folder=True)
     result = import_source(args.kind, args.source, limit=args.limit, include_no_calls=args.include_no_calls)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
+    _make_folder(out, "import", folder=True)
     removed: list[str] = []
     written = write_result(result, out, removed=removed)
     full = out / "import_report.txt"  # every issue of every import into `out`, one section each
@@ -373,10 +551,19 @@ def _append_report(path: Path, args: argparse.Namespace, summary: str) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    """Write the scenarios or a corpus; Ctrl-C or SIGTERM stops it (files written so far are whole)."""
+    from toolcall_lab._workers import StopOnce
+
+    with StopOnce("generate"):
+        return _generate(args)
+
+
+def _generate(args: argparse.Namespace) -> int:
     from toolcall_lab.scenarios import SCENARIOS, generate_corpus
     from toolcall_lab.trace_files import save
 
-    out = Path(args.out)
+    out = _check_out(args.out, "generate", folder=True)
+    _make_folder(out, "generate", folder=True)
     if args.scenarios:
         for name, scenario in SCENARIOS.items():
             save(scenario.record(), out / f"{name}.json")
@@ -389,26 +576,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """`_bench` where SIGTERM stops it as Ctrl-C does (what was compared is reported and written),
-    exit 143 (130 for Ctrl-C / SIGINT); worker processes never outlive it (`toolcall_lab._workers`)."""
-    from toolcall_lab._workers import Terminated, sigterm_as_interrupt
+    """`_bench` where Ctrl-C or SIGTERM stops it by the rule of `toolcall_lab._workers.StopOnce`:
+    the first stops the comparison, what was compared is reported and written (a later signal is
+    said and does not cut that short), exit 130 / 143; worker processes never outlive it."""
+    from toolcall_lab._workers import StopOnce, Terminated
 
-    try:
-        with sigterm_as_interrupt():
-            return _bench(args)
-    except Terminated:  # before anything was compared (e.g. while a corpus was generated)
-        print("toolcall-lab bench: terminated (SIGTERM); nothing was compared", file=sys.stderr)
-        return 143
+    with StopOnce("bench") as signals:
+        try:
+            return _bench(args, signals)
+        except KeyboardInterrupt as exc:  # before anything was compared (e.g. while a corpus was made)
+            print(f"toolcall-lab bench: {_why(exc)}; nothing was compared", file=sys.stderr)
+            return 143 if isinstance(exc, Terminated) else 130
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench(args: argparse.Namespace, signals: Any) -> int:
     import time
 
     from toolcall_lab._workers import Terminated, process_pool, stop_workers
     from toolcall_lab.analysis import compare
     from toolcall_lab.trace_files import iter_trace_paths
 
-    out = Path(args.out) if args.out else None
+    out = _check_out(args.out, "bench", suffixes=(".csv", ".parquet")) if args.out else None
     if out is not None:
         _check_output(out)
     absent = [p for p in args.paths if not Path(p).exists()]
@@ -463,15 +651,16 @@ def _bench(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while reporting: the tables are still written
         interrupted = interrupted or exc
     if out is not None:
-        with _signals_deferred() as deferred:  # a signal now would leave half the tables written
+        with signals.hold("writing the tables (each is written whole)"):
+            _make_folder(out, "bench")
             written = _write_tables(result, out)
             if interrupted:
                 written.append(_write_missing(missing, out))
         print(
             "wrote " + ", ".join(str(p) for p in written) + (" (partial: interrupted)" if interrupted else "")
         )
-        if deferred and not interrupted:
-            interrupted = Terminated() if deferred[0] == signal.SIGTERM else KeyboardInterrupt()
+    if signals.came and not interrupted:  # (it came while the tables were written: they are whole)
+        interrupted = signals.first
     if interrupted:
         print(f"toolcall-lab bench: {_why(interrupted)} after {elapsed:.1f} s", file=sys.stderr)
         return 143 if isinstance(interrupted, Terminated) else 130
@@ -571,34 +760,6 @@ def _bench_report(
         )
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Any:
-    """Ctrl-C and SIGTERM wait until the block ends (the list yielded holds the signals that came),
-    so files being written are written whole. Only in the main thread, for each signal only while
-    Python's default handling (or `sigterm_as_interrupt`'s) is in place."""
-    import threading
-
-    from toolcall_lab._workers import on_sigterm
-
-    came: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield came
-        return
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    ours = [
-        s
-        for s, handler in before.items()
-        if handler is (signal.default_int_handler if s == signal.SIGINT else on_sigterm)
-    ]
-    for s in ours:
-        signal.signal(s, lambda signum, frame: came.append(signum))
-    try:
-        yield came
-    finally:
-        for s in ours:
-            signal.signal(s, before[s])
-
-
 def _write_missing(missing: list[str], out: Path) -> Path:
     """The traces an interrupted bench did not compare, beside the other tables."""
     import pandas as pd
@@ -618,9 +779,7 @@ _TABLES = ("rounds", "calls", "errors", "excluded", "missed", "dependencies")
 
 
 def _check_output(out: Path) -> None:
-    """Fail before a long run if the results could not be written."""
-    if out.suffix not in (".csv", ".parquet"):
-        raise UsageError(f"--out {out}: use a .csv or .parquet file name")
+    """Fail before a long run if the results could not be written (`_check_out` checked the folder)."""
     if out.suffix == ".parquet":
         try:
             importlib.import_module("pyarrow")
@@ -632,8 +791,6 @@ def _check_output(out: Path) -> None:
                     f"--out {out}: writing parquet needs pyarrow (pip install pyarrow) or fastparquet; "
                     "or use a .csv file name"
                 ) from None
-    if not out.parent.exists():
-        raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
 
 
 def _write_tables(result: Any, out: Path) -> list[Path]:
@@ -1032,7 +1189,11 @@ def register(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("validate", help="check trace files (exit 2 if any is unusable)")
+    p = sub.add_parser(
+        "validate",
+        help="check trace files (exit 2 if any is unusable, 1 if one contradicts itself: its calls, "
+        "executions and outcome disagree)",
+    )
     p.add_argument("paths", nargs="+")
     p.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     p.set_defaults(func=cmd_validate)

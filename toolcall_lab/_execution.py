@@ -34,7 +34,15 @@ from toolcall_lab.records import (
     ToolExecution,
     make_execution,
 )
-from toolcall_lab.tools import NeverStarted, Tool, ToolOutcome, ToolRegistry, ToolThreads
+from toolcall_lab.tools import (
+    GeneratorExitInTool,
+    LimitExpired,
+    NeverStarted,
+    Tool,
+    ToolOutcome,
+    ToolRegistry,
+    ToolThreads,
+)
 
 __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the modes import them here)
     "Executor",
@@ -44,6 +52,7 @@ __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the mod
     "canonical_json",
     "current_tool_call",
     "dedupe_key",
+    "from_limit",
     "harness_decision",
 ]
 
@@ -51,6 +60,15 @@ current_tool_call: contextvars.ContextVar[ToolCall] = contextvars.ContextVar("cu
 """The call a tool function is running for, set for tools made with ``uses_current_call=True``
 (replayed tools: they answer by tool_call_id)."""
 _set_current = current_tool_call.set
+_RUNNING: dict[Any, asyncio.Task[Any]] | None = getattr(asyncio.tasks, "_current_tasks", None)
+"""asyncio's own loop -> running task map: reading it costs a dict lookup per call, where
+``asyncio.current_task()`` (a Python function in 3.11) costs two calls (a fifth of a call's
+scheduling). Python versions without it use `asyncio.current_task`."""
+
+
+def _own_task(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any] | None:
+    """The task running on `loop` now (the one running this call)."""
+    return _RUNNING.get(loop) if _RUNNING is not None else asyncio.current_task(loop)
 
 
 class _HarnessTimeout(Exception):
@@ -60,6 +78,21 @@ class _HarnessTimeout(Exception):
     def __init__(self, detail: str = "", never_started: bool = False) -> None:
         super().__init__(detail)
         self.never_started = never_started
+
+
+_LIMIT_EXIT = asyncio.timeouts.Timeout.__aexit__.__code__
+
+
+def from_limit(exc: BaseException) -> bool:
+    """Whether `exc` is the ``TimeoutError`` an ``asyncio.timeout`` block raised on expiring (raised
+    in its ``__aexit__``), not one the code inside it raised: since Python 3.11 they share a type,
+    so where it was raised decides."""
+    if type(exc) is not TimeoutError:
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code is _LIMIT_EXIT
 
 
 try:  # canonical JSON for de-duplication keys; orjson is 5-10x faster when installed
@@ -156,7 +189,7 @@ class Executor(HookCalls):
         self.origin = origin
         self.dedupe = dedupe
         self.dedupe_across_rounds = dedupe_across_rounds
-        loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self._clock = loop.time
         self.virtual = isinstance(loop, VirtualEventLoop)
         super().__init__(hooks, SIMULATED if self.virtual else MEASURED)  # (clock_timing: the label of a
@@ -178,6 +211,11 @@ class Executor(HookCalls):
         a cut-off run records a call by what had happened to it, not by what was running around it."""
         self.cut_notes: dict[int, str] = {}
         """By position: what a call did when the run cut it off (caught the cancellation, raised)."""
+        self.stopped: set[int] = set()
+        """Positions of calls whose tool stopped when cancelled (raised, or returned after catching
+        it): a cut-off call not among them had not stopped when the wait for it was given up."""
+        self.give_up: asyncio.Future[None] | None = None
+        """Resolved when a second signal gave up waiting for calls that do not stop (the loop sets it)."""
 
     def now(self) -> float:
         return self._clock() - self.origin
@@ -257,6 +295,13 @@ class Executor(HookCalls):
         so far decides (its tool not started yet, running, or ended and waiting on a result hook);
         `at`: when the cancellation took effect (default: now)."""
         note = self.cut_notes.get(position, "")
+        give_up = self.give_up
+        gave_up = give_up is not None and give_up.done()  # (a second signal: no longer waited for)
+        if started_at is not None and not note and gave_up and position not in self.stopped:
+            note = (
+                "it had not stopped when the run gave up waiting for it (a second Ctrl-C or SIGTERM): "
+                "it may still be running, and what it does is not recorded"
+            )
         phase = self.phases.get(position)
         stopped = at
         if phase is None:
@@ -279,6 +324,7 @@ class Executor(HookCalls):
         """The within-batch de-duplication state of a new batch (key -> (id, position))."""
         self.phases.clear()
         self.cut_notes.clear()
+        self.stopped.clear()
         return {}
 
     async def screen_one(
@@ -427,14 +473,19 @@ class Executor(HookCalls):
         except _HarnessTimeout as expired:
             status, text, value = "timeout", self._timed_out(call, tool, expired), None
         except asyncio.CancelledError as exc:
-            if being_cancelled() or self._cut():
+            if being_cancelled():  # (this call's own task was cancelled: not a CancelledError of its own)
+                if position is not None:
+                    self.stopped.add(position)
                 raise
             status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except ReplayDivergenceError:
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
-            if self._cut():  # it raised while the run was cutting it off (e.g. in its cleanup)
+            if type(exc) is GeneratorExitInTool:  # (a sync tool's, carried out of its thread whole)
+                raise self._stops_the_run(call, exc.original, started, timing) from exc.original
+            if being_cancelled():  # it raised after its task received the cancellation (its cleanup)
                 if position is not None:
+                    self.stopped.add(position)
                     self.cut_notes[position] = f"on being cancelled it raised {error_text(exc)}"
                 raise asyncio.CancelledError from exc
             problem = tool.argument_problem(args) if type(exc) is TypeError and tool.check_arguments else None
@@ -443,16 +494,15 @@ class Executor(HookCalls):
             else:
                 status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except BaseException as exc:
-            text = f"Error: tool {call.name!r} raised {error_text(exc)}; the run stopped."
-            ended = clock() - self.origin
-            ex = make_execution(
-                call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
-                ended, None, timing,
-            )  # fmt: skip
-            raise Interrupted(exc, f"tool {call.name!r}", ex) from exc
+            raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin
-        if self._cancelling():  # the run is being cut off, and the tool caught the cancellation
+        # This call's own task (not the run's) was cancelled: the tool received the cancellation,
+        # caught it and returned. A call that finished on its own while the run was being cut (at the
+        # same instant, or before its task's turn came) keeps its outcome: no cancellation reached it.
+        own = _RUNNING.get(self._loop) if _RUNNING is not None else _own_task(self._loop)
+        if own.cancelling():  # type: ignore[union-attr]
             if position is not None:
+                self.stopped.add(position)
                 self.cut_notes[position] = (
                     f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded"
                 )
@@ -486,6 +536,18 @@ class Executor(HookCalls):
             call.tool_call_id, call.name, call.arguments, call.index, status, text,
             None if status == "ok" else text, started, ended, None, timing,
         )  # fmt: skip
+
+    def _stops_the_run(
+        self, call: ToolCall, exc: BaseException, started: float, timing: Timing
+    ) -> Interrupted:
+        """The tool raised a BaseException (KeyboardInterrupt, SystemExit, GeneratorExit): its record,
+        carried out of the run's tasks with it."""
+        text = f"Error: tool {call.name!r} raised {error_text(exc)}; the run stopped."
+        ex = make_execution(
+            call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
+            self.now(), None, timing,
+        )  # fmt: skip
+        return Interrupted(exc, f"tool {call.name!r}", ex)
 
     async def _execute_hooked(
         self, call: ToolCall, position: int | None = None, started: float | None = None
@@ -554,12 +616,10 @@ class Executor(HookCalls):
 
     @staticmethod
     def _withheld(ex: ToolExecution, reason: str) -> ToolExecution:
-        """The call ran; the model gets `reason` instead of its result."""
+        """The call ran; the model gets `reason` instead of its result, which the record keeps
+        (`ToolExecution.withheld_result`), with every other field of the call's record."""
         text = f"Result withheld: {reason}."
-        return make_execution(
-            ex.tool_call_id, ex.name, ex.arguments, ex.index, "withheld", text, text, ex.started_at,
-            ex.ended_at, None, ex.timing,
-        )  # fmt: skip
+        return replace(ex, status="withheld", result=text, error=text, withheld_result=ex.result)
 
     def _timed_out(self, call: ToolCall, tool: Tool, expired: _HarnessTimeout) -> str:
         real = self.virtual and not tool.is_async
@@ -603,9 +663,9 @@ class Executor(HookCalls):
                 return self.threads.wait(tool.function, args, timeout_s)
             except NeverStarted:
                 raise _HarnessTimeout(never_started=True) from None
-            except TimeoutError:
+            except LimitExpired:
                 raise _HarnessTimeout from None
-        limit = asyncio.timeout(timeout_s)
+        limit = asyncio.Timeout(started + self.origin + timeout_s)  # (the limit counts from the call's start)
         job: concurrent.futures.Future[Any] | None = None
         try:
             async with limit:
@@ -614,16 +674,14 @@ class Executor(HookCalls):
                 else:
                     pending, job = self.threads.start(tool.function, args)
                     value = await pending
-        except TimeoutError:
-            if limit.expired():
-                never = job is not None and job.cancel()  # (True: no worker had taken it: it never runs)
-                raise _HarnessTimeout("" if never else self._late(started, timeout_s), never) from None
-            raise
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if limit.expired():  # raised on being cancelled at the limit (e.g. in its cleanup)
-                raise _HarnessTimeout(
+            if limit.expired() and from_limit(exc):  # the limit's own TimeoutError: the tool stopped
+                never = job is not None and job.cancel()  # (True: no worker had taken it: it never runs)
+                raise _HarnessTimeout("" if never else self._late(started, timeout_s), never) from None
+            if limit.expired():  # raised on being cancelled at the limit (e.g. in its cleanup; also a
+                raise _HarnessTimeout(  # TimeoutError of its own: by type the two are the same)
                     self._late(started, timeout_s, f"on being cancelled it raised {error_text(exc)}")
                 ) from None
             raise

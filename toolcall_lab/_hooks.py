@@ -6,6 +6,7 @@ a cancellation it catches while the run is being cut off does not stop the cut.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -58,7 +59,10 @@ class Hooks:
       only; the failure is recorded and the run goes on unchanged.
 
     KeyboardInterrupt and other BaseExceptions from a hook propagate out of `run` (with the partial
-    record attached as ``partial_result``), as they would from any Python call.
+    record attached as ``partial_result``), as they would from any Python call. The exception is an
+    ``asyncio.CancelledError`` the hook raises of its own (nothing cancelled the task it runs in): that
+    is a hook failure like any exception, handled by the policy above; a cancellation that reached the
+    hook (the run being cut off) goes on as the cut.
 
     Hooks run on the event loop: a plain function that blocks (``time.sleep``, ``input()``) holds up
     everything, the run's deadline too. The deadline is checked when a hook returns (and before a hook
@@ -96,16 +100,31 @@ class Interrupted(Exception):
         """The record of the call that raised it, when a tool did."""
 
 
+GIVE_UP: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(
+    "toolcall_lab_give_up", default=None
+)
+"""Resolved when whoever stopped the run from outside asks to stop waiting for calls that do not
+stop (a second Ctrl-C: `toolcall_lab._stopping.catch_signals`); set by the loop for its tasks."""
+
+
 async def wait_until_stopped(tasks: Any) -> None:
     """Wait until every one of `tasks` (already cancelled) has finished, even if this task is
     cancelled again meanwhile (an abort, then the deadline): a tool that catches its cancellation and
-    goes on working is waited for, never abandoned with its record closed. A cancellation that came
-    in meanwhile is raised afterwards."""
+    goes on working is waited for, never abandoned with its record closed, unless a second signal
+    gives up waiting (`GIVE_UP`: the records then say the call had not stopped). A cancellation that
+    came in meanwhile is raised afterwards."""
     pending = {t for t in tasks if not t.done()}
     again = False
+    give_up = GIVE_UP.get()
     while pending:
         try:
-            _, pending = await asyncio.wait(pending)
+            if give_up is None:
+                _, pending = await asyncio.wait(pending)
+            else:
+                if give_up.done():
+                    break
+                await asyncio.wait({*pending, give_up}, return_when=asyncio.FIRST_COMPLETED)
+                pending = {t for t in pending if not t.done()}
         except asyncio.CancelledError:
             again = True
             pending = {t for t in pending if not t.done()}
@@ -191,18 +210,18 @@ class HookCalls:
             if inspect.isawaitable(value):
                 value = await value
         except asyncio.CancelledError as exc:
-            if being_cancelled() or self._cut():
+            if being_cancelled():  # (its task was cancelled: the cut, not a CancelledError of its own)
                 raise
             self.hook_failed(hook, exc, effect, call, position)
             return False, exc
         except Exception as exc:  # a hook's bug is recorded and handled by policy, never a crash
-            if self._cut():  # raised while the run was cutting it off: the cut goes on
+            if being_cancelled():  # raised after its task received the cancellation: the cut goes on
                 raise asyncio.CancelledError from exc
             self.hook_failed(hook, exc, effect, call, position)
             return False, exc
         except BaseException as exc:
             raise Interrupted(exc, f"hook {hook}") from exc
-        if self._cut():  # it caught the run's cancellation and returned: the cut goes on
+        if being_cancelled():  # its task received the cancellation, and it returned: the cut goes on
             raise asyncio.CancelledError
         if self.deadline is not None:
             await self._after_hook(hook)

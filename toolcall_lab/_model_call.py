@@ -110,7 +110,10 @@ class ModelStream:
                             on_call(pos, complete)  # type: ignore[misc]
                 if on_chunk is not None:
                     await self.executor.ask(
-                        "on_model_chunk", on_chunk, (json_copy(kept),), effect="ignored; the stream went on"
+                        "on_model_chunk",
+                        on_chunk,
+                        (json_copy(kept),),
+                        effect=f"ignored; the stream went on (the hook failed on chunk {len(chunks) - 1})",
                     )
             parsed = whole if whole is not None else acc.finish()
         except (ScriptError, ReplayDivergenceError, Interrupted, asyncio.CancelledError):

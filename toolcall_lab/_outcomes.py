@@ -82,11 +82,24 @@ def verdict(hook: str, value: Any) -> str | None:
 _STOPPED = ("raised StopIteration", "raised StopAsyncIteration")
 
 
+class Recorded(Exception):
+    """An exception a recording holds only as text (``Type: message``), raised again by a replay
+    where the recorded code raised it (a hook, a tool that raised on being cancelled), so the
+    replay's record reads as the recording's: `error_text` gives the recorded text back."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
 def error_text(exc: BaseException) -> str:
     """``Type: message`` (an exception whose ``str()`` itself fails is shown by its ``repr``).
 
     A StopIteration the tool raised is shown as such, not as the RuntimeError Python (PEP 479) or the
-    harness wraps it in on its way out of a coroutine or a worker thread."""
+    harness wraps it in on its way out of a coroutine or a worker thread. A `Recorded` exception
+    is its recorded text."""
+    if type(exc) is Recorded:
+        return exc.text
     cause = exc.__cause__
     if isinstance(exc, RuntimeError) and isinstance(cause, StopIteration | StopAsyncIteration):
         try:

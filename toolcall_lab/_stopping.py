@@ -1,10 +1,13 @@
-"""Stopping a run from outside: an `AbortHandle` (another cell, another thread), and Ctrl-C during
-`run_sync`, caught so the record can say it was a KeyboardInterrupt."""
+"""Stopping a run from outside: an `AbortHandle` (another cell, another thread), and signals (Ctrl-C;
+SIGTERM too in a CLI command) during `run_sync`, `run_main` and the CLI's run commands, by one rule
+(`catch_signals`): the first stops the run and keeps its record, a second stops waiting for calls
+that do not stop, and nothing is ever raised into the event loop by either."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import signal
 import threading
 from collections.abc import Callable, Coroutine
@@ -65,73 +68,253 @@ class AbortHandle:
             loop.call_soon_threadsafe(task.cancel)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so a command stops the same way
+    (partial results kept and written); the command exits 128 + 15 = 143."""
+
+    signal_name = "SIGTERM"
+
+
+def signalled(signum: int) -> KeyboardInterrupt:
+    """What a handler of ours raises for `signum`: KeyboardInterrupt (SIGINT) or `Terminated`
+    (SIGTERM), marked ``from_signal`` (raised from a handler's frame, it would otherwise look like a
+    ``raise`` in the code it interrupted: see `toolcall_lab.loop`)."""
+    exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    exc.from_signal = True  # type: ignore[attr-defined]
+    return exc
+
+
 class Outside:
-    """What `run_sync` and `_run` share: the task running the run, the partial record of a run that
-    was cancelled, and how many Ctrl-Cs arrived (`run_sync` catches SIGINT to say it was one)."""
+    """What a run shares with whoever started it from outside the event loop (`run_sync`,
+    `run_main`, the CLI): the task running the run, the partial record of a run that was stopped, and
+    the signals that came (see `catch_signals` for what each one does)."""
 
-    __slots__ = ("result", "sigint", "task")
+    __slots__ = ("first", "gave_up", "give_up", "loop", "result", "saving", "say", "signals", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, say: Callable[[str, str], None] | None = None) -> None:
         self.result: RunResult | None = None
-        self.sigint = 0
+        self.signals = 0
+        self.first: int | None = None
+        """The first signal that came (SIGINT or SIGTERM)."""
         self.task: asyncio.Task[Any] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.give_up: asyncio.Future[None] | None = None
+        """Resolved by a second signal: stop waiting for calls that do not stop (`GIVE_UP`)."""
+        self.gave_up = False
+        self.saving = False
+        """The run is over and its record is being written (a CLI command): signals are only said."""
+        self.say = say
+        """Where a CLI command says what a signal does: ``say(event, signal name)`` with event one of
+        ``stopping``, ``waiting``, ``gave_up``, ``saving``, ``now``."""
+
+    @property
+    def sigint(self) -> int:
+        """How many signals came (the name is older than SIGTERM's handling)."""
+        return self.signals
+
+    @property
+    def signal_name(self) -> str:
+        return "SIGTERM" if self.first == signal.SIGTERM else "Ctrl-C"
+
+    def interruption(self) -> KeyboardInterrupt:
+        """What the first signal raises once the run is stopped: KeyboardInterrupt, or `Terminated`."""
+        return Terminated() if self.first == signal.SIGTERM else KeyboardInterrupt()
+
+    def _stop(self) -> None:
+        """(On the loop) the first signal: cancel the run."""
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()
+
+    def _hurry(self) -> None:
+        """(On the loop) a second signal: stop waiting for calls that do not stop."""
+        self.gave_up = True
+        if self.give_up is not None and not self.give_up.done():
+            self.give_up.set_result(None)
+
+
+def catch_signals(outside: Outside, signals: tuple[int, ...] = (signal.SIGINT,)) -> Callable[[], None]:
+    """Handle `signals` (Ctrl-C; a CLI command adds SIGTERM) by one rule, returning the undo:
+
+    1. the first stops the run: its task is cancelled, calls in flight are cancelled and waited for,
+       and the record of the run so far is kept (``partial_result`` of the KeyboardInterrupt, or
+       `Terminated`, raised once the run has stopped; a CLI command saves it);
+    2. a second one while the run is stopping stops the wait for calls that do not stop (a coroutine
+       that ignores its cancellation): their records say so, and the record is kept all the same;
+    3. while a CLI command saves the record (`Outside.saving`), any further one is said and ignored:
+       the save finishes; otherwise a third raises at once (a way out of code that never yields).
+
+    Nothing is raised into the event loop by the first two, so no task of the run is left half-way.
+    Installed only where Python's default handling is in place (the main thread; SIGINT's default
+    handler, SIGTERM's default action), so a caller's own handler is respected."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    defaults: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+    mine = [s for s in signals if signal.getsignal(s) is defaults.get(s)]
+
+    count = itertools.count(1)
+    said: dict[int, tuple[str, str]] = {}
+    turn = [1]
+
+    def in_order(n: int, event: str, name: str) -> None:
+        """Say signal `n`'s message after those of the signals before it (a handler interrupted by
+        the next one has not said its message yet: the later one's waits)."""
+        said[n] = (event, name)
+        while True:
+            k = turn[0]
+            item = said.pop(k, None)  # (one step: only one handler takes a message)
+            if item is None:
+                return
+            turn[0] = k + 1
+            if outside.say is not None:
+                outside.say(*item)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # A second signal can run this handler again inside the first one (between any two of its
+        # bytecodes): each takes its number in one step, and acts on that number alone.
+        n = next(count)
+        if n == 1:
+            outside.first = signum
+        outside.signals = max(outside.signals, n)
+        name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+
+        def say(event: str, name: str) -> None:
+            in_order(n, event, name)
+
+        if outside.saving:
+            say("saving", name)
+            return
+        task = outside.task
+        if n == 1:
+            if task is None:
+                say("stopping", name)  # the run has not started: it stops as it starts (`_run_state`)
+                return
+            if not task.done():
+                task.get_loop().call_soon_threadsafe(outside._stop)
+                say("stopping", name)
+                return
+        if n == 2 and task is not None and not task.done():
+            task.get_loop().call_soon_threadsafe(outside._hurry)
+            say("gave_up", name)
+            return
+        if task is not None and task.done():  # the run is over: what follows keeps its record
+            say("waiting", name)
+            return
+        say("now", name)
+        raise signalled(signum)
+
+    def undo() -> None:
+        for s in mine:
+            signal.signal(s, defaults[s])
+
+    for s in mine:
+        signal.signal(s, on_signal)
+    return undo
 
 
 def catch_sigint(outside: Outside) -> Callable[[], None]:
-    """Ctrl-C during `run_sync` cancels the run (as ``asyncio.run`` would) and is remembered, so the
-    record says it was a KeyboardInterrupt; a second Ctrl-C raises at once. Installed only where
-    ``asyncio.run`` would install its own (main thread, Python's default handler); returns the undo."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        return lambda: None
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        outside.sigint += 1
-        task = outside.task
-        if outside.sigint == 1 and task is None:
-            return  # the run has not started: it stops as it starts (see `_run_state`)
-        if outside.sigint == 1 and task is not None and not task.done():
-            task.cancel()
-            task.get_loop().call_soon_threadsafe(lambda: None)  # wake the loop
-            return
-        raise KeyboardInterrupt()
-
-    def undo() -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    signal.signal(signal.SIGINT, on_sigint)
-    return undo
+    """`catch_signals` for Ctrl-C alone (`run_sync`, `replay(..., virtual=False)`)."""
+    return catch_signals(outside, (signal.SIGINT,))
 
 
 CURRENT: contextvars.ContextVar[Outside | None] = contextvars.ContextVar("toolcall_lab_outside", default=None)
 """The `Outside` of `run_main`, which the first `run` inside it takes (see `loop.run`)."""
 
 
-def run_main(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` where Ctrl-C stops the run `main` awaits as it stops `run_sync`'s: the
-    record ends ``aborted/interrupted`` and the KeyboardInterrupt raised carries it as
-    ``partial_result`` (the CLI's ``record`` and real-time ``replay`` save it). A Ctrl-C that comes
-    before the run starts stops it as it starts; a second one raises at once."""
-    outside = Outside()
+def run_main(main: Coroutine[Any, Any, T], outside: Outside | None = None) -> T:
+    """``asyncio.run(main)`` where a signal stops the run `main` awaits by the rule of
+    `catch_signals`: the record ends ``aborted/interrupted`` and the KeyboardInterrupt (or
+    `Terminated`) raised carries it as ``partial_result`` (the CLI's ``record`` and real-time
+    ``replay`` save it). A signal that comes before the run starts stops it as it starts. With an
+    `outside` of its own (a CLI command, which handles the signals itself), that one is used."""
+    outside = outside or Outside()
     undo = catch_sigint(outside)
-    token = CURRENT.set(outside)  # asyncio.run's task starts from a copy of this context
+    token = CURRENT.set(outside)  # the loop's tasks start from a copy of this context
     try:
-        result = asyncio.run(main)
+        result = run_loop(main, outside)
     except asyncio.CancelledError:
-        if not outside.sigint:
+        if not outside.signals:
             raise
-        interrupt = KeyboardInterrupt()  # what Ctrl-C raises; the run's record rides on it
+        interrupt = outside.interruption()  # what the signal raises; the run's record rides on it
         interrupt.partial_result = outside.result  # type: ignore[attr-defined]
         raise interrupt from None
-    except KeyboardInterrupt as exc:  # a second Ctrl-C
+    except KeyboardInterrupt as exc:  # a third signal (or someone else's)
         if outside.result is not None and getattr(exc, "partial_result", None) is None:
             exc.partial_result = outside.result  # type: ignore[attr-defined]
         raise
     finally:
         CURRENT.reset(token)
         undo()
-    if outside.sigint and outside.task is None:  # Ctrl-C, and no run ever started to take it
-        raise KeyboardInterrupt()
+    if outside.signals and outside.task is None:  # a signal, and no run ever started to take it
+        raise outside.interruption()
     return result
+
+
+def run_loop(main: Coroutine[Any, Any, T], outside: Outside) -> T:
+    """Run `main` to its end on a new event loop (as ``asyncio.run`` does), then cancel what is left
+    and wait for it, unless a second signal gave up waiting (`Outside.gave_up`) or an exception
+    broke out of the loop: then what is left is left (``asyncio.run`` would wait for it forever, and
+    a command must never hang on a call that ignores its cancellation)."""
+    loop = asyncio.new_event_loop()
+    outside.loop = loop
+    is_main = threading.current_thread() is threading.main_thread()
+    if is_main:
+        asyncio.set_event_loop(loop)
+    try:
+        task = loop.create_task(main)
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():
+                outside.gave_up = True  # (raised out of the loop: the run's tasks are as they were)
+            raise
+    finally:
+        try:
+            _wind_down(loop, outside)
+        finally:
+            if is_main:
+                asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _wind_down(loop: asyncio.AbstractEventLoop, outside: Outside) -> None:
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in left:
+        t.cancel()
+    if left and not outside.gave_up:
+        loop.run_until_complete(_until_stopped(left, outside))
+    left = [t for t in left if not t.done()]
+    if left:  # given up: never reported as "destroyed but pending" (the record says they did not stop)
+        loop.set_exception_handler(_quiet_about(set(left)))
+        return
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    if not outside.gave_up:
+        loop.run_until_complete(loop.shutdown_default_executor())
+
+
+async def _until_stopped(tasks: list[asyncio.Task[Any]], outside: Outside) -> None:
+    """Wait for `tasks` to stop, or for a second signal to give up waiting."""
+    loop = asyncio.get_running_loop()
+    if outside.give_up is None or outside.give_up.get_loop() is not loop:
+        outside.give_up = loop.create_future()
+        if outside.gave_up:
+            outside.give_up.set_result(None)
+    pending: set[asyncio.Future[Any]] = set(tasks)
+    while pending and not outside.give_up.done():
+        await asyncio.wait({*pending, outside.give_up}, return_when=asyncio.FIRST_COMPLETED)
+        pending = {t for t in pending if not t.done()}
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # (retrieved: the run reported what mattered)
+
+
+Handler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]
+
+
+def _quiet_about(abandoned: set[asyncio.Task[Any]]) -> Handler:
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("task") in abandoned:
+            return
+        loop.default_exception_handler(context)
+
+    return handler

@@ -192,11 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt as exc:  # Ctrl-C: one line, the conventional exit status
-        partial = getattr(exc, "partial_result", None)
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM where a command handles it): one line, the
+        partial = getattr(exc, "partial_result", None)  # conventional exit status
         kept = f" (the run so far: {partial!r})" if partial is not None and args.command == "replay" else ""
-        print(f"toolcall-lab {args.command}: interrupted (Ctrl-C){kept}", file=sys.stderr)
-        return 130
+        sigterm = getattr(exc, "signal_name", None) == "SIGTERM"
+        words = "terminated (SIGTERM)" if sigterm else "interrupted (Ctrl-C)"
+        print(f"toolcall-lab {args.command}: {words}{kept}", file=sys.stderr)
+        return 143 if sigterm else 130
     except Exception as exc:
         if not isinstance(exc, ToolcallLabError | OSError | UnicodeDecodeError) and not type(
             exc

@@ -14,6 +14,10 @@ Limits of the virtual clock (it is for fully simulated runs):
   that many *real* seconds (still no virtual time), so a stuck one times out rather than hanging
   the run.
 
+Timers due at the same virtual instant run in the order they were scheduled (a real clock never
+quite ties; a virtual one does all the time): a run's deadline, set when the run starts, cuts a call
+that would have finished at that very instant, on every run and every replay alike.
+
 A virtual run can deadlock: code waits for something nothing will ever do (an ``asyncio.Event``
 never set), and the loop has no timer, nothing ready and no I/O to wait for. Real time would wait
 forever; the virtual loop notices (after `STALL_GRACE_S` real seconds, in case a thread of the
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import heapq
 import math
 import selectors
 from collections.abc import Callable, Coroutine
@@ -74,6 +79,31 @@ STALL_GRACE_S = 0.2
 stall handlers."""
 
 
+class _Timer(asyncio.TimerHandle):
+    """A timer ordered by its time, then by when it was scheduled (asyncio's own compare the time
+    only, so the heap runs timers due at one instant in no set order)."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, seq: int, when: float, callback: Any, args: Any, loop: Any, context: Any) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._seq = seq
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, _Timer):
+            a, b = self._when, other._when  # type: ignore[attr-defined]
+            return bool(a < b or (a == b and self._seq < other._seq))
+        return NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, _Timer):
+            a, b = self._when, other._when  # type: ignore[attr-defined]
+            return bool(a > b or (a == b and self._seq > other._seq))
+        return NotImplemented
+
+    __hash__ = asyncio.TimerHandle.__hash__
+
+
 class VirtualEventLoop(asyncio.SelectorEventLoop):
     """An asyncio event loop whose clock is virtual: sleeping advances time instantly.
 
@@ -90,10 +120,27 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         super().__init__(selector)
         self._base_resolution: float = self._clock_resolution  # type: ignore[has-type]
         self._virtual_now = start
+        self._timer_seq = 0
         self._set_resolution()
 
     def time(self) -> float:
         return self._virtual_now
+
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., Any], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        """asyncio's `call_at`, its timer ordered first-scheduled-first among those due at one
+        instant (see the module docstring)."""
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()  # type: ignore[attr-defined]
+        self._timer_seq += 1
+        timer = _Timer(self._timer_seq, when, callback, args, self, context)
+        if timer._source_traceback:  # type: ignore[attr-defined]
+            del timer._source_traceback[-1]  # type: ignore[attr-defined]
+        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
 
     def _stalled(self) -> bool:
         """The loop is deadlocked: ask the stall handlers; True if one of them acted."""

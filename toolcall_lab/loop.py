@@ -35,6 +35,7 @@ copies of the conversation, hooks and listeners copies of chunks and usage (`too
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dis
 import inspect
 import math
@@ -46,10 +47,11 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
-from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled
-from toolcall_lab._hooks import wait_until_stopped
+from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled, from_limit
+from toolcall_lab._hooks import GIVE_UP, wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
-from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, catch_sigint
+from toolcall_lab._outcomes import error_text
+from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, run_main
 from toolcall_lab.clock import VirtualEventLoop
 from toolcall_lab.events import (
     ErrorEvent,
@@ -126,6 +128,8 @@ _RAISE = dis.opmap["RAISE_VARARGS"]
 def _raised_by_code(exc: BaseException) -> bool:
     """Whether `exc` came from a ``raise`` statement, rather than from a signal handler (Python's
     Ctrl-C handler raises KeyboardInterrupt wherever the code happens to be: in a call, a loop)."""
+    if getattr(exc, "from_signal", False):  # (a handler of ours raised it: `_stopping.signalled`)
+        return False
     tb = exc.__traceback__
     if tb is None:
         return True
@@ -426,7 +430,7 @@ class _Run:
                     "failed",
                     "hook_error",
                     f"round {round_index}: the before_model_call hook failed "
-                    f"({type(value).__name__}: {value}); the run stopped before this model call",
+                    f"({error_text(value)}); the run stopped before this model call",
                 )
                 return None
         params = self.config.params
@@ -695,7 +699,7 @@ class _Run:
         if not strategy_task.done():
             strategy_task.cancel()
             await wait_until_stopped((strategy_task,))
-        if not strategy_task.cancelled():
+        if strategy_task.done() and not strategy_task.cancelled():  # (not done: a second signal gave up)
             strategy_task.exception()  # (retrieved: what it raised is the run's business, not asyncio's)
         await batch._drain()
 
@@ -930,24 +934,40 @@ async def _run(
 
 async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
     """`_run`'s body once the run is set up."""
+    loop = asyncio.get_running_loop()
     outside.task = asyncio.current_task()
-    if outside.sigint and outside.task is not None:  # Ctrl-C came before the run started
+    if outside.give_up is None or outside.give_up.get_loop() is not loop:
+        outside.give_up = loop.create_future()  # (a second signal resolves it: `catch_signals`)
+        if outside.gave_up:
+            outside.give_up.set_result(None)
+    state.executor.give_up = outside.give_up
+    token = GIVE_UP.set(outside.give_up)  # (the run's tasks start from a copy of this context)
+    if outside.sigint and outside.task is not None:  # a signal came before the run started
         outside.task.cancel()
     task = asyncio.create_task(state.guarded())
+    GIVE_UP.reset(token)
+    GIVE_UP.set(outside.give_up)  # (and this task waits by it below)
     if abort is not None:
         abort._attach(task)
     try:
         await task
     except asyncio.CancelledError as exc:
         if being_cancelled() or abort is None or not abort.aborted:  # cancelled from outside
-            task.cancel()
+            task.cancel()  # the run stops as at an abort: its calls are cancelled and waited for
+            with contextlib.suppress(asyncio.CancelledError):  # (cancelled again: it is stopping)
+                await wait_until_stopped((task,))
+            gave_up = ""
+            if outside.gave_up:
+                gave_up = "; a second signal gave up waiting for calls that had not stopped"
             if outside.sigint:
-                why = "the run was interrupted (KeyboardInterrupt: Ctrl-C)"
-                where = state.cut(why)
-                state.stop("aborted", "interrupted", f"KeyboardInterrupt (Ctrl-C); the run stopped{where}")
+                name = outside.signal_name
+                what = "KeyboardInterrupt: Ctrl-C" if name == "Ctrl-C" else name
+                where = state.cut(f"the run was interrupted ({what})")
+                said = "KeyboardInterrupt (Ctrl-C)" if name == "Ctrl-C" else name
+                state.stop("aborted", "interrupted", f"{said}; the run stopped{where}{gave_up}")
             else:
                 where = state.cut("the run was cancelled")
-                state.stop("aborted", "cancelled", f"the run was cancelled{where}")
+                state.stop("aborted", "cancelled", f"the run was cancelled{where}{gave_up}")
             outside.result = partial = state.result()
             exc.partial_result = partial  # type: ignore[attr-defined]
             raise
@@ -961,10 +981,10 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         original.partial_result = state.result()  # type: ignore[attr-defined]
         original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
         raise original from None
-    except TimeoutError:
+    except TimeoutError as exc:
         deadline = state.deadline
-        if deadline is None or not deadline.expired():
-            raise
+        if deadline is None or not deadline.expired() or not from_limit(exc):
+            raise  # (not the deadline's: the type alone cannot tell since Python 3.11)
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
         waiting = state.strategy_cut
         where = state.cut(why)
@@ -1021,31 +1041,16 @@ def run_sync(
     known = {"mode", "config", "hooks", "abort", "on_event"}
     named = {k: kwargs.pop(k) for k in known & set(kwargs)}
     outside = Outside()
-    undo = catch_sigint(outside)
-    try:
-        return asyncio.run(
-            _run(
-                model,
-                tools,
-                messages,
-                named.get("mode"),
-                named.get("config"),
-                named.get("hooks"),
-                named.get("abort"),
-                named.get("on_event"),
-                outside,
-                kwargs,
-            )
-        )
-    except asyncio.CancelledError:
-        if not outside.sigint:
-            raise
-        interrupt = KeyboardInterrupt()  # what Ctrl-C raises; the run's record rides on it
-        interrupt.partial_result = outside.result  # type: ignore[attr-defined]
-        raise interrupt from None
-    except KeyboardInterrupt as exc:  # a second Ctrl-C, or asyncio's own handler
-        if outside.result is not None and getattr(exc, "partial_result", None) is None:
-            exc.partial_result = outside.result  # type: ignore[attr-defined]
-        raise
-    finally:
-        undo()
+    main = _run(
+        model,
+        tools,
+        messages,
+        named.get("mode"),
+        named.get("config"),
+        named.get("hooks"),
+        named.get("abort"),
+        named.get("on_event"),
+        outside,
+        kwargs,
+    )
+    return run_main(main, outside)  # (Ctrl-C by the rule of `toolcall_lab._stopping.catch_signals`)

@@ -180,6 +180,9 @@ class ToolExecution:
     (`ToolOutcome.duration_s`): the record's span is the reported one, and from ``ended_at`` to
     ``returned_at`` the call still held its place (a sequential batch's next call starts then); a
     replay holds it as long. None otherwise."""
+    withheld_result: str | None = None
+    """For a ``withheld`` call: what the tool actually returned (the model was sent `result`, the
+    ``approve_result`` hook's reason, instead). None for every other status."""
 
     @property
     def duration_s(self) -> float:
@@ -221,6 +224,8 @@ class ToolExecution:
             out["queued_at"] = self.queued_at
         if self.returned_at is not None:  # written only when the tool reported a shorter duration
             out["returned_at"] = self.returned_at
+        if self.withheld_result is not None:  # written only for a withheld result
+            out["withheld_result"] = self.withheld_result
         return out
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import warnings
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Sequence
@@ -32,14 +33,16 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from toolcall_lab._execution import Hooks, current_tool_call, dedupe_key, harness_decision
+from toolcall_lab._outcomes import Recorded
 from toolcall_lab._stopping import run_main
 from toolcall_lab.clock import in_running_loop, run_virtual
+from toolcall_lab.events import EventListener, RunEvent
 from toolcall_lab.exceptions import ModelError, ReplayDivergenceError, TraceFormatError, UsageError
 from toolcall_lab.exceptions import StartedOnSnapshotError as StartedOnSnapshotError  # (raised here)
 from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.messages import ParsedArguments, ToolCall, parse_arguments
 from toolcall_lab.models import ModelRequest
-from toolcall_lab.records import DECIDED, ChunkTiming, Round, Timing, ToolExecution
+from toolcall_lab.records import DECIDED, ChunkTiming, HookFailure, Round, Timing, ToolExecution
 from toolcall_lab.runs import RunConfig, RunResult
 from toolcall_lab.strategies import StrategySpec, resolve
 from toolcall_lab.tools import Tool, ToolOutcome, ToolRegistry
@@ -314,6 +317,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     invalid: dict[tuple[int, str], deque[tuple[ToolExecution, str]]] = defaultdict(deque)
     """(round, id and position): the call the recording's harness screened out before it ran, and why."""
     idempotent: set[str] = set()
+    on_cut: dict[tuple[int, str], deque[ToolExecution]] = defaultdict(deque)
+    """(round, id and position): calls the recorded run was cut off in, for what each did then."""
     cut = recorded_cut(trace) is not None
     broke_in = len(trace.rounds) - 1 if failed_mid_stream(trace) else None
     for k, r in enumerate(trace.rounds):
@@ -331,6 +336,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                     by_key[k, key].append(len(recorded) - 1)
             elif ex.status == "cancelled":
                 unknown.setdefault((k, ex.tool_call_id), "cancelled: the recorded run was cut off")
+                on_cut[k, _place(ex.tool_call_id, call.index)].append(ex)
             elif ex.status == "skipped":
                 mode = trace.metadata.mode or "first_only"
                 unknown.setdefault(
@@ -414,7 +420,15 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                     and why.startswith("cancelled")
                     and (cut or (model is not None and model.served - 1 == broke_in))
                 ):
-                    await _until_cut()  # (the replay's cut, or its model failing, cancels it)
+                    began = asyncio.get_running_loop().time()
+                    k = model.served - 1 if model is not None else broke_in
+                    queue = on_cut.get((k or 0, _place(call.tool_call_id, call.index)))
+                    try:
+                        await _until_cut()  # (the replay's cut, or its model failing, cancels it)
+                    except asyncio.CancelledError:
+                        if queue:  # what the recorded call did on being cancelled, done again
+                            return await _as_when_cut(queue.popleft(), began)
+                        raise
                 raise ReplayDivergenceError(
                     f"{trace.metadata.title}: no recorded execution for call "
                     f"{call.tool_call_id} {name}({call.arguments}){where}" + (f" ({why})" if why else "")
@@ -432,7 +446,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 (ex.returned_at if ex.returned_at is not None else ex.ended_at) - ex.started_at
             )
             return ToolOutcome(
-                text=ex.result,
+                text=ex.result if ex.withheld_result is None else ex.withheld_result,
                 status=_OUTCOME.get(ex.status, "ok"),
                 duration_s=ex.duration_s,
                 timing=ex.timing,
@@ -459,6 +473,34 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 )
             )
     return registry
+
+
+_CAUGHT = re.compile(
+    r" while this call was running \(it caught the cancellation and returned at ([0-9.]+) s;"
+)
+_RAISED = re.compile(r" while this call was running \(on being cancelled it raised (.*)\)\.", re.S)
+
+
+async def _as_when_cut(ex: ToolExecution, began: float) -> ToolOutcome:
+    """Do again what the recorded call `ex` did when the run was cut off while it ran (its text
+    says): return as long after its start as it did (the replay's executor then records that it
+    caught the cancellation and returned), or raise what it raised; else stop (CancelledError),
+    as a call whose result is unknown."""
+    caught = _CAUGHT.search(ex.result)
+    if caught is not None:
+        at = float(caught[1])  # (written to the millisecond; the record's end, when it agrees, exactly)
+        returned = ex.ended_at if abs(ex.ended_at - at) <= 5e-4 else at
+        delay = returned - ex.started_at - (asyncio.get_running_loop().time() - began)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return ToolOutcome(text="")  # (discarded: the executor records the cancellation)
+    raised = _RAISED.search(ex.result)
+    if raised is not None:
+        delay = ex.ended_at - ex.started_at - (asyncio.get_running_loop().time() - began)
+        if delay > 0:  # (as long after its start as the recorded call raised)
+            await asyncio.sleep(delay)
+        raise Recorded(raised[1])
+    raise asyncio.CancelledError
 
 
 def tools_not_offered(trace: Trace) -> list[str]:
@@ -502,7 +544,12 @@ def replay_hooks(trace: Trace, model: ReplayModel | None = None) -> Hooks:
     recorded reason, results it withheld are withheld with the recorded reason, so the conversation
     (and the record) matches the recording's. Calls are matched by tool_call_id and position in the
     response (one id can be sent twice in a batch), in the round the replay's `model` serves (without
-    it: in recorded order)."""
+    it: in recorded order).
+
+    The recorded hook failures (``outcome.hook_failures``) happen again: where a recorded hook
+    raised (or answered something meaningless), the replay's raises the recorded error (`Recorded`),
+    for the same call or chunk, so the replay's ``hook_failures`` are the recording's (the
+    ``on_event`` listener's: `replay_listener`)."""
     rejected: dict[tuple[int, str], deque[str]] = defaultdict(deque)
     withheld: dict[tuple[int, str], deque[str]] = defaultdict(deque)
     for k, r in enumerate(trace.rounds):
@@ -515,33 +562,124 @@ def replay_hooks(trace: Trace, model: ReplayModel | None = None) -> Hooks:
             elif ex.status == "withheld":
                 reason = _between(ex.result, "Result withheld: ", ".")
                 withheld[k, place].append(reason or ex.result)
+    failures: dict[tuple[str, int | None, str | None], deque[str]] = defaultdict(deque)
+    """(hook, round, tool_call_id): the errors a recorded hook raised for that call, in order."""
+    chunk_failures: dict[tuple[int, int], deque[str]] = defaultdict(deque)
+    """(round, chunk number): the errors the recorded ``on_model_chunk`` hook raised for that chunk."""
+    for f in trace.outcome.hook_failures:
+        at: int | None = f.round_index if model is not None else 0
+        if f.hook == "on_model_chunk" and f.round_index is not None and f.round_index < len(trace.rounds):
+            chunk_failures[at or 0, _failed_chunk(trace.rounds[f.round_index], f)].append(f.error)
+        elif f.hook != "on_event":
+            failures[f.hook, at, f.tool_call_id].append(f.error)
+
+    def here() -> int:
+        return model.served - 1 if model is not None else 0
 
     def decided(table: dict[tuple[int, str], deque[str]], call: ToolCall) -> str | None:
-        queue = table.get(
-            (model.served - 1 if model is not None else 0, _place(call.tool_call_id, call.index))
-        )
+        queue = table.get((here(), _place(call.tool_call_id, call.index)))
         return queue.popleft() if queue else None
 
+    def fail(hook: str, round_index: int | None, tool_call_id: str | None) -> None:
+        """Raise what the recorded hook raised here, if it raised."""
+        queue = failures.get((hook, round_index, tool_call_id))
+        if queue:
+            raise Recorded(queue.popleft())
+
     def approve_call(call: ToolCall) -> str | None:
-        return decided(rejected, call)
+        reason = decided(rejected, call)
+        fail("approve_call", here(), call.tool_call_id)
+        return reason
 
     def approve_result(call: ToolCall, execution: ToolExecution) -> str | None:
-        return decided(withheld, call)
+        reason = decided(withheld, call)
+        fail("approve_result", here(), call.tool_call_id)
+        return reason
+
+    def on_tool_start(call: ToolCall) -> None:
+        fail("on_tool_start", here(), call.tool_call_id)
+
+    def on_tool_complete(execution: ToolExecution) -> None:
+        fail("on_tool_complete", here(), execution.tool_call_id)
+
+    seen = [-1, 0]  # (the round being streamed, chunks of it so far)
+
+    def on_model_chunk(payload: dict[str, Any]) -> None:
+        k = here()
+        if seen[0] != k:
+            seen[:] = [k, 0]
+        n, seen[1] = seen[1], seen[1] + 1
+        queue = chunk_failures.get((k, n))
+        if queue:
+            raise Recorded(queue.popleft())
 
     outcome = trace.outcome
     model_calls = [0]
 
     def before_model_call(messages: list[dict[str, Any]]) -> None:
-        """The recorded run stopped before its next model call: this replay stops there too."""
+        """The recorded run stopped before its next model call: this replay stops there too, with
+        the recorded hook's error (or, for a recording that holds none, a note)."""
         k, model_calls[0] = model_calls[0], model_calls[0] + 1
-        if k == len(trace.rounds):
+        fail("before_model_call", k if model is not None else 0, None)
+        if k == len(trace.rounds) and outcome.reason == "hook_error":
             raise RuntimeError(f"the recording's before_model_call hook failed here: {outcome.error}")
 
+    hooks = {hook for hook, _, _ in failures}
     return Hooks(
-        approve_call=approve_call if rejected else None,
-        approve_result=approve_result if withheld else None,
-        before_model_call=before_model_call if outcome.reason == "hook_error" else None,
+        approve_call=approve_call if rejected or "approve_call" in hooks else None,
+        approve_result=approve_result if withheld or "approve_result" in hooks else None,
+        before_model_call=before_model_call
+        if outcome.reason == "hook_error" or "before_model_call" in hooks
+        else None,
+        on_tool_start=on_tool_start if "on_tool_start" in hooks else None,
+        on_tool_complete=on_tool_complete if "on_tool_complete" in hooks else None,
+        on_model_chunk=on_model_chunk if chunk_failures else None,
     )
+
+
+_CHUNK = re.compile(r"\(the hook failed on chunk (\d+)\)")
+
+
+def _failed_chunk(r: Round, failure: HookFailure) -> int:
+    """The chunk of round `r` a recorded ``on_model_chunk`` failure was for: as its effect names it,
+    or (recordings made before it did) the last chunk that had arrived when the hook failed."""
+    named = _CHUNK.search(failure.effect)
+    if named is not None:
+        return int(named[1])
+    mc = r.model_call
+    arrived = [j for j, c in enumerate(mc.chunks) if mc.started_at + c.offset_s <= failure.at + 1e-9]
+    return arrived[-1] if arrived else 0
+
+
+def replay_listener(trace: Trace, model: ReplayModel | None = None) -> EventListener | None:
+    """An ``on_event`` listener that fails where the recorded run's listener failed (the same event
+    kind, call and round; its effect names the kind), so those failures are in the replay's record
+    too; None when the recording holds none."""
+    failed: dict[tuple[str, str | None], deque[tuple[int | None, str]]] = defaultdict(deque)
+    for f in trace.outcome.hook_failures:
+        kind = _EVENT_KIND.search(f.effect) if f.hook == "on_event" else None
+        if kind is not None:
+            failed[kind[1], f.tool_call_id].append((f.round_index if model is not None else None, f.error))
+    if not failed:
+        return None
+
+    def listener(event: RunEvent) -> None:
+        ex = getattr(event, "execution", None)
+        call = getattr(event, "call", None)
+        tool_call_id = ex.tool_call_id if ex is not None else getattr(call, "tool_call_id", None)
+        queue = failed.get((event.kind, tool_call_id))
+        if not queue:
+            return
+        round_index, error = queue[0]
+        at = getattr(event, "round_index", None)
+        if round_index is None or at is None or at == round_index:
+            queue.popleft()
+            raise Recorded(error)
+
+    return listener
+
+
+_EVENT_KIND = re.compile(r"the (\w+) event stands")
 
 
 def replay_config(trace: Trace, mode: StrategySpec | None = None, **settings: Any) -> RunConfig:
@@ -616,6 +754,7 @@ async def replay_async(
             )
     model = ReplayModel(trace, check=check or default_check(trace, cfg.mode))
     hooks = replay_hooks(trace, model)
+    listener = replay_listener(trace, model)
     cut_at = recorded_cut(trace)
     if cut_at is None or (cfg.timeout_s is not None and cfg.timeout_s <= cut_at + 1e-9):
         abort = None  # (a recorded deadline cuts the replay by itself)
@@ -635,6 +774,7 @@ async def replay_async(
             config=cfg,
             hooks=hooks,
             abort=abort,
+            on_event=listener,
         )
     finally:
         if timer is not None:

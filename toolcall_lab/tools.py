@@ -6,8 +6,10 @@ per run) so they never block the event loop.
 
 A sync tool that outlives its timeout is reported at its timeout, and neither the other calls nor the
 end of the run wait for it. **Its thread cannot be stopped** (Python has no way to kill a thread): it
-runs on in the background until the function returns, and its result is discarded. Give blocking
-tools their own timeouts (e.g. on sockets) when that matters.
+runs on in the background until the function returns, and its result is discarded. Worker threads
+are daemon threads, so when the interpreter exits first, Python stops such a thread where it stands:
+its ``finally`` blocks and other cleanup never run. Give blocking tools their own timeouts (e.g. on
+sockets) when that matters.
 
 A tool is a function returning its result (or an awaitable of it): plain and ``async`` functions,
 ``functools.partial`` objects and callable objects. Generator functions are refused (their body would
@@ -282,15 +284,35 @@ class StopIterationInTool(RuntimeError):
     (``__cause__`` is the original). Python does the same to coroutines (PEP 479)."""
 
 
+class GeneratorExitInTool(Exception):
+    """A sync tool raised GeneratorExit in its worker thread: carried out as an ordinary exception
+    (`original`), since asyncio throws a GeneratorExit into the coroutine awaiting the thread as a
+    fresh one, its message lost. The executor raises the original again (the run stops)."""
+
+    def __init__(self, original: GeneratorExit) -> None:
+        super().__init__(repr(original))
+        self.original = original
+
+
 def call_sync(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """``fn(**arguments)`` for a worker thread: StopIteration comes out as `StopIterationInTool`."""
+    """``fn(**arguments)`` for a worker thread: StopIteration comes out as `StopIterationInTool`,
+    GeneratorExit as `GeneratorExitInTool`."""
     try:
         return fn(**arguments)
     except (StopIteration, StopAsyncIteration) as exc:
         raise StopIterationInTool(f"tool raised {type(exc).__name__}") from exc
+    except GeneratorExit as exc:
+        raise GeneratorExitInTool(exc) from None
 
 
-class NeverStarted(TimeoutError):
+class LimitExpired(Exception):
+    """The harness's limit on a sync call expired while the call ran in its worker thread (the thread
+    runs on; its result is discarded). Deliberately not a ``TimeoutError``: since Python 3.11
+    ``concurrent.futures.TimeoutError`` *is* the builtin, so a tool's own ``TimeoutError`` and the
+    harness's limit could not be told apart by type."""
+
+
+class NeverStarted(LimitExpired):
     """A sync call's limit expired before a worker thread had taken it up (a busy machine): it was
     withdrawn and never runs."""
 
@@ -301,8 +323,9 @@ class ToolThreads(concurrent.futures.Executor):
     the pool, decides how many run) and a worker stuck in a timed-out call never delays another.
 
     Workers are daemon threads: a stuck one does not keep the run, `run_sync` or the interpreter from
-    finishing. `shutdown()` (at the end of every run) lets idle workers exit; busy ones exit when their
-    call returns. On the virtual clock sync tools run inline instead (see `toolcall_lab.clock`).
+    finishing (at interpreter exit it is stopped where it stands: its ``finally`` blocks do not run).
+    `shutdown()` (at the end of every run) lets idle workers exit; busy ones exit when their call
+    returns. On the virtual clock sync tools run inline instead (see `toolcall_lab.clock`).
     """
 
     def __init__(self, name: str = "toolcall-lab-tool") -> None:
@@ -344,18 +367,18 @@ class ToolThreads(concurrent.futures.Executor):
     def wait(self, fn: Callable[..., Any], arguments: dict[str, Any], timeout_s: float) -> Any:
         """Run ``fn(**arguments)`` on a worker and block for at most `timeout_s` real seconds (the
         virtual clock's way to hold a sync tool to its limit: no virtual time passes); raises
-        ``TimeoutError`` when the limit expires (the worker runs on; its result is discarded), or
-        `NeverStarted` when no worker had taken the call by then (it never runs)."""
+        `LimitExpired` when the limit expires (the worker runs on; its result is discarded), or
+        `NeverStarted` when no worker had taken the call by then (it never runs). Whatever the tool
+        raises itself (its own ``TimeoutError`` too) comes out as it is: whether the limit expired is
+        read from the future's state, never from the type of an exception."""
         ctx = contextvars.copy_context()
         future = self.submit(ctx.run, call_sync, fn, arguments)
-        try:
-            return future.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError:
-            if future.done():  # it finished just as the limit expired
-                return future.result()
-            if future.cancel():
-                raise NeverStarted(f"no worker thread had started it after {timeout_s} s") from None
-            raise TimeoutError(f"still running after {timeout_s} s") from None
+        done, _ = concurrent.futures.wait((future,), timeout=timeout_s)
+        if done:  # (also when it finished just as the limit expired)
+            return future.result()
+        if future.cancel():
+            raise NeverStarted(f"no worker thread had started it after {timeout_s} s")
+        raise LimitExpired(f"still running after {timeout_s} s")
 
     def _rest(self, worker: _Worker) -> bool:
         """A worker finished a call: keep it for the next one (False: the run ended, exit)."""
@@ -432,6 +455,11 @@ def tool_from_function(
     position leave the schema, by keyword become defaults; the name and docstring are the wrapped
     function's) or a callable object (its ``__call__`` gives the hints and docstring; pass `name`).
     """
+    if isinstance(function, Tool):
+        raise UsageError(
+            f"{function.name!r} is already a Tool (e.g. made by simulated() or Tool(...)): add it with "
+            "registry.add(tool); register() and tool_from_function() take a plain function"
+        )
     if not callable(function):
         raise UsageError(f"a tool must be callable; got {function!r}")
     target = _target(function)

@@ -12,7 +12,7 @@ from typing import Any
 
 from toolcall_lab._unicode import LONE_SURROGATE, describe, escape, unwritable
 from toolcall_lab.exceptions import TraceError, TraceFormatError
-from toolcall_lab.records import ToolExecution
+from toolcall_lab.records import ToolExecution, count_failed
 from toolcall_lab.redaction import SECRET_KEYS, redact, redact_stream, secret_warnings
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace
 
@@ -41,7 +41,7 @@ def dumps(trace: Trace, *, source: str | None = None) -> str:
     by a low one cannot be kept apart from the character the pair encodes: that raises
     `TraceError` naming the field, round and call (`source`: the file, for the message).
     """
-    doc = trace.to_dict()
+    doc = trace.to_file_dict()  # (schema 3: each request a delta over the previous one)
     text = json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
     if LONE_SURROGATE.search(text):
         bad = unwritable(doc)
@@ -58,8 +58,9 @@ def dumps(trace: Trace, *, source: str | None = None) -> str:
 
 def redact_trace(trace: Trace) -> Trace:
     """The trace with credentials replaced by ``[REDACTED: ...]`` marks wherever they occur, each
-    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`)."""
-    doc = trace.to_dict()
+    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`), by its JSON path in the
+    file form (`Trace.to_file_dict`: a message is looked at once, where it is first sent)."""
+    doc = trace.to_file_dict()
     kept = doc["metadata"].pop("redactions")
     notes = [
         note
@@ -169,7 +170,8 @@ _FREE_FORM = frozenset(
 
 
 def _sample_doc() -> dict[str, Any]:
-    """A trace with one of everything, as written: the fields the current schema knows."""
+    """A trace with one of everything, as written (both forms of a request, whole and a delta): the
+    fields the current schema knows."""
     from toolcall_lab.messages import Finding, ToolCall
     from toolcall_lab.records import ModelCall, Round, TimedChunk, ToolExecution
     from toolcall_lab.trace import TraceMetadata, TraceOutcome
@@ -196,6 +198,7 @@ def _sample_doc() -> dict[str, Any]:
                 ended_at=2.0,
                 queued_at=0.5,
                 returned_at=2.5,
+                withheld_result="",
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
@@ -208,7 +211,9 @@ def _sample_doc() -> dict[str, Any]:
         rounds=(rnd,),
         outcome=TraceOutcome(status="completed", reason="final_answer"),
     )
-    return trace.to_dict()
+    whole, delta = trace.to_dict(), trace.to_file_dict()
+    whole["rounds"].append(delta["rounds"][0])
+    return whole
 
 
 def _shape(value: Any, path: str = "") -> dict[str, set[str]]:
@@ -341,6 +346,10 @@ def final_conversation(trace: Trace) -> list[dict[str, Any]]:
     ]
 
 
+CONTRADICTION = "contradiction: "
+"""How `validate` starts a warning that the trace contradicts itself (`contradictions`): the CLI exits
+1 on those, --strict or not."""
+
 _ORDER_SLACK_S = 1e-6
 """Imported timestamps are exact to the microsecond: closer than that is not out of order."""
 
@@ -369,6 +378,118 @@ def order_problems(trace: Trace) -> list[str]:
         else:
             previous_end = None
     return problems
+
+
+_ANSWERED_BY_THE_MODEL = frozenset({"final_answer", "max_rounds", "fail_fast"})
+"""Outcome reasons of a run the model ended with an answer (its last round holds it)."""
+
+
+def _same_arguments(a: str, b: str) -> bool:
+    """The same argument text, or the same JSON object (whitespace, key order)."""
+    if a == b:
+        return True
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except (ValueError, TypeError, RecursionError):
+        return False
+
+
+def _message_calls(message: dict[str, Any]) -> list[tuple[Any, Any, Any]] | None:
+    """(id, name, arguments) of each tool call an assistant message carries (None: it carries none)."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return None
+    out = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        out.append((c.get("id") if isinstance(c, dict) else None, fn.get("name"), fn.get("arguments")))
+    return out
+
+
+def contradictions(trace: Trace) -> list[str]:
+    """Where a trace contradicts itself (each record may be valid on its own, loading checks that):
+    a round's calls against its assistant message, an execution's arguments against its call's, the
+    outcome against the rounds (a run said to end with the model's answer whose last round is a batch
+    of calls, or whose final answer is not that round's text; ``all_calls_failed`` with a call that
+    did not fail; ``empty_response`` after a text). A replay of such a trace reports something else
+    than it says; each item names the round and the call."""
+    out: list[str] = []
+    for r in trace.rounds:
+        k = r.round_index
+        changed = {f.tool_call_id for f in r.findings if f.kind == "changed_after_start"}
+        carried = _message_calls(r.assistant_message)
+        if carried is not None or r.tool_calls:
+            mine = [(c.tool_call_id, c.name, c.arguments) for c in r.tool_calls]
+            if carried is None:
+                out.append(f"rounds[{k}]: {len(mine)} tool call(s), but its assistant message carries none")
+            elif len(carried) != len(mine):
+                out.append(
+                    f"rounds[{k}]: {len(mine)} tool call(s), but its assistant message carries {len(carried)}"
+                )
+            else:
+                for pos, ((cid, name, args), (mid, mname, margs)) in enumerate(
+                    zip(mine, carried, strict=True)
+                ):
+                    if (
+                        (cid, name) != (mid, mname)
+                        or not isinstance(margs, str)
+                        or not _same_arguments(args, margs)
+                    ):
+                        out.append(
+                            f"rounds[{k}] call {cid} (position {pos}): the call is {name}({_clip(args)}), "
+                            f"its assistant message says {mid} {mname}({_clip(margs)})"
+                        )
+        for pos, (call, ex) in enumerate(zip(r.tool_calls, r.executions, strict=False)):
+            if ex.tool_call_id != call.tool_call_id or call.tool_call_id in changed:
+                continue  # (another warning says so; a call that changed as it streamed has a finding)
+            if not _same_arguments(ex.arguments, call.arguments):
+                out.append(
+                    f"rounds[{k}] call {call.tool_call_id} (position {pos}): its execution ran with "
+                    f"{_clip(ex.arguments)}, the call holds {_clip(call.arguments)}"
+                )
+    outcome, rounds = trace.outcome, trace.rounds
+    last = rounds[-1] if rounds else None
+    said = f"outcome: {outcome.status}/{outcome.reason}, but"
+    final = f"the last round (rounds[{last.round_index}])" if last is not None else ""
+    if outcome.reason in _ANSWERED_BY_THE_MODEL and outcome.status == "completed":
+        if last is None:
+            out.append(f"{said} the trace has no rounds")
+        elif last.tool_calls:
+            out.append(
+                f"{said} {final} is a batch of {len(last.tool_calls)} tool call(s), not the model's answer: "
+                "the round holding that answer is missing"
+            )
+        elif outcome.final_answer != last.assistant_message.get("content"):
+            out.append(
+                f"outcome.final_answer is {_clip(outcome.final_answer)}, but the last round "
+                f"(rounds[{last.round_index}]) answered {_clip(last.assistant_message.get('content'))}"
+            )
+    if outcome.reason == "all_calls_failed" and last is not None:
+        ran = [e for e in last.executions if e.answered]
+        if not last.tool_calls:
+            out.append(
+                f"{said} {final} is the model's answer, not a batch of calls (such a run ends right after "
+                "the batch whose every call failed)"
+            )
+        elif not ran:
+            out.append(f"{said} {final} has no call that ran")
+        elif count_failed(ran) != len(ran):
+            failed_ids = {e.tool_call_id for e in ran if e.failed}
+            fine = [
+                f"{e.tool_call_id} ({e.status})"
+                for e in ran
+                if not e.failed and not (e.status == "duplicate" and e.duplicate_of in failed_ids)
+            ]
+            out.append(f"{said} in {final} these calls did not fail: {', '.join(fine)}")
+    if outcome.reason == "empty_response" and last is not None:
+        text = last.assistant_message.get("content")
+        if last.tool_calls or (isinstance(text, str) and text.strip()):
+            out.append(
+                f"{said} {final} answered {_clip(text)}"
+                + (f" with {len(last.tool_calls)} tool call(s)" if last.tool_calls else "")
+            )
+    return out
 
 
 def validate(path: str | Path) -> tuple[Trace, list[str]]:
@@ -404,6 +525,7 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
                     f"{call.name} (index {call.index})"
                 )
     warnings += [f"out of order: {w}" for w in order_problems(trace)]
+    warnings += [f"{CONTRADICTION}{w}" for w in contradictions(trace)]
     known = set(RunConfig.__dataclass_fields__) | {"mode"}
     warnings += [f"unknown setting: metadata.settings.{k}" for k in trace.metadata.settings if k not in known]
     skipped = [e.tool_call_id for r in trace.rounds for e in r.executions if e.status == "skipped"]

@@ -118,7 +118,11 @@ class Batch:
     _groups: list[_Group] | None = None  # every group the batch made (drained when it closes)
     _joiners: set[asyncio.Task[Any]] | None = None  # tasks waiting in `join`
     _stopped_at: dict[int, float] | None = None  # calls the harness cancelled: when that took effect
+    _queued: dict[int, float] | None = None  # calls that waited for a slot: since when (kept on
+    # every path, a call cut off while it waited or ran too)
     _draining = False  # the harness is cancelling the batch's calls (not the strategy)
+    _stopping: set[asyncio.Task[Any]] | None = None  # call tasks the harness cancelled (a call that
+    # must stop the run stops its siblings): their cancellation is the run's, not the strategy's
     _closed = False  # the round is recorded: the batch runs nothing more
     _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
     _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
@@ -519,7 +523,8 @@ class Batch:
             return
         executor = self._executor
         at = executor.now()
-        if self._draining or executor._cut():
+        stopping = self._stopping
+        if self._draining or executor._cut() or (stopping and asyncio.current_task() in stopping):
             stopped = self._stopped_at
             if stopped is None:
                 stopped = self._stopped_at = {}
@@ -527,9 +532,24 @@ class Batch:
             return
         call = self._calls[pos] if self._final else self._indices[pos]
         why = f"the strategy {self._strategy!r} cancelled it"
-        self._done[pos] = executor.cut_off(call, pos, self._started[pos], why, at)
+        self._done[pos] = self._with_queue(pos, executor.cut_off(call, pos, self._started[pos], why, at))
         if self._open[pos]:
             self._observe(pos, at)
+
+    def _wait_from(self, pos: int, at: float) -> None:
+        """The call at `pos` waits for a slot from `at` on (`ToolExecution.queued_at`)."""
+        queued = self._queued
+        if queued is None:
+            queued = self._queued = {}
+        queued[pos] = at
+
+    def _with_queue(self, pos: int, ex: ToolExecution) -> ToolExecution:
+        """`ex` with the time its call began to wait for a slot, if it waited: on every path (run,
+        interrupted, cut off, cancelled), so no waiting vanishes from the record."""
+        queued = self._queued.get(pos) if self._queued else None
+        if queued is None or ex.queued_at is not None:
+            return ex
+        return replace(ex, queued_at=min(queued, ex.started_at))
 
     async def _execute(self, pos: int, at: float | None = None) -> ToolExecution:
         """The screened call at `pos` through the executor, started at `at` (default: now), its
@@ -586,6 +606,7 @@ class Batch:
         if slots is not None and not slots.take(call.name):
             loop = asyncio.get_running_loop()
             granted: asyncio.Future[Any] = loop.create_future()
+            self._wait_from(pos, at)
             slots.wait(pos, call.name, at, granted.set_result)
             try:
                 await granted
@@ -601,7 +622,8 @@ class Batch:
             ex = await executor.execute(call, pos, at)
         except Interrupted as exc:
             if exc.execution is not None:
-                self._done[self._at(pos, early)] = exc.execution
+                at_pos = self._at(pos, early)
+                self._done[at_pos] = self._with_queue(at_pos, exc.execution)
             raise
         finally:
             if slots is not None:
@@ -878,6 +900,8 @@ class Batch:
             self._runners = {moved.get(p, p): t for p, t in self._runners.items()}
         if self._stopped_at:
             self._stopped_at = {moved.get(p, p): t for p, t in self._stopped_at.items()}
+        if self._queued:
+            self._queued = {moved.get(p, p): t for p, t in self._queued.items()}
         waiting = [moved.get(p, p) for p in self._arrivals]  # (in place: strategies hold the deque)
         self._arrivals.clear()
         self._arrivals.extend(waiting)
@@ -972,7 +996,7 @@ class Batch:
             t.cancel()
         await wait_until_stopped(pending)
         for t in pending:
-            if not t.cancelled():
+            if t.done() and not t.cancelled():  # (not done: a second signal gave up waiting for it)
                 t.exception()  # retrieved: the run reports the strategy's failure, not asyncio
 
     def _unsettled(self) -> list[int]:
@@ -1003,7 +1027,7 @@ class Batch:
             if ex is None:
                 why = cut or "the batch was cut off"
                 ex = executor.cut_off(call, pos, self._started[pos], why, stopped.get(pos))
-                self._done[pos] = ex
+                ex = self._done[pos] = self._with_queue(pos, ex)
             elif early and (ex.tool_call_id != call.tool_call_id or ex.arguments != call.arguments):
                 ran = early.get(pos)
                 if ran is not None and ran.args == call.args and ran.name == call.name:
@@ -1134,7 +1158,7 @@ class _Group:
 
     def failed(self, exc: BaseException, pos: int) -> None:
         if isinstance(exc, Interrupted) and exc.execution is not None:
-            self.batch._done[pos] = exc.execution
+            self.batch._done[pos] = self.batch._with_queue(pos, exc.execution)
         self.failure.append(exc)
         if not self.finished.done():
             self.finished.set_result(None)
@@ -1157,6 +1181,7 @@ class _Group:
                 queued: float | None = None
                 if slots is not None and not slots.take(call.name):
                     granted: asyncio.Future[Any] = self.loop.create_future()
+                    batch._wait_from(pos, at)
                     slots.wait(pos, call.name, at, granted.set_result)
                     try:
                         await granted
@@ -1213,6 +1238,9 @@ class _Group:
             if self.left or self.failure:  # (when every call counted itself out, every task returned)
                 pending = [t for t in self.tasks if not t.done()]
                 if pending:
+                    if self.failure:  # a call must stop the run: the harness stops the others, not
+                        batch = self.batch  # the strategy (their records say why the run stopped)
+                        batch._stopping = {*(batch._stopping or ()), *pending}
                     for t in pending:
                         t.cancel()
                     await wait_until_stopped(pending)
