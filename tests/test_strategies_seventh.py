@@ -197,3 +197,117 @@ def test_save_refuses_a_trace_load_would_refuse(tmp_path) -> None:
     with pytest.raises(TraceError, match=r"not saved: the trace would not load back.*wall_time_s"):
         save(bad, tmp_path / "bad.json")
     assert not (tmp_path / "bad.json").exists()
+
+
+# -- 4/14: every option, by every route, honoured or refused ------------------------------------------------
+
+
+def _two_searches() -> ChunkModel:
+    return ChunkModel(
+        [
+            (0.5, header(0, "a", "search", '{"key": "x"}')),
+            (1.0, header(1, "b", "search", '{"key": "y"}')),
+            (1.5, header(2, "c", "read", '{"key": "z"}')),
+            (2.0, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+
+
+def test_options_set_as_class_attributes_of_a_builtin_subclass_are_honoured() -> None:
+    """t14b #4: ``class OneAtATime(Parallel): concurrency = 1`` ran uncapped under the name 'parallel'."""
+    from toolcall_lab.strategies import Eager, Parallel, resolve
+
+    class OneAtATime(Parallel):
+        concurrency = 1
+
+    class OneSearch(Eager):
+        tool_limits = {"search": 1}  # noqa: RUF012 (as a user writes it)
+
+    assert resolve(OneAtATime()).name == "parallel[cap=1]"
+    assert resolve(OneSearch()).name == "eager[search=1]"
+    capped = _run(_two_searches(), Counting().registry(), mode=OneAtATime())
+    assert [e.queued_at is not None for e in capped.rounds[0].executions] == [False, True, True]
+    tools = Counting()
+    limited = _run(_two_searches(), tools.registry(), mode=OneSearch())
+    assert tools.peak["search"] == 1
+    assert [e.queued_at is not None for e in limited.rounds[0].executions] == [False, True, False]
+    assert OneAtATime(concurrency=2).concurrency == 2  # (the constructor's own wins)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("streams", "yes"), ("skips_calls", "no"), ("streams", 1), ("skips_calls", None)],
+)
+def test_a_boolean_option_that_is_not_a_boolean_is_refused_by_every_route(flag: str, value: Any) -> None:
+    """t14b #14: skips_calls="no" and streams="yes" were taken as True."""
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.strategies import FunctionStrategy, Strategy, resolve, strategy
+
+    async def go(batch: Any) -> None:
+        await batch.run_parallel()
+
+    with pytest.raises(UsageError, match=f"{flag}={value!r}: must be True or False"):
+        strategy("by_decorator", **{flag: value})(go)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=f"{flag}={value!r}: must be True or False"):
+        FunctionStrategy(go, "by_constructor", **{flag: value})
+
+    class ByClass(Strategy):
+        name = "by_class"
+
+        async def run(self, batch: Any) -> None:
+            await batch.run_parallel()
+
+    setattr(ByClass, flag, value)
+    with pytest.raises(UsageError, match=f"{flag}={value!r}: must be True or False"):
+        resolve(ByClass())
+
+    class Duck:
+        name = "duck"
+
+        async def run(self, batch: Any) -> None:
+            await batch.run_parallel()
+
+    duck = Duck()
+    setattr(duck, flag, value)
+    with pytest.raises(UsageError, match=f"{flag}={value!r}: must be True or False"):
+        resolve(duck)
+    made = strategy("by_instance")(go)
+    setattr(made, flag, value)
+    with pytest.raises(UsageError, match=f"{flag}={value!r}: must be True or False"):
+        resolve(made)
+
+
+def test_limits_of_any_strategy_object_are_checked_not_only_a_strategy_subclasss() -> None:
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.strategies import resolve
+
+    class Duck:
+        name = "duck"
+        concurrency = "2"
+
+        async def run(self, batch: Any) -> None:
+            await batch.run_parallel()
+
+    with pytest.raises(UsageError, match="concurrency='2': must be an integer >= 1"):
+        resolve(Duck())
+
+
+@pytest.mark.parametrize(
+    ("base", "flag", "value"),
+    [("Eager", "streams", False), ("Parallel", "streams", True), ("FirstOnly", "skips_calls", False)],
+)
+def test_a_builtin_subclass_keeping_its_run_must_keep_what_that_run_needs(
+    base: str, flag: str, value: Any
+) -> None:
+    """A subclass of Eager with streams = False kept Eager.run, which then ran no call at all."""
+    import toolcall_lab.strategies as strategies
+    from toolcall_lab.exceptions import UsageError
+
+    cls = type("Mine", (getattr(strategies, base),), {"name": "mine", flag: value})
+    with pytest.raises(UsageError, match=f"{flag}={value!r}, but it runs {base}.run, which needs"):
+        strategies.resolve(cls())
+    instance = getattr(strategies, base)()
+    setattr(instance, flag, value)  # (set on an instance of the built-in itself)
+    with pytest.raises(UsageError, match=f"{flag}={value!r}, but it runs {base}.run"):
+        strategies.resolve(instance)

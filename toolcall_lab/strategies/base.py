@@ -214,6 +214,12 @@ class FunctionStrategy(Strategy):
                 f"strategy {name or what!r}: {what} is not an `async def`; a strategy's function is "
                 "an `async def f(batch)` (it awaits the batch's calls)"
             )
+        for flag, value in (("streams", streams), ("skips_calls", skips_calls)):
+            if not isinstance(value, bool):
+                raise UsageError(
+                    f"strategy {name or getattr(function, '__name__', '?')!r}: {flag}={value!r}: must be "
+                    f"True or False (a {type(value).__name__} would be read as {bool(value)})"
+                )
         self.function = function
         self.name = check_name(
             function.__name__ if name is None else name,
@@ -315,9 +321,23 @@ def checked(obj: Any, where: str) -> StrategyLike:
         raise UsageError(f"{where}: the strategy {obj!r} has no name (set its `name` to a non-empty string)")
     if not inspect.iscoroutinefunction(run):
         raise UsageError(f"{where}: {name!r}.run must be an `async def` taking the batch")
-    if type(obj) is not Strategy and isinstance(obj, Strategy):
-        check_limits(f"{where}: strategy {name!r}", obj.concurrency, obj.tool_limits)
+    check_options(obj, f"{where}: strategy {name!r}")
     return obj  # type: ignore[no-any-return]
+
+
+def check_options(obj: Any, where: str) -> None:
+    """Every option a strategy declares, by any route (a class attribute, one set on the instance, the
+    constructor, the decorator), as the loop will read it: ``streams`` and ``skips_calls`` are True or
+    False (``"no"`` would read as True), ``concurrency`` an integer >= 1 or None, ``tool_limits`` a
+    mapping of tool names to integers >= 1. Anything else is a `UsageError` naming the option."""
+    for flag in ("streams", "skips_calls"):
+        value = getattr(obj, flag, False)
+        if not isinstance(value, bool):
+            raise UsageError(
+                f"{where}: {flag}={value!r}: must be True or False (a {type(value).__name__} would be "
+                f"read as {bool(value)})"
+            )
+    check_limits(where, getattr(obj, "concurrency", None), getattr(obj, "tool_limits", None))
 
 
 def strategy_name(spec: Any) -> str:
