@@ -11,6 +11,7 @@ are refused alike everywhere; a streaming strategy is called only for a response
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -311,3 +312,81 @@ def test_a_builtin_subclass_keeping_its_run_must_keep_what_that_run_needs(
     setattr(instance, flag, value)  # (set on an instance of the built-in itself)
     with pytest.raises(UsageError, match=f"{flag}={value!r}, but it runs {base}.run"):
         strategies.resolve(instance)
+
+
+# -- 5: a divergence is classified by the cause its record shows, for any strategy --------------------------
+
+
+def _impatient() -> Any:
+    from toolcall_lab.strategies import strategy
+
+    @strategy("impatient")
+    async def impatient(batch: Any) -> None:
+        """Give each call 0.2 s, then move on."""
+        for i in range(len(batch.calls)):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(batch.run(i), 0.2)
+
+    return impatient
+
+
+def _skipper() -> Any:
+    from toolcall_lab.strategies import strategy
+
+    @strategy("keep_first", skips_calls=True)
+    async def keep_first(batch: Any) -> None:
+        await batch.run(0)
+        for i in range(1, len(batch.calls)):
+            batch.skip(i, "only the first")
+
+    return keep_first
+
+
+def _divergence(trace: Trace, mode: Any, check: str = "strict") -> str:
+    from toolcall_lab.exceptions import ReplayDivergenceError
+
+    with pytest.raises(ReplayDivergenceError) as caught:
+        replay(trace, mode, check=check)  # type: ignore[arg-type]
+    return str(caught.value)
+
+
+HOOK_HINT = "before_model_call hook edited the messages"
+
+
+def test_a_strategys_own_cancellation_is_named_not_blamed_on_a_hook() -> None:
+    """t14b #5: a user strategy cancelling its own calls got the hook hint."""
+    trace = SCENARIOS["weather_news_stock"].record()
+    said = _divergence(trace, _impatient())
+    assert "the strategy 'impatient' cancelled call call_0_0 here" in said
+    assert "that strategy's own decision" in said and HOOK_HINT not in said
+    made_under_it = SCENARIOS["weather_news_stock"].record(_impatient())
+    said = _divergence(made_under_it, "parallel")
+    assert "the recording's strategy 'impatient' cancelled it (its own decision)" in said
+    assert "recorded run was cut off" not in said  # (before: it was cancelled by a cut, the error said)
+    assert HOOK_HINT not in said
+    from toolcall_lab.analysis import compare
+
+    errors = compare([trace], ["parallel", _impatient()]).errors
+    assert "the strategy 'impatient' cancelled call" in errors.iloc[0]["error"]
+
+
+def test_a_skipped_call_on_either_side_is_the_skipping_strategys_decision() -> None:
+    trace = SCENARIOS["weather_news_stock"].record()
+    said = _divergence(trace, _skipper())
+    assert "is not answered here" in said and "skipped it" in said and HOOK_HINT not in said
+    first_only = SCENARIOS["weather_news_stock"].record("first_only")
+    said = _divergence(first_only, "parallel")
+    assert "the recording was made under first_only, which never ran it" in said and HOOK_HINT not in said
+
+
+def test_a_difference_the_record_does_not_explain_keeps_the_hook_hint() -> None:
+    from dataclasses import replace
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    second = trace.rounds[1]
+    edited = [dict(m) for m in second.request_messages]
+    tool = next(k for k, m in enumerate(edited) if m.get("role") == "tool")
+    edited[tool]["content"] = "an edit a hook made"
+    rounds = (trace.rounds[0], replace(second, request_messages=tuple(edited)), *trace.rounds[2:])
+    said = _divergence(replace(trace, rounds=rounds), "parallel")
+    assert HOOK_HINT in said
