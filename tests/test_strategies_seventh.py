@@ -390,3 +390,91 @@ def test_a_difference_the_record_does_not_explain_keeps_the_hook_hint() -> None:
     rounds = (trace.rounds[0], replace(second, request_messages=tuple(edited)), *trace.rounds[2:])
     said = _divergence(replace(trace, rounds=rounds), "parallel")
     assert HOOK_HINT in said
+
+
+# -- 6, 7, 12: what a streaming strategy is called for, and round notes that say what happened --------------
+
+_STREAM = [
+    (0.5, header(0, "a", "search", '{"key": "x"}')),
+    (1.0, header(1, "b", "read", '{"key": "y"}')),
+    (2.0, chunk({}, "tool_calls")),
+]
+
+
+def test_a_streaming_strategy_is_called_only_for_a_response_that_holds_calls() -> None:
+    """t14b #12: a streams=True strategy was also called for the final answer, where a strategy awaiting
+    its first arrival failed (StopAsyncIteration)."""
+    from toolcall_lab.strategies import strategy
+
+    calls: list[int] = []
+
+    @strategy("first_then_rest", streams=True)
+    async def first_then_rest(batch: Any) -> None:
+        calls.append(batch.round_index)
+        arrivals = batch.arrivals()
+        batch.start(await arrivals.__anext__())  # (there is always a first: the batch holds a call)
+        async for pos in arrivals:
+            batch.start(pos)
+        await batch.join()
+
+    result = _run(ChunkModel(_STREAM, answer()), Counting().registry(), mode=first_then_rest)
+    assert (result.status, result.reason) == ("completed", "final_answer")
+    assert calls == [0]  # (not for round 1, the final answer)
+    assert [e.started_at for e in result.rounds[0].executions] == [0.5, 1.0]
+    only_text = _run(ChunkModel(answer()), Counting().registry(), mode=first_then_rest)
+    assert (only_text.status, only_text.reason) == ("completed", "final_answer") and calls == [0]
+
+
+def test_a_cut_off_note_says_no_call_ran_when_none_did() -> None:
+    """t14b #6: "... cut off after 0.000 s (the strategy failed) while calls that were already complete
+    ran", where no call had run."""
+    from toolcall_lab.strategies import strategy
+
+    @strategy("hasty", streams=True)
+    async def hasty(batch: Any) -> None:
+        await batch.run_parallel()  # (refused while the model streams)
+
+    result = _run(ChunkModel(_STREAM, answer()), Counting().registry(), mode=hasty)
+    assert result.reason == "strategy_error"
+    note = result.rounds[0].strategy_notes[0]
+    assert "before any call started" in note and "ran" not in note.split("(")[-1]
+
+
+def _indexed(order: list[int | None]) -> list[tuple[float, dict[str, Any]]]:
+    """A stream of calls sent with the given call indices (None: no index field), one a second."""
+    out: list[tuple[float, dict[str, Any]]] = []
+    for k, index in enumerate(order):
+        head = header(index if index is not None else 0, f"c{k}", "search", f'{{"key": "{k}"}}')
+        if index is None:
+            del head["choices"][0]["delta"]["tool_calls"][0]["index"]
+        out.append((1.0 + k, head))
+    out.append((10.0, chunk({}, "tool_calls")))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("order", "why"),
+    [
+        ([1, 0, 2], "call index 1 came where 0 was expected"),
+        ([0, 2, 5], "call index 2 came where 1 was expected"),
+    ],
+)
+def test_eager_says_when_the_streams_indices_kept_calls_from_starting_early(
+    order: list[int], why: str
+) -> None:
+    """t14b #7: every call started at the stream's end, with no note saying why."""
+    result = _run(ChunkModel(_indexed(order), answer()), Counting().registry(), mode="eager")
+    notes = result.rounds[0].strategy_notes
+    assert any(why in n and "could start only when the stream ended" in n for n in notes), notes
+
+
+def test_calls_sent_without_an_index_start_as_soon_as_they_are_complete() -> None:
+    """t14b #7: a stream without index fields is numbered 0, 1, 2 by the parser, yet no call started
+    early (its name was looked up by a wire index it does not have)."""
+    from toolcall_lab.analysis import eager_bound_s
+
+    result = _run(ChunkModel(_indexed([None, None]), answer()), Counting().registry(), mode="eager")
+    assert [e.started_at for e in result.rounds[0].executions] == [1.0, 2.0]
+    assert result.rounds[0].strategy_notes == ()
+    trace = Trace.from_run(result, TraceMetadata(title="no index", origin="recorded"))
+    assert eager_bound_s(trace) == pytest.approx(10.1)  # (the stream's end, then the answer's 0.1 s)

@@ -152,7 +152,7 @@ class CallTracker:
     left to the stream's end too, where the parser's verdict decides (they are never executed).
     """
 
-    __slots__ = ("acc", "dispatched", "in_order", "no_arguments", "open", "ready", "seen")
+    __slots__ = ("acc", "dispatched", "in_order", "no_arguments", "open", "out_of_order", "ready", "seen")
 
     def __init__(self, no_arguments: Container[str] = frozenset()) -> None:
         self.no_arguments = no_arguments
@@ -165,6 +165,8 @@ class CallTracker:
         self.dispatched: dict[int, ToolCall] = {}
         self.ready: list[tuple[int, ToolCall]] = []
         self.in_order = True
+        self.out_of_order: str | None = None
+        """Where the indices stopped running 0, 1, 2, ... (in words), once they did."""
 
     def listen(self, acc: ChatCompletionAccumulator) -> None:
         self.acc = acc
@@ -184,6 +186,11 @@ class CallTracker:
                     self._try(earlier, scan, no_arguments_only=True)  # or is cut off never completes)
             if index != self.seen:
                 self.in_order = False  # its position, and the later calls', is known at the end
+                self.out_of_order = (
+                    f"call index {index} came where {self.seen} was expected"
+                    if index >= 0
+                    else f"a negative call index ({index}) came where {self.seen} was expected"
+                )
                 return
             self.seen += 1
             self.open[index] = ArgumentScan()
@@ -220,7 +227,12 @@ class CallTracker:
         be better; until the parser has one, this is the one place that reads its internals.
         """
         choices: Any = getattr(self.acc, "_choices", None)
-        pending = choices[0].calls.get(index) if choices and 0 in choices else None
+        choice = choices[0] if choices and 0 in choices else None
+        pending = choice.calls.get(index) if choice is not None else None
+        if choice is not None and (pending is None or pending.index != index):
+            # (a call sent without an index, or at a reused one, is numbered by the accumulator: it is
+            # found by that number; by its wire index, none or another call would be)
+            pending = next((c for c in reversed(choice.order) if c.index == index), None)
         if pending is None:
             return None, None
         return pending.tool_call_id, pending.name

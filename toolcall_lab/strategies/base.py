@@ -116,10 +116,12 @@ class Strategy:
         name: shown in traces (`Round.mode`, ``metadata.mode``), tables and plots; unique among the
             strategies you compare.
         streams: False (default): `run` is called once the model's response has ended, with every
-            call in ``batch.calls``. True: `run` is called when the model starts streaming and
+            call in ``batch.calls``. True: `run` is called while the model streams, as soon as the
+            first call is complete (or at the stream's end, if no call completed before), and
             calls arrive one by one as each becomes complete (``async for pos in
             batch.arrivals()``); the next model request waits until the stream has ended and
-            every call has finished.
+            every call has finished. Either way `run` is called only for a response that holds
+            calls (never for the final answer).
         skips_calls: True for a strategy that leaves calls unanswered on purpose (``first_only``):
             a replay under it cannot follow a recording made under another strategy, so its
             divergence check is off by default.
@@ -286,8 +288,9 @@ def strategy(
 ) -> Callable[[Callable[[Batch], Awaitable[None]]], FunctionStrategy]:
     """Decorator: ``@strategy("read_only_parallel")`` over an ``async def f(batch)``.
 
-    ``streams=True``: the function is called when the model starts streaming, and gets calls as
-    they become complete (``async for pos in batch.arrivals()``). ``skips_calls=True``: it leaves
+    ``streams=True``: the function is called while the model streams, once the first call is
+    complete (never for a response without calls), and gets calls as they become complete
+    (``async for pos in batch.arrivals()``). ``skips_calls=True``: it leaves
     calls unanswered on purpose (``batch.skip``), so `compare` marks its runs not comparable."""
     given: Any = name
     if callable(given):
