@@ -478,3 +478,24 @@ def test_calls_sent_without_an_index_start_as_soon_as_they_are_complete() -> Non
     assert result.rounds[0].strategy_notes == ()
     trace = Trace.from_run(result, TraceMetadata(title="no index", origin="recorded"))
     assert eager_bound_s(trace) == pytest.approx(10.1)  # (the stream's end, then the answer's 0.1 s)
+
+
+# -- 8: no bound above what a run of the trace can show ---------------------------------------------------
+
+
+def test_a_recording_cut_off_has_no_bound_above_its_cut() -> None:
+    """t14b #8: every mode's wall time was the cut's (14 s) but lower_bound_s read 19 s: the cut model
+    call and the cancelled call's time counted in full."""
+    import math
+
+    from toolcall_lab.analysis import compare
+
+    cut = _cut_recording()
+    runs = compare([cut], ["sequential", "parallel", "eager"]).runs
+    assert set(runs["wall_time_s"]) == {5.0}
+    for _, row in runs.iterrows():
+        assert math.isnan(row["lower_bound_s"]) and math.isnan(row["eager_bound_s"])
+        assert math.isnan(row["eager_saving_bound_s"]) and math.isnan(row["efficiency"])
+        assert not row["comparable"] and "left empty" in row["not_comparable_why"]
+    whole = compare([_eager_recording()], ["parallel"]).runs.iloc[0]
+    assert whole["lower_bound_s"] <= whole["wall_time_s"]  # (a run that was not cut keeps its bound)

@@ -43,7 +43,7 @@ from toolcall_lab._execution import dedupe_key
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import MODES, NOT_BATCH_EVIDENCE, TIMING_SOURCES, Round, TimingSource
-from toolcall_lab.replay import check_recorded_settings, replay
+from toolcall_lab.replay import check_recorded_settings, recorded_cut, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, capped, resolve
 from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
@@ -428,7 +428,11 @@ def not_comparable_why(result: RunResult) -> str | None:
     (timeout, abort) took the cut's time; a run whose strategy failed stopped at its crash; a run
     that skipped calls (``first_only``, or any strategy with ``skips_calls``) did less work."""
     if result.status in ("timeout", "aborted"):
-        return f"the run was cut off ({result.status}): its wall time is the cut's"
+        return (
+            f"the run was cut off ({result.status}): its wall time is the cut's; a replay of a recording "
+            "cut off there ends at its cut in every mode, so lower_bound_s and eager_bound_s are left empty "
+            "(summed over what the recording holds, they would count time past the cut)"
+        )
     if result.reason == "strategy_error":
         return "the strategy failed (strategy_error): the run stopped at its crash"
     skipped = sum(e.status == "skipped" for e in result.executions)
@@ -503,9 +507,12 @@ def trace_rows(
     except TraceFormatError as exc:
         out["errors"].append({"trace": trace_id, "mode": None, "error": str(exc)})
         return out
-    bound = critical_path_s(trace)
-    eager_bound = eager_bound_s(trace)
-    eager_saving = eager_saving_bound_s(trace)
+    # a recording that stops at a cut (deadline, abort) holds no bound: its replays end at the cut in
+    # every mode, and a bound summed over what it holds would count time past it no run can show
+    cut = recorded_cut(trace) is not None
+    bound = float("nan") if cut else critical_path_s(trace)
+    eager_bound = float("nan") if cut else eager_bound_s(trace)
+    eager_saving = float("nan") if cut else eager_saving_bound_s(trace)
     pairs = dependency_evidence(trace)
     missed = missed_parallelism(trace, pairs)
     trace_timing = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
@@ -527,7 +534,7 @@ def trace_rows(
             lower_bound_s=bound,
             # a run that skipped calls (first_only) did less than the bound counts: no efficiency
             efficiency=(bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0)
-            if summary["comparable"]
+            if summary["comparable"] and not cut
             else float("nan"),
             eager_bound_s=eager_bound,
             eager_saving_bound_s=eager_saving,
@@ -592,7 +599,9 @@ class Comparison:
     what it skipped; for a replay that ended at a recorded cut: deadline, abort; for a run whose
     strategy failed); ``efficiency`` is ``lower_bound_s / wall_time_s``, where the bound has every
     call start at its stream's end: a strategy that overlaps the stream (``eager``) can exceed 1, up
-    to ``lower_bound_s / eager_bound_s``; ``in_all_modes`` (False when the
+    to ``lower_bound_s / eager_bound_s``; for a recording cut off (deadline, abort) the bounds are
+    empty (NaN): its replays end at the cut in every mode, and a bound summed over what it holds would
+    count time past the cut that no run can show; ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
     placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
     recorded agent ended its run with its own finishing tool)."""
