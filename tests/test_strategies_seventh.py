@@ -499,3 +499,47 @@ def test_a_recording_cut_off_has_no_bound_above_its_cut() -> None:
         assert not row["comparable"] and "left empty" in row["not_comparable_why"]
     whole = compare([_eager_recording()], ["parallel"]).runs.iloc[0]
     assert whole["lower_bound_s"] <= whole["wall_time_s"]  # (a run that was not cut keeps its bound)
+
+
+# -- 9: empty and duplicate mode lists, refused alike ---------------------------------------------------
+
+
+def test_an_empty_mode_list_is_refused_everywhere(tmp_path, capsys) -> None:
+    """t14b #9: ``--modes ""`` printed "1 trace(s) x 0 mode(s)" and exited 0; compare([t], []) returned
+    empty tables."""
+    from toolcall_lab import plotting
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.cli import main
+    from toolcall_lab.exceptions import UsageError
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    with pytest.raises(UsageError, match=r"no mode given"):
+        compare([trace], [])
+    with pytest.raises(UsageError, match=r"no mode given"):
+        plotting.gantt(trace, [])
+    path = save(trace, tmp_path / "t.json")
+    for given in ("", ",", " , "):
+        with pytest.raises(SystemExit) as stopped:  # (argparse's exit for a bad argument)
+            main(["bench", str(path), "--modes", given, "--quiet"])
+        assert stopped.value.code == 2
+        assert "names no mode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--modes", "parallel,parallel"], ["--modes", "parallel", "--strategy", "parallel"]],
+)
+def test_a_strategy_given_twice_is_refused_by_bench_as_by_compare(tmp_path, capsys, argv: list[str]) -> None:
+    """t14b #9: ``--modes parallel --strategy parallel`` quietly became one row, where compare refuses the
+    duplicate."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.cli import main
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.strategies import Parallel
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    with pytest.raises(UsageError, match=r"'parallel' is given twice: give each strategy once"):
+        compare([trace], ["parallel", Parallel()])
+    path = save(trace, tmp_path / "t.json")
+    assert main(["bench", str(path), *argv, "--quiet"]) == 2
+    assert "'parallel' given twice" in capsys.readouterr().err

@@ -686,19 +686,27 @@ class Comparison:
 
 
 def modes_list(modes: Any, where: str) -> list[Any]:
-    """`modes` as a list, or a one-line `UsageError` (a bare string would be read letter by letter)."""
+    """`modes` as a list, or a one-line `UsageError` (a bare string would be read letter by letter; an
+    empty list would compare nothing, and say so only by its empty tables)."""
     if isinstance(modes, str | bytes):
         raise UsageError(f"{where}: give a list of modes, e.g. [{modes!r}], not one string")
     try:
-        return list(modes)
+        out = list(modes)
     except TypeError:
         raise UsageError(f"{where}: give a list of modes, not {type(modes).__name__} {modes!r}") from None
+    if not out:
+        raise UsageError(f"{where}: no mode given; give at least one, e.g. ['sequential', 'eager']")
+    return out
 
 
 def check_distinct(names: Sequence[str], where: str) -> None:
     """A one-line `UsageError` when two modes share a name (their rows and panels would merge)."""
     if len(set(names)) != len(names):
-        raise UsageError(f"{where}: two strategies share a name ({list(names)}); give each its own `name`")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageError(
+            f"{where}: two strategies share a name ({list(names)}); {', '.join(map(repr, twice))} is "
+            "given twice: give each strategy once, and two different strategies names of their own"
+        )
 
 
 def run_capped(modes: Sequence[Any], concurrency: int | None, where: str) -> list[Any]:
