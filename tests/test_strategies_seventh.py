@@ -543,3 +543,90 @@ def test_a_strategy_given_twice_is_refused_by_bench_as_by_compare(tmp_path, caps
     path = save(trace, tmp_path / "t.json")
     assert main(["bench", str(path), *argv, "--quiet"]) == 2
     assert "'parallel' given twice" in capsys.readouterr().err
+
+
+# -- 2/3: a sub-agent's time once; duration pools hold tool executions only ---------------------------------
+
+
+def _with_calls(trace: Trace, title: str, calls: list[tuple[str, float, str]]) -> Trace:
+    """`trace` retitled, its first round's executions given these ids, recorded durations and notes."""
+    from dataclasses import replace
+
+    from toolcall_lab.records import Timing
+
+    r = trace.rounds[0]
+    executions = tuple(
+        replace(
+            e, tool_call_id=cid, ended_at=e.started_at + took, timing=Timing(source="recorded", note=note)
+        )
+        for e, (cid, took, note) in zip(r.executions, calls, strict=False)
+    )
+    meta = replace(trace.metadata, title=title)
+    return replace(trace, metadata=meta, rounds=(replace(r, executions=executions), *trace.rounds[1:]))
+
+
+def test_a_duration_pool_leaves_out_sub_agent_runs_and_calls_that_never_ran() -> None:
+    """t14b #3: the pool BFCL's durations were drawn from held 7 whole sub-agent runs (271.6 s ... 21.2 s),
+    32 of 440 questions drew one and made up 77 % of the eager total; and calls that never ran."""
+    from toolcall_lab.analysis import sub_agent_of
+    from toolcall_lab.generation import recorded_tool_durations
+    from toolcall_lab.records import NOT_BATCH_EVIDENCE
+
+    base = SCENARIOS["weather_news_stock"].record()
+    parent = _with_calls(
+        base,
+        "session.jsonl main turn 1",
+        [
+            ("toolu_task", 271.6, "toolUseResult.totalDurationMs 271604 ms: the sub-agent's whole run"),
+            (
+                "toolu_bash",
+                1.5,
+                f"from the end of the response to the tool_result line; {NOT_BATCH_EVIDENCE}",
+            ),
+            ("toolu_no", 4.7, "InputValidationError: no tool ran, the time is Claude Code's check"),
+        ],
+    )
+    child = _with_calls(
+        base,
+        "session.jsonl sub-agent of Task toolu_task (Build it) turn 1",
+        [("toolu_read", 0.2, "durationMs 200 ms"), ("toolu_glob", 0.01, "durationMs 10 ms")],
+    )
+    assert sub_agent_of(child) == "toolu_task" and sub_agent_of(parent) is None
+    pool = recorded_tool_durations([parent, child])
+    assert sorted(pool.durations) == [0.01, 0.2, 1.5]
+    assert (pool.sub_agent_calls, pool.never_ran, pool.upper_bounds) == (1, 1, 1)
+    assert "1 sub-agent call(s)" in pool.describe() and "upper bounds" in pool.describe()
+
+
+def test_sub_agent_of_reads_a_parent_link_when_a_trace_carries_one() -> None:
+    from types import SimpleNamespace
+
+    from toolcall_lab.analysis import sub_agent_of
+
+    linked = SimpleNamespace(
+        metadata=SimpleNamespace(title="any", parent={"source": "s", "tool_call_id": "t1"})
+    )
+    assert sub_agent_of(linked) == "t1"  # type: ignore[arg-type]
+
+
+@needs_realdata
+def test_the_claude_code_headline_counts_each_sub_agent_once() -> None:
+    """t14b #2: 7 of the 14 traces are sub-agents whose time is also their parent's Task call's: totals
+    over all 14 counted 934.6 s twice and read 1.003x / 1.23x / 1.30x for 1.006x / 1.52x / 1.66x."""
+    from toolcall_lab.analysis import compare, sub_agent_of
+    from toolcall_lab.generation import recorded_tool_durations
+
+    sessions = [
+        t
+        for f in ("claude-code-viewer", "claude-reliability")
+        for t in import_claude_code(REALDATA / f).traces
+    ]
+    nested = {t.metadata.title for t in sessions if sub_agent_of(t) is not None}
+    assert len(nested) == 7 and len(sessions) == 14
+    tasks = {e.tool_call_id for t in sessions for r in t.rounds for e in r.executions if e.name == "Task"}
+    assert {sub_agent_of(t) for t in sessions} - {None} <= tasks  # (each is a Task call of a session)
+    runs = compare(sessions, ["sequential", "parallel", "eager"]).runs
+    own = runs[~runs["title"].isin(nested)].pivot(index="trace", columns="mode", values="wall_time_s").sum()
+    assert own["sequential"] / own["eager"] == pytest.approx(1.515, abs=0.01)
+    pool = recorded_tool_durations(sessions)
+    assert pool.sub_agent_calls == 7 and max(pool.durations) < 60  # (before: 271.6 s, a whole sub-agent)

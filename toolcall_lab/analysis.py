@@ -33,6 +33,7 @@ streaming strategy's figures rest on (``summary_text`` adds it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -895,3 +896,23 @@ def stream_evidence(comparison: Comparison) -> list[str]:
         parts = "; ".join(f"{int(counts[k])} on {words[k]}" for k in order)
         out.append(f"{mode}: what its overlap with the stream rests on, of its {len(mine)} run(s): {parts}")
     return out
+
+
+_SUB_AGENT_TITLE = re.compile(r"\bsub-agent of Task (\S+) ")
+"""How the Claude Code importer titles a sub-agent's trace (the Task call it ran inside comes first)."""
+
+
+def sub_agent_of(trace: Trace) -> str | None:
+    """The ``tool_call_id`` of the call whose run this trace is, for a sub-agent's trace (Claude Code's
+    ``Task``: that call's duration already holds the whole sub-agent run), else None.
+
+    A total over a corpus holding both counts a sub-agent's seconds twice (in its own trace and in its
+    parent's call), and a pool of tool durations holding that call holds a whole agent run: the one
+    place that says which traces are sub-agents. It reads a trace's ``metadata.parent`` link when the
+    trace carries one, else the title the Claude Code importer gives a sub-agent's trace
+    (``... sub-agent of Task <id> (<description>) ...``)."""
+    parent = getattr(trace.metadata, "parent", None)
+    if isinstance(parent, dict) and isinstance(parent.get("tool_call_id"), str):
+        return str(parent["tool_call_id"])
+    m = _SUB_AGENT_TITLE.search(trace.metadata.title)
+    return m[1] if m else None

@@ -22,7 +22,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.records import ClientRoundTrip, ModelCall, Round, TimedChunk, Timing, ToolExecution
+from toolcall_lab.records import (
+    NOT_BATCH_EVIDENCE,
+    ClientRoundTrip,
+    ModelCall,
+    Round,
+    TimedChunk,
+    Timing,
+    ToolExecution,
+)
 from toolcall_lab.trace import Trace
 
 Counter = Callable[[str], int]
@@ -103,6 +111,76 @@ def measured_speed(
         ttft_s=round(ttft, 3),
         source=f"median of {len(rates)} chunk gaps in {len(firsts)} recorded responses, tokens by {label}",
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DurationPool:
+    """Tool durations recorded at their source, to draw from (``as_streamed(tool_s=pool.durations)``),
+    and what was left out of them and why (`recorded_tool_durations`)."""
+
+    durations: tuple[float, ...]
+    upper_bounds: int
+    """How many of `durations` run from an assumed start (the source gives the call's end, not its
+    start: Claude Code's log), so they hold the harness's scheduling and any wait for the user's
+    permission too: upper bounds of the tool's run."""
+    sub_agent_calls: int
+    """Calls left out whose duration is a sub-agent's whole run (Claude Code's ``Task``)."""
+    never_ran: int
+    """Calls left out that never ran (refused input, declined at a permission prompt): a wait, no run."""
+
+    def describe(self) -> str:
+        """The pool in words, for a label: what it holds and what it leaves out."""
+        return (
+            f"{len(self.durations)} recorded tool executions ({self.upper_bounds} of them from an assumed "
+            "start, so their harness's scheduling and any permission wait are in them: upper bounds); left "
+            f"out: {self.sub_agent_calls} sub-agent call(s) (a whole agent run each), {self.never_ran} "
+            "call(s) that never ran (a wait, no run)"
+        )
+
+
+def recorded_tool_durations(traces: Iterable[Trace]) -> DurationPool:
+    """The durations of tool executions recorded in `traces` (status ``ok`` or ``error``, ``recorded``
+    timing), for a stated tool model that draws from them.
+
+    Left out: a call whose duration is a sub-agent's whole run (its sub-agent's trace is among `traces`:
+    `toolcall_lab.analysis.sub_agent_of`; give the sub-agents' traces too, as an import of a session
+    does), and a call that never ran (its record says no tool ran: the time was a wait). Kept, and
+    counted in `DurationPool.upper_bounds`: calls whose start the source does not give (timed from the
+    end of their response)."""
+    from toolcall_lab.analysis import sub_agent_of
+
+    items = list(traces)
+    nested = {cid for t in items if (cid := sub_agent_of(t)) is not None}
+    kept: list[float] = []
+    bounds = sub_agents = waits = 0
+    for t in items:
+        for r in t.rounds:
+            for e in r.executions:
+                if e.status not in ("ok", "error") or e.timing.source != "recorded":
+                    continue
+                covers = _covers(e)
+                if e.tool_call_id in nested:
+                    sub_agents += 1
+                elif covers == "wait":
+                    waits += 1
+                else:
+                    kept.append(e.duration_s)
+                    bounds += covers == "upper_bound"
+    return DurationPool(
+        durations=tuple(kept), upper_bounds=bounds, sub_agent_calls=sub_agents, never_ran=waits
+    )
+
+
+def _covers(e: ToolExecution) -> str:
+    """What a tool execution's duration covers: ``execution`` (the run), ``upper_bound`` (from an assumed
+    start), ``wait`` (no tool ran). Read from its timing's ``covers`` when the trace says it, else from
+    the importer's notes (``no tool ran``; the mark of a start it assumed)."""
+    said = getattr(e.timing, "covers", None)
+    if isinstance(said, str):
+        return said
+    if "no tool ran" in e.timing.note:
+        return "wait"
+    return "upper_bound" if NOT_BATCH_EVIDENCE in e.timing.note else "execution"
 
 
 def _pieces(text: str, tokens: int, per_chunk: int) -> list[tuple[str, int]]:
