@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REALDATA, REPO, needs_realdata
-from tests.test_strategies import ChunkModel, Counting, answer, chunk, header
+from tests.test_strategies import ChunkModel, Counting, answer, args, chunk, header
 from tests.test_strategies_sixth import SPEED, bfcl_question, tokens
 from toolcall_lab.clock import run_virtual
 from toolcall_lab.generation import as_streamed
@@ -630,3 +630,47 @@ def test_the_claude_code_headline_counts_each_sub_agent_once() -> None:
     assert own["sequential"] / own["eager"] == pytest.approx(1.515, abs=0.01)
     pool = recorded_tool_durations(sessions)
     assert pool.sub_agent_calls == 7 and max(pool.durations) < 60  # (before: 271.6 s, a whole sub-agent)
+
+
+# -- 10: eager's completeness tracking reads the parser, without its stream events -------------------------
+
+
+def test_completeness_is_tracked_without_a_listener_on_the_parser() -> None:
+    """The loop's accumulator has no listener (a listener costs an event object per argument delta and
+    turns off the parser's fast path for headers); the tracker reads its calls after each chunk and
+    finds each call complete at the chunk its arguments closed, as when it listened to the events."""
+    from toolcall_lab._model_call import ModelStream
+    from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
+    from toolcall_lab.strategies._completion import CallTracker
+
+    seen: list[Any] = []
+    original = ModelStream.receive
+
+    async def spy(self: ModelStream, on_chunk: Any) -> Any:
+        out = await original(self, on_chunk)
+        seen.append(self.acc)
+        return out
+
+    ModelStream.receive = spy  # type: ignore[method-assign]
+    try:
+        result = _run(ChunkModel(_STREAM, answer()), Counting().registry(), mode="eager")
+    finally:
+        ModelStream.receive = original  # type: ignore[method-assign]
+    assert [e.started_at for e in result.rounds[0].executions] == [0.5, 1.0]
+    assert seen and all(acc.listener is None for acc in seen)
+    stream = [
+        header(0, "a", "search", '{"key"'),
+        args(0, ': "x"}'),
+        header(1, "b", "read", ""),
+        args(1, '{"key": "y"'),
+        args(1, "}"),
+    ]
+    for listening in (False, True):
+        tracker = CallTracker()
+        acc = ChatCompletionAccumulator(listener=tracker if listening else None)
+        tracker.listen(acc)
+        at = []
+        for k, payload in enumerate(stream):
+            acc.feed(payload)
+            at += [(k, pos) for pos, _ in tracker.take()]
+        assert at == [(1, 0), (4, 1)], listening
