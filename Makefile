@@ -47,6 +47,7 @@ bench:
 	$(BENCH)/python -m pip install -q -e '.[dev,clients,tokens,bench]'
 	$(BENCH)/python benchmarks/bench_parse.py
 	$(BENCH)/python benchmarks/bench_modes.py
+	$(BENCH)/python benchmarks/bench_eager_run.py
 	$(BENCH)/python benchmarks/bench_copies.py
 	$(BENCH)/python benchmarks/bench_replay.py
 	$(BENCH)/python benchmarks/bench_compare.py

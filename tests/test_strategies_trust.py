@@ -116,10 +116,15 @@ def test_bad_positions_are_refused_with_the_batch_size(pos: Any, says: str) -> N
 
 def test_a_streaming_strategy_that_runs_a_call_before_it_arrived_is_told_to_use_arrivals() -> None:
     async def hasty(batch: Batch) -> None:
-        await batch.run(0)
+        await batch.run(1)  # (called when call 0 arrives: call 1 comes later)
 
     model = ChunkModel(
-        [(0.5, header(0, "a", "search", '{"key": "x"}')), (1.0, chunk({}, "tool_calls"))], answer()
+        [
+            (0.5, header(0, "a", "search", '{"key": "x"}')),
+            (0.8, header(1, "b", "search", '{"key": "y"}')),
+            (1.0, chunk({}, "tool_calls")),
+        ],
+        answer(),
     )
     result = play(model, Counting().registry(), mode=strategy("hasty", streams=True)(hasty))
     assert result.reason == "strategy_error"

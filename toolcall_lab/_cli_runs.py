@@ -48,7 +48,12 @@ def _strategy(text: str) -> str:
 
 
 def _modes(text: str) -> list[str]:
-    return [_strategy(m) for m in _split(text)]
+    modes = [_strategy(m) for m in _split(text)]
+    if not modes:  # (refused as compare refuses an empty list: nothing would be compared)
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no mode; give at least one, comma-separated (e.g. --modes sequential,eager)"
+        )
+    return modes
 
 
 def _name(spec: str) -> str:
@@ -610,7 +615,14 @@ def _bench(args: argparse.Namespace, signals: Any) -> int:
     if not paths:
         raise UsageError("no traces found: name trace files or folders, or use --corpus N")
     paths = paths[: args.limit] if args.limit else paths
-    modes = [*args.modes, *(s for s in args.strategy or () if s not in args.modes)]
+    modes = [*args.modes, *(args.strategy or ())]  # (a strategy given twice is refused, as by compare)
+    names = [_name(m) for m in modes]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(
+            f"--modes / --strategy: {', '.join(map(repr, twice))} given twice (the strategies named: "
+            f"{', '.join(names)}); give each strategy once"
+        )
     started = time.perf_counter()
     pool = process_pool(args.jobs) if args.jobs > 1 else None
     interrupted: BaseException | None = None

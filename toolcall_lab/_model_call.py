@@ -82,7 +82,7 @@ class ModelStream:
         )
         on_call = self.on_call
         tracker = self.tracker = CallTracker(self.no_arguments()) if on_call is not None else None
-        acc = self.acc = ChatCompletionAccumulator(batch=request.batch, listener=tracker)
+        acc = self.acc = ChatCompletionAccumulator(batch=request.batch)  # (the tracker polls it)
         if tracker is not None:
             tracker.listen(acc)
         first: float | None = None
@@ -105,7 +105,7 @@ class ModelStream:
                     whole = parse_chat_completion(kept, batch=request.batch)
                 else:
                     acc.feed(kept)
-                    if tracker is not None and tracker.ready:
+                    if tracker is not None and tracker.poll():
                         for pos, complete in tracker.take():
                             on_call(pos, complete)  # type: ignore[misc]
                 if on_chunk is not None:

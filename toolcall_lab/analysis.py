@@ -33,6 +33,7 @@ streaming strategy's figures rest on (``summary_text`` adds it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from toolcall_lab._execution import dedupe_key
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import MODES, NOT_BATCH_EVIDENCE, TIMING_SOURCES, Round, TimingSource
-from toolcall_lab.replay import check_recorded_settings, replay
+from toolcall_lab.replay import check_recorded_settings, recorded_cut, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, capped, resolve
 from toolcall_lab.strategies._completion import completion_offsets, no_argument_tools
@@ -428,7 +429,11 @@ def not_comparable_why(result: RunResult) -> str | None:
     (timeout, abort) took the cut's time; a run whose strategy failed stopped at its crash; a run
     that skipped calls (``first_only``, or any strategy with ``skips_calls``) did less work."""
     if result.status in ("timeout", "aborted"):
-        return f"the run was cut off ({result.status}): its wall time is the cut's"
+        return (
+            f"the run was cut off ({result.status}): its wall time is the cut's; a replay of a recording "
+            "cut off there ends at its cut in every mode, so lower_bound_s and eager_bound_s are left empty "
+            "(summed over what the recording holds, they would count time past the cut)"
+        )
     if result.reason == "strategy_error":
         return "the strategy failed (strategy_error): the run stopped at its crash"
     skipped = sum(e.status == "skipped" for e in result.executions)
@@ -503,9 +508,12 @@ def trace_rows(
     except TraceFormatError as exc:
         out["errors"].append({"trace": trace_id, "mode": None, "error": str(exc)})
         return out
-    bound = critical_path_s(trace)
-    eager_bound = eager_bound_s(trace)
-    eager_saving = eager_saving_bound_s(trace)
+    # a recording that stops at a cut (deadline, abort) holds no bound: its replays end at the cut in
+    # every mode, and a bound summed over what it holds would count time past it no run can show
+    cut = recorded_cut(trace) is not None
+    bound = float("nan") if cut else critical_path_s(trace)
+    eager_bound = float("nan") if cut else eager_bound_s(trace)
+    eager_saving = float("nan") if cut else eager_saving_bound_s(trace)
     pairs = dependency_evidence(trace)
     missed = missed_parallelism(trace, pairs)
     trace_timing = timing_columns(timing_seconds(trace.rounds), unknown=unknown_durations(trace.rounds))
@@ -527,7 +535,7 @@ def trace_rows(
             lower_bound_s=bound,
             # a run that skipped calls (first_only) did less than the bound counts: no efficiency
             efficiency=(bound / summary["wall_time_s"] if summary["wall_time_s"] else 1.0)
-            if summary["comparable"]
+            if summary["comparable"] and not cut
             else float("nan"),
             eager_bound_s=eager_bound,
             eager_saving_bound_s=eager_saving,
@@ -592,7 +600,9 @@ class Comparison:
     what it skipped; for a replay that ended at a recorded cut: deadline, abort; for a run whose
     strategy failed); ``efficiency`` is ``lower_bound_s / wall_time_s``, where the bound has every
     call start at its stream's end: a strategy that overlaps the stream (``eager``) can exceed 1, up
-    to ``lower_bound_s / eager_bound_s``; ``in_all_modes`` (False when the
+    to ``lower_bound_s / eager_bound_s``; for a recording cut off (deadline, abort) the bounds are
+    empty (NaN): its replays end at the cut in every mode, and a bound summed over what it holds would
+    count time past the cut that no run can show; ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
     placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
     recorded agent ended its run with its own finishing tool)."""
@@ -677,19 +687,27 @@ class Comparison:
 
 
 def modes_list(modes: Any, where: str) -> list[Any]:
-    """`modes` as a list, or a one-line `UsageError` (a bare string would be read letter by letter)."""
+    """`modes` as a list, or a one-line `UsageError` (a bare string would be read letter by letter; an
+    empty list would compare nothing, and say so only by its empty tables)."""
     if isinstance(modes, str | bytes):
         raise UsageError(f"{where}: give a list of modes, e.g. [{modes!r}], not one string")
     try:
-        return list(modes)
+        out = list(modes)
     except TypeError:
         raise UsageError(f"{where}: give a list of modes, not {type(modes).__name__} {modes!r}") from None
+    if not out:
+        raise UsageError(f"{where}: no mode given; give at least one, e.g. ['sequential', 'eager']")
+    return out
 
 
 def check_distinct(names: Sequence[str], where: str) -> None:
     """A one-line `UsageError` when two modes share a name (their rows and panels would merge)."""
     if len(set(names)) != len(names):
-        raise UsageError(f"{where}: two strategies share a name ({list(names)}); give each its own `name`")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageError(
+            f"{where}: two strategies share a name ({list(names)}); {', '.join(map(repr, twice))} is "
+            "given twice: give each strategy once, and two different strategies names of their own"
+        )
 
 
 def run_capped(modes: Sequence[Any], concurrency: int | None, where: str) -> list[Any]:
@@ -878,3 +896,23 @@ def stream_evidence(comparison: Comparison) -> list[str]:
         parts = "; ".join(f"{int(counts[k])} on {words[k]}" for k in order)
         out.append(f"{mode}: what its overlap with the stream rests on, of its {len(mine)} run(s): {parts}")
     return out
+
+
+_SUB_AGENT_TITLE = re.compile(r"\bsub-agent of Task (\S+) ")
+"""How the Claude Code importer titles a sub-agent's trace (the Task call it ran inside comes first)."""
+
+
+def sub_agent_of(trace: Trace) -> str | None:
+    """The ``tool_call_id`` of the call whose run this trace is, for a sub-agent's trace (Claude Code's
+    ``Task``: that call's duration already holds the whole sub-agent run), else None.
+
+    A total over a corpus holding both counts a sub-agent's seconds twice (in its own trace and in its
+    parent's call), and a pool of tool durations holding that call holds a whole agent run: the one
+    place that says which traces are sub-agents. It reads a trace's ``metadata.parent`` link when the
+    trace carries one, else the title the Claude Code importer gives a sub-agent's trace
+    (``... sub-agent of Task <id> (<description>) ...``)."""
+    parent = getattr(trace.metadata, "parent", None)
+    if isinstance(parent, dict) and isinstance(parent.get("tool_call_id"), str):
+        return str(parent["tool_call_id"])
+    m = _SUB_AGENT_TITLE.search(trace.metadata.title)
+    return m[1] if m else None

@@ -22,7 +22,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from toolcall_lab.exceptions import UsageError
-from toolcall_lab.records import ModelCall, TimedChunk, Timing, ToolExecution
+from toolcall_lab.records import (
+    NOT_BATCH_EVIDENCE,
+    ClientRoundTrip,
+    ModelCall,
+    Round,
+    TimedChunk,
+    Timing,
+    ToolExecution,
+)
 from toolcall_lab.trace import Trace
 
 Counter = Callable[[str], int]
@@ -105,6 +113,76 @@ def measured_speed(
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DurationPool:
+    """Tool durations recorded at their source, to draw from (``as_streamed(tool_s=pool.durations)``),
+    and what was left out of them and why (`recorded_tool_durations`)."""
+
+    durations: tuple[float, ...]
+    upper_bounds: int
+    """How many of `durations` run from an assumed start (the source gives the call's end, not its
+    start: Claude Code's log), so they hold the harness's scheduling and any wait for the user's
+    permission too: upper bounds of the tool's run."""
+    sub_agent_calls: int
+    """Calls left out whose duration is a sub-agent's whole run (Claude Code's ``Task``)."""
+    never_ran: int
+    """Calls left out that never ran (refused input, declined at a permission prompt): a wait, no run."""
+
+    def describe(self) -> str:
+        """The pool in words, for a label: what it holds and what it leaves out."""
+        return (
+            f"{len(self.durations)} recorded tool executions ({self.upper_bounds} of them from an assumed "
+            "start, so their harness's scheduling and any permission wait are in them: upper bounds); left "
+            f"out: {self.sub_agent_calls} sub-agent call(s) (a whole agent run each), {self.never_ran} "
+            "call(s) that never ran (a wait, no run)"
+        )
+
+
+def recorded_tool_durations(traces: Iterable[Trace]) -> DurationPool:
+    """The durations of tool executions recorded in `traces` (status ``ok`` or ``error``, ``recorded``
+    timing), for a stated tool model that draws from them.
+
+    Left out: a call whose duration is a sub-agent's whole run (its sub-agent's trace is among `traces`:
+    `toolcall_lab.analysis.sub_agent_of`; give the sub-agents' traces too, as an import of a session
+    does), and a call that never ran (its record says no tool ran: the time was a wait). Kept, and
+    counted in `DurationPool.upper_bounds`: calls whose start the source does not give (timed from the
+    end of their response)."""
+    from toolcall_lab.analysis import sub_agent_of
+
+    items = list(traces)
+    nested = {cid for t in items if (cid := sub_agent_of(t)) is not None}
+    kept: list[float] = []
+    bounds = sub_agents = waits = 0
+    for t in items:
+        for r in t.rounds:
+            for e in r.executions:
+                if e.status not in ("ok", "error") or e.timing.source != "recorded":
+                    continue
+                covers = _covers(e)
+                if e.tool_call_id in nested:
+                    sub_agents += 1
+                elif covers == "wait":
+                    waits += 1
+                else:
+                    kept.append(e.duration_s)
+                    bounds += covers == "upper_bound"
+    return DurationPool(
+        durations=tuple(kept), upper_bounds=bounds, sub_agent_calls=sub_agents, never_ran=waits
+    )
+
+
+def _covers(e: ToolExecution) -> str:
+    """What a tool execution's duration covers: ``execution`` (the run), ``upper_bound`` (from an assumed
+    start), ``wait`` (no tool ran). Read from its timing's ``covers`` when the trace says it, else from
+    the importer's notes (``no tool ran``; the mark of a start it assumed)."""
+    said = getattr(e.timing, "covers", None)
+    if isinstance(said, str):
+        return said
+    if "no tool ran" in e.timing.note:
+        return "wait"
+    return "upper_bound" if NOT_BATCH_EVIDENCE in e.timing.note else "execution"
+
+
 def _pieces(text: str, tokens: int, per_chunk: int) -> list[tuple[str, int]]:
     """`text` cut into pieces of about `per_chunk` tokens (by characters), with each piece's tokens."""
     if not text:
@@ -170,20 +248,39 @@ def as_streamed(
     `tool_s`: every call that ran, or whose duration the trace does not know (``not_recorded``: BFCL
     executes no tools), takes that long instead (a stated constant), or a duration drawn
     (seeded by `seed` and the trace's title) from a list of durations, e.g. tool durations recorded
-    elsewhere (`durations_from` says where, for the label); None keeps the trace's durations.
+    elsewhere (`durations_from` says where, for the label; `recorded_tool_durations` picks them from
+    recordings); None keeps the trace's durations.
+
+    The result is a timeline of its own, as consistent as a recording (it loads, and `load`'s checks
+    hold): each round starts when the previous one ended (the source's gaps between rounds, which no
+    replay reproduces, are dropped), its response takes the re-timed latency, and its calls follow
+    the response: with their own durations, each keeps its delay after the end of its response (a call
+    that started while the recorded model streamed starts no earlier than the re-timed response);
+    with stated or drawn durations, they run one after another in model order from the response's
+    end (a layout, not a claim about a strategy: replays re-time calls under their own strategy).
+    The source's wall figures describe another timeline: ``outcome.wall_time_s`` is this one's end
+    (a recorded run's tail after its last round, e.g. a model call that failed, is kept), and
+    ``metadata.recorded_wall_s`` is dropped (the notes say what it was).
     """
     label, count_tokens = _counter() if count is None else ("given counter", count)
     timing = Timing(
         source="estimated", note=f"streamed at a stated speed: {speed.formula}; tokens by {label}"
     )
     draw: Callable[[], float] | None = None
+    if isinstance(tool_s, bool):
+        raise UsageError(f"as_streamed(tool_s={tool_s!r}): give seconds, a list of durations, or None")
     if isinstance(tool_s, int | float):
         constant = float(tool_s)
+        if not (math.isfinite(constant) and constant >= 0):
+            raise UsageError(f"as_streamed(tool_s={tool_s!r}): a duration is a finite number of seconds >= 0")
         draw, what = (lambda: constant), f"every call assumed to take {constant} s"
     elif tool_s is not None:
         pool = [float(d) for d in tool_s]
         if not pool:
             raise UsageError("as_streamed(tool_s=[]): give durations to draw from")
+        bad = [d for d in pool if not (math.isfinite(d) and d >= 0)]
+        if bad:
+            raise UsageError(f"as_streamed(tool_s=[...]): {bad[0]!r} is not a duration (finite seconds >= 0)")
         rng = random.Random(f"{seed}:{trace.metadata.title}")
         draw = lambda: rng.choice(pool)  # noqa: E731
         what = (
@@ -192,43 +289,142 @@ def as_streamed(
     else:
         what = ""
     tool_timing = Timing(source="placeholder", note=what)
-    rounds = []
+    rounds: list[Round] = []
+    shifts: dict[int, float] = {}
     markers = 0
+    at = 0.0  # where the next round starts on the new timeline
+    source_end = 0.0  # where the source's rounds ended
     for r in trace.rounds:
-        executions: tuple[ToolExecution, ...] = r.executions
-        if draw is not None:
-            executions = tuple(
-                replace(e, started_at=0.0, ended_at=draw(), timing=tool_timing)
-                if e.status in ("ok", "error", "timeout", "withheld", "not_recorded")
-                else e
-                for e in r.executions
-            )
+        old = r.model_call
+        source_end = max(source_end, r.ended_at, *(t.ended_at for t in r.round_trips))
         if r.placeholder is not None:  # an importer's marker, not a model response: never a timed turn
             markers += 1
-            rounds.append(replace(r, executions=executions))
-            continue
-        chunks, latency = streamed_response(
-            r.assistant_message, speed, per_chunk=per_chunk, count=count_tokens
-        )
-        call = ModelCall(
-            started_at=0.0,
-            ended_at=latency,
-            first_chunk_at=chunks[0].offset_s,
-            chunks=tuple(chunks),
-            tools_offered=r.model_call.tools_offered,
-            usage=r.model_call.usage,
-            timing=timing,
-            chunk_timing="estimated",
-        )
-        rounds.append(replace(r, model_call=call, executions=executions))
+            call = _shifted_call(old, at - old.started_at)
+        else:
+            chunks, latency = streamed_response(
+                r.assistant_message, speed, per_chunk=per_chunk, count=count_tokens
+            )
+            call = ModelCall(
+                started_at=at,
+                ended_at=at + latency,
+                first_chunk_at=at + chunks[0].offset_s,
+                chunks=tuple(chunks),
+                tools_offered=old.tools_offered,
+                usage=old.usage,
+                timing=timing,
+                chunk_timing="estimated",
+            )
+        shifts[r.round_index] = call.started_at - old.started_at
+        if draw is not None:
+            executions = _one_after_another(r.executions, call.ended_at, draw, tool_timing)
+            trips: tuple[ClientRoundTrip, ...] = ()
+        else:
+            executions, trips = _after_response(r, call)
+        moved = replace(r, model_call=call, executions=executions, round_trips=trips)
+        rounds.append(moved)
+        at = max([moved.ended_at, *(t.ended_at for t in trips)])
+    tail = max(0.0, trace.outcome.wall_time_s - source_end)
+    outcome = replace(
+        trace.outcome,
+        wall_time_s=at + tail,
+        hook_failures=tuple(
+            replace(f, at=max(0.0, f.at + shifts[f.round_index]))
+            if f.round_index is not None and f.round_index in shifts
+            else f
+            for f in trace.outcome.hook_failures
+        ),
+    )
     kept = (
         f" ({markers} placeholder round(s) an importer wrote where the recording holds no response are "
         "kept as markers, 0 s: no final turn is invented)"
         if markers
         else ""
     )
+    layout = (
+        "calls laid out one after another from each response's end"
+        if draw is not None
+        else "calls keep their delay after their response's end"
+    )
+    wall = trace.metadata.recorded_wall_s
+    dropped = (
+        f"; the source's recorded wall time ({wall} s) describes the source's timeline, not this one: dropped"
+        if wall is not None
+        else ""
+    )
     meta = replace(
         trace.metadata,
-        notes=f"{trace.metadata.notes}; responses re-timed: {speed.formula}{kept}".lstrip("; "),
+        recorded_wall_s=None,
+        notes=f"{trace.metadata.notes}; responses re-timed: {speed.formula}{kept}; each round starts when "
+        f"the previous one ended, {layout}{dropped}".lstrip("; "),
     )
-    return replace(trace, rounds=tuple(rounds), metadata=meta)
+    return replace(trace, rounds=tuple(rounds), metadata=meta, outcome=outcome)
+
+
+def _shifted_call(call: ModelCall, by: float) -> ModelCall:
+    """`call` moved by `by` seconds on the run's timeline (its chunk offsets are from its request)."""
+    first = call.first_chunk_at
+    return replace(
+        call,
+        started_at=call.started_at + by,
+        ended_at=call.ended_at + by,
+        first_chunk_at=None if first is None else first + by,
+    )
+
+
+def _one_after_another(
+    executions: Sequence[ToolExecution], start: float, draw: Callable[[], float], timing: Timing
+) -> tuple[ToolExecution, ...]:
+    """The calls in model order, each from the previous one's end (the first from `start`): a call
+    that ran, or whose duration is unknown, takes a duration from `draw`; any other keeps its own."""
+    out = []
+    at = start
+    for e in executions:
+        took = draw() if e.status in _TIMED else e.duration_s
+        out.append(
+            replace(
+                e,
+                started_at=at,
+                ended_at=at + took,
+                queued_at=None,
+                returned_at=None,
+                timing=timing if e.status in _TIMED else e.timing,
+            )
+        )
+        if e.status != "skipped":
+            at += took
+    return tuple(out)
+
+
+_TIMED = frozenset({"ok", "error", "timeout", "withheld", "not_recorded"})
+"""Statuses of calls that ran, or whose run the source does not know: a stated duration replaces theirs."""
+
+
+def _after_response(
+    r: Round, call: ModelCall
+) -> tuple[tuple[ToolExecution, ...], tuple[ClientRoundTrip, ...]]:
+    """The round's calls and round trips with their own durations, each keeping its delay after the end
+    of its response, and never starting before the re-timed response started."""
+    by = call.ended_at - r.model_call.ended_at
+    floor = call.started_at
+
+    def start(t: float) -> float:
+        return max(floor, t + by)
+
+    executions = []
+    for e in r.executions:
+        began = start(e.started_at)
+        ended = began + e.duration_s
+        executions.append(
+            replace(
+                e,
+                started_at=began,
+                ended_at=ended,
+                queued_at=None if e.queued_at is None else min(start(e.queued_at), began),
+                returned_at=None if e.returned_at is None else ended + (e.returned_at - e.ended_at),
+            )
+        )
+    trips = []
+    for t in r.round_trips:
+        began = start(t.started_at)
+        trips.append(replace(t, started_at=began, ended_at=began + t.duration_s))
+    return tuple(executions), tuple(trips)

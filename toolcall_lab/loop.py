@@ -463,7 +463,7 @@ class _Run:
         )
         try:
             if batch is not None:
-                strategy_task = asyncio.get_running_loop().create_task(_carrying(self.run_strategy(batch)))
+                strategy_task = asyncio.get_running_loop().create_task(_carrying(self.run_streaming(batch)))
                 model_call, parsed = await self.stream_alongside(stream, strategy_task, batch)
             else:
                 model_call, parsed = await stream.receive(self.hooks.on_model_chunk)
@@ -498,6 +498,14 @@ class _Run:
             batch = self.new_batch(round_index, calls, assistant)
         else:
             batch._end_stream(calls, assistant, model_call.chunk_timing)
+            held = stream.tracker.out_of_order if stream.tracker is not None and calls else None
+            if held is not None:  # (else eager saving nothing would go unexplained)
+                batch.note(
+                    f"{self.strategy_name}: calls from the first out-of-order index on could start only when "
+                    f"the stream ended: the stream's call indices did not run 0, 1, 2, ... ({held}); a call "
+                    "starts early only while they do (otherwise its position in the batch is known only at "
+                    "the end)"
+                )
         self.partial.update(model_call=model_call, assistant=assistant, batch=batch, findings=findings)
         try:
             if strategy_task is not None:
@@ -589,6 +597,13 @@ class _Run:
         if choice.content and calls:
             self.emit(Thought(at=self.now(), round_index=round_index, text=choice.content))
         return calls, assistant, findings
+
+    async def run_streaming(self, batch: Batch) -> None:
+        """A streaming strategy's run, once the response holds a call: when the first call becomes
+        complete while the model streams, or at the stream's end for calls complete only then. A
+        response without calls (the final answer) is no batch: the strategy is not called for it."""
+        if await batch._first_arrival():
+            await self.run_strategy(batch)
 
     async def run_strategy(self, batch: Batch) -> None:
         """The strategy's run over `batch`. What it raises is its bug (`_StrategyFailed`), except what
@@ -731,9 +746,10 @@ class _Run:
         assistant = parsed.first.to_message()
         findings = [*parsed.findings, *repeated_ids(calls, round_index)]
         batch._end_stream(calls, assistant, model_call.chunk_timing)
+        ran = "while calls that were already complete ran" if batch._began() else "before any call started"
         batch.note(
-            f"the model's response was cut off after {model_call.latency_s:.3f} s ({why}) while calls "
-            "that were already complete ran; the response is recorded as far as it came"
+            f"the model's response was cut off after {model_call.latency_s:.3f} s ({why}) {ran}; the "
+            "response is recorded as far as it came"
         )
         self.messages.append(assistant)
         self.partial.update(model_call=model_call, assistant=assistant, findings=findings)

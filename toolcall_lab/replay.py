@@ -134,53 +134,125 @@ def divergence(
     return None
 
 
+_STRATEGY_WORDS = re.compile(
+    r"the strategy ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") (cancelled it|skipped it|failed)"
+)
+"""How the harness words what a strategy did to a call in the call's own text (cancelled it while it ran
+or before it started, withheld a result the approval hook was deciding, skipped it, failed)."""
+
+
+def strategy_said(text: str) -> tuple[str, str] | None:
+    """The strategy (its name as the text quotes it) and what it did, when `text` is the harness's record
+    of a strategy's own decision about a call; None for any other text."""
+    m = _STRATEGY_WORDS.search(text)
+    return (m[1], m[2].removesuffix(" it")) if m else None
+
+
 def strategy_decision(
     sent: Sequence[dict[str, Any]], recorded: Sequence[dict[str, Any]], trace: Trace, k: int
 ) -> str | None:
-    """Why the first difference between `sent` and `recorded` is the strategies' own decision, not a
-    hook's edit (None when it is not a tool message the harness decided on one side): which of two
-    equal calls runs (a streaming strategy keeps the first to become complete, the others the first
-    in model order), or a call the recording started on arguments the stream then changed."""
-    for a, b in zip(sent, recorded, strict=False):
-        if a == b:
+    """Why the first difference between `sent` and `recorded` is a decision the record shows, not a
+    hook's edit (None when the record shows none: then a hook may explain it).
+
+    Classified by what the record holds, for any strategy: a tool message in the harness's words for a
+    strategy's own decision (it cancelled the call, cancelled it while a result hook decided, failed),
+    on either side; a call answered on one side only (a strategy that skips calls left it unanswered:
+    here every unanswered call is one, in the recording its execution says ``skipped``); a call the
+    recording started on arguments the stream then changed; which of two equal calls ran; another
+    screening decision of the harness (invalid arguments, ...)."""
+    under = trace.metadata.mode or "an unknown strategy"
+    for i in range(max(len(sent), len(recorded))):
+        a = sent[i] if i < len(sent) else None
+        b = recorded[i] if i < len(recorded) else None
+        if a == b or (a is not None and b is not None and _normal(a) == _normal(b)):
             continue
-        x, y = _normal(a), _normal(b)
-        if x == y:
-            continue
-        if x.get("role") != "tool" or y.get("role") != "tool":
-            return None
-        here, there = (harness_decision(m.get("content") or "") for m in (a, b))
-        if here is None and there is None:
-            return None
-        cid = y.get("tool_call_id") or x.get("tool_call_id")
-        under = trace.metadata.mode or "an unknown strategy"
-        changed = any(
-            f.kind == "changed_after_start" and f.tool_call_id == cid
-            for r in trace.rounds[: max(k, 1)]
-            for f in r.findings
-        )
-        if changed:
-            return (
-                f"; the recording (made under {under}) started call {cid} while the model streamed, on "
-                "arguments the stream then changed (its changed_after_start finding), and answers it with "
-                "what ran; a strategy that starts calls at the stream's end sees the final arguments "
-                f"({here or 'it runs'}): the strategies decide differently, no hook edited the messages. "
-                f"This recording compares only under a strategy that starts calls as {under} did"
-            )
-        if "duplicate of" in f"{here} {there}":
-            return (
-                f"; which of two equal calls runs is the strategy's own decision: a streaming strategy "
-                "(eager) runs the first to become complete and answers the later one as its duplicate, "
-                f"the others run the first in model order; the recording (made under {under}) decided "
-                f"otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the recording), no "
-                "hook edited the messages. Compare this trace under strategies that decide as "
-                f"{under} does, or measure the others on recordings made under them"
-            )
-        return (
-            f"; the harness decided otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the "
-            f"recording, made under {under}): a decision the strategies make differently, not a hook edit"
-        )
+        return _decided(a, b, sent, recorded, trace, k, under)
     return None
+
+
+def _tool_text(message: dict[str, Any] | None) -> str:
+    if message is None or message.get("role") != "tool" or not isinstance(message.get("content"), str):
+        return ""
+    return str(message["content"])
+
+
+def _decided(
+    a: dict[str, Any] | None,
+    b: dict[str, Any] | None,
+    sent: Sequence[dict[str, Any]],
+    recorded: Sequence[dict[str, Any]],
+    trace: Trace,
+    k: int,
+    under: str,
+) -> str | None:
+    """`strategy_decision` for the first pair of messages that differ (`a` sent, `b` recorded)."""
+    cid = (b or {}).get("tool_call_id") or (a or {}).get("tool_call_id")
+    for text, where in ((_tool_text(a), "here"), (_tool_text(b), f"in the recording (made under {under})")):
+        said = strategy_said(text)
+        if said is not None:
+            name, did = said
+            what = f"failed while call {cid} ran" if did == "failed" else f"{did} call {cid}"
+            return (
+                f"; the strategy {name} {what} {where} (the harness's words for it are in the message): "
+                "that strategy's own decision, not a hook's edit of the messages. A strategy that cancels or "
+                "skips calls cannot follow a recording in which they ran, nor the other way round: compare "
+                "it on recordings made under it, or replay with check='off' (--check off) to measure it "
+                "anyway"
+            )
+    answered_here = {m.get("tool_call_id") for m in sent if m.get("role") == "tool"}
+    answered_there = {m.get("tool_call_id") for m in recorded if m.get("role") == "tool"}
+    if b is not None and b.get("role") == "tool" and b.get("tool_call_id") not in answered_here:
+        return (
+            f"; call {cid} is not answered here, and the recording (made under {under}) answers it: this "
+            "replay's strategy skipped it (only a strategy that skips calls leaves one unanswered), its own "
+            "decision, not a hook's edit. Compare a strategy that skips calls on recordings made under it, "
+            "or replay with check='off' (--check off)"
+        )
+    if a is not None and a.get("role") == "tool" and a.get("tool_call_id") not in answered_there:
+        skipped = any(
+            e.tool_call_id == a.get("tool_call_id") and e.status == "skipped"
+            for r in trace.rounds[: max(k, 1)]
+            for e in r.executions
+        )
+        if skipped:
+            return (
+                f"; the recording (made under {under}) skipped call {a.get('tool_call_id')} (its execution "
+                "says skipped: that strategy left it unanswered) and this replay answers it: a decision of "
+                "the recording's strategy, not a hook's edit. Compare this trace under strategies that skip "
+                "as it did, or replay with check='off' (--check off)"
+            )
+        return None
+    if a is None or b is None or a.get("role") != "tool" or b.get("role") != "tool":
+        return None
+    here, there = (harness_decision(m.get("content") or "") for m in (a, b))
+    if here is None and there is None:
+        return None
+    changed = any(
+        f.kind == "changed_after_start" and f.tool_call_id == cid
+        for r in trace.rounds[: max(k, 1)]
+        for f in r.findings
+    )
+    if changed:
+        return (
+            f"; the recording (made under {under}) started call {cid} while the model streamed, on "
+            "arguments the stream then changed (its changed_after_start finding), and answers it with "
+            "what ran; a strategy that starts calls at the stream's end sees the final arguments "
+            f"({here or 'it runs'}): the strategies decide differently, no hook edited the messages. "
+            f"This recording compares only under a strategy that starts calls as {under} did"
+        )
+    if "duplicate of" in f"{here} {there}":
+        return (
+            f"; which of two equal calls runs is the strategy's own decision: a streaming strategy "
+            "(eager) runs the first to become complete and answers the later one as its duplicate, "
+            f"the others run the first in model order; the recording (made under {under}) decided "
+            f"otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the recording), no "
+            "hook edited the messages. Compare this trace under strategies that decide as "
+            f"{under} does, or measure the others on recordings made under them"
+        )
+    return (
+        f"; the harness decided otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the "
+        f"recording, made under {under}): a decision the strategies make differently, not a hook edit"
+    )
 
 
 class ReplayModel:
@@ -334,6 +406,13 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 key = dedupe_key(ran) if call.tool_call_id == ex.tool_call_id else None
                 if key:
                     by_key[k, key].append(len(recorded) - 1)
+            elif ex.status == "cancelled" and not cut and (said := strategy_said(ex.result)) is not None:
+                unknown.setdefault(
+                    (k, ex.tool_call_id),
+                    f"the recording's strategy {said[0]} {said[1]} it (its own decision), so its result is "
+                    f"unknown: replay this trace under {said[0]}, or compare the others on recordings made "
+                    "under them",
+                )
             elif ex.status == "cancelled":
                 unknown.setdefault((k, ex.tool_call_id), "cancelled: the recorded run was cut off")
                 on_cut[k, _place(ex.tool_call_id, call.index)].append(ex)

@@ -81,13 +81,22 @@ def save(trace: Trace, path: str | Path, *, removed: list[str] | None = None) ->
     """Write atomically (temp file in the same folder + rename): a crash never leaves half a file.
 
     Credentials are stripped first (`redact_trace`): what was removed is marked in place and listed
-    in ``metadata.redactions`` (and added to `removed` when given, so a caller can say so).
+    in ``metadata.redactions`` (and added to `removed` when given, so a caller can say so). A trace
+    that `load` would refuse (times that contradict each other, ...) is not written: a `TraceError`
+    says what `load` would say, and no file is left.
     """
     target = Path(path)
     clean = redact_trace(trace)
     if removed is not None:
         removed += clean.metadata.redactions[len(trace.metadata.redactions) :]
     text = dumps(clean, source=str(target))
+    try:  # the checks `load` applies, on the text as written: never a file that cannot be read back
+        Trace.from_dict(json.loads(text))
+    except TraceError as exc:
+        raise TraceError(
+            f"{target}: not saved: the trace would not load back ({exc}); whatever built it made a record "
+            "that contradicts itself"
+        ) from None
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

@@ -21,8 +21,10 @@ says so).
 """),
     code(SETUP),
     code("""
+from dataclasses import replace
+
 from toolcall_lab import plotting
-from toolcall_lab.analysis import compare
+from toolcall_lab.analysis import compare, sub_agent_of
 from toolcall_lab.notebook.tables import readable
 from toolcall_lab.scenarios import SCENARIOS, generate_corpus
 from toolcall_lab.trace_files import load
@@ -30,10 +32,12 @@ from toolcall_lab.trace_files import load
 STRATEGIES = ["sequential", "parallel", "eager"]
 COLUMNS = ["traces", "wall_time_s", "median_speedup_vs_sequential", "stream_overlap_s"]
 
-def gains(table):
-    \"\"\"Eager against sequential, parallel and one model call per tool call (ReAct-like), per trace.\"\"\"
-    w = table.runs.pivot(index="trace", columns="mode", values="wall_time_s")
-    react = table.runs[table.runs["mode"] == "eager"].set_index("trace")["one_call_per_response_s"]
+def gains(table, runs=None):
+    \"\"\"Eager against sequential, parallel and one model call per tool call (ReAct-like), per trace
+    (`runs`: some of the table's rows, e.g. a corpus without its sub-agents).\"\"\"
+    runs = table.runs if runs is None else runs
+    w = runs.pivot(index="trace", columns="mode", values="wall_time_s")
+    react = runs[runs["mode"] == "eager"].set_index("trace")["one_call_per_response_s"]
     rows = []
     for name, base in (("sequential", w["sequential"]), ("parallel", w["parallel"]),
                        ("one call per response (ReAct-like)", react)):
@@ -79,9 +83,27 @@ else:
     source = "BUNDLED STAND-IN (real data absent): scripted scenarios, chunk offsets spread evenly (a model)"
 print(source)
 cc = compare(sessions, STRATEGIES)
-readable(cc.summary[COLUMNS])
+subagents = {t.metadata.title for t in sessions if sub_agent_of(t) is not None}
+own = cc.runs[~cc.runs["title"].isin(subagents)]  # the sessions' own turns
+nested = cc.runs[cc.runs["title"].isin(subagents)]
+print(f"{own['trace'].nunique()} turns of the sessions themselves, {nested['trace'].nunique()} sub-agent runs "
+      "(each also inside its parent's Task call, whose recorded duration is the whole sub-agent run)")
+readable(replace(cc, runs=own).summary[COLUMNS])
 """),
-    code("gains(cc)"),
+    md("""
+**A sub-agent's time is counted once.** A `Task` call in a session's turn runs a sub-agent; its recorded
+duration is that whole sub-agent run, which the import also gives as a trace of its own. Totals over
+every trace would count those seconds twice (and the sub-agents, which ran no batch of two or more
+calls, would pull every ratio toward 1). So the headline covers the sessions' own turns, with each
+sub-agent inside its parent's `Task` call as recorded; the sub-agent runs are measured on their own
+below (`analysis.sub_agent_of` says which traces are sub-agents).
+"""),
+    code("""
+parts = {"the sessions' own turns": gains(cc, own)}
+if not nested.empty:  # (the bundled stand-in has no sub-agents)
+    parts["sub-agent runs, on their own"] = gains(cc, nested)
+pd.concat(parts)
+"""),
     md("""
 The overlap is real but small on these sessions: most batches hold one call, and in the multi-call
 batches the last `tool_use` block ends the response, so a batch ends at the same time unless an early
@@ -90,7 +112,7 @@ moment it was complete, all overlapping); `eager_saving_bound_s` what that saves
 bound. The traces with the most tool time overlapping the stream:
 """),
     code("""
-runs = cc.runs[cc.runs["mode"] == "eager"]
+runs = own[own["mode"] == "eager"]
 readable(runs.sort_values("stream_overlap_s", ascending=False)[
     ["title", "wall_time_s", "lower_bound_s", "eager_bound_s", "eager_saving_bound_s", "stream_overlap_s", "chunk_timing"]
 ].head(5))
@@ -119,10 +141,15 @@ streamed: the first token after `ttft_s`, then `tokens_per_s`, the text and each
 pieces of about 8 tokens. **The speed is measured from the real Claude Code streams** (tokens of a
 block over the time since the previous block's line, median over block pairs; tokens counted with
 o200k_base, not Claude's own tokenizer); the time to the first token from the same logs includes
-Claude Code's own work before the request. Tools: BFCL executes none, so two stated models: every
-call 1 s, and durations drawn (seeded) from the tool durations recorded in the same sessions. Without
-the real data, a stated speed (50 tokens/s, 0.5 s to the first token) and the bundled scenarios stand
-in, labelled.
+Claude Code's own work before the request. Tools: BFCL executes none (its calls are `not_recorded`;
+the importer's own placeholder gives each 0.1 s), so two stated tool models replace that: every call
+1 s, and durations drawn (seeded) from the tool executions recorded in the same sessions
+(`generation.recorded_tool_durations`): calls that ran, not the `Task` calls whose duration is a whole
+sub-agent run, not calls that never ran (a refused input, a declined permission: a wait). Most of
+those durations run from the end of the response to the result line (Claude Code logs no start), so
+they hold its scheduling and any wait for the user's permission: upper bounds of the tools' runs.
+Without the real data, a stated speed (50 tokens/s, 0.5 s to the first token) and the bundled
+scenarios stand in, labelled.
 
 **The final turn.** BFCL holds the calls a correct answer makes, not what the model says once their
 results are back: the importer closes each question with a placeholder round (`Round.placeholder`, a
@@ -132,24 +159,25 @@ adds one more turn after the tools, the same under every strategy, which would b
 below closer to 1. Each replay ends as the recording does (`incomplete` / `stopped_as_recorded`).
 """),
     code("""
-from toolcall_lab.generation import GenerationSpeed, as_streamed, measured_speed
+from toolcall_lab.generation import GenerationSpeed, as_streamed, measured_speed, recorded_tool_durations
 from toolcall_lab.importers import import_bfcl
 
 if (REALDATA / "PROVENANCE.md").is_file():
     speed = measured_speed(sessions)
-    durations = [e.duration_s for t in sessions for r in t.rounds for e in r.executions
-                 if e.status in ("ok", "error") and e.timing.source == "recorded"]
+    drawn = recorded_tool_durations(sessions)
+    print(drawn.describe())
+    durations = drawn.durations
     questions = [t for name in ("BFCL_v4_parallel", "BFCL_v4_parallel_multiple",
                                 "BFCL_v4_live_parallel", "BFCL_v4_live_parallel_multiple")
                  for t in import_bfcl(REALDATA / "bfcl" / f"{name}.jsonl").traces]
     where = f"real: {len(questions)} BFCL questions (parallel, parallel_multiple, live_parallel, live_parallel_multiple)"
-    pool = "recorded in the Claude Code sessions"
+    pool = "tool executions recorded in the Claude Code sessions (no sub-agent call, no wait)"
 else:
     speed = GenerationSpeed(tokens_per_s=50.0, ttft_s=0.5, source="stated, not measured: real data absent")
     durations = [e.duration_s for t in corpus for r in t.rounds for e in r.executions]
     questions = [load(p) for p in sorted((DATA / "traces").glob("*.json"))]
     where = "BUNDLED STAND-IN (real data absent): scripted scenarios"
-    pool = "of the generated corpus (scripted placeholders)"
+    pool = "durations of the generated corpus (scripted placeholders)"
 print(where)
 print(f"speed: {speed.tokens_per_s:.1f} tokens/s, {speed.ttft_s} s to the first token ({speed.source})")
 results = {}
@@ -157,6 +185,21 @@ for label, tool_s in (("every call 1 s", 1.0), (f"durations drawn from {len(dura
     streamed = [as_streamed(t, speed, tool_s=tool_s, durations_from=pool) for t in questions]
     results[label] = compare(streamed, STRATEGIES)
 pd.concat({label: gains(table) for label, table in results.items()})
+"""),
+    md("""
+**What the ReAct-like column is on BFCL.** `one_call_per_response_s` charges every call a model turn of
+the question's latency and runs the calls one after another. With every tool at 1 s, eager (like
+parallel) takes one turn and the 1 s of the tools, and the formula takes N turns and N s: the ratio is
+exactly N, the number of calls of the question (below; on BFCL's one-turn questions: the bundled
+stand-in's traces have several rounds, so there it is not). It measures how many calls BFCL's
+parallel questions hold, not an overlap.
+"""),
+    code("""
+ones = results["every call 1 s"].runs
+calls = ones[ones["mode"] == "eager"].set_index("trace")["n_calls"]
+ratio = gains(results["every call 1 s"]).loc["one call per response (ReAct-like)"]
+print(f"calls per question: median {calls.median():.1f}, max {calls.max()}; "
+      f"ReAct-like / eager: median {ratio['median']:.2f}, max {ratio['max']:.2f}")
 """),
     md("""
 ## Beside the papers
@@ -178,7 +221,9 @@ What differs here, so the figures above are not the same quantity:
 - *The ReAct-like baseline is a formula*: `one_call_per_response_s` charges each call a full model
   turn of the recorded latency and runs the calls one after another; real ReAct turns are shorter
   (one call each) and think between calls. The eager-vs-ReAct column is in the papers' range for
-  that reason, not because of the overlap.
+  that reason, not because of the overlap; on BFCL with every tool at 1 s it is the number of calls.
+- *Sub-agents once*: the Claude Code figures cover the sessions' own turns, each sub-agent inside its
+  parent's `Task` call; the sub-agent runs, measured on their own, ran no batch of two or more calls.
 - *No final turn on BFCL*: the figures cover the turn that makes the calls and the tools, not the
   answer after them (the recording holds none; see above); the papers' end-to-end figures include it.
 - *Stated tool and speed models*: BFCL has no tool runs; the durations and the generation speed are
@@ -190,8 +235,9 @@ What differs here, so the figures above are not the same quantity:
   beat it (`efficiency` > 1, up to `lower_bound_s / eager_bound_s`); `eager_bound_s` is eager's own bound.
 """),
     code("""
-tables = {"Claude Code": cc, "bundled corpus": bundled, **{f"BFCL, {k}": v for k, v in results.items()}}
-vs_parallel = pd.DataFrame({name: gains(t).loc["parallel"] for name, t in tables.items()}).T
+tables = {"Claude Code (own turns)": (cc, own), "bundled corpus": (bundled, None),
+          **{f"BFCL, {k}": (v, None) for k, v in results.items()}}
+vs_parallel = pd.DataFrame({name: gains(t, r).loc["parallel"] for name, (t, r) in tables.items()}).T
 print(f"eager vs parallel: all traces {vs_parallel['all traces'].min():.3f}x to {vs_parallel['all traces'].max():.3f}x, "
       f"best single trace {vs_parallel['max'].max():.3f}x")
 vs_parallel

@@ -13,8 +13,8 @@ inside a string, a pending escape) to the next delta. When the top-level value c
 is parsed once to confirm it is usable arguments, exactly as `parse_arguments` reads them (a JSON
 object, or a JSON string holding one).
 
-`CallTracker` listens to the chat-completions accumulator's `CallStarted` / `ArgumentsDelta` events
-(the parser's public stream events) for choice 0, the choice the loop executes.
+`CallTracker` reads the chat-completions accumulator's calls of choice 0 (the choice the loop executes)
+after each chunk: their argument pieces as they grow, and calls as they start.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
-from toolcall_lab.formats.base import ArgumentsDelta, CallStarted, StreamEvent
+from toolcall_lab.formats.base import StreamEvent
 from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
 from toolcall_lab.messages import ParsedArguments, ToolCall, fallback_tool_call_id, parse_arguments
 from toolcall_lab.records import TimedChunk
@@ -139,7 +139,8 @@ def usable(arguments: str) -> bool:
 
 
 class CallTracker:
-    """The accumulator's listener for one streamed response: which calls of choice 0 became complete.
+    """Which calls of choice 0 of one streamed response became complete, read from the chat-completions
+    accumulator after each chunk (`poll`).
 
     A call is complete when its arguments form a complete, usable JSON object (`ArgumentScan`), or,
     when a later call starts, if nothing but whitespace has arrived for it and its tool takes no
@@ -148,45 +149,120 @@ class CallTracker:
     Only calls whose indices run 0, 1, 2, ... in the order they appear are tracked, so a position
     here is the call's position in the final batch; from the first other index on (sparse or
     repeated indices, a provider's quirk the parser reports), the remaining calls are left to the
-    stream's end. A call whose name has not arrived yet waits. Arguments that never complete are
-    left to the stream's end too, where the parser's verdict decides (they are never executed).
+    stream's end (`out_of_order` says where). A call whose name has not arrived yet waits. Arguments
+    that never complete are left to the stream's end too, where the parser's verdict decides (they are
+    never executed).
+
+    It reads the accumulator's calls of choice 0 as they stand (in the order they started, each with its
+    argument pieces so far) instead of listening to its stream events: no event object per argument
+    delta, and the parser keeps its fast paths (a listener turns them off). This is the one place
+    that reads the accumulator's internals; a public accessor on it would be better. Passed as the
+    accumulator's listener it still works (it looks whenever an event comes).
     """
 
-    __slots__ = ("acc", "dispatched", "in_order", "no_arguments", "open", "ready", "seen")
+    __slots__ = (
+        "acc",
+        "calls",
+        "dispatched",
+        "fed",
+        "in_order",
+        "looked",
+        "no_arguments",
+        "open",
+        "order",
+        "out_of_order",
+        "ready",
+        "seen",
+    )
 
     def __init__(self, no_arguments: Container[str] = frozenset()) -> None:
         self.no_arguments = no_arguments
         """Tools that take no arguments: only their calls complete when a later call starts."""
         self.acc: ChatCompletionAccumulator | None = None
+        self.order: list[Any] | None = None
+        """The accumulator's calls of choice 0, in the order they started (its own list)."""
+        self.looked = 0
+        """Calls of choice 0 looked at so far, in the order they started."""
         self.seen = 0
         """Calls tracked so far (their indices are 0 .. seen - 1, equal to their positions)."""
         self.open: dict[int, ArgumentScan] = {}
         """Tracked calls not dispatched yet, by index."""
+        self.calls: dict[int, Any] = {}
+        """The accumulator's pending call of each open call, by index."""
+        self.fed: dict[int, int] = {}
+        """How many of its argument pieces each open call's scan has read."""
         self.dispatched: dict[int, ToolCall] = {}
         self.ready: list[tuple[int, ToolCall]] = []
         self.in_order = True
+        self.out_of_order: str | None = None
+        """Where the indices stopped running 0, 1, 2, ... (in words), once they did."""
 
     def listen(self, acc: ChatCompletionAccumulator) -> None:
         self.acc = acc
+        choices: Any = getattr(acc, "_choices", None)  # (choice 0 is made with the accumulator)
+        self.order = choices[0].order if choices and 0 in choices else None
 
     def __call__(self, event: StreamEvent) -> None:
-        if type(event) is ArgumentsDelta:
-            if event.choice_index == 0:
-                scan = self.open.get(event.call_index)
-                if scan is not None and scan.feed(event.delta):
-                    self._try(event.call_index, scan)
-        elif type(event) is CallStarted and event.choice_index == 0:
-            index = event.call_index
-            if not self.in_order or 0 <= index < self.seen:
-                return  # (the accumulator says so again when the call's id arrives)
-            for earlier, scan in list(self.open.items()):  # a later call started: the fallback rule
-                if scan.state == 0:  # (only whitespace so far: an argument string that is not JSON
-                    self._try(earlier, scan, no_arguments_only=True)  # or is cut off never completes)
-            if index != self.seen:
-                self.in_order = False  # its position, and the later calls', is known at the end
-                return
-            self.seen += 1
-            self.open[index] = ArgumentScan()
+        self.poll()
+
+    def poll(self) -> bool:
+        """Look at the accumulator (after a chunk): each open call reads the argument pieces it got
+        since, then calls that started since are taken in. True when calls are `ready`."""
+        open_ = self.open
+        if open_:  # (`_feed`, inlined: this runs once per chunk)
+            calls, fed = self.calls, self.fed
+            for index in tuple(open_):
+                pieces = calls[index].pieces
+                was = fed[index]
+                if len(pieces) > was:
+                    fed[index] = len(pieces)
+                    scan = open_[index]
+                    for piece in pieces[was:]:
+                        if type(piece) is str and scan.feed(piece):
+                            self._try(index, scan)
+                            if index not in open_:
+                                break
+        order = self.order
+        if order is not None and len(order) > self.looked:
+            for call in order[self.looked :]:
+                self._started(call)
+            self.looked = len(order)
+        return bool(self.ready)
+
+    def _started(self, call: Any) -> None:
+        """A call of choice 0 started (the parser numbered it `call.index`)."""
+        if not self.in_order:
+            return
+        index = call.index
+        for earlier, scan in list(self.open.items()):  # a later call started: the fallback rule
+            if scan.state == 0:  # (only whitespace so far: an argument string that is not JSON
+                self._try(earlier, scan, no_arguments_only=True)  # or is cut off never completes)
+        if index != self.seen:
+            self.in_order = False  # its position, and the later calls', is known at the end
+            self.out_of_order = (
+                f"call index {index} came where {self.seen} was expected"
+                if index >= 0
+                else f"a negative call index ({index}) came where {self.seen} was expected"
+            )
+            return
+        self.seen += 1
+        self.open[index] = ArgumentScan()
+        self.calls[index] = call
+        self.fed[index] = 0
+        if call.pieces:
+            self._feed(index)
+
+    def _feed(self, index: int) -> None:
+        """The open call at `index` reads the argument pieces it got since it last read."""
+        pieces = self.calls[index].pieces
+        fed = self.fed[index]
+        self.fed[index] = len(pieces)
+        scan = self.open[index]
+        for piece in pieces[fed:]:
+            if type(piece) is str and scan.feed(piece):
+                self._try(index, scan)
+                if index not in self.open:
+                    return
 
     def _try(self, index: int, scan: ArgumentScan, no_arguments_only: bool = False) -> None:
         """Dispatch the call at `index` if its arguments are usable and its name known (with
@@ -195,7 +271,8 @@ class CallTracker:
         outcome = parse_arguments(arguments)
         if type(outcome) is not ParsedArguments:
             return
-        tool_call_id, name = self._header(index)
+        pending = self.calls[index]
+        tool_call_id, name = pending.tool_call_id, pending.name
         if not name:
             return  # its name has not arrived: it waits (at the latest for the stream's end)
         if no_arguments_only and name not in self.no_arguments:
@@ -209,24 +286,12 @@ class CallTracker:
             _outcome=outcome,
         )
         self.dispatched[index] = call
-        del self.open[index]
+        del self.open[index], self.calls[index], self.fed[index]
         self.ready.append((index, call))
 
-    def _header(self, index: int) -> tuple[str | None, str | None]:
-        """The id and name the accumulator holds for the call at `index` of choice 0.
-
-        Read from the accumulator's pending call: its stream events do not carry the name (a
-        `CallStarted` is sent before the name is read). A public accessor on the accumulator would
-        be better; until the parser has one, this is the one place that reads its internals.
-        """
-        choices: Any = getattr(self.acc, "_choices", None)
-        pending = choices[0].calls.get(index) if choices and 0 in choices else None
-        if pending is None:
-            return None, None
-        return pending.tool_call_id, pending.name
-
     def take(self) -> list[tuple[int, ToolCall]]:
-        """The calls that became complete since the last `take`."""
+        """The calls that became complete since the last `take` (the accumulator is looked at first)."""
+        self.poll()
         ready, self.ready = self.ready, []
         return ready
 
@@ -242,7 +307,7 @@ def completion_offsets(
     body completes every call at the end.
     """
     tracker = CallTracker(no_arguments)
-    acc = ChatCompletionAccumulator(listener=tracker)
+    acc = ChatCompletionAccumulator()
     tracker.listen(acc)
     out: dict[int, float] = {}
     for chunk in chunks:
@@ -250,8 +315,9 @@ def completion_offsets(
         if payload.get("object") == "chat.completion":
             break
         acc.feed(payload)
-        for _, call in tracker.take():
-            out.setdefault(call.index, chunk.offset_s)
+        if tracker.poll():
+            for _, call in tracker.take():
+                out.setdefault(call.index, chunk.offset_s)
     for call in acc.finish().tool_calls:
         out.setdefault(call.index, latency_s)
     return out

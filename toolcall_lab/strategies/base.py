@@ -116,10 +116,12 @@ class Strategy:
         name: shown in traces (`Round.mode`, ``metadata.mode``), tables and plots; unique among the
             strategies you compare.
         streams: False (default): `run` is called once the model's response has ended, with every
-            call in ``batch.calls``. True: `run` is called when the model starts streaming and
+            call in ``batch.calls``. True: `run` is called while the model streams, as soon as the
+            first call is complete (or at the stream's end, if no call completed before), and
             calls arrive one by one as each becomes complete (``async for pos in
             batch.arrivals()``); the next model request waits until the stream has ended and
-            every call has finished.
+            every call has finished. Either way `run` is called only for a response that holds
+            calls (never for the final answer).
         skips_calls: True for a strategy that leaves calls unanswered on purpose (``first_only``):
             a replay under it cannot follow a recording made under another strategy, so its
             divergence check is off by default.
@@ -214,6 +216,12 @@ class FunctionStrategy(Strategy):
                 f"strategy {name or what!r}: {what} is not an `async def`; a strategy's function is "
                 "an `async def f(batch)` (it awaits the batch's calls)"
             )
+        for flag, value in (("streams", streams), ("skips_calls", skips_calls)):
+            if not isinstance(value, bool):
+                raise UsageError(
+                    f"strategy {name or getattr(function, '__name__', '?')!r}: {flag}={value!r}: must be "
+                    f"True or False (a {type(value).__name__} would be read as {bool(value)})"
+                )
         self.function = function
         self.name = check_name(
             function.__name__ if name is None else name,
@@ -280,8 +288,9 @@ def strategy(
 ) -> Callable[[Callable[[Batch], Awaitable[None]]], FunctionStrategy]:
     """Decorator: ``@strategy("read_only_parallel")`` over an ``async def f(batch)``.
 
-    ``streams=True``: the function is called when the model starts streaming, and gets calls as
-    they become complete (``async for pos in batch.arrivals()``). ``skips_calls=True``: it leaves
+    ``streams=True``: the function is called while the model streams, once the first call is
+    complete (never for a response without calls), and gets calls as they become complete
+    (``async for pos in batch.arrivals()``). ``skips_calls=True``: it leaves
     calls unanswered on purpose (``batch.skip``), so `compare` marks its runs not comparable."""
     given: Any = name
     if callable(given):
@@ -315,9 +324,23 @@ def checked(obj: Any, where: str) -> StrategyLike:
         raise UsageError(f"{where}: the strategy {obj!r} has no name (set its `name` to a non-empty string)")
     if not inspect.iscoroutinefunction(run):
         raise UsageError(f"{where}: {name!r}.run must be an `async def` taking the batch")
-    if type(obj) is not Strategy and isinstance(obj, Strategy):
-        check_limits(f"{where}: strategy {name!r}", obj.concurrency, obj.tool_limits)
+    check_options(obj, f"{where}: strategy {name!r}")
     return obj  # type: ignore[no-any-return]
+
+
+def check_options(obj: Any, where: str) -> None:
+    """Every option a strategy declares, by any route (a class attribute, one set on the instance, the
+    constructor, the decorator), as the loop will read it: ``streams`` and ``skips_calls`` are True or
+    False (``"no"`` would read as True), ``concurrency`` an integer >= 1 or None, ``tool_limits`` a
+    mapping of tool names to integers >= 1. Anything else is a `UsageError` naming the option."""
+    for flag in ("streams", "skips_calls"):
+        value = getattr(obj, flag, False)
+        if not isinstance(value, bool):
+            raise UsageError(
+                f"{where}: {flag}={value!r}: must be True or False (a {type(value).__name__} would be "
+                f"read as {bool(value)})"
+            )
+    check_limits(where, getattr(obj, "concurrency", None), getattr(obj, "tool_limits", None))
 
 
 def strategy_name(spec: Any) -> str:

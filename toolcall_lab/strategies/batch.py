@@ -747,6 +747,8 @@ class Batch:
     async def arrivals(self) -> AsyncIterator[int]:
         """Positions of calls as each becomes complete while the model streams, ending when the
         stream has ended and every call has arrived. Without streaming: every position, in order.
+        A streaming strategy is called once the first call has arrived (or the stream ended with
+        calls), never for a response without calls, so its first ``async for`` step yields a call.
 
         Positions are final: a call arrives early only while the stream's call indices run 0, 1,
         2, ... (anything else, e.g. sparse indices, and the remaining calls arrive at its end).
@@ -764,6 +766,14 @@ class Batch:
                 return
             self._wake = loop.create_future()
             await self._wake  # (raises what stopped a call the batch runs: the run must stop)
+
+    async def _first_arrival(self) -> bool:
+        """(The loop) wait until a call has arrived or the stream has ended; whether the batch holds a
+        call (a streaming strategy is called only then: `toolcall_lab.loop`)."""
+        while not self._arrivals and self._streaming:
+            self._wake = asyncio.get_running_loop().create_future()
+            await self._wake
+        return bool(self._arrivals) or bool(self._indices)
 
     def _failed(self, exc: BaseException) -> None:
         """A call the batch runs must stop the run: a strategy waiting for arrivals hears it now."""

@@ -49,8 +49,10 @@ class Eager(Strategy):
     """Start each call as soon as its arguments are complete, overlapping tools with the stream.
 
     Args:
-        concurrency: cap on calls at once (None: the run's ``concurrency`` setting).
-        tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}``.
+        concurrency: cap on calls at once (None: a subclass's own ``concurrency`` attribute, else the
+            run's ``concurrency`` setting).
+        tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}`` (None: a subclass's
+            own ``tool_limits`` attribute, else none).
         name: defaults to a subclass's own ``name`` (``class Mine(Eager): name = "mine"``),
             else ``eager`` with the options, e.g. ``eager[cap=4,web_search=2]``.
     """
@@ -64,7 +66,11 @@ class Eager(Strategy):
         tool_limits: Mapping[str, int] | None = None,
         name: str | None = None,
     ) -> None:
-        self.tool_limits = check_limits("Eager", concurrency, tool_limits)
+        if concurrency is None:  # (a subclass's own ``concurrency = 1`` / ``tool_limits = {...}``)
+            concurrency = type(self).concurrency
+        if tool_limits is None:
+            tool_limits = type(self).tool_limits
+        self.tool_limits = check_limits(made_as(self, name), concurrency, tool_limits)
         self.concurrency = concurrency
         self.name = type(self).name or self.runs_as() or "eager" if name is None else name
         check_strategy_name(self, made_as(self, name))

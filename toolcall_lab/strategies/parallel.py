@@ -38,8 +38,10 @@ class Parallel(Strategy):
     """All calls at once (at most `concurrency` at a time, at most ``tool_limits[name]`` of a tool).
 
     Args:
-        concurrency: cap on calls at once (None: the run's ``concurrency`` setting).
-        tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}``.
+        concurrency: cap on calls at once (None: a subclass's own ``concurrency`` attribute, else the
+            run's ``concurrency`` setting).
+        tool_limits: per tool, the most calls at once, e.g. ``{"web_search": 2}`` (None: a subclass's
+            own ``tool_limits`` attribute, else none).
         name: defaults to a subclass's own ``name`` (``class Mine(Parallel): name = "mine"``),
             else ``parallel`` with the options, e.g. ``parallel[cap=4,web_search=2]``.
     """
@@ -51,7 +53,11 @@ class Parallel(Strategy):
         tool_limits: Mapping[str, int] | None = None,
         name: str | None = None,
     ) -> None:
-        self.tool_limits = check_limits("Parallel", concurrency, tool_limits)
+        if concurrency is None:  # (a subclass's own ``concurrency = 1`` / ``tool_limits = {...}``)
+            concurrency = type(self).concurrency
+        if tool_limits is None:
+            tool_limits = type(self).tool_limits
+        self.tool_limits = check_limits(made_as(self, name), concurrency, tool_limits)
         self.concurrency = concurrency
         self.name = type(self).name or self.runs_as() or "parallel" if name is None else name
         check_strategy_name(self, made_as(self, name))

@@ -61,9 +61,40 @@ def _own_name(strategy: StrategyLike, where: str) -> StrategyLike:
     """`strategy`, if its name says what it runs (`check_strategy_name`: a built-in under the name of
     what it runs, options included; anything else under a name of its own that is not misread: no
     built-in's name in any case, no comma, colon, brackets, surrounding whitespace, control character)."""
+    _runs_as_declared(strategy, f"{where}: the strategy {type(strategy).__name__}")
     if type(strategy) not in _TYPES or strategy.name != strategy.runs_as():  # type: ignore[attr-defined]
         check_strategy_name(strategy, f"{where}: the strategy {type(strategy).__name__}")
     return strategy
+
+
+_RUN_NEEDS = {
+    "streams": {
+        True: "it takes calls as they arrive while the model streams",
+        False: "it runs the batch once the model's response has ended and batch.calls holds it",
+    },
+    "skips_calls": {
+        True: "it leaves calls unanswered on purpose",
+        False: "it answers every call",
+    },
+}
+
+
+def _runs_as_declared(strategy: StrategyLike, where: str) -> None:
+    """A subclass of a built-in that keeps the built-in's `run` keeps what that `run` needs: a
+    ``streams`` or ``skips_calls`` of its own would be honoured by the loop, replay and `compare`,
+    but not by the `run` it inherits (``Eager.run`` with ``streams = False`` would run no call). A
+    `UsageError` says which option, and what to do."""
+    for base in _TYPES:
+        if isinstance(strategy, base) and type(strategy).run is base.run:
+            for flag, why in _RUN_NEEDS.items():
+                want = getattr(base, flag)
+                got = getattr(strategy, flag, want)
+                if got != want:
+                    raise UsageError(
+                        f"{where}: {flag}={got!r}, but it runs {base.__name__}.run, which needs "
+                        f"{flag}={want!r} ({why[want]}); leave {flag} out, or write a `run` of its own"
+                    )
+            return
 
 
 def capped(strategy: StrategyLike, concurrency: int | None) -> StrategyLike:
