@@ -58,17 +58,23 @@ def dumps(trace: Trace, *, source: str | None = None) -> str:
 
 def redact_trace(trace: Trace) -> Trace:
     """The trace with credentials replaced by ``[REDACTED: ...]`` marks wherever they occur, each
-    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`)."""
-    doc = trace.to_dict()
+    removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`). `trace` is never
+    changed (a new trace is returned; `trace` itself when nothing was found).
+
+    A text streamed over several chunks is cleaned as a whole and cut back into its chunks
+    (`toolcall_lab.redaction.redact_stream`), so the chunks still join to the arguments and messages
+    the trace stores, and every call's arguments complete at the chunk they did."""
+    doc = trace.to_dict()  # (new containers down to the chunks; their payloads are the trace's own)
     kept = doc["metadata"].pop("redactions")
-    notes = [
-        note
-        for i, r in enumerate(doc["rounds"])
-        for note in redact_stream(
-            [c["payload"] for c in r["response"]["chunks"]], f"rounds[{i}].response.chunks"
-        )
-    ]
-    cleaned, more = redact(doc)
+    notes: list[str] = []
+    keep: set[str] = set()
+    for i, r in enumerate(doc["rounds"]):
+        chunks = r["response"]["chunks"]
+        payloads, more, pieces = redact_stream([c["payload"] for c in chunks], f"rounds[{i}].response.chunks")
+        notes += more
+        keep |= pieces
+        r["response"]["chunks"] = [{**c, "payload": p} for c, p in zip(chunks, payloads, strict=True)]
+    cleaned, more = redact(doc, keep=keep)
     notes += more
     if not notes:
         return trace
@@ -310,7 +316,9 @@ def unanswered_calls(trace: Trace) -> list[str]:
 
 
 def _clip(value: Any) -> str:
-    text = repr(value)
+    """A short form of a message content or result for a warning, credentials masked (a warning
+    must never print a secret)."""
+    text = repr(redact(value)[0])
     return text if len(text) <= 60 else text[:57] + "..."
 
 

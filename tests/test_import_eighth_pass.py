@@ -1,0 +1,356 @@
+"""Issue 13, eighth pass: what the second t13 tester found (t13b). A result crossed to another call
+although the source's own next request said which result answered which call; phantom model calls
+from a line without its message id; a turn split by a result line without its parent; `save`
+changing the caller's trace; figures that are not tool execution passing as recorded execution;
+credentials a shell command gives; counts that do not say what they cover. Every fixture is written
+here (our own bytes); the tests over ``../shared/realdata`` damage copies in ``tmp_path``."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import REALDATA, needs_realdata  # noqa: F401 (used below)
+from toolcall_lab.importers import import_recording, import_source, looks_like
+from toolcall_lab.redaction import redact, scrub_text, secret_warnings
+from toolcall_lab.replay import replay
+from toolcall_lab.trace import Trace
+from toolcall_lab.trace_files import load, save, validate
+
+# --- finding 4: save never changes its input; a streamed secret leaves each chunk in place ------------
+
+KEY = "sk-ant-api03-" + "Q" * 40 + "AA"
+
+
+def _sse(calls: list[tuple[str, str, str]], cuts: list[list[int]]) -> str:
+    """A chat-completion stream: each call's header, then its arguments in the pieces `cuts` makes
+    (the positions where a new chunk starts), then the finish."""
+    base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": None})]
+    for i, ((cid, name, args), at) in enumerate(zip(calls, cuts, strict=True)):
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        bounds = [0, *sorted(set(at) - {0, len(args)}), len(args)]
+        for a, b in itertools.pairwise(bounds):
+            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[a:b]}}]}))
+    out.append(chunk({}, "tool_calls"))
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in out) + "data: [DONE]\n\n"
+
+
+def _fragments(trace: Trace, round_index: int = 0) -> dict[int, list[str]]:
+    """Each call's argument fragments, chunk by chunk ('' where a chunk holds none of it)."""
+    out: dict[int, list[str]] = {}
+    for c in trace.rounds[round_index].model_call.chunks:
+        for choice in c.payload.get("choices") or []:
+            calls = (choice.get("delta") or {}).get("tool_calls") or []
+            seen = {call.get("index"): call for call in calls}
+            for i in range(len(trace.rounds[round_index].tool_calls)):
+                fn = (seen.get(i) or {}).get("function") or {}
+                out.setdefault(i, []).append(fn.get("arguments") or "")
+    return out
+
+
+def _complete_at(pieces: list[str]) -> int | None:
+    """The chunk at which the accumulated arguments first parse as a JSON object (eager starts then)."""
+    text = ""
+    for k, piece in enumerate(pieces):
+        text += piece
+        try:
+            if isinstance(json.loads(text), dict):
+                return k
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def _import(tmp: Path, calls: list[tuple[str, str, str]], cuts: list[list[int]]) -> Trace:
+    path = tmp / "k.sse"
+    path.write_text(_sse(calls, cuts))
+    return import_recording(path)[0]
+
+
+def test_save_never_changes_the_trace_it_is_given(tmp_path) -> None:
+    """The tester's /tmp/t13b_k.py: after `save`, the in-memory chunks held the redacted text moved
+    into chunk 0 while the calls still held the key, and every later replay failed
+    (StartedOnSnapshotError), printing the key."""
+    args = json.dumps({"cmd": f"export ANTHROPIC_API_KEY={KEY}"})
+    trace = _import(tmp_path, [("call_A", "shell", args)], [list(range(0, len(args), 7))])
+    before = copy.deepcopy(trace.to_dict())
+    assert replay(trace, "sequential").status == "incomplete"
+    save(trace, tmp_path / "k.json")
+    assert trace.to_dict() == before
+    assert replay(trace, "sequential").status == "incomplete"
+    for mode in ("parallel", "eager", "first_only"):
+        replay(trace, mode)  # (raised StartedOnSnapshotError before)
+
+
+def test_a_streamed_secret_is_taken_out_of_each_chunk_in_place(tmp_path) -> None:
+    """The chunks of the saved trace join to the arguments it stores, every chunk keeps its offset,
+    and each call's arguments complete at the chunk they did: eager starts call_A when it did
+    (0.535 s in the tester's split_key2.sse, 0.2 s after the old redaction)."""
+    a = json.dumps({"cmd": f"export ANTHROPIC_API_KEY={KEY}"})
+    b = json.dumps({"cmd": "ls -la"})
+    trace = _import(
+        tmp_path, [("call_A", "shell", a), ("call_B", "shell", b)], [list(range(0, len(a), 7)), [3, 8]]
+    )
+    save(trace, tmp_path / "k.json")
+    saved = load(tmp_path / "k.json")
+    assert KEY[:20] not in (tmp_path / "k.json").read_text()
+    got, was = _fragments(saved), _fragments(trace)
+    for i, call in enumerate(saved.rounds[0].tool_calls):
+        assert "".join(got[i]) == call.arguments == saved.rounds[0].executions[i].arguments
+        assert _complete_at(got[i]) == _complete_at(was[i])
+    assert "[REDACTED: an Anthropic key]" in saved.rounds[0].tool_calls[0].arguments
+    assert [c.offset_s for c in saved.rounds[0].model_call.chunks] == [
+        c.offset_s for c in trace.rounds[0].model_call.chunks
+    ]
+    starts = [[e.started_at for e in r.executions] for r in replay(trace, "eager").rounds]
+    assert [[e.started_at for e in r.executions] for r in replay(saved, "eager").rounds] == starts
+
+
+_SECRET_ARGS = st.sampled_from(
+    [
+        lambda s: {"cmd": f"export ANTHROPIC_API_KEY=sk-ant-api03-{s}{s}"},
+        lambda s: {"cmd": f"curl -u admin:{s}! https://db && echo ok"},
+        lambda s: {"api_key": s + "x9", "q": "weather"},
+        lambda s: {"url": f"postgres://app:{s}9@db:5432/x", "n": 3},
+        lambda s: {"text": f"token ghp_{s}{s}{s} and more"},
+    ]
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(make=_SECRET_ARGS, secret=st.from_regex(r"[A-Za-z][A-Za-z0-9]{11,15}", fullmatch=True), data=st.data())
+def test_redacting_a_stream_keeps_it_self_consistent_for_any_chunking(make, secret, data) -> None:
+    """Property: whatever the chunk boundaries, saving leaves the trace it was given unchanged, the
+    saved chunks join to the stored arguments, hold no piece of the secret, keep their offsets, and
+    complete each call's arguments at the same chunk."""
+    args = json.dumps(make(secret))
+    other = json.dumps({"q": "plain"})
+    cuts = [data.draw(st.lists(st.integers(1, len(t) - 1), max_size=12)) for t in (args, other)]
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        trace = _import(tmp, [("call_A", "f", args), ("call_B", "f", other)], cuts)
+        before = copy.deepcopy(trace.to_dict())
+        text = save(trace, tmp / "k.json").read_text()
+        assert trace.to_dict() == before
+        saved = load(tmp / "k.json")
+    assert secret not in text
+    got, was = _fragments(saved), _fragments(trace)
+    for i, call in enumerate(saved.rounds[0].tool_calls):
+        assert "".join(got[i]) == call.arguments
+        assert len(got[i]) == len(was[i]) and _complete_at(got[i]) == _complete_at(was[i])
+    assert [c.offset_s for c in saved.rounds[0].model_call.chunks] == [
+        c.offset_s for c in trace.rounds[0].model_call.chunks
+    ]
+
+
+def _every_shape() -> list[Trace]:
+    """A trace of every shape the project makes: scripted scenarios, replays, the frozen fixtures,
+    and every real recording imported (when ../shared/realdata is there)."""
+    from toolcall_lab.scenarios import SCENARIOS
+
+    out = [s.record() for s in SCENARIOS.values()]
+    out += [
+        load(p)
+        for p in sorted((Path(__file__).parent / "fixtures" / "traces").glob("*.json"))
+        if p.name[0] != "." and _loads(p)
+    ]
+    if (REALDATA / "PROVENANCE.md").is_file():
+        for f in sorted(p for p in REALDATA.rglob("*") if p.is_file() and p.suffix != ".md"):
+            kind = "tau-bench" if f.parent.name == "tau-bench" else looks_like(f)
+            if kind not in (None, "bfcl answers"):
+                try:
+                    out += list(
+                        import_source(kind, f, **({"limit": 5} if kind in ("tau-bench", "bfcl") else {}))
+                    )
+                except Exception:  # (a source the importer refuses: another test's business)
+                    continue
+    return out
+
+
+def _loads(p: Path) -> bool:
+    try:
+        load(p)
+    except Exception:  # (the negative fixtures)
+        return False
+    return True
+
+
+def test_save_and_record_change_no_trace_of_any_shape(tmp_path) -> None:
+    """Deep equality before and after `save`, and after `recorded_trace` over a replay of it (the
+    run's rounds share the trace's payloads), for every shape of trace."""
+    from toolcall_lab.models import ScriptedModel
+    from toolcall_lab.record import recorded_trace
+
+    traces = _every_shape()
+    assert len(traces) > 20
+    for n, trace in enumerate(traces):
+        before = copy.deepcopy(trace.to_dict())
+        save(trace, tmp_path / f"{n}.json")
+        assert trace.to_dict() == before, trace.metadata.title
+        try:
+            run = replay(trace, "sequential", check="off")
+        except Exception:  # (a trace that cannot replay: save alone is checked)
+            continue
+        run_before = copy.deepcopy([r.to_dict() for r in run.rounds])
+        recorded_trace(run, ScriptedModel(["x"]), title="again")
+        assert [r.to_dict() for r in run.rounds] == run_before and trace.to_dict() == before
+
+
+def test_record_never_changes_the_run_it_records() -> None:
+    from toolcall_lab.models import ScriptedModel, ScriptedResponse
+    from toolcall_lab.record import record
+
+    def shell(cmd: str) -> str:
+        return f"ran {cmd}"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("shell", {"cmd": f"curl -u a:{KEY}"}),)), "done"])
+    trace = asyncio.run(record(model, [shell], "go", title="t"))
+    assert KEY not in json.dumps(trace.to_dict())
+
+
+# --- findings 10 and 11: shell credentials; validate names every kind and echoes none -----------------
+
+COMMANDS = [  # (a command a tool ran, the secret in it)
+    ("curl -u admin:Sup3rS3cret! https://db.internal/x", "Sup3rS3cret!"),
+    ("mysql -u root -pHunter2Pass db", "Hunter2Pass"),
+    ("mysqldump -uroot -p'Hunter 2' shop > shop.sql", "Hunter 2"),
+    ("curl --user 'bob:s3cr3t pw' https://x", "s3cr3t pw"),
+    ("wget --user=bob --password=W9xq8rTz http://x", "W9xq8rTz"),
+    ("PGPASSWORD=Pq7sZ2x psql -h db -U app", "Pq7sZ2x"),
+    ("git clone https://oauth2:gl0ab3c4d5@gitlab.example.com/g/r.git", "gl0ab3c4d5"),
+    ("deploy --api-key Zk29fj3kd9 --region eu", "Zk29fj3kd9"),
+    ("sshpass -p Tr0ub4dor ssh deploy@host", "Tr0ub4dor"),
+    ("openssl enc -aes256 -pass pass:K3yPhr4se -in a", "K3yPhr4se"),
+]
+ORDINARY_COMMANDS = [
+    "docker run -u 1000:1000 image",
+    "sort -u a:b",
+    "git push -u origin main",
+    "mysql -p shop",
+    "mysql --password --host db",
+    "mysql -P 3306 -h db",
+    "ssh -p 2222 host",
+    "curl -u $USER:$PASS https://x",
+    "app --password-file=/run/secrets/pw",
+    "app --password=<your password>",
+    "--token $GITHUB_TOKEN",
+    "pip install -U requests",
+    "python -m pytest -p no:cacheprovider",
+    "curl http://localhost:8080/a:b",
+    "MAX_TOKENS=1024 run",
+    "tar -cvpf x.tar dir",
+    "grep -rn password src/",
+    "see --help for the --token flag",
+]
+
+
+@pytest.mark.parametrize(("command", "secret"), COMMANDS)
+def test_credentials_a_command_line_gives_are_removed(command, secret) -> None:
+    """The tester's d_secret2.json: `curl -u admin:Sup3rS3cret!` and `mysql -pHunter2Pass` survived
+    `save`, and validate said nothing."""
+    cleaned, found = scrub_text(command)
+    assert secret not in cleaned and found
+    assert cleaned.count("[REDACTED: ") == 1
+    args = json.dumps({"command": command})
+    redacted, notes = redact(args, "arguments")
+    assert secret not in redacted and json.loads(redacted) and notes
+    assert secret_warnings({"arguments": args})
+
+
+@pytest.mark.parametrize("text", ORDINARY_COMMANDS)
+def test_ordinary_command_lines_stay_as_they_are(text) -> None:
+    assert scrub_text(text) == (text, [])
+    assert secret_warnings({"result": text}) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from(
+            [
+                "run",
+                "-u",
+                "-p",
+                "--user",
+                "--pass",
+                "1000:1000",
+                "a:b",
+                "main",
+                "origin",
+                "the",
+                "port",
+                "-P",
+                "3306",
+                "ls",
+                "sort",
+                "git",
+                "docker",
+                "push",
+                "x",
+                "--help",
+                "&&",
+                "|",
+                "echo",
+                "ok",
+                ":",
+                "@",
+            ]
+        ),
+        max_size=12,
+    ),
+)
+def test_ordinary_words_never_look_like_a_credential(words) -> None:
+    """Negative property: flags, ids and words without a credential command before them
+    (curl/wget/mysql/sshpass/openssl) or a credential option name are never touched."""
+    text = " ".join(words)
+    assert scrub_text(text) == (text, [])
+
+
+def test_validate_names_every_kind_of_secret_in_a_field_and_never_echoes_one(tmp_path) -> None:
+    """The tester: a result holding a ghp_ token, AKIAIOSFODNN7EXAMPLE and password=hunter2 got only
+    the GitHub warning, and an 'unanswered tool call' warning printed the secrets."""
+    from toolcall_lab.scenarios import SCENARIOS
+
+    secrets = ["ghp_Z9y8x7w6v5u4t3s2r1q0p9o8n7m6l5k4j3i2", "AKIAIOSFODNN7EXAMPLE", "hunter2x"]
+    text = f"ok; also found {secrets[1]} and {secrets[0]} password={secrets[2]}"
+    warnings = secret_warnings({"result": text})
+    assert len(warnings) == 1 and all(
+        kind in warnings[0] for kind in ("a GitHub token", "an AWS access key id", "the value of password")
+    )
+    trace = SCENARIOS["one_tool_round"].record()
+    doc = trace.to_dict()
+    doc["rounds"][0]["tool_executions"][0]["result"] = text  # unsaved: validate reads the file as it is
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    _, found = validate(path)
+    assert any("unanswered tool call" in w for w in found)
+    assert any("a GitHub token" in w and "an AWS access key id" in w for w in found)
+    shown = "\n".join(found)
+    assert not any(s in shown or s[:8] in shown for s in secrets)
