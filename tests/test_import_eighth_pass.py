@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REALDATA, needs_realdata  # noqa: F401 (used below)
+from tests.conftest import REALDATA, needs_realdata
 from toolcall_lab.importers import import_recording, import_source, looks_like
 from toolcall_lab.redaction import redact, scrub_text, secret_warnings
 from toolcall_lab.replay import replay
@@ -354,3 +354,156 @@ def test_validate_names_every_kind_of_secret_in_a_field_and_never_echoes_one(tmp
     assert any("a GitHub token" in w and "an AWS access key id" in w for w in found)
     shown = "\n".join(found)
     assert not any(s in shown or s[:8] in shown for s in secrets)
+
+
+# --- finding 5: one rounding rule for every derived time, on every path ------------------------------
+
+from tests.test_import_seventh_pass import (  # noqa: E402 (helpers of the seventh pass's fixtures)
+    USER,
+    Log,
+    _genai_chat,
+    _lf_export,
+    _lf_stamp,
+    _otlp_export,
+    _part_call,
+)
+
+
+def _times(trace: Trace) -> list[float]:
+    out: list[float] = []
+    for r in trace.rounds:
+        mc = r.model_call
+        out += [mc.started_at, mc.ended_at, mc.latency_s, *(c.offset_s for c in mc.chunks)]
+        out += [x for x in (mc.first_chunk_at, mc.ttfc_s) if x is not None]
+        out += [x for e in r.executions for x in (e.started_at, e.ended_at, e.duration_s)]
+    return out
+
+
+def _to_the_microsecond(trace: Trace) -> bool:
+    return all(round(x, 6) == x for x in _times(trace))
+
+
+@needs_realdata
+def test_one_untrusted_timestamp_adds_no_float_noise_to_the_other_numbers(tmp_path) -> None:
+    """t13b: an OpenHands event stream with one timestamp out of order is scheduled by the loop, not
+    placed, and every number came out with float noise (latency 2.751540184 for 2.75154, tool
+    0.658356905), still labelled recorded."""
+    from toolcall_lab.importers import import_openhands
+
+    src = REALDATA / "OpenHands" / "openhands_claude-3-5-sonnet_basic_gui_mode_event_stream.json"
+    events = json.loads(src.read_text())
+    clean = import_openhands(src)[0]
+    for e in events:
+        if e.get("id") == 10:
+            e["timestamp"] = "2025-01-20T20:29:40.000000"
+    (tmp_path / "oh.json").write_text(json.dumps(events))
+    damaged = import_openhands(tmp_path / "oh.json")[0]
+    assert "schedules them" in damaged.metadata.notes  # (the other path: not placed as recorded)
+    assert _to_the_microsecond(clean) and _to_the_microsecond(damaged)
+    assert damaged.rounds[0].model_call.latency_s == clean.rounds[0].model_call.latency_s == 2.75154
+    assert damaged.rounds[0].executions[0].duration_s == clean.rounds[0].executions[0].duration_s == 0.658357
+
+
+def test_a_fallback_time_is_rounded_as_the_clean_path_rounds_it(tmp_path) -> None:
+    """t13b: a Langfuse tool observation without endTime gave 1.900000095 s and a time to first
+    token of 0.549999905 s."""
+    from toolcall_lab.importers import import_langfuse
+
+    path = _lf_export(tmp_path, _lf_stamp(9.111), _lf_stamp(12.0))
+    doc = json.loads(path.read_text())
+    for o in doc["observations"]:
+        if o["id"] == "g2":
+            o["completionStartTime"] = _lf_stamp(12.75)
+        if o["id"] == "t1":
+            del o["endTime"]
+    path.write_text(json.dumps(doc))
+    (trace,) = import_langfuse(path)
+    assert _to_the_microsecond(trace)
+    assert trace.rounds[1].model_call.ttfc_s == 0.55
+
+
+def test_a_source_figure_with_more_digits_is_kept_to_the_microsecond_everywhere(tmp_path) -> None:
+    """t13b #19: SWE-agent's execution_time (0.238733730999229) put float noise in every start
+    (1.038733730999229)."""
+    from toolcall_lab.importers import import_swe_agent
+
+    if not (REALDATA / "SWE-agent").is_dir():
+        pytest.skip("real recordings not found")
+    (trace,) = import_swe_agent(REALDATA / "SWE-agent")
+    assert _to_the_microsecond(trace)
+    assert trace.rounds[1].executions[0].started_at == 1.838734
+
+
+# --- finding 6: a time that is not execution never passes as recorded execution ---------------------
+
+
+def _declined_log() -> Log:
+    log = Log()
+    log.user(0, "tidy up")
+    log.calls(2, "msg_01", "toolu_1", "Bash", {"command": "ls"})
+    log.result(2.3, "toolu_1", "a.txt")
+    log.calls(4, "msg_02", "toolu_2", "Edit", {"file_path": "/w/a.txt", "old_string": "a", "new_string": "b"})
+    log.result(12, "toolu_2", "The user doesn't want to proceed with this tool use. The tool use was rejected.",
+               error=True)
+    log.says(14, "msg_03", "Understood, I left it.")
+    return log
+
+
+def test_a_declined_call_s_time_is_a_wait_and_a_start_assumed_is_an_upper_bound(tmp_path) -> None:
+    """t13b craft/E: "Edit … d=8.0 [recorded] … no tool ran, the time is the wait", and
+    compare(..., timings='recorded') kept it with tool_time_s 8.0, measured_share 1.0."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.importers import import_claude_code
+
+    (trace,) = import_claude_code(_declined_log().write(tmp_path / "s.jsonl"))
+    bash, edit = trace.rounds[0].executions[0], trace.rounds[1].executions[0]
+    assert (bash.timing.source, bash.timing.covers) == ("recorded", "upper_bound")
+    assert (edit.timing.source, edit.timing.covers, edit.duration_s) == ("recorded", "wait", 8.0)
+    table = compare([trace], ["sequential"], timings="recorded")
+    assert table.runs.empty and "a wait, no tool ran, not execution" in table.excluded["reason"].iloc[0]
+    runs = compare([trace], ["sequential"]).runs
+    assert runs["not_execution_s"].iloc[0] == pytest.approx(8.3)
+    assert runs["measured_share"].iloc[0] < 0.5
+    calls = compare([trace], ["sequential"]).calls
+    assert list(calls["covers"]) == ["upper_bound", "wait"]
+    # the file says so (schema 3), and a view says so
+    path = save(trace, tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == 3
+    assert doc["rounds"][1]["tool_executions"][0]["timing"]["covers"] == "wait"
+    assert load(path).rounds[1].executions[0].timing.covers == "wait"
+    html = trace._repr_mimebundle_()["text/html"]
+    assert "time: a wait, no tool ran" in html and "recorded (a wait, no tool ran)" in html
+
+
+def test_an_otlp_gap_is_an_upper_bound(tmp_path) -> None:
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.importers import import_otlp
+
+    out1 = [{"role": "assistant", "parts": [_part_call("call_1", "get_weather", {"city": "Paris"})]}]
+    answer = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "18C"}]}
+    spans = [_genai_chat("c1", 0.1, 2.1, [USER], out1),
+             _genai_chat("c2", 3.2, 5.9, [USER, *out1, answer],
+                         [{"role": "assistant", "parts": [{"type": "text", "content": "18C."}]}])]
+    (trace,) = import_otlp(_otlp_export(tmp_path, spans))
+    gap = trace.rounds[0].executions[0]
+    assert (gap.timing.source, gap.timing.covers, gap.duration_s) == ("recorded", "upper_bound", 1.1)
+    assert compare([trace], ["sequential"], timings="measured").runs.empty
+
+
+def test_files_without_what_only_version_3_holds_are_written_and_read_as_before() -> None:
+    """Old files load unchanged: every figure of a version 2 file covers the thing itself, and a trace
+    that records no wait, bound or parent is still written as version 2, byte for byte."""
+    from toolcall_lab.trace_files import dumps
+
+    fixtures = sorted((Path(__file__).parent / "fixtures" / "traces").glob("*.json"))
+    checked = 0
+    for p in fixtures:
+        if not _loads(p) or json.loads(p.read_text()).get("schema_version") != 2:
+            continue
+        trace = load(p)
+        assert trace.file_version == 2 and trace.to_dict()["schema_version"] == 2
+        assert all(e.timing.covers == "execution" for r in trace.rounds for e in r.executions)
+        if dumps(trace) == p.read_text():
+            checked += 1
+    assert checked >= 2

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import DATA
 from toolcall_lab.exceptions import TraceFormatError, TraceVersionError
 from toolcall_lab.scenarios import SCENARIOS, generate_corpus
-from toolcall_lab.trace import Trace
+from toolcall_lab.trace import SCHEMA_VERSION, Trace
 from toolcall_lab.trace_files import dumps, load, save, scrub, secret_warnings, validate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
@@ -61,7 +61,7 @@ def test_valid_fixture_loads() -> None:
 def test_version_1_files_load_with_honest_timing_labels() -> None:
     """v1 had one trace-wide word for its timings; a scripted v1 trace's numbers are placeholders."""
     old = load(FIXTURES / "valid_one_tool_round.json")
-    assert old.schema_version == 2  # migrated on reading; saving writes version 2
+    assert old.schema_version == SCHEMA_VERSION and old.to_dict()["schema_version"] == 2  # migrated; written as 2
     assert old.timing_sources == {"placeholder": 3}  # 2 model calls, 1 tool call
     assert old.rounds[0].model_call.chunk_timing == "spread"
     assert "v1 scripted trace" in old.rounds[0].executions[0].timing.note

@@ -42,7 +42,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from toolcall_lab._execution import dedupe_key
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
-from toolcall_lab.records import MODES, NOT_BATCH_EVIDENCE, TIMING_SOURCES, Round, TimingSource
+from toolcall_lab.records import (
+    MODES,
+    NOT_BATCH_EVIDENCE,
+    TIMING_SOURCES,
+    Round,
+    Timing,
+    TimingCovers,
+    TimingSource,
+)
 from toolcall_lab.replay import check_recorded_settings, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, capped, resolve
@@ -269,6 +277,29 @@ def timing_seconds(rounds: Iterable[Round]) -> dict[TimingSource, float]:
     return out
 
 
+_COVERS_WORDS = {"upper_bound": "an upper bound", "wait": "a wait, no tool ran"}
+
+
+def _timed(rounds: Iterable[Round]) -> Iterable[tuple[Timing, float]]:
+    """Every duration a wall time adds up from (model latencies, answered calls) with its label."""
+    for r in rounds:
+        yield r.model_call.timing, r.model_call.latency_s
+        for e in r.executions:
+            if e.answered:
+                yield e.timing, e.duration_s
+
+
+def not_execution_seconds(rounds: Iterable[Round]) -> dict[TimingCovers, float]:
+    """Seconds recorded or reported at the source that are not the time of the thing itself, by what
+    they cover (`Timing.covers`: a wait at a permission prompt, an upper bound such as a start an
+    importer assumed): real time, but not measured tool or model time."""
+    out: dict[TimingCovers, float] = {}
+    for t, seconds in _timed(rounds):
+        if t.source in ("recorded", "reported") and t.covers != "execution" and seconds > 0:
+            out[t.covers] = out.get(t.covers, 0.0) + seconds
+    return out
+
+
 def unknown_durations(rounds: Sequence[Round]) -> dict[TimingSource, int]:
     """Durations set to 0 s for want of a figure (estimated or placeholder), anywhere in the run:
     something may have taken time there that no number accounts for (a call whose result the source
@@ -289,18 +320,23 @@ def timing_columns(
     seconds: dict[TimingSource, float],
     extra_placeholder_s: float = 0.0,
     unknown: dict[TimingSource, int] | None = None,
+    not_execution: dict[TimingCovers, float] | None = None,
 ) -> dict[str, Any]:
     """``timing_evidence`` (weakest label carrying time, or standing for an unknown duration),
-    ``measured_share`` (of the seconds), ``rests_on_estimates``."""
+    ``measured_share`` (of the seconds: recorded or reported, and the time of the thing itself),
+    ``not_execution_s`` (recorded or reported seconds that are a wait or an upper bound, not the
+    thing itself: `not_execution_seconds`), ``rests_on_estimates``."""
     seconds = dict(seconds)
     if extra_placeholder_s:
         seconds["placeholder"] = seconds.get("placeholder", 0.0) + extra_placeholder_s
     carrying = {s for s, v in seconds.items() if v > 0} | set(unknown or {})
     total = sum(seconds.values())
-    measured = seconds.get("recorded", 0.0) + seconds.get("reported", 0.0)
+    bounds = sum((not_execution or {}).values())
+    measured = seconds.get("recorded", 0.0) + seconds.get("reported", 0.0) - bounds
     return {
         "timing_evidence": max(carrying, key=_STRENGTH.__getitem__) if carrying else "none",
         "measured_share": measured / total if total else 1.0,
+        "not_execution_s": bounds,
         "rests_on_estimates": bool(carrying & {"estimated", "placeholder"}),
     }
 
@@ -310,10 +346,13 @@ def timing_gap(trace: Trace, allowed: frozenset[TimingSource]) -> str | None:
     seconds = timing_seconds(trace.rounds)
     weak = {s: v for s, v in seconds.items() if s not in allowed and v > 0}
     unknown = {s: n for s, n in unknown_durations(trace.rounds).items() if s not in allowed}
-    if not weak and not unknown:
+    # a wait or an upper bound is real time, but not measured time of the thing itself
+    bounds = not_execution_seconds(trace.rounds) if "placeholder" not in allowed else {}
+    if not weak and not unknown and not bounds:
         return None
     total = sum(seconds.values())
     parts = [f"{v:.2f} s {s}" for s, v in sorted(weak.items(), key=lambda kv: _STRENGTH[kv[0]])]
+    parts += [f"{v:.2f} s recorded that is {_COVERS_WORDS[c]}, not execution" for c, v in bounds.items()]
     parts += [f"{n} unknown duration(s) counted as 0 s ({s})" for s, n in unknown.items()]
     return f"rests partly on {', '.join(parts)} (of {total:.2f} s)"
 
@@ -366,6 +405,7 @@ def run_rows(
                     "end": e.ended_at,
                     "duration": e.duration_s,
                     "timing": e.timing.source,
+                    "covers": e.timing.covers,
                     "queued_at": e.queued_at,
                     "waited_s": e.waited_s,
                 }
@@ -400,7 +440,12 @@ def run_rows(
         "skipped": sum(e.status == "skipped" for e in result.executions),
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
-        **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
+        **timing_columns(
+            timing_seconds(result.rounds),
+            trips_time,
+            unknown_durations(result.rounds),
+            not_execution_seconds(result.rounds),
+        ),
     }
     why = not_comparable_why(result)
     summary.update(comparable=why is None, not_comparable_why=why or "")

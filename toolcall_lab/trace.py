@@ -16,6 +16,12 @@ executed. Schema versions (one line each)::
        ``strategy_notes`` and per execution ``queued_at`` (when it waited for a slot) and
        ``returned_at`` (when a tool that reported a shorter duration actually returned), written only
        when present
+    3  as 2, plus what a duration covers (``timing.covers``: ``upper_bound`` or ``wait``, written only
+       when it is not ``execution``) and a sub-agent's link to the call it ran inside
+       (``metadata.parent``: the ``source`` of the trace holding that call and its ``tool_call_id``).
+       A trace using neither is written as version 2, byte for byte as before; one using them is
+       version 3, so a toolcall_lab that reads only version 2 refuses it instead of counting a wait
+       as tool execution
 
 Version 1 files still load: their one trace-wide ``timings`` label is spread onto every number, and
 where it cannot say which number was recorded (``mixed``, ``modelled``) the numbers are labelled
@@ -38,6 +44,7 @@ from toolcall_lab.records import (
     FINAL_REASONS,
     HOOK_NAMES,
     ORIGINS,
+    TIMING_COVERS,
     TIMING_SOURCES,
     ChunkTiming,
     ClientRoundTrip,
@@ -67,7 +74,7 @@ __all__ = [
     "round_to_dict",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _OFFSET_SLACK = 1e-6
 """Seconds of rounding allowed in chunk offsets (times are stored as decimal floats)."""
 SCHEMA_VERSIONS: dict[int, str] = {
@@ -77,6 +84,9 @@ SCHEMA_VERSIONS: dict[int, str] = {
     "chunk_timing on every response, final_reason and timed serialized round_trips per round, "
     "outcome.hook_failures, execution status withheld; metadata recorded_wall_s and redactions; mode "
     "names any strategy; optional strategy_notes per round and queued_at / returned_at per execution",
+    3: "as 2, plus timing.covers (upper_bound / wait: a duration that is not the thing itself) and "
+    "metadata.parent (a sub-agent's trace: the source and call id it ran inside); traces using neither "
+    "are written as version 2",
 }
 RESULT_NOT_RECORDED = "(result not recorded)"
 """The result text of a call whose result the source does not hold (a recording that stops before it, a
@@ -106,6 +116,10 @@ class TraceMetadata:
     set beside the replayed times. None when the source has no timestamps."""
     redactions: tuple[str, ...] = ()
     """Where credentials were removed when the trace was saved or recorded (JSON paths and what)."""
+    parent: dict[str, str] | None = None
+    """For a sub-agent's trace: the call it ran inside, ``{"source": <that trace's metadata.source>,
+    "tool_call_id": ...}``. That call's duration already holds this whole run, so corpus totals count
+    its seconds once (`toolcall_lab.analysis.nested_runs`). None for every other trace."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,10 +206,31 @@ class Trace:
                 counts[t.source] = counts.get(t.source, 0) + 1
         return counts
 
+    @property
+    def file_version(self) -> int:
+        """The schema version the file of this trace is written as: 2 unless it records what only
+        version 3 holds (a `Timing.covers` other than ``execution``, a `TraceMetadata.parent`)."""
+        if self.metadata.parent is not None:
+            return 3
+        for r in self.rounds:
+            timings = [
+                r.model_call.timing,
+                *(e.timing for e in r.executions),
+                *(t.timing for t in r.round_trips),
+            ]
+            if any(t.covers != "execution" for t in timings):
+                return 3
+        if any(f.timing.covers != "execution" for f in self.outcome.hook_failures):
+            return 3
+        return 2
+
     def to_dict(self) -> dict[str, Any]:
+        meta = {**_fields(self.metadata), "redactions": list(self.metadata.redactions)}
+        if meta["parent"] is None:  # (version 2 files stay as they were)
+            del meta["parent"]
         return {
-            "schema_version": self.schema_version,
-            "metadata": {**_fields(self.metadata), "redactions": list(self.metadata.redactions)},
+            "schema_version": self.file_version,
+            "metadata": meta,
             "tools": list(self.tools),
             "initial_messages": list(self.initial_messages),
             "outcome": self.outcome.to_dict(),
@@ -388,6 +423,7 @@ class _Reader:
                 self.str_(v, f"metadata.redactions[{i}]")
                 for i, v in enumerate(self.get(m, "redactions", "metadata", self.list_, []))
             ),
+            parent=self.get(m, "parent", "metadata", self.parent, None),
         )
         if version == 1 and isinstance(meta.settings.get("dedupe"), bool):
             meta.settings.setdefault("dedupe_across_rounds", meta.settings["dedupe"])
@@ -450,6 +486,18 @@ class _Reader:
                 f"{wall} ends before {where} does ({last}): the run's wall time contradicts its rounds",
             )
 
+    def parent(self, value: Any, path: str) -> dict[str, str] | None:
+        if value is None:
+            return None
+        d = self.obj(value, path)
+        out = {k: self.get(d, k, path, self.str_) for k in ("source", "tool_call_id")}
+        extra = set(d) - set(out)
+        if extra:
+            raise self.fail(
+                path, f"unexpected key(s) {', '.join(sorted(extra))} (source and tool_call_id only)"
+            )
+        return out
+
     def timing(self, d: Mapping[str, Any], path: str) -> Timing:
         if self.v1_timing is not None:
             return self.v1_timing[0]
@@ -458,6 +506,7 @@ class _Reader:
         return Timing(
             source=self.get(t, "source", p, self.choice(TIMING_SOURCES)),
             note=self.get(t, "note", p, self.str_, ""),
+            covers=self.get(t, "covers", p, self.choice(TIMING_COVERS), "execution"),
         )
 
     def chunk_timing(self, d: Mapping[str, Any], path: str) -> ChunkTiming:

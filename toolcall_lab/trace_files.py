@@ -177,7 +177,7 @@ _FREE_FORM = frozenset(
 def _sample_doc() -> dict[str, Any]:
     """A trace with one of everything, as written: the fields the current schema knows."""
     from toolcall_lab.messages import Finding, ToolCall
-    from toolcall_lab.records import ModelCall, Round, TimedChunk, ToolExecution
+    from toolcall_lab.records import ModelCall, Round, TimedChunk, Timing, ToolExecution
     from toolcall_lab.trace import TraceMetadata, TraceOutcome
 
     call = ToolCall(tool_call_id="c", name="t", arguments="{}")
@@ -202,13 +202,14 @@ def _sample_doc() -> dict[str, Any]:
                 ended_at=2.0,
                 queued_at=0.5,
                 returned_at=2.5,
+                timing=Timing(source="recorded", covers="wait"),
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
         strategy_notes=("",),
     )
     trace = Trace(
-        metadata=TraceMetadata(title="", origin="scripted"),
+        metadata=TraceMetadata(title="", origin="scripted", parent={"source": "", "tool_call_id": ""}),
         tools=(),
         initial_messages=(),
         rounds=(rnd,),

@@ -81,6 +81,7 @@ from toolcall_lab.records import (
     TimedChunk,
     Timing,
     ToolExecution,
+    clock_time,
 )
 from toolcall_lab.replay import replay
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace, TraceMetadata, TraceOutcome
@@ -337,13 +338,13 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
             model_call=replace(r.model_call, first_chunk_at=first_chunk(r, t)),
             executions=tuple(_screened_on_import(e) for e in r.executions),
         )
-        for r, t in zip(placed, turns, strict=True)
+        for r, t in zip(map(_on_clock, placed), turns, strict=True)
     ]
     wall = max([r.ended_at for r in placed], default=0.0)
     real = [t for t in segment.turns if not t.synthetic]
     starts = [t.recorded_start for t in real if t.recorded_start is not None]
     ends = [t.recorded_end for t in real if t.recorded_end is not None]
-    recorded_wall = round(max(ends) - min(starts), 6) if starts and ends else None
+    recorded_wall = clock_time(max(ends) - min(starts)) if starts and ends else None
     if recorded_wall is not None and (real[0].recorded_start is None or real[-1].recorded_end is None):
         # the run's first start or last end is a time the import did not trust (or the source lacks):
         # the span of the others would be a shorter run, not this one's wall time
@@ -419,13 +420,37 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     )
 
 
+def _on_clock(r: Round) -> Round:
+    """`r` with every time to the microsecond (`clock_time`): one rounding rule whether the rounds
+    were placed as recorded or, when the source's times do not allow it, scheduled by the loop (whose
+    sums of durations would otherwise carry float noise: 3.4098970000000004)."""
+    mc = r.model_call
+    chunks = tuple(
+        c if (o := clock_time(c.offset_s)) == c.offset_s else replace(c, offset_s=o) for c in mc.chunks
+    )
+    return replace(
+        r,
+        model_call=replace(
+            mc,
+            started_at=clock_time(mc.started_at),
+            ended_at=clock_time(mc.ended_at),
+            first_chunk_at=None if mc.first_chunk_at is None else clock_time(mc.first_chunk_at),
+            chunks=chunks,
+        ),
+        executions=tuple(
+            replace(e, started_at=clock_time(e.started_at), ended_at=clock_time(e.ended_at))
+            for e in r.executions
+        ),
+    )
+
+
 def _batch_evidence(r: Result) -> Timing:
     """A result's timing, its note saying when its span is no evidence of how the batch ran (the
     source gives no start, or the tool did not run): `analysis.recorded_batch` reads it, as
     `_timeline.mode_evidence` reads `Result.start_known`."""
     if r.start_known or r.status == "not_recorded" or NOT_BATCH_EVIDENCE in r.timing.note:
         return r.timing
-    return Timing(source=r.timing.source, note=f"{r.timing.note}; {NOT_BATCH_EVIDENCE}")
+    return replace(r.timing, note=f"{r.timing.note}; {NOT_BATCH_EVIDENCE}")
 
 
 def _screened_on_import(ex: ToolExecution) -> ToolExecution:

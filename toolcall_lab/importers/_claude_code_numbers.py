@@ -12,7 +12,7 @@ from typing import Any
 from toolcall_lab.importers._build import MODEL_S, TOLERANCE_S, TOOL_S, Issue, Result, ResultStatus, text_of
 from toolcall_lab.importers._claude_code_lines import Line
 from toolcall_lab.importers._figures import usable_figure
-from toolcall_lab.records import Timing
+from toolcall_lab.records import Timing, clock_time
 
 SYNTHETIC_MODEL = "<synthetic>"
 """The model name of assistant lines Claude Code writes itself (not model calls)."""
@@ -38,7 +38,7 @@ def chunks_of(
     last = response.lines[-1].doc.get("message") or {}
 
     def offset(ln: Line) -> float | None:
-        return None if ln.at is None or start is None else round(ln.at - start, 6)
+        return None if ln.at is None or start is None else clock_time(ln.at - start)
 
     for ln in response.lines:
         for block in ln.blocks:
@@ -185,7 +185,7 @@ def tool_result(
     elif waited_from is not None and waited_from > response_end and not _never_ran(text, status):
         return Result(
             text=text,
-            duration_s=line.at - waited_from,
+            duration_s=clock_time(line.at - waited_from),
             status=status,
             end=line.at,
             start_known=False,
@@ -195,6 +195,7 @@ def tool_result(
                 note="start not in the log: assumed when the previous call of the batch returned (Claude "
                 "Code runs tools that are not concurrency-safe one after another); from the end of the "
                 f"response it would be {line.at - response_end:.3f} s ({raw})",
+                covers="upper_bound",
             ),
         )
     else:
@@ -202,7 +203,7 @@ def tool_result(
     assert start is not None
     return Result(
         text=text,
-        duration_s=max(round(line.at - start, 6), 0.0),
+        duration_s=max(clock_time(line.at - start), 0.0),
         status=status,
         end=line.at,
         start_known=False,  # (the start is where the log says the call could start, not a record of it)
@@ -212,6 +213,9 @@ def tool_result(
             note=f"from {how} to the tool_result line (the start is not in the log: assumed there); "
             f"includes Claude Code's scheduling and any wait for the user's permission ({raw})"
             + _user_said(text, status),
+            # no tool ran: the time is a wait (or a check); else the run and what the log does not
+            # separate from it (the scheduling, a wait at a permission prompt)
+            covers="wait" if _never_ran(text, status) else "upper_bound",
         ),
     )
 
@@ -267,7 +271,7 @@ def latency_of(
             f"trusted: the start of this model call is not in the log; {MODEL_S} s assumed",
         )
     if start is not None and end is not None and end >= start - TOLERANCE_S:
-        return max(round(end - start, 6), 0.0), Timing(
+        return max(clock_time(end - start), 0.0), Timing(
             source="recorded",
             note=f"from the line that completed the request (line "
             f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "

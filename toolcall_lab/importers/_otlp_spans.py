@@ -12,6 +12,7 @@ from typing import Any
 from toolcall_lab.exceptions import ToolcallLabError
 from toolcall_lab.formats.dispatch import parse_body
 from toolcall_lab.importers._build import Issue, call_entry, chat_body, completion, text_of, with_choices
+from toolcall_lab.records import clock_time
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
@@ -102,7 +103,7 @@ class Span:
 
     @property
     def duration_s(self) -> float:
-        return 0.0 if self.start is None or self.end is None else round(self.end - self.start, 6)
+        return 0.0 if self.start is None or self.end is None else clock_time(self.end - self.start)
 
 
 def _nanos(value: Any) -> float | None:

@@ -107,7 +107,6 @@ from toolcall_lab.importers._claude_code_numbers import (
     tool_result,
 )
 from toolcall_lab.importers._files import READ_ERRORS, import_folder
-from toolcall_lab.records import Timing
 
 
 @dataclass(slots=True)
@@ -333,7 +332,7 @@ def _thread_segments(
             result = tool_result(path, res_block, res_line, use_line, end, waited, issues)
             mark = marked(res_line, f"the result of {block.get('id')}")
             if mark is not None:
-                result.timing = Timing(source=result.timing.source, note=f"{result.timing.note}; {mark}")
+                result.timing = replace(result.timing, note=f"{result.timing.note}; {mark}")
             turn_results.append(result)
             result_lines.append(res_line)
             if res_line.at is not None:
@@ -380,7 +379,7 @@ def _thread_segments(
             end = None
         model_mark = [m for ln in response.lines if (m := marked(ln, "this response")) is not None]
         if model_mark:
-            timing = Timing(source=timing.source, note=f"{timing.note}; {'; '.join(model_mark)}")
+            timing = replace(timing, note=f"{timing.note}; {'; '.join(model_mark)}")
         current.segment.turns.append(
             Turn(
                 payloads=payloads,

@@ -411,6 +411,7 @@ def _results(
                     source="recorded",
                     note=f"no tool span: the gap between this model span and the next ({gap:.3f} s), an "
                     "upper bound that includes the agent's own work" + how,
+                    covers="upper_bound",
                 ),
             )
         else:
@@ -426,6 +427,7 @@ def _results(
                     note=f"no tool span: the {gap:.3f} s gap to the next model span holds all {n} calls and "
                     f"the agent's own work; gap / {n} each, placed one after another (the export does not "
                     "say which ran when)" + how,
+                    covers="upper_bound",
                 ),
             )
     return [r for r in out if r is not None]
