@@ -362,6 +362,7 @@ from tests.test_import_seventh_pass import (  # noqa: E402 (helpers of the seven
     USER,
     Log,
     _genai_chat,
+    _genai_tool,
     _lf_export,
     _lf_stamp,
     _otlp_export,
@@ -507,3 +508,202 @@ def test_files_without_what_only_version_3_holds_are_written_and_read_as_before(
         if dumps(trace) == p.read_text():
             checked += 1
     assert checked >= 2
+
+
+# --- finding 1: which result answered which call: the source's own next request first --------------
+
+TWO_CITIES = [{"role": "assistant", "parts": [_part_call("call_p", "get_weather", {"city": "Paris"}),
+                                              _part_call("call_r", "get_weather", {"city": "Rome"})]}]
+
+
+def _answer(cid: str, text: str) -> dict:
+    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": text}]}
+
+
+def _weather_export(tmp_path: Path, paris_id: str, rome_id: str, *, next_request: bool = True,
+                    answers: tuple[str, str] = ("18C sunny", "22C cloudy")) -> Any:
+    """Paris ran 1.3 s and returned 18C sunny, Rome 2.0 s and 22C cloudy; each tool span names the
+    call id given (crossed or repeated ids are the damage)."""
+    from toolcall_lab.importers import import_otlp
+
+    spans = [
+        _genai_chat("c1", 0.1, 1.6, [USER], TWO_CITIES),
+        _genai_tool("d1", 1.65, 2.95, "get_weather", paris_id, {"city": "Paris"}, "18C sunny"),
+        _genai_tool("d2", 1.66, 3.66, "get_weather", rome_id, {"city": "Rome"}, "22C cloudy"),
+    ]
+    if next_request:
+        request = [USER, *TWO_CITIES, _answer("call_p", answers[0]), _answer("call_r", answers[1])]
+        spans.append(_genai_chat("c2", 3.7, 5.9, request,
+                                 [{"role": "assistant", "parts": [{"type": "text", "content": "Done."}]}]))
+    return import_otlp(_otlp_export(tmp_path, spans))
+
+
+def _weather(result: Any) -> list[tuple[str, str, str, float]]:
+    return [(e.tool_call_id, json.loads(e.arguments)["city"], e.result, e.duration_s)
+            for t in result for r in t.rounds for e in r.executions]
+
+
+def test_crossed_span_ids_are_matched_by_what_the_next_request_sent_back(tmp_path) -> None:
+    """t13b d_tool_ids_crossed.json: the two tool spans' call ids swapped; call_p (Paris) got Rome's
+    22C cloudy and 2.0 s, exit 0, no DAMAGED, although the next chat span's input said call_p was
+    answered 18C sunny."""
+    result = _weather_export(tmp_path, "call_r", "call_p")
+    assert _weather(result) == [("call_p", "Paris", "18C sunny", 1.3), ("call_r", "Rome", "22C cloudy", 2.0)]
+    damaged = {i.where.split(" span ")[-1]: i.what for i in result.report.issues if i.kind == "damaged"}
+    assert set(damaged) == {"d1 (execute_tool get_weather)", "d2 (execute_tool get_weather)"}
+    assert "it names call call_r" in damaged["d1 (execute_tool get_weather)"]
+    assert "imported as the get_weather call call_p (matched by name and arguments" in (
+        damaged["d1 (execute_tool get_weather)"])
+    assert "its arguments and the next model request agree" in damaged["d1 (execute_tool get_weather)"]
+    assert not result.report.clean
+
+
+def test_two_spans_claiming_one_call_id_are_told_apart_by_the_next_request(tmp_path) -> None:
+    """t13b d_tool_id_swapped.json: both spans said call_r; the importer kept the copy whose
+    arguments said Paris for Rome's call and reported only 'another span … dropped as a duplicate',
+    not naming the copy used."""
+    result = _weather_export(tmp_path, "call_r", "call_r")
+    assert _weather(result) == [("call_p", "Paris", "18C sunny", 1.3), ("call_r", "Rome", "22C cloudy", 2.0)]
+    (damage,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert damage.where.endswith("span d1 (execute_tool get_weather)")
+    assert "it names call call_r" in damage.what and "imported as the get_weather call call_p" in damage.what
+    assert not any("duplicate" in i.what for i in result.report.issues)
+
+
+def test_without_a_next_request_an_id_its_arguments_contradict_is_reported(tmp_path) -> None:
+    """No next model call (the recording ends): the span ids decide, and a span whose arguments are
+    another call's is DAMAGED, naming the span and what was used."""
+    result = _weather_export(tmp_path, "call_r", "call_p", next_request=False)
+    assert _weather(result) == [("call_p", "Paris", "22C cloudy", 2.0), ("call_r", "Rome", "18C sunny", 1.3)]
+    damaged = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert len(damaged) == 2
+    assert all("its arguments (gen_ai.tool.call.arguments) are call" in d and "matched by call id" in d
+               and "its result is the span's" in d for d in damaged)
+
+
+def test_a_span_result_the_model_was_not_sent_is_reported_and_the_sent_one_kept(tmp_path) -> None:
+    result = _weather_export(tmp_path, "call_p", "call_r", answers=("18 C, sunny", "22C cloudy"))
+    assert _weather(result)[0] == ("call_p", "Paris", "18 C, sunny", 1.3)
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "the next model request sends back its result as no call's answer" in damage
+    assert "the span's own '18C sunny' is not" in damage
+
+
+# --- finding 16: a cut output falls back to the other evidence the export holds -----------------------
+
+
+def _cut(span: dict) -> dict:
+    for a in span["attributes"]:
+        if a["key"] == "gen_ai.output.messages":
+            a["value"]["stringValue"] = a["value"]["stringValue"][:60]
+    return span
+
+
+def test_a_cut_output_is_rebuilt_from_the_next_request(tmp_path) -> None:
+    """t13b d_cut_output.json: gen_ai.output.messages cut by a length limit imported nothing (exit 2),
+    though the next chat span's input held the assistant message and the tool spans ran it."""
+    from toolcall_lab.importers import import_otlp
+
+    request = [USER, *TWO_CITIES, _answer("call_p", "18C sunny"), _answer("call_r", "22C cloudy")]
+    spans = [
+        _cut(_genai_chat("c1", 0.1, 1.6, [USER], TWO_CITIES)),
+        _genai_tool("d1", 1.65, 2.95, "get_weather", "call_p", {"city": "Paris"}, "18C sunny"),
+        _genai_tool("d2", 1.66, 3.66, "get_weather", "call_r", {"city": "Rome"}, "22C cloudy"),
+        _genai_chat("c2", 3.7, 5.9, request, [{"role": "assistant", "parts": [{"type": "text", "content": "ok"}]}]),
+    ]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    assert (result.report.source_calls, result.report.imported_calls) == (2, 2)
+    assert _weather(result) == [("call_p", "Paris", "18C sunny", 1.3), ("call_r", "Rome", "22C cloudy", 2.0)]
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "gen_ai.output.messages is not valid JSON" in damage
+    assert "rebuilt from the input messages of the next model span (c2)" in damage
+    assert "rebuilt" in result[0].metadata.notes
+
+
+def test_a_cut_output_without_a_next_request_is_rebuilt_from_the_tool_spans(tmp_path) -> None:
+    from toolcall_lab.importers import import_otlp
+
+    spans = [
+        _cut(_genai_chat("c1", 0.1, 1.6, [USER], TWO_CITIES)),
+        _genai_tool("d1", 1.65, 2.95, "get_weather", "call_p", {"city": "Paris"}, "18C sunny"),
+        _genai_tool("d2", 1.66, 3.66, "get_weather", "call_r", {"city": "Rome"}, "22C cloudy"),
+    ]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    assert _weather(result) == [("call_p", "Paris", "18C sunny", 1.3), ("call_r", "Rome", "22C cloudy", 2.0)]
+    assert any("rebuilt from the 2 tool span(s) that ran after it" in i.what for i in result.report.issues)
+
+
+# --- finding 12: token counts of the wrong type or negative are refused ------------------------------
+
+
+def test_otlp_token_counts_that_are_not_counts_are_refused(tmp_path) -> None:
+    from toolcall_lab.importers import import_otlp
+
+    first = _genai_chat("c1", 0.1, 1.6, [USER], TWO_CITIES)
+    first["attributes"] += [{"key": "gen_ai.usage.input_tokens", "value": {"intValue": "-5"}},
+                            {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "30"}}]
+    spans = [first, _genai_tool("d1", 1.65, 2.95, "get_weather", "call_p", {"city": "Paris"}, "18C sunny"),
+             _genai_tool("d2", 1.66, 3.66, "get_weather", "call_r", {"city": "Rome"}, "22C cloudy")]
+    result = import_otlp(_otlp_export(tmp_path, spans))
+    assert result[0].rounds[0].model_call.usage == {"completion_tokens": 30}
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "token count gen_ai.usage.input_tokens -5 is negative" in damage
+
+
+def _langgraph(tmp_path: Path, *, tools_span: bool = True, usage: dict | None = None) -> Path:
+    """A LangGraph run as Langfuse exports it: agent spans with the model calls, a tools span with
+    the two tools under the graph's root (our own bytes)."""
+    def obs(oid: str, kind: str, name: str, parent: str | None, a: float, b: float, **more: Any) -> dict:
+        return {"id": oid, "type": kind, "name": name, "parentObservationId": parent,
+                "startTime": _lf_stamp(a), "endTime": _lf_stamp(b), **more}
+
+    calls = [{"id": "call_s", "type": "function", "function": {"name": "search", "arguments": '{"query": "a"}'}},
+             {"id": "call_l", "type": "function", "function": {"name": "lookup", "arguments": '{"id": 7}'}}]
+    first = {"role": "assistant", "content": "", "tool_calls": calls}
+    observations = [
+        obs("root", "SPAN", "LangGraph", None, 0, 10),
+        obs("a1", "SPAN", "agent", "root", 0.05, 2.1),
+        obs("g1", "GENERATION", "ChatOpenAI", "a1", 0.1, 2.0, output=first,
+            usageDetails=usage or {"input": 40, "output": 20, "total": 60}),
+        *([obs("tools", "SPAN", "tools", "root", 2.2, 5.2)] if tools_span else []),
+        obs("t1", "TOOL", "search", "tools", 2.25, 4.25, input={"query": "a"}, output="A"),
+        obs("t2", "TOOL", "lookup", "tools", 2.26, 5.1, input={"id": 7}, output="B"),
+        obs("a2", "SPAN", "agent", "root", 5.3, 9.0),
+        obs("g2", "GENERATION", "ChatOpenAI", "a2", 5.35, 8.9, output={"role": "assistant", "content": "A, B."}),
+    ]
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"trace": {"id": "lg", "name": "LangGraph"}, "observations": observations}))
+    return path
+
+
+def test_langfuse_token_counts_that_are_not_counts_are_refused(tmp_path) -> None:
+    """t13b: usageDetails {"input": "40", "output": "x"} was kept as strings."""
+    from toolcall_lab.importers import import_langfuse
+
+    result = import_langfuse(_langgraph(tmp_path, usage={"input": "40", "output": "x", "total": -1}))
+    usage = result[0].rounds[0].model_call.usage
+    assert usage == {"prompt_tokens": 40, "completion_tokens": None, "total_tokens": None}
+    damaged = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert any("usageDetails.output 'x' is a str, not a whole number" in d for d in damaged)
+    assert any("usageDetails.total -1 is negative" in d for d in damaged)
+
+
+# --- finding 15: a missing intermediate Langfuse span does not drop the tools under it ---------------
+
+
+def test_langfuse_tools_under_a_span_the_export_lacks_stay_in_their_run(tmp_path) -> None:
+    """t13b d_parent_missing.json: without the 'tools' span both tool observations were 'outside every
+    run with a model call', the calls not_recorded, counted '4 in the source, 2 imported'."""
+    from toolcall_lab.importers import import_langfuse
+
+    whole = import_langfuse(_langgraph(tmp_path))
+    cut = import_langfuse(_langgraph(tmp_path, tools_span=False))
+    calls = [(e.tool_call_id, e.status, e.result, e.duration_s) for t in cut for r in t.rounds for e in r.executions]
+    assert calls == [(e.tool_call_id, e.status, e.result, e.duration_s)
+                     for t in whole for r in t.rounds for e in r.executions]
+    assert calls == [("call_s", "ok", "A", 2.0), ("call_l", "ok", "B", 2.84)]
+    report = cut.report
+    assert (report.source_calls, report.imported_calls) == (2, 2) and report.ok
+    damaged = [i for i in report.issues if i.kind == "damaged"]
+    assert len(damaged) == 2 and all("names observation tools, which the export does not hold" in i.what
+                                     for i in damaged)

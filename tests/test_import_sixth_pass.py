@@ -196,8 +196,9 @@ def test_otlp_a_cut_output_value_is_damage_and_the_flattened_output_is_read(tmp_
 
 def test_otlp_a_cut_output_value_with_nothing_else_costs_its_span_and_says_so(tmp_path) -> None:
     """Without flattened messages the response (and its calls) is unknown: a failed, unreadable span,
-    never an empty response read as a final answer."""
-    spans = _oi_two_rounds()
+    never an empty response read as a final answer. (Since the eighth pass a next model span whose
+    input holds the response rebuilds it: here there is none, so nothing else holds it.)"""
+    spans = _oi_two_rounds()[:1]
     spans[0]["attributes"] = [a for a in spans[0]["attributes"] if not a["key"].startswith("llm.output")]
     _cut(spans[0], "output.value")
     result = import_otlp(_export(tmp_path, spans))

@@ -11,7 +11,7 @@ from typing import Any
 
 from toolcall_lab.importers._build import MODEL_S, TOLERANCE_S, TOOL_S, Issue, Result, ResultStatus, text_of
 from toolcall_lab.importers._claude_code_lines import Line
-from toolcall_lab.importers._figures import usable_figure
+from toolcall_lab.importers._figures import token_counts, usable_figure
 from toolcall_lab.records import Timing, clock_time
 
 SYNTHETIC_MODEL = "<synthetic>"
@@ -29,7 +29,7 @@ class Response:
 
 
 def chunks_of(
-    response: Response, start: float | None
+    response: Response, start: float | None, issues: list[Issue]
 ) -> tuple[list[dict[str, Any]], list[float] | None, str | None]:
     payloads: list[dict[str, Any]] = []
     offsets: list[float | None] = []
@@ -95,11 +95,12 @@ def chunks_of(
     payloads[-1]["choices"][0]["finish_reason"] = "tool_calls" if index else "stop"
     usage = last.get("usage")
     if isinstance(usage, dict):
-        prompt = sum(
-            int(usage.get(k) or 0)
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        completion = int(usage.get("output_tokens") or 0)
+        keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+        damage: list[str] = []
+        counts = token_counts({f"usage.{k}": usage.get(k) for k in keys if k in usage}, damage)
+        issues += [Issue(kind="damaged", where=response.lines[-1].where(), what=d) for d in damage]
+        prompt = sum(counts.get(f"usage.{k}") or 0 for k in keys[:3])
+        completion = counts.get("usage.output_tokens") or 0
         payloads[-1]["usage"] = {
             **usage,
             "prompt_tokens": prompt,

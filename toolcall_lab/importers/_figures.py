@@ -76,6 +76,39 @@ def usable_figure(
     return None
 
 
+def token_count(value: Any) -> tuple[int | None, str | None]:
+    """A token count as a whole number >= 0, or None and why it is not one (None, None when the
+    source gives none). Accepted: an integer, a float with no fraction, a string of digits (some
+    exporters write numbers as text); anything else (a negative number, a fraction, "x", a boolean)
+    is refused: the importer leaves it out with a DAMAGED line, never stores it as a count."""
+    if value is None:
+        return None, None
+    if isinstance(value, bool):
+        return None, "a boolean, not a count"
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        n = int(value.strip())
+    else:
+        return None, f"a {type(value).__name__}, not a whole number"
+    if n < 0:
+        return None, "negative"
+    return n, None
+
+
+def token_counts(fields: dict[str, Any], damage: list[str]) -> dict[str, int | None]:
+    """Each of `fields` (``source name -> value``) through `token_count`; a sentence in `damage` for
+    every one refused (the importer makes it a DAMAGED line where the usage is)."""
+    out: dict[str, int | None] = {}
+    for name, value in fields.items():
+        out[name], problem = token_count(value)
+        if problem is not None:
+            damage.append(f"token count {name} {value!r} is {problem}: left out (not a count)")
+    return out
+
+
 def _with(turn: Turn, attr: str, value: float | None) -> Turn:
     out = replace(turn)
     setattr(out, attr, value)

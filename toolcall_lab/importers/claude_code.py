@@ -311,7 +311,7 @@ def _thread_segments(
         else:
             start = ready_at if ready_at is not None else response.lines[0].at
         end = response.lines[-1].at
-        payloads, offsets, model = chunks_of(response, start)
+        payloads, offsets, model = chunks_of(response, start, issues)
         turn_results: list[Result] = []
         result_times: list[float] = []
         result_lines: list[_Line] = []

@@ -40,14 +40,17 @@ end before the start, a zone-less start hours off) is reported by id; numbers re
 placeholders (the model latency of a step whose tool it is included: the model's part ends where the
 tool started), and it keeps its place in time by the stamp that lies inside its parent's time, so it
 stays in its step. An observation exported twice is read once; when the copies differ, the report
-names the fields and the copy used. A tool observation no model call asked for is reported as not
-represented.
+names the fields and the copy used. A tool observation whose parent chain names an observation the
+export lacks (an intermediate span dropped) is damage: it is read as a tool of the run whose model
+calls' time holds its start. A tool observation no model call asked for is reported as not
+represented. Token counts (``usageDetails``) that are not whole numbers >= 0 are left out, each
+with a DAMAGED line.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +73,7 @@ from toolcall_lab.importers._build import (
     with_choices,
     zone_less_note,
 )
+from toolcall_lab.importers._figures import token_counts
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.importers._langfuse_shapes import loads, messages, other_choices, output_message, schema
 from toolcall_lab.importers._matching import match_passes
@@ -156,6 +160,13 @@ class _Tree:
             out.append(c)
             todo += self.children.get(c.get("id"), [])
         return out
+
+    def missing_above(self, o: Obs) -> Any:
+        """The id of an observation above `o` that the export lacks (a parentObservationId naming no
+        observation of it: the tree is cut there), None when its chain is whole."""
+        top = ([o, *self.ancestors(o)])[-1]
+        parent = top.get("parentObservationId")
+        return parent if parent is not None and parent not in self.by_id else None
 
     def run_of(self, o: Obs) -> Any:
         """The run an observation belongs to: its nearest wrapper generation, else its top ancestor."""
@@ -435,7 +446,11 @@ def _file(path: Path) -> ImportResult:
             runs.setdefault(tree.run_of(g), []).append(g)
         tools_of: dict[Any, list[Obs]] = {}
         for t in sorted(tools, key=start_of):
-            tools_of.setdefault(tree.run_of(t), []).append(t)
+            run = tree.run_of(t)
+            cut = tree.missing_above(t)
+            if cut is not None and run not in runs:  # the tree is cut above it: its run by its time
+                run = _run_by_time(t, runs, start_of, times, issues, cut)
+            tools_of.setdefault(run, []).append(t)
         for r, (run_id, steps) in enumerate(runs.items()):
             label = f"export {e + 1} run {r + 1}" if len(exports) > 1 or len(runs) > 1 else "run"
             segs, calls = _run(
@@ -472,6 +487,40 @@ def _file(path: Path) -> ImportResult:
         issues=issues,
         zone_less=zone_less_note(stamps),
     )
+
+
+def _run_by_time(
+    t: Obs,
+    runs: dict[Any, list[Obs]],
+    start_of: Callable[[Obs], float],
+    times: dict[int, tuple[float | None, float | None]],
+    issues: list[Issue],
+    cut: Any,
+) -> Any:
+    """The run of a tool observation whose parent chain names an observation the export lacks: the
+    run whose model calls' time holds its start (the only run when there is one); reported."""
+    at = start_of(t)
+
+    def holds(steps: list[Obs]) -> bool:
+        first = start_of(steps[0])
+        ends = [e for g in steps if (e := times[id(g)][1]) is not None]
+        last = max(ends, default=start_of(steps[-1]))
+        return first <= at <= last
+
+    fits = [r for r, steps in runs.items() if holds(steps)] if len(runs) > 1 else list(runs)
+    where = f"observation {t.get('id')} ({_tool_name(t)})"
+    if len(fits) != 1:
+        return "(trace)"
+    issues.append(
+        Issue(
+            kind="damaged",
+            where=where,
+            what=f"its parent chain names observation {cut}, which the export does not hold: read as a "
+            "tool of the run whose model calls' time holds its start"
+            + (f" (run of {fits[0]})" if len(runs) > 1 else " (the export's only run)"),
+        )
+    )
+    return fits[0]
 
 
 def _run(
@@ -553,10 +602,15 @@ def _run(
                 body = completion(rebuilt_message, response_id=str(g.get("id")), model=g.get("model"))
         usage = loads(g.get("usageDetails"))
         if isinstance(usage, dict) and usage:
+            damage: list[str] = []
+            fields = {f"usageDetails.{k}": usage.get(k) for k in ("input", "output", "total")}
+            counts = token_counts(fields, damage)
+            here = f"observation {g.get('id')} ({g.get('name')})"
+            issues += [Issue(kind="damaged", where=here, what=d) for d in damage]
             body["usage"] = {
-                "prompt_tokens": usage.get("input"),
-                "completion_tokens": usage.get("output"),
-                "total_tokens": usage.get("total"),
+                "prompt_tokens": counts["usageDetails.input"],
+                "completion_tokens": counts["usageDetails.output"],
+                "total_tokens": counts["usageDetails.total"],
             }
         ran = [t for t in mine if t is not None]
         latency, timing, model_end, first_token = _model_timing(g, ran, times, places)
