@@ -367,6 +367,7 @@ from tests.test_import_seventh_pass import (  # noqa: E402 (helpers of the seven
     _lf_stamp,
     _otlp_export,
     _part_call,
+    _session_with_a_subagent,
 )
 
 
@@ -707,3 +708,209 @@ def test_langfuse_tools_under_a_span_the_export_lacks_stay_in_their_run(tmp_path
     damaged = [i for i in report.issues if i.kind == "damaged"]
     assert len(damaged) == 2 and all("names observation tools, which the export does not hold" in i.what
                                      for i in damaged)
+
+
+# --- findings 2, 3, 13, 17, 20: a Claude Code line with a field missing is joined by the next key -----
+
+
+def _batch(log: Log, rid: str = "req_1") -> Log:
+    """One response of three Glob calls on three lines (sharing message id and requestId), each result
+    line after the previous one (as Claude Code 1.0.98 chains them), then the answer."""
+    log.user(0, "find the docs")
+    for k, pattern in enumerate(["*.md", "*.txt", "*.rst"]):
+        log.calls(2 + k * 0.5, "msg_01", f"toolu_{k}", "Glob", {"pattern": pattern}, requestId=rid)
+    for k in range(3):
+        log.result(4 + k * 0.01, f"toolu_{k}", f"found {k}")
+    log.says(7, "msg_02", "Three kinds of docs.", requestId="req_2")
+    return log
+
+
+def _model_calls(result: Any) -> list[tuple[float, str]]:
+    return [(r.model_call.latency_s, r.model_call.timing.source) for t in result for r in t.rounds
+            if r.placeholder is None]
+
+
+@pytest.mark.parametrize(("keep", "joined_by"), [
+    ("requestId", "by its requestId req_1"),
+    ("parentUuid", "by the line it follows (line 2, parentUuid)"),
+])
+def test_a_line_without_its_message_id_is_joined_by_the_next_strongest_key(tmp_path, keep, joined_by) -> None:
+    """t13b: the real 1af7fc5e with message.id deleted on line 8 gave 'model calls: 8 in the source,
+    9 imported', a phantom call of 0 s labelled recorded (from line 13 to line 8), and moved 0.7 s of
+    the first response into the Bash call."""
+    from toolcall_lab.importers import import_claude_code
+
+    clean = import_claude_code(_batch(Log()).write(tmp_path / "clean.jsonl"))
+    log = _batch(Log())
+    del log.lines[2]["message"]["id"]  # the second Glob's line
+    if keep != "requestId":
+        del log.lines[2]["requestId"]
+    result = import_claude_code(log.write(tmp_path / "s.jsonl"))
+    report = result.report
+    assert (report.source_model_calls, report.imported_model_calls) == (2, 2)
+    assert (report.source_calls, report.imported_calls) == (3, 3)
+    assert _model_calls(result) == _model_calls(clean) == [(3.0, "recorded"), (2.98, "recorded")]
+    (damage,) = [i for i in report.issues if i.kind == "damaged"]
+    assert damage.where.endswith("line 3") and f"joined to response msg_01 {joined_by}" in damage.what
+
+
+def test_a_line_no_key_ties_is_its_own_response_and_says_so(tmp_path) -> None:
+    from toolcall_lab.importers import import_claude_code
+
+    log = _batch(Log())
+    del log.lines[2]["message"]["id"], log.lines[2]["requestId"]
+    log.lines[2]["parentUuid"] = None
+    result = import_claude_code(log.write(tmp_path / "s.jsonl"))
+    assert any("read as a response of its own" in i.what for i in result.report.issues if i.kind == "damaged")
+    assert not result.report.clean
+    for latency, source in _model_calls(result):
+        assert latency > 0 or source != "recorded"  # never a clamped 0 labelled recorded
+
+
+def test_a_response_dated_before_its_request_is_no_recorded_zero(tmp_path) -> None:
+    """A latency the timestamps make negative (within the tolerance) was clamped to 0 and labelled
+    recorded."""
+    from toolcall_lab.importers import import_claude_code
+
+    log = Log()
+    log.user(0, "go")
+    log.calls(2, "msg_01", "toolu_1", "Bash", {"command": "ls"})
+    log.result(3, "toolu_1", "a.txt")
+    log.says(2.95, "msg_02", "One file.")  # 50 ms before the result that completed its request
+    (trace,) = import_claude_code(log.write(tmp_path / "s.jsonl"))
+    last = trace.rounds[1].model_call
+    assert last.timing.source == "placeholder" and "never a clamped 0" in last.timing.note
+
+
+def test_a_result_line_without_its_parent_does_not_start_a_turn(tmp_path) -> None:
+    """t13b: deleting parentUuid (or setting it null) on a Glob result of the 5-call batch gave two
+    traces, exit 0, no report; the first ended incomplete with a placeholder closing round."""
+    from toolcall_lab.importers import import_claude_code
+
+    for how in ("missing", "null"):
+        log = _batch(Log())
+        if how == "missing":
+            del log.lines[5]["parentUuid"]
+        else:
+            log.lines[5]["parentUuid"] = None
+        result = import_claude_code(log.write(tmp_path / f"{how}.jsonl"))
+        assert len(result) == 1 and result[0].outcome.status == "completed"
+        assert [e.result for r in result[0].rounds for e in r.executions] == ["found 0", "found 1", "found 2"]
+        (damage,) = [i for i in result.report.issues if i.kind == "damaged"]
+        assert damage.where.endswith("line 6") and f"without its parentUuid ({how})" in damage.what
+
+
+def test_a_result_without_its_tool_use_id_is_matched_by_elimination(tmp_path) -> None:
+    """t13b dmg/no_tool_use_id: '13 in the source, 12 imported', the Glob not_recorded and its result
+    'lost'. The only call of the response still without a result is the one it answers."""
+    from toolcall_lab.importers import import_claude_code
+
+    log = _batch(Log())
+    del log.lines[5]["message"]["content"][0]["tool_use_id"]  # the result of toolu_1
+    result = import_claude_code(log.write(tmp_path / "s.jsonl"))
+    report = result.report
+    assert (report.source_calls, report.imported_calls, report.missing_results) == (3, 3, 0)
+    assert [e.result for r in result[0].rounds for e in r.executions] == ["found 0", "found 1", "found 2"]
+    (damage,) = [i.what for i in report.issues if i.kind == "damaged"]
+    assert "matched to call toolu_1 (Glob, line 3), the only call of the response before it" in damage
+    # two results without ids: neither is guessed
+    log = _batch(Log())
+    for line in log.lines[4:6]:
+        del line["message"]["content"][0]["tool_use_id"]
+    result = import_claude_code(log.write(tmp_path / "two.jsonl"))
+    assert (result.report.source_calls, result.report.missing_results) == (3, 2)
+    assert sum("not matched" in i.what for i in result.report.issues) == 2
+
+
+def test_a_tool_use_input_logged_as_text_is_damage_and_read_as_its_arguments(tmp_path) -> None:
+    """t13b dmg/input_str: an input that is a JSON string only got a parser finding, exit 0."""
+    from toolcall_lab.importers import import_claude_code
+
+    log = _batch(Log())
+    log.lines[2]["message"]["content"][0]["input"] = '{"pattern": "*.txt"}'
+    result = import_claude_code(log.write(tmp_path / "s.jsonl"))
+    assert result[0].rounds[0].tool_calls[1].arguments == '{"pattern": "*.txt"}'
+    assert result[0].rounds[0].executions[1].status == "ok"
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "its input is a str, not an object: read as the argument string it spells" in damage
+
+
+def test_a_user_interrupt_before_any_result_is_an_outcome_not_damage(tmp_path) -> None:
+    """t13b craft/E2: tool_use lines then '[Request interrupted by user]' exited 1 as DAMAGED,
+    though the outcome said interrupted_by_user."""
+    from toolcall_lab import cli
+    from toolcall_lab.importers import import_claude_code
+
+    log = Log()
+    log.user(0, "run two things")
+    log.calls(2, "msg_01", "toolu_1", "Bash", {"command": "sleep 100"})
+    log.calls(2.2, "msg_01", "toolu_2", "Bash", {"command": "sleep 200"})
+    log.user(9, "[Request interrupted by user]")
+    log.user(15, "never mind, say hi")
+    log.says(17, "msg_02", "hi")
+    path = log.write(tmp_path / "s.jsonl")
+    result = import_claude_code(path)
+    assert result[0].outcome.reason == "interrupted_by_user"
+    assert not [i for i in result.report.issues if i.kind == "damaged"] and result.report.clean
+    notes = [e.timing.note for e in result[0].rounds[0].executions]
+    assert all("the user interrupted the run before this call's result" in n for n in notes)
+    assert cli.main(["import", "claude-code", str(path), "--out", str(tmp_path / "o")]) == 0
+
+
+def test_claude_code_s_compaction_agent_is_no_unlinked_sub_agent(tmp_path) -> None:
+    """t13b craft/B_subagents: 2.1's subagents/agent-acompact-*.jsonl was 'sub-agent 2 (its Task
+    call not found)', its model call not counted ('8 in the source, 7 imported')."""
+    from toolcall_lab.importers import import_claude_code
+
+    path = _session_with_a_subagent(tmp_path, with_agent_file=True)
+    session = path.name.removesuffix(".jsonl")
+    compact = Log(session=session, version="2.1.14")
+    compact.base = {**compact.base, "isSidechain": True, "agentId": "acompact-9f8e7d"}
+    compact.user(20, "Summarize the conversation so far", parent=None)
+    compact.says(25, "msg_c1", "Summary: the user asked where the config is.")
+    for line in compact.lines:
+        line["isSidechain"] = True
+    compact.write(tmp_path / session / "subagents" / "agent-acompact-9f8e7d.jsonl")
+    result = import_claude_code(path, include_no_calls=True)
+    titles = [t.metadata.title for t in result]
+    assert not any("Task call not found" in t for t in titles)
+    assert any("compaction (acompact-9f8e7d)" in t for t in titles)
+    report = result.report
+    assert report.source_model_calls == report.imported_model_calls == 6
+    assert any("Claude Code's compaction agent (acompact-9f8e7d)" in i.what for i in report.issues)
+
+
+# --- finding 14: calls not represented exit non-zero ------------------------------------------------
+
+
+def test_missing_sub_agent_transcripts_exit_1(tmp_path, capsys) -> None:
+    """t13b: '5 in the source, 2 imported', exit 0: a script checking the status saw success."""
+    from toolcall_lab import cli
+
+    alone = _session_with_a_subagent(tmp_path / "alone", with_agent_file=False)
+    assert cli.main(["import", "claude-code", str(alone), "--out", str(tmp_path / "o")]) == 1
+    assert "2 call(s) of" in capsys.readouterr().err
+    whole = _session_with_a_subagent(tmp_path / "whole", with_agent_file=True)
+    assert cli.main(["import", "claude-code", str(whole), "--out", str(tmp_path / "o2")]) == 0
+
+
+# --- finding 8: a sub-agent's time is counted once in corpus totals ---------------------------------
+
+
+def test_a_sub_agent_trace_links_to_its_task_call_and_totals_count_it_once(tmp_path) -> None:
+    """t13b: the main trace's Task durations and the sub-agent traces are the same seconds; notebook
+    04's 'all sessions' total counted 934.67 s of sub-agent runs twice."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.importers import import_claude_code
+
+    main, sub = import_claude_code(_session_with_a_subagent(tmp_path, with_agent_file=True))
+    assert main.metadata.parent is None
+    assert sub.metadata.parent == {"source": main.metadata.source, "tool_call_id": "toolu_task"}
+    assert load(save(sub, tmp_path / "sub.json")).metadata.parent == sub.metadata.parent
+    table = compare([main, sub], ["sequential"])
+    runs = table.runs.set_index("title")["wall_time_s"]
+    summary = table.summary.loc["sequential"]
+    assert summary["wall_time_s"] == pytest.approx(runs[main.metadata.title])
+    assert summary["sub_agent_runs_in_parents"] == 1 and summary["traces"] == 2
+    alone = compare([sub], ["sequential"]).summary.loc["sequential"]  # without its parent: counted
+    assert alone["wall_time_s"] == pytest.approx(runs[sub.metadata.title])

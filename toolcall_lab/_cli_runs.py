@@ -297,8 +297,11 @@ def _recorded_outcome(trace: Any) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import a source into trace files; print what was read and written; exit 1 if a call of the
-    source could not be represented (the traces that could be made are still written)."""
+    """Import a source into trace files; print what was read and written. Exit 0: every call of the
+    source is in a trace (or skipped on purpose) and nothing is damaged; 1: a call could not be
+    represented, a call of the source is in no file read (a sub-agent transcript not found), or the
+    source is damaged (the traces that could be made are still written); 2: nothing imported, or the
+    input is unreadable, empty or of another kind."""
     from toolcall_lab.importers import import_source, write_result
 
     out = Path(args.out)
@@ -324,6 +327,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not result.report.ok:
         print(
             f"toolcall-lab import: not every call of {args.source} could be represented (see above)",
+            file=sys.stderr,
+        )
+        return 1
+    if not result.report.complete:
+        held = sum(i.calls for i in result.report.left_out)
+        unknown = any(i.unreadable for i in result.report.left_out)
+        print(
+            f"toolcall-lab import: {held}{' or more' if unknown else ''} call(s) of {args.source} are not in "
+            "the traces: the files holding them were not found (see 'not in the source' above)",
             file=sys.stderr,
         )
         return 1

@@ -578,6 +578,8 @@ def trace_rows(
             eager_saving_bound_s=eager_saving,
             chunk_timing=stream_timing(trace),
             title=trace.metadata.title,
+            source=trace.metadata.source or "",
+            parent=_parent_text(trace),
             origin=trace.metadata.origin,
             source_status=trace.outcome.status,
             recorded_wall_s=trace.metadata.recorded_wall_s,
@@ -602,6 +604,24 @@ def trace_rows(
         for p in pairs
     ]
     return out
+
+
+def _parent_text(trace: Trace) -> str:
+    """A sub-agent trace's link (`TraceMetadata.parent`) as ``<source> <tool_call_id>``, else ''."""
+    parent = trace.metadata.parent
+    return f"{parent['source']} {parent['tool_call_id']}" if parent else ""
+
+
+def nested_runs(runs: pd.DataFrame) -> pd.Series:
+    """Which runs are a sub-agent's whose parent trace is in the same table: the parent's call
+    (a Task) already lasts this whole run, so its seconds are in the parent's totals. Totals count
+    them once (`Comparison.summary` leaves these rows out of its sums; medians keep them)."""
+    import pandas as pd
+
+    if runs.empty or "parent" not in runs or "source" not in runs:
+        return pd.Series(False, index=runs.index)
+    sources = set(runs["source"])
+    return runs["parent"].map(lambda p: bool(p) and p.rsplit(" ", 1)[0] in sources)
 
 
 _TABLES = ("runs", "rounds", "calls", "missed", "errors", "excluded", "dependencies")
@@ -670,8 +690,11 @@ class Comparison:
         ``traces_left_out`` counts the traces given that the summary leaves out: some mode failed on
         them, they could not be loaded, or a comparison stopped early never reached them (the
         ``excluded`` table's, left out by the ``timings`` restriction, are not counted); speedups are the
-        medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
-        every run, so a total that holds runs which skipped calls (less work) can read
+        medians of comparable runs only (``comparable_runs`` says how many). Sums (times, calls, round
+        trips) count a sub-agent's run once: when the trace holding its Task call is in the table too,
+        that call already lasts the whole sub-agent run, so the sub-agent's own row is left out of the
+        sums (`nested_runs`; ``sub_agent_runs_in_parents`` counts them) and kept in the medians.
+        ``wall_time_s`` totals every run, so a total that holds runs which skipped calls (less work) can read
         faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only. A mode
         that failed on every trace (`modes_failed_everywhere`) is left out of the summary rather than
         emptying it: the other modes are summarised over the traces they all replayed.
@@ -695,8 +718,16 @@ class Comparison:
         g = runs.groupby("mode", sort=False)
         out = g.agg(
             traces=("trace", "count"),
-            wall_time_s=("wall_time_s", "sum"),
             median_wall_s=("wall_time_s", "median"),
+            median_efficiency=("efficiency", "median"),
+            comparable_runs=("comparable", "sum"),
+            runs_resting_on_estimates=("rests_on_estimates", "sum"),
+            median_measured_share=("measured_share", "median"),
+        )
+        nested = nested_runs(runs)
+        once = runs[~nested]  # a sub-agent's run is inside its parent's Task call: summed once
+        sums = once.groupby("mode", sort=False).agg(
+            wall_time_s=("wall_time_s", "sum"),
             model_time_s=("model_time_s", "sum"),
             tool_time_s=("tool_time_s", "sum"),
             overlap_saved_s=("overlap_saved_s", "sum"),
@@ -705,12 +736,31 @@ class Comparison:
             client_round_trips=("client_round_trips", "sum"),
             failures=("failures", "sum"),
             skipped=("skipped", "sum"),
-            median_efficiency=("efficiency", "median"),
-            comparable_runs=("comparable", "sum"),
-            runs_resting_on_estimates=("rests_on_estimates", "sum"),
-            median_measured_share=("measured_share", "median"),
         )
-        comparable_wall = runs[runs["comparable"]].groupby("mode", sort=False)["wall_time_s"].sum()
+        for column in sums.columns:
+            out[column] = sums[column].reindex(out.index).fillna(0)
+        out["sub_agent_runs_in_parents"] = nested.groupby(runs["mode"], sort=False).sum().reindex(out.index)
+        out = out[
+            [
+                "traces",
+                "wall_time_s",
+                "median_wall_s",
+                "model_time_s",
+                "tool_time_s",
+                "overlap_saved_s",
+                "stream_overlap_s",
+                "upstream_calls",
+                "client_round_trips",
+                "failures",
+                "skipped",
+                "median_efficiency",
+                "comparable_runs",
+                "runs_resting_on_estimates",
+                "median_measured_share",
+                "sub_agent_runs_in_parents",
+            ]
+        ]
+        comparable_wall = once[once["comparable"]].groupby("mode", sort=False)["wall_time_s"].sum()
         out["comparable_wall_time_s"] = comparable_wall.reindex(out.index).fillna(0.0)
         out["traces_left_out"] = left_out
         if "speedup_vs_sequential" in runs:

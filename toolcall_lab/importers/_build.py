@@ -213,11 +213,13 @@ def _closing(turns: list[Turn], reason: str, said: str | None = None) -> tuple[T
     return turn, why
 
 
-def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
+def build_trace(
+    segment: Segment, issues: list[Issue] | None = None, parent: dict[str, str] | None = None
+) -> Trace:
     """Replay one segment through the loop (virtual clock) into a trace; raises `ImportBuildError`.
 
     Issues found on the way (chunk times that do not fit, timestamps that do not fit together) are
-    appended to `issues`."""
+    appended to `issues`; `parent`: a sub-agent's link to the call it ran inside (`build_result`)."""
     found: list[Issue] = [] if issues is None else issues
     segment = check_segment(segment, found)
     turns = list(segment.turns)
@@ -402,6 +404,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         source=segment.source,
         notes=f"{segment.notes}; {mode_note}; {placement}",
         recorded_wall_s=recorded_wall,
+        parent=parent,
     )
     trace = Trace.from_run(result, meta)
     trace = replace(trace, metadata=replace(trace.metadata, mode=shown))
@@ -579,12 +582,31 @@ def other_choices(part: Segment) -> tuple[list[Segment], int]:
     return out, calls
 
 
-def _build_isolating(part: Segment, found: list[Issue]) -> list[tuple[Segment, Trace]]:
+def _call_holders(parts: Sequence[Segment]) -> dict[str, str]:
+    """For each call id a sub-agent segment names as the call it ran inside, the source of the
+    segment whose responses hold that call (its trace's ``metadata.source``)."""
+    wanted = {p.parent_call for p in parts if p.parent_call is not None}
+    out: dict[str, str] = {}
+    if not wanted:
+        return out
+    for part in parts:
+        for k, turn in enumerate(part.turns):
+            if turn.synthetic:
+                continue
+            for call in parse_turn(turn.payloads, k).tool_calls:
+                if call.tool_call_id in wanted:
+                    out.setdefault(call.tool_call_id, part.source)
+    return out
+
+
+def _build_isolating(
+    part: Segment, found: list[Issue], parent: dict[str, str] | None = None
+) -> list[tuple[Segment, Trace]]:
     """Build `part`; when it cannot be built, find the first round that cannot and lose only that
     round: the rounds before it and after it become traces of their own (``before round k``,
     ``after round k``)."""
     try:
-        return [(part, build_trace(part, found))]
+        return [(part, build_trace(part, found, parent))]
     except ImportBuildError as exc:
         error = exc
     bad = next(
@@ -627,7 +649,7 @@ def _build_isolating(part: Segment, found: list[Issue]) -> list[tuple[Segment, T
         named = replace(
             piece, title=f"{piece.title} ({where} round {bad})", slug=f"{piece.slug}_{where}{bad}"
         )
-        out += _build_isolating(named, found)
+        out += _build_isolating(named, found, parent)
     return out
 
 
@@ -681,6 +703,7 @@ def build_result(
     slugs: list[str] = []
     taken: set[str] = set()
     imported_calls = imported_model_calls = missing = 0
+    holders = _call_holders(parts)
     for part in parts:
         if not part.turns:  # (every response of it failed on its own, each reported with its calls)
             continue
@@ -690,7 +713,10 @@ def build_result(
             n = numbered[part.slug] = numbered.get(part.slug, 0) + 1
             width = len(str(total))
             part = replace(part, title=f"{part.title} (part {n})", slug=f"{part.slug}_part{n:0{width}d}")
-        for piece, trace in _build_isolating(part, found):
+        parent = None
+        if part.parent_call is not None and part.parent_call in holders:
+            parent = {"source": holders[part.parent_call], "tool_call_id": part.parent_call}
+        for piece, trace in _build_isolating(part, found, parent):
             slug, n = piece.slug, 2
             while slug in taken:
                 slug, n = f"{piece.slug}_{n}", n + 1

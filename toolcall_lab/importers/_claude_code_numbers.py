@@ -28,6 +28,18 @@ class Response:
         return [(ln, b) for ln in self.lines for b in ln.blocks if b.get("type") == "tool_use"]
 
 
+def _arguments(given: Any) -> str:
+    """A tool_use input as the call's argument string: an object serialised compactly; an input the
+    log holds as the JSON text of an object (damage, reported by `read_uses`) is that text as it is."""
+    if isinstance(given, str):
+        try:
+            if isinstance(json.loads(given), dict):
+                return given
+        except json.JSONDecodeError:
+            pass
+    return json.dumps(given if given is not None else {}, separators=(",", ":"), ensure_ascii=False)
+
+
 def chunks_of(
     response: Response, start: float | None, issues: list[Issue]
 ) -> tuple[list[dict[str, Any]], list[float] | None, str | None]:
@@ -59,9 +71,7 @@ def chunks_of(
                             "type": "function",
                             "function": {
                                 "name": block.get("name"),
-                                "arguments": json.dumps(
-                                    block.get("input") or {}, separators=(",", ":"), ensure_ascii=False
-                                ),
+                                "arguments": _arguments(block.get("input")),
                             },
                         }
                     ]
@@ -202,9 +212,21 @@ def tool_result(
     else:
         start, how = response_end, "the end of the response"
     assert start is not None
+    if line.at < start:  # (within the tolerance: never a clamped 0 labelled recorded)
+        return Result(
+            text=text,
+            duration_s=0.0,
+            status=status,
+            where=where,
+            timing=Timing(
+                source="placeholder",
+                note=f"the result line is dated {start - line.at:.3f} s before {how}: no duration in the "
+                f"log, 0 s ({raw})",
+            ),
+        )
     return Result(
         text=text,
-        duration_s=max(clock_time(line.at - start), 0.0),
+        duration_s=clock_time(line.at - start),
         status=status,
         end=line.at,
         start_known=False,  # (the start is where the log says the call could start, not a record of it)
@@ -271,8 +293,15 @@ def latency_of(
             note=f"the request was completed by line {untrusted[-1].number}, whose timestamp is not "
             f"trusted: the start of this model call is not in the log; {MODEL_S} s assumed",
         )
-    if start is not None and end is not None and end >= start - TOLERANCE_S:
-        return max(clock_time(end - start), 0.0), Timing(
+    if start is not None and end is not None and start - TOLERANCE_S <= end < start:
+        return MODEL_S, Timing(
+            source="placeholder",
+            note=f"the response's last line (line {response.lines[-1].number}) is dated {start - end:.3f} s "
+            "before the line that completed its request: no latency in the log (never a clamped 0 "
+            f"labelled recorded); {MODEL_S} s assumed",
+        )
+    if start is not None and end is not None and end >= start:
+        return clock_time(end - start), Timing(
             source="recorded",
             note=f"from the line that completed the request (line "
             f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "
