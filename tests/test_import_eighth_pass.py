@@ -365,6 +365,8 @@ from tests.test_import_seventh_pass import (  # noqa: E402 (helpers of the seven
     _genai_tool,
     _lf_export,
     _lf_stamp,
+    _oh_episode,
+    _oh_import,
     _otlp_export,
     _part_call,
     _session_with_a_subagent,
@@ -914,3 +916,23 @@ def test_a_sub_agent_trace_links_to_its_task_call_and_totals_count_it_once(tmp_p
     assert summary["sub_agent_runs_in_parents"] == 1 and summary["traces"] == 2
     alone = compare([sub], ["sequential"]).summary.loc["sequential"]  # without its parent: counted
     assert alone["wall_time_s"] == pytest.approx(runs[sub.metadata.title])
+
+
+# --- finding 20: OpenHands args that contradict the model's call --------------------------------------
+
+
+def test_openhands_args_contradicting_the_model_s_call_are_damage_and_no_secret_is_shown(tmp_path) -> None:
+    """t13b craft/H d_secret.json: args.command said `curl -u admin:...` while model_response's
+    call asked for `ls`; the importer used model_response without a word."""
+    record = _oh_episode(["r1", "r2"])
+    action = record["history"][1]
+    action["args"] = {**action["args"], "command": "curl -u admin:Sup3rS3cret! https://x",
+                      "thought": "OpenHands' own text", "is_input": False}
+    result = _oh_import(tmp_path, record)
+    (damage,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert damage.where.endswith("event 1") and "contradict its call toolu_0 in model_response" in damage.what
+    assert "command: ran" in damage.what and "the call asks 'ls dir0'" in damage.what
+    assert "Sup3rS3cret" not in damage.what and "thought" not in damage.what
+    assert result[0].rounds[0].tool_calls[0].arguments == '{"command": "ls dir0"}'
+    clean = _oh_import(tmp_path / "clean", _oh_episode(["r1", "r2"])) if (tmp_path / "clean").mkdir() is None else None
+    assert clean is not None and not [i for i in clean.report.issues if i.kind == "damaged"]
