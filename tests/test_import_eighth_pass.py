@@ -936,3 +936,32 @@ def test_openhands_args_contradicting_the_model_s_call_are_damage_and_no_secret_
     assert result[0].rounds[0].tool_calls[0].arguments == '{"command": "ls dir0"}'
     clean = _oh_import(tmp_path / "clean", _oh_episode(["r1", "r2"])) if (tmp_path / "clean").mkdir() is None else None
     assert clean is not None and not [i for i in clean.report.issues if i.kind == "damaged"]
+
+
+# --- finding 7: a stored mode says only what the source shows -----------------------------------------
+
+
+def test_a_trace_whose_source_shows_no_mode_stores_none_on_its_rounds(tmp_path) -> None:
+    """t13b: 2947 round entries across the imports stored "sequential" though their traces' notes
+    said 'mode not evidenced', and TraceView's header showed 'mode sequential'."""
+    from toolcall_lab.importers import import_claude_code
+    from toolcall_lab.records import MODE_NOT_EVIDENCED
+
+    (trace,) = import_claude_code(_declined_log().write(tmp_path / "s.jsonl"))  # one call per batch
+    assert trace.metadata.mode is None and "mode not evidenced" in trace.metadata.notes
+    assert {r.mode for r in trace.rounds} == {MODE_NOT_EVIDENCED}
+    assert "mode <b>not evidenced</b>" in trace._repr_mimebundle_()["text/html"]
+    assert replay(load(save(trace, tmp_path / "t.json")), "parallel").status == "completed"
+    log = _batch(Log())
+    for line in log.lines[4:7]:  # each Glob measured its own run: 1.5 s, ending 10 ms apart (overlapped)
+        line["toolUseResult"] = {"durationMs": 1500}
+    (clean,) = import_claude_code(log.write(tmp_path / "b.jsonl"))
+    assert clean.metadata.mode == "parallel" and {r.mode for r in clean.rounds} == {"parallel"}
+
+
+@needs_realdata
+def test_no_real_import_stores_a_mode_its_source_does_not_show() -> None:
+    for trace in _every_shape():
+        if trace.metadata.origin == "imported":
+            shown = trace.metadata.mode or "not evidenced"
+            assert {r.mode for r in trace.rounds} == {shown}, trace.metadata.title

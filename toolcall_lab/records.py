@@ -61,6 +61,10 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 StrategyName = str
 """The name a round or trace records for the strategy it ran under: a built-in's (``parallel``,
 ``eager[cap=4]``) or a user strategy's own."""
+MODE_NOT_EVIDENCED = "not evidenced"
+"""What an imported round stores as its mode when its source shows none (no batch with a recorded
+start and end for every call tells how the agent ran them): never a mode the source does not show.
+Replays take their mode from ``metadata.mode`` (None then: sequential by default, said)."""
 
 Origin = Literal["recorded", "imported", "scripted", "replayed"]
 """Where a run or trace came from: a live run recorded here, an import of someone else's log, a
@@ -375,7 +379,8 @@ class Round:
 
     round_index: int
     mode: StrategyName
-    """The strategy the batch ran under (a built-in mode's name, or a user strategy's)."""
+    """The strategy the batch ran under (a built-in mode's name, or a user strategy's); an imported
+    round whose source shows no mode stores `MODE_NOT_EVIDENCED`."""
     request_messages: tuple[dict[str, Any], ...]
     model_call: ModelCall
     assistant_message: dict[str, Any]

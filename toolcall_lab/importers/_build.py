@@ -73,6 +73,7 @@ from toolcall_lab.importers._timeline import Unplaced, first_chunk, mode_evidenc
 from toolcall_lab.models import ScriptedResponse
 from toolcall_lab.records import (
     DECIDED,
+    MODE_NOT_EVIDENCED,
     NOT_BATCH_EVIDENCE,
     ChunkTiming,
     Mode,
@@ -334,9 +335,11 @@ def build_trace(
                 what=f"{not_placed}; the rounds are placed as the loop schedules them, not as recorded",
             )
         )
+    stored: str = segment.mode or evidenced or MODE_NOT_EVIDENCED  # (never a mode the source does not show)
     placed = [
         replace(
             r,
+            mode=stored,
             model_call=replace(r.model_call, first_chunk_at=first_chunk(r, t)),
             executions=tuple(_screened_on_import(e) for e in r.executions),
         )
