@@ -965,3 +965,21 @@ def test_no_real_import_stores_a_mode_its_source_does_not_show() -> None:
         if trace.metadata.origin == "imported":
             shown = trace.metadata.mode or "not evidenced"
             assert {r.mode for r in trace.rounds} == {shown}, trace.metadata.title
+
+
+# --- finding 18: replay prints what each time rests on ----------------------------------------------
+
+
+def test_replay_prints_the_timing_label_of_every_time(tmp_path, capsys) -> None:
+    """t13b: `toolcall-lab replay` printed SWE-agent's 0.8 s placeholder model calls like measured
+    ones."""
+    from toolcall_lab import cli
+    from toolcall_lab.importers import import_claude_code
+
+    (trace,) = import_claude_code(_declined_log().write(tmp_path / "s.jsonl"))
+    path = save(trace, tmp_path / "t.json")
+    assert cli.main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "round 0: model 0.000-2.000s [recorded]  Bash[ok 2.000-2.300 recorded, upper bound]" in out
+    assert "Edit[error 4.000-12.000 recorded, wait]" in out
+    assert "[label] says what each duration rests on" in out

@@ -155,10 +155,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for r in result.rounds:
         for note in r.strategy_notes:
             print(f"  note (round {r.round_index}): {note}")
+    print(
+        "  times in seconds on the replay's clock; [label] says what each duration rests on (recorded, "
+        "reported, estimated or placeholder; 'upper bound' / 'wait' when it is not the run itself)"
+    )
     for r in result.rounds:
-        calls = " ".join(f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions)
+        calls = " ".join(
+            f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f} {_label(e.timing)}]"
+            for e in r.executions
+        )
         mc = r.model_call
-        print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
+        model = f"model {mc.started_at:.3f}-{mc.ended_at:.3f}s [{_label(mc.timing)}]"
+        print(f"  round {r.round_index}: {model}  {calls}")
     failed = result.reason == "strategy_error"
     if failed:
         print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
@@ -172,6 +180,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         else:
             print(f"wrote {args.out}")
     return 1 if failed else 0
+
+
+def _label(timing: Any) -> str:
+    """A duration's timing label for one line of output (`toolcall_lab.records.Timing`)."""
+    covers = {"upper_bound": ", upper bound", "wait": ", wait"}.get(timing.covers, "")
+    return f"{timing.source}{covers}"
 
 
 _SIGINT_IGNORED = (
