@@ -983,3 +983,43 @@ def test_replay_prints_the_timing_label_of_every_time(tmp_path, capsys) -> None:
     assert "round 0: model 0.000-2.000s [recorded]  Bash[ok 2.000-2.300 recorded, upper bound]" in out
     assert "Edit[error 4.000-12.000 recorded, wait]" in out
     assert "[label] says what each duration rests on" in out
+
+
+# --- finding 19: bench tables and plots say what they hold -------------------------------------------
+
+
+def test_a_run_that_is_not_comparable_has_no_speedup(tmp_path) -> None:
+    """t13b: first_only rows that skipped calls kept speedup_vs_sequential 1.0 beside an empty
+    efficiency."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = next(s.record() for s in SCENARIOS.values() if max(len(r.tool_calls) for r in s.record().rounds) > 1)
+    runs = compare([trace], ["sequential", "first_only"]).runs.set_index("mode")
+    assert not runs.loc["first_only", "comparable"]
+    assert runs.loc["first_only", "speedup_vs_sequential"] != runs.loc["first_only", "speedup_vs_sequential"]
+    assert runs.loc["sequential", "speedup_vs_sequential"] == 1.0
+
+
+def test_an_upper_case_extension_is_a_parquet_or_csv_name(tmp_path) -> None:
+    from toolcall_lab._cli_runs import _check_output
+    from toolcall_lab.exceptions import UsageError
+
+    _check_output(tmp_path / "x.CSV")
+    try:
+        _check_output(tmp_path / "x.PARQUET")
+    except UsageError as exc:  # only when no parquet engine is installed here
+        assert "needs pyarrow" in str(exc)
+
+
+def test_a_failed_call_s_short_label_keeps_its_mark_and_tool() -> None:
+    """t13b: a gantt error bar too narrow for its label showed only '0.1 s', without ✖ and the tool."""
+    from toolcall_lab.notebook.timeline import items_of
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["one_tool_round"].record()
+    doc = trace.to_dict()
+    doc["rounds"][0]["tool_executions"][0]["status"] = "error"
+    (bar,) = [it for it in items_of(doc["rounds"]) if it.kind == "tool"]
+    name = doc["rounds"][0]["tool_calls"][0]["name"]
+    assert bar.short == f"✖ {name}" and bar.label.startswith("✖")

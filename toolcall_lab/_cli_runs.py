@@ -631,7 +631,7 @@ def _write_missing(missing: list[str], out: Path) -> Path:
 
     path = out.with_name(f"{out.stem}_missing{out.suffix}")
     table = _escape_surrogates(pd.DataFrame({"trace": missing}, columns=["trace"]), path)
-    if out.suffix == ".parquet":
+    if out.suffix.lower() == ".parquet":
         table.to_parquet(path)
     else:
         table.to_csv(path, index=False)
@@ -645,9 +645,9 @@ _TABLES = ("rounds", "calls", "errors", "excluded", "missed", "dependencies")
 
 def _check_output(out: Path) -> None:
     """Fail before a long run if the results could not be written."""
-    if out.suffix not in (".csv", ".parquet"):
+    if out.suffix.lower() not in (".csv", ".parquet"):
         raise UsageError(f"--out {out}: use a .csv or .parquet file name")
-    if out.suffix == ".parquet":
+    if out.suffix.lower() == ".parquet":
         try:
             importlib.import_module("pyarrow")
         except ImportError:
@@ -669,7 +669,7 @@ def _write_tables(result: Any, out: Path) -> list[Path]:
         table = getattr(result, name)
         path = out if name == "runs" else out.with_name(f"{out.stem}_{name}{out.suffix}")
         table = _escape_surrogates(_to_nanoseconds(table), path)
-        if out.suffix == ".parquet":
+        if out.suffix.lower() == ".parquet":
             table.to_parquet(path)
         else:
             table.to_csv(path, index=False)

@@ -908,7 +908,9 @@ def _comparison(tables: dict[str, list[dict[str, Any]]], not_compared: tuple[str
         runs_df["in_all_modes"] = ~runs_df["trace"].isin(failed)
         if "sequential" in set(runs_df["mode"]):
             seq = runs_df[runs_df["mode"] == "sequential"].set_index("trace")["wall_time_s"]
-            runs_df["speedup_vs_sequential"] = runs_df["trace"].map(seq) / runs_df["wall_time_s"]
+            speedup = runs_df["trace"].map(seq) / runs_df["wall_time_s"]
+            # a run that did less work (first_only skipping calls) has no speedup, as no efficiency
+            runs_df["speedup_vs_sequential"] = speedup.where(runs_df["comparable"])
     return Comparison(
         runs=runs_df,
         rounds=pd.DataFrame(tables["rounds"]),

@@ -220,7 +220,8 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                     fill=st.fill,
                     on_fill=st.on_fill,
                     label=f"{name} {secs(dur)}" if x["status"] == "ok" else f"{st.icon} {name} {secs(dur)}",
-                    short=secs(dur),
+                    # (a failed call keeps its mark and its tool even in the short label)
+                    short=secs(dur) if x["status"] == "ok" else f"{st.icon} {name}",
                     tip=f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {exact(dur)} s, "
                     f"{exact(x['started_at'])} → {exact(x['ended_at'])} s" + _prov_note(x),
                     round_index=index,
