@@ -1023,3 +1023,43 @@ def test_a_failed_call_s_short_label_keeps_its_mark_and_tool() -> None:
     (bar,) = [it for it in items_of(doc["rounds"]) if it.kind == "tool"]
     name = doc["rounds"][0]["tool_calls"][0]["name"]
     assert bar.short == f"✖ {name}" and bar.label.startswith("✖")
+
+
+def test_langfuse_tools_are_matched_by_what_the_next_model_call_was_sent_first(tmp_path) -> None:
+    """The class of finding 1 in Langfuse: two calls of one tool, tool observations without ids or
+    inputs; the next generation's input says which result answered which call. Name and order would
+    cross them (the first tool to start answered the second call)."""
+    from toolcall_lab.importers import import_langfuse
+
+    def obs(oid: str, kind: str, name: str, parent: str | None, a: float, b: float, **more: Any) -> dict:
+        return {"id": oid, "type": kind, "name": name, "parentObservationId": parent,
+                "startTime": _lf_stamp(a), "endTime": _lf_stamp(b), **more}
+
+    calls = [{"id": f"call_{k}", "type": "function", "function": {"name": "search", "arguments": f'{{"q": "{k}"}}'}}
+             for k in (1, 2)]
+    first = {"role": "assistant", "content": "", "tool_calls": calls}
+    sent = [{"role": "user", "content": "search twice"}, first,
+            {"role": "tool", "tool_call_id": "call_1", "content": "B"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "A"}]
+    observations = [
+        obs("root", "SPAN", "LangGraph", None, 0, 10),
+        obs("g1", "GENERATION", "ChatOpenAI", "root", 0.1, 2.0, output=first),
+        obs("t1", "TOOL", "search", "root", 2.2, 3.2, output="A"),   # 1.0 s: call_2's (the model was sent A for it)
+        obs("t2", "TOOL", "search", "root", 2.3, 5.3, output="B"),   # 3.0 s: call_1's
+        obs("g2", "GENERATION", "ChatOpenAI", "root", 5.5, 7.0, input=sent,
+            output={"role": "assistant", "content": "A and B."}),
+    ]
+    path = tmp_path / "lf.json"
+    path.write_text(json.dumps({"trace": {"id": "x", "name": "w"}, "observations": observations}))
+    result = import_langfuse(path)
+    got = [(e.tool_call_id, e.result, e.duration_s) for e in result[0].rounds[0].executions]
+    assert got == [("call_1", "B", 3.0), ("call_2", "A", 1.0)]
+    assert not [i for i in result.report.issues if i.kind == "damaged"]
+    # a tool whose id names the other call: matched by what the model was sent, and said
+    observations[3]["metadata"] = {"tool_call_id": "call_2"}
+    path.write_text(json.dumps({"trace": {"id": "x", "name": "w"}, "observations": observations}))
+    result = import_langfuse(path)
+    assert [(e.tool_call_id, e.result, e.duration_s) for e in result[0].rounds[0].executions] == got
+    (damage,) = [i for i in result.report.issues if i.kind == "damaged"]
+    assert damage.where.startswith("lf.json observation t2") and "it names call call_2" in damage.what
+    assert "matched by the next model call's input" in damage.what

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -330,6 +331,20 @@ def _times(o: Obs, issues: list[Issue], tree: _Tree) -> tuple[float | None, floa
     return start, end, place
 
 
+def _sent_back(g: Obs | None, ids: list[Any]) -> list[str | None]:
+    """For each call id, the tool message the next model call's input holds for it (what the model
+    was sent back), None where it holds none (or there is no next model call)."""
+    if g is None:
+        return [None] * len(ids)
+    doc = loads(g.get("input"))
+    messages = doc.get("messages") if isinstance(doc, dict) else doc
+    answers: dict[Any, str] = {}
+    for m in messages if isinstance(messages, list) else []:
+        if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id"):
+            answers.setdefault(m["tool_call_id"], text_of(m.get("content")))
+    return [answers.get(cid) if cid else None for cid in ids]
+
+
 def _match(
     calls: list[dict[str, Any]],
     pool: list[Obs],
@@ -337,30 +352,66 @@ def _match(
     start_of: Any,
     where: str,
     issues: list[Issue],
+    said: list[str | None] | None = None,
 ) -> list[Obs | None]:
     """The tool observation that ran each call of one step, by the strongest evidence for the whole
-    step at once: the same id; else, among the tools that started in the step's window, the same
-    name and arguments, else the same name (in order; when that decides between calls of one tool,
-    the report says their results may be crossed)."""
+    step at once: what the model saw (the next model call's input sends back, for the call's id, the
+    result exactly one tool of its name in the step shows); the same id; else, among the tools that
+    started in the step's window, the same name and arguments, else the same name (in order; when that
+    decides between calls of one tool, the report says their results may be crossed). A match whose
+    own evidence disagrees (another id, another call's arguments, another result than the model was
+    sent) is DAMAGED, saying what decided."""
     ids = [c.get("id") for c in calls]
     names = [(c.get("function") or {}).get("name") for c in calls]
     args = [str((c.get("function") or {}).get("arguments") or "") for c in calls]
+    answers = said or [None] * len(calls)
 
     def near(i: int, j: int) -> bool:
         t = pool[j]
         other = ids[i] and _tool_id(t) and _tool_id(t) != ids[i]
         return window[0] <= start_of(t) < window[1] and _tool_name(t) == names[i] and not other
 
+    def seen(i: int, j: int) -> bool:
+        t = pool[j]
+        if answers[i] is None or answers.count(answers[i]) > 1:
+            return False
+        alike = [u for u in pool if _tool_name(u) == names[i] and _tool_result(u) == answers[i]]
+        in_step = window[0] <= start_of(t) < window[1] and _tool_name(t) == names[i]
+        return in_step and len(alike) == 1 and alike[0] is t
+
     matched = match_passes(
         len(calls),
         len(pool),
         [
+            seen,
             lambda i, j: bool(ids[i]) and _tool_id(pool[j]) == ids[i],
             lambda i, j: near(i, j) and _same_arguments(_tool_args(pool[j]), args[i]),
             near,
         ],
     )
-    by_order = [i for i, (_, how) in enumerate(matched) if how == 2]
+    how = ("the next model call's input", "call id", "name and arguments", "name and order")
+    for i, (j, p) in enumerate(matched):
+        if j is None:
+            continue
+        t = pool[j]
+        found = []
+        if ids[i] and _tool_id(t) and _tool_id(t) != ids[i]:
+            found.append(f"it names call {_tool_id(t)}")
+        shows = _attrs(t).get("ai.toolCall.args") is not None or t.get("input") is not None
+        if shows and not _same_arguments(_tool_args(t), args[i]):
+            found.append("its arguments are not the call's")
+        if answers[i] is not None and _tool_result(t) != answers[i]:
+            found.append("the next model call's input sends back another result for it (that one is used)")
+        if found:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"observation {t.get('id')} ({_tool_name(t)})",
+                    what=f"the tool observation's evidence disagrees: {'; '.join(found)}. It is imported as "
+                    f"call {ids[i] or i} of {where}, matched by {how[p]}",
+                )
+            )
+    by_order = [i for i, (_, how_) in enumerate(matched) if how_ == 3]
     for name in dict.fromkeys(names[i] for i in by_order):
         rivals = [i for i, n in enumerate(names) if n == name]
         if len(rivals) > 1:
@@ -375,6 +426,18 @@ def _match(
                 )
             )
     return [pool[j] if j is not None else None for j, _ in matched]
+
+
+def _as_sent(result: Result, answer: str | None) -> Result:
+    """The result the model was sent back (the next model call's input), when it differs from the
+    tool observation's output (reported by `_match`)."""
+    if answer is None or answer == result.text:
+        return result
+    return replace(
+        result,
+        text=answer,
+        timing=replace(result.timing, note=f"{result.timing.note}; result: the next model call's input"),
+    )
 
 
 def _result(t: Obs, times: dict[int, tuple[float | None, float | None]]) -> Result:
@@ -549,6 +612,8 @@ def _run(
     rebuilt = converted = source_calls = 0
     for k, g in enumerate(steps):
         g_start, g_end = times[id(g)]
+        nxt = steps[k + 1] if k + 1 < len(steps) else None
+        sent: list[str | None] = []
         window = (
             g_start if g_start is not None else float("-inf"),
             start_of(steps[k + 1]) if k + 1 < len(steps) else float("inf"),
@@ -573,7 +638,9 @@ def _run(
                 completion(message, response_id=str(g.get("id")), model=g.get("model")),
                 other_choices(g.get("output")),
             )
-            mine = _match(_calls_of(message), pool, window, start_of, f"observation {g.get('id')}", issues)
+            asked = _calls_of(message)
+            sent = _sent_back(nxt, [c.get("id") for c in asked])
+            mine = _match(asked, pool, window, start_of, f"observation {g.get('id')}", issues, sent)
             for t in mine:
                 if t is not None:
                     pool.remove(t)
@@ -615,9 +682,13 @@ def _run(
         ran = [t for t in mine if t is not None]
         latency, timing, model_end, first_token = _model_timing(g, ran, times, places)
         source_calls += len(mine)
+        if message is None:
+            sent = [None] * len(mine)  # (a rebuilt step: its calls' ids are the tools' own)
         results = [
-            _result(t, times) if t is not None else Result.missing(f"observation {g.get('id')} call {i}")
-            for i, t in enumerate(mine)
+            _as_sent(_result(t, times), answer)
+            if t is not None
+            else Result.missing(f"observation {g.get('id')} call {i}")
+            for i, (t, answer) in enumerate(zip(mine, sent, strict=False))
         ]
         ends = [x for x in [g_end, *(times[id(t)][1] for t in ran)] if x is not None]
         turns.append(
