@@ -1063,3 +1063,17 @@ def test_langfuse_tools_are_matched_by_what_the_next_model_call_was_sent_first(t
     (damage,) = [i for i in result.report.issues if i.kind == "damaged"]
     assert damage.where.startswith("lf.json observation t2") and "it names call call_2" in damage.what
     assert "matched by the next model call's input" in damage.what
+
+
+def test_inspect_an_event_whose_arguments_contradict_its_call_id_is_reported(tmp_path) -> None:
+    """The class of finding 1 in inspect: an event carrying a call's id and function but other
+    arguments was that call's execution without a word."""
+    from tests.test_import_seventh_pass import _browse, _inspect_log
+    from toolcall_lab.importers import import_inspect
+
+    events = _browse(second_id="call_click")
+    events[3]["arguments"] = {"element": 9}
+    result = import_inspect(_inspect_log(tmp_path, events))
+    (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
+    assert "carries call id call_click and ran its function (click), but with other arguments" in damage
+    assert import_inspect(_inspect_log(tmp_path, _browse(second_id="call_click"))).report.clean

@@ -357,6 +357,16 @@ def _matched_events(
             continue
         out[i] = exact[0]
         used.add(id(exact[0]))
+        if exact is same and arguments[i] is not None and exact[0].get("arguments") != arguments[i]:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} tool event {ids[i]}",
+                    what=f"carries call id {ids[i]} and ran its function ({names[i]}), but with other "
+                    "arguments than the call's: read as that call's execution by its id (the arguments "
+                    "kept are the call's, as the model gave them)",
+                )
+            )
         if len(same) > 1:
             issues.append(
                 Issue(
