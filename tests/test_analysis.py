@@ -362,7 +362,9 @@ def test_a_zero_second_placeholder_before_the_end_counts_as_unknown(scenarios) -
 def test_written_tables_are_rounded_to_the_nanosecond_and_compare_keeps_full_precision() -> None:
     from toolcall_lab._cli_runs import _to_nanoseconds
 
-    table = pd.DataFrame({"trace": ["a", "b"], "lower_bound_s": [21.118000000000002, 0.5], "saving_s": [2.8e-14, -3e-15]})
+    table = pd.DataFrame(
+        {"trace": ["a", "b"], "lower_bound_s": [21.118000000000002, 0.5], "saving_s": [2.8e-14, -3e-15]}
+    )
     written = _to_nanoseconds(table)
     assert written["lower_bound_s"].tolist() == [21.118, 0.5]
     assert written["saving_s"].tolist() == [0.0, 0.0] and str(written["saving_s"][1]) == "0.0"  # not -0.0

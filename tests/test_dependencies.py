@@ -38,7 +38,9 @@ def source(name: str):  # one import per file for the whole module
         "tau": lambda: import_tau_bench(
             REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json", limit=3
         ),
-        "tau_all": lambda: import_tau_bench(REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json"),
+        "tau_all": lambda: import_tau_bench(
+            REALDATA / "tau-bench/historical_trajectories_gpt-4o-airline.json"
+        ),
         "cc_v2": lambda: import_claude_code(
             REALDATA
             / "claude-reliability/claude-code_v2.1.14_opus-4-5_coverage-test-fix_14calls_parallel2x2.jsonl"
@@ -336,8 +338,10 @@ def test_a_fallback_after_a_failed_call_is_a_control_dependency() -> None:
     likely_independent and counted in missed parallelism. The model took another way because the
     call failed: in one batch that call would not have been made."""
     trace = _scripted(
-        [(None, (("update_ticket", {"id": "T-9", "status": "closed"}), ("get_queue", {"team": "ops"}))),
-         ("It is locked; I'll leave a note.", (("create_note", {"text": "please unlock"}),))],
+        [
+            (None, (("update_ticket", {"id": "T-9", "status": "closed"}), ("get_queue", {"team": "ops"}))),
+            ("It is locked; I'll leave a note.", (("create_note", {"text": "please unlock"}),)),
+        ],
         {"update_ticket": "ticket T-9 is locked", "get_queue": "3 open", "create_note": "noted"},
         failing={"update_ticket"},
     )
@@ -361,7 +365,10 @@ def test_a_common_word_of_a_result_is_weak_evidence() -> None:
     """t13: status 'completed' vs the result 'Delivery completed.' counted as an exact, strong match:
     a plain word of running text turns up anywhere."""
     trace = _scripted(
-        [(None, (("deliver", {"order": "O-1"}),)), (None, (("set_status", {"order": "O-2", "status": "completed"}),))],
+        [
+            (None, (("deliver", {"order": "O-1"}),)),
+            (None, (("set_status", {"order": "O-2", "status": "completed"}),)),
+        ],
         {"deliver": "Delivery completed.", "set_status": "ok"},
     )
     (p,) = dependency_evidence(trace)
@@ -374,9 +381,22 @@ def test_the_harness_s_framing_is_not_evidence() -> None:
     """t13: the OpenHands GUI run's '.completed {' CSS line and the word 'completed' counted as
     strong evidence; both came from '[The command completed with exit code 0.]'."""
     trace = _scripted(
-        [(None, (("execute_bash", {"command": "ls /workspace"}),)),
-         (None, (("str_replace_editor", {"command": "create", "path": "/other/style.css",
-                                         "file_text": ".completed {\n  color: green;\n}"}),))],
+        [
+            (None, (("execute_bash", {"command": "ls /workspace"}),)),
+            (
+                None,
+                (
+                    (
+                        "str_replace_editor",
+                        {
+                            "command": "create",
+                            "path": "/other/style.css",
+                            "file_text": ".completed {\n  color: green;\n}",
+                        },
+                    ),
+                ),
+            ),
+        ],
         {"execute_bash": "notes.txt\n[The command completed with exit code 0.]", "str_replace_editor": "ok"},
     )
     (p,) = dependency_evidence(trace)
@@ -387,9 +407,13 @@ def test_a_plain_word_a_result_lists_on_its_own_stays_strong() -> None:
     """'src' in a directory listing is the listing's own entry, not vocabulary: the model naming it
     is a reference (the hand-labelled OpenHands pair 0 -> 1)."""
     trace = _scripted(
-        [(None, (("bash", {"command": "ls -l /repo"}),)),
-         ("The `src` directory holds the code.", (("bash", {"command": "ls -l /repo/src"}),))],
-        {"bash": "total 8\ndrwxr-xr-x 2 root root 4096 Apr 30 08:32 src\n-rw-r--r-- 1 root root 10 Apr 30 08:32 x"},
+        [
+            (None, (("bash", {"command": "ls -l /repo"}),)),
+            ("The `src` directory holds the code.", (("bash", {"command": "ls -l /repo/src"}),)),
+        ],
+        {
+            "bash": "total 8\ndrwxr-xr-x 2 root root 4096 Apr 30 08:32 src\n-rw-r--r-- 1 root root 10 Apr 30 08:32 x"
+        },
     )
     (p,) = dependency_evidence(trace)
     assert p.classification == "dependent" and any(e.kind == "text" and e.strong for e in p.evidence)
@@ -400,16 +424,31 @@ def test_a_write_into_a_folder_an_earlier_call_made_is_ordered() -> None:
     boilerplate gone, this control dependency is what keeps them apart; a `cd` alone changes no
     file, so a write after it is not ordered by it."""
     trace = _scripted(
-        [(None, (("execute_bash", {"command": "mkdir -p /workspace/todo-app"}),)),
-         (None, (("str_replace_editor", {"command": "create", "path": "/workspace/todo-app/index.html",
-                                         "file_text": "<html></html>"}),))],
+        [
+            (None, (("execute_bash", {"command": "mkdir -p /workspace/todo-app"}),)),
+            (
+                None,
+                (
+                    (
+                        "str_replace_editor",
+                        {
+                            "command": "create",
+                            "path": "/workspace/todo-app/index.html",
+                            "file_text": "<html></html>",
+                        },
+                    ),
+                ),
+            ),
+        ],
         {"execute_bash": "", "str_replace_editor": "File created"},
     )
     (p,) = dependency_evidence(trace)
     assert p.classification == "dependent" and any(e.kind == "effect" for e in p.evidence), p.summary
     cd = _scripted(
-        [(None, (("Bash", {"command": "cd /workspace/todo-app"}),)),
-         (None, (("Write", {"file_path": "/workspace/todo-app/a.ts", "content": "x"}),))],
+        [
+            (None, (("Bash", {"command": "cd /workspace/todo-app"}),)),
+            (None, (("Write", {"file_path": "/workspace/todo-app/a.ts", "content": "x"}),)),
+        ],
         {"Bash": "", "Write": "ok"},
     )
     (p,) = dependency_evidence(cd)
@@ -440,7 +479,11 @@ def test_the_evidence_does_not_depend_on_the_hash_seed() -> None:
 
     seen = {
         subprocess.run(
-            [sys.executable, "-c", _SEEDED], capture_output=True, text=True, check=True, cwd=REPO,
+            [sys.executable, "-c", _SEEDED],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
             env={**os.environ, "PYTHONHASHSEED": str(seed)},
         ).stdout
         for seed in (0, 1, 2, 3, 4, 5)

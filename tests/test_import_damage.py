@@ -527,11 +527,14 @@ def test_limit_must_be_a_positive_count(tmp_path, capsys) -> None:
         assert cli.main(["import", "tau-bench", str(tau), "--out", str(tmp_path), "--limit", bad]) == 2
         assert "whole number >= 1" in capsys.readouterr().err
     result = import_source("tau-bench", tau, limit=2)
-    assert {  # (each issue names its file first)
-        tuple(i.where.split(" ")[:2])
-        for i in result.report.issues
-        if i.kind == "skipped" and "limit" in i.what
-    } == {(tau.name, "trajectory")}
+    assert (
+        {  # (each issue names its file first)
+            tuple(i.where.split(" ")[:2])
+            for i in result.report.issues
+            if i.kind == "skipped" and "limit" in i.what
+        }
+        == {(tau.name, "trajectory")}
+    )
 
 
 def test_bfcl_folder_and_answer_file(tmp_path, capsys) -> None:

@@ -326,7 +326,12 @@ def test_otlp_a_second_span_of_one_call_id_is_a_dropped_duplicate(tmp_path) -> N
     (trace,) = result
     assert trace.n_calls == 3 and trace.metadata.mode == "sequential"
     (line,) = damaged(result)
-    assert line.startswith(f"{path.name} tool span ") and "tool call c3" in line and "tool2" in line and "toolX" in line
+    assert (
+        line.startswith(f"{path.name} tool span ")
+        and "tool call c3" in line
+        and "tool2" in line
+        and "toolX" in line
+    )
     (c3,) = [e for e in trace.rounds[0].executions if e.tool_call_id == "c3"]
     assert "not evidence of the mode" in c3.timing.note
 

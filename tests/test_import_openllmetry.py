@@ -146,12 +146,15 @@ def test_openllmetry_anthropic_blocks_thinking_and_errors() -> None:
 
 
 def test_mixed_conventions_in_one_file() -> None:
-    """One export per line: OpenLLMetry/OpenAI with tool spans lacking inputs (matched by name and
-    order, and the note says so), OpenLLMetry/Anthropic, GenAI conventions (matched by call id)."""
+    """One export per line: OpenLLMetry/OpenAI with tool spans lacking inputs (matched by the result
+    the next model request sent back for each call, since the eighth pass; by name and order before,
+    and the note says so), OpenLLMetry/Anthropic, GenAI conventions (matched by call id)."""
     result = import_otlp(FIXTURES / "mixed_conventions.jsonl")
     assert result.report.ok and result.report.imported_calls == 6 and result.report.source_model_calls == 6
     notes = {t.rounds[0].executions[0].timing.note for t in result}
-    assert any("order within the batch" in n for n in notes)
+    assert any(
+        "matched by its result, which the next model request sent back as this call's" in n for n in notes
+    )
     assert any("matched by call id" in n for n in notes)
     assert any(t.rounds[0].executions[0].timing.source == "estimated" for t in result)
 

@@ -26,7 +26,9 @@ T0 = datetime(2025, 9, 3, 0, 47, 19, tzinfo=UTC)
 class Log:
     """Claude Code lines, each following the one before (``parentUuid``) unless told otherwise."""
 
-    def __init__(self, session: str = "0d3a4c1e-0000-4000-8000-000000000007", version: str = "1.0.98") -> None:
+    def __init__(
+        self, session: str = "0d3a4c1e-0000-4000-8000-000000000007", version: str = "1.0.98"
+    ) -> None:
         self.lines: list[dict[str, Any]] = []
         self.base = {"sessionId": session, "cwd": "/w", "version": version, "userType": "external"}
 
@@ -36,8 +38,16 @@ class Log:
             parent = self.lines[-1]["uuid"] if self.lines else None
         stamp = (T0 + timedelta(seconds=t)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.lines.append(
-            {**self.base, "type": kind, "uuid": uuid, "parentUuid": parent, "timestamp": stamp,
-             "isSidechain": False, "message": message, **extra}
+            {
+                **self.base,
+                "type": kind,
+                "uuid": uuid,
+                "parentUuid": parent,
+                "timestamp": stamp,
+                "isSidechain": False,
+                "message": message,
+                **extra,
+            }
         )
         return uuid
 
@@ -49,7 +59,13 @@ class Log:
         return self._add("assistant", t, _assistant(mid, block), parent, **extra)
 
     def calls(
-        self, t: float, mid: str, tid: str, name: str, args: dict[str, Any], parent: str | None = "last",
+        self,
+        t: float,
+        mid: str,
+        tid: str,
+        name: str,
+        args: dict[str, Any],
+        parent: str | None = "last",
         **extra: Any,
     ) -> str:
         block = {"type": "tool_use", "id": tid, "name": name, "input": args}
@@ -68,13 +84,23 @@ class Log:
 
 
 def _assistant(mid: str, block: dict[str, Any]) -> dict[str, Any]:
-    return {"id": mid, "type": "message", "role": "assistant", "model": "claude-sonnet-4-20250514",
-            "content": [block], "usage": {"input_tokens": 3, "output_tokens": 20}}
+    return {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-20250514",
+        "content": [block],
+        "usage": {"input_tokens": 3, "output_tokens": 20},
+    }
 
 
 def _results(result) -> list[tuple[str, str, str]]:
-    return [(e.tool_call_id, json.loads(e.arguments).get("command", e.name), e.result)
-            for t in result for r in t.rounds for e in r.executions]
+    return [
+        (e.tool_call_id, json.loads(e.arguments).get("command", e.name), e.result)
+        for t in result
+        for r in t.rounds
+        for e in r.executions
+    ]
 
 
 # --- finding 4: a call id reused in a later round is a call of its own ------------------------------
@@ -103,7 +129,9 @@ def test_a_call_id_reused_in_later_rounds_is_a_call_of_its_own(tmp_path) -> None
     assert (report.source_calls, report.imported_calls, report.source_model_calls) == (3, 3, 4)
     assert report.clean and len(result) == 1
     assert _results(result) == [
-        ("toolu_same", "ls", "a.txt"), ("toolu_same", "cat a.txt", "hello"), ("toolu_same", "wc -c a.txt", "5 a.txt")
+        ("toolu_same", "ls", "a.txt"),
+        ("toolu_same", "cat a.txt", "hello"),
+        ("toolu_same", "wc -c a.txt", "5 a.txt"),
     ]
     notes = [i.what for i in report.issues if i.kind == "note"]
     assert sum("a call of its own" in n for n in notes) == 2
@@ -122,7 +150,9 @@ def test_a_reused_id_is_matched_by_the_line_the_result_names_then_by_order(tmp_p
     log.result(2.6, "toolu_same", "A", parent=second, sourceToolAssistantUUID=first)
     log.says(4, "msg_03", "done")
     result = import_claude_code(log.write(tmp_path / "named.jsonl"))
-    by_file = {json.loads(e.arguments)["file_path"]: e.result for t in result for r in t.rounds for e in r.executions}
+    by_file = {
+        json.loads(e.arguments)["file_path"]: e.result for t in result for r in t.rounds for e in r.executions
+    }
     assert by_file == {"/a": "A", "/b": "B"}
     assert sum("sourceToolAssistantUUID names" in i.what for i in result.report.issues) == 2
 
@@ -153,7 +183,9 @@ def test_a_copied_call_line_is_still_one_call(tmp_path) -> None:
 @needs_realdata
 def test_the_testers_reused_id_in_a_real_log(tmp_path) -> None:
     """t13's sed over the real 1af7fc5e log: two different Bash calls given one id."""
-    real = REALDATA / "claude-code-viewer/claude-code_v1.0.98_sonnet-4_session-1af7fc5e_7calls_parallel5+3.jsonl"
+    real = (
+        REALDATA / "claude-code-viewer/claude-code_v1.0.98_sonnet-4_session-1af7fc5e_7calls_parallel5+3.jsonl"
+    )
     text = real.read_text().replace("toolu_012Gbtu9wRFgVWjdDUHE3djw", "toolu_01UwiR8tuGvGJN2J7BW4KbPx")
     (tmp_path / "cc_idcross.jsonl").write_text(text)
     result = import_claude_code(tmp_path / "cc_idcross.jsonl")
@@ -170,11 +202,22 @@ def _session_with_a_subagent(folder: Path, *, with_agent_file: bool) -> Path:
     session = "5e551011-0000-4000-8000-00000000000a"
     log = Log(session=session, version="2.1.14")
     log.user(0, "Where is the config?")
-    task = log.calls(2, "msg_01", "toolu_task", "Task", {"description": "Find config", "prompt": "Find config files"})
+    task = log.calls(
+        2, "msg_01", "toolu_task", "Task", {"description": "Find config", "prompt": "Find config files"}
+    )
     log.result(
-        9, "toolu_task", "Config is in /repo/setup.cfg", parent=task, sourceToolAssistantUUID=task,
-        toolUseResult={"status": "completed", "agentId": "a1111111", "totalDurationMs": 6900,
-                       "totalToolUseCount": 2, "totalTokens": 1000},
+        9,
+        "toolu_task",
+        "Config is in /repo/setup.cfg",
+        parent=task,
+        sourceToolAssistantUUID=task,
+        toolUseResult={
+            "status": "completed",
+            "agentId": "a1111111",
+            "totalDurationMs": 6900,
+            "totalToolUseCount": 2,
+            "totalTokens": 1000,
+        },
     )
     log.says(11, "msg_02", "It is /repo/setup.cfg.")
     path = log.write(folder / f"{session}.jsonl")
@@ -202,8 +245,11 @@ def test_a_task_whose_subagent_transcript_is_missing_is_counted_and_said(tmp_pat
     report = result.report
     assert (report.source_calls, report.imported_calls) == (3, 1) and report.ok
     (gap,) = [i for i in report.issues if i.kind == "gap"]
-    assert gap.calls == 2 and "sub-agent a1111111" in gap.what and "subagents/agent-a1111111.jsonl" in gap.what
-    assert cli.main(["import", "claude-code", str(alone), "--out", str(tmp_path / "o")]) == 0
+    assert (
+        gap.calls == 2 and "sub-agent a1111111" in gap.what and "subagents/agent-a1111111.jsonl" in gap.what
+    )
+    # calls not in what was read: exit 1 since the eighth pass (t13b #14: the README promises it)
+    assert cli.main(["import", "claude-code", str(alone), "--out", str(tmp_path / "o")]) == 1
     assert "tool calls:  3 in the source, 1 imported" in capsys.readouterr().out
 
     whole = import_claude_code(_session_with_a_subagent(tmp_path / "whole", with_agent_file=True))
@@ -218,7 +264,9 @@ def test_the_import_summary_says_which_credentials_it_removed(tmp_path, capsys) 
     """Redactions were only in each trace's metadata; the import printed nothing about them."""
     log = Log()
     log.user(0, "call the api")
-    log.calls(2, "msg_01", "toolu_1", "Bash", {"command": 'curl -H "x-api-key: abcd1234secretvalue9876" https://x'})
+    log.calls(
+        2, "msg_01", "toolu_1", "Bash", {"command": 'curl -H "x-api-key: abcd1234secretvalue9876" https://x'}
+    )
     log.result(3, "toolu_1", "ok")
     log.says(5, "msg_02", "Done.")
     source = log.write(tmp_path / "secret.jsonl")
@@ -235,17 +283,30 @@ NS = 1_751_474_439_000_000_000
 TRACE_ID = "6b8efff798038103d269b633813fc60d"
 
 
-def _otlp_span(sid: str, a: float, b: float, attrs: dict[str, Any], name: str, parent: str | None = "a1") -> dict:
-    span = {"traceId": TRACE_ID, "spanId": sid, "name": name, "startTimeUnixNano": str(NS + int(a * 1e9)),
-            "endTimeUnixNano": str(NS + int(b * 1e9)),
-            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+def _otlp_span(
+    sid: str, a: float, b: float, attrs: dict[str, Any], name: str, parent: str | None = "a1"
+) -> dict:
+    span = {
+        "traceId": TRACE_ID,
+        "spanId": sid,
+        "name": name,
+        "startTimeUnixNano": str(NS + int(a * 1e9)),
+        "endTimeUnixNano": str(NS + int(b * 1e9)),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
     if parent:
         span["parentSpanId"] = parent
     return span
 
 
-def _oi_llm(sid: str, a: float, b: float, messages: list[tuple[str, str]], calls: list[tuple[str, str, dict]],
-            answer: str = "") -> dict:
+def _oi_llm(
+    sid: str,
+    a: float,
+    b: float,
+    messages: list[tuple[str, str]],
+    calls: list[tuple[str, str, dict]],
+    answer: str = "",
+) -> dict:
     attrs = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o"}
     for i, (role, text) in enumerate(messages):
         attrs[f"llm.input_messages.{i}.message.role"] = role
@@ -255,7 +316,11 @@ def _oi_llm(sid: str, a: float, b: float, messages: list[tuple[str, str]], calls
         attrs["llm.output_messages.0.message.content"] = answer
     for j, (cid, name, args) in enumerate(calls):
         prefix = f"llm.output_messages.0.message.tool_calls.{j}.tool_call."
-        attrs |= {prefix + "id": cid, prefix + "function.name": name, prefix + "function.arguments": json.dumps(args)}
+        attrs |= {
+            prefix + "id": cid,
+            prefix + "function.name": name,
+            prefix + "function.arguments": json.dumps(args),
+        }
     return _otlp_span(sid, a, b, attrs, "ChatCompletion")
 
 
@@ -280,11 +345,19 @@ def _two_lookups(tmp_path: Path, rome_shows: Any, paris_shows: Any) -> Any:
 
     asked = [("system", "You are helpful."), ("user", "Compare Paris and Rome")]
     spans = [
-        _oi_llm("c1", 0.1, 2.0, asked, [("call_a", "lookup", {"q": "paris"}), ("call_b", "lookup", {"q": "rome"})]),
+        _oi_llm(
+            "c1", 0.1, 2.0, asked, [("call_a", "lookup", {"q": "paris"}), ("call_b", "lookup", {"q": "rome"})]
+        ),
         _oi_tool("d1", 2.05, 3.05, "lookup", rome_shows, "Rome: 2.8M"),
         _oi_tool("d2", 3.06, 5.06, "lookup", paris_shows, "Paris: 2.1M"),
-        _oi_llm("c2", 5.1, 7.9, [*asked, ("assistant", ""), ("tool", "Paris: 2.1M"), ("tool", "Rome: 2.8M")], [],
-                "Rome is bigger."),
+        _oi_llm(
+            "c2",
+            5.1,
+            7.9,
+            [*asked, ("assistant", ""), ("tool", "Paris: 2.1M"), ("tool", "Rome: 2.8M")],
+            [],
+            "Rome is bigger.",
+        ),
     ]
     result = import_otlp(_otlp_export(tmp_path, spans))
     (execs,) = [r.executions for t in result for r in t.rounds if r.executions]
@@ -295,8 +368,11 @@ def _two_lookups(tmp_path: Path, rome_shows: Any, paris_shows: Any) -> Any:
     ("form", "rome", "paris"),
     [
         ("plain JSON", {"q": "rome"}, {"q": "paris"}),
-        ("smolagents", {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"q": "rome"}},
-         {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"q": "paris"}}),
+        (
+            "smolagents",
+            {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"q": "rome"}},
+            {"args": [], "sanitize_inputs_outputs": True, "kwargs": {"q": "paris"}},
+        ),
         ("only the later call's span shows them", {"q": "rome"}, None),
     ],
 )
@@ -320,15 +396,34 @@ def test_calls_only_order_can_tell_apart_are_said_to_be_possibly_crossed(tmp_pat
 
 
 def _genai_chat(sid: str, a: float, b: float, request: list[dict], output: list[dict]) -> dict:
-    return _otlp_span(sid, a, b, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-                                  "gen_ai.input.messages": json.dumps(request),
-                                  "gen_ai.output.messages": json.dumps(output)}, "chat gpt-4o")
+    return _otlp_span(
+        sid,
+        a,
+        b,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.input.messages": json.dumps(request),
+            "gen_ai.output.messages": json.dumps(output),
+        },
+        "chat gpt-4o",
+    )
 
 
 def _genai_tool(sid: str, a: float, b: float, name: str, cid: str, args: dict, result: str) -> dict:
-    return _otlp_span(sid, a, b, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                                  "gen_ai.tool.call.id": cid, "gen_ai.tool.call.arguments": json.dumps(args),
-                                  "gen_ai.tool.call.result": result}, f"execute_tool {name}")
+    return _otlp_span(
+        sid,
+        a,
+        b,
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": cid,
+            "gen_ai.tool.call.arguments": json.dumps(args),
+            "gen_ai.tool.call.result": result,
+        },
+        f"execute_tool {name}",
+    )
 
 
 def _part_call(cid: str, name: str, args: dict) -> dict:
@@ -343,19 +438,32 @@ def test_a_span_whose_call_id_names_another_tools_call_is_that_tool_s_span(tmp_p
     as a duplicate' and get_time got the 1.1 s gap instead of its 0.5 s span."""
     from toolcall_lab.importers import import_otlp
 
-    out1 = [{"role": "assistant", "parts": [_part_call("call_1", "get_weather", {"city": "Paris"}),
-                                            _part_call("call_2", "get_time", {"tz": "Europe/Paris"})]}]
+    out1 = [
+        {
+            "role": "assistant",
+            "parts": [
+                _part_call("call_1", "get_weather", {"city": "Paris"}),
+                _part_call("call_2", "get_time", {"tz": "Europe/Paris"}),
+            ],
+        }
+    ]
     spans = [
         _genai_chat("c1", 0.1, 2.1, [USER], out1),
         _genai_tool("d1", 2.15, 3.15, "get_weather", "call_1", {"city": "Paris"}, "18C"),
         _genai_tool("d2", 2.16, 2.66, "get_time", "call_1", {"tz": "Europe/Paris"}, "14:05"),
-        _genai_chat("c2", 3.2, 5.9, [USER, *out1], [{"role": "assistant", "parts": [
-            {"type": "text", "content": "18C, 14:05."}]}]),
+        _genai_chat(
+            "c2",
+            3.2,
+            5.9,
+            [USER, *out1],
+            [{"role": "assistant", "parts": [{"type": "text", "content": "18C, 14:05."}]}],
+        ),
     ]
     result = import_otlp(_otlp_export(tmp_path, spans))
     (execs,) = [r.executions for t in result for r in t.rounds if r.executions]
     assert [(e.name, e.result, round(e.duration_s, 3)) for e in execs] == [
-        ("get_weather", "18C", 1.0), ("get_time", "14:05", 0.5)
+        ("get_weather", "18C", 1.0),
+        ("get_time", "14:05", 0.5),
     ]
     (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
     assert "names call call_1, a get_weather call, but ran get_time" in damage
@@ -369,14 +477,22 @@ def test_an_id_repeated_across_rounds_is_not_called_a_dropped_duplicate(tmp_path
 
     out1 = [{"role": "assistant", "parts": [_part_call("call_0", "get_weather", {"city": "Paris"})]}]
     out2 = [{"role": "assistant", "parts": [_part_call("call_0", "get_time", {"tz": "Europe/Paris"})]}]
-    answer = lambda cid, text: {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": text}]}  # noqa: E731
+
+    def answer(cid: str, text: str) -> dict[str, Any]:
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": text}]}
+
     spans = [
         _genai_chat("c1", 0.1, 1.1, [USER], out1),
         _genai_tool("d1", 1.15, 2.15, "get_weather", "call_0", {"city": "Paris"}, "18C"),
         _genai_chat("c2", 2.2, 3.2, [USER, *out1, answer("call_0", "18C")], out2),
         _genai_tool("d2", 3.25, 3.75, "get_time", "call_0", {"tz": "Europe/Paris"}, "14:05"),
-        _genai_chat("c3", 3.8, 5.0, [USER, *out1, answer("call_0", "18C"), *out2, answer("call_0", "14:05")],
-                    [{"role": "assistant", "parts": [{"type": "text", "content": "18C at 14:05"}]}]),
+        _genai_chat(
+            "c3",
+            3.8,
+            5.0,
+            [USER, *out1, answer("call_0", "18C"), *out2, answer("call_0", "14:05")],
+            [{"role": "assistant", "parts": [{"type": "text", "content": "18C at 14:05"}]}],
+        ),
     ]
     result = import_otlp(_otlp_export(tmp_path, spans))
     notes = [e.timing.note for t in result for r in t.rounds for e in r.executions]
@@ -392,8 +508,17 @@ def test_tool_spans_after_an_unreadable_model_span_say_so(tmp_path) -> None:
     bare = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
     spans = [
         _otlp_span("c1", 0.1, 2.1, bare, "chat gpt-4o"),
-        _otlp_span("d1", 2.15, 3.15, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                                      "gen_ai.tool.call.id": "call_1"}, "execute_tool get_weather"),
+        _otlp_span(
+            "d1",
+            2.15,
+            3.15,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "call_1",
+            },
+            "execute_tool get_weather",
+        ),
         _otlp_span("c2", 3.2, 5.9, bare, "chat gpt-4o"),
     ]
     result = import_otlp(_otlp_export(tmp_path, spans))
@@ -409,22 +534,41 @@ def _stamp(t: float) -> str:
 
 
 def _inspect_model(a: float, b: float, calls: list[tuple[str, str, dict]], text: str = "") -> dict:
-    message = {"role": "assistant", "content": text,
-               "tool_calls": [{"id": cid, "function": name, "arguments": args} for cid, name, args in calls]}
-    return {"event": "model", "timestamp": _stamp(a), "completed": _stamp(b), "working_time": b - a,
-            "input": [{"role": "user", "content": "browse"}],
-            "output": {"model": "gpt-4o-mini", "choices": [{"message": message}]}}
+    message = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [{"id": cid, "function": name, "arguments": args} for cid, name, args in calls],
+    }
+    return {
+        "event": "model",
+        "timestamp": _stamp(a),
+        "completed": _stamp(b),
+        "working_time": b - a,
+        "input": [{"role": "user", "content": "browse"}],
+        "output": {"model": "gpt-4o-mini", "choices": [{"message": message}]},
+    }
 
 
 def _inspect_tool(cid: str, name: str, args: dict, a: float, b: float, result: str) -> dict:
-    return {"event": "tool", "id": cid, "function": name, "arguments": args, "result": result,
-            "timestamp": _stamp(a), "completed": _stamp(b), "working_time": b - a}
+    return {
+        "event": "tool",
+        "id": cid,
+        "function": name,
+        "arguments": args,
+        "result": result,
+        "timestamp": _stamp(a),
+        "completed": _stamp(b),
+        "working_time": b - a,
+    }
 
 
 def _inspect_log(tmp_path: Path, events: list[dict]) -> Path:
     path = tmp_path / "log.json"
-    path.write_text(json.dumps({"eval": {"model": "openai/gpt-4o-mini"},
-                                "samples": [{"id": 1, "epoch": 1, "events": events}]}))
+    path.write_text(
+        json.dumps(
+            {"eval": {"model": "openai/gpt-4o-mini"}, "samples": [{"id": 1, "epoch": 1, "events": events}]}
+        )
+    )
     return path
 
 
@@ -449,7 +593,8 @@ def test_inspect_a_tool_event_repeating_another_calls_id_does_not_take_its_place
     result = import_inspect(_inspect_log(tmp_path, _browse(second_id="call_go")))
     execs = [e for t in result for r in t.rounds for e in r.executions]
     assert [(e.tool_call_id, e.result, round(e.duration_s, 3), e.timing.source) for e in execs] == [
-        ("call_go", "page", 4.3, "recorded"), ("call_click", "clicked", 1.3, "recorded")
+        ("call_go", "page", 4.3, "recorded"),
+        ("call_click", "clicked", 1.3, "recorded"),
     ]
     (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
     assert "ran click with the arguments of call call_click, but carries the id call_go" in damage
@@ -474,7 +619,10 @@ def test_inspect_an_id_a_provider_reuses_in_a_later_round_is_answered_from_its_o
     events[2]["output"]["choices"][0]["message"]["tool_calls"][0]["id"] = "call_go"  # the provider's reuse
     result = import_inspect(_inspect_log(tmp_path, events))
     execs = [e for t in result for r in t.rounds for e in r.executions]
-    assert [(e.name, e.result, round(e.duration_s, 3)) for e in execs] == [("go", "page", 4.3), ("click", "clicked", 1.3)]
+    assert [(e.name, e.result, round(e.duration_s, 3)) for e in execs] == [
+        ("go", "page", 4.3),
+        ("click", "clicked", 1.3),
+    ]
     assert result.report.clean
 
 
@@ -488,24 +636,69 @@ def _oh_stamp(t: float) -> str:
 def _oh_episode(rids: list[str], latencies: list[tuple[str, float]] | None = None) -> dict:
     """An evaluation record: a user message, then one `run` action per response (response i asks
     at 10 i + 8, its observation comes 1 s later), then a finish."""
-    history: list[dict] = [{"id": 0, "timestamp": _oh_stamp(0), "source": "user", "action": "message",
-                            "args": {"content": "fix the bug"}}]
+    history: list[dict] = [
+        {
+            "id": 0,
+            "timestamp": _oh_stamp(0),
+            "source": "user",
+            "action": "message",
+            "args": {"content": "fix the bug"},
+        }
+    ]
     for i, rid in enumerate([*rids, "r-finish"]):
         finish = rid == "r-finish"
         name, cid = ("finish", f"toolu_{i}") if finish else ("execute_bash", f"toolu_{i}")
         args = {} if finish else {"command": f"ls dir{i}"}
-        body = {"id": rid, "object": "chat.completion", "model": "m", "choices": [{"index": 0, "message": {
-            "role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {
-                "name": name, "arguments": json.dumps(args)}}]}, "finish_reason": "tool_calls"}]}
+        body = {
+            "id": rid,
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": cid,
+                                "type": "function",
+                                "function": {"name": name, "arguments": json.dumps(args)},
+                            }
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        }
         action_id = len(history)
-        history.append({"id": action_id, "timestamp": _oh_stamp(10 * i + 8), "source": "agent",
-                        "action": "finish" if finish else "run", "args": args,
-                        "tool_call_metadata": {"function_name": name, "tool_call_id": cid,
-                                               "model_response": body, "total_calls_in_response": 1}})
+        history.append(
+            {
+                "id": action_id,
+                "timestamp": _oh_stamp(10 * i + 8),
+                "source": "agent",
+                "action": "finish" if finish else "run",
+                "args": args,
+                "tool_call_metadata": {
+                    "function_name": name,
+                    "tool_call_id": cid,
+                    "model_response": body,
+                    "total_calls_in_response": 1,
+                },
+            }
+        )
         if not finish:
-            history.append({"id": len(history), "timestamp": _oh_stamp(10 * i + 9), "source": "agent",
-                            "observation": "run", "content": f"file{i}", "cause": action_id,
-                            "extras": {"metadata": {"exit_code": 0}}})
+            history.append(
+                {
+                    "id": len(history),
+                    "timestamp": _oh_stamp(10 * i + 9),
+                    "source": "agent",
+                    "observation": "run",
+                    "content": f"file{i}",
+                    "cause": action_id,
+                    "extras": {"metadata": {"exit_code": 0}},
+                }
+            )
     record = {"instance_id": "demo-1", "history": history, "metrics": {}}
     if latencies is not None:
         record["metrics"]["response_latencies"] = [
@@ -523,8 +716,12 @@ def _oh_import(tmp_path: Path, record: dict) -> Any:
 
 
 def _latencies(result) -> list[tuple[float, str]]:
-    return [(round(r.model_call.latency_s, 3), r.model_call.timing.note.split(":")[0])
-            for t in result for r in t.rounds if not r.placeholder]
+    return [
+        (round(r.model_call.latency_s, 3), r.model_call.timing.note.split(":")[0])
+        for t in result
+        for r in t.rounds
+        if not r.placeholder
+    ]
 
 
 def test_openhands_a_response_id_listed_twice_gives_no_response_another_s_latency(tmp_path) -> None:
@@ -534,7 +731,8 @@ def test_openhands_a_response_id_listed_twice_gives_no_response_another_s_latenc
     record = _oh_episode(["r1", "r2", "r3"], [("r1", 3.0), ("r3", 7.5), ("r3", 6.5), ("r-finish", 4.0)])
     result = _oh_import(tmp_path, record)
     assert _latencies(result)[:3] == [
-        (3.0, "metrics.response_latencies"), (9.0, "from the event that completed the request to the action (includes OpenHands' step overhead)"),
+        (3.0, "metrics.response_latencies"),
+        (9.0, "from the event that completed the request to the action (includes OpenHands' step overhead)"),
         (6.5, "metrics.response_latencies"),
     ]
     (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
@@ -550,7 +748,12 @@ def test_openhands_responses_that_all_share_one_id_are_each_their_own(tmp_path) 
             e["tool_call_metadata"]["model_response"]["id"] = "chatcmpl-local"
     result = _oh_import(tmp_path, record)
     report = result.report
-    assert (report.source_model_calls, report.imported_model_calls, report.source_calls, report.imported_calls) == (4, 4, 4, 4)
+    assert (
+        report.source_model_calls,
+        report.imported_model_calls,
+        report.source_calls,
+        report.imported_calls,
+    ) == (4, 4, 4, 4)
     assert [v for v, _ in _latencies(result)] == [3.0, 4.0, 5.0, 6.0]
     assert any("paired in the order of the calls" in i.what for i in report.issues)
 
@@ -587,21 +790,51 @@ def _lf_export(tmp_path: Path, tool_start: str, tool_end: str, extra: list[dict]
     are not recorded, and the tool the first step ran while it was still open (9.111 s into it)."""
 
     def obs(oid: str, kind: str, name: str, start: str, end: str, parent: str | None, **more: Any) -> dict:
-        return {"id": oid, "type": kind, "name": name, "startTime": start, "endTime": end,
-                "parentObservationId": parent, **more}
+        return {
+            "id": oid,
+            "type": kind,
+            "name": name,
+            "startTime": start,
+            "endTime": end,
+            "parentObservationId": parent,
+            **more,
+        }
 
     observations = [
         obs("root", "GENERATION", "ai.streamText", _lf_stamp(0), _lf_stamp(20), None, output="It is sunny."),
-        obs("g1", "GENERATION", "ai.streamText.doStream", _lf_stamp(0), _lf_stamp(12.085), "root", output=None),
-        obs("t1", "SPAN", "ai.toolCall", tool_start, tool_end, "root", metadata={"attributes": {
-            "ai.toolCall.id": "call_1", "ai.toolCall.name": "weather", "ai.toolCall.args": '{"city":"Paris"}',
-            "ai.toolCall.result": "sunny"}}),
-        obs("g2", "GENERATION", "ai.streamText.doStream", _lf_stamp(12.2), _lf_stamp(15), "root", output=None),
+        obs(
+            "g1", "GENERATION", "ai.streamText.doStream", _lf_stamp(0), _lf_stamp(12.085), "root", output=None
+        ),
+        obs(
+            "t1",
+            "SPAN",
+            "ai.toolCall",
+            tool_start,
+            tool_end,
+            "root",
+            metadata={
+                "attributes": {
+                    "ai.toolCall.id": "call_1",
+                    "ai.toolCall.name": "weather",
+                    "ai.toolCall.args": '{"city":"Paris"}',
+                    "ai.toolCall.result": "sunny",
+                }
+            },
+        ),
+        obs(
+            "g2", "GENERATION", "ai.streamText.doStream", _lf_stamp(12.2), _lf_stamp(15), "root", output=None
+        ),
         *(extra or []),
     ]
     path = tmp_path / "langfuse.json"
-    path.write_text(json.dumps({"trace": {"id": "tr1", "name": "weather", "input": "Weather in Paris?"},
-                                "observations": observations}))
+    path.write_text(
+        json.dumps(
+            {
+                "trace": {"id": "tr1", "name": "weather", "input": "Weather in Paris?"},
+                "observations": observations,
+            }
+        )
+    )
     return path
 
 
@@ -627,7 +860,9 @@ def test_langfuse_a_tool_with_bad_times_keeps_its_step(tmp_path, case, start, en
     assert f"keeps its place in time by its {placed_by}" in damage
     first = result[0].rounds[0]
     assert first.executions[0].result == "sunny" and first.executions[0].timing.source == "placeholder"
-    assert first.model_call.timing.source == "placeholder" and "no valid times" in first.model_call.timing.note
+    assert (
+        first.model_call.timing.source == "placeholder" and "no valid times" in first.model_call.timing.note
+    )
 
 
 def test_langfuse_copies_of_an_observation_that_differ_say_so_and_which_is_used(tmp_path) -> None:
@@ -635,8 +870,14 @@ def test_langfuse_copies_of_an_observation_that_differ_say_so_and_which_is_used(
     once', without saying the copies differ or which one was used."""
     from toolcall_lab.importers import import_langfuse
 
-    copy = {"id": "t1", "type": "SPAN", "name": "ai.toolCall", "startTime": _lf_stamp(9.111),
-            "endTime": _lf_stamp(8), "parentObservationId": "root"}
+    copy = {
+        "id": "t1",
+        "type": "SPAN",
+        "name": "ai.toolCall",
+        "startTime": _lf_stamp(9.111),
+        "endTime": _lf_stamp(8),
+        "parentObservationId": "root",
+    }
     result = import_langfuse(_lf_export(tmp_path, _lf_stamp(9.111), _lf_stamp(12.0), extra=[copy]))
     (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
     assert "exported 2 times and the copies differ (in endTime, metadata)" in damage
@@ -658,11 +899,21 @@ def test_tau_bench_two_calls_sharing_an_id_get_their_own_answers(tmp_path) -> No
     traj = [
         {"role": "system", "content": "airline agent"},
         {"role": "user", "content": "my reservation?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            _fn("call_x", "get_user_details", {"user_id": "u1"}),
-            _fn("call_x", "get_reservation_details", {"reservation_id": "R1"})]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                _fn("call_x", "get_user_details", {"user_id": "u1"}),
+                _fn("call_x", "get_reservation_details", {"reservation_id": "R1"}),
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_x", "name": "get_user_details", "content": '{"name": "Ann"}'},
-        {"role": "tool", "tool_call_id": "call_x", "name": "get_reservation_details", "content": '{"id": "R1"}'},
+        {
+            "role": "tool",
+            "tool_call_id": "call_x",
+            "name": "get_reservation_details",
+            "content": '{"id": "R1"}',
+        },
         {"role": "assistant", "content": "Ann, R1 is fine."},
     ]
     path = tmp_path / "traj.json"
@@ -670,7 +921,8 @@ def test_tau_bench_two_calls_sharing_an_id_get_their_own_answers(tmp_path) -> No
     result = import_tau_bench(path)
     execs = [e for t in result for r in t.rounds for e in r.executions]
     assert [(e.name, e.result) for e in execs] == [
-        ("get_user_details", '{"name": "Ann"}'), ("get_reservation_details", '{"id": "R1"}')
+        ("get_user_details", '{"name": "Ann"}'),
+        ("get_reservation_details", '{"id": "R1"}'),
     ]
     assert any("share the id call_x" in i.what for i in result.report.issues)
 
@@ -682,16 +934,33 @@ def test_swe_agent_tool_messages_are_matched_by_the_id_they_name(tmp_path) -> No
     history = [
         {"role": "system", "content": "You are SWE-agent."},
         {"role": "user", "content": "fix it"},
-        {"role": "assistant", "content": "look", "action": "ls\ncat a.py", "tool_calls": [
-            _fn("call_ls", "bash", {"command": "ls"}), _fn("call_cat", "bash", {"command": "cat a.py"})]},
+        {
+            "role": "assistant",
+            "content": "look",
+            "action": "ls\ncat a.py",
+            "tool_calls": [
+                _fn("call_ls", "bash", {"command": "ls"}),
+                _fn("call_cat", "bash", {"command": "cat a.py"}),
+            ],
+        },
         {"role": "tool", "tool_call_ids": ["call_cat"], "content": "print(1)"},
         {"role": "tool", "tool_call_ids": ["call_ls"], "content": "a.py"},
-        {"role": "assistant", "content": "done", "action": "submit", "tool_calls": [_fn("call_s", "submit", {})]},
+        {
+            "role": "assistant",
+            "content": "done",
+            "action": "submit",
+            "tool_calls": [_fn("call_s", "submit", {})],
+        },
         {"role": "tool", "tool_call_ids": ["call_s"], "content": "submitted"},
     ]
-    doc = {"history": history, "trajectory": [{"action": "ls\ncat a.py", "execution_time": 0.5},
-                                               {"action": "submit", "execution_time": 0.1}],
-           "info": {"exit_status": "submitted"}}
+    doc = {
+        "history": history,
+        "trajectory": [
+            {"action": "ls\ncat a.py", "execution_time": 0.5},
+            {"action": "submit", "execution_time": 0.1},
+        ],
+        "info": {"exit_status": "submitted"},
+    }
     path = tmp_path / "run.traj"
     path.write_text(json.dumps(doc))
     execs = [e for t in import_swe_agent(path) for r in t.rounds for e in r.executions]
@@ -705,33 +974,70 @@ def test_a_recorded_exchange_answers_two_calls_sharing_an_id_in_order(tmp_path) 
     asked = {"role": "assistant", "content": None, "tool_calls": calls}
 
     def exchange(messages: list[dict], message: dict) -> dict:
-        body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o", "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}]}
-        return {"request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions", "headers": {},
-                            "body": {"model": "gpt-4o", "messages": messages}},
-                "response": {"status_code": 200, "headers": {}, "body": body}}
+        body = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                }
+            ],
+        }
+        return {
+            "request": {
+                "method": "POST",
+                "url": "https://api.openai.com/v1/chat/completions",
+                "headers": {},
+                "body": {"model": "gpt-4o", "messages": messages},
+            },
+            "response": {"status_code": 200, "headers": {}, "body": body},
+        }
 
     user = {"role": "user", "content": "Paris and Rome?"}
-    answers = [{"role": "tool", "tool_call_id": "call_x", "content": "sunny"},
-               {"role": "tool", "tool_call_id": "call_x", "content": "rainy"}]
+    answers = [
+        {"role": "tool", "tool_call_id": "call_x", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_x", "content": "rainy"},
+    ]
     path = tmp_path / "exchanges.json"
-    path.write_text(json.dumps([exchange([user], asked),
-                                exchange([user, asked, *answers], {"role": "assistant", "content": "Sunny, rainy."})]))
+    path.write_text(
+        json.dumps(
+            [
+                exchange([user], asked),
+                exchange([user, asked, *answers], {"role": "assistant", "content": "Sunny, rainy."}),
+            ]
+        )
+    )
     execs = [e for t in import_recording(path) for r in t.rounds for e in r.executions]
     assert [e.result for e in execs] == ["sunny", "rainy"]
 
 
-def test_langfuse_a_call_without_telling_tool_does_not_take_the_one_another_call_s_arguments_tie(tmp_path) -> None:
+def test_langfuse_a_call_without_telling_tool_does_not_take_the_one_another_call_s_arguments_tie(
+    tmp_path,
+) -> None:
     from toolcall_lab.importers import import_langfuse
 
-    message = {"role": "assistant", "content": None,
-               "tool_calls": [_fn("c1", "weather", {"city": "Paris"}), _fn("c2", "weather", {"city": "Rome"})]}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_fn("c1", "weather", {"city": "Paris"}), _fn("c2", "weather", {"city": "Rome"})],
+    }
 
     def obs(oid: str, kind: str, a: float, b: float, **more: Any) -> dict:
         return {"id": oid, "type": kind, "startTime": _lf_stamp(a), "endTime": _lf_stamp(b), **more}
 
     observations = [
-        obs("g1", "GENERATION", 0, 1, name="chat", output=message, input=[{"role": "user", "content": "Paris, Rome?"}]),
+        obs(
+            "g1",
+            "GENERATION",
+            0,
+            1,
+            name="chat",
+            output=message,
+            input=[{"role": "user", "content": "Paris, Rome?"}],
+        ),
         obs("t_rome", "TOOL", 1.1, 2.1, name="weather", input={"city": "Rome"}, output="rainy"),
         obs("t_paris", "TOOL", 2.2, 5.2, name="weather", input=None, output="sunny"),
         obs("g2", "GENERATION", 6, 7, name="chat", output={"role": "assistant", "content": "Sunny, rainy."}),
@@ -739,7 +1045,10 @@ def test_langfuse_a_call_without_telling_tool_does_not_take_the_one_another_call
     path = tmp_path / "lf.json"
     path.write_text(json.dumps({"trace": {"id": "t", "name": "w"}, "observations": observations}))
     execs = [e for t in import_langfuse(path) for r in t.rounds for e in r.executions]
-    assert [(e.tool_call_id, e.result, round(e.duration_s, 3)) for e in execs] == [("c1", "sunny", 3.0), ("c2", "rainy", 1.0)]
+    assert [(e.tool_call_id, e.result, round(e.duration_s, 3)) for e in execs] == [
+        ("c1", "sunny", 3.0),
+        ("c2", "rainy", 1.0),
+    ]
 
 
 # --- finding 9: the recorded wall time follows the trust decisions of the times it rests on --------
@@ -755,8 +1064,13 @@ def test_a_rejected_tool_span_does_not_stretch_the_recorded_wall_time(tmp_path) 
     spans = [
         _genai_chat("c1", 0.1, 2.1, [USER], out1),
         _genai_tool("d1", 2.15, 2.15 + 30 * 86400, "get_weather", "call_1", {"city": "Paris"}, "18C"),
-        _genai_chat("c2", 3.2, 5.9, [USER, *out1, answer], [{"role": "assistant", "parts": [
-            {"type": "text", "content": "18C."}]}]),
+        _genai_chat(
+            "c2",
+            3.2,
+            5.9,
+            [USER, *out1, answer],
+            [{"role": "assistant", "parts": [{"type": "text", "content": "18C."}]}],
+        ),
     ]
     (trace,) = import_otlp(_otlp_export(tmp_path, spans))
     assert trace.rounds[0].executions[0].timing.source == "placeholder"
@@ -787,7 +1101,10 @@ def test_one_zone_less_timestamp_among_zoned_ones_is_not_said_to_be_harmless(tmp
     result = import_claude_code(log.write(tmp_path / "mixed.jsonl"))
     (damage,) = [i.what for i in result.report.issues if i.kind == "damaged"]
     assert damage.startswith("some of the source's timestamps have a time zone and some do not: 1 of 8")
-    assert "durations are right" not in result[0].metadata.notes and "off by the recorder's UTC offset" in result[0].metadata.notes
+    assert (
+        "durations are right" not in result[0].metadata.notes
+        and "off by the recorder's UTC offset" in result[0].metadata.notes
+    )
 
     for line in log.lines:
         line["timestamp"] = line["timestamp"].removesuffix("Z")

@@ -196,8 +196,9 @@ def test_otlp_a_cut_output_value_is_damage_and_the_flattened_output_is_read(tmp_
 
 def test_otlp_a_cut_output_value_with_nothing_else_costs_its_span_and_says_so(tmp_path) -> None:
     """Without flattened messages the response (and its calls) is unknown: a failed, unreadable span,
-    never an empty response read as a final answer."""
-    spans = _oi_two_rounds()
+    never an empty response read as a final answer. (Since the eighth pass a next model span whose
+    input holds the response rebuilds it: here there is none, so nothing else holds it.)"""
+    spans = _oi_two_rounds()[:1]
     spans[0]["attributes"] = [a for a in spans[0]["attributes"] if not a["key"].startswith("llm.output")]
     _cut(spans[0], "output.value")
     result = import_otlp(_export(tmp_path, spans))
@@ -729,7 +730,7 @@ def test_swe_agent_a_step_the_history_lacks_does_not_shift_every_later_duration(
     result = import_source("swe-agent", path)
     (trace,) = result
     got = [e.duration_s for r in trace.rounds for e in r.executions]
-    assert got == pytest.approx(truth)
+    assert got == pytest.approx(truth, abs=5e-7)  # (every figure to the microsecond: records.clock_time)
     (damaged,) = [i for i in result.report.issues if i.kind == "damaged"]
     assert "trajectory steps 3-3 have no assistant message" in damaged.what
 
@@ -775,7 +776,7 @@ def test_swe_agent_a_step_of_two_calls_is_split_and_says_estimated(tmp_path) -> 
     (trace,) = import_source("swe-agent", path)
     pair = trace.rounds[0].executions
     assert [e.timing.source for e in pair] == ["estimated", "estimated"]
-    assert pair[0].duration_s == pytest.approx(doc["trajectory"][0]["execution_time"] / 2)
+    assert pair[0].duration_s == round(doc["trajectory"][0]["execution_time"] / 2, 6)  # (to the microsecond)
 
 
 # --- OpenHands V1 (software-agent-sdk) event streams ---------------------------------------------------

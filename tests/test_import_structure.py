@@ -295,7 +295,10 @@ def test_langfuse_tool_spans_are_tools_when_their_place_says_so(tmp_path) -> Non
     path.write_text(json.dumps(doc))
     result = import_langfuse(path)
     (skipped,) = [i for i in result.report.issues if i.kind == "skipped"]
-    assert skipped.where == "spans.json observation x1 (compare)" and "not read as a tool execution" in skipped.what
+    assert (
+        skipped.where == "spans.json observation x1 (compare)"
+        and "not read as a tool execution" in skipped.what
+    )
     assert result.report.imported_calls == 3
 
 

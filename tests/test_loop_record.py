@@ -214,7 +214,9 @@ def test_a_skipping_user_strategy_is_the_one_named_to_replay_under() -> None:
         await batch.run(len(batch.calls) - 1)
 
     result = run_virtual(run(ScriptedModel([BATCH, DONE]), _slow_tools(), "go", mode=only_last))
-    with pytest.raises(ReplayDivergenceError, match=r"made under only_last.*replay it under only_last, the strategy"):
+    with pytest.raises(
+        ReplayDivergenceError, match=r"made under only_last.*replay it under only_last, the strategy"
+    ):
         replay(trace_of(result), "parallel")
 
 

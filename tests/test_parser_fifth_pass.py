@@ -250,7 +250,10 @@ def test_finish_reason_that_is_not_a_string(tmp_path: Path, finish: Any, shown: 
         assert sorted(kinds(r)) == ["abnormal_finish", "wrong_type"]
         assert "not a string; kept as its JSON text" in said(r, "wrong_type")
     anthropic = one(tmp_path, json.dumps({"type": "message", "content": [], "stop_reason": finish}), "x.json")
-    assert anthropic.first.finish_reason == shown and sorted(kinds(anthropic)) == ["abnormal_finish", "wrong_type"]
+    assert anthropic.first.finish_reason == shown and sorted(kinds(anthropic)) == [
+        "abnormal_finish",
+        "wrong_type",
+    ]
 
 
 # -- Anthropic: what may not be the call's arguments holds it back ------------------------------------

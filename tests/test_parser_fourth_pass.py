@@ -135,7 +135,13 @@ JSONL_LINES = [
 @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
 @pytest.mark.parametrize(
     ("name", "cut"),  # (a .sse file is sniffed from its first block, which must hold a whole line)
-    [("x.chunks.jsonl", None), ("x.chunks.jsonl", 1), ("x.chunks.jsonl", 7), ("x.chunks.jsonl", 40), ("x.sse", None)],
+    [
+        ("x.chunks.jsonl", None),
+        ("x.chunks.jsonl", 1),
+        ("x.chunks.jsonl", 7),
+        ("x.chunks.jsonl", 40),
+        ("x.sse", None),
+    ],
 )
 def test_json_lines_split_on_cr_lf_and_crlf(
     tmp_path: Path, eol: str, name: str, cut: int | None, monkeypatch: Any

@@ -142,7 +142,16 @@ def _escapes(ch: str) -> list[str]:
     ways = []
     if ch not in '"\\' and ord(ch) >= 0x20:
         ways.append(ch)
-    short = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    short = {
+        '"': '\\"',
+        "\\": "\\\\",
+        "/": "\\/",
+        "\b": "\\b",
+        "\f": "\\f",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+    }
     if ch in short:
         ways.append(short[ch])
     code = ord(ch)
@@ -161,7 +170,9 @@ def _encoded(draw: st.DrawFn, text: str) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.data(), form=st.sampled_from(_FORMS), token=_TOKEN, before=_FILLER, after=_FILLER, stop=_AFTER)
-def test_a_secret_in_a_json_string_changes_only_itself_whatever_the_escapes(data, form, token, before, after, stop):
+def test_a_secret_in_a_json_string_changes_only_itself_whatever_the_escapes(
+    data, form, token, before, after, stop
+):
     """The tester's case was `curl -H "x-api-key: ..."` in a Bash call's arguments: the mark took the
     backslash of the closing `\\"`, the arguments no longer parsed and the replay diverged. Now any
     JSON-encoded string keeps valid JSON and changes exactly the secret, every other byte (escapes
@@ -170,7 +181,9 @@ def test_a_secret_in_a_json_string_changes_only_itself_whatever_the_escapes(data
     before = before + " "  # a separator: the name is a name, not the end of a word
     after = stop + after if stop else ""
     pieces = [data.draw(_encoded(t)) for t in (before + head, token, after)]
-    wrap = data.draw(st.sampled_from(['{"command": %s}', '[1, {"a": [%s]}]', "%s", '{"x": {"y": %s}, "z": 2}']))
+    wrap = data.draw(
+        st.sampled_from(['{"command": %s}', '[1, {"a": [%s]}]', "%s", '{"x": {"y": %s}, "z": 2}'])
+    )
     raw = wrap % ('"' + "".join(pieces) + '"')
     assert json.loads(raw)  # a valid JSON text to start with
     cleaned, notes = redact(raw, "arguments")
@@ -214,17 +227,55 @@ def _bash_session(tmp_path: Path, command: str) -> Path:
     """A Claude Code transcript (our own bytes): one Bash call and its result, then the answer."""
     base = {"sessionId": "0d3a4c1e-0000-4000-8000-00000000beef", "cwd": "/w", "version": "1.0.80"}
     lines = [
-        {**base, "type": "user", "uuid": "u1", "parentUuid": None, "timestamp": "2025-07-01T10:00:00.000Z",
-         "message": {"role": "user", "content": "fetch it"}},
-        {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": "2025-07-01T10:00:02.000Z",
-         "message": {"id": "msg_1", "role": "assistant", "model": "claude-sonnet-4", "content": [
-             {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command}}]}},
-        {**base, "type": "user", "uuid": "u2", "parentUuid": "a1", "timestamp": "2025-07-01T10:00:03.000Z",
-         "message": {"role": "user", "content": [
-             {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": False}]}},
-        {**base, "type": "assistant", "uuid": "a2", "parentUuid": "u2", "timestamp": "2025-07-01T10:00:05.000Z",
-         "message": {"id": "msg_2", "role": "assistant", "model": "claude-sonnet-4", "content": [
-             {"type": "text", "text": "Done."}]}},
+        {
+            **base,
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "timestamp": "2025-07-01T10:00:00.000Z",
+            "message": {"role": "user", "content": "fetch it"},
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "timestamp": "2025-07-01T10:00:02.000Z",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-sonnet-4",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command}}
+                ],
+            },
+        },
+        {
+            **base,
+            "type": "user",
+            "uuid": "u2",
+            "parentUuid": "a1",
+            "timestamp": "2025-07-01T10:00:03.000Z",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "is_error": False}
+                ],
+            },
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "a2",
+            "parentUuid": "u2",
+            "timestamp": "2025-07-01T10:00:05.000Z",
+            "message": {
+                "id": "msg_2",
+                "role": "assistant",
+                "model": "claude-sonnet-4",
+                "content": [{"type": "text", "text": "Done."}],
+            },
+        },
     ]
     path = tmp_path / "session.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -385,7 +385,9 @@ def test_a_strategy_that_returns_with_calls_still_running_is_a_bug_too() -> None
             batch.start(0)  # never joined
 
     result = play(scripted(MIXED[:1]), Counting().registry(), mode=Leaky())
-    assert result.reason == "strategy_error" and "had not finished" in (result.error or "")  # (dispatched, never started)
+    assert result.reason == "strategy_error" and "had not finished" in (
+        result.error or ""
+    )  # (dispatched, never started)
     assert result.executions[0].status == "cancelled"
 
 

@@ -45,14 +45,14 @@ def test_a_replay_that_diverged_writes_the_failed_runs_record_and_says_so(tmp_pa
     assert saved.metadata.origin == "replayed" and saved.metadata.mode == "first_only"
 
 
-BROKEN = '''
+BROKEN = """
 from toolcall_lab.strategies import strategy
 
 
 @strategy("breaks")
 async def breaks(batch):
     raise RuntimeError("my bug")
-'''
+"""
 
 
 def test_a_replay_whose_strategy_failed_writes_the_failed_runs_record_and_says_so(tmp_path, capsys) -> None:
@@ -186,7 +186,6 @@ def test_started_on_snapshot_error_is_exported_from_the_package_and_the_hierarch
     assert "StartedOnSnapshotError" in toolcall_lab.__all__
     assert issubclass(toolcall_lab.StartedOnSnapshotError, ReplayDivergenceError)
     assert "StartedOnSnapshotError" in (toolcall_lab.exceptions.__doc__ or "")
-
 
 
 # -- a strategy that blocks the event loop past the deadline ------------------------------------------

@@ -98,7 +98,10 @@ def test_eager_replay_of_snapshot_arguments_says_the_trace_cannot_evaluate_eager
         replay(trace, "eager")
     text = str(info.value)
     assert isinstance(info.value, ReplayDivergenceError)
-    assert "cannot evaluate a strategy that starts calls while the model streams (eager, or a streaming strategy of yours)" in text
+    assert (
+        "cannot evaluate a strategy that starts calls while the model streams (eager, or a streaming strategy of yours)"
+        in text
+    )
     assert 'search({"key": ""})' in text and "earlier snapshot of its arguments" in text
     assert 'the recorded stream ended with search({"key": ""}{"key": "x"})' in text
     assert "(made under parallel)" in text and "changed_after_start" in text

@@ -150,7 +150,7 @@ def test_secrets_are_scrubbed_and_flagged(tmp_path) -> None:
         "api_key": "[REDACTED: the value of 'api_key']",
     }
     warnings = secret_warnings({"messages": [{"content": "my key is sk-abcdefghijklmnopqrstuv"}]})
-    assert warnings == ["messages[0].content: looks like an OpenAI-style key (sk-abcde…)"]
+    assert warnings == ["messages[0].content: looks like an OpenAI-style key"]  # (never the key itself)
     trace = SCENARIOS["one_tool_round"].record()
     doc = trace.to_dict()
     doc["initial_messages"][0]["content"] = "use Bearer abcdefghijklmnop123 please"
@@ -208,9 +208,7 @@ def test_validate_reports_unknown_fields_unanswered_calls_and_real_secrets_only(
         "unknown field: rounds[0].tool_excutions",
     ]
     _, found = validate(FIXTURES / "v2_api_key_property_and_a_key_in_a_message.json")
-    assert found == [
-        "possible secret: initial_messages[0].content: looks like an OpenAI-style key (sk-live0…)"
-    ]
+    assert found == ["possible secret: initial_messages[0].content: looks like an OpenAI-style key"]
     for name in ("valid_one_tool_round.json", "v2_valid_one_tool_round.json"):
         assert validate(FIXTURES / name)[1] == []  # version 1's metadata.timings is known
     trace, found = validate(FIXTURES / "v2_imported_recorded_wall_and_redactions.json")
@@ -291,7 +289,8 @@ def test_a_credential_split_over_streamed_chunks_is_removed_from_every_chunk(tmp
     assert "ijklmnopqrstuvwx" not in text and "sk-abcdefgh" not in text
     saved = load(tmp_path / "t.json")
     contents = [c.payload["choices"][0]["delta"]["content"] for c in saved.rounds[-1].model_call.chunks]
-    assert contents == ["your key: [REDACTED: an OpenAI-style key], keep it safe", ""]
+    # each chunk keeps its own characters (the mark where the key began), so they still join to the text
+    assert contents == ["your key: [REDACTED: an OpenAI-style key]", ", keep it safe"]
     assert any("split over 2 chunks" in r for r in saved.metadata.redactions)
 
 

@@ -95,7 +95,9 @@ def mixed_folder(tmp_path: Path) -> Path:
     (folder / "sub" / "session.jsonl").write_text(
         '{"type": "user", "sessionId": "s1", "uuid": "u1", "message": {"role": "user", "content": "hi"}}\n'
     )
-    (folder / "weather.sse").write_bytes((DATA / "recordings" / "scripted_weather_news_stock.sse").read_bytes())
+    (folder / "weather.sse").write_bytes(
+        (DATA / "recordings" / "scripted_weather_news_stock.sse").read_bytes()
+    )
     (folder / ".hidden.jsonl").write_text("{}\n")
     return folder
 
@@ -106,7 +108,9 @@ def test_corpus_view_names_every_file_of_the_folder_it_did_not_read(mixed_folder
     assert "3 trace(s)" in told and "2 file(s) of the folder not read" in told
     problems = visible_text(view.problems.value)
     assert "sub/session.jsonl: not a trace file: it looks like claude-code" in problems
-    assert f"toolcall-lab import claude-code {mixed_folder / 'sub' / 'session.jsonl'} --out traces/" in problems
+    assert (
+        f"toolcall-lab import claude-code {mixed_folder / 'sub' / 'session.jsonl'} --out traces/" in problems
+    )
     assert "weather.sse: not a trace file: it looks like recording" in problems
     assert ".hidden" not in problems  # hidden files are not the user's data
     # the static copy (and a saved page) says the same
@@ -138,7 +142,9 @@ def test_the_readme_names_the_views_that_have_a_file_box() -> None:
         name
         for name, view in {
             "TraceView": TraceView(),
-            "CompareView": __import__("toolcall_lab.notebook.compare", fromlist=["CompareView"]).CompareView(),
+            "CompareView": __import__(
+                "toolcall_lab.notebook.compare", fromlist=["CompareView"]
+            ).CompareView(),
             "CorpusView": CorpusView(),
             "LiveView": LiveView(),
         }.items()
@@ -164,7 +170,10 @@ def test_a_folder_opens_as_traces_when_one_json_in_it_is_not_a_trace(mixed_folde
     assert len(notes) == 1 and "not read as a trace: no schema_version" in notes[0]
     assert any(x.startswith("weather.sse") for x in opened.left_out)
     shown = visible_text(report_html(opened))
-    assert shown.startswith("✔ opened runs as trace: 3 traces") and "⚠ 3 file(s) of the folder were not read" in shown
+    assert (
+        shown.startswith("✔ opened runs as trace: 3 traces")
+        and "⚠ 3 file(s) of the folder were not read" in shown
+    )
     assert "notes.json" in shown
 
 
@@ -175,6 +184,8 @@ def test_a_folder_of_nothing_but_broken_traces_says_why(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text('{"rounds": [], "schema_version": 99}')
     with pytest.raises(TraceError, match=r"no trace files in it that load \(a\.json: schema_version 99"):
         open_source(tmp_path, "trace")
+
+
 # --- the stream stepper's edges ---------------------------------------------------------------------
 
 
@@ -183,7 +194,9 @@ def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
     with pytest.raises(WireFormatError, match=r"empty\.sse: the file is empty \(0 bytes\)"):
         StreamStepper(tmp_path / "empty.sse")
     (tmp_path / "done.sse").write_text("\n: keep-alive\n\ndata: [DONE]\n\n")
-    with pytest.raises(WireFormatError, match=r"done\.sse: no chunks to step through: the file holds no payloads"):
+    with pytest.raises(
+        WireFormatError, match=r"done\.sse: no chunks to step through: the file holds no payloads"
+    ):
         StreamStepper(tmp_path / "done.sse")
 
 
@@ -313,7 +326,10 @@ def test_summary_ratios_have_two_places_like_the_runs_they_summarise() -> None:
     shown = readable(summary).to_dict("list")
     assert shown["median_speedup_vs_sequential"] == ["1.00", "1.23"]
     assert shown["median_efficiency"] == ["1.00", "0.81"]
-    assert shown["median_measured_share"] == ["0.00", "0.50"] and shown["share_comparable"] == ["1.00", "0.07"]
+    assert shown["median_measured_share"] == ["0.00", "0.50"] and shown["share_comparable"] == [
+        "1.00",
+        "0.07",
+    ]
     assert shown["median_wall_s"] == ["5.709", "4.500"] and shown["traces"] == [211, 211]
 
 

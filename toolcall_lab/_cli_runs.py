@@ -183,12 +183,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for r in result.rounds:
             for note in r.strategy_notes:
                 print(f"  note (round {r.round_index}): {note}")
+        print(
+            "  times in seconds on the replay's clock; [label] says what each duration rests on (recorded, "
+            "reported, estimated or placeholder; 'upper bound' / 'wait' when it is not the run itself)"
+        )
         for r in result.rounds:
             calls = " ".join(
-                f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f}]" for e in r.executions
+                f"{e.name}[{e.status} {e.started_at:.3f}-{e.ended_at:.3f} {_label(e.timing)}]"
+                for e in r.executions
             )
             mc = r.model_call
-            print(f"  round {r.round_index}: model {mc.started_at:.3f}-{mc.ended_at:.3f}s  {calls}")
+            model = f"model {mc.started_at:.3f}-{mc.ended_at:.3f}s [{_label(mc.timing)}]"
+            print(f"  round {r.round_index}: {model}  {calls}")
         failed = result.reason == "strategy_error"
         if failed:
             print(f"toolcall-lab replay: {result.error}", file=sys.stderr)
@@ -305,7 +311,7 @@ def _check_out(given: str, command: str, *, folder: bool = False, suffixes: tupl
     import tempfile
 
     path = Path(given)
-    if suffixes and not folder and path.suffix not in suffixes:
+    if suffixes and not folder and path.suffix.lower() not in suffixes:
         raise UsageError(f"--out {given}: use a {' or '.join(suffixes)} file name")
     if folder:
         if path.exists() and not path.is_dir():
@@ -341,6 +347,12 @@ def _make_folder(out: Path, command: str, *, folder: bool = False) -> None:
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create the folder {where} ({_os_reason(exc)})") from None
     print(f"toolcall-lab {command}: created the folder {where} for --out", file=sys.stderr)
+
+
+def _label(timing: Any) -> str:
+    """A duration's timing label for one line of output (`toolcall_lab.records.Timing`)."""
+    covers = {"upper_bound": ", upper bound", "wait": ", wait"}.get(timing.covers, "")
+    return f"{timing.source}{covers}"
 
 
 _SIGINT_IGNORED = (
@@ -477,9 +489,12 @@ def _recorded_outcome(trace: Any) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import a source into trace files; print what was read and written; exit 1 if a call of the
-    source could not be represented (the traces that could be made are still written). Ctrl-C or
-    SIGTERM stops it (`toolcall_lab._workers.StopOnce`; files written so far are whole), 130 / 143."""
+    """Import a source into trace files; print what was read and written. Exit 0: every call of the
+    source is in a trace (or skipped on purpose) and nothing is damaged; 1: a call could not be
+    represented, a call of the source is in no file read (a sub-agent transcript not found), or the
+    source is damaged (the traces that could be made are still written); 2: nothing imported, or the
+    input is unreadable, empty or of another kind. Ctrl-C or SIGTERM stops it
+    (`toolcall_lab._workers.StopOnce`; files written so far are whole), 130 / 143."""
     from toolcall_lab._workers import StopOnce
 
     with StopOnce("import"):
@@ -507,6 +522,15 @@ def _import(args: argparse.Namespace) -> int:
     if not result.report.ok:
         print(
             f"toolcall-lab import: not every call of {args.source} could be represented (see above)",
+            file=sys.stderr,
+        )
+        return 1
+    if not result.report.complete:
+        held = sum(i.calls for i in result.report.left_out)
+        unknown = any(i.unreadable for i in result.report.left_out)
+        print(
+            f"toolcall-lab import: {held}{' or more' if unknown else ''} call(s) of {args.source} are not in "
+            "the traces: the files holding them were not found (see 'not in the source' above)",
             file=sys.stderr,
         )
         return 1
@@ -778,7 +802,7 @@ def _write_missing(missing: list[str], out: Path) -> Path:
 
     path = out.with_name(f"{out.stem}_missing{out.suffix}")
     table = _escape_surrogates(pd.DataFrame({"trace": missing}, columns=["trace"]), path)
-    if out.suffix == ".parquet":
+    if out.suffix.lower() == ".parquet":
         table.to_parquet(path)
     else:
         table.to_csv(path, index=False)
@@ -792,7 +816,7 @@ _TABLES = ("rounds", "calls", "errors", "excluded", "missed", "dependencies")
 
 def _check_output(out: Path) -> None:
     """Fail before a long run if the results could not be written (`_check_out` checked the folder)."""
-    if out.suffix == ".parquet":
+    if out.suffix.lower() == ".parquet":
         try:
             importlib.import_module("pyarrow")
         except ImportError:
@@ -812,7 +836,7 @@ def _write_tables(result: Any, out: Path) -> list[Path]:
         table = getattr(result, name)
         path = out if name == "runs" else out.with_name(f"{out.stem}_{name}{out.suffix}")
         table = _escape_surrogates(_to_nanoseconds(table), path)
-        if out.suffix == ".parquet":
+        if out.suffix.lower() == ".parquet":
             table.to_parquet(path)
         else:
             table.to_csv(path, index=False)

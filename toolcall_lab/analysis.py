@@ -43,7 +43,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from toolcall_lab._execution import dedupe_key
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
-from toolcall_lab.records import MODES, NOT_BATCH_EVIDENCE, TIMING_SOURCES, Round, TimingSource
+from toolcall_lab.records import (
+    MODES,
+    NOT_BATCH_EVIDENCE,
+    TIMING_SOURCES,
+    Round,
+    Timing,
+    TimingCovers,
+    TimingSource,
+)
 from toolcall_lab.replay import check_recorded_settings, recorded_cut, replay
 from toolcall_lab.runs import RunResult
 from toolcall_lab.strategies import Serialized, StrategySpec, capped, resolve
@@ -270,6 +278,29 @@ def timing_seconds(rounds: Iterable[Round]) -> dict[TimingSource, float]:
     return out
 
 
+_COVERS_WORDS = {"upper_bound": "an upper bound", "wait": "a wait, no tool ran"}
+
+
+def _timed(rounds: Iterable[Round]) -> Iterable[tuple[Timing, float]]:
+    """Every duration a wall time adds up from (model latencies, answered calls) with its label."""
+    for r in rounds:
+        yield r.model_call.timing, r.model_call.latency_s
+        for e in r.executions:
+            if e.answered:
+                yield e.timing, e.duration_s
+
+
+def not_execution_seconds(rounds: Iterable[Round]) -> dict[TimingCovers, float]:
+    """Seconds recorded or reported at the source that are not the time of the thing itself, by what
+    they cover (`Timing.covers`: a wait at a permission prompt, an upper bound such as a start an
+    importer assumed): real time, but not measured tool or model time."""
+    out: dict[TimingCovers, float] = {}
+    for t, seconds in _timed(rounds):
+        if t.source in ("recorded", "reported") and t.covers != "execution" and seconds > 0:
+            out[t.covers] = out.get(t.covers, 0.0) + seconds
+    return out
+
+
 def unknown_durations(rounds: Sequence[Round]) -> dict[TimingSource, int]:
     """Durations set to 0 s for want of a figure (estimated or placeholder), anywhere in the run:
     something may have taken time there that no number accounts for (a call whose result the source
@@ -290,18 +321,23 @@ def timing_columns(
     seconds: dict[TimingSource, float],
     extra_placeholder_s: float = 0.0,
     unknown: dict[TimingSource, int] | None = None,
+    not_execution: dict[TimingCovers, float] | None = None,
 ) -> dict[str, Any]:
     """``timing_evidence`` (weakest label carrying time, or standing for an unknown duration),
-    ``measured_share`` (of the seconds), ``rests_on_estimates``."""
+    ``measured_share`` (of the seconds: recorded or reported, and the time of the thing itself),
+    ``not_execution_s`` (recorded or reported seconds that are a wait or an upper bound, not the
+    thing itself: `not_execution_seconds`), ``rests_on_estimates``."""
     seconds = dict(seconds)
     if extra_placeholder_s:
         seconds["placeholder"] = seconds.get("placeholder", 0.0) + extra_placeholder_s
     carrying = {s for s, v in seconds.items() if v > 0} | set(unknown or {})
     total = sum(seconds.values())
-    measured = seconds.get("recorded", 0.0) + seconds.get("reported", 0.0)
+    bounds = sum((not_execution or {}).values())
+    measured = seconds.get("recorded", 0.0) + seconds.get("reported", 0.0) - bounds
     return {
         "timing_evidence": max(carrying, key=_STRENGTH.__getitem__) if carrying else "none",
         "measured_share": measured / total if total else 1.0,
+        "not_execution_s": bounds,
         "rests_on_estimates": bool(carrying & {"estimated", "placeholder"}),
     }
 
@@ -311,10 +347,13 @@ def timing_gap(trace: Trace, allowed: frozenset[TimingSource]) -> str | None:
     seconds = timing_seconds(trace.rounds)
     weak = {s: v for s, v in seconds.items() if s not in allowed and v > 0}
     unknown = {s: n for s, n in unknown_durations(trace.rounds).items() if s not in allowed}
-    if not weak and not unknown:
+    # a wait or an upper bound is real time, but not measured time of the thing itself
+    bounds = not_execution_seconds(trace.rounds) if "placeholder" not in allowed else {}
+    if not weak and not unknown and not bounds:
         return None
     total = sum(seconds.values())
     parts = [f"{v:.2f} s {s}" for s, v in sorted(weak.items(), key=lambda kv: _STRENGTH[kv[0]])]
+    parts += [f"{v:.2f} s recorded that is {_COVERS_WORDS[c]}, not execution" for c, v in bounds.items()]
     parts += [f"{n} unknown duration(s) counted as 0 s ({s})" for s, n in unknown.items()]
     return f"rests partly on {', '.join(parts)} (of {total:.2f} s)"
 
@@ -367,6 +406,7 @@ def run_rows(
                     "end": e.ended_at,
                     "duration": e.duration_s,
                     "timing": e.timing.source,
+                    "covers": e.timing.covers,
                     "queued_at": e.queued_at,
                     "waited_s": e.waited_s,
                 }
@@ -401,7 +441,12 @@ def run_rows(
         "skipped": sum(e.status == "skipped" for e in result.executions),
         "failures": sum(e.failed for e in result.executions),
         "results_in_model_order": order_ok,
-        **timing_columns(timing_seconds(result.rounds), trips_time, unknown_durations(result.rounds)),
+        **timing_columns(
+            timing_seconds(result.rounds),
+            trips_time,
+            unknown_durations(result.rounds),
+            not_execution_seconds(result.rounds),
+        ),
     }
     why = not_comparable_why(result)
     summary.update(comparable=why is None, not_comparable_why=why or "")
@@ -541,6 +586,8 @@ def trace_rows(
             eager_saving_bound_s=eager_saving,
             chunk_timing=stream_timing(trace),
             title=trace.metadata.title,
+            source=trace.metadata.source or "",
+            parent=_parent_text(trace),
             origin=trace.metadata.origin,
             source_status=trace.outcome.status,
             recorded_wall_s=trace.metadata.recorded_wall_s,
@@ -565,6 +612,24 @@ def trace_rows(
         for p in pairs
     ]
     return out
+
+
+def _parent_text(trace: Trace) -> str:
+    """A sub-agent trace's link (`TraceMetadata.parent`) as ``<source> <tool_call_id>``, else ''."""
+    parent = trace.metadata.parent
+    return f"{parent['source']} {parent['tool_call_id']}" if parent else ""
+
+
+def nested_runs(runs: pd.DataFrame) -> pd.Series:
+    """Which runs are a sub-agent's whose parent trace is in the same table: the parent's call
+    (a Task) already lasts this whole run, so its seconds are in the parent's totals. Totals count
+    them once (`Comparison.summary` leaves these rows out of its sums; medians keep them)."""
+    import pandas as pd
+
+    if runs.empty or "parent" not in runs or "source" not in runs:
+        return pd.Series(False, index=runs.index)
+    sources = set(runs["source"])
+    return runs["parent"].map(lambda p: bool(p) and p.rsplit(" ", 1)[0] in sources)
 
 
 _TABLES = ("runs", "rounds", "calls", "missed", "errors", "excluded", "dependencies")
@@ -635,8 +700,11 @@ class Comparison:
         ``traces_left_out`` counts the traces given that the summary leaves out: some mode failed on
         them, they could not be loaded, or a comparison stopped early never reached them (the
         ``excluded`` table's, left out by the ``timings`` restriction, are not counted); speedups are the
-        medians of comparable runs only (``comparable_runs`` says how many). ``wall_time_s`` totals
-        every run, so a total that holds runs which skipped calls (less work) can read
+        medians of comparable runs only (``comparable_runs`` says how many). Sums (times, calls, round
+        trips) count a sub-agent's run once: when the trace holding its Task call is in the table too,
+        that call already lasts the whole sub-agent run, so the sub-agent's own row is left out of the
+        sums (`nested_runs`; ``sub_agent_runs_in_parents`` counts them) and kept in the medians.
+        ``wall_time_s`` totals every run, so a total that holds runs which skipped calls (less work) can read
         faster than sequential: ``comparable_wall_time_s`` totals the comparable runs only. A mode
         that failed on every trace (`modes_failed_everywhere`) is left out of the summary rather than
         emptying it: the other modes are summarised over the traces they all replayed.
@@ -660,8 +728,16 @@ class Comparison:
         g = runs.groupby("mode", sort=False)
         out = g.agg(
             traces=("trace", "count"),
-            wall_time_s=("wall_time_s", "sum"),
             median_wall_s=("wall_time_s", "median"),
+            median_efficiency=("efficiency", "median"),
+            comparable_runs=("comparable", "sum"),
+            runs_resting_on_estimates=("rests_on_estimates", "sum"),
+            median_measured_share=("measured_share", "median"),
+        )
+        nested = nested_runs(runs)
+        once = runs[~nested]  # a sub-agent's run is inside its parent's Task call: summed once
+        sums = once.groupby("mode", sort=False).agg(
+            wall_time_s=("wall_time_s", "sum"),
             model_time_s=("model_time_s", "sum"),
             tool_time_s=("tool_time_s", "sum"),
             overlap_saved_s=("overlap_saved_s", "sum"),
@@ -670,12 +746,31 @@ class Comparison:
             client_round_trips=("client_round_trips", "sum"),
             failures=("failures", "sum"),
             skipped=("skipped", "sum"),
-            median_efficiency=("efficiency", "median"),
-            comparable_runs=("comparable", "sum"),
-            runs_resting_on_estimates=("rests_on_estimates", "sum"),
-            median_measured_share=("measured_share", "median"),
         )
-        comparable_wall = runs[runs["comparable"]].groupby("mode", sort=False)["wall_time_s"].sum()
+        for column in sums.columns:
+            out[column] = sums[column].reindex(out.index).fillna(0)
+        out["sub_agent_runs_in_parents"] = nested.groupby(runs["mode"], sort=False).sum().reindex(out.index)
+        out = out[
+            [
+                "traces",
+                "wall_time_s",
+                "median_wall_s",
+                "model_time_s",
+                "tool_time_s",
+                "overlap_saved_s",
+                "stream_overlap_s",
+                "upstream_calls",
+                "client_round_trips",
+                "failures",
+                "skipped",
+                "median_efficiency",
+                "comparable_runs",
+                "runs_resting_on_estimates",
+                "median_measured_share",
+                "sub_agent_runs_in_parents",
+            ]
+        ]
+        comparable_wall = once[once["comparable"]].groupby("mode", sort=False)["wall_time_s"].sum()
         out["comparable_wall_time_s"] = comparable_wall.reindex(out.index).fillna(0.0)
         out["traces_left_out"] = left_out
         if "speedup_vs_sequential" in runs:
@@ -831,7 +926,9 @@ def _comparison(tables: dict[str, list[dict[str, Any]]], not_compared: tuple[str
         runs_df["in_all_modes"] = ~runs_df["trace"].isin(failed)
         if "sequential" in set(runs_df["mode"]):
             seq = runs_df[runs_df["mode"] == "sequential"].set_index("trace")["wall_time_s"]
-            runs_df["speedup_vs_sequential"] = runs_df["trace"].map(seq) / runs_df["wall_time_s"]
+            speedup = runs_df["trace"].map(seq) / runs_df["wall_time_s"]
+            # a run that did less work (first_only skipping calls) has no speedup, as no efficiency
+            runs_df["speedup_vs_sequential"] = speedup.where(runs_df["comparable"])
     return Comparison(
         runs=runs_df,
         rounds=pd.DataFrame(tables["rounds"]),

@@ -198,8 +198,7 @@ def _pair(earlier: Round, later: Round, indexes: list[Index], *, next_round: boo
                 for ix in recorded
                 # (an earlier result repeating its own call's argument is not where it came from)
                 if not _echoed(value, ix)
-                and (found := match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id))
-                is not None
+                and (found := match_argument(f"{call.name}.{path}", value, ix, call.tool_call_id)) is not None
             ]
             if found_all:  # the strongest match over every earlier result, not the first one found
                 evidence.append(max(found_all, key=lambda e: e.strong))

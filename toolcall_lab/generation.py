@@ -173,10 +173,11 @@ def recorded_tool_durations(traces: Iterable[Trace]) -> DurationPool:
 
 def _covers(e: ToolExecution) -> str:
     """What a tool execution's duration covers: ``execution`` (the run), ``upper_bound`` (from an assumed
-    start), ``wait`` (no tool ran). Read from its timing's ``covers`` when the trace says it, else from
-    the importer's notes (``no tool ran``; the mark of a start it assumed)."""
-    said = getattr(e.timing, "covers", None)
-    if isinstance(said, str):
+    start), ``wait`` (no tool ran). Read from its timing's ``covers`` when that says other than
+    ``execution`` (the default, also what a file from before ``covers`` existed loads as), else from the
+    importer's notes (``no tool ran``; the mark of a start it assumed)."""
+    said = e.timing.covers
+    if said != "execution":
         return said
     if "no tool ran" in e.timing.note:
         return "wait"

@@ -485,7 +485,10 @@ def time_breakdown(
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
-    runs = comparison.runs
+    from toolcall_lab.analysis import nested_runs
+
+    nested = nested_runs(comparison.runs)
+    runs = comparison.runs[~nested]  # a sub-agent's run lies inside its parent's Task call: once
     s = runs.groupby("mode", sort=False).agg(
         model=("model_time_s", "sum"), tools=("tool_phase_s", "sum"), trips=("round_trip_time_s", "sum")
     )
@@ -517,7 +520,8 @@ def time_breakdown(
                 ha="center",
                 fontsize=7,
             )
-    ax.set_ylabel("seconds (sum over traces)", fontsize=9)
+    once = f"; {int(nested.sum())} sub-agent run(s) counted in their Task calls" if nested.any() else ""
+    ax.set_ylabel(f"seconds (sum over traces{once})", fontsize=9)
     ax.set_ylim(0, float(tops.max()) * 1.12 if len(tops) else 1.0)
     ax.tick_params(labelsize=8)
     fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)

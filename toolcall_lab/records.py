@@ -61,6 +61,10 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 StrategyName = str
 """The name a round or trace records for the strategy it ran under: a built-in's (``parallel``,
 ``eager[cap=4]``) or a user strategy's own."""
+MODE_NOT_EVIDENCED = "not evidenced"
+"""What an imported round stores as its mode when its source shows none (no batch with a recorded
+start and end for every call tells how the agent ran them): never a mode the source does not show.
+Replays take their mode from ``metadata.mode`` (None then: sequential by default, said)."""
 
 Origin = Literal["recorded", "imported", "scripted", "replayed"]
 """Where a run or trace came from: a live run recorded here, an import of someone else's log, a
@@ -78,6 +82,19 @@ TimingSource = Literal["recorded", "reported", "estimated", "placeholder"]
 - ``placeholder``: a constant (scripted latencies, simulated tools, modelled defaults).
 """
 TIMING_SOURCES: tuple[TimingSource, ...] = ("recorded", "reported", "estimated", "placeholder")
+TimingCovers = Literal["execution", "upper_bound", "wait"]
+"""What a duration covers, whatever its source:
+
+- ``execution``: the thing itself (a model request to its response, a tool's run);
+- ``upper_bound``: the thing and time the source does not separate from it: a start an importer
+  assumed (Claude Code: from the end of the response to the result line, so scheduling and any wait
+  at a permission prompt are in it), the gap between two model spans (the agent's own work too);
+- ``wait``: no tool ran; the time passed waiting for the user's decision at a permission prompt, or
+  in a check that refused the call.
+
+Only ``execution`` figures are measured tool or model time: `analysis` counts the others neither in
+``measured_share`` nor under ``compare(timings="recorded")``."""
+TIMING_COVERS: tuple[TimingCovers, ...] = ("execution", "upper_bound", "wait")
 ChunkTiming = Literal["recorded", "spread", "estimated", "none"]
 """Chunk arrival offsets: ``recorded`` as they arrived, ``spread`` evenly over the latency by a script or
 an importer (not evidence of when each chunk came), ``estimated`` by a stated formula (e.g. tokens at
@@ -97,8 +114,18 @@ class Timing:
 
     source: TimingSource = "recorded"
     note: str = ""
+    covers: TimingCovers = "execution"
+    """What the figure covers (see `TimingCovers`): only an ``execution`` figure is the time of the
+    thing itself. Written to trace files only when it is not ``execution`` (schema version 3)."""
+
+    @property
+    def measured(self) -> bool:
+        """Recorded or server-reported, and the time of the thing itself (not a wait, not a bound)."""
+        return self.source in ("recorded", "reported") and self.covers == "execution"
 
     def to_dict(self) -> dict[str, str]:
+        if self.covers != "execution":
+            return {"source": self.source, "note": self.note, "covers": self.covers}
         return {"source": self.source, "note": self.note}
 
 
@@ -111,6 +138,19 @@ SIMULATED = Timing(source="placeholder", note="simulated on the virtual clock")
 DECIDED = Timing(source="recorded", note="decided by the harness; no tool ran")
 
 R = TypeVar("R")
+
+
+CLOCK_DIGITS = 6
+"""Times and durations an import derives from a source's clock are kept to the microsecond: an
+epoch-second float (1.7e9 s) holds a time to about 0.2 us, so the digits below a microsecond of a
+difference of two such floats are float noise (2.751540184 for 2.75154). One rule on every path:
+placed as recorded, scheduled by the loop when the source's times do not fit, and every fallback
+(`clock_time`)."""
+
+
+def clock_time(value: float) -> float:
+    """`value` (seconds, from a source's clock) to the microsecond (see `CLOCK_DIGITS`)."""
+    return round(value, CLOCK_DIGITS)
 
 
 def span(start: float, end: float) -> float:
@@ -344,7 +384,8 @@ class Round:
 
     round_index: int
     mode: StrategyName
-    """The strategy the batch ran under (a built-in mode's name, or a user strategy's)."""
+    """The strategy the batch ran under (a built-in mode's name, or a user strategy's); an imported
+    round whose source shows no mode stores `MODE_NOT_EVIDENCED`."""
     request_messages: tuple[dict[str, Any], ...]
     model_call: ModelCall
     assistant_message: dict[str, Any]

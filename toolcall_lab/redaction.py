@@ -15,11 +15,16 @@ Two kinds of secret are recognised:
   PEM private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to its end), and in header lines a
   text holds, ``Authorization: Basic ...`` credentials and ``Cookie:`` / ``Set-Cookie:`` values;
 - the password of a URL (``postgres://admin:<password>@host``; the rest of the URL stays);
+- a password or key given on a command line: ``curl -u user:<password>`` (``--user``, wget's
+  ``--user=``), ``mysql -p<password>`` / ``-p'<password>'`` (a bare ``-p`` asks for one: nothing to
+  remove), ``sshpass -p``, openssl's ``-pass pass:``, and options such as ``--password=``,
+  ``--password <value>``, ``--api-key``, ``--token``; a ``$VAR`` or ``<placeholder>`` value stays;
 - the value of an assignment in free text whose name is credential-like (``OPENAI_API_KEY=...``,
   ``password=...``, ``token: ...``, ``aws_secret_access_key = ...``, ``"client_secret": "..."``):
   ``.env`` files a tool printed, configuration shown in a result. A name is credential-like when it
   ends in ``api_key``, ``secret``, ``secret_key``, ``access_key``, ``password``, ``passwd``,
-  ``token``, ``private_key``, ``credentials``...; the value must be a literal (not
+  ``token``, ``private_key``, ``credentials``... (an environment name in capitals may glue it on:
+  ``PGPASSWORD``); the value must be a literal (not
   ``os.environ[...]``, a call or a placeholder like ``<your key>``, ``$VAR``, ``none``), and
   outside ``NAME=value`` lines in capitals it must look like a secret (letters with digits or
   symbols, or 20 characters and more), so ``max_tokens: 1024`` or "the password must be long"
@@ -30,14 +35,17 @@ itself is replaced; the rest of the text stays byte for byte.
 
 Each removal leaves ``[REDACTED: what]`` in place and a line in the trace's
 ``metadata.redactions`` (JSON path and what), so a reader knows something was there. A secret split
-over several streamed chunks is found in the joined text (`redact_stream`).
+over several streamed chunks is found in the joined text and taken out of each chunk in place
+(`redact_stream`): the chunks still join to the text the trace stores. Nothing here changes the
+value it is given.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from toolcall_lab._json_text import rewrite_literal, tokens
@@ -112,6 +120,7 @@ def _secret_key(key: Any, value: Any) -> bool:
 
 _URL_PASSWORD = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@'\"<>]+:)([^\s/@'\"<>]+)(@)")
 _CREDENTIAL_NAME = (
+    r"(?:(?-i:[A-Z][A-Z0-9]*)(?=(?-i:PASSWORD|PASSWD|SECRET|TOKEN)))?"  # PGPASSWORD, GHTOKEN (env names)
     r"(?:[A-Za-z0-9]+[_.-])*?(?:api[_-]?key|apikey|secret(?:[_-]?(?:access[_-]?)?key)?|access[_-]?key|"
     r"client[_-]?secret|password|passwd|passphrase|pwd|token|auth[_-]?token|access[_-]?token|"
     r"refresh[_-]?token|session[_-]?token|private[_-]?key|credentials?)"
@@ -182,6 +191,60 @@ def _url_passwords(text: str) -> list[Edit]:
     ]
 
 
+_QUOTED = r"""(?:"(?P<{0}d>[^"\n]+)"|'(?P<{0}s>[^'\n]+)'|(?P<{0}b>[^\s"'`;|&)]+))"""
+"""A command-line value: double-quoted, single-quoted or bare (group names prefixed by {0})."""
+_COMMAND_SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (  # curl -u user:pass, --user=user:pass, --proxy-user (wget takes --user= and --password=)
+        "a password in a command's user:password",
+        re.compile(
+            r"\b(?:curl|wget|http|httpie)\b[^\n|;&]*?\s(?:-u\s*|--user[=\s]\s*|--proxy-user[=\s]\s*|-U\s*)"
+            r"""(?:"[^":\n]*:(?P<vd>[^"\n]+)"|'[^':\n]*:(?P<vs>[^'\n]+)'|[^\s:"']+:(?P<vb>[^\s"'`;|&)]+))"""
+        ),
+    ),
+    (  # mysql -pPASS, -p'PASS' (a bare -p asks for it: no value)
+        "a password in a command's -p",
+        re.compile(
+            r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b"
+            r"[^\n|;&]*?\s-p" + _QUOTED.format("v")
+        ),
+    ),
+    (  # sshpass -p PASS, openssl -pass pass:PASS / -passin / -passout
+        "a password in a command's -p",
+        re.compile(r"(?:\bsshpass\s+-p\s*|\s-pass(?:in|out)?\s+pass:)" + _QUOTED.format("v")),
+    ),
+    (  # --password=PASS / --password PASS, and other credential flags
+        "a credential in a command's option",
+        re.compile(
+            r"(?<![\w-])--(?:password|passwd|db-password|http-password|proxy-password|api-key|api_key|"
+            r"apikey|token|auth-token|access-token|client-secret|secret-key)(?:=|(?P<space>\s+))(?!-)"
+            + _QUOTED.format("v")
+        ),
+    ),
+)
+
+
+def _command_options(text: str) -> list[Edit]:
+    """Passwords and keys given on a command line (see `_COMMAND_SECRETS`): only the value goes."""
+    if "-" not in text:
+        return []
+    edits: list[Edit] = []
+    for what, pattern in _COMMAND_SECRETS:
+        for m in pattern.finditer(text):
+            group = next(g for g in ("vd", "vs", "vb") if m.group(g) is not None)
+            value = m.group(group).strip()
+            if not value or _MASKED.match(value) or value[0] in "$%<{[" or value.lower() in _NOT_SECRETS:
+                continue
+            if "space" in pattern.groupindex and m.group("space") and not _secret_value("", ":", value):
+                continue  # `--token flag` in prose: after a space, only a value shaped like a secret
+            edits.append((m.start(group), m.end(group), MARK.format(what=what), what))
+    edits.sort()
+    kept: list[Edit] = []
+    for e in edits:  # (two rules on one value: the first)
+        if not kept or e[0] >= kept[-1][1]:
+            kept.append(e)
+    return kept
+
+
 def _pattern_rule(what: str, pattern: re.Pattern[str]) -> Callable[[str], list[Edit]]:
     def rule(text: str) -> list[Edit]:
         return [(m.start(), m.end(), MARK.format(what=what), what) for m in pattern.finditer(text)]
@@ -219,7 +282,8 @@ def _scrub(text: str) -> tuple[str, Sequence[int], list[str]]:
     origin: Sequence[int] = range(len(text))
     found: list[str] = []
     shapes = _KEY_SHAPES if _ANCHORS.search(text) else ()
-    for rule in (*shapes, _url_passwords, _assignments):  # each on the text the ones before it left
+    rules = (*shapes, _url_passwords, _command_options, _assignments)
+    for rule in rules:  # each on the text the ones before it left
         edits = rule(text)
         if edits:
             text, origin = _apply(text, origin, edits)
@@ -293,72 +357,148 @@ def _clean_json(text: str, path: str) -> tuple[str, Sequence[int], list[str]]:
     return "".join(parts), origin_out, notes
 
 
-def redact(value: Any, path: str = "") -> tuple[Any, list[str]]:
-    """A copy of `value` with credentials replaced by marks, and ``path: what`` for each removal."""
+def redact(value: Any, path: str = "", keep: Collection[str] = ()) -> tuple[Any, list[str]]:
+    """A copy of `value` with credentials replaced by marks, and ``path: what`` for each removal.
+
+    Strings at the JSON paths in `keep` are left as they are (the pieces of a streamed text
+    `redact_stream` has cleaned as a whole). `value` itself is never changed."""
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         notes: list[str] = []
         for k, v in value.items():
             p = f"{path}.{k}" if path else str(k)
-            if _secret_key(k, v):
+            if _secret_key(k, v) and p not in keep:
                 out[k] = MARK.format(what=f"the value of {k!r}")
                 notes.append(f"{p}: the value of {k!r}")
                 continue
-            out[k], more = redact(v, p)
+            out[k], more = redact(v, p, keep)
             notes += more
         return out, notes
     if isinstance(value, list):
         items, notes = [], []
         for i, v in enumerate(value):
-            item, more = redact(v, f"{path}[{i}]")
+            item, more = redact(v, f"{path}[{i}]", keep)
             items.append(item)
             notes += more
         return items, notes
-    if isinstance(value, str):
+    if isinstance(value, str) and path not in keep:
         text, _, notes = _clean(value, path)
         return text, notes
     return value, []
 
 
-def redact_stream(payloads: list[dict[str, Any]], path: str) -> list[str]:
-    """Credentials split over several streamed chunks (in place, on chat-completion chunk payloads).
+Piece = tuple[int, tuple[Any, ...]]
+"""Where one streamed fragment of text lies: the payload's index and the keys leading to it."""
 
-    Each text a stream builds up (a choice's content or reasoning, a call's arguments) is joined; if
-    the whole holds a credential, its cleaned text goes into the first fragment and the others become
-    empty strings, so no chunk keeps a piece of the secret and the stream still parses the same.
-    """
-    pieces: dict[tuple[Any, ...], list[tuple[dict[str, Any], str]]] = {}
-    for payload in payloads:
-        for choice in payload.get("choices") or []:
-            if not isinstance(choice, dict):
+
+def _fragments(payloads: Sequence[Any]) -> dict[tuple[Any, ...], list[Piece]]:
+    """The fragments of every text a stream builds up, by text: a chat choice's content or
+    reasoning and each call's arguments; an Anthropic content block's text, thinking or tool input
+    (``partial_json``); a Responses output item's text or function-call arguments."""
+    out: dict[tuple[Any, ...], list[Piece]] = {}
+    for j, payload in enumerate(payloads):
+        if not isinstance(payload, dict):
+            continue
+        kind = payload.get("type")
+        delta = payload.get("delta")
+        if kind == "content_block_delta" and isinstance(delta, dict):  # Anthropic
+            for name in ("text", "thinking", "partial_json"):
+                if isinstance(delta.get(name), str):
+                    out.setdefault(("block", payload.get("index"), name), []).append((j, ("delta", name)))
+            continue
+        if isinstance(kind, str) and kind.startswith("response.") and kind.endswith(".delta"):
+            if isinstance(delta, str):  # Responses: output_text / function_call_arguments / reasoning
+                where = (payload.get("output_index"), payload.get("content_index"))
+                out.setdefault(("item", *where, kind), []).append((j, ("delta",)))
+            continue
+        for c, choice in enumerate(payload.get("choices") or []):
+            if not isinstance(choice, dict) or not isinstance(choice.get("delta"), dict):
                 continue
             ci = choice.get("index", 0)
-            delta = choice.get("delta") or {}
+            d = choice["delta"]
             for name in ("content", "reasoning_content", "reasoning"):
-                if isinstance(delta.get(name), str):
-                    pieces.setdefault((ci, name), []).append((delta, name))
-            for pos, call in enumerate(delta.get("tool_calls") or []):
+                if isinstance(d.get(name), str):
+                    out.setdefault((ci, name), []).append((j, ("choices", c, "delta", name)))
+            calls = d.get("tool_calls")
+            for pos, call in enumerate(calls if isinstance(calls, list) else []):
                 fn = call.get("function") if isinstance(call, dict) else None
                 if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
                     key = (ci, "arguments", call.get("index", pos))
-                    pieces.setdefault(key, []).append((fn, "arguments"))
-    notes = []
-    for key, parts in pieces.items():
+                    place = ("choices", c, "delta", "tool_calls", pos, "function", "arguments")
+                    out.setdefault(key, []).append((j, place))
+    return out
+
+
+def _get(payload: Any, keys: tuple[Any, ...]) -> Any:
+    for k in keys:
+        payload = payload[k]
+    return payload
+
+
+def _set(payload: Any, keys: tuple[Any, ...], value: str) -> None:
+    _get(payload, keys[:-1])[keys[-1]] = value
+
+
+def _json_path(keys: tuple[Any, ...]) -> str:
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+
+
+def spread(parts: Sequence[str], cleaned: str, origin: Sequence[int]) -> list[str]:
+    """`cleaned`, made from the join of `parts` (``origin[k]``: the index in the join of
+    ``cleaned[k]``, -1 for a character of a mark), cut back into one piece per part: every kept
+    character stays in the part it came from, a mark goes where the text it replaces began. So the
+    pieces join to `cleaned`, and a stream's text is complete at the same piece as before."""
+    owner = [k for k, part in enumerate(parts) for _ in part]
+    last = max(len(parts) - 1, 0)
+    out: list[list[str]] = [[] for _ in parts]
+    after = 0  # where in the join the text not yet placed begins
+    for ch, o in zip(cleaned, origin, strict=True):
+        if o >= 0:
+            k, after = owner[o], o + 1
+        else:
+            k = owner[after] if after < len(owner) else last
+        out[k].append(ch)
+    return ["".join(x) for x in out]
+
+
+def redact_stream(
+    payloads: Sequence[dict[str, Any]], path: str
+) -> tuple[list[dict[str, Any]], list[str], set[str]]:
+    """Credentials split over several streamed chunks: the payloads with them removed (copies
+    where something changed; `payloads` is never changed), ``path: what`` notes, and the JSON paths
+    of every fragment of a text built up over several chunks (`redact` leaves those as they are).
+
+    Each text a stream builds up (see `_fragments`) is cleaned as a whole and cut back into its
+    fragments (`spread`): each chunk keeps its own characters, a mark stands in the chunk where its
+    secret began and the rest of the secret leaves the chunks after it. So the chunks still join to
+    the text the trace stores (cleaned the same way), every chunk keeps its offset, and a call's
+    arguments become complete at the same chunk as before (when `eager` would start it).
+    """
+    out = list(payloads)
+    copied: set[int] = set()
+    notes: list[str] = []
+    keep: set[str] = set()
+    for key, parts in _fragments(payloads).items():
         if len(parts) < 2:
             continue
-        joined = "".join(holder[name] for holder, name in parts)
-        cleaned, _, found = _clean(joined, "")
+        keep.update(f"{path}[{j}].payload{_json_path(keys)}" for j, keys in parts)
+        texts = [_get(payloads[j], keys) for j, keys in parts]
+        joined = "".join(texts)
+        cleaned, origin, found = _clean(joined, "")
         if cleaned == joined:
             continue
-        parts[0][0][parts[0][1]] = cleaned
-        for holder, name in parts[1:]:
-            holder[name] = ""
+        for (j, keys), piece in zip(parts, spread(texts, cleaned, origin), strict=True):
+            if j not in copied:
+                out[j] = copy.deepcopy(out[j])
+                copied.add(j)
+            _set(out[j], keys, piece)
         what = ", ".join(dict.fromkeys(n.rsplit(": ", 1)[-1] for n in found))
+        text = f"the {key[1]} of choice {key[0]}" if isinstance(key[0], int) else f"a streamed {key[-1]}"
         notes.append(
-            f"{path}: {what} in the {key[1]} of choice {key[0]}, split over {len(parts)} chunks "
-            "(their text now sits in the first)"
+            f"{path}: {what} in {text}, split over {len(parts)} chunks (each chunk keeps its own "
+            "characters; the mark stands where the secret began)"
         )
-    return notes
+    return out, notes, keep
 
 
 def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
@@ -375,39 +515,24 @@ def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
             yield from _walk(v, p)
 
 
-def _keyed_in_json(text: str) -> bool:
-    """Whether `text` is a JSON document holding a value under a credential-bearing key."""
-    if text.lstrip()[:1] not in ("{", "["):
-        return False
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return False
-    return any(key is not None and _secret_key(key, v) for _, key, v in _walk(doc))
-
-
 def secret_warnings(value: Any, path: str = "") -> list[str]:
-    """Places that look like credentials (what `redact` would remove), for ``validate``."""
+    """Places that look like credentials (what `redact` would remove), for ``validate``: one line per
+    field naming every kind of secret found in it, never the secret itself (not even its start)."""
     out: list[str] = []
     for p, key, v in _walk(value, path):
         if key is not None and _secret_key(key, v):
             out.append(f"{p}: a {key!r} value (credentials must not be stored)")
         elif isinstance(v, str):
             notes = _clean(v, p)[2]
-            if not notes:
-                continue
-            keyed = _keyed_in_json(v)
-            if keyed:
-                out.append(f"{p}: a credential-named value inside a JSON string")
-            for what, pattern in _PATTERNS:
-                m = pattern.search(v)
-                if m:
-                    out.append(f"{p}: looks like {what} ({m.group(0)[:8]}…)")
-                    break
-            else:
-                found = [e[3] for e in [*_url_passwords(v), *_assignments(v)]]
-                if found:
-                    out.append(f"{p}: looks like {found[0]}")
-                elif not keyed:
-                    out.append(f"{p}: looks like {notes[0].rsplit(': ', 1)[-1]} (written with escapes)")
+            kinds = list(dict.fromkeys(_kind_words(n.rsplit(": ", 1)[-1]) for n in notes))
+            if kinds:
+                listed = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
+                out.append(f"{p}: looks like {listed}")
     return out
+
+
+def _kind_words(what: str) -> str:
+    """What a removal note names, as a kind of secret (a credential-named JSON value says so)."""
+    if what.startswith("the value of '"):
+        return f"a credential-named value ({what.removeprefix('the value of ')}) inside a JSON string"
+    return what

@@ -19,7 +19,10 @@ executed. Schema versions (one line each)::
     3  as 2, and a round's request may be stored as a delta: ``kept`` (how many of the previous
        round's request messages it starts with; for the first round, of ``initial_messages``) and
        ``added`` (the messages after them), instead of ``messages`` whole; per execution
-       ``withheld_result`` (what a tool returned when ``approve_result`` withheld it)
+       ``withheld_result`` (what a tool returned when ``approve_result`` withheld it); what a duration
+       covers (``timing.covers``: ``upper_bound`` or ``wait``, written only when it is not
+       ``execution``) and a sub-agent's link to the call it ran inside (``metadata.parent``: the
+       ``source`` of the trace holding that call and its ``tool_call_id``, written only when set)
 
 Migration to version 3: a version-2 file loads as it is (its requests are whole, which version 3
 still reads) and gives the same objects as before; `save` writes version 3, every request but those
@@ -49,6 +52,7 @@ from toolcall_lab.records import (
     FINAL_REASONS,
     HOOK_NAMES,
     ORIGINS,
+    TIMING_COVERS,
     TIMING_SOURCES,
     ChunkTiming,
     ClientRoundTrip,
@@ -120,6 +124,10 @@ class TraceMetadata:
     set beside the replayed times. None when the source has no timestamps."""
     redactions: tuple[str, ...] = ()
     """Where credentials were removed when the trace was saved or recorded (JSON paths and what)."""
+    parent: dict[str, str] | None = None
+    """For a sub-agent's trace: the call it ran inside, ``{"source": <that trace's metadata.source>,
+    "tool_call_id": ...}``. That call's duration already holds this whole run, so corpus totals count
+    its seconds once (`toolcall_lab.analysis.nested_runs`). None for every other trace."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,9 +216,12 @@ class Trace:
 
     def to_dict(self) -> dict[str, Any]:
         """The trace's JSON form with every request whole (what views render from)."""
+        meta = {**_fields(self.metadata), "redactions": list(self.metadata.redactions)}
+        if meta["parent"] is None:  # (written only when set)
+            del meta["parent"]
         return {
             "schema_version": self.schema_version,
-            "metadata": {**_fields(self.metadata), "redactions": list(self.metadata.redactions)},
+            "metadata": meta,
             "tools": list(self.tools),
             "initial_messages": list(self.initial_messages),
             "outcome": self.outcome.to_dict(),
@@ -432,6 +443,7 @@ class _Reader:
                 self.str_(v, f"metadata.redactions[{i}]")
                 for i, v in enumerate(self.get(m, "redactions", "metadata", self.list_, []))
             ),
+            parent=self.get(m, "parent", "metadata", self.parent, None),
         )
         if version == 1 and isinstance(meta.settings.get("dedupe"), bool):
             meta.settings.setdefault("dedupe_across_rounds", meta.settings["dedupe"])
@@ -499,6 +511,18 @@ class _Reader:
                 f"{wall} ends before {where} does ({last}): the run's wall time contradicts its rounds",
             )
 
+    def parent(self, value: Any, path: str) -> dict[str, str] | None:
+        if value is None:
+            return None
+        d = self.obj(value, path)
+        out = {k: self.get(d, k, path, self.str_) for k in ("source", "tool_call_id")}
+        extra = set(d) - set(out)
+        if extra:
+            raise self.fail(
+                path, f"unexpected key(s) {', '.join(sorted(extra))} (source and tool_call_id only)"
+            )
+        return out
+
     def timing(self, d: Mapping[str, Any], path: str) -> Timing:
         if self.v1_timing is not None:
             return self.v1_timing[0]
@@ -507,6 +531,7 @@ class _Reader:
         return Timing(
             source=self.get(t, "source", p, self.choice(TIMING_SOURCES)),
             note=self.get(t, "note", p, self.str_, ""),
+            covers=self.get(t, "covers", p, self.choice(TIMING_COVERS), "execution"),
         )
 
     def chunk_timing(self, d: Mapping[str, Any], path: str) -> ChunkTiming:

@@ -59,17 +59,23 @@ def dumps(trace: Trace, *, source: str | None = None) -> str:
 def redact_trace(trace: Trace) -> Trace:
     """The trace with credentials replaced by ``[REDACTED: ...]`` marks wherever they occur, each
     removal listed in ``metadata.redactions`` (see `toolcall_lab.redaction`), by its JSON path in the
-    file form (`Trace.to_file_dict`: a message is looked at once, where it is first sent)."""
-    doc = trace.to_file_dict()
+    file form (`Trace.to_file_dict`: a message is looked at once, where it is first sent). `trace` is never
+    changed (a new trace is returned; `trace` itself when nothing was found).
+
+    A text streamed over several chunks is cleaned as a whole and cut back into its chunks
+    (`toolcall_lab.redaction.redact_stream`), so the chunks still join to the arguments and messages
+    the trace stores, and every call's arguments complete at the chunk they did."""
+    doc = trace.to_file_dict()  # (new containers down to the chunks; their payloads are the trace's own)
     kept = doc["metadata"].pop("redactions")
-    notes = [
-        note
-        for i, r in enumerate(doc["rounds"])
-        for note in redact_stream(
-            [c["payload"] for c in r["response"]["chunks"]], f"rounds[{i}].response.chunks"
-        )
-    ]
-    cleaned, more = redact(doc)
+    notes: list[str] = []
+    keep: set[str] = set()
+    for i, r in enumerate(doc["rounds"]):
+        chunks = r["response"]["chunks"]
+        payloads, more, pieces = redact_stream([c["payload"] for c in chunks], f"rounds[{i}].response.chunks")
+        notes += more
+        keep |= pieces
+        r["response"]["chunks"] = [{**c, "payload": p} for c, p in zip(chunks, payloads, strict=True)]
+    cleaned, more = redact(doc, keep=keep)
     notes += more
     if not notes:
         return trace
@@ -182,7 +188,7 @@ def _sample_doc() -> dict[str, Any]:
     """A trace with one of everything, as written (both forms of a request, whole and a delta): the
     fields the current schema knows."""
     from toolcall_lab.messages import Finding, ToolCall
-    from toolcall_lab.records import ModelCall, Round, TimedChunk, ToolExecution
+    from toolcall_lab.records import ModelCall, Round, TimedChunk, Timing, ToolExecution
     from toolcall_lab.trace import TraceMetadata, TraceOutcome
 
     call = ToolCall(tool_call_id="c", name="t", arguments="{}")
@@ -208,13 +214,14 @@ def _sample_doc() -> dict[str, Any]:
                 queued_at=0.5,
                 returned_at=2.5,
                 withheld_result="",
+                timing=Timing(source="recorded", covers="wait"),
             ),
         ),
         findings=(Finding(kind="missing_id", message=""),),
         strategy_notes=("",),
     )
     trace = Trace(
-        metadata=TraceMetadata(title="", origin="scripted"),
+        metadata=TraceMetadata(title="", origin="scripted", parent={"source": "", "tool_call_id": ""}),
         tools=(),
         initial_messages=(),
         rounds=(rnd,),
@@ -324,7 +331,9 @@ def unanswered_calls(trace: Trace) -> list[str]:
 
 
 def _clip(value: Any) -> str:
-    text = repr(value)
+    """A short form of a message content or result for a warning, credentials masked (a warning
+    must never print a secret)."""
+    text = repr(redact(value)[0])
     return text if len(text) <= 60 else text[:57] + "..."
 
 

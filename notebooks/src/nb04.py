@@ -112,8 +112,11 @@ Each model call and tool execution carries a timing label. Claude Code, OpenHand
 Langfuse numbers are `recorded` (timestamps or durations in the log; each module's docstring says how
 each is derived), with two exceptions the labels show: a Claude Code call whose result came only
 after a sibling's has no start in the log (its duration from that sibling's result is `estimated`),
-and a call whose result the source does not hold is `not_recorded` (0 s, `placeholder`). SWE-agent
-records no model latency (`placeholder`). Each imported trace is placed on its log's timeline, so its
+and a call whose result the source does not hold is `not_recorded` (0 s, `placeholder`). A label
+also says what a recorded figure covers when it is not the run itself: a Claude Code call without its
+own `durationMs` is timed from the end of the response (an upper bound: scheduling and any wait for
+permission are in it), a call the user declined is a wait. SWE-agent records no model latency
+(`placeholder`). Each imported trace is placed on its log's timeline, so its
 own wall time is the recorded one; the check below replays each trace under the mode its timings
 show (sequential where they show none: its `metadata.mode` is then empty) and sets that beside the
 log.
@@ -125,6 +128,8 @@ sessions = [t for results in imports.values() for res in results for t in res]
 source_of = {t.metadata.title: name for name, results in imports.items() for res in results for t in res}
 group_of = {t.metadata.title: source_of[t.metadata.title] + (" sub-agents" if "sub-agent" in t.metadata.title else "")
             for t in sessions}
+sources = {t.metadata.source for t in sessions}
+nested = {t.metadata.title[-58:] for t in sessions if t.metadata.parent and t.metadata.parent["source"] in sources}
 check = pd.DataFrame([
     {"group": group_of[t.metadata.title], "trace": t.metadata.title[-58:], "mode the timings show": t.metadata.mode or "not evidenced",
      "timing labels": dict(t.timing_sources), "recorded wall s": t.metadata.recorded_wall_s,
@@ -161,23 +166,33 @@ batches = pd.DataFrame([
 batches.round(3)
 """),
         md("""
-### The four modes on the real sessions, recorded timings only
-`compare(..., timings="recorded")` leaves out every trace that rests on anything but recorded
-numbers (a model latency that is a placeholder, a call whose start or result is not in the log) and
-says why. The `timing_evidence` and `measured_share` columns show what each row rests on;
-serialized mode adds a client round trip per call, a constant (`placeholder`). A replay that ends
-on a recording's closing placeholder ends as the recording did: `completed/agent_finished` when the
-agent ended its run with its own finishing tool, `incomplete` otherwise, never a made-up final answer.
+### The four modes on the real sessions, and what each figure rests on
+`compare(..., timings="recorded")` keeps only traces whose every duration was recorded and is the
+time of the thing itself: a model latency that is a placeholder, a call whose result is not in the
+log, and a recorded figure that is not the run of the tool (an upper bound: a Claude Code call timed
+from the end of the response, an OTLP gap; a wait: a call the user declined) all leave a trace out,
+and the list below says why. So the tables compare every session, and their `timing_evidence`,
+`measured_share` and `not_execution_s` columns show what each row rests on; serialized mode adds a
+client round trip per call, a constant (`placeholder`). A replay that ends on a recording's closing
+placeholder ends as the recording did: `completed/agent_finished` when the agent ended its run with
+its own finishing tool, `incomplete` otherwise, never a made-up final answer. A sub-agent's run lies
+inside its parent's Task call, so sums over all sessions count it once (`analysis.nested_runs`).
 """),
         code("""
-from toolcall_lab.analysis import compare
+from toolcall_lab.analysis import compare, nested_runs
 
-real = compare(sessions, timings="recorded", round_trip_s=0.05)
-print("left out:", *(f"{r.trace[-60:]}: {r.reason}" for r in real.excluded.itertuples()), sep="\\n  ")
+strict = compare(sessions, ["sequential"], timings="recorded")
+if sessions:
+    print(f"timings='recorded' keeps {strict.runs['trace'].nunique() if len(strict.runs) else 0} of {len(sessions)} traces; left out:",
+          *(f"{r.trace[-60:]}: {r.reason}" for r in strict.excluded.itertuples()), sep="\\n  ")
+real = compare(sessions, round_trip_s=0.05)
 if len(real.runs):
     runs = real.runs.assign(group=real.runs["title"].map(group_of))
     by_source = runs.pivot_table(index="group", columns="mode", values="wall_time_s", aggfunc="sum").round(1)
     by_source["parallel / sequential"] = (by_source["parallel"] / by_source["sequential"]).round(3)
+    shares = runs[runs["mode"] == "sequential"].groupby("group").agg(
+        measured_share=("measured_share", "median"), not_execution_s=("not_execution_s", "sum"))
+    by_source = by_source.join(shares.round(3))
     skipped = runs[(runs["mode"] == "first_only") & ~runs["comparable"]]
     if len(skipped):  # first_only skipped calls: less work, so its time is not comparable
         by_source = by_source.rename(columns={"first_only": "first_only (skipped calls: not comparable)"})
@@ -230,18 +245,23 @@ if HAVE_REAL:
           f"in all the others.")
     cc = by_source.loc["Claude Code"]
     cc_check = check[check.group == "Claude Code"]
-    print(f"3. Replayed with recorded timings only, the Claude Code main threads kept ({runs[(runs.group == 'Claude Code') & (runs['mode'] == 'parallel')].shape[0]} traces) take "
+    print(f"3. Replayed, the Claude Code main threads ({runs[(runs.group == 'Claude Code') & (runs['mode'] == 'parallel')].shape[0]} traces) take "
           f"{cc['parallel']:.1f} s in parallel and {cc['sequential']:.1f} s sequentially ({cc['sequential'] / cc['parallel']:.2f}x); "
-          f"serialized execution costs sequential time plus a round trip per call ({cc['serialized']:.1f} s at 50 ms).")
+          f"serialized execution costs sequential time plus a round trip per call ({cc['serialized']:.1f} s at 50 ms). "
+          f"Their figures are measured for a median {cc['measured_share']:.1%} of the seconds; {cc['not_execution_s']:.1f} s "
+          f"are recorded but not a tool's run (calls timed from the end of the response: upper bounds; calls the user "
+          f"declined: waits), so timings='recorded' leaves every one of them out.")
+    once = ~check["trace"].isin(nested)  # a sub-agent's run lies inside its Task call: counted there
     print(f"4. Replayed under the mode its timings show, each trace set beside its log: Claude Code main threads "
           f"{cc_check['replayed wall s'].sum():.1f} s against {cc_check['recorded wall s'].sum():.1f} s recorded; "
-          f"all sessions {check['replayed wall s'].sum():.1f} s against {check['recorded wall s'].sum():.1f} s. The "
-          f"difference is what no single mode reproduces (calls that waited for a sibling) and time between the "
-          f"steps the logs do not attribute (OpenHands' step overhead, inspect's time outside working_time).")
+          f"all sessions {check[once]['replayed wall s'].sum():.1f} s against {check[once]['recorded wall s'].sum():.1f} s "
+          f"(the {(~once).sum()} sub-agent runs, {check[~once]['recorded wall s'].sum():.1f} s recorded, counted once: inside "
+          f"their Task calls). The difference is what no single mode reproduces (calls that waited for a sibling) and "
+          f"time between the steps the logs do not attribute (OpenHands' step overhead, inspect's time outside working_time).")
     print(f"5. Between consecutive tool rounds the evidence found: {adjacent.get('dependent', 0)} dependent, "
           f"{adjacent.get('unknown', 0)} unknown, {adjacent.get('likely_independent', 0)} likely independent. "
           f"Merging the likely independent ones would save at most {real.missed['saved_upper_bound_s'].sum():.1f} s "
-          f"over the sessions kept (an upper bound: the model saw each result before its next call).")
+          f"over all the sessions (an upper bound: the model saw each result before its next call).")
 """),
         code("""
 from toolcall_lab.notebook.widgets import TraceView
@@ -253,7 +273,7 @@ if fan_out is None:
 print(fan_out.metadata.title)
 TraceView(fan_out)
 """),
-        md("## Recorded exchanges and public datasets\nCassettes keep the responses but not their timing: model latency is the server's own `openai-processing-ms` where recorded (`reported`), otherwise a placeholder. tau-bench trajectories have no timings at all (`estimated` model latency, `placeholder` tools) and never batch calls; BFCL items are expected answers, not runs (`scripted`). Restricting to recorded timings leaves all of them out."),
+        md("## Recorded exchanges and public datasets\nCassettes keep the responses but not their timing: model latency is the server's own `openai-processing-ms` where recorded (`reported`), otherwise a placeholder, and every tool duration is a placeholder. tau-bench trajectories have no timings at all (`estimated` model latency, `placeholder` tools) and never batch calls; BFCL items are expected answers, not runs (`scripted`: 0.8 s model and 0.1 s per call, constants). Restricting to recorded timings leaves all of them out, and no speedup is shown for them: parallel only overlaps tool time, and theirs is a constant."),
         code("""
 from toolcall_lab.importers import import_recording, import_bfcl, import_tau_bench
 
@@ -265,10 +285,16 @@ if HAVE_REAL:
           f"(the other {tau.report.source_calls - tau.report.imported_calls} calls reported as skipped by the limit)")
     for name, traces in (("cassette", agent), ("tau-bench", tau), ("BFCL parallel", bfcl)):
         c = compare(traces, ["sequential", "parallel"])
+        tools = c.calls[c.calls["mode"] == "sequential"]["timing"]
+        # parallel only overlaps tools: with every tool duration a placeholder constant (0.1 s), its
+        # speedup would restate the constants ((0.8 + N x 0.1) / (0.8 + 0.1)), not measure anything
+        only_constants = len(tools) and set(tools) <= {"placeholder", "estimated"}
         speedup = c.runs[c.runs["mode"] == "parallel"]["speedup_vs_sequential"].median()
+        said = ("no parallel speedup shown: every tool duration is a placeholder, so any figure would only restate "
+                "the constants" if only_constants else f"median speedup of parallel {speedup:.2f}x")
         print(f"{name}: {len(traces)} traces, timings {', '.join(sorted(set(c.runs['timing_evidence'])))}; "
-              f"median speedup of parallel {speedup:.2f}x; missed parallelism at most "
-              f"{c.missed['saved_upper_bound_s'].sum():.1f} s in {c.missed['trace'].nunique()} traces; "
+              f"{said}; missed parallelism at most {c.missed['saved_upper_bound_s'].sum():.1f} s in "
+              f"{c.missed['trace'].nunique()} traces (on the same durations); "
               f"{len(compare(traces, ['sequential'], timings='recorded').excluded)} left out by timings='recorded'")
 else:
     print("real datasets not available here")

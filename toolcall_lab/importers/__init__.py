@@ -110,9 +110,7 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def write_result(
-    result: ImportResult, folder: str | Path, *, removed: list[str] | None = None
-) -> list[Path]:
+def write_result(result: ImportResult, folder: str | Path, *, removed: list[str] | None = None) -> list[Path]:
     """Save every trace of `result` in `folder` as ``<name>.json``; never over another source's file.
 
     Names are unique within the import; a file already in `folder` is replaced only if it came from

@@ -73,6 +73,7 @@ from toolcall_lab.importers._timeline import Unplaced, first_chunk, mode_evidenc
 from toolcall_lab.models import ScriptedResponse
 from toolcall_lab.records import (
     DECIDED,
+    MODE_NOT_EVIDENCED,
     NOT_BATCH_EVIDENCE,
     ChunkTiming,
     Mode,
@@ -81,6 +82,7 @@ from toolcall_lab.records import (
     TimedChunk,
     Timing,
     ToolExecution,
+    clock_time,
 )
 from toolcall_lab.replay import replay
 from toolcall_lab.trace import RESULT_NOT_RECORDED, Trace, TraceMetadata, TraceOutcome
@@ -212,11 +214,13 @@ def _closing(turns: list[Turn], reason: str, said: str | None = None) -> tuple[T
     return turn, why
 
 
-def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
+def build_trace(
+    segment: Segment, issues: list[Issue] | None = None, parent: dict[str, str] | None = None
+) -> Trace:
     """Replay one segment through the loop (virtual clock) into a trace; raises `ImportBuildError`.
 
     Issues found on the way (chunk times that do not fit, timestamps that do not fit together) are
-    appended to `issues`."""
+    appended to `issues`; `parent`: a sub-agent's link to the call it ran inside (`build_result`)."""
     found: list[Issue] = [] if issues is None else issues
     segment = check_segment(segment, found)
     turns = list(segment.turns)
@@ -331,19 +335,21 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
                 what=f"{not_placed}; the rounds are placed as the loop schedules them, not as recorded",
             )
         )
+    stored: str = segment.mode or evidenced or MODE_NOT_EVIDENCED  # (never a mode the source does not show)
     placed = [
         replace(
             r,
+            mode=stored,
             model_call=replace(r.model_call, first_chunk_at=first_chunk(r, t)),
             executions=tuple(_screened_on_import(e) for e in r.executions),
         )
-        for r, t in zip(placed, turns, strict=True)
+        for r, t in zip(map(_on_clock, placed), turns, strict=True)
     ]
     wall = max([r.ended_at for r in placed], default=0.0)
     real = [t for t in segment.turns if not t.synthetic]
     starts = [t.recorded_start for t in real if t.recorded_start is not None]
     ends = [t.recorded_end for t in real if t.recorded_end is not None]
-    recorded_wall = round(max(ends) - min(starts), 6) if starts and ends else None
+    recorded_wall = clock_time(max(ends) - min(starts)) if starts and ends else None
     if recorded_wall is not None and (real[0].recorded_start is None or real[-1].recorded_end is None):
         # the run's first start or last end is a time the import did not trust (or the source lacks):
         # the span of the others would be a shorter run, not this one's wall time
@@ -401,6 +407,7 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
         source=segment.source,
         notes=f"{segment.notes}; {mode_note}; {placement}",
         recorded_wall_s=recorded_wall,
+        parent=parent,
     )
     trace = Trace.from_run(result, meta)
     trace = replace(trace, metadata=replace(trace.metadata, mode=shown))
@@ -419,13 +426,37 @@ def build_trace(segment: Segment, issues: list[Issue] | None = None) -> Trace:
     )
 
 
+def _on_clock(r: Round) -> Round:
+    """`r` with every time to the microsecond (`clock_time`): one rounding rule whether the rounds
+    were placed as recorded or, when the source's times do not allow it, scheduled by the loop (whose
+    sums of durations would otherwise carry float noise: 3.4098970000000004)."""
+    mc = r.model_call
+    chunks = tuple(
+        c if (o := clock_time(c.offset_s)) == c.offset_s else replace(c, offset_s=o) for c in mc.chunks
+    )
+    return replace(
+        r,
+        model_call=replace(
+            mc,
+            started_at=clock_time(mc.started_at),
+            ended_at=clock_time(mc.ended_at),
+            first_chunk_at=None if mc.first_chunk_at is None else clock_time(mc.first_chunk_at),
+            chunks=chunks,
+        ),
+        executions=tuple(
+            replace(e, started_at=clock_time(e.started_at), ended_at=clock_time(e.ended_at))
+            for e in r.executions
+        ),
+    )
+
+
 def _batch_evidence(r: Result) -> Timing:
     """A result's timing, its note saying when its span is no evidence of how the batch ran (the
     source gives no start, or the tool did not run): `analysis.recorded_batch` reads it, as
     `_timeline.mode_evidence` reads `Result.start_known`."""
     if r.start_known or r.status == "not_recorded" or NOT_BATCH_EVIDENCE in r.timing.note:
         return r.timing
-    return Timing(source=r.timing.source, note=f"{r.timing.note}; {NOT_BATCH_EVIDENCE}")
+    return replace(r.timing, note=f"{r.timing.note}; {NOT_BATCH_EVIDENCE}")
 
 
 def _screened_on_import(ex: ToolExecution) -> ToolExecution:
@@ -554,12 +585,31 @@ def other_choices(part: Segment) -> tuple[list[Segment], int]:
     return out, calls
 
 
-def _build_isolating(part: Segment, found: list[Issue]) -> list[tuple[Segment, Trace]]:
+def _call_holders(parts: Sequence[Segment]) -> dict[str, str]:
+    """For each call id a sub-agent segment names as the call it ran inside, the source of the
+    segment whose responses hold that call (its trace's ``metadata.source``)."""
+    wanted = {p.parent_call for p in parts if p.parent_call is not None}
+    out: dict[str, str] = {}
+    if not wanted:
+        return out
+    for part in parts:
+        for k, turn in enumerate(part.turns):
+            if turn.synthetic:
+                continue
+            for call in parse_turn(turn.payloads, k).tool_calls:
+                if call.tool_call_id in wanted:
+                    out.setdefault(call.tool_call_id, part.source)
+    return out
+
+
+def _build_isolating(
+    part: Segment, found: list[Issue], parent: dict[str, str] | None = None
+) -> list[tuple[Segment, Trace]]:
     """Build `part`; when it cannot be built, find the first round that cannot and lose only that
     round: the rounds before it and after it become traces of their own (``before round k``,
     ``after round k``)."""
     try:
-        return [(part, build_trace(part, found))]
+        return [(part, build_trace(part, found, parent))]
     except ImportBuildError as exc:
         error = exc
     bad = next(
@@ -602,7 +652,7 @@ def _build_isolating(part: Segment, found: list[Issue]) -> list[tuple[Segment, T
         named = replace(
             piece, title=f"{piece.title} ({where} round {bad})", slug=f"{piece.slug}_{where}{bad}"
         )
-        out += _build_isolating(named, found)
+        out += _build_isolating(named, found, parent)
     return out
 
 
@@ -656,6 +706,7 @@ def build_result(
     slugs: list[str] = []
     taken: set[str] = set()
     imported_calls = imported_model_calls = missing = 0
+    holders = _call_holders(parts)
     for part in parts:
         if not part.turns:  # (every response of it failed on its own, each reported with its calls)
             continue
@@ -665,7 +716,10 @@ def build_result(
             n = numbered[part.slug] = numbered.get(part.slug, 0) + 1
             width = len(str(total))
             part = replace(part, title=f"{part.title} (part {n})", slug=f"{part.slug}_part{n:0{width}d}")
-        for piece, trace in _build_isolating(part, found):
+        parent = None
+        if part.parent_call is not None and part.parent_call in holders:
+            parent = {"source": holders[part.parent_call], "tool_call_id": part.parent_call}
+        for piece, trace in _build_isolating(part, found, parent):
             slug, n = piece.slug, 2
             while slug in taken:
                 slug, n = f"{piece.slug}_{n}", n + 1

@@ -11,6 +11,7 @@ latest call with that id before it that has no result yet). The note says which 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,14 @@ def _same(a: Use, b: Use) -> bool:
     )
 
 
+def _object_text(text: str) -> bool:
+    """Whether `text` is the JSON text of an object (an input logged as a string)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
+
+
 def read_uses(lines: list[Line], issues: list[Issue]) -> Calls:
     """Every tool_use block, a copied one read once (its line skips it), a reused id kept."""
     calls = Calls()
@@ -63,6 +72,23 @@ def read_uses(lines: list[Line], issues: list[Issue]) -> Calls:
             if not (isinstance(b, dict) and b.get("type") == "tool_use"):
                 continue
             tid = str(b.get("id"))
+            if not isinstance(b.get("input"), dict) and b.get("input") is not None:
+                given = b["input"]
+                spelled = isinstance(given, str) and _object_text(given)
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=ln.where(),
+                        what=f"tool_use {tid} ({b.get('name')}): its input is a {type(given).__name__}, not "
+                        "an object"
+                        + (
+                            ": read as the argument string it spells"
+                            if spelled
+                            else ": kept as its JSON text (the call's arguments are not an object: the "
+                            "trace's parser finding says so)"
+                        ),
+                    )
+                )
             earlier = calls.by_id.setdefault(tid, [])
             copy = next((u for u in earlier if _same(u, (ln, b))), None)
             if copy is not None:
@@ -107,11 +133,15 @@ def match_results(
     orphans = 0
     by_uuid = {ln.uuid: ln for ln in lines if ln.uuid}
     position = {id(ln): n for n, ln in enumerate(lines)}
+    unnamed: list[tuple[Line, dict[str, Any]]] = []
     for ln in lines:
         if ln.doc.get("type") != "user":
             continue
         for b in ln.blocks:
             if b.get("type") != "tool_result":
+                continue
+            if not isinstance(b.get("tool_use_id"), str) or not b["tool_use_id"]:
+                unnamed.append((ln, b))  # (matched once every named result has its call)
                 continue
             tid = str(b.get("tool_use_id"))
             uses = calls.by_id.get(tid)
@@ -128,9 +158,7 @@ def match_results(
                 )
                 continue
             use, how = (
-                (uses[0], "")
-                if len(uses) == 1
-                else _answered(ln, uses, results, by_uuid, passed, position)
+                (uses[0], "") if len(uses) == 1 else _answered(ln, uses, results, by_uuid, passed, position)
             )
             if how:
                 issues.append(
@@ -156,7 +184,55 @@ def match_results(
                 )
                 continue
             results[k] = (ln, b)
+    for ln, b in unnamed:
+        _by_elimination(ln, b, calls, results, position, issues)
     return results, orphans
+
+
+def _by_elimination(
+    ln: Line,
+    b: dict[str, Any],
+    calls: Calls,
+    results: dict[int, tuple[Line, dict[str, Any]]],
+    position: dict[int, int],
+    issues: list[Issue],
+) -> None:
+    """A tool_result without its ``tool_use_id``: the call it answers by the next-strongest key, the
+    line it names (``sourceToolAssistantUUID``), else the response before it: the one call there
+    still without a result. DAMAGED either way; when several calls are left, none is guessed."""
+    every = [u for uses in calls.by_id.values() for u in uses]
+    named = ln.doc.get("sourceToolAssistantUUID")
+    here = position.get(id(ln), len(position))
+    if isinstance(named, str) and any(u[0].uuid == named for u in every):
+        pool, how = [u for u in every if u[0].uuid == named], "the line its sourceToolAssistantUUID names"
+    else:
+        before = [u for u in every if position.get(id(u[0]), 0) < here]
+        last = _message_id(max(before, key=lambda u: position.get(id(u[0]), 0))[0]) if before else None
+        pool = [u for u in before if _message_id(u[0]) == last]
+        how = "the response before it"
+    left = [u for u in pool if key(u[1]) not in results]
+    if len(left) == 1:
+        (use,) = left
+        results[key(use[1])] = (ln, b)
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=ln.where(),
+                what=f"a tool_result without its tool_use_id: matched to call {use[1].get('id')} "
+                f"({use[1].get('name')}, line {use[0].number}), the only call of {how} still without a "
+                "result",
+            )
+        )
+        return
+    ids = ", ".join(str(u[1].get("id")) for u in left) or "none"
+    issues.append(
+        Issue(
+            kind="damaged",
+            where=ln.where(),
+            what=f"a tool_result without its tool_use_id, and {len(left)} calls of {how} it could answer "
+            f"({ids}): not matched (its text is not imported); those calls stay without a result",
+        )
+    )
 
 
 def _answered(

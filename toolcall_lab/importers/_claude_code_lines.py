@@ -329,3 +329,41 @@ def threads_of(lines: list[Line], passed: dict[str, str | None] | None = None) -
         if ln.uuid:
             thread_of[ln.uuid] = k
     return threads
+
+
+def response_keys(lines: list[Line], issues: list[Issue]) -> dict[int, str]:
+    """Which response each assistant line belongs to (by `id` of the line), by the strongest key the
+    line holds: its ``message.id``; else its ``requestId``, which every line of one response shares;
+    else the line it follows (``parentUuid``), when that is a line of a response (the blocks of one
+    response chain one after another). A line tied by a weaker key is DAMAGED (the line says which
+    key joined it), never a model call of its own; one no key ties is read as a response of its own,
+    said so."""
+    out: dict[int, str] = {}
+    by_request: dict[str, str] = {}
+    for ln in lines:
+        message = ln.doc.get("message") or {}
+        rid = ln.doc.get("requestId")
+        if ln.doc.get("type") == "assistant" and message.get("id") and isinstance(rid, str):
+            by_request.setdefault(rid, str(message["id"]))
+    by_uuid = {ln.uuid: ln for ln in lines if ln.uuid}
+    for ln in lines:
+        if ln.doc.get("type") != "assistant":
+            continue
+        message = ln.doc.get("message") or {}
+        if message.get("id"):
+            out[id(ln)] = str(message["id"])
+            continue
+        rid = ln.doc.get("requestId")
+        above = by_uuid.get(str(ln.doc.get("parentUuid")))
+        if isinstance(rid, str) and rid in by_request:
+            out[id(ln)] = key = by_request[rid]
+            how = f"joined to response {key} by its requestId {rid}"
+        elif above is not None and id(above) in out:
+            out[id(ln)] = key = out[id(above)]
+            how = f"joined to response {key} by the line it follows (line {above.number}, parentUuid)"
+        else:
+            out[id(ln)] = f"line{ln.number}"
+            how = "no requestId or parent line ties it to a response either: read as a response of its own"
+        what = f"an assistant line without message.id: {how}"
+        issues.append(Issue(kind="damaged", where=ln.where(), what=what))
+    return out

@@ -143,6 +143,7 @@ def missing_subagents(tasks: Sequence[Task], links: dict[int, Link], session: st
                 f"whose transcript is not found: looked for {where}; its calls are counted in the "
                 "source and not imported (import the session with its folder to read them)",
                 calls=task.tool_uses or 0,
+                unreadable=task.tool_uses is None,  # (how many calls it held is not known)
             )
         )
     return out
@@ -217,6 +218,24 @@ def link_subagents(
         if k not in links:
             links[k] = Link(tasks=tuple(t for t in cands if t.call_id not in taken))
     return links
+
+
+COMPACTION_AGENT = "acompact"
+"""How Claude Code 2.1 names its own compaction run's agent (``subagents/agent-acompact-<id>.jsonl``,
+``agentId`` ``acompact-<id>``): a model call summarising the conversation, not a Task's sub-agent."""
+
+
+def compaction_agent(thread: Sequence[Line]) -> str | None:
+    """The agent id of a thread that is Claude Code's compaction run (by its ``agentId`` or its
+    file's name), None for any other thread."""
+    for ln in thread[:1]:
+        agent = ln.doc.get("agentId")
+        if isinstance(agent, str) and agent.startswith(COMPACTION_AGENT):
+            return agent
+        name = Path(ln.file).name
+        if name.startswith(f"agent-{COMPACTION_AGENT}"):
+            return name.removeprefix("agent-").removesuffix(".jsonl")
+    return None
 
 
 def session_of(path: Path) -> str | None:

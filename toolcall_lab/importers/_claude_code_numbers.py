@@ -11,8 +11,8 @@ from typing import Any
 
 from toolcall_lab.importers._build import MODEL_S, TOLERANCE_S, TOOL_S, Issue, Result, ResultStatus, text_of
 from toolcall_lab.importers._claude_code_lines import Line
-from toolcall_lab.importers._figures import usable_figure
-from toolcall_lab.records import Timing
+from toolcall_lab.importers._figures import token_counts, usable_figure
+from toolcall_lab.records import Timing, clock_time
 
 SYNTHETIC_MODEL = "<synthetic>"
 """The model name of assistant lines Claude Code writes itself (not model calls)."""
@@ -28,8 +28,20 @@ class Response:
         return [(ln, b) for ln in self.lines for b in ln.blocks if b.get("type") == "tool_use"]
 
 
+def _arguments(given: Any) -> str:
+    """A tool_use input as the call's argument string: an object serialised compactly; an input the
+    log holds as the JSON text of an object (damage, reported by `read_uses`) is that text as it is."""
+    if isinstance(given, str):
+        try:
+            if isinstance(json.loads(given), dict):
+                return given
+        except json.JSONDecodeError:
+            pass
+    return json.dumps(given if given is not None else {}, separators=(",", ":"), ensure_ascii=False)
+
+
 def chunks_of(
-    response: Response, start: float | None
+    response: Response, start: float | None, issues: list[Issue]
 ) -> tuple[list[dict[str, Any]], list[float] | None, str | None]:
     payloads: list[dict[str, Any]] = []
     offsets: list[float | None] = []
@@ -38,7 +50,7 @@ def chunks_of(
     last = response.lines[-1].doc.get("message") or {}
 
     def offset(ln: Line) -> float | None:
-        return None if ln.at is None or start is None else round(ln.at - start, 6)
+        return None if ln.at is None or start is None else clock_time(ln.at - start)
 
     for ln in response.lines:
         for block in ln.blocks:
@@ -59,9 +71,7 @@ def chunks_of(
                             "type": "function",
                             "function": {
                                 "name": block.get("name"),
-                                "arguments": json.dumps(
-                                    block.get("input") or {}, separators=(",", ":"), ensure_ascii=False
-                                ),
+                                "arguments": _arguments(block.get("input")),
                             },
                         }
                     ]
@@ -95,11 +105,12 @@ def chunks_of(
     payloads[-1]["choices"][0]["finish_reason"] = "tool_calls" if index else "stop"
     usage = last.get("usage")
     if isinstance(usage, dict):
-        prompt = sum(
-            int(usage.get(k) or 0)
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        completion = int(usage.get("output_tokens") or 0)
+        keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+        damage: list[str] = []
+        counts = token_counts({f"usage.{k}": usage.get(k) for k in keys if k in usage}, damage)
+        issues += [Issue(kind="damaged", where=response.lines[-1].where(), what=d) for d in damage]
+        prompt = sum(counts.get(f"usage.{k}") or 0 for k in keys[:3])
+        completion = counts.get("usage.output_tokens") or 0
         payloads[-1]["usage"] = {
             **usage,
             "prompt_tokens": prompt,
@@ -185,7 +196,7 @@ def tool_result(
     elif waited_from is not None and waited_from > response_end and not _never_ran(text, status):
         return Result(
             text=text,
-            duration_s=line.at - waited_from,
+            duration_s=clock_time(line.at - waited_from),
             status=status,
             end=line.at,
             start_known=False,
@@ -195,14 +206,27 @@ def tool_result(
                 note="start not in the log: assumed when the previous call of the batch returned (Claude "
                 "Code runs tools that are not concurrency-safe one after another); from the end of the "
                 f"response it would be {line.at - response_end:.3f} s ({raw})",
+                covers="upper_bound",
             ),
         )
     else:
         start, how = response_end, "the end of the response"
     assert start is not None
+    if line.at < start:  # (within the tolerance: never a clamped 0 labelled recorded)
+        return Result(
+            text=text,
+            duration_s=0.0,
+            status=status,
+            where=where,
+            timing=Timing(
+                source="placeholder",
+                note=f"the result line is dated {start - line.at:.3f} s before {how}: no duration in the "
+                f"log, 0 s ({raw})",
+            ),
+        )
     return Result(
         text=text,
-        duration_s=max(round(line.at - start, 6), 0.0),
+        duration_s=clock_time(line.at - start),
         status=status,
         end=line.at,
         start_known=False,  # (the start is where the log says the call could start, not a record of it)
@@ -212,6 +236,9 @@ def tool_result(
             note=f"from {how} to the tool_result line (the start is not in the log: assumed there); "
             f"includes Claude Code's scheduling and any wait for the user's permission ({raw})"
             + _user_said(text, status),
+            # no tool ran: the time is a wait (or a check); else the run and what the log does not
+            # separate from it (the scheduling, a wait at a permission prompt)
+            covers="wait" if _never_ran(text, status) else "upper_bound",
         ),
     )
 
@@ -266,8 +293,15 @@ def latency_of(
             note=f"the request was completed by line {untrusted[-1].number}, whose timestamp is not "
             f"trusted: the start of this model call is not in the log; {MODEL_S} s assumed",
         )
-    if start is not None and end is not None and end >= start - TOLERANCE_S:
-        return max(round(end - start, 6), 0.0), Timing(
+    if start is not None and end is not None and start - TOLERANCE_S <= end < start:
+        return MODEL_S, Timing(
+            source="placeholder",
+            note=f"the response's last line (line {response.lines[-1].number}) is dated {start - end:.3f} s "
+            "before the line that completed its request: no latency in the log (never a clamped 0 "
+            f"labelled recorded); {MODEL_S} s assumed",
+        )
+    if start is not None and end is not None and end >= start:
+        return clock_time(end - start), Timing(
             source="recorded",
             note=f"from the line that completed the request (line "
             f"{ready_line.number if ready_line else response.lines[0].number}) to the response's "

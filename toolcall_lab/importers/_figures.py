@@ -23,7 +23,7 @@ from typing import Any
 
 from toolcall_lab.importers._report import Issue
 from toolcall_lab.importers._shapes import MODEL_S, TOLERANCE_S, Segment, Turn
-from toolcall_lab.records import Timing
+from toolcall_lab.records import Timing, clock_time
 
 MAX_FIGURE_S = 7 * 24 * 3600.0
 """The longest duration an imported figure may state (a week): anything longer is damage."""
@@ -76,6 +76,39 @@ def usable_figure(
     return None
 
 
+def token_count(value: Any) -> tuple[int | None, str | None]:
+    """A token count as a whole number >= 0, or None and why it is not one (None, None when the
+    source gives none). Accepted: an integer, a float with no fraction, a string of digits (some
+    exporters write numbers as text); anything else (a negative number, a fraction, "x", a boolean)
+    is refused: the importer leaves it out with a DAMAGED line, never stores it as a count."""
+    if value is None:
+        return None, None
+    if isinstance(value, bool):
+        return None, "a boolean, not a count"
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        n = int(value.strip())
+    else:
+        return None, f"a {type(value).__name__}, not a whole number"
+    if n < 0:
+        return None, "negative"
+    return n, None
+
+
+def token_counts(fields: dict[str, Any], damage: list[str]) -> dict[str, int | None]:
+    """Each of `fields` (``source name -> value``) through `token_count`; a sentence in `damage` for
+    every one refused (the importer makes it a DAMAGED line where the usage is)."""
+    out: dict[str, int | None] = {}
+    for name, value in fields.items():
+        out[name], problem = token_count(value)
+        if problem is not None:
+            damage.append(f"token count {name} {value!r} is {problem}: left out (not a count)")
+    return out
+
+
 def _with(turn: Turn, attr: str, value: float | None) -> Turn:
     out = replace(turn)
     setattr(out, attr, value)
@@ -94,13 +127,38 @@ def _latest(times: Any) -> float | None:
     return max((x for x in times if x is not None), default=None)
 
 
+def _rounded(x: Any) -> Any:
+    return clock_time(x) if _finite(x) else x
+
+
+def _to_the_microsecond(turn: Turn) -> Turn:
+    """`turn` with every figure to the microsecond (`clock_time`, the one rounding rule): a duration
+    an importer took as a difference of two epoch floats carries float noise below that (a latency
+    of 2.751540184 for 2.75154), whichever path, placed or not, the trace then takes."""
+    changed = {
+        attr: _rounded(getattr(turn, attr))
+        for attr in ("latency_s", "ttfc_s", "first_token_s")
+        if _rounded(getattr(turn, attr)) != getattr(turn, attr)
+    }
+    offsets = None if turn.offsets is None else [_rounded(o) for o in turn.offsets]
+    if offsets != turn.offsets:
+        changed["offsets"] = offsets
+    results = [
+        r if _rounded(r.duration_s) == r.duration_s else replace(r, duration_s=_rounded(r.duration_s))
+        for r in turn.results
+    ]
+    if any(a is not b for a, b in zip(results, turn.results, strict=True)):
+        changed["results"] = results
+    return replace(turn, **changed) if changed else turn
+
+
 def check_segment(segment: Segment, issues: list[Issue]) -> Segment:
     """`segment` with every number the core would reject replaced (see the module notes)."""
     changed = False
     turns = []
     for k, turn in enumerate(segment.turns):
         where = f"{segment.title} round {k}"
-        t = turn
+        t = _to_the_microsecond(turn)
         if not _finite(t.latency_s) or t.latency_s < 0 or t.latency_s > MAX_FIGURE_S:
             issues.append(
                 Issue(

@@ -12,6 +12,8 @@ from typing import Any
 from toolcall_lab.exceptions import ToolcallLabError
 from toolcall_lab.formats.dispatch import parse_body
 from toolcall_lab.importers._build import Issue, call_entry, chat_body, completion, text_of, with_choices
+from toolcall_lab.importers._figures import token_counts
+from toolcall_lab.records import clock_time
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 LLM_REQUEST_TYPES = frozenset({"chat", "completion"})
@@ -102,7 +104,7 @@ class Span:
 
     @property
     def duration_s(self) -> float:
-        return 0.0 if self.start is None or self.end is None else round(self.end - self.start, 6)
+        return 0.0 if self.start is None or self.end is None else clock_time(self.end - self.start)
 
 
 def _nanos(value: Any) -> float | None:
@@ -438,7 +440,7 @@ def response_body(span: Span, n: int, damage: list[str] | None = None) -> tuple[
             converted = chat_body(parse_body(doc), keep_fallback_ids=False)
         except (ToolcallLabError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"output.value holds a body of no known shape ({exc})") from None
-        tokens = usage(a)
+        tokens = usage(a, damage)
         if tokens is not None and "usage" not in converted:
             converted["usage"] = tokens
         return converted, False
@@ -467,23 +469,36 @@ def response_body(span: Span, n: int, damage: list[str] | None = None) -> tuple[
             message["tool_calls"] = calls
             message["content"] = message["content"] or None
     message["role"] = "assistant"
-    body = completion(message, response_id=rid, model=model, usage=usage(a))
+    body = completion(message, response_id=rid, model=model, usage=usage(a, damage))
     return with_choices(body, others), False  # n > 1: each other choice a trace (_build.other_choices)
 
 
-def usage(a: dict[str, Any]) -> dict[str, int] | None:
+def usage(a: dict[str, Any], damage: list[str] | None = None) -> dict[str, int] | None:
     """Token counts the span records (GenAI ``gen_ai.usage.input/output_tokens``, their older
     ``prompt/completion_tokens`` names, OpenLLMetry's ``llm.usage.total_tokens``, OpenInference's
-    ``llm.token_count.*``) as a chat-completion ``usage``; None when it records none."""
+    ``llm.token_count.*``) as a chat-completion ``usage``; None when it records none. A count that is
+    not a whole number >= 0 (``-5``, ``"x"``) is left out and named in `damage` (`token_count`)."""
+    found = token_counts(
+        {
+            k: a[k]
+            for k in (
+                "gen_ai.usage.input_tokens",
+                "gen_ai.usage.prompt_tokens",
+                "llm.token_count.prompt",
+                "gen_ai.usage.output_tokens",
+                "gen_ai.usage.completion_tokens",
+                "llm.token_count.completion",
+                "llm.usage.total_tokens",
+                "gen_ai.usage.total_tokens",
+                "llm.token_count.total",
+            )
+            if a.get(k) is not None
+        },
+        damage if damage is not None else [],
+    )
 
     def first(*keys: str) -> int | None:
-        for k in keys:
-            v = a.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return int(v)
-            if isinstance(v, str) and v.strip().isdigit():
-                return int(v)
-        return None
+        return next((n for k in keys if (n := found.get(k)) is not None), None)
 
     prompt = first("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
     output = first(

@@ -39,7 +39,8 @@ class Issue:
     source contradicts itself (lines out of order or repeated, impossible timestamps, bytes that are
     not text, a result missing in the middle of a run): the message says what the import did, and
     numbers it could not trust are not labelled ``recorded``; ``failed``: present in the source but
-    could not be represented. The command exits non-zero on ``damaged`` and ``failed``.
+    could not be represented. The command exits non-zero on ``damaged`` and ``failed``, and on a
+    ``gap`` that holds calls of the source (`ImportReport.left_out`).
     """
 
     kind: IssueKind
@@ -80,9 +81,21 @@ class ImportReport:
         )
 
     @property
+    def left_out(self) -> list[Issue]:
+        """Gaps that hold calls of the source the traces do not: a sub-agent transcript not found,
+        calls its Task's result counts (or an unknown number of them). Not damage, not a choice (a
+        `skipped` call is left out on purpose): calls not represented, so the command exits 1."""
+        return [i for i in self.issues if i.kind == "gap" and (i.calls or i.unreadable)]
+
+    @property
+    def complete(self) -> bool:
+        """`ok`, and every call of the source is in a trace unless skipped on purpose (`left_out`)."""
+        return self.ok and not self.left_out
+
+    @property
     def clean(self) -> bool:
-        """`ok`, and nothing in the source was damaged (the command exits 0 only then)."""
-        return self.ok and not any(i.kind == "damaged" for i in self.issues)
+        """`complete`, and nothing in the source was damaged (the command exits 0 only then)."""
+        return self.complete and not any(i.kind == "damaged" for i in self.issues)
 
     def summary(self, limit: int | None = 20, full_list: str | None = None) -> str:
         """A few lines for the command line: at most `limit` issues of each kind (None: every one),

@@ -138,6 +138,9 @@ class Segment:
     choices_split: bool = False
     """The importer made a trace of each other choice of its ``n > 1`` responses itself (and counted
     their calls); otherwise `build_result` does (see `_build.other_choices`)."""
+    parent_call: str | None = None
+    """For a sub-agent's run: the id of the call (a Task) it ran inside; `build_result` links the
+    trace to the trace holding that call (`TraceMetadata.parent`), so totals count its time once."""
 
 
 def placeholder_payload(text: str, *, why: str, response_id: str, model: str | None = None) -> dict[str, Any]:

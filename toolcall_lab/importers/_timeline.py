@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from toolcall_lab.analysis import how_batch_ran
 from toolcall_lab.importers._shapes import TOLERANCE_S, Result, Turn
-from toolcall_lab.records import Mode, Round
+from toolcall_lab.records import Mode, Round, clock_time
 
 
 def known_span(result: Result) -> tuple[float, float] | None:
@@ -79,7 +79,7 @@ def place(rounds: Sequence[Round], turns: Sequence[Turn], mode: Mode) -> tuple[l
         if turn.synthetic or turn.model_end is None:
             started = done
         else:
-            started = round(turn.model_end - turn.latency_s - t0, 6)  # (epoch floats: to the microsecond)
+            started = clock_time(turn.model_end - turn.latency_s - t0)
             if started < done - TOLERANCE_S and out:
                 previous = max(e.ended_at for e in out[-1].executions) if out[-1].executions else done
                 if started < previous - TOLERANCE_S:
@@ -87,19 +87,19 @@ def place(rounds: Sequence[Round], turns: Sequence[Turn], mode: Mode) -> tuple[l
                         f"round {k}'s model call would start {previous - started:.3f} s before the results "
                         "it answers came in"
                     )
-        ended = round(started + turn.latency_s, 6)
+        ended = clock_time(started + turn.latency_s)
         execs = []
         for ex, res in zip(rnd.executions, turn.results, strict=True):
             if res.end is None:
                 execs.append(replace(ex, started_at=ended, ended_at=ended))
                 continue
-            end = round(res.end - t0, 6)
+            end = clock_time(res.end - t0)
             if end - res.duration_s < ended - TOLERANCE_S and not _inside(turn, res):
                 raise Unplaced(
                     f"round {k}: call {ex.tool_call_id} would start {ended - end + res.duration_s:.3f} s "
                     "before its response ended"
                 )
-            execs.append(replace(ex, started_at=round(end - res.duration_s, 6), ended_at=end))
+            execs.append(replace(ex, started_at=clock_time(end - res.duration_s), ended_at=end))
         shift = started - rnd.model_call.started_at
         mc = rnd.model_call
         out.append(
@@ -109,8 +109,10 @@ def place(rounds: Sequence[Round], turns: Sequence[Turn], mode: Mode) -> tuple[l
                 model_call=replace(
                     mc,
                     started_at=started,
-                    ended_at=round(ended, 6),
-                    first_chunk_at=None if mc.first_chunk_at is None else round(mc.first_chunk_at + shift, 6),
+                    ended_at=clock_time(ended),
+                    first_chunk_at=(
+                        None if mc.first_chunk_at is None else clock_time(mc.first_chunk_at + shift)
+                    ),
                 ),
                 executions=tuple(execs),
             )
@@ -134,7 +136,7 @@ def first_chunk(rnd: Round, turn: Turn) -> float | None:
     chunk offsets; otherwise unknown (None), never the whole latency."""
     mc = rnd.model_call
     if turn.first_token_s is not None:
-        return round(mc.started_at + turn.first_token_s, 6)  # (epoch floats: to the microsecond)
+        return clock_time(mc.started_at + turn.first_token_s)
     if mc.chunk_timing == "recorded" and mc.chunks:
-        return round(mc.started_at + mc.chunks[0].offset_s, 6)
+        return clock_time(mc.started_at + mc.chunks[0].offset_s)
     return None

@@ -7,7 +7,11 @@ written, sometimes with ``toolUseResult.durationMs`` (Glob, Grep, Read...) or ``
 (Task sub-agents). Every line names the line it follows (``parentUuid``).
 
 Traces: the main thread gives one trace per user message (the conversation before it becomes the
-initial messages; Claude Code's system prompt is not in the log). Sub-agents (``isSidechain`` lines,
+initial messages; Claude Code's system prompt is not in the log). A sub-agent's trace links to the
+trace holding its Task call (``metadata.parent``): that call's duration is the sub-agent's whole run,
+so corpus totals count it once. Claude Code 2.1's own compaction run
+(``subagents/agent-acompact-*.jsonl``) is read as what it is, a model call summarising the
+conversation, not a sub-agent whose Task is missing. Sub-agents (``isSidechain`` lines,
 chained through ``parentUuid``) give one trace each, titled with the Task call they ran inside, which
 the log ties to them by structure, not by prompt text alone (`_claude_code_links`: the Task's prompt,
 its time window and its result, which is the sub-agent's final answer); a sub-agent the log does not
@@ -29,35 +33,46 @@ Where each number comes from (the notes give the raw figures):
 - model latency (``recorded``): from the line that completed the request (the user line, or the last
   result of the previous batch) to the last line of the response. It includes Claude Code's own work
   to build the request. When a line that completed the request has a timestamp that is not trusted,
-  the start is not in the log: the latency is a placeholder. Chunk offsets: when each content
-  block's line was written (a block arrives whole, so the first chunk's time is when the first block
-  was complete, not the first token).
+  the start is not in the log: the latency is a placeholder; so is a response whose last line is
+  dated before the line that completed its request (never a clamped 0 labelled recorded). Chunk
+  offsets: when each content block's line was written (a block arrives whole, so the first chunk's
+  time is when the first block was complete, not the first token).
 - tool duration: ``toolUseResult.durationMs`` / ``totalDurationMs`` where present (``recorded``:
   Claude Code's own measurement of the run), unless it is longer than the time between the call's
   ``tool_use`` line and its result line (then the log contradicts itself: reported, not used).
-  Otherwise from the end of the response to the result line (``recorded``): a ``tool_use`` line is
-  written when its block streamed, not when the tool started; in these logs tools start when the
-  whole response is in (the Task sub-agents' ``totalDurationMs`` match result − end of response
-  within 40 ms). When an earlier call of the same response had already returned, the call may have
-  waited for it (Claude Code runs tools that are not concurrency-safe one after another) or run
-  alongside it: its start is not in the log. Its duration is then ``estimated`` from that earlier
-  result to its own (the note gives the figure from the end of the response too).
+  Otherwise from the end of the response to the result line (``recorded``, ``covers`` an upper
+  bound: scheduling and any wait at the permission prompt are in it; a call the user declined or
+  Claude Code refused, where no tool ran, ``covers`` a ``wait``): a ``tool_use`` line is written
+  when its block streamed, not when the tool started; in these logs tools start when the whole
+  response is in (the Task sub-agents' ``totalDurationMs`` match result − end of response within 40
+  ms). When an earlier call of the same response had already returned, the call may have waited for
+  it (Claude Code runs tools that are not concurrency-safe one after another) or run alongside it:
+  its start is not in the log. Its duration is then ``estimated`` from that earlier result to its
+  own (the note gives the figure from the end of the response too).
 
-Damage is reported per line and never repaired silently: lines out of ``parentUuid`` order are read
-in that order; a repeated line (same ``uuid``, or the same call of the same response on another
-line) is read once; a call id another response reuses (some providers repeat ids) is a call of its
-own, its result matched by the line it names or follows (`_claude_code_calls`), with a note; a
-timestamp that contradicts the order of the lines around it is not trusted (numbers resting on it
-become placeholders). Each result line of a batch is stamped when its call returned, but the lines
-are not written in time order, nor always in the order of the calls (a real 1.0.98 log has Glob,
-Glob, Bash, Glob, Glob after calls Bash, Glob x4, the Bash line dated 17 ms after the two Globs that
-follow it), so among the result lines of one batch the order says nothing about time. A Task whose
-result comes from a sub-agent (it names one, ``agentId``, or counts its calls) that no transcript
-read holds (the session file imported without its ``subagents/`` folder) is a gap, its
-``totalToolUseCount`` counted in the source. Bytes that are not
-UTF-8 are read as U+FFFD, counted exactly, and the response or result holding them says so in its
-timing note (and the trace's notes); a call whose result line is missing while the session goes on
-is imported with status ``not_recorded``; a line cut short is reported with what is left of it (a
+Damage is reported per line and never repaired silently: a line missing a field is joined by the
+next-strongest key the log holds, and said (an assistant line without ``message.id`` by its
+``requestId``, else by the line it follows, never a model call of its own; a ``tool_result`` without
+its ``tool_use_id`` by the line it names, else as the one call of the response before it still
+without a result; a result line without its ``parentUuid`` stays in its turn, tied to its call by
+``tool_use_id``, never a new turn); a ``tool_use`` input logged as the JSON text of an object is
+read as the argument string it spells; lines out of ``parentUuid`` order are read in that order; a
+repeated line (same ``uuid``, or the same call of the same response on another line) is read once; a
+call id another response reuses (some providers repeat ids) is a call of its own, its result matched
+by the line it names or follows (`_claude_code_calls`), with a note; a timestamp that contradicts
+the order of the lines around it is not trusted (numbers resting on it become placeholders). Each
+result line of a batch is stamped when its call returned, but the lines are not written in time
+order, nor always in the order of the calls (a real 1.0.98 log has Glob, Glob, Bash, Glob, Glob
+after calls Bash, Glob x4, the Bash line dated 17 ms after the two Globs that follow it), so among
+the result lines of one batch the order says nothing about time. A Task whose result comes from a
+sub-agent (it names one, ``agentId``, or counts its calls) that no transcript read holds (the
+session file imported without its ``subagents/`` folder) is a gap, its ``totalToolUseCount`` counted
+in the source (calls in no trace: the command exits 1). Bytes that are not UTF-8 are read as
+U+FFFD, counted exactly, and the response or
+result holding them says so in its timing note (and the trace's notes); a call whose result line is
+missing while the session goes on is imported with status ``not_recorded`` (a user interrupt,
+``[Request interrupted by user]``, before a call's result is the run's outcome,
+``interrupted_by_user``, not damage); a line cut short is reported with what is left of it (a
 message id or tool_use ids no other line holds are counted in the source).
 
 Arguments are the ``tool_use`` input object serialised compactly (the log stores an object, not the
@@ -87,9 +102,17 @@ from toolcall_lab.importers._build import (
 )
 from toolcall_lab.importers._claude_code_calls import key, match_results, read_uses
 from toolcall_lab.importers._claude_code_lines import Line as _Line
-from toolcall_lab.importers._claude_code_lines import Transcript, distrust_times, peek, read_lines, threads_of
+from toolcall_lab.importers._claude_code_lines import (
+    Transcript,
+    distrust_times,
+    peek,
+    read_lines,
+    response_keys,
+    threads_of,
+)
 from toolcall_lab.importers._claude_code_links import (
     Holder,
+    compaction_agent,
     declared_tasks,
     holders,
     link_subagents,
@@ -107,7 +130,6 @@ from toolcall_lab.importers._claude_code_numbers import (
     tool_result,
 )
 from toolcall_lab.importers._files import READ_ERRORS, import_folder
-from toolcall_lab.records import Timing
 
 
 @dataclass(slots=True)
@@ -119,6 +141,8 @@ class _Thread:
     notes: str
     sessions: tuple[str, ...] = ()
     """Session ids of the thread's roots, when the file holds more than one session."""
+    parent_call: str | None = None
+    """A sub-agent's: the Task call it ran inside (its traces link to the trace holding it)."""
 
 
 @dataclass(slots=True)
@@ -130,13 +154,16 @@ class _Open:
     not_utf8: list[str] = field(default_factory=list)
 
 
-def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[str, Any]]:
-    """The thread as events: ("response", the lines of one response) or ("user", a user line)."""
+def _group(
+    path: Path, thread: list[_Line], keys: dict[int, str], issues: list[Issue]
+) -> list[tuple[str, Any]]:
+    """The thread as events: ("response", the lines of one response, `keys` saying which) or
+    ("user", a user line)."""
     responses: list[Response] = []
     events: list[tuple[str, Any]] = []
     for ln in thread:  # group the assistant lines of one response; keep user lines as they come
         if ln.doc.get("type") == "assistant":
-            mid = str((ln.doc.get("message") or {}).get("id") or f"line{ln.number}")
+            mid = keys.get(id(ln), f"line{ln.number}")
             if responses and responses[-1].message_id == mid:  # (results may come between its lines)
                 responses[-1].lines.append(ln)
             else:
@@ -155,6 +182,24 @@ def _group(path: Path, thread: list[_Line], issues: list[Issue]) -> list[tuple[s
         else:
             events.append(("user", ln))
     return events
+
+
+def _interrupted(events: list[tuple[str, Any]]) -> dict[int, str]:
+    """The responses (by `id`) the user interrupted before their calls' results: the next user text
+    after them is Claude Code's ``[Request interrupted by user...]`` line (its place, for the notes).
+    A call without a result there is the run's outcome, not damage."""
+    out: dict[int, str] = {}
+    pending: Response | None = None
+    for kind, item in events:
+        if kind == "response":
+            pending = item
+            continue
+        texts = [b for b in item.blocks if b.get("type") != "tool_result"]
+        if pending is not None and texts and text_of(texts).strip().startswith(INTERRUPTED):
+            out[id(pending)] = item.where()
+        if texts:
+            pending = None
+    return out
 
 
 def _compaction(path: Path, summary: _Line, read: Transcript) -> tuple[str, str]:
@@ -188,6 +233,7 @@ def _thread_segments(
     *,
     results: dict[int, tuple[_Line, dict[str, Any]]],
     read: Transcript,
+    keys: dict[int, str],
     issues: list[Issue],
 ) -> list[_Open]:
     out: list[_Open] = []
@@ -198,8 +244,9 @@ def _thread_segments(
     of the previous batch)."""
     ready_at: float | None = None
     pending_user: list[_Line] = []
-    events = _group(path, thread, issues)
+    events = _group(path, thread, keys, issues)
     last_response = next((item for kind, item in reversed(events) if kind == "response"), None)
+    interrupted = _interrupted(events)
     turn_no = session_no = 0
     session: str | None = None
     compacted: str | None = None
@@ -258,7 +305,20 @@ def _thread_segments(
                 compacted = where
                 request = [ln]
                 continue
-            if ln.doc.get("parentUuid") is None and not ln.doc.get("isSidechain"):
+            results_only = bool(ln.blocks) and all(b.get("type") == "tool_result" for b in ln.blocks)
+            if ln.doc.get("parentUuid") is None and results_only and current is not None:
+                # a result answers a call of the turn: it roots no new turn (its parent was lost)
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=ln.where(),
+                        what="a tool_result line without its parentUuid ("
+                        + ("null" if "parentUuid" in ln.doc else "missing")
+                        + "): a result starts no new turn; read in its turn, tied to its call by "
+                        "tool_use_id",
+                    )
+                )
+            elif ln.doc.get("parentUuid") is None and not ln.doc.get("isSidechain"):
                 sid = ln.doc.get("sessionId")
                 if spec.sessions and sid != session and sid in spec.sessions:
                     close()
@@ -312,18 +372,21 @@ def _thread_segments(
         else:
             start = ready_at if ready_at is not None else response.lines[0].at
         end = response.lines[-1].at
-        payloads, offsets, model = chunks_of(response, start)
+        payloads, offsets, model = chunks_of(response, start, issues)
         turn_results: list[Result] = []
         result_times: list[float] = []
         result_lines: list[_Line] = []
         for use_line, block in response.uses:
             found = results.get(key(block))
             if found is None:
+                stop = interrupted.get(id(response))
                 turn_results.append(
                     Result.missing(
                         use_line.where(),
-                        damaged=response is not last_response,
-                        why="no tool_result line for this call in the log: 0 s",
+                        damaged=response is not last_response and stop is None,
+                        why="no tool_result line for this call in the log: 0 s"
+                        if stop is None
+                        else f"the user interrupted the run before this call's result ({stop}): 0 s",
                     )
                 )
                 continue
@@ -333,7 +396,7 @@ def _thread_segments(
             result = tool_result(path, res_block, res_line, use_line, end, waited, issues)
             mark = marked(res_line, f"the result of {block.get('id')}")
             if mark is not None:
-                result.timing = Timing(source=result.timing.source, note=f"{result.timing.note}; {mark}")
+                result.timing = replace(result.timing, note=f"{result.timing.note}; {mark}")
             turn_results.append(result)
             result_lines.append(res_line)
             if res_line.at is not None:
@@ -349,13 +412,15 @@ def _thread_segments(
                     title=f"{path.name}{where} {spec.label} turn {turn_no}{after}",
                     slug=f"{spec.slug}{f'_s{session_no}' if spec.sessions else ''}_turn{turn_no:02d}"
                     + ("_compacted" if compacted else ""),
-                    source=f"{path}#line={first_user.number}",
+                    source=f"{path if first_user.file == path.name else path.parent / first_user.file}"
+                    f"#line={first_user.number}",
                     initial=list(history),
                     tools=[],
                     turns=[],
                     provider="anthropic",
                     model=model,
                     created=str(first_user.doc.get("timestamp")),
+                    parent_call=spec.parent_call,
                     notes=spec.notes
                     + (
                         f"; Claude Code compacted the conversation before this trace ({compacted}): its "
@@ -380,7 +445,7 @@ def _thread_segments(
             end = None
         model_mark = [m for ln in response.lines if (m := marked(ln, "this response")) is not None]
         if model_mark:
-            timing = Timing(source=timing.source, note=f"{timing.note}; {'; '.join(model_mark)}")
+            timing = replace(timing, note=f"{timing.note}; {'; '.join(model_mark)}")
         current.segment.turns.append(
             Turn(
                 payloads=payloads,
@@ -476,8 +541,9 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         )
     source_uses = read_uses(lines, issues)
     uses = source_uses.first
+    keys = response_keys(lines, issues)
     message_ids = {
-        (ln.doc.get("message") or {}).get("id")
+        keys[id(ln)]
         for ln in lines
         if ln.doc.get("type") == "assistant" and (ln.doc.get("message") or {}).get("model") != SYNTHETIC_MODEL
     }
@@ -533,7 +599,28 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
                     label=f"sub-agent of Task {task.call_id} ({task.description})",
                     slug=f"{name}__agent_{task.call_id[-8:]}",
                     notes=base_notes + f"; a sub-agent: it ran inside Task call {task.call_id} (that call's "
-                    "duration is this whole run; linked by its prompt, its time and its final answer)",
+                    "duration is this whole run, so totals count its time once: metadata.parent; linked by "
+                    "its prompt, its time and its final answer)",
+                    parent_call=task.call_id,
+                )
+            )
+            continue
+        compactor = compaction_agent(threads[k])
+        if compactor is not None and not link.tasks:
+            specs.append(
+                _Thread(
+                    label=f"compaction ({compactor})",
+                    slug=f"{name}__compaction{k}",
+                    notes=base_notes + f"; Claude Code's own compaction run ({compactor}): its model call "
+                    "summarised the conversation; it ran inside no Task call",
+                )
+            )
+            issues.append(
+                Issue(
+                    kind="note",
+                    where=threads[k][0].where(),
+                    what=f"Claude Code's compaction agent ({compactor}): a model call summarising the "
+                    "conversation, not a Task's sub-agent; read as a trace of its own (counted)",
                 )
             )
             continue
@@ -564,7 +651,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
             )
     opened: list[_Open] = []
     for thread, spec in zip(threads, specs, strict=True):
-        opened += _thread_segments(path, thread, spec, results=results, read=read, issues=issues)
+        opened += _thread_segments(path, thread, spec, results=results, read=read, keys=keys, issues=issues)
     kept: list[Segment] = []
     repeated_calls = repeated_models = 0
     for part in opened:

@@ -26,7 +26,8 @@ events are read once and model events out of time order are read in time order (
 A call's tool event is found by the strongest evidence, for the whole response at once: the call id
 where the event ran the call's function (a provider reusing ids in a later round: the first unused
 event after the response), else the function and arguments (the event's id is then wrong: damage);
-several events that could be one call's, or an event no call is left for, are reported.
+an event matched by its id whose arguments are not the call's is damage too; several events that
+could be one call's, or an event no call is left for, are reported.
 """
 
 from __future__ import annotations
@@ -357,6 +358,16 @@ def _matched_events(
             continue
         out[i] = exact[0]
         used.add(id(exact[0]))
+        if exact is same and arguments[i] is not None and exact[0].get("arguments") != arguments[i]:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} tool event {ids[i]}",
+                    what=f"carries call id {ids[i]} and ran its function ({names[i]}), but with other "
+                    "arguments than the call's: read as that call's execution by its id (the arguments "
+                    "kept are the call's, as the model gave them)",
+                )
+            )
         if len(same) > 1:
             issues.append(
                 Issue(

@@ -40,14 +40,18 @@ end before the start, a zone-less start hours off) is reported by id; numbers re
 placeholders (the model latency of a step whose tool it is included: the model's part ends where the
 tool started), and it keeps its place in time by the stamp that lies inside its parent's time, so it
 stays in its step. An observation exported twice is read once; when the copies differ, the report
-names the fields and the copy used. A tool observation no model call asked for is reported as not
-represented.
+names the fields and the copy used. A tool observation whose parent chain names an observation the
+export lacks (an intermediate span dropped) is damage: it is read as a tool of the run whose model
+calls' time holds its start. A tool observation no model call asked for is reported as not
+represented. Token counts (``usageDetails``) that are not whole numbers >= 0 are left out, each
+with a DAMAGED line.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +74,7 @@ from toolcall_lab.importers._build import (
     with_choices,
     zone_less_note,
 )
+from toolcall_lab.importers._figures import token_counts
 from toolcall_lab.importers._files import import_folder, load_json, not_empty, read_text, wrong_kind
 from toolcall_lab.importers._langfuse_shapes import loads, messages, other_choices, output_message, schema
 from toolcall_lab.importers._matching import match_passes
@@ -156,6 +161,13 @@ class _Tree:
             out.append(c)
             todo += self.children.get(c.get("id"), [])
         return out
+
+    def missing_above(self, o: Obs) -> Any:
+        """The id of an observation above `o` that the export lacks (a parentObservationId naming no
+        observation of it: the tree is cut there), None when its chain is whole."""
+        top = ([o, *self.ancestors(o)])[-1]
+        parent = top.get("parentObservationId")
+        return parent if parent is not None and parent not in self.by_id else None
 
     def run_of(self, o: Obs) -> Any:
         """The run an observation belongs to: its nearest wrapper generation, else its top ancestor."""
@@ -319,6 +331,20 @@ def _times(o: Obs, issues: list[Issue], tree: _Tree) -> tuple[float | None, floa
     return start, end, place
 
 
+def _sent_back(g: Obs | None, ids: list[Any]) -> list[str | None]:
+    """For each call id, the tool message the next model call's input holds for it (what the model
+    was sent back), None where it holds none (or there is no next model call)."""
+    if g is None:
+        return [None] * len(ids)
+    doc = loads(g.get("input"))
+    messages = doc.get("messages") if isinstance(doc, dict) else doc
+    answers: dict[Any, str] = {}
+    for m in messages if isinstance(messages, list) else []:
+        if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id"):
+            answers.setdefault(m["tool_call_id"], text_of(m.get("content")))
+    return [answers.get(cid) if cid else None for cid in ids]
+
+
 def _match(
     calls: list[dict[str, Any]],
     pool: list[Obs],
@@ -326,30 +352,66 @@ def _match(
     start_of: Any,
     where: str,
     issues: list[Issue],
+    said: list[str | None] | None = None,
 ) -> list[Obs | None]:
     """The tool observation that ran each call of one step, by the strongest evidence for the whole
-    step at once: the same id; else, among the tools that started in the step's window, the same
-    name and arguments, else the same name (in order; when that decides between calls of one tool,
-    the report says their results may be crossed)."""
+    step at once: what the model saw (the next model call's input sends back, for the call's id, the
+    result exactly one tool of its name in the step shows); the same id; else, among the tools that
+    started in the step's window, the same name and arguments, else the same name (in order; when that
+    decides between calls of one tool, the report says their results may be crossed). A match whose
+    own evidence disagrees (another id, another call's arguments, another result than the model was
+    sent) is DAMAGED, saying what decided."""
     ids = [c.get("id") for c in calls]
     names = [(c.get("function") or {}).get("name") for c in calls]
     args = [str((c.get("function") or {}).get("arguments") or "") for c in calls]
+    answers = said or [None] * len(calls)
 
     def near(i: int, j: int) -> bool:
         t = pool[j]
         other = ids[i] and _tool_id(t) and _tool_id(t) != ids[i]
         return window[0] <= start_of(t) < window[1] and _tool_name(t) == names[i] and not other
 
+    def seen(i: int, j: int) -> bool:
+        t = pool[j]
+        if answers[i] is None or answers.count(answers[i]) > 1:
+            return False
+        alike = [u for u in pool if _tool_name(u) == names[i] and _tool_result(u) == answers[i]]
+        in_step = window[0] <= start_of(t) < window[1] and _tool_name(t) == names[i]
+        return in_step and len(alike) == 1 and alike[0] is t
+
     matched = match_passes(
         len(calls),
         len(pool),
         [
+            seen,
             lambda i, j: bool(ids[i]) and _tool_id(pool[j]) == ids[i],
             lambda i, j: near(i, j) and _same_arguments(_tool_args(pool[j]), args[i]),
             near,
         ],
     )
-    by_order = [i for i, (_, how) in enumerate(matched) if how == 2]
+    how = ("the next model call's input", "call id", "name and arguments", "name and order")
+    for i, (j, p) in enumerate(matched):
+        if j is None:
+            continue
+        t = pool[j]
+        found = []
+        if ids[i] and _tool_id(t) and _tool_id(t) != ids[i]:
+            found.append(f"it names call {_tool_id(t)}")
+        shows = _attrs(t).get("ai.toolCall.args") is not None or t.get("input") is not None
+        if shows and not _same_arguments(_tool_args(t), args[i]):
+            found.append("its arguments are not the call's")
+        if answers[i] is not None and _tool_result(t) != answers[i]:
+            found.append("the next model call's input sends back another result for it (that one is used)")
+        if found:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"observation {t.get('id')} ({_tool_name(t)})",
+                    what=f"the tool observation's evidence disagrees: {'; '.join(found)}. It is imported as "
+                    f"call {ids[i] or i} of {where}, matched by {how[p]}",
+                )
+            )
+    by_order = [i for i, (_, how_) in enumerate(matched) if how_ == 3]
     for name in dict.fromkeys(names[i] for i in by_order):
         rivals = [i for i, n in enumerate(names) if n == name]
         if len(rivals) > 1:
@@ -364,6 +426,18 @@ def _match(
                 )
             )
     return [pool[j] if j is not None else None for j, _ in matched]
+
+
+def _as_sent(result: Result, answer: str | None) -> Result:
+    """The result the model was sent back (the next model call's input), when it differs from the
+    tool observation's output (reported by `_match`)."""
+    if answer is None or answer == result.text:
+        return result
+    return replace(
+        result,
+        text=answer,
+        timing=replace(result.timing, note=f"{result.timing.note}; result: the next model call's input"),
+    )
 
 
 def _result(t: Obs, times: dict[int, tuple[float | None, float | None]]) -> Result:
@@ -435,7 +509,11 @@ def _file(path: Path) -> ImportResult:
             runs.setdefault(tree.run_of(g), []).append(g)
         tools_of: dict[Any, list[Obs]] = {}
         for t in sorted(tools, key=start_of):
-            tools_of.setdefault(tree.run_of(t), []).append(t)
+            run = tree.run_of(t)
+            cut = tree.missing_above(t)
+            if cut is not None and run not in runs:  # the tree is cut above it: its run by its time
+                run = _run_by_time(t, runs, start_of, times, issues, cut)
+            tools_of.setdefault(run, []).append(t)
         for r, (run_id, steps) in enumerate(runs.items()):
             label = f"export {e + 1} run {r + 1}" if len(exports) > 1 or len(runs) > 1 else "run"
             segs, calls = _run(
@@ -474,6 +552,40 @@ def _file(path: Path) -> ImportResult:
     )
 
 
+def _run_by_time(
+    t: Obs,
+    runs: dict[Any, list[Obs]],
+    start_of: Callable[[Obs], float],
+    times: dict[int, tuple[float | None, float | None]],
+    issues: list[Issue],
+    cut: Any,
+) -> Any:
+    """The run of a tool observation whose parent chain names an observation the export lacks: the
+    run whose model calls' time holds its start (the only run when there is one); reported."""
+    at = start_of(t)
+
+    def holds(steps: list[Obs]) -> bool:
+        first = start_of(steps[0])
+        ends = [e for g in steps if (e := times[id(g)][1]) is not None]
+        last = max(ends, default=start_of(steps[-1]))
+        return first <= at <= last
+
+    fits = [r for r, steps in runs.items() if holds(steps)] if len(runs) > 1 else list(runs)
+    where = f"observation {t.get('id')} ({_tool_name(t)})"
+    if len(fits) != 1:
+        return "(trace)"
+    issues.append(
+        Issue(
+            kind="damaged",
+            where=where,
+            what=f"its parent chain names observation {cut}, which the export does not hold: read as a "
+            "tool of the run whose model calls' time holds its start"
+            + (f" (run of {fits[0]})" if len(runs) > 1 else " (the export's only run)"),
+        )
+    )
+    return fits[0]
+
+
 def _run(
     path: Path,
     trace: dict[str, Any],
@@ -500,6 +612,8 @@ def _run(
     rebuilt = converted = source_calls = 0
     for k, g in enumerate(steps):
         g_start, g_end = times[id(g)]
+        nxt = steps[k + 1] if k + 1 < len(steps) else None
+        sent: list[str | None] = []
         window = (
             g_start if g_start is not None else float("-inf"),
             start_of(steps[k + 1]) if k + 1 < len(steps) else float("inf"),
@@ -524,7 +638,9 @@ def _run(
                 completion(message, response_id=str(g.get("id")), model=g.get("model")),
                 other_choices(g.get("output")),
             )
-            mine = _match(_calls_of(message), pool, window, start_of, f"observation {g.get('id')}", issues)
+            asked = _calls_of(message)
+            sent = _sent_back(nxt, [c.get("id") for c in asked])
+            mine = _match(asked, pool, window, start_of, f"observation {g.get('id')}", issues, sent)
             for t in mine:
                 if t is not None:
                     pool.remove(t)
@@ -553,17 +669,26 @@ def _run(
                 body = completion(rebuilt_message, response_id=str(g.get("id")), model=g.get("model"))
         usage = loads(g.get("usageDetails"))
         if isinstance(usage, dict) and usage:
+            damage: list[str] = []
+            fields = {f"usageDetails.{k}": usage.get(k) for k in ("input", "output", "total")}
+            counts = token_counts(fields, damage)
+            here = f"observation {g.get('id')} ({g.get('name')})"
+            issues += [Issue(kind="damaged", where=here, what=d) for d in damage]
             body["usage"] = {
-                "prompt_tokens": usage.get("input"),
-                "completion_tokens": usage.get("output"),
-                "total_tokens": usage.get("total"),
+                "prompt_tokens": counts["usageDetails.input"],
+                "completion_tokens": counts["usageDetails.output"],
+                "total_tokens": counts["usageDetails.total"],
             }
         ran = [t for t in mine if t is not None]
         latency, timing, model_end, first_token = _model_timing(g, ran, times, places)
         source_calls += len(mine)
+        if message is None:
+            sent = [None] * len(mine)  # (a rebuilt step: its calls' ids are the tools' own)
         results = [
-            _result(t, times) if t is not None else Result.missing(f"observation {g.get('id')} call {i}")
-            for i, t in enumerate(mine)
+            _as_sent(_result(t, times), answer)
+            if t is not None
+            else Result.missing(f"observation {g.get('id')} call {i}")
+            for i, (t, answer) in enumerate(zip(mine, sent, strict=False))
         ]
         ends = [x for x in [g_end, *(times[id(t)][1] for t in ran)] if x is not None]
         turns.append(

@@ -36,7 +36,10 @@ episode goes on is imported with status ``not_recorded`` and reported as damage.
 
 Events are read in ``id`` order: events out of that order, repeated ids and timestamps that
 contradict the order are reported (a timestamp that does not fit is not trusted: numbers resting on
-it become placeholders). The trace is placed on the events' timeline (see `_build`).
+it become placeholders). The trace is placed on the events' timeline (see `_build`). An action
+whose ``args`` ran another value than its call in ``model_response`` asks for (a key both hold,
+OpenHands' own ``thought`` and flags aside) is DAMAGED, the values shown with credentials masked: the
+call is imported as the model gave it, its result is what the action returned.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from toolcall_lab.importers._files import (
 from toolcall_lab.importers._openhands_responses import pair_latencies, response_key, responses
 from toolcall_lab.importers._openhands_v1 import is_v1, to_v0
 from toolcall_lab.records import Timing
+from toolcall_lab.redaction import scrub_text
 
 
 @dataclass(slots=True)
@@ -437,10 +441,25 @@ def _history(
                     )
                 )
                 continue
+            if obs_at < started:  # (within the tolerance: never a clamped 0 labelled recorded)
+                results.append(
+                    Result(
+                        text=_result_text(obs),
+                        duration_s=0.0,
+                        status=status,
+                        where=where,
+                        timing=Timing(
+                            source="placeholder",
+                            note=f"the observation is dated {started - obs_at:.3f} s before the action: no "
+                            "duration in the log, 0 s",
+                        ),
+                    )
+                )
+                continue
             results.append(
                 Result(
                     text=_result_text(obs),
-                    duration_s=max(obs_at - started, 0.0),
+                    duration_s=obs_at - started,
                     status=status,
                     end=obs_at,
                     where=where,
@@ -461,6 +480,7 @@ def _history(
             payload = completion(
                 {"role": "assistant", "content": response.text}, response_id=rid, model=model_name
             )
+        issues += _args_contradictions(payload, called, label)
         turn_calls = len(payload.get("choices", [{}])[0].get("message", {}).get("tool_calls") or [])
         if turn_calls != len(results):
             issues.append(
@@ -499,6 +519,61 @@ def _history(
     if current is not None:
         close(status="incomplete", reason="recording_ends_after_tool_results")
     return segments
+
+
+def _args_contradictions(payload: dict[str, Any], actions: list[dict[str, Any]], label: str) -> list[Issue]:
+    """An action whose ``args`` ran another value than the model's call (in ``model_response``) asks
+    for, argument by argument (the keys both hold; OpenHands' own keys such as ``thought`` aside):
+    DAMAGED. The call is imported as the model gave it, its result is what the action returned;
+    the values are shown with credentials masked."""
+    message = (payload.get("choices") or [{}])[0].get("message") or {}
+    calls = {c.get("id"): c for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+    out: list[Issue] = []
+    for g in actions:
+        cid = (g.get("tool_call_metadata") or {}).get("tool_call_id")
+        call = calls.get(cid)
+        ran = g.get("args")
+        if call is None or not isinstance(ran, dict):
+            continue
+        try:
+            asked = json.loads((call.get("function") or {}).get("arguments") or "{}")
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if not isinstance(asked, dict):
+            continue
+        plain = (str, int, float)
+        differ = [
+            k
+            for k, v in asked.items()
+            if k in ran
+            and k not in _OWN_ARGS
+            and isinstance(v, plain)
+            and isinstance(ran[k], plain)
+            and ran[k] != v
+        ]
+        if differ:
+            shown = "; ".join(
+                f"{k}: ran {_masked(ran[k])}, the call asks {_masked(asked[k])}" for k in differ
+            )
+            out.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{label} event {g.get('id')}",
+                    what=f"the action's args contradict its call {cid} in model_response ({shown}): the "
+                    "call is imported as the model gave it, its result is what the action returned",
+                )
+            )
+    return out
+
+
+_OWN_ARGS = frozenset({"thought", "is_input", "blocking", "hidden", "confirmation_state", "security_risk"})
+"""Keys OpenHands writes into an action's ``args`` itself (``thought`` holds the response's text as
+well as a think tool's argument): not the model's arguments, not compared."""
+
+
+def _masked(value: Any) -> str:
+    text = scrub_text(str(value))[0]
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _fitting(value: Any, gap: float | None, where: str, issues: list[Issue]) -> float | None:

@@ -31,24 +31,32 @@ Where each number comes from:
 
 - model latency (``recorded``): the model span's duration (the instrumented client call);
 - tool duration (``recorded``): the tool span's duration, the span matched to its call by the
-  strongest evidence, for the whole batch at once (`_otlp_tools`): the call id (``gen_ai.tool.call.id``,
-  ``tool_call.id``); else the arguments the span shows (``gen_ai.tool.call.arguments``,
-  ``tool_arguments``, OpenInference ``input.value``, OpenLLMetry ``traceloop.entity.input``); else
-  the tool's name and the order within the batch, which the report says may cross two calls of one
-  tool. The note says which. A span whose call id names another tool's call is damage, matched by
-  its tool and arguments. The trace is placed as recorded, so tool spans that overlapped overlap and
-  the mode is what the spans show;
+  strongest evidence, for the whole batch at once (`_otlp_tools`): the result the next model span's
+  input sends back for the call's id (what the model saw), when one span of that tool shows it; else
+  the call id (``gen_ai.tool.call.id``, ``tool_call.id``); else the arguments the span shows
+  (``gen_ai.tool.call.arguments``, ``tool_arguments``, OpenInference ``input.value``, OpenLLMetry
+  ``traceloop.entity.input``); else the tool's name and the order within the batch, which the report
+  says may cross two calls of one tool. The note says which. A span whose call id, arguments or result
+  contradict the call it is matched to is damage (the line names the span, what each says and what
+  decided). The trace is placed as recorded, so tool spans that overlapped overlap and the mode is
+  what the spans show;
 - without tool spans, the tool time is not in the export: the gap from the end of the model span to
   the start of the conversation's next model span holds the batch and the agent's own work. For one
   call it is the call's duration, an upper bound (``recorded``, the note says so); for a batch of N
   it is ``estimated`` as gap / N per call, one after another (the export cannot tell which ran when).
 
-Results: the tool span's result (``gen_ai.tool.call.result``, ``output.value``); else the tool
-messages of the next model call's input that answer the call's id (an ``is_error`` one is an error);
+Results: what the next model call's input sends back for the call's id (an ``is_error`` one is an
+error), the tool span's own result (``gen_ai.tool.call.result``, ``output.value``) when the next
+request holds none (a span result that differs from what the model was sent is reported);
 else OpenLLMetry's ``traceloop.entity.output`` (the function's return value as JSON); else, for a
 single call, the messages the agent sent back after echoing the response (e.g. smolagents'
 ``Observation:`` user message); else ``not_recorded``. A tool span with status ERROR is an error. A
-span without valid start and end times is reported; numbers resting on it are placeholders.
+span without valid start and end times is reported; numbers resting on it are placeholders. A model
+span whose output cannot be read (an attribute cut by a length limit, content not captured) is
+rebuilt from the next model span whose input extends its request (that input holds the assistant
+message it returned), else from the tool spans that ran after it when each shows its call id, name
+and arguments (its text is then unknown): DAMAGED, saying which. Token counts that are not whole
+numbers >= 0 are left out, each with a DAMAGED line.
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ from toolcall_lab.importers._build import (
     SourceError,
     Turn,
     build_result,
+    call_entry,
+    completion,
     slugify,
     text_of,
 )
@@ -81,11 +91,13 @@ from toolcall_lab.importers._otlp_spans import (
     response_body,
     spans_of,
     tool_schemas,
+    usage,
 )
 from toolcall_lab.importers._otlp_tools import (
     UNREADABLE,
     loads,
     match_batch,
+    span_arguments_text,
     span_key,
     tool_call_id,
     tool_name,
@@ -279,6 +291,13 @@ def _results(
         return span.start is not None and t.start is not None and span.start <= t.start < window_end
 
     candidates = [t for t in own if span_key(t) not in used]
+
+    def answer_to(cid: Any) -> dict[str, Any] | None:
+        """The tool message of the next model call answering call `cid` (what the model was sent)."""
+        found = (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid)
+        return next(found, None)
+
+    answers = [answer_to(c.get("id")) for c in calls]
     matched = match_batch(
         calls,
         candidates,
@@ -287,20 +306,20 @@ def _results(
         where,
         span.span_id,
         issues,
+        answers=[None if a is None else text_of(a.get("content")) for a in answers],
+        result_of=lambda t: None if (v := _span_result(t)[0]) is None else text_of(v),
     )
+    taken = {span_key(m.span) for m in matched if m is not None}
     out: list[Result | None] = []
-    for call, found in zip(calls, matched, strict=True):
+    for call, found, answer in zip(calls, matched, answers, strict=True):
         cid = call.get("id")
         match, how_matched = (found.span, found.how) if found is not None else (None, "")
-        answer = next(
-            (m for m in later if m.get("role") == "tool" and cid and m.get("tool_call_id") == cid), None
-        )
-        twins = [  # another span of this call in this batch's time: the call exported twice
+        twins = [  # another span of this call in this batch's time, not another call's: exported twice
             t
             for t in candidates
             if match is not None
             and cid
-            and t is not match
+            and span_key(t) not in taken
             and tool_call_id(t) == cid
             and tool_name(t) == tool_name(match)
             and (in_window(t) or t.start is None)
@@ -309,8 +328,10 @@ def _results(
         if match is not None:
             used.add((match.trace_id, match.span_id))
             value, whence = _span_result(match)
-            if answer is not None and (value is None or whence):
-                # what the model was sent back beats the function's serialized return value
+            sent = None if answer is None else text_of(answer.get("content"))
+            if answer is not None and (value is None or whence or sent != text_of(value)):
+                # what the model was sent back beats the function's serialized return value, and a
+                # span's own result that is not what the model saw (the disagreement is reported)
                 value, whence = answer.get("content"), "; result: the tool message of the next model call"
             failed = match.error or (answer is not None and answer.get("is_error"))
             status: ResultStatus = "error" if failed else "ok" if value is not None else "not_recorded"
@@ -411,6 +432,7 @@ def _results(
                     source="recorded",
                     note=f"no tool span: the gap between this model span and the next ({gap:.3f} s), an "
                     "upper bound that includes the agent's own work" + how,
+                    covers="upper_bound",
                 ),
             )
         else:
@@ -426,9 +448,66 @@ def _results(
                     note=f"no tool span: the {gap:.3f} s gap to the next model span holds all {n} calls and "
                     f"the agent's own work; gap / {n} each, placed one after another (the export does not "
                     "say which ran when)" + how,
+                    covers="upper_bound",
                 ),
             )
     return [r for r in out if r is not None]
+
+
+def _rebuilt(
+    span: Span, n: int, models: list[Span], tools: list[Span], why: str, damage: list[str]
+) -> tuple[dict[str, Any], str] | None:
+    """The response of a model span whose output cannot be read (cut by an exporter's length limit),
+    from the other evidence the export holds, with what the DAMAGED line says: the next model span
+    of its trace whose input extends this span's request holds the assistant message the model gave
+    (what the agent sent back); else the tool spans that ran after it give its calls (their ids,
+    names and arguments; its text is then unknown). None when neither does."""
+    try:
+        request = request_messages(span)
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None
+    later = [m for m in models if m.trace_id == span.trace_id and (m.order or 0.0) > (span.order or 0.0)]
+    a = span.attrs
+    model = a.get("gen_ai.response.model") or a.get("llm.model_name") or a.get("gen_ai.request.model")
+    rid = str(a.get("gen_ai.response.id") or f"otlp-{span.span_id}-{n}")
+    for nxt in later:
+        try:
+            seen = request_messages(nxt)
+        except (ValueError, TypeError, AttributeError, KeyError):
+            continue
+        k = len(request)
+        extends = len(seen) > k and _signature(seen[:k]) == _signature(request)
+        if extends and seen[k].get("role") == "assistant":
+            message = {"role": "assistant", "content": seen[k].get("content")}
+            if seen[k].get("tool_calls"):
+                message["tool_calls"] = [dict(c) for c in seen[k]["tool_calls"]]
+            body = completion(message, response_id=rid, model=model, usage=usage(a, damage))
+            return body, (
+                f"{why}: the response is rebuilt from the input messages of the next model span "
+                f"({nxt.span_id}), which hold the assistant message this call returned"
+            )
+    end = next((m.start for m in later if m.start is not None), float("inf"))
+    ran = [
+        t
+        for t in tools
+        if t.trace_id == span.trace_id and t.start is not None and (span.start or 0.0) <= t.start < end
+    ]
+    if not ran or any(span_arguments_text(t) is None for t in ran):
+        return None  # (a call whose arguments no span shows is not known)
+    calls = [
+        call_entry(
+            str(tool_call_id(t)) if tool_call_id(t) else None,
+            str(tool_name(t)),
+            str(span_arguments_text(t)),
+        )
+        for t in ran
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    body = completion(message, response_id=rid, model=model, usage=usage(a, damage))
+    return body, (
+        f"{why}: the response is rebuilt from the {len(ran)} tool span(s) that ran after it (their call "
+        "ids, names and arguments; whatever text it held is not known)"
+    )
 
 
 def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
@@ -454,7 +533,14 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         damage: list[str] = []
         body: dict[str, Any] | None = None
         try:
-            body, own = response_body(span, n, damage)
+            try:
+                body, own = response_body(span, n, damage)
+            except (ValueError, TypeError, AttributeError, KeyError) as cut:
+                rebuilt = _rebuilt(span, n, models, tools, str(cut), damage)
+                if rebuilt is None:
+                    raise
+                body, own = rebuilt[0], False
+                damage.append(rebuilt[1])
             part = "input messages"
             request = request_messages(span, damage)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:

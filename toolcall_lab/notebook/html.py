@@ -137,6 +137,9 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
         notes.append(f"duplicate of {execution['duplicate_of']}")
     if execution is None:
         notes.append("no execution in the record")
+    covers = ((execution or {}).get("timing") or {}).get("covers")
+    if covers in COVERS_WORDS:  # a duration that is not the tool's run (schema 3)
+        notes.append(f"time: {COVERS_WORDS[covers]}")
     body = (
         _result_block(execution["result"])
         if ran and execution
@@ -347,6 +350,10 @@ def round_spans(rounds: Sequence[dict[str, Any]], *, shared: bool = False) -> li
     return [max(d, longest / 20) for d in durations]
 
 
+COVERS_WORDS = {"upper_bound": "an upper bound, not only the run", "wait": "a wait, no tool ran"}
+"""How a view names a duration that is not the thing itself (`toolcall_lab.records.TimingCovers`)."""
+
+
 def timing_summary(doc: dict[str, Any]) -> str:
     """Where the run's numbers come from, counted from the data (per-call provenance when the trace
     carries it, the trace-level `timings` label otherwise)."""
@@ -363,7 +370,9 @@ def timing_summary(doc: dict[str, Any]) -> str:
         for x in r["tool_executions"]:
             t = x.get("timing")
             if isinstance(t, dict) and t.get("source"):
-                tools[t["source"]] = tools.get(t["source"], 0) + 1
+                covers = COVERS_WORDS.get(t.get("covers", ""))
+                label = t["source"] + (f" ({covers})" if covers else "")
+                tools[label] = tools.get(label, 0) + 1
     if not model and not tools:
         label = doc["metadata"].get("timings")
         return f"timings: {label} (one label for the whole trace)" if label else "timings: not labelled"

@@ -47,6 +47,8 @@ def layout_widths(min_px: float) -> list[float]:
     """The plot width each range of `RANGES` is laid out for: its lower bound, at least `min_px` (the
     narrowest plot drawn; a layout holds at any wider width, so a range is laid out at its start)."""
     return [float(min_px), *(float(max(w, min_px)) for w in RANGES[1:])]
+
+
 FAINT = ("estimated", "placeholder")
 
 
@@ -220,7 +222,8 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                     fill=st.fill,
                     on_fill=st.on_fill,
                     label=f"{name} {secs(dur)}" if x["status"] == "ok" else f"{st.icon} {name} {secs(dur)}",
-                    short=secs(dur),
+                    # (a failed call keeps its mark and its tool even in the short label)
+                    short=secs(dur) if x["status"] == "ok" else f"{st.icon} {name}",
                     tip=f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {exact(dur)} s, "
                     f"{exact(x['started_at'])} → {exact(x['ended_at'])} s" + _prov_note(x),
                     round_index=index,

@@ -91,6 +91,8 @@ async def run_all(batch: Any, positions: list[int]) -> None:
         if left or failure:  # (when every call counted itself out, every task has returned)
             pending = [t for t in tasks if not t.done()]
             if pending:
+                if failure:  # a call must stop the run: the harness stops the others, not the
+                    batch._stopping = {*(batch._stopping or ()), *pending}  # strategy (their records say why)
                 for t in pending:
                     t.cancel()
                 await wait_until_stopped(pending)
