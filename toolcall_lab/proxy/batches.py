@@ -21,6 +21,9 @@ from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted
 from toolcall_lab.proxy.ids import PREFIX, parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
+ForgetReason = Literal["expired", "evicted", "too_large"]
+"""Why the proxy forgot a batch: unused for ``--ttl``, pushed out by ``--max-batches`` / ``--max-bytes``,
+or (a record rebuilt from a client's messages) too large to keep at all."""
 
 HANDED_NOT_ANSWERED = (
     "Not executed: this call was handed to the client, but the user sent a new message before its "
@@ -119,6 +122,9 @@ class Batch:
     """The upstream's bytes of `final` (as UTF-8 text) when it went to the client as sent."""
     final_fields: dict[str, str] = field(default_factory=dict)
     """`request_fields` of the request that completed the batch: a retry that differs in one is refused."""
+    final_dropped: bool = False
+    """The request that completed the batch was answered, but its reply could not be kept (too large for
+    ``--max-bytes``): a retry is told so, and the batch never goes upstream a second time."""
     rebuilt: bool = False
     """A record made from the client's messages after the proxy forgot the batch, only to keep the reply
     to the request that completed it (its retries get it again); it never hands out a call."""
@@ -145,6 +151,12 @@ class Batch:
     def handed_out(self) -> int:
         """How many calls the proxy has handed out: each result received hands out the next."""
         return min(len(self.digests) + 1, len(self.message["tool_calls"]))
+
+    @property
+    def completed(self) -> bool:
+        """Whether the request that completes the batch was answered by the upstream (its reply kept or
+        not): the batch must never go upstream as a completing request again."""
+        return self.final is not None or self.final_dropped
 
     @property
     def client_ids(self) -> list[str]:
@@ -243,6 +255,7 @@ class Batch:
             "final_headers": self.final_headers,
             "final_raw": self.final_raw,
             "final_fields": self.final_fields,
+            **({"final_dropped": True} if self.final_dropped else {}),
             "rebuilt": self.rebuilt,
             "state": self.state,
             "created_at": self.created_at,
@@ -253,7 +266,7 @@ class Batch:
     def from_dict(cls, data: dict[str, Any]) -> Batch:
         return cls(**data)
 
-    def tombstone(self, reason: Literal["expired", "evicted"], at: float) -> Tombstone:
+    def tombstone(self, reason: ForgetReason, at: float) -> Tombstone:
         return Tombstone(
             tag=self.tag,
             names=tuple(self.name(p) for p in range(self.n_calls)),
@@ -264,6 +277,7 @@ class Batch:
             reason=reason,
             at=at,
             scope=self.scope,
+            completed=self.completed,
         )
 
 
@@ -280,13 +294,25 @@ class Tombstone:
     """`call_digest` of each call: a client copy that differs was edited."""
     answered: int
     state: BatchState
-    reason: Literal["expired", "evicted"]
+    reason: ForgetReason
     at: float
     scope: str = ""
     """The batch's `Batch.scope`: a tombstone answers only the credentials that opened the batch."""
+    completed: bool = False
+    """Whether the request that completed the batch was answered (`Batch.completed`): its retry is
+    refused, never sent upstream again."""
 
     def name(self, position: int) -> str:
         return self.names[position]
+
+    @property
+    def n_calls(self) -> int:
+        return len(self.names)
+
+    @property
+    def handed_out(self) -> int:
+        """How many of its calls the proxy had handed out when it forgot the batch."""
+        return self.n_calls if self.completed else min(self.answered + 1, self.n_calls)
 
     @property
     def size(self) -> int:

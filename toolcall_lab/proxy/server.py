@@ -46,6 +46,10 @@ between round trips (a system prompt with the current time). How each request is
   410 naming the calls never handed out and where to cut the
   conversation: a partial batch is never forwarded. With ``--state FILE`` (SQLite) open batches
   survive a restart.
+- **A completed batch never goes upstream twice**: once the request that completes a batch was
+  answered, its retries get the kept reply; when that reply is gone (expired, evicted, too large to
+  keep) the batch record or its tombstone still says the batch was completed, and a retry is a 409
+  ``batch_reply_not_kept`` saying why and where to cut the conversation, never a second upstream call.
 - **Interrupted batch**: a batch followed by anything other than its next result (typically a new
   user message) is closed as ``interrupted`` and the new turn proceeds. The upstream gets a valid
   conversation: the assistant message with all N calls, one tool message per call (the client's
@@ -689,7 +693,7 @@ class ProxyServer:
         if batch is not None:
             self.check_scope(batch.scope, scope, tail, batch.name)
         if batch is None or (batch.rebuilt and tail.answered < batch.n_calls):
-            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope)
+            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope, batch)
         self.check_ids(batch, tail)
         self.check_calls(tail, batch, None)
         n_calls, given = batch.n_calls, tail.answered
@@ -731,8 +735,8 @@ class ProxyServer:
             return self.forward.render(
                 body, hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
             )
-        if batch.final is not None:  # a retry of the request that completed the batch
-            return self.replay_final(batch, body)
+        if batch.completed:  # a retry of the request that completed the batch
+            return self.replay_final(batch, body, tail)
         forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
         fields = request_fields(body)  # read before the upstream call: what fails after it is the answer's
         answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
@@ -740,7 +744,7 @@ class ProxyServer:
             self.stats["batches_finished"] += 1
         return self.finish(batch, body, answer, scope, fields)
 
-    def replay_final(self, batch: Batch, body: dict[str, Any]) -> Response:
+    def replay_final(self, batch: Batch, body: dict[str, Any], tail: Split) -> Response:
         """The kept reply to the request that completed `batch`, for a retry of that request: matched by
         the batch's ids, calls and results (checked before), and by every request field that can change
         the answer (`request_fields`); one that differs is a 409 naming it."""
@@ -753,6 +757,12 @@ class ProxyServer:
                 "retries of that request only, and the proxy will not send the batch upstream a second time. "
                 "Retry with the same fields, or continue the conversation from that reply.",
                 "retry_differs",
+            )
+        if batch.final is None:  # answered, but the reply was too large to keep
+            raise HTTPError(
+                409,
+                self.not_kept_message(batch.tag, "its reply was too large to keep (--max-bytes)", tail),
+                "batch_reply_not_kept",
             )
         self.stats["retries_replayed"] += 1
         raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
@@ -772,8 +782,10 @@ class ProxyServer:
             batch.final_fields = fields
             try:
                 self.store.save(batch)
-            except TooLarge:  # a rebuilt record larger than the whole bound: its retries go upstream again
-                self.store.counts["finals_dropped"] += 1
+            except TooLarge:  # a rebuilt record larger than the whole bound: kept as a tombstone alone,
+                self.store.counts["finals_dropped"] += 1  # so its retries are told, never sent again
+                batch.final_dropped = True
+                self.store.keep_tombstone(batch.tombstone("too_large", self.clock()))
             if opened is not None:
                 return self.forward.render(body, opened, answer.headers)
             return self.forward.render(
@@ -789,10 +801,15 @@ class ProxyServer:
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
         scope: str,
+        rebuilt: Batch | None = None,
     ) -> HTTPReply:
-        """A continuation of a batch the proxy does not hold: forwarded when the client's messages hold
-        the whole batch (every call and result), else a 410 saying what happened (never a partial batch)."""
+        """A continuation of a batch the proxy does not hold (or holds only as the `rebuilt` record of its
+        completing reply): forwarded when the client's messages hold the whole batch (every call and
+        result) and no request completed it yet, else a 409 / 410 saying what happened (never a partial
+        batch, never a completed batch a second time)."""
         tomb = self.store.tombstone(tail.tag)
+        if rebuilt is not None and rebuilt.completed and (tomb is None or not tomb.completed):
+            tomb = rebuilt.tombstone(tomb.reason if tomb is not None else "expired", self.clock())
         if tomb is not None:
             self.check_scope(tomb.scope, scope, tail, tomb.name)
         if tomb is not None and tomb.state == "interrupted":
@@ -802,6 +819,13 @@ class ProxyServer:
                 "before all its results came in); continue from that new message instead",
                 "batch_interrupted",
             )
+        if tomb is not None and tomb.completed and tail.answered == tail.n_calls:
+            why = {
+                "expired": f"its reply expired after {self.settings.ttl_s:g} s without use (--ttl)",
+                "evicted": "its reply was evicted to stay within the bounds (--max-batches, --max-bytes)",
+                "too_large": "its reply was too large to keep (--max-bytes)",
+            }[tomb.reason]
+            raise HTTPError(409, self.not_kept_message(tail.tag, why, tail), "batch_reply_not_kept")
         if tail.answered < tail.n_calls:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
         self.check_calls(tail, None, tomb)
@@ -827,6 +851,17 @@ class ProxyServer:
         )
         return self.finish(record, body, answer, scope, fields)
 
+    @staticmethod
+    def not_kept_message(tag: str, why: str, tail: Split) -> str:
+        """Why a retry of a completing request whose reply is no longer kept is refused, and what to do."""
+        return (
+            f"this request completes batch {tag}, which an earlier request already completed: the upstream "
+            f"answered it, but {why}, and the proxy will not send the batch upstream a second time (another "
+            "answer, another bill). If you received that reply, continue the conversation from it; if not, "
+            f"resend the conversation without this batch's calls and results ({_cut_at(tail)}) so the model "
+            "is asked again."
+        )
+
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
             dropped = self.store.tombstones_dropped
@@ -846,22 +881,32 @@ class ProxyServer:
         else:
             why = "was evicted to stay within the proxy's bounds (--max-batches, --max-bytes)"
         given, n_calls = tail.answered, tail.n_calls
-        missing = [
-            f"position {p}" + (f" ({tomb.names[p]})" if tomb is not None and p < len(tomb.names) else "")
-            for p in range(given, n_calls)
-        ]
-        first_index, first_call = tail.calls[0]
-        cut = (
-            f"end it at message {first_index - 1}, the one before message {first_index} that holds "
-            f"{first_call.get('id')!r}"
-            if first_index > 0
-            else "start the conversation again"
-        )
+
+        def named(p: int) -> str:
+            known = tomb is not None and p < len(tomb.names)
+            return f"position {p}" + (f" ({tomb.names[p]})" if tomb is not None and known else "")
+
+        if tomb is not None and tomb.completed:
+            what = (
+                f"All {n_calls} calls were handed out and the batch was completed (its results went "
+                "upstream); this request repeats an earlier step of it, whose reply cannot be made again. "
+                "Continue from the reply to the request that completed the batch, or"
+            )
+        else:
+            handed = max(tomb.handed_out if tomb is not None else 0, tail.handed)
+            never = [named(p) for p in range(max(given, handed), n_calls)]
+            unanswered = [named(p) for p in range(given, min(handed, n_calls))]
+            parts = []
+            if unanswered:
+                parts.append(f"handed out but without a result in this request: {', '.join(unanswered)}")
+            if never:
+                parts.append(f"never handed out to the client: {', '.join(never)}")
+            what = f"Calls {'; '.join(parts)}. To continue,"
         return (
             f"this request answers {given} of the {n_calls} tool calls of batch {tail.tag}, which {why}. "
             "The proxy no longer holds the model's full answer, so it will not forward a partial batch. "
-            f"Calls never handed out to the client: {', '.join(missing)}. To continue, resend the "
-            f"conversation without this batch's calls and results ({cut}) so the model is asked again."
+            f"{what} resend the conversation without this batch's calls and results ({_cut_at(tail)}) so "
+            "the model is asked again."
         )
 
     def open_batch(self, answer: Answer, key: str, scope: str) -> dict[str, Any] | None:
@@ -916,6 +961,17 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+
+def _cut_at(tail: Split) -> str:
+    """Where a client cuts its conversation to ask the model again without batch `tail`."""
+    first_index, first_call = tail.calls[0]
+    if first_index > 0:
+        return (
+            f"end it at message {first_index - 1}, the one before message {first_index} that holds "
+            f"{first_call.get('id')!r}"
+        )
+    return "start the conversation again"
 
 
 def too_deep(exc: TooDeep) -> HTTPError:

@@ -1,0 +1,188 @@
+"""Issue 12, seventh check: regressions for what a seventh fresh-eyes tester found.
+
+A batch the proxy knows was completed never goes upstream a second time, whichever way its kept reply
+was lost (expired, evicted, too large to keep, a restart); SIGTERM stops the proxy as gracefully as
+Ctrl-C; every retry path compares the same request fields; the completing request costs the same
+whatever the client's JSON spacing; repeated headers pass as separate lines; request bodies in flight
+have a memory budget; and a handful of messages say what is true. Expiry runs on an injected clock.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.proxy_helpers import ScriptedHTTP, completion
+from tests.test_proxy_faults import answered, arun, body, checking, proxied, the_call
+from tests.test_proxy_fifth import final_text, hand_out_all
+from toolcall_lab.proxy import HTTPUpstream
+
+
+def _code(reply: httpx.Response) -> str:
+    return str(reply.json()["error"]["code"])
+
+
+def _message(reply: httpx.Response) -> str:
+    return str(reply.json()["error"]["message"])
+
+
+# --- 1. a completed batch never goes upstream again --------------------------------------------------
+
+
+def test_a_completed_batch_is_not_sent_again_after_its_kept_reply_expired() -> None:
+    """The tester's repro1.py: --ttl 2, the conversation, its completing request repeated at once (kept
+    reply), then after the TTL: it went upstream a second time (a new answer, a second bill)."""
+    now = [1_000_000.0]
+
+    async def go(http, server, up):
+        messages = await hand_out_all(http, "q")
+        first = await http.post("/chat/completions", json=body(messages))
+        again = await http.post("/chat/completions", json=body(messages))
+        now[0] += 61
+        server.sweep()
+        late = await http.post("/chat/completions", json=body(messages))
+        return messages, first, again, late, len(up.requests)
+
+    (messages, first, again, late, sent), up = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
+    assert up.problems == [] and len(up.completed) == 1 and sent == 2
+    assert first.content == again.content
+    assert late.status_code == 409 and _code(late) == "batch_reply_not_kept"
+    assert late.headers["x-should-retry"] == "false"
+    text = _message(late)
+    tag = the_call({"choices": [{"message": messages[1]}]})["id"][8:20]
+    assert tag in text and "expired" in text and "not send the batch upstream a second time" in text
+    assert "message 0" in text or "start the conversation again" in text  # what to do
+
+
+def test_a_completed_batch_is_not_sent_again_after_it_was_evicted() -> None:
+    """--max-batches 3 and four new conversations: the finished batch goes first (it only keeps a reply),
+    and its completing request's retry went upstream again."""
+
+    async def go(http, server, up):
+        messages = await hand_out_all(http, "q")
+        await http.post("/chat/completions", json=body(messages))
+        for k in range(4):
+            await http.post("/chat/completions", json=body([{"role": "user", "content": f"other {k}"}]))
+        assert server.store.get(the_call({"choices": [{"message": messages[1]}]})["id"][8:20]) is None
+        late = await http.post("/chat/completions", json=body(messages))
+        return late, len(up.requests)
+
+    (late, sent), up = arun(checking(go, max_batches=3))
+    assert up.problems == [] and len(up.completed) == 1 and sent == 6
+    assert late.status_code == 409 and _code(late) == "batch_reply_not_kept"
+    assert "evicted" in _message(late)
+
+
+BATCH3 = completion(
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": f"f{i}", "arguments": "{}"}}
+            for i in range(3)
+        ],
+    }
+)
+BIG_FINAL = completion({"role": "assistant", "content": "x" * 50_000})
+
+
+async def _scripted(replies, fn, **settings):
+    up = ScriptedHTTP(replies)
+    url = await up.start()
+    try:
+        return await proxied(fn, HTTPUpstream(url), **settings), up
+    finally:
+        await up.close()
+
+
+async def _to_completing(http) -> list[dict]:
+    messages = [{"role": "user", "content": "q"}]
+    for _ in range(3):
+        reply = (await http.post("/chat/completions", json=body(messages))).json()
+        messages = answered(messages, reply, "r")
+    return messages
+
+
+def test_a_completed_batch_whose_reply_is_too_large_to_keep_is_not_sent_again(tmp_path) -> None:
+    """--max-bytes 20000 and a 50 KB final answer: two identical completing requests both reached the
+    upstream (only batches_finals_dropped said so). Now the second is a 409, also after a restart."""
+    state = tmp_path / "p.sqlite"
+
+    async def go(http, server):
+        messages = await _to_completing(http)
+        first = await http.post("/chat/completions", json=body(messages))
+        again = await http.post("/chat/completions", json=body(messages))
+        other = await http.post("/chat/completions", json=body(messages, temperature=1.5))
+        return messages, first, again, other, server.store.summary()
+
+    (messages, first, again, other, summary), up = arun(
+        _scripted([(200, {}, BATCH3), (200, {}, BIG_FINAL)], go, max_bytes=20_000, state=state)
+    )
+    assert first.status_code == 200 and final_text(first) == "x" * 50_000
+    assert len(up.requests) == 2 and summary["batches_finals_dropped"] == 1
+    assert again.status_code == 409 and _code(again) == "batch_reply_not_kept"
+    assert "--max-bytes" in _message(again)
+    assert other.status_code == 409  # another temperature: not a retry, and still never sent again
+
+    async def after(http, server):
+        return await http.post("/chat/completions", json=body(messages))
+
+    late, up2 = arun(_scripted([], after, max_bytes=20_000, state=state))
+    assert late.status_code == 409 and _code(late) == "batch_reply_not_kept" and up2.requests == []
+
+
+def test_a_rebuilt_batchs_reply_too_large_to_keep_is_not_sent_again() -> None:
+    """The proxy forgot the batch, the client sent it whole (forwarded once, rebuilt); its reply was too
+    large for the record: a retry went upstream again, with no tombstone saying it was completed."""
+    now = [1_000_000.0]
+
+    async def go(http, server):
+        messages = await _to_completing(http)
+        now[0] += 61
+        server.sweep()
+        first = await http.post("/chat/completions", json=body(messages))
+        again = await http.post("/chat/completions", json=body(messages))
+        return first, again
+
+    (first, again), up = arun(
+        _scripted(
+            [(200, {}, BATCH3), (200, {}, BIG_FINAL)], go, max_bytes=20_000, ttl_s=60, clock=lambda: now[0]
+        )
+    )
+    assert first.status_code == 200 and len(up.requests) == 2
+    assert again.status_code == 409 and _code(again) == "batch_reply_not_kept"
+
+
+def test_an_earlier_step_of_a_completed_forgotten_batch_does_not_say_calls_were_never_handed_out() -> None:
+    now = [1_000_000.0]
+
+    async def go(http, server, up):
+        messages = await hand_out_all(http, "q")
+        await http.post("/chat/completions", json=body(messages))
+        now[0] += 61
+        server.sweep()
+        return await http.post("/chat/completions", json=body(messages[:5]))
+
+    earlier, _ = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
+    assert earlier.status_code == 410
+    text = _message(earlier)
+    assert "never handed out" not in text and "completed" in text
+
+
+def test_an_idempotent_reply_evicted_under_pressure_is_refused_not_sent_again() -> None:
+    """A reply kept for an Idempotency-Key and dropped to stay within --max-bytes: its retry went upstream
+    as a new request. Now it is told the reply was not kept (as for a reply too large to keep)."""
+    plain = completion({"role": "assistant", "content": "y" * 3_000})
+
+    async def go(http, server):
+        key = {"Idempotency-Key": "k-1"}
+        first = await http.post("/chat/completions", json={"model": "m", "messages": []}, headers=key)
+        for k in range(4):  # other keys push it out
+            await http.post(
+                "/chat/completions", json={"model": "m", "messages": []}, headers={"Idempotency-Key": f"o{k}"}
+            )
+        again = await http.post("/chat/completions", json={"model": "m", "messages": []}, headers=key)
+        return first, again
+
+    (first, again), up = arun(_scripted([(200, {}, plain)] * 5, go, max_bytes=8_000))
+    assert first.status_code == 200 and len(up.requests) == 5
+    assert again.status_code == 409 and _code(again) == "idempotent_reply_not_kept"
