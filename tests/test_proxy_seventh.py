@@ -9,9 +9,12 @@ have a memory budget; and a handful of messages say what is true. Expiry runs on
 
 from __future__ import annotations
 
-import httpx
+import asyncio
 
-from tests.proxy_helpers import ScriptedHTTP, completion
+import httpx
+import pytest
+
+from tests.proxy_helpers import Act, ScriptedHTTP, WireUpstream, completion, http_reply
 from tests.test_proxy_faults import answered, arun, body, checking, proxied, the_call
 from tests.test_proxy_fifth import final_text, hand_out_all
 from toolcall_lab.proxy import HTTPUpstream
@@ -186,3 +189,119 @@ def test_an_idempotent_reply_evicted_under_pressure_is_refused_not_sent_again() 
     (first, again), up = arun(_scripted([(200, {}, plain)] * 5, go, max_bytes=8_000))
     assert first.status_code == 200 and len(up.requests) == 5
     assert again.status_code == 409 and _code(again) == "idempotent_reply_not_kept"
+
+
+# --- 2. SIGTERM stops the proxy as gracefully as Ctrl-C ------------------------------------------------
+
+BATCH2 = completion(
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": f"f{i}", "arguments": "{}"}}
+            for i in range(2)
+        ],
+    }
+)
+
+
+def _slow_final(conn: int, k: int, head: bytes, data: bytes) -> Act:
+    """A 2-call batch for a first request; the final answer, 1.5 s late, for a request with results."""
+    if b'"role":"tool"' in data:
+        return Act(http_reply(completion({"role": "assistant", "content": f"final {conn}.{k}"})), delay=1.5)
+    return Act(http_reply(BATCH2))
+
+
+async def _start_proxy(upstream: str, state, *, ignore_sigint: bool = False):
+    import signal
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "toolcall_lab",
+        "proxy",
+        "--upstream",
+        upstream,
+        "--port",
+        "0",
+        "--state",
+        str(state),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
+    )
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+    url = next(w for w in line.split() if w.startswith("http://"))
+    return proc, url, line
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_signal_lets_the_request_in_flight_finish_keeps_its_reply_in_state_and_exits_0(
+    tmp_path, name: str
+) -> None:
+    """The tester's t39.py: SIGTERM killed the proxy on the spot (exit -15): the completing request in
+    flight got no reply, the upstream's billed answer was lost and the retry after a restart sent the
+    batch again. Now SIGTERM does what Ctrl-C does: the request in flight is answered, the state keeps
+    its reply, the proxy exits 0, and the retry after a restart gets the same bytes from the state."""
+    import signal
+
+    state = tmp_path / "p.sqlite"
+
+    async def go():
+        upstream = WireUpstream(_slow_final)
+        up_url = await upstream.start()
+        try:
+            proc, url, _ = await _start_proxy(up_url, state)
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                messages = [{"role": "user", "content": "q"}]
+                for _ in range(2):
+                    reply = (await http.post("/chat/completions", json=body(messages))).json()
+                    messages = answered(messages, reply, "r")
+                in_flight = asyncio.ensure_future(http.post("/chat/completions", json=body(messages)))
+                await asyncio.sleep(0.5)
+                proc.send_signal(getattr(signal, name))
+                done = await in_flight
+            code = await asyncio.wait_for(proc.wait(), 30)
+            err = (await proc.stderr.read()).decode()
+            sent = len(upstream.bodies)
+            proc2, url2, _ = await _start_proxy(up_url, state)
+            try:
+                async with httpx.AsyncClient(base_url=url2, timeout=30) as http:
+                    again = await http.post("/chat/completions", json=body(messages))
+            finally:
+                proc2.send_signal(signal.SIGTERM)
+                code2 = await asyncio.wait_for(proc2.wait(), 30)
+            return done, code, err, sent, again, len(upstream.bodies), code2
+        finally:
+            await upstream.close()
+
+    done, code, err, sent, again, sent_after, code2 = arun(go())
+    assert done.status_code == 200 and final_text(done).startswith("final")
+    assert code == 0 and code2 == 0
+    assert f"{name} received" in err and "no request was cut off" in err and "Traceback" not in err
+    assert again.status_code == 200 and again.content == done.content
+    assert sent == sent_after == 2  # the batch, then its completing request: never sent again
+
+
+def test_a_proxy_whose_sigint_is_ignored_says_how_to_stop_it_and_stops_on_sigterm(tmp_path) -> None:
+    """A proxy started in the background by a script ignores SIGINT, yet printed "(Ctrl-C to stop)"."""
+    import signal
+
+    async def go():
+        upstream = WireUpstream(_slow_final)
+        up_url = await upstream.start()
+        try:
+            proc, _, line = await _start_proxy(up_url, tmp_path / "p.sqlite", ignore_sigint=True)
+            proc.send_signal(signal.SIGINT)  # ignored
+            await asyncio.sleep(0.5)
+            alive = proc.returncode is None
+            proc.send_signal(signal.SIGTERM)
+            return line, alive, await asyncio.wait_for(proc.wait(), 30), proc.pid
+        finally:
+            await upstream.close()
+
+    line, alive, code, pid = arun(go())
+    assert "Ctrl-C" not in line and "SIGINT is ignored" in line and f"kill {pid}" in line
+    assert alive and code == 0

@@ -786,6 +786,40 @@ def _first_line(exc: Exception) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
+class _Stop:
+    """A server's graceful stop: SIGTERM (``docker stop``, systemd, Kubernetes), and SIGINT (Ctrl-C)
+    unless the process ignores it, set `event`; a second signal calls `hurry` (stop waiting for
+    requests in flight). Made inside the running loop."""
+
+    def __init__(self, hurry: Any = None) -> None:
+        import asyncio
+
+        self.event = asyncio.Event()
+        self.names: list[str] = []
+        self.hurry = hurry
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if sig != signal.SIGINT or not _sigint_ignored():
+                loop.add_signal_handler(sig, self._on, sig)
+
+    def _on(self, sig: int) -> None:
+        self.names.append(signal.Signals(sig).name)
+        if len(self.names) == 1:
+            self.event.set()
+        elif self.hurry is not None:
+            self.hurry()
+
+
+def _how_to_stop(then: str = "") -> str:
+    """What stops a server started now, for its first line: Ctrl-C only when SIGINT is not ignored."""
+    if _sigint_ignored():
+        return (
+            "SIGINT is ignored in this process, as for a job a script started in the background: stop it "
+            f"with SIGTERM (kill {os.getpid()}){then}"
+        )
+    return f"Ctrl-C or SIGTERM stops it{then}"
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -820,8 +854,11 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             if args.state
             else "state in memory (after a restart, an open batch is gone: a 410; --state FILE keeps them)"
         )
+        stop = _Stop(server.hurry)
+        grace = settings.close_grace_s
         urls = " and ".join(server.urls)
-        print(f"serialized proxy on {urls} -> {args.upstream} (Ctrl-C to stop)", flush=True)
+        then = f"; requests in flight get {grace:g} s to finish"
+        print(f"serialized proxy on {urls} -> {args.upstream} ({_how_to_stop(then)})", flush=True)
         print(f"  {state}; batches expire after {settings.ttl_s:g} s unused", flush=True)
         if isinstance(upstream, HTTPUpstream) and upstream.proxy is not None:
             print(
@@ -839,11 +876,22 @@ def cmd_proxy(args: argparse.Namespace) -> int:
                 flush=True,
             )
         try:
-            await asyncio.Event().wait()
+            await stop.event.wait()
         finally:
-            await server.close()
+            if stop.names:
+                print(
+                    f"toolcall-lab proxy: {stop.names[0]} received: stopping; {server.in_flight} request(s) "
+                    f"in flight get up to {grace:g} s to finish (a second signal stops at once)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            cut = await server.close()
+            if stop.names:
+                saved = f"; state saved in {args.state}" if args.state else ""
+                done = f"{cut} request(s) still in flight were cut off" if cut else "no request was cut off"
+                print(f"toolcall-lab proxy: stopped ({done}{saved})", file=sys.stderr, flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt):  # a Ctrl-C before the server is up
         asyncio.run(main())
     return 0
 
@@ -857,11 +905,11 @@ def cmd_serve_trace(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         runner, url = await serve(upstream_app(upstream), args.host, args.port)
-        print(
-            f"trace {args.path} served as an OpenAI-compatible endpoint on {url} (Ctrl-C to stop)", flush=True
-        )
+        stop = _Stop()
+        how = _how_to_stop()
+        print(f"trace {args.path} served as an OpenAI-compatible endpoint on {url} ({how})", flush=True)
         try:
-            await asyncio.Event().wait()
+            await stop.event.wait()
         finally:
             await runner.cleanup()
             print(f"served {upstream.request_count} request(s)", flush=True)

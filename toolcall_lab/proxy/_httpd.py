@@ -750,6 +750,7 @@ class HTTPServer:
         """What a head read before gave (method, path, query, version, headers, keep-alive), by its bytes
         without the Content-Length line: the same bytes always read the same (see `MAX_KNOWN_HEADS`)."""
         self.closing = False
+        self._hurry: asyncio.Future[None] | None = None
         self.urls: list[str] = []
         self._servers: list[asyncio.Server] = []
 
@@ -779,18 +780,27 @@ class HTTPServer:
         oldest._close()
         return True
 
-    async def close(self, grace_s: float = 10.0) -> None:
+    async def close(self, grace_s: float = 10.0) -> int:
         """Stop listening, close idle connections, give handlers in flight `grace_s` to deliver their
-        replies (each then closes its connection), then cancel what is left and close everything."""
+        replies (each then closes its connection), then cancel what is left and close everything.
+        `hurry` cuts the grace short. Returns how many handlers had to be cancelled."""
         self.closing = True
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
             if not conn.busy:
                 conn._close()
-        tasks = [c.task for c in self.connections if c.task is not None]
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=grace_s)
+        late: set[asyncio.Future[Any]] = {c.task for c in self.connections if c.task is not None}
+        if late:
+            loop = asyncio.get_running_loop()
+            hurry = self._hurry = loop.create_future()
+            deadline = loop.time() + grace_s
+            while late and not hurry.done() and loop.time() < deadline:
+                done, _ = await asyncio.wait(
+                    {*late, hurry}, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
+                late -= done
+            self._hurry = None
             for task in late:
                 task.cancel()
             if late:
@@ -798,3 +808,9 @@ class HTTPServer:
         for conn in list(self.connections):
             conn._close()
         self._servers = []
+        return len(late)
+
+    def hurry(self) -> None:
+        """During `close`: stop waiting for handlers in flight (a second Ctrl-C or SIGTERM)."""
+        if self._hurry is not None and not self._hurry.done():
+            self._hurry.set_result(None)

@@ -242,19 +242,32 @@ class ProxyServer:
         """The base URLs the server listens on (one per host)."""
         return list(self._http.urls) if self._http is not None else []
 
-    async def close(self) -> None:
-        """Stop serving: requests in flight get `ProxySettings.close_grace_s` to deliver their replies;
-        then the upstream pool and the state file are closed."""
+    async def close(self) -> int:
+        """Stop serving: requests in flight get `ProxySettings.close_grace_s` to deliver their replies
+        (`hurry` cuts that short); then the upstream pool and the state file are closed. Returns how many
+        requests were still in flight when the grace ended (cancelled)."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        cut = 0
         if self._http is not None:
-            await self._http.close(self.settings.close_grace_s)
+            cut = await self._http.close(self.settings.close_grace_s)
             self._http = None
         await self.upstream.close()
         self.store.close()
+        return cut
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now."""
+        return sum(1 for c in self._http.connections if c.task is not None) if self._http else 0
+
+    def hurry(self) -> None:
+        """During `close`: stop waiting for requests in flight (a second Ctrl-C or SIGTERM)."""
+        if self._http is not None:
+            self._http.hurry()
 
     async def _sweep_forever(self) -> None:
         """Expire on a timer. A failing sweep is a proxy fault (logged, counted in /health), never the end
