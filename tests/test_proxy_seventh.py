@@ -305,3 +305,46 @@ def test_a_proxy_whose_sigint_is_ignored_says_how_to_stop_it_and_stops_on_sigter
     line, alive, code, pid = arun(go())
     assert "Ctrl-C" not in line and "SIGINT is ignored" in line and f"kill {pid}" in line
     assert alive and code == 0
+
+
+# --- 3. every retry path compares the fields that change the answer ----------------------------------
+
+
+def test_an_x_session_id_retry_with_another_model_temperature_or_tools_is_not_served_the_old_batch() -> None:
+    """The tester: the same session and messages with another model, temperature and a tool list holding
+    only zzz got the batch (call id) made for the first request."""
+
+    async def go(http, server, up):
+        first = [{"role": "user", "content": "q"}]
+        session = {"x-session-id": "S"}
+        a = (await http.post("/chat/completions", json=body(first, temperature=0.2), headers=session)).json()
+        same = (
+            await http.post("/chat/completions", json=body(first, temperature=0.2), headers=session)
+        ).json()
+        streamed = await http.post(
+            "/chat/completions", json=body(first, temperature=0.2, stream=True), headers=session
+        )
+        other = {
+            "model": "m-2",
+            "temperature": 0.9,
+            "tools": [{"type": "function", "function": {"name": "zzz"}}],
+        }
+        b = (await http.post("/chat/completions", json={**body(first), **other}, headers=session)).json()
+        return a, same, streamed, b, len(up.requests)
+
+    (a, same, streamed, b, sent), _ = arun(checking(go))
+    assert the_call(same)["id"] == the_call(a)["id"]  # a retry: the same request again
+    assert the_call(a)["id"] in streamed.text  # how the reply is delivered does not count
+    assert the_call(b)["id"] != the_call(a)["id"] and sent == 2  # another request: its own upstream call
+
+
+def test_an_idempotency_key_reused_for_another_body_names_the_fields_that_differ() -> None:
+    async def go(http, server, up):
+        key = {"Idempotency-Key": "k"}
+        first = [{"role": "user", "content": "q"}]
+        await http.post("/chat/completions", json=body(first), headers=key)
+        return await http.post("/chat/completions", json=body(first, temperature=0.5), headers=key)
+
+    reused, _ = arun(checking(go))
+    assert reused.status_code == 409 and _code(reused) == "idempotency_key_reused"
+    assert "'temperature'" in _message(reused) and "'messages'" not in _message(reused)

@@ -626,27 +626,29 @@ def check_unedited(split: Split, batch: Batch | None, tomb: Tombstone | None) ->
                 )
 
 
-# --- what a retry of the completing request is matched on ----------------------------------------
+# --- what a retry is matched on: one definition for every retry path -----------------------------
 
 RENDER_ONLY = frozenset({"messages", "stream", "stream_options"})
-"""Request fields a retry of the completing request may change: the messages (the batch is matched by
-its ids, its calls and its results; the conversation before it is not compared) and how the kept reply
-is delivered (streamed or not)."""
+"""Request fields a retry of the completing request (or of a first request under ``x-session-id``) may
+change: the messages (matched on their own: the batch's ids, calls and results, or the session's
+messages) and how the reply is delivered (streamed or not: the proxy renders it as asked)."""
 
 
-def request_fields(body: dict[str, Any]) -> dict[str, str]:
-    """A digest of each request field that can change the model's answer (all but `RENDER_ONLY`),
-    compared as JSON (spacing and key order aside)."""
+def request_fields(body: dict[str, Any], skip: frozenset[str] = RENDER_ONLY) -> dict[str, str]:
+    """A digest of each top-level request field but `skip`, compared as JSON (spacing and key order
+    aside). Every retry path compares requests by it: the completing request's retry and a first
+    request under ``x-session-id`` (all fields but `RENDER_ONLY`), and an ``Idempotency-Key`` (every
+    field: the kept reply is replayed byte for byte, so ``stream`` and the messages count too)."""
     return {
-        str(k): hashlib.sha256(dumps_sorted(v)).hexdigest()[:16]
-        for k, v in body.items()
-        if k not in RENDER_ONLY
+        str(k): hashlib.sha256(dumps_sorted(v)).hexdigest()[:16] for k, v in body.items() if k not in skip
     }
 
 
-def differing_fields(kept: dict[str, str], body: dict[str, Any]) -> list[str]:
+def differing_fields(
+    kept: dict[str, str], body: dict[str, Any], skip: frozenset[str] = RENDER_ONLY
+) -> list[str]:
     """The fields (sorted) in which `body` differs from the request whose `request_fields` are `kept`."""
-    now = request_fields(body)
+    now = request_fields(body, skip)
     return sorted(k for k in kept.keys() | now.keys() if kept.get(k) != now.get(k))
 
 
@@ -720,13 +722,18 @@ def scope_of(headers: dict[str, str]) -> str:
     return h.hexdigest()[:32]
 
 
-def session_key(session: str, messages: Sequence[dict[str, Any]], scope: str = "") -> str:
-    """Identity of a request under an ``x-session-id``: the same caller (`scope_of`), the same session and
-    the same messages."""
+def session_key(
+    session: str, messages: Sequence[dict[str, Any]], scope: str = "", fields: dict[str, str] | None = None
+) -> str:
+    """Identity of a request under an ``x-session-id``: the same caller (`scope_of`), the same session,
+    the same messages and the same other fields (`request_fields`: another model, temperature or tool
+    list would get another answer, so such a request is not a retry of this one)."""
     h = hashlib.sha256(b"toolcall-lab proxy\x00" + scope.encode() + b"\x00")
     h.update(session.encode("utf-8", "surrogatepass"))
     for message in messages:
         h.update(hashlib.sha256(normal_form(message)).digest())
+    if fields:
+        h.update(b"\x00fields\x00" + dumps_sorted(fields))
     return h.hexdigest()
 
 

@@ -355,10 +355,13 @@ class ProxyServer:
         if stored is not None:
             if stored.request_hash != digest:
                 self.stats["conflicts"] += 1
+                differ = differing_fields(stored.fields, _parsed(raw), frozenset()) if stored.fields else []
+                named = f" (it differs in {', '.join(repr(f) for f in differ)})" if differ else ""
                 return HTTPError(
                     409,
-                    f"Idempotency-Key {key!r} was already used for a different request body (compared as "
-                    "JSON: spacing and key order aside); use a new key for a new request",
+                    f"Idempotency-Key {key!r} was already used for a different request body{named}, "
+                    "compared as JSON field by field (spacing and key order aside); use a new key for a "
+                    "new request",
                     "idempotency_key_reused",
                 ).response()
             if not stored.kept:
@@ -389,6 +392,7 @@ class ProxyServer:
                     at=self.clock(),
                     kept=not streamed,
                     headers={k: v for k, v in response.headers.items() if k.lower() != "content-type"},
+                    fields=request_fields(_parsed(raw), frozenset()),
                 ),
             )
         return response
@@ -447,7 +451,7 @@ class ProxyServer:
         if tail is not None:
             return await self.continue_batch(request, body, messages, history, forms, tail, scope)
         session = request.headers.get(SESSION_HEADER, "")
-        key = session_key(session, messages, scope) if session and serial else ""
+        key = session_key(session, messages, scope, request_fields(body)) if session and serial else ""
         if key:
             retry = self.store.open_for(key)
             if retry is not None:  # the same request again under the same x-session-id
@@ -974,6 +978,15 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+
+def _parsed(raw: bytes) -> dict[str, Any]:
+    """A request body as an object, for naming its fields ({} when it is not a JSON object)."""
+    try:
+        value = loads(raw)
+    except JSONError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _cut_at(tail: Split) -> str:
