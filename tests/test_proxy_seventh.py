@@ -10,6 +10,7 @@ have a memory budget; and a handful of messages say what is true. Expiry runs on
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -348,3 +349,123 @@ def test_an_idempotency_key_reused_for_another_body_names_the_fields_that_differ
     reused, _ = arun(checking(go))
     assert reused.status_code == 409 and _code(reused) == "idempotency_key_reused"
     assert "'temperature'" in _message(reused) and "'messages'" not in _message(reused)
+
+
+# --- 4. the completing request's cost does not depend on the client's JSON spacing -------------------
+
+
+def _opcodes(fn) -> int:
+    """Python bytecode instructions `fn()` executes (deterministic: no clock involved)."""
+    import sys
+
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "opcode":
+            count += 1
+        return local
+
+    def tracer(frame, event, arg):
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return local
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def _big_body(size: int, **extra) -> dict:
+    messages: list[dict] = [{"role": "system", "content": "You are a helpful agent. " * (size // 50)}]
+    per = size // 2 // 600
+    for i in range(per):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": '{"q": "x y"}'}}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": ["part a", {"type": "text", "text": "b " * 200}],
+            },
+        ]
+    return {"model": "m", "messages": messages, "parallel_tool_calls": False, **extra}
+
+
+FORMS = {
+    "compact": lambda b: json.dumps(b, separators=(",", ":")).encode(),
+    "json.dumps default": lambda b: json.dumps(b).encode(),
+    "indent=2": lambda b: json.dumps(b, indent=2, ensure_ascii=False).encode(),
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_writing_the_completing_request_again_costs_no_python_work_per_token_whatever_the_spacing(
+    form,
+) -> None:
+    """The tester's t35.py: +4 ms per 100 KB and +92 ms per MB when the client's JSON had spaces (Python's
+    json.dumps default), because such a body went through a pure-Python tokenizer. Counted here in
+    bytecode instructions, not time: writing a 1 MB body again takes no more Python work than 100 KB."""
+    from toolcall_lab.proxy._forward import Forwarder
+    from toolcall_lab.proxy._wire import loads
+
+    forward = Forwarder(None, idle_timeout_s=1, total_timeout_s=None, model=None, stats={})  # type: ignore[arg-type]
+    work = {}
+    for size in (100_000, 1_000_000):
+        raw = FORMS[form](_big_body(size))
+        body = loads(raw)
+        messages = [*body["messages"], {"role": "user", "content": "next"}]
+        out: list[bytes] = []
+
+        def write(raw=raw, body=body, messages=messages, out=out) -> None:
+            out.append(forward.upstream_body(raw, body, messages, stream=False))
+
+        work[size] = _opcodes(write)
+        assert loads(out[0]) == {**body, "messages": messages}
+    assert work[1_000_000] < 2 * work[100_000] + 500, work
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_body_that_must_keep_its_bytes_is_read_per_message_not_per_token(form) -> None:
+    """``1E5`` and a repeated key must reach the upstream as sent, so such a body is spliced; finding where
+    its members and messages sit takes one C-scanner call per message, whatever a message holds."""
+    from toolcall_lab.proxy._forward import Forwarder
+    from toolcall_lab.proxy._wire import loads
+
+    forward = Forwarder(None, idle_timeout_s=1, total_timeout_s=None, model=None, stats={})  # type: ignore[arg-type]
+    raw = FORMS[form](_big_body(1_000_000))
+    raw = raw[:-1] + b', "top_k": 1E5, "x": 1, "x": 2, "note": "caf\xc3\xa9 \\u00e9"}'
+    body = loads(raw)
+    messages = [*body["messages"], {"role": "user", "content": "next"}]
+    out: list[bytes] = []
+    work = _opcodes(lambda: out.append(forward.upstream_body(raw, body, messages, stream=False)))
+    sent = out[0]
+    assert b'"top_k":1E5' in sent and b'"x":1,"x":2' in sent  # as the client wrote them
+    assert loads(sent)["messages"] == messages and loads(sent)["note"] == "caf\u00e9 \u00e9"
+    assert work < 40 * len(messages) + 2_000, work  # per message, not per string
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"messages":[]}',
+        b' { "a" : 1 , "messages" : [ ] , "b":[1,2] } ',
+        b'{"messages":[{"role":"user","content":"\\"]}{,"}], "z": {"messages": [1]}}',
+        '{"k\\u00e9": "\u00e9\u00e9", "messages": [{"c": "\u4e2d\u6587"}, 2 , "x"], "k\u00e9": 1E5}'.encode(),
+        b'{"messages": {"not": "a list"}, "m": -0.0e-0}',
+        b'{"a":' + b"[" * 30 + b"1" + b"]" * 30 + b"}",
+    ],
+)
+def test_the_c_scanner_finds_the_same_spans_as_the_token_reader(raw: bytes) -> None:
+    from toolcall_lab.proxy._wire import _token_spans, spans
+
+    fast, slow = spans(raw), _token_spans(raw)
+    assert fast is not None and slow is not None
+    assert [(n, w, fast.piece(raw, a, b)) for n, w, a, b in fast.members] == [
+        (n, w, raw[a:b].strip()) for n, w, a, b in slow.members
+    ]
+    fast_elements = [fast.piece(raw, a, b) for a, b in fast.elements or ()]
+    assert fast_elements == [raw[a:b].strip() for a, b in slow.elements or ()]

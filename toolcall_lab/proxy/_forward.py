@@ -13,11 +13,13 @@ from toolcall_lab.proxy._httpd import Request, Response, StreamResponse
 from toolcall_lab.proxy._wire import (
     NO_RETRY,
     RETRYABLE,
+    WRITERS,
     JSONError,
     TooDeep,
     dumps,
     error_body,
     loads,
+    same_but_spacing,
     spans,
     splice,
     sse_events,
@@ -128,11 +130,19 @@ class Forwarder:
         fields, numbers as written, repeated keys, and every message the proxy did not change."""
         replace = {"model": dumps(self.model)} if self.model else {}
         drop = frozenset() if stream else frozenset({"stream", "stream_options"})
-        # Most clients write compact JSON that the parsed body writes back to the same bytes (no
-        # repeated keys, numbers and escapes as orjson writes them): then writing the new body from
-        # the parsed one gives what splicing would, without scanning the bytes (a third of a hop).
-        found = None if dumps(body) == raw else spans(raw)
-        if found is None:
+        # Most clients write JSON that the parsed body writes back to the same tokens (no repeated keys,
+        # numbers and escapes as orjson writes them), compact or spaced (Python's json.dumps, pretty
+        # printers): then writing the new body from the parsed one keeps every token the client wrote
+        # (only the spacing between tokens may change), found with two C-speed passes, not a scan.
+        for write in WRITERS:
+            written = write(body)
+            if written is not None and same_but_spacing(written, raw):
+                out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
+                new = write({k: v for k, v in out.items() if k not in drop})
+                if new is not None:
+                    return new
+        found = spans(raw)
+        if found is None:  # pragma: no cover - the body parsed as an object
             out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
             return dumps({k: v for k, v in out.items() if k not in drop})
         return splice(raw, found, replace, drop=drop, messages=messages, originals=body.get("messages"))
