@@ -469,3 +469,48 @@ def test_the_c_scanner_finds_the_same_spans_as_the_token_reader(raw: bytes) -> N
     ]
     fast_elements = [fast.piece(raw, a, b) for a, b in fast.elements or ()]
     assert fast_elements == [raw[a:b].strip() for a, b in slow.elements or ()]
+
+
+# --- 5. repeated headers pass as separate lines -----------------------------------------------------
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_repeated_headers_pass_through_as_separate_lines_both_ways(serial: bool) -> None:
+    """The tester: the upstream's ``Set-Cookie: a=1`` and ``Set-Cookie: b=2`` reached the client as
+    ``Set-Cookie: a=1, b=2`` (RFC 9110 5.3: never to be combined), and a client's ``X-Foo: 1`` and
+    ``X-Foo: 2`` reached the upstream as ``x-foo: 1, 2``."""
+    from tests.proxy_helpers import exchange
+
+    reply = BATCH2 if serial else completion({"role": "assistant", "content": "hi"})
+    head_lines = "Set-Cookie: a=1; Path=/\r\nSet-Cookie: b=2; Expires=Wed, 21 Oct 2015 07:28:00 GMT"
+
+    def behave(conn, k, head, data):
+        wire = http_reply(reply)
+        return Act(wire.replace(b"\r\n\r\n", b"\r\n" + head_lines.encode() + b"\r\n\r\n", 1))
+
+    upstream = WireUpstream(behave)
+    payload = json.dumps(
+        body([{"role": "user", "content": "q"}]) if serial else {"model": "m", "messages": []}
+    )
+
+    async def go(http, server):
+        request = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Foo: 1\r\nX-Foo: 2\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n{payload}"
+        ).encode()
+        return await exchange(str(http.base_url), request, quiet_s=5)
+
+    async def run():
+        url = await upstream.start()
+        try:
+            return await proxied(go, HTTPUpstream(url))
+        finally:
+            await upstream.close()
+
+    raw = arun(run())
+    head = raw.split(b"\r\n\r\n", 1)[0]
+    assert raw.startswith(b"HTTP/1.1 200")
+    assert b"\r\nSet-Cookie: a=1; Path=/\r\n" in head
+    assert b"\r\nSet-Cookie: b=2; Expires=Wed, 21 Oct 2015 07:28:00 GMT\r\n" in head + b"\r\n"
+    sent = upstream.heads[0]
+    assert b"\r\nx-foo: 1\r\nx-foo: 2\r\n" in sent and b"1, 2" not in sent

@@ -73,6 +73,10 @@ def _plain_number(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) < 19
 
 
+REPEATED = "\n"
+"""Between the values of a header sent more than once (see `_httpd.REPEATED`): each goes on as a line."""
+
+
 class HTTPFailure(Exception):
     """The request failed without a complete reply; `timeout` tells a silent server from a broken one,
     `permanent` a failure no retry can change (an untrusted certificate, a proxy that refuses)."""
@@ -93,7 +97,7 @@ class _Unread(Exception):
 
 @dataclass(slots=True)
 class Reply:
-    """A parsed reply: status, headers (names as sent; repeated ones joined with ``, ``), body."""
+    """A parsed reply: status, headers (names as sent; a repeated one's values joined by `REPEATED`), body."""
 
     status: int
     headers: dict[str, str]
@@ -429,8 +433,8 @@ class _Connection(asyncio.Protocol):
             text = value.strip(" \t")
             low = key.lower()
             known = lower.get(low)
-            if known is not None:
-                headers[known] = f"{headers[known]}, {text}"
+            if known is not None:  # repeated: each value goes on as a line of its own (Set-Cookie)
+                headers[known] = f"{headers[known]}{REPEATED}{text}"
                 last = known
             else:
                 lower[low] = last = key
@@ -440,7 +444,7 @@ class _Connection(asyncio.Protocol):
 
         def get(name: str) -> str:
             key = lower.get(name)
-            return headers[key].lower() if key is not None else ""
+            return headers[key].lower().replace(REPEATED, ", ") if key is not None else ""
 
         if "connection" in lower:
             tokens = {t.strip() for t in get("connection").split(",")}
@@ -648,11 +652,12 @@ class HTTPClient:
         `ValueError`."""
         out = [self._line]
         for name, value in headers:
-            line = f"{name}: {value}\r\n"
-            try:
-                out.append(line.encode("latin-1"))
-            except UnicodeEncodeError:
-                out.append(line.encode("utf-8", "surrogateescape"))
+            for one in value.split(REPEATED) if REPEATED in value else (value,):  # repeated: one line each
+                line = f"{name}: {one}\r\n"
+                try:
+                    out.append(line.encode("latin-1"))
+                except UnicodeEncodeError:
+                    out.append(line.encode("utf-8", "surrogateescape"))
         out.append(b"Content-Length: %d\r\n\r\n" % length)
         head = b"".join(out)
         if head.count(b"\r\n") != len(out) + self._line.count(b"\r\n") or _REQUEST_CTL.search(

@@ -53,6 +53,9 @@ MAX_KNOWN_HEADS = 256
 is not parsed again; the whole set is dropped when it fills."""
 MAX_KNOWN_HEAD_BYTES = 8192
 """Only heads up to this size are remembered (real clients' are about 1 KB): at most 2 MB in all."""
+REPEATED = "\n"
+"""Between the values of a header sent more than once (a line feed cannot be in a value): each is
+written as a line of its own again (``Set-Cookie`` must never be joined, RFC 9110 5.3)."""
 MAX_CHUNK_LINE = 4096
 """Longest chunk-size line (size and extensions) accepted."""
 
@@ -182,8 +185,9 @@ def _fields(
     head: bytes, pos: int, what: str, single: frozenset[str] = frozenset()
 ) -> tuple[dict[str, str], int]:
     """Header (or trailer) lines from `pos` to the end of `head` (which ends with CRLF): lower-case names,
-    values as latin-1 text (byte for byte); repeated names joined with ``, ``, except those in `single`,
-    whose repetition is a 400 (a field that is not a list, such as a credential: joined, two values
+    values as latin-1 text (byte for byte); the values of a repeated name joined with a line feed
+    (`REPEATED`, which no value can hold: each goes on as a line of its own, RFC 9110 5.3), except those
+    in `single`, whose repetition is a 400 (a field that is not a list, such as a credential: two values
     would reach the upstream as one). Returns the fields and how many Host lines there were."""
     fields: dict[str, str] = {}
     hosts = 0
@@ -204,7 +208,7 @@ def _fields(
                     "value (two would be joined into one the upstream cannot read, and this one decides "
                     "whose state the request may use): send it once",
                 )
-            fields[key] = f"{fields[key]}, {value}"
+            fields[key] = f"{fields[key]}{REPEATED}{value}"
         else:
             fields[key] = value
         if key == "host":
@@ -433,7 +437,7 @@ class _Protocol(asyncio.Protocol):
         if connection is None:  # HTTP/1.1 keeps the connection, HTTP/1.0 closes it
             keep = not old
         else:
-            tokens = {t.strip().lower() for t in connection.split(",")}
+            tokens = {t.strip().lower() for t in connection.replace(REPEATED, ",").split(",")}
             keep = "keep-alive" in tokens if old else "close" not in tokens
         if target[:1] != "/":
             absolute = _ABSOLUTE.match(target)
@@ -462,7 +466,7 @@ class _Protocol(asyncio.Protocol):
             if pending.length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
         elif length_text is not None:
-            values = {v.strip() for v in length_text.split(",")}
+            values = {v.strip() for v in length_text.replace(REPEATED, ",").split(",")}
             text = values.pop() if len(values) == 1 else ""
             if not _LENGTH.fullmatch(text):
                 raise BadRequest(400, f"malformed Content-Length {length_text[:40]!r}")
@@ -587,7 +591,10 @@ class _Protocol(asyncio.Protocol):
         if "Date" not in headers and "date" not in headers:  # an upstream's own Date passes through
             lines.append(_date())
         for name, value in headers.items():
-            lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+            if REPEATED in value:  # a header sent more than once: one line each
+                lines += [f"{name}: {v}\r\n".encode("latin-1", "replace") for v in value.split(REPEATED)]
+            else:
+                lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
         lines.append(extra)
         if not keep:
             lines.append(b"Connection: close\r\n")

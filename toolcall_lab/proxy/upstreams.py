@@ -64,7 +64,7 @@ def end_to_end(headers: Mapping[str, str], *, drop: frozenset[str] = frozenset()
             continue
         out[key] = value
     if connection:
-        named = {t.strip().lower() for value in connection for t in value.split(",")}
+        named = {t.strip().lower() for value in connection for t in value.replace("\n", ",").split(",")}
         out = {k: v for k, v in out.items() if k.lower() not in named}
     return out
 
