@@ -514,3 +514,163 @@ def test_repeated_headers_pass_through_as_separate_lines_both_ways(serial: bool)
     assert b"\r\nSet-Cookie: b=2; Expires=Wed, 21 Oct 2015 07:28:00 GMT\r\n" in head + b"\r\n"
     sent = upstream.heads[0]
     assert b"\r\nx-foo: 1\r\nx-foo: 2\r\n" in sent and b"1, 2" not in sent
+
+
+# --- 6. serve-trace keeps a streamed recording's system_fingerprint ----------------------------------
+
+STREAMED = """\
+data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","system_fingerprint":"fp_5050236cbd","service_tier":"default","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","system_fingerprint":"fp_5050236cbd","service_tier":"default","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\":\\"Paris\\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","system_fingerprint":"fp_5050236cbd","service_tier":"default","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+"""
+
+
+def test_a_trace_upstream_keeps_the_system_fingerprint_of_a_streamed_recording(tmp_path) -> None:
+    """The tester: an imported streamed recording keeps "system_fingerprint" in every chunk, and serve-trace
+    answered without it, streamed or not."""
+    from toolcall_lab.importers import import_recording
+    from toolcall_lab.proxy import TraceUpstream
+
+    path = tmp_path / "r.sse"
+    path.write_text(STREAMED)
+    upstream = TraceUpstream(import_recording(path, include_no_calls=True).traces[0])
+    request = {"model": "gpt-4o", "messages": [{"role": "user", "content": "q"}]}
+    plain = json.loads(arun(upstream.send(json.dumps(request).encode(), {}, stream=False)).body)
+
+    async def streamed() -> bytes:
+        reply = await upstream.send(json.dumps({**request, "stream": True}).encode(), {}, stream=True)
+        return b"".join([piece async for piece in reply.stream])
+
+    events = [
+        json.loads(line[6:]) for line in arun(streamed()).decode().splitlines() if line.startswith("data: {")
+    ]
+    assert plain["system_fingerprint"] == "fp_5050236cbd" and plain["service_tier"] == "default"
+    assert events and all(e["system_fingerprint"] == "fp_5050236cbd" for e in events)
+
+
+# --- 8. a call never handed out is named so, on every path --------------------------------------------
+
+
+def _guess(reply: dict, position: int, n: int, arguments: str = "{}") -> list[dict]:
+    """The assistant message and result for a call of the same batch the client was never given."""
+    cid = the_call(reply)["id"].replace("_0of", f"_{position}of").replace("_1of", f"_{position}of")
+    call = {"id": cid, "type": "function", "function": {"name": "get_news", "arguments": arguments}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": cid, "content": "guessed"},
+    ]
+
+
+def test_a_result_for_a_call_never_handed_out_is_an_out_of_order_409_on_every_path() -> None:
+    """The tester: sending call ..._1of3 with arguments {} got a 400 saying the call "differs from the call
+    the proxy handed out", although it was never handed out. While the proxy holds the batch, after it
+    forgot it (tombstone), and in a later turn's history, such a call is a 409 out_of_order naming it
+    (a later turn used to send the guessed result upstream as the call's)."""
+    now = [1_000_000.0]
+
+    async def go(http, server, up):
+        first = [{"role": "user", "content": "q"}]
+        r0 = (await http.post("/chat/completions", json=body(first))).json()
+        m1 = answered(first, r0)
+        guessed = [*m1, *_guess(r0, 1, 3)]
+        held = await http.post("/chat/completions", json=body(guessed))
+        later = [*m1, *_guess(r0, 1, 3), *_guess(r0, 2, 3), {"role": "user", "content": "new question"}]
+        in_history = await http.post("/chat/completions", json=body(later))
+        now[0] += 61
+        server.sweep()
+        whole = [*m1, *_guess(r0, 1, 3), *_guess(r0, 2, 3)]
+        forgotten = await http.post("/chat/completions", json=body(whole))
+        forgotten_later = await http.post("/chat/completions", json=body(later))
+        return held, in_history, forgotten, forgotten_later, len(up.requests)
+
+    replies, up = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
+    *refused, sent = replies
+    for reply in refused:
+        assert reply.status_code == 409 and _code(reply) == "out_of_order", reply.text
+        text = _message(reply)
+        assert "_1of3" in text and ("never handed out" in text or "before the proxy handed" in text)
+        assert "differs" not in _message(reply)
+    assert sent == 1 and up.problems == []  # nothing guessed went upstream
+
+
+# --- 10. the auth scheme's case does not change the caller --------------------------------------------
+
+
+def test_the_authorization_scheme_is_case_insensitive_in_the_scope_and_bearer_keeps_its_digest() -> None:
+    """The tester: a continuation with ``authorization: bearer keyC`` after ``Bearer keyC`` was a 403."""
+    import hashlib
+
+    from toolcall_lab.proxy.batches import scope_of
+
+    old = hashlib.sha256(b"toolcall-lab proxy scope")
+    for value in ("Bearer keyC", "", ""):
+        old.update(b"\x00" + value.encode("latin-1"))
+    assert scope_of({"authorization": "Bearer keyC"}) == old.hexdigest()[:32]  # state files stay valid
+    same = {scope_of({"authorization": v}) for v in ("Bearer keyC", "bearer keyC", "BEARER  keyC")}
+    assert len(same) == 1
+    assert scope_of({"authorization": "Bearer keyc"}) not in same  # the credentials stay case-sensitive
+
+    async def go(http, server, up):
+        first = [{"role": "user", "content": "q"}]
+        r0 = (
+            await http.post("/chat/completions", json=body(first), headers={"Authorization": "Bearer keyC"})
+        ).json()
+        return await http.post(
+            "/chat/completions", json=body(answered(first, r0)), headers={"authorization": "bearer keyC"}
+        )
+
+    reply, _ = arun(checking(go))
+    assert reply.status_code == 200
+
+
+# --- 11. messages that say what is true ---------------------------------------------------------------
+
+
+def test_serve_trace_refuses_an_empty_message_list_and_its_health_counts_every_request() -> None:
+    from toolcall_lab.proxy import TraceUpstream, serve, upstream_app
+    from toolcall_lab.scenarios import SCENARIOS
+
+    async def go():
+        runner, url = await serve(upstream_app(TraceUpstream(SCENARIOS["three_tools_100ms"].record())))
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+                empty = await http.post("/chat/completions", json={"model": "m", "messages": []})
+                bad = await http.post("/chat/completions", content=b"{not json")
+                ok = await http.post("/chat/completions", json=body([{"role": "user", "content": "q"}]))
+                health = (await http.get(url.removesuffix("/v1") + "/health")).json()
+            return empty, bad, ok, health
+        finally:
+            await runner.cleanup()
+
+    empty, bad, ok, health = arun(go())
+    assert empty.status_code == 400 and "empty" in _message(empty)
+    assert bad.status_code == 400 and ok.status_code == 200
+    assert health == {"ok": True, "requests": 3, "answered": 1, "refused": 2}
+
+
+def test_small_cli_messages_say_what_is_true(capsys) -> None:
+    from toolcall_lab.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["proxy", "--upstream", "x.json", "--ttl", "inf"])
+    assert "'inf': must be a finite number > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve-trace", "--help"])
+    assert "recorded trace" in capsys.readouterr().out.split("positional arguments")[0].split("usage")[-1]
+
+
+def test_a_slow_head_408_names_the_command_line_option() -> None:
+    from tests.proxy_helpers import exchange
+
+    async def go(http, server):
+        return await exchange(
+            str(http.base_url), b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", quiet_s=5
+        )
+
+    raw = arun(proxied(go, HTTPUpstream("http://127.0.0.1:9/v1"), head_timeout_s=0.3))
+    assert raw.startswith(b"HTTP/1.1 408") and b"--head-timeout" in raw

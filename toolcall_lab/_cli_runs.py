@@ -707,7 +707,9 @@ def _positive(kind: type[int] | type[float], *, zero: bool = False, minimum: flo
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         finite = value == value and value not in (float("inf"), float("-inf"))
-        if not finite or value < minimum or value < 0 or (value == 0 and not zero):
+        if not finite:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number {bound}")
+        if value < minimum or value < 0 or (value == 0 and not zero):
             raise argparse.ArgumentTypeError(f"{text!r}: must be {bound}")
         return value
 
@@ -739,7 +741,7 @@ def _upstream(spec: str, delay_scale: float, ca_file: str | None = None) -> Any:
     return _trace_upstream(spec, delay_scale, "--upstream ")
 
 
-def _trace_upstream(spec: str, delay_scale: float, option: str, keep_requests: int = 100) -> Any:
+def _trace_upstream(spec: str, delay_scale: float, option: str, keep_requests: int = 0) -> Any:
     """A trace file as an upstream; a missing file, or a raw recording that must be imported first, is a
     clear error."""
     from toolcall_lab.proxy import TraceUpstream
@@ -900,11 +902,13 @@ def cmd_serve_trace(args: argparse.Namespace) -> int:
     import asyncio
 
     from toolcall_lab.proxy import serve, upstream_app
+    from toolcall_lab.proxy.upstreams import COUNTS
 
     upstream = _trace_upstream(args.path, args.delay_scale, "", keep_requests=0)
+    app = upstream_app(upstream)
 
     async def main() -> None:
-        runner, url = await serve(upstream_app(upstream), args.host, args.port)
+        runner, url = await serve(app, args.host, args.port)
         stop = _Stop()
         how = _how_to_stop()
         print(f"trace {args.path} served as an OpenAI-compatible endpoint on {url} ({how})", flush=True)
@@ -912,7 +916,9 @@ def cmd_serve_trace(args: argparse.Namespace) -> int:
             await stop.event.wait()
         finally:
             await runner.cleanup()
-            print(f"served {upstream.request_count} request(s)", flush=True)
+            counts = app[COUNTS]
+            refused = counts["requests"] - counts["answered"]
+            print(f"served {counts['requests']} request(s) ({refused} refused)", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
@@ -924,6 +930,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "serve-trace",
         help="serve a recorded trace as a plain OpenAI-compatible endpoint",
+        description="Serve POST /v1/chat/completions and GET /health from a recorded trace: a request whose "
+        "messages hold k assistant messages (after the trace's own initial ones) gets the recorded response "
+        "of round k, streamed or not; no network, no key. Useful as the upstream of `toolcall-lab proxy`.",
         formatter_class=defaults,
     )
     p.add_argument("path", help="a trace JSON file")

@@ -693,7 +693,7 @@ class _Protocol(asyncio.Protocol):
             self._refuse(
                 408,
                 f"the request head did not arrive whole within {self.server.head_timeout_s:g} s "
-                "(head_timeout_s)",
+                "(head_timeout_s, --head-timeout)",
             )
             return
         pending = self.pending

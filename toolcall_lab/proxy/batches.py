@@ -713,6 +713,8 @@ def scope_of(headers: dict[str, str]) -> str:
     values = [headers.get(name) for name in SCOPE_HEADERS]
     if not any(values):
         return ""
+    if values[0]:
+        values[0] = _auth_scheme_case(values[0])
     h = hashlib.sha256(b"toolcall-lab proxy scope")
     for value in values[:_FIRST_SCOPE_HEADERS]:
         h.update(b"\x00" + (value or "").encode("latin-1"))  # header values are read as latin-1
@@ -720,6 +722,16 @@ def scope_of(headers: dict[str, str]) -> str:
         if value:
             h.update(b"\x01" + name.encode("ascii") + b"\x00" + value.encode("latin-1"))
     return h.hexdigest()[:32]
+
+
+def _auth_scheme_case(value: str) -> str:
+    """``Authorization`` with its scheme in one spelling (RFC 9110 11.1: the scheme is case-insensitive, the
+    credentials are not): ``bearer k`` and ``BEARER  k`` are ``Bearer k``, the spelling state files hold,
+    so their digests do not change."""
+    scheme, space, credentials = value.partition(" ")
+    if not space:
+        return value
+    return f"{scheme[:1].upper()}{scheme[1:].lower()} {credentials.lstrip(' ')}"
 
 
 def session_key(

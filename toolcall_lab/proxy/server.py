@@ -587,6 +587,8 @@ class ProxyServer:
                 self.check_scope(tomb.scope, scope, split, tomb.name)
             if tomb is None and batch is not None:
                 tomb = batch.tombstone("expired", self.clock())
+            if tomb is not None:
+                self.check_handed(split, tomb.handed_out, tomb.n_calls, "when it forgot the batch")
             self.check_calls(split, None, tomb)
             form, left_out = merged(None, split, messages, tomb)
             if self.count_rebuilt(split.tag, left_out) and left_out:
@@ -601,6 +603,7 @@ class ProxyServer:
                 )
             return form
         self.check_ids(batch, split)
+        self.check_handed(split, batch.handed_out, batch.n_calls)
         self.check_calls(split, batch, None)
         if batch.state == "open":
             batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
@@ -668,6 +671,23 @@ class ProxyServer:
             "replies go only to the credentials that opened it: send this conversation with those "
             "credentials, or start a new one.",
             "batch_other_credentials",
+        )
+
+    @staticmethod
+    def check_handed(split: Split, handed: int, n_calls: int, when: str = "so far") -> None:
+        """The client cannot hold a call the proxy never handed out (a guessed id): a 409 naming it, before
+        its copy is compared with anything (it has nothing to be compared with)."""
+        if split.handed <= handed or split.n_calls != n_calls:
+            return
+        position = handed
+        index, call = split.calls[position]
+        raise HTTPError(
+            409,
+            f"message {index} holds call {call.get('id')!r} (position {position} of {n_calls}) of batch "
+            f"{split.tag}, which the proxy never handed out: it hands out calls one at a time, in order, and "
+            f"had handed out {handed} of {n_calls} {when}. Send only the calls you received, each with its "
+            "result.",
+            "out_of_order",
         )
 
     @staticmethod
@@ -836,6 +856,8 @@ class ProxyServer:
                 "before all its results came in); continue from that new message instead",
                 "batch_interrupted",
             )
+        if tomb is not None:
+            self.check_handed(tail, tomb.handed_out, tomb.n_calls, "when it forgot the batch")
         if tomb is not None and tomb.completed and tail.answered == tail.n_calls:
             why = {
                 "expired": f"its reply expired after {self.settings.ttl_s:g} s without use (--ttl)",

@@ -306,6 +306,10 @@ class TraceUpstream:
             created = next((c.get("created") for c in chunks if isinstance(c.get("created"), int)), None)
             if created is not None:
                 body.setdefault("created", created)
+            for key in ("system_fingerprint", "service_tier"):  # per chunk in a stream: kept whole too
+                value = next((c.get(key) for c in chunks if c.get(key) is not None), None)
+                if value is not None:
+                    body.setdefault(key, value)
             if body.get("usage") is None and r.model_call.usage:  # the recorded usage, never a made-up one
                 body["usage"] = dict(r.model_call.usage)
             self._bodies.append(body)
@@ -318,6 +322,13 @@ class TraceUpstream:
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise UpstreamError("request has no 'messages' list", 400, "invalid_request")
+        if not messages and self.trace.initial_messages:  # a trace that recorded no request starts empty
+            raise UpstreamError(
+                "request's 'messages' is empty: send at least one message (this trace starts with "
+                f"{len(self.trace.initial_messages)})",
+                400,
+                "invalid_request",
+            )
         k = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant") - self._offset
         if not 0 <= k < len(self._bodies):
             raise UpstreamError(
@@ -361,10 +372,17 @@ def _json_response(status: int, value: Any) -> UpstreamResponse:
     return UpstreamResponse(status=status, headers={"Content-Type": "application/json"}, body=dumps(value))
 
 
+COUNTS = web.AppKey("counts", dict)
+"""What an `upstream_app` counted (``requests``, ``answered``), also shown by its /health."""
+
+
 def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) -> web.Application:
     """Serve any `Upstream` (e.g. a recorded trace) as a plain OpenAI-compatible endpoint."""
 
+    counts = {"requests": 0, "answered": 0}
+
     async def handle(request: web.Request) -> web.StreamResponse:
+        counts["requests"] += 1
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -377,6 +395,8 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
             parsed = None
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
         reply = await upstream.send(raw, request.headers, stream=stream)
+        if 200 <= reply.status < 300:
+            counts["answered"] += 1
         if reply.stream is None:
             return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
         out = web.StreamResponse(status=reply.status, headers=reply.headers)
@@ -387,8 +407,10 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
         return out
 
     async def health(request: web.Request) -> web.Response:
-        count = getattr(upstream, "request_count", None)
-        return web.json_response({"ok": True, **({"requests": count} if count is not None else {})})
+        """``requests``: every POST to the chat-completions path, whatever its body (bad JSON included);
+        ``answered``: those answered 2xx; ``refused``: the others. GET /health is not counted."""
+        refused = counts["requests"] - counts["answered"]
+        return web.json_response({"ok": True, **counts, "refused": refused})
 
     async def elsewhere(request: web.Request) -> web.Response:
         known = ("/v1/chat/completions", "/chat/completions", "/health")
@@ -398,6 +420,7 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
         return web.json_response(error_body(status, message, "http_error"), status=status)
 
     app = web.Application(client_max_size=max_body_bytes)
+    app[COUNTS] = counts
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_post("/chat/completions", handle)
     app.router.add_get("/health", health)
