@@ -674,3 +674,68 @@ def test_a_slow_head_408_names_the_command_line_option() -> None:
 
     raw = arun(proxied(go, HTTPUpstream("http://127.0.0.1:9/v1"), head_timeout_s=0.3))
     assert raw.startswith(b"HTTP/1.1 408") and b"--head-timeout" in raw
+
+
+# --- 7. counting tokens in pieces gives the whole's count -------------------------------------------
+
+needs_bpe = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("bpe_openai") is None, reason="bpe-openai (the tokens extra)"
+)
+
+
+def _bpe():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
+        encoding = bpe_openai.get_encoding("o200k_base")
+    return lambda text: len(encoding.encode_ordinary(text))
+
+
+@needs_bpe
+@pytest.mark.parametrize(
+    "text",
+    [
+        "7" * 150_000,  # the tester's: 50,001 in pieces, 50,000 whole
+        "QUJD+/xyz0123" * 15_000,  # base64-like: no space to cut at (136,657 vs 136,656)
+        "word   \n\n  other's  it's  123456 7 " * 5_000,
+        "中文文本，测试。" * 10_000,
+        "Ⅻ²١٢٣" * 20_000 + "12345" * 10_000,  # numbers beyond 0-9
+    ],
+)
+def test_counting_in_pieces_gives_exactly_the_whole_count(text: str) -> None:
+    from toolcall_lab.compression.counting import in_pieces
+
+    count = _bpe()
+    assert in_pieces(count, text, piece=997) == count(text)
+    assert in_pieces(count, text) == count(text)
+
+
+@needs_bpe
+def test_counting_in_pieces_is_exact_for_any_text_of_tricky_characters() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from toolcall_lab.compression.counting import in_pieces
+
+    count = _bpe()
+    alphabet = st.sampled_from(
+        [*"aZ\u00e99\u0663\u00b2  \n\t'.,-_/+\"\u4e2d\u0301\U0001f600", "'s", "'re", "\r\n", "123"]
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(alphabet, min_size=1, max_size=400).map("".join), st.integers(3, 40))
+    def check(text: str, piece: int) -> None:
+        assert in_pieces(count, text, piece=piece) == count(text)
+
+    check()
+
+
+def test_a_run_with_no_safe_cut_beyond_the_limit_is_refused_not_miscounted() -> None:
+    from toolcall_lab.compression.counting import MAX_PIECE_CHARS, in_pieces
+
+    assert in_pieces(len, "x" * 5000, piece=1000) == 5000  # counted whole: no safe place to cut
+    with pytest.raises(ValueError, match="no place where"):
+        in_pieces(len, "x" * (MAX_PIECE_CHARS + 2000), piece=1000)
