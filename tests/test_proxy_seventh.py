@@ -739,3 +739,66 @@ def test_a_run_with_no_safe_cut_beyond_the_limit_is_refused_not_miscounted() -> 
     assert in_pieces(len, "x" * 5000, piece=1000) == 5000  # counted whole: no safe place to cut
     with pytest.raises(ValueError, match="no place where"):
         in_pieces(len, "x" * (MAX_PIECE_CHARS + 2000), piece=1000)
+
+
+# --- 9. a memory budget for request bodies in flight -------------------------------------------------
+
+
+def test_request_bodies_in_flight_have_a_budget_past_which_a_request_gets_a_503_with_retry_after() -> None:
+    """The tester: 20 connections each sending a 31 MB body took the proxy from 120 to 689 MB, and nothing
+    bounded it (--max-connections 1000 x 32 MiB). Bodies are now counted from their head (Content-Length,
+    or chunks as they come) until the reply is written; past the budget the request is refused before
+    its body is read, with Retry-After, and the bytes are given back when a request is done."""
+    payload = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 2_900}]}).encode()
+
+    def head(length: int | None = None, chunked: bool = False) -> bytes:
+        framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {length or len(payload)}"
+        return f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n{framing}\r\n\r\n".encode()
+
+    async def go(http, server):
+        host, port = str(http.base_url).split("//")[1].split("/")[0].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(head() + payload[:100])  # A: 3 KB announced, 100 bytes sent so far
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        refused = await http.post("/chat/completions", content=payload)  # B: 3 KB more: past 5 KB
+
+        async def pieces():
+            yield payload[:1500]
+            yield payload[1500:]
+
+        chunked = await http.post("/chat/completions", content=pieces())  # chunked: counted as it comes
+        health = (await http.get(str(http.base_url).removesuffix("/v1/") + "/health")).json()
+        writer.write(payload[100:])
+        await writer.drain()
+        first = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        await asyncio.sleep(0.1)
+        again = await http.post("/chat/completions", content=payload)  # A is done: its bytes are back
+        return refused, chunked, health, first, again, server._http.inflight
+
+    async def run():
+        up = ScriptedHTTP([(200, {}, completion({"role": "assistant", "content": "ok"}))] * 3)
+        url = await up.start()
+        try:
+            return await proxied(go, HTTPUpstream(url), max_body_bytes=4_000, max_inflight_body_bytes=5_000)
+        finally:
+            await up.close()
+
+    refused, chunked, health, first, again, inflight = arun(run())
+    assert refused.status_code == 503 and _code(refused) == "bodies_over_budget"
+    assert refused.headers["retry-after"] == "1" and "--max-inflight-body-bytes" in _message(refused)
+    assert "x-should-retry" not in refused.headers  # a retry may cure it
+    assert chunked.status_code == 503 and _code(chunked) == "bodies_over_budget"
+    assert health["error_replies_5xx"] == 2
+    assert first.startswith(b"HTTP/1.1 200") and again.status_code == 200 and inflight == 0
+
+
+def test_the_inflight_budget_must_hold_one_body_of_the_largest_size() -> None:
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.proxy import ProxySettings
+
+    with pytest.raises(
+        UsageError, match="max_inflight_body_bytes=2048: must be an integer >= max_body_bytes"
+    ):
+        ProxySettings(max_body_bytes=4096, max_inflight_body_bytes=2048)

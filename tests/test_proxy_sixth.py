@@ -502,7 +502,7 @@ def test_a_head_read_before_is_reused_for_its_content_length_only() -> None:
 
         refused = []
 
-        def refusal(status, message):
+        def refusal(status, message, code=""):
             refused.append((status, message))
             return Response(status, b"", {})
 

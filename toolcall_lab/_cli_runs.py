@@ -838,6 +838,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         head_timeout_s=args.head_timeout,
         body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
+        max_inflight_body_bytes=args.max_inflight_body_bytes,
     )
     hosts: list[str] = args.host or ["127.0.0.1"]
     upstream = _upstream(args.upstream, args.delay_scale, args.ca_file)
@@ -982,6 +983,13 @@ def register(sub: Any) -> None:
         type=_positive(int, minimum=1024),
         default=32 * 1024 * 1024,
         help="largest request body accepted",
+    )
+    p.add_argument(
+        "--max-inflight-body-bytes",
+        type=_positive(int, minimum=1024),
+        default=256 * 1024 * 1024,
+        help="request bodies held at once, from a request's head until its reply (at least "
+        "--max-body-bytes); past it a request gets a 503 with Retry-After before its body is read",
     )
     p.add_argument("--state", help="SQLite file for durable state (open batches survive a restart)")
     p.add_argument(

@@ -132,9 +132,9 @@ Handler = Callable[[Request], Awaitable[Reply]]
 
 
 class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str = "") -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.code = status, code
 
 
 class _Pending:
@@ -268,6 +268,8 @@ class _Protocol(asyncio.Protocol):
         self.paused = False
         self.reading_paused = False
         self.pending: _Pending | None = None
+        self.reserved = 0
+        """Bytes of the in-flight body budget this connection's request holds (`HTTPServer.reserve`)."""
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -281,6 +283,7 @@ class _Protocol(asyncio.Protocol):
                 503,
                 f"the proxy has {server.max_connections} connections open (its cap, max_connections) and "
                 "all are in use; try again shortly",
+                "",
             )
             length = b"Content-Length: %d\r\n" % len(reply.body)
             transport.write(self._head(reply.status, reply.headers, False, "HTTP/1.1", length) + reply.body)
@@ -293,6 +296,8 @@ class _Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        if self.task is None:  # a request being answered gives its bytes back when it is done
+            self._release()
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -335,7 +340,7 @@ class _Protocol(asyncio.Protocol):
         try:
             request = self._read()
         except BadRequest as exc:
-            self._refuse(exc.status, str(exc))
+            self._refuse(exc.status, str(exc), exc.code)
             return
         if request is not None:
             self.busy = True
@@ -377,6 +382,9 @@ class _Protocol(asyncio.Protocol):
         coding = headers.pop("content-encoding", None)
         if coding is not None:
             body = _decoded(body, coding, self.server.max_body_bytes)
+            if len(body) > self.reserved:  # held decoded: counted so (within max_body_bytes)
+                self.server.inflight += len(body) - self.reserved
+                self.reserved = len(body)
         request = Request(pending.method, pending.path, pending.query, pending.version, headers, body)
         return request, pending.keep
 
@@ -490,6 +498,8 @@ class _Protocol(asyncio.Protocol):
     def _body_next(self, pending: _Pending, end: int, expect: str | None, old: bool) -> _Pending:
         """The head (up to `end`) is read: drop it from the buffer, start the body's deadline and answer
         ``Expect: 100-continue`` when the client waits for it."""
+        if pending.length:
+            self._reserve(pending.length)
         buffer = self.buffer
         del buffer[: end + 4]
         self.pending = pending
@@ -538,6 +548,8 @@ class _Protocol(asyncio.Protocol):
                 del buffer[: end + 2]
                 if len(body) + size > self.server.max_body_bytes:
                     raise BadRequest(413, "")
+                if size:
+                    self._reserve(size)
                 pending.length = size
                 pending.stage = "data" if size else "trailers"
             else:  # trailers: header lines up to an empty line, checked and dropped
@@ -571,6 +583,7 @@ class _Protocol(asyncio.Protocol):
         finally:
             self.busy = False
             self.task = None
+            self._release()
             if self.reading_paused and self.transport is not None:
                 self.reading_paused = False
                 self.transport.resume_reading()
@@ -641,12 +654,34 @@ class _Protocol(asyncio.Protocol):
             if aclose is not None:
                 await aclose()
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _reserve(self, size: int) -> None:
+        """Count `size` more bytes of this request's body against the server's in-flight budget; past the
+        budget the request is refused (503) before its body is read."""
+        server = self.server
+        if server.inflight + size > server.max_inflight_body_bytes:
+            raise BadRequest(
+                503,
+                f"the proxy holds {server.inflight} bytes of request bodies in flight and this request "
+                f"would add {size} more, past its budget of {server.max_inflight_body_bytes} bytes "
+                "(--max-inflight-body-bytes, ProxySettings.max_inflight_body_bytes); nothing of it was "
+                "read or forwarded. Send it again shortly (Retry-After).",
+                "bodies_over_budget",
+            )
+        server.inflight += size
+        self.reserved += size
+
+    def _release(self) -> None:
+        if self.reserved:
+            self.server.inflight -= self.reserved
+            self.reserved = 0
+
+    def _refuse(self, status: int, message: str, code: str = "") -> None:
         """A request that cannot be read: the server's error reply, then the connection closes."""
         self.buffer.clear()
         self.pending = None
         self.busy = True  # nothing more is read from this connection
-        reply = self.server.refusal(status, message)
+        self._release()
+        reply = self.server.refusal(status, message, code)
         self._write(reply, False, "HTTP/1.1")
         self._close()
 
@@ -721,7 +756,8 @@ class HTTPServer:
 
     Args:
         handler: answers one request.
-        refusal: the reply for a request the server answers itself (status, message): 413 for a body
+        refusal: the reply for a request the server answers itself (status, message, code: '' or
+            ``bodies_over_budget`` for a 503 past `max_inflight_body_bytes`): 413 for a body
             over `max_body_bytes` (message empty), 400 / 415 / 417 / 431 / 501 / 505 for malformed or
             unsupported ones, 408 for a head or a body that took too long, 503 at the connection cap.
         max_body_bytes: largest request body accepted (decoded size, for a compressed one).
@@ -730,12 +766,15 @@ class HTTPServer:
         body_timeout_s: a request body must arrive whole within this long of the end of its head.
         max_connections: open connections at most.
         single_headers: lower-case names of headers that must not be repeated (a repeat is a 400).
+        max_inflight_body_bytes: request bodies held at once, from the end of a request's head (its
+            Content-Length, or its chunks as they come) until its reply is written; a request that would
+            pass it is refused (503) before its body is read. None: `max_body_bytes` times 8.
     """
 
     def __init__(
         self,
         handler: Handler,
-        refusal: Callable[[int, str], Response],
+        refusal: Callable[[int, str, str], Response],
         *,
         max_body_bytes: int,
         keepalive_s: float = 75.0,
@@ -743,8 +782,12 @@ class HTTPServer:
         body_timeout_s: float = 60.0,
         max_connections: int = 1000,
         single_headers: frozenset[str] = frozenset(),
+        max_inflight_body_bytes: int | None = None,
     ) -> None:
         self.handler = handler
+        self.max_inflight_body_bytes = max_inflight_body_bytes or 8 * max_body_bytes
+        self.inflight = 0
+        """Bytes of request bodies held now (see `max_inflight_body_bytes`)."""
         self.single_headers = single_headers
         self.refusal = refusal
         self.max_body_bytes = max_body_bytes

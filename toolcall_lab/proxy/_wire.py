@@ -395,6 +395,7 @@ RETRYABLE = frozenset(
         "upstream_bad_response",
         "request_timeout",
         "too_many_connections",
+        "bodies_over_budget",
     }
 )
 """Codes of the proxy's own errors that a retry may cure; every other one says ``x-should-retry: false``."""

@@ -232,6 +232,7 @@ class ProxyServer:
             body_timeout_s=settings.body_timeout_s,
             max_connections=settings.max_connections,
             single_headers=SINGLE_HEADERS,
+            max_inflight_body_bytes=settings.max_inflight_body_bytes,
         )
         url = await self._http.start(host, port)
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -320,12 +321,16 @@ class ProxyServer:
 
     # --- requests --------------------------------------------------------------------------------
 
-    def refusal(self, status: int, message: str) -> Response:
+    def refusal(self, status: int, message: str, code: str = "") -> Response:
         """The reply to a request the HTTP server answers itself: too large (413), too slow (408), an
-        expectation it cannot meet (417), an unsupported coding (415), at the connection cap (503) or
-        malformed (400, 431, 501, 505)."""
+        expectation it cannot meet (417), an unsupported coding (415), at the connection cap or past the
+        in-flight body budget (503, with Retry-After) or malformed (400, 431, 501, 505)."""
         self.stats["requests"] += 1
         self.count_reply(status)
+        if status == 503:
+            reply = HTTPError(503, message, code or _REFUSALS[503]).response()
+            reply.headers["Retry-After"] = "1"
+            return reply
         if status == 413:
             return HTTPError(
                 413,
