@@ -38,9 +38,10 @@ def _kind(char: str) -> str:
     return category if category in "LNM" else "O"
 
 
-def _safe_cut(text: str, low: int, high: int) -> int | None:
+def _safe_cut(text: str, low: int, high: int, origin: int | None = None) -> int | None:
     """The last position in (`low`, `high`] where cutting `text` cannot change a GPT tokenizer's count
-    (cl100k_base, o200k_base), None if there is none; `low` must be such a position itself.
+    (cl100k_base, o200k_base), None if there is none. `origin` (default `low`) must be such a position
+    itself (the start of the text, or the last cut): a run of digits is aligned from it at most.
 
     These tokenizers first split text into pieces with a regular expression (letters with an optional
     leading space or sign, digits in groups of three from the start of a run, punctuation, whitespace)
@@ -50,15 +51,16 @@ def _safe_cut(text: str, low: int, high: int) -> int | None:
     Inside a run of digits a cut at a multiple of three from the run's start (or from `low`) falls
     between two groups. A cut after whitespace is never taken (``\\s+(?!\\S)`` reads a run of spaces
     differently at the end of a text), nor one between two letters."""
+    origin = low if origin is None else origin
     i = high
     while i > low:
         before, at = _kind(text[i - 1]), _kind(text[i])
         if before in "LN" and (at == "O" or (at in "LN" and at != before)):
             return i
-        if before == "N" and at == "N":  # inside a run of digits: its start (or `low`) fixes the groups
-            segment = text[low:i]
+        if before == "N" and at == "N":  # inside a run of digits: its start (or `origin`) fixes the groups
+            segment = text[origin:i]
             start = i - (len(segment) - len(segment.rstrip("0123456789")))
-            while start > low and _kind(text[start - 1]) == "N":  # numbers beyond 0-9 (², Ⅻ)
+            while start > origin and _kind(text[start - 1]) == "N":  # numbers beyond 0-9 (², Ⅻ)
                 start -= 1
             aligned = start + (i - start) // 3 * 3
             if aligned > start and aligned > low:
@@ -79,23 +81,19 @@ def in_pieces(count: Callable[[str], int], text: str, piece: int = PIECE_CHARS) 
     total, start, size = 0, 0, len(text)
     while size - start > piece:
         cut = _safe_cut(text, start, start + piece)
-        if cut is None:  # no safe place in this piece: the first one after it
-            cut = next(
-                (
-                    c
-                    for high in range(start + 2 * piece, start + MAX_PIECE_CHARS + piece, piece)
-                    if (c := _safe_cut(text, min(high - piece, size - 1), min(high, size - 1))) is not None
-                ),
-                None,
-            )
-            if cut is None and size - start > MAX_PIECE_CHARS:
+        low = start + piece
+        while cut is None and low < size - 1 and low - start < MAX_PIECE_CHARS:  # no safe place yet: on
+            high = min(low + piece, size - 1)
+            cut = _safe_cut(text, low, high, start)
+            low = high
+        if cut is None:
+            if size - start > MAX_PIECE_CHARS:
                 raise ValueError(
                     f"a run of more than {MAX_PIECE_CHARS:,} characters (from character {start:,}) has no "
                     "place where the tokenizer's count could be split safely, and the tokenizer cannot "
                     "count it whole"
                 )
-            if cut is None:
-                break
+            break
         total += count(text[start:cut])
         start = cut
     return total + count(text[start:])
