@@ -94,15 +94,29 @@ def _date() -> bytes:
 
 class Request:
     """A request as read: method, path (query string apart), lower-case header names, the whole body
-    (decoded when it came with a ``Content-Encoding``)."""
+    (decoded when it came with a ``Content-Encoding``).
 
-    __slots__ = ("body", "headers", "method", "path", "query", "version")
+    `memo` is shared by every request whose head had the same bytes (Content-Length aside): a handler
+    keeps there what it works out from the headers alone (the caller's scope, the headers it forwards),
+    so that a client's next request with the same head costs nothing of it. `parsed` is free for the
+    handler (the body as it read it, between the server's fast path and its task)."""
+
+    __slots__ = ("body", "headers", "memo", "method", "parsed", "path", "query", "version")
 
     def __init__(
-        self, method: str, path: str, query: str, version: str, headers: dict[str, str], body: bytes
+        self,
+        method: str,
+        path: str,
+        query: str,
+        version: str,
+        headers: dict[str, str],
+        body: bytes,
+        memo: dict[str, Any] | None = None,
     ) -> None:
         self.method, self.path, self.query, self.version = method, path, query, version
         self.headers, self.body = headers, body
+        self.memo: dict[str, Any] = {} if memo is None else memo
+        self.parsed: Any = None
 
 
 class Response:
@@ -129,6 +143,13 @@ class StreamResponse:
 
 Reply = Response | StreamResponse
 Handler = Callable[[Request], Awaitable[Reply]]
+FastHandler = Callable[[Request], Response | None]
+"""Answers a request at once, without a task (None: leave it to the `Handler`)."""
+_INTERNAL_ERROR = b'{"error": {"message": "internal error", "type": "server_error"}}'
+
+
+def _internal_error() -> Response:
+    return Response(500, _INTERNAL_ERROR, {"Content-Type": "application/json"})
 
 
 class BadRequest(Exception):
@@ -146,6 +167,7 @@ class _Pending:
         "headers",
         "keep",
         "length",
+        "memo",
         "method",
         "path",
         "query",
@@ -154,10 +176,18 @@ class _Pending:
     )
 
     def __init__(
-        self, method: str, path: str, query: str, version: str, headers: dict[str, str], keep: bool
+        self,
+        method: str,
+        path: str,
+        query: str,
+        version: str,
+        headers: dict[str, str],
+        keep: bool,
+        memo: dict[str, Any] | None = None,
     ) -> None:
         self.method, self.path, self.query, self.version = method, path, query, version
         self.headers, self.keep = headers, keep
+        self.memo = memo
         self.chunked = False
         self.length = 0
         """Content-Length; with chunked, what is left of the chunk being read."""
@@ -336,16 +366,44 @@ class _Protocol(asyncio.Protocol):
     # --- reading requests ------------------------------------------------------------------------
 
     def _next(self) -> None:
-        """Read the next complete request from the buffer and start answering it."""
-        try:
-            request = self._read()
-        except BadRequest as exc:
-            self._refuse(exc.status, str(exc), exc.code)
-            return
-        if request is not None:
+        """Read the next complete request from the buffer and answer it: at once when the server's
+        `fast` handler can (then the next buffered request), else in a task."""
+        fast = self.server.fast
+        while True:
+            try:
+                read = self._read()
+            except BadRequest as exc:
+                self._refuse(exc.status, str(exc), exc.code)
+                return
+            if read is None:
+                break
+            request, keep = read
+            if fast is not None:
+                try:
+                    reply = fast(request)
+                except Exception:  # the handler's own errors are JSON already; this is a last resort
+                    logger.exception("HTTP handler failed on %s %s", request.method, request.path)
+                    reply = _internal_error()
+                if reply is not None:
+                    keep = keep and not self.server.closing
+                    self._write(reply, keep, request.version)
+                    self._release()
+                    if not keep or self.closed:
+                        self._close()
+                        return
+                    self.last_data = self.loop.time()
+                    if self.buffer:
+                        self.head_since = self.last_data
+                        continue
+                    if self.eof:
+                        self._close()
+                    else:
+                        self._arm()
+                    return
             self.busy = True
-            self.task = self.loop.create_task(self._answer(request[0], request[1]))
-        elif self.eof:  # half-closed with no complete request left: nothing more can come
+            self.task = self.loop.create_task(self._answer(request, keep))
+            return
+        if self.eof:  # half-closed with no complete request left: nothing more can come
             if self.buffer or self.pending is not None:
                 self._refuse(400, self._cut_short())
             else:
@@ -364,9 +422,10 @@ class _Protocol(asyncio.Protocol):
     def _read(self) -> tuple[Request, bool] | None:
         pending = self.pending
         if pending is None:
-            pending = self._read_head()
-            if pending is None:
-                return None
+            head = self._read_head()
+            if head is None or isinstance(head, tuple):  # a whole request of a head seen before: read
+                return head
+            pending = head
         buffer = self.buffer
         if pending.chunked:
             if not self._read_chunks(pending):
@@ -385,10 +444,15 @@ class _Protocol(asyncio.Protocol):
             if len(body) > self.reserved:  # held decoded: counted so (within max_body_bytes)
                 self.server.inflight += len(body) - self.reserved
                 self.reserved = len(body)
-        request = Request(pending.method, pending.path, pending.query, pending.version, headers, body)
+        request = Request(
+            pending.method, pending.path, pending.query, pending.version, headers, body, pending.memo
+        )
         return request, pending.keep
 
-    def _read_head(self) -> _Pending | None:
+    def _read_head(self) -> _Pending | tuple[Request, bool] | None:
+        """The head at the start of the buffer read into a `_Pending` (its body to come), None when it
+        is not whole yet; a head seen before whose body is in the buffer already is read at once, the
+        whole request returned (the usual case of a kept-alive client)."""
         buffer = self.buffer
         while buffer.startswith(b"\r\n"):  # empty lines before a request line are ignored (RFC 9112 2.2)
             del buffer[:2]
@@ -418,13 +482,23 @@ class _Protocol(asyncio.Protocol):
             known = self.server.heads.get(key)
         if known is not None:
             assert found is not None
-            method, path, query, version, fields, keep = known
-            headers = dict(fields)
-            headers["content-length"] = found.group(1).decode("ascii")
-            pending = _Pending(method, path, query, version, headers, keep)
-            pending.length = int(found.group(1))
-            if pending.length > self.server.max_body_bytes:
+            method, path, query, version, fields, keep, memo = known
+            text = found.group(1)
+            length = int(text)
+            if length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
+            headers = dict(fields)
+            headers["content-length"] = text.decode("ascii")
+            stop = end + 4 + length
+            if len(buffer) >= stop:  # the body is here too: no `_Pending`, no deadline to arm
+                if length:
+                    self._reserve(length)
+                body = bytes(buffer[end + 4 : stop])
+                del buffer[:stop]
+                self.head_since = None
+                return Request(method, path, query, version, headers, body, memo), keep
+            pending = _Pending(method, path, query, version, headers, keep, memo)
+            pending.length = length
             return self._body_next(pending, end, None, False)
         line = _REQUEST_LINE.match(head)
         if line is None:
@@ -486,13 +560,23 @@ class _Protocol(asyncio.Protocol):
             and len(head) <= MAX_KNOWN_HEAD_BYTES
             and expect is None
             and transfer is None
+            and "content-encoding" not in headers  # a known head's body is taken as it comes
             and length_text == found.group(1).decode("ascii")  # that line was the only Content-Length
         ):
             heads = self.server.heads
             if len(heads) >= MAX_KNOWN_HEADS:
                 heads.clear()
             fields = {k: v for k, v in headers.items() if k != "content-length"}
-            heads[head[: found.start()] + head[found.end() :]] = (method, path, query, version, fields, keep)
+            pending.memo = {}
+            heads[head[: found.start()] + head[found.end() :]] = (
+                method,
+                path,
+                query,
+                version,
+                fields,
+                keep,
+                pending.memo,
+            )
         return self._body_next(pending, end, expect, old)
 
     def _body_next(self, pending: _Pending, end: int, expect: str | None, old: bool) -> _Pending:
@@ -572,8 +656,7 @@ class _Protocol(asyncio.Protocol):
             reply = await self.server.handler(request)
         except Exception:  # the handler's own errors are JSON already; this is a last resort
             logger.exception("HTTP handler failed on %s %s", request.method, request.path)
-            reply = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}', {})
-            reply.headers["Content-Type"] = "application/json"
+            reply = _internal_error()
         keep = keep and not self.server.closing
         try:
             if isinstance(reply, StreamResponse):
@@ -769,6 +852,9 @@ class HTTPServer:
         max_inflight_body_bytes: request bodies held at once, from the end of a request's head (its
             Content-Length, or its chunks as they come) until its reply is written; a request that would
             pass it is refused (503) before its body is read. None: `max_body_bytes` times 8.
+        fast: tried first on each request, synchronously in the connection's callback: a reply it
+            returns is written at once (no task, no event-loop round), None hands the request to
+            `handler` in a task.
     """
 
     def __init__(
@@ -783,8 +869,10 @@ class HTTPServer:
         max_connections: int = 1000,
         single_headers: frozenset[str] = frozenset(),
         max_inflight_body_bytes: int | None = None,
+        fast: FastHandler | None = None,
     ) -> None:
         self.handler = handler
+        self.fast = fast
         self.max_inflight_body_bytes = max_inflight_body_bytes or 8 * max_body_bytes
         self.inflight = 0
         """Bytes of request bodies held now (see `max_inflight_body_bytes`)."""
@@ -796,9 +884,10 @@ class HTTPServer:
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         self.connections: set[_Protocol] = set()
-        self.heads: dict[bytes, tuple[str, str, str, str, dict[str, str], bool]] = {}
-        """What a head read before gave (method, path, query, version, headers, keep-alive), by its bytes
-        without the Content-Length line: the same bytes always read the same (see `MAX_KNOWN_HEADS`)."""
+        self.heads: dict[bytes, tuple[str, str, str, str, dict[str, str], bool, dict[str, Any]]] = {}
+        """What a head read before gave (method, path, query, version, headers, keep-alive, and the
+        `Request.memo` its requests share), by its bytes without the Content-Length line: the same
+        bytes always read the same (see `MAX_KNOWN_HEADS`)."""
         self.closing = False
         self._hurry: asyncio.Future[None] | None = None
         self.urls: list[str] = []

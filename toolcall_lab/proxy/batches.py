@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted
+from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted, hand_out_reply
 from toolcall_lab.proxy.ids import PREFIX, parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
@@ -133,6 +133,7 @@ class Batch:
     touched_at: float = 0.0
     _ids: list[str] = field(default_factory=list, repr=False, compare=False)
     _size: int = field(default=0, repr=False, compare=False)
+    _rendered: dict[int, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -210,6 +211,16 @@ class Batch:
             message = {"role": "assistant", "content": None}
         message["tool_calls"] = [call]
         return message
+
+    def rendered(self, position: int) -> bytes:
+        """The JSON reply that hands out call `position` (> 0) from the queue, written once and kept (a
+        retry of that request gets the same bytes; not in ``--state``: made again after a restart)."""
+        data = self._rendered.get(position)
+        if data is None:
+            data = self._rendered[position] = dumps(
+                hand_out_reply(self.template, self.choice, self.hand_out(position), position)
+            )
+        return data
 
     def edited(self, position: int, held: dict[str, Any]) -> bool:
         """Whether the client's copy of a call differs from the call handed out (id aside)."""

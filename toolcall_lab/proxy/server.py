@@ -124,6 +124,7 @@ keeps state under. Joined, two credentials would be forwarded as one value and s
 
 
 _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
+_CHAT_PATHS = frozenset(_ROUTES[:2])
 _REFUSALS = {
     408: "request_timeout",
     415: "unsupported_content_encoding",
@@ -226,6 +227,7 @@ class ProxyServer:
         self._http = HTTPServer(
             self.dispatch,
             self.refusal,
+            fast=self.fast,
             max_body_bytes=settings.max_body_bytes,
             keepalive_s=settings.keepalive_s,
             head_timeout_s=settings.head_timeout_s,
@@ -305,6 +307,7 @@ class ProxyServer:
             reply = HTTPError(
                 500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
             ).response()
+        self.stats["requests"] += 1
         self.count_reply(reply.status)
         return reply
 
@@ -345,7 +348,10 @@ class ProxyServer:
     async def handle(self, request: Request) -> HTTPReply:
         self.stats["requests"] += 1
         raw = request.body
-        scope = scope_of(request.headers)  # once per request; everything kept is keyed by it
+        memo = request.memo  # what the request's head gives, worked out once per head seen
+        scope = memo.get("scope")
+        if scope is None:  # everything kept is keyed by it
+            scope = memo["scope"] = scope_of(request.headers)
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
             return await self._answer(request, raw, scope)
@@ -406,21 +412,27 @@ class ProxyServer:
         try:
             return await self.respond(request, raw, scope)
         except HTTPError as exc:
-            if exc.status == 409:
-                self.stats["conflicts"] += 1
-            elif exc.status == 410:
-                self.stats["gone"] += 1
-            return exc.response()
+            return self.refused(exc)
         except Reply as reply:
             return reply.response
         except TooDeep as exc:  # the request's own JSON: what the upstream sent is checked where it is read
             return too_deep(exc).response()
 
+    def refused(self, exc: HTTPError) -> Response:
+        """The reply for a refusal of the proxy's own, counted (409 conflicts, 410 gone)."""
+        if exc.status == 409:
+            self.stats["conflicts"] += 1
+        elif exc.status == 410:
+            self.stats["gone"] += 1
+        return exc.response()
+
     async def respond(self, request: Request, raw: bytes, scope: str) -> HTTPReply:
-        try:
-            body = loads(raw)
-        except JSONError as exc:
-            return await self.unreadable(request, raw, exc)
+        body = request.parsed  # read already by `fast` (None: not read yet, or not an object)
+        if body is None:
+            try:
+                body = loads(raw)
+            except JSONError as exc:
+                return await self.unreadable(request, raw, exc)
         if not isinstance(body, dict):
             raise HTTPError(400, "request body must be a JSON object", "invalid_json")
         messages = body.get("messages")
@@ -731,17 +743,36 @@ class ProxyServer:
         tail: Split,
         scope: str,
     ) -> HTTPReply:
+        batch, reply = self.settle(body, tail, scope)
+        if reply is not None:
+            return reply
+        if batch is None:
+            held = self.store.get(tail.tag)
+            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope, held)
+        forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
+        fields = request_fields(body)  # read before the upstream call: what fails after it is the answer's
+        answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
+        if batch.state == "open":
+            self.stats["batches_finished"] += 1
+        return self.finish(batch, body, answer, scope, fields)
+
+    def settle(self, body: dict[str, Any], tail: Split, scope: str) -> tuple[Batch | None, Response | None]:
+        """What a continuation of a batch the proxy holds gets without the upstream (nothing awaited):
+        (batch, reply) when it is answered from the queue or the kept reply; (batch, None) when the
+        request completes the batch and goes upstream (its last result recorded); (None, None) when the
+        proxy does not hold the batch (`rebuild_or_gone`, nothing recorded). Refusals raise `HTTPError`."""
         batch = self.store.get(tail.tag)
         if batch is not None:
             self.check_scope(batch.scope, scope, tail, batch.name)
         if batch is None or (batch.rebuilt and tail.answered < batch.n_calls):
-            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope, batch)
+            return None, None
         self.check_ids(batch, tail)
         self.check_calls(tail, batch, None)
         n_calls, given = batch.n_calls, tail.answered
+        digests = batch.digests
         for p in range(min(given, batch.answered)):
             index, message = tail.results[p]
-            if result_digest(message.get("content")) != batch.digests[p]:
+            if result_digest(message.get("content")) != digests[p]:
                 raise HTTPError(
                     409,
                     f"conflict: tool call {batch.describe(p)} was already answered with different content "
@@ -768,23 +799,136 @@ class ProxyServer:
                 "out_of_order",
             )
         if given == batch.answered + 1:
-            batch.digests.append(result_digest(tail.results[given - 1][1].get("content")))
+            digests.append(result_digest(tail.results[given - 1][1].get("content")))
             self.store.save(batch)
         else:  # a retry of an earlier request of this batch: the same reply again
             self.store.touch(batch)
         if given < n_calls:
             self.stats["served_from_queue"] += 1
+            if body.get("stream") is True:
+                reply = hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
+                return batch, self.forward.render(body, reply)
+            return batch, Response(200, batch.rendered(given), {"Content-Type": "application/json"})
+        if batch.completed:  # a retry of the request that completed the batch
+            return batch, self.replay_final(batch, body, tail)
+        return batch, None
+
+    def from_queue(self, body: dict[str, Any], messages: list[dict[str, Any]], scope: str) -> Response | None:
+        """The next call of an open batch for a request that is exactly what the proxy expects: it ends
+        with the batch's pairs as handed out (each call's id, type and function as sent, each result under
+        its id), nothing of the batch before them, earlier results unchanged, the caller's credentials.
+        Checked with a few C-level passes over those messages; None (nothing recorded) for anything else,
+        which `settle` then reads closely and names what is wrong (a re-serialised argument string, a
+        conflict, a retry after the batch finished, ...)."""
+        last = messages[-1]
+        if last.get("role") != "tool":
+            return None
+        pid = parse(last.get("tool_call_id"))
+        if pid is None:
+            return None
+        given, tag = pid.position + 1, pid.tag
+        batch = self.store.get(tag)
+        if (
+            batch is None
+            or given >= pid.n_calls
+            or batch.state != "open"
+            or batch.scope != scope
+            or batch.rebuilt
+            or given > len(batch.digests) + 1
+            or "batch:" + tag in self._locks
+        ):
+            return None
+        calls = batch.calls
+        start = len(messages) - 2 * given
+        if start < 0 or len(calls) != pid.n_calls:
+            return None
+        pairs = messages[start:]
+        ids = batch.client_ids
+        answers = pairs[1::2]
+        if (
+            list(map(dict.get, pairs, repeat("role"))) != ["assistant", "tool"] * given
+            or list(map(dict.get, answers, repeat("tool_call_id"))) != ids[:given]
+        ):
+            return None
+        for j, held in enumerate(map(dict.get, pairs[::2], repeat("tool_calls"))):
+            if type(held) is not list or len(held) != 1:
+                return None
+            call, mine = held[0], calls[j]
+            if (
+                type(call) is not dict
+                or call.get("id") != ids[j]
+                or call.get("function") != mine["function"]
+                or call.get("type", "function") != mine.get("type", "function")
+            ):
+                return None
+        if start and _mentions(messages[start - 1], tag):
+            return None
+        digests = batch.digests
+        answered = len(digests)
+        for j in range(min(given, answered)):
+            if result_digest(answers[j].get("content")) != digests[j]:
+                return None
+        if given > answered:
+            digests.append(result_digest(answers[given - 1].get("content")))
+            self.store.save(batch)
+        else:
+            self.store.touch(batch)
+        stats = self.stats
+        stats["requests"] += 1
+        stats["served_from_queue"] += 1
+        if body.get("stream") is True:
             return self.forward.render(
                 body, hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
             )
-        if batch.completed:  # a retry of the request that completed the batch
-            return self.replay_final(batch, body, tail)
-        forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
-        fields = request_fields(body)  # read before the upstream call: what fails after it is the answer's
-        answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
-        if batch.state == "open":
-            self.stats["batches_finished"] += 1
-        return self.finish(batch, body, answer, scope, fields)
+        return Response(200, batch.rendered(given), {"Content-Type": "application/json"})
+
+    def fast(self, request: Request) -> Response | None:
+        """The HTTP server's synchronous path: a continuation answered from a batch's queue, with no task
+        and nothing awaited (the most common request of a serial client). None for any other request
+        (the server then runs `dispatch` in a task of its own); the body parsed here is not parsed
+        again (`Request.parsed`)."""
+        if request.method != "POST" or request.path not in _CHAT_PATHS:
+            return None
+        headers = request.headers
+        if IDEMPOTENCY_HEADER in headers:
+            return None
+        try:
+            body = loads(request.body)
+        except JSONError:
+            return None
+        request.parsed = body
+        if type(body) is not dict:
+            return None
+        messages = body.get("messages")
+        if type(messages) is not list or not all(map(isinstance, messages, repeat(dict))) or not messages:
+            return None
+        memo = request.memo
+        scope = memo.get("scope")
+        if scope is None:
+            scope = memo["scope"] = scope_of(headers)
+        try:
+            reply = self.from_queue(body, messages, scope)
+            if reply is not None:
+                return reply
+            tail = self.queued_tail(messages)
+            if tail is None or "batch:" + tail.tag in self._locks:
+                return None
+            reply = self.settle(body, tail, scope)[1]
+            if reply is None:  # a rebuilt record: nothing was recorded, the task's path says what to do
+                return None
+        except HTTPError as exc:
+            reply = self.refused(exc)
+        except TooDeep as exc:
+            reply = too_deep(exc).response()
+        except Exception as exc:
+            logger.exception("proxy bug while answering %s %s", request.method, request.path)
+            self.stats["proxy_faults"] += 1
+            reply = HTTPError(
+                500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
+            ).response()
+        self.stats["requests"] += 1
+        self.count_reply(reply.status)
+        return reply
 
     def replay_final(self, batch: Batch, body: dict[str, Any], tail: Split) -> Response:
         """The kept reply to the request that completed `batch`, for a retry of that request: matched by
@@ -1005,6 +1149,21 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+
+def _mentions(message: dict[str, Any], tag: str) -> bool:
+    """Whether `message` holds an id (a call's, or a result's) of batch `tag`, as far as a quick look can
+    tell (an id that only contains the tag counts too: then the closer reading decides)."""
+    cid = message.get("tool_call_id")
+    if type(cid) is str and tag in cid:
+        return True
+    calls = message.get("tool_calls")
+    if type(calls) is list:
+        for call in calls:
+            cid = call.get("id") if type(call) is dict else None
+            if type(cid) is str and tag in cid:
+                return True
+    return False
 
 
 def _parsed(raw: bytes) -> dict[str, Any]:
