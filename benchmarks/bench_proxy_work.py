@@ -234,7 +234,7 @@ def measure(conversations: int, mode: str) -> dict[str, list[float]]:
     if profile is not None:
         profile.disable()
         out = io.StringIO()
-        pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(40)
+        pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(120)
         print(out.getvalue())
     return hops
 

@@ -846,12 +846,15 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         upstream.timeout_s = args.upstream_timeout
 
     async def main() -> None:
+        import gc
+
         server = ProxyServer(upstream, settings, state=args.state)
         try:
             await server.start(hosts, args.port)
         except BaseException:
             await server.close()
             raise
+        gc.freeze()  # what start-up made lives as long as the process: the collector need not walk it
         state = (
             f"state in {args.state} (SQLite; open batches survive a restart)"
             if args.state
@@ -862,7 +865,8 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         urls = " and ".join(server.urls)
         then = f"; requests in flight get {grace:g} s to finish"
         print(f"serialized proxy on {urls} -> {args.upstream} ({_how_to_stop(then)})", flush=True)
-        print(f"  {state}; batches expire after {settings.ttl_s:g} s unused", flush=True)
+        loop = "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+        print(f"  {state}; batches expire after {settings.ttl_s:g} s unused; event loop: {loop}", flush=True)
         if isinstance(upstream, HTTPUpstream) and upstream.proxy is not None:
             print(
                 f"  upstream requests go through the forward proxy {upstream.proxy} "
@@ -894,9 +898,26 @@ def cmd_proxy(args: argparse.Namespace) -> int:
                 done = f"{cut} request(s) still in flight were cut off" if cut else "no request was cut off"
                 print(f"toolcall-lab proxy: stopped ({done}{saved})", file=sys.stderr, flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):  # a Ctrl-C before the server is up
-        asyncio.run(main())
+    factory = _loop_factory(args.event_loop)
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())  # a Ctrl-C before the server is up ends it quietly
     return 0
+
+
+def _loop_factory(choice: str) -> Any:
+    """The event loop the proxy runs on: uvloop (the `fast` extra: the loop itself in C, a tenth less
+    work per request) when installed, unless asyncio's is asked for; None: asyncio's."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise UsageError(
+                "--event-loop uvloop: uvloop is not installed; pip install 'toolcall-lab[fast]'"
+            ) from None
+        return None
+    return uvloop.new_event_loop
 
 
 def cmd_serve_trace(args: argparse.Namespace) -> int:
@@ -1036,6 +1057,12 @@ def register(sub: Any) -> None:
         type=_positive(float, zero=True),
         default=0.0,
         help="trace upstream only: sleep the recorded latency x this",
+    )
+    p.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="auto: uvloop when it is installed (the fast extra), else asyncio's own loop",
     )
     p.set_defaults(func=cmd_proxy)
 

@@ -243,13 +243,10 @@ class Batch:
                 + len(dumps(self.headers))
             )
         final = 0
-        if self.final is not None:
-            final = (
-                len(dumps(self.final))
-                + len(dumps(self.final_headers))
-                + len(self.final_raw or "")
-                + 40 * len(self.final_fields)
-            )
+        if self.final is not None:  # read from `final_raw` when that is kept: about as large again
+            held = 2 * len(self.final_raw) if self.final_raw is not None else len(dumps(self.final))
+            headers = sum(len(k) + len(v) + 6 for k, v in self.final_headers.items())
+            final = held + headers + 40 * len(self.final_fields)
         return self._size + 40 * len(self.digests) + final
 
     def to_dict(self) -> dict[str, Any]:
@@ -350,12 +347,15 @@ class Split:
         results: position -> (message index, the client's tool message).
     """
 
-    __slots__ = ("calls", "end", "n_calls", "results", "start", "tag")
+    __slots__ = ("calls", "end", "n_calls", "results", "start", "tag", "verified")
 
     def __init__(self, tag: str, n_calls: int, *, start: int = 0, end: int = 0) -> None:
         self.tag, self.n_calls, self.start, self.end = tag, n_calls, start, end
         self.calls: dict[int, tuple[int, dict[str, Any]]] = {}
         self.results: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.verified = False
+        """Found exactly as handed out, known results unchanged (the server's quick check): the closer
+        checks of ids, calls and results would pass."""
 
     @property
     def handed(self) -> int:

@@ -427,21 +427,28 @@ class ProxyServer:
         return exc.response()
 
     async def respond(self, request: Request, raw: bytes, scope: str) -> HTTPReply:
-        body = request.parsed  # read already by `fast` (None: not read yet, or not an object)
-        if body is None:
+        known = request.parsed  # (body, its queued tail) when `fast` read it already
+        if known is not None:
+            body, queued = known
+            messages = body["messages"]
+            serial = body.get("parallel_tool_calls") is False
+        else:
             try:
                 body = loads(raw)
             except JSONError as exc:
                 return await self.unreadable(request, raw, exc)
-        if not isinstance(body, dict):
-            raise HTTPError(400, "request body must be a JSON object", "invalid_json")
-        messages = body.get("messages")
-        serial = body.get("parallel_tool_calls") is False
-        if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
-            if serial:
-                raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
-            return await self.forward.pass_through(request, body, raw, None)
-        queued = self.queued_tail(messages)
+            queued, messages, serial = None, None, False
+        if known is None:
+            if not isinstance(body, dict):
+                raise HTTPError(400, "request body must be a JSON object", "invalid_json")
+            messages = body.get("messages")
+            serial = body.get("parallel_tool_calls") is False
+            if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
+                if serial:
+                    raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
+                return await self.forward.pass_through(request, body, raw, None)
+            queued = self.queued_tail(messages)
+        assert isinstance(messages, list)
         if queued is not None:  # the next result of a batch the proxy holds: served from its queue
             return await self.continue_batch(request, body, messages, [], {}, queued, scope)
         body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
@@ -568,8 +575,15 @@ class ProxyServer:
         batch = self.store.get(pid.tag)
         if batch is None or batch.n_calls != pid.n_calls:
             return None
-        tail = pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
-        if tail is None or holds_proxy_ids(messages, tail.start):
+        given = pid.position + 1
+        if not batch.rebuilt and _as_handed_out(messages, batch, given):
+            tail = _verified_split(messages, batch, given)
+        else:
+            found = pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+            if found is None:
+                return None
+            tail = found
+        if holds_proxy_ids(messages, tail.start):
             return None
         return [tail]
 
@@ -766,11 +780,12 @@ class ProxyServer:
             self.check_scope(batch.scope, scope, tail, batch.name)
         if batch is None or (batch.rebuilt and tail.answered < batch.n_calls):
             return None, None
-        self.check_ids(batch, tail)
-        self.check_calls(tail, batch, None)
         n_calls, given = batch.n_calls, tail.answered
         digests = batch.digests
-        for p in range(min(given, batch.answered)):
+        if not tail.verified:  # else `_as_handed_out` found the ids, calls and known results as handed out
+            self.check_ids(batch, tail)
+            self.check_calls(tail, batch, None)
+        for p in range(0 if tail.verified else min(given, batch.answered)):
             index, message = tail.results[p]
             if result_digest(message.get("content")) != digests[p]:
                 raise HTTPError(
@@ -838,38 +853,11 @@ class ProxyServer:
             or "batch:" + tag in self._locks
         ):
             return None
-        calls = batch.calls
-        start = len(messages) - 2 * given
-        if start < 0 or len(calls) != pid.n_calls:
-            return None
-        pairs = messages[start:]
-        ids = batch.client_ids
-        answers = pairs[1::2]
-        if (
-            list(map(dict.get, pairs, repeat("role"))) != ["assistant", "tool"] * given
-            or list(map(dict.get, answers, repeat("tool_call_id"))) != ids[:given]
-        ):
-            return None
-        for j, held in enumerate(map(dict.get, pairs[::2], repeat("tool_calls"))):
-            if type(held) is not list or len(held) != 1:
-                return None
-            call, mine = held[0], calls[j]
-            if (
-                type(call) is not dict
-                or call.get("id") != ids[j]
-                or call.get("function") != mine["function"]
-                or call.get("type", "function") != mine.get("type", "function")
-            ):
-                return None
-        if start and _mentions(messages[start - 1], tag):
+        if len(batch.calls) != pid.n_calls or not _as_handed_out(messages, batch, given):
             return None
         digests = batch.digests
-        answered = len(digests)
-        for j in range(min(given, answered)):
-            if result_digest(answers[j].get("content")) != digests[j]:
-                return None
-        if given > answered:
-            digests.append(result_digest(answers[given - 1].get("content")))
+        if given > len(digests):
+            digests.append(result_digest(messages[-1].get("content")))
             self.store.save(batch)
         else:
             self.store.touch(batch)
@@ -896,7 +884,6 @@ class ProxyServer:
             body = loads(request.body)
         except JSONError:
             return None
-        request.parsed = body
         if type(body) is not dict:
             return None
         messages = body.get("messages")
@@ -911,6 +898,7 @@ class ProxyServer:
             if reply is not None:
                 return reply
             tail = self.queued_tail(messages)
+            request.parsed = (body, tail)  # the task's path need not look again
             if tail is None or "batch:" + tail.tag in self._locks:
                 return None
             reply = self.settle(body, tail, scope)[1]
@@ -1111,9 +1099,16 @@ class ProxyServer:
         calls = message["tool_calls"]
         if len(calls) < 2:
             return None
-        if not all(splittable(c) for c in calls):
-            self.stats["not_split"] += 1
-            return None
+        for call in calls:  # `splittable`, inline: this runs for every answer with calls
+            fn = call.get("function") if type(call) is dict else None
+            if (
+                type(fn) is not dict
+                or call.get("type", "function") != "function"
+                or type(fn.get("name")) is not str
+                or type(fn.get("arguments")) is not str
+            ):
+                self.stats["not_split"] += 1
+                return None
         if len(calls) > MAX_CALLS:
             raise HTTPError(
                 507,
@@ -1136,7 +1131,8 @@ class ProxyServer:
             scope=scope,
             created_at=now,
             touched_at=now,
-        )
+            _size=400 + len(answer.raw) + sum(len(k) + len(v) + 6 for k, v in answer.headers.items()),
+        )  # its size: the upstream's bytes it was read from (message, template and choice are those)
         try:
             self.store.save(batch)
         except TooLarge as exc:
@@ -1149,6 +1145,55 @@ class ProxyServer:
             ) from None
         self.stats["batches_opened"] += 1
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+
+def _as_handed_out(messages: list[dict[str, Any]], batch: Batch, given: int) -> bool:
+    """Whether `messages` end with the first `given` pairs of `batch` exactly as the proxy expects them
+    (roles, each result under its call's id, each call's id, type and function as handed out, nothing of
+    the batch before them) and the results the proxy has keep their content: a few C-level passes. False
+    says nothing is wrong, only that `pairs_at_end` and `settle` must read the messages closely."""
+    start = len(messages) - 2 * given
+    if start < 0:
+        return False
+    pairs = messages[start:]
+    ids = batch.client_ids
+    answers = pairs[1::2]
+    if (
+        list(map(dict.get, pairs, repeat("role"))) != ["assistant", "tool"] * given
+        or list(map(dict.get, answers, repeat("tool_call_id"))) != ids[:given]
+    ):
+        return False
+    calls = batch.calls
+    for j, held in enumerate(map(dict.get, pairs[::2], repeat("tool_calls"))):
+        if type(held) is not list or len(held) != 1:
+            return False
+        call, mine = held[0], calls[j]
+        if (
+            type(call) is not dict
+            or call.get("id") != ids[j]
+            or call.get("function") != mine["function"]
+            or call.get("type", "function") != mine.get("type", "function")
+        ):
+            return False
+    if start and _mentions(messages[start - 1], batch.tag):
+        return False
+    digests = batch.digests
+    return all(
+        result_digest(answers[j].get("content")) == digests[j] for j in range(min(given, len(digests)))
+    )
+
+
+def _verified_split(messages: list[dict[str, Any]], batch: Batch, given: int) -> Split:
+    """The `Split` of the pairs `_as_handed_out` accepted (marked verified: `settle` need not check them
+    again)."""
+    start = len(messages) - 2 * given
+    split = Split(batch.tag, batch.n_calls, start=start, end=len(messages))
+    for j in range(given):
+        i = start + 2 * j
+        split.calls[j] = (i, messages[i]["tool_calls"][0])
+        split.results[j] = (i + 1, messages[i + 1])
+    split.verified = True
+    return split
 
 
 def _mentions(message: dict[str, Any], tag: str) -> bool:

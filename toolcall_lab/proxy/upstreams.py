@@ -44,27 +44,32 @@ CONSUMED = HOP_BY_HOP | FRAMING | PROXY_HEADERS | {"content-type"}
 ``Connection`` names): the README's proxy section lists each one and why."""
 
 
-_SKIP_SETS: dict[frozenset[str], frozenset[str]] = {}
+_PLANS: dict[tuple[frozenset[str], tuple[str, ...]], tuple[list[str], list[str]]] = {}
+"""`end_to_end`'s decision for a set of header names (a client or an upstream sends the same names every
+time): the names kept, and the names of ``Connection`` headers (whose values may name more to drop)."""
 
 
 def end_to_end(headers: Mapping[str, str], *, drop: frozenset[str] = frozenset()) -> dict[str, str]:
     """`headers` without hop-by-hop ones (those its ``Connection`` names and ``Proxy-*`` included) and
-    without `drop` (lower-case names). One pass over the headers (a second only when a ``Connection``
-    header names others)."""
-    skip = _SKIP_SETS.get(drop)
-    if skip is None:
-        skip = _SKIP_SETS[drop] = HOP_BY_HOP | drop
-    out: dict[str, str] = {}
-    connection: list[str] = []
-    for key, value in headers.items():
-        low = key.lower()
-        if low in skip or low.startswith("proxy-"):
-            if low == "connection":
-                connection.append(value)
-            continue
-        out[key] = value
+    without `drop` (lower-case names). Decided once per set of names (`_PLANS`)."""
+    key = (drop, tuple(headers))
+    plan = _PLANS.get(key)
+    if plan is None:
+        skip = HOP_BY_HOP | drop
+        lows = [name.lower() for name in key[1]]
+        kept = [
+            n for n, low in zip(key[1], lows, strict=True) if low not in skip and not low.startswith("proxy-")
+        ]
+        plan = (kept, [n for n, low in zip(key[1], lows, strict=True) if low == "connection"])
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    kept, connection = plan
+    out = {name: headers[name] for name in kept}
     if connection:
-        named = {t.strip().lower() for value in connection for t in value.replace("\n", ",").split(",")}
+        named = {
+            t.strip().lower() for name in connection for t in headers[name].replace("\n", ",").split(",")
+        }
         out = {k: v for k, v in out.items() if k.lower() not in named}
     return out
 
@@ -218,11 +223,19 @@ class HTTPUpstream:
         """Requests sent a second time because a reused connection was reset before reading them."""
         return self._client.retries
 
-    async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
-        out = list(end_to_end(headers, drop=_SKIP_KEYED if self.api_key else _SKIP).items())
-        out += self._extra
+    async def send(
+        self, body: bytes, headers: Mapping[str, str], *, stream: bool, memo: dict[Any, Any] | None = None
+    ) -> UpstreamResponse:
+        """Forward one request. `memo`: a dict shared by requests whose headers are the same (the proxy's
+        `Request.memo`): the request head made from them is kept there and written once."""
         try:
-            reply = await self._client.post(body, out, stream=stream)
+            prefix = memo.get(self) if memo is not None else None
+            if prefix is None:
+                out = list(end_to_end(headers, drop=_SKIP_KEYED if self.api_key else _SKIP).items())
+                prefix = self._client.head_prefix(out + self._extra)
+                if memo is not None:
+                    memo[self] = prefix
+            reply = await self._client.post(body, (), stream=stream, prefix=prefix)
         except HTTPFailure as exc:
             raise self._error(exc) from None
         except ValueError as exc:  # a header that cannot be sent (from a caller, not from the server)
