@@ -492,15 +492,15 @@ class _Connection(asyncio.Protocol):
             hint = _KEEP_ALIVE_TIMEOUT.search(get("keep-alive"))
             if hint is not None:  # the server closes idle connections after this: stop reusing one before
                 self.expires_at = self.loop.time() + max(0.0, int(hint.group(1)) - 1.0)
-        encoding = get("content-encoding")
+        encoding = get("content-encoding") if "content-encoding" in lower else ""
         if encoding in ("gzip", "x-gzip"):
             self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":
             self.decoder = zlib.decompressobj()
         elif encoding not in ("", "identity"):
             raise HTTPFailure(f"the reply is encoded as {encoding!r} although the proxy asked for identity")
-        transfer = get("transfer-encoding")
-        length = get("content-length")
+        transfer = get("transfer-encoding") if "transfer-encoding" in lower else ""
+        length = headers[lower["content-length"]] if "content-length" in lower else ""
         if status in (204, 304):
             self.stage = "done"
         elif transfer:
@@ -508,8 +508,11 @@ class _Connection(asyncio.Protocol):
                 self.stage, self.keep_alive = "close", False
             else:
                 self.stage = "chunk-size"
+        elif length and length.isdigit() and length.isascii() and len(length) < 19:  # one plain number
+            self.remaining = int(length)
+            self.stage = "length" if self.remaining else "done"
         elif length:
-            values = {v.strip() for v in length.split(",")}
+            values = {v.strip() for v in length.replace(REPEATED, ",").split(",")}
             if len(values) != 1 or not _plain_number(next(iter(values))):
                 raise HTTPFailure(f"the reply's Content-Length is not one number: {length[:40]!r}")
             self.remaining = int(values.pop())

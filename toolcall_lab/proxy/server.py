@@ -73,7 +73,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -1241,16 +1241,29 @@ def too_deep(exc: TooDeep) -> HTTPError:
     )
 
 
-@contextlib.contextmanager
-def upstream_json() -> Iterator[None]:
+class _UpstreamJSON:
     """While the proxy writes an upstream answer again (hands out its calls, keeps it): JSON it cannot
-    write is the upstream's (a 502 `upstream_bad_response`), not the request's."""
-    try:
-        yield
-    except TooDeep as exc:
-        raise HTTPError(
-            502, f"upstream answered with {exc}; the proxy cannot hand it out", "upstream_bad_response"
-        ) from None
+    write is the upstream's (a 502 `upstream_bad_response`), not the request's. A plain context manager
+    (a generator-based one costs more per use)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, TooDeep):
+            raise HTTPError(
+                502, f"upstream answered with {exc}; the proxy cannot hand it out", "upstream_bad_response"
+            ) from None
+
+
+_UPSTREAM_JSON = _UpstreamJSON()
+
+
+def upstream_json() -> _UpstreamJSON:
+    """`_UpstreamJSON` (one object serves every use)."""
+    return _UPSTREAM_JSON
 
 
 def splittable(call: Any) -> bool:
