@@ -15,8 +15,10 @@ time over loopback. For each request it reads
 and reports the median per hop type: ``first`` (goes upstream and opens a batch), ``queued`` (answered
 from the batch's queue), ``completing`` (the last result: goes upstream with the whole batch).
 
-Run: ``python benchmarks/bench_proxy_work.py [--conversations N] [--cpu] [--profile]``; with
-``PYTHONPATH=<another checkout>`` it measures that code (A/B runs).
+Run: ``python benchmarks/bench_proxy_work.py [--conversations N] [--cpu] [--profile] [--loop uvloop]``;
+with ``PYTHONPATH=<another checkout>`` it measures that code (A/B runs). Opcodes leave out C work; for a
+count of machine instructions (C and Python, no kernel), run the proxy under
+``valgrind --tool=callgrind`` twice with different numbers of requests and take the difference.
 """
 
 from __future__ import annotations
@@ -145,7 +147,9 @@ class Counter:
         sys.settrace(tracer)
 
 
-def start_proxy(upstream_port: int, mode: str) -> tuple[int, Counter, Any, threading.Thread]:
+def start_proxy(
+    upstream_port: int, mode: str, loop: str = "asyncio"
+) -> tuple[int, Counter, Any, threading.Thread]:
     from toolcall_lab.proxy import HTTPUpstream, ProxyServer
 
     ready: list[int] = []
@@ -164,7 +168,13 @@ def start_proxy(upstream_port: int, mode: str) -> tuple[int, Counter, Any, threa
             ready.append(int(url.rsplit(":", 1)[1].split("/")[0]))
             await asyncio.Event().wait()
 
-        asyncio.run(main())
+        factory = None
+        if loop == "uvloop":
+            import uvloop
+
+            factory = uvloop.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(main())
 
     thread = _thread(run)
     while not ready:
@@ -198,8 +208,8 @@ class Client:
         return reply
 
 
-def measure(conversations: int, mode: str) -> dict[str, list[float]]:
-    port, counter, profile, thread = start_proxy(start_upstream(), mode)
+def measure(conversations: int, mode: str, loop: str = "asyncio") -> dict[str, list[float]]:
+    port, counter, profile, thread = start_proxy(start_upstream(), mode, loop)
     clock = time.pthread_getcpuclockid(thread.ident or 0)
     client = Client(port)
     hops: dict[str, list[float]] = {"first": [], "queued": [], "completing": []}
@@ -244,16 +254,17 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--cpu", action="store_true", help="CPU µs of the proxy's thread instead of opcodes")
     parser.add_argument("--profile", action="store_true", help="cProfile the proxy's thread (tottime)")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the proxy's loop")
     args = parser.parse_args()
     mode = "profile" if args.profile else ("cpu" if args.cpu else "opcodes")
-    hops = measure(args.conversations, mode)
+    hops = measure(args.conversations, mode, args.loop)
     unit = "opcodes" if mode == "opcodes" else "µs of CPU"
     per_conversation = sum(statistics.median(v) * (2 if k == "queued" else 1) for k, v in hops.items())
     import toolcall_lab
 
     print(
-        f"proxy's own work per request ({unit}, median of {args.conversations} conversations; code from "
-        f"{toolcall_lab.__file__.rsplit('/', 2)[0]}):"
+        f"proxy's own work per request ({unit}, median of {args.conversations} conversations, {args.loop} "
+        f"loop; code from {toolcall_lab.__file__.rsplit('/', 2)[0]}):"
     )
     for kind, values in hops.items():
         print(f"  {kind:>10}: {statistics.median(values):8.0f}")
