@@ -802,3 +802,33 @@ def test_the_inflight_budget_must_hold_one_body_of_the_largest_size() -> None:
         UsageError, match="max_inflight_body_bytes=2048: must be an integer >= max_body_bytes"
     ):
         ProxySettings(max_body_bytes=4096, max_inflight_body_bytes=2048)
+
+
+def test_a_second_sigterm_stops_at_once_and_says_what_was_cut_off(tmp_path) -> None:
+    import signal
+
+    async def go():
+        upstream = WireUpstream(_slow_final)
+        up_url = await upstream.start()
+        try:
+            proc, url, _ = await _start_proxy(up_url, tmp_path / "p.sqlite")
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                messages = [{"role": "user", "content": "q"}]
+                for _ in range(2):
+                    reply = (await http.post("/chat/completions", json=body(messages))).json()
+                    messages = answered(messages, reply, "r")
+                in_flight = asyncio.ensure_future(http.post("/chat/completions", json=body(messages)))
+                await asyncio.sleep(0.5)
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.2)
+                proc.send_signal(signal.SIGTERM)
+                code = await asyncio.wait_for(proc.wait(), 30)
+                with pytest.raises(httpx.HTTPError):  # cut off: no reply
+                    await in_flight
+            return code, (await proc.stderr.read()).decode()
+        finally:
+            await upstream.close()
+
+    code, err = arun(go())
+    assert code == 0
+    assert "1 request(s) still in flight were cut off" in err and "Traceback" not in err
