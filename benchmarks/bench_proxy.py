@@ -15,6 +15,15 @@ proxied conversations interleaved. Targets: unloaded, a hop that goes upstream a
 the median and a queued hop is no slower than a direct call; under load the median latency through the
 proxy is at most 1.3x direct. All ratios are against direct calls measured in the same run.
 
+Besides the issue's headline (the median over every hop, a mix of cheap queued hops and costly upstream
+hops), the script prints the median per hop type and per conversation (the time a client waits for the
+whole conversation), and, unloaded, the request that completes a batch with a 100 KB and a 1 MB
+conversation written compact and as Python's ``json.dumps`` writes it by default (spaces): what the
+proxy adds must not depend on the client's spacing. CPU time is read from ``/proc/<pid>/schedstat``
+(nanoseconds; the 10 ms ticks of ``/proc/<pid>/stat`` would blur a phase of 100-200 ms). Not counted
+in any figure: with ``parallel_tool_calls: false`` a streamed answer reaches the client in one burst
+(time to first token = time of the whole answer, see the README).
+
 Run: `python benchmarks/bench_proxy.py [--quick] [--clients N] [--conversations N]`.
 """
 
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -107,10 +117,10 @@ class Client:
         _, self.conn = await loop.create_connection(_Connection, self.host, self.port)
         return self
 
-    async def post(self, body: dict) -> dict:
+    async def post(self, body: dict, dump=orjson.dumps) -> dict:
         conn = self.conn
         assert conn is not None and conn.transport is not None
-        data = orjson.dumps(body)
+        data = dump(body)
         conn.waiter = asyncio.get_running_loop().create_future()
         conn.transport.write(self.head + str(len(data)).encode() + b"\r\n\r\n" + data)
         status, reply = await conn.waiter
@@ -132,24 +142,34 @@ class Hops:
     """Requests that went to the upstream (all of them when direct)."""
     queued: list[float] = field(default_factory=list)
     """Requests the proxy answered from its queue."""
+    conversations: list[float] = field(default_factory=list)
+    """Each conversation's time, first request to final answer."""
+    last: list[float] = field(default_factory=list)
+    """Each conversation's last request (the final answer; via the proxy, the request completing the batch)."""
 
     @property
     def all(self) -> list[float]:
         return self.upstream + self.queued
 
 
-async def conversation(client: Client, text: str, serial: bool, hops: Hops) -> None:
-    body: dict = {"model": "m", "messages": [{"role": "user", "content": text}]}
+async def conversation(
+    client: Client, text: str, serial: bool, hops: Hops, *, system: str = "", dump=orjson.dumps
+) -> None:
+    messages = [{"role": "system", "content": system}] if system else []
+    body: dict = {"model": "m", "messages": [*messages, {"role": "user", "content": text}]}
     if serial:
         body["parallel_tool_calls"] = False
+    start = time.perf_counter()
     for hop in range(6):
         t0 = time.perf_counter()
-        reply = await client.post(body)
+        reply = await client.post(body, dump)
         dt = time.perf_counter() - t0
         message = reply["choices"][0]["message"]
         calls = message.get("tool_calls") or []
         (hops.upstream if hop == 0 or not calls else hops.queued).append(dt)
         if not calls:
+            hops.conversations.append(time.perf_counter() - start)
+            hops.last.append(dt)
             return
         results = [
             {"role": "tool", "tool_call_id": c["id"], "content": f"result of {c['id']}"} for c in calls
@@ -159,9 +179,19 @@ async def conversation(client: Client, text: str, serial: bool, hops: Hops) -> N
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    """CPU time of a process, all its threads: nanoseconds from /proc/<pid>/task/*/schedstat, else the
+    10 ms ticks of /proc/<pid>/stat (user + system)."""
+    try:
+        return (
+            sum(
+                int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+                for task in os.listdir(f"/proc/{pid}/task")
+            )
+            / 1e9
+        )
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
 
 
 @dataclass
@@ -198,17 +228,28 @@ async def load_phase(url: str, n: int, clients: int, serial: bool, label: str, p
     return Phase(label, hops, wall, cpu)
 
 
-async def unloaded(upstream_url: str, proxy_url: str, n: int) -> tuple[Hops, Hops]:
+async def unloaded(
+    upstream_url: str, proxy_url: str, n: int, *, system: str = "", dump=orjson.dumps
+) -> tuple[Hops, Hops]:
     """One client per target, one request at a time; direct and proxied conversations alternate so
-    machine noise hits both alike."""
+    machine noise hits both alike. `system`: a system prompt (a large conversation); `dump`: how the
+    client writes its JSON."""
     direct, proxied = Hops(), Hops()
     d, p = await Client(upstream_url).connect(), await Client(proxy_url).connect()
     for k in range(n):
-        await conversation(d, f"single {k}", False, direct)
-        await conversation(p, f"single {k}", True, proxied)
+        await conversation(d, f"single {k}", False, direct, system=system, dump=dump)
+        await conversation(p, f"single {k}", True, proxied, system=system, dump=dump)
     d.close()
     p.close()
     return direct, proxied
+
+
+BODY_FORMS = {
+    "compact": lambda body: json.dumps(body, separators=(",", ":")).encode(),
+    "json.dumps default": lambda body: json.dumps(body).encode(),
+}
+"""How a client may write its JSON: compact (orjson, JavaScript, httpx), or spaced and ASCII-escaped
+(Python's json.dumps defaults: requests, aiohttp's json=)."""
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -268,6 +309,7 @@ def main() -> None:
     args = parser.parse_args()
     n, pairs = args.conversations, 2 if args.quick else args.pairs
     single = 50 if args.quick else 300
+    big = 5 if args.quick else 15
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         trace_path = save(SCENARIOS["three_tools_100ms"].record(), Path(tmp) / "three.json")
@@ -276,18 +318,26 @@ def main() -> None:
         pids = {"upstream": upstream.pid, "proxy": proxy.pid}
         try:
 
-            async def run() -> tuple[list[Phase], list[Phase], Hops, Hops]:
-                # warm up both servers (other texts: identical conversations would be the same conversation)
+            async def run() -> tuple[list[Phase], list[Phase], Hops, Hops, dict[str, tuple[Hops, Hops]]]:
+                # warm up both servers (their caches, the proxy's known heads; each conversation of a
+                # phase is a new conversation whatever its text)
                 await load_phase(upstream_url, 40, 5, False, "warm-up", pids)
                 await load_phase(proxy_url, 40, 5, True, "warm-up", pids)
                 d1, p1 = await unloaded(upstream_url, proxy_url, single)
+                large = {}
+                for size in (100_000, 1_000_000):
+                    system = "You are a helpful agent. " * (size // 25)
+                    for form, dump in BODY_FORMS.items():
+                        large[f"{size // 1000:,} KB {form}"] = await unloaded(
+                            upstream_url, proxy_url, big, system=system, dump=dump
+                        )
                 direct, proxied = [], []
                 for r in range(pairs):  # alternated so a burst of noise on the shared machine hits both sides
                     direct.append(await load_phase(upstream_url, n, args.clients, False, f"load {r}", pids))
                     proxied.append(await load_phase(proxy_url, n, args.clients, True, f"load {r}", pids))
-                return direct, proxied, d1, p1
+                return direct, proxied, d1, p1, large
 
-            direct, proxied, d1, p1 = asyncio.run(run())
+            direct, proxied, d1, p1, large = asyncio.run(run())
         finally:
             for proc in (proxy, upstream):
                 proc.terminate()
@@ -310,6 +360,16 @@ def main() -> None:
         f"  hop answered from the queue: median {ms(p1.queued)} = {ratio_q:.2f}x direct "
         f"(target <= 1.0x: {verdict(ratio_q <= 1.0)})"
     )
+    print(
+        f"  whole conversation: median {ms(d1.conversations)} direct (2 requests), {ms(p1.conversations)} via "
+        "the proxy (4 requests: one call per response)"
+    )
+    print(
+        f"  large conversations, {big} each way: the final request (via the proxy: the one completing the batch)"
+    )
+    for label, (d, p) in large.items():
+        extra = (med(p.last) - med(d.last)) * 1e3
+        print(f"    {label:>26}: direct {ms(d.last)}, via the proxy {ms(p.last)} -> added {extra:+.3f} ms")
     print()
     d_all = [v for p in direct for v in p.hops.all]
     p_up = [v for p in proxied for v in p.hops.upstream]
@@ -323,6 +383,12 @@ def main() -> None:
     print(
         f"    upstream hops median {ms(p_up)} = {med(p_up) / med(d_all):.2f}x direct; "
         f"queued hops median {ms(p_queued)} = {med(p_queued) / med(d_all):.2f}x direct"
+    )
+    d_conv = [v for p in direct for v in p.hops.conversations]
+    p_conv = [v for p in proxied for v in p.hops.conversations]
+    print(
+        f"    per conversation: median {ms(d_conv)} direct (2 requests), {ms(p_conv)} via the proxy "
+        f"(4 requests) = {med(p_conv) / med(d_conv):.2f}x"
     )
     print(f"  median latency via proxy / direct = {ratio:.2f}x (target <= 1.3x: {verdict(ratio <= 1.3)})")
     per_pair = sorted(med(p.hops.all) / med(d.hops.all) for d, p in zip(direct, proxied, strict=True))

@@ -58,7 +58,8 @@ def test_a_rebuilt_batchs_completing_reply_is_kept_for_its_retries() -> None:
 def test_a_rebuilt_completing_retry_keeps_the_rules_of_a_held_one() -> None:
     """Same key rules: a changed result is a 409 naming the call, an edited call a 400, a retry of an
     earlier request of the forgotten batch still a 410 (never a partial batch), a later turn goes upstream
-    with the batch merged under the upstream's ids; and the kept reply expires with the record."""
+    with the batch merged under the upstream's ids; and the kept reply expires with the record (its
+    tombstone remembers the batch was completed: a retry then is a 409, seventh pass)."""
     now = [1_000_000.0]
 
     async def go(http, server, up):
@@ -81,16 +82,17 @@ def test_a_rebuilt_completing_retry_keeps_the_rules_of_a_held_one() -> None:
         return ok, conflict, refused, earlier, turn, sent_later, expired_retry, len(up.completed)
 
     out, up = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
-    ok, conflict, refused, earlier, turn, sent_later, expired_retry, completed = out
+    _ok, conflict, refused, earlier, turn, sent_later, expired_retry, completed = out
     assert up.problems == []
     assert conflict.status_code == 409 and conflict.json()["error"]["code"] == "result_conflict"
     assert "position 2 of 3" in conflict.json()["error"]["message"]
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_batch_messages"
-    assert earlier.status_code == 410 and "position 2" in earlier.json()["error"]["message"]
+    assert earlier.status_code == 410 and "was completed" in earlier.json()["error"]["message"]
     assert turn.status_code == 200 and len(sent_later[1]["tool_calls"]) == 3
     assert all("_tlp" not in str(m.get("tool_call_id")) for m in sent_later)  # the upstream's own ids
-    assert expired_retry.status_code == 200 and completed == 2  # after expiry: rebuilt and forwarded again
-    assert final_text(expired_retry) != "" and expired_retry.json()["id"] != ok.json()["id"]
+    # after expiry the batch is known completed (its tombstone says so): never sent upstream again
+    assert expired_retry.status_code == 409 and completed == 1
+    assert expired_retry.json()["error"]["code"] == "batch_reply_not_kept"
 
 
 def test_a_rebuilt_completing_reply_survives_a_restart_with_state(tmp_path) -> None:

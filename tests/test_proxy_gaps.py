@@ -112,7 +112,8 @@ def test_under_pressure_finished_batches_and_kept_replies_go_before_open_batches
     now[0] += 1
     by_bytes.save(_batch(11, size=2_000))
     by_bytes.save(_batch(12, size=2_000))  # over the bound: the kept reply goes, not the open batch 10
-    assert by_bytes.reply_for("scope:key") is None and by_bytes.get(f"{10:012x}") is not None
+    stub = by_bytes.reply_for("scope:key")  # its body went; its key stays, so a retry is told (a 409)
+    assert stub is not None and not stub.kept and stub.body == b"" and by_bytes.get(f"{10:012x}") is not None
 
 
 def test_a_410_for_a_batch_whose_tombstone_went_under_pressure_says_so() -> None:

@@ -279,8 +279,9 @@ def test_restart_without_state_never_forwards_a_partial_batch_but_a_whole_one_go
     assert all(ids.parse(c["id"]) is not None for c in up.completed[0][-4]["tool_calls"])
 
 
-def test_after_expiry_a_retried_completion_is_served_and_later_turns_go_upstream_merged() -> None:
-    """B11: a finished batch the proxy forgot is rebuilt from the client's messages."""
+def test_after_expiry_a_retried_completion_is_refused_and_later_turns_go_upstream_merged() -> None:
+    """B11: a finished batch the proxy forgot is rebuilt from the client's messages for later turns; its
+    completing request, answered before, is not sent again (seventh pass: a 409, its reply not kept)."""
     now = [1_000_000.0]
 
     async def go(http, server, up):
@@ -293,10 +294,8 @@ def test_after_expiry_a_retried_completion_is_served_and_later_turns_go_upstream
         return retried, up.requests[-1]["messages"], server.stats
 
     (retried, later_sent, stats), up = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
-    assert retried.status_code == 200 and retried.json()["choices"][0]["message"]["content"].startswith(
-        "All done"
-    )
-    assert up.problems == [] and len(up.completed) == 2
+    assert retried.status_code == 409 and retried.json()["error"]["code"] == "batch_reply_not_kept"
+    assert up.problems == [] and len(up.completed) == 1
     assert [m["role"] for m in later_sent] == [
         "user",
         "assistant",

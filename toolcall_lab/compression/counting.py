@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,32 +16,87 @@ from toolcall_lab.compression.variables import VariableStore
 # --- what it saves ---------------------------------------------------------------------------------
 
 
-PIECE_CHARS = 100_000
-"""Texts longer than this are counted in pieces (bpe-openai refuses 1,000,000 characters and more)."""
+PIECE_CHARS = 50_000
+"""Texts up to this many characters are counted whole; longer ones in pieces about this long. A piece
+this long holds at most 200,000 UTF-8 bytes, so at most 200,000 tokens: the most bpe-openai's
+o200k_base counts at once (it also refuses 1,000,000 characters and more)."""
+MAX_PIECE_CHARS = 900_000
+"""A run of text in which no cut is safe (one word of 100,000 letters) is counted whole up to this
+length; a longer one is a `ValueError` saying so, never a count that may be off."""
+
+_ASCII_KIND = "".join(
+    "L" if c.isalpha() else "N" if c.isdigit() else "'" if c == "'" else "O" for c in map(chr, range(128))
+)
+
+
+def _kind(char: str) -> str:
+    """L (letter), N (number), M (mark), ' (the apostrophe of ``'s``), or O (anything else)."""
+    code = ord(char)
+    if code < 128:
+        return _ASCII_KIND[code]
+    category = unicodedata.category(char)[0]
+    return category if category in "LNM" else "O"
+
+
+def _safe_cut(text: str, low: int, high: int, origin: int | None = None) -> int | None:
+    """The last position in (`low`, `high`] where cutting `text` cannot change a GPT tokenizer's count
+    (cl100k_base, o200k_base), None if there is none. `origin` (default `low`) must be such a position
+    itself (the start of the text, or the last cut): a run of digits is aligned from it at most.
+
+    These tokenizers first split text into pieces with a regular expression (letters with an optional
+    leading space or sign, digits in groups of three from the start of a run, punctuation, whitespace)
+    and count each piece apart. A cut right after a letter or digit and before whitespace, punctuation
+    or a symbol other than ``'`` (which may start ``'s``), or between a letter and a digit, falls between
+    two pieces whatever follows: the left side ends there, the right side starts the same way alone.
+    Inside a run of digits a cut at a multiple of three from the run's start (or from `low`) falls
+    between two groups. A cut after whitespace is never taken (``\\s+(?!\\S)`` reads a run of spaces
+    differently at the end of a text), nor one between two letters."""
+    origin = low if origin is None else origin
+    i = high
+    while i > low:
+        before, at = _kind(text[i - 1]), _kind(text[i])
+        if before in "LN" and (at == "O" or (at in "LN" and at != before)):
+            return i
+        if before == "N" and at == "N":  # inside a run of digits: its start (or `origin`) fixes the groups
+            segment = text[origin:i]
+            start = i - (len(segment) - len(segment.rstrip("0123456789")))
+            while start > origin and _kind(text[start - 1]) == "N":  # numbers beyond 0-9 (², Ⅻ)
+                start -= 1
+            aligned = start + (i - start) // 3 * 3
+            if aligned > start and aligned > low:
+                return aligned
+            i = start
+            continue
+        i -= 1
+    return None
 
 
 def in_pieces(count: Callable[[str], int], text: str, piece: int = PIECE_CHARS) -> int:
-    """`count(text)` for a text of any length: counted in pieces of at most `piece` characters, each cut
-    just before a space that starts a word. Tokenizers of the GPT family split text into words first
-    (a word takes the space before it), and a cut there falls between two of them, so the total is
-    the same as counting the whole; a piece with no space in its second half is cut where it ends
-    (one token or so off, per cut)."""
+    """`count(text)` for a text of any length: counted whole up to `piece` characters, else in pieces of
+    about `piece` characters cut only where a cut cannot change the total (`_safe_cut`), so the total is
+    exactly the whole's. A run with no such place is counted whole up to `MAX_PIECE_CHARS` characters;
+    a longer one is a `ValueError`."""
     if len(text) <= piece:
         return count(text)
-    total, start = 0, 0
-    while start < len(text):
-        end = start + piece
-        if end < len(text):
-            cut = end
-            while True:
-                cut = text.rfind(" ", start + piece // 2, cut)
-                if cut <= start or not text[cut - 1].isspace():
-                    break
-            if cut > start:
-                end = cut
-        total += count(text[start:end])
-        start = end
-    return total
+    total, start, size = 0, 0, len(text)
+    while size - start > piece:
+        cut = _safe_cut(text, start, start + piece)
+        low = start + piece
+        while cut is None and low < size - 1 and low - start < MAX_PIECE_CHARS:  # no safe place yet: on
+            high = min(low + piece, size - 1)
+            cut = _safe_cut(text, low, high, start)
+            low = high
+        if cut is None:
+            if size - start > MAX_PIECE_CHARS:
+                raise ValueError(
+                    f"a run of more than {MAX_PIECE_CHARS:,} characters (from character {start:,}) has no "
+                    "place where the tokenizer's count could be split safely, and the tokenizer cannot "
+                    "count it whole"
+                )
+            break
+        total += count(text[start:cut])
+        start = cut
+    return total + count(text[start:])
 
 
 def token_counter() -> tuple[str, Callable[[str], int]]:

@@ -13,16 +13,18 @@ from toolcall_lab.proxy._httpd import Request, Response, StreamResponse
 from toolcall_lab.proxy._wire import (
     NO_RETRY,
     RETRYABLE,
+    WRITERS,
     JSONError,
     TooDeep,
     dumps,
     error_body,
     loads,
+    same_but_spacing,
     spans,
     splice,
     sse_events,
 )
-from toolcall_lab.proxy.upstreams import Upstream, UpstreamError, UpstreamResponse
+from toolcall_lab.proxy.upstreams import HTTPUpstream, Upstream, UpstreamError, UpstreamResponse
 
 
 class HTTPError(Exception):
@@ -68,6 +70,22 @@ def call_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The upstream reply's headers that describe the upstream call (``x-request-id``,
     ``x-ratelimit-*``, ``openai-*``, ``retry-after``, ...): all end-to-end headers but `CALL_SKIP`."""
     return {k: v for k, v in headers.items() if k.lower() not in CALL_SKIP}
+
+
+_CALL_PLANS: dict[tuple[str, ...], tuple[list[str], str | None]] = {}
+
+
+def _call_plan(names: tuple[str, ...]) -> tuple[list[str], str | None]:
+    """For the names of a reply's headers: those `call_headers` keeps, and the first Content-Type's name
+    (decided once per set of names: an upstream sends the same names every time)."""
+    plan = _CALL_PLANS.get(names)
+    if plan is None:
+        kind = next((n for n in names if n.lower() == "content-type"), None)
+        plan = ([n for n in names if n.lower() not in CALL_SKIP], kind)
+        if len(_CALL_PLANS) >= 1024:
+            _CALL_PLANS.clear()
+        _CALL_PLANS[names] = plan
+    return plan
 
 
 class Answer:
@@ -119,6 +137,8 @@ class Forwarder:
         self.total_timeout_s = total_timeout_s
         self.model = model
         self.stats = stats
+        self.keeps_heads = isinstance(upstream, HTTPUpstream)
+        """Whether the upstream keeps the request head it makes from a client's headers (`Request.memo`)."""
 
     def upstream_body(
         self, raw: bytes, body: dict[str, Any], messages: list[dict[str, Any]], *, stream: bool
@@ -128,20 +148,32 @@ class Forwarder:
         fields, numbers as written, repeated keys, and every message the proxy did not change."""
         replace = {"model": dumps(self.model)} if self.model else {}
         drop = frozenset() if stream else frozenset({"stream", "stream_options"})
-        # Most clients write compact JSON that the parsed body writes back to the same bytes (no
-        # repeated keys, numbers and escapes as orjson writes them): then writing the new body from
-        # the parsed one gives what splicing would, without scanning the bytes (a third of a hop).
-        found = None if dumps(body) == raw else spans(raw)
-        if found is None:
+        # Most clients write JSON that the parsed body writes back to the same tokens (no repeated keys,
+        # numbers and escapes as orjson writes them), compact or spaced (Python's json.dumps, pretty
+        # printers): then writing the new body from the parsed one keeps every token the client wrote
+        # (only the spacing between tokens may change), found with two C-speed passes, not a scan.
+        for write in WRITERS:
+            written = write(body)
+            if written is not None and same_but_spacing(written, raw):
+                out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
+                new = write({k: v for k, v in out.items() if k not in drop})
+                if new is not None:
+                    return new
+        found = spans(raw)
+        if found is None:  # pragma: no cover - the body parsed as an object
             out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
             return dumps({k: v for k, v in out.items() if k not in drop})
         return splice(raw, found, replace, drop=drop, messages=messages, originals=body.get("messages"))
 
-    async def send(self, data: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
+    async def send(
+        self, data: bytes, headers: Mapping[str, str], *, stream: bool, memo: dict[Any, Any] | None = None
+    ) -> UpstreamResponse:
         self.stats["upstream_calls"] += 1
         idle, total = self.idle_timeout_s, self.total_timeout_s
         if idle is None and total is None:  # the upstream keeps its own idle timeout (the usual case)
             try:
+                if memo is not None and self.keeps_heads:
+                    return await self.upstream.send(data, headers, stream=stream, memo=memo)  # type: ignore[call-arg]
                 return await self.upstream.send(data, headers, stream=stream)
             except UpstreamError as exc:
                 raise HTTPError(exc.status, str(exc), exc.code) from None
@@ -201,7 +233,7 @@ class Forwarder:
         raw = request.body
         if not (unchanged and not self.model and "stream" not in body and "stream_options" not in body):
             raw = self.upstream_body(raw, body, messages, stream=False)
-        reply = await self.send(raw, request.headers, stream=False)
+        reply = await self.send(raw, request.headers, stream=False, memo=request.memo)
         if reply.status >= 400:
             raise Reply(self.upstream_error(reply))
         response = self.chat_completion(reply)
@@ -211,15 +243,10 @@ class Forwarder:
             except TooDeep as exc:
                 why = f"upstream answered with {exc}; the proxy cannot hand it out"
                 raise HTTPError(502, why, "upstream_bad_response") from None
-        kind, kept = "", {}
-        for key, value in reply.headers.items():  # call_headers, and the content type, in one pass
-            low = key.lower()
-            if low in CALL_SKIP:
-                if low == "content-type" and not kind:
-                    kind = value
-                continue
-            kept[key] = value
-        return Answer(response, reply.body, kept, kind or "application/json")
+        headers = reply.headers
+        kept_names, kind_name = _call_plan(tuple(headers))
+        kind = headers[kind_name] if kind_name is not None else "application/json"
+        return Answer(response, reply.body, {name: headers[name] for name in kept_names}, kind)
 
     def chat_completion(self, reply: UpstreamResponse) -> dict[str, Any]:
         """The upstream's body as a chat completion, or a 502 JSON error saying what came instead."""
@@ -270,7 +297,7 @@ class Forwarder:
             raw = self.upstream_body(
                 raw, body, messages if messages is not None else body["messages"], stream=True
             )
-        reply = await self.send(raw, request.headers, stream=stream)
+        reply = await self.send(raw, request.headers, stream=stream, memo=request.memo)
         if reply.status >= 400:
             if reply.stream is not None:  # pragma: no cover - upstreams read error bodies whole
                 await reply.release()

@@ -60,6 +60,8 @@ _RESET = (errno.ECONNRESET, errno.EPIPE)
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _REPLY_CTL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
 """Control characters a reply head must not hold (line ends aside)."""
+_HEAD_BYTES = bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100)) + b"\t\r\n"
+"""What a reply head may hold (visible characters, obs-text, tab, line ends): deleting them leaves nothing."""
 _REQUEST_CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _KEEP_ALIVE_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)", re.I)
 
@@ -71,6 +73,58 @@ _SPACE = " \t\x0b\x0c"
 def _plain_number(text: str) -> bool:
     """ASCII digits only, at most 18 (``str.isdigit`` alone takes ``²``, a latin-1 character)."""
     return text.isascii() and text.isdigit() and len(text) < 19
+
+
+REPEATED = "\n"
+"""Between the values of a header sent more than once (see `_httpd.REPEATED`): each goes on as a line."""
+
+
+_FIELDS = re.compile(r"(?:[^\s:](?:[^:\r\n]*[^\s:])?:[^\r\n]*\r\n)*")
+"""Header lines that need no closer look: a name without surrounding whitespace, a colon, a value, CRLF
+(no folded line, no bare LF; control characters are refused before)."""
+_FIELD = re.compile(r"([^:\r\n]+):[ \t]*([^\r\n]*?)[ \t]*\r\n")
+_NAME = re.compile(r"^([^:\r\n]+):", re.M)
+
+
+def _fields_fast(block: str) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+    """(headers, lower-case name -> name) of plain header lines (`block`: lines ending in CRLF), read with
+    a few regular-expression passes; (None, None) when a line needs a closer look or a name repeats."""
+    if _FIELDS.fullmatch(block) is None:
+        return None, None
+    pairs = _FIELD.findall(block)
+    headers = dict(pairs)
+    names = _NAME.findall(block.lower())
+    lower = dict(zip(names, headers, strict=False))
+    if len(lower) != len(pairs) or len(headers) != len(pairs):
+        return None, None
+    return headers, lower
+
+
+def _fields_slow(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(headers, lower-case name -> name) of a reply head line by line: bare LF line ends, obsolete folded
+    lines (joined with a space), repeated names (values joined by `REPEATED`); a malformed line is a
+    `HTTPFailure`."""
+    headers: dict[str, str] = {}
+    lower: dict[str, str] = {}
+    last = ""
+    for raw in text.replace("\r\n", "\n").split("\n")[1:]:
+        if raw[:1] in (" ", "\t") and last:  # obsolete line folding
+            headers[last] += " " + raw.strip(_SPACE)
+            continue
+        key, sep, value = raw.partition(":")
+        if not sep or not key or key != key.strip(_SPACE):
+            shown = raw[:80].encode("latin-1")
+            raise HTTPFailure(f"a header line of the reply is malformed: {shown!r}")
+        value = value.strip(" \t")
+        low = key.lower()
+        known = lower.get(low)
+        if known is not None:  # repeated: each value goes on as a line of its own (Set-Cookie)
+            headers[known] = f"{headers[known]}{REPEATED}{value}"
+            last = known
+        else:
+            lower[low] = last = key
+            headers[key] = value
+    return headers, lower
 
 
 class HTTPFailure(Exception):
@@ -93,7 +147,7 @@ class _Unread(Exception):
 
 @dataclass(slots=True)
 class Reply:
-    """A parsed reply: status, headers (names as sent; repeated ones joined with ``, ``), body."""
+    """A parsed reply: status, headers (names as sent; a repeated one's values joined by `REPEATED`), body."""
 
     status: int
     headers: dict[str, str]
@@ -400,47 +454,34 @@ class _Connection(asyncio.Protocol):
 
     def _head(self, head: bytes) -> bool:
         """Read a status line and headers; True when the body (or the next head) follows in the buffer."""
-        bad = _REPLY_CTL.search(head)
+        clean = not head.translate(None, _HEAD_BYTES) and head.count(b"\r") == head.count(b"\r\n")
+        bad = None if clean else _REPLY_CTL.search(head)  # two C passes, a search only to say where
         if bad is not None:
             line = head[head.rfind(b"\n", 0, bad.start()) + 1 :].split(b"\n", 1)[0]
             raise HTTPFailure(
                 f"the reply's head holds a control character {bad.group()!r} in {line[:80]!r}; "
                 "the proxy does not pass such a header on"
             )
-        lines = head.decode("latin-1").replace("\r\n", "\n").split("\n")  # latin-1: byte for byte
-        parts = lines[0].split(" ", 2)
+        text = head.decode("latin-1")  # latin-1: byte for byte
+        first = text.find("\r\n")
+        status_line = text[:first] if first >= 0 else text.split("\n", 1)[0]
+        parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _plain_number(parts[1]):
-            shown = lines[0][:80].encode("latin-1")
+            shown = status_line[:80].encode("latin-1")
             raise HTTPFailure(f"the upstream did not answer with HTTP/1.x: {shown!r}")
         status = int(parts[1])
         if 100 <= status < 200 and status != 101:  # interim reply (100 Continue, 103 Early Hints)
             return True
-        headers: dict[str, str] = {}
-        lower: dict[str, str] = {}
-        last = ""
-        for raw in lines[1:]:
-            if raw[:1] in (" ", "\t") and last:  # obsolete line folding
-                headers[last] += " " + raw.strip(_SPACE)
-                continue
-            key, sep, value = raw.partition(":")
-            if not sep or not key or key != key.strip(_SPACE):
-                shown = raw[:80].encode("latin-1")
-                raise HTTPFailure(f"a header line of the reply is malformed: {shown!r}")
-            text = value.strip(" \t")
-            low = key.lower()
-            known = lower.get(low)
-            if known is not None:
-                headers[known] = f"{headers[known]}, {text}"
-                last = known
-            else:
-                lower[low] = last = key
-                headers[key] = text
+        block = text[first + 2 :] + "\r\n" if first >= 0 else ""
+        headers, lower = _fields_fast(block) if first >= 0 else (None, None)
+        if headers is None or lower is None:
+            headers, lower = _fields_slow(text)
         self.status, self.headers = status, headers
         self.streaming = self.streaming and 200 <= status < 300  # an error's body is read whole
 
         def get(name: str) -> str:
             key = lower.get(name)
-            return headers[key].lower() if key is not None else ""
+            return headers[key].lower().replace(REPEATED, ", ") if key is not None else ""
 
         if "connection" in lower:
             tokens = {t.strip() for t in get("connection").split(",")}
@@ -451,15 +492,15 @@ class _Connection(asyncio.Protocol):
             hint = _KEEP_ALIVE_TIMEOUT.search(get("keep-alive"))
             if hint is not None:  # the server closes idle connections after this: stop reusing one before
                 self.expires_at = self.loop.time() + max(0.0, int(hint.group(1)) - 1.0)
-        encoding = get("content-encoding")
+        encoding = get("content-encoding") if "content-encoding" in lower else ""
         if encoding in ("gzip", "x-gzip"):
             self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":
             self.decoder = zlib.decompressobj()
         elif encoding not in ("", "identity"):
             raise HTTPFailure(f"the reply is encoded as {encoding!r} although the proxy asked for identity")
-        transfer = get("transfer-encoding")
-        length = get("content-length")
+        transfer = get("transfer-encoding") if "transfer-encoding" in lower else ""
+        length = headers[lower["content-length"]] if "content-length" in lower else ""
         if status in (204, 304):
             self.stage = "done"
         elif transfer:
@@ -467,8 +508,11 @@ class _Connection(asyncio.Protocol):
                 self.stage, self.keep_alive = "close", False
             else:
                 self.stage = "chunk-size"
+        elif length and length.isdigit() and length.isascii() and len(length) < 19:  # one plain number
+            self.remaining = int(length)
+            self.stage = "length" if self.remaining else "done"
         elif length:
-            values = {v.strip() for v in length.split(",")}
+            values = {v.strip() for v in length.replace(REPEATED, ",").split(",")}
             if len(values) != 1 or not _plain_number(next(iter(values))):
                 raise HTTPFailure(f"the reply's Content-Length is not one number: {length[:40]!r}")
             self.remaining = int(values.pop())
@@ -646,27 +690,37 @@ class HTTPClient:
         them, so they leave as they came); a character beyond latin-1 (a caller's own text) as UTF-8.
         A control character in a name or value (a line break would start a header of its own) is a
         `ValueError`."""
+        return self.head_prefix(headers) + b"Content-Length: %d\r\n\r\n" % length
+
+    def head_prefix(self, headers: Iterable[tuple[str, str]]) -> bytes:
+        """`request_head` up to its Content-Length line: the same for every request with these headers
+        (a caller may keep it, `post`'s `prefix`)."""
         out = [self._line]
         for name, value in headers:
-            line = f"{name}: {value}\r\n"
-            try:
-                out.append(line.encode("latin-1"))
-            except UnicodeEncodeError:
-                out.append(line.encode("utf-8", "surrogateescape"))
-        out.append(b"Content-Length: %d\r\n\r\n" % length)
+            for one in value.split(REPEATED) if REPEATED in value else (value,):  # repeated: one line each
+                line = f"{name}: {one}\r\n"
+                try:
+                    out.append(line.encode("latin-1"))
+                except UnicodeEncodeError:
+                    out.append(line.encode("utf-8", "surrogateescape"))
         head = b"".join(out)
-        if head.count(b"\r\n") != len(out) + self._line.count(b"\r\n") or _REQUEST_CTL.search(
+        if head.count(b"\r\n") != len(out) - 1 + self._line.count(b"\r\n") or _REQUEST_CTL.search(
             head.replace(b"\r\n", b"")
         ):
-            shown = next((x for x in out[1:-1] if x.count(b"\r\n") != 1 or _REQUEST_CTL.search(x[:-2])), b"?")
+            shown = next((x for x in out[1:] if x.count(b"\r\n") != 1 or _REQUEST_CTL.search(x[:-2])), b"?")
             raise ValueError(f"header {shown[:80]!r} holds a control character; it cannot be sent")
         return head
 
-    async def post(self, body: bytes, headers: Iterable[tuple[str, str]], *, stream: bool) -> Reply:
+    async def post(
+        self, body: bytes, headers: Iterable[tuple[str, str]], *, stream: bool, prefix: bytes | None = None
+    ) -> Reply:
         """Send one POST; the reply's body is read whole, or (`stream`, and a success) as a byte stream
         that the caller reads to its end and then `release`s. Sent a second time only when a reused
-        connection was reset before any byte of the reply (see the module docstring)."""
-        head = self.request_head(headers, len(body))
+        connection was reset before any byte of the reply (see the module docstring). `prefix`: the
+        `head_prefix` of `headers`, kept by the caller."""
+        if prefix is None:
+            prefix = self.head_prefix(headers)
+        head = prefix + b"Content-Length: %d\r\n\r\n" % len(body)
         conn = await self._acquire()
         try:
             reply = await self._exchange(conn, head, body, stream)

@@ -53,6 +53,9 @@ MAX_KNOWN_HEADS = 256
 is not parsed again; the whole set is dropped when it fills."""
 MAX_KNOWN_HEAD_BYTES = 8192
 """Only heads up to this size are remembered (real clients' are about 1 KB): at most 2 MB in all."""
+REPEATED = "\n"
+"""Between the values of a header sent more than once (a line feed cannot be in a value): each is
+written as a line of its own again (``Set-Cookie`` must never be joined, RFC 9110 5.3)."""
 MAX_CHUNK_LINE = 4096
 """Longest chunk-size line (size and extensions) accepted."""
 
@@ -91,15 +94,29 @@ def _date() -> bytes:
 
 class Request:
     """A request as read: method, path (query string apart), lower-case header names, the whole body
-    (decoded when it came with a ``Content-Encoding``)."""
+    (decoded when it came with a ``Content-Encoding``).
 
-    __slots__ = ("body", "headers", "method", "path", "query", "version")
+    `memo` is shared by every request whose head had the same bytes (Content-Length aside): a handler
+    keeps there what it works out from the headers alone (the caller's scope, the headers it forwards),
+    so that a client's next request with the same head costs nothing of it. `parsed` is free for the
+    handler (the body as it read it, between the server's fast path and its task)."""
+
+    __slots__ = ("body", "headers", "memo", "method", "parsed", "path", "query", "version")
 
     def __init__(
-        self, method: str, path: str, query: str, version: str, headers: dict[str, str], body: bytes
+        self,
+        method: str,
+        path: str,
+        query: str,
+        version: str,
+        headers: dict[str, str],
+        body: bytes,
+        memo: dict[str, Any] | None = None,
     ) -> None:
         self.method, self.path, self.query, self.version = method, path, query, version
         self.headers, self.body = headers, body
+        self.memo: dict[str, Any] = {} if memo is None else memo
+        self.parsed: Any = None
 
 
 class Response:
@@ -126,12 +143,19 @@ class StreamResponse:
 
 Reply = Response | StreamResponse
 Handler = Callable[[Request], Awaitable[Reply]]
+FastHandler = Callable[[Request], Response | None]
+"""Answers a request at once, without a task (None: leave it to the `Handler`)."""
+_INTERNAL_ERROR = b'{"error": {"message": "internal error", "type": "server_error"}}'
+
+
+def _internal_error() -> Response:
+    return Response(500, _INTERNAL_ERROR, {"Content-Type": "application/json"})
 
 
 class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str = "") -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.code = status, code
 
 
 class _Pending:
@@ -143,6 +167,7 @@ class _Pending:
         "headers",
         "keep",
         "length",
+        "memo",
         "method",
         "path",
         "query",
@@ -151,10 +176,18 @@ class _Pending:
     )
 
     def __init__(
-        self, method: str, path: str, query: str, version: str, headers: dict[str, str], keep: bool
+        self,
+        method: str,
+        path: str,
+        query: str,
+        version: str,
+        headers: dict[str, str],
+        keep: bool,
+        memo: dict[str, Any] | None = None,
     ) -> None:
         self.method, self.path, self.query, self.version = method, path, query, version
         self.headers, self.keep = headers, keep
+        self.memo = memo
         self.chunked = False
         self.length = 0
         """Content-Length; with chunked, what is left of the chunk being read."""
@@ -182,8 +215,9 @@ def _fields(
     head: bytes, pos: int, what: str, single: frozenset[str] = frozenset()
 ) -> tuple[dict[str, str], int]:
     """Header (or trailer) lines from `pos` to the end of `head` (which ends with CRLF): lower-case names,
-    values as latin-1 text (byte for byte); repeated names joined with ``, ``, except those in `single`,
-    whose repetition is a 400 (a field that is not a list, such as a credential: joined, two values
+    values as latin-1 text (byte for byte); the values of a repeated name joined with a line feed
+    (`REPEATED`, which no value can hold: each goes on as a line of its own, RFC 9110 5.3), except those
+    in `single`, whose repetition is a 400 (a field that is not a list, such as a credential: two values
     would reach the upstream as one). Returns the fields and how many Host lines there were."""
     fields: dict[str, str] = {}
     hosts = 0
@@ -204,7 +238,7 @@ def _fields(
                     "value (two would be joined into one the upstream cannot read, and this one decides "
                     "whose state the request may use): send it once",
                 )
-            fields[key] = f"{fields[key]}, {value}"
+            fields[key] = f"{fields[key]}{REPEATED}{value}"
         else:
             fields[key] = value
         if key == "host":
@@ -264,6 +298,8 @@ class _Protocol(asyncio.Protocol):
         self.paused = False
         self.reading_paused = False
         self.pending: _Pending | None = None
+        self.reserved = 0
+        """Bytes of the in-flight body budget this connection's request holds (`HTTPServer.reserve`)."""
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -277,6 +313,7 @@ class _Protocol(asyncio.Protocol):
                 503,
                 f"the proxy has {server.max_connections} connections open (its cap, max_connections) and "
                 "all are in use; try again shortly",
+                "",
             )
             length = b"Content-Length: %d\r\n" % len(reply.body)
             transport.write(self._head(reply.status, reply.headers, False, "HTTP/1.1", length) + reply.body)
@@ -289,6 +326,8 @@ class _Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        if self.task is None:  # a request being answered gives its bytes back when it is done
+            self._release()
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -327,16 +366,44 @@ class _Protocol(asyncio.Protocol):
     # --- reading requests ------------------------------------------------------------------------
 
     def _next(self) -> None:
-        """Read the next complete request from the buffer and start answering it."""
-        try:
-            request = self._read()
-        except BadRequest as exc:
-            self._refuse(exc.status, str(exc))
-            return
-        if request is not None:
+        """Read the next complete request from the buffer and answer it: at once when the server's
+        `fast` handler can (then the next buffered request), else in a task."""
+        fast = self.server.fast
+        while True:
+            try:
+                read = self._read()
+            except BadRequest as exc:
+                self._refuse(exc.status, str(exc), exc.code)
+                return
+            if read is None:
+                break
+            request, keep = read
+            if fast is not None:
+                try:
+                    reply = fast(request)
+                except Exception:  # the handler's own errors are JSON already; this is a last resort
+                    logger.exception("HTTP handler failed on %s %s", request.method, request.path)
+                    reply = _internal_error()
+                if reply is not None:
+                    keep = keep and not self.server.closing
+                    self._write(reply, keep, request.version)
+                    self._release()
+                    if not keep or self.closed:
+                        self._close()
+                        return
+                    self.last_data = self.loop.time()
+                    if self.buffer:
+                        self.head_since = self.last_data
+                        continue
+                    if self.eof:
+                        self._close()
+                    else:
+                        self._arm()
+                    return
             self.busy = True
-            self.task = self.loop.create_task(self._answer(request[0], request[1]))
-        elif self.eof:  # half-closed with no complete request left: nothing more can come
+            self.task = self.loop.create_task(self._answer(request, keep))
+            return
+        if self.eof:  # half-closed with no complete request left: nothing more can come
             if self.buffer or self.pending is not None:
                 self._refuse(400, self._cut_short())
             else:
@@ -355,9 +422,10 @@ class _Protocol(asyncio.Protocol):
     def _read(self) -> tuple[Request, bool] | None:
         pending = self.pending
         if pending is None:
-            pending = self._read_head()
-            if pending is None:
-                return None
+            head = self._read_head()
+            if head is None or isinstance(head, tuple):  # a whole request of a head seen before: read
+                return head
+            pending = head
         buffer = self.buffer
         if pending.chunked:
             if not self._read_chunks(pending):
@@ -373,10 +441,18 @@ class _Protocol(asyncio.Protocol):
         coding = headers.pop("content-encoding", None)
         if coding is not None:
             body = _decoded(body, coding, self.server.max_body_bytes)
-        request = Request(pending.method, pending.path, pending.query, pending.version, headers, body)
+            if len(body) > self.reserved:  # held decoded: counted so (within max_body_bytes)
+                self.server.inflight += len(body) - self.reserved
+                self.reserved = len(body)
+        request = Request(
+            pending.method, pending.path, pending.query, pending.version, headers, body, pending.memo
+        )
         return request, pending.keep
 
-    def _read_head(self) -> _Pending | None:
+    def _read_head(self) -> _Pending | tuple[Request, bool] | None:
+        """The head at the start of the buffer read into a `_Pending` (its body to come), None when it
+        is not whole yet; a head seen before whose body is in the buffer already is read at once, the
+        whole request returned (the usual case of a kept-alive client)."""
         buffer = self.buffer
         while buffer.startswith(b"\r\n"):  # empty lines before a request line are ignored (RFC 9112 2.2)
             del buffer[:2]
@@ -406,13 +482,23 @@ class _Protocol(asyncio.Protocol):
             known = self.server.heads.get(key)
         if known is not None:
             assert found is not None
-            method, path, query, version, fields, keep = known
-            headers = dict(fields)
-            headers["content-length"] = found.group(1).decode("ascii")
-            pending = _Pending(method, path, query, version, headers, keep)
-            pending.length = int(found.group(1))
-            if pending.length > self.server.max_body_bytes:
+            method, path, query, version, fields, keep, memo = known
+            text = found.group(1)
+            length = int(text)
+            if length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
+            headers = dict(fields)
+            headers["content-length"] = text.decode("ascii")
+            stop = end + 4 + length
+            if len(buffer) >= stop:  # the body is here too: no `_Pending`, no deadline to arm
+                if length:
+                    self._reserve(length)
+                body = bytes(buffer[end + 4 : stop])
+                del buffer[:stop]
+                self.head_since = None
+                return Request(method, path, query, version, headers, body, memo), keep
+            pending = _Pending(method, path, query, version, headers, keep, memo)
+            pending.length = length
             return self._body_next(pending, end, None, False)
         line = _REQUEST_LINE.match(head)
         if line is None:
@@ -433,7 +519,7 @@ class _Protocol(asyncio.Protocol):
         if connection is None:  # HTTP/1.1 keeps the connection, HTTP/1.0 closes it
             keep = not old
         else:
-            tokens = {t.strip().lower() for t in connection.split(",")}
+            tokens = {t.strip().lower() for t in connection.replace(REPEATED, ",").split(",")}
             keep = "keep-alive" in tokens if old else "close" not in tokens
         if target[:1] != "/":
             absolute = _ABSOLUTE.match(target)
@@ -462,7 +548,7 @@ class _Protocol(asyncio.Protocol):
             if pending.length > self.server.max_body_bytes:
                 raise BadRequest(413, "")
         elif length_text is not None:
-            values = {v.strip() for v in length_text.split(",")}
+            values = {v.strip() for v in length_text.replace(REPEATED, ",").split(",")}
             text = values.pop() if len(values) == 1 else ""
             if not _LENGTH.fullmatch(text):
                 raise BadRequest(400, f"malformed Content-Length {length_text[:40]!r}")
@@ -474,18 +560,30 @@ class _Protocol(asyncio.Protocol):
             and len(head) <= MAX_KNOWN_HEAD_BYTES
             and expect is None
             and transfer is None
+            and "content-encoding" not in headers  # a known head's body is taken as it comes
             and length_text == found.group(1).decode("ascii")  # that line was the only Content-Length
         ):
             heads = self.server.heads
             if len(heads) >= MAX_KNOWN_HEADS:
                 heads.clear()
             fields = {k: v for k, v in headers.items() if k != "content-length"}
-            heads[head[: found.start()] + head[found.end() :]] = (method, path, query, version, fields, keep)
+            pending.memo = {}
+            heads[head[: found.start()] + head[found.end() :]] = (
+                method,
+                path,
+                query,
+                version,
+                fields,
+                keep,
+                pending.memo,
+            )
         return self._body_next(pending, end, expect, old)
 
     def _body_next(self, pending: _Pending, end: int, expect: str | None, old: bool) -> _Pending:
         """The head (up to `end`) is read: drop it from the buffer, start the body's deadline and answer
         ``Expect: 100-continue`` when the client waits for it."""
+        if pending.length:
+            self._reserve(pending.length)
         buffer = self.buffer
         del buffer[: end + 4]
         self.pending = pending
@@ -534,6 +632,8 @@ class _Protocol(asyncio.Protocol):
                 del buffer[: end + 2]
                 if len(body) + size > self.server.max_body_bytes:
                     raise BadRequest(413, "")
+                if size:
+                    self._reserve(size)
                 pending.length = size
                 pending.stage = "data" if size else "trailers"
             else:  # trailers: header lines up to an empty line, checked and dropped
@@ -556,8 +656,7 @@ class _Protocol(asyncio.Protocol):
             reply = await self.server.handler(request)
         except Exception:  # the handler's own errors are JSON already; this is a last resort
             logger.exception("HTTP handler failed on %s %s", request.method, request.path)
-            reply = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}', {})
-            reply.headers["Content-Type"] = "application/json"
+            reply = _internal_error()
         keep = keep and not self.server.closing
         try:
             if isinstance(reply, StreamResponse):
@@ -567,6 +666,7 @@ class _Protocol(asyncio.Protocol):
         finally:
             self.busy = False
             self.task = None
+            self._release()
             if self.reading_paused and self.transport is not None:
                 self.reading_paused = False
                 self.transport.resume_reading()
@@ -587,7 +687,10 @@ class _Protocol(asyncio.Protocol):
         if "Date" not in headers and "date" not in headers:  # an upstream's own Date passes through
             lines.append(_date())
         for name, value in headers.items():
-            lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+            if REPEATED in value:  # a header sent more than once: one line each
+                lines += [f"{name}: {v}\r\n".encode("latin-1", "replace") for v in value.split(REPEATED)]
+            else:
+                lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
         lines.append(extra)
         if not keep:
             lines.append(b"Connection: close\r\n")
@@ -634,12 +737,34 @@ class _Protocol(asyncio.Protocol):
             if aclose is not None:
                 await aclose()
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _reserve(self, size: int) -> None:
+        """Count `size` more bytes of this request's body against the server's in-flight budget; past the
+        budget the request is refused (503) before its body is read."""
+        server = self.server
+        if server.inflight + size > server.max_inflight_body_bytes:
+            raise BadRequest(
+                503,
+                f"the proxy holds {server.inflight} bytes of request bodies in flight and this request "
+                f"would add {size} more, past its budget of {server.max_inflight_body_bytes} bytes "
+                "(--max-inflight-body-bytes, ProxySettings.max_inflight_body_bytes); nothing of it was "
+                "read or forwarded. Send it again shortly (Retry-After).",
+                "bodies_over_budget",
+            )
+        server.inflight += size
+        self.reserved += size
+
+    def _release(self) -> None:
+        if self.reserved:
+            self.server.inflight -= self.reserved
+            self.reserved = 0
+
+    def _refuse(self, status: int, message: str, code: str = "") -> None:
         """A request that cannot be read: the server's error reply, then the connection closes."""
         self.buffer.clear()
         self.pending = None
         self.busy = True  # nothing more is read from this connection
-        reply = self.server.refusal(status, message)
+        self._release()
+        reply = self.server.refusal(status, message, code)
         self._write(reply, False, "HTTP/1.1")
         self._close()
 
@@ -686,7 +811,7 @@ class _Protocol(asyncio.Protocol):
             self._refuse(
                 408,
                 f"the request head did not arrive whole within {self.server.head_timeout_s:g} s "
-                "(head_timeout_s)",
+                "(head_timeout_s, --head-timeout)",
             )
             return
         pending = self.pending
@@ -714,7 +839,8 @@ class HTTPServer:
 
     Args:
         handler: answers one request.
-        refusal: the reply for a request the server answers itself (status, message): 413 for a body
+        refusal: the reply for a request the server answers itself (status, message, code: '' or
+            ``bodies_over_budget`` for a 503 past `max_inflight_body_bytes`): 413 for a body
             over `max_body_bytes` (message empty), 400 / 415 / 417 / 431 / 501 / 505 for malformed or
             unsupported ones, 408 for a head or a body that took too long, 503 at the connection cap.
         max_body_bytes: largest request body accepted (decoded size, for a compressed one).
@@ -723,12 +849,18 @@ class HTTPServer:
         body_timeout_s: a request body must arrive whole within this long of the end of its head.
         max_connections: open connections at most.
         single_headers: lower-case names of headers that must not be repeated (a repeat is a 400).
+        max_inflight_body_bytes: request bodies held at once, from the end of a request's head (its
+            Content-Length, or its chunks as they come) until its reply is written; a request that would
+            pass it is refused (503) before its body is read. None: `max_body_bytes` times 8.
+        fast: tried first on each request, synchronously in the connection's callback: a reply it
+            returns is written at once (no task, no event-loop round), None hands the request to
+            `handler` in a task.
     """
 
     def __init__(
         self,
         handler: Handler,
-        refusal: Callable[[int, str], Response],
+        refusal: Callable[[int, str, str], Response],
         *,
         max_body_bytes: int,
         keepalive_s: float = 75.0,
@@ -736,8 +868,14 @@ class HTTPServer:
         body_timeout_s: float = 60.0,
         max_connections: int = 1000,
         single_headers: frozenset[str] = frozenset(),
+        max_inflight_body_bytes: int | None = None,
+        fast: FastHandler | None = None,
     ) -> None:
         self.handler = handler
+        self.fast = fast
+        self.max_inflight_body_bytes = max_inflight_body_bytes or 8 * max_body_bytes
+        self.inflight = 0
+        """Bytes of request bodies held now (see `max_inflight_body_bytes`)."""
         self.single_headers = single_headers
         self.refusal = refusal
         self.max_body_bytes = max_body_bytes
@@ -746,10 +884,12 @@ class HTTPServer:
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         self.connections: set[_Protocol] = set()
-        self.heads: dict[bytes, tuple[str, str, str, str, dict[str, str], bool]] = {}
-        """What a head read before gave (method, path, query, version, headers, keep-alive), by its bytes
-        without the Content-Length line: the same bytes always read the same (see `MAX_KNOWN_HEADS`)."""
+        self.heads: dict[bytes, tuple[str, str, str, str, dict[str, str], bool, dict[str, Any]]] = {}
+        """What a head read before gave (method, path, query, version, headers, keep-alive, and the
+        `Request.memo` its requests share), by its bytes without the Content-Length line: the same
+        bytes always read the same (see `MAX_KNOWN_HEADS`)."""
         self.closing = False
+        self._hurry: asyncio.Future[None] | None = None
         self.urls: list[str] = []
         self._servers: list[asyncio.Server] = []
 
@@ -779,18 +919,27 @@ class HTTPServer:
         oldest._close()
         return True
 
-    async def close(self, grace_s: float = 10.0) -> None:
+    async def close(self, grace_s: float = 10.0) -> int:
         """Stop listening, close idle connections, give handlers in flight `grace_s` to deliver their
-        replies (each then closes its connection), then cancel what is left and close everything."""
+        replies (each then closes its connection), then cancel what is left and close everything.
+        `hurry` cuts the grace short. Returns how many handlers had to be cancelled."""
         self.closing = True
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
             if not conn.busy:
                 conn._close()
-        tasks = [c.task for c in self.connections if c.task is not None]
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=grace_s)
+        late: set[asyncio.Future[Any]] = {c.task for c in self.connections if c.task is not None}
+        if late:
+            loop = asyncio.get_running_loop()
+            hurry = self._hurry = loop.create_future()
+            deadline = loop.time() + grace_s
+            while late and not hurry.done() and loop.time() < deadline:
+                done, _ = await asyncio.wait(
+                    {*late, hurry}, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
+                late -= done
+            self._hurry = None
             for task in late:
                 task.cancel()
             if late:
@@ -798,3 +947,9 @@ class HTTPServer:
         for conn in list(self.connections):
             conn._close()
         self._servers = []
+        return len(late)
+
+    def hurry(self) -> None:
+        """During `close`: stop waiting for handlers in flight (a second Ctrl-C or SIGTERM)."""
+        if self._hurry is not None and not self._hurry.done():
+            self._hurry.set_result(None)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.decoder
+import json.scanner
 import math
+import operator
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -94,6 +97,14 @@ try:  # orjson (the `fast` extra) parses and writes request bodies several times
         except TypeError:
             return _std_dumps(value, sort_keys=True, separators=(",", ":"))
 
+    def dumps_one_way(value: Any) -> bytes | None:
+        """`value` written by orjson alone (None when it cannot): two texts written this way write every
+        number and string the same way, which `dumps` (falling back to the standard library) does not."""
+        try:
+            return orjson.dumps(value)
+        except TypeError:
+            return None
+
     JSONError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, UnicodeDecodeError, TooDeep)
 
 except ImportError:  # pragma: no cover - the optional extra is absent
@@ -107,30 +118,149 @@ except ImportError:  # pragma: no cover - the optional extra is absent
     def dumps_sorted(value: Any) -> bytes:
         return _std_dumps(value, sort_keys=True, separators=(",", ":"))
 
+    def dumps_one_way(value: Any) -> bytes | None:
+        try:
+            return _std_dumps(value, separators=(",", ":"))
+        except TooDeep:
+            return None
+
     JSONError = (json.JSONDecodeError, UnicodeDecodeError, TooDeep)
 
 
 # --- writing a request again, byte for byte where the proxy changes nothing ------------------------
 
-_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.S)
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.S)
+"""A string (its body matched in runs, not character by character) or a structural character."""
+_SPACE = b" \t\n\r"
+_SKIP_SPACE = re.compile(r"[ \t\n\r]*")
+_COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+_SCAN: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+"""The standard library's C scanner: reads one JSON value at a position and returns where it ends."""
+
+
+def dumps_ascii(value: Any) -> bytes | None:
+    """`value` as the standard library writes it by default (non-ASCII as ``\\u`` escapes, floats by
+    ``repr``), compact; None when it cannot. Python clients (``json.dumps``, ``requests``, ``aiohttp``)
+    write bodies this way, spaced."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except (RecursionError, ValueError):
+        return None
+
+
+WRITERS = (dumps_one_way, dumps_ascii)
+"""The ways a parsed body can be written again whose tokens `same_but_spacing` compares with the
+client's: orjson's (most clients: compact, UTF-8) and the standard library's (Python clients)."""
+
+
+def same_but_spacing(written: bytes, raw: bytes) -> bool:
+    """Whether `written` (a parse of `raw` written again) differs from `raw` in whitespace between tokens
+    at most: with all spaces, tabs and line breaks taken out both are the same bytes. Whitespace inside
+    a string is taken out of both alike, a raw tab or line break cannot be in a JSON string, and any other
+    difference (an escape written otherwise, ``1E5``, a repeated key) leaves other bytes, so equal means
+    every token is the same bytes. Two C-speed passes, whatever the client's spacing."""
+    return written == raw or written.translate(None, _SPACE) == raw.translate(None, _SPACE)
 
 
 class Spans:
-    """Where a JSON object's top-level members sit in its bytes, and the elements of its ``messages``."""
+    """Where a JSON object's top-level members sit in its bytes, and the elements of its ``messages``.
 
-    __slots__ = ("elements", "members")
+    Offsets count bytes of the body, or (`text` given) characters of `text`, the body decoded: a body
+    read by the C scanner keeps character offsets, and only the pieces kept are encoded again."""
+
+    __slots__ = ("elements", "members", "text")
 
     def __init__(
-        self, members: list[tuple[str, bytes, int, int]], elements: list[tuple[int, int]] | None
+        self,
+        members: list[tuple[str, bytes, int, int]],
+        elements: list[tuple[int, int]] | None,
+        text: str | None = None,
     ) -> None:
         self.members = members
         """(name, the key as written, value start, value end), in order, repeated keys included."""
         self.elements = elements
         """(start, end) of each element of the (last) top-level ``messages`` array."""
+        self.text = text
+
+    def piece(self, raw: bytes, start: int, end: int) -> bytes:
+        """The body's bytes from `start` to `end`, surrounding whitespace stripped."""
+        if self.text is None:
+            return raw[start:end].strip()
+        return self.text[start:end].strip(" \t\n\r").encode("utf-8", "surrogatepass")
 
 
 def spans(raw: bytes) -> Spans | None:
-    """The `Spans` of a JSON object already known to parse (None when `raw` is not an object)."""
+    """The `Spans` of a JSON object already known to parse (None when `raw` is not an object).
+
+    Read with the standard library's C scanner, one call per top-level value and per message, so the
+    cost does not grow with the client's spacing or the number of strings in a message; a body the
+    scanner cannot read that way (not UTF-8 text, nested deeper than it recurses) is read token by token
+    instead."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _token_spans(raw)
+    try:
+        found = _scan_spans(text)
+    except RecursionError:
+        return _token_spans(raw)
+    except (StopIteration, ValueError, IndexError):  # pragma: no cover - raw is known to parse
+        return _token_spans(raw)
+    if found is not None and not raw.isascii():
+        found.text = text  # character offsets: the same as byte offsets only for ASCII
+    return found
+
+
+def _after_space(text: str, i: int) -> int:
+    match = _SKIP_SPACE.match(text, i)
+    assert match is not None  # it matches the empty string
+    return match.end()
+
+
+def _scan_spans(text: str) -> Spans | None:
+    skip, scan = _after_space, _SCAN
+    i = skip(text, 0)
+    if text[i : i + 1] != "{":
+        return None
+    members: list[tuple[str, bytes, int, int]] = []
+    elements: list[tuple[int, int]] | None = None
+    i = skip(text, i + 1)
+    if text[i] == "}":
+        return Spans(members, elements)
+    while True:
+        key_start = i
+        name, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+        written = text[key_start:i]
+        i = skip(text, skip(text, i) + 1)  # past the colon
+        start = i
+        if name == "messages" and text[i] == "[":
+            found: list[tuple[int, int]] = []
+            append = found.append
+            i = skip(text, i + 1)
+            if text[i] != "]":
+                comma = _COMMA.match
+                while True:  # per message: one C call, and one regex match for what follows it
+                    element_start = i
+                    i = scan(text, i)[1]
+                    append((element_start, i))
+                    after = comma(text, i)
+                    if after is None:
+                        break
+                    i = after.end()
+                i = skip(text, i)  # at the closing bracket
+            i += 1
+            elements = found
+        else:
+            _, i = scan(text, i)
+        members.append((name, written.encode("utf-8", "surrogatepass"), start, i))
+        i = skip(text, i)
+        if text[i] == "}":
+            return Spans(members, elements)
+        i = skip(text, i + 1)  # past the comma
+
+
+def _token_spans(raw: bytes) -> Spans | None:
+    """`spans` token by token (strings and structural characters), for any depth."""
     members: list[tuple[str, bytes, int, int]] = []
     elements: list[tuple[int, int]] | None = None
     current: list[tuple[int, int]] | None = None
@@ -204,7 +334,7 @@ def splice(
         elif name in replace:
             value = replace[name]
         else:
-            value = raw[start:end].strip()
+            value = found.piece(raw, start, end)
         out += [b"," if len(out) > 1 else b"", written, b":", value]
     for name, value in replace.items():
         if name not in seen:
@@ -214,13 +344,19 @@ def splice(
 
 
 def _array(raw: bytes, found: Spans, messages: list[Any], originals: list[Any] | None) -> bytes:
-    where: dict[int, tuple[int, int]] = {}
-    if originals is not None and found.elements is not None and len(found.elements) == len(originals):
-        where = {id(m): span for m, span in zip(originals, found.elements, strict=True)}
-    parts = []
-    for message in messages:
-        span = where.get(id(message))
-        parts.append(raw[span[0] : span[1]].strip() if span is not None else dumps(message))
+    """The new messages array: the run of messages that are the client's own from the start kept as one
+    slice of its bytes (found by identity in C), then each later message by its own bytes or anew."""
+    elements = found.elements
+    if originals is None or elements is None or len(elements) != len(originals):
+        return b"[" + b",".join([dumps(m) for m in messages]) + b"]"
+    same = list(map(operator.is_, messages, originals))
+    kept = same.index(False) if False in same else len(same)
+    parts = [found.piece(raw, elements[0][0], elements[kept - 1][1])] if kept else []
+    if kept < len(messages):
+        where = {id(m): span for m, span in zip(originals[kept:], elements[kept:], strict=True)}
+        for message in messages[kept:]:
+            span = where.get(id(message))
+            parts.append(found.piece(raw, *span) if span is not None else dumps(message))
     return b"[" + b",".join(parts) + b"]"
 
 
@@ -259,6 +395,7 @@ RETRYABLE = frozenset(
         "upstream_bad_response",
         "request_timeout",
         "too_many_connections",
+        "bodies_over_budget",
     }
 )
 """Codes of the proxy's own errors that a retry may cure; every other one says ``x-should-retry: false``."""

@@ -17,10 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted
+from toolcall_lab.proxy._wire import TooDeep, dumps, dumps_sorted, hand_out_reply
 from toolcall_lab.proxy.ids import PREFIX, parse, proxy_id
 
 BatchState = Literal["open", "finished", "interrupted"]
+ForgetReason = Literal["expired", "evicted", "too_large"]
+"""Why the proxy forgot a batch: unused for ``--ttl``, pushed out by ``--max-batches`` / ``--max-bytes``,
+or (a record rebuilt from a client's messages) too large to keep at all."""
 
 HANDED_NOT_ANSWERED = (
     "Not executed: this call was handed to the client, but the user sent a new message before its "
@@ -119,6 +122,9 @@ class Batch:
     """The upstream's bytes of `final` (as UTF-8 text) when it went to the client as sent."""
     final_fields: dict[str, str] = field(default_factory=dict)
     """`request_fields` of the request that completed the batch: a retry that differs in one is refused."""
+    final_dropped: bool = False
+    """The request that completed the batch was answered, but its reply could not be kept (too large for
+    ``--max-bytes``): a retry is told so, and the batch never goes upstream a second time."""
     rebuilt: bool = False
     """A record made from the client's messages after the proxy forgot the batch, only to keep the reply
     to the request that completed it (its retries get it again); it never hands out a call."""
@@ -127,6 +133,7 @@ class Batch:
     touched_at: float = 0.0
     _ids: list[str] = field(default_factory=list, repr=False, compare=False)
     _size: int = field(default=0, repr=False, compare=False)
+    _rendered: dict[int, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -145,6 +152,12 @@ class Batch:
     def handed_out(self) -> int:
         """How many calls the proxy has handed out: each result received hands out the next."""
         return min(len(self.digests) + 1, len(self.message["tool_calls"]))
+
+    @property
+    def completed(self) -> bool:
+        """Whether the request that completes the batch was answered by the upstream (its reply kept or
+        not): the batch must never go upstream as a completing request again."""
+        return self.final is not None or self.final_dropped
 
     @property
     def client_ids(self) -> list[str]:
@@ -199,6 +212,16 @@ class Batch:
         message["tool_calls"] = [call]
         return message
 
+    def rendered(self, position: int) -> bytes:
+        """The JSON reply that hands out call `position` (> 0) from the queue, written once and kept (a
+        retry of that request gets the same bytes; not in ``--state``: made again after a restart)."""
+        data = self._rendered.get(position)
+        if data is None:
+            data = self._rendered[position] = dumps(
+                hand_out_reply(self.template, self.choice, self.hand_out(position), position)
+            )
+        return data
+
     def edited(self, position: int, held: dict[str, Any]) -> bool:
         """Whether the client's copy of a call differs from the call handed out (id aside)."""
         mine = self.calls[position]
@@ -220,13 +243,10 @@ class Batch:
                 + len(dumps(self.headers))
             )
         final = 0
-        if self.final is not None:
-            final = (
-                len(dumps(self.final))
-                + len(dumps(self.final_headers))
-                + len(self.final_raw or "")
-                + 40 * len(self.final_fields)
-            )
+        if self.final is not None:  # read from `final_raw` when that is kept: about as large again
+            held = 2 * len(self.final_raw) if self.final_raw is not None else len(dumps(self.final))
+            headers = sum(len(k) + len(v) + 6 for k, v in self.final_headers.items())
+            final = held + headers + 40 * len(self.final_fields)
         return self._size + 40 * len(self.digests) + final
 
     def to_dict(self) -> dict[str, Any]:
@@ -243,6 +263,7 @@ class Batch:
             "final_headers": self.final_headers,
             "final_raw": self.final_raw,
             "final_fields": self.final_fields,
+            **({"final_dropped": True} if self.final_dropped else {}),
             "rebuilt": self.rebuilt,
             "state": self.state,
             "created_at": self.created_at,
@@ -253,7 +274,7 @@ class Batch:
     def from_dict(cls, data: dict[str, Any]) -> Batch:
         return cls(**data)
 
-    def tombstone(self, reason: Literal["expired", "evicted"], at: float) -> Tombstone:
+    def tombstone(self, reason: ForgetReason, at: float) -> Tombstone:
         return Tombstone(
             tag=self.tag,
             names=tuple(self.name(p) for p in range(self.n_calls)),
@@ -264,6 +285,7 @@ class Batch:
             reason=reason,
             at=at,
             scope=self.scope,
+            completed=self.completed,
         )
 
 
@@ -280,13 +302,25 @@ class Tombstone:
     """`call_digest` of each call: a client copy that differs was edited."""
     answered: int
     state: BatchState
-    reason: Literal["expired", "evicted"]
+    reason: ForgetReason
     at: float
     scope: str = ""
     """The batch's `Batch.scope`: a tombstone answers only the credentials that opened the batch."""
+    completed: bool = False
+    """Whether the request that completed the batch was answered (`Batch.completed`): its retry is
+    refused, never sent upstream again."""
 
     def name(self, position: int) -> str:
         return self.names[position]
+
+    @property
+    def n_calls(self) -> int:
+        return len(self.names)
+
+    @property
+    def handed_out(self) -> int:
+        """How many of its calls the proxy had handed out when it forgot the batch."""
+        return self.n_calls if self.completed else min(self.answered + 1, self.n_calls)
 
     @property
     def size(self) -> int:
@@ -313,12 +347,15 @@ class Split:
         results: position -> (message index, the client's tool message).
     """
 
-    __slots__ = ("calls", "end", "n_calls", "results", "start", "tag")
+    __slots__ = ("calls", "end", "n_calls", "results", "start", "tag", "verified")
 
     def __init__(self, tag: str, n_calls: int, *, start: int = 0, end: int = 0) -> None:
         self.tag, self.n_calls, self.start, self.end = tag, n_calls, start, end
         self.calls: dict[int, tuple[int, dict[str, Any]]] = {}
         self.results: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.verified = False
+        """Found exactly as handed out, known results unchanged (the server's quick check): the closer
+        checks of ids, calls and results would pass."""
 
     @property
     def handed(self) -> int:
@@ -600,27 +637,29 @@ def check_unedited(split: Split, batch: Batch | None, tomb: Tombstone | None) ->
                 )
 
 
-# --- what a retry of the completing request is matched on ----------------------------------------
+# --- what a retry is matched on: one definition for every retry path -----------------------------
 
 RENDER_ONLY = frozenset({"messages", "stream", "stream_options"})
-"""Request fields a retry of the completing request may change: the messages (the batch is matched by
-its ids, its calls and its results; the conversation before it is not compared) and how the kept reply
-is delivered (streamed or not)."""
+"""Request fields a retry of the completing request (or of a first request under ``x-session-id``) may
+change: the messages (matched on their own: the batch's ids, calls and results, or the session's
+messages) and how the reply is delivered (streamed or not: the proxy renders it as asked)."""
 
 
-def request_fields(body: dict[str, Any]) -> dict[str, str]:
-    """A digest of each request field that can change the model's answer (all but `RENDER_ONLY`),
-    compared as JSON (spacing and key order aside)."""
+def request_fields(body: dict[str, Any], skip: frozenset[str] = RENDER_ONLY) -> dict[str, str]:
+    """A digest of each top-level request field but `skip`, compared as JSON (spacing and key order
+    aside). Every retry path compares requests by it: the completing request's retry and a first
+    request under ``x-session-id`` (all fields but `RENDER_ONLY`), and an ``Idempotency-Key`` (every
+    field: the kept reply is replayed byte for byte, so ``stream`` and the messages count too)."""
     return {
-        str(k): hashlib.sha256(dumps_sorted(v)).hexdigest()[:16]
-        for k, v in body.items()
-        if k not in RENDER_ONLY
+        str(k): hashlib.sha256(dumps_sorted(v)).hexdigest()[:16] for k, v in body.items() if k not in skip
     }
 
 
-def differing_fields(kept: dict[str, str], body: dict[str, Any]) -> list[str]:
+def differing_fields(
+    kept: dict[str, str], body: dict[str, Any], skip: frozenset[str] = RENDER_ONLY
+) -> list[str]:
     """The fields (sorted) in which `body` differs from the request whose `request_fields` are `kept`."""
-    now = request_fields(body)
+    now = request_fields(body, skip)
     return sorted(k for k in kept.keys() | now.keys() if kept.get(k) != now.get(k))
 
 
@@ -685,6 +724,8 @@ def scope_of(headers: dict[str, str]) -> str:
     values = [headers.get(name) for name in SCOPE_HEADERS]
     if not any(values):
         return ""
+    if values[0]:
+        values[0] = _auth_scheme_case(values[0])
     h = hashlib.sha256(b"toolcall-lab proxy scope")
     for value in values[:_FIRST_SCOPE_HEADERS]:
         h.update(b"\x00" + (value or "").encode("latin-1"))  # header values are read as latin-1
@@ -694,13 +735,28 @@ def scope_of(headers: dict[str, str]) -> str:
     return h.hexdigest()[:32]
 
 
-def session_key(session: str, messages: Sequence[dict[str, Any]], scope: str = "") -> str:
-    """Identity of a request under an ``x-session-id``: the same caller (`scope_of`), the same session and
-    the same messages."""
+def _auth_scheme_case(value: str) -> str:
+    """``Authorization`` with its scheme in one spelling (RFC 9110 11.1: the scheme is case-insensitive, the
+    credentials are not): ``bearer k`` and ``BEARER  k`` are ``Bearer k``, the spelling state files hold,
+    so their digests do not change."""
+    scheme, space, credentials = value.partition(" ")
+    if not space:
+        return value
+    return f"{scheme[:1].upper()}{scheme[1:].lower()} {credentials.lstrip(' ')}"
+
+
+def session_key(
+    session: str, messages: Sequence[dict[str, Any]], scope: str = "", fields: dict[str, str] | None = None
+) -> str:
+    """Identity of a request under an ``x-session-id``: the same caller (`scope_of`), the same session,
+    the same messages and the same other fields (`request_fields`: another model, temperature or tool
+    list would get another answer, so such a request is not a retry of this one)."""
     h = hashlib.sha256(b"toolcall-lab proxy\x00" + scope.encode() + b"\x00")
     h.update(session.encode("utf-8", "surrogatepass"))
     for message in messages:
         h.update(hashlib.sha256(normal_form(message)).digest())
+    if fields:
+        h.update(b"\x00fields\x00" + dumps_sorted(fields))
     return h.hexdigest()
 
 

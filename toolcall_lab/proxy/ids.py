@@ -37,9 +37,16 @@ class ProxyId:
     n_calls: int
 
 
+_RANDOM: list[str] = []
+
+
 def new_tag() -> str:
-    """12 random hex digits (48 bits): unguessable, and the store checks it is not in use."""
-    return secrets.token_hex(6)
+    """12 random hex digits (48 bits, from the operating system's random source): unguessable, and the
+    store checks it is not in use. Drawn 64 at a time (one system call, not one per batch)."""
+    if not _RANDOM:
+        pool = secrets.token_hex(6 * 64)
+        _RANDOM.extend(pool[i : i + 12] for i in range(0, len(pool), 12))
+    return _RANDOM.pop()
 
 
 def proxy_id(tag: str, position: int, n_calls: int) -> str:

@@ -46,6 +46,10 @@ between round trips (a system prompt with the current time). How each request is
   410 naming the calls never handed out and where to cut the
   conversation: a partial batch is never forwarded. With ``--state FILE`` (SQLite) open batches
   survive a restart.
+- **A completed batch never goes upstream twice**: once the request that completes a batch was
+  answered, its retries get the kept reply; when that reply is gone (expired, evicted, too large to
+  keep) the batch record or its tombstone still says the batch was completed, and a retry is a 409
+  ``batch_reply_not_kept`` saying why and where to cut the conversation, never a second upstream call.
 - **Interrupted batch**: a batch followed by anything other than its next result (typically a new
   user message) is closed as ``interrupted`` and the new turn proceeds. The upstream gets a valid
   conversation: the assistant message with all N calls, one tool message per call (the client's
@@ -69,7 +73,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -120,6 +124,7 @@ keeps state under. Joined, two credentials would be forwarded as one value and s
 
 
 _ROUTES = ("/v1/chat/completions", "/chat/completions", "/health")
+_CHAT_PATHS = frozenset(_ROUTES[:2])
 _REFUSALS = {
     408: "request_timeout",
     415: "unsupported_content_encoding",
@@ -222,12 +227,14 @@ class ProxyServer:
         self._http = HTTPServer(
             self.dispatch,
             self.refusal,
+            fast=self.fast,
             max_body_bytes=settings.max_body_bytes,
             keepalive_s=settings.keepalive_s,
             head_timeout_s=settings.head_timeout_s,
             body_timeout_s=settings.body_timeout_s,
             max_connections=settings.max_connections,
             single_headers=SINGLE_HEADERS,
+            max_inflight_body_bytes=settings.max_inflight_body_bytes,
         )
         url = await self._http.start(host, port)
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -238,19 +245,32 @@ class ProxyServer:
         """The base URLs the server listens on (one per host)."""
         return list(self._http.urls) if self._http is not None else []
 
-    async def close(self) -> None:
-        """Stop serving: requests in flight get `ProxySettings.close_grace_s` to deliver their replies;
-        then the upstream pool and the state file are closed."""
+    async def close(self) -> int:
+        """Stop serving: requests in flight get `ProxySettings.close_grace_s` to deliver their replies
+        (`hurry` cuts that short); then the upstream pool and the state file are closed. Returns how many
+        requests were still in flight when the grace ended (cancelled)."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        cut = 0
         if self._http is not None:
-            await self._http.close(self.settings.close_grace_s)
+            cut = await self._http.close(self.settings.close_grace_s)
             self._http = None
         await self.upstream.close()
         self.store.close()
+        return cut
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now."""
+        return sum(1 for c in self._http.connections if c.task is not None) if self._http else 0
+
+    def hurry(self) -> None:
+        """During `close`: stop waiting for requests in flight (a second Ctrl-C or SIGTERM)."""
+        if self._http is not None:
+            self._http.hurry()
 
     async def _sweep_forever(self) -> None:
         """Expire on a timer. A failing sweep is a proxy fault (logged, counted in /health), never the end
@@ -287,6 +307,7 @@ class ProxyServer:
             reply = HTTPError(
                 500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
             ).response()
+        self.stats["requests"] += 1
         self.count_reply(reply.status)
         return reply
 
@@ -303,12 +324,16 @@ class ProxyServer:
 
     # --- requests --------------------------------------------------------------------------------
 
-    def refusal(self, status: int, message: str) -> Response:
+    def refusal(self, status: int, message: str, code: str = "") -> Response:
         """The reply to a request the HTTP server answers itself: too large (413), too slow (408), an
-        expectation it cannot meet (417), an unsupported coding (415), at the connection cap (503) or
-        malformed (400, 431, 501, 505)."""
+        expectation it cannot meet (417), an unsupported coding (415), at the connection cap or past the
+        in-flight body budget (503, with Retry-After) or malformed (400, 431, 501, 505)."""
         self.stats["requests"] += 1
         self.count_reply(status)
+        if status == 503:
+            reply = HTTPError(503, message, code or _REFUSALS[503]).response()
+            reply.headers["Retry-After"] = "1"
+            return reply
         if status == 413:
             return HTTPError(
                 413,
@@ -323,7 +348,10 @@ class ProxyServer:
     async def handle(self, request: Request) -> HTTPReply:
         self.stats["requests"] += 1
         raw = request.body
-        scope = scope_of(request.headers)  # once per request; everything kept is keyed by it
+        memo = request.memo  # what the request's head gives, worked out once per head seen
+        scope = memo.get("scope")
+        if scope is None:  # everything kept is keyed by it
+            scope = memo["scope"] = scope_of(request.headers)
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
             return await self._answer(request, raw, scope)
@@ -338,10 +366,13 @@ class ProxyServer:
         if stored is not None:
             if stored.request_hash != digest:
                 self.stats["conflicts"] += 1
+                differ = differing_fields(stored.fields, _parsed(raw), frozenset()) if stored.fields else []
+                named = f" (it differs in {', '.join(repr(f) for f in differ)})" if differ else ""
                 return HTTPError(
                     409,
-                    f"Idempotency-Key {key!r} was already used for a different request body (compared as "
-                    "JSON: spacing and key order aside); use a new key for a new request",
+                    f"Idempotency-Key {key!r} was already used for a different request body{named}, "
+                    "compared as JSON field by field (spacing and key order aside); use a new key for a "
+                    "new request",
                     "idempotency_key_reused",
                 ).response()
             if not stored.kept:
@@ -372,6 +403,7 @@ class ProxyServer:
                     at=self.clock(),
                     kept=not streamed,
                     headers={k: v for k, v in response.headers.items() if k.lower() != "content-type"},
+                    fields=request_fields(_parsed(raw), frozenset()),
                 ),
             )
         return response
@@ -380,30 +412,43 @@ class ProxyServer:
         try:
             return await self.respond(request, raw, scope)
         except HTTPError as exc:
-            if exc.status == 409:
-                self.stats["conflicts"] += 1
-            elif exc.status == 410:
-                self.stats["gone"] += 1
-            return exc.response()
+            return self.refused(exc)
         except Reply as reply:
             return reply.response
         except TooDeep as exc:  # the request's own JSON: what the upstream sent is checked where it is read
             return too_deep(exc).response()
 
+    def refused(self, exc: HTTPError) -> Response:
+        """The reply for a refusal of the proxy's own, counted (409 conflicts, 410 gone)."""
+        if exc.status == 409:
+            self.stats["conflicts"] += 1
+        elif exc.status == 410:
+            self.stats["gone"] += 1
+        return exc.response()
+
     async def respond(self, request: Request, raw: bytes, scope: str) -> HTTPReply:
-        try:
-            body = loads(raw)
-        except JSONError as exc:
-            return await self.unreadable(request, raw, exc)
-        if not isinstance(body, dict):
-            raise HTTPError(400, "request body must be a JSON object", "invalid_json")
-        messages = body.get("messages")
-        serial = body.get("parallel_tool_calls") is False
-        if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
-            if serial:
-                raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
-            return await self.forward.pass_through(request, body, raw, None)
-        queued = self.queued_tail(messages)
+        known = request.parsed  # (body, its queued tail) when `fast` read it already
+        if known is not None:
+            body, queued = known
+            messages = body["messages"]
+            serial = body.get("parallel_tool_calls") is False
+        else:
+            try:
+                body = loads(raw)
+            except JSONError as exc:
+                return await self.unreadable(request, raw, exc)
+            queued, messages, serial = None, None, False
+        if known is None:
+            if not isinstance(body, dict):
+                raise HTTPError(400, "request body must be a JSON object", "invalid_json")
+            messages = body.get("messages")
+            serial = body.get("parallel_tool_calls") is False
+            if not isinstance(messages, list) or not all(map(isinstance, messages, repeat(dict))):
+                if serial:
+                    raise HTTPError(400, "'messages' must be a list of message objects", "invalid_messages")
+                return await self.forward.pass_through(request, body, raw, None)
+            queued = self.queued_tail(messages)
+        assert isinstance(messages, list)
         if queued is not None:  # the next result of a batch the proxy holds: served from its queue
             return await self.continue_batch(request, body, messages, [], {}, queued, scope)
         body = exact(raw, body)  # what goes upstream is written again: keep every number as it came
@@ -430,7 +475,7 @@ class ProxyServer:
         if tail is not None:
             return await self.continue_batch(request, body, messages, history, forms, tail, scope)
         session = request.headers.get(SESSION_HEADER, "")
-        key = session_key(session, messages, scope) if session and serial else ""
+        key = session_key(session, messages, scope, request_fields(body)) if session and serial else ""
         if key:
             retry = self.store.open_for(key)
             if retry is not None:  # the same request again under the same x-session-id
@@ -530,8 +575,15 @@ class ProxyServer:
         batch = self.store.get(pid.tag)
         if batch is None or batch.n_calls != pid.n_calls:
             return None
-        tail = pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
-        if tail is None or holds_proxy_ids(messages, tail.start):
+        given = pid.position + 1
+        if not batch.rebuilt and _as_handed_out(messages, batch, given):
+            tail = _verified_split(messages, batch, given)
+        else:
+            found = pairs_at_end(messages, pid.tag, batch.client_ids, pid.position)
+            if found is None:
+                return None
+            tail = found
+        if holds_proxy_ids(messages, tail.start):
             return None
         return [tail]
 
@@ -566,6 +618,8 @@ class ProxyServer:
                 self.check_scope(tomb.scope, scope, split, tomb.name)
             if tomb is None and batch is not None:
                 tomb = batch.tombstone("expired", self.clock())
+            if tomb is not None:
+                self.check_handed(split, tomb.handed_out, tomb.n_calls, "when it forgot the batch")
             self.check_calls(split, None, tomb)
             form, left_out = merged(None, split, messages, tomb)
             if self.count_rebuilt(split.tag, left_out) and left_out:
@@ -580,6 +634,7 @@ class ProxyServer:
                 )
             return form
         self.check_ids(batch, split)
+        self.check_handed(split, batch.handed_out, batch.n_calls)
         self.check_calls(split, batch, None)
         if batch.state == "open":
             batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
@@ -650,6 +705,23 @@ class ProxyServer:
         )
 
     @staticmethod
+    def check_handed(split: Split, handed: int, n_calls: int, when: str = "so far") -> None:
+        """The client cannot hold a call the proxy never handed out (a guessed id): a 409 naming it, before
+        its copy is compared with anything (it has nothing to be compared with)."""
+        if split.handed <= handed or split.n_calls != n_calls:
+            return
+        position = handed
+        index, call = split.calls[position]
+        raise HTTPError(
+            409,
+            f"message {index} holds call {call.get('id')!r} (position {position} of {n_calls}) of batch "
+            f"{split.tag}, which the proxy never handed out: it hands out calls one at a time, in order, and "
+            f"had handed out {handed} of {n_calls} {when}. Send only the calls you received, each with its "
+            "result.",
+            "out_of_order",
+        )
+
+    @staticmethod
     def check_calls(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
         """The client's copies of the calls must be the calls handed out (a 400 names an edited one)."""
         try:
@@ -685,17 +757,37 @@ class ProxyServer:
         tail: Split,
         scope: str,
     ) -> HTTPReply:
+        batch, reply = self.settle(body, tail, scope)
+        if reply is not None:
+            return reply
+        if batch is None:
+            held = self.store.get(tail.tag)
+            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope, held)
+        forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
+        fields = request_fields(body)  # read before the upstream call: what fails after it is the answer's
+        answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
+        if batch.state == "open":
+            self.stats["batches_finished"] += 1
+        return self.finish(batch, body, answer, scope, fields)
+
+    def settle(self, body: dict[str, Any], tail: Split, scope: str) -> tuple[Batch | None, Response | None]:
+        """What a continuation of a batch the proxy holds gets without the upstream (nothing awaited):
+        (batch, reply) when it is answered from the queue or the kept reply; (batch, None) when the
+        request completes the batch and goes upstream (its last result recorded); (None, None) when the
+        proxy does not hold the batch (`rebuild_or_gone`, nothing recorded). Refusals raise `HTTPError`."""
         batch = self.store.get(tail.tag)
         if batch is not None:
             self.check_scope(batch.scope, scope, tail, batch.name)
         if batch is None or (batch.rebuilt and tail.answered < batch.n_calls):
-            return await self.rebuild_or_gone(request, body, messages, history, forms, tail, scope)
-        self.check_ids(batch, tail)
-        self.check_calls(tail, batch, None)
+            return None, None
         n_calls, given = batch.n_calls, tail.answered
-        for p in range(min(given, batch.answered)):
+        digests = batch.digests
+        if not tail.verified:  # else `_as_handed_out` found the ids, calls and known results as handed out
+            self.check_ids(batch, tail)
+            self.check_calls(tail, batch, None)
+        for p in range(0 if tail.verified else min(given, batch.answered)):
             index, message = tail.results[p]
-            if result_digest(message.get("content")) != batch.digests[p]:
+            if result_digest(message.get("content")) != digests[p]:
                 raise HTTPError(
                     409,
                     f"conflict: tool call {batch.describe(p)} was already answered with different content "
@@ -722,25 +814,111 @@ class ProxyServer:
                 "out_of_order",
             )
         if given == batch.answered + 1:
-            batch.digests.append(result_digest(tail.results[given - 1][1].get("content")))
+            digests.append(result_digest(tail.results[given - 1][1].get("content")))
             self.store.save(batch)
         else:  # a retry of an earlier request of this batch: the same reply again
             self.store.touch(batch)
         if given < n_calls:
             self.stats["served_from_queue"] += 1
+            if body.get("stream") is True:
+                reply = hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
+                return batch, self.forward.render(body, reply)
+            return batch, Response(200, batch.rendered(given), {"Content-Type": "application/json"})
+        if batch.completed:  # a retry of the request that completed the batch
+            return batch, self.replay_final(batch, body, tail)
+        return batch, None
+
+    def from_queue(self, body: dict[str, Any], messages: list[dict[str, Any]], scope: str) -> Response | None:
+        """The next call of an open batch for a request that is exactly what the proxy expects: it ends
+        with the batch's pairs as handed out (each call's id, type and function as sent, each result under
+        its id), nothing of the batch before them, earlier results unchanged, the caller's credentials.
+        Checked with a few C-level passes over those messages; None (nothing recorded) for anything else,
+        which `settle` then reads closely and names what is wrong (a re-serialised argument string, a
+        conflict, a retry after the batch finished, ...)."""
+        last = messages[-1]
+        if last.get("role") != "tool":
+            return None
+        pid = parse(last.get("tool_call_id"))
+        if pid is None:
+            return None
+        given, tag = pid.position + 1, pid.tag
+        batch = self.store.get(tag)
+        if (
+            batch is None
+            or given >= pid.n_calls
+            or batch.state != "open"
+            or batch.scope != scope
+            or batch.rebuilt
+            or given > len(batch.digests) + 1
+            or "batch:" + tag in self._locks
+        ):
+            return None
+        if len(batch.calls) != pid.n_calls or not _as_handed_out(messages, batch, given):
+            return None
+        digests = batch.digests
+        if given > len(digests):
+            digests.append(result_digest(messages[-1].get("content")))
+            self.store.save(batch)
+        else:
+            self.store.touch(batch)
+        stats = self.stats
+        stats["requests"] += 1
+        stats["served_from_queue"] += 1
+        if body.get("stream") is True:
             return self.forward.render(
                 body, hand_out_reply(batch.template, batch.choice, batch.hand_out(given), given)
             )
-        if batch.final is not None:  # a retry of the request that completed the batch
-            return self.replay_final(batch, body)
-        forms = {**forms, tail.tag: merged(batch, tail, messages)[0]}
-        fields = request_fields(body)  # read before the upstream call: what fails after it is the answer's
-        answer = await self.forward.call_upstream(request, body, translate(messages, [*history, tail], forms))
-        if batch.state == "open":
-            self.stats["batches_finished"] += 1
-        return self.finish(batch, body, answer, scope, fields)
+        return Response(200, batch.rendered(given), {"Content-Type": "application/json"})
 
-    def replay_final(self, batch: Batch, body: dict[str, Any]) -> Response:
+    def fast(self, request: Request) -> Response | None:
+        """The HTTP server's synchronous path: a continuation answered from a batch's queue, with no task
+        and nothing awaited (the most common request of a serial client). None for any other request
+        (the server then runs `dispatch` in a task of its own); the body parsed here is not parsed
+        again (`Request.parsed`)."""
+        if request.method != "POST" or request.path not in _CHAT_PATHS:
+            return None
+        headers = request.headers
+        if IDEMPOTENCY_HEADER in headers:
+            return None
+        try:
+            body = loads(request.body)
+        except JSONError:
+            return None
+        if type(body) is not dict:
+            return None
+        messages = body.get("messages")
+        if type(messages) is not list or not all(map(isinstance, messages, repeat(dict))) or not messages:
+            return None
+        memo = request.memo
+        scope = memo.get("scope")
+        if scope is None:
+            scope = memo["scope"] = scope_of(headers)
+        try:
+            reply = self.from_queue(body, messages, scope)
+            if reply is not None:
+                return reply
+            tail = self.queued_tail(messages)
+            request.parsed = (body, tail)  # the task's path need not look again
+            if tail is None or "batch:" + tail.tag in self._locks:
+                return None
+            reply = self.settle(body, tail, scope)[1]
+            if reply is None:  # a rebuilt record: nothing was recorded, the task's path says what to do
+                return None
+        except HTTPError as exc:
+            reply = self.refused(exc)
+        except TooDeep as exc:
+            reply = too_deep(exc).response()
+        except Exception as exc:
+            logger.exception("proxy bug while answering %s %s", request.method, request.path)
+            self.stats["proxy_faults"] += 1
+            reply = HTTPError(
+                500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
+            ).response()
+        self.stats["requests"] += 1
+        self.count_reply(reply.status)
+        return reply
+
+    def replay_final(self, batch: Batch, body: dict[str, Any], tail: Split) -> Response:
         """The kept reply to the request that completed `batch`, for a retry of that request: matched by
         the batch's ids, calls and results (checked before), and by every request field that can change
         the answer (`request_fields`); one that differs is a 409 naming it."""
@@ -753,6 +931,12 @@ class ProxyServer:
                 "retries of that request only, and the proxy will not send the batch upstream a second time. "
                 "Retry with the same fields, or continue the conversation from that reply.",
                 "retry_differs",
+            )
+        if batch.final is None:  # answered, but the reply was too large to keep
+            raise HTTPError(
+                409,
+                self.not_kept_message(batch.tag, "its reply was too large to keep (--max-bytes)", tail),
+                "batch_reply_not_kept",
             )
         self.stats["retries_replayed"] += 1
         raw = batch.final_raw.encode("utf-8", "surrogatepass") if batch.final_raw is not None else None
@@ -772,8 +956,10 @@ class ProxyServer:
             batch.final_fields = fields
             try:
                 self.store.save(batch)
-            except TooLarge:  # a rebuilt record larger than the whole bound: its retries go upstream again
-                self.store.counts["finals_dropped"] += 1
+            except TooLarge:  # a rebuilt record larger than the whole bound: kept as a tombstone alone,
+                self.store.counts["finals_dropped"] += 1  # so its retries are told, never sent again
+                batch.final_dropped = True
+                self.store.keep_tombstone(batch.tombstone("too_large", self.clock()))
             if opened is not None:
                 return self.forward.render(body, opened, answer.headers)
             return self.forward.render(
@@ -789,10 +975,15 @@ class ProxyServer:
         forms: dict[str, list[dict[str, Any]]],
         tail: Split,
         scope: str,
+        rebuilt: Batch | None = None,
     ) -> HTTPReply:
-        """A continuation of a batch the proxy does not hold: forwarded when the client's messages hold
-        the whole batch (every call and result), else a 410 saying what happened (never a partial batch)."""
+        """A continuation of a batch the proxy does not hold (or holds only as the `rebuilt` record of its
+        completing reply): forwarded when the client's messages hold the whole batch (every call and
+        result) and no request completed it yet, else a 409 / 410 saying what happened (never a partial
+        batch, never a completed batch a second time)."""
         tomb = self.store.tombstone(tail.tag)
+        if rebuilt is not None and rebuilt.completed and (tomb is None or not tomb.completed):
+            tomb = rebuilt.tombstone(tomb.reason if tomb is not None else "expired", self.clock())
         if tomb is not None:
             self.check_scope(tomb.scope, scope, tail, tomb.name)
         if tomb is not None and tomb.state == "interrupted":
@@ -802,6 +993,15 @@ class ProxyServer:
                 "before all its results came in); continue from that new message instead",
                 "batch_interrupted",
             )
+        if tomb is not None:
+            self.check_handed(tail, tomb.handed_out, tomb.n_calls, "when it forgot the batch")
+        if tomb is not None and tomb.completed and tail.answered == tail.n_calls:
+            why = {
+                "expired": f"its reply expired after {self.settings.ttl_s:g} s without use (--ttl)",
+                "evicted": "its reply was evicted to stay within the bounds (--max-batches, --max-bytes)",
+                "too_large": "its reply was too large to keep (--max-bytes)",
+            }[tomb.reason]
+            raise HTTPError(409, self.not_kept_message(tail.tag, why, tail), "batch_reply_not_kept")
         if tail.answered < tail.n_calls:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
         self.check_calls(tail, None, tomb)
@@ -827,6 +1027,17 @@ class ProxyServer:
         )
         return self.finish(record, body, answer, scope, fields)
 
+    @staticmethod
+    def not_kept_message(tag: str, why: str, tail: Split) -> str:
+        """Why a retry of a completing request whose reply is no longer kept is refused, and what to do."""
+        return (
+            f"this request completes batch {tag}, which an earlier request already completed: the upstream "
+            f"answered it, but {why}, and the proxy will not send the batch upstream a second time (another "
+            "answer, another bill). If you received that reply, continue the conversation from it; if not, "
+            f"resend the conversation without this batch's calls and results ({_cut_at(tail)}) so the model "
+            "is asked again."
+        )
+
     def gone_message(self, tail: Split, tomb: Tombstone | None) -> str:
         if tomb is None:
             dropped = self.store.tombstones_dropped
@@ -846,22 +1057,32 @@ class ProxyServer:
         else:
             why = "was evicted to stay within the proxy's bounds (--max-batches, --max-bytes)"
         given, n_calls = tail.answered, tail.n_calls
-        missing = [
-            f"position {p}" + (f" ({tomb.names[p]})" if tomb is not None and p < len(tomb.names) else "")
-            for p in range(given, n_calls)
-        ]
-        first_index, first_call = tail.calls[0]
-        cut = (
-            f"end it at message {first_index - 1}, the one before message {first_index} that holds "
-            f"{first_call.get('id')!r}"
-            if first_index > 0
-            else "start the conversation again"
-        )
+
+        def named(p: int) -> str:
+            known = tomb is not None and p < len(tomb.names)
+            return f"position {p}" + (f" ({tomb.names[p]})" if tomb is not None and known else "")
+
+        if tomb is not None and tomb.completed:
+            what = (
+                f"All {n_calls} calls were handed out and the batch was completed (its results went "
+                "upstream); this request repeats an earlier step of it, whose reply cannot be made again. "
+                "Continue from the reply to the request that completed the batch, or"
+            )
+        else:
+            handed = max(tomb.handed_out if tomb is not None else 0, tail.handed)
+            never = [named(p) for p in range(max(given, handed), n_calls)]
+            unanswered = [named(p) for p in range(given, min(handed, n_calls))]
+            parts = []
+            if unanswered:
+                parts.append(f"handed out but without a result in this request: {', '.join(unanswered)}")
+            if never:
+                parts.append(f"never handed out to the client: {', '.join(never)}")
+            what = f"Calls {'; '.join(parts)}. To continue,"
         return (
             f"this request answers {given} of the {n_calls} tool calls of batch {tail.tag}, which {why}. "
             "The proxy no longer holds the model's full answer, so it will not forward a partial batch. "
-            f"Calls never handed out to the client: {', '.join(missing)}. To continue, resend the "
-            f"conversation without this batch's calls and results ({cut}) so the model is asked again."
+            f"{what} resend the conversation without this batch's calls and results ({_cut_at(tail)}) so "
+            "the model is asked again."
         )
 
     def open_batch(self, answer: Answer, key: str, scope: str) -> dict[str, Any] | None:
@@ -878,9 +1099,16 @@ class ProxyServer:
         calls = message["tool_calls"]
         if len(calls) < 2:
             return None
-        if not all(splittable(c) for c in calls):
-            self.stats["not_split"] += 1
-            return None
+        for call in calls:  # `splittable`, inline: this runs for every answer with calls
+            fn = call.get("function") if type(call) is dict else None
+            if (
+                type(fn) is not dict
+                or call.get("type", "function") != "function"
+                or type(fn.get("name")) is not str
+                or type(fn.get("arguments")) is not str
+            ):
+                self.stats["not_split"] += 1
+                return None
         if len(calls) > MAX_CALLS:
             raise HTTPError(
                 507,
@@ -903,7 +1131,8 @@ class ProxyServer:
             scope=scope,
             created_at=now,
             touched_at=now,
-        )
+            _size=400 + len(answer.raw) + sum(len(k) + len(v) + 6 for k, v in answer.headers.items()),
+        )  # its size: the upstream's bytes it was read from (message, template and choice are those)
         try:
             self.store.save(batch)
         except TooLarge as exc:
@@ -918,6 +1147,90 @@ class ProxyServer:
         return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
 
 
+def _as_handed_out(messages: list[dict[str, Any]], batch: Batch, given: int) -> bool:
+    """Whether `messages` end with the first `given` pairs of `batch` exactly as the proxy expects them
+    (roles, each result under its call's id, each call's id, type and function as handed out, nothing of
+    the batch before them) and the results the proxy has keep their content: a few C-level passes. False
+    says nothing is wrong, only that `pairs_at_end` and `settle` must read the messages closely."""
+    start = len(messages) - 2 * given
+    if start < 0:
+        return False
+    pairs = messages[start:]
+    ids = batch.client_ids
+    answers = pairs[1::2]
+    if (
+        list(map(dict.get, pairs, repeat("role"))) != ["assistant", "tool"] * given
+        or list(map(dict.get, answers, repeat("tool_call_id"))) != ids[:given]
+    ):
+        return False
+    calls = batch.calls
+    for j, held in enumerate(map(dict.get, pairs[::2], repeat("tool_calls"))):
+        if type(held) is not list or len(held) != 1:
+            return False
+        call, mine = held[0], calls[j]
+        if (
+            type(call) is not dict
+            or call.get("id") != ids[j]
+            or call.get("function") != mine["function"]
+            or call.get("type", "function") != mine.get("type", "function")
+        ):
+            return False
+    if start and _mentions(messages[start - 1], batch.tag):
+        return False
+    digests = batch.digests
+    return all(
+        result_digest(answers[j].get("content")) == digests[j] for j in range(min(given, len(digests)))
+    )
+
+
+def _verified_split(messages: list[dict[str, Any]], batch: Batch, given: int) -> Split:
+    """The `Split` of the pairs `_as_handed_out` accepted (marked verified: `settle` need not check them
+    again)."""
+    start = len(messages) - 2 * given
+    split = Split(batch.tag, batch.n_calls, start=start, end=len(messages))
+    for j in range(given):
+        i = start + 2 * j
+        split.calls[j] = (i, messages[i]["tool_calls"][0])
+        split.results[j] = (i + 1, messages[i + 1])
+    split.verified = True
+    return split
+
+
+def _mentions(message: dict[str, Any], tag: str) -> bool:
+    """Whether `message` holds an id (a call's, or a result's) of batch `tag`, as far as a quick look can
+    tell (an id that only contains the tag counts too: then the closer reading decides)."""
+    cid = message.get("tool_call_id")
+    if type(cid) is str and tag in cid:
+        return True
+    calls = message.get("tool_calls")
+    if type(calls) is list:
+        for call in calls:
+            cid = call.get("id") if type(call) is dict else None
+            if type(cid) is str and tag in cid:
+                return True
+    return False
+
+
+def _parsed(raw: bytes) -> dict[str, Any]:
+    """A request body as an object, for naming its fields ({} when it is not a JSON object)."""
+    try:
+        value = loads(raw)
+    except JSONError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _cut_at(tail: Split) -> str:
+    """Where a client cuts its conversation to ask the model again without batch `tail`."""
+    first_index, first_call = tail.calls[0]
+    if first_index > 0:
+        return (
+            f"end it at message {first_index - 1}, the one before message {first_index} that holds "
+            f"{first_call.get('id')!r}"
+        )
+    return "start the conversation again"
+
+
 def too_deep(exc: TooDeep) -> HTTPError:
     """The 400 for a request whose JSON nests deeper than the proxy can read or write."""
     return HTTPError(
@@ -928,16 +1241,29 @@ def too_deep(exc: TooDeep) -> HTTPError:
     )
 
 
-@contextlib.contextmanager
-def upstream_json() -> Iterator[None]:
+class _UpstreamJSON:
     """While the proxy writes an upstream answer again (hands out its calls, keeps it): JSON it cannot
-    write is the upstream's (a 502 `upstream_bad_response`), not the request's."""
-    try:
-        yield
-    except TooDeep as exc:
-        raise HTTPError(
-            502, f"upstream answered with {exc}; the proxy cannot hand it out", "upstream_bad_response"
-        ) from None
+    write is the upstream's (a 502 `upstream_bad_response`), not the request's. A plain context manager
+    (a generator-based one costs more per use)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, TooDeep):
+            raise HTTPError(
+                502, f"upstream answered with {exc}; the proxy cannot hand it out", "upstream_bad_response"
+            ) from None
+
+
+_UPSTREAM_JSON = _UpstreamJSON()
+
+
+def upstream_json() -> _UpstreamJSON:
+    """`_UpstreamJSON` (one object serves every use)."""
+    return _UPSTREAM_JSON
 
 
 def splittable(call: Any) -> bool:

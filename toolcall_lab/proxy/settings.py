@@ -43,6 +43,10 @@ class ProxySettings:
     """Open client connections at most: at the cap a new connection replaces the longest-idle
     kept-alive one, or gets a 503 when every connection is in use (keep it under the process's limit
     on open files, ``ulimit -n``, minus the upstream pool)."""
+    max_inflight_body_bytes: int = 256 * 1024 * 1024
+    """Request bodies the proxy holds at once, from a request's head (its Content-Length) until its reply
+    is written: a request that would pass it gets a 503 with Retry-After before its body is read, so
+    many large bodies arriving at once cannot exhaust memory. At least `max_body_bytes`."""
     close_grace_s: float = 10.0
     """On `ProxyServer.close`, requests in flight get this long to deliver their replies."""
 
@@ -64,6 +68,15 @@ class ProxySettings:
                 raise UsageError(f"ProxySettings.{name}={value!r}: must be > 0 seconds")
         if not (isinstance(self.close_grace_s, int | float) and self.close_grace_s >= 0):
             raise UsageError(f"ProxySettings.close_grace_s={self.close_grace_s!r}: must be >= 0 seconds")
+        if (
+            not isinstance(self.max_inflight_body_bytes, int)
+            or isinstance(self.max_inflight_body_bytes, bool)
+            or self.max_inflight_body_bytes < self.max_body_bytes
+        ):
+            raise UsageError(
+                f"ProxySettings.max_inflight_body_bytes={self.max_inflight_body_bytes!r}: must be an integer "
+                f">= max_body_bytes ({self.max_body_bytes}), so that one request of the largest size fits"
+            )
         if (
             not isinstance(self.max_connections, int)
             or isinstance(self.max_connections, bool)

@@ -40,6 +40,8 @@ class StoredReply:
     """False when the reply was too large to keep: a retry gets an error saying so."""
     headers: dict[str, str] = field(default_factory=dict)
     """The reply's headers besides Content-Type (those of the upstream call it answered)."""
+    fields: dict[str, str] = field(default_factory=dict)
+    """`batches.request_fields` of the request (to name the fields in which another body differs)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +87,9 @@ class MemoryStore:
         self._by_session: dict[str, dict[str, None]] = {}  # session key -> tags (ordered set)
         self._tombs: OrderedDict[str, Tombstone] = OrderedDict()  # oldest first
         self._tomb_bytes = 0
-        self._replies: OrderedDict[str, StoredReply] = OrderedDict()
+        self._replies: OrderedDict[str, StoredReply] = OrderedDict()  # oldest first
+        self._stubs: OrderedDict[str, StoredReply] = OrderedDict()
+        """Keys whose reply is not kept (too large, or dropped under pressure): a retry is told so."""
         self._reply_bytes = 0
         self.bytes = 0
         """Bytes of the batches held (the store's total is `total_bytes`)."""
@@ -134,7 +138,7 @@ class MemoryStore:
             "tombstones": len(self._tombs),
             "bytes": self.total_bytes,
             "max_bytes": self.limits.max_bytes,
-            "idempotent_replies": len(self._replies),
+            "idempotent_replies": len(self._replies) + len(self._stubs),
             "tombstones_dropped": self.tombstones_dropped,
             **{f"batches_{k}": v for k, v in self.counts.items()},
         }
@@ -191,8 +195,9 @@ class MemoryStore:
             if now - first.at <= self.limits.tombstone_ttl_s:
                 break
             self._drop_tomb(first.tag)
-        while self._replies and now - next(iter(self._replies.values())).at > self.limits.ttl_s:
-            self._drop_reply(next(iter(self._replies)))
+        for replies in (self._replies, self._stubs):
+            while replies and now - next(iter(replies.values())).at > self.limits.ttl_s:
+                self._drop_reply(next(iter(replies)))
         return expired
 
     def _evict(self, keep: str | None = None) -> None:
@@ -208,7 +213,7 @@ class MemoryStore:
             if over_bytes and self._replies:
                 reply_at = next(iter(self._replies.values())).at
                 if done is None or reply_at <= self._batches[done].touched_at:
-                    self._drop_reply(next(iter(self._replies)))
+                    self._stub_reply(next(iter(self._replies)), "dropped to stay within --max-bytes")
                     continue
             if done is not None:
                 self._forget(self._batches[done], "evicted")
@@ -219,10 +224,13 @@ class MemoryStore:
             elif (
                 (kept := self._batches.get(keep or "")) is not None and kept.final is not None and over_bytes
             ):
-                kept.final = None
+                kept.final, kept.final_raw, kept.final_headers = None, None, {}
+                kept.final_dropped = True  # its retries are told, never sent upstream again
                 self.counts["finals_dropped"] += 1
                 self.save(kept)
                 return
+            elif over_bytes and self._stubs:
+                self._drop_reply(next(iter(self._stubs)))
             elif over_bytes and self._tombs:
                 self._drop_tomb(next(iter(self._tombs)))
                 self.tombstones_dropped += 1
@@ -243,6 +251,12 @@ class MemoryStore:
         self._delete_batch(batch.tag)
         self._add_tomb(batch.tombstone("expired" if reason == "expired" else "evicted", self.clock()))
 
+    def keep_tombstone(self, tomb: Tombstone) -> None:
+        """Remember a batch the proxy cannot hold (a rebuilt record too large to keep) by its tombstone
+        alone, so its completing request is never sent upstream again."""
+        self._add_tomb(tomb)
+        self._evict()
+
     def _add_tomb(self, tomb: Tombstone, *, write: bool = True) -> None:
         if tomb.tag in self._tombs:
             self._drop_tomb(tomb.tag)
@@ -262,7 +276,7 @@ class MemoryStore:
     # --- idempotent replies ----------------------------------------------------------------------
 
     def reply_for(self, key: str) -> StoredReply | None:
-        reply = self._replies.get(key)
+        reply = self._replies.get(key) or self._stubs.get(key)
         if reply is not None and self.clock() - reply.at > self.limits.ttl_s:
             self._drop_reply(key)
             return None
@@ -271,25 +285,28 @@ class MemoryStore:
     def keep_reply(self, key: str, reply: StoredReply) -> None:
         """Keep a reply for its Idempotency-Key; one larger than the whole byte bound is kept without its
         body (`StoredReply.kept` False), so a retry is told instead of silently answered anew."""
-        if key in self._replies:
+        if key in self._replies or key in self._stubs:
             self._drop_reply(key)
         if _reply_size(key, reply) > self.limits.max_bytes:
-            reply = StoredReply(
-                request_hash=reply.request_hash,
-                status=reply.status,
-                content_type=f"{len(reply.body)} bytes, more than the proxy may hold (--max-bytes)",
-                body=b"",
-                at=reply.at,
-                kept=False,
-                headers=reply.headers,
-            )
-        self._replies[key] = reply
-        self._reply_bytes += _reply_size(key, reply)
-        self._write_reply(key, reply)
+            reply = _stub(reply, f"{len(reply.body)} bytes, more than the proxy may hold (--max-bytes)")
+        self._put_reply(key, reply)
         self._evict()
 
+    def _put_reply(self, key: str, reply: StoredReply, *, write: bool = True) -> None:
+        (self._replies if reply.kept else self._stubs)[key] = reply
+        self._reply_bytes += _reply_size(key, reply)
+        if write:
+            self._write_reply(key, reply)
+
+    def _stub_reply(self, key: str, why: str) -> None:
+        """Under pressure a kept reply loses its body but not its key: a retry is told the reply was not
+        kept (409) instead of going upstream again as a new request."""
+        reply = self._replies[key]
+        self._drop_reply(key)
+        self._put_reply(key, _stub(reply, f"{len(reply.body)} bytes, {why}"))
+
     def _drop_reply(self, key: str) -> None:
-        reply = self._replies.pop(key)
+        reply = self._replies.pop(key, None) or self._stubs.pop(key)
         self._reply_bytes -= _reply_size(key, reply)
         self._delete_reply(key)
 
@@ -306,8 +323,23 @@ class MemoryStore:
     def close(self) -> None: ...
 
 
+def _stub(reply: StoredReply, why: str) -> StoredReply:
+    """`reply` without its body (`StoredReply.kept` False), saying why in its content type."""
+    return StoredReply(
+        request_hash=reply.request_hash,
+        status=reply.status,
+        content_type=why,
+        body=b"",
+        at=reply.at,
+        kept=False,
+        headers=reply.headers,
+        fields=reply.fields,
+    )
+
+
 def _reply_size(key: str, reply: StoredReply) -> int:
-    return len(reply.body) + len(key) + 100 + sum(len(k) + len(v) + 4 for k, v in reply.headers.items())
+    headers = sum(len(k) + len(v) + 4 for k, v in reply.headers.items())
+    return len(reply.body) + len(key) + 100 + headers + 40 * len(reply.fields)
 
 
 _SCHEMA = """
@@ -422,6 +454,7 @@ class SQLiteStore(MemoryStore):
             d = loads(data)
             for name in ("names", "upstream_ids", "call_digests"):
                 d[name] = tuple(d[name])
+            d.setdefault("completed", d["state"] == "finished")  # written before the field existed
             self._add_tomb(Tombstone(**d), write=False)
         rows = self._db.execute("SELECT touched_at, data FROM batches ORDER BY touched_at").fetchall()
         self._loading = True
@@ -439,9 +472,7 @@ class SQLiteStore(MemoryStore):
         finally:
             self._loading = False
         for key, data, body in self._db.execute("SELECT key, data, body FROM replies ORDER BY at"):
-            reply = StoredReply(body=body, **loads(data))
-            self._replies[key] = reply
-            self._reply_bytes += _reply_size(key, reply)
+            self._put_reply(key, StoredReply(body=body, **loads(data)), write=False)
         self._evict()
         self.sweep()
 

@@ -44,27 +44,32 @@ CONSUMED = HOP_BY_HOP | FRAMING | PROXY_HEADERS | {"content-type"}
 ``Connection`` names): the README's proxy section lists each one and why."""
 
 
-_SKIP_SETS: dict[frozenset[str], frozenset[str]] = {}
+_PLANS: dict[tuple[frozenset[str], tuple[str, ...]], tuple[list[str], list[str]]] = {}
+"""`end_to_end`'s decision for a set of header names (a client or an upstream sends the same names every
+time): the names kept, and the names of ``Connection`` headers (whose values may name more to drop)."""
 
 
 def end_to_end(headers: Mapping[str, str], *, drop: frozenset[str] = frozenset()) -> dict[str, str]:
     """`headers` without hop-by-hop ones (those its ``Connection`` names and ``Proxy-*`` included) and
-    without `drop` (lower-case names). One pass over the headers (a second only when a ``Connection``
-    header names others)."""
-    skip = _SKIP_SETS.get(drop)
-    if skip is None:
-        skip = _SKIP_SETS[drop] = HOP_BY_HOP | drop
-    out: dict[str, str] = {}
-    connection: list[str] = []
-    for key, value in headers.items():
-        low = key.lower()
-        if low in skip or low.startswith("proxy-"):
-            if low == "connection":
-                connection.append(value)
-            continue
-        out[key] = value
+    without `drop` (lower-case names). Decided once per set of names (`_PLANS`)."""
+    key = (drop, tuple(headers))
+    plan = _PLANS.get(key)
+    if plan is None:
+        skip = HOP_BY_HOP | drop
+        lows = [name.lower() for name in key[1]]
+        kept = [
+            n for n, low in zip(key[1], lows, strict=True) if low not in skip and not low.startswith("proxy-")
+        ]
+        plan = (kept, [n for n, low in zip(key[1], lows, strict=True) if low == "connection"])
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    kept, connection = plan
+    out = {name: headers[name] for name in kept}
     if connection:
-        named = {t.strip().lower() for value in connection for t in value.split(",")}
+        named = {
+            t.strip().lower() for name in connection for t in headers[name].replace("\n", ",").split(",")
+        }
         out = {k: v for k, v in out.items() if k.lower() not in named}
     return out
 
@@ -218,11 +223,19 @@ class HTTPUpstream:
         """Requests sent a second time because a reused connection was reset before reading them."""
         return self._client.retries
 
-    async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
-        out = list(end_to_end(headers, drop=_SKIP_KEYED if self.api_key else _SKIP).items())
-        out += self._extra
+    async def send(
+        self, body: bytes, headers: Mapping[str, str], *, stream: bool, memo: dict[Any, Any] | None = None
+    ) -> UpstreamResponse:
+        """Forward one request. `memo`: a dict shared by requests whose headers are the same (the proxy's
+        `Request.memo`): the request head made from them is kept there and written once."""
         try:
-            reply = await self._client.post(body, out, stream=stream)
+            prefix = memo.get(self) if memo is not None else None
+            if prefix is None:
+                out = list(end_to_end(headers, drop=_SKIP_KEYED if self.api_key else _SKIP).items())
+                prefix = self._client.head_prefix(out + self._extra)
+                if memo is not None:
+                    memo[self] = prefix
+            reply = await self._client.post(body, (), stream=stream, prefix=prefix)
         except HTTPFailure as exc:
             raise self._error(exc) from None
         except ValueError as exc:  # a header that cannot be sent (from a caller, not from the server)
@@ -306,6 +319,10 @@ class TraceUpstream:
             created = next((c.get("created") for c in chunks if isinstance(c.get("created"), int)), None)
             if created is not None:
                 body.setdefault("created", created)
+            for key in ("system_fingerprint", "service_tier"):  # per chunk in a stream: kept whole too
+                value = next((c.get(key) for c in chunks if c.get(key) is not None), None)
+                if value is not None:
+                    body.setdefault(key, value)
             if body.get("usage") is None and r.model_call.usage:  # the recorded usage, never a made-up one
                 body["usage"] = dict(r.model_call.usage)
             self._bodies.append(body)
@@ -318,6 +335,13 @@ class TraceUpstream:
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise UpstreamError("request has no 'messages' list", 400, "invalid_request")
+        if not messages and self.trace.initial_messages:  # a trace that recorded no request starts empty
+            raise UpstreamError(
+                "request's 'messages' is empty: send at least one message (this trace starts with "
+                f"{len(self.trace.initial_messages)})",
+                400,
+                "invalid_request",
+            )
         k = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant") - self._offset
         if not 0 <= k < len(self._bodies):
             raise UpstreamError(
@@ -361,10 +385,17 @@ def _json_response(status: int, value: Any) -> UpstreamResponse:
     return UpstreamResponse(status=status, headers={"Content-Type": "application/json"}, body=dumps(value))
 
 
+COUNTS = web.AppKey("counts", dict)
+"""What an `upstream_app` counted (``requests``, ``answered``), also shown by its /health."""
+
+
 def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) -> web.Application:
     """Serve any `Upstream` (e.g. a recorded trace) as a plain OpenAI-compatible endpoint."""
 
+    counts = {"requests": 0, "answered": 0}
+
     async def handle(request: web.Request) -> web.StreamResponse:
+        counts["requests"] += 1
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -377,6 +408,8 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
             parsed = None
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
         reply = await upstream.send(raw, request.headers, stream=stream)
+        if 200 <= reply.status < 300:
+            counts["answered"] += 1
         if reply.stream is None:
             return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
         out = web.StreamResponse(status=reply.status, headers=reply.headers)
@@ -387,8 +420,10 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
         return out
 
     async def health(request: web.Request) -> web.Response:
-        count = getattr(upstream, "request_count", None)
-        return web.json_response({"ok": True, **({"requests": count} if count is not None else {})})
+        """``requests``: every POST to the chat-completions path, whatever its body (bad JSON included);
+        ``answered``: those answered 2xx; ``refused``: the others. GET /health is not counted."""
+        refused = counts["requests"] - counts["answered"]
+        return web.json_response({"ok": True, **counts, "refused": refused})
 
     async def elsewhere(request: web.Request) -> web.Response:
         known = ("/v1/chat/completions", "/chat/completions", "/health")
@@ -398,6 +433,7 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
         return web.json_response(error_body(status, message, "http_error"), status=status)
 
     app = web.Application(client_max_size=max_body_bytes)
+    app[COUNTS] = counts
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_post("/chat/completions", handle)
     app.router.add_get("/health", health)
