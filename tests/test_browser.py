@@ -255,11 +255,10 @@ def test_stepper_controls_change_what_is_shown(runs) -> None:
 def test_the_page_renders_each_step_as_python_does(runs) -> None:
     """The stepper's script rebuilds every step from the stream's edits; each frame it showed has
     the text `frame_html` renders for that step."""
-    from toolcall_lab.formats.recordings import read_recording
-    from toolcall_lab.notebook.stream import StreamStates, frame_html
+    from toolcall_lab.notebook.stream import frame_html
+    from toolcall_lab.notebook.widgets import StreamStepper
 
-    exchange = read_recording(REPO / "data/recordings/scripted_weather_news_stock.sse").exchanges[0]
-    states = StreamStates.build(list(exchange.payloads), exchange.format)
+    states = StreamStepper(REPO / "data/recordings/scripted_weather_news_stock.sse").states
     seen = run(runs, "01_how_tool_calling_works.ipynb")["stepping"]
     for step, _, text in seen:
         want = unescape(re.sub(r"<[^>]+>", "", frame_html(states, int(step))))

@@ -205,9 +205,9 @@ def test_the_last_step_after_a_provider_error_says_the_stream_broke_off(tmp_path
     assert "the stream did not end normally: the provider reported an error at chunk 1" in frame
     assert "no tool calls" in frame and "no tool calls yet" not in frame and "end of stream" not in frame
     data = json.loads(stepper.states.data())  # the page's script shows the same heading
-    assert data["l"] == "after the provider error at chunk 1: finish() (2 chunks)"
+    assert data["s"][-1]["t"] == "after the provider error at chunk 1: finish() (2 chunks)"
     clean = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
-    assert json.loads(clean.states.data())["l"].startswith("after the last chunk: finish()")
+    assert json.loads(clean.states.data())["s"][-1]["t"].startswith("after the last chunk: finish()")
 
 
 def _responses(rid: str) -> str:

@@ -372,7 +372,8 @@ def test_numbers_are_rounded_for_reading() -> None:
 
 def test_stream_stepper_frames_show_the_delta_what_it_appended_and_findings() -> None:
     stepper = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
-    n = len(stepper.chunks)
+    n = len(stepper.chunks) + 1  # every chunk, then the [DONE] line: each a step
+    assert stepper.states.lines[-1].kind == "done"
     assert stepper.last_step == n and stepper.view.value.count("class='tcl-frame'") == 1
     assert stepper.states.snapshot(3)[0][0]["arguments"] == ""
     assert stepper.states.snapshot(4)[0][0]["arguments"] == '{"city"'
@@ -404,8 +405,8 @@ def test_the_stepper_edits_rebuild_every_state_of_the_accumulator() -> None:
     acc = ChatCompletionAccumulator(batch=0)
     for i, chunk in enumerate(chunks):
         acc.feed(chunk)
-        want = {
-            ci: {k: {f: v or "" for f, v in c.items()} for k, c in calls.items()}
+        want = {  # (the parser's verdict, `state`, comes with the last step only)
+            ci: {k: {**{f: v or "" for f, v in c.items()}, "state": ""} for k, c in calls.items()}
             for ci, calls in acc.snapshot().items()
         }
         assert states.snapshot(i) == {

@@ -202,6 +202,11 @@ CSS = """<style>
 .tcl .tcl-grid-panels>div{min-width:0}
 .tcl pre.tcl-chunk-delta{background:var(--tcl-mark);color:var(--tcl-mark-fg);border-radius:2px}
 .tcl .tcl-added{background:var(--tcl-mark);color:var(--tcl-mark-fg);font-weight:600}
+/* the stepper's calls: a long id wraps in a narrow column, the arguments take the rest and wrap */
+.tcl table.tcl-calls-so-far{width:100%}
+.tcl .tcl-calls-so-far td.tcl-call-id{white-space:normal;overflow-wrap:anywhere;max-width:12em;min-width:6em}
+.tcl .tcl-calls-so-far td.tcl-call-args{white-space:normal;width:60%}
+.tcl .tcl-calls-so-far td.tcl-call-args code{white-space:pre-wrap;overflow-wrap:anywhere}
 .tcl .tcl-controls{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:4px 0}
 .tcl .tcl-controls button{font:inherit;color:var(--tcl-fg);background:var(--tcl-bg1);
  border:1px solid var(--tcl-border);border-radius:4px;padding:2px 10px;cursor:pointer}

@@ -8,7 +8,6 @@ on a code host, and in an HTML export without the widget JavaScript.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +41,7 @@ from toolcall_lab.notebook.html import (
     trace_html,
 )
 from toolcall_lab.notebook.loading import Opened
-from toolcall_lab.notebook.stream import StreamStates, stepper_html
+from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
 from toolcall_lab.notebook.theme import e, secs
 from toolcall_lab.notebook.timeline import round_end, timeline_svg
 from toolcall_lab.runs import RunResult
@@ -175,10 +174,11 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         return trace_html(self.doc, raw=self.show_raw, shared_scale=self.shared_scale)
 
 
-def _streams(path: str | Path) -> tuple[list[tuple[str, list[dict[str, Any]], str]], list[str]]:
-    """The streams of a recording, each as (label, chunks, format), and what could not be stepped
-    (whole responses). A Responses file with several streams back to back is split at each
-    ``response.created``."""
+def _streams(path: str | Path) -> tuple[list[tuple[str, StreamStates]], list[str]]:
+    """The responses of a recording as the parser reads them, each as (label, steps), and what could
+    not be stepped (whole responses, exchanges that could not be read, with why). A stream of several
+    responses (Responses streams back to back, chat streams between ``[DONE]`` markers) gives one
+    each, numbered as `toolcall-lab parse` numbers them."""
     from toolcall_lab.exceptions import UnknownFormatError, WireFormatError
 
     p = Path(path)
@@ -193,25 +193,26 @@ def _streams(path: str | Path) -> tuple[list[tuple[str, list[dict[str, Any]], st
             f"{p}: no chunks to step through: the file holds no payloads (no `data:` line or JSON "
             "chunk; only blank lines, comments, event names or [DONE])"
         ) from None
-    streams: list[tuple[str, list[dict[str, Any]], str]] = []
+    streams: list[tuple[str, StreamStates]] = []
     whole: list[str] = []
+    batch = 0
     for k, ex in enumerate(exchanges):
         where = f"exchange {k + 1} of {len(exchanges)}" if len(exchanges) > 1 else "the stream"
-        if ex.payloads is None:
-            whole.append(f"exchange {k + 1}: a whole (non-streamed) response, no chunks to step through")
+        if ex.unreadable is not None:
+            whole.append(f"exchange {k + 1}: could not be read: {ex.unreadable}")
+            batch += 1
             continue
-        chunks = list(ex.payloads)
-        starts = [i for i, c in enumerate(chunks) if c.get("type") == "response.created"]
-        if ex.format == "openai-responses" and len(starts) > 1:
-            bounds = [*starts, len(chunks)]
-            pieces = [
-                chunks[: bounds[1]],
-                *[chunks[a:b] for a, b in itertools.pairwise(bounds[1:])],
-            ]
-            for j, piece in enumerate(pieces):
-                streams.append((f"{where}, response {j + 1} of {len(pieces)}", piece, ex.format))
-        else:
-            streams.append((where, chunks, ex.format))
+        if ex.payloads is None:
+            what = f"the provider's error: {ex.error}" if ex.error else "a whole (non-streamed) response"
+            whole.append(f"exchange {k + 1}: {what}, no chunks to step through")
+            batch += 1
+            continue
+        items = ex.items if ex.items is not None else ex.payloads
+        pieces = read_stream(items, lines=ex.lines, fmt=ex.format, batch=batch)
+        batch += len(pieces)
+        for j, states in enumerate(pieces):
+            label = f"{where}, response {j + 1} of {len(pieces)}" if len(pieces) > 1 else where
+            streams.append((label, states))
     return streams, whole
 
 
@@ -239,16 +240,24 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.batch = batch
         self.whole: list[str] = []
         if isinstance(source, str | Path):
-            self.streams, self.whole = _streams(source)
-            if not self.streams:
-                raise ValueError(f"{source}: a whole (non-streamed) response has no chunks to step through")
+            read, self.whole = _streams(source)
+            if not read:
+                why = "; ".join(self.whole) or "a whole (non-streamed) response"
+                raise ValueError(f"{source}: no stream to step through ({why})")
         else:
             chunks = list(source)
-            self.streams = [("the stream", chunks, format or _detect(chunks))]
+            pieces = read_stream(chunks, fmt=format, batch=batch)
+            read = [
+                (f"response {j + 1} of {len(pieces)}" if len(pieces) > 1 else "the stream", states)
+                for j, states in enumerate(pieces)
+            ]
+        self.read = read
+        self.streams = [(label, list(states.chunks), states.format) for label, states in read]
+        """Each response: (label, its chunks, its wire format)."""
         self.view = widgets.HTML()
         self.chooser = widgets.Dropdown(
             options=[
-                (f"{label} ({len(c)} chunks, {fmt})", i) for i, (label, c, fmt) in enumerate(self.streams)
+                (f"{label} ({states.counts()}, {states.format})", i) for i, (label, states) in enumerate(read)
             ],
             description="stream",
             layout=widgets.Layout(display=None if len(self.streams) > 1 else "none", width="95%"),
@@ -274,7 +283,7 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
         label, chunks, self.format = self.streams[self.stream]
         self.label = label
         self.chunks = chunks
-        self.states = StreamStates.build(chunks, self.format, self.batch)
+        self.states = self.read[self.stream][1]
         self._data = self.states.data()
         if self.step != 0:
             self.step = 0  # renders
@@ -319,12 +328,6 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def static_html(self) -> str:
         return self._which(page=True) + self._frame
-
-
-def _detect(chunks: Sequence[dict[str, Any]]) -> str:
-    from toolcall_lab.formats.dispatch import try_detect
-
-    return next((str(f) for c in chunks if isinstance(c, dict) and (f := try_detect(c))), "openai-chat")
 
 
 class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]

@@ -1,0 +1,151 @@
+"""Views, sixth pass (issue 15, the t15 tester's findings): the stream stepper reads as the parser
+reads (every line, unreadable ones too, findings where they occur), exports carry what the view
+shows, a live view never merges two runs, labels say the truth (timing, mode, origin, source),
+the file box detects by content, corpus names tell traces apart, and plural forms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA, REPO
+from tests.test_widgets import visible_text
+from toolcall_lab.formats.recordings import RecordingReader
+from toolcall_lab.notebook.stream import read_stream
+from toolcall_lab.notebook.widgets import StreamStepper
+
+# --- 1, 13: the stepper reads every line as the parser does ------------------------------------------
+
+CHUNK = {
+    "id": "x",
+    "object": "chat.completion.chunk",
+    "choices": [
+        {
+            "index": 0,
+            "delta": {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"a": 1}'},
+                    }
+                ]
+            },
+            "finish_reason": None,
+        }
+    ],
+}
+CUT = 'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_ca\n'
+
+
+def _parsed_findings(path: Path) -> list[list[dict]]:
+    """What `toolcall-lab parse` reports per response (its reader, errors kept), duplicates once."""
+    out = []
+    for response in RecordingReader(path, errors="keep"):
+        found: list[dict] = []
+        for f in response.findings:
+            if f.to_dict() not in found:
+                found.append(f.to_dict())
+        out.append(found)
+    return out
+
+
+def test_a_cut_off_last_line_is_a_step_with_the_findings_parse_gives(tmp_path: Path) -> None:
+    """t15 #1: a stream whose last `data:` line was cut showed "1 chunks" and only no_finish_reason;
+    `toolcall-lab parse` reports unreadable_data and sse_unterminated_event."""
+    path = tmp_path / "cut.sse"
+    path.write_text(f"data: {json.dumps(CHUNK)}\n\n{CUT}")
+    stepper = StreamStepper(path)
+    states = stepper.states
+    assert [line.kind for line in states.lines] == ["chunk", "unreadable"]
+    assert states.counts() == "1 chunk, 1 unreadable line"
+    assert "1 chunk, 1 unreadable line" in visible_text(stepper.view.value)
+    assert "⚠ the stream holds data the parser could not read" in visible_text(stepper.view.value)
+    stepper.step = 1  # the cut line: its text, why, and the finding at this step
+    frame = visible_text(stepper.view.value.split("</textarea>")[1])
+    assert frame.startswith("line 3: unreadable data") and '"finish_reason":"tool_ca' in frame
+    assert "unreadable_data" in frame and "the parser cannot read this line" in frame
+    kinds = [f["kind"] for f in states.findings_at(len(states) - 1)]
+    assert {"unreadable_data", "sse_unterminated_event"} <= set(kinds)
+    assert [states.findings_at(len(states) - 1)] == _parsed_findings(path)
+    stepper.step = stepper.last_step
+    assert "⚠ incomplete: never run" in visible_text(stepper.view.value)  # the parser's verdict
+
+
+def _recordings() -> list[Path]:
+    roots = [DATA / "recordings", REPO / "tests" / "conformance"]
+    return sorted(p for r in roots for p in r.rglob("*") if p.suffix in (".sse", ".jsonl") and p.is_file())
+
+
+def test_every_recording_steps_to_what_parse_reports() -> None:
+    """The class of #1: for every stream of the bundled recordings and the conformance corpus, the
+    stepper's last step of each response holds the calls and the findings `toolcall-lab parse`
+    gives for it (one reader, never a second one), and every line the parser read is a step."""
+    checked = 0
+    for path in _recordings():
+        try:
+            stepper = StreamStepper(path)
+        except Exception:  # no stream to step (a whole body, no payloads): said by the stepper itself
+            continue
+        parsed = list(RecordingReader(path, errors="keep"))
+        assert len(stepper.read) == len(parsed), path
+        assert [s.findings_at(len(s) - 1) for _, s in stepper.read] == _parsed_findings(path), path
+        for (_, states), response in zip(stepper.read, parsed, strict=True):
+            final = states.snapshot(len(states) - 1)
+            want = {
+                c.index: {t.index: (t.tool_call_id, t.name, t.arguments) for t in c.tool_calls}
+                for c in response.choices
+                if c.tool_calls
+            }
+            got = {
+                ci: {k: (v["id"], v["name"], v["arguments"]) for k, v in calls.items()}
+                for ci, calls in final.items()
+            }
+            assert got == want, path
+        checked += 1
+    assert checked > 80
+
+
+def test_a_repeated_header_shows_at_the_chunk_that_repeats_it() -> None:
+    """t15 #13: OpenRouter's repeated id/name was reported only at the finish step. The parser knows
+    it at the chunk that repeats the header, and the stepper shows it there."""
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {"id": "g", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    head = {"index": 0, "id": "0", "type": "function", "function": {"name": "llm_version", "arguments": ""}}
+    again = {
+        "index": 0,
+        "id": "0",
+        "type": "function",
+        "function": {"name": "llm_version", "arguments": "{}"},
+    }
+    states = read_stream(
+        [
+            chunk({"role": "assistant"}),
+            chunk({"tool_calls": [head]}),
+            chunk({"tool_calls": [again]}),
+            chunk({}, "tool_calls"),
+        ]
+    )[0]
+    kinds = [[f["kind"] for f in states.findings_at(i)] for i in range(len(states))]
+    assert kinds[1] == [] and "repeated_header" in kinds[2] and "repeated_header" in kinds[-1]
+
+
+def test_a_done_marker_is_a_step_and_responses_are_numbered_as_parse_numbers_them(tmp_path: Path) -> None:
+    """Two chat streams in one file, [DONE] between them: a step per marker, one response each, the
+    second's fallback ids numbered as the parser numbers them (batch 1)."""
+    call = {"index": 0, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    body = "".join(
+        f"data: {json.dumps({'id': rid, 'choices': [{'index': 0, 'delta': {'tool_calls': [call]}, 'finish_reason': 'tool_calls'}]})}\n\ndata: [DONE]\n\n"
+        for rid in ("a", "b")
+    )
+    (tmp_path / "two.sse").write_text(body)
+    stepper = StreamStepper(tmp_path / "two.sse")
+    assert [s.counts() for _, s in stepper.read] == ["1 chunk, 1 [DONE] line"] * 2
+    second = stepper.read[1][1]
+    assert second.snapshot(len(second) - 1)[0][0]["id"] == "call_1_0"
+    assert second.label(1) == "[DONE] (after line 5): the end marker"
