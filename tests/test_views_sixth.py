@@ -149,3 +149,101 @@ def test_a_done_marker_is_a_step_and_responses_are_numbered_as_parse_numbers_the
     second = stepper.read[1][1]
     assert second.snapshot(len(second) - 1)[0][0]["id"] == "call_1_0"
     assert second.label(1) == "[DONE] (after line 5): the end marker"
+
+
+# --- 2: every export carries what the view shows -----------------------------------------------------
+
+
+def _compare_view():
+    from toolcall_lab.notebook.widgets import CompareView
+    from toolcall_lab.scenarios import SCENARIOS
+
+    return CompareView(SCENARIOS["weather_news_stock"].record())
+
+
+def test_timeline_exports_carry_the_views_captions_marks_and_legend(tmp_path: Path) -> None:
+    """t15 #2: the exported compare timeline had bare mode names (no wall times, nothing saying
+    first_only is not comparable), and its legend drew the placeholder and skipped swatches solid."""
+    import csv
+    import re
+
+    from matplotlib.colors import to_rgba
+
+    from toolcall_lab.notebook.legend import legend_entries
+    from toolcall_lab.notebook.timeline import items_of
+    from toolcall_lab.plotting import timeline_figure
+
+    view = _compare_view()
+    view.export.folder.value = str(tmp_path)
+    panels = view.panels()
+    shown = visible_text(view.timelines.value)
+    for panel in panels:  # the view prints what the export saves: one source
+        assert panel.caption in shown
+    first_only = next(p for p in panels if p.name == "first_only")
+    assert first_only.warning.startswith("not comparable") and f"⚠ {first_only.warning}" in shown
+    (svg_path,) = view.export.save("svg")
+    svg = svg_path.read_text(encoding="utf-8")
+    text = " ".join(visible_text(svg).split())
+    assert "not comparable: skipped 2 of 3 calls" in text
+    for panel in panels:
+        assert " ".join(panel.caption.split()) in text
+    swatches = dict(re.findall(r"(<rect x='\d+' y='\d+' width='14'[^>]*/>)<text[^>]*>([^<]+)</text>", svg))
+    by_label = {label: rect for rect, label in swatches.items()}
+    placeholder = next(r for lab, r in by_label.items() if lab.startswith("placeholder timing"))
+    assert "stroke-dasharray='2 2'" in placeholder and "fill-opacity='0.2'" in placeholder
+    skipped = by_label["skipped call (dashed box)"]
+    assert "fill='none'" in skipped and "stroke-dasharray='3 2'" in skipped
+    fig = timeline_figure(panels, show=False)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert any(t.startswith("first_only: ") and "not comparable" in t for t in titles)
+    drawn = [it for p in panels for it in items_of(p.rounds)]
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == [sw.label for sw in legend_entries(drawn)]
+    handle = legend.legend_handles[[t.get_text() for t in legend.get_texts()].index(placeholder_label(drawn))]
+    dots = handle._dash_pattern[1]  # (the legend copies the dash pattern, not the style's name)
+    assert dots and dots[0] < dots[1] and handle.get_facecolor()[3] == pytest.approx(0.2)
+    assert to_rgba(handle.get_edgecolor())[3] == 1.0
+    (summary, _calls) = view.export.save("csv")
+    rows = {r["mode"]: r for r in csv.DictReader(summary.read_text(encoding="utf-8").splitlines())}
+    assert rows["first_only"]["speedup_vs_sequential"] == "" and rows["first_only"]["comparable"] == "False"
+    assert float(rows["parallel"]["speedup_vs_sequential"]) == pytest.approx(3.2 / 2.4)
+
+
+def placeholder_label(items: list) -> str:
+    from toolcall_lab.notebook.legend import legend_entries
+
+    return next(sw.label for sw in legend_entries(items) if sw.text.startswith("placeholder"))
+
+
+def test_a_trace_views_svg_export_prints_its_title_once(tmp_path: Path) -> None:
+    """t15 #2: the TraceView SVG export printed its title twice (heading, then the panel's name)."""
+    from toolcall_lab.notebook.widgets import TraceView
+    from toolcall_lab.scenarios import SCENARIOS
+
+    view = TraceView(SCENARIOS["weather_news_stock"].record())
+    view.export.folder.value = str(tmp_path)
+    (path,) = view.export.save("svg")
+    text = visible_text(path.read_text(encoding="utf-8").split("</title>", 1)[1])
+    assert text.count("Weather, news and stock in one batch") == 1
+    assert "the whole run" in text and "2 rounds · 3 calls" in text
+
+
+def test_the_corpus_exports_only_tables_with_the_marks_the_table_shows(tmp_path: Path) -> None:
+    """t15 #10: the corpus's own export bar offered a timeline it does not have ("the view shows no
+    rounds"); two unlabelled bars stacked once a row was open. Its CSV keeps no speedup for a run
+    that is not comparable, as the table on screen."""
+    import csv
+
+    from toolcall_lab.notebook.widgets import CorpusView
+
+    view = CorpusView(DATA / "traces", ["sequential", "first_only"])
+    assert view.export.csv.description == "tables CSV"
+    assert not {view.export.svg, view.export.png} & set(view.export.children[0].children)
+    assert "export the corpus table" in visible_text(view.export.label.value)
+    opened = view.open_row(int(view.comparison.runs.index[0]))
+    assert "export this comparison" in visible_text(opened.export.label.value)
+    view.export.folder.value = str(tmp_path)
+    runs = view.export.save("csv")[0]
+    rows = list(csv.DictReader(runs.read_text(encoding="utf-8").splitlines()))
+    bad = [r for r in rows if r["comparable"] == "False"]
+    assert bad and all(r["speedup_vs_sequential"] == "" for r in bad)

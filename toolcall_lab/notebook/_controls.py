@@ -16,6 +16,7 @@ import toolcall_lab.notebook.export as export
 from toolcall_lab.exceptions import ToolcallLabError, UsageError
 from toolcall_lab.notebook.loading import ACCEPT, DETECT, Opened, kinds, open_source, open_upload, report_html
 from toolcall_lab.notebook.theme import CSS, e
+from toolcall_lab.notebook.timeline import PanelLike
 
 EXPECTED = (ToolcallLabError, traitlets.TraitError, ValueError, OSError)
 """Errors a user can cause from a view (bad input, a file that will not load): one line, no traceback."""
@@ -149,7 +150,9 @@ def _without(message: str, label: str) -> str:
 
 
 class ExportBar(widgets.VBox):  # type: ignore[misc]
-    """Buttons that save the view's timeline (SVG, PNG) and tables (CSV) into a folder.
+    """Buttons that save what a view shows into a folder: its timeline (SVG, PNG: the view's own
+    panels, with the names, captions, warnings and legend it shows) and its tables (CSV, with the
+    marks it shows). The bar says what it exports (`what`), so a view inside another keeps its own.
 
     Files are named after what the view shows (a long title is shortened with a hash of the whole
     title) and never overwrite an earlier export; an empty view saves nothing and says so.
@@ -158,22 +161,27 @@ class ExportBar(widgets.VBox):  # type: ignore[misc]
     def __init__(
         self,
         stem: Callable[[], str],
-        panels: Callable[[], Sequence[tuple[str, Sequence[dict[str, Any]]]]],
+        panels: Callable[[], Sequence[PanelLike]],
         tables: Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]],
         *,
         folder: str = "exports",
+        what: str = "this view",
+        kinds: Sequence[str] = ("svg", "png", "csv"),
     ) -> None:
         self.stem, self.panels, self.tables = stem, panels, tables
         self.folder = widgets.Text(value=folder, description="save to", layout=widgets.Layout(width="260px"))
-        self.svg = widgets.Button(description="timeline SVG", tooltip="save the timeline as SVG")
-        self.png = widgets.Button(description="timeline PNG", tooltip="save the timeline as PNG")
-        self.csv = widgets.Button(description="tables CSV", tooltip="save the view's tables as CSV")
+        self.svg = widgets.Button(description="timeline SVG", tooltip=f"save the timeline of {what} as SVG")
+        self.png = widgets.Button(description="timeline PNG", tooltip=f"save the timeline of {what} as PNG")
+        self.csv = widgets.Button(description="tables CSV", tooltip=f"save the tables of {what} as CSV")
         self.message = widgets.HTML()
         self.svg.on_click(lambda _: self._save("svg"))
         self.png.on_click(lambda _: self._save("png"))
         self.csv.on_click(lambda _: self._save("csv"))
+        self.label = widgets.HTML(wrap(f"<span class='tcl-muted'>export {e(what)}:</span>"))
+        buttons = [b for k, b in (("svg", self.svg), ("png", self.png), ("csv", self.csv)) if k in kinds]
         row = widgets.HBox(
-            [self.folder, self.svg, self.png, self.csv], layout=widgets.Layout(flex_flow="row wrap")
+            [self.label, self.folder, *buttons],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
         super().__init__([row, self.message])
         self.add_class("tcl-export-bar")

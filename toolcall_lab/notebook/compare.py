@@ -23,14 +23,16 @@ from toolcall_lab.notebook.html import (
     comparable,
     round_duration,
     round_html,
+    run_caption,
     run_state,
     summary_table,
     timing_summary,
+    with_speedups,
 )
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
-from toolcall_lab.notebook.theme import article, e, exact, secs
-from toolcall_lab.notebook.timeline import items_of, round_end, timeline_svg
+from toolcall_lab.notebook.theme import article, e, secs
+from toolcall_lab.notebook.timeline import Panel, items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
@@ -112,11 +114,12 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.export = ExportBar(
             lambda: f"{self.trace.metadata.title} compare" if self.trace else "compare",
-            lambda: [(m, doc["rounds"]) for m, doc in self.results.items()],
+            self.panels,
             lambda: {
-                "summary": self.rows,
+                "summary": with_speedups(self.rows),
                 "calls": [row for m, doc in self.results.items() for row in calls_rows(doc, m)],
             },
+            what="this comparison",
         )
         controls = widgets.HBox(
             [self.mode_box, widgets.VBox([self.cap_box, self.rtt_box, self.round_box])],
@@ -294,26 +297,21 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.summary.value = wrap(head + failed + empty + (summary_table(self.rows) if self.rows else ""))
         blocks: list[str] = []
         drawn: list[Any] = []
-        for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
-            items = items_of(doc["rounds"])
+        for panel in self.panels():
+            items = items_of(panel.rounds)
             drawn += items
-            why, state = comparable(row), run_state(row)
-            warn = f" · ⚠ ended {state}" if state else ""
-            warn += f" · ⚠ not comparable: {why}" if why else ""
-            notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
-            warn += "".join(f" · note: {n}" for n in notes)
+            warn = f" · ⚠ {panel.warning}" if panel.warning else ""
             blocks.append(
-                f"<div class='tcl-mode' data-mode='{e(mode)}'><b>{e(mode)}</b> <span class='tcl-muted'>"
-                f"{exact(doc['outcome']['wall_time_s'])} s · {row['upstream_calls']} model calls · "
-                f"{row['client_round_trips']} client round trips{e(warn)}</span>"
+                f"<div class='tcl-mode' data-mode='{e(panel.name)}'><b>{e(panel.name)}</b> "
+                f"<span class='tcl-muted'>{e(panel.caption)}{e(warn)}</span>"
                 + timeline_svg(
-                    doc["rounds"],
+                    panel.rounds,
                     start=0.0,
                     end=end,
                     highlight=self.selected_round,
                     legend=False,
                     min_px=260,
-                    title=f"{meta.title}: {mode}, the whole run",
+                    title=f"{meta.title}: {panel.name}, the whole run",
                     items=items,
                 )
                 + "</div>"
@@ -351,6 +349,16 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"<div class='tcl-grid-panels'>{''.join(panels)}</div>"
         )
         self.refresh_static()
+
+    def panels(self) -> list[Panel]:
+        """Each run as the view shows it (name, what it says beside it, its warning, its rounds):
+        what the timeline exports save, so they say what the view says."""
+        out = []
+        for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
+            notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
+            caption, warning = run_caption(row, notes)
+            out.append(Panel(mode, doc["rounds"], caption, warning))
+        return out
 
     def static_html(self) -> str:
         if self.trace is None:

@@ -107,8 +107,10 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.problems = widgets.HTML()
         self.export = ExportBar(
             lambda: f"corpus {self.source_label}",
-            lambda: self._panels(),
+            lambda: [],
             lambda: {"runs": self._records(), "errors": self._records("errors")},
+            what="the corpus table",
+            kinds=("csv",),  # the corpus has no timeline: an opened row's comparison has its own bar
         )
         controls = widgets.HBox(
             [self.sort_box, self.order_box, self.mode_box, self.page_box],
@@ -375,15 +377,17 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         return view
 
     def _records(self, table: str = "runs") -> list[dict[str, Any]]:
+        """A table as the view shows it: a run that is not comparable has no speedup (its reason is
+        in ``not_comparable_why``), as in the table on screen."""
         if self.comparison is None:
             return []
-        return list(getattr(self.comparison, table).to_dict("records"))
-
-    def _panels(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        view = self.detail.children[-1] if self.detail.children else None
-        if isinstance(view, CompareView):
-            return [(m, d["rounds"]) for m, d in view.results.items()]
-        return []
+        rows = list(getattr(self.comparison, table).to_dict("records"))
+        if table == "runs":
+            rows = [
+                {k: (None if comparable(r) and str(k).startswith("speedup") else v) for k, v in r.items()}
+                for r in rows
+            ]
+        return rows
 
     def static_html(self) -> str:
         """The static copy (and `save_html`): every row of the table as sorted and filtered, not

@@ -506,13 +506,44 @@ def run_state(row: Mapping[str, Any]) -> str:
     return f"{status} / {reason}" if isinstance(reason, str) and reason else status
 
 
+def plural(n: int, word: str, many: str = "") -> str:
+    """``1 round``, ``2 rounds``: a count with its noun in the right form."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def run_caption(row: Mapping[str, Any], notes: Sequence[str] = ()) -> tuple[str, str]:
+    """What a view says beside a run, and its exports with it: wall time, model calls, client round
+    trips and the strategy's notes; and the warning when the run did not end normally or cannot be
+    compared ("" when neither)."""
+    caption = (
+        f"{exact(row['wall_time_s'])} s · {plural(int(row['upstream_calls']), 'model call')} · "
+        f"{plural(int(row['client_round_trips']), 'client round trip')}"
+    )
+    caption += "".join(f" · note: {n}" for n in notes)
+    why, state = comparable(row), run_state(row)
+    warning = " · ".join(
+        x for x in (f"ended {state}" if state else "", f"not comparable: {why}" if why else "") if x
+    )
+    return caption, warning
+
+
+def with_speedups(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with the speedup over sequential a summary shows: sequential's wall time over the
+    run's, for comparable runs only (None for the others, whose reason is in `not_comparable_why`)."""
+    seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
+    out = []
+    for r in rows:
+        speed = seq / r["wall_time_s"] if seq and r["wall_time_s"] and not comparable(r) else None
+        out.append({**r, "speedup_vs_sequential": speed})
+    return out
+
+
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
     """Per-mode wall time, speedup, model calls and client round trips, and the tool time that ran
     while the model was still streaming (eager strategies; the column only when any did); a run that
     is not comparable (skipped calls, cut off, its strategy failed) is marked and gets no speedup, a
     run that did not end normally says its status and reason. Narrow enough for a 1280 px page: the
     headers wrap, the reasons are notes under the table (every column: the view's `rows`)."""
-    seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
     streamed = any(r.get("stream_overlap_s") for r in rows)
     heads = [
         ("mode", "the mode or strategy, and how its run ended when not normally"),
@@ -530,13 +561,13 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
         for k, (h, tip) in enumerate(heads)
     )
     body, notes = [], []
-    for r in rows:
+    for r in with_speedups(rows):
         why, state = comparable(r), run_state(r)
         if why:
             notes.append(f"<li><b>{e(r['mode'])}</b>: ⚠ not comparable ({e(why)})</li>")
             speed = f"<span title='{e(why)}'>⚠ not comparable</span>"
-        elif seq and r["wall_time_s"]:
-            speed = f"{seq / r['wall_time_s']:.2f}x"
+        elif r["speedup_vs_sequential"] is not None:
+            speed = f"{r['speedup_vs_sequential']:.2f}x"
         else:
             speed = "—"
         mode = e(r["mode"]) + (

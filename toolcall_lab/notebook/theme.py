@@ -39,6 +39,8 @@ MODEL = StatusStyle("▬", "model call", "#3b6bb0")
 TRIP = StatusStyle("↔", "client round trip (serialized proxy)", "#a67c00", "#111111")
 WAIT = StatusStyle("┈", "waiting for a slot (recorded queueing)", "#8a8f98")
 SKIPPED_STROKE = "#8a8f98"
+WARN = "#b45309"
+"""Warnings where no theme colour is at hand (a saved file, a figure): readable on white."""
 BAND = "#1f6feb"
 """The selected round's shading (behind the bars, so every bar keeps its colour)."""
 PROVENANCE_NOTE = {

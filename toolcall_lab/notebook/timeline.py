@@ -28,6 +28,7 @@ from toolcall_lab.notebook.theme import (
     SVG_FILE_STYLE,
     TRIP,
     WAIT,
+    WARN,
     e,
     exact,
     secs,
@@ -47,6 +48,8 @@ def layout_widths(min_px: float) -> list[float]:
     """The plot width each range of `RANGES` is laid out for: its lower bound, at least `min_px` (the
     narrowest plot drawn; a layout holds at any wider width, so a range is laid out at its start)."""
     return [float(min_px), *(float(max(w, min_px)) for w in RANGES[1:])]
+
+
 FAINT = ("estimated", "placeholder")
 
 
@@ -705,50 +708,94 @@ def timeline_svg(
     )
 
 
-def timeline_file(
-    panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, title: str = "", width: int = 960
-) -> str:
-    """A standalone SVG document: one titled panel per run, all on one time axis, and a legend."""
-    panels = [(name, rounds) for name, rounds in panels if rounds]
-    if not panels:
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One run as a view shows it and its exports save it (SVG, PNG): its name, what the view says
+    beside it (wall time, model calls...), a warning when it cannot be compared or did not end
+    normally, and its rounds. Built once by the view, so the export says what the view says."""
+
+    name: str
+    rounds: Sequence[dict[str, Any]]
+    caption: str = ""
+    warning: str = ""
+
+    @property
+    def title(self) -> str:
+        """Name, caption and warning on one line (a figure's panel title)."""
+        return " · ".join(
+            x for x in (f"{self.name}: {self.caption}" if self.caption else self.name, self.warning) if x
+        )
+
+
+PanelLike = Panel | tuple[str, Sequence[dict[str, Any]]]
+
+
+def as_panel(panel: PanelLike) -> Panel:
+    return panel if isinstance(panel, Panel) else Panel(panel[0], panel[1])
+
+
+def _svg_lines(x: float, y: float, parts: Sequence[tuple[str, str]], width: float) -> tuple[str, float]:
+    """Text runs (text, style) wrapped to `width` pixels from (x, y); returns the SVG and the next y."""
+    out, line, used = [], "", 0.0
+    for text, style in parts:
+        for word in text.split(" "):
+            w = text_px(word + " ")
+            if used + w > width and used:
+                out.append(f"<text x='{x:.0f}' y='{y:.0f}'>{line}</text>")
+                line, used, y = "", 0.0, y + 15
+            line += f"<tspan style='{style}'>{e(word)} </tspan>" if style else e(word + " ")
+            used += w
+    if line:
+        out.append(f"<text x='{x:.0f}' y='{y:.0f}'>{line}</text>")
+        y += 15
+    return "".join(out), y
+
+
+def timeline_file(panels: Sequence[PanelLike], *, title: str = "", width: int = 960) -> str:
+    """A standalone SVG document: the title once, one panel per run (its name, what the view says
+    beside it, its warning), all on one time axis, and the view's legend drawn as the view draws
+    it (faint and dashed swatches included)."""
+    drawn_panels = [p for p in (as_panel(x) for x in panels) if p.rounds]
+    if not drawn_panels:
         raise ValueError("nothing to draw: no rounds in any panel")
-    t0 = min(bounds(r, None, None)[0] for _, r in panels)
-    t1 = max(bounds(r, None, None)[1] for _, r in panels)
-    all_names = [n for _, r in panels for n, _ in lane_names(r, 1 + max(len(x["tool_calls"]) for x in r))]
+    t0 = min(bounds(p.rounds, None, None)[0] for p in drawn_panels)
+    t1 = max(bounds(p.rounds, None, None)[1] for p in drawn_panels)
+    all_names = [
+        n
+        for p in drawn_panels
+        for n, _ in lane_names(p.rounds, 1 + max(len(x["tool_calls"]) for x in p.rounds))
+    ]
     label_px = min(160, 12 + CHAR_PX * max(len(n) for n in all_names))
     axis = Axis(t0, t1, width - label_px - 16, label_px)
-    heading = title or " / ".join(n for n, _ in panels)
-    parts, y, drawn = (
-        [f"<text x='4' y='16' style='font-weight:600;font-size:14px'>{e(heading)}</text>"],
-        26.0,
-        [],
-    )
-    for name, rounds in panels:
-        n_lanes = 1 + max(len(r["tool_calls"]) for r in rounds)
-        items = items_of(rounds)
+    heading = title or " / ".join(p.name for p in drawn_panels)
+    head, y = _svg_lines(4, 18, [(heading, "font-weight:600;font-size:14px")], width - 8)
+    parts, drawn = [head], []
+    for panel in drawn_panels:
+        n_lanes = 1 + max(len(r["tool_calls"]) for r in panel.rounds)
+        items = items_of(panel.rounds)
         drawn += items
         height = n_lanes * ROW + AXIS
         lanes = "".join(
             f"<text x='4' y='{i * ROW + ROW - 6}'>{e(n)}</text>"
-            for i, (n, _) in enumerate(lane_names(rounds, n_lanes))
+            for i, (n, _) in enumerate(lane_names(panel.rounds, n_lanes))
         )
+        named = panel.name != heading or len(drawn_panels) > 1
+        runs = [(panel.name, "font-weight:600;font-size:13px")] if named else []
+        runs += [(panel.caption, "")] if panel.caption else []
+        runs += [(f"⚠ {panel.warning}", f"fill:{WARN}")] if panel.warning else []
+        caption, y = _svg_lines(4, y + 4, runs, width - 8) if runs else ("", y)
         parts.append(
-            f"<text x='4' y='{y + 14}' style='font-weight:600;font-size:13px'>{e(name)}</text>"
-            f"<g transform='translate(0,{y + 20})'>{lanes}{''.join(_ticks(axis, height, False))}"
+            f"{caption}<g transform='translate(0,{y - 8:.0f})'>{lanes}{''.join(_ticks(axis, height, False))}"
             f"{''.join(_bars(items, axis, [axis.plot_px]))}</g>"
         )
-        y += height + 28
+        y += height + 6
     x = 4.0
-    for fill, icon, text, _ in legend_entries(drawn):
-        label = f"{icon} {text}".strip()
-        if x + 24 + len(label) * CHAR_PX > width:
+    y += 4
+    for sw in legend_entries(drawn):
+        if x + 24 + text_px(sw.label) > width:
             x, y = 4.0, y + 16
-        swatch = f"fill='{fill}'" if fill != "transparent" else f"fill='none' stroke='{SKIPPED_STROKE}'"
-        parts.append(
-            f"<rect x='{x:.0f}' y='{y + 2}' width='14' height='10' {swatch}/>"
-            f"<text x='{x + 18:.0f}' y='{y + 11}'>{e(label)}</text>"
-        )
-        x += 36 + len(label) * CHAR_PX
+        parts.append(f"{sw.svg(x, y + 2)}<text x='{x + 18:.0f}' y='{y + 11}'>{e(sw.label)}</text>")
+        x += 30 + text_px(sw.label)
     y += 22
     return (
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{y:.0f}' "

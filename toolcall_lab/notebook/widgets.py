@@ -33,6 +33,7 @@ from toolcall_lab.notebook.corpus import CorpusView
 from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import (
     header_html,
+    plural,
     prompt_html,
     round_html,
     round_spans,
@@ -42,8 +43,8 @@ from toolcall_lab.notebook.html import (
 )
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
-from toolcall_lab.notebook.theme import e, secs
-from toolcall_lab.notebook.timeline import round_end, timeline_svg
+from toolcall_lab.notebook.theme import ORIGIN_NOTE, e, exact, secs
+from toolcall_lab.notebook.timeline import Panel, round_end, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
 
@@ -88,8 +89,9 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self._spans: list[float] = []
         self.export = ExportBar(
             lambda: str(self.doc.get("metadata", {}).get("title", "trace")),
-            lambda: [(str(self.doc["metadata"]["title"]), self.doc["rounds"])] if self.doc else [],
+            lambda: [self.panel()] if self.doc else [],
             lambda: {"calls": calls_rows(self.doc) if self.doc else []},
+            what="this trace",
         )
         self.panels: list[widgets.HTML] = []
         self.traces: list[Trace] = []
@@ -130,6 +132,22 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.accordion.titles = tuple(round_title(r) for r in rounds)
         self.accordion.selected_index = 0 if rounds else None
         self.refresh_static()
+
+    def panel(self) -> Panel:
+        """The whole run as the view's header states it: what the timeline exports save."""
+        doc, rounds = self.doc, self.doc["rounds"]
+        origin = doc["metadata"].get("origin")
+        n_calls = sum(len(r["tool_calls"]) for r in rounds)
+        caption = (
+            f"{exact(doc['outcome']['wall_time_s'])} s · {plural(len(rounds), 'round')} · "
+            f"{plural(n_calls, 'call')} · origin {origin}: {ORIGIN_NOTE.get(str(origin), origin)} · "
+            f"{timing_summary(doc)}"
+        )
+        outcome = doc["outcome"]
+        warning = (
+            "" if outcome["status"] == "completed" else f"ended {outcome['status']} / {outcome['reason']}"
+        )
+        return Panel("the whole run", rounds, caption, warning)
 
     def _opened(self, opened: Opened) -> None:
         self.traces = list(opened.traces)
