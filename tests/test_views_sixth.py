@@ -247,3 +247,52 @@ def test_the_corpus_exports_only_tables_with_the_marks_the_table_shows(tmp_path:
     rows = list(csv.DictReader(runs.read_text(encoding="utf-8").splitlines()))
     bad = [r for r in rows if r["comparable"] == "False"]
     assert bad and all(r["speedup_vs_sequential"] == "" for r in bad)
+
+
+# --- 3: a live view never merges two runs ------------------------------------------------------------
+
+
+def test_two_runs_fed_to_one_live_view_at_once_are_drawn_apart() -> None:
+    """t15 #3: two runs gathered into one LiveView were drawn as one run (six calls in round 0, two
+    calls sharing an id, the other run's final answer), the other run "running" forever."""
+    import asyncio
+
+    from toolcall_lab.loop import run
+    from toolcall_lab.notebook.widgets import LiveView
+    from toolcall_lab.scenarios import SCENARIOS
+
+    live = LiveView("two runs at once", min_interval_s=0.0)
+    a, b = SCENARIOS["weather_news_stock"], SCENARIOS["three_tools_100ms"]
+
+    async def both():
+        return await asyncio.gather(
+            run(a.model(), a.registry(), a.prompt, on_event=live.on_event),
+            run(b.model(), b.registry(), b.prompt, on_event=live.on_event),
+        )
+
+    first, second = asyncio.run(both())
+    ids = {e.run_id for e in first.events}, {e.run_id for e in second.events}
+    assert len(ids[0]) == len(ids[1]) == 1 and ids[0] != ids[1]  # every event says its run
+    runs = list(live.runs.values())
+    assert len(runs) == 2 and not live.warnings
+    for shown, result in zip(runs, (first, second), strict=True):
+        assert shown.finished == f"{result.status} / {result.reason}" and shown.final == result.final_answer
+        assert [len(r["tool_calls"]) for _, r in sorted(shown.rounds.items())] == [
+            len(r.tool_calls) for r in result.rounds
+        ]
+    page = visible_text(live.view.value)
+    assert "run 1" in page and "run 2" in page and "running" not in page
+
+
+def test_interleaved_runs_without_run_ids_are_refused_not_merged() -> None:
+    """Events without a run id (an older emitter, made by hand) cannot be told apart: when two such
+    runs interleave, the view says so and does not draw a mixture."""
+    from toolcall_lab.events import RoundStarted
+    from toolcall_lab.notebook.widgets import LiveView
+
+    live = LiveView("by hand", min_interval_s=0.0)
+    for k in (0, 1, 0, 1):  # two runs, neither finished: round 0 of the second starts twice
+        live.on_event(RoundStarted(at=float(k), round_index=k))
+    text = visible_text(live.view.value)
+    assert "cannot tell them apart" in text and "round 0 started twice" in text
+    assert "Round 1" not in text  # no panel of a mixed run

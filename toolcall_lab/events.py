@@ -5,6 +5,8 @@ under ``eager`` each ACTION comes when its call starts, possibly while the model
 the round's ``model_response``), and each OBSERVATION when its call finishes. Whatever ends a run,
 every ACTION gets its OBSERVATION (a call cut off is observed with its ``cancelled`` record).
 A listener that raises is recorded as a hook failure (``on_event``) and the run goes on.
+Every event of one run carries the same `run_id` (the loop sets it as it emits the event), so a
+listener fed by two runs at once (``asyncio.gather``) can tell them apart.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class RoundStarted:
     kind: Literal["round_started"] = "round_started"
     at: float
     round_index: int
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +35,8 @@ class ModelRequested:
     round_index: int
     n_messages: int
     tools_offered: bool
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +56,8 @@ class ModelResponded:
     ended_at: float | None = None
     """The model call's own times (`ModelCall.started_at`/`ended_at`): `at` is when the event was
     sent, after the response was parsed, so a view draws the call from these."""
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +66,8 @@ class Thought:
     at: float
     round_index: int
     text: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +76,8 @@ class Action:
     at: float
     round_index: int
     call: ToolCall
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +86,8 @@ class Observation:
     at: float
     round_index: int
     execution: ToolExecution
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
     @property
     def duration_s(self) -> float:
@@ -92,6 +106,8 @@ class HookFailed:
     at: float
     round_index: int | None
     failure: HookFailure
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +116,8 @@ class FinalAnswer:
     at: float
     round_index: int
     text: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +126,8 @@ class ErrorEvent:
     at: float
     round_index: int | None
     message: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +136,8 @@ class RunFinished:
     at: float
     status: str
     reason: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 RunEvent = (

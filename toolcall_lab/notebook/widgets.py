@@ -1,4 +1,4 @@
-"""ipywidgets views: trace view, compare view, stream stepper, live view (and the corpus view).
+"""ipywidgets views: trace view and stream stepper here; compare, corpus and live views in their modules.
 
 State lives in traitlets (testable from Python without a browser); every view renders from the
 serialized trace (`Trace.to_dict()`) through `toolcall_lab.notebook.html` and `.timeline`. Callback
@@ -8,7 +8,6 @@ on a code host, and in an HTML export without the widget JavaScript.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,6 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from toolcall_lab.events import (
-    Action,
-    FinalAnswer,
-    ModelResponded,
-    Observation,
-    RoundStarted,
-    RunEvent,
-    RunFinished,
-    Thought,
-)
 from toolcall_lab.formats.recordings import read_recording
 from toolcall_lab.notebook._controls import ExportBar, OpenBox, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView
@@ -41,12 +30,13 @@ from toolcall_lab.notebook.html import (
     timing_summary,
     trace_html,
 )
+from toolcall_lab.notebook.live import LiveView
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
-from toolcall_lab.notebook.theme import ORIGIN_NOTE, e, exact, secs
-from toolcall_lab.notebook.timeline import Panel, round_end, timeline_svg
+from toolcall_lab.notebook.theme import ORIGIN_NOTE, e, exact
+from toolcall_lab.notebook.timeline import Panel, timeline_svg
 from toolcall_lab.runs import RunResult
-from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
+from toolcall_lab.trace import Trace, TraceMetadata
 
 __all__ = ["CompareView", "CorpusView", "LiveView", "StreamStepper", "TraceView", "as_doc"]
 
@@ -346,186 +336,3 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def static_html(self) -> str:
         return self._which(page=True) + self._frame
-
-
-class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
-    """A trace view fed by a run's events: ``await run(..., on_event=live.on_event)``.
-
-    It shows what the events say and no more: each number with the timing label the run gave it
-    (a scripted model's latencies are placeholders, tools measured on the real clock are recorded),
-    chunk counts as reported, no origin it cannot know. A second run fed to the same view starts
-    a new display (the earlier run stays above it, folded); events of two runs interleaved are
-    reported, never merged silently.
-    """
-
-    n_events = traitlets.Int(0)
-
-    def __init__(
-        self, title: str = "live run", mode: str = "", *, min_interval_s: float = 0.05, **kwargs: Any
-    ) -> None:
-        self.title, self.mode = title, mode
-        self.min_interval_s = min_interval_s
-        self.earlier: list[str] = []
-        """Earlier runs fed to this view, as their final rendering (folded above the current one)."""
-        self._last = 0.0
-        self._reset()
-        self.view = widgets.HTML(
-            wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
-        )
-        super().__init__([self.view], **kwargs)
-        self.add_class("tcl-view")
-        self.add_class("tcl-live-view")
-
-    def reset(self) -> None:
-        """Forget every run shown so far (the view waits for the next run's events)."""
-        self.earlier = []
-        self._reset()
-        self.n_events = 0
-        self.view.value = wrap(f"<b>{e(self.title)}</b> <span class='tcl-muted'>waiting for events…</span>")
-        self.refresh_static()
-
-    def _reset(self) -> None:
-        self.rounds: dict[int, dict[str, Any]] = {}
-        self.final: str | None = None
-        self.finished: str | None = None
-        self.finished_at: float | None = None
-        self.warnings: list[str] = []
-        self.run_events = 0
-
-    def _round(self, index: int, at: float = 0.0) -> dict[str, Any]:
-        return self.rounds.setdefault(
-            index,
-            {
-                "round_index": index,
-                "mode": self.mode,  # "" when not given: a live view cannot know it from the events
-                "final": False,
-                "tool_calls": [],
-                "tool_executions": [],
-                "round_trips": [],
-                "findings": [],
-                "assistant_message": {"role": "assistant", "content": None},
-                "response": {
-                    "started_at": at,
-                    "ended_at": at,
-                    "latency_s": 0.0,
-                    "chunks": [],
-                    "n_chunks": None,
-                    "chunk_timing": None,
-                },
-            },
-        )
-
-    def on_event(self, event: RunEvent) -> None:
-        if isinstance(event, RoundStarted):
-            if event.round_index == 0 and (self.rounds or self.finished):
-                self.earlier.append(self._run_html(f"run {len(self.earlier) + 1}", folded=True))
-                self._reset()
-            elif event.round_index in self.rounds:
-                self.warnings.append(
-                    f"round {event.round_index} started twice: events of two runs are interleaved "
-                    "(a LiveView follows one run at a time; give each run its own view)"
-                )
-        elif self.finished is not None:
-            self.warnings.append(f"a {event.kind} event arrived after the run finished")
-        self.n_events += 1
-        self.run_events += 1
-        if isinstance(event, RoundStarted):
-            self._round(event.round_index, event.at)
-        elif isinstance(event, ModelResponded):
-            r = self._round(event.round_index)
-            timing = getattr(event, "timing", None)
-            # one source for the bar and the text: the model call's own times (an older emitter
-            # without them: the call ended when the event says, `latency_s` before)
-            ended = event.ended_at if event.ended_at is not None else event.at
-            started = event.started_at if event.started_at is not None else ended - event.latency_s
-            r["response"].update(
-                started_at=started,
-                ended_at=ended,
-                latency_s=ended - started,
-                ttfc_s=event.ttfc_s,
-                usage=event.usage,
-                n_chunks=getattr(event, "n_chunks", None),
-                chunk_timing=getattr(event, "chunk_timing", None),
-                **({"timing": timing.to_dict()} if timing is not None else {}),
-            )
-        elif isinstance(event, Thought):
-            self._round(event.round_index)["assistant_message"]["content"] = event.text
-        elif isinstance(event, Action):
-            self._round(event.round_index)["tool_calls"].append(call_to_dict(event.call))
-        elif isinstance(event, Observation):
-            x = event.execution
-            self._round(event.round_index)["tool_executions"].append(
-                {
-                    "tool_call_id": x.tool_call_id,
-                    "name": x.name,
-                    "status": x.status,
-                    "result": x.result,
-                    "queued_at": getattr(x, "queued_at", None),
-                    "started_at": x.started_at,
-                    "ended_at": x.ended_at,
-                    "duration_s": x.duration_s,
-                    "timing": x.timing.to_dict(),
-                }
-            )
-        elif isinstance(event, FinalAnswer):
-            self._round(event.round_index)["assistant_message"]["content"] = event.text
-            self.final = event.text
-        elif isinstance(event, RunFinished):
-            self.finished = f"{event.status} / {event.reason}"
-            self.finished_at = event.at
-        now = time.monotonic()
-        if (
-            event.kind in ("run_finished", "final_answer", "model_response")
-            or now - self._last >= self.min_interval_s
-        ):
-            self._last = now
-            self.render()
-
-    def _run_html(self, label: str, *, folded: bool = False) -> str:
-        rounds = [self.rounds[k] for k in sorted(self.rounds)]
-        for r in rounds:
-            r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
-        last = max((round_end(r) for r in rounds), default=0.0)
-        spans = round_spans(rounds)
-        status = self.finished or ("running" if self.final is None else "final answer received")
-        final = (
-            f"<div><span class='tcl-role'>final answer</span>{e(self.final)}</div>"
-            if self.final is not None
-            else ""
-        )
-        warnings = "".join(f"<div class='tcl-warn'>⚠ {e(w)}</div>" for w in dict.fromkeys(self.warnings))
-        timings = timing_summary({"rounds": rounds, "metadata": {}}) if rounds else ""
-        panels = "".join(
-            round_html(r, span=spans[i], previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
-        )
-        head = (
-            f"<div class='tcl-head'><div class='tcl-title'>{e(self.title)}"
-            f"{' · ' + e(label) if self.earlier or folded else ''}</div><div class='tcl-facts'>"
-            f"<span><span class='tcl-badge'>live</span> events of a run as they arrive</span>"
-            f"<span>{e(status)}</span><span>{self.run_events} events</span><span>{len(rounds)} rounds</span>"
-            + (
-                f"<span>wall <b>{secs(self.finished_at)}</b></span>"
-                if self.finished_at is not None
-                else f"<span>{secs(last)} so far</span>"
-            )
-            + f"<span>{e(timings)}</span></div></div>"
-        )
-        body = (
-            f"{warnings}{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=260) if rounds else ''}</div>{panels}"
-        )
-        if folded:
-            return f"<details class='tcl-earlier-run'><summary>{head}</summary>{body}</details>"
-        return head + body
-
-    def html(self) -> str:
-        earlier = "".join(self.earlier)
-        return earlier + self._run_html(f"run {len(self.earlier) + 1}")
-
-    def render(self) -> None:
-        self.view.value = wrap(self.html())
-        final = self.finished is not None
-        self.refresh_static(min_interval_s=0.0 if final else 1.0)
-
-    def static_html(self) -> str:
-        return wrap(self.html())
