@@ -488,3 +488,45 @@ class Lab:
         after = view.locator("b", has_text=re.compile(r"^row #(?!3:)\d+:"))
         after.first.wait_for(timeout=30_000)
         return first, after.first.inner_text()
+
+    def tab_through_trace_view(self, presses: int = 60) -> dict[str, Any]:
+        """In the first trace view: from its first control, press Tab and note where focus goes;
+        then open a folded round panel from the keyboard (focus its title, press Enter). Returns the
+        round panels (their titles' focusability), those Tab reached, the Accordion headers left
+        (a stock Accordion's headers take no focus), and the panel's open state before and after Enter."""
+        view = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-trace-view").first
+        view.scroll_into_view_if_needed()
+        panels = view.locator("details.tcl-round-panel")
+        n = panels.count()
+        view.locator("input, button, select").first.focus()
+        reached: list[str] = []
+        for _ in range(presses):
+            self.page.keyboard.press("Tab")
+            where = self.page.evaluate(
+                "() => { const a = document.activeElement; const d = a && a.closest('details.tcl-round-panel');"
+                " return a && a.tagName === 'SUMMARY' && d && a.parentElement === d ? d.dataset.round : ''; }"
+            )
+            if where and where not in reached:
+                reached.append(where)
+        summary = panels.nth(n - 1).locator(":scope > summary")
+        before = panels.nth(n - 1).evaluate("d => d.open")
+        summary.focus()
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_timeout(300)
+        after = panels.nth(n - 1).evaluate("d => d.open")
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_timeout(300)
+        again = panels.nth(n - 1).evaluate("d => d.open")
+        edit_mode = self.page.evaluate(
+            "() => !!document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook.jp-mod-editMode')"
+        )
+        return {
+            "panels": n,
+            "reached": reached,
+            "accordion_headers": view.locator(".jupyter-widget-Collapse-header").count(),
+            "unreachable_summaries": view.locator("summary").evaluate_all(
+                "els => els.filter(s => s.tabIndex < 0).map(s => s.textContent.slice(0, 40))"
+            ),
+            "toggled": (before, after, again),
+            "edit_mode": edit_mode,
+        }

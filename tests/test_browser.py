@@ -123,6 +123,11 @@ def runs(lab) -> dict[str, dict[str, Any]]:
         result["narrow"] = lab.narrow(800)  # a small laptop or a split screen, file browser open
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
             result["stepping"] = lab.step_through()
+        if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-trace-view").count():
+            try:
+                result["trace_keys"] = lab.tab_through_trace_view()
+            except Exception as exc:  # reported by its own test
+                result["trace_keys"] = {"failure": f"{type(exc).__name__}: {exc}"}
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").count():
             try:
                 result["corpus_keys"] = lab.open_corpus_row_by_keyboard()
@@ -263,6 +268,18 @@ def test_the_page_renders_each_step_as_python_does(runs) -> None:
     for step, _, text in seen:
         want = unescape(re.sub(r"<[^>]+>", "", frame_html(states, int(step))))
         assert " ".join(text.split()) == " ".join(want.split()), f"step {step}"
+
+
+def test_round_panels_are_reached_and_opened_from_the_keyboard(runs) -> None:
+    """t15 #4: a stock Accordion's round headers took no focus: Tab went past rounds 1-6 and a folded
+    round could not be opened from the keyboard. Each round panel is a details element: Tab reaches
+    every title, Enter opens and closes it (JupyterLab does not take the Enter for the cell)."""
+    keys = run(runs, "02_explore_strategies.ipynb")["trace_keys"]
+    assert "failure" not in keys, keys
+    assert keys["panels"] >= 2 and keys["accordion_headers"] == 0
+    assert len(keys["reached"]) == keys["panels"], keys["reached"]
+    assert not keys["unreachable_summaries"], keys["unreachable_summaries"]
+    assert keys["toggled"] == (False, True, False) and not keys["edit_mode"]
 
 
 def test_corpus_rows_open_from_the_keyboard(runs) -> None:

@@ -102,8 +102,8 @@ def test_a_gap_nobody_recorded_is_not_drawn_as_queueing() -> None:
 
 def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     view = TraceView(failing)
-    assert len(view.accordion.children) == len(failing.rounds) == 2
-    assert view.accordion.get_title(0) == (
+    assert len(view.rounds_box.children) == len(failing.rounds) == 2
+    assert view.round_titles[0] == (
         "Round 0 · parallel · 3 calls: get_weather, flaky_api, slow_service · 1.80 s · 2 failed"
     )
     head = visible_text(view.header.value)
@@ -124,7 +124,8 @@ def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     second = visible_text(view.panels[1].value)
     assert "request as sent: 5 messages (1 unchanged from round 0's request, 4 shown)" in second
     view.selected_round = 1
-    assert view.accordion.selected_index == 1
+    assert "<details class='tcl-round-panel' data-round='1' open>" in view.panels[1].value
+    assert " open>" not in view.panels[0].value.split("<summary")[0]
 
 
 def test_a_scripted_run_on_the_real_clock_is_labelled_by_its_numbers_not_by_a_guess() -> None:

@@ -15,7 +15,7 @@ import traitlets
 import toolcall_lab.notebook.export as export
 from toolcall_lab.exceptions import ToolcallLabError, UsageError
 from toolcall_lab.notebook.loading import ACCEPT, DETECT, Opened, kinds, open_source, open_upload, report_html
-from toolcall_lab.notebook.theme import CSS, e
+from toolcall_lab.notebook.theme import CSS, SUMMARY, e
 from toolcall_lab.notebook.timeline import PanelLike
 
 EXPECTED = (ToolcallLabError, traitlets.TraitError, ValueError, OSError)
@@ -29,7 +29,7 @@ def error_html(exc: BaseException, what: str = "") -> str:
         return f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div></div>"
     tb = "".join(traceback.format_exception(exc))
     return (
-        f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div><details><summary>traceback "
+        f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div><details>{SUMMARY}traceback "
         f"(a bug in toolcall_lab: please report it)</summary><pre>{e(tb)}</pre></details></div>"
     )
 

@@ -13,7 +13,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, article, e, exact, secs, status_badge, status_style
+from toolcall_lab.notebook.theme import (
+    CSS,
+    ORIGIN_NOTE,
+    SUMMARY,
+    article,
+    e,
+    exact,
+    secs,
+    status_badge,
+    status_style,
+)
 from toolcall_lab.notebook.timeline import paired, round_end, timeline_svg, ttfc_text
 
 __all__ = [
@@ -111,7 +121,7 @@ def _result_block(text: str) -> str:
         return f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text)}</div>"
     return (
         f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text[:PREVIEW])}… <details>"
-        f"<summary>full result ({len(text):,} characters)</summary><pre>{e(text)}</pre></details></div>"
+        f"{SUMMARY}full result ({len(text):,} characters)</summary><pre>{e(text)}</pre></details></div>"
     )
 
 
@@ -199,7 +209,7 @@ def request_html(r: dict[str, Any], previous: dict[str, Any] | None) -> str:
         f"{'' if offered else ' · tools not offered'}"
     )
     body = "".join(message_html(m) for m in new) or "<span class='tcl-muted'>(no messages recorded)</span>"
-    return f"<details class='tcl-request'><summary>{e(summary)}</summary>{body}</details>"
+    return f"<details class='tcl-request'>{SUMMARY}{e(summary)}</summary>{body}</details>"
 
 
 def reasoning_text(r: dict[str, Any]) -> str:
@@ -237,7 +247,7 @@ def findings_block(items: Sequence[str], *, open_: bool = False) -> str:
     """Rendered finding items (`finding_li`) in their folding block."""
     n = len(items)
     return (
-        f"<details class='tcl-findings'{' open' if open_ else ''}><summary>⚠ {n} finding"
+        f"<details class='tcl-findings'{' open' if open_ else ''}>{SUMMARY}⚠ {n} finding"
         f"{'s' if n != 1 else ''} while parsing</summary><ul>{''.join(items)}</ul></details>"
     )
 
@@ -294,7 +304,7 @@ def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, An
     reasoning = reasoning_text(r)
     if reasoning:
         parts.append(
-            f"<details><summary>reasoning ({len(reasoning):,} characters)</summary><pre>{e(reasoning)}</pre>"
+            f"<details>{SUMMARY}reasoning ({len(reasoning):,} characters)</summary><pre>{e(reasoning)}</pre>"
             "</details>"
         )
     content = _content(msg)
@@ -450,9 +460,9 @@ def prompt_html(doc: dict[str, Any]) -> str:
             f"<span class='tcl-muted'>{e((fn.get('description') or '').strip()[:200])}</span></li>"
         )
     return (
-        f"<details class='tcl-prompt' open><summary>prompt: {len(initial)} initial message"
+        f"<details class='tcl-prompt' open>{SUMMARY}prompt: {len(initial)} initial message"
         f"{'s' if len(initial) != 1 else ''} ({e(roles)})</summary>{msgs}</details>"
-        f"<details class='tcl-tools'><summary>{len(tools)} tool{'s' if len(tools) != 1 else ''} offered: "
+        f"<details class='tcl-tools'>{SUMMARY}{len(tools)} tool{'s' if len(tools) != 1 else ''} offered: "
         f"{e(', '.join(str((t.get('function') or t).get('name')) for t in tools[:8]))}"
         f"{' …' if len(tools) > 8 else ''}</summary><ul>{''.join(rows)}</ul></details>"
     )

@@ -11,6 +11,7 @@ from toolcall_lab.notebook.theme import (
     MODEL,
     PROVENANCE_NOTE,
     SKIPPED_STROKE,
+    SUMMARY,
     TRIP,
     WAIT,
     e,
@@ -144,7 +145,7 @@ def bars_table(items: Sequence[Item], names: Sequence[tuple[str, str]], *, open_
         for it in items
     )
     return (
-        f"<details class='tcl-bars'{' open' if open_ else ''}><summary>the bars as a table "
+        f"<details class='tcl-bars'{' open' if open_ else ''}>{SUMMARY}the bars as a table "
         f"({len(items)} rows, exact times)</summary><div class='tcl-scroll'><table class='tcl-table'><tr>"
         "<th>round</th><th class='tcl-left'>lane</th><th class='tcl-left'>bar</th>"
         "<th class='tcl-left'>of</th>"

@@ -28,7 +28,7 @@ from toolcall_lab.events import (
 )
 from toolcall_lab.notebook._controls import StaticFallback, wrap
 from toolcall_lab.notebook.html import plural, round_html, round_spans, timing_summary
-from toolcall_lab.notebook.theme import e, secs
+from toolcall_lab.notebook.theme import SUMMARY, e, secs
 from toolcall_lab.notebook.timeline import round_end, timeline_svg
 from toolcall_lab.trace import call_to_dict
 
@@ -165,7 +165,7 @@ class LiveRun:
         )
         if folded:
             return (
-                f"<details class='tcl-earlier-run' data-run='{e(self.key)}'><summary>{head}</summary>"
+                f"<details class='tcl-earlier-run' data-run='{e(self.key)}'>{SUMMARY}{head}</summary>"
                 f"{body}</details>"
             )
         return f"<div class='tcl-live-run' data-run='{e(self.key)}'>{head}{body}</div>"

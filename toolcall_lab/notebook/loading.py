@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import ToolcallLabError, TraceError
-from toolcall_lab.notebook.theme import e
+from toolcall_lab.notebook.theme import SUMMARY, e
 from toolcall_lab.trace import Trace
 
 TRACE = "trace"
@@ -431,6 +431,6 @@ def report_html(opened: Opened) -> str:
     if not body:
         return f"<div class='tcl-report'>{summary}</div>"
     return (
-        f"<div class='tcl-report'><details{' open' if cls else ''}><summary>{summary} · "
+        f"<div class='tcl-report'><details{' open' if cls else ''}>{SUMMARY}{summary} · "
         f"{len(r.issues)} issue{'s' if len(r.issues) != 1 else ''}</summary>{body}</details></div>"
     )

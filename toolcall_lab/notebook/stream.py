@@ -25,7 +25,7 @@ from toolcall_lab.formats.dispatch import iter_stream_responses, try_detect
 from toolcall_lab.formats.sse import DONE, Unreadable
 from toolcall_lab.messages import Finding, ParsedResponse
 from toolcall_lab.notebook.html import finding_li, findings_block
-from toolcall_lab.notebook.theme import CSS, e
+from toolcall_lab.notebook.theme import CSS, SUMMARY, e
 
 Snapshot = dict[int, dict[int, dict[str, Any]]]
 Key = tuple[int, int]
@@ -560,7 +560,7 @@ def frame_html(states: StreamStates, i: int) -> str:
         if line.chunk is not None:
             delta = (
                 f"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>"
-                f"{e(states.said(i))}</pre><details><summary>whole chunk</summary>"
+                f"{e(states.said(i))}</pre><details>{SUMMARY}whole chunk</summary>"
                 f"<pre>{e(json.dumps(line.chunk, indent=1, ensure_ascii=False, default=str))}</pre>"
                 "</details>"
             )
@@ -623,14 +623,16 @@ _JS = (
     "arguments</th>\"+(J?\"<th class='tcl-left'>parsed as</th>\":'')+'</tr>'+h+'</table></div>'}"
     "function fd(P,C,k){var m=C.f.length;if(!m)return \"<div class='tcl-muted'>\"+(k<n?'no findings yet'"
     ":'no findings: a clean stream')+'</div>';var w=m-(P?P.f.length:0);"
-    "return \"<details class='tcl-findings' open><summary>⚠ \"+m+' finding'+(m!=1?'s':'')+' while parsing'"
+    "return \"<details class='tcl-findings' open>"
+    + SUMMARY
+    + "⚠ \"+m+' finding'+(m!=1?'s':'')+' while parsing'"
     "+'</summary><ul>'+C.f.map(function(i){return D.F[i]}).join('')+'</ul></details>'"
     "+(w>0?\"<div><mark class='tcl-added'>\"+w+' new at this step</mark></div>':'')}"
     "function go(k){k=Math.max(0,Math.min(L,k));if(T.j>k-1){T.j=-1;T.S={c:{},r:[],f:[]}}"
     "while(T.j<k-1){T.j++;ap(T.S,D.s[T.j])}var P=k>0?T.S:null,C=cp(T.S),st=D.s[k];ap(C,st);"
     "var lab=st.t,"
     "dl=k<n?(st.k=='chunk'?\"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>\""
-    "+E(st.d)+'</pre><details><summary>whole chunk</summary><pre>'+E(st.c)+'</pre></details>'"
+    "+E(st.d)+'</pre><details>" + SUMMARY + "whole chunk</summary><pre>'+E(st.c)+'</pre></details>'"
     ":\"<div class='tcl-muted'>what this line says</div><pre class='tcl-chunk-delta'>\"+E(st.d)+'</pre>')"
     ":\"<div class='tcl-muted'>\"+E(D.e)+'</div>';"
     "r.querySelector('.tcl-frame').innerHTML=\"<div class='tcl-frame-label'><b>\"+E(lab)+'</b></div>'+dl"

@@ -57,6 +57,10 @@ ORIGIN_NOTE = {
 }
 
 
+SUMMARY = "<summary data-lm-suppress-shortcuts>"
+"""A `<details>` element's summary: reached with Tab and opened with Enter or Space, also in
+JupyterLab, whose notebook shortcuts (Enter: edit the cell) stop at an element marked so."""
+
 NOISE_S = 1e-9
 """Seconds below this are float noise (3.55e-15 from a subtraction), not a duration: shown as 0."""
 
@@ -154,6 +158,14 @@ CSS = """<style>
 .tcl .tcl-round{border:1px solid var(--tcl-border);border-radius:6px;margin:6px 0;padding:6px 10px;
  background:var(--tcl-bg)}
 .tcl .tcl-round-title{font-weight:600;margin-bottom:4px}
+/* a trace view's round panels: a details element each (Tab reaches the title, Enter opens it) */
+.tcl details.tcl-round-panel{border:1px solid var(--tcl-border);border-radius:6px;margin:3px 0;
+ background:var(--tcl-bg)}
+.tcl details.tcl-round-panel>summary{padding:4px 8px;color:var(--tcl-fg);background:var(--tcl-bg1);
+ border-radius:6px;overflow-wrap:anywhere}
+.tcl details.tcl-round-panel>summary .tcl-round-title{margin:0}
+.tcl details.tcl-round-panel>.tcl-round{border:none;margin:0}
+.tcl summary:focus-visible{outline:2px solid var(--tcl-accent);outline-offset:1px}
 .tcl .tcl-msg{margin:3px 0;padding:2px 0}.tcl .tcl-role{font-weight:600;color:var(--tcl-fg2);margin-right:6px}
 .tcl .tcl-calls{list-style:none;margin:4px 0 4px 10px;padding:0}
 .tcl .tcl-call{border-left:4px solid var(--tcl-border);padding:3px 8px;margin:4px 0;background:var(--tcl-bg1)}

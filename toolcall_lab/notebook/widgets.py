@@ -33,7 +33,7 @@ from toolcall_lab.notebook.html import (
 from toolcall_lab.notebook.live import LiveView
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
-from toolcall_lab.notebook.theme import ORIGIN_NOTE, e, exact
+from toolcall_lab.notebook.theme import ORIGIN_NOTE, SUMMARY, e, exact
 from toolcall_lab.notebook.timeline import Panel, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata
@@ -53,14 +53,16 @@ def as_doc(trace: Trace | RunResult | dict[str, Any]) -> dict[str, Any]:
 
 
 class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
-    """A whole trace: run header, prompt and tools, whole-run timeline, then one accordion panel per
-    round (request as sent, assistant message, calls with their tool messages, round timeline).
+    """A whole trace: run header, prompt and tools, whole-run timeline, then one folding panel per
+    round (request as sent, assistant message, calls with their tool messages, round timeline): a
+    ``<details>`` element, so Tab reaches its title and Enter or Space opens it; `selected_round` is
+    the one open when shown.
     A file box opens another trace, a recording or a transcript (a file with several traces gets a
     chooser); an export bar saves the timeline and the calls."""
 
     show_raw = traitlets.Bool(False, help="show argument strings exactly as received")
     shared_scale = traitlets.Bool(False, help="draw every round on the longest round's time scale")
-    selected_round = traitlets.Int(0, allow_none=True)
+    selected_round = traitlets.Int(0, allow_none=True, help="the round shown open (None: all folded)")
     trace_index = traitlets.Int(0, help="which trace of the opened file is shown")
 
     def __init__(self, trace: Trace | RunResult | dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -73,7 +75,8 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.scale_box = widgets.Checkbox(
             value=False, description="one time scale for every round", indent=False
         )
-        self.accordion = widgets.Accordion()
+        self.rounds_box = widgets.VBox()
+        self.rounds_box.add_class("tcl-rounds")
         self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.doc: dict[str, Any] = {}
         self._spans: list[float] = []
@@ -92,7 +95,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.choice,
                 self.header,
                 widgets.HBox([self.raw_box, self.scale_box], layout=widgets.Layout(flex_flow="row wrap")),
-                self.accordion,
+                self.rounds_box,
                 self.export,
                 self.errors,
             ],
@@ -102,7 +105,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.add_class("tcl-trace-view")
         widgets.link((self.raw_box, "value"), (self, "show_raw"))
         widgets.link((self.scale_box, "value"), (self, "shared_scale"))
-        widgets.link((self.accordion, "selected_index"), (self, "selected_round"))
+        self.observe(guarded(self.errors, self._opened_round), names=["selected_round"])
         self.observe(guarded(self.errors, self._rerender), names=["show_raw", "shared_scale"])
         self.choice.observe(guarded(self.errors, self._chosen), names=["value"])
         if trace is None:
@@ -117,10 +120,11 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self._spans = round_spans(rounds, shared=self.shared_scale)
         timeline = timeline_svg(rounds, min_px=260)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
+        self._open = 0 if rounds else None
         self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
-        self.accordion.children = self.panels
-        self.accordion.titles = tuple(round_title(r) for r in rounds)
-        self.accordion.selected_index = 0 if rounds else None
+        self.rounds_box.children = self.panels
+        if self.selected_round != self._open:
+            self.selected_round = self._open
         self.refresh_static()
 
     def panel(self) -> Panel:
@@ -157,6 +161,11 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.trace_index = int(change["new"])
         self.show(self.traces[self.trace_index])
 
+    @property
+    def round_titles(self) -> list[str]:
+        """Each round panel's title, as its summary line shows it."""
+        return [round_title(r) for r in self.doc.get("rounds", ())]
+
     def _panel(self, i: int) -> str:
         rounds = self.doc["rounds"]
         body = round_html(
@@ -166,7 +175,20 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             previous=rounds[i - 1] if i else None,
             span=self._spans[i],
         )
-        return wrap(body)
+        opened = " open" if i == getattr(self, "_open", None) else ""
+        return wrap(
+            f"<details class='tcl-round-panel' data-round='{rounds[i]['round_index']}'{opened}>"
+            f"{SUMMARY}<span class='tcl-round-title'>{e(round_title(rounds[i]))}</span></summary>"
+            f"{body}</details>"
+        )
+
+    def _opened_round(self, change: Any) -> None:
+        """Show round `selected_round` open (and the one open before folded)."""
+        before, self._open = getattr(self, "_open", None), change["new"]
+        for i in {before, self._open} - {None}:
+            if i is not None and 0 <= i < len(self.panels):
+                self.panels[i].value = self._panel(i)
+        self.refresh_static()
 
     def _rerender(self, _: Any = None) -> None:
         if not self.doc:
