@@ -296,3 +296,104 @@ def test_interleaved_runs_without_run_ids_are_refused_not_merged() -> None:
     text = visible_text(live.view.value)
     assert "cannot tell them apart" in text and "round 0 started twice" in text
     assert "Round 1" not in text  # no panel of a mixed run
+
+
+# --- 5, 6, 12: labels say the truth ------------------------------------------------------------------
+
+
+def test_a_scripted_model_on_the_real_clock_is_measured_not_a_placeholder() -> None:
+    """t15 #5: a scripted run on the real clock said "placeholder (a constant, not measured)" for a
+    model time of 165 µs that was measured (the script's constant was 0), with chunk offsets
+    "spread" though they were the measured arrivals."""
+    import asyncio
+
+    from toolcall_lab.clock import run_virtual
+    from toolcall_lab.loop import run
+    from toolcall_lab.notebook.widgets import LiveView, TraceView
+    from toolcall_lab.scenarios import SCENARIOS
+
+    s = SCENARIOS["three_tools_100ms"]
+    live = LiveView("real clock", min_interval_s=0.0)
+    real = asyncio.run(run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=live.on_event))
+    assert {r.model_call.timing.source for r in real.rounds} == {"recorded"}
+    assert {r.model_call.chunk_timing for r in real.rounds} == {"recorded"}
+    assert "measured on the real clock" in real.rounds[0].model_call.timing.note
+    for text in (visible_text(live.view.value), visible_text(TraceView(real).header.value)):
+        assert "placeholder" not in text, text
+    virtual = run_virtual(run(s.model(), s.registry(), s.prompt, mode="sequential"))
+    assert {r.model_call.timing.source for r in virtual.rounds} == {"placeholder"}  # the script's constant
+
+
+PARALLEL_NO_RESULTS = (
+    "".join(
+        f"data: {json.dumps(c)}\n\n"
+        for c in [
+            {
+                "id": "r",
+                "object": "chat.completion.chunk",
+                "model": "gpt-x",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "role": "assistant",
+                            "tool_calls": [
+                                {
+                                    "index": k,
+                                    "id": f"call_{k}",
+                                    "type": "function",
+                                    "function": {"name": n, "arguments": "{}"},
+                                }
+                                for k, n in enumerate(("get_weather", "get_stock"))
+                            ],
+                        },
+                        "finish_reason": None,
+                    }
+                ],
+            },
+            {
+                "id": "r",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+            },
+        ]
+    )
+    + "data: [DONE]\n\n"
+)
+
+
+def test_an_uploaded_recording_is_labelled_by_what_was_read() -> None:
+    """t15 #6: an uploaded .sse with two parallel calls and no results said "tool durations a 0.1 s
+    placeholder; tool results from the next request; ... (a cassette keeps no arrival times)", the
+    header said "mode sequential" (the trace's mode is empty) and "source:" named a deleted
+    temporary file."""
+    from toolcall_lab.notebook.loading import open_upload
+    from toolcall_lab.notebook.widgets import TraceView
+
+    opened = open_upload("my_stream.sse", PARALLEL_NO_RESULTS.encode())
+    (trace,) = opened.traces
+    notes = trace.metadata.notes
+    assert "placeholder" not in notes.split("otherwise")[1].split(";")[2]  # the results part
+    assert "tool results from the next request" not in notes and "cassette" not in notes
+    assert "an event-stream file keeps no arrival times" in notes and "every call is not recorded" in notes
+    assert trace.metadata.mode is None and trace.metadata.source == "my_stream.sse"
+    view = TraceView(trace)
+    head = visible_text(view.header.value)
+    assert "mode not evidenced" in head and "mode sequential" not in head
+    assert "source: my_stream.sse" in head and "toolcall-lab-upload" not in head
+    assert "sequential" not in view.round_titles[0]
+    assert "toolcall-lab-upload" not in json.dumps([str(i) for i in opened.report.issues])
+
+
+def test_a_replay_cannot_be_labelled_recorded() -> None:
+    """t15 #12: Trace.from_run(replay(...), TraceMetadata(origin='recorded')) was accepted and the
+    view said "recorded live from a model"."""
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.replay import replay
+    from toolcall_lab.scenarios import SCENARIOS
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    result = replay(SCENARIOS["weather_news_stock"].record(), "sequential")
+    with pytest.raises(UsageError, match=r"origin='recorded'.*whose origin is 'replayed'"):
+        Trace.from_run(result, TraceMetadata(title="r", origin="recorded"))
+    assert Trace.from_run(result, TraceMetadata(title="r", origin="replayed")).metadata.origin == "replayed"

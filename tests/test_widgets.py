@@ -136,7 +136,7 @@ def test_a_scripted_run_on_the_real_clock_is_labelled_by_its_numbers_not_by_a_gu
     head = visible_text(TraceView(result).header.value)
     origin = head[head.index("origin: scripted") : head.index("model ")]
     assert "clock" not in origin and "virtual" not in head  # measured tools say so; nothing says virtual
-    assert "model calls 2 placeholder; tools 1 recorded" in head
+    assert "model calls 2 recorded; tools 1 recorded" in head  # the script's delays, measured (t15 #5)
     from toolcall_lab.notebook.theme import ORIGIN_NOTE
 
     assert not [o for o, note in ORIGIN_NOTE.items() if "clock" in note]  # any origin runs on either clock

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -253,8 +254,8 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 except ToolcallLabError as exc:
                     failed[mode_name(mode)] = f"{type(exc).__name__}: {exc}"
                     continue
-                doc = Trace.from_run(result, self.trace.metadata).to_dict()
-                doc["metadata"].update(origin="replayed", replayed_from=origin, mode=mode_name(mode))
+                doc = Trace.from_run(result, replace(self.trace.metadata, origin="replayed")).to_dict()
+                doc["metadata"].update(replayed_from=origin, mode=mode_name(mode))
                 results[mode_name(mode)] = doc
                 row = run_rows(self.trace.metadata.title, result, self.trace)[0]
                 row["mode"] = mode_name(mode)

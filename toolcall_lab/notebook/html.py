@@ -105,12 +105,23 @@ def tool_names(r: dict[str, Any], limit: int = 4) -> str:
     return ", ".join(parts[:limit]) + (f", +{len(parts) - limit} more" if len(parts) > limit else "")
 
 
-def round_title(r: dict[str, Any]) -> str:
+def mode_evidenced(doc: Mapping[str, Any]) -> str | None:
+    """The mode the trace says it ran under (its metadata), or None when it does not say: an import
+    whose source shows no batch's timing leaves it empty, and its rounds' own ``mode`` is only the
+    loop's default, not evidence."""
+    mode = (doc.get("metadata") or {}).get("mode")
+    return str(mode) if mode else None
+
+
+def round_title(r: dict[str, Any], *, mode: bool = True) -> str:
+    """`Round 2 · parallel · 3 calls: get_weather, … · 1.80 s · ok`; `mode=False` leaves the round's
+    mode out (a trace that does not evidence one)."""
     n = len(r["tool_calls"])
     kind = " (final, no tools)" if r.get("final") else ""
     calls = f"{n} call{'s' if n != 1 else ''}: {tool_names(r)}" if n else "no calls"
+    shown = r.get("mode") if mode else ""
     return (
-        f"Round {r['round_index']}{kind} · {r['mode'] + ' · ' if r.get('mode') else ''}{calls} · "
+        f"Round {r['round_index']}{kind} · {shown + ' · ' if shown else ''}{calls} · "
         f"{secs(round_duration(r))} · "
         f"{round_status(r)}"
     )
@@ -329,14 +340,16 @@ def round_html(
     previous: dict[str, Any] | None = None,
     span: float | None = None,
     table: bool = True,
+    mode: bool = True,
 ) -> str:
     """One round's panel: title (optional, e.g. when an accordion shows it), message tree, timeline
     (with its bars as a table, for keyboards and screen readers).
 
     `span`: seconds the timeline covers from the round's start (share it across rounds or modes so
-    bars compare; a round of ~0 s is then a sliver, not a full-width bar).
+    bars compare; a round of ~0 s is then a sliver, not a full-width bar). `mode`: the title names the
+    round's mode (False for a trace that does not evidence one).
     """
-    heading = f"<div class='tcl-round-title'>{e(round_title(r))}</div>" if title else ""
+    heading = f"<div class='tcl-round-title'>{e(round_title(r, mode=mode))}</div>" if title else ""
     start = float(r["response"]["started_at"])
     end = start + max(span or 0.0, round_duration(r), 1e-3)
     tl = timeline_svg([r], start=start, end=end, relative=True, min_px=200, table=table)
@@ -411,7 +424,7 @@ def header_html(doc: dict[str, Any]) -> str:
             if isinstance(v, int) and not isinstance(v, bool):
                 usage[k] = usage.get(k, 0) + v
     first = next((t for t in (ttfc_text(r["response"]) for r in rounds) if t), None)
-    modes = sorted({r["mode"] for r in rounds})
+    mode = mode_evidenced(doc)
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
     status = f"{outcome['status']} / {outcome['reason']}"
     bad = outcome["status"] not in ("completed",)
@@ -421,7 +434,10 @@ def header_html(doc: dict[str, Any]) -> str:
         f"origin: {e(origin)}</span><span class='tcl-muted'>{e(origin_note)}</span>",
         f"model <b>{e(model) if model else '(not recorded)'}</b>"
         + (f" via {e(meta['provider'])}" if meta.get("provider") else ""),
-        f"mode <b>{e(', '.join(modes) or meta.get('mode') or '?')}</b>",
+        f"mode <b>{e(mode)}</b>"
+        if mode
+        else "<span title='the trace does not say how its calls were run (no batch with a recorded start "
+        "and end)'>mode <b>not evidenced</b></span>",
         f"<b>{len(rounds)}</b> rounds, <b>{n_calls}</b> calls",
         f"wall <b>{exact(outcome['wall_time_s'])} s</b>",
         f"outcome <b>{'⚠ ' if bad else '✔ '}{e(status)}</b>",
@@ -480,8 +496,9 @@ def trace_html(
         if len(rounds) < len(doc["rounds"])
         else ""
     )
+    known = mode_evidenced(doc) is not None
     panels = "".join(
-        round_html(r, raw=raw, previous=doc["rounds"][i - 1] if i else None, span=spans[i])
+        round_html(r, raw=raw, previous=doc["rounds"][i - 1] if i else None, span=spans[i], mode=known)
         for i, r in enumerate(rounds)
     )
     return (

@@ -15,7 +15,7 @@ import json
 import re
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -368,7 +368,8 @@ def open_traces(path: str | Path, kind: str = DETECT) -> list[Trace]:
 
 def open_upload(name: str, content: bytes, kind: str = DETECT) -> Opened:
     """Uploaded bytes (a FileUpload value), read through a temporary file of the same name so the
-    same detection applies; messages name the upload, not the temporary file."""
+    same detection applies; messages, the traces' sources and the report name the upload, never
+    the temporary file (it is gone once the upload is read)."""
     with tempfile.TemporaryDirectory(prefix="toolcall-lab-upload-") as folder:
         target = Path(folder) / Path(name).name
         target.write_bytes(content)
@@ -376,12 +377,29 @@ def open_upload(name: str, content: bytes, kind: str = DETECT) -> Opened:
             opened = open_source(target, kind)
         except TraceError as exc:
             raise TraceError(str(exc).replace(str(target), name)) from None
+
+        def named(text: str) -> str:
+            return text.replace(str(target), name).replace(folder, "(upload)")
+
+        traces = [
+            replace(
+                t,
+                metadata=replace(
+                    t.metadata, source=named(t.metadata.source or name), notes=named(t.metadata.notes)
+                ),
+            )
+            for t in opened.traces
+        ]
+        report = opened.report
+        if report is not None:
+            issues = tuple(replace(i, where=named(i.where), what=named(i.what)) for i in report.issues)
+            report = replace(report, source=named(report.source), issues=issues)
         return Opened(
-            traces=opened.traces,
+            traces=traces,
             source=name,
             kind=opened.kind,
-            report=opened.report,
-            left_out=opened.left_out,
+            report=report,
+            left_out=tuple(named(x) for x in opened.left_out),
         )
 
 

@@ -22,6 +22,7 @@ from toolcall_lab.notebook.corpus import CorpusView
 from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import (
     header_html,
+    mode_evidenced,
     plural,
     prompt_html,
     round_html,
@@ -164,7 +165,8 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     @property
     def round_titles(self) -> list[str]:
         """Each round panel's title, as its summary line shows it."""
-        return [round_title(r) for r in self.doc.get("rounds", ())]
+        known = mode_evidenced(self.doc) is not None
+        return [round_title(r, mode=known) for r in self.doc.get("rounds", ())]
 
     def _panel(self, i: int) -> str:
         rounds = self.doc["rounds"]
@@ -178,7 +180,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         opened = " open" if i == getattr(self, "_open", None) else ""
         return wrap(
             f"<details class='tcl-round-panel' data-round='{rounds[i]['round_index']}'{opened}>"
-            f"{SUMMARY}<span class='tcl-round-title'>{e(round_title(rounds[i]))}</span></summary>"
+            f"{SUMMARY}<span class='tcl-round-title'>{e(self.round_titles[i])}</span></summary>"
             f"{body}</details>"
         )
 
