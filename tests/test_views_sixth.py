@@ -397,3 +397,68 @@ def test_a_replay_cannot_be_labelled_recorded() -> None:
     with pytest.raises(UsageError, match=r"origin='recorded'.*whose origin is 'replayed'"):
         Trace.from_run(result, TraceMetadata(title="r", origin="recorded"))
     assert Trace.from_run(result, TraceMetadata(title="r", origin="replayed")).metadata.origin == "replayed"
+
+
+# --- 7, 8: the file box reads content, and Enter opens again --------------------------------------------
+
+
+def test_the_file_box_detects_by_content_and_says_what_a_file_is(tmp_path: Path) -> None:
+    """t15 #7: a trace file cut at 5,000 bytes was detected as a recording ("line 59: not JSON ...
+    (a line of a response body recorded in it)"); that suffix came with every non-.sse failure, an
+    empty .json, random bytes, notes.txt or a Markdown file included."""
+    from toolcall_lab.exceptions import TraceError
+    from toolcall_lab.notebook.loading import TRACE, detect, open_source
+
+    whole = (DATA / "traces" / "two_tool_rounds.json").read_bytes()
+    (tmp_path / "cut.json").write_bytes(whole[:5000])
+    assert detect(tmp_path / "cut.json") == [TRACE]
+    with pytest.raises(
+        TraceError, match=r"a trace file that does not load: not valid JSON \(file looks truncated\)"
+    ):
+        open_source(tmp_path / "cut.json")
+    (tmp_path / "notes.txt").write_text("not json at all\n")
+    (tmp_path / "README.md").write_text("# Provenance\n\nwhere these came from\n")
+    (tmp_path / "random.json").write_bytes(bytes(range(256)) * 4)
+    for name, what in (
+        ("notes.txt", "plain text"),
+        ("README.md", "plain text"),
+        ("random.json", "binary data"),
+    ):
+        assert detect(tmp_path / name) == []
+        with pytest.raises(TraceError) as caught:
+            open_source(tmp_path / name)
+        message = str(caught.value)
+        assert f"no kind reads this file: it is {what}" in message, message
+        assert "response body" not in message and "recording" not in message.split(": it is")[0]
+
+
+def test_a_recordings_error_does_not_depend_on_its_file_name(tmp_path: Path) -> None:
+    from toolcall_lab.exceptions import ToolcallLabError
+    from toolcall_lab.importers import import_source
+
+    (tmp_path / "body.json").write_text('{"id": "x", "choices": [')
+    with pytest.raises(ToolcallLabError) as caught:
+        import_source("recording", tmp_path / "body.json")
+    assert "line 1" in str(caught.value) and "a line of a response body" not in str(caught.value)
+
+
+def test_enter_opens_the_path_again_and_a_new_kind_reads_it_again(tmp_path: Path) -> None:
+    """t15 #8: Enter on an unchanged path did nothing (a file changed on disk could not be reloaded),
+    and after choosing another kind the view still showed what the old kind read."""
+    from toolcall_lab.notebook._controls import OpenBox
+
+    opened = []
+    box = OpenBox(opened.append)
+    path = tmp_path / "t.json"
+    path.write_bytes((DATA / "traces" / "two_tool_rounds.json").read_bytes())
+    box.path.value = str(path)
+    assert len(opened) == 1
+    doc = json.loads(path.read_text())
+    doc["metadata"]["title"] = "changed on disk"
+    path.write_text(json.dumps(doc))
+    box._message(box.path, {"event": "submit"})  # Enter, the text unchanged
+    assert len(opened) == 2 and opened[-1].traces[0].metadata.title == "changed on disk"
+    box.kind.value = "recording"  # read it again as that kind: it is no recording, and says so
+    assert len(opened) == 2 and "cannot open" in visible_text(box.message.value)
+    box.kind.value = "trace"
+    assert len(opened) == 3 and "as trace" in visible_text(box.message.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import traceback
 import uuid
@@ -18,6 +19,8 @@ from toolcall_lab.notebook.loading import ACCEPT, DETECT, Opened, kinds, open_so
 from toolcall_lab.notebook.theme import CSS, SUMMARY, e
 from toolcall_lab.notebook.timeline import PanelLike
 
+SUBMIT_WAIT_S = 0.25
+"""How long Enter waits for the box's new text before it opens the text already there."""
 EXPECTED = (ToolcallLabError, traitlets.TraitError, ValueError, OSError)
 """Errors a user can cause from a view (bad input, a file that will not load): one line, no traceback."""
 
@@ -90,14 +93,49 @@ class OpenBox(widgets.VBox):  # type: ignore[misc]
         self.upload = widgets.FileUpload(accept=ACCEPT, multiple=False, description="upload")
         self.message = widgets.HTML()
         self._last: tuple[str, float] = ("", 0.0)
+        self._typed_at = 0.0
         self.button.on_click(lambda _: self.open_path(self.path.value, again=False))
-        self.path.observe(lambda change: self.open_path(change["new"]), names=["value"])
+        self.path.observe(self._typed, names=["value"])
+        self.path.on_msg(self._message)  # Enter sends "submit" even when the text did not change
+        self.kind.observe(self._kind_chosen, names=["value"])
         self.upload.observe(self._uploaded, names=["value"])
         row = widgets.HBox(
             [self.path, self.kind, self.button, self.upload], layout=widgets.Layout(flex_flow="row wrap")
         )
         super().__init__([row, self.message])
         self.add_class("tcl-open-box")
+
+    def _typed(self, change: Any) -> None:
+        self._typed_at = time.monotonic()
+        self.open_path(change["new"])
+
+    def _message(self, _: Any, content: Mapping[str, Any], buffers: Any = None) -> None:
+        """Enter in the path box: open the path again (a file changed on disk, a kind chosen since).
+        The page sends this before the box's new text, so it waits a moment: when new text follows,
+        its change opens it and this does nothing (one open per Enter)."""
+        if content.get("event") != "submit":
+            return
+        pressed = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (called directly): at once
+            self._resubmit(pressed)
+            return
+        loop.call_later(SUBMIT_WAIT_S, self._resubmit, pressed)
+
+    def _resubmit(self, pressed: float) -> None:
+        if self._typed_at >= pressed:
+            return  # new text came with this Enter and was opened
+        self._last = ("", 0.0)
+        self.open_path(self.path.value, again=False)
+
+    def _kind_chosen(self, change: Any) -> None:
+        """Another kind chosen for the path in the box (already opened): read it again as that kind,
+        so what is shown is never of another kind than the menu says."""
+        text = str(self.path.value).strip()
+        if text and self._last[0] == text:
+            self._last = ("", 0.0)
+            self.open_path(text, again=False)
 
     def _deliver(self, load: Callable[[], Opened], label: str) -> Opened | None:
         try:
