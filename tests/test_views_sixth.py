@@ -462,3 +462,86 @@ def test_enter_opens_the_path_again_and_a_new_kind_reads_it_again(tmp_path: Path
     assert len(opened) == 2 and "cannot open" in visible_text(box.message.value)
     box.kind.value = "trace"
     assert len(opened) == 3 and "as trace" in visible_text(box.message.value)
+
+
+# --- 9, 10: the corpus view --------------------------------------------------------------------------
+
+SESSION = "claude-code_v1.0.98_sonnet-4_session-fe5e1c67_170calls_sidechains"
+
+
+def _session_folder(tmp_path: Path) -> Path:
+    """Four traces of one session: long names that differ only at the end, an import report beside them."""
+    folder = tmp_path / "session"
+    folder.mkdir()
+    sources = ["two_tool_rounds", "straggler", "weather_news_stock", "one_tool_round"]
+    for k, (name, end) in enumerate(
+        zip(
+            sources,
+            ("__main_turn01", "__main_turn02", "__agent_XNTkoP55_turn01", "__agent_f9xMKasf_turn01"),
+            strict=True,
+        )
+    ):
+        doc = json.loads((DATA / "traces" / f"{name}.json").read_text())
+        doc["metadata"]["title"] = f"{SESSION}{end} (#{k})"
+        (folder / f"{SESSION}{end}.json").write_text(json.dumps(doc))
+    (folder / "import_report.txt").write_text("import claude-code ...: 0 issues\n")
+    return folder
+
+
+def test_corpus_names_tell_traces_apart_in_every_list_and_cell(tmp_path: Path) -> None:
+    """t15 #9: the "open" list cut names after ~50 characters (six rows read the same), table cells
+    cut them again by the page, and ratios read "1x" in some rows and "1.00x" in others."""
+    import re
+
+    from toolcall_lab.notebook.widgets import CorpusView
+
+    view = CorpusView(_session_folder(tmp_path), ["sequential", "parallel"])
+    labels = [label for label, _ in view.picker.options]
+    assert len({label.split(" · ")[1] for label in labels}) == 4  # four traces, four names
+    for label in labels:
+        assert SESSION not in label and re.search(r"(\d+\.\d\dx|not comparable)$", label), label
+    assert any("…main_turn02.json" in label for label in labels)
+    ends = re.findall(r"<span class='tcl-mid-b'>([^<]*)</span>", view.table.value)
+    assert {"main_turn01.json", "main_turn02.json"} <= {e.lstrip("…") for e in ends}
+    assert f"every trace name begins {SESSION}" in visible_text(view.table.value)
+
+
+def test_corpus_view_folder_box_reports_counts_and_row_bounds(tmp_path: Path) -> None:
+    """t15 #10: the folder box stayed empty, the import report was flagged "not read: import them
+    first", counts mixed traces and runs, bad files were listed twice, an empty folder said "sorted
+    by None", the row box clamped 99 to the last row silently and "next row" at the end said nothing."""
+    import re
+
+    from toolcall_lab.notebook.widgets import CorpusView
+
+    folder = _session_folder(tmp_path)
+    (folder / "broken.json").write_text("{not json")
+    (folder / "notes.json").write_text('{"hello": 1}')
+    view = CorpusView(folder, ["sequential", "parallel"])
+    assert view.folder.value == str(folder)
+    told = visible_text(view.message.value)
+    assert told.startswith("4 of 6 traces compared under 2 modes: 8 runs; 2 traces could not be read"), told
+    problems = visible_text(view.problems.value)
+    assert "import_report.txt" in problems and "not read: " not in problems  # a report, not data
+    rows = [visible_text(r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", view.problems.value)]
+    assert sum("notes.json" in r for r in rows) == 1 and sum("broken.json" in r for r in rows) == 1
+    assert "<li>notes.json" not in view.problems.value  # listed once: in the table, with what it is
+    last = max(view.comparison.runs.index)
+    view.row_box.value = 99
+    assert view.selected == -1 and f"no row #99: the table's rows are #0 to #{last}" in visible_text(
+        view.row_message.value
+    )
+    view.row_box.value = -1
+    assert view.selected == -1 and "no row #-1" in visible_text(view.row_message.value)
+    order = [int(i) for i in view.rows().index]
+    view.row_box.value = order[-1]
+    assert view.selected == order[-1]
+    view.next_button.click()
+    assert view.selected == order[-1] and "is the last row in this order" in visible_text(
+        view.row_message.value
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("x")
+    quiet = CorpusView(empty)
+    assert "sorted by None" not in visible_text(quiet.table.value + quiet.message.value)

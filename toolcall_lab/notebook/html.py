@@ -622,10 +622,12 @@ def table_html(
     *,
     index: Sequence[int] | None = None,
     labels: Mapping[str, Callable[[Any], str]] | None = None,
+    html_cells: Mapping[str, Callable[[Any], str]] | None = None,
 ) -> str:
     """Any table (e.g. whatever `compare` returns), values rounded for reading, rows that cannot be
     compared marked instead of a speedup, long text cut by the page (full text in its tooltip).
-    `labels` maps a column to how its values are shown (e.g. a path as its file name)."""
+    `labels` maps a column to how its values are shown (e.g. a path as its file name); `html_cells`
+    to the markup of its cells (escaped by the caller; the whole value is the tooltip)."""
     head = "".join(
         f"<th class='tcl-left'>{e(c)}</th>" for c in ["#", *columns] if index is not None or c != "#"
     )
@@ -637,6 +639,9 @@ def table_html(
             value = row.get(c)
             if why and c.startswith("speedup"):
                 cells.append(f"<td class='tcl-left'>⚠ not comparable ({e(why)})</td>")
+                continue
+            if html_cells and c in html_cells:
+                cells.append(f"<td class='tcl-left tcl-name' title='{e(value)}'>{html_cells[c](value)}</td>")
                 continue
             text = labels[c](value) if labels and c in labels else fmt(value, c)
             if isinstance(value, str):

@@ -231,6 +231,14 @@ CSS = """<style>
 .tcl .tcl-warn{color:var(--jp-warn-color1,#b45309)}
 .tcl .tcl-report{margin:2px 0 4px;font-size:12px}.tcl .tcl-report ul{margin:2px 0 2px 18px;padding:0}
 .tcl .tcl-table td.tcl-long{max-width:22em;overflow:hidden;text-overflow:ellipsis}
+/* a name cut in the middle by the page: its start shrinks to an ellipsis, its end (what tells names
+   apart) always shows, at any width */
+.tcl .tcl-table td.tcl-name{max-width:18em}
+@media (max-width:1000px){.tcl .tcl-table td.tcl-name{max-width:10em}}
+.tcl .tcl-mid{display:inline-flex;max-width:100%;min-width:0;vertical-align:bottom}
+.tcl .tcl-mid-a{flex:0 1 auto;min-width:1.2em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.tcl .tcl-mid-a:empty{min-width:0}
+.tcl .tcl-mid-b{flex:0 0 auto;white-space:nowrap}
 .tcl details.tcl-bars>summary{font-size:12px}
 /* forced colours (Windows high contrast): the browser swaps every colour for the user's system
    colours, but not an SVG's fills, so a timeline's text would stay dark on the forced black page,
