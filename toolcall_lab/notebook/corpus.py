@@ -68,8 +68,9 @@ SEPARATORS = "_-./ "
 
 def display_names(traces: Sequence[str], short: Any) -> Names:
     """Each trace's name as lists and tables show it: the start every name shares (a session's, a
-    model's: ``claude-code_v1.0.98_sonnet-4_session-fe5e1c67_17``) cut at a separator and replaced
-    by "…", so what tells them apart is what is shown, at any width."""
+    model's: ``claude-code_v1.0.98_sonnet-4_session-fe5e1c67_170calls_``) cut at a separator and
+    replaced by "…" (the last token they share stays, for context), so what tells them apart is what
+    is shown, at any width."""
     shorts = {t: str(short(t)) for t in traces}
     out = Names(shorts)
     distinct = set(shorts.values())
@@ -79,7 +80,8 @@ def display_names(traces: Sequence[str], short: Any) -> Names:
     prefix = first[
         : next((k for k, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first))
     ]
-    cut = max((prefix.rfind(ch) for ch in SEPARATORS), default=-1) + 1
+    shared = prefix.rstrip(SEPARATORS)  # the last whole token they share stays, for context
+    cut = max((shared.rfind(ch) for ch in SEPARATORS), default=-1) + 1
     if cut < 16:
         return out
     out.common = prefix[:cut]
