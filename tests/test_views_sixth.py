@@ -467,6 +467,7 @@ def test_enter_opens_the_path_again_and_a_new_kind_reads_it_again(tmp_path: Path
 # --- 9, 10: the corpus view --------------------------------------------------------------------------
 
 SESSION = "claude-code_v1.0.98_sonnet-4_session-fe5e1c67_170calls_sidechains"
+SHARED = "claude-code_v1.0.98_sonnet-4_session-fe5e1c67_170calls_"
 
 
 def _session_folder(tmp_path: Path) -> Path:
@@ -504,7 +505,7 @@ def test_corpus_names_tell_traces_apart_in_every_list_and_cell(tmp_path: Path) -
     ends = re.findall(r"<span class='tcl-mid-b'>([^<]*)</span>", view.table.value)
     assert any(e.endswith("__main_turn01.json") for e in ends)
     assert any(e.endswith("__main_turn02.json") for e in ends)
-    assert f"every trace name begins {SESSION}" in visible_text(view.table.value)
+    assert f"every trace name begins {SHARED}…" in visible_text(view.table.value)
 
 
 def test_corpus_view_folder_box_reports_counts_and_row_bounds(tmp_path: Path) -> None:
