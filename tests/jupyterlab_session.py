@@ -173,6 +173,17 @@ MEASURE = r"""
 """
 
 
+# Runs in the page: timelines that need a sideways scroll to be seen whole (their box is narrower than
+# the lanes and the narrowest plot their labels are laid out for).
+SCROLLED = r"""
+() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .tcl-tl > .tcl-scroll')]
+  .filter(b => b.getClientRects().length && !b.closest('details:not([open]) > :not(summary)')
+               && b.scrollWidth > b.clientWidth + 1)
+  .map(b => { const box = b.closest('.tcl-mode, .tcl-round, .tcl-view, .tcl');
+              return (box.getAttribute('data-mode') || box.getAttribute('data-round') || box.className)
+                     + ': ' + b.scrollWidth + ' px in ' + b.clientWidth; })
+"""
+
 # Runs in the page: how far "Run All" got. A prompt reads "[3]:" once its cell ran, "[*]:" while it
 # runs or waits its turn; the kernel's state is in the status bar.
 PROGRESS = r"""
@@ -328,6 +339,7 @@ class Lab:
                 "() => { const o = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
                 ".jp-OutputArea-output'); return o ? o.getBoundingClientRect().width : 0; }"
             )
+            measured["scrolled"] = self.page.evaluate(SCROLLED)
             return measured
         finally:
             self.page.set_viewport_size(size)

@@ -33,7 +33,7 @@ from toolcall_lab.notebook.html import (
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.theme import article, e, secs
-from toolcall_lab.notebook.timeline import Panel, items_of, round_end, timeline_svg
+from toolcall_lab.notebook.timeline import NARROWEST, Panel, items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
@@ -311,7 +311,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     end=end,
                     highlight=self.selected_round,
                     legend=False,
-                    min_px=260,
+                    min_px=NARROWEST,
                     title=f"{meta.title}: {panel.name}, the whole run",
                     items=items,
                 )

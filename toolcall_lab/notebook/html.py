@@ -24,7 +24,7 @@ from toolcall_lab.notebook.theme import (
     status_badge,
     status_style,
 )
-from toolcall_lab.notebook.timeline import paired, round_end, timeline_svg, ttfc_text
+from toolcall_lab.notebook.timeline import NARROWEST, paired, round_end, timeline_svg, ttfc_text
 
 __all__ = [
     "CSS",
@@ -352,7 +352,7 @@ def round_html(
     heading = f"<div class='tcl-round-title'>{e(round_title(r, mode=mode))}</div>" if title else ""
     start = float(r["response"]["started_at"])
     end = start + max(span or 0.0, round_duration(r), 1e-3)
-    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=200, table=table)
+    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=NARROWEST, table=table)
     return (
         f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}"
         f"{message_tree(r, raw=raw, previous=previous)}{tl}</div>"
@@ -503,7 +503,7 @@ def trace_html(
     )
     return (
         f"<div class='tcl tcl-trace'>{CSS}{header_html(doc)}{prompt_html(doc)}"
-        f"{timeline_svg(doc['rounds'], min_px=260)}{panels}{more}</div>"
+        f"{timeline_svg(doc['rounds'], min_px=NARROWEST)}{panels}{more}</div>"
     )
 
 

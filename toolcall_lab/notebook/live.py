@@ -29,7 +29,7 @@ from toolcall_lab.events import (
 from toolcall_lab.notebook._controls import StaticFallback, wrap
 from toolcall_lab.notebook.html import plural, round_html, round_spans, timing_summary
 from toolcall_lab.notebook.theme import SUMMARY, e, secs
-from toolcall_lab.notebook.timeline import round_end, timeline_svg
+from toolcall_lab.notebook.timeline import NARROWEST, round_end, timeline_svg
 from toolcall_lab.trace import call_to_dict
 
 TANGLED = (
@@ -161,7 +161,7 @@ class LiveRun:
         )
         body = (
             f"{warnings}{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=260) if rounds else ''}</div>{panels}"
+            f"{timeline_svg(rounds, min_px=NARROWEST) if rounds else ''}</div>{panels}"
         )
         if folded:
             return (

@@ -147,7 +147,8 @@ CSS = """<style>
  border-radius:4px;white-space:pre-wrap;word-break:break-word;max-height:18em;overflow:auto}
 .tcl details>summary{cursor:pointer;color:var(--tcl-fg2)}
 .tcl .tcl-muted{color:var(--tcl-fg2)}
-.tcl .tcl-head{margin:2px 0 6px 0}.tcl .tcl-title{font-weight:600;font-size:14px}
+.tcl .tcl-head{margin:2px 0 6px 0}.tcl .tcl-title{font-weight:600;font-size:14px;overflow-wrap:anywhere}
+.tcl .tcl-facts>span,.tcl .tcl-mode>b,.tcl .tcl-panel>b{overflow-wrap:anywhere;min-width:0}
 .tcl .tcl-facts{display:flex;flex-wrap:wrap;gap:2px 14px;color:var(--tcl-fg2)}
 .tcl .tcl-facts b{color:var(--tcl-fg);font-weight:600}
 .tcl .tcl-icon{display:inline-block;min-width:1.4em;text-align:center;border-radius:3px;

@@ -40,6 +40,9 @@ BAR = 14
 AXIS = 18
 CHAR_PX = 6.4
 """Average width of a character of the 11 px font, for lane names and the legend of a saved file."""
+NARROWEST = 200
+"""The narrowest plot the views lay labels out for: an 800 px window with JupyterLab's file browser
+open leaves an output area of about 350 px, lane names take up to about 100, a panel's padding 20."""
 RANGES = (0, 420, 560, 840, 1120)
 """Container widths (px) from which labels are laid out again (CSS container queries in theme.CSS)."""
 

@@ -35,7 +35,7 @@ from toolcall_lab.notebook.live import LiveView
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
 from toolcall_lab.notebook.theme import ORIGIN_NOTE, SUMMARY, e, exact
-from toolcall_lab.notebook.timeline import Panel, timeline_svg
+from toolcall_lab.notebook.timeline import NARROWEST, Panel, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata
 
@@ -119,7 +119,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.doc = as_doc(trace)
         rounds = self.doc["rounds"]
         self._spans = round_spans(rounds, shared=self.shared_scale)
-        timeline = timeline_svg(rounds, min_px=260)
+        timeline = timeline_svg(rounds, min_px=NARROWEST)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
         self._open = 0 if rounds else None
         self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
