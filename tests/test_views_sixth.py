@@ -547,3 +547,87 @@ def test_corpus_view_folder_box_reports_counts_and_row_bounds(tmp_path: Path) ->
     (empty / "notes.txt").write_text("x")
     quiet = CorpusView(empty)
     assert "sorted by None" not in visible_text(quiet.table.value + quiet.message.value)
+
+
+# --- 15: words, legends, scales ----------------------------------------------------------------------
+
+
+def test_counts_are_said_in_the_right_form() -> None:
+    """t15 #15: "1 rows", "1 chunks", "Speedup over 1 traces", "1 rounds", "prompt: 0 initial
+    messages ()"."""
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.notebook.html import prompt_html
+    from toolcall_lab.notebook.legend import bars_table
+    from toolcall_lab.notebook.timeline import items_of, lane_names
+    from toolcall_lab.notebook.widgets import CorpusView, TraceView, as_doc
+    from toolcall_lab.plotting import speedup_distribution
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["one_tool_round"].record()
+    doc = as_doc(trace)
+    one = [doc["rounds"][0]]
+    one_item = items_of(one)[:1]
+    assert "(1 row, exact times)" in bars_table(one_item, lane_names(one, 2))
+    corpus = CorpusView([trace], ["sequential"])
+    assert "1 row, sorted by" in visible_text(corpus.table.value)
+    fig = speedup_distribution(compare([trace], ["sequential", "parallel"]), show=False)
+    assert fig.axes[0].get_title().startswith("Speedup over 1 trace ")
+    bare = {**doc, "initial_messages": []}
+    assert "prompt: no initial messages recorded" in visible_text(prompt_html(bare))
+    single = {**doc, "rounds": one}
+    assert "1 round, 1 call" in visible_text(TraceView(single).header.value)
+
+
+def test_every_call_status_has_its_own_legend_entry_and_figures_carry_no_text_icons() -> None:
+    """t15 #15: not_recorded calls showed as "• tool other" in legends; the matplotlib legend read
+    "-- waiting for a slot" (a text icon drawn beside a swatch that already shows the bar)."""
+    from toolcall_lab.notebook.legend import legend_entries
+    from toolcall_lab.notebook.theme import UNKNOWN_STATUS, status_style
+    from toolcall_lab.records import CALL_STATUSES
+
+    assert all(status_style(s) is not UNKNOWN_STATUS for s in CALL_STATUSES)
+
+    class Bar:
+        lane, t0, t1, round_index, what = 1, 0.0, 1.0, 0, "t"
+        provenance = "recorded"
+
+        def __init__(self, kind: str, status: str = "") -> None:
+            self.kind, self.status = kind, status
+
+    labels = [sw.label for sw in legend_entries([Bar("tool", "not_recorded"), Bar("wait")])]
+    assert "∅ tool result not recorded (the imported source does not hold it)" in labels
+    assert "waiting for a slot (recorded queueing)" in labels and not any("other" in x for x in labels)
+
+
+def test_token_usage_says_what_of_the_prompt_was_cached() -> None:
+    """t15 #15: "prompt 15,553 … input 3" did not say that Anthropic's input is the uncached part."""
+    from toolcall_lab.notebook.html import _usage_text
+
+    usage = {
+        "prompt_tokens": 18768,
+        "input_tokens": 4,
+        "cache_creation_input_tokens": 18764,
+        "cache_read_input_tokens": 0,
+        "completion_tokens": 263,
+        "output_tokens": 263,
+        "total_tokens": 19031,
+    }
+    assert (
+        _usage_text(usage)
+        == "prompt 18,768 (18,764 written to cache, 4 uncached), completion 263, total 19,031"
+    )
+    assert _usage_text({"prompt_tokens": 10, "completion_tokens": 2}) == "prompt 10, completion 2"
+
+
+def test_a_short_round_of_a_long_session_is_drawn_on_its_own_scale() -> None:
+    """t15 #15: a 4.4 s round was drawn on a 14 s axis (a twentieth of a 280 s round)."""
+    from toolcall_lab.notebook.html import round_spans
+
+    def rnd(seconds: float) -> dict:
+        return {
+            "response": {"started_at": 0.0, "ended_at": seconds},
+            "tool_executions": [],
+            "round_trips": [],
+        }
+
+    assert round_spans([rnd(4.4), rnd(280.0), rnd(0.0)]) == [4.4, 280.0, pytest.approx(2.8)]

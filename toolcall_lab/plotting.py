@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
 from toolcall_lab.notebook.html import run_caption
 from toolcall_lab.notebook.legend import legend_entries
-from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT
+from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT, plural
 from toolcall_lab.notebook.timeline import (
     PAD,
     Axis,
@@ -442,7 +442,8 @@ def speedup_distribution(
     ax.set_ylabel("speedup vs sequential (x)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(
-        f"Speedup over {runs['trace'].nunique()} traces  ({_origins(runs)})\n{_evidence(runs)}", fontsize=10
+        f"Speedup over {plural(runs['trace'].nunique(), 'trace')}  ({_origins(runs)})\n{_evidence(runs)}",
+        fontsize=10,
     )
     return _finish(fig, save, show)
 

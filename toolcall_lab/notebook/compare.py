@@ -32,7 +32,7 @@ from toolcall_lab.notebook.html import (
 )
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
-from toolcall_lab.notebook.theme import article, e, secs
+from toolcall_lab.notebook.theme import article, e, plural, secs
 from toolcall_lab.notebook.timeline import NARROWEST, Panel, items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
@@ -198,7 +198,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def _round_options(self) -> None:
         rounds = self.trace.rounds if self.trace is not None else ()
-        options = [(f"round {r.round_index}: {len(r.tool_calls)} call(s)", r.round_index) for r in rounds]
+        options = [
+            (f"round {r.round_index}: {plural(len(r.tool_calls), 'call')}", r.round_index) for r in rounds
+        ]
         self.round_box.options = options
         self.round_box.value = options[0][1] if options else None
 
@@ -283,6 +285,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             default=1.0,
         )
         meta = self.trace.metadata
+        size = f"{plural(len(self.trace.rounds), 'round')}, {plural(self.trace.n_calls, 'call')}"
         failed = "".join(
             f"<div class='tcl-error'>⚠ {e(m)}: could not be replayed: {e(why)}</div>"
             for m, why in self.failed.items()
@@ -292,7 +295,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"<span><span class='tcl-badge tcl-badge-warn'>replayed</span> on the virtual clock from "
             f"{article(meta.origin)} {e(meta.origin)} trace</span>"
             f"<span>{e(timing_summary(self.trace.to_dict()))}"
-            f"</span><span>{len(self.trace.rounds)} rounds, {self.trace.n_calls} calls</span></div></div>"
+            f"</span><span>{size}</span></div></div>"
         )
         empty = "" if self.modes else "<div class='tcl-muted'>choose at least one mode</div>"
         self.summary.value = wrap(head + failed + empty + (summary_table(self.rows) if self.rows else ""))

@@ -13,9 +13,9 @@ import traitlets
 
 from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
-from toolcall_lab.notebook.html import comparable, fmt, plural, table_html
+from toolcall_lab.notebook.html import comparable, fmt, table_html
 from toolcall_lab.notebook.loading import IMPORT_FIRST, TRACE, import_hint, kind_of
-from toolcall_lab.notebook.theme import e, middle
+from toolcall_lab.notebook.theme import e, middle, plural
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 

@@ -20,6 +20,7 @@ from toolcall_lab.notebook.theme import (
     article,
     e,
     exact,
+    plural,
     secs,
     status_badge,
     status_style,
@@ -282,15 +283,41 @@ def chunks_text(resp: dict[str, Any]) -> str:
     return f"{n} chunk{'s' if n != 1 else ''}" + (f" ({known[timing]})" if timing in known else "")
 
 
+def _count(usage: Mapping[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _usage_text(usage: Mapping[str, Any] | None) -> str:
+    """Token usage in words: the prompt (with what of it was read from or written to a cache, and
+    what was not: Anthropic's ``input_tokens`` are the uncached part), the completion, the total."""
     if not usage:
         return ""
-    keys = [
-        k
-        for k in ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens", "total_tokens")
-        if isinstance(usage.get(k), int)
-    ]
-    return ", ".join(f"{k.replace('_tokens', '')} {usage[k]:,}" for k in keys)
+    prompt, uncached = _count(usage, "prompt_tokens"), _count(usage, "input_tokens")
+    read, written = _count(usage, "cache_read_input_tokens"), _count(usage, "cache_creation_input_tokens")
+    cached = bool(read or written)
+    parts = []
+    cache = ", ".join(
+        x
+        for x in (
+            f"{read:,} read from cache" if read else "",
+            f"{written:,} written to cache" if written else "",
+            f"{uncached:,} uncached" if uncached is not None and cached else "",
+        )
+        if x
+    )
+    if prompt is not None:
+        parts.append(f"prompt {prompt:,}" + (f" ({cache})" if cache else ""))
+    elif uncached is not None:
+        parts.append(f"input {uncached:,}" + (f" uncached ({cache})" if cached else ""))
+    completion = _count(usage, "completion_tokens")
+    output = _count(usage, "output_tokens")
+    if completion is not None or output is not None:
+        parts.append(f"completion {completion if completion is not None else output:,}")
+    total = _count(usage, "total_tokens")
+    if total is not None:
+        parts.append(f"total {total:,}")
+    return ", ".join(parts)
 
 
 def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, Any] | None = None) -> str:
@@ -361,13 +388,17 @@ def round_html(
 
 def round_spans(rounds: Sequence[dict[str, Any]], *, shared: bool = False) -> list[float]:
     """Seconds each round's timeline covers. Shared: the longest round's, so bars compare across
-    rounds. Otherwise each round's own, but at least a twentieth of the longest, so a short round
-    of a long session stays readable and a ~0 s round is still a sliver, not a full-width bar."""
+    rounds. Otherwise each round's own (a 4.4 s round fills its width), but at least a hundredth of
+    the longest, so a ~0 s round is still a sliver, not a full-width bar."""
     durations = [round_duration(r) for r in rounds]
     longest = max(durations, default=0.0)
     if shared:
         return [longest] * len(rounds)
-    return [max(d, longest / 20) for d in durations]
+    return [max(d, longest * SLIVER) for d in durations]
+
+
+SLIVER = 0.01
+"""The least a round's own time scale covers, as a share of the longest round's."""
 
 
 def timing_summary(doc: dict[str, Any]) -> str:
@@ -438,7 +469,7 @@ def header_html(doc: dict[str, Any]) -> str:
         if mode
         else "<span title='the trace does not say how its calls were run (no batch with a recorded start "
         "and end)'>mode <b>not evidenced</b></span>",
-        f"<b>{len(rounds)}</b> rounds, <b>{n_calls}</b> calls",
+        f"<b>{plural(len(rounds), 'round')}</b>, <b>{plural(n_calls, 'call')}</b>",
         f"wall <b>{exact(outcome['wall_time_s'])} s</b>",
         f"outcome <b>{'⚠ ' if bad else '✔ '}{e(status)}</b>",
         e(timing_summary(doc)),
@@ -475,9 +506,13 @@ def prompt_html(doc: dict[str, Any]) -> str:
             f"<li><b>{e(fn.get('name'))}</b>({e(', '.join(params))}) "
             f"<span class='tcl-muted'>{e((fn.get('description') or '').strip()[:200])}</span></li>"
         )
+    said = (
+        f"{plural(len(initial), 'initial message')} ({e(roles)})"
+        if initial
+        else "no initial messages recorded"
+    )
     return (
-        f"<details class='tcl-prompt' open>{SUMMARY}prompt: {len(initial)} initial message"
-        f"{'s' if len(initial) != 1 else ''} ({e(roles)})</summary>{msgs}</details>"
+        f"<details class='tcl-prompt' open>{SUMMARY}prompt: {said}</summary>{msgs}</details>"
         f"<details class='tcl-tools'>{SUMMARY}{len(tools)} tool{'s' if len(tools) != 1 else ''} offered: "
         f"{e(', '.join(str((t.get('function') or t).get('name')) for t in tools[:8]))}"
         f"{' …' if len(tools) > 8 else ''}</summary><ul>{''.join(rows)}</ul></details>"
@@ -531,11 +566,6 @@ def run_state(row: Mapping[str, Any]) -> str:
     if not isinstance(status, str) or status == "completed":
         return ""
     return f"{status} / {reason}" if isinstance(reason, str) and reason else status
-
-
-def plural(n: int, word: str, many: str = "") -> str:
-    """``1 round``, ``2 rounds``: a count with its noun in the right form."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def run_caption(row: Mapping[str, Any], notes: Sequence[str] = ()) -> tuple[str, str]:

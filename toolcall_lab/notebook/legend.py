@@ -16,6 +16,7 @@ from toolcall_lab.notebook.theme import (
     WAIT,
     e,
     exact,
+    plural,
     status_style,
 )
 
@@ -146,7 +147,8 @@ def bars_table(items: Sequence[Item], names: Sequence[tuple[str, str]], *, open_
     )
     return (
         f"<details class='tcl-bars'{' open' if open_ else ''}>{SUMMARY}the bars as a table "
-        f"({len(items)} rows, exact times)</summary><div class='tcl-scroll'><table class='tcl-table'><tr>"
+        f"({plural(len(items), 'row')}, exact times)</summary><div class='tcl-scroll'>"
+        "<table class='tcl-table'><tr>"
         "<th>round</th><th class='tcl-left'>lane</th><th class='tcl-left'>bar</th>"
         "<th class='tcl-left'>of</th>"
         "<th class='tcl-left'>status</th><th>start s</th><th>end s</th><th>duration s</th>"

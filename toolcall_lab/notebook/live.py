@@ -27,8 +27,8 @@ from toolcall_lab.events import (
     Thought,
 )
 from toolcall_lab.notebook._controls import StaticFallback, wrap
-from toolcall_lab.notebook.html import plural, round_html, round_spans, timing_summary
-from toolcall_lab.notebook.theme import SUMMARY, e, secs
+from toolcall_lab.notebook.html import round_html, round_spans, timing_summary
+from toolcall_lab.notebook.theme import SUMMARY, e, plural, secs
 from toolcall_lab.notebook.timeline import NARROWEST, round_end, timeline_svg
 from toolcall_lab.trace import call_to_dict
 

@@ -25,7 +25,7 @@ from toolcall_lab.formats.dispatch import iter_stream_responses, try_detect
 from toolcall_lab.formats.sse import DONE, Unreadable
 from toolcall_lab.messages import Finding, ParsedResponse
 from toolcall_lab.notebook.html import finding_li, findings_block
-from toolcall_lab.notebook.theme import CSS, SUMMARY, e
+from toolcall_lab.notebook.theme import CSS, SUMMARY, e, plural
 
 Snapshot = dict[int, dict[int, dict[str, Any]]]
 Key = tuple[int, int]
@@ -462,7 +462,11 @@ class StreamStates:
 def _broken_note(at: int, final: Snapshot) -> str:
     """What the last step holds when a provider error ended the stream at chunk `at`."""
     n = sum(len(per) for per in final.values())
-    kept = f"{n} call(s) (a call whose arguments are not complete is never run)" if n else "no tool calls"
+    kept = (
+        f"{plural(n, 'call')} (a call whose arguments are not complete is never run)"
+        if n
+        else "no tool calls"
+    )
     return (
         f"the stream did not end normally: the provider reported an error at chunk {at} and the parser "
         f"stopped there; finish() kept what had been read: {kept}"
@@ -479,7 +483,7 @@ def _finish_note(streamed: Snapshot, final: Snapshot) -> str:
         for ci, idx, c in calls
         if c.get("id") and not (streamed.get(ci, {}).get(idx) or {}).get("id")
     ]
-    text = f"end of stream: finish() finalised {len(calls)} call(s)"
+    text = f"end of stream: finish() finalised {plural(len(calls), 'call')}"
     if made_up:
         text += f"; {len(made_up)} arrived without an id and got a fallback id ({', '.join(made_up)})"
     else:

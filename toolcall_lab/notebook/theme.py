@@ -33,6 +33,8 @@ STATUS: dict[str, StatusStyle] = {
     "duplicate": StatusStyle("❏", "duplicate (answered with a note)", "#6b7280"),
     "cancelled": StatusStyle("■", "cancelled", "#7e57c2"),
     "skipped": StatusStyle("↷", "skipped (not executed, no tool message)", "#8a8f98", "#111111"),
+    "withheld": StatusStyle("◌", "withheld (ran; its result kept from the model)", "#5b6475"),
+    "not_recorded": StatusStyle("∅", "result not recorded (the imported source does not hold it)", "#6b6f76"),
 }
 UNKNOWN_STATUS = StatusStyle("•", "other", "#6b7280")
 MODEL = StatusStyle("▬", "model call", "#3b6bb0")
@@ -92,6 +94,11 @@ def exact(value: float, sep: str = "") -> str:
         return f"{value:{sep}.3f}"
     places = 2 - math.floor(math.log10(v))
     return f"{value:.{places}f}" if places <= 9 else f"{value:.3g}"
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """``1 round``, ``2 rounds``: a count with its noun in the right form."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def middle(text: str, limit: int) -> str:

@@ -31,6 +31,7 @@ from toolcall_lab.notebook.theme import (
     WARN,
     e,
     exact,
+    plural,
     secs,
     status_style,
 )
@@ -130,7 +131,7 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
     for r in rounds:
         resp, index = r["response"], r["round_index"]
         latency = resp["ended_at"] - resp["started_at"]
-        kind = "final answer" if not r["tool_calls"] else f"{len(r['tool_calls'])} call(s)"
+        kind = "final answer" if not r["tool_calls"] else plural(len(r["tool_calls"]), "call")
         first = ttfc_text(resp)
         out.append(
             Item(
@@ -694,7 +695,8 @@ def timeline_svg(
     lanes = "".join(f"<div class='tcl-lane' title='{e(tip)}'>{e(name)}</div>" for name, tip in names)
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
     summary = title or (
-        f"Timeline of {len(rounds)} round(s), {n_calls} tool call(s), {exact(t0)} to {exact(t1)} s"
+        f"Timeline of {plural(len(rounds), 'round')}, {plural(n_calls, 'tool call')}, "
+        + f"{exact(t0)} to {exact(t1)} s"
     )
     widths = layout_widths(min_px)
     svg = (

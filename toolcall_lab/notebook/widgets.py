@@ -23,7 +23,6 @@ from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import (
     header_html,
     mode_evidenced,
-    plural,
     prompt_html,
     round_html,
     round_spans,
@@ -34,7 +33,7 @@ from toolcall_lab.notebook.html import (
 from toolcall_lab.notebook.live import LiveView
 from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
-from toolcall_lab.notebook.theme import ORIGIN_NOTE, SUMMARY, e, exact
+from toolcall_lab.notebook.theme import ORIGIN_NOTE, SUMMARY, e, exact, plural
 from toolcall_lab.notebook.timeline import NARROWEST, Panel, timeline_svg
 from toolcall_lab.runs import RunResult
 from toolcall_lab.trace import Trace, TraceMetadata
