@@ -102,7 +102,7 @@ def test_a_gap_nobody_recorded_is_not_drawn_as_queueing() -> None:
 
 def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     view = TraceView(failing)
-    assert len(view.rounds_box.children) == len(failing.rounds) == 2
+    assert len(view.panels) == len(failing.rounds) == 2
     assert view.round_titles[0] == (
         "Round 0 · parallel · 3 calls: get_weather, flaky_api, slow_service · 1.80 s · 2 failed"
     )
@@ -114,18 +114,18 @@ def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     assert "first chunk" not in head  # offsets spread by the script: no time to first chunk
     assert "Check the weather, the flaky API and the slow service." in head
     assert "3 tools offered: get_weather, flaky_api, slow_service" in head
-    panel = view.panels[0].value
+    panel = view.panels[0]
     for status in ("ok", "error", "timeout"):  # icon and word, not colour alone
         assert f"data-status='{status}'" in panel and f"</span> {status}</span>" in panel
     assert "RuntimeError: 503 Service Unavailable" in panel and "tool message" in panel
     assert "&quot;city&quot;: &quot;Lyon&quot;" in panel  # pretty-printed arguments
     assert "request as sent: 1 message" in panel
     assert "class='tcl-bars'" in panel and "exact times" in panel  # the bars as a table, for keyboards
-    second = visible_text(view.panels[1].value)
+    second = visible_text(view.panels[1])
     assert "request as sent: 5 messages (1 unchanged from round 0's request, 4 shown)" in second
     view.selected_round = 1
-    assert "<details class='tcl-round-panel' data-round='1' open>" in view.panels[1].value
-    assert " open>" not in view.panels[0].value.split("<summary")[0]
+    assert "<details class='tcl-round-panel' data-round='1' open>" in view.panels[1]
+    assert " open>" not in view.panels[0].split("<summary")[0]
 
 
 def test_a_scripted_run_on_the_real_clock_is_labelled_by_its_numbers_not_by_a_guess() -> None:
@@ -155,9 +155,9 @@ def test_time_to_first_chunk_only_where_chunk_timing_was_recorded(failing) -> No
 
 def test_raw_toggle_shows_the_exact_argument_string(failing) -> None:
     view = TraceView(failing)
-    assert "{&quot;city&quot;: &quot;Lyon&quot;}" not in view.panels[0].value
+    assert "{&quot;city&quot;: &quot;Lyon&quot;}" not in view.panels[0]
     view.raw_box.value = True
-    assert view.show_raw and "{&quot;city&quot;: &quot;Lyon&quot;}" in view.panels[0].value
+    assert view.show_raw and "{&quot;city&quot;: &quot;Lyon&quot;}" in view.panels[0]
 
 
 def test_long_results_are_folded_with_a_preview() -> None:
@@ -799,7 +799,7 @@ def test_the_benchmark_trace_renders() -> None:
     from benchmarks.bench_widgets import big_trace
 
     view = TraceView(big_trace(rounds=5, calls=8))
-    assert len(view.panels) == 6 and view.panels[0].value.count("class='tcl-call ") == 8
+    assert len(view.panels) == 6 and view.panels[0].count("class='tcl-call ") == 8
     assert view.static_html()
 
 

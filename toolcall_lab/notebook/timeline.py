@@ -438,18 +438,32 @@ def _texts(lane: Sequence[Item]) -> list[list[tuple[str, float]]]:
     ]
 
 
-def _lane_at(
-    lane: Sequence[Item], texts: Sequence[Sequence[tuple[str, float]]], axis: Axis, px: float
-) -> dict[int, tuple[Placement, float, float]]:
+class _Lane:
+    """One lane's bars, sorted, with what every width's layout shares: each bar's candidate labels
+    and their widths, and its extent as fractions of the plot (`drawn_px` at a width of 1; the
+    minimum widths are the axis's, so a layout at any width only scales them)."""
+
+    def __init__(self, lane: list[Item], axis: Axis) -> None:
+        lane.sort(key=lambda i: (i.t0, i.t1))
+        self.items = lane
+        self.texts = _texts(lane)
+        self.spans = [drawn_px(it, axis, 1.0) for it in lane]
+        self.order = sorted(range(len(lane)), key=lambda j: self.spans[j][0])
+        reach: list[float] = []  # running max of x1 over `order`
+        for j in self.order:
+            reach.append(max(reach[-1], self.spans[j][1]) if reach else self.spans[j][1])
+        self.reach = reach
+
+
+def _lane_at(lane: _Lane, px: float) -> dict[int, tuple[Placement, float, float]]:
     """Labels of one lane in a plot `px` wide, left to right: each the first of full label inside,
     beside (right, left), short label inside, beside, that keeps `GAP` from every other bar and label
     on the lane and stays in the plot; else none. Returns id → (placement, x0, x1 of the text)."""
-    ext = [drawn_px(it, axis, px) for it in lane]
-    order = sorted(range(len(lane)), key=lambda j: ext[j][0])
+    texts, order = lane.texts, lane.order
+    ext = [(a * px, b * px) for a, b in lane.spans]
     x0s = [ext[j][0] for j in order]
-    reach: list[float] = []  # running max of x1 over `order`
-    for j in order:
-        reach.append(max(reach[-1], ext[j][1]) if reach else ext[j][1])
+    reach = [r * px for r in lane.reach]
+    items = lane.items
     starts: list[float] = []  # placed labels, never overlapping: sorted by start and by end
     ends: list[float] = []
 
@@ -466,7 +480,7 @@ def _lane_at(
         return i > 0 and ends[i - 1] > a - GAP
 
     out: dict[int, tuple[Placement, float, float]] = {}
-    for k, it in enumerate(lane):
+    for k, it in enumerate(items):
         if it.kind not in ("model", "tool"):
             continue
         x0, x1 = ext[k]  # where `_label_svg` anchors the text: the bar as drawn
@@ -511,13 +525,12 @@ def lay_out(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> dict[
     for it in items:
         by_lane.setdefault(it.lane, []).append(it)
     out: dict[int, list[Placement]] = {id(it): [] for it in items if it.kind in ("model", "tool")}
-    for lane in by_lane.values():
-        lane.sort(key=lambda i: (i.t0, i.t1))
+    for bars in by_lane.values():
+        lane = _Lane(bars, axis)
         done: dict[float, dict[int, tuple[Placement, float, float]]] = {}
-        texts = _texts(lane)
         for px in widths:
             if px not in done:
-                done[px] = _lane_at(lane, texts, axis, px)
+                done[px] = _lane_at(lane, px)
             for key, (placed, _, _) in done[px].items():
                 out[key].append(placed)
     return out
@@ -530,9 +543,8 @@ def label_boxes(items: Sequence[Item], axis: Axis, px: float) -> list[tuple[int,
     for it in items:
         by_lane.setdefault(it.lane, []).append(it)
     boxes = []
-    for lane_no, lane in by_lane.items():
-        lane.sort(key=lambda i: (i.t0, i.t1))
-        for placed, a, b in _lane_at(lane, _texts(lane), axis, px).values():
+    for lane_no, bars in by_lane.items():
+        for placed, a, b in _lane_at(_Lane(bars, axis), px).values():
             if placed is not None:
                 boxes.append((lane_no, a, b, placed[0]))
     return boxes

@@ -28,7 +28,6 @@ from toolcall_lab.notebook.html import (
     round_spans,
     round_title,
     timing_summary,
-    trace_html,
 )
 from toolcall_lab.notebook.live import LiveView
 from toolcall_lab.notebook.loading import Opened
@@ -75,8 +74,8 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.scale_box = widgets.Checkbox(
             value=False, description="one time scale for every round", indent=False
         )
-        self.rounds_box = widgets.VBox()
-        self.rounds_box.add_class("tcl-rounds")
+        self.rounds_html = widgets.HTML()
+        """Every round panel, in one widget (a widget each cost about a millisecond per round)."""
         self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.doc: dict[str, Any] = {}
         self._spans: list[float] = []
@@ -86,7 +85,9 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             lambda: {"calls": calls_rows(self.doc) if self.doc else []},
             what="this trace",
         )
-        self.panels: list[widgets.HTML] = []
+        self.panels: list[str] = []
+        """Each round's panel as shown (a ``<details>`` element)."""
+        self._titles: list[str] = []
         self.traces: list[Trace] = []
         self._choosing = False
         super().__init__(
@@ -95,7 +96,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.choice,
                 self.header,
                 widgets.HBox([self.raw_box, self.scale_box], layout=widgets.Layout(flex_flow="row wrap")),
-                self.rounds_box,
+                self.rounds_html,
                 self.export,
                 self.errors,
             ],
@@ -121,11 +122,16 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         timeline = timeline_svg(rounds, min_px=NARROWEST)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
         self._open = 0 if rounds else None
-        self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
-        self.rounds_box.children = self.panels
+        known = mode_evidenced(self.doc) is not None
+        self._titles = [round_title(r, mode=known) for r in rounds]
+        self.panels = [self._panel(i) for i in range(len(rounds))]
+        self._show_rounds()
         if self.selected_round != self._open:
             self.selected_round = self._open
         self.refresh_static()
+
+    def _show_rounds(self) -> None:
+        self.rounds_html.value = f"<div class='tcl tcl-rounds'>{''.join(self.panels)}</div>"
 
     def panel(self) -> Panel:
         """The whole run as the view's header states it: what the timeline exports save."""
@@ -164,8 +170,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     @property
     def round_titles(self) -> list[str]:
         """Each round panel's title, as its summary line shows it."""
-        known = mode_evidenced(self.doc) is not None
-        return [round_title(r, mode=known) for r in self.doc.get("rounds", ())]
+        return list(self._titles)
 
     def _panel(self, i: int) -> str:
         rounds = self.doc["rounds"]
@@ -177,9 +182,9 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             span=self._spans[i],
         )
         opened = " open" if i == getattr(self, "_open", None) else ""
-        return wrap(
+        return (  # (the stylesheet comes once, with the header)
             f"<details class='tcl-round-panel' data-round='{rounds[i]['round_index']}'{opened}>"
-            f"{SUMMARY}<span class='tcl-round-title'>{e(self.round_titles[i])}</span></summary>"
+            f"{SUMMARY}<span class='tcl-round-title'>{e(self._titles[i])}</span></summary>"
             f"{body}</details>"
         )
 
@@ -188,21 +193,24 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         before, self._open = getattr(self, "_open", None), change["new"]
         for i in {before, self._open} - {None}:
             if i is not None and 0 <= i < len(self.panels):
-                self.panels[i].value = self._panel(i)
+                self.panels[i] = self._panel(i)
+        self._show_rounds()
         self.refresh_static()
 
     def _rerender(self, _: Any = None) -> None:
         if not self.doc:
             return
         self._spans = round_spans(self.doc["rounds"], shared=self.shared_scale)
-        for i, panel in enumerate(self.panels):
-            panel.value = self._panel(i)
+        self.panels = [self._panel(i) for i in range(len(self.panels))]
+        self._show_rounds()
         self.refresh_static()
 
     def static_html(self) -> str:
+        """The view as shown (header, then every round panel, the selected one open): the same
+        markup, so printing it costs nothing more than joining it."""
         if not self.doc:
             return note("TraceView: no trace opened")
-        return trace_html(self.doc, raw=self.show_raw, shared_scale=self.shared_scale)
+        return str(self.header.value + self.rounds_html.value)
 
 
 def _streams(path: str | Path) -> tuple[list[tuple[str, StreamStates]], list[str]]:
