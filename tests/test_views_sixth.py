@@ -631,3 +631,44 @@ def test_a_short_round_of_a_long_session_is_drawn_on_its_own_scale() -> None:
         }
 
     assert round_spans([rnd(4.4), rnd(280.0), rnd(0.0)]) == [4.4, 280.0, pytest.approx(2.8)]
+
+
+# --- 14: what a user waits for when a view is displayed -------------------------------------------------
+
+
+def tree(widget):
+    """A widget and every widget inside it."""
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from tree(child)
+
+
+def test_a_trace_views_widgets_and_static_copy_do_not_grow_with_its_rounds() -> None:
+    """t15 #14: a displayed TraceView of a long session cost a widget per round and a second
+    rendering of every round for its static copy (counted, not timed: the number of widgets made,
+    and round titles rendered, must not grow faster than the rounds)."""
+    from benchmarks.bench_widgets import big_trace
+    from toolcall_lab.notebook import html, widgets
+
+    def made(rounds: int) -> tuple[int, int]:
+        trace = big_trace(rounds, 1)
+        titles = [0]
+        original = widgets.round_title
+
+        def counted(*args, **kwargs):
+            titles[0] += 1
+            return original(*args, **kwargs)
+
+        widgets.round_title = counted
+        try:
+            view = widgets.TraceView(trace)
+            page = view._static_bundle()["text/html"]
+        finally:
+            widgets.round_title = original
+        assert page.count("class='tcl-round-panel'") == len(trace.rounds)
+        return len(list(tree(view))), titles[0]
+
+    few, many = made(3), made(40)
+    assert few[0] == many[0]  # the same widgets, whatever the number of rounds
+    assert many[1] == 41 and few[1] == 4  # one title per round
+    assert html.round_title is widgets.round_title
