@@ -13,7 +13,6 @@ import pytest
 from tests.conftest import DATA, REPO
 from tests.test_widgets import visible_text
 from toolcall_lab.formats.recordings import RecordingReader
-from toolcall_lab.notebook.stream import read_stream
 from toolcall_lab.notebook.widgets import StreamStepper
 
 # --- 1, 13: the stepper reads every line as the parser does ------------------------------------------
@@ -112,6 +111,7 @@ def test_every_recording_steps_to_what_parse_reports() -> None:
 def test_a_repeated_header_shows_at_the_chunk_that_repeats_it() -> None:
     """t15 #13: OpenRouter's repeated id/name was reported only at the finish step. The parser knows
     it at the chunk that repeats the header, and the stepper shows it there."""
+    from toolcall_lab.notebook.stream import read_stream
 
     def chunk(delta: dict, finish: str | None = None) -> dict:
         return {"id": "g", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
