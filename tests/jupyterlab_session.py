@@ -322,10 +322,15 @@ class Lab:
                 entry.click()
 
     def theme(self, name: str) -> None:
+        """Switch the theme and wait until it is the one applied (its name on the page: dark to dark
+        high contrast does not change the light flag, so that flag alone does not say it is done)."""
         self.menu("Settings", "Theme", name)
         want = "false" if "Dark" in name else "true"
-        self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
-        self.page.wait_for_timeout(600)
+        self.page.wait_for_function(
+            f"document.body.dataset.jpThemeLight === '{want}' && document.body.dataset.jpThemeName === {name!r}",
+            timeout=20_000,
+        )
+        self.page.wait_for_timeout(800)
 
     def narrow(self, width: int) -> dict[str, Any]:
         """The measurements in a window `width` px wide (the file browser stays as it is), with the
