@@ -1,10 +1,12 @@
-"""Building the notebook views: TraceView of the largest real trace any importer reads today and of
-long synthetic sessions, CompareView of four modes. Target: under 0.3 s each.
+"""Showing the notebook views: TraceView of the largest real trace any importer reads today and of
+long synthetic sessions, CompareView of four modes. Target: under 0.3 s each, for what a user waits
+for when the view is displayed: building it and the static copy it prints beside itself (the copy a
+code host or an HTML export shows).
 
 Each figure comes with a ratio against a baseline measured in the same run (the machine is shared):
 TraceView against writing the same trace as JSON (`trace_files.dumps`), CompareView against the four
-replays it runs, and what is left once those replays are taken out (the view's own work). The
-static copy a view prints when displayed is timed too. Run: `python benchmarks/bench_widgets.py`.
+replays it runs, and what is left once those replays are taken out (the view's own work).
+Run: `python benchmarks/bench_widgets.py`.
 """
 
 from __future__ import annotations
@@ -84,10 +86,20 @@ def best_of(fn: Callable[[], object], n: int = 5) -> float:
     return min(times)
 
 
-def compare_view_split(trace: Trace) -> tuple[float, float]:
-    """One CompareView build: (total seconds, seconds inside its replays), timed in the same call
-    (the replay function is wrapped while it runs), so the view's own work is not a difference of
-    two noisy measurements taken at different moments."""
+def displayed(view: Callable[[], Any]) -> tuple[float, float]:
+    """A view as a user waits for it when a cell displays it: (seconds to build it, seconds to make
+    the static copy it prints beside itself), timed back to back."""
+    t0 = time.perf_counter()
+    built = view()
+    t1 = time.perf_counter()
+    built._static_bundle()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def compare_view_split(trace: Trace) -> tuple[float, float, float]:
+    """One CompareView shown: (seconds to build it, seconds inside its replays, seconds for its static
+    copy), timed in the same call (the replay function is wrapped while it runs), so the view's own
+    work is not a difference of two noisy measurements taken at different moments."""
     import importlib
 
     replay_module = importlib.import_module(
@@ -107,12 +119,10 @@ def compare_view_split(trace: Trace) -> tuple[float, float]:
 
     replay_module.replay = timed  # type: ignore[assignment]
     try:
-        t0 = time.perf_counter()
-        CompareView(trace)
-        total = time.perf_counter() - t0
+        build, static = displayed(lambda: CompareView(trace))
     finally:
         replay_module.replay = original
-    return total, spent[0]
+    return build, spent[0], static
 
 
 def main() -> None:
@@ -129,27 +139,32 @@ def main() -> None:
         cases.insert(0, (f"largest real import ({kind}): {trace.metadata.title[:60]}", trace))
     else:
         print("(../shared/realdata absent: synthetic traces only)")
-    print(f"target: each view built in under {TARGET_S * 1000:.0f} ms (medians of 5 interleaved runs)")
+    print(
+        f"target: each view shown (built, and its static copy made) in under {TARGET_S * 1000:.0f} ms "
+        "(medians of 5 interleaved runs)"
+    )
     for name, trace in cases:
         shape = f"{len(trace.rounds)} rounds, {trace.n_calls} calls"
         rows = []
         for _ in range(5):  # interleaved: noise from the shared machine hits every figure alike
             base = best_of(lambda t=trace: dumps(t), 1)
-            view = best_of(lambda t=trace: TraceView(t), 1)
-            built = TraceView(trace)
-            static = best_of(built.static_html, 1)
-            total, replays = compare_view_split(trace)
-            rows.append((base, view, static, total, replays))
-        base, view, static, total, replays = (statistics.median(col) for col in zip(*rows, strict=True))
-        own = statistics.median(t - r for *_, t, r in rows)
+            view, static = displayed(lambda t=trace: TraceView(t))
+            build, replays, copy = compare_view_split(trace)
+            rows.append((base, view, static, build, replays, copy))
+        base, view, static, build, replays, copy = (statistics.median(col) for col in zip(*rows, strict=True))
+        shown = statistics.median(v + s for _, v, s, *_ in rows)
+        compare_shown = statistics.median(b + c for *_, b, _, c in rows)
+        own = statistics.median(b - r for *_, b, r, _ in rows)
         print(
-            f"TraceView   {name} ({shape}): {view * 1e3:6.0f} ms = {view / base:5.1f}x writing it as JSON "
-            f"({base * 1e3:.0f} ms) {'ok' if view < TARGET_S else 'OVER TARGET'}; static copy {static * 1e3:.0f} ms"
+            f"TraceView   {name} ({shape}): shown in {shown * 1e3:6.0f} ms (built {view * 1e3:.0f} + static "
+            f"copy {static * 1e3:.0f}) = {shown / base:5.1f}x writing it as JSON ({base * 1e3:.0f} ms) "
+            f"{'ok' if shown < TARGET_S else 'OVER TARGET'}"
         )
         print(
-            f"CompareView {name}, 4 modes: {total * 1e3:6.0f} ms, of which its 4 replays {replays * 1e3:.0f} ms "
-            f"and the view's own work {own * 1e3:.0f} ms ({own / total:.0%}) "
-            f"{'ok' if total < TARGET_S else 'OVER TARGET'}"
+            f"CompareView {name}, 4 modes: shown in {compare_shown * 1e3:6.0f} ms (built {build * 1e3:.0f} + "
+            f"static copy {copy * 1e3:.0f}); its 4 replays {replays * 1e3:.0f} ms, the view's own work "
+            f"{own * 1e3:.0f} ms ({own / build:.0%} of the build) "
+            f"{'ok' if compare_shown < TARGET_S else 'OVER TARGET'}"
         )
 
 

@@ -173,6 +173,17 @@ MEASURE = r"""
 """
 
 
+# Runs in the page: timelines that need a sideways scroll to be seen whole (their box is narrower than
+# the lanes and the narrowest plot their labels are laid out for).
+SCROLLED = r"""
+() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .tcl-tl > .tcl-scroll')]
+  .filter(b => b.getClientRects().length && !b.closest('details:not([open]) > :not(summary)')
+               && b.scrollWidth > b.clientWidth + 1)
+  .map(b => { const box = b.closest('.tcl-mode, .tcl-round, .tcl-view, .tcl');
+              return (box.getAttribute('data-mode') || box.getAttribute('data-round') || box.className)
+                     + ': ' + b.scrollWidth + ' px in ' + b.clientWidth; })
+"""
+
 # Runs in the page: how far "Run All" got. A prompt reads "[3]:" once its cell ran, "[*]:" while it
 # runs or waits its turn; the kernel's state is in the status bar.
 PROGRESS = r"""
@@ -311,10 +322,15 @@ class Lab:
                 entry.click()
 
     def theme(self, name: str) -> None:
+        """Switch the theme and wait until it is the one applied (its name on the page: dark to dark
+        high contrast does not change the light flag, so that flag alone does not say it is done)."""
         self.menu("Settings", "Theme", name)
         want = "false" if "Dark" in name else "true"
-        self.page.wait_for_function(f"document.body.dataset.jpThemeLight === '{want}'", timeout=20_000)
-        self.page.wait_for_timeout(600)
+        self.page.wait_for_function(
+            f"document.body.dataset.jpThemeLight === '{want}' && document.body.dataset.jpThemeName === {name!r}",
+            timeout=20_000,
+        )
+        self.page.wait_for_timeout(800)
 
     def narrow(self, width: int) -> dict[str, Any]:
         """The measurements in a window `width` px wide (the file browser stays as it is), with the
@@ -328,6 +344,7 @@ class Lab:
                 "() => { const o = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
                 ".jp-OutputArea-output'); return o ? o.getBoundingClientRect().width : 0; }"
             )
+            measured["scrolled"] = self.page.evaluate(SCROLLED)
             return measured
         finally:
             self.page.set_viewport_size(size)
@@ -488,3 +505,45 @@ class Lab:
         after = view.locator("b", has_text=re.compile(r"^row #(?!3:)\d+:"))
         after.first.wait_for(timeout=30_000)
         return first, after.first.inner_text()
+
+    def tab_through_trace_view(self, presses: int = 60) -> dict[str, Any]:
+        """In the first trace view: from its first control, press Tab and note where focus goes;
+        then open a folded round panel from the keyboard (focus its title, press Enter). Returns the
+        round panels (their titles' focusability), those Tab reached, the Accordion headers left
+        (a stock Accordion's headers take no focus), and the panel's open state before and after Enter."""
+        view = self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-trace-view").first
+        view.scroll_into_view_if_needed()
+        panels = view.locator("details.tcl-round-panel")
+        n = panels.count()
+        view.locator("input, button, select").first.focus()
+        reached: list[str] = []
+        for _ in range(presses):
+            self.page.keyboard.press("Tab")
+            where = self.page.evaluate(
+                "() => { const a = document.activeElement; const d = a && a.closest('details.tcl-round-panel');"
+                " return a && a.tagName === 'SUMMARY' && d && a.parentElement === d ? d.dataset.round : ''; }"
+            )
+            if where and where not in reached:
+                reached.append(where)
+        summary = panels.nth(n - 1).locator(":scope > summary")
+        before = panels.nth(n - 1).evaluate("d => d.open")
+        summary.focus()
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_timeout(300)
+        after = panels.nth(n - 1).evaluate("d => d.open")
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_timeout(300)
+        again = panels.nth(n - 1).evaluate("d => d.open")
+        edit_mode = self.page.evaluate(
+            "() => !!document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook.jp-mod-editMode')"
+        )
+        return {
+            "panels": n,
+            "reached": reached,
+            "accordion_headers": view.locator(".jupyter-widget-Collapse-header").count(),
+            "unreachable_summaries": view.locator("summary").evaluate_all(
+                "els => els.filter(s => s.tabIndex < 0).map(s => s.textContent.slice(0, 40))"
+            ),
+            "toggled": (before, after, again),
+            "edit_mode": edit_mode,
+        }

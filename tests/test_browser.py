@@ -123,6 +123,11 @@ def runs(lab) -> dict[str, dict[str, Any]]:
         result["narrow"] = lab.narrow(800)  # a small laptop or a split screen, file browser open
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-stepper").count():
             result["stepping"] = lab.step_through()
+        if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-trace-view").count():
+            try:
+                result["trace_keys"] = lab.tab_through_trace_view()
+            except Exception as exc:  # reported by its own test
+                result["trace_keys"] = {"failure": f"{type(exc).__name__}: {exc}"}
         if lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .tcl-corpus-view").count():
             try:
                 result["corpus_keys"] = lab.open_corpus_row_by_keyboard()
@@ -217,13 +222,15 @@ def test_views_fit_their_container_and_read_in_every_theme(runs, name, theme) ->
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_views_fit_a_narrow_window(runs, name) -> None:
-    """In an 800 px window with JupyterLab's file browser open (an output area of ~370 px) no view
-    spills out of its output area and no timeline out of its panel: timelines scrolled sideways,
-    their labels cut at the edge."""
+    """In an 800 px window with JupyterLab's file browser open (an output area of ~350 px) no view
+    spills out of its output area, no timeline out of its panel, and no timeline needs scrolling
+    sideways (lanes and plot fit the box)."""
     measured = run(runs, name)["narrow"]
     assert measured["area"] < 500, measured["area"]  # the narrow case, not a wide one
     assert not measured["overflow"], measured["overflow"][:10]
     assert not measured["labels"], measured["labels"][:10]
+    # t15 #11: a 362 px timeline in a 348 px box: nothing to scroll to see a bar or its label
+    assert not measured["scrolled"], measured["scrolled"][:10]
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -255,15 +262,26 @@ def test_stepper_controls_change_what_is_shown(runs) -> None:
 def test_the_page_renders_each_step_as_python_does(runs) -> None:
     """The stepper's script rebuilds every step from the stream's edits; each frame it showed has
     the text `frame_html` renders for that step."""
-    from toolcall_lab.formats.recordings import read_recording
-    from toolcall_lab.notebook.stream import StreamStates, frame_html
+    from toolcall_lab.notebook.stream import frame_html
+    from toolcall_lab.notebook.widgets import StreamStepper
 
-    exchange = read_recording(REPO / "data/recordings/scripted_weather_news_stock.sse").exchanges[0]
-    states = StreamStates.build(list(exchange.payloads), exchange.format)
+    states = StreamStepper(REPO / "data/recordings/scripted_weather_news_stock.sse").states
     seen = run(runs, "01_how_tool_calling_works.ipynb")["stepping"]
     for step, _, text in seen:
         want = unescape(re.sub(r"<[^>]+>", "", frame_html(states, int(step))))
         assert " ".join(text.split()) == " ".join(want.split()), f"step {step}"
+
+
+def test_round_panels_are_reached_and_opened_from_the_keyboard(runs) -> None:
+    """t15 #4: a stock Accordion's round headers took no focus: Tab went past rounds 1-6 and a folded
+    round could not be opened from the keyboard. Each round panel is a details element: Tab reaches
+    every title, Enter opens and closes it (JupyterLab does not take the Enter for the cell)."""
+    keys = run(runs, "02_explore_strategies.ipynb")["trace_keys"]
+    assert "failure" not in keys, keys
+    assert keys["panels"] >= 2 and keys["accordion_headers"] == 0
+    assert len(keys["reached"]) == keys["panels"], keys["reached"]
+    assert not keys["unreachable_summaries"], keys["unreachable_summaries"]
+    assert keys["toggled"] == (False, True, False) and not keys["edit_mode"]
 
 
 def test_corpus_rows_open_from_the_keyboard(runs) -> None:

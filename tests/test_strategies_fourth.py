@@ -330,7 +330,7 @@ def test_compare_reports_a_strategy_that_never_returns_and_goes_on() -> None:
 
     model = ScriptedModel([ScriptedResponse(tool_calls=TWO_SLOW, latency_s=0.5), "done"])
     recorded = run_virtual(run(model, Slow().registry(), "go", mode="parallel"))
-    trace = Trace.from_run(recorded, TraceMetadata(title="two slow", origin="recorded"))
+    trace = Trace.from_run(recorded, TraceMetadata(title="two slow", origin="scripted"))
     table = compare([trace], ["parallel", never_returns])
     assert "parallel" in set(table.runs["mode"])
     errors = table.errors

@@ -105,7 +105,7 @@ def mixed_folder(tmp_path: Path) -> Path:
 def test_corpus_view_names_every_file_of_the_folder_it_did_not_read(mixed_folder: Path) -> None:
     view = CorpusView(mixed_folder, ["sequential", "parallel"])
     told = visible_text(view.message.value)
-    assert "3 trace(s)" in told and "2 file(s) of the folder not read" in told
+    assert "of 3 traces compared" in told and "2 files of the folder not read" in told
     problems = visible_text(view.problems.value)
     assert "sub/session.jsonl: not a trace file: it looks like claude-code" in problems
     assert (
@@ -121,8 +121,9 @@ def test_a_json_file_that_is_not_a_trace_says_to_import_it(mixed_folder: Path) -
     view = CorpusView(mixed_folder, ["sequential"])
     problems = visible_text(view.problems.value)
     assert "could not compare 1" in problems and "notes.json" in problems
-    assert "not trace files (1): import them first (`toolcall-lab import KIND FILE" in problems
-    assert "notes.json: not a trace file, and no import kind recognises it" in problems
+    assert "1 of these is not a trace file: import them first (`toolcall-lab import KIND FILE" in problems
+    row = next(r for r in re.findall(r"<tr[^>]*>(.*?)</tr>", view.problems.value) if "notes.json" in r)
+    assert "not a trace file, and no import kind recognises it" in visible_text(row)
     assert "open one from the file box of a TraceView or CompareView" in problems
 
 
@@ -218,9 +219,9 @@ def test_the_last_step_after_a_provider_error_says_the_stream_broke_off(tmp_path
     assert "the stream did not end normally: the provider reported an error at chunk 1" in frame
     assert "no tool calls" in frame and "no tool calls yet" not in frame and "end of stream" not in frame
     data = json.loads(stepper.states.data())  # the page's script shows the same heading
-    assert data["l"] == "after the provider error at chunk 1: finish() (2 chunks)"
+    assert data["s"][-1]["t"] == "after the provider error at chunk 1: finish() (2 chunks)"
     clean = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
-    assert json.loads(clean.states.data())["l"].startswith("after the last chunk: finish()")
+    assert json.loads(clean.states.data())["s"][-1]["t"].startswith("after the last chunk: finish()")
 
 
 def _responses(rid: str) -> str:

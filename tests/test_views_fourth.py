@@ -283,7 +283,8 @@ def test_corpus_export_holds_every_row_with_names_that_keep_their_distinguishing
     page = view.static_html()
     rows = re.findall(r"<tr class=", page)
     assert len(rows) == 48 and "all 48 rows" in page
-    shown = re.findall(r"<td class='tcl-left[^']*'[^>]*>([^<]*__agent_[^<]*)</td>", page)
+    cells = re.findall(r"<td class='tcl-left tcl-name'[^>]*>(.*?)</td>", page)
+    shown = [text for text in (re.sub(r"<[^>]+>", "", c) for c in cells) if "turn01" in text]
     assert {s[-len("agent_00_turn01.json") :] for s in shown} == {
         f"agent_{i:02d}_turn01.json" for i in range(12)
     }

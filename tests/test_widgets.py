@@ -102,8 +102,8 @@ def test_a_gap_nobody_recorded_is_not_drawn_as_queueing() -> None:
 
 def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     view = TraceView(failing)
-    assert len(view.accordion.children) == len(failing.rounds) == 2
-    assert view.accordion.get_title(0) == (
+    assert len(view.panels) == len(failing.rounds) == 2
+    assert view.round_titles[0] == (
         "Round 0 · parallel · 3 calls: get_weather, flaky_api, slow_service · 1.80 s · 2 failed"
     )
     head = visible_text(view.header.value)
@@ -114,17 +114,18 @@ def test_trace_view_shows_everything_the_trace_holds(failing) -> None:
     assert "first chunk" not in head  # offsets spread by the script: no time to first chunk
     assert "Check the weather, the flaky API and the slow service." in head
     assert "3 tools offered: get_weather, flaky_api, slow_service" in head
-    panel = view.panels[0].value
+    panel = view.panels[0]
     for status in ("ok", "error", "timeout"):  # icon and word, not colour alone
         assert f"data-status='{status}'" in panel and f"</span> {status}</span>" in panel
     assert "RuntimeError: 503 Service Unavailable" in panel and "tool message" in panel
     assert "&quot;city&quot;: &quot;Lyon&quot;" in panel  # pretty-printed arguments
     assert "request as sent: 1 message" in panel
     assert "class='tcl-bars'" in panel and "exact times" in panel  # the bars as a table, for keyboards
-    second = visible_text(view.panels[1].value)
+    second = visible_text(view.panels[1])
     assert "request as sent: 5 messages (1 unchanged from round 0's request, 4 shown)" in second
     view.selected_round = 1
-    assert view.accordion.selected_index == 1
+    assert "<details class='tcl-round-panel' data-round='1' open>" in view.panels[1]
+    assert " open>" not in view.panels[0].split("<summary")[0]
 
 
 def test_a_scripted_run_on_the_real_clock_is_labelled_by_its_numbers_not_by_a_guess() -> None:
@@ -135,7 +136,7 @@ def test_a_scripted_run_on_the_real_clock_is_labelled_by_its_numbers_not_by_a_gu
     head = visible_text(TraceView(result).header.value)
     origin = head[head.index("origin: scripted") : head.index("model ")]
     assert "clock" not in origin and "virtual" not in head  # measured tools say so; nothing says virtual
-    assert "model calls 2 placeholder; tools 1 recorded" in head
+    assert "model calls 2 recorded; tools 1 recorded" in head  # the script's delays, measured (t15 #5)
     from toolcall_lab.notebook.theme import ORIGIN_NOTE
 
     assert not [o for o, note in ORIGIN_NOTE.items() if "clock" in note]  # any origin runs on either clock
@@ -154,9 +155,9 @@ def test_time_to_first_chunk_only_where_chunk_timing_was_recorded(failing) -> No
 
 def test_raw_toggle_shows_the_exact_argument_string(failing) -> None:
     view = TraceView(failing)
-    assert "{&quot;city&quot;: &quot;Lyon&quot;}" not in view.panels[0].value
+    assert "{&quot;city&quot;: &quot;Lyon&quot;}" not in view.panels[0]
     view.raw_box.value = True
-    assert view.show_raw and "{&quot;city&quot;: &quot;Lyon&quot;}" in view.panels[0].value
+    assert view.show_raw and "{&quot;city&quot;: &quot;Lyon&quot;}" in view.panels[0]
 
 
 def test_long_results_are_folded_with_a_preview() -> None:
@@ -265,7 +266,7 @@ def test_round_panels_scale_to_the_round_but_a_zero_second_round_stays_a_sliver(
     doc = replayed("weather_news_stock", "parallel")
     spans = round_spans(doc["rounds"])
     longest = max(r["response"]["ended_at"] - r["response"]["started_at"] for r in doc["rounds"])
-    assert all(s >= longest / 20 for s in spans)
+    assert all(s >= longest / 100 for s in spans)
     assert round_spans(doc["rounds"], shared=True) == [max(spans)] * len(spans)
     live = LiveView("t", min_interval_s=0.0)
     s = SCENARIOS["weather_news_stock"]
@@ -372,7 +373,8 @@ def test_numbers_are_rounded_for_reading() -> None:
 
 def test_stream_stepper_frames_show_the_delta_what_it_appended_and_findings() -> None:
     stepper = StreamStepper(DATA / "recordings" / "scripted_weather_news_stock.sse")
-    n = len(stepper.chunks)
+    n = len(stepper.chunks) + 1  # every chunk, then the [DONE] line: each a step
+    assert stepper.states.lines[-1].kind == "done"
     assert stepper.last_step == n and stepper.view.value.count("class='tcl-frame'") == 1
     assert stepper.states.snapshot(3)[0][0]["arguments"] == ""
     assert stepper.states.snapshot(4)[0][0]["arguments"] == '{"city"'
@@ -404,8 +406,8 @@ def test_the_stepper_edits_rebuild_every_state_of_the_accumulator() -> None:
     acc = ChatCompletionAccumulator(batch=0)
     for i, chunk in enumerate(chunks):
         acc.feed(chunk)
-        want = {
-            ci: {k: {f: v or "" for f, v in c.items()} for k, c in calls.items()}
+        want = {  # (the parser's verdict, `state`, comes with the last step only)
+            ci: {k: {**{f: v or "" for f, v in c.items()}, "state": ""} for k, c in calls.items()}
             for ci, calls in acc.snapshot().items()
         }
         assert states.snapshot(i) == {
@@ -698,10 +700,11 @@ def test_corpus_view_sorts_every_column_and_opens_a_row(tmp_path) -> None:
     runs = view.comparison.runs
     assert set(runs.columns) <= set(view.sort_box.options) and len(runs) == 9
     assert "broken.json" in view.problems.value and "not valid JSON" in view.problems.value
-    cells = re.findall(r"<td class='tcl-left[^']*'(?: title='[^']*')?>([^<]*)</td>", view.table.value)
-    assert "straggler.json" in cells and str(tmp_path) not in " ".join(
-        cells
-    )  # short names, full in the tooltip
+    cells = [
+        visible_text(c)
+        for c in re.findall(r"<td class='tcl-left tcl-name' title='[^']*'>(.*?)</td>", view.table.value)
+    ]
+    assert "straggler.json" in cells and str(tmp_path) not in " ".join(cells)  # short, full in the tooltip
     view.sort_box.value = "wall_time_s"
     view.order_box.value = True
     shown = [int(i) for i in re.findall(r"<tr class='[^']*'><td>(\d+)</td>", view.table.value)]
@@ -796,7 +799,7 @@ def test_the_benchmark_trace_renders() -> None:
     from benchmarks.bench_widgets import big_trace
 
     view = TraceView(big_trace(rounds=5, calls=8))
-    assert len(view.panels) == 6 and view.panels[0].value.count("class='tcl-call ") == 8
+    assert len(view.panels) == 6 and view.panels[0].count("class='tcl-call ") == 8
     assert view.static_html()
 
 
@@ -943,7 +946,7 @@ def test_the_stepper_last_step_says_only_what_finish_did() -> None:
 
     with_id = StreamStates.build(stream(True))
     text = visible_text(frame_html(with_id, len(with_id) - 1))
-    assert "finalised 1 call(s), each with the id the provider sent" in text and "fallback" not in text
+    assert "finalised 1 call, each with the id the provider sent" in text and "fallback" not in text
     without = StreamStates.build(stream(False))
     text = visible_text(frame_html(without, len(without) - 1))
     assert "1 arrived without an id and got a fallback id" in text

@@ -8,6 +8,8 @@ the calls finish; under ``eager`` an ACTION may come while the model still strea
 Whatever ends a run, every ACTION gets its OBSERVATION (a call cut off is observed with its
 ``cancelled`` record).
 A listener that raises is recorded as a hook failure (``on_event``) and the run goes on.
+Every event of one run carries the same `run_id` (the loop sets it as it emits the event), so a
+listener fed by two runs at once (``asyncio.gather``) can tell them apart.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class RoundStarted:
     kind: Literal["round_started"] = "round_started"
     at: float
     round_index: int
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +38,8 @@ class ModelRequested:
     round_index: int
     n_messages: int
     tools_offered: bool
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +59,8 @@ class ModelResponded:
     ended_at: float | None = None
     """The model call's own times (`ModelCall.started_at`/`ended_at`): `at` is when the event was
     sent, after the response was parsed, so a view draws the call from these."""
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +69,8 @@ class Thought:
     at: float
     round_index: int
     text: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +79,8 @@ class Action:
     at: float
     round_index: int
     call: ToolCall
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +89,8 @@ class Observation:
     at: float
     round_index: int
     execution: ToolExecution
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
     @property
     def duration_s(self) -> float:
@@ -95,6 +109,8 @@ class HookFailed:
     at: float
     round_index: int | None
     failure: HookFailure
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +119,8 @@ class FinalAnswer:
     at: float
     round_index: int
     text: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +129,8 @@ class ErrorEvent:
     at: float
     round_index: int | None
     message: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +139,8 @@ class RunFinished:
     at: float
     status: str
     reason: str
+    run_id: str = ""
+    """The run the event belongs to (set by the loop as it emits the event)."""
 
 
 RunEvent = (

@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import dis
 import inspect
+import itertools
 import math
 import os
 import traceback
@@ -184,6 +185,9 @@ def _described(exc: BaseException) -> str:
     return f"{text}{_where(exc)}"
 
 
+_RUN_IDS = itertools.count(1)
+
+
 class _Run:
     """One run's mutable state; `RunResult` is its frozen summary."""
 
@@ -202,6 +206,8 @@ class _Run:
         self.messages = list(messages)
         self.rounds: list[Round] = []
         self.events: list[RunEvent] = []
+        self.run_id = f"run-{next(_RUN_IDS)}"
+        """Stamped on every event this run emits (`RunEvent.run_id`): unique in this process."""
         self.batch = 0
         self.origin = asyncio.get_running_loop().time()
         self.executor = Executor(
@@ -246,6 +252,8 @@ class _Run:
         return asyncio.get_running_loop().time() - self.origin
 
     def emit(self, event: RunEvent) -> None:
+        if not event.run_id:  # (a new event, seen by no one yet: stamped in place, no copy per event)
+            object.__setattr__(event, "run_id", self.run_id)
         self.events.append(event)
         if self.listener is not None:
             try:

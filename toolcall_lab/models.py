@@ -56,6 +56,8 @@ def response_timing(model: Any, request: ModelRequest, clock: Timing) -> tuple[T
     describe = getattr(model, "response_timing", None)
     if describe is not None:
         timing, chunks = describe(request)
+        if timing is SCRIPTED and clock.source == "recorded":  # a script played on the real clock:
+            return SCRIPT_MEASURED, "recorded"  # what it took was measured, as the chunks' arrival
         return timing, chunks
     return clock, "recorded"  # as they arrived on the run's clock (the clock's label says which)
 
@@ -189,6 +191,12 @@ def response_chunks(
 
 
 SCRIPTED = Timing(source="placeholder", note="scripted latency (ScriptedResponse.latency_s)")
+"""A scripted model's latency on the virtual clock: the script's constant, not a measurement."""
+SCRIPT_MEASURED = Timing(
+    source="recorded",
+    note="measured on the real clock; a scripted model (its delays are the script's latency_s)",
+)
+"""A scripted model's latency on the real clock: measured (its delays are the script's, the time is not)."""
 
 
 def _ordinal(n: int) -> str:

@@ -21,17 +21,23 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
+from toolcall_lab.notebook.html import run_caption
 from toolcall_lab.notebook.legend import legend_entries
-from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT, secs
+from toolcall_lab.notebook.theme import MODEL, SKIPPED_STROKE, STATUS, TRIP, WAIT, plural
 from toolcall_lab.notebook.timeline import (
     PAD,
     Axis,
+    Panel,
+    PanelLike,
+    as_panel,
     items_of,
     lane_names,
     lay_out,
@@ -250,33 +256,33 @@ def draw_rounds(
 
 
 def _legend(fig: Figure, items: Sequence[Any]) -> None:
+    """The view's legend (`legend_entries`), each swatch drawn as the view draws it."""
     from matplotlib.patches import Patch
 
     handles = []
-    for fill, icon, text, extra in legend_entries(items):
-        label = f"{icon} {text}".strip()
-        if fill == "transparent":
-            handles.append(Patch(fill=False, edgecolor=SKIPPED_STROKE, linestyle="--", label=label))
-        elif "dashed" in extra or "dotted" in extra:
-            estimated = "dashed" in extra
-            handles.append(
-                Patch(
-                    facecolor=fill,
-                    alpha=0.55 if estimated else 0.25,
-                    edgecolor=fill,
-                    linestyle="--" if estimated else ":",
-                    label=label,
-                )
+    for sw in legend_entries(items):
+        style: Literal["-", "--", ":"] = (
+            "--" if sw.dash == "dashed" else (":" if sw.dash == "dotted" else "-")
+        )
+        handles.append(
+            Patch(
+                facecolor=sw.fill if sw.fill != "none" else "none",
+                alpha=None,
+                edgecolor=sw.stroke or "none",
+                linestyle=style,
+                linewidth=1.2 if sw.stroke else 0.0,
+                label=sw.label,
             )
-        else:
-            handles.append(Patch(color=fill, label=label))
+        )
+        if sw.opacity < 1:  # a faint fill, the outline at full strength
+            handles[-1].set_facecolor(to_rgba(sw.fill, sw.opacity))
     fig.legend(
         handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8, frameon=False
     )
 
 
 def timeline_figure(
-    panels: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+    panels: Sequence[PanelLike],
     *,
     suptitle: str = "",
     notes: Sequence[str] = (),
@@ -289,19 +295,19 @@ def timeline_figure(
 
     Shown inline in a Jupyter kernel unless ``show=False``; returned either way.
     """
-    panels = [(t, r) for t, r in panels if r]
-    end = max(round_end(r) for _, rounds in panels for r in rounds) if panels else 1.0
-    heights = [0.9 + 0.3 * (1 + max(len(r["tool_calls"]) for r in rounds)) for _, rounds in panels] or [1.0]
+    drawn_panels = [p for p in (as_panel(x) for x in panels) if p.rounds]
+    end = max(round_end(r) for p in drawn_panels for r in p.rounds) if drawn_panels else 1.0
+    heights = [0.9 + 0.3 * (1 + max(len(r["tool_calls"]) for r in p.rounds)) for p in drawn_panels] or [1.0]
     fig = LabFigure(figsize=(10, sum(heights) + 1.2), layout="constrained")
-    axes = fig.subplots(max(len(panels), 1), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
+    axes = fig.subplots(max(len(drawn_panels), 1), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
     drawn: list[Any] = []
-    for ax, (title, rounds) in zip(axes, panels, strict=False):
-        drawn += draw_rounds(ax, rounds, title=title, end=end)
+    for ax, panel in zip(axes, drawn_panels, strict=False):
+        drawn += draw_rounds(ax, panel.rounds, title=panel.title, end=end)
     axes[-1].set_xlabel("seconds from the start of the run", fontsize=9)
     if drawn:
         _legend(fig, drawn)
     lines = list(notes)
-    if not panels:
+    if not drawn_panels:
         lines.append("no rounds to draw" if not notes else "no run to draw")
         axes[0].set_axis_off()
     if suptitle or lines:
@@ -345,22 +351,12 @@ def gantt(
             failed.append(f"⚠ {strategy.name}: could not be replayed: {type(exc).__name__}: {exc}")
             continue
         summary = run_rows(trace.metadata.title, result, trace)[0]
-        name = strategy.name
-        why = summary.get("not_comparable_why") or ""
-        skipped = f" · ⚠ not comparable: {why}" if why else ""
-        if summary.get("status") not in (None, "completed"):  # how the run ended, when not normally
-            skipped = f" · ⚠ ended {summary['status']} / {summary.get('reason')}" + skipped
-        notes = " ".join(n for r in result.rounds for n in r.strategy_notes)
-        noted = ""
-        if "ran as parallel" in notes:
-            noted = " · ran as parallel (no chunk timing)"
-        elif "modelled chunk timing" in notes:
-            noted = " · overlap modelled (chunk offsets not recorded)"
-        title = (
-            f"{name}: {secs(summary['wall_time_s'])}, {summary['upstream_calls']} model calls, "
-            f"{summary['client_round_trips']} client round trips{skipped}{noted}"
+        notes = sorted({n for r in result.rounds for n in r.strategy_notes})
+        caption, warning = run_caption(summary, notes)  # what CompareView says beside the run
+        replayed = replace(trace.metadata, origin="replayed")
+        panels.append(
+            Panel(strategy.name, Trace.from_run(result, replayed).to_dict()["rounds"], caption, warning)
         )
-        panels.append((title, Trace.from_run(result, trace.metadata).to_dict()["rounds"]))
     return timeline_figure(
         panels,
         suptitle=f"{trace.metadata.title} ({trace.metadata.origin}, replayed on the virtual clock)",
@@ -469,7 +465,8 @@ def speedup_distribution(
     ax.set_ylabel("speedup vs sequential (x)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(
-        f"Speedup over {runs['trace'].nunique()} traces  ({_origins(runs)})\n{_evidence(runs)}"
+        f"Speedup over {plural(runs['trace'].nunique(), 'trace')}  ({_origins(runs)})
+{_evidence(runs)}"
         + _caveats(comparison),
         fontsize=10,
     )

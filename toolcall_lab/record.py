@@ -53,10 +53,10 @@ def recorded_trace(
     notes: str = "",
 ) -> Trace:
     """A live run (complete, or the ``partial_result`` of one that was stopped) as a recorded trace,
-    credentials stripped."""
+    credentials stripped; a run of a scripted model keeps its own origin (``scripted``)."""
     meta = TraceMetadata(
         title=title,
-        origin="recorded",
+        origin=result.origin,
         provider=provider,
         model=getattr(model, "name", None),
         created=datetime.now(UTC).isoformat(timespec="seconds"),

@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from toolcall_lab.exceptions import TraceFormatError, TraceVersionError
+from toolcall_lab.exceptions import TraceFormatError, TraceVersionError, UsageError
 from toolcall_lab.messages import Finding, ToolCall
 from toolcall_lab.records import (
     CALL_STATUSES,
@@ -164,6 +164,18 @@ class Trace:
 
     @classmethod
     def from_run(cls, result: RunResult, metadata: TraceMetadata) -> Trace:
+        """The run as a trace, labelled by `metadata`.
+
+        Raises:
+            UsageError: `metadata` says ``origin="recorded"`` (live from a model) for a run that was
+                not (a scripted model's, a replay's): `result.origin` says what it was.
+        """
+        if metadata.origin == "recorded" and result.origin != "recorded":
+            raise UsageError(
+                f"TraceMetadata(origin='recorded') for a run whose origin is {result.origin!r}: 'recorded' "
+                f"means recorded live from a model; label it origin={result.origin!r} (a replay: "
+                "replay.replayed_trace(result, trace) also says what it was replayed from)"
+            )
         meta = metadata
         if meta.mode is None or not meta.settings:
             cfg = result.config

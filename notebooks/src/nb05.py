@@ -80,7 +80,8 @@ pd.DataFrame([t.to_dict() for t in batch.round_trips])
 """),
         code("""
 ax = cost.plot(marker="o", figsize=(6, 3.2), title="weather + news + stock: cost of serializing a 3-call batch")
-ax.set_ylabel("wall time (s)");
+ax.set_ylabel("wall time (s)")
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False);  # beside the lines, never over a point
 """),
         code("""
 from toolcall_lab.plotting import gantt

@@ -5,7 +5,7 @@ error or unreadable data ends a stream."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, NoReturn
 
@@ -195,6 +195,13 @@ def _with_notes(response: ParsedResponse, notes: _Notes) -> ParsedResponse:
     return response
 
 
+Watch = Callable[[StreamAccumulator | None, ParsedResponse | None, Sequence[Finding]], None]
+"""What `iter_stream_responses` hands a watcher before each item and after the last: the
+accumulator of the response being read (None between responses), the response that ended at
+``[DONE]`` or a provider error and is yielded with the next payload (or None), and the framing
+findings not yet given to a response."""
+
+
 def iter_stream_responses(
     items: Iterable[dict[str, Any] | Any],
     *,
@@ -202,6 +209,7 @@ def iter_stream_responses(
     batch: int = 0,
     errors: ErrorPolicy = "raise",
     where: list[int] | None = None,
+    watch: Watch | None = None,
 ) -> Iterator[ParsedResponse]:
     """Responses from a stream of payload dicts, `DONE` markers, `Unreadable` markers and framing
     findings. Each response is yielded as soon as it ends and not kept (memory does not grow with
@@ -215,7 +223,9 @@ def iter_stream_responses(
     in progress, marked failed) or, with ``errors="keep"``, marks the response it falls in (or the
     next one, between responses) with the error and an ``unreadable_data`` finding, its calls
     incomplete, and reading goes on: what follows is still read and shown.
-    `where[0]`, when given, is the line of the current payload.
+    `where[0]`, when given, is the line of the current payload. `watch`, when given, is called
+    before each item and once after the last with the reading so far (see `Watch`): how a stream
+    stepper shows each step as this reader reads it.
     """
     notes = _Notes()
     held: list[dict[str, Any]] = []
@@ -231,6 +241,8 @@ def iter_stream_responses(
     # or at the end with the framing findings that came after it
     damage: str | None = None  # unreadable data outside a response: it marks the next one
     for item in items:
+        if watch is not None:
+            watch(acc, last, notes)
         if type(item) is dict:
             if last is not None:  # a payload: the response that ended before it is whole
                 yield last
@@ -356,6 +368,8 @@ def iter_stream_responses(
                 damage = damage or reason
         else:
             notes.add(item)  # type: ignore[arg-type]  # a framing finding
+    if watch is not None:
+        watch(acc, last, notes)
     if held:
         raise UnknownFormatError(unknown_stream(held))
     if acc is None and damage is None and notes and last is not None:

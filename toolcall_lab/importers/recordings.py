@@ -265,9 +265,8 @@ def import_recording(path: str | Path, *, include_no_calls: bool = False) -> Imp
         )
     try:
         return _recording(p, include_no_calls)
-    except WireFormatError as exc:  # a body cut short: the message names the line, this the file
-        inside = "" if p.suffix == ".sse" else " (a line of a response body recorded in it)"
-        raise SourceError(f"{p}: {exc}{inside}") from exc
+    except WireFormatError as exc:  # the message names the line, this the file
+        raise SourceError(f"{p}: {exc}") from exc
 
 
 def _recording(p: Path, include_no_calls: bool) -> ImportResult:
@@ -453,9 +452,8 @@ def _recording(p: Path, include_no_calls: bool) -> ImportResult:
                 else None,
                 notes=(
                     f"model latency reported by the server in {reported} of {len(turns)} responses, "
-                    f"otherwise a {MODEL_S} s placeholder; chunk offsets spread evenly (a cassette keeps "
-                    f"no arrival times); tool durations a {TOOL_S} s placeholder; tool results from the "
-                    f"next request; {kept}"
+                    f"otherwise a {MODEL_S} s placeholder; "
+                    f"{_offsets_note(conv, recording.container)}; {_results_note(conv)}; {kept}"
                     + ("" if conv.initial else "; the request was not recorded (no initial messages)")
                     + renamed
                 ),
@@ -469,6 +467,45 @@ def _recording(p: Path, include_no_calls: bool) -> ImportResult:
         source_model_calls=source_model_calls,
         issues=issues,
     )
+
+
+_CONTAINERS = {
+    "cassette": "a cassette",
+    "exchanges": "an exchange list",
+    "sse": "an event-stream file",
+    "chunks-jsonl": "a JSON-lines file",
+    "json": "a saved body",
+}
+
+
+def _offsets_note(conv: _Conversation, container: str) -> str:
+    """What the chunk offsets of this conversation rest on, by what the file held."""
+    streamed = sum(1 for exchange, _ in conv.responses if exchange.streamed)
+    if not streamed:
+        return "whole responses (not streamed): no chunk offsets"
+    kept = f"{_CONTAINERS.get(container, 'the file')} keeps no arrival times"
+    some = (
+        ""
+        if streamed == len(conv.responses)
+        else f" ({streamed} of {len(conv.responses)} responses streamed)"
+    )
+    return f"chunk offsets spread evenly{some} ({kept})"
+
+
+def _results_note(conv: _Conversation) -> str:
+    """Where this conversation's tool results and durations come from, by what the file held."""
+    results = [r for turn in conv.results for r in turn]
+    answered = sum(1 for r in results if r.status != "not_recorded")
+    missing = len(results) - answered
+    if not answered:
+        return (
+            "no later request in the recording carries the calls' results: every call is not recorded "
+            "(no result, 0 s)"
+        )
+    text = f"tool results from the next request; tool durations a {TOOL_S} s placeholder"
+    if missing:
+        text += f"; {missing} call(s) with no result in the recording (not recorded, 0 s)"
+    return text
 
 
 def count_calls(path: str | Path) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import traceback
 import uuid
@@ -15,8 +16,11 @@ import traitlets
 import toolcall_lab.notebook.export as export
 from toolcall_lab.exceptions import ToolcallLabError, UsageError
 from toolcall_lab.notebook.loading import ACCEPT, DETECT, Opened, kinds, open_source, open_upload, report_html
-from toolcall_lab.notebook.theme import CSS, e
+from toolcall_lab.notebook.theme import CSS, SUMMARY, e
+from toolcall_lab.notebook.timeline import PanelLike
 
+SUBMIT_WAIT_S = 0.25
+"""How long Enter waits for the box's new text before it opens the text already there."""
 EXPECTED = (ToolcallLabError, traitlets.TraitError, ValueError, OSError)
 """Errors a user can cause from a view (bad input, a file that will not load): one line, no traceback."""
 
@@ -28,7 +32,7 @@ def error_html(exc: BaseException, what: str = "") -> str:
         return f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div></div>"
     tb = "".join(traceback.format_exception(exc))
     return (
-        f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div><details><summary>traceback "
+        f"<div class='tcl'>{CSS}<div class='tcl-error'>⚠ {e(line)}</div><details>{SUMMARY}traceback "
         f"(a bug in toolcall_lab: please report it)</summary><pre>{e(tb)}</pre></details></div>"
     )
 
@@ -89,14 +93,49 @@ class OpenBox(widgets.VBox):  # type: ignore[misc]
         self.upload = widgets.FileUpload(accept=ACCEPT, multiple=False, description="upload")
         self.message = widgets.HTML()
         self._last: tuple[str, float] = ("", 0.0)
+        self._typed_at = 0.0
         self.button.on_click(lambda _: self.open_path(self.path.value, again=False))
-        self.path.observe(lambda change: self.open_path(change["new"]), names=["value"])
+        self.path.observe(self._typed, names=["value"])
+        self.path.on_msg(self._message)  # Enter sends "submit" even when the text did not change
+        self.kind.observe(self._kind_chosen, names=["value"])
         self.upload.observe(self._uploaded, names=["value"])
         row = widgets.HBox(
             [self.path, self.kind, self.button, self.upload], layout=widgets.Layout(flex_flow="row wrap")
         )
         super().__init__([row, self.message])
         self.add_class("tcl-open-box")
+
+    def _typed(self, change: Any) -> None:
+        self._typed_at = time.monotonic()
+        self.open_path(change["new"])
+
+    def _message(self, _: Any, content: Mapping[str, Any], buffers: Any = None) -> None:
+        """Enter in the path box: open the path again (a file changed on disk, a kind chosen since).
+        The page sends this before the box's new text, so it waits a moment: when new text follows,
+        its change opens it and this does nothing (one open per Enter)."""
+        if content.get("event") != "submit":
+            return
+        pressed = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (called directly): at once
+            self._resubmit(pressed)
+            return
+        loop.call_later(SUBMIT_WAIT_S, self._resubmit, pressed)
+
+    def _resubmit(self, pressed: float) -> None:
+        if self._typed_at >= pressed:
+            return  # new text came with this Enter and was opened
+        self._last = ("", 0.0)
+        self.open_path(self.path.value, again=False)
+
+    def _kind_chosen(self, change: Any) -> None:
+        """Another kind chosen for the path in the box (already opened): read it again as that kind,
+        so what is shown is never of another kind than the menu says."""
+        text = str(self.path.value).strip()
+        if text and self._last[0] == text:
+            self._last = ("", 0.0)
+            self.open_path(text, again=False)
 
     def _deliver(self, load: Callable[[], Opened], label: str) -> Opened | None:
         try:
@@ -149,7 +188,9 @@ def _without(message: str, label: str) -> str:
 
 
 class ExportBar(widgets.VBox):  # type: ignore[misc]
-    """Buttons that save the view's timeline (SVG, PNG) and tables (CSV) into a folder.
+    """Buttons that save what a view shows into a folder: its timeline (SVG, PNG: the view's own
+    panels, with the names, captions, warnings and legend it shows) and its tables (CSV, with the
+    marks it shows). The bar says what it exports (`what`), so a view inside another keeps its own.
 
     Files are named after what the view shows (a long title is shortened with a hash of the whole
     title) and never overwrite an earlier export; an empty view saves nothing and says so.
@@ -158,22 +199,27 @@ class ExportBar(widgets.VBox):  # type: ignore[misc]
     def __init__(
         self,
         stem: Callable[[], str],
-        panels: Callable[[], Sequence[tuple[str, Sequence[dict[str, Any]]]]],
+        panels: Callable[[], Sequence[PanelLike]],
         tables: Callable[[], Mapping[str, Sequence[Mapping[str, Any]]]],
         *,
         folder: str = "exports",
+        what: str = "this view",
+        kinds: Sequence[str] = ("svg", "png", "csv"),
     ) -> None:
         self.stem, self.panels, self.tables = stem, panels, tables
         self.folder = widgets.Text(value=folder, description="save to", layout=widgets.Layout(width="260px"))
-        self.svg = widgets.Button(description="timeline SVG", tooltip="save the timeline as SVG")
-        self.png = widgets.Button(description="timeline PNG", tooltip="save the timeline as PNG")
-        self.csv = widgets.Button(description="tables CSV", tooltip="save the view's tables as CSV")
+        self.svg = widgets.Button(description="timeline SVG", tooltip=f"save the timeline of {what} as SVG")
+        self.png = widgets.Button(description="timeline PNG", tooltip=f"save the timeline of {what} as PNG")
+        self.csv = widgets.Button(description="tables CSV", tooltip=f"save the tables of {what} as CSV")
         self.message = widgets.HTML()
         self.svg.on_click(lambda _: self._save("svg"))
         self.png.on_click(lambda _: self._save("png"))
         self.csv.on_click(lambda _: self._save("csv"))
+        self.label = widgets.HTML(wrap(f"<span class='tcl-muted'>export {e(what)}:</span>"))
+        buttons = [b for k, b in (("svg", self.svg), ("png", self.png), ("csv", self.csv)) if k in kinds]
         row = widgets.HBox(
-            [self.folder, self.svg, self.png, self.csv], layout=widgets.Layout(flex_flow="row wrap")
+            [self.label, self.folder, *buttons],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
         super().__init__([row, self.message])
         self.add_class("tcl-export-bar")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -23,14 +24,16 @@ from toolcall_lab.notebook.html import (
     comparable,
     round_duration,
     round_html,
+    run_caption,
     run_state,
     summary_table,
     timing_summary,
+    with_speedups,
 )
 from toolcall_lab.notebook.legend import legend_html
 from toolcall_lab.notebook.loading import Opened
-from toolcall_lab.notebook.theme import article, e, exact, secs
-from toolcall_lab.notebook.timeline import items_of, round_end, timeline_svg
+from toolcall_lab.notebook.theme import article, e, plural, secs
+from toolcall_lab.notebook.timeline import NARROWEST, Panel, items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
 
@@ -112,11 +115,12 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.export = ExportBar(
             lambda: f"{self.trace.metadata.title} compare" if self.trace else "compare",
-            lambda: [(m, doc["rounds"]) for m, doc in self.results.items()],
+            self.panels,
             lambda: {
-                "summary": self.rows,
+                "summary": with_speedups(self.rows),
                 "calls": [row for m, doc in self.results.items() for row in calls_rows(doc, m)],
             },
+            what="this comparison",
         )
         controls = widgets.HBox(
             [self.mode_box, widgets.VBox([self.cap_box, self.rtt_box, self.round_box])],
@@ -194,7 +198,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def _round_options(self) -> None:
         rounds = self.trace.rounds if self.trace is not None else ()
-        options = [(f"round {r.round_index}: {len(r.tool_calls)} call(s)", r.round_index) for r in rounds]
+        options = [
+            (f"round {r.round_index}: {plural(len(r.tool_calls), 'call')}", r.round_index) for r in rounds
+        ]
         self.round_box.options = options
         self.round_box.value = options[0][1] if options else None
 
@@ -250,8 +256,8 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 except ToolcallLabError as exc:
                     failed[mode_name(mode)] = f"{type(exc).__name__}: {exc}"
                     continue
-                doc = Trace.from_run(result, self.trace.metadata).to_dict()
-                doc["metadata"].update(origin="replayed", replayed_from=origin, mode=mode_name(mode))
+                doc = Trace.from_run(result, replace(self.trace.metadata, origin="replayed")).to_dict()
+                doc["metadata"].update(replayed_from=origin, mode=mode_name(mode))
                 results[mode_name(mode)] = doc
                 row = run_rows(self.trace.metadata.title, result, self.trace)[0]
                 row["mode"] = mode_name(mode)
@@ -279,6 +285,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             default=1.0,
         )
         meta = self.trace.metadata
+        size = f"{plural(len(self.trace.rounds), 'round')}, {plural(self.trace.n_calls, 'call')}"
         failed = "".join(
             f"<div class='tcl-error'>⚠ {e(m)}: could not be replayed: {e(why)}</div>"
             for m, why in self.failed.items()
@@ -288,32 +295,27 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"<span><span class='tcl-badge tcl-badge-warn'>replayed</span> on the virtual clock from "
             f"{article(meta.origin)} {e(meta.origin)} trace</span>"
             f"<span>{e(timing_summary(self.trace.to_dict()))}"
-            f"</span><span>{len(self.trace.rounds)} rounds, {self.trace.n_calls} calls</span></div></div>"
+            f"</span><span>{size}</span></div></div>"
         )
         empty = "" if self.modes else "<div class='tcl-muted'>choose at least one mode</div>"
         self.summary.value = wrap(head + failed + empty + (summary_table(self.rows) if self.rows else ""))
         blocks: list[str] = []
         drawn: list[Any] = []
-        for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
-            items = items_of(doc["rounds"])
+        for panel in self.panels():
+            items = items_of(panel.rounds)
             drawn += items
-            why, state = comparable(row), run_state(row)
-            warn = f" · ⚠ ended {state}" if state else ""
-            warn += f" · ⚠ not comparable: {why}" if why else ""
-            notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
-            warn += "".join(f" · note: {n}" for n in notes)
+            warn = f" · ⚠ {panel.warning}" if panel.warning else ""
             blocks.append(
-                f"<div class='tcl-mode' data-mode='{e(mode)}'><b>{e(mode)}</b> <span class='tcl-muted'>"
-                f"{exact(doc['outcome']['wall_time_s'])} s · {row['upstream_calls']} model calls · "
-                f"{row['client_round_trips']} client round trips{e(warn)}</span>"
+                f"<div class='tcl-mode' data-mode='{e(panel.name)}'><b>{e(panel.name)}</b> "
+                f"<span class='tcl-muted'>{e(panel.caption)}{e(warn)}</span>"
                 + timeline_svg(
-                    doc["rounds"],
+                    panel.rounds,
                     start=0.0,
                     end=end,
                     highlight=self.selected_round,
                     legend=False,
-                    min_px=260,
-                    title=f"{meta.title}: {mode}, the whole run",
+                    min_px=NARROWEST,
+                    title=f"{meta.title}: {panel.name}, the whole run",
                     items=items,
                 )
                 + "</div>"
@@ -351,6 +353,16 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             f"<div class='tcl-grid-panels'>{''.join(panels)}</div>"
         )
         self.refresh_static()
+
+    def panels(self) -> list[Panel]:
+        """Each run as the view shows it (name, what it says beside it, its warning, its rounds):
+        what the timeline exports save, so they say what the view says."""
+        out = []
+        for row, (mode, doc) in zip(self.rows, self.results.items(), strict=True):
+            notes = sorted({n for r in doc["rounds"] for n in r.get("strategy_notes", ())})
+            caption, warning = run_caption(row, notes)
+            out.append(Panel(mode, doc["rounds"], caption, warning))
+        return out
 
     def static_html(self) -> str:
         if self.trace is None:

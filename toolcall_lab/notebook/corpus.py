@@ -15,21 +15,78 @@ from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, 
 from toolcall_lab.notebook.compare import CompareView, mode_name
 from toolcall_lab.notebook.html import comparable, fmt, table_html
 from toolcall_lab.notebook.loading import IMPORT_FIRST, TRACE, import_hint, kind_of
-from toolcall_lab.notebook.theme import e, middle
+from toolcall_lab.notebook.theme import e, middle, plural
 from toolcall_lab.records import MODES
 from toolcall_lab.trace import Trace
+
+IMPORT_REPORT = "import_report.txt"
+"""What `toolcall-lab import` writes beside the traces it imports: every issue of the import."""
 
 
 def not_read(folder: Path, read: set[Path]) -> list[tuple[str, str]]:
     """(path inside `folder`, what it is and how to import it) for every file `compare` is not
     given: anything but ``*.json`` (a ``.jsonl`` transcript, a ``.sse`` recording), hidden files
-    and folders aside."""
+    and folders aside, and the import's own report (`IMPORT_REPORT`: not data, see `reports`)."""
     out = []
     for f in sorted(folder.rglob("*")):
         rel = f.relative_to(folder)
         if f in read or not f.is_file() or any(part.startswith(".") for part in rel.parts):
             continue
+        if f.name == IMPORT_REPORT:
+            continue
         out.append((str(rel), import_hint(f, kind_of(f)) if f.stat().st_size else "an empty file"))
+    return out
+
+
+def reports(folder: Path) -> list[str]:
+    """The import reports in `folder` (`toolcall-lab import` writes one beside its traces)."""
+    return sorted(
+        str(f.relative_to(folder))
+        for f in folder.rglob(IMPORT_REPORT)
+        if not any(part.startswith(".") for part in f.relative_to(folder).parts)
+    )
+
+
+def mid_cut(name: str, tail: int = 22) -> str:
+    """A name whose start the page shrinks to an ellipsis when its cell is narrow, its last `tail`
+    characters always shown (the end tells names of one session apart)."""
+    tail = min(len(name), tail)
+    return (
+        f"<span class='tcl-mid'><span class='tcl-mid-a'>{e(name[:-tail] if tail < len(name) else '')}"
+        f"</span><span class='tcl-mid-b'>{e(name[-tail:])}</span></span>"
+    )
+
+
+class Names(dict[str, str]):
+    """Display names of a corpus's traces (full name -> shown), and the start they all share."""
+
+    common: str = ""
+
+
+SEPARATORS = "_-./ "
+
+
+def display_names(traces: Sequence[str], short: Any) -> Names:
+    """Each trace's name as lists and tables show it: the start every name shares (a session's, a
+    model's: ``claude-code_v1.0.98_sonnet-4_session-fe5e1c67_170calls_``) cut at a separator and
+    replaced by "…" (the last token they share stays, for context), so what tells them apart is what
+    is shown, at any width."""
+    shorts = {t: str(short(t)) for t in traces}
+    out = Names(shorts)
+    distinct = set(shorts.values())
+    if len(distinct) < 2:
+        return out
+    first, last = min(distinct), max(distinct)  # (the sorted extremes share what all share)
+    prefix = first[
+        : next((k for k, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first))
+    ]
+    shared = prefix.rstrip(SEPARATORS)  # the last whole token they share stays, for context
+    cut = max((shared.rfind(ch) for ch in SEPARATORS), default=-1) + 1
+    if cut < 16:
+        return out
+    out.common = prefix[:cut]
+    for t, name in shorts.items():
+        out[t] = "…" + name[cut:]
     return out
 
 
@@ -70,7 +127,9 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.folder_button = widgets.Button(description="compare folder")
         self._last_folder: tuple[str, float] = ("", 0.0)
         self.folder_button.on_click(guarded(self.errors, lambda _: self._load_folder(again=False)))
-        self.folder.observe(guarded(self.errors, lambda _: self._load_folder()), names=["value"])
+        self.folder.observe(guarded(self.errors, self._folder_typed), names=["value"])
+        self.folder.on_msg(guarded(self.errors, self._folder_message))  # Enter, the text unchanged
+        self._filling = False
         self.message = widgets.HTML()
         self.sort_box = widgets.Dropdown(description="sort by")
         self.order_box = widgets.ToggleButtons(options=[("descending", True), ("ascending", False)])
@@ -80,10 +139,8 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.picker = widgets.Select(description="open", layout=widgets.Layout(width="98%"))
         # keyboard: JupyterLab keeps the arrow keys of a list box for moving between cells, so a row
         # number (typed, Enter) and previous / next buttons open rows too
-        self.row_box = widgets.BoundedIntText(
+        self.row_box = widgets.IntText(
             value=0,
-            min=0,
-            max=0,
             description="row #",
             continuous_update=False,
             layout=widgets.Layout(width="180px"),
@@ -103,12 +160,15 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         )
         self.prev_button.on_click(guarded(self.errors, lambda _: self._step(-1)))
         self.next_button.on_click(guarded(self.errors, lambda _: self._step(1)))
+        self.row_message = widgets.HTML()
         self.detail = widgets.VBox()
         self.problems = widgets.HTML()
         self.export = ExportBar(
             lambda: f"corpus {self.source_label}",
-            lambda: self._panels(),
+            lambda: [],
             lambda: {"runs": self._records(), "errors": self._records("errors")},
+            what="the corpus table",
+            kinds=("csv",),  # the corpus has no timeline: an opened row's comparison has its own bar
         )
         controls = widgets.HBox(
             [self.sort_box, self.order_box, self.mode_box, self.page_box],
@@ -126,6 +186,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     [self.row_box, self.open_button, self.prev_button, self.next_button],
                     layout=widgets.Layout(flex_flow="row wrap"),
                 ),
+                self.row_message,
                 self.detail,
                 self.export,
                 self.errors,
@@ -148,6 +209,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.hints: dict[str, str] = {}
         """Per trace that failed to load because it is not a trace file: how to import it."""
         self.items: dict[str, Trace | Path] = {}
+        self._names: Names | None = None
         self.base: Path | None = None
         self.source_label = ""
         if source is not None:
@@ -161,6 +223,12 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         from toolcall_lab.trace_files import iter_trace_paths
 
         if isinstance(source, str | Path):
+            if str(self.folder.value) != str(source):  # the box shows what is compared
+                self._filling = True
+                try:
+                    self.folder.value = str(source)
+                finally:
+                    self._filling = False
             folder = Path(source).expanduser()
             if not folder.exists():
                 self.message.value = note(f"cannot compare {folder}: no such file or folder", error=True)
@@ -203,14 +271,25 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             kind = kind_of(path) if path.is_file() else TRACE
             if kind != TRACE:  # a recording, a transcript, any JSON: it has to be imported first
                 self.hints[str(trace)] = import_hint(path, kind)
-        n_bad = len(errors)
+        unread = errors[errors["mode"].isna()] if len(errors) else errors
+        failed_runs = len(errors) - len(unread)
+        n_ok = len(items) - len(unread)
         n_unread = len(self.not_read)
         self.message.value = note(
-            f"{len(items)} trace(s) × {len(self.modes_arg)} mode(s): {len(runs)} runs compared"
-            + (f"; {n_bad} could not be compared" if n_bad else "")
-            + (f"; {n_unread} file(s) of the folder not read (not *.json trace files)" if n_unread else "")
-            + (" (listed below)" if n_bad or n_unread else "")
+            f"{n_ok} of {plural(len(items), 'trace')} compared under {plural(len(self.modes_arg), 'mode')}: "
+            f"{plural(len(runs), 'run')}"
+            + (f"; {plural(len(unread), 'trace')} could not be read" if len(unread) else "")
+            + (f"; {plural(failed_runs, 'run')} failed" if failed_runs else "")
+            + (
+                f"; {plural(n_unread, 'file')} of the folder not read (not *.json trace files)"
+                if n_unread
+                else ""
+            )
+            + (" (listed below)" if len(errors) or n_unread else "")
         )
+        # names as the table shows them, from the traces compared (the start they all share cut)
+        self._names = display_names(sorted({str(t) for t in runs["trace"]}) if len(runs) else [], self.short)
+
         columns = list(runs.columns)
         self.sort_box.options = columns
         default = (
@@ -257,33 +336,69 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         columns = [c for c in PREFERRED if c in shown] + [c for c in shown.columns if c not in PREFERRED]
         records = shown.to_dict("records")
         arrow = "▼" if self.descending else "▲"
+        if len(runs):
+            head = (
+                f"{plural(len(runs), 'row')}, sorted by {e(self.sort_by)} {arrow}, page {page} of {pages}; "
+                "every column compare returned"
+            )
+        else:
+            head = "no runs to show"
+        common = self._names.common if self._names else ""
+        if common:
+            head += f"; every trace name begins {e(common)}… (cut here; hover a name for the whole path)"
         self.table.value = wrap(
-            f"<div class='tcl-muted'>{len(runs)} rows, sorted by {e(self.sort_by)} {arrow}, page {page} of "
-            f"{pages}; every column compare returned</div>"
-            + table_html(records, columns, index=list(shown.index), labels=self._labels())
+            f"<div class='tcl-muted'>{head}</div>"
+            + table_html(
+                records,
+                columns,
+                index=list(shown.index),
+                labels=self._labels(),
+                html_cells={"trace": self._name_cell, "title": lambda t: mid_cut(str(t))},
+            )
         )
-        self.row_box.max = max(int(self.comparison.runs.index.max()), 0) if len(self.comparison.runs) else 0
         self.picker.options = [
             (self._label(i, row), int(i)) for i, row in zip(shown.index, records, strict=True)
         ]
         self.picker.rows = min(8, max(2, len(records)))
         self.picker.value = None
-        errs = self.comparison.errors
-        hints = "".join(f"<li>{e(self.short(t))}: {e(h)}</li>" for t, h in self.hints.items())
-        problems = (
-            f"<b>could not compare {len(errs)}:</b>"
-            + table_html(errs.to_dict("records"), list(errs.columns), labels={"trace": self.cell})
-            + (
-                f"<div class='tcl-warn'>⚠ not trace files ({len(self.hints)}): {e(IMPORT_FIRST)}"
-                f"</div><ul class='tcl-notes'>{hints}</ul>"
-                if hints
-                else ""
-            )
-            if len(errs)
-            else ""
-        ) + self._not_read_html()
-        self.problems.value = wrap(problems) if problems else ""
+        self.problems.value = wrap(self._problems_html()) if self._problems_html() else ""
         self.refresh_static()
+
+    def _problems_html(self) -> str:
+        """Traces that could not be compared (each once, with what it is and how to bring it in when
+        it is not a trace file), runs that failed, the folder's files that are not traces, and the
+        import reports it holds."""
+        errs = self.comparison.errors if self.comparison is not None else None
+        out = ""
+        if errs is not None and len(errs):
+            rows = [
+                {**r, "what it is": self.hints.get(str(r.get("trace")), "")} if self.hints else r
+                for r in errs.to_dict("records")
+            ]
+            columns = [*errs.columns, *(["what it is"] if self.hints else [])]
+            out += (
+                f"<b>could not compare {plural(len(errs), 'row')}:</b>"
+                + table_html(rows, columns, labels={"trace": self.cell})
+                + (
+                    f"<div class='tcl-warn'>⚠ {len(self.hints)} of these "
+                    f"{'is not a trace file' if len(self.hints) == 1 else 'are not trace files'}: "
+                    f"{e(IMPORT_FIRST)}</div>"
+                    if self.hints
+                    else ""
+                )
+            )
+        out += self._not_read_html()
+        if self.base is not None and (found := reports(self.base)):
+            out += (
+                f"<div class='tcl-muted'>import report{'s' if len(found) != 1 else ''} in the folder (what "
+                f"each import left out or could not read; not data): {e(', '.join(found))}</div>"
+            )
+        return out
+
+    def _name_cell(self, trace: Any) -> str:
+        """A trace's name in a table cell: the part of the names they all share cut, and what is left
+        cut in the middle by the page when it is too narrow (the end stays: it tells traces apart)."""
+        return mid_cut(self._names.get(str(trace), self.short(trace)) if self._names else self.short(trace))
 
     def _not_read_html(self) -> str:
         """The folder's files that are not trace files (``*.json``): named, with what they look like
@@ -315,6 +430,17 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     def _labels(self) -> dict[str, Any]:
         return {"trace": self.cell, "title": lambda t: middle(str(t), 44) if isinstance(t, str) else fmt(t)}
 
+    def _folder_typed(self, change: Any) -> None:
+        if not self._filling:
+            self._load_folder()
+
+    def _folder_message(self, _: Any, content: dict[str, Any], buffers: Any = None) -> None:
+        """Enter in the folder box with its text unchanged: compare the folder again (files may have
+        been added); new text is compared by its change instead."""
+        if content.get("event") == "submit" and str(self.folder.value).strip() == self._last_folder[0]:
+            self._last_folder = ("", 0.0)
+            self._load_folder(again=False)
+
     def _load_folder(self, *, again: bool = True) -> None:
         text = str(self.folder.value).strip()
         if not text:
@@ -326,22 +452,41 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.load(text)
 
     def _open(self, index: int) -> None:
+        if self.comparison is None or index not in self.comparison.runs.index:
+            rows = self.comparison.runs.index if self.comparison is not None else []
+            where = (
+                f"the table's rows are #{min(rows)} to #{max(rows)}" if len(rows) else "the table has no rows"
+            )
+            self.row_message.value = note(f"no row #{index}: {where}", error=True)
+            return
         self.open_row(index)
 
     def _step(self, delta: int) -> None:
         """Open the row before or after the open one, in the order shown (sorted and filtered)."""
         order = [int(i) for i in self.rows().index]
         if not order:
+            self.row_message.value = note("no rows to open", error=True)
             return
-        at = order.index(self.selected) + delta if self.selected in order else 0
-        self.open_row(order[max(0, min(at, len(order) - 1))])
+        if self.selected not in order:
+            self.open_row(order[0])
+            return
+        at = order.index(self.selected) + delta
+        if not 0 <= at < len(order):
+            end = "last" if delta > 0 else "first"
+            self.row_message.value = note(f"row #{self.selected} is the {end} row in this order", error=True)
+            return
+        self.open_row(order[at])
 
     def _label(self, i: Any, row: dict[str, Any]) -> str:
+        """A row in the list: number and mode first, then the trace's name as it tells traces apart
+        (what they all share cut), its wall time and speedup (always two places)."""
         speed = row.get("speedup_vs_sequential")
-        speed_text = "not comparable" if comparable(row) else f"{fmt(speed)}x"
+        speed_text = "not comparable" if comparable(row) else f"{fmt(speed, 'speedup_vs_sequential')}x"
+        trace = str(row.get("trace"))
+        name = self._names.get(trace, self.short(trace)) if self._names else self.short(trace)
         return (
-            f"#{i} {str(row.get('title') or self.short(row.get('trace')))[:48]} · {row.get('mode')} · "
-            f"{fmt(row.get('wall_time_s'), 'wall_time_s')} s · {speed_text}"
+            f"#{i} {row.get('mode')} · {middle(name, 40)} · {fmt(row.get('wall_time_s'), 'wall_time_s')} s · "
+            f"{speed_text}"
         )
 
     def _picked(self, change: Any) -> None:
@@ -365,6 +510,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             view,
         ]
         self.selected = index
+        self.row_message.value = ""
         if self.row_box.value != index:
             self._syncing = True
             try:
@@ -375,15 +521,17 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         return view
 
     def _records(self, table: str = "runs") -> list[dict[str, Any]]:
+        """A table as the view shows it: a run that is not comparable has no speedup (its reason is
+        in ``not_comparable_why``), as in the table on screen."""
         if self.comparison is None:
             return []
-        return list(getattr(self.comparison, table).to_dict("records"))
-
-    def _panels(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        view = self.detail.children[-1] if self.detail.children else None
-        if isinstance(view, CompareView):
-            return [(m, d["rounds"]) for m, d in view.results.items()]
-        return []
+        rows = list(getattr(self.comparison, table).to_dict("records"))
+        if table == "runs":
+            rows = [
+                {k: (None if comparable(r) and str(k).startswith("speedup") else v) for k, v in r.items()}
+                for r in rows
+            ]
+        return rows
 
     def static_html(self) -> str:
         """The static copy (and `save_html`): every row of the table as sorted and filtered, not
@@ -394,10 +542,14 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         columns = [c for c in PREFERRED if c in runs] + [c for c in runs.columns if c not in PREFERRED]
         arrow = "▼" if self.descending else "▲"
         table = wrap(
-            f"<div class='tcl-muted'>all {len(runs)} rows, sorted by {e(self.sort_by)} {arrow}; every "
-            "column compare returned</div>"
+            f"<div class='tcl-muted'>all {plural(len(runs), 'row')}, sorted by {e(self.sort_by)} {arrow}; "
+            "every column compare returned</div>"
             + table_html(
-                runs.to_dict("records"), columns, index=list(runs.index), labels={"trace": self.cell}
+                runs.to_dict("records"),
+                columns,
+                index=list(runs.index),
+                labels=self._labels(),
+                html_cells={"trace": self._name_cell, "title": lambda t: mid_cut(str(t))},
             )
         )
         return wrap(self.message.value + table + self.problems.value)

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 from toolcall_lab._unicode import LONE_SURROGATE, escape
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.notebook.theme import CSS, e
-from toolcall_lab.notebook.timeline import paired, timeline_file
+from toolcall_lab.notebook.timeline import PanelLike, as_panel, paired, timeline_file
 
-Panels = Sequence[tuple[str, Sequence[dict[str, Any]]]]
+Panels = Sequence[PanelLike]
 STEM_CHARS = 60
 
 
@@ -120,7 +120,7 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
 
 
 def _check(panels: Panels) -> None:
-    if not any(rounds for _, rounds in panels):
+    if not any(as_panel(p).rounds for p in panels):
         raise UsageError("nothing to save: the view shows no rounds")
 
 

@@ -13,8 +13,19 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolcall_lab.notebook.theme import CSS, ORIGIN_NOTE, article, e, exact, secs, status_badge, status_style
-from toolcall_lab.notebook.timeline import paired, round_end, timeline_svg, ttfc_text
+from toolcall_lab.notebook.theme import (
+    CSS,
+    ORIGIN_NOTE,
+    SUMMARY,
+    article,
+    e,
+    exact,
+    plural,
+    secs,
+    status_badge,
+    status_style,
+)
+from toolcall_lab.notebook.timeline import NARROWEST, paired, round_end, timeline_svg, ttfc_text
 
 __all__ = [
     "CSS",
@@ -95,12 +106,23 @@ def tool_names(r: dict[str, Any], limit: int = 4) -> str:
     return ", ".join(parts[:limit]) + (f", +{len(parts) - limit} more" if len(parts) > limit else "")
 
 
-def round_title(r: dict[str, Any]) -> str:
+def mode_evidenced(doc: Mapping[str, Any]) -> str | None:
+    """The mode the trace says it ran under (its metadata), or None when it does not say: an import
+    whose source shows no batch's timing leaves it empty, and its rounds' own ``mode`` is only the
+    loop's default, not evidence."""
+    mode = (doc.get("metadata") or {}).get("mode")
+    return str(mode) if mode else None
+
+
+def round_title(r: dict[str, Any], *, mode: bool = True) -> str:
+    """`Round 2 · parallel · 3 calls: get_weather, … · 1.80 s · ok`; `mode=False` leaves the round's
+    mode out (a trace that does not evidence one)."""
     n = len(r["tool_calls"])
     kind = " (final, no tools)" if r.get("final") else ""
     calls = f"{n} call{'s' if n != 1 else ''}: {tool_names(r)}" if n else "no calls"
+    shown = r.get("mode") if mode else ""
     return (
-        f"Round {r['round_index']}{kind} · {r['mode'] + ' · ' if r.get('mode') else ''}{calls} · "
+        f"Round {r['round_index']}{kind} · {shown + ' · ' if shown else ''}{calls} · "
         f"{secs(round_duration(r))} · "
         f"{round_status(r)}"
     )
@@ -111,7 +133,7 @@ def _result_block(text: str) -> str:
         return f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text)}</div>"
     return (
         f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text[:PREVIEW])}… <details>"
-        f"<summary>full result ({len(text):,} characters)</summary><pre>{e(text)}</pre></details></div>"
+        f"{SUMMARY}full result ({len(text):,} characters)</summary><pre>{e(text)}</pre></details></div>"
     )
 
 
@@ -202,7 +224,7 @@ def request_html(r: dict[str, Any], previous: dict[str, Any] | None) -> str:
         f"{'' if offered else ' · tools not offered'}"
     )
     body = "".join(message_html(m) for m in new) or "<span class='tcl-muted'>(no messages recorded)</span>"
-    return f"<details class='tcl-request'><summary>{e(summary)}</summary>{body}</details>"
+    return f"<details class='tcl-request'>{SUMMARY}{e(summary)}</summary>{body}</details>"
 
 
 def reasoning_text(r: dict[str, Any]) -> str:
@@ -240,7 +262,7 @@ def findings_block(items: Sequence[str], *, open_: bool = False) -> str:
     """Rendered finding items (`finding_li`) in their folding block."""
     n = len(items)
     return (
-        f"<details class='tcl-findings'{' open' if open_ else ''}><summary>⚠ {n} finding"
+        f"<details class='tcl-findings'{' open' if open_ else ''}>{SUMMARY}⚠ {n} finding"
         f"{'s' if n != 1 else ''} while parsing</summary><ul>{''.join(items)}</ul></details>"
     )
 
@@ -264,15 +286,41 @@ def chunks_text(resp: dict[str, Any]) -> str:
     return f"{n} chunk{'s' if n != 1 else ''}" + (f" ({known[timing]})" if timing in known else "")
 
 
+def _count(usage: Mapping[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _usage_text(usage: Mapping[str, Any] | None) -> str:
+    """Token usage in words: the prompt (with what of it was read from or written to a cache, and
+    what was not: Anthropic's ``input_tokens`` are the uncached part), the completion, the total."""
     if not usage:
         return ""
-    keys = [
-        k
-        for k in ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens", "total_tokens")
-        if isinstance(usage.get(k), int)
-    ]
-    return ", ".join(f"{k.replace('_tokens', '')} {usage[k]:,}" for k in keys)
+    prompt, uncached = _count(usage, "prompt_tokens"), _count(usage, "input_tokens")
+    read, written = _count(usage, "cache_read_input_tokens"), _count(usage, "cache_creation_input_tokens")
+    cached = bool(read or written)
+    parts = []
+    cache = ", ".join(
+        x
+        for x in (
+            f"{read:,} read from cache" if read else "",
+            f"{written:,} written to cache" if written else "",
+            f"{uncached:,} uncached" if uncached is not None and cached else "",
+        )
+        if x
+    )
+    if prompt is not None:
+        parts.append(f"prompt {prompt:,}" + (f" ({cache})" if cache else ""))
+    elif uncached is not None:
+        parts.append(f"input {uncached:,}" + (f" uncached ({cache})" if cached else ""))
+    completion = _count(usage, "completion_tokens")
+    output = _count(usage, "output_tokens")
+    if completion is not None or output is not None:
+        parts.append(f"completion {completion if completion is not None else output:,}")
+    total = _count(usage, "total_tokens")
+    if total is not None:
+        parts.append(f"total {total:,}")
+    return ", ".join(parts)
 
 
 def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, Any] | None = None) -> str:
@@ -297,7 +345,7 @@ def message_tree(r: dict[str, Any], *, raw: bool = False, previous: dict[str, An
     reasoning = reasoning_text(r)
     if reasoning:
         parts.append(
-            f"<details><summary>reasoning ({len(reasoning):,} characters)</summary><pre>{e(reasoning)}</pre>"
+            f"<details>{SUMMARY}reasoning ({len(reasoning):,} characters)</summary><pre>{e(reasoning)}</pre>"
             "</details>"
         )
     content = _content(msg)
@@ -322,17 +370,19 @@ def round_html(
     previous: dict[str, Any] | None = None,
     span: float | None = None,
     table: bool = True,
+    mode: bool = True,
 ) -> str:
     """One round's panel: title (optional, e.g. when an accordion shows it), message tree, timeline
     (with its bars as a table, for keyboards and screen readers).
 
     `span`: seconds the timeline covers from the round's start (share it across rounds or modes so
-    bars compare; a round of ~0 s is then a sliver, not a full-width bar).
+    bars compare; a round of ~0 s is then a sliver, not a full-width bar). `mode`: the title names the
+    round's mode (False for a trace that does not evidence one).
     """
-    heading = f"<div class='tcl-round-title'>{e(round_title(r))}</div>" if title else ""
+    heading = f"<div class='tcl-round-title'>{e(round_title(r, mode=mode))}</div>" if title else ""
     start = float(r["response"]["started_at"])
     end = start + max(span or 0.0, round_duration(r), 1e-3)
-    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=200, table=table)
+    tl = timeline_svg([r], start=start, end=end, relative=True, min_px=NARROWEST, table=table)
     return (
         f"<div class='tcl-round' data-round='{r['round_index']}'>{heading}"
         f"{message_tree(r, raw=raw, previous=previous)}{tl}</div>"
@@ -341,13 +391,17 @@ def round_html(
 
 def round_spans(rounds: Sequence[dict[str, Any]], *, shared: bool = False) -> list[float]:
     """Seconds each round's timeline covers. Shared: the longest round's, so bars compare across
-    rounds. Otherwise each round's own, but at least a twentieth of the longest, so a short round
-    of a long session stays readable and a ~0 s round is still a sliver, not a full-width bar."""
+    rounds. Otherwise each round's own (a 4.4 s round fills its width), but at least a hundredth of
+    the longest, so a ~0 s round is still a sliver, not a full-width bar."""
     durations = [round_duration(r) for r in rounds]
     longest = max(durations, default=0.0)
     if shared:
         return [longest] * len(rounds)
-    return [max(d, longest / 20) for d in durations]
+    return [max(d, longest * SLIVER) for d in durations]
+
+
+SLIVER = 0.01
+"""The least a round's own time scale covers, as a share of the longest round's."""
 
 
 COVERS_WORDS = {"upper_bound": "an upper bound, not only the run", "wait": "a wait, no tool ran"}
@@ -410,7 +464,7 @@ def header_html(doc: dict[str, Any]) -> str:
             if isinstance(v, int) and not isinstance(v, bool):
                 usage[k] = usage.get(k, 0) + v
     first = next((t for t in (ttfc_text(r["response"]) for r in rounds) if t), None)
-    modes = sorted({r["mode"] for r in rounds})
+    mode = mode_evidenced(doc)
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
     status = f"{outcome['status']} / {outcome['reason']}"
     bad = outcome["status"] not in ("completed",)
@@ -420,8 +474,11 @@ def header_html(doc: dict[str, Any]) -> str:
         f"origin: {e(origin)}</span><span class='tcl-muted'>{e(origin_note)}</span>",
         f"model <b>{e(model) if model else '(not recorded)'}</b>"
         + (f" via {e(meta['provider'])}" if meta.get("provider") else ""),
-        f"mode <b>{e(', '.join(modes) or meta.get('mode') or '?')}</b>",
-        f"<b>{len(rounds)}</b> rounds, <b>{n_calls}</b> calls",
+        f"mode <b>{e(mode)}</b>"
+        if mode
+        else "<span title='the trace does not say how its calls were run (no batch with a recorded start "
+        "and end)'>mode <b>not evidenced</b></span>",
+        f"<b>{plural(len(rounds), 'round')}</b>, <b>{plural(n_calls, 'call')}</b>",
         f"wall <b>{exact(outcome['wall_time_s'])} s</b>",
         f"outcome <b>{'⚠ ' if bad else '✔ '}{e(status)}</b>",
         e(timing_summary(doc)),
@@ -458,10 +515,14 @@ def prompt_html(doc: dict[str, Any]) -> str:
             f"<li><b>{e(fn.get('name'))}</b>({e(', '.join(params))}) "
             f"<span class='tcl-muted'>{e((fn.get('description') or '').strip()[:200])}</span></li>"
         )
+    said = (
+        f"{plural(len(initial), 'initial message')} ({e(roles)})"
+        if initial
+        else "no initial messages recorded"
+    )
     return (
-        f"<details class='tcl-prompt' open><summary>prompt: {len(initial)} initial message"
-        f"{'s' if len(initial) != 1 else ''} ({e(roles)})</summary>{msgs}</details>"
-        f"<details class='tcl-tools'><summary>{len(tools)} tool{'s' if len(tools) != 1 else ''} offered: "
+        f"<details class='tcl-prompt' open>{SUMMARY}prompt: {said}</summary>{msgs}</details>"
+        f"<details class='tcl-tools'>{SUMMARY}{len(tools)} tool{'s' if len(tools) != 1 else ''} offered: "
         f"{e(', '.join(str((t.get('function') or t).get('name')) for t in tools[:8]))}"
         f"{' …' if len(tools) > 8 else ''}</summary><ul>{''.join(rows)}</ul></details>"
     )
@@ -479,13 +540,14 @@ def trace_html(
         if len(rounds) < len(doc["rounds"])
         else ""
     )
+    known = mode_evidenced(doc) is not None
     panels = "".join(
-        round_html(r, raw=raw, previous=doc["rounds"][i - 1] if i else None, span=spans[i])
+        round_html(r, raw=raw, previous=doc["rounds"][i - 1] if i else None, span=spans[i], mode=known)
         for i, r in enumerate(rounds)
     )
     return (
         f"<div class='tcl tcl-trace'>{CSS}{header_html(doc)}{prompt_html(doc)}"
-        f"{timeline_svg(doc['rounds'], min_px=260)}{panels}{more}</div>"
+        f"{timeline_svg(doc['rounds'], min_px=NARROWEST)}{panels}{more}</div>"
     )
 
 
@@ -515,13 +577,39 @@ def run_state(row: Mapping[str, Any]) -> str:
     return f"{status} / {reason}" if isinstance(reason, str) and reason else status
 
 
+def run_caption(row: Mapping[str, Any], notes: Sequence[str] = ()) -> tuple[str, str]:
+    """What a view says beside a run, and its exports with it: wall time, model calls, client round
+    trips and the strategy's notes; and the warning when the run did not end normally or cannot be
+    compared ("" when neither)."""
+    caption = (
+        f"{exact(row['wall_time_s'])} s · {plural(int(row['upstream_calls']), 'model call')} · "
+        f"{plural(int(row['client_round_trips']), 'client round trip')}"
+    )
+    caption += "".join(f" · note: {n}" for n in notes)
+    why, state = comparable(row), run_state(row)
+    warning = " · ".join(
+        x for x in (f"ended {state}" if state else "", f"not comparable: {why}" if why else "") if x
+    )
+    return caption, warning
+
+
+def with_speedups(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with the speedup over sequential a summary shows: sequential's wall time over the
+    run's, for comparable runs only (None for the others, whose reason is in `not_comparable_why`)."""
+    seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
+    out = []
+    for r in rows:
+        speed = seq / r["wall_time_s"] if seq and r["wall_time_s"] and not comparable(r) else None
+        out.append({**r, "speedup_vs_sequential": speed})
+    return out
+
+
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
     """Per-mode wall time, speedup, model calls and client round trips, and the tool time that ran
     while the model was still streaming (eager strategies; the column only when any did); a run that
     is not comparable (skipped calls, cut off, its strategy failed) is marked and gets no speedup, a
     run that did not end normally says its status and reason. Narrow enough for a 1280 px page: the
     headers wrap, the reasons are notes under the table (every column: the view's `rows`)."""
-    seq = next((r["wall_time_s"] for r in rows if r["mode"] == "sequential" and not comparable(r)), None)
     streamed = any(r.get("stream_overlap_s") for r in rows)
     heads = [
         ("mode", "the mode or strategy, and how its run ended when not normally"),
@@ -539,13 +627,13 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
         for k, (h, tip) in enumerate(heads)
     )
     body, notes = [], []
-    for r in rows:
+    for r in with_speedups(rows):
         why, state = comparable(r), run_state(r)
         if why:
             notes.append(f"<li><b>{e(r['mode'])}</b>: ⚠ not comparable ({e(why)})</li>")
             speed = f"<span title='{e(why)}'>⚠ not comparable</span>"
-        elif seq and r["wall_time_s"]:
-            speed = f"{seq / r['wall_time_s']:.2f}x"
+        elif r["speedup_vs_sequential"] is not None:
+            speed = f"{r['speedup_vs_sequential']:.2f}x"
         else:
             speed = "—"
         mode = e(r["mode"]) + (
@@ -573,10 +661,12 @@ def table_html(
     *,
     index: Sequence[int] | None = None,
     labels: Mapping[str, Callable[[Any], str]] | None = None,
+    html_cells: Mapping[str, Callable[[Any], str]] | None = None,
 ) -> str:
     """Any table (e.g. whatever `compare` returns), values rounded for reading, rows that cannot be
     compared marked instead of a speedup, long text cut by the page (full text in its tooltip).
-    `labels` maps a column to how its values are shown (e.g. a path as its file name)."""
+    `labels` maps a column to how its values are shown (e.g. a path as its file name); `html_cells`
+    to the markup of its cells (escaped by the caller; the whole value is the tooltip)."""
     head = "".join(
         f"<th class='tcl-left'>{e(c)}</th>" for c in ["#", *columns] if index is not None or c != "#"
     )
@@ -588,6 +678,9 @@ def table_html(
             value = row.get(c)
             if why and c.startswith("speedup"):
                 cells.append(f"<td class='tcl-left'>⚠ not comparable ({e(why)})</td>")
+                continue
+            if html_cells and c in html_cells:
+                cells.append(f"<td class='tcl-left tcl-name' title='{e(value)}'>{html_cells[c](value)}</td>")
                 continue
             text = labels[c](value) if labels and c in labels else fmt(value, c)
             if isinstance(value, str):

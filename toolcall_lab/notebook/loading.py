@@ -15,12 +15,12 @@ import json
 import re
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from toolcall_lab.exceptions import ToolcallLabError, TraceError
-from toolcall_lab.notebook.theme import e
+from toolcall_lab.notebook.theme import SUMMARY, e
 from toolcall_lab.trace import Trace
 
 TRACE = "trace"
@@ -153,30 +153,63 @@ def _top_level_keys(text: str) -> tuple[list[str], bool]:
         return keys, False
 
 
+_TRACE_START = re.compile(r'\s*\{\s*"(initial_messages|metadata)"\s*:')
+"""How a trace file begins (its keys are written sorted: ``initial_messages`` first, ``metadata``
+first in a trace without initial messages)."""
+
+
 def _is_trace(p: Path, head: str, whole: bool) -> bool:
     """Whether `p` is a trace file, judged by its top-level keys (``schema_version`` and ``rounds``,
     nothing a trace does not have). A trace's keys are written sorted, so ``schema_version`` follows
-    the rounds: when the head ends inside a trace-like object, the whole file is read."""
+    the rounds: when the head ends inside a trace-like object, the whole file is read. A file that
+    begins as a trace does and ends before its object is closed is a trace cut short (the trace
+    reader says where)."""
     keys, done = _top_level_keys(head)
     if not done and not whole and set(keys) <= TRACE_KEYS:
         text = p.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff")
         keys, done = _top_level_keys(text)
+    if not done and set(keys) <= TRACE_KEYS and _TRACE_START.match(head):
+        return True  # cut short: read as a trace, whose error names the line
     return {"schema_version", "rounds"} <= set(keys) and set(keys) <= TRACE_KEYS
 
 
+def what_it_is(raw: bytes) -> str | None:
+    """What a file's first bytes are when no kind could read them (not text, plain text), or None
+    when they look like something a kind reads (JSON, an event stream, a YAML cassette)."""
+    if b"\x00" in raw[:4096]:
+        return "binary data (NUL bytes), not text"
+    try:
+        text = raw[:4096].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(raw[:4096]) - 4:  # (not just a character cut by the end of the block)
+            return f"not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x})"
+        text = raw[: exc.start].decode("utf-8")
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if not stripped:
+        return "only whitespace"
+    if stripped[:1] in "{[" or stripped.startswith(("data:", "event:", "id:", "retry:", ":")):
+        return None
+    if stripped.startswith(("interactions:", "---")) or "\ninteractions:" in stripped:
+        return None
+    first = stripped.splitlines()[0][:60]
+    return f"plain text, not JSON, JSON lines, an event stream or a YAML cassette (it begins {first!r})"
+
+
 def detect(path: str | Path) -> list[str]:
-    """Kinds that could read `path`, most likely first (a look at the content: the first 256 KB, and
-    the top-level keys of a JSON object that may be a trace, however long; the file name's ending
-    only where the content cannot tell)."""
+    """Kinds that could read `path`, most likely first, from its content (the first 256 KB, and the
+    top-level keys of a JSON object that may be a trace, however long; the file name's ending only
+    where the content cannot tell); none for content no kind reads (`what_it_is` says what it is)."""
     p = Path(path)
     if p.is_dir():
         return _detect_folder(p)
     with p.open("rb") as fh:
         raw = fh.read(HEAD_BYTES)
         whole = not fh.read(1)
+    if what_it_is(raw) is not None:
+        return []
     head = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
     if head.lstrip()[:1] == "{" and _is_trace(p, head, whole):
-        return [TRACE, *[k for k in _sniff_json(head) if k != TRACE]]
+        return [TRACE]  # a trace file: the trace reader's error is the one that says what is wrong
     name = p.name.lower()
     if name.endswith((".sse", ".yaml", ".yml", ".chunks.jsonl")):
         return ["recording"]
@@ -205,7 +238,7 @@ def _detect_folder(folder: Path) -> list[str]:
     vote only when nothing else does."""
     files = _folder_files(folder)
     readable = [f for f in files if f.suffix.lower() in ACCEPT.split(",")] or files
-    votes = Counter(detect(f)[0] for f in readable)
+    votes = Counter(kinds[0] for f in readable if (kinds := detect(f)))
     if not votes:
         raise TraceError(f"{folder}: a folder with no readable files")
     return [k for k, _ in votes.most_common()]
@@ -229,7 +262,8 @@ def kind_of(path: Path) -> str | None:
     from toolcall_lab.importers._files import looks_like
 
     try:
-        return TRACE if detect(path)[0] == TRACE else looks_like(path)
+        found = detect(path)
+        return TRACE if found[:1] == [TRACE] else (looks_like(path) if found else None)
     except OSError:
         return None
 
@@ -334,6 +368,13 @@ def open_source(path: str | Path, kind: str = DETECT) -> Opened:
         raise TraceError(f"unknown kind {kind!r}: choose {', '.join(k for k, _ in kinds())}")
     try:
         candidates = detect(p) if kind == DETECT else [kind]
+        if not candidates:
+            with p.open("rb") as fh:
+                what = what_it_is(fh.read(HEAD_BYTES)) or "content no kind recognises"
+            raise TraceError(
+                f"{p}: no kind reads this file: it is {what}; open a trace file, a recording or a "
+                "transcript, or choose its kind if you know it"
+            )
     except OSError as exc:
         raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
     tried: list[str] = []
@@ -356,6 +397,8 @@ def open_source(path: str | Path, kind: str = DETECT) -> Opened:
         tried.append(f"as {candidate}: no traces in it")
     if kind != DETECT:
         raise TraceError(f"{p}: {'; '.join(tried)}")
+    if candidates == [TRACE]:  # its content says trace file: the trace reader's error is the one
+        raise TraceError(f"{p}: a trace file that does not load: {tried[0].removeprefix('as trace: ')}")
     raise TraceError(
         f"{p}: no importer could read it ({'; '.join(tried)}); choose a kind if the detection was wrong"
     )
@@ -368,7 +411,8 @@ def open_traces(path: str | Path, kind: str = DETECT) -> list[Trace]:
 
 def open_upload(name: str, content: bytes, kind: str = DETECT) -> Opened:
     """Uploaded bytes (a FileUpload value), read through a temporary file of the same name so the
-    same detection applies; messages name the upload, not the temporary file."""
+    same detection applies; messages, the traces' sources and the report name the upload, never
+    the temporary file (it is gone once the upload is read)."""
     with tempfile.TemporaryDirectory(prefix="toolcall-lab-upload-") as folder:
         target = Path(folder) / Path(name).name
         target.write_bytes(content)
@@ -376,12 +420,29 @@ def open_upload(name: str, content: bytes, kind: str = DETECT) -> Opened:
             opened = open_source(target, kind)
         except TraceError as exc:
             raise TraceError(str(exc).replace(str(target), name)) from None
+
+        def named(text: str) -> str:
+            return text.replace(str(target), name).replace(folder, "(upload)")
+
+        traces = [
+            replace(
+                t,
+                metadata=replace(
+                    t.metadata, source=named(t.metadata.source or name), notes=named(t.metadata.notes)
+                ),
+            )
+            for t in opened.traces
+        ]
+        report = opened.report
+        if report is not None:
+            issues = tuple(replace(i, where=named(i.where), what=named(i.what)) for i in report.issues)
+            report = replace(report, source=named(report.source), issues=issues)
         return Opened(
-            traces=opened.traces,
+            traces=traces,
             source=name,
             kind=opened.kind,
-            report=opened.report,
-            left_out=opened.left_out,
+            report=report,
+            left_out=tuple(named(x) for x in opened.left_out),
         )
 
 
@@ -431,6 +492,6 @@ def report_html(opened: Opened) -> str:
     if not body:
         return f"<div class='tcl-report'>{summary}</div>"
     return (
-        f"<div class='tcl-report'><details{' open' if cls else ''}><summary>{summary} · "
+        f"<div class='tcl-report'><details{' open' if cls else ''}>{SUMMARY}{summary} · "
         f"{len(r.issues)} issue{'s' if len(r.issues) != 1 else ''}</summary>{body}</details></div>"
     )

@@ -1,7 +1,10 @@
 """Stepping through a streamed response in the page, in output that grows with the stream, not its square.
 
-Each step shows one chunk's delta, the calls assembled so far with what this chunk appended
-marked, and the findings up to that point (the last step: after `finish()`). Instead of one
+Each step is one line the parser read (a chunk, the ``[DONE]`` marker, data it could not read): what
+it says, the calls assembled so far with what it appended marked, and the findings up to that point;
+the last step is the response as the parser gives it (`finish()`), with the findings `toolcall-lab
+parse` reports. The steps come from the parser's own reading (`read_stream` watches
+`iter_stream_responses`), never from a second reader. Instead of one
 pre-rendered frame per chunk (each repeating every call's arguments so far), the page gets the
 stream once, as per-step edits (text appended to a call's field, or a field set), and a few lines
 of inline script rebuild any step from them, so a static export (nbconvert HTML, saved widget
@@ -12,22 +15,24 @@ way (the one shown before any script runs, and what the tests compare the script
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from toolcall_lab.exceptions import ProviderStreamError
-from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator
-from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
-from toolcall_lab.formats.openai_responses import ResponsesStreamAccumulator
+from toolcall_lab.exceptions import UsageError
+from toolcall_lab.formats.base import StreamAccumulator
+from toolcall_lab.formats.dispatch import iter_stream_responses, try_detect
+from toolcall_lab.formats.sse import DONE, Unreadable
+from toolcall_lab.messages import Finding, ParsedResponse
 from toolcall_lab.notebook.html import finding_li, findings_block
-from toolcall_lab.notebook.theme import CSS, e
+from toolcall_lab.notebook.theme import CSS, SUMMARY, e, plural
 
 Snapshot = dict[int, dict[int, dict[str, Any]]]
 Key = tuple[int, int]
 Op = tuple[int, int, str, str, str]
 """(choice, index, field, 'a' to append | 's' to set, text)."""
-FIELDS = ("id", "name", "arguments")
+FIELDS = ("id", "name", "arguments", "state")
+"""A call's fields; ``state`` is set by the last step only (the parser's verdict: complete or not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +60,7 @@ class _State:
         new: list[Key] = []
         for ci, idx, name, mode, text in step.ops:
             key = (ci, idx)
-            call = self.calls.setdefault(key, {"id": "", "name": "", "arguments": ""})
+            call = self.calls.setdefault(key, {"id": "", "name": "", "arguments": "", "state": ""})
             if key not in self.rows and key not in new:
                 new.append(key)
             call[name] = call[name] + text if mode == "a" else text
@@ -108,104 +113,290 @@ def _diff(before: _State, snap: Snapshot, found: list[int], note: str = "") -> S
     )
 
 
+StepKind = Literal["chunk", "done", "unreadable", "end"]
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of the stream as the parser read it: a payload (a chunk), the ``[DONE]`` marker, or
+    data it could not read (its text, and why)."""
+
+    kind: Literal["chunk", "done", "unreadable"]
+    line: int | None = None
+    """Where in the file (None for chunks handed in as a list)."""
+    chunk: dict[str, Any] | None = None
+    text: str = ""
+    """What the line says: ``data: [DONE]``, or the text of the line that could not be read."""
+    error: str = ""
+    """Why the parser could not read it."""
+    after: int | None = None
+    """For ``[DONE]``: the line of the payload before it (the reader does not number markers)."""
+
+
+def _plain_calls(response: ParsedResponse) -> Snapshot:
+    """A parsed response's calls, keyed as the accumulators' snapshots are (choice, call index)."""
+    out: Snapshot = {}
+    for c in response.choices:
+        calls = c.tool_calls
+        keys = [t.index for t in calls]
+        if len(set(keys)) < len(keys):  # indexes reused: by position
+            keys = list(range(len(calls)))
+        out[c.index] = {
+            k: {"id": t.tool_call_id, "name": t.name, "arguments": t.arguments, "state": _verdict(t.complete)}
+            for k, t in zip(keys, calls, strict=True)
+        }
+    return {ci: calls for ci, calls in out.items() if calls or ci == 0}
+
+
+def _verdict(complete: bool) -> str:
+    return "✔ complete" if complete else "⚠ incomplete: never run"
+
+
+def _so_far(acc: StreamAccumulator) -> list[Finding]:
+    """What the accumulator has found so far: its findings, and what the calls in progress will be
+    reported for when they are finished (a repeated id or name, a split name...), from the parser's
+    own rules, so a finding shows at the chunk the parser learned it."""
+    out = list(acc.findings)
+    for call in acc.pending_calls():
+        if call.quirky:
+            where = {
+                "chunk_index": call.first_chunk,
+                "choice_index": call.choice_index,
+                "call_index": call.index,
+            }
+            call._quirks(call.tool_call_id or f"call {call.index}", call.name or "", out, where)
+    return out
+
+
+@runtime_checkable
+class Snapshots(Protocol):
+    """An accumulator that shows the calls it is assembling (every streaming accumulator does)."""
+
+    def snapshot(self) -> Snapshot: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """The reading after one item: which response it is in, its calls and findings so far."""
+
+    response: int
+    calls: Snapshot
+    findings: tuple[Finding, ...]
+    reading: bool
+    """A response is being read (an accumulator is open)."""
+    held: bool = False
+    """A response has ended (at ``[DONE]`` or an error) and the next has not begun."""
+    ended_by: str | None = None
+    """The error a response just ended with (a provider error), when one did."""
+
+
+WIRE = ("openai-chat", "anthropic", "openai-responses")
+
+
+def _detected(items: Sequence[Any]) -> str:
+    return next((str(f) for c in items if type(c) is dict and (f := try_detect(c))), "openai-chat")
+
+
+def read_stream(
+    items: Sequence[Any], *, lines: Sequence[int] | None = None, fmt: str | None = None, batch: int = 0
+) -> list[StreamStates]:
+    """A stream as the parser reads it, one `StreamStates` per response it holds: every item (a
+    payload, ``[DONE]``, unreadable data, a framing finding) goes through `iter_stream_responses`,
+    the reader `toolcall-lab parse` uses, which is watched before each item; each response's last
+    step is the response that reader gives, with its findings. `lines`: the file line of each
+    payload (a recording's `Exchange.lines`)."""
+    where = [0]
+    seen: list[_Seen] = []
+    received: list[ParsedResponse] = []
+
+    def watch(acc: StreamAccumulator | None, last: ParsedResponse | None, notes: Sequence[Finding]) -> None:
+        if acc is not None:
+            assert isinstance(acc, Snapshots)
+            seen.append(
+                _Seen(acc.batch - batch, _plain_snapshot(acc.snapshot()), (*notes, *_so_far(acc)), True)
+            )
+        elif last is not None:
+            calls, found = _plain_calls(last), (*last.findings, *notes)
+            seen.append(_Seen(len(received), calls, found, False, True, last.error))
+        else:
+            seen.append(_Seen(len(received), {}, tuple(notes), False))
+
+    payload_lines = iter(lines or ())
+
+    def fed() -> Iterator[Any]:
+        for item in items:
+            if type(item) is dict and lines is not None:
+                where[0] = next(payload_lines, 0)
+            yield item
+
+    wire = cast(Any, fmt if fmt in WIRE else None)
+    for response in iter_stream_responses(
+        fed(), fmt=wire, batch=batch, errors="keep", where=where, watch=watch
+    ):
+        received.append(response)
+    steps: dict[int, list[tuple[Line, _Seen]]] = {}
+    payloads = iter(lines or ())
+    last_line: int | None = None
+    for k, item in enumerate(items):
+        after = seen[k + 1]
+        if type(item) is dict:
+            line = Line("chunk", next(payloads, None) if lines is not None else None, chunk=item)
+            index, last_line = after.response, line.line
+        elif item is DONE:
+            line, index = Line("done", text="data: [DONE]", after=last_line), after.response
+        elif type(item) is Unreadable:
+            error = item.error
+            line = Line(
+                "unreadable",
+                getattr(error, "line_number", None),
+                text=getattr(error, "line", ""),
+                error=str(error),
+            )
+            # outside a response it marks the next one (after a response that ended: the one after it)
+            index = after.response + (not after.reading and after.held)
+        else:
+            continue  # a framing finding: shown from the next step on, as the reader reports it
+        index = min(max(index, 0), len(received) - 1)
+        steps.setdefault(index, []).append((line, after))
+    out = []
+    for j, response in enumerate(received):
+        base = response.format.removesuffix("-stream")
+        fmt_j = base if base in WIRE else (fmt or _detected(items))
+        out.append(StreamStates.of(steps.get(j, []), response, fmt_j, last_piece=j == len(received) - 1))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class StreamStates:
-    """The stream as steps: step ``i < len(chunks)`` is the state after chunk ``i``, the last one
-    after ``finish()``. A provider error stops the parser where it came (its finding says so);
-    later chunks are shown, marked as not read."""
+    """One response of a stream as steps: one per line the parser read for it (a chunk, the
+    ``[DONE]`` marker, unreadable data), each the reading after it, then the response as the parser
+    gives it (what `toolcall-lab parse` reports). A provider error ends the response where it came
+    (its finding says so); unreadable data marks it failed and reading goes on."""
 
     format: str
-    chunks: tuple[dict[str, Any], ...]
+    lines: tuple[Line, ...]
     steps: tuple[Step, ...]
     findings: tuple[dict[str, Any], ...]
     """Every distinct finding, in the order first seen (steps refer to them by position)."""
+    response: ParsedResponse | None = None
+    """The response as the parser gives it (the last step)."""
     error: str | None = None
     finish_note: str = "end of stream: finish() ran"
     """What `finish()` did, only what happened (how many calls it finalised, which got fallback ids)."""
     last_label: str = ""
     """The last step's heading: after the last chunk, or after the provider error that ended it."""
+    labels: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def chunks(self) -> tuple[dict[str, Any], ...]:
+        """The payloads of this response, in order."""
+        return tuple(line.chunk for line in self.lines if line.chunk is not None)
 
     @classmethod
-    def build(
-        cls, chunks: Sequence[dict[str, Any]], fmt: str = "openai-chat", batch: int = 0
+    def build(cls, chunks: Sequence[dict[str, Any]], fmt: str | None = None, batch: int = 0) -> StreamStates:
+        """The steps of one response's chunks (see `read_stream` for a stream of several).
+
+        Raises:
+            UsageError: the chunks hold several responses.
+        """
+        pieces = read_stream(list(chunks), fmt=fmt, batch=batch)
+        if len(pieces) != 1:
+            raise UsageError(
+                f"the chunks hold {len(pieces)} responses; read_stream(chunks) gives the steps of each"
+            )
+        return pieces[0]
+
+    @classmethod
+    def of(
+        cls, read: Sequence[tuple[Line, _Seen]], response: ParsedResponse, fmt: str, *, last_piece: bool
     ) -> StreamStates:
-        acc: ChatCompletionAccumulator | AnthropicStreamAccumulator | ResponsesStreamAccumulator
-        if fmt == "anthropic":
-            acc = AnthropicStreamAccumulator(batch=batch)
-        elif fmt == "openai-responses":
-            acc = ResponsesStreamAccumulator(batch=batch)
-        else:
-            acc = ChatCompletionAccumulator(batch=batch)
         seen: dict[str, int] = {}
         unique: list[dict[str, Any]] = []
 
-        def ids(found: Sequence[dict[str, Any]]) -> list[int]:
+        def ids(found: Sequence[Finding]) -> list[int]:
             out = []
             for f in found:
-                key = json.dumps(f, sort_keys=True, default=str)
+                d = f.to_dict()
+                key = json.dumps(d, sort_keys=True, default=str)
                 if key not in seen:
                     seen[key] = len(unique)
-                    unique.append(f)
-                out.append(seen[key])
+                    unique.append(d)
+                if seen[key] not in out:
+                    out.append(seen[key])
             return out
 
-        state, steps, error, error_at = _State(), [], None, 0
-        extra: list[dict[str, Any]] = []
-        for k, chunk in enumerate(chunks):
+        state, steps, labels, notes = _State(), [], [], []
+        n = sum(1 for line, _ in read if line.kind == "chunk")
+        k = 0
+        error_at: int | None = None
+        unreadable_at: int | None = None
+        for line, after in read:
             note = ""
-            if error is None:
-                try:
-                    acc.feed(chunk)
-                except ProviderStreamError as exc:
-                    error, error_at = str(exc), k
-                    note = f"the provider reported an error here; the parser stops: {exc.provider_message}"
-                    if not any(f.kind == "provider_error" for f in acc.findings):
-                        extra.append({"kind": "provider_error", "severity": "error", "message": error})
+            if line.kind == "chunk":
+                label = f"chunk {k} of {n} (0-based)" + (f", line {line.line}" if line.line else "")
+                if after.ended_by is not None and error_at is None:
+                    error_at = k
+                    note = "the provider reported an error here; the parser ends this response: "
+                    note += after.ended_by
+                k += 1
+            elif line.kind == "done":
+                label = "[DONE]" + (f" (after line {line.after})" if line.after else "") + ": the end marker"
+                note = "the end marker: the parser finishes the response here (finish() runs)"
             else:
-                note = "after the provider error: not read by the parser"
-            found = ids([*(f.to_dict() for f in acc.findings), *extra])
-            step = _diff(state, _plain_snapshot(acc.snapshot()), found, note)
+                label = f"line {line.line}: unreadable data" if line.line else "unreadable data"
+                note = (
+                    f"the parser cannot read this line ({line.error}); the response it falls in is marked "
+                    "failed and its calls incomplete; reading goes on"
+                )
+                if unreadable_at is None:
+                    unreadable_at = line.line or 0
+            step = _diff(state, after.calls, ids(after.findings), note)
             state.apply(step)
             steps.append(step)
-        try:
-            final = acc.finish()
-            snap: Snapshot = {
-                c.index: {
-                    idx: {"id": t.tool_call_id, "name": t.name, "arguments": t.arguments}
-                    for idx, t in enumerate(c.tool_calls)
-                }
-                for c in final.choices
-            }
-            found = ids([*(f.to_dict() for f in final.findings), *extra])
-            note = ""
-        except ProviderStreamError as exc:  # a reader that raises again at the end: keep what was read
-            snap, found = state.snapshot(), ids([*(f.to_dict() for f in acc.findings), *extra])
-            note = f"finish() raised: {exc}"
+            labels.append(label)
+            notes.append(note)
         streamed = state.snapshot()
-        steps.append(_diff(state, _plain_snapshot(snap), found, note))
-        n = len(chunks)
-        if error is None:
-            last = f"after the last chunk: finish() ({n} chunks)"
-            told = _finish_note(streamed, _plain_snapshot(snap))
-        else:  # the stream did not end: the provider's error ended it, and the parser stopped there
-            last = f"after the provider error at chunk {error_at}: finish() ({n} chunks)"
-            told = _broken_note(error_at, _plain_snapshot(snap))
+        final = _plain_calls(response)
+        steps.append(_diff(state, final, ids(response.findings), ""))
+        s = "" if n == 1 else "s"
+        if error_at is not None:
+            last = f"after the provider error at chunk {error_at}: finish() ({n} chunk{s})"
+            told = _broken_note(error_at, final)
+        elif unreadable_at is not None:
+            where = f" at line {unreadable_at}" if unreadable_at else ""
+            last = f"after the unreadable data{where}: finish() ({n} chunk{s})"
+            told = (
+                f"the stream holds data the parser could not read{where}: the response is marked failed "
+                f"({response.error}) and its calls incomplete"
+            )
+        else:
+            last = f"after the last chunk: finish() ({n} chunk{s})"
+            told = _finish_note(streamed, final)
+        ended = read[-1][0].kind if read else ""
+        if ended == "done":
+            told += "; the response ended at [DONE]"
+        elif not last_piece and error_at is None:
+            told += "; the next response began after it"
+        told += "; the findings are the ones `toolcall-lab parse` reports for this response"
         return cls(
             format=fmt,
-            chunks=tuple(chunks),
+            lines=tuple(line for line, _ in read),
             steps=tuple(steps),
             findings=tuple(unique),
-            error=error,
+            response=response,
+            error=response.error,
             finish_note=told,
             last_label=last,
+            labels=(*labels, last),
+            notes=tuple(notes),
         )
 
     def label(self, i: int) -> str:
         """Step `i`'s heading."""
-        n = len(self.chunks)
-        if i < n:
-            return f"chunk {i} of {n} (0-based)"
-        return self.last_label or f"after the last chunk: finish() ({n} chunks)"
+        if self.labels:
+            return self.labels[min(i, len(self.labels) - 1)]
+        return self.last_label
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -226,14 +417,25 @@ class StreamStates:
         """The findings after step `i`."""
         return [self.findings[k] for k in self._states(i)[1].found]
 
+    def said(self, i: int) -> str:
+        """What the line of step `i` says: a chunk's delta, the marker or the unreadable text."""
+        line = self.lines[i]
+        if line.chunk is not None:
+            return delta_of(line.chunk, self.format)
+        return line.text
+
     def data(self) -> str:
-        """The stream for the page's script: per step the delta text, the chunk as shown, the edits."""
+        """The stream for the page's script: per step its heading, what its line says, the whole
+        chunk, the edits."""
         items = []
         for i, step in enumerate(self.steps):
-            item: dict[str, Any] = {"o": step.ops}
-            if i < len(self.chunks):
-                item["d"] = delta_of(self.chunks[i], self.format)
-                item["c"] = json.dumps(self.chunks[i], indent=1, ensure_ascii=False, default=str)
+            item: dict[str, Any] = {"o": step.ops, "t": self.label(i)}
+            if i < len(self.lines):
+                line = self.lines[i]
+                item["d"] = self.said(i)
+                item["k"] = line.kind
+                if line.chunk is not None:
+                    item["c"] = json.dumps(line.chunk, indent=1, ensure_ascii=False, default=str)
             if step.rows is not None:
                 item["r"] = step.rows
             if step.found is not None:
@@ -242,14 +444,29 @@ class StreamStates:
                 item["x"] = step.note
             items.append(item)
         found = [finding_li(f) for f in self.findings]
-        last = self.label(len(self.chunks))
-        return json.dumps({"s": items, "F": found, "e": self.finish_note, "l": last}, ensure_ascii=False)
+        return json.dumps({"s": items, "F": found, "e": self.finish_note}, ensure_ascii=False)
+
+    def counts(self) -> str:
+        """``12 chunks, 1 [DONE] line, 1 unreadable line``: what the steps are."""
+        n = sum(1 for line in self.lines if line.kind == "chunk")
+        parts = [f"{n} chunk{'s' if n != 1 else ''}"]
+        done = sum(1 for line in self.lines if line.kind == "done")
+        bad = sum(1 for line in self.lines if line.kind == "unreadable")
+        if done:
+            parts.append(f"{done} [DONE] line{'s' if done != 1 else ''}")
+        if bad:
+            parts.append(f"{bad} unreadable line{'s' if bad != 1 else ''}")
+        return ", ".join(parts)
 
 
 def _broken_note(at: int, final: Snapshot) -> str:
     """What the last step holds when a provider error ended the stream at chunk `at`."""
     n = sum(len(per) for per in final.values())
-    kept = f"{n} call(s) (a call whose arguments are not complete is never run)" if n else "no tool calls"
+    kept = (
+        f"{plural(n, 'call')} (a call whose arguments are not complete is never run)"
+        if n
+        else "no tool calls"
+    )
     return (
         f"the stream did not end normally: the provider reported an error at chunk {at} and the parser "
         f"stopped there; finish() kept what had been read: {kept}"
@@ -266,7 +483,7 @@ def _finish_note(streamed: Snapshot, final: Snapshot) -> str:
         for ci, idx, c in calls
         if c.get("id") and not (streamed.get(ci, {}).get(idx) or {}).get("id")
     ]
-    text = f"end of stream: finish() finalised {len(calls)} call(s)"
+    text = f"end of stream: finish() finalised {plural(len(calls), 'call')}"
     if made_up:
         text += f"; {len(made_up)} arrived without an id and got a fallback id ({', '.join(made_up)})"
     else:
@@ -307,44 +524,56 @@ def _changed(before: str | None, after: str | None) -> str:
     return f"<mark class='tcl-added' title='changed by this chunk'>{e(a)}</mark>"
 
 
+JUDGED = "<th class='tcl-left'>parsed as</th>"
+
+
 def calls_table(now: Snapshot, before: Snapshot | None, *, final: bool = False) -> str:
     rows = []
+    judged = any(c.get("state") for calls in now.values() for c in calls.values())
     for ci, calls in now.items():
         for idx, c in calls.items():
             old: dict[str, Any] = (before or {}).get(ci, {}).get(idx) or {}
             new = not old and before is not None
             tr = " class='tcl-new-call'" if new else ""
             mark = " <mark class='tcl-added'>new</mark>" if new else ""
+            state = f"<td class='tcl-left'>{e(c.get('state', ''))}</td>" if judged else ""
             rows.append(
                 f"<tr{tr}><td>{ci}</td><td>{idx}{mark}</td>"
-                f"<td class='tcl-left'>{_changed(old.get('id'), c['id'])}</td>"
+                f"<td class='tcl-left tcl-call-id'>{_changed(old.get('id'), c['id'])}</td>"
                 f"<td class='tcl-left'>{_changed(old.get('name'), c['name'])}</td>"
-                f"<td class='tcl-left'><code>{_changed(old.get('arguments'), c['arguments'])}</code>"
-                "</td></tr>"
+                f"<td class='tcl-left tcl-call-args'><code>"
+                f"{_changed(old.get('arguments'), c['arguments'])}</code></td>{state}</tr>"
             )
     if not rows:
         return f"<div class='tcl-muted'>{'no tool calls' if final else 'no tool calls yet'}</div>"
     return (
         "<div class='tcl-scroll'><table class='tcl-table tcl-calls-so-far'><tr><th>choice</th><th>index</th>"
-        "<th class='tcl-left'>id</th><th class='tcl-left'>name</th><th class='tcl-left'>arguments</th></tr>"
-        f"{''.join(rows)}</table></div>"
+        "<th class='tcl-left'>id</th><th class='tcl-left'>name</th><th class='tcl-left'>arguments</th>"
+        f"{JUDGED if judged else ''}</tr>{''.join(rows)}</table></div>"
     )
 
 
 def frame_html(states: StreamStates, i: int) -> str:
-    """Step `i`: what the chunk says, the calls so far (appended text marked), the findings so far."""
-    n = len(states.chunks)
+    """Step `i`: what its line says (a chunk's delta, the marker, unreadable text), the calls so far
+    (appended text marked), the findings so far; the last step: the response as the parser gives it."""
+    n = len(states.lines)
     before, now = states._states(i)
+    label = states.label(i)
     if i < n:
-        label = states.label(i)
-        delta = (
-            f"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>"
-            f"{e(delta_of(states.chunks[i], states.format))}</pre><details><summary>whole chunk</summary>"
-            f"<pre>{e(json.dumps(states.chunks[i], indent=1, ensure_ascii=False, default=str))}</pre>"
-            "</details>"
-        )
+        line = states.lines[i]
+        if line.chunk is not None:
+            delta = (
+                f"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>"
+                f"{e(states.said(i))}</pre><details>{SUMMARY}whole chunk</summary>"
+                f"<pre>{e(json.dumps(line.chunk, indent=1, ensure_ascii=False, default=str))}</pre>"
+                "</details>"
+            )
+        else:
+            delta = (
+                f"<div class='tcl-muted'>what this line says</div><pre class='tcl-chunk-delta'>"
+                f"{e(states.said(i))}</pre>"
+            )
     else:
-        label = states.label(i)
         delta = f"<div class='tcl-muted'>{e(states.finish_note)}</div>"
     note = states.steps[i].note
     note_html = f"<div class='tcl-warn'>{e(note)}</div>" if note else ""
@@ -373,10 +602,11 @@ _JS = (
     "L=D.s.length-1,n=L;"
     "function E(x){return String(x).replace(/&/g,'&amp;').replace(/</g,'&lt;').replace(/>/g,'&gt;')"
     ".replace(/\"/g,'&quot;').replace(/'/g,'&#x27;')}"
-    "function cp(S){var c={};for(var k in S.c){var o=S.c[k];c[k]={id:o.id,name:o.name,arguments:o.arguments}}"
+    "function cp(S){var c={};for(var k in S.c){var o=S.c[k];c[k]={id:o.id,name:o.name,arguments:o.arguments,"
+    "state:o.state}}"
     "return{c:c,r:S.r.slice(),f:S.f.slice()}}"
     "function ap(S,st){var nw=[];st.o.forEach(function(o){var k=o[0]+','+o[1],c=S.c[k];"
-    "if(!c){c=S.c[k]={id:'',name:'',arguments:''}}if(S.r.indexOf(k)<0&&nw.indexOf(k)<0)nw.push(k);"
+    "if(!c){c=S.c[k]={id:'',name:'',arguments:'',state:''}}if(S.r.indexOf(k)<0&&nw.indexOf(k)<0)nw.push(k);"
     "c[o[2]]=o[3]=='a'?c[o[2]]+o[4]:o[4]});"
     "S.r=st.r?st.r.map(function(x){return x[0]+','+x[1]}):S.r.concat(nw);"
     "if(st.f)S.f=st.f.slice()}"
@@ -385,25 +615,29 @@ _JS = (
     "+E(a.slice(b.length))"
     "+'</mark>';return \"<mark class='tcl-added' title='changed by this chunk'>\"+E(a)+'</mark>'}"
     "function tb(P,C,k){if(!C.r.length)return \"<div class='tcl-muted'>no tool calls\"+(k<n?' yet':'')"
-    "+'</div>';"
+    "+'</div>';var J=C.r.some(function(k){return C.c[k].state});"
     "var h=C.r.map(function(k){var c=C.c[k],o=P&&P.r.indexOf(k)>=0?P.c[k]:{},w=P&&P.r.indexOf(k)<0,"
     "q=k.split(',');return '<tr'+(w?\" class='tcl-new-call'\":'')+'><td>'+q[0]+'</td><td>'+q[1]"
-    "+(w?\" <mark class='tcl-added'>new</mark>\":'')+\"</td><td class='tcl-left'>\"+ch(o.id,c.id)"
-    "+\"</td><td class='tcl-left'>\"+ch(o.name,c.name)+\"</td><td class='tcl-left'><code>\""
-    "+ch(o.arguments,c.arguments)+'</code></td></tr>'}).join('');"
+    "+(w?\" <mark class='tcl-added'>new</mark>\":'')+\"</td><td class='tcl-left tcl-call-id'>\"+ch(o.id,c.id)"
+    "+\"</td><td class='tcl-left'>\"+ch(o.name,c.name)+\"</td><td class='tcl-left tcl-call-args'><code>\""
+    "+ch(o.arguments,c.arguments)+'</code></td>'+(J?\"<td class='tcl-left'>\"+E(c.state||'')+'</td>':'')"
+    "+'</tr>'}).join('');"
     "return \"<div class='tcl-scroll'><table class='tcl-table tcl-calls-so-far'><tr><th>choice</th>"
     "<th>index</th><th class='tcl-left'>id</th><th class='tcl-left'>name</th><th class='tcl-left'>"
-    "arguments</th></tr>\"+h+'</table></div>'}"
+    "arguments</th>\"+(J?\"<th class='tcl-left'>parsed as</th>\":'')+'</tr>'+h+'</table></div>'}"
     "function fd(P,C,k){var m=C.f.length;if(!m)return \"<div class='tcl-muted'>\"+(k<n?'no findings yet'"
     ":'no findings: a clean stream')+'</div>';var w=m-(P?P.f.length:0);"
-    "return \"<details class='tcl-findings' open><summary>⚠ \"+m+' finding'+(m!=1?'s':'')+' while parsing'"
+    "return \"<details class='tcl-findings' open>"
+    + SUMMARY
+    + "⚠ \"+m+' finding'+(m!=1?'s':'')+' while parsing'"
     "+'</summary><ul>'+C.f.map(function(i){return D.F[i]}).join('')+'</ul></details>'"
     "+(w>0?\"<div><mark class='tcl-added'>\"+w+' new at this step</mark></div>':'')}"
     "function go(k){k=Math.max(0,Math.min(L,k));if(T.j>k-1){T.j=-1;T.S={c:{},r:[],f:[]}}"
     "while(T.j<k-1){T.j++;ap(T.S,D.s[T.j])}var P=k>0?T.S:null,C=cp(T.S),st=D.s[k];ap(C,st);"
-    "var lab=k<n?'chunk '+k+' of '+n+' (0-based)':D.l,"
-    "dl=k<n?\"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>\"+E(st.d)"
-    "+'</pre><details><summary>whole chunk</summary><pre>'+E(st.c)+'</pre></details>'"
+    "var lab=st.t,"
+    "dl=k<n?(st.k=='chunk'?\"<div class='tcl-muted'>what this chunk says</div><pre class='tcl-chunk-delta'>\""
+    "+E(st.d)+'</pre><details>" + SUMMARY + "whole chunk</summary><pre>'+E(st.c)+'</pre></details>'"
+    ":\"<div class='tcl-muted'>what this line says</div><pre class='tcl-chunk-delta'>\"+E(st.d)+'</pre>')"
     ":\"<div class='tcl-muted'>\"+E(D.e)+'</div>';"
     "r.querySelector('.tcl-frame').innerHTML=\"<div class='tcl-frame-label'><b>\"+E(lab)+'</b></div>'+dl"
     "+(st.x?\"<div class='tcl-warn'>\"+E(st.x)+'</div>':'')+'<div><b>calls so far</b></div>'+tb(P,C,k)"
@@ -452,14 +686,12 @@ def stepper_html(states: StreamStates, step: int = 0, *, data: str | None = None
         + f'<input type="range" min="0" max="{last}" value="{step}" aria-label="chunk" '
         'data-lm-suppress-shortcuts="true">' + f"<span class='tcl-step-of'>{step} / {last}</span></div>"
     )
-    error = (
-        f"<div class='tcl-warn'>⚠ the stream ends in a provider error: {e(states.error)}</div>"
-        if states.error
-        else ""
-    )
+    unreadable = any(line.kind == "unreadable" for line in states.lines)
+    what = "holds data the parser could not read" if unreadable else "ends in a provider error"
+    error = f"<div class='tcl-warn'>⚠ the stream {what}: {e(states.error)}</div>" if states.error else ""
     return (
         f"<div class='tcl tcl-stepper' data-step='{step}' data-format='{e(states.format)}'>{CSS}"
-        f"<div class='tcl-muted'>{e(states.format)} stream, {len(states.chunks)} chunks: step through them "
+        f"<div class='tcl-muted'>{e(states.format)} stream, {e(states.counts())}: step through them "
         f"with the buttons, the slider or the arrow keys</div>{error}{controls}"
         f"<textarea class='tcl-steps' hidden aria-hidden='true' readonly>{e(data or states.data())}"
         f"</textarea><div class='tcl-frame' data-frame='{step}' aria-live='polite'>"

@@ -33,12 +33,16 @@ STATUS: dict[str, StatusStyle] = {
     "duplicate": StatusStyle("❏", "duplicate (answered with a note)", "#6b7280"),
     "cancelled": StatusStyle("■", "cancelled", "#7e57c2"),
     "skipped": StatusStyle("↷", "skipped (not executed, no tool message)", "#8a8f98", "#111111"),
+    "withheld": StatusStyle("◌", "withheld (ran; its result kept from the model)", "#5b6475"),
+    "not_recorded": StatusStyle("∅", "result not recorded (the imported source does not hold it)", "#6b6f76"),
 }
 UNKNOWN_STATUS = StatusStyle("•", "other", "#6b7280")
 MODEL = StatusStyle("▬", "model call", "#3b6bb0")
 TRIP = StatusStyle("↔", "client round trip (serialized proxy)", "#a67c00", "#111111")
 WAIT = StatusStyle("┈", "waiting for a slot (recorded queueing)", "#8a8f98")
 SKIPPED_STROKE = "#8a8f98"
+WARN = "#b45309"
+"""Warnings where no theme colour is at hand (a saved file, a figure): readable on white."""
 BAND = "#1f6feb"
 """The selected round's shading (behind the bars, so every bar keeps its colour)."""
 PROVENANCE_NOTE = {
@@ -54,6 +58,10 @@ ORIGIN_NOTE = {
     "replayed": "a replay of a trace under some mode (each number says where it comes from)",
 }
 
+
+SUMMARY = "<summary data-lm-suppress-shortcuts>"
+"""A `<details>` element's summary: reached with Tab and opened with Enter or Space, also in
+JupyterLab, whose notebook shortcuts (Enter: edit the cell) stop at an element marked so."""
 
 NOISE_S = 1e-9
 """Seconds below this are float noise (3.55e-15 from a subtraction), not a duration: shown as 0."""
@@ -86,6 +94,11 @@ def exact(value: float, sep: str = "") -> str:
         return f"{value:{sep}.3f}"
     places = 2 - math.floor(math.log10(v))
     return f"{value:.{places}f}" if places <= 9 else f"{value:.3g}"
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """``1 round``, ``2 rounds``: a count with its noun in the right form."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def middle(text: str, limit: int) -> str:
@@ -141,7 +154,8 @@ CSS = """<style>
  border-radius:4px;white-space:pre-wrap;word-break:break-word;max-height:18em;overflow:auto}
 .tcl details>summary{cursor:pointer;color:var(--tcl-fg2)}
 .tcl .tcl-muted{color:var(--tcl-fg2)}
-.tcl .tcl-head{margin:2px 0 6px 0}.tcl .tcl-title{font-weight:600;font-size:14px}
+.tcl .tcl-head{margin:2px 0 6px 0}.tcl .tcl-title{font-weight:600;font-size:14px;overflow-wrap:anywhere}
+.tcl .tcl-facts>span,.tcl .tcl-mode>b,.tcl .tcl-panel>b{overflow-wrap:anywhere;min-width:0}
 .tcl .tcl-facts{display:flex;flex-wrap:wrap;gap:2px 14px;color:var(--tcl-fg2)}
 .tcl .tcl-facts b{color:var(--tcl-fg);font-weight:600}
 .tcl .tcl-icon{display:inline-block;min-width:1.4em;text-align:center;border-radius:3px;
@@ -152,6 +166,14 @@ CSS = """<style>
 .tcl .tcl-round{border:1px solid var(--tcl-border);border-radius:6px;margin:6px 0;padding:6px 10px;
  background:var(--tcl-bg)}
 .tcl .tcl-round-title{font-weight:600;margin-bottom:4px}
+/* a trace view's round panels: a details element each (Tab reaches the title, Enter opens it) */
+.tcl details.tcl-round-panel{border:1px solid var(--tcl-border);border-radius:6px;margin:3px 0;
+ background:var(--tcl-bg)}
+.tcl details.tcl-round-panel>summary{padding:4px 8px;color:var(--tcl-fg);background:var(--tcl-bg1);
+ border-radius:6px;overflow-wrap:anywhere}
+.tcl details.tcl-round-panel>summary .tcl-round-title{margin:0}
+.tcl details.tcl-round-panel>.tcl-round{border:none;margin:0}
+.tcl summary:focus-visible{outline:2px solid var(--tcl-accent);outline-offset:1px}
 .tcl .tcl-msg{margin:3px 0;padding:2px 0}.tcl .tcl-role{font-weight:600;color:var(--tcl-fg2);margin-right:6px}
 .tcl .tcl-calls{list-style:none;margin:4px 0 4px 10px;padding:0}
 .tcl .tcl-call{border-left:4px solid var(--tcl-border);padding:3px 8px;margin:4px 0;background:var(--tcl-bg1)}
@@ -202,6 +224,11 @@ CSS = """<style>
 .tcl .tcl-grid-panels>div{min-width:0}
 .tcl pre.tcl-chunk-delta{background:var(--tcl-mark);color:var(--tcl-mark-fg);border-radius:2px}
 .tcl .tcl-added{background:var(--tcl-mark);color:var(--tcl-mark-fg);font-weight:600}
+/* the stepper's calls: a long id wraps in a narrow column, the arguments take the rest and wrap */
+.tcl table.tcl-calls-so-far{width:100%}
+.tcl .tcl-calls-so-far td.tcl-call-id{white-space:normal;overflow-wrap:anywhere;max-width:12em;min-width:6em}
+.tcl .tcl-calls-so-far td.tcl-call-args{white-space:normal;width:60%}
+.tcl .tcl-calls-so-far td.tcl-call-args code{white-space:pre-wrap;overflow-wrap:anywhere}
 .tcl .tcl-controls{display:flex;flex-wrap:wrap;align-items:center;gap:6px;margin:4px 0}
 .tcl .tcl-controls button{font:inherit;color:var(--tcl-fg);background:var(--tcl-bg1);
  border:1px solid var(--tcl-border);border-radius:4px;padding:2px 10px;cursor:pointer}
@@ -212,6 +239,14 @@ CSS = """<style>
 .tcl .tcl-warn{color:var(--jp-warn-color1,#b45309)}
 .tcl .tcl-report{margin:2px 0 4px;font-size:12px}.tcl .tcl-report ul{margin:2px 0 2px 18px;padding:0}
 .tcl .tcl-table td.tcl-long{max-width:22em;overflow:hidden;text-overflow:ellipsis}
+/* a name cut in the middle by the page: its start shrinks to an ellipsis, its end (what tells names
+   apart) always shows, at any width */
+.tcl .tcl-table td.tcl-name{max-width:18em}
+@media (max-width:1000px){.tcl .tcl-table td.tcl-name{max-width:10em}}
+.tcl .tcl-mid{display:inline-flex;max-width:100%;min-width:0;vertical-align:bottom}
+.tcl .tcl-mid-a{flex:0 1 auto;min-width:1.2em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.tcl .tcl-mid-a:empty{min-width:0}
+.tcl .tcl-mid-b{flex:0 0 auto;white-space:nowrap}
 .tcl details.tcl-bars>summary{font-size:12px}
 /* forced colours (Windows high contrast): the browser swaps every colour for the user's system
    colours, but not an SVG's fills, so a timeline's text would stay dark on the forced black page,

@@ -28,8 +28,10 @@ from toolcall_lab.notebook.theme import (
     SVG_FILE_STYLE,
     TRIP,
     WAIT,
+    WARN,
     e,
     exact,
+    plural,
     secs,
     status_style,
 )
@@ -39,6 +41,9 @@ BAR = 14
 AXIS = 18
 CHAR_PX = 6.4
 """Average width of a character of the 11 px font, for lane names and the legend of a saved file."""
+NARROWEST = 200
+"""The narrowest plot the views lay labels out for: an 800 px window with JupyterLab's file browser
+open leaves an output area of about 350 px, lane names take up to about 100, a panel's padding 20."""
 RANGES = (0, 420, 560, 840, 1120)
 """Container widths (px) from which labels are laid out again (CSS container queries in theme.CSS)."""
 
@@ -126,7 +131,7 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
     for r in rounds:
         resp, index = r["response"], r["round_index"]
         latency = resp["ended_at"] - resp["started_at"]
-        kind = "final answer" if not r["tool_calls"] else f"{len(r['tool_calls'])} call(s)"
+        kind = "final answer" if not r["tool_calls"] else plural(len(r["tool_calls"]), "call")
         first = ttfc_text(resp)
         out.append(
             Item(
@@ -434,18 +439,32 @@ def _texts(lane: Sequence[Item]) -> list[list[tuple[str, float]]]:
     ]
 
 
-def _lane_at(
-    lane: Sequence[Item], texts: Sequence[Sequence[tuple[str, float]]], axis: Axis, px: float
-) -> dict[int, tuple[Placement, float, float]]:
+class _Lane:
+    """One lane's bars, sorted, with what every width's layout shares: each bar's candidate labels
+    and their widths, and its extent as fractions of the plot (`drawn_px` at a width of 1; the
+    minimum widths are the axis's, so a layout at any width only scales them)."""
+
+    def __init__(self, lane: list[Item], axis: Axis) -> None:
+        lane.sort(key=lambda i: (i.t0, i.t1))
+        self.items = lane
+        self.texts = _texts(lane)
+        self.spans = [drawn_px(it, axis, 1.0) for it in lane]
+        self.order = sorted(range(len(lane)), key=lambda j: self.spans[j][0])
+        reach: list[float] = []  # running max of x1 over `order`
+        for j in self.order:
+            reach.append(max(reach[-1], self.spans[j][1]) if reach else self.spans[j][1])
+        self.reach = reach
+
+
+def _lane_at(lane: _Lane, px: float) -> dict[int, tuple[Placement, float, float]]:
     """Labels of one lane in a plot `px` wide, left to right: each the first of full label inside,
     beside (right, left), short label inside, beside, that keeps `GAP` from every other bar and label
     on the lane and stays in the plot; else none. Returns id → (placement, x0, x1 of the text)."""
-    ext = [drawn_px(it, axis, px) for it in lane]
-    order = sorted(range(len(lane)), key=lambda j: ext[j][0])
+    texts, order = lane.texts, lane.order
+    ext = [(a * px, b * px) for a, b in lane.spans]
     x0s = [ext[j][0] for j in order]
-    reach: list[float] = []  # running max of x1 over `order`
-    for j in order:
-        reach.append(max(reach[-1], ext[j][1]) if reach else ext[j][1])
+    reach = [r * px for r in lane.reach]
+    items = lane.items
     starts: list[float] = []  # placed labels, never overlapping: sorted by start and by end
     ends: list[float] = []
 
@@ -462,7 +481,7 @@ def _lane_at(
         return i > 0 and ends[i - 1] > a - GAP
 
     out: dict[int, tuple[Placement, float, float]] = {}
-    for k, it in enumerate(lane):
+    for k, it in enumerate(items):
         if it.kind not in ("model", "tool"):
             continue
         x0, x1 = ext[k]  # where `_label_svg` anchors the text: the bar as drawn
@@ -507,13 +526,12 @@ def lay_out(items: Sequence[Item], axis: Axis, widths: Sequence[float]) -> dict[
     for it in items:
         by_lane.setdefault(it.lane, []).append(it)
     out: dict[int, list[Placement]] = {id(it): [] for it in items if it.kind in ("model", "tool")}
-    for lane in by_lane.values():
-        lane.sort(key=lambda i: (i.t0, i.t1))
+    for bars in by_lane.values():
+        lane = _Lane(bars, axis)
         done: dict[float, dict[int, tuple[Placement, float, float]]] = {}
-        texts = _texts(lane)
         for px in widths:
             if px not in done:
-                done[px] = _lane_at(lane, texts, axis, px)
+                done[px] = _lane_at(lane, px)
             for key, (placed, _, _) in done[px].items():
                 out[key].append(placed)
     return out
@@ -526,9 +544,8 @@ def label_boxes(items: Sequence[Item], axis: Axis, px: float) -> list[tuple[int,
     for it in items:
         by_lane.setdefault(it.lane, []).append(it)
     boxes = []
-    for lane_no, lane in by_lane.items():
-        lane.sort(key=lambda i: (i.t0, i.t1))
-        for placed, a, b in _lane_at(lane, _texts(lane), axis, px).values():
+    for lane_no, bars in by_lane.items():
+        for placed, a, b in _lane_at(_Lane(bars, axis), px).values():
             if placed is not None:
                 boxes.append((lane_no, a, b, placed[0]))
     return boxes
@@ -691,7 +708,8 @@ def timeline_svg(
     lanes = "".join(f"<div class='tcl-lane' title='{e(tip)}'>{e(name)}</div>" for name, tip in names)
     n_calls = sum(len(r["tool_calls"]) for r in rounds)
     summary = title or (
-        f"Timeline of {len(rounds)} round(s), {n_calls} tool call(s), {exact(t0)} to {exact(t1)} s"
+        f"Timeline of {plural(len(rounds), 'round')}, {plural(n_calls, 'tool call')}, "
+        + f"{exact(t0)} to {exact(t1)} s"
     )
     widths = layout_widths(min_px)
     svg = (
@@ -708,50 +726,94 @@ def timeline_svg(
     )
 
 
-def timeline_file(
-    panels: Sequence[tuple[str, Sequence[dict[str, Any]]]], *, title: str = "", width: int = 960
-) -> str:
-    """A standalone SVG document: one titled panel per run, all on one time axis, and a legend."""
-    panels = [(name, rounds) for name, rounds in panels if rounds]
-    if not panels:
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One run as a view shows it and its exports save it (SVG, PNG): its name, what the view says
+    beside it (wall time, model calls...), a warning when it cannot be compared or did not end
+    normally, and its rounds. Built once by the view, so the export says what the view says."""
+
+    name: str
+    rounds: Sequence[dict[str, Any]]
+    caption: str = ""
+    warning: str = ""
+
+    @property
+    def title(self) -> str:
+        """Name, caption and warning on one line (a figure's panel title)."""
+        return " · ".join(
+            x for x in (f"{self.name}: {self.caption}" if self.caption else self.name, self.warning) if x
+        )
+
+
+PanelLike = Panel | tuple[str, Sequence[dict[str, Any]]]
+
+
+def as_panel(panel: PanelLike) -> Panel:
+    return panel if isinstance(panel, Panel) else Panel(panel[0], panel[1])
+
+
+def _svg_lines(x: float, y: float, parts: Sequence[tuple[str, str]], width: float) -> tuple[str, float]:
+    """Text runs (text, style) wrapped to `width` pixels from (x, y); returns the SVG and the next y."""
+    out, line, used = [], "", 0.0
+    for text, style in parts:
+        for word in text.split(" "):
+            w = text_px(word + " ")
+            if used + w > width and used:
+                out.append(f"<text x='{x:.0f}' y='{y:.0f}'>{line}</text>")
+                line, used, y = "", 0.0, y + 15
+            line += f"<tspan style='{style}'>{e(word)} </tspan>" if style else e(word + " ")
+            used += w
+    if line:
+        out.append(f"<text x='{x:.0f}' y='{y:.0f}'>{line}</text>")
+        y += 15
+    return "".join(out), y
+
+
+def timeline_file(panels: Sequence[PanelLike], *, title: str = "", width: int = 960) -> str:
+    """A standalone SVG document: the title once, one panel per run (its name, what the view says
+    beside it, its warning), all on one time axis, and the view's legend drawn as the view draws
+    it (faint and dashed swatches included)."""
+    drawn_panels = [p for p in (as_panel(x) for x in panels) if p.rounds]
+    if not drawn_panels:
         raise ValueError("nothing to draw: no rounds in any panel")
-    t0 = min(bounds(r, None, None)[0] for _, r in panels)
-    t1 = max(bounds(r, None, None)[1] for _, r in panels)
-    all_names = [n for _, r in panels for n, _ in lane_names(r, 1 + max(len(x["tool_calls"]) for x in r))]
+    t0 = min(bounds(p.rounds, None, None)[0] for p in drawn_panels)
+    t1 = max(bounds(p.rounds, None, None)[1] for p in drawn_panels)
+    all_names = [
+        n
+        for p in drawn_panels
+        for n, _ in lane_names(p.rounds, 1 + max(len(x["tool_calls"]) for x in p.rounds))
+    ]
     label_px = min(160, 12 + CHAR_PX * max(len(n) for n in all_names))
     axis = Axis(t0, t1, width - label_px - 16, label_px)
-    heading = title or " / ".join(n for n, _ in panels)
-    parts, y, drawn = (
-        [f"<text x='4' y='16' style='font-weight:600;font-size:14px'>{e(heading)}</text>"],
-        26.0,
-        [],
-    )
-    for name, rounds in panels:
-        n_lanes = 1 + max(len(r["tool_calls"]) for r in rounds)
-        items = items_of(rounds)
+    heading = title or " / ".join(p.name for p in drawn_panels)
+    head, y = _svg_lines(4, 18, [(heading, "font-weight:600;font-size:14px")], width - 8)
+    parts, drawn = [head], []
+    for panel in drawn_panels:
+        n_lanes = 1 + max(len(r["tool_calls"]) for r in panel.rounds)
+        items = items_of(panel.rounds)
         drawn += items
         height = n_lanes * ROW + AXIS
         lanes = "".join(
             f"<text x='4' y='{i * ROW + ROW - 6}'>{e(n)}</text>"
-            for i, (n, _) in enumerate(lane_names(rounds, n_lanes))
+            for i, (n, _) in enumerate(lane_names(panel.rounds, n_lanes))
         )
+        named = panel.name != heading or len(drawn_panels) > 1
+        runs = [(panel.name, "font-weight:600;font-size:13px")] if named else []
+        runs += [(panel.caption, "")] if panel.caption else []
+        runs += [(f"⚠ {panel.warning}", f"fill:{WARN}")] if panel.warning else []
+        caption, y = _svg_lines(4, y + 4, runs, width - 8) if runs else ("", y)
         parts.append(
-            f"<text x='4' y='{y + 14}' style='font-weight:600;font-size:13px'>{e(name)}</text>"
-            f"<g transform='translate(0,{y + 20})'>{lanes}{''.join(_ticks(axis, height, False))}"
+            f"{caption}<g transform='translate(0,{y - 8:.0f})'>{lanes}{''.join(_ticks(axis, height, False))}"
             f"{''.join(_bars(items, axis, [axis.plot_px]))}</g>"
         )
-        y += height + 28
+        y += height + 6
     x = 4.0
-    for fill, icon, text, _ in legend_entries(drawn):
-        label = f"{icon} {text}".strip()
-        if x + 24 + len(label) * CHAR_PX > width:
+    y += 4
+    for sw in legend_entries(drawn):
+        if x + 24 + text_px(sw.label) > width:
             x, y = 4.0, y + 16
-        swatch = f"fill='{fill}'" if fill != "transparent" else f"fill='none' stroke='{SKIPPED_STROKE}'"
-        parts.append(
-            f"<rect x='{x:.0f}' y='{y + 2}' width='14' height='10' {swatch}/>"
-            f"<text x='{x + 18:.0f}' y='{y + 11}'>{e(label)}</text>"
-        )
-        x += 36 + len(label) * CHAR_PX
+        parts.append(f"{sw.svg(x, y + 2)}<text x='{x + 18:.0f}' y='{y + 11}'>{e(sw.label)}</text>")
+        x += 30 + text_px(sw.label)
     y += 22
     return (
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{y:.0f}' "

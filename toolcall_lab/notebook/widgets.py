@@ -1,4 +1,4 @@
-"""ipywidgets views: trace view, compare view, stream stepper, live view (and the corpus view).
+"""ipywidgets views: trace view and stream stepper here; compare, corpus and live views in their modules.
 
 State lives in traitlets (testable from Python without a browser); every view renders from the
 serialized trace (`Trace.to_dict()`) through `toolcall_lab.notebook.html` and `.timeline`. Callback
@@ -8,8 +8,6 @@ on a code host, and in an HTML export without the widget JavaScript.
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,16 +15,6 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from toolcall_lab.events import (
-    Action,
-    FinalAnswer,
-    ModelResponded,
-    Observation,
-    RoundStarted,
-    RunEvent,
-    RunFinished,
-    Thought,
-)
 from toolcall_lab.formats.recordings import read_recording
 from toolcall_lab.notebook._controls import ExportBar, OpenBox, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView
@@ -34,19 +22,20 @@ from toolcall_lab.notebook.corpus import CorpusView
 from toolcall_lab.notebook.export import calls_rows
 from toolcall_lab.notebook.html import (
     header_html,
+    mode_evidenced,
     prompt_html,
     round_html,
     round_spans,
     round_title,
     timing_summary,
-    trace_html,
 )
+from toolcall_lab.notebook.live import LiveView
 from toolcall_lab.notebook.loading import Opened
-from toolcall_lab.notebook.stream import StreamStates, stepper_html
-from toolcall_lab.notebook.theme import e, secs
-from toolcall_lab.notebook.timeline import round_end, timeline_svg
+from toolcall_lab.notebook.stream import StreamStates, read_stream, stepper_html
+from toolcall_lab.notebook.theme import ORIGIN_NOTE, SUMMARY, e, exact, plural
+from toolcall_lab.notebook.timeline import NARROWEST, Panel, timeline_svg
 from toolcall_lab.runs import RunResult
-from toolcall_lab.trace import Trace, TraceMetadata, call_to_dict
+from toolcall_lab.trace import Trace, TraceMetadata
 
 __all__ = ["CompareView", "CorpusView", "LiveView", "StreamStepper", "TraceView", "as_doc"]
 
@@ -63,14 +52,16 @@ def as_doc(trace: Trace | RunResult | dict[str, Any]) -> dict[str, Any]:
 
 
 class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
-    """A whole trace: run header, prompt and tools, whole-run timeline, then one accordion panel per
-    round (request as sent, assistant message, calls with their tool messages, round timeline).
+    """A whole trace: run header, prompt and tools, whole-run timeline, then one folding panel per
+    round (request as sent, assistant message, calls with their tool messages, round timeline): a
+    ``<details>`` element, so Tab reaches its title and Enter or Space opens it; `selected_round` is
+    the one open when shown.
     A file box opens another trace, a recording or a transcript (a file with several traces gets a
     chooser); an export bar saves the timeline and the calls."""
 
     show_raw = traitlets.Bool(False, help="show argument strings exactly as received")
     shared_scale = traitlets.Bool(False, help="draw every round on the longest round's time scale")
-    selected_round = traitlets.Int(0, allow_none=True)
+    selected_round = traitlets.Int(0, allow_none=True, help="the round shown open (None: all folded)")
     trace_index = traitlets.Int(0, help="which trace of the opened file is shown")
 
     def __init__(self, trace: Trace | RunResult | dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -83,16 +74,20 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.scale_box = widgets.Checkbox(
             value=False, description="one time scale for every round", indent=False
         )
-        self.accordion = widgets.Accordion()
+        self.rounds_html = widgets.HTML()
+        """Every round panel, in one widget (a widget each cost about a millisecond per round)."""
         self.open_box = OpenBox(guarded(self.errors, self._opened, "open"))
         self.doc: dict[str, Any] = {}
         self._spans: list[float] = []
         self.export = ExportBar(
             lambda: str(self.doc.get("metadata", {}).get("title", "trace")),
-            lambda: [(str(self.doc["metadata"]["title"]), self.doc["rounds"])] if self.doc else [],
+            lambda: [self.panel()] if self.doc else [],
             lambda: {"calls": calls_rows(self.doc) if self.doc else []},
+            what="this trace",
         )
-        self.panels: list[widgets.HTML] = []
+        self.panels: list[str] = []
+        """Each round's panel as shown (a ``<details>`` element)."""
+        self._titles: list[str] = []
         self.traces: list[Trace] = []
         self._choosing = False
         super().__init__(
@@ -101,7 +96,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.choice,
                 self.header,
                 widgets.HBox([self.raw_box, self.scale_box], layout=widgets.Layout(flex_flow="row wrap")),
-                self.accordion,
+                self.rounds_html,
                 self.export,
                 self.errors,
             ],
@@ -111,7 +106,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.add_class("tcl-trace-view")
         widgets.link((self.raw_box, "value"), (self, "show_raw"))
         widgets.link((self.scale_box, "value"), (self, "shared_scale"))
-        widgets.link((self.accordion, "selected_index"), (self, "selected_round"))
+        self.observe(guarded(self.errors, self._opened_round), names=["selected_round"])
         self.observe(guarded(self.errors, self._rerender), names=["show_raw", "shared_scale"])
         self.choice.observe(guarded(self.errors, self._chosen), names=["value"])
         if trace is None:
@@ -124,13 +119,35 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.doc = as_doc(trace)
         rounds = self.doc["rounds"]
         self._spans = round_spans(rounds, shared=self.shared_scale)
-        timeline = timeline_svg(rounds, min_px=260)
+        timeline = timeline_svg(rounds, min_px=NARROWEST)
         self.header.value = wrap(f"{header_html(self.doc)}{prompt_html(self.doc)}{timeline}")
-        self.panels = [widgets.HTML(self._panel(i)) for i in range(len(rounds))]
-        self.accordion.children = self.panels
-        self.accordion.titles = tuple(round_title(r) for r in rounds)
-        self.accordion.selected_index = 0 if rounds else None
+        self._open = 0 if rounds else None
+        known = mode_evidenced(self.doc) is not None
+        self._titles = [round_title(r, mode=known) for r in rounds]
+        self.panels = [self._panel(i) for i in range(len(rounds))]
+        self._show_rounds()
+        if self.selected_round != self._open:
+            self.selected_round = self._open
         self.refresh_static()
+
+    def _show_rounds(self) -> None:
+        self.rounds_html.value = f"<div class='tcl tcl-rounds'>{''.join(self.panels)}</div>"
+
+    def panel(self) -> Panel:
+        """The whole run as the view's header states it: what the timeline exports save."""
+        doc, rounds = self.doc, self.doc["rounds"]
+        origin = doc["metadata"].get("origin")
+        n_calls = sum(len(r["tool_calls"]) for r in rounds)
+        caption = (
+            f"{exact(doc['outcome']['wall_time_s'])} s · {plural(len(rounds), 'round')} · "
+            f"{plural(n_calls, 'call')} · origin {origin}: {ORIGIN_NOTE.get(str(origin), origin)} · "
+            f"{timing_summary(doc)}"
+        )
+        outcome = doc["outcome"]
+        warning = (
+            "" if outcome["status"] == "completed" else f"ended {outcome['status']} / {outcome['reason']}"
+        )
+        return Panel("the whole run", rounds, caption, warning)
 
     def _opened(self, opened: Opened) -> None:
         self.traces = list(opened.traces)
@@ -150,6 +167,11 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.trace_index = int(change["new"])
         self.show(self.traces[self.trace_index])
 
+    @property
+    def round_titles(self) -> list[str]:
+        """Each round panel's title, as its summary line shows it."""
+        return list(self._titles)
+
     def _panel(self, i: int) -> str:
         rounds = self.doc["rounds"]
         body = round_html(
@@ -159,26 +181,43 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             previous=rounds[i - 1] if i else None,
             span=self._spans[i],
         )
-        return wrap(body)
+        opened = " open" if i == getattr(self, "_open", None) else ""
+        return (  # (the stylesheet comes once, with the header)
+            f"<details class='tcl-round-panel' data-round='{rounds[i]['round_index']}'{opened}>"
+            f"{SUMMARY}<span class='tcl-round-title'>{e(self._titles[i])}</span></summary>"
+            f"{body}</details>"
+        )
+
+    def _opened_round(self, change: Any) -> None:
+        """Show round `selected_round` open (and the one open before folded)."""
+        before, self._open = getattr(self, "_open", None), change["new"]
+        for i in {before, self._open} - {None}:
+            if i is not None and 0 <= i < len(self.panels):
+                self.panels[i] = self._panel(i)
+        self._show_rounds()
+        self.refresh_static()
 
     def _rerender(self, _: Any = None) -> None:
         if not self.doc:
             return
         self._spans = round_spans(self.doc["rounds"], shared=self.shared_scale)
-        for i, panel in enumerate(self.panels):
-            panel.value = self._panel(i)
+        self.panels = [self._panel(i) for i in range(len(self.panels))]
+        self._show_rounds()
         self.refresh_static()
 
     def static_html(self) -> str:
+        """The view as shown (header, then every round panel, the selected one open): the same
+        markup, so printing it costs nothing more than joining it."""
         if not self.doc:
             return note("TraceView: no trace opened")
-        return trace_html(self.doc, raw=self.show_raw, shared_scale=self.shared_scale)
+        return str(self.header.value + self.rounds_html.value)
 
 
-def _streams(path: str | Path) -> tuple[list[tuple[str, list[dict[str, Any]], str]], list[str]]:
-    """The streams of a recording, each as (label, chunks, format), and what could not be stepped
-    (whole responses). A Responses file with several streams back to back is split at each
-    ``response.created``."""
+def _streams(path: str | Path) -> tuple[list[tuple[str, StreamStates]], list[str]]:
+    """The responses of a recording as the parser reads them, each as (label, steps), and what could
+    not be stepped (whole responses, exchanges that could not be read, with why). A stream of several
+    responses (Responses streams back to back, chat streams between ``[DONE]`` markers) gives one
+    each, numbered as `toolcall-lab parse` numbers them."""
     from toolcall_lab.exceptions import UnknownFormatError, WireFormatError
 
     p = Path(path)
@@ -193,25 +232,26 @@ def _streams(path: str | Path) -> tuple[list[tuple[str, list[dict[str, Any]], st
             f"{p}: no chunks to step through: the file holds no payloads (no `data:` line or JSON "
             "chunk; only blank lines, comments, event names or [DONE])"
         ) from None
-    streams: list[tuple[str, list[dict[str, Any]], str]] = []
+    streams: list[tuple[str, StreamStates]] = []
     whole: list[str] = []
+    batch = 0
     for k, ex in enumerate(exchanges):
         where = f"exchange {k + 1} of {len(exchanges)}" if len(exchanges) > 1 else "the stream"
-        if ex.payloads is None:
-            whole.append(f"exchange {k + 1}: a whole (non-streamed) response, no chunks to step through")
+        if ex.unreadable is not None:
+            whole.append(f"exchange {k + 1}: could not be read: {ex.unreadable}")
+            batch += 1
             continue
-        chunks = list(ex.payloads)
-        starts = [i for i, c in enumerate(chunks) if c.get("type") == "response.created"]
-        if ex.format == "openai-responses" and len(starts) > 1:
-            bounds = [*starts, len(chunks)]
-            pieces = [
-                chunks[: bounds[1]],
-                *[chunks[a:b] for a, b in itertools.pairwise(bounds[1:])],
-            ]
-            for j, piece in enumerate(pieces):
-                streams.append((f"{where}, response {j + 1} of {len(pieces)}", piece, ex.format))
-        else:
-            streams.append((where, chunks, ex.format))
+        if ex.payloads is None:
+            what = f"the provider's error: {ex.error}" if ex.error else "a whole (non-streamed) response"
+            whole.append(f"exchange {k + 1}: {what}, no chunks to step through")
+            batch += 1
+            continue
+        items = ex.items if ex.items is not None else ex.payloads
+        pieces = read_stream(items, lines=ex.lines, fmt=ex.format, batch=batch)
+        batch += len(pieces)
+        for j, states in enumerate(pieces):
+            label = f"{where}, response {j + 1} of {len(pieces)}" if len(pieces) > 1 else where
+            streams.append((label, states))
     return streams, whole
 
 
@@ -239,16 +279,24 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.batch = batch
         self.whole: list[str] = []
         if isinstance(source, str | Path):
-            self.streams, self.whole = _streams(source)
-            if not self.streams:
-                raise ValueError(f"{source}: a whole (non-streamed) response has no chunks to step through")
+            read, self.whole = _streams(source)
+            if not read:
+                why = "; ".join(self.whole) or "a whole (non-streamed) response"
+                raise ValueError(f"{source}: no stream to step through ({why})")
         else:
             chunks = list(source)
-            self.streams = [("the stream", chunks, format or _detect(chunks))]
+            pieces = read_stream(chunks, fmt=format, batch=batch)
+            read = [
+                (f"response {j + 1} of {len(pieces)}" if len(pieces) > 1 else "the stream", states)
+                for j, states in enumerate(pieces)
+            ]
+        self.read = read
+        self.streams = [(label, list(states.chunks), states.format) for label, states in read]
+        """Each response: (label, its chunks, its wire format)."""
         self.view = widgets.HTML()
         self.chooser = widgets.Dropdown(
             options=[
-                (f"{label} ({len(c)} chunks, {fmt})", i) for i, (label, c, fmt) in enumerate(self.streams)
+                (f"{label} ({states.counts()}, {states.format})", i) for i, (label, states) in enumerate(read)
             ],
             description="stream",
             layout=widgets.Layout(display=None if len(self.streams) > 1 else "none", width="95%"),
@@ -274,7 +322,7 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
         label, chunks, self.format = self.streams[self.stream]
         self.label = label
         self.chunks = chunks
-        self.states = StreamStates.build(chunks, self.format, self.batch)
+        self.states = self.read[self.stream][1]
         self._data = self.states.data()
         if self.step != 0:
             self.step = 0  # renders
@@ -319,192 +367,3 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def static_html(self) -> str:
         return self._which(page=True) + self._frame
-
-
-def _detect(chunks: Sequence[dict[str, Any]]) -> str:
-    from toolcall_lab.formats.dispatch import try_detect
-
-    return next((str(f) for c in chunks if isinstance(c, dict) and (f := try_detect(c))), "openai-chat")
-
-
-class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
-    """A trace view fed by a run's events: ``await run(..., on_event=live.on_event)``.
-
-    It shows what the events say and no more: each number with the timing label the run gave it
-    (a scripted model's latencies are placeholders, tools measured on the real clock are recorded),
-    chunk counts as reported, no origin it cannot know. A second run fed to the same view starts
-    a new display (the earlier run stays above it, folded); events of two runs interleaved are
-    reported, never merged silently.
-    """
-
-    n_events = traitlets.Int(0)
-
-    def __init__(
-        self, title: str = "live run", mode: str = "", *, min_interval_s: float = 0.05, **kwargs: Any
-    ) -> None:
-        self.title, self.mode = title, mode
-        self.min_interval_s = min_interval_s
-        self.earlier: list[str] = []
-        """Earlier runs fed to this view, as their final rendering (folded above the current one)."""
-        self._last = 0.0
-        self._reset()
-        self.view = widgets.HTML(
-            wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
-        )
-        super().__init__([self.view], **kwargs)
-        self.add_class("tcl-view")
-        self.add_class("tcl-live-view")
-
-    def reset(self) -> None:
-        """Forget every run shown so far (the view waits for the next run's events)."""
-        self.earlier = []
-        self._reset()
-        self.n_events = 0
-        self.view.value = wrap(f"<b>{e(self.title)}</b> <span class='tcl-muted'>waiting for events…</span>")
-        self.refresh_static()
-
-    def _reset(self) -> None:
-        self.rounds: dict[int, dict[str, Any]] = {}
-        self.final: str | None = None
-        self.finished: str | None = None
-        self.finished_at: float | None = None
-        self.warnings: list[str] = []
-        self.run_events = 0
-
-    def _round(self, index: int, at: float = 0.0) -> dict[str, Any]:
-        return self.rounds.setdefault(
-            index,
-            {
-                "round_index": index,
-                "mode": self.mode,  # "" when not given: a live view cannot know it from the events
-                "final": False,
-                "tool_calls": [],
-                "tool_executions": [],
-                "round_trips": [],
-                "findings": [],
-                "assistant_message": {"role": "assistant", "content": None},
-                "response": {
-                    "started_at": at,
-                    "ended_at": at,
-                    "latency_s": 0.0,
-                    "chunks": [],
-                    "n_chunks": None,
-                    "chunk_timing": None,
-                },
-            },
-        )
-
-    def on_event(self, event: RunEvent) -> None:
-        if isinstance(event, RoundStarted):
-            if event.round_index == 0 and (self.rounds or self.finished):
-                self.earlier.append(self._run_html(f"run {len(self.earlier) + 1}", folded=True))
-                self._reset()
-            elif event.round_index in self.rounds:
-                self.warnings.append(
-                    f"round {event.round_index} started twice: events of two runs are interleaved "
-                    "(a LiveView follows one run at a time; give each run its own view)"
-                )
-        elif self.finished is not None:
-            self.warnings.append(f"a {event.kind} event arrived after the run finished")
-        self.n_events += 1
-        self.run_events += 1
-        if isinstance(event, RoundStarted):
-            self._round(event.round_index, event.at)
-        elif isinstance(event, ModelResponded):
-            r = self._round(event.round_index)
-            timing = getattr(event, "timing", None)
-            # one source for the bar and the text: the model call's own times (an older emitter
-            # without them: the call ended when the event says, `latency_s` before)
-            ended = event.ended_at if event.ended_at is not None else event.at
-            started = event.started_at if event.started_at is not None else ended - event.latency_s
-            r["response"].update(
-                started_at=started,
-                ended_at=ended,
-                latency_s=ended - started,
-                ttfc_s=event.ttfc_s,
-                usage=event.usage,
-                n_chunks=getattr(event, "n_chunks", None),
-                chunk_timing=getattr(event, "chunk_timing", None),
-                **({"timing": timing.to_dict()} if timing is not None else {}),
-            )
-        elif isinstance(event, Thought):
-            self._round(event.round_index)["assistant_message"]["content"] = event.text
-        elif isinstance(event, Action):
-            self._round(event.round_index)["tool_calls"].append(call_to_dict(event.call))
-        elif isinstance(event, Observation):
-            x = event.execution
-            self._round(event.round_index)["tool_executions"].append(
-                {
-                    "tool_call_id": x.tool_call_id,
-                    "name": x.name,
-                    "status": x.status,
-                    "result": x.result,
-                    "queued_at": getattr(x, "queued_at", None),
-                    "started_at": x.started_at,
-                    "ended_at": x.ended_at,
-                    "duration_s": x.duration_s,
-                    "timing": x.timing.to_dict(),
-                }
-            )
-        elif isinstance(event, FinalAnswer):
-            self._round(event.round_index)["assistant_message"]["content"] = event.text
-            self.final = event.text
-        elif isinstance(event, RunFinished):
-            self.finished = f"{event.status} / {event.reason}"
-            self.finished_at = event.at
-        now = time.monotonic()
-        if (
-            event.kind in ("run_finished", "final_answer", "model_response")
-            or now - self._last >= self.min_interval_s
-        ):
-            self._last = now
-            self.render()
-
-    def _run_html(self, label: str, *, folded: bool = False) -> str:
-        rounds = [self.rounds[k] for k in sorted(self.rounds)]
-        for r in rounds:
-            r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
-        last = max((round_end(r) for r in rounds), default=0.0)
-        spans = round_spans(rounds)
-        status = self.finished or ("running" if self.final is None else "final answer received")
-        final = (
-            f"<div><span class='tcl-role'>final answer</span>{e(self.final)}</div>"
-            if self.final is not None
-            else ""
-        )
-        warnings = "".join(f"<div class='tcl-warn'>⚠ {e(w)}</div>" for w in dict.fromkeys(self.warnings))
-        timings = timing_summary({"rounds": rounds, "metadata": {}}) if rounds else ""
-        panels = "".join(
-            round_html(r, span=spans[i], previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
-        )
-        head = (
-            f"<div class='tcl-head'><div class='tcl-title'>{e(self.title)}"
-            f"{' · ' + e(label) if self.earlier or folded else ''}</div><div class='tcl-facts'>"
-            f"<span><span class='tcl-badge'>live</span> events of a run as they arrive</span>"
-            f"<span>{e(status)}</span><span>{self.run_events} events</span><span>{len(rounds)} rounds</span>"
-            + (
-                f"<span>wall <b>{secs(self.finished_at)}</b></span>"
-                if self.finished_at is not None
-                else f"<span>{secs(last)} so far</span>"
-            )
-            + f"<span>{e(timings)}</span></div></div>"
-        )
-        body = (
-            f"{warnings}{final}<div class='tcl-live-timeline'>"
-            f"{timeline_svg(rounds, min_px=260) if rounds else ''}</div>{panels}"
-        )
-        if folded:
-            return f"<details class='tcl-earlier-run'><summary>{head}</summary>{body}</details>"
-        return head + body
-
-    def html(self) -> str:
-        earlier = "".join(self.earlier)
-        return earlier + self._run_html(f"run {len(self.earlier) + 1}")
-
-    def render(self) -> None:
-        self.view.value = wrap(self.html())
-        final = self.finished is not None
-        self.refresh_static(min_interval_s=0.0 if final else 1.0)
-
-    def static_html(self) -> str:
-        return wrap(self.html())

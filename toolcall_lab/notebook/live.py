@@ -1,0 +1,289 @@
+"""The live view: a run drawn from its events as they arrive, each run apart from any other.
+
+Events carry the run they belong to (`RunEvent.run_id`, set by the loop), so a view fed by two
+runs at once (``asyncio.gather``) draws two runs, never one merged run. Events without a run id
+(an older emitter, events made by hand) are followed one run at a time: a round 0 after the run
+finished starts the next run, and a round that starts twice before (two such runs interleaved)
+makes the view refuse to draw that run, saying why, instead of drawing a mixture.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import ipywidgets as widgets
+import traitlets
+
+from toolcall_lab.events import (
+    Action,
+    FinalAnswer,
+    ModelResponded,
+    Observation,
+    RoundStarted,
+    RunEvent,
+    RunFinished,
+    Thought,
+)
+from toolcall_lab.notebook._controls import StaticFallback, wrap
+from toolcall_lab.notebook.html import round_html, round_spans, timing_summary
+from toolcall_lab.notebook.theme import SUMMARY, e, plural, secs
+from toolcall_lab.notebook.timeline import NARROWEST, round_end, timeline_svg
+from toolcall_lab.trace import call_to_dict
+
+TANGLED = (
+    "events of two runs without a run id are interleaved (round {index} started twice): this view "
+    "cannot tell them apart, so it does not draw this run; give each run its own LiveView, or emit "
+    "events with a run_id"
+)
+
+
+@dataclass(slots=True)
+class LiveRun:
+    """What the events of one run said so far."""
+
+    key: str
+    mode: str = ""
+    rounds: dict[int, dict[str, Any]] = field(default_factory=dict)
+    final: str | None = None
+    finished: str | None = None
+    finished_at: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    events: int = 0
+    tangled: str | None = None
+    """Why the view refuses to draw this run (events of two runs without ids interleaved)."""
+
+    def round(self, index: int, at: float = 0.0) -> dict[str, Any]:
+        return self.rounds.setdefault(
+            index,
+            {
+                "round_index": index,
+                "mode": self.mode,  # "" when not given: a live view cannot know it from the events
+                "final": False,
+                "tool_calls": [],
+                "tool_executions": [],
+                "round_trips": [],
+                "findings": [],
+                "assistant_message": {"role": "assistant", "content": None},
+                "response": {
+                    "started_at": at,
+                    "ended_at": at,
+                    "latency_s": 0.0,
+                    "chunks": [],
+                    "n_chunks": None,
+                    "chunk_timing": None,
+                },
+            },
+        )
+
+    def take(self, event: RunEvent) -> None:
+        """One event of this run."""
+        if self.finished is not None:
+            self.warnings.append(f"a {event.kind} event arrived after the run finished")
+        self.events += 1
+        if isinstance(event, RoundStarted):
+            self.round(event.round_index, event.at)
+        elif isinstance(event, ModelResponded):
+            r = self.round(event.round_index)
+            timing = getattr(event, "timing", None)
+            # one source for the bar and the text: the model call's own times (an older emitter
+            # without them: the call ended when the event says, `latency_s` before)
+            ended = event.ended_at if event.ended_at is not None else event.at
+            started = event.started_at if event.started_at is not None else ended - event.latency_s
+            r["response"].update(
+                started_at=started,
+                ended_at=ended,
+                latency_s=ended - started,
+                ttfc_s=event.ttfc_s,
+                usage=event.usage,
+                n_chunks=getattr(event, "n_chunks", None),
+                chunk_timing=getattr(event, "chunk_timing", None),
+                **({"timing": timing.to_dict()} if timing is not None else {}),
+            )
+        elif isinstance(event, Thought):
+            self.round(event.round_index)["assistant_message"]["content"] = event.text
+        elif isinstance(event, Action):
+            self.round(event.round_index)["tool_calls"].append(call_to_dict(event.call))
+        elif isinstance(event, Observation):
+            x = event.execution
+            self.round(event.round_index)["tool_executions"].append(
+                {
+                    "tool_call_id": x.tool_call_id,
+                    "name": x.name,
+                    "status": x.status,
+                    "result": x.result,
+                    "queued_at": getattr(x, "queued_at", None),
+                    "started_at": x.started_at,
+                    "ended_at": x.ended_at,
+                    "duration_s": x.duration_s,
+                    "timing": x.timing.to_dict(),
+                }
+            )
+        elif isinstance(event, FinalAnswer):
+            self.round(event.round_index)["assistant_message"]["content"] = event.text
+            self.final = event.text
+        elif isinstance(event, RunFinished):
+            self.finished = f"{event.status} / {event.reason}"
+            self.finished_at = event.at
+
+    def html(self, title: str, label: str, *, folded: bool = False) -> str:
+        rounds = [self.rounds[k] for k in sorted(self.rounds)]
+        for r in rounds:
+            r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
+        last = max((round_end(r) for r in rounds), default=0.0)
+        status = self.finished or ("running" if self.final is None else "final answer received")
+        head = (
+            f"<div class='tcl-head'><div class='tcl-title'>{e(title)}{' · ' + e(label) if label else ''}"
+            f"</div><div class='tcl-facts'><span><span class='tcl-badge'>live</span> events of a run as "
+            f"they arrive</span><span>{e(status)}</span><span>{plural(self.events, 'event')}</span>"
+            f"<span>{plural(len(rounds), 'round')}</span>"
+            + (
+                f"<span>wall <b>{secs(self.finished_at)}</b></span>"
+                if self.finished_at is not None
+                else f"<span>{secs(last)} so far</span>"
+            )
+            + (f"<span>{e(timing_summary({'rounds': rounds, 'metadata': {}}))}</span>" if rounds else "")
+            + "</div></div>"
+        )
+        if self.tangled is not None:
+            body = f"<div class='tcl-error'>⚠ {e(self.tangled)}</div>"
+            return f"<div class='tcl-live-run' data-run='{e(self.key)}'>{head}{body}</div>"
+        spans = round_spans(rounds)
+        final = (
+            f"<div><span class='tcl-role'>final answer</span>{e(self.final)}</div>"
+            if self.final is not None
+            else ""
+        )
+        warnings = "".join(f"<div class='tcl-warn'>⚠ {e(w)}</div>" for w in dict.fromkeys(self.warnings))
+        panels = "".join(
+            round_html(r, span=spans[i], previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
+        )
+        body = (
+            f"{warnings}{final}<div class='tcl-live-timeline'>"
+            f"{timeline_svg(rounds, min_px=NARROWEST) if rounds else ''}</div>{panels}"
+        )
+        if folded:
+            return (
+                f"<details class='tcl-earlier-run' data-run='{e(self.key)}'>{SUMMARY}{head}</summary>"
+                f"{body}</details>"
+            )
+        return f"<div class='tcl-live-run' data-run='{e(self.key)}'>{head}{body}</div>"
+
+
+class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
+    """A trace view fed by runs' events: ``await run(..., on_event=live.on_event)``.
+
+    It shows what the events say and no more: each number with the timing label the run gave it,
+    chunk counts as reported, no origin it cannot know. Each run is drawn apart, by the run id its
+    events carry: runs one after another (the earlier ones folded above), or at once (each open).
+    Events without a run id are never merged: two such runs interleaved are refused, saying why.
+    """
+
+    n_events = traitlets.Int(0)
+
+    def __init__(
+        self, title: str = "live run", mode: str = "", *, min_interval_s: float = 0.05, **kwargs: Any
+    ) -> None:
+        self.title, self.mode = title, mode
+        self.min_interval_s = min_interval_s
+        self.runs: dict[str, LiveRun] = {}
+        """Every run fed to this view, in the order its first event came."""
+        self._anonymous = 0
+        self._last = 0.0
+        self.view = widgets.HTML(
+            wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
+        )
+        super().__init__([self.view], **kwargs)
+        self.add_class("tcl-view")
+        self.add_class("tcl-live-view")
+
+    def reset(self) -> None:
+        """Forget every run shown so far (the view waits for the next run's events)."""
+        self.runs = {}
+        self.n_events = 0
+        self.view.value = wrap(f"<b>{e(self.title)}</b> <span class='tcl-muted'>waiting for events…</span>")
+        self.refresh_static()
+
+    @property
+    def current(self) -> LiveRun:
+        """The run whose events came last began (an empty one before any event)."""
+        return next(reversed(self.runs.values()), None) or LiveRun("", self.mode)
+
+    # the current run's state, as the view's earlier versions had it
+    @property
+    def rounds(self) -> dict[int, dict[str, Any]]:
+        return self.current.rounds
+
+    @property
+    def final(self) -> str | None:
+        return self.current.final
+
+    @property
+    def finished(self) -> str | None:
+        return self.current.finished
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for run in self.runs.values() for w in run.warnings]
+
+    @property
+    def earlier(self) -> list[str]:
+        """Runs before the current one that have finished, as shown (folded)."""
+        runs = list(self.runs.values())[:-1]
+        return [r.html(self.title, f"run {k + 1}", folded=True) for k, r in enumerate(runs) if r.finished]
+
+    def _run_of(self, event: RunEvent) -> LiveRun:
+        run_id = getattr(event, "run_id", "")
+        if run_id:
+            return self.runs.setdefault(run_id, LiveRun(run_id, self.mode))
+        key = f"(no run id) {self._anonymous}"
+        run = self.runs.get(key)
+        if isinstance(event, RoundStarted) and run is not None and run.tangled is None:
+            if event.round_index == 0 and run.finished:  # the next run begins
+                self._anonymous += 1
+                key = f"(no run id) {self._anonymous}"
+                run = None
+            elif event.round_index in run.rounds:
+                run.tangled = TANGLED.format(index=event.round_index)
+        if run is None:
+            run = self.runs[key] = LiveRun(key, self.mode)
+        return run
+
+    def on_event(self, event: RunEvent) -> None:
+        run = self._run_of(event)
+        self.n_events += 1
+        run.take(event)
+        now = time.monotonic()
+        if (
+            event.kind in ("run_finished", "final_answer", "model_response")
+            or now - self._last >= self.min_interval_s
+        ):
+            self._last = now
+            self.render()
+
+    def html(self) -> str:
+        runs = list(self.runs.values())
+        if not runs:
+            return f"<b>{e(self.title)}</b> <span class='tcl-muted'>waiting for events…</span>"
+        at_once = sum(1 for r in runs if r.finished is None) > 1
+        note = (
+            f"<div class='tcl-muted'>{len(runs)} runs fed to this view at once: each drawn apart "
+            "(by the run id their events carry)</div>"
+            if at_once
+            else ""
+        )
+        parts = []
+        for k, run in enumerate(runs):
+            label = f"run {k + 1}" if len(runs) > 1 else ""
+            folded = run.finished is not None and k < len(runs) - 1
+            parts.append(run.html(self.title, label, folded=folded))
+        return note + "".join(parts)
+
+    def render(self) -> None:
+        self.view.value = wrap(self.html())
+        final = all(r.finished is not None for r in self.runs.values())
+        self.refresh_static(min_interval_s=0.0 if final else 1.0)
+
+    def static_html(self) -> str:
+        return wrap(self.html())
