@@ -465,8 +465,7 @@ def speedup_distribution(
     ax.set_ylabel("speedup vs sequential (x)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(
-        f"Speedup over {plural(runs['trace'].nunique(), 'trace')}  ({_origins(runs)})
-{_evidence(runs)}"
+        f"Speedup over {plural(runs['trace'].nunique(), 'trace')}  ({_origins(runs)})\n{_evidence(runs)}"
         + _caveats(comparison),
         fontsize=10,
     )
