@@ -48,7 +48,7 @@ def _eager_recording() -> Trace:
         (2.0, chunk({}, "tool_calls")),
     ]
     result = _run(ChunkModel(stream, answer()), Counting().registry(), mode="eager")
-    return Trace.from_run(result, TraceMetadata(title="eager run", origin="recorded"))
+    return Trace.from_run(result, TraceMetadata(title="eager run", origin=result.origin))
 
 
 def _cut_recording() -> Trace:
@@ -60,7 +60,7 @@ def _cut_recording() -> Trace:
     ]
     result = _run(ChunkModel(stream, answer()), Counting().registry(), mode="eager", timeout_s=5.0)
     assert result.status == "timeout"
-    return Trace.from_run(result, TraceMetadata(title="cut run", origin="recorded"))
+    return Trace.from_run(result, TraceMetadata(title="cut run", origin=result.origin))
 
 
 def _failed_model_recording() -> Trace:
@@ -77,7 +77,7 @@ def _failed_model_recording() -> Trace:
     model = Failing([ScriptedResponse(tool_calls=(("search", {"key": "k"}),), latency_s=1.0)])
     result = _run(model, Counting().registry(), mode="parallel")
     assert result.reason == "model_error"
-    return Trace.from_run(result, TraceMetadata(title="failed model", origin="recorded"))
+    return Trace.from_run(result, TraceMetadata(title="failed model", origin=result.origin))
 
 
 def _inputs(tmp_path: Path) -> Iterator[Trace]:
@@ -476,7 +476,7 @@ def test_calls_sent_without_an_index_start_as_soon_as_they_are_complete() -> Non
     result = _run(ChunkModel(_indexed([None, None]), answer()), Counting().registry(), mode="eager")
     assert [e.started_at for e in result.rounds[0].executions] == [1.0, 2.0]
     assert result.rounds[0].strategy_notes == ()
-    trace = Trace.from_run(result, TraceMetadata(title="no index", origin="recorded"))
+    trace = Trace.from_run(result, TraceMetadata(title="no index", origin=result.origin))
     assert eager_bound_s(trace) == pytest.approx(10.1)  # (the stream's end, then the answer's 0.1 s)
 
 

@@ -62,7 +62,7 @@ def play(model: Any, tools: ToolRegistry, **settings: Any) -> RunResult:
 
 
 def record(result: RunResult, title: str = "t") -> Trace:
-    return Trace.from_run(result, TraceMetadata(title=title, origin="recorded"))
+    return Trace.from_run(result, TraceMetadata(title=title, origin=result.origin))
 
 
 # -- 1: an importer's placeholder round is a marker, never a timed model turn ---------------------------
