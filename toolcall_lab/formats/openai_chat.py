@@ -983,21 +983,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         choice.finish_reason = st.finish_reason
         choice.server_tool_calls = ()
         choice.__class__ = ParsedChoice
-        response: Any = _new(_ResponseTwin)
-        response.format = "openai-chat-stream"
-        response.choices = (choice,)
-        limit = self._limit  # (`capped`, which only counts when a kind may be over its cap)
-        response.findings = (
-            tuple(findings)
-            if limit is None and len(findings) <= FINDINGS_PER_KIND
-            else tuple(capped(findings, limit))
-        )
-        response.usage = self.usage
-        response.response_id = self.response_id
-        response.model = self.model
-        response.error = None
-        response.__class__ = ParsedResponse
-        return response  # type: ignore[no-any-return]
+        return self._response((choice,), findings, None)
 
     def _full_result(self, error: str | None) -> ParsedResponse:
         findings = self.findings  # (not copied: the response is built once, then the accumulator is closed)
@@ -1065,9 +1051,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
             choices.append(choice)
         if len(choices) > 1:
             findings.append(extra_choices_note(choices))
+        return self._response(tuple(choices), findings, error)
+
+    def _response(
+        self, choices: tuple[Any, ...], findings: list[Finding], error: str | None
+    ) -> ParsedResponse:
+        """The `ParsedResponse` made without its checks (its parts are built here, already valid)."""
         response: Any = _new(_ResponseTwin)
         response.format = "openai-chat-stream"
-        response.choices = tuple(choices)
+        response.choices = choices
         limit = self._limit  # (`capped`, which only counts when a kind may be over its cap)
         response.findings = (
             tuple(findings)
