@@ -302,14 +302,18 @@ class ProxyServer:
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as exc:
-            logger.exception("proxy bug while answering %s %s", request.method, request.path)
-            self.stats["proxy_faults"] += 1
-            reply = HTTPError(
-                500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
-            ).response()
+            reply = self.fault(request, exc)
         self.stats["requests"] += 1
         self.count_reply(reply.status)
         return reply
+
+    def fault(self, request: Any, exc: Exception) -> Response:
+        """A 500 for a bug of the proxy's own while answering `request` (logged and counted)."""
+        logger.exception("proxy bug while answering %s %s", request.method, request.path)
+        self.stats["proxy_faults"] += 1
+        return HTTPError(
+            500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
+        ).response()
 
     def count_reply(self, status: int) -> None:
         """Count an error reply by status class, whoever made it (the proxy or the upstream)."""
@@ -909,11 +913,7 @@ class ProxyServer:
         except TooDeep as exc:
             reply = too_deep(exc).response()
         except Exception as exc:
-            logger.exception("proxy bug while answering %s %s", request.method, request.path)
-            self.stats["proxy_faults"] += 1
-            reply = HTTPError(
-                500, f"the proxy failed on this request ({type(exc).__name__}: {exc})", "proxy_error"
-            ).response()
+            reply = self.fault(request, exc)
         self.stats["requests"] += 1
         self.count_reply(reply.status)
         return reply
