@@ -1,0 +1,277 @@
+"""Strategies, eighth pass (issue 14): the fresh-eyes tester's findings f14, each fixed as a class.
+
+1. A call is answered as a duplicate only of a call that ran and was answered: whatever the strategy
+   (parallel, eager, sequential, a user strategy that skips, cancels or runs calls out of order) and
+   however long a hook takes. The first copy that actually runs answers for the others.
+3. Under eager, ``approve_call`` runs one call at a time, in arrival order (never two prompts at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.test_strategies import ChunkModel, answer, chunk, header
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.loop import Hooks, run
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
+from toolcall_lab.protocol import validate_messages
+from toolcall_lab.records import ToolExecution
+from toolcall_lab.runs import RunResult
+from toolcall_lab.strategies import Batch, strategy
+from toolcall_lab.tools import ToolRegistry
+
+ANSWERED = {"ok", "error", "timeout", "withheld", "invalid_arguments"}
+
+
+def lookups(seconds: float = 0.2) -> tuple[ToolRegistry, list[str]]:
+    """A `lookup(key)` tool that takes `seconds` on the run's clock, and the keys it ran for."""
+    ran: list[str] = []
+    reg = ToolRegistry()
+
+    @reg.register
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        ran.append(key)
+        await asyncio.sleep(seconds)
+        return f"v{key}"
+
+    return reg, ran
+
+
+def stream(*keys: str, gap: float = 0.1, end: float = 0.5) -> ChunkModel:
+    """A response streaming ``lookup`` calls c0, c1, ... (one every `gap` s), ending at `end`."""
+    chunks = [(gap * (i + 1), header(i, f"c{i}", "lookup", f'{{"key": "{k}"}}')) for i, k in enumerate(keys)]
+    return ChunkModel([*chunks, (end, chunk({}, "tool_calls"))], answer())
+
+
+def play(model: Any, tools: ToolRegistry, **settings: Any) -> RunResult:
+    return run_virtual(run(model, tools, "go", **settings))
+
+
+def duplicates_point_to_answered_calls(result: RunResult) -> None:
+    """The invariant: every duplicate names a call of its round (or an earlier one) that ran and was
+    answered, and is answered no earlier than that call."""
+    seen: dict[str, ToolExecution] = {}
+    for rnd in result.rounds:
+        mine = {e.tool_call_id: e for e in rnd.executions}
+        for ex in rnd.executions:
+            if ex.status != "duplicate":
+                continue
+            original = mine.get(ex.duplicate_of or "") or seen.get(ex.duplicate_of or "")
+            assert original is not None, ex
+            assert original.status in ANSWERED, (ex.result, original.status, original.result)
+            if original.tool_call_id in mine:
+                assert ex.ended_at >= original.ended_at - 1e-9, (ex, original)
+        seen.update(mine)
+    assert validate_messages(result.messages) == [] or any(
+        e.status == "skipped" for r in result.rounds for e in r.executions
+    )
+
+
+def statuses(result: RunResult, round_index: int = 0) -> list[str]:
+    return [e.status for e in result.rounds[round_index].executions]
+
+
+# -- (a) a strategy that skips the call another one duplicates ------------------------------------------
+
+
+@strategy("skip first", skips_calls=True)
+async def skip_first(batch: Batch) -> None:
+    batch.skip(0, "not needed")
+    await batch.run_parallel(range(1, len(batch.calls)))
+
+
+@strategy("skip first (streaming)", skips_calls=True, streams=True)
+async def skip_first_streaming(batch: Batch) -> None:
+    async for pos in batch.arrivals():
+        if pos == 0:
+            batch.skip(0, "not needed")
+        else:
+            batch.start(pos)
+    await batch.join()
+
+
+@strategy("run second then skip first", skips_calls=True)
+async def skip_after(batch: Batch) -> None:
+    await batch.run(1)  # (the whole batch is screened here: call 1 is found equal to call 0)
+    batch.skip(0, "not needed")
+    await batch.run_parallel()
+
+
+@pytest.mark.parametrize("chosen", [skip_first, skip_first_streaming, skip_after])
+def test_a_skipped_call_is_never_the_original_of_a_duplicate(chosen: Any) -> None:
+    tools, ran = lookups()
+    result = play(stream("a", "a", "b"), tools, mode=chosen)
+    assert statuses(result) == ["skipped", "ok", "ok"]
+    assert sorted(ran) == ["a", "b"]
+    duplicates_point_to_answered_calls(result)
+
+
+# -- (b) a rejected original, whatever the hook's timing -------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["parallel", "eager", "sequential", "parallel[cap=1]", "eager[cap=1]"])
+@pytest.mark.parametrize("c0_takes", [0.0, 0.05, 0.3, 2.0])
+def test_a_rejected_original_leaves_its_duplicate_to_run_in_every_mode_and_hook_timing(
+    mode: str, c0_takes: float
+) -> None:
+    asked: list[str] = []
+
+    async def approve(call: Any) -> Any:
+        asked.append(call.tool_call_id)
+        await asyncio.sleep(c0_takes if call.tool_call_id == "c0" else 0.05)
+        return "not c0" if call.tool_call_id == "c0" else True
+
+    tools, ran = lookups()
+    result = play(stream("a", "a", "b"), tools, mode=mode, hooks=Hooks(approve_call=approve))
+    assert statuses(result) == ["rejected", "ok", "ok"]
+    assert ran.count("a") == 1 and "c1" in asked  # the copy that runs was approved itself
+    duplicates_point_to_answered_calls(result)
+
+
+@pytest.mark.parametrize("mode", ["parallel", "eager", "sequential"])
+def test_an_approved_original_answers_for_its_duplicate_which_waits_for_its_answer(mode: str) -> None:
+    async def approve(call: Any) -> Any:
+        await asyncio.sleep(0.3 if call.tool_call_id == "c0" else 0.01)
+        return True
+
+    tools, ran = lookups(1.0)
+    result = play(stream("a", "a"), tools, mode=mode, hooks=Hooks(approve_call=approve))
+    original, dup = result.rounds[0].executions
+    assert (original.status, dup.status, dup.duplicate_of) == ("ok", "duplicate", "c0")
+    assert ran == ["a"]
+    assert dup.started_at == dup.ended_at >= original.ended_at  # answered once that answer existed
+    duplicates_point_to_answered_calls(result)
+
+
+# -- the original cancelled by the strategy, cut off by the run, or run later ------------------------------
+
+
+@strategy("cancels the first")
+async def cancels_first(batch: Batch) -> None:
+    first = asyncio.ensure_future(batch.run(0))
+    await asyncio.sleep(0.1)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    await batch.run_parallel()
+
+
+def test_an_original_the_strategy_cancelled_leaves_its_duplicate_to_run() -> None:
+    tools, ran = lookups(1.0)
+    result = play(stream("a", "a"), tools, mode=cancels_first)
+    assert statuses(result) == ["cancelled", "ok"]
+    assert ran == ["a", "a"]
+    duplicates_point_to_answered_calls(result)
+
+
+@strategy("reversed")
+async def reverse(batch: Batch) -> None:
+    await batch.run_sequential(reversed(range(len(batch.calls))))
+
+
+def test_the_first_copy_that_runs_answers_for_the_others() -> None:
+    tools, ran = lookups()
+    result = play(stream("a", "b", "a"), tools, mode=reverse)
+    assert statuses(result) == ["duplicate", "ok", "ok"]
+    assert result.rounds[0].executions[0].duplicate_of == "c2"
+    assert sorted(ran) == ["a", "b"]
+    duplicates_point_to_answered_calls(result)
+
+
+@pytest.mark.parametrize("mode", ["parallel", "eager", "parallel[cap=1]"])
+def test_a_duplicate_of_a_call_cut_off_by_the_deadline_is_cancelled_not_answered(mode: str) -> None:
+    tools, _ = lookups(5.0)
+    result = play(stream("a", "a"), tools, mode=mode, timeout_s=2.0)
+    original, dup = result.rounds[0].executions
+    assert original.status == "cancelled" and dup.status == "cancelled"
+    assert "Not executed" in dup.result and "duplicates" not in dup.result
+
+
+# -- across rounds: only a call that ran and was answered is remembered --------------------------------------
+
+
+@pytest.mark.parametrize("first_round", ["rejected", "skipped"])
+def test_across_rounds_a_call_that_did_not_run_is_no_original(first_round: str) -> None:
+    tools, ran = lookups()
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=(("lookup", {"key": "a"}), ("lookup", {"key": "b"}))),
+            ScriptedResponse(tool_calls=(("lookup", {"key": "a"}),)),
+            "done",
+        ]
+    )
+    rounds = [0]
+
+    def approve(call: Any) -> Any:
+        return "not now" if rounds[0] == 0 and call.args == {"key": "a"} else True
+
+    @strategy("skip a once", skips_calls=True)
+    async def skip_a_once(batch: Batch) -> None:
+        if batch.round_index == 0:
+            batch.skip(0, "later")
+        await batch.run_parallel()
+        rounds[0] += 1
+
+    if first_round == "rejected":
+
+        @strategy("counting rounds")
+        async def counting(batch: Batch) -> None:
+            await batch.run_parallel()
+            rounds[0] += 1
+
+        result = play(
+            model, tools, mode=counting, hooks=Hooks(approve_call=approve), dedupe_across_rounds=True
+        )
+    else:
+        result = play(model, tools, mode=skip_a_once, dedupe_across_rounds=True)
+    assert statuses(result, 0) == [first_round, "ok"]
+    assert statuses(result, 1) == ["ok"]
+    assert ran == ["b", "a"]
+    duplicates_point_to_answered_calls(result)
+
+
+def test_across_rounds_a_call_that_ran_answers_for_its_repeat() -> None:
+    tools, ran = lookups()
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=(("lookup", {"key": "a"}),)),
+            ScriptedResponse(tool_calls=(("lookup", {"key": "a"}),)),
+            "done",
+        ]
+    )
+    result = play(model, tools, mode="eager", dedupe_across_rounds=True)
+    assert statuses(result, 1) == ["duplicate"] and ran == ["a"]
+    duplicates_point_to_answered_calls(result)
+
+
+# -- 3: under eager, approve_call runs one call at a time, in arrival order --------------------------------
+
+
+@pytest.mark.parametrize("mode", ["eager", "parallel", "eager[cap=1]"])
+def test_approvals_never_overlap_and_come_in_arrival_order(mode: str) -> None:
+    """A human-approval hook (``await asyncio.to_thread(input)``) must never get two prompts at once:
+    three calls arriving 0.1 s apart, each approval taking 0.3 s."""
+    asking: list[str] = []
+    log: list[tuple[str, str, float]] = []
+
+    async def approve(call: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        asking.append(call.tool_call_id)
+        log.append(("enter", call.tool_call_id, loop.time()))
+        assert len(asking) == 1, f"approvals overlap: {asking}"
+        await asyncio.sleep(0.3)
+        asking.remove(call.tool_call_id)
+        log.append(("exit", call.tool_call_id, loop.time()))
+        return True
+
+    tools, ran = lookups()
+    result = play(stream("a", "b", "c", end=2.0), tools, mode=mode, hooks=Hooks(approve_call=approve))
+    assert statuses(result) == ["ok", "ok", "ok"] and ran == ["a", "b", "c"]
+    assert [cid for kind, cid, _ in log if kind == "enter"] == ["c0", "c1", "c2"]
+    if mode.startswith("eager"):  # still overlapping the stream: each call starts once approved
+        first = result.rounds[0].executions[0]
+        assert first.started_at == pytest.approx(0.4)
+        assert first.started_at < result.rounds[0].model_call.ended_at
