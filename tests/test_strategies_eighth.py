@@ -275,3 +275,128 @@ def test_approvals_never_overlap_and_come_in_arrival_order(mode: str) -> None:
         first = result.rounds[0].executions[0]
         assert first.started_at == pytest.approx(0.4)
         assert first.started_at < result.rounds[0].model_call.ended_at
+
+
+# -- 2: traces that share a title are told apart in every table ----------------------------------------------
+
+
+def _title_twins() -> tuple[Any, Any]:
+    """A recorded scenario and its `as_streamed` copy: the copy keeps the title."""
+    from toolcall_lab.generation import GenerationSpeed, as_streamed
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    streamed = as_streamed(trace, GenerationSpeed(tokens_per_s=56.8, ttft_s=2.25), tool_s=1.0)
+    assert streamed.metadata.title == trace.metadata.title
+    return trace, streamed
+
+
+@pytest.mark.parametrize(
+    "modes", [["sequential", "eager"], ["parallel", "eager"], ["sequential", "parallel"]]
+)
+def test_compare_keys_traces_that_share_a_title_apart(modes: list[str]) -> None:
+    from toolcall_lab.analysis import compare, summary_text
+
+    trace, streamed = _title_twins()
+    title = trace.metadata.title
+    alone = {
+        t: compare([x], modes).runs.set_index("mode")["wall_time_s"]
+        for t, x in (("a", trace), ("b", streamed))
+    }
+    both = compare([trace, streamed], modes)
+    keys = [f"{title} #1", f"{title} #2"]
+    assert sorted(set(both.runs["trace"])) == keys and set(both.runs["title"]) == {title}
+    wide = both.runs.pivot(index="trace", columns="mode", values="wall_time_s")  # (notebook 06's `gains`)
+    for key, which in zip(keys, ("a", "b"), strict=True):
+        assert wide.loc[key].to_dict() == pytest.approx(alone[which].to_dict())
+    for table in (both.rounds, both.calls):
+        assert set(table["trace"]) == set(keys)
+    if "sequential" in modes:
+        assert both.runs["speedup_vs_sequential"].notna().all()
+    assert int(both.summary["traces"].iloc[0]) == 2
+    assert both.notes and "told apart" in both.notes[0] and keys[1] in both.notes[0]
+    assert "told apart" in summary_text(both)
+
+
+def test_trace_keys_leave_distinct_titles_alone_and_never_collide() -> None:
+    from toolcall_lab.analysis import trace_keys
+
+    trace, _ = _title_twins()
+    assert trace_keys([trace]) == [trace.metadata.title]
+    assert trace_keys(["a.json", "b.json"]) == ["a.json", "b.json"]
+    assert trace_keys(["a.json", "a.json", "a.json #1"]) == ["a.json #2", "a.json #3", "a.json #1"]
+
+
+def test_the_corpus_view_compares_traces_that_share_a_title_instead_of_refusing() -> None:
+    from toolcall_lab.notebook.widgets import CorpusView
+
+    trace, streamed = _title_twins()
+    view = CorpusView([trace, streamed], ["parallel", "eager"])
+    assert view.comparison is not None and len(set(view.comparison.runs["trace"])) == 2
+    assert "told apart" in view.message.value
+    opened = view.open_row(int(view.comparison.runs.index[-1]))  # the streamed copy's row opens that copy
+    assert opened.trace is streamed
+
+
+# -- 4: a strategy using a batch of an earlier round gets a UsageError (an Exception) ---------------------------
+
+
+@pytest.mark.parametrize("streams", [False, True])
+def test_a_strategy_reusing_an_earlier_rounds_batch_gets_a_usage_error(streams: bool) -> None:
+    from toolcall_lab.exceptions import UsageError
+
+    kept: list[Batch] = []
+    caught: list[BaseException] = []
+
+    @strategy("keeps batches", streams=streams)
+    async def keeps(batch: Batch) -> None:
+        kept.append(batch)
+        if len(kept) > 1:
+            try:
+                await kept[0].run(0)
+            except Exception as exc:  # (an Exception: the strategy can catch it)
+                caught.append(exc)
+        async for pos in batch.arrivals():
+            batch.start(pos)
+        await batch.join()
+
+    tools, ran = lookups()
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=(("lookup", {"key": "a"}),)),
+            ScriptedResponse(tool_calls=(("lookup", {"key": "b"}),)),
+            "done",
+        ]
+    )
+    result = play(model, tools, mode=keeps)
+    assert result.status == "completed" and ran == ["a", "b"]
+    assert len(caught) == 1 and type(caught[0]) is UsageError
+    assert "round 0" in str(caught[0]) and "closed" in str(caught[0]) and "left behind" not in str(caught[0])
+
+
+def test_a_task_the_strategy_left_behind_is_still_cancelled_quietly() -> None:
+    seen: list[str] = []
+    left: list[asyncio.Future[None]] = []
+
+    @strategy("leaves a task")
+    async def leaves(batch: Batch) -> None:
+        async def later() -> None:
+            await asyncio.sleep(1.0)
+            try:
+                await batch.run(0)
+            except BaseException as exc:
+                seen.append(type(exc).__name__)
+                raise
+
+        left.append(asyncio.ensure_future(later()))
+        await batch.run_parallel()
+
+    tools, _ = lookups()
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=(("lookup", {"key": "a"}),)),
+            ScriptedResponse(content="done", latency_s=5.0),
+        ]
+    )
+    result = play(model, tools, mode=leaves)
+    assert result.status == "completed" and seen == ["CancelledError"]

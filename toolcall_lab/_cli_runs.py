@@ -622,7 +622,7 @@ def _bench(args: argparse.Namespace, signals: Any) -> int:
     import time
 
     from toolcall_lab._workers import Terminated, process_pool, stop_workers
-    from toolcall_lab.analysis import compare
+    from toolcall_lab.analysis import compare, trace_keys
     from toolcall_lab.trace_files import iter_trace_paths
 
     out = _check_out(args.out, "bench", suffixes=(".csv", ".parquet")) if args.out else None
@@ -708,7 +708,7 @@ def _bench(args: argparse.Namespace, signals: Any) -> int:
         plotting.speedup_distribution(result, save=plot)
         plotting.time_breakdown(result, save=plot.with_name(plot.stem + "_breakdown" + plot.suffix))
         broken = set(result.errors["trace"])
-        item = next(p for p in paths if _trace_name(p) not in broken)
+        item = next(p for p, key in zip(paths, trace_keys(paths), strict=True) if key not in broken)
         first = load(item) if isinstance(item, (str, Path)) else item
         plotting.gantt(
             first,
@@ -725,11 +725,6 @@ def _why(interrupted: BaseException | None) -> str:
     from toolcall_lab._workers import Terminated
 
     return "terminated (SIGTERM)" if isinstance(interrupted, Terminated) else "interrupted (Ctrl-C)"
-
-
-def _trace_name(item: Any) -> str:
-    """How the comparison tables name a trace (its path, or the title of one made in memory)."""
-    return str(item) if isinstance(item, (str, Path)) else str(item.metadata.title)
 
 
 def _bench_report(

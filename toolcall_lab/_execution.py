@@ -207,6 +207,10 @@ class Executor(HookCalls):
             (tools marked `Tool.idempotent` get it anyway).
     """
 
+    strategy_task: asyncio.Task[Any] | None = None
+    """The task running the strategy now (the loop sets it): a batch of an earlier round tells the
+    strategy's own use of it (a `UsageError`) from a task the strategy left behind."""
+
     def __init__(
         self,
         tools: ToolRegistry,

@@ -617,7 +617,7 @@ class _Run:
         """The strategy's run over `batch`. What it raises is its bug (`_StrategyFailed`), except what
         stops a run anywhere (cancellation, interruptions, replay divergence, a spent script); calls
         it left running are cancelled and drained (and that is its bug too)."""
-        runner = self.strategy_runner = asyncio.current_task()
+        runner = self.strategy_runner = self.executor.strategy_task = asyncio.current_task()
         try:
             returned: Any = await cast(Any, self.strategy).run(batch)  # (None, unless it misbehaves)
             if batch._running():
@@ -650,7 +650,7 @@ class _Run:
                 raise  # landed while the strategy's own code ran
             raise _StrategyFailed(exc) from exc
         finally:
-            self.strategy_runner = None
+            self.strategy_runner = self.executor.strategy_task = None
             await batch._drain()
 
     def waiting_on(self, batch: Batch) -> str:

@@ -359,8 +359,17 @@ class Batch:
 
     def _refuse_closed(self, what: str) -> None:
         """A task the strategy left behind calls the batch after its round was recorded: it is
-        cancelled (quietly: its round's record already says what became of every call)."""
+        cancelled (quietly: its round's record already says what became of every call). The
+        strategy itself, running on a later batch, gets a `UsageError` (an ``Exception``, naming
+        what it did): it used a batch it kept from an earlier round."""
         if self._closed:
+            runner = self._executor.strategy_task
+            if runner is not None and asyncio.current_task() is runner:
+                raise UsageError(
+                    f"strategy {self._strategy!r}: {what} on the batch of round {self._round_index}, "
+                    "which is closed (its round is recorded): a strategy runs only the calls of the "
+                    "batch it was called with; use that one (do not keep batches across rounds)"
+                )
             raise asyncio.CancelledError(
                 f"strategy {self._strategy!r}: {what}: the batch of round {self._round_index} is closed "
                 "(its round is recorded); a task the strategy left behind was cancelled"
