@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -400,3 +402,134 @@ def test_a_task_the_strategy_left_behind_is_still_cancelled_quietly() -> None:
     )
     result = play(model, tools, mode=leaves)
     assert result.status == "completed" and seen == ["CancelledError"]
+
+
+# -- 5: on the virtual clock, a strategy waiting on real work of its own is told what happened -----------------
+
+
+def test_a_strategy_waiting_on_its_own_thread_gets_a_true_message_on_the_virtual_clock() -> None:
+    import threading
+
+    release = threading.Event()
+
+    @strategy("waits on its own thread")
+    async def waits(batch: Batch) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[str] = loop.create_future()
+
+        def work() -> None:  # real work that outlasts the virtual loop's grace (released after the run)
+            release.wait()
+            with contextlib.suppress(RuntimeError):  # (the loop may be closed by then)
+                loop.call_soon_threadsafe(done.set_result, "go")
+
+        threading.Thread(target=work, daemon=True).start()
+        await done
+        await batch.run_parallel()
+
+    tools, _ = lookups()
+    try:
+        result = play(stream("a"), tools, mode=waits)
+    finally:
+        release.set()
+    assert (result.status, result.reason) == ("failed", "strategy_error")
+    said = result.error or ""
+    assert "NeverReturned" in said and "no virtual-clock event was pending" in said
+    assert "a thread it started" in said and "asyncio.to_thread" in said and "virtual=False" in said
+    assert "(it awaits something that never happens)" not in said
+
+
+# -- 6: the base class, a class without a name, a class that is not a Strategy: clear messages -----------------
+
+
+def test_the_base_class_or_a_nameless_class_is_refused_with_what_to_pass(tmp_path: Any) -> None:
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.scenarios import SCENARIOS
+    from toolcall_lab.strategies import Strategy, resolve
+
+    module = tmp_path / "mystrats.py"
+    module.write_text(
+        "from toolcall_lab.strategies import Strategy\n\n"
+        "class Nameless(Strategy):\n    async def run(self, batch):\n        await batch.run_parallel()\n\n"
+        "class NotAStrategy:\n    name = 'x'\n\n    async def run(self, batch):\n        pass\n"
+    )
+    trace = SCENARIOS["weather_news_stock"].record()
+    with pytest.raises(UsageError, match="Strategy is the base class, not a strategy: subclass it"):
+        compare([trace], [f"{module}:Strategy"])
+    with pytest.raises(UsageError, match="Strategy is the base class"):
+        resolve(Strategy)
+    with pytest.raises(UsageError, match="the class Nameless has no name: give it one"):
+        resolve(f"{module}:Nameless")
+    with pytest.raises(UsageError, match=r"NotAStrategy is a class, not a strategy: pass an instance"):
+        resolve(f"{module}:NotAStrategy")
+
+
+# -- 7: serve-trace --delay-scale streams chunks at their recorded offsets ------------------------------------
+
+
+def _eager_recording() -> Any:
+    """An eager run whose call 0 completes at 0.2 s of a 1.0 s stream (recorded chunk offsets)."""
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    tools, _ = lookups(0.3)
+    result = play(stream("a", "b", gap=0.2, end=1.0), tools, mode="eager")
+    return Trace.from_run(result, TraceMetadata(title="eager recording", origin=result.origin))
+
+
+def test_a_served_trace_paces_its_stream_by_the_recorded_chunk_offsets() -> None:
+    from toolcall_lab.proxy import TraceUpstream
+
+    trace = _eager_recording()
+    recorded = [c.offset_s for c in trace.rounds[0].model_call.chunks]
+    latency = trace.rounds[0].model_call.latency_s
+
+    async def served(scale: float, stream: bool) -> tuple[list[float], list[bytes]]:
+        upstream = TraceUpstream(trace, delay_scale=scale)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        body = json.dumps({"model": "m", "messages": list(trace.initial_messages), "stream": stream})
+        reply = await upstream.send(body.encode(), {}, stream=stream)
+        if reply.stream is None:
+            return [loop.time() - start], [reply.body or b""]
+        times, data = [], []
+        async for piece in reply.stream:
+            times.append(loop.time() - start)
+            data.append(piece)
+        return times, data
+
+    times, data = run_virtual(served(2.0, True))
+    assert times[:-1] == pytest.approx([2.0 * t for t in recorded])  # each chunk at its offset x 2
+    assert times[-1] == pytest.approx(2.0 * latency) and data[-1] == b"data: [DONE]\n\n"
+    assert [json.loads(d[6:])["choices"] for d in data[:-1]] == [
+        c.payload["choices"] for c in trace.rounds[0].model_call.chunks
+    ]
+    whole, _ = run_virtual(served(2.0, False))  # a non-streaming request: whole, after the latency
+    assert whole == [pytest.approx(2.0 * latency)]
+    instant, _ = run_virtual(served(0.0, True))  # no delay scale: everything at once, as before
+    assert set(instant) == {0.0}
+
+
+def test_a_live_eager_run_against_a_served_trace_overlaps_the_stream() -> None:
+    """Real clock, ordering only: the first call starts before the served stream ends."""
+    openai = pytest.importorskip("openai")
+    from toolcall_lab.openai_model import OpenAIModel
+    from toolcall_lab.proxy import TraceUpstream, serve, upstream_app
+
+    trace = _eager_recording()
+
+    async def go() -> RunResult:
+        runner, url = await serve(upstream_app(TraceUpstream(trace, delay_scale=1.0)))
+        client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
+        try:
+            tools, _ = lookups(0.01)
+            return await run(
+                OpenAIModel("m", client=client), tools, list(trace.initial_messages), mode="eager"
+            )
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    result = asyncio.run(go())
+    first = result.rounds[0]
+    assert result.status == "completed" and [e.status for e in first.executions] == ["ok", "ok"]
+    assert first.executions[0].started_at < first.model_call.ended_at

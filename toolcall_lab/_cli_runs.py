@@ -931,7 +931,7 @@ def _upstream(spec: str, delay_scale: float, ca_file: str | None = None) -> Any:
     if spec.startswith(("http://", "https://")):
         if delay_scale:
             raise UsageError(
-                "--delay-scale applies to a trace upstream only (it sleeps the recorded latency); "
+                "--delay-scale applies to a trace upstream only (it paces replies by the recording); "
                 f"{spec} is a live endpoint"
             )
         try:
@@ -1169,7 +1169,12 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=_port, default=8081, help="TCP port (0 picks a free one)")
     p.add_argument(
-        "--delay-scale", type=_positive(float, zero=True), default=0.0, help="sleep recorded latency x this"
+        "--delay-scale",
+        type=_positive(float, zero=True),
+        default=0.0,
+        help="pace replies by the recording x this: a streaming request gets each recorded chunk at its "
+        "offset x S and [DONE] at the latency x S (a live eager run can overlap the stream); a "
+        "non-streaming one, or a round recorded whole, comes whole after the latency x S (0: at once)",
     )
     p.set_defaults(func=cmd_serve_trace)
 
@@ -1264,7 +1269,8 @@ def register(sub: Any) -> None:
         "--delay-scale",
         type=_positive(float, zero=True),
         default=0.0,
-        help="trace upstream only: sleep the recorded latency x this",
+        help="trace upstream only: pace replies by the recording x this (recorded chunk offsets x S for "
+        "a streamed round, else the whole reply after the latency x S)",
     )
     p.add_argument(
         "--event-loop",
