@@ -533,3 +533,25 @@ def test_a_live_eager_run_against_a_served_trace_overlaps_the_stream() -> None:
     first = result.rounds[0]
     assert result.status == "completed" and [e.status for e in first.executions] == ["ok", "ok"]
     assert first.executions[0].started_at < first.model_call.ended_at
+
+
+@strategy("two at once")
+async def two_at_once(batch: Batch) -> None:
+    await asyncio.gather(batch.run(1), batch.run(0))
+
+
+def test_approve_call_is_asked_once_per_call_whichever_copy_ends_up_running() -> None:
+    """Call 1 takes call 0's place (call 0 not started yet) and is rejected: call 0, approved when the
+    batch was screened, then runs without being asked again."""
+    asked: list[str] = []
+
+    async def approve(call: Any) -> Any:
+        asked.append(call.tool_call_id)
+        await asyncio.sleep(0.1)
+        return "not c1" if call.tool_call_id == "c1" else True
+
+    tools, ran = lookups()
+    result = play(stream("a", "a"), tools, mode=two_at_once, hooks=Hooks(approve_call=approve))
+    assert statuses(result) == ["ok", "rejected"] and ran == ["a"]
+    assert sorted(asked) == ["c0", "c1"]
+    duplicates_point_to_answered_calls(result)

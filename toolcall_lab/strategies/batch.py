@@ -120,6 +120,7 @@ class Batch:
     _lock: asyncio.Lock | None = None  # one approval (or whole-batch screening) at a time
     _settling: asyncio.Future[None] | None = None  # a duplicate waits here for its original
     _took_over: set[int] | None = None  # duplicates whose turn made them the copy that runs
+    _approved: set[int] | None = None  # approved originals that became duplicates (asked only once)
     _slots: Slots | None = None
     _group: _Group | None = None
     _wake: asyncio.Future[None] | None = None
@@ -543,6 +544,10 @@ class Batch:
                 return None
             dedupe.of[pos] = owner[1]  # another copy ran first: this one is its duplicate
             pre = self._pre[pos] = self._executor.duplicate(call, owner)
+            approved = self._approved
+            if approved is None:
+                approved = self._approved = set()
+            approved.add(pos)  # (screened and approved already: never asked twice should it run after all)
         original = dedupe.of.get(pos)
         if original is None or pre.status != "duplicate":
             return pre
@@ -567,7 +572,8 @@ class Batch:
             took = self._took_over = set()
         took.add(pos)
         self._pre[pos] = None
-        return "approve" if self._executor.hooks.approve_call is not None else None
+        asked = self._approved is not None and pos in self._approved  # (approved when screened)
+        return "approve" if self._executor.hooks.approve_call is not None and not asked else None
 
     async def _resolved(self, given: int, early: bool) -> ToolExecution | None:
         """`_duplicate_turn` until decided: waiting for the original to settle, asking
