@@ -622,7 +622,7 @@ def _bench(args: argparse.Namespace, signals: Any) -> int:
     import time
 
     from toolcall_lab._workers import Terminated, process_pool, stop_workers
-    from toolcall_lab.analysis import compare
+    from toolcall_lab.analysis import compare, trace_keys
     from toolcall_lab.trace_files import iter_trace_paths
 
     out = _check_out(args.out, "bench", suffixes=(".csv", ".parquet")) if args.out else None
@@ -708,7 +708,7 @@ def _bench(args: argparse.Namespace, signals: Any) -> int:
         plotting.speedup_distribution(result, save=plot)
         plotting.time_breakdown(result, save=plot.with_name(plot.stem + "_breakdown" + plot.suffix))
         broken = set(result.errors["trace"])
-        item = next(p for p in paths if _trace_name(p) not in broken)
+        item = next(p for p, key in zip(paths, trace_keys(paths), strict=True) if key not in broken)
         first = load(item) if isinstance(item, (str, Path)) else item
         plotting.gantt(
             first,
@@ -725,11 +725,6 @@ def _why(interrupted: BaseException | None) -> str:
     from toolcall_lab._workers import Terminated
 
     return "terminated (SIGTERM)" if isinstance(interrupted, Terminated) else "interrupted (Ctrl-C)"
-
-
-def _trace_name(item: Any) -> str:
-    """How the comparison tables name a trace (its path, or the title of one made in memory)."""
-    return str(item) if isinstance(item, (str, Path)) else str(item.metadata.title)
 
 
 def _bench_report(
@@ -936,7 +931,7 @@ def _upstream(spec: str, delay_scale: float, ca_file: str | None = None) -> Any:
     if spec.startswith(("http://", "https://")):
         if delay_scale:
             raise UsageError(
-                "--delay-scale applies to a trace upstream only (it sleeps the recorded latency); "
+                "--delay-scale applies to a trace upstream only (it paces replies by the recording); "
                 f"{spec} is a live endpoint"
             )
         try:
@@ -1174,7 +1169,12 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=_port, default=8081, help="TCP port (0 picks a free one)")
     p.add_argument(
-        "--delay-scale", type=_positive(float, zero=True), default=0.0, help="sleep recorded latency x this"
+        "--delay-scale",
+        type=_positive(float, zero=True),
+        default=0.0,
+        help="pace replies by the recording x this: a streaming request gets each recorded chunk at its "
+        "offset x S and [DONE] at the latency x S (a live eager run can overlap the stream); a "
+        "non-streaming one, or a round recorded whole, comes whole after the latency x S (0: at once)",
     )
     p.set_defaults(func=cmd_serve_trace)
 
@@ -1269,7 +1269,8 @@ def register(sub: Any) -> None:
         "--delay-scale",
         type=_positive(float, zero=True),
         default=0.0,
-        help="trace upstream only: sleep the recorded latency x this",
+        help="trace upstream only: pace replies by the recording x this (recorded chunk offsets x S for "
+        "a streamed round, else the whole reply after the latency x S)",
     )
     p.add_argument(
         "--event-loop",

@@ -45,6 +45,7 @@ from toolcall_lab.tools import (
 )
 
 __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the modes import them here)
+    "BatchDedupe",
     "Executor",
     "Hooks",
     "Interrupted",
@@ -143,6 +144,37 @@ def harness_decision(text: str) -> str | None:
 _Key = tuple[str, str]
 _CONTAINERS = (dict, list)
 
+
+class BatchDedupe:
+    """Within-batch de-duplication state of one batch (`Executor.new_batch`).
+
+    `first`: key -> (id, position) of the call that answers for every equal call (the *original*);
+    `keys`: position -> key of each call registered as an original; `of`: position -> the original's
+    position, for each call screened as a duplicate. A duplicate found at screening is provisional:
+    the batch answers it only once its original has run and been answered, and otherwise lets it
+    run in the original's place (`toolcall_lab.strategies.batch`), so `first` can change hands.
+    """
+
+    __slots__ = ("first", "keys", "of")
+
+    def __init__(self) -> None:
+        self.first: dict[_Key, tuple[str, int]] = {}
+        self.keys: dict[int, _Key] = {}
+        self.of: dict[int, int] = {}
+
+    def take_over(self, call: ToolCall, position: int, key: _Key) -> None:
+        """The call at `position` becomes the original of `key` (the one that runs)."""
+        self.first[key] = (call.tool_call_id, position)
+        self.keys[position] = key
+
+    def moved(self, moved: dict[int, int]) -> None:
+        """Positions changed (`Batch._move`): follow them."""
+        at = moved.get
+        self.first = {k: (i, at(p, p)) for k, (i, p) in self.first.items()}
+        self.keys = {at(p, p): k for p, k in self.keys.items()}
+        self.of = {at(p, p): at(o, o) for p, o in self.of.items()}
+
+
 Phase = tuple[str, float, ToolExecution | None]
 """Where a call stood when its hooks were involved: (``queued`` | ``on_tool_start`` | ``running`` |
 ``approve_result`` | ``on_tool_complete``, since when, its record once the tool had ended)."""
@@ -174,6 +206,10 @@ class Executor(HookCalls):
         dedupe: within-batch de-duplication; dedupe_across_rounds: across rounds for every tool
             (tools marked `Tool.idempotent` get it anyway).
     """
+
+    strategy_task: asyncio.Task[Any] | None = None
+    """The task running the strategy now (the loop sets it): a batch of an earlier round tells the
+    strategy's own use of it (a `UsageError`) from a task the strategy left behind."""
 
     def __init__(
         self,
@@ -320,20 +356,22 @@ class Executor(HookCalls):
 
     # -- screening ----------------------------------------------------------------------------------
 
-    def new_batch(self) -> dict[_Key, tuple[str, int]]:
-        """The within-batch de-duplication state of a new batch (key -> (id, position))."""
+    def new_batch(self) -> BatchDedupe:
+        """The within-batch de-duplication state of a new batch."""
         self.phases.clear()
         self.cut_notes.clear()
         self.stopped.clear()
-        return {}
+        return BatchDedupe()
 
-    async def screen_one(
-        self, call: ToolCall, position: int, batch: dict[_Key, tuple[str, int]]
-    ) -> ToolExecution | None:
+    async def screen_one(self, call: ToolCall, position: int, batch: BatchDedupe) -> ToolExecution | None:
         """Decide whether `call` may run (None) or what it is answered with instead."""
         pre = self.check(call, position, batch)
         if pre is not None:
             return pre
+        return await self.approve(call, position, batch)
+
+    async def approve(self, call: ToolCall, position: int, batch: BatchDedupe) -> ToolExecution | None:
+        """Ask ``approve_call`` (if set) about a call that passed the checks: None = approved."""
         approve = self.hooks.approve_call
         if approve is not None:
             reason = await self.approval("approve_call", approve, (call,), "call rejected", call, position)
@@ -343,6 +381,17 @@ class Executor(HookCalls):
                 return self._made(call, "rejected", f"Rejected: {reason}. The call was not executed.")
         return None
 
+    def duplicate(self, call: ToolCall, first: tuple[str, int]) -> ToolExecution:
+        """The record of a within-batch duplicate of the call `first` (id, position)."""
+        return self._made(
+            call,
+            "duplicate",
+            f"Not executed: duplicates call {first[0]} (position {first[1]} of this batch; same "
+            "tool and arguments; within-batch de-duplication). The answer to that call stands for "
+            "this one too.",
+            duplicate_of=first[0],
+        )
+
     async def screen(self, calls: Sequence[ToolCall]) -> list[ToolExecution | None]:
         """`screen_one` for a whole batch, in model order (None = runnable)."""
         batch = self.new_batch()
@@ -351,9 +400,7 @@ class Executor(HookCalls):
             return [check(call, i, batch) for i, call in enumerate(calls)]
         return [await self.screen_one(call, i, batch) for i, call in enumerate(calls)]
 
-    def check(
-        self, call: ToolCall, position: int, batch: dict[_Key, tuple[str, int]]
-    ) -> ToolExecution | None:
+    def check(self, call: ToolCall, position: int, batch: BatchDedupe) -> ToolExecution | None:
         """The checks that need no hook: arguments, tool, duplicates (None = may run)."""
         value = call._outcome  # a plain dict: the parser read a valid object (`_arguments`)
         if type(value) is not dict or not call.complete:
@@ -389,16 +436,10 @@ class Executor(HookCalls):
             return None
         key = (call.name, canonical_json(value))
         if dedupe:
-            first = batch.get(key)
-            if first is not None:
-                return self._made(
-                    call,
-                    "duplicate",
-                    f"Not executed: duplicates call {first[0]} (position {first[1]} of this batch; same "
-                    "tool and arguments; within-batch de-duplication). The answer to that call stands for "
-                    "this one too.",
-                    duplicate_of=first[0],
-                )
+            first = batch.first.get(key)
+            if first is not None:  # (provisional: the batch answers it once `first` was answered)
+                batch.of[position] = first[1]
+                return self.duplicate(call, first)
         if across:
             earlier = self.history.get(key)
             if earlier is not None:
@@ -415,14 +456,14 @@ class Executor(HookCalls):
                     duplicate_of=earlier[0],
                 )
         if dedupe:
-            batch[key] = (call.tool_call_id, position)
+            batch.first[key] = (call.tool_call_id, position)
+            batch.keys[position] = key
         return None
 
-    def _forget(self, call: ToolCall, position: int, batch: dict[_Key, tuple[str, int]]) -> None:
-        args = call.args
-        key = (call.name, canonical_json(args)) if args is not None else None
-        if key is not None and batch.get(key) == (call.tool_call_id, position):
-            del batch[key]
+    def _forget(self, call: ToolCall, position: int, batch: BatchDedupe) -> None:
+        key = batch.keys.get(position)
+        if key is not None and batch.first.get(key) == (call.tool_call_id, position):
+            del batch.first[key]
 
     # -- running ------------------------------------------------------------------------------------
 

@@ -43,7 +43,11 @@ class Hooks:
     the whole batch, one call after another, before any call starts (every strategy, built-in or your
     own, whatever batch method it uses; ``first_only`` asks only about the call it runs), except under
     a strategy that streams (``eager``), where it runs per call as each arrives, before that call
-    starts; ``on_tool_start``
+    starts, still one call at a time in arrival order (a human approving calls never gets two
+    prompts at once; calls that arrived meanwhile wait their turn, while the stream goes on). A
+    duplicate is not asked about: the call it duplicates answers for it, unless that call does not
+    run (rejected, skipped, cancelled), and then the duplicate is asked when it runs in its place;
+    ``on_tool_start``
     runs before the call's start time, ``approve_result`` and ``on_tool_complete`` after its end time,
     so hook time is never part of a tool's duration; it shows as the gap between a call's end and the
     next event. A run cut off while a call's result hook runs keeps the call's outcome (a result not yet

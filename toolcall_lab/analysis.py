@@ -3,7 +3,9 @@ eager bound: tools overlapping the model's stream), missed parallelism.
 
 The per-trace work (`trace_rows`) returns plain dicts so it can run in any `concurrent.futures`
 executor (processes, or a Dask/Ray executor for corpora beyond one machine); `compare` turns the
-rows into pandas DataFrames (pandas is imported only here, lazily).
+rows into pandas DataFrames (pandas is imported only here, lazily). Every table names a trace's
+rows by a key of its own (`trace_keys`: its title or path, with `` #1``, `` #2``, ... where several
+share one), so two traces' rows never mix.
 
 Every run row says what its times rest on (``timing_evidence``: the weakest label among the
 durations that add up to it, ``measured_share``: the share of those seconds that was recorded or
@@ -509,14 +511,61 @@ def _tool_message_ids(result: RunResult) -> Callable[[Round], list[str]]:
     return ids
 
 
+def trace_key(item: Trace | str | Path) -> str:
+    """What names a trace's rows in `compare`'s tables (column ``trace``): a `Trace`'s title, a
+    file's path (`trace_keys` tells apart several that share one)."""
+    return item.metadata.title if isinstance(item, Trace) else str(item)
+
+
+def trace_keys(items: Sequence[Trace | str | Path]) -> list[str]:
+    """The key of each trace in `compare`'s tables, in the order given: `trace_key`, and where
+    several traces share one (a trace and its `as_streamed` copy keep their title), each of them gets
+    `` #1``, `` #2``, ... in the order given, so no two traces' rows ever mix under one key (a pivot
+    by ``trace`` stays one row per trace); the ``title`` column keeps the title itself."""
+    from collections import Counter
+
+    bases = [trace_key(item) for item in items]
+    shared = {b for b, n in Counter(bases).items() if n > 1}
+    if not shared:
+        return bases
+    taken = set(bases) - shared
+    out, counts = [], Counter[str]()
+    for base in bases:
+        key = base
+        if base in shared:
+            while key == base or key in taken:  # (a suffix another trace's title already has is skipped)
+                counts[base] += 1
+                key = f"{base} #{counts[base]}"
+        taken.add(key)
+        out.append(key)
+    return out
+
+
+def shared_keys_note(items: Sequence[Trace | str | Path], keys: Sequence[str]) -> str:
+    """What `trace_keys` did, in words ('' when every trace kept its own title or path)."""
+    renamed = [
+        f"{trace_key(item)!r} -> {key!r}"
+        for item, key in zip(items, keys, strict=True)
+        if key != trace_key(item)
+    ]
+    if not renamed:
+        return ""
+    return (
+        "traces sharing a title (or path) are told apart in every table by a suffix on the trace key "
+        f"(the title column keeps the title): {', '.join(renamed)}"
+    )
+
+
 def trace_rows(
     item: Trace | str | Path,
     modes: Sequence[StrategySpec],
     settings: dict[str, Any],
     virtual: bool = True,
     timings: TimingFilter = "any",
+    key: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Replay one trace under each mode; plain rows (picklable) for `compare`.
+    """Replay one trace under each mode; plain rows (picklable) for `compare`, its rows named `key`
+    (default: `trace_key`; `compare` gives every trace a key of its own, `trace_keys`).
 
     A trace that cannot be loaded or replayed yields an ``errors`` row naming it (and the mode), so
     one broken file never costs the rest of a corpus; a trace whose timings are weaker than `timings`
@@ -531,12 +580,12 @@ def trace_rows(
         "excluded": [],
         "dependencies": [],
     }
+    trace_id = trace_key(item) if key is None else key
     if isinstance(item, Trace):
-        trace, trace_id = item, item.metadata.title
+        trace = item
     else:
         from toolcall_lab.trace_files import load
 
-        trace_id = str(item)
         try:
             trace = load(item)
         except TraceError as exc:
@@ -684,6 +733,9 @@ class Comparison:
     """One row per (trace, earlier round, later round): the class and a summary of the evidence."""
     not_compared: tuple[str, ...] = ()
     """Traces a comparison stopped early (Ctrl-C: `compare`'s ``partial_comparison``) never reached."""
+    notes: tuple[str, ...] = ()
+    """What the comparison says about its input, e.g. traces that share a title, keyed apart
+    (`trace_keys`); `summary_text` prints them."""
 
     @property
     def modes_failed_everywhere(self) -> list[str]:
@@ -865,15 +917,20 @@ def compare(
     if concurrency is not None:
         settings["concurrency"] = concurrency
     items = list(traces)
+    keys = trace_keys(items)  # (traces sharing a title get a key each: their rows never mix)
+    said = shared_keys_note(items, keys)
+    notes = (said,) if said else ()
     if executor is None:
         parts: Iterable[dict[str, list[dict[str, Any]]]] = (
-            trace_rows(t, modes, settings, virtual, timings) for t in items
+            trace_rows(t, modes, settings, virtual, timings, k) for t, k in zip(items, keys, strict=True)
         )
     else:
         _check_picklable(modes, executor)
         chunk = max(1, len(items) // 64)
         parts = executor.map(
-            _rows_star, [(t, tuple(modes), settings, virtual, timings) for t in items], chunksize=chunk
+            _rows_star,
+            [(t, tuple(modes), settings, virtual, timings, k) for t, k in zip(items, keys, strict=True)],
+            chunksize=chunk,
         )
     if progress:
         wrap = progress if callable(progress) else _tqdm
@@ -885,12 +942,11 @@ def compare(
             for name in _TABLES:
                 tables[name] += part[name]
             done += 1
-        return _comparison(tables)
+        return _comparison(tables, notes=notes)
     except KeyboardInterrupt as exc:  # Ctrl-C, also while the tables are built: what was compared so far
         reached = {row["trace"] for name in ("runs", "errors", "excluded") for row in tables[name]}
-        names = [t.metadata.title if isinstance(t, Trace) else str(t) for t in items]
-        never = tuple(n for n in names if n not in reached)
-        exc.partial_comparison = _comparison(tables, never)  # type: ignore[attr-defined]
+        never = tuple(k for k in keys if k not in reached)
+        exc.partial_comparison = _comparison(tables, never, notes)  # type: ignore[attr-defined]
         exc.add_note(f"toolcall_lab: {done} of {len(items)} trace(s) compared; see partial_comparison")
         raise
 
@@ -917,7 +973,9 @@ def _check_picklable(modes: Sequence[StrategySpec], executor: Executor) -> None:
             ) from exc
 
 
-def _comparison(tables: dict[str, list[dict[str, Any]]], not_compared: tuple[str, ...] = ()) -> Comparison:
+def _comparison(
+    tables: dict[str, list[dict[str, Any]]], not_compared: tuple[str, ...] = (), notes: tuple[str, ...] = ()
+) -> Comparison:
     import pandas as pd
 
     runs_df = pd.DataFrame(tables["runs"])
@@ -935,6 +993,7 @@ def _comparison(tables: dict[str, list[dict[str, Any]]], not_compared: tuple[str
         calls=pd.DataFrame(tables["calls"]),
         **{name: pd.DataFrame(tables[name], columns=_COLUMNS[name]) for name in _COLUMNS},
         not_compared=not_compared,
+        notes=notes,
     )
 
 
@@ -957,6 +1016,7 @@ def summary_text(comparison: Comparison) -> str:
         if dead
         else []
     )
+    left += list(comparison.notes)
     if s.empty:
         none = "(no trace was replayed in every mode, so there is no summary: see what was not compared)"
         return "\n".join([*left, none])

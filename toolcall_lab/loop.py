@@ -53,7 +53,7 @@ from toolcall_lab._hooks import GIVE_UP, wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
 from toolcall_lab._outcomes import error_text
 from toolcall_lab._stopping import CURRENT, AbortHandle, Outside, run_main
-from toolcall_lab.clock import VirtualEventLoop
+from toolcall_lab.clock import STALL_GRACE_S, VirtualEventLoop
 from toolcall_lab.events import (
     ErrorEvent,
     EventListener,
@@ -89,7 +89,9 @@ def _unfinished(batch: Batch) -> str:
 
 
 class NeverReturned(Exception):
-    """A strategy waited for something that never happens (a deadlock on the virtual clock)."""
+    """A strategy had not returned when no virtual-clock event was pending (the virtual loop waited
+    `STALL_GRACE_S` real seconds): it waits for something that never happens (a deadlock), or for
+    real work of its own, such as a thread it started, that took longer than that."""
 
 
 class _StrategyFailed(Exception):
@@ -617,7 +619,7 @@ class _Run:
         """The strategy's run over `batch`. What it raises is its bug (`_StrategyFailed`), except what
         stops a run anywhere (cancellation, interruptions, replay divergence, a spent script); calls
         it left running are cancelled and drained (and that is its bug too)."""
-        runner = self.strategy_runner = asyncio.current_task()
+        runner = self.strategy_runner = self.executor.strategy_task = asyncio.current_task()
         try:
             returned: Any = await cast(Any, self.strategy).run(batch)  # (None, unless it misbehaves)
             if batch._running():
@@ -650,7 +652,7 @@ class _Run:
                 raise  # landed while the strategy's own code ran
             raise _StrategyFailed(exc) from exc
         finally:
-            self.strategy_runner = None
+            self.strategy_runner = self.executor.strategy_task = None
             await batch._drain()
 
     def waiting_on(self, batch: Batch) -> str:
@@ -680,8 +682,13 @@ class _Run:
         if runner is None or runner.done() or batch is None or self.stall is not None:
             return False
         self.stall = (
-            f"it never returned: at {self.now():.3f} s on the virtual clock nothing was left to run or "
-            f"wait for, and {self.waiting_on(batch)} (it awaits something that never happens)"
+            f"it never returned: at {self.now():.3f} s on the virtual clock no virtual-clock event was "
+            f"pending (nothing ready to run, no timer, no I/O) for {STALL_GRACE_S} s of real time, and "
+            f"{self.waiting_on(batch)}. Either it awaits something that never happens, or real work of "
+            f"its own (a thread it started) was still going on: the virtual loop waits only "
+            f"{STALL_GRACE_S} s of real time for a thread to wake it. Run such work with "
+            "`await asyncio.to_thread(...)` (on the virtual clock it runs inline, taking no virtual "
+            "time), or replay on the real clock (virtual=False)"
         )
         runner.cancel()
         return True

@@ -242,9 +242,10 @@ def _decided(
         )
     if "duplicate of" in f"{here} {there}":
         return (
-            f"; which of two equal calls runs is the strategy's own decision: a streaming strategy "
-            "(eager) runs the first to become complete and answers the later one as its duplicate, "
-            f"the others run the first in model order; the recording (made under {under}) decided "
+            f"; which of two equal calls runs is the strategy's own decision: the first copy a "
+            "strategy starts runs and answers for the other (a streaming strategy such as eager starts "
+            "the first to become complete; the others, as a rule, the first in model order); the "
+            f"recording (made under {under}) decided "
             f"otherwise for call {cid} ({here or 'run'} here, {there or 'run'} in the recording), no "
             "hook edited the messages. Compare this trace under strategies that decide as "
             f"{under} does, or measure the others on recordings made under them"

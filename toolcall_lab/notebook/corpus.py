@@ -219,7 +219,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     def load(self, source: str | Path | Sequence[Trace | str | Path]) -> None:
         """Compare a folder, or a list of traces / trace paths, under the view's modes."""
-        from toolcall_lab.analysis import compare
+        from toolcall_lab.analysis import compare, trace_keys
         from toolcall_lab.trace_files import iter_trace_paths
 
         if isinstance(source, str | Path):
@@ -255,19 +255,14 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             self.problems.value = wrap(self._not_read_html())
             self.refresh_static()
             return
-        self.items = {(x.metadata.title if isinstance(x, Trace) else str(x)): x for x in items}
-        if len(self.items) < len(items):  # compare names a Trace's rows by its title
-            self.message.value = note(
-                f"{len(items) - len(self.items)} trace(s) share a title with another: compare would mix "
-                "their rows; give every trace a distinct title (or pass file paths)",
-                error=True,
-            )
-            return
+        # the keys compare names each trace's rows by (traces sharing a title get a suffix each)
+        self.items = dict(zip(trace_keys(items), items, strict=True))
         self.comparison = compare(items, self.modes_arg, round_trip_s=self.round_trip_s)
         runs = self.comparison.runs
         errors = self.comparison.errors
         for trace in errors.loc[errors["mode"].isna(), "trace"] if len(errors) else ():
-            path = Path(str(trace))
+            item = self.items.get(str(trace))
+            path = Path(str(trace if item is None or isinstance(item, Trace) else item))
             kind = kind_of(path) if path.is_file() else TRACE
             if kind != TRACE:  # a recording, a transcript, any JSON: it has to be imported first
                 self.hints[str(trace)] = import_hint(path, kind)
@@ -286,6 +281,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 else ""
             )
             + (" (listed below)" if len(errors) or n_unread else "")
+            + "".join(f"; {said}" for said in self.comparison.notes)
         )
         # names as the table shows them, from the traces compared (the start they all share cut)
         self._names = display_names(sorted({str(t) for t in runs["trace"]}) if len(runs) else [], self.short)

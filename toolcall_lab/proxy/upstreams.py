@@ -295,6 +295,13 @@ class TraceUpstream:
     a trace that recorded no usage (the scripted scenarios) sends none: no figure is made up.
 
     Keeps `request_count` and the last `keep_requests` request bodies (`requests`), never all of them.
+
+    `delay_scale` > 0 paces replies by the recording, scaled: a streaming request whose round was
+    recorded as a stream with chunk offsets (``chunk_timing`` not ``none``) gets the recorded chunks,
+    each at its recorded offset x `delay_scale` and ``[DONE]`` at the recorded latency x
+    `delay_scale`, so a client that acts on chunks as they arrive (an ``eager`` run) can overlap
+    with the stream; any other reply (non-streaming, or a round recorded whole) comes whole after
+    the recorded latency x `delay_scale`.
     """
 
     def __init__(self, trace: Trace, *, delay_scale: float = 0.0, keep_requests: int = 100) -> None:
@@ -327,9 +334,25 @@ class TraceUpstream:
                 body["usage"] = dict(r.model_call.usage)
             self._bodies.append(body)
         self._latency = [r.model_call.latency_s for r in trace.rounds]
+        self._paced: list[tuple[tuple[float, dict[str, Any]], ...] | None] = [
+            _paced_chunks(r.model_call.chunks, r.model_call.chunk_timing) for r in trace.rounds
+        ]
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """The recorded response for this conversation (raises `UpstreamError` 400 when there is none)."""
+        return await self._reply(self._round_for(body))
+
+    async def _reply(self, k: int) -> dict[str, Any]:
+        """Round `k`'s recorded response, whole, after its recorded latency x `delay_scale`."""
+        if self.delay_scale:
+            await asyncio.sleep(self._latency[k] * self.delay_scale)
+        copied: dict[str, Any] = json.loads(json.dumps(self._bodies[k]))  # callers may mutate it
+        copied.setdefault("created", int(time.time()))  # a required field the recording may lack
+        return copied
+
+    def _round_for(self, body: dict[str, Any]) -> int:
+        """Count and keep the request; the round whose recorded response answers it (an
+        `UpstreamError` 400 when there is none)."""
         self.request_count += 1
         self.requests.append(body)
         messages = body.get("messages")
@@ -350,11 +373,7 @@ class TraceUpstream:
                 400,
                 "no_recorded_response",
             )
-        if self.delay_scale:
-            await asyncio.sleep(self._latency[k] * self.delay_scale)
-        copied: dict[str, Any] = json.loads(json.dumps(self._bodies[k]))  # callers may mutate it
-        copied.setdefault("created", int(time.time()))  # a required field the recording may lack
-        return copied
+        return k
 
     async def send(self, body: bytes, headers: Mapping[str, str], *, stream: bool) -> UpstreamResponse:
         try:
@@ -364,11 +383,19 @@ class TraceUpstream:
         if not isinstance(request, dict):
             return _json_response(400, error_body(400, "request body must be a JSON object", "invalid_json"))
         try:
-            response = await self.complete(request)
+            k = self._round_for(request)
         except UpstreamError as exc:
             return _json_response(exc.status, error_body(exc.status, str(exc), exc.code))
+        include = bool((request.get("stream_options") or {}).get("include_usage"))
+        paced = self._paced[k] if stream and self.delay_scale else None
+        if paced is not None:  # chunk by chunk, at the recorded offsets
+            return UpstreamResponse(
+                status=200,
+                headers={"Content-Type": "text/event-stream"},
+                stream=self._paced_stream(k, paced, include),
+            )
+        response = await self._reply(k)
         if stream:
-            include = bool((request.get("stream_options") or {}).get("include_usage"))
             data = b"".join(sse_events(response, include_usage=include))
 
             async def one() -> AsyncIterator[bytes]:
@@ -377,8 +404,45 @@ class TraceUpstream:
             return UpstreamResponse(status=200, headers={"Content-Type": "text/event-stream"}, stream=one())
         return _json_response(200, response)
 
+    async def _paced_stream(
+        self, k: int, paced: tuple[tuple[float, dict[str, Any]], ...], include_usage: bool
+    ) -> AsyncIterator[bytes]:
+        """The recorded chunks of round `k`, each at its offset x `delay_scale` from the request."""
+        loop = asyncio.get_running_loop()
+        start, scale = loop.time(), self.delay_scale
+        body = self._bodies[k]
+        head = {"id": body.get("id", "chatcmpl-proxy"), "object": "chat.completion.chunk"}
+        head["created"] = body.get("created", int(time.time()))
+        head["model"] = body.get("model")
+        usage_sent = False
+        for offset, payload in paced:
+            usage_only = not payload.get("choices") and "usage" in payload
+            if usage_only and not include_usage:
+                continue  # (the client did not ask for the usage chunk)
+            usage_sent = usage_sent or usage_only
+            delay = start + offset * scale - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            yield b"data: " + dumps({**head, **payload}) + b"\n\n"
+        if include_usage and not usage_sent:  # (as `sse_events`: the recorded usage, null when none)
+            yield b"data: " + dumps({**head, "choices": [], "usage": body.get("usage")}) + b"\n\n"
+        delay = start + self._latency[k] * scale - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield b"data: [DONE]\n\n"
+
     async def close(self) -> None:
         return None
+
+
+def _paced_chunks(chunks: Any, chunk_timing: str) -> tuple[tuple[float, dict[str, Any]], ...] | None:
+    """A round's recorded stream as (offset, chunk) pairs to pace a reply by; None when the round
+    was recorded whole (a single chunk, a chat.completion body, no chunk timing)."""
+    if chunk_timing == "none" or len(chunks) < 2:
+        return None
+    if any(c.payload.get("object", "chat.completion.chunk") != "chat.completion.chunk" for c in chunks):
+        return None
+    return tuple((max(0.0, c.offset_s), c.payload) for c in chunks)
 
 
 def _json_response(status: int, value: Any) -> UpstreamResponse:

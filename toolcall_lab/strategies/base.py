@@ -304,6 +304,18 @@ def strategy(
 
 def checked(obj: Any, where: str) -> StrategyLike:
     """`obj` as a strategy, or a `UsageError` that says what is missing."""
+    if obj is Strategy:
+        raise UsageError(
+            f"{where}: Strategy is the base class, not a strategy: subclass it (`class Mine(Strategy): "
+            "name = 'mine'` with `async def run(self, batch)`) and pass the subclass or an instance, or "
+            "decorate an `async def f(batch)` with @strategy('mine')"
+        )
+    if isinstance(obj, type) and not issubclass(obj, Strategy):
+        raise UsageError(
+            f"{where}: {obj.__name__} is a class, not a strategy: pass an instance ({obj.__name__}(...)), "
+            "or subclass Strategy (a subclass with a name may be passed as is)"
+        )
+    made_from = obj.__name__ if isinstance(obj, type) else None
     if isinstance(obj, type) and issubclass(obj, Strategy):
         try:
             obj = obj()
@@ -321,6 +333,11 @@ def checked(obj: Any, where: str) -> StrategyLike:
             "`name` and `async def run(self, batch)`), an `async def f(batch)`, or 'module:attribute'"
         )
     if not isinstance(name, str) or not name.strip():
+        if made_from is not None:
+            raise UsageError(
+                f"{where}: the class {made_from} has no name: give it one (`name = 'mine'` in the class "
+                "body) and pass the class, or pass an instance that has a name"
+            )
         raise UsageError(f"{where}: the strategy {obj!r} has no name (set its `name` to a non-empty string)")
     if not inspect.iscoroutinefunction(run):
         raise UsageError(f"{where}: {name!r}.run must be an `async def` taking the batch")

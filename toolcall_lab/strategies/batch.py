@@ -23,8 +23,17 @@ strategy only decides *when* each call runs:
 first call a strategy runs (by any means) screens the whole batch in model order first: the checks,
 and ``approve_call`` for every call, one after another, before any call starts (built-in or not;
 ``first_only`` looks only at the call it runs). Under a strategy that streams (``eager``), calls are
-screened one by one as each arrives, in arrival order: ``approve_call`` runs per call, before that
-call starts, and a duplicate is the later-*arriving* of two equal calls.
+screened one by one as each arrives: ``approve_call`` runs per call, before that call starts, one
+call at a time in arrival order (never two approvals at once).
+
+**De-duplication: the first copy that actually runs answers for the others.** A call equal to an
+earlier one of the batch (same tool, same arguments) is answered "duplicates call ..." only once
+that call has run and been answered (it may be an error; the answer stands for both): until then it
+waits (its record is made when that answer exists). If that call does not run (skipped, rejected by
+``approve_call``, cancelled) or the strategy has not started it when the duplicate's turn comes, the
+duplicate runs in its place (``approve_call`` is asked about it then) and the other, if it runs
+later, is its duplicate. A run cut off meanwhile records the waiting duplicate as cancelled, not
+started. So the outcome is the same under every strategy and whatever a hook's timing.
 
 While the model streams (strategies with ``streams = True``), calls arrive one by one as each
 becomes complete (`arrivals`); ``calls`` stays empty until the stream has ended (read an arrived call
@@ -64,6 +73,8 @@ _NOT_STREAMING: deque[int] = deque(maxlen=0)
 """The arrivals of every batch that does not stream: always empty (it holds nothing)."""
 _NO_CALLS: Mapping[int, ToolCall] = MappingProxyType({})
 _NO_MOVES: Mapping[int, int] = MappingProxyType({})
+_UNANSWERED = frozenset({"skipped", "rejected", "cancelled", "duplicate", "unknown_tool"})
+"""Outcomes of a call that did not run and answer: a duplicate of it must not claim its answer."""
 
 
 _UNMEASURED_CHUNKS = {
@@ -106,7 +117,10 @@ class Batch:
     _round_trip_s = 0.0
     _screened = 0  # positions below this are screened (in model order)
     _checked: list[bool] | None = None  # streaming: screened one by one
-    _lock: asyncio.Lock | None = None
+    _lock: asyncio.Lock | None = None  # one approval (or whole-batch screening) at a time
+    _settling: asyncio.Future[None] | None = None  # a duplicate waits here for its original
+    _took_over: set[int] | None = None  # duplicates whose turn made them the copy that runs
+    _approved: set[int] | None = None  # approved originals that became duplicates (asked only once)
     _slots: Slots | None = None
     _group: _Group | None = None
     _wake: asyncio.Future[None] | None = None
@@ -346,8 +360,17 @@ class Batch:
 
     def _refuse_closed(self, what: str) -> None:
         """A task the strategy left behind calls the batch after its round was recorded: it is
-        cancelled (quietly: its round's record already says what became of every call)."""
+        cancelled (quietly: its round's record already says what became of every call). The
+        strategy itself, running on a later batch, gets a `UsageError` (an ``Exception``, naming
+        what it did): it used a batch it kept from an earlier round."""
         if self._closed:
+            runner = self._executor.strategy_task
+            if runner is not None and asyncio.current_task() is runner:
+                raise UsageError(
+                    f"strategy {self._strategy!r}: {what} on the batch of round {self._round_index}, "
+                    "which is closed (its round is recorded): a strategy runs only the calls of the "
+                    "batch it was called with; use that one (do not keep batches across rounds)"
+                )
             raise asyncio.CancelledError(
                 f"strategy {self._strategy!r}: {what}: the batch of round {self._round_index} is closed "
                 "(its round is recorded); a task the strategy left behind was cancelled"
@@ -469,21 +492,119 @@ class Batch:
 
     async def _verdict(self, pos: int) -> ToolExecution | None:
         """None when the call at `pos` may run; else the record it is answered with instead. The
-        whole batch is screened first (model order), or, under streaming, this call as it arrived."""
+        whole batch is screened first (model order), or, under streaming, this call as it arrived
+        (``approve_call`` one call at a time, in arrival order). A duplicate is decided last
+        (`_duplicate_turn`): it may wait for its original, or run in its place."""
         checked = self._checked
+        early = not self._final
         if checked is None:
             if self._screened < len(self._calls):
                 await self._screen()
-            return self._pre[pos]
-        if not checked[pos]:
+        elif not checked[pos]:
             checked[pos] = True
             executor = self._executor
             call = self._calls[pos] if self._final else self._indices[pos]
             if executor.hooks.approve_call is None:
                 self._pre[pos] = executor.check(call, pos, self._dedupe)
             else:
-                self._pre[pos] = await executor.screen_one(call, pos, self._dedupe)
-        return self._pre[pos]
+                if self._lock is None:
+                    self._lock = asyncio.Lock()
+                async with self._lock:  # (a human approving calls never gets two prompts at once)
+                    verdict = await executor.screen_one(call, pos, self._dedupe)
+                self._pre[self._at(pos, early)] = verdict
+        if self._dedupe.of:
+            return await self._resolved(pos, early)
+        return self._pre[self._at(pos, early)]
+
+    # -- de-duplication ------------------------------------------------------------------------------
+
+    # A call equal to an earlier one (same tool, same arguments) is screened as its duplicate, but
+    # only provisionally: it is answered as a duplicate once that call has run and been answered
+    # (the answer stands for both). Until then it waits; if that call does not run (skipped,
+    # rejected, cancelled) or the strategy has not taken it up when the duplicate's turn comes, the
+    # duplicate runs in its place (asking ``approve_call`` for itself) and the other becomes its
+    # duplicate. So the rule is the same under every strategy and hook timing: the first copy that
+    # actually runs answers for the others.
+
+    def _duplicate_turn(self, pos: int) -> ToolExecution | str | None:
+        """De-duplication at the turn of the call at `pos` (its screening done): its record (None:
+        it runs); ``"wait"`` while the call it duplicates is under way; ``"approve"`` when it runs in
+        that call's place and ``approve_call`` must be asked first."""
+        dedupe, pre = self._dedupe, self._pre[pos]
+        call = self._calls[pos] if self._final else self._indices[pos]
+        if pre is None:  # an original: is it still the copy that runs?
+            key = dedupe.keys.get(pos)
+            if key is None:
+                return None
+            owner = dedupe.first.get(key)
+            if owner is None:  # (the copy that held it was rejected)
+                dedupe.take_over(call, pos, key)
+                return None
+            if owner[1] == pos:
+                return None
+            dedupe.of[pos] = owner[1]  # another copy ran first: this one is its duplicate
+            pre = self._pre[pos] = self._executor.duplicate(call, owner)
+            approved = self._approved
+            if approved is None:
+                approved = self._approved = set()
+            approved.add(pos)  # (screened and approved already: never asked twice should it run after all)
+        original = dedupe.of.get(pos)
+        if original is None or pre.status != "duplicate":
+            return pre
+        key = dedupe.keys[original]
+        owner = dedupe.first.get(key)
+        if owner is not None and owner[1] != original:  # another copy took its place: follow it
+            original = dedupe.of[pos] = owner[1]
+            pre = self._pre[pos] = self._executor.duplicate(call, owner)
+        ex = self._done[original]
+        if ex is None:
+            if (
+                self._open[original]
+                or self._started[original] is not None
+                or (self._took_over is not None and original in self._took_over)
+            ):
+                return "wait"
+        elif ex.status not in _UNANSWERED:
+            return pre  # it ran and was answered: that answer stands for this call too
+        dedupe.take_over(call, pos, key)  # it did not run (yet): this call runs in its place
+        took = self._took_over
+        if took is None:
+            took = self._took_over = set()
+        took.add(pos)
+        self._pre[pos] = None
+        asked = self._approved is not None and pos in self._approved  # (approved when screened)
+        return "approve" if self._executor.hooks.approve_call is not None and not asked else None
+
+    async def _resolved(self, given: int, early: bool) -> ToolExecution | None:
+        """`_duplicate_turn` until decided: waiting for the original to settle, asking
+        ``approve_call`` for a call that runs in its original's place (`given`: the call's position
+        when it was dispatched; `early`: while the model streamed, see `_at`)."""
+        while True:
+            pos = self._at(given, early)
+            turn = self._duplicate_turn(pos)
+            if turn == "wait":
+                waiting = self._settling
+                if waiting is None or waiting.done():
+                    waiting = self._settling = asyncio.get_running_loop().create_future()
+                await waiting
+            elif turn == "approve":
+                if self._lock is None:
+                    self._lock = asyncio.Lock()
+                call = self._calls[pos] if self._final else self._indices[pos]
+                async with self._lock:
+                    verdict = await self._executor.approve(call, pos, self._dedupe)
+                self._pre[self._at(given, early)] = verdict
+                return verdict
+            else:
+                return turn  # type: ignore[return-value]
+
+    def _tell_settled(self) -> None:
+        """A call settled: duplicates waiting for their original look again."""
+        waiting = self._settling
+        if waiting is not None:
+            self._settling = None
+            if not waiting.done():
+                waiting.set_result(None)
 
     def _check_now(self, pos: int) -> ToolExecution | None:
         """`_verdict` without awaiting, when no ``approve_call`` hook is set (the checks are sync)."""
@@ -512,6 +633,8 @@ class Batch:
         """A call decided at screening is answered when its turn comes (it takes no time)."""
         ex = pre if pre.started_at == at else replace(pre, started_at=at, ended_at=at)
         self._done[pos] = ex
+        if self._settling is not None:
+            self._tell_settled()
         return ex
 
     def _cancelled(self, pos: int) -> None:
@@ -533,6 +656,7 @@ class Batch:
         call = self._calls[pos] if self._final else self._indices[pos]
         why = f"the strategy {self._strategy!r} cancelled it"
         self._done[pos] = self._with_queue(pos, executor.cut_off(call, pos, self._started[pos], why, at))
+        self._tell_settled()
         if self._open[pos]:
             self._observe(pos, at)
 
@@ -572,6 +696,8 @@ class Batch:
             self._cancelled(self._at(pos, early))
             raise
         self._done[self._at(pos, early)] = ex
+        if self._settling is not None:
+            self._tell_settled()
         return ex
 
     async def run(self, pos: int) -> ToolExecution:
@@ -632,6 +758,8 @@ class Batch:
             ex = replace(ex, queued_at=queued)
         pos = self._at(pos, early)
         self._done[pos] = ex
+        if self._settling is not None:
+            self._tell_settled()
         self._observe(pos, ex.ended_at if self._settled() else executor.now())
         return ex
 
@@ -651,7 +779,13 @@ class Batch:
         chosen = self._claim_all(positions, "run_parallel")
         if not chosen:
             return
-        if self._group is None and self._slots is None and self._checked is None and self._screen_now():
+        if (
+            self._group is None
+            and self._slots is None
+            and self._checked is None
+            and self._screen_now()
+            and not self._dedupe.of  # (duplicates are decided at their turn: `_duplicate_turn`)
+        ):
             task = asyncio.current_task()  # (the common case, on a lean path; `_joined` inlined)
             joiners = self._joiners
             if joiners is None:
@@ -916,6 +1050,7 @@ class Batch:
         self._arrivals.clear()
         self._arrivals.extend(waiting)
         self._moved = moved
+        self._dedupe.moved(moved)
 
     def _at(self, pos: int, early: bool = True) -> int:
         """Where a call dispatched at `pos` sits now: the same, except for a call dispatched while
@@ -1119,13 +1254,15 @@ class _Group:
             else:
                 checked[pos] = True
                 pre = batch._pre[pos] = self.check(call, pos, batch._dedupe)
-            if pre is not None:
+            if batch._dedupe.of:  # de-duplication decides at the call's turn (`Batch._verdict`)
+                screened = False
+            elif pre is not None:
                 batch._answer(pos, pre, at)
                 if self.observe:
                     batch._observe(pos, at)
                 return
         self.left += 1
-        if self.fast:
+        if self.fast and screened:
             coro = self.plain(pos, call, not final)
         else:
             coro = self.one(pos, call, at, screened, not final)
@@ -1146,6 +1283,8 @@ class _Group:
             if early and batch._moved:
                 pos = batch._at(pos)
             batch._done[pos] = ex
+            if batch._settling is not None:
+                batch._tell_settled()
             if self.observe:
                 batch._open[pos] = False
                 self.emit(
@@ -1169,6 +1308,7 @@ class _Group:
     def failed(self, exc: BaseException, pos: int) -> None:
         if isinstance(exc, Interrupted) and exc.execution is not None:
             self.batch._done[pos] = self.batch._with_queue(pos, exc.execution)
+            self.batch._tell_settled()
         self.failure.append(exc)
         if not self.finished.done():
             self.finished.set_result(None)
@@ -1216,6 +1356,8 @@ class _Group:
                 if early and batch._moved:
                     pos = batch._at(pos)
                 batch._done[pos] = ex
+                if batch._settling is not None:
+                    batch._tell_settled()
                 if self.observe:
                     batch._open[pos] = False
                     self.emit(
