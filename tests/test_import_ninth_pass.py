@@ -1,0 +1,124 @@
+"""Issue 13, ninth pass: what the f13 tester found. Records told apart by an id alone (a repeated
+OpenHands event id, Claude Code lines sharing a uuid, BFCL questions sharing an id, observations
+sharing an id) are a repeat only when identical; figures whose evidence is missing or contradicts
+are no longer ``recorded``; calls that exist in the source but had no record of their own are
+imported. The tests over ``../shared/realdata`` damage copies in ``tmp_path``."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REALDATA, needs_realdata
+from toolcall_lab.importers import import_source
+
+OH_GUI = REALDATA / "OpenHands" / "openhands_claude-3-5-sonnet_basic_gui_mode_event_stream.json"
+
+
+def _oh_events() -> list[dict[str, Any]]:
+    return json.loads(OH_GUI.read_text())
+
+
+def _import(kind: str, tmp_path: Path, doc: Any, name: str = "x.json") -> Any:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return import_source(kind, path)
+
+
+def _calls(result: Any) -> dict[str, Any]:
+    return {e.tool_call_id: e for t in result for r in t.rounds for e in r.executions}
+
+
+def _damage(result: Any) -> list[str]:
+    return [str(i) for i in result.report.issues if i.kind == "damaged"]
+
+
+# --- A: OpenHands, a repeated event id -------------------------------------------------------------
+
+
+@needs_realdata
+def test_openhands_different_events_sharing_an_id_are_both_kept(tmp_path) -> None:
+    """f13 finding 1: event 11 (another edit action, toolu_01GpJj...) given event 9's id lost its call
+    and R2's latency spanned another model call plus a tool run, labelled recorded."""
+    clean = _calls(import_source("openhands", OH_GUI))
+    events = _oh_events()
+    events[11]["id"] = 9
+    result = _import("openhands", tmp_path, events)
+    calls = _calls(result)
+    assert set(calls) == set(clean) and result.report.source_calls == len(clean) == 4
+    for cid, e in clean.items():
+        assert (calls[cid].duration_s, calls[cid].status, calls[cid].result) == (
+            e.duration_s,
+            e.status,
+            e.result,
+        )
+    latencies = [r.model_call.latency_s for r in result[0].rounds]
+    assert latencies == [r.model_call.latency_s for r in import_source("openhands", OH_GUI)[0].rounds]
+    assert any("share the id 9 but differ: both are kept" in d for d in _damage(result))
+
+
+@needs_realdata
+def test_openhands_an_identical_repeat_is_read_once(tmp_path) -> None:
+    events = _oh_events()
+    events.insert(12, copy.deepcopy(events[11]))
+    result = _import("openhands", tmp_path, events)
+    assert result.report.source_calls == 4 and len(_calls(result)) == 4
+    assert any("identical): read once" in d for d in _damage(result))
+
+
+# --- B: OpenHands, a missing observation, a weaker key --------------------------------------------
+
+
+@needs_realdata
+def test_openhands_a_latency_whose_request_completion_is_missing_is_an_upper_bound(tmp_path) -> None:
+    """f13 finding 2: without observation 14 (the 30.58 s run) the next latency (36.1 s) held the
+    tool's run and was labelled recorded."""
+    events = [e for e in _oh_events() if e.get("id") != 14]
+    result = _import("openhands", tmp_path, events)
+    last = result[0].rounds[-1].model_call
+    assert last.timing.covers == "upper_bound" and not last.timing.measured
+    assert "action 13" in last.timing.note and "upper bound" in last.timing.note
+    assert _calls(result)["toolu_01DwihWr4ooPZS1CGTLAWrFP"].status == "not_recorded"
+    # the figures resting on other, valid evidence are kept
+    assert [r.model_call.timing.measured for r in result[0].rounds[:-1]] == [True] * 4
+
+
+@needs_realdata
+def test_openhands_an_observation_without_its_cause_is_joined_by_its_tool_call_id(tmp_path) -> None:
+    """f13 finding 2: observation 8 without `cause` still names toolu_01W9Z8... in tool_call_metadata;
+    it was dropped and R1's latency took in the tool's 0.658 s."""
+    events = _oh_events()
+    del events[8]["cause"]
+    result = _import("openhands", tmp_path, events)
+    clean = import_source("openhands", OH_GUI)
+    call = _calls(result)["toolu_01W9Z8jBctr8X2frZV9p1RYs"]
+    assert call.status == "ok" and call.duration_s == pytest.approx(0.658357)
+    assert [r.model_call.latency_s for r in result[0].rounds] == [
+        r.model_call.latency_s for r in clean[0].rounds
+    ]
+    assert any("joined to action 7 by its tool_call_id" in str(i) for i in result.report.issues)
+
+
+@needs_realdata
+def test_openhands_a_second_observation_for_a_call_is_reported(tmp_path) -> None:
+    """f13 finding 8: a second, different observation for action 7 was discarded without a line."""
+    events = _oh_events()
+    extra = {**copy.deepcopy(events[8]), "id": 99, "content": "DIFFERENT"}
+    events.insert(9, extra)
+    result = _import("openhands", tmp_path, events)
+    assert any("a second observation for action 7" in d and "DIFFERENT" in d for d in _damage(result))
+    assert _calls(result)["toolu_01W9Z8jBctr8X2frZV9p1RYs"].result != "DIFFERENT"
+
+
+@needs_realdata
+def test_openhands_an_observation_no_key_ties_to_one_action_is_reported(tmp_path) -> None:
+    events = _oh_events()
+    events[12]["cause"] = 555
+    events[12]["tool_call_metadata"]["tool_call_id"] = "toolu_nobody"
+    result = _import("openhands", tmp_path, events)
+    assert any("no key ties to one action" in d for d in _damage(result))
+    assert _calls(result)["toolu_01GpJj2ShdFjb9ZTY4CVxi9C"].status == "not_recorded"
