@@ -122,3 +122,111 @@ def test_openhands_an_observation_no_key_ties_to_one_action_is_reported(tmp_path
     result = _import("openhands", tmp_path, events)
     assert any("no key ties to one action" in d for d in _damage(result))
     assert _calls(result)["toolu_01GpJj2ShdFjb9ZTY4CVxi9C"].status == "not_recorded"
+
+
+# --- A/B: Claude Code, lines sharing a uuid, a contradictory isSidechain, an unused second result ----
+
+CC_1AF = (
+    REALDATA / "claude-code-viewer" / "claude-code_v1.0.98_sonnet-4_session-1af7fc5e_7calls_parallel5+3.jsonl"
+)
+CC_5C0 = (
+    REALDATA
+    / "claude-code-viewer"
+    / "claude-code_v1.0.108_sonnet-4_session-5c0375b4_20calls_sidechains_parallel3x2.jsonl"
+)
+
+
+def _cc_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _cc_import(tmp_path: Path, docs: list[dict[str, Any]], name: str) -> Any:
+    return _import("claude-code", tmp_path, "\n".join(json.dumps(d) for d in docs) + "\n", name)
+
+
+def _shape(result: Any) -> list[tuple[str, list[Any]]]:
+    """Each trace's rounds: latency, label and calls (id, status, duration, result)."""
+    return sorted(
+        (
+            str(t.metadata.title).split(" ", 1)[-1],
+            [
+                (
+                    r.model_call.latency_s,
+                    r.model_call.timing.source,
+                    r.model_call.timing.covers,
+                    [(e.tool_call_id, e.status, e.duration_s, e.result) for e in r.executions],
+                )
+                for r in t.rounds
+            ],
+        )
+        for t in result
+    )
+
+
+@needs_realdata
+def test_claude_code_different_lines_sharing_a_uuid_are_both_read(tmp_path) -> None:
+    """f13 finding 3: line 12 (the Glob result for toolu_0164...) given line 11's uuid was dropped as
+    a repeat, and its call reported 'without a result in the source'."""
+    docs = _cc_lines(CC_1AF)
+    docs[11]["uuid"] = docs[10]["uuid"]
+    result = _cc_import(tmp_path, docs, "dup.jsonl")
+    clean = import_source("claude-code", CC_1AF)
+    assert (
+        _calls(result)["toolu_0164LbCjQenEQzr3pHHs81PK"].result
+        == _calls(clean)["toolu_0164LbCjQenEQzr3pHHs81PK"].result
+    )
+    assert all(e.status != "not_recorded" for e in _calls(result).values())
+    assert any("has the uuid of line 11" in d and "both are read" in d for d in _damage(result))
+
+
+@needs_realdata
+def test_claude_code_an_identical_line_is_read_once(tmp_path) -> None:
+    docs = _cc_lines(CC_1AF)
+    docs.insert(12, copy.deepcopy(docs[11]))
+    result = _cc_import(tmp_path, docs, "twice.jsonl")
+    assert _shape(result) == _shape(import_source("claude-code", CC_1AF))
+    assert any("same content): read once" in d for d in _damage(result))
+
+
+@needs_realdata
+def test_claude_code_an_unused_second_result_makes_the_next_latency_an_upper_bound(tmp_path) -> None:
+    """f13 finding 8: a second, different tool_result for a call ('the first is used') moved the
+    next model call's start to its own time (R2 4.282 -> 4.213 s, recorded)."""
+    docs = _cc_lines(CC_1AF)
+    extra = copy.deepcopy(docs[11])
+    extra["uuid"] = "aaaaaaaa-0000-0000-0000-000000000000"
+    extra["message"]["content"][0]["content"] = "OTHER TEXT"
+    extra["timestamp"] = docs[14]["timestamp"]
+    docs.insert(15, extra)
+    result = _cc_import(tmp_path, docs, "second.jsonl")
+    clean = import_source("claude-code", CC_1AF)
+    rounds, clean_rounds = result[0].rounds, clean[0].rounds
+    assert rounds[2].model_call.latency_s == clean_rounds[2].model_call.latency_s
+    assert rounds[2].model_call.timing.covers == "upper_bound" and "second, unused result" in (
+        rounds[2].model_call.timing.note
+    )
+    others = [r.model_call.timing.measured for k, r in enumerate(rounds) if k != 2]
+    assert others == [True] * (len(rounds) - 1)
+
+
+@needs_realdata
+@pytest.mark.parametrize(
+    ("flip", "value", "said"),
+    [
+        ((15, 16), False, "the prompt of the Task call on line 13"),  # f13 finding 4
+        ((29,), False, "follows a sub-agent line"),
+        ((12,), True, "follows a main-thread line"),
+    ],
+)
+def test_claude_code_an_is_sidechain_flag_the_log_contradicts_is_damage_and_read_as_the_log_shows(
+    tmp_path, flip, value, said
+) -> None:
+    """f13 finding 4: isSidechain=false on a sub-agent's prompt and first line split the main thread
+    (a phantom turn) and gave the sub-agent a 0.0 s latency labelled recorded; exit 0."""
+    docs = _cc_lines(CC_5C0)
+    for k in flip:
+        docs[k]["isSidechain"] = value
+    result = _cc_import(tmp_path, docs, "flip.jsonl")
+    clean = import_source("claude-code", CC_5C0)
+    assert [s for _, s in _shape(result)] == [s for _, s in _shape(clean)]
+    assert any(said in d for d in _damage(result))
