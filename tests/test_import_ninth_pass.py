@@ -230,3 +230,67 @@ def test_claude_code_an_is_sidechain_flag_the_log_contradicts_is_damage_and_read
     clean = import_source("claude-code", CC_5C0)
     assert [s for _, s in _shape(result)] == [s for _, s in _shape(clean)]
     assert any(said in d for d in _damage(result))
+
+
+# --- A/D: BFCL, questions sharing an id; a cut line in the answers file ----------------------------
+
+
+def _bfcl_copy(tmp_path: Path, n: int = 5) -> tuple[list[dict[str, Any]], list[str]]:
+    src = REALDATA / "bfcl"
+    qs = [json.loads(x) for x in (src / "BFCL_v4_parallel.jsonl").read_text().splitlines()[:n]]
+    answers = (src / "possible_answer_BFCL_v4_parallel.jsonl").read_text().splitlines()[:n]
+    return qs, answers
+
+
+def _bfcl_write(tmp_path: Path, qs: list[dict[str, Any]], answers: list[str]) -> Path:
+    (tmp_path / "possible_answer_BFCL_v4_parallel.jsonl").write_text("\n".join(answers) + "\n")
+    path = tmp_path / "BFCL_v4_parallel.jsonl"
+    path.write_text("\n".join(json.dumps(q) for q in qs) + "\n")
+    return path
+
+
+def _bfcl_calls(result: Any) -> dict[str, list[str]]:
+    return {
+        t.rounds[0].request_messages[0]["content"][:40]: [c.name for c in t.rounds[0].tool_calls]
+        for t in result
+    }
+
+
+@needs_realdata
+def test_bfcl_questions_sharing_an_id_never_get_each_other_s_answer(tmp_path) -> None:
+    """f13 finding 6: question 3 given id parallel_1 got parallel_1's calls (calculate_em_force) for
+    its own question (a wire's resistance); parallel_2's answer went unused; exit 0."""
+    qs, answers = _bfcl_copy(tmp_path)
+    clean = _bfcl_calls(import_source("bfcl", _bfcl_write(tmp_path, qs, answers)))
+    qs[2]["id"] = "parallel_1"
+    answers[0], answers[1] = answers[1], answers[0]  # (the answers' order is no key either)
+    result = import_source("bfcl", _bfcl_write(tmp_path, qs, answers))
+    assert _bfcl_calls(result) == clean
+    assert len([d for d in _damage(result) if "held by 2 questions" in d]) == 2
+    assert result.report.source_calls == result.report.imported_calls == 11
+
+
+@needs_realdata
+def test_bfcl_an_answer_no_key_ties_is_not_given_to_a_question(tmp_path) -> None:
+    qs, answers = _bfcl_copy(tmp_path)
+    qs[2]["id"] = "parallel_1"
+    qs[2]["function"] = qs[1]["function"]  # both questions offer the same function now
+    answers = [a for a in answers if '"parallel_2"' not in a]
+    result = import_source("bfcl", _bfcl_write(tmp_path, qs, answers))
+    failed = [str(i) for i in result.report.issues if i.kind == "failed"]
+    assert len([f for f in failed if "no one answer can be told to be its own" in f]) == 2
+    assert not any("parallel_1" in str(t.metadata.title) for t in result)
+    report = result.report
+    assert report.imported_calls + sum(i.calls for i in report.issues) == report.source_calls
+
+
+@needs_realdata
+def test_bfcl_a_cut_answer_line_costs_only_its_question(tmp_path) -> None:
+    """f13 finding 8: one cut line in possible_answer_*.jsonl made the whole file fail (exit 2)."""
+    qs, answers = _bfcl_copy(tmp_path)
+    answers[2] = answers[2][:60]
+    result = import_source("bfcl", _bfcl_write(tmp_path, qs, answers))
+    assert len(result) == 4 and "parallel_2" not in {t.metadata.title.split()[-1] for t in result}
+    failed = [str(i) for i in result.report.issues if i.kind == "failed"]
+    assert any("line 3: not valid JSON" in f for f in failed)
+    assert any("question parallel_2" in f for f in failed)
