@@ -294,3 +294,73 @@ def test_bfcl_a_cut_answer_line_costs_only_its_question(tmp_path) -> None:
     failed = [str(i) for i in result.report.issues if i.kind == "failed"]
     assert any("line 3: not valid JSON" in f for f in failed)
     assert any("question parallel_2" in f for f in failed)
+
+
+# --- A/C/D: Langfuse, a call only in the generation's metadata; observations sharing an id -------
+
+LF = REALDATA / "agent-prism" / "langfuse_trace_export_vercel-ai_gpt-5_tool_call_inside_stream.json"
+
+
+def _lf() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    doc = json.loads(LF.read_text())
+    export = doc[0] if isinstance(doc, list) else doc
+    return doc, export["observations"]
+
+
+def _by_name(observations: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(o for o in observations if o["name"] == name)
+
+
+@needs_realdata
+def test_langfuse_a_call_only_in_the_generation_s_metadata_is_imported_not_recorded(tmp_path) -> None:
+    """f13 finding 5: without its TOOL observation the call vanished ('0 in the source', exit 0) and
+    the run was split in two, although the doStream's metadata holds ai.response.toolCalls."""
+    doc, observations = _lf()
+    observations.remove(_by_name(observations, "ai.toolCall"))
+    result = _import("langfuse", tmp_path, doc)
+    (trace,) = result
+    (call,) = _calls(result).values()
+    assert call.tool_call_id == "call_Wgy5Y139OQnSh7grDUUE0iil" and call.status == "not_recorded"
+    assert result.report.source_calls == result.report.imported_calls == 1
+    first = trace.rounds[0].model_call
+    assert first.timing.covers == "upper_bound" and not first.timing.measured
+    assert trace.rounds[1].model_call.timing.measured  # the other step rests on its own evidence
+    assert any("ai.response.toolCalls" in d for d in _damage(result))
+
+
+@needs_realdata
+@pytest.mark.parametrize("other", ["ai.streamText.doStream", "create-mcp-client"])
+def test_langfuse_different_observations_sharing_an_id_are_both_read(tmp_path, other) -> None:
+    """f13 finding 5: the TOOL observation given a generation's id was lost ('0 in the source')."""
+    doc, observations = _lf()
+    tool = _by_name(observations, "ai.toolCall")
+    tool["id"] = next(o["id"] for o in observations if o["name"] == other)
+    result = _import("langfuse", tmp_path, doc)
+    assert _shape(result) == _shape(import_source("langfuse", LF))
+    assert any("different observations share this id" in d for d in _damage(result))
+
+
+@needs_realdata
+def test_langfuse_a_second_different_observation_of_a_call_is_not_represented(tmp_path) -> None:
+    doc, observations = _lf()
+    tool = _by_name(observations, "ai.toolCall")
+    meta = json.loads(tool["metadata"])
+    meta["attributes"]["ai.toolCall.result"] = "ANOTHER RESULT"
+    observations.append({**tool, "id": "f" * 16, "output": "ANOTHER RESULT", "metadata": json.dumps(meta)})
+    result = _import("langfuse", tmp_path, doc)
+    report = result.report
+    assert any("not represented" in str(i) for i in report.issues if i.kind == "failed")
+    assert (report.source_calls, report.imported_calls) == (2, 1)
+    assert _calls(result)["call_Wgy5Y139OQnSh7grDUUE0iil"].result != "ANOTHER RESULT"
+
+
+@needs_realdata
+def test_langfuse_a_completion_start_time_that_is_not_a_time_is_damage(tmp_path) -> None:
+    """f13 finding 8: completionStartTime 1758226809.975 (a number): ttfc silently None, exit 0."""
+    doc, observations = _lf()
+    gen = next(
+        o for o in observations if o["name"] == "ai.streamText.doStream" and o.get("completionStartTime")
+    )
+    gen["completionStartTime"] = 1758226809.975
+    result = _import("langfuse", tmp_path, doc)
+    assert any("completionStartTime 1758226809.975 is not a timestamp" in d for d in _damage(result))
