@@ -364,3 +364,56 @@ def test_langfuse_a_completion_start_time_that_is_not_a_time_is_damage(tmp_path)
     gen["completionStartTime"] = 1758226809.975
     result = _import("langfuse", tmp_path, doc)
     assert any("completionStartTime 1758226809.975 is not a timestamp" in d for d in _damage(result))
+
+
+# --- A/B: OTLP, spans sharing an id; a gap next to a span that ends before it starts ---------------
+
+OT = REALDATA / "agent-prism" / "otlp_json_openinference_smolagents_o1_6_llm_spans.json"
+
+
+def _ot_spans(doc: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if "spanId" in x and "startTimeUnixNano" in x:
+                out.append(x)
+            else:
+                for v in x.values():
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    return out
+
+
+@needs_realdata
+def test_otlp_a_gap_next_to_a_span_ending_before_it_starts_keeps_its_own_evidence(tmp_path) -> None:
+    """f13 finding 8: model span 03LeOf... given an end 1 ns before its start turned the earlier
+    call's gap (1.207596 s, from that span's start and the previous span's end) into a 0 s
+    placeholder."""
+    clean = _calls(import_source("otlp", OT))
+    doc = json.loads(OT.read_text())
+    span = next(s for s in _ot_spans(doc) if s["spanId"] == "03LeOf1yQXI=")
+    span["endTimeUnixNano"] = str(int(span["startTimeUnixNano"]) - 1000)
+    result = _import("otlp", tmp_path, doc)
+    call = _calls(result)["call_TzKWLXOFTa6np870KErcqInF"]
+    assert call.duration_s == clean["call_TzKWLXOFTa6np870KErcqInF"].duration_s == pytest.approx(1.207596)
+    assert call.timing.covers == "upper_bound" and "ends before it starts" in call.timing.note
+    assert any("it ends before it starts" in d for d in _damage(result))
+
+
+@needs_realdata
+def test_otlp_different_spans_sharing_an_id_are_both_read(tmp_path) -> None:
+    doc = json.loads(OT.read_text())
+    spans = _ot_spans(doc)
+    end = next(s for s in spans if s["name"] == "quotient.end_of_trace")
+    end["spanId"] = "03LeOf1yQXI="
+    result = _import("otlp", tmp_path, doc)
+    assert _shape(result) == _shape(import_source("otlp", OT))
+    assert any(
+        "has the traceId and spanId of another span (ChatCompletion): both are read" in d
+        for d in _damage(result)
+    )
