@@ -417,3 +417,24 @@ def test_otlp_different_spans_sharing_an_id_are_both_read(tmp_path) -> None:
         "has the traceId and spanId of another span (ChatCompletion): both are read" in d
         for d in _damage(result)
     )
+
+
+# --- D: inspect tool events out of list order ------------------------------------------------------
+
+INSPECT = (
+    REALDATA
+    / "inspect_ai"
+    / "inspect_log_gpt-4o-mini_browser_agent_5_model_calls_with_raw_api_and_timings.json"
+)
+
+
+@needs_realdata
+def test_inspect_tool_events_out_of_time_order_are_noted_and_change_no_number(tmp_path) -> None:
+    """f13 finding 8: tool events swapped in list order: exit 0 and no note."""
+    log = json.loads(INSPECT.read_text())
+    events = log["samples"][0]["events"]
+    tools = [k for k, e in enumerate(events) if e.get("event") == "tool"]
+    events[tools[0]], events[tools[-1]] = events[tools[-1]], events[tools[0]]
+    result = _import("inspect", tmp_path, log)
+    assert _shape(result) == _shape(import_source("inspect", INSPECT))
+    assert any("tool events out of time order" in str(i) for i in result.report.issues if i.kind == "note")
