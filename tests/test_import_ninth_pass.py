@@ -459,3 +459,26 @@ def test_tau_bench_arguments_given_as_a_dict_are_said_in_the_summary(tmp_path) -
     assert note.kind == "note" and "call c1" in note.where and "not as a string" in str(result.report)
     (trace,) = result
     assert trace.rounds[0].tool_calls[0].arguments == '{"zip":"02139"}'
+
+
+# --- D: two source files with one name into one --out --------------------------------------------
+
+
+@needs_realdata
+def test_two_source_files_with_one_name_never_look_like_one_session(tmp_path) -> None:
+    """f13 finding 8: na/s.jsonl then nb/s.jsonl into one --out gave s__main_turn01.json (A) beside
+    s__main_turn01-2.json (B): nothing overwritten, but the names suggested one session."""
+    from toolcall_lab.importers import write_result
+
+    for folder in ("na", "nb"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "s.jsonl").write_bytes(CC_1AF.read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    said: list[str] = []
+    first = write_result(import_source("claude-code", tmp_path / "na" / "s.jsonl"), out, said=said)
+    assert [p.name for p in first] == ["s__main_turn01.json"] and not said
+    second = write_result(import_source("claude-code", tmp_path / "nb" / "s.jsonl"), out, said=said)
+    assert [p.name for p in second] == ["nb__s__main_turn01.json"] and "named after their folder" in said[0]
+    again = write_result(import_source("claude-code", tmp_path / "na" / "s.jsonl"), out)
+    assert [p.name for p in again] == ["s__main_turn01.json"]  # re-importing replaces its own file
