@@ -482,3 +482,28 @@ def test_two_source_files_with_one_name_never_look_like_one_session(tmp_path) ->
     assert [p.name for p in second] == ["nb__s__main_turn01.json"] and "named after their folder" in said[0]
     again = write_result(import_source("claude-code", tmp_path / "na" / "s.jsonl"), out)
     assert [p.name for p in again] == ["s__main_turn01.json"]  # re-importing replaces its own file
+
+
+# --- D: validate lists every error of a trace -------------------------------------------------------
+
+
+def test_validate_lists_every_error_of_a_trace_not_only_the_first(tmp_path, capsys) -> None:
+    """f13 finding 8: latency_s "1.1" hid the bad timing.source after it."""
+    from toolcall_lab import cli
+
+    good = Path(__file__).parent / "fixtures" / "traces" / "v2_api_key_property_and_a_key_in_a_message.json"
+    doc = json.loads(good.read_text())
+    doc["rounds"][0]["response"]["latency_s"] = str(doc["rounds"][0]["response"]["latency_s"])
+    doc["rounds"][-1]["response"]["timing"] = {"source": "measured-ish", "note": ""}
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "2 problems" in err and "rounds[0].response.latency_s: expected a number" in err
+    assert f"rounds[{len(doc['rounds']) - 1}].response.timing.source: expected one of" in err
+    doc["rounds"][-1]["response"]["timing"] = json.loads(good.read_text())["rounds"][-1]["response"].get(
+        "timing", {"source": "recorded", "note": ""}
+    )
+    path.write_text(json.dumps(doc))
+    assert cli.main(["validate", str(path)]) == 2
+    assert "problems" not in capsys.readouterr().err  # one problem: said as before
