@@ -507,3 +507,19 @@ def test_validate_lists_every_error_of_a_trace_not_only_the_first(tmp_path, caps
     path.write_text(json.dumps(doc))
     assert cli.main(["validate", str(path)]) == 2
     assert "problems" not in capsys.readouterr().err  # one problem: said as before
+
+
+@needs_realdata
+def test_claude_code_two_responses_sharing_a_message_id_stay_two(tmp_path) -> None:
+    """The same class as f13 finding 3, found in the audit: two responses (two requestIds) given one
+    message.id were merged into one model call (6 of 7), the first batch's call timed from the
+    second response."""
+    docs = _cc_lines(CC_1AF)
+    second = docs[5]["message"]["id"]
+    for d in docs:
+        if d.get("type") == "assistant" and d["message"].get("id") == second:
+            d["message"]["id"] = docs[2]["message"]["id"]
+    result = _cc_import(tmp_path, docs, "msgid.jsonl")
+    assert result.report.source_model_calls == result.report.imported_model_calls == 7
+    assert [s for _, s in _shape(result)] == [s for _, s in _shape(import_source("claude-code", CC_1AF))]
+    assert any("is held by lines of 2 requests" in d for d in _damage(result))

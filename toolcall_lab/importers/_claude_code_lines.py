@@ -464,11 +464,27 @@ def response_keys(lines: list[Line], issues: list[Issue]) -> dict[int, str]:
     said so."""
     out: dict[int, str] = {}
     by_request: dict[str, str] = {}
+    requests_of: dict[str, list[str]] = {}
     for ln in lines:
         message = ln.doc.get("message") or {}
         rid = ln.doc.get("requestId")
         if ln.doc.get("type") == "assistant" and message.get("id") and isinstance(rid, str):
-            by_request.setdefault(rid, str(message["id"]))
+            seen = requests_of.setdefault(str(message["id"]), [])
+            if rid not in seen:
+                seen.append(rid)
+    for mid, rids in requests_of.items():  # one message id, several requests: several responses
+        for n, rid in enumerate(rids, start=1):
+            by_request.setdefault(rid, mid if n == 1 else f"{mid}_{n}")
+        if len(rids) > 1:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=next(ln.where() for ln in lines if (ln.doc.get("message") or {}).get("id") == mid),
+                    what=f"the message id {mid} is held by lines of {len(rids)} requests "
+                    f"({', '.join(rids)}): an id alone does not make them one response; read as "
+                    f"{len(rids)} responses ({mid}, {mid}_2, ...)",
+                )
+            )
     by_uuid: dict[str, Line] = {}
     for ln in lines:  # (lines sharing a uuid: the first holds it, as parentUuid links read it)
         if ln.uuid:
@@ -478,7 +494,9 @@ def response_keys(lines: list[Line], issues: list[Issue]) -> dict[int, str]:
             continue
         message = ln.doc.get("message") or {}
         if message.get("id"):
-            out[id(ln)] = str(message["id"])
+            rid = ln.doc.get("requestId")
+            shared = len(requests_of.get(str(message["id"]), [])) > 1
+            out[id(ln)] = by_request[rid] if shared and isinstance(rid, str) else str(message["id"])
             continue
         rid = ln.doc.get("requestId")
         above = by_uuid.get(str(ln.doc.get("parentUuid")))
