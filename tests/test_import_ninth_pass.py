@@ -523,3 +523,23 @@ def test_claude_code_two_responses_sharing_a_message_id_stay_two(tmp_path) -> No
     assert result.report.source_model_calls == result.report.imported_model_calls == 7
     assert [s for _, s in _shape(result)] == [s for _, s in _shape(import_source("claude-code", CC_1AF))]
     assert any("is held by lines of 2 requests" in d for d in _damage(result))
+
+
+def test_otlp_a_second_span_of_one_call_with_another_result_is_not_represented(tmp_path) -> None:
+    """Audit (class A): a second tool span of one call id with another result was dropped as a
+    duplicate (DAMAGED); its content is not a copy of the first, so it is NOT REPRESENTED."""
+    from tests.test_import_damage import genai
+
+    path = genai(tmp_path, system=True, tools="sequential")
+    doc = json.loads(path.read_text())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    dup = json.loads(json.dumps(spans[-1]))
+    dup["spanId"] = "toolX"
+    dup["attributes"].append({"key": "gen_ai.tool.call.result", "value": {"stringValue": "ANOTHER RESULT"}})
+    spans.append(dup)
+    path.write_text(json.dumps(doc))
+    result = import_source("otlp", path)
+    report = result.report
+    (failed,) = [i for i in report.issues if i.kind == "failed"]
+    assert "toolX" in failed.where and "not represented" in failed.what and failed.calls == 1
+    assert (report.source_calls, report.imported_calls) == (4, 3)

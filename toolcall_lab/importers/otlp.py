@@ -200,7 +200,9 @@ def _outermost_removed(models: list[Span], spans: list[Span], issues: list[Issue
     twice (a framework's span around the client library's, e.g. OpenLLMetry's LangChain and OpenAI
     instrumentations together). The inner span is the client call; the wrapper is reported."""
     ids = {(s.trace_id, s.span_id) for s in models}
-    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    by_id: dict[tuple[str, str], Span] = {}
+    for s_ in spans:  # (spans sharing ids: the first holds them, as `_once` says)
+        by_id.setdefault((s_.trace_id, s_.span_id), s_)
     wrappers: dict[tuple[str, str], Span] = {}
     for s in models:
         parent = s.parent_id
@@ -548,7 +550,9 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     conversations: list[_Conversation] = []
     open_: dict[str, list[_Conversation]] = {}
     source_calls = 0
-    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    by_id: dict[tuple[str, str], Span] = {}
+    for s_ in spans:  # (spans sharing ids: the first holds them, as `_once` says)
+        by_id.setdefault((s_.trace_id, s_.span_id), s_)
     unreadable: list[tuple[Span, str]] = []
     for n, span in enumerate(models):
         part = "output"
@@ -711,8 +715,23 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     for t in tools:
         twin = ran.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
         if (t.trace_id, t.span_id) not in used and twin is not None:
+            other = (tool_name(t), span_arguments_text(t), _span_result(t)[0]) != (
+                tool_name(twin),
+                span_arguments_text(twin),
+                _span_result(twin)[0],
+            )
+            source_calls += other
             issues.append(
                 Issue(
+                    kind="failed",
+                    where=f"tool span {t.span_id} ({t.name})",
+                    what=f"another span of tool call {tool_call_id(t)} (span {twin.span_id} has it) with "
+                    "another name, arguments or result: a call runs once in a trace, so this one is not "
+                    "represented (the one the model call matched is imported)",
+                    calls=1,
+                )
+                if other
+                else Issue(
                     kind="damaged",
                     where=f"tool span {t.span_id} ({t.name})",
                     what=f"another span of tool call {tool_call_id(t)} (span {twin.span_id} has it): a call "
