@@ -543,3 +543,22 @@ def test_otlp_a_second_span_of_one_call_with_another_result_is_not_represented(t
     (failed,) = [i for i in report.issues if i.kind == "failed"]
     assert "toolX" in failed.where and "not represented" in failed.what and failed.calls == 1
     assert (report.source_calls, report.imported_calls) == (4, 3)
+
+
+@needs_realdata
+def test_langfuse_an_ai_sdk_step_whose_call_has_no_tool_observation_is_an_upper_bound(tmp_path) -> None:
+    """Class B: the AI SDK keeps a step open while its tools run; without the tool observation the
+    step's span may hold the tool's run, so its time is no measured model latency."""
+    doc, observations = _lf()
+    observations.remove(_by_name(observations, "ai.toolCall"))
+    step = next(o for o in observations if o["name"] == "ai.streamText.doStream" and "tools" in o["metadata"])
+    call = {"id": "call_Wgy5Y139OQnSh7grDUUE0iil", "type": "function"}
+    call["function"] = {"name": "searchLangfuseDocs", "arguments": '{"query": "datasets"}'}
+    step["output"] = json.dumps({"role": "assistant", "content": None, "tool_calls": [call]})
+    result = _import("langfuse", tmp_path, doc)
+    first = result[0].rounds[0]
+    assert first.executions[0].status == "not_recorded"
+    assert (
+        first.model_call.timing.covers == "upper_bound"
+        and "no tool observation" in first.model_call.timing.note
+    )

@@ -733,11 +733,12 @@ def _run(
             }
         ran = [t for t in mine if t is not None]
         latency, timing, model_end, first_token = _model_timing(g, ran, times, places, issues)
-        if metadata_only and timing.measured:
+        untied = sum(t is None for t in mine)
+        if untied and (metadata_only or str(g.get("name")).startswith("ai.")) and timing.measured:
             timing = replace(
                 timing,
                 covers="upper_bound",
-                note=f"{timing.note}; an upper bound: {metadata_only} call(s) of this step have no tool "
+                note=f"{timing.note}; an upper bound: {untied} call(s) of this step have no tool "
                 "observation, and the AI SDK keeps the step open while its tools run",
             )
         source_calls += len(mine)
