@@ -562,3 +562,23 @@ def test_langfuse_an_ai_sdk_step_whose_call_has_no_tool_observation_is_an_upper_
         first.model_call.timing.covers == "upper_bound"
         and "no tool observation" in first.model_call.timing.note
     )
+
+
+@needs_realdata
+def test_claude_code_a_latency_after_a_missing_result_is_an_upper_bound(tmp_path) -> None:
+    """Class B, as OpenHands' finding 2: without the Bash result line (toolu_01UwiR8...) the next
+    request's start is not in the log; its latency was 'recorded' from the other results."""
+    docs = [
+        d
+        for d in _cc_lines(CC_1AF)
+        if "toolu_01UwiR8tuGvGJN2J7BW4KbPx" not in json.dumps(d.get("message"))
+        or d.get("type") == "assistant"
+    ]
+    result = _cc_import(tmp_path, docs, "nores.jsonl")
+    rounds = result[0].rounds
+    assert rounds[1].executions[0].status == "not_recorded"
+    assert rounds[2].model_call.timing.covers == "upper_bound"
+    assert "toolu_01UwiR8tuGvGJN2J7BW4KbPx" in rounds[2].model_call.timing.note
+    assert [r.model_call.timing.measured for k, r in enumerate(rounds) if k != 2] == [True] * (
+        len(rounds) - 1
+    )

@@ -246,6 +246,8 @@ def _thread_segments(
     ready_at: float | None = None
     pending_user: list[_Line] = []
     used = {id(ln) for ln, _ in results.values()}
+    unanswered: list[str] = []
+    """Calls of the last response without a result line: the next request's start is not evidenced."""
     unused: list[_Line] = []
     """Result lines since the last response whose results are not used (a second result for a call):
     they contradict the used ones, so the next request's start is not evidenced by them."""
@@ -346,6 +348,7 @@ def _thread_segments(
                     )
             if texts:
                 close()
+                unanswered = []  # (the request starts from what the user wrote: that is in the log)
                 history.append({"role": "user", "content": text_of(texts)})
                 pending_user.append(ln)
                 request.append(ln)
@@ -449,7 +452,14 @@ def _thread_segments(
                 current.not_utf8.append(mark)
         current.not_utf8 += [m for ln in result_lines if (m := marked(ln, "a tool result")) is not None]
         latency, timing = latency_of(response, start, end, ready_line, untrusted)
-        if unused and timing.measured:
+        if unanswered and timing.measured:
+            timing = replace(
+                timing,
+                covers="upper_bound",
+                note=f"{timing.note}; an upper bound: the result of {', '.join(unanswered)} is not in the "
+                "log, so the request may have been sent later (the time may hold that tool's run)",
+            )
+        elif unused and timing.measured:
             timing = replace(
                 timing,
                 covers="upper_bound",
@@ -481,6 +491,11 @@ def _thread_segments(
         for t in result_times:
             ready_at = max(ready_at or t, t)
         request = list(result_lines)
+        unanswered = [
+            str(block.get("id"))
+            for (_, block), r in zip(response.uses, turn_results, strict=True)
+            if r.status == "not_recorded"
+        ]
         if not response.uses:
             close()
     close()
