@@ -117,11 +117,24 @@ def test_openhands_a_second_observation_for_a_call_is_reported(tmp_path) -> None
 @needs_realdata
 def test_openhands_an_observation_no_key_ties_to_one_action_is_reported(tmp_path) -> None:
     events = _oh_events()
-    events[12]["cause"] = 555
-    events[12]["tool_call_metadata"]["tool_call_id"] = "toolu_nobody"
+    events[11]["id"] = 9  # two actions with the id 9; observation 12 names neither by a call id
+    events[12]["cause"] = 9
+    del events[12]["tool_call_metadata"]
     result = _import("openhands", tmp_path, events)
     assert any("no key ties to one action" in d for d in _damage(result))
     assert _calls(result)["toolu_01GpJj2ShdFjb9ZTY4CVxi9C"].status == "not_recorded"
+
+
+@needs_realdata
+def test_openhands_an_observation_whose_action_is_missing_counts_its_call(tmp_path) -> None:
+    """Class C: the observation of a call whose action is not in the log proves a call ran; it was
+    neither counted nor said."""
+    events = [e for e in _oh_events() if e.get("id") != 11]
+    result = _import("openhands", tmp_path, events)
+    report = result.report
+    (failed,) = [i for i in report.issues if i.kind == "failed"]
+    assert "toolu_01GpJj2ShdFjb9ZTY4CVxi9C" in failed.what and failed.calls == 1
+    assert (report.source_calls, report.imported_calls) == (4, 3) and not report.ok
 
 
 # --- A/B: Claude Code, lines sharing a uuid, a contradictory isSidechain, an unused second result ----

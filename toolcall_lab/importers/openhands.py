@@ -135,6 +135,10 @@ def _call_id(e: dict[str, Any]) -> str | None:
     return str(cid) if cid else None
 
 
+_ORPHAN = "whose action is not in the log"
+"""Says an observation proves a call the log lost (counted as a call of the source)."""
+
+
 def _join(events: list[dict[str, Any]], where: str, issues: list[Issue]) -> dict[int, dict[str, Any]]:
     """Each tool-call action's observation (by the action's ``id()``), joined by the strongest key:
     the observation's ``tool_call_metadata.tool_call_id`` when one action holds it, else its ``cause``
@@ -175,6 +179,17 @@ def _join(events: list[dict[str, Any]], where: str, issues: list[Issue]) -> dict
                 )
         elif len(by_id) == 1 and (cid is None or _call_id(by_id[0]) in (None, cid)):
             target = by_id[0]
+        elif cid is not None and not by_call.get(cid) and not by_id and o.get("observation") != "error":
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{where} event {o.get('id')}",
+                    what=f"an observation of call {cid} {_ORPHAN} (cause {cause!r}): the call ran, but which "
+                    "call the model made is not known; not imported",
+                    calls=1,
+                )
+            )
+            continue
         elif cid is not None or by_id:
             issues.append(
                 Issue(
@@ -845,7 +860,9 @@ def _file(
                 None,
             )
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
+        before = len(issues)
         episode = _history(path, f"{path.name} {label}", slug, all_events, entries, unlogged, issues, model)
+        source_calls += sum(i.calls for i in issues[before:] if i.kind == "failed" and _ORPHAN in i.what)
         segments += episode
         if record.get("error"):
             error = str(record["error"])
