@@ -858,9 +858,7 @@ def test_eager_on_the_real_clock_starts_a_call_before_the_stream_ends() -> None:
     calls = [("search", {"key": "a", "seconds": 0.05}), ("read", {"key": "b", "seconds": 0.05})]
     result = asyncio.run(run(scripted(calls, latency=0.3), Counting().registry(), "go", mode="eager"))
     rnd = result.rounds[0]
-    assert (
-        rnd.model_call.chunk_timing == "recorded"
-    )  # on the real clock, offsets are measured as chunks arrive
+    assert rnd.model_call.chunk_timing == "recorded"  # on the real clock, offsets are measured as chunks arrive
     assert rnd.executions[0].started_at < rnd.model_call.ended_at
     assert result.rounds[1].model_call.started_at >= max(e.ended_at for e in rnd.executions)
     answered_once_in_model_order(result)
