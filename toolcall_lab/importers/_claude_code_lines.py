@@ -352,7 +352,8 @@ def sidechain_contradictions(
     for ln in lines:
         if ln.doc.get("type") == "assistant" and not ln.doc.get("isSidechain"):
             for b in ln.blocks:
-                prompt = (b.get("input") or {}).get("prompt") if b.get("type") == "tool_use" else None
+                given = b.get("input") if b.get("type") == "tool_use" else None
+                prompt = given.get("prompt") if isinstance(given, dict) else None
                 if isinstance(prompt, str) and prompt.strip():
                     prompts[prompt.strip()] = (ln, answered.get(str(b.get("id"))))
     side: dict[tuple[str, str], bool] = {}
@@ -479,7 +480,11 @@ def response_keys(lines: list[Line], issues: list[Issue]) -> dict[int, str]:
             issues.append(
                 Issue(
                     kind="damaged",
-                    where=next(ln.where() for ln in lines if (ln.doc.get("message") or {}).get("id") == mid),
+                    where=next(
+                        ln.where()
+                        for ln in lines
+                        if isinstance(ln.doc.get("message"), dict) and ln.doc["message"].get("id") == mid
+                    ),
                     what=f"the message id {mid} is held by lines of {len(rids)} requests "
                     f"({', '.join(rids)}): an id alone does not make them one response; read as "
                     f"{len(rids)} responses ({mid}, {mid}_2, ...)",

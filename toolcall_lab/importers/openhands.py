@@ -131,7 +131,8 @@ def _distinct(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _call_id(e: dict[str, Any]) -> str | None:
-    cid = (e.get("tool_call_metadata") or {}).get("tool_call_id")
+    meta = e.get("tool_call_metadata")
+    cid = meta.get("tool_call_id") if isinstance(meta, dict) else None
     return str(cid) if cid else None
 
 
