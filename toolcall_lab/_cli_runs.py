@@ -508,11 +508,12 @@ def _import(args: argparse.Namespace) -> int:
     result = import_source(args.kind, args.source, limit=args.limit, include_no_calls=args.include_no_calls)
     _make_folder(out, "import", folder=True)
     removed: list[str] = []
-    written = write_result(result, out, removed=removed)
+    said: list[str] = []
+    written = write_result(result, out, removed=removed, said=said)
     full = out / "import_report.txt"  # every issue of every import into `out`, one section each
     _append_report(full, args, result.report.summary(limit=None) + _redacted(removed, None))
     print(result.report.summary(full_list=str(full)) + _redacted(removed, str(full)))
-    print(f"wrote {len(written)} trace file(s) to {args.out}")
+    print(f"wrote {len(written)} trace file(s) to {args.out}" + "".join(f" ({n})" for n in said))
     if not result.traces:
         print(
             f"toolcall-lab import: nothing of kind {args.kind} was imported from {args.source} (see above)",

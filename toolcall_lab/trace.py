@@ -276,6 +276,22 @@ class Trace:
         )
 
 
+def format_errors(doc: Any, *, source: str | None = None) -> list[TraceFormatError]:
+    """Every field of `doc` whose type is wrong (each read as an empty value so the rest is checked),
+    then the first other problem the reading meets: what `Trace.from_dict` raises on, all at once
+    (`trace_files.validate`)."""
+    reader = _Reader(source)
+    reader.collected = []
+    try:
+        reader.trace(doc)
+    except TraceFormatError as exc:
+        if all(str(exc) != str(e) for e in reader.collected):
+            reader.collected.append(exc)
+    except Exception:  # (an empty value stood in for a bad one: what follows is no error of the file)
+        pass
+    return reader.collected
+
+
 def _same_time(a: float, b: float, magnitude: float) -> bool:
     """Two figures for one duration agree: to the microsecond (times are stored as decimal floats),
     or to a few float steps where the times are so large that a microsecond is below their step."""
@@ -340,12 +356,31 @@ class _Reader:
         self.v1_timing: tuple[Timing, ChunkTiming] | None = None
         """Version 1 files: the one label every number gets (they had no per-number provenance)."""
 
+    collected: list[TraceFormatError] | None = None
+    """When a list (`format_errors`): a field of the wrong type is added to it and read as an empty
+    value of its type, so the rest of the file is checked too."""
+
     def fail(self, path: str, problem: str) -> TraceFormatError:
         return TraceFormatError(problem, path=path, source=self.source)
 
+    def bad(self, path: str, problem: str, default: Any) -> Any:
+        """A field of the wrong type: raised, or (collecting) noted and read as `default`."""
+        error = self.fail(path, problem)
+        if self.collected is None:
+            raise error
+        self.collected.append(error)
+        return default
+
+    def contradiction(self, path: str, problem: str) -> None:
+        """Fields that contradict each other: raised, unless (collecting) a field at `path` was
+        already found of the wrong type: then it follows from the empty value read in its place."""
+        if self.collected is not None and any(e.path == path for e in self.collected):
+            return
+        raise self.fail(path, problem)
+
     def obj(self, value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(path, f"expected an object, got {_kind(value)}")
+            return cast(Mapping[str, Any], self.bad(path, f"expected an object, got {_kind(value)}", {}))
         return value
 
     def get(
@@ -360,13 +395,16 @@ class _Reader:
 
     def num(self, value: Any, path: str) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool) and not math.isfinite(value):
-            raise self.fail(path, f"expected a finite number, got {value!r}")
+            return float(self.bad(path, f"expected a finite number, got {value!r}", 0.0))
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(
-                path,
-                f"expected a number, got {value!r}"
-                if isinstance(value, str)
-                else f"expected a number, got {_kind(value)}",
+            return float(
+                self.bad(
+                    path,
+                    f"expected a number, got {value!r}"
+                    if isinstance(value, str)
+                    else f"expected a number, got {_kind(value)}",
+                    0.0,
+                )
             )
         return value
 
@@ -375,12 +413,12 @@ class _Reader:
 
     def int_(self, value: Any, path: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(path, f"expected an integer, got {value!r}")
+            return int(self.bad(path, f"expected an integer, got {value!r}", 0))
         return value
 
     def str_(self, value: Any, path: str) -> str:
         if not isinstance(value, str):
-            raise self.fail(path, f"expected a string, got {_kind(value)}")
+            return str(self.bad(path, f"expected a string, got {_kind(value)}", ""))
         return value
 
     def opt_str(self, value: Any, path: str) -> str | None:
@@ -388,7 +426,7 @@ class _Reader:
 
     def bool_(self, value: Any, path: str) -> bool:
         if not isinstance(value, bool):
-            raise self.fail(path, f"expected true or false, got {value!r}")
+            return bool(self.bad(path, f"expected true or false, got {value!r}", False))
         return value
 
     def dict_(self, value: Any, path: str) -> dict[str, Any]:
@@ -399,19 +437,19 @@ class _Reader:
 
     def list_(self, value: Any, path: str) -> list[Any]:
         if not isinstance(value, list):
-            raise self.fail(path, f"expected a list, got {_kind(value)}")
+            return list(self.bad(path, f"expected a list, got {_kind(value)}", []))
         return value
 
     def name(self, value: Any, path: str) -> str:
         """A strategy's name: any non-empty string."""
         if not isinstance(value, str) or not value.strip():
-            raise self.fail(path, f"expected a strategy name (a non-empty string), got {value!r}")
+            return str(self.bad(path, f"expected a strategy name (a non-empty string), got {value!r}", "?"))
         return value
 
     def choice(self, allowed: tuple[str, ...]) -> Callable[[Any, str], Any]:
         def check(value: Any, path: str) -> Any:
             if value not in allowed:
-                raise self.fail(path, f"expected one of {', '.join(allowed)}, got {value!r}")
+                return self.bad(path, f"expected one of {', '.join(allowed)}, got {value!r}", allowed[0])
             return value
 
         return check
@@ -499,7 +537,7 @@ class _Reader:
         """The run's wall time is never negative and never ends before what it recorded did (a
         model call, a tool execution, a client round trip): `compare` reads it as the run's time."""
         if wall < 0:
-            raise self.fail("outcome.wall_time_s", f"negative duration {wall!r}")
+            self.contradiction("outcome.wall_time_s", f"negative duration {wall!r}")
         last, where = 0.0, ""
         for r in rounds:
             ends = [(r.model_call.ended_at, f"rounds[{r.round_index}]'s model call")]
@@ -518,7 +556,7 @@ class _Reader:
         if "wall_time_s" not in o and not rounds:
             return
         if wall < last and not _same_time(wall, last, last):
-            raise self.fail(
+            self.contradiction(
                 "outcome.wall_time_s",
                 f"{wall} ends before {where} does ({last}): the run's wall time contradicts its rounds",
             )
@@ -530,7 +568,7 @@ class _Reader:
         out = {k: self.get(d, k, path, self.str_) for k in ("source", "tool_call_id")}
         extra = set(d) - set(out)
         if extra:
-            raise self.fail(
+            self.contradiction(
                 path, f"unexpected key(s) {', '.join(sorted(extra))} (source and tool_call_id only)"
             )
         return out
@@ -560,11 +598,11 @@ class _Reader:
         for i, c in enumerate(chunks):
             p = f"{path}.chunks[{i}].offset_s"
             if c.offset_s < 0:
-                raise self.fail(p, f"negative offset {c.offset_s!r} (seconds from the request)")
+                self.contradiction(p, f"negative offset {c.offset_s!r} (seconds from the request)")
             if c.offset_s < previous - _OFFSET_SLACK:
-                raise self.fail(p, f"{c.offset_s!r} comes before the previous chunk's {previous!r}")
+                self.contradiction(p, f"{c.offset_s!r} comes before the previous chunk's {previous!r}")
             if c.offset_s > latency_s + _OFFSET_SLACK:
-                raise self.fail(
+                self.contradiction(
                     p, f"{c.offset_s!r} is after the response ended ({latency_s:.6g} s after the request)"
                 )
             previous = max(previous, c.offset_s)
@@ -574,14 +612,14 @@ class _Reader:
         replay sleeps the latency, so a contradiction would silently become a wrong number. The
         derived ``latency_s`` and ``ttfc_s`` are written for readers; on load they must match."""
         if mc.started_at < 0:
-            raise self.fail(
+            self.contradiction(
                 f"{path}.started_at", f"negative time {mc.started_at!r} (seconds from the run's start)"
             )
         if mc.ended_at < mc.started_at:
-            raise self.fail(f"{path}.ended_at", f"ends ({mc.ended_at}) before it starts ({mc.started_at})")
+            self.contradiction(f"{path}.ended_at", f"ends ({mc.ended_at}) before it starts ({mc.started_at})")
         first = mc.first_chunk_at
         if first is not None and not mc.started_at - _OFFSET_SLACK <= first <= mc.ended_at + _OFFSET_SLACK:
-            raise self.fail(
+            self.contradiction(
                 f"{path}.first_chunk_at",
                 f"{first} is outside the call (started_at {mc.started_at}, ended_at {mc.ended_at})",
             )
@@ -591,9 +629,9 @@ class _Reader:
         ):
             given = self.get(resp, key, path, self.opt_num, None)
             if given is None and derived is not None and key in resp and resp[key] is None:
-                raise self.fail(f"{path}.{key}", f"null, but {what} is {derived}")
+                self.contradiction(f"{path}.{key}", f"null, but {what} is {derived}")
             if given is not None and (derived is None or not _same_time(given, derived, mc.ended_at)):
-                raise self.fail(
+                self.contradiction(
                     f"{path}.{key}",
                     f"{given} does not match {what} ({mc.ended_at if key == 'latency_s' else first} - "
                     f"{mc.started_at})",
@@ -613,7 +651,7 @@ class _Reader:
         kept = self.get(req, "kept", p, self.int_)
         if not 0 <= kept <= len(previous):
             before = "initial_messages hold" if path == "rounds[0]" else "the previous round's request holds"
-            raise self.fail(f"{p}.kept", f"{kept} messages kept, but {before} {len(previous)}")
+            self.contradiction(f"{p}.kept", f"{kept} messages kept, but {before} {len(previous)}")
         added = self.get(req, "added", p, self.list_)
         for i, msg in enumerate(added):
             self.obj(msg, f"{p}.added[{i}]")
@@ -691,7 +729,7 @@ class _Reader:
         started = self.get(d, "started_at", path, self.num)
         ended = self.get(d, "ended_at", path, self.num)
         if ended < started:
-            raise self.fail(f"{path}.ended_at", f"ends ({ended}) before it starts ({started})")
+            self.contradiction(f"{path}.ended_at", f"ends ({ended}) before it starts ({started})")
         return ClientRoundTrip(
             tool_call_id=self.get(d, "tool_call_id", path, self.str_),
             position=self.get(d, "position", path, self.int_),
@@ -751,17 +789,19 @@ class _Reader:
         ended = self.get(d, "ended_at", path, self.num)
         duration = self.get(d, "duration_s", path, self.num, ended - started)
         if started < 0:
-            raise self.fail(f"{path}.started_at", f"negative time {started!r} (seconds from the run's start)")
+            self.contradiction(
+                f"{path}.started_at", f"negative time {started!r} (seconds from the run's start)"
+            )
         if ended < started or not _same_time(duration, ended - started, ended):
-            raise self.fail(
+            self.contradiction(
                 f"{path}.duration_s", f"{duration} does not match ended_at - started_at ({ended} - {started})"
             )
         queued = self.get(d, "queued_at", path, self.opt_num, None)
         if queued is not None and queued > started:
-            raise self.fail(f"{path}.queued_at", f"{queued} is after started_at ({started})")
+            self.contradiction(f"{path}.queued_at", f"{queued} is after started_at ({started})")
         returned = self.get(d, "returned_at", path, self.opt_num, None)
         if returned is not None and returned < ended:
-            raise self.fail(f"{path}.returned_at", f"{returned} is before ended_at ({ended})")
+            self.contradiction(f"{path}.returned_at", f"{returned} is before ended_at ({ended})")
         return ToolExecution(
             tool_call_id=self.get(d, "tool_call_id", path, self.str_),
             name=self.get(d, "name", path, self.str_),

@@ -510,6 +510,22 @@ def contradictions(trace: Trace) -> list[str]:
     return out
 
 
+def _every_format_error(p: Path, first: TraceFormatError) -> None:
+    """Raise one error listing every problem `format_errors` finds in the file `first` came from,
+    when it finds more than `first` (an unusable file is then fixed in one pass, not one field a run)."""
+    from toolcall_lab.exceptions import TraceFormatError
+    from toolcall_lab.trace import format_errors
+
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return
+    errors = format_errors(doc, source=str(p))
+    if len(errors) > 1:
+        lines = "\n".join(f"  {e.path}: {e.problem}" if e.path else f"  {e.problem}" for e in errors)
+        raise TraceFormatError(f"{len(errors)} problems:\n{lines}", source=str(p)) from None
+
+
 def validate(path: str | Path) -> tuple[Trace, list[str]]:
     """Load a trace and list warnings: possible secrets (schema properties merely named like one are
     not), tool calls without a result (by position; also a next request that answers a call with
@@ -522,7 +538,11 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
     from toolcall_lab.runs import RunConfig
 
     p = Path(path)
-    trace = load(p)
+    try:
+        trace = load(p)
+    except TraceFormatError as exc:
+        _every_format_error(p, exc)
+        raise
     try:
         check_recorded_settings(trace)
     except TraceFormatError as exc:

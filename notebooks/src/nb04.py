@@ -10,6 +10,16 @@ CELLS = [
 The parser over real recordings from `../shared/realdata` (public test fixtures of SDKs and
 frameworks; see its `PROVENANCE.md`). When that folder is absent, this notebook falls back to the
 bundled **scripted** sample `data/recordings/` and says so.
+
+> **The copy of this notebook in the repository shows no real data, on purpose.** It is executed by
+> `make notebooks` with `../shared/realdata` hidden from the kernel, so that nothing from those
+> recordings lands in the repository: the outputs you see here come from the bundled scripted
+> sample, the tables of real sessions are empty and the conclusions cell says nothing. Run it
+> yourself with the repository checked out beside `../shared` (real recordings in
+> `../shared/realdata`) to get what this notebook is for: the real recordings parsed, the real agent
+> sessions (Claude Code, OpenHands, inspect, OTLP, Langfuse, SWE-agent) imported with their timing
+> provenance, the four execution modes benchmarked on them, and what they say about parallel vs
+> sequential execution.
 """),
         code(SETUP),
         md("""

@@ -14,6 +14,7 @@ A folder is imported file by file (`_files.import_folder`); `looks_like` names t
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from toolcall_lab.importers._build import (
     Turn,
     build_result,
     chat_body,
+    slugify,
 )
 from toolcall_lab.importers._files import READ_ERRORS, looks_like
 from toolcall_lab.importers.bfcl import import_bfcl
@@ -110,20 +112,63 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def write_result(result: ImportResult, folder: str | Path, *, removed: list[str] | None = None) -> list[Path]:
+def _source_file(trace: Any) -> str:
+    return str(trace.metadata.source).split("#", 1)[0]
+
+
+def _other_source_there(result: ImportResult, out: Path) -> bool:
+    """Whether `out` holds traces named like this import's (same file name before ``__``) that come
+    from another source file: two different files with one name (``a/s.jsonl``, ``b/s.jsonl``)."""
+    from toolcall_lab.exceptions import TraceError
+    from toolcall_lab.trace_files import load
+
+    mine = {_source_file(t) for t in result.traces}
+    for stem in {slug.split("__", 1)[0] for slug in result.slugs}:
+        for f in [out / f"{stem}.json", *out.glob(f"{glob.escape(stem)}__*.json")]:
+            if not f.is_file():
+                continue
+            try:
+                if _source_file(load(f)) not in mine:
+                    return True
+            except TraceError:
+                continue
+    return False
+
+
+def write_result(
+    result: ImportResult,
+    folder: str | Path,
+    *,
+    removed: list[str] | None = None,
+    said: list[str] | None = None,
+) -> list[Path]:
     """Save every trace of `result` in `folder` as ``<name>.json``; never over another source's file.
 
     Names are unique within the import; a file already in `folder` is replaced only if it came from
-    the same source (re-importing), otherwise the new trace gets a ``-2``, ``-3``... suffix.
-    Credentials are stripped on the way (`trace_files.save`); each removal is added to `removed`
-    (when given) as ``file name: JSON path: what``.
+    the same source (re-importing), otherwise the new trace gets a ``-2``, ``-3``... suffix. When
+    `folder` holds traces of another source file with the same name (``a/s.jsonl`` then
+    ``b/s.jsonl``), every name of this import starts with its source's folder (``b__s__...``), so
+    the names never suggest one session; that is added to `said` (when given). Credentials are
+    stripped on the way (`trace_files.save`); each removal is added to `removed` (when given) as
+    ``file name: JSON path: what``.
     """
     from toolcall_lab.exceptions import TraceError
     from toolcall_lab.trace_files import load, save
 
     out = Path(folder)
     written: list[Path] = []
-    for trace, slug in zip(result.traces, result.slugs, strict=True):
+    slugs = list(result.slugs)
+    if result.traces and _other_source_there(result, out):
+        slugs = [
+            f"{slugify(Path(_source_file(t)).parent.name) or 'source'}__{slug}"
+            for t, slug in zip(result.traces, slugs, strict=True)
+        ]
+        if said is not None:
+            said.append(
+                f"{out} already holds traces of another source file with the same name: these are named "
+                f"after their folder too ({slugs[0]}.json, ...)"
+            )
+    for trace, slug in zip(result.traces, slugs, strict=True):
         path, n = out / f"{slug}.json", 2
         while path.exists():
             try:

@@ -131,7 +131,10 @@ def match_results(
     answer no call in the log (each a failed issue: that call is lost)."""
     results: dict[int, tuple[Line, dict[str, Any]]] = {}
     orphans = 0
-    by_uuid = {ln.uuid: ln for ln in lines if ln.uuid}
+    by_uuid: dict[str, Line] = {}
+    for ln in lines:  # (lines sharing a uuid: the first holds it, as parentUuid links read it)
+        if ln.uuid:
+            by_uuid.setdefault(ln.uuid, ln)
     position = {id(ln): n for n, ln in enumerate(lines)}
     unnamed: list[tuple[Line, dict[str, Any]]] = []
     for ln in lines:

@@ -85,6 +85,7 @@ def read_lines(path: Path, name: str | None = None) -> Transcript:
     not_empty(path, text, "Claude Code")
     lines = read.lines
     uuids: dict[str, int] = {}
+    first_of: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     parents: dict[int, str] = {}
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
@@ -107,16 +108,28 @@ def read_lines(path: Path, name: str | None = None) -> Transcript:
             continue
         uuid = doc.get("uuid")
         if isinstance(uuid, str):
+            twin = next((n for n, d in first_of.get(uuid, []) if _same_line(d, doc)), None)
+            if twin is not None:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{label} line {number}",
+                        what=f"repeats line {twin} (same uuid {uuid}, same content): read once",
+                    )
+                )
+                continue
             if uuid in uuids:
                 issues.append(
                     Issue(
                         kind="damaged",
                         where=f"{label} line {number}",
-                        what=f"repeats line {uuids[uuid]} (same uuid {uuid}): read once",
+                        what=f"has the uuid of line {uuids[uuid]} ({uuid}) but other content: both are read "
+                        "(a shared uuid is no evidence that they are one line); lines naming that uuid as "
+                        f"their parent follow line {uuids[uuid]}",
                     )
                 )
-                continue
-            uuids[uuid] = number
+            first_of.setdefault(uuid, []).append((number, doc))
+            uuids.setdefault(uuid, number)
         message = doc.get("message")
         role = message.get("role") if isinstance(message, dict) else None
         if (
@@ -186,6 +199,20 @@ def read_lines(path: Path, name: str | None = None) -> Transcript:
         )
         read.lines = _in_chain_order(lines, uuids, parents)
     return read
+
+
+_BOOKKEEPING = frozenset({"sessionId", "version", "cwd", "gitBranch", "userType", "entrypoint", "slug"})
+"""Keys Claude Code writes about the session, not the message: a line copied with other values of
+these (a resumed session) is still the same line."""
+
+
+def _same_line(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two lines with one uuid are one line logged twice only when their content is identical."""
+
+    def content(d: dict[str, Any]) -> str:
+        return json.dumps({k: v for k, v in d.items() if k not in _BOOKKEEPING}, sort_keys=True, default=str)
+
+    return content(a) == content(b)
 
 
 def _in_chain_order(lines: list[Line], uuids: dict[str, int], parents: dict[int, str]) -> list[Line]:
@@ -307,6 +334,104 @@ def distrust_times(path: Path, thread: list[Line], issues: list[Issue]) -> None:
         ln.at = None
 
 
+def sidechain_contradictions(
+    lines: list[Line], passed: dict[str, str | None], keys: dict[int, str], issues: list[Issue]
+) -> None:
+    """Lines whose ``isSidechain`` contradicts the log, read as the log shows (each DAMAGED): a root
+    user line (no parent) whose text is the prompt of a Task call still waiting for its result is
+    that sub-agent's prompt; a line that follows a sub-agent line belongs to that sub-agent (the main
+    thread never follows one), and one that follows a main-thread line to the main thread (a
+    sub-agent's first line follows none); the lines of one response are one piece. Without this, one flipped
+    flag splits a thread and gives a response a 0 s latency from its own line."""
+    prompts: dict[str, tuple[Line, int | None]] = {}
+    answered: dict[str, int] = {}
+    for ln in lines:
+        for b in ln.blocks:
+            if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                answered.setdefault(b["tool_use_id"], ln.number)
+    for ln in lines:
+        if ln.doc.get("type") == "assistant" and not ln.doc.get("isSidechain"):
+            for b in ln.blocks:
+                given = b.get("input") if b.get("type") == "tool_use" else None
+                prompt = given.get("prompt") if isinstance(given, dict) else None
+                if isinstance(prompt, str) and prompt.strip():
+                    prompts[prompt.strip()] = (ln, answered.get(str(b.get("id"))))
+    side: dict[tuple[str, str], bool] = {}
+    """Each line's side by (file, uuid): a parent is looked for in the line's own file."""
+
+    def flip(ln: Line, why: str) -> None:
+        ln.doc = {**ln.doc, "isSidechain": True}
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=ln.where(),
+                what=f"isSidechain is false, but {why}: read as a sub-agent line",
+            )
+        )
+
+    def parent_side(ln: Line) -> bool | None:
+        parent = ln.doc.get("parentUuid")
+        seen: set[str] = set()
+        while (
+            isinstance(parent, str)
+            and (ln.file, parent) not in side
+            and parent in passed
+            and parent not in seen
+        ):
+            seen.add(parent)
+            parent = passed[parent]
+        return side.get((ln.file, parent)) if isinstance(parent, str) else None
+
+    by_response: dict[str, list[Line]] = {}
+    for ln in lines:
+        if ln.doc.get("type") == "assistant" and id(ln) in keys:
+            by_response.setdefault(keys[id(ln)], []).append(ln)
+    for ln in lines:
+        if not ln.doc.get("isSidechain"):
+            text = "".join(str(b.get("text") or "") for b in ln.blocks if b.get("type") == "text").strip()
+            task = (
+                prompts.get(text)
+                if ln.doc.get("parentUuid") is None and ln.doc.get("type") == "user"
+                else None
+            )
+            if task is not None and task[0].number < ln.number and (task[1] is None or task[1] > ln.number):
+                flip(
+                    ln,
+                    f"it is the prompt of the Task call on line {task[0].number}, still waiting for its "
+                    "result",
+                )
+            elif parent_side(ln):
+                flip(ln, "it follows a sub-agent line (parentUuid), which the main thread never does")
+        elif parent_side(ln) is False:
+            ln.doc = {**ln.doc, "isSidechain": False}
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=ln.where(),
+                    what="isSidechain is true, but it follows a main-thread line (parentUuid; a sub-agent's "
+                    "first line follows none): read as a main-thread line",
+                )
+            )
+        if ln.uuid:
+            side.setdefault((ln.file, ln.uuid), bool(ln.doc.get("isSidechain")))
+    for rid, group in by_response.items():
+        flags = [bool(o.doc.get("isSidechain")) for o in group]
+        if len(set(flags)) > 1:
+            major = flags.count(True) > len(flags) / 2
+            for o in group:
+                if bool(o.doc.get("isSidechain")) != major:
+                    o.doc = {**o.doc, "isSidechain": major}
+                    issues.append(
+                        Issue(
+                            kind="damaged",
+                            where=o.where(),
+                            what=f"isSidechain is {not major}, but most lines of its response ({rid}) say "
+                            f"{major}: read as {'a sub-agent' if major else 'a main-thread'} line (one "
+                            "response is one piece)",
+                        )
+                    )
+
+
 def threads_of(lines: list[Line], passed: dict[str, str | None] | None = None) -> list[list[Line]]:
     """The main thread first, then one list per sub-agent (chained through parentUuid; a parent
     that is not a message, such as a progress line, is followed to its own parent)."""
@@ -340,18 +465,43 @@ def response_keys(lines: list[Line], issues: list[Issue]) -> dict[int, str]:
     said so."""
     out: dict[int, str] = {}
     by_request: dict[str, str] = {}
+    requests_of: dict[str, list[str]] = {}
     for ln in lines:
         message = ln.doc.get("message") or {}
         rid = ln.doc.get("requestId")
         if ln.doc.get("type") == "assistant" and message.get("id") and isinstance(rid, str):
-            by_request.setdefault(rid, str(message["id"]))
-    by_uuid = {ln.uuid: ln for ln in lines if ln.uuid}
+            seen = requests_of.setdefault(str(message["id"]), [])
+            if rid not in seen:
+                seen.append(rid)
+    for mid, rids in requests_of.items():  # one message id, several requests: several responses
+        for n, rid in enumerate(rids, start=1):
+            by_request.setdefault(rid, mid if n == 1 else f"{mid}_{n}")
+        if len(rids) > 1:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=next(
+                        ln.where()
+                        for ln in lines
+                        if isinstance(ln.doc.get("message"), dict) and ln.doc["message"].get("id") == mid
+                    ),
+                    what=f"the message id {mid} is held by lines of {len(rids)} requests "
+                    f"({', '.join(rids)}): an id alone does not make them one response; read as "
+                    f"{len(rids)} responses ({mid}, {mid}_2, ...)",
+                )
+            )
+    by_uuid: dict[str, Line] = {}
+    for ln in lines:  # (lines sharing a uuid: the first holds it, as parentUuid links read it)
+        if ln.uuid:
+            by_uuid.setdefault(ln.uuid, ln)
     for ln in lines:
         if ln.doc.get("type") != "assistant":
             continue
         message = ln.doc.get("message") or {}
         if message.get("id"):
-            out[id(ln)] = str(message["id"])
+            rid = ln.doc.get("requestId")
+            shared = len(requests_of.get(str(message["id"]), [])) > 1
+            out[id(ln)] = by_request[rid] if shared and isinstance(rid, str) else str(message["id"])
             continue
         rid = ln.doc.get("requestId")
         above = by_uuid.get(str(ln.doc.get("parentUuid")))

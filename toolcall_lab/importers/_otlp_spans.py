@@ -76,6 +76,10 @@ class Span:
     """Where the span stands in time (epoch seconds): its start, even when its end is not valid (a
     span ending before it starts keeps its place in the conversation), else its end; None when the
     export gives neither (`in_time_order` then keeps it where the file has it)."""
+    lone_start: float | None = None
+    """The start of a span that ends before it starts (its `start` and `end` are then None): which of
+    the two is wrong is not known, so no duration rests on it; the gap before it may, when the start
+    fits the order of the spans (`otlp`)."""
 
     @property
     def kind(self) -> str | None:
@@ -177,6 +181,7 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                         )
                         if start is not None and end is not None:  # ends before it starts
                             span.start = span.end = None
+                            span.lone_start = start
                     yield span
 
 

@@ -108,6 +108,7 @@ from toolcall_lab.importers._claude_code_lines import (
     peek,
     read_lines,
     response_keys,
+    sidechain_contradictions,
     threads_of,
 )
 from toolcall_lab.importers._claude_code_links import (
@@ -244,6 +245,12 @@ def _thread_segments(
     of the previous batch)."""
     ready_at: float | None = None
     pending_user: list[_Line] = []
+    used = {id(ln) for ln, _ in results.values()}
+    unanswered: list[str] = []
+    """Calls of the last response without a result line: the next request's start is not evidenced."""
+    unused: list[_Line] = []
+    """Result lines since the last response whose results are not used (a second result for a call):
+    they contradict the used ones, so the next request's start is not evidenced by them."""
     events = _group(path, thread, keys, issues)
     last_response = next((item for kind, item in reversed(events) if kind == "response"), None)
     interrupted = _interrupted(events)
@@ -341,11 +348,15 @@ def _thread_segments(
                     )
             if texts:
                 close()
+                unanswered = []  # (the request starts from what the user wrote: that is in the log)
                 history.append({"role": "user", "content": text_of(texts)})
                 pending_user.append(ln)
                 request.append(ln)
                 continues = False
             elif any(b.get("type") == "tool_result" for b in ln.blocks) and ln not in request:
+                if results_only and id(ln) not in used:
+                    unused.append(ln)
+                    continue
                 request.append(ln)
             if ln.at is not None and (ready_at is None or ln.at > ready_at):
                 ready_at = ln.at
@@ -441,6 +452,22 @@ def _thread_segments(
                 current.not_utf8.append(mark)
         current.not_utf8 += [m for ln in result_lines if (m := marked(ln, "a tool result")) is not None]
         latency, timing = latency_of(response, start, end, ready_line, untrusted)
+        if unanswered and timing.measured:
+            timing = replace(
+                timing,
+                covers="upper_bound",
+                note=f"{timing.note}; an upper bound: the result of {', '.join(unanswered)} is not in the "
+                "log, so the request may have been sent later (the time may hold that tool's run)",
+            )
+        elif unused and timing.measured:
+            timing = replace(
+                timing,
+                covers="upper_bound",
+                note=f"{timing.note}; an upper bound: line(s) {', '.join(str(u.number) for u in unused)} "
+                "hold a second, unused result for a call of the request, so when the request was sent "
+                "is not certain (it may have waited for them)",
+            )
+        unused.clear()
         if timing.source != "recorded":
             end = None
         model_mark = [m for ln in response.lines if (m := marked(ln, "this response")) is not None]
@@ -464,6 +491,11 @@ def _thread_segments(
         for t in result_times:
             ready_at = max(ready_at or t, t)
         request = list(result_lines)
+        unanswered = [
+            str(block.get("id"))
+            for (_, block), r in zip(response.uses, turn_results, strict=True)
+            if r.status == "not_recorded"
+        ]
         if not response.uses:
             close()
     close()
@@ -553,6 +585,7 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         cut_calls, cut_models = cut_calls + more_calls, cut_models + more_models
         issues += more.issues
     results, orphans = match_results(lines, source_uses, read.passed, issues)
+    sidechain_contradictions(lines, read.passed, keys, issues)
     threads = threads_of(lines, read.passed)
     for thread in threads:
         distrust_times(path, thread, issues)

@@ -321,6 +321,25 @@ def _tool_events_once(label: str, events: list[dict[str, Any]], issues: list[Iss
             continue
         seen[key] = k
         out.append(e)
+    starts = [stamp_or_none(e.get("timestamp")) for e in out]
+    late = next(
+        (
+            j
+            for j, (a, b) in enumerate(itertools.pairwise(starts))
+            if a is not None and b is not None and b < a - TOLERANCE_S
+        ),
+        None,
+    )
+    if late is not None:
+        issues.append(
+            Issue(
+                kind="note",  # (no number rests on the list's order)
+                where=label,
+                what=f"tool events out of time order (tool event {out[late + 1].get('id')} comes after tool "
+                f"event {out[late].get('id')} but starts before it): each is matched to its call by id and "
+                "timed by its own timestamps",
+            )
+        )
     return out
 
 

@@ -135,7 +135,10 @@ class _Tree:
     """The observations of one export, with their places in the tree."""
 
     def __init__(self, observations: Sequence[Obs]) -> None:
-        self.by_id = {o.get("id"): o for o in observations}
+        self.every = list(observations)
+        self.by_id: dict[Any, Obs] = {}
+        for o in observations:  # (different observations sharing an id: the first holds the place)
+            self.by_id.setdefault(o.get("id"), o)
         self.children: dict[Any, list[Obs]] = {}
         for o in observations:
             self.children.setdefault(o.get("parentObservationId"), []).append(o)
@@ -182,7 +185,7 @@ def _tools(tree: _Tree, requested: dict[str, list[str]], issues: list[Issue]) ->
     """The tool executions of an export (see the module notes); spans named like a tool that do not
     say they ran one are reported."""
     out = []
-    for o in tree.by_id.values():
+    for o in tree.every:
         kind, name = o.get("type"), str(o.get("name"))
         if kind == "TOOL" or (kind == "SPAN" and name == "ai.toolCall"):
             out.append(o)
@@ -224,6 +227,22 @@ def _one_per_call(tools: list[Obs], issues: list[Issue]) -> list[Obs]:
         cid = _tool_id(o)
         if cid and cid in first:
             kept = first[cid]
+            if (_tool_name(o), _tool_args(o), _tool_result(o)) != (
+                _tool_name(kept),
+                _tool_args(kept),
+                _tool_result(kept),
+            ):  # another name, arguments or result: not a copy of the same execution
+                issues.append(
+                    Issue(
+                        kind="failed",
+                        where=f"observation {o.get('id')} ({_tool_name(o)})",
+                        what=f"another observation of tool call {cid} (observation {kept.get('id')} has it) "
+                        "with another name, arguments or result: a call runs once in a trace, so this one "
+                        "is not represented (the earlier one is imported)",
+                        calls=1,
+                    )
+                )
+                continue
             if (o.get("startTime"), o.get("endTime")) != (kept.get("startTime"), kept.get("endTime")):
                 kept[_TWIN] = str(o.get("id"))  # which copy is right is unknown: not evidence of the mode
             issues.append(
@@ -266,6 +285,22 @@ def _read_once(observations: list[Obs], issues: list[Issue]) -> list[Obs]:
     for oid, group in copies.items():
         if len(group) == 1:
             continue
+        kinds = list(dict.fromkeys((c.get("type"), c.get("name")) for c in group))
+        if len(kinds) > 1:  # another type or name: different observations, not copies of one
+            first = {kinds[0]}
+            out += [c for c in group if (c.get("type"), c.get("name")) not in first]
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"observation {oid}",
+                    what=f"{len(group)} different observations share this id "
+                    f"({'; '.join(f'{t} {n}' for t, n in kinds)}): each is read (an id is no evidence "
+                    "that they are one); the tree under the id follows the first",
+                )
+            )
+            group = [c for c in group if (c.get("type"), c.get("name")) in first]
+            if len(group) == 1:
+                continue
         differ = sorted({k for c in group for k in {*c, *group[0]} if c.get(k) != group[0].get(k)})
         if not differ:
             issues.append(
@@ -493,7 +528,9 @@ def _file(path: Path) -> ImportResult:
             for c in _calls_of(message):
                 fn = c.get("function") or {}
                 requested.setdefault(str(fn.get("name")), []).append(str(fn.get("arguments") or ""))
+        before = len(issues)
         tools = _tools(tree, requested, issues)
+        source_calls += sum(i.calls for i in issues[before:] if i.kind == "failed")
         timed = {id(o): _times(o, issues, tree) for o in [*gens, *tools] if id(o) not in wrappers}
         times = {k: (a, b) for k, (a, b, _) in timed.items()}
         places = {k: c for k, (_, _, c) in timed.items()}
@@ -611,6 +648,7 @@ def _run(
     cuts: list[int] = []
     rebuilt = converted = source_calls = 0
     for k, g in enumerate(steps):
+        metadata_only = 0
         g_start, g_end = times[id(g)]
         nxt = steps[k + 1] if k + 1 < len(steps) else None
         sent: list[str | None] = []
@@ -651,6 +689,20 @@ def _run(
                 pool.remove(t)
             mine = list(started)
             calls = [call_entry(_tool_id(t), _tool_name(t), _tool_args(t)) for t in started]
+            for c in _metadata_calls(g, started):
+                calls.append(c)
+                mine.append(None)
+                metadata_only += 1
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"observation {g.get('id')} ({g.get('name')})",
+                        what=f"its metadata (ai.response.toolCalls) holds call {c['id']} "
+                        f"({c['function']['name']}), but no tool observation of the export is that call: "
+                        "imported without a result (not_recorded); the generation's time is an upper bound "
+                        "(the AI SDK keeps a step open while its tools run)",
+                    )
+                )
             text = None
             if not calls and k == len(steps) - 1:
                 text = text_of(loads(parent.get("output")))
@@ -680,14 +732,29 @@ def _run(
                 "total_tokens": counts["usageDetails.total"],
             }
         ran = [t for t in mine if t is not None]
-        latency, timing, model_end, first_token = _model_timing(g, ran, times, places)
+        latency, timing, model_end, first_token = _model_timing(g, ran, times, places, issues)
+        untied = sum(t is None for t in mine)
+        if untied and (metadata_only or str(g.get("name")).startswith("ai.")) and timing.measured:
+            timing = replace(
+                timing,
+                covers="upper_bound",
+                note=f"{timing.note}; an upper bound: {untied} call(s) of this step have no tool "
+                "observation, and the AI SDK keeps the step open while its tools run",
+            )
         source_calls += len(mine)
         if message is None:
             sent = [None] * len(mine)  # (a rebuilt step: its calls' ids are the tools' own)
         results = [
             _as_sent(_result(t, times), answer)
             if t is not None
-            else Result.missing(f"observation {g.get('id')} call {i}")
+            else Result.missing(
+                f"observation {g.get('id')} call {i}",
+                damaged=message is None,
+                why="in the generation's metadata (ai.response.toolCalls) only: its tool observation is "
+                "not in the export; 0 s"
+                if message is None
+                else "",
+            )
             for i, (t, answer) in enumerate(zip(mine, sent, strict=False))
         ]
         ends = [x for x in [g_end, *(times[id(t)][1] for t in ran)] if x is not None]
@@ -761,8 +828,20 @@ def _model_timing(
     ran: list[Obs],
     times: dict[int, tuple[float | None, float | None]],
     places: dict[int, float | None],
+    issues: list[Issue],
 ) -> tuple[float, Timing, float | None, float | None]:
-    """(latency, its label, when the model's part ended, time to first token) of one generation."""
+    """(latency, its label, when the model's part ended, time to first token) of one generation. A
+    ``completionStartTime`` that is not a time is reported (DAMAGED) and not used."""
+    given = g.get("completionStartTime")
+    if given not in (None, "None", "") and stamp_or_none(given) is None:
+        issues.append(
+            Issue(
+                kind="damaged",
+                where=f"observation {g.get('id')} ({g.get('name')})",
+                what=f"completionStartTime {given!r} is not a timestamp: not used, the first token time is "
+                "unknown",
+            )
+        )
     g_start, g_end = times[id(g)]
     if g_start is None or g_end is None:
         return (
@@ -810,6 +889,31 @@ def _model_timing(
             f"({ttft_at - g_start:+.3f} s from its start): not used, first token time unknown"
         )
     return latency, Timing(source="recorded", note=note), g_start + latency, first_token
+
+
+def _metadata_calls(g: Obs, started: list[Obs]) -> list[dict[str, Any]]:
+    """The calls a generation's metadata (the AI SDK's ``ai.response.toolCalls``) holds that none of
+    the tool observations `started` in its step is (by call id, else by name and arguments)."""
+    found = loads(_attrs(g).get("ai.response.toolCalls"))
+    out = []
+    for c in found if isinstance(found, list) else []:
+        if not isinstance(c, dict) or not isinstance(c.get("toolName"), str):
+            continue
+        given = c.get("input", c.get("args"))
+        args = given if isinstance(given, str) else json.dumps(given if given is not None else {})
+        cid = c.get("toolCallId")
+        if any(
+            (cid is not None and _tool_id(t) == cid)
+            or (
+                _tool_id(t) is None
+                and _tool_name(t) == c["toolName"]
+                and _same_arguments(_tool_args(t), args)
+            )
+            for t in started
+        ):
+            continue
+        out.append(call_entry(cid if isinstance(cid, str) else None, c["toolName"], args))
+    return out
 
 
 def _metadata_tools(o: Obs) -> list[dict[str, Any]]:

@@ -113,26 +113,148 @@ def _status(obs: dict[str, Any]) -> tuple[ResultStatus, str]:
     return "ok", ""
 
 
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two events are one event logged twice only when they are identical."""
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _distinct(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`events` without identical repeats (different events sharing an id are all kept)."""
+    seen: set[str] = set()
+    out = []
+    for e in events:
+        key = json.dumps(e, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
+
+
+def _call_id(e: dict[str, Any]) -> str | None:
+    meta = e.get("tool_call_metadata")
+    cid = meta.get("tool_call_id") if isinstance(meta, dict) else None
+    return str(cid) if cid else None
+
+
+_ORPHAN = "whose action is not in the log"
+"""Says an observation proves a call the log lost (counted as a call of the source)."""
+
+
+def _join(events: list[dict[str, Any]], where: str, issues: list[Issue]) -> dict[int, dict[str, Any]]:
+    """Each tool-call action's observation (by the action's ``id()``), joined by the strongest key:
+    the observation's ``tool_call_metadata.tool_call_id`` when one action holds it, else its ``cause``
+    when one action has that id. An observation the keys do not tie to one action, and a second
+    observation for an action, are reported (their content is not imported)."""
+    actions = [e for e in events if "action" in e and e.get("tool_call_metadata")]
+    by_call: dict[str, list[dict[str, Any]]] = {}
+    by_eid: dict[Any, list[dict[str, Any]]] = {}
+    for a in actions:
+        if (cid := _call_id(a)) is not None:
+            by_call.setdefault(cid, []).append(a)
+        by_eid.setdefault(a.get("id"), []).append(a)
+    joined: dict[int, dict[str, Any]] = {}
+    for o in events:
+        if "observation" not in o:
+            continue
+        cid, cause = _call_id(o), o.get("cause")
+        by_id = by_eid.get(cause, []) if cause is not None else []
+        if cid is not None and len(by_call.get(cid, [])) == 1:
+            target = by_call[cid][0]
+            if cause is None:
+                issues.append(
+                    Issue(
+                        kind="note",
+                        where=f"{where} event {o.get('id')}",
+                        what=f"an observation without its cause: joined to action {target.get('id')} by "
+                        f"its tool_call_id {cid}",
+                    )
+                )
+            elif target not in by_id:
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{where} event {o.get('id')}",
+                        what=f"the observation's cause {cause} is not the action that holds its tool_call_id "
+                        f"{cid} (event {target.get('id')}): joined by the tool_call_id",
+                    )
+                )
+        elif len(by_id) == 1 and (cid is None or _call_id(by_id[0]) in (None, cid)):
+            target = by_id[0]
+        elif cid is not None and not by_call.get(cid) and not by_id and o.get("observation") != "error":
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{where} event {o.get('id')}",
+                    what=f"an observation of call {cid} {_ORPHAN} (cause {cause!r}): the call ran, but which "
+                    "call the model made is not known; not imported",
+                    calls=1,
+                )
+            )
+            continue
+        elif cid is not None or by_id:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{where} event {o.get('id')}",
+                    what=f"an observation (cause {cause!r}, tool_call_id {cid!r}) no key ties to one action "
+                    f"({len(by_call.get(cid or '', []))} action(s) hold the call id, {len(by_id)} the id "
+                    "of its cause): its content is not imported",
+                )
+            )
+            continue
+        else:
+            continue
+        if id(target) in joined:
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{where} event {o.get('id')}",
+                    what=f"a second observation for action {target.get('id')} (call {_call_id(target)}; the "
+                    f"first is event {joined[id(target)].get('id')}, which is used): its content is not "
+                    f"imported ({text_of(o.get('content'))[:80]!r})",
+                )
+            )
+            continue
+        joined[id(target)] = o
+    return joined
+
+
 def _ordered(
     events: list[dict[str, Any]], where: str, issues: list[Issue]
 ) -> tuple[list[dict[str, Any]], dict[int, float | None]]:
-    """Events in id order (repeats read once), and each event's trusted time (by position)."""
-    seen: dict[Any, int] = {}
+    """Events in id order (an identical repeat read once; different events sharing an id both kept,
+    reported), and each event's trusted time (by position)."""
+    seen: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
     kept: list[dict[str, Any]] = []
+    shared: set[Any] = set()
     for k, e in enumerate(events):
         eid = e.get("id")
-        if eid is not None and eid in seen:
+        earlier = seen.get(eid, []) if eid is not None else []
+        twin = next((j for j, f in earlier if _same(f, e)), None)
+        if twin is not None:
             issues.append(
                 Issue(
                     kind="damaged",
                     where=f"{where} event {eid}",
-                    what=f"the id {eid} is repeated (events {seen[eid]} and {k} of the list): read once",
+                    what=f"the id {eid} is repeated (events {twin} and {k} of the list, identical): "
+                    "read once",
                 )
             )
             continue
-        seen[eid] = k
+        if earlier:
+            shared.add(eid)
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{where} event {eid}",
+                    what=f"events {earlier[0][0]} and {k} of the list share the id {eid} but differ: both "
+                    "are kept (an id is no evidence that they are one event); results are joined by "
+                    "tool_call_id, and numbers resting on the id are not trusted",
+                )
+            )
+        seen.setdefault(eid, []).append((k, e))
         kept.append(e)
-    ids = [e.get("id") for e in kept]
+    ids = [e.get("id") for e in kept if e.get("id") not in shared]
     if all(isinstance(i, int) for i in ids) and ids != sorted(ids):  # type: ignore[type-var]
         late = next(i for i, (x, y) in enumerate(itertools.pairwise(ids)) if y < x)  # type: ignore[operator]
         issues.append(
@@ -143,7 +265,7 @@ def _ordered(
                 "read in id order",
             )
         )
-        kept.sort(key=lambda e: e["id"])
+        kept.sort(key=lambda e: e["id"] if isinstance(e.get("id"), int) else -1)
     at: dict[int, float | None] = {}
     for k, e in enumerate(kept):
         at[k] = stamp_or_none(e.get("timestamp"))
@@ -200,10 +322,8 @@ def _history(
         return at_of.get(position.get(id(e), -1))
 
     by_id = {e.get("id"): e for e in events}
-    observation_of: dict[Any, dict[str, Any]] = {}
-    for e in events:
-        if "observation" in e and e.get("cause") is not None:
-            observation_of.setdefault(e["cause"], e)
+    observation_of = _join(events, label, issues)
+    answers = {id(o) for o in observation_of.values()}
     last_event = events[-1] if events else None
     initial: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
@@ -246,6 +366,9 @@ def _history(
     paired = pair_latencies(order, entries, label, issues)
     first_of = {rid: v for rid, v in reversed(entries)}  # (a rejected response: its first entry)
     done: set[tuple[str, str]] = set()
+    unanswered: Any = None
+    """The action whose observation is missing, when that observation would have completed the next
+    request: the next model call's start is then not in the log."""
     untrusted: Any = None
     """The event that completed the next request, when its timestamp is not trusted (its start is
     then not in the log)."""
@@ -330,7 +453,9 @@ def _history(
                 history.append({"role": "user", "content": text})
                 ready_at = at
                 untrusted = e.get("id") if at is None else None
-            elif e.get("cause") is not None and e.get("cause") in by_id:
+            elif id(e) in answers or (
+                e.get("cause") is not None and e.get("cause") in by_id and _call_id(e) is None
+            ):
                 if at is None:
                     untrusted = e.get("id")  # the next request's start rests on it: not in the log
                 else:
@@ -379,6 +504,17 @@ def _history(
                     f"completion call; request-to-action gap {gap})",
                 ),
             )
+        elif unanswered is not None and first_at is not None and start is not None and first_at >= start:
+            latency, timing = (
+                first_at - start,
+                Timing(
+                    source="recorded",
+                    covers="upper_bound",
+                    note=f"an upper bound: the observation of action {unanswered} (which completed this "
+                    "request) is not in the log, so the time from the last event before it to this action "
+                    "holds that tool's run too",
+                ),
+            )
         elif first_at is not None and start is not None and first_at >= start:
             latency, timing = (
                 first_at - start,
@@ -410,7 +546,7 @@ def _history(
         called = [g for g in group if g.get("tool_call_metadata")]
         last_at = first_at
         for g in called:
-            obs = observation_of.get(g.get("id"))
+            obs = observation_of.get(id(g))
             g_at = when(g)
             where = f"{label} event {g.get('id')}"
             if obs is None:
@@ -506,6 +642,14 @@ def _history(
             )
         )
         untrusted = None
+        unanswered = next(
+            (
+                g.get("id")
+                for g, r in zip(called, results, strict=True)
+                if r.status == "not_recorded" and g.get("action") != "finish"
+            ),
+            None,
+        )
         if last_at is not None:
             ready_at = last_at
         if not results:
@@ -656,10 +800,7 @@ def _file(
     stamps: list[Any] = []
     for label, all_events, record in episodes if episodes is not None else _events(path, issues):
         stamps += [e.get("timestamp") for e in all_events]
-        unique: dict[Any, dict[str, Any]] = {}
-        for k, e in enumerate(all_events):
-            unique.setdefault(e.get("id", f"#{k}"), e)
-        events = list(unique.values())
+        events = _distinct(all_events)
         metrics = record.get("metrics") or {}
         raw_entries = [r for r in metrics.get("response_latencies") or [] if isinstance(r, dict)]
         entries: list[tuple[str, Any]] = []  # (response id, the figure; None when not usable), in order
@@ -720,7 +861,9 @@ def _file(
                 None,
             )
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
+        before = len(issues)
         episode = _history(path, f"{path.name} {label}", slug, all_events, entries, unlogged, issues, model)
+        source_calls += sum(i.calls for i in issues[before:] if i.kind == "failed" and _ORPHAN in i.what)
         segments += episode
         if record.get("error"):
             error = str(record["error"])

@@ -149,9 +149,24 @@ def _once(spans: list[Span], where: str, issues: list[Issue]) -> list[Span]:
     and reported; when the copies differ, the one with valid times and more attributes is kept."""
     kept: dict[tuple[str, str], Span] = {}
     repeats: dict[tuple[str, str], int] = {}
+    others: list[Span] = []
+    """Spans with the ids of a span before them but another name: different spans, each read."""
     for span in spans:
         key = (span.trace_id, span.span_id)
         first = kept.get(key)
+        if first is not None and span.name != first.name:
+            if all(o.name != span.name or (o.trace_id, o.span_id) != key for o in others):
+                others.append(span)
+                issues.append(
+                    Issue(
+                        kind="damaged",
+                        where=f"{where} trace {span.trace_id} span {span.span_id} ({span.name})",
+                        what=f"has the traceId and spanId of another span ({first.name}): both are read (a "
+                        "shared id is no evidence that they are one span); children naming the id follow "
+                        "the first",
+                    )
+                )
+            continue
         if first is None:
             kept[key] = span
             continue
@@ -177,7 +192,7 @@ def _once(spans: list[Span], where: str, issues: list[Issue]) -> list[Span]:
                 ),
             )
         )
-    return list(kept.values())
+    return [*kept.values(), *others]
 
 
 def _outermost_removed(models: list[Span], spans: list[Span], issues: list[Issue], where: str) -> list[Span]:
@@ -185,7 +200,9 @@ def _outermost_removed(models: list[Span], spans: list[Span], issues: list[Issue
     twice (a framework's span around the client library's, e.g. OpenLLMetry's LangChain and OpenAI
     instrumentations together). The inner span is the client call; the wrapper is reported."""
     ids = {(s.trace_id, s.span_id) for s in models}
-    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    by_id: dict[tuple[str, str], Span] = {}
+    for s_ in spans:  # (spans sharing ids: the first holds them, as `_once` says)
+        by_id.setdefault((s_.trace_id, s_.span_id), s_)
     wrappers: dict[tuple[str, str], Span] = {}
     for s in models:
         parent = s.parent_id
@@ -381,8 +398,15 @@ def _results(
     if not unmatched:
         return [r for r in out if r is not None]
     gap = None
-    if nxt is not None and span.end is not None and nxt[0].start is not None and nxt[0].start >= span.end:
-        gap = nxt[0].start - span.end
+    next_start = None if nxt is None else nxt[0].start if nxt[0].start is not None else nxt[0].lone_start
+    lone_note = ""
+    if span.end is not None and next_start is not None and next_start >= span.end:
+        gap = next_start - span.end
+        if nxt is not None and nxt[0].start is None:  # (it ends before it starts: its start fits here)
+            lone_note = (
+                f"; the next model span ({nxt[0].span_id}) ends before it starts: its start, which comes "
+                "after this span's end, is used"
+            )
     n = len(unmatched)
     for j, i in enumerate(unmatched):
         call = calls[i]
@@ -419,19 +443,19 @@ def _results(
                 ),
             )
             continue
-        assert nxt is not None and nxt[0].start is not None
+        assert nxt is not None and next_start is not None
         if n == 1:
             out[i] = Result(
                 text=text,
                 status=status,
                 duration_s=gap,
-                end=nxt[0].start,
+                end=next_start,
                 start_known=False,
                 where=f"{where} span {span.span_id}",
                 timing=Timing(
                     source="recorded",
                     note=f"no tool span: the gap between this model span and the next ({gap:.3f} s), an "
-                    "upper bound that includes the agent's own work" + how,
+                    "upper bound that includes the agent's own work" + how + lone_note,
                     covers="upper_bound",
                 ),
             )
@@ -440,14 +464,14 @@ def _results(
                 text=text,
                 status=status,
                 duration_s=gap / n,
-                end=nxt[0].start - (n - 1 - j) * gap / n,
+                end=next_start - (n - 1 - j) * gap / n,
                 start_known=False,
                 where=f"{where} span {span.span_id}",
                 timing=Timing(
                     source="estimated",
                     note=f"no tool span: the {gap:.3f} s gap to the next model span holds all {n} calls and "
                     f"the agent's own work; gap / {n} each, placed one after another (the export does not "
-                    "say which ran when)" + how,
+                    "say which ran when)" + how + lone_note,
                     covers="upper_bound",
                 ),
             )
@@ -526,7 +550,9 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     conversations: list[_Conversation] = []
     open_: dict[str, list[_Conversation]] = {}
     source_calls = 0
-    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    by_id: dict[tuple[str, str], Span] = {}
+    for s_ in spans:  # (spans sharing ids: the first holds them, as `_once` says)
+        by_id.setdefault((s_.trace_id, s_.span_id), s_)
     unreadable: list[tuple[Span, str]] = []
     for n, span in enumerate(models):
         part = "output"
@@ -689,8 +715,23 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
     for t in tools:
         twin = ran.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
         if (t.trace_id, t.span_id) not in used and twin is not None:
+            other = (tool_name(t), span_arguments_text(t), _span_result(t)[0]) != (
+                tool_name(twin),
+                span_arguments_text(twin),
+                _span_result(twin)[0],
+            )
+            source_calls += other
             issues.append(
                 Issue(
+                    kind="failed",
+                    where=f"tool span {t.span_id} ({t.name})",
+                    what=f"another span of tool call {tool_call_id(t)} (span {twin.span_id} has it) with "
+                    "another name, arguments or result: a call runs once in a trace, so this one is not "
+                    "represented (the one the model call matched is imported)",
+                    calls=1,
+                )
+                if other
+                else Issue(
                     kind="damaged",
                     where=f"tool span {t.span_id} ({t.name})",
                     what=f"another span of tool call {tool_call_id(t)} (span {twin.span_id} has it): a call "

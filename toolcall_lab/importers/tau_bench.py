@@ -143,6 +143,18 @@ def import_tau_bench(
         responses_here = sum(1 for m in traj if m.get("role") == "assistant")
         source_calls += calls_here
         source_model_calls += responses_here
+        for j, m in enumerate(traj):
+            for c in m.get("tool_calls") or []:
+                given = (c.get("function") or {}).get("arguments") if isinstance(c, dict) else None
+                if given is not None and not isinstance(given, str):
+                    issues.append(
+                        Issue(
+                            kind="note",
+                            where=f"trajectory {n} message {j} call {c.get('id')}",
+                            what=f"arguments given as JSON ({type(given).__name__}), not as a string: kept, "
+                            "serialised compactly (the trace's finding arguments_not_string says so too)",
+                        )
+                    )
         if limit is not None and n >= limit:
             issues.append(
                 Issue(
@@ -158,7 +170,7 @@ def import_tau_bench(
             (
                 (
                     str((c.get("function") or {}).get("name") or ""),
-                    str((c.get("function") or {}).get("arguments") or "{}"),
+                    _argument_text((c.get("function") or {}).get("arguments")),
                 )
                 for m in traj
                 for c in m.get("tool_calls") or []
@@ -253,3 +265,10 @@ def import_tau_bench(
         source_model_calls=source_model_calls,
         issues=issues,
     )
+
+
+def _argument_text(given: Any) -> str:
+    """A call's arguments as text (a dict given as JSON is serialised, never its Python repr)."""
+    if isinstance(given, str):
+        return given or "{}"
+    return "{}" if given is None else json.dumps(given, separators=(",", ":"))
