@@ -396,6 +396,7 @@ RETRYABLE = frozenset(
         "request_timeout",
         "too_many_connections",
         "bodies_over_budget",
+        "batch_evicted",
     }
 )
 """Codes of the proxy's own errors that a retry may cure; every other one says ``x-should-retry: false``."""

@@ -1,0 +1,142 @@
+"""Issue 12, eighth check: regressions for what the f12 fresh-eyes tester found.
+
+Identical requests in flight at once under one retry marker share one upstream call; an early reply
+(a 503 past the body budget, a 413) reaches real HTTP clients; later turns that drop or edit a finished
+batch's messages are refused the same documented way. No wall-clock thresholds: a gated upstream holds
+its answer until every copy of a request is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from tests.proxy_helpers import completion
+from tests.test_proxy_faults import arun, body, proxied, the_call
+from toolcall_lab.proxy import HTTPUpstream
+from toolcall_lab.proxy.upstreams import serve
+
+# --- 1. identical requests in flight under one retry marker: one upstream call --------------------
+
+
+def _batch_reply(n: int) -> bytes:
+    calls = [
+        {
+            "id": f"call_up_{n}_{p}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": f"c{p}", "n": n})},
+        }
+        for p in range(3)
+    ]
+    return completion({"role": "assistant", "content": None, "tool_calls": calls})
+
+
+class GatedUpstream:
+    """Answers every request only once `gate` opens: a 3-call batch (distinct per request, so copies that
+    went upstream each would get other calls), or `status` with an error body."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        self.gate = asyncio.Event()
+        self.requests: list[dict[str, Any]] = []
+        self.runner: web.BaseRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner, url = await serve(app)
+        return url
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append(await request.json())
+        n = len(self.requests)
+        await self.gate.wait()
+        if self.status != 200:
+            error = {"error": {"message": f"slow down ({n})", "type": "rate_limit"}}
+            return web.json_response(error, status=self.status, headers={"Retry-After": "7"})
+        return web.Response(body=_batch_reply(n), content_type="application/json")
+
+
+async def _copies_in_flight(marker: str, *, stream: bool, keys: list[str], status: int = 200):
+    """Send one request per entry of `keys` (its credential) at once, all under the same `marker`
+    header; open the upstream's gate only when every copy is in flight at the proxy."""
+    up = GatedUpstream(status)
+    url = await up.start()
+
+    async def go(http, server):
+        request = body([{"role": "user", "content": "same question"}], stream=stream)
+        sent = [
+            asyncio.ensure_future(
+                http.post(
+                    "/chat/completions",
+                    json=request,
+                    headers={"Authorization": f"Bearer {k}", marker: "SAME"},
+                )
+            )
+            for k in keys
+        ]
+        for _ in range(3000):  # until every copy is in flight (no time limit is asserted)
+            if server.in_flight == len(keys) and up.requests:
+                break
+            await asyncio.sleep(0.01)
+        up.gate.set()
+        replies = await asyncio.gather(*sent)
+        return replies, dict(server.stats)
+
+    try:
+        replies, stats = await proxied(go, HTTPUpstream(url))
+    finally:
+        await up.close()
+    return replies, stats, up
+
+
+def _first_call_id(reply: httpx.Response) -> str:
+    if reply.headers["content-type"].startswith("text/event-stream"):
+        for line in reply.text.splitlines():
+            if line.startswith("data: {") and '"tool_calls"' in line:
+                return str(json.loads(line[6:])["choices"][0]["delta"]["tool_calls"][0]["id"])
+        raise AssertionError(f"no call in the stream: {reply.text[:300]}")
+    return str(the_call(reply.json())["id"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("marker", ["x-session-id", "Idempotency-Key"])
+def test_identical_requests_in_flight_under_a_retry_marker_share_one_upstream_call(marker, stream) -> None:
+    """The tester's r8.py: three copies under x-session-id each went upstream (three batches, three bills);
+    Idempotency-Key already merged them. Now both wait for the first copy and get its batch."""
+    replies, stats, up = arun(_copies_in_flight(marker, stream=stream, keys=["k", "k", "k"]))
+    assert len(up.requests) == 1
+    assert [r.status_code for r in replies] == [200, 200, 200]
+    ids = {_first_call_id(r) for r in replies}
+    assert len(ids) == 1 and next(iter(ids)).endswith("_0of3")
+    assert stats["batches_opened"] == 1 and stats["retries_joined"] + stats["retries_replayed"] >= 2
+
+
+@pytest.mark.parametrize("marker", ["x-session-id", "Idempotency-Key"])
+def test_identical_requests_in_flight_share_one_upstream_call_per_credential(marker) -> None:
+    """The tester's four copies under two credentials: one upstream call per credential, never one
+    caller's batch for the other."""
+    replies, stats, up = arun(_copies_in_flight(marker, stream=False, keys=["k0", "k1", "k0", "k1"]))
+    assert len(up.requests) == 2 and stats["batches_opened"] == 2
+    ids = [_first_call_id(r) for r in replies]
+    assert ids[0] == ids[2] and ids[1] == ids[3] and ids[0] != ids[1]
+
+
+@pytest.mark.parametrize("marker", ["x-session-id", "Idempotency-Key"])
+def test_copies_in_flight_share_the_first_ones_error_too(marker) -> None:
+    """An upstream 429 for the first copy is the answer the others get (status, body, Retry-After): they
+    do not each ask the upstream again while it is busy."""
+    replies, _, up = arun(_copies_in_flight(marker, stream=False, keys=["k", "k", "k"], status=429))
+    assert len(up.requests) == 1
+    assert [r.status_code for r in replies] == [429, 429, 429]
+    assert {r.headers["retry-after"] for r in replies} == {"7"}
+    assert {r.json()["error"]["message"] for r in replies} == {"slow down (1)"}
