@@ -1,0 +1,75 @@
+"""Compression, eighth check (issue 12, the f12 tester): token counts of texts past the tokenizer's chunk
+limit, statuses of calls whose ids repeat across turns, and where the log block cuts its lines."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from toolcall_lab.compression import UncountableText, model_text, savings
+from toolcall_lab.compression.counting import MAX_PIECE_CHARS
+
+needs_bpe = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("bpe_openai") is None, reason="bpe-openai (the tokens extra)"
+)
+
+
+def _one_result(text: str) -> list[dict]:
+    return [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": text},
+        {"role": "assistant", "content": "ok"},
+    ]
+
+
+def _whole_count(text: str) -> int:
+    """o200k_base's own count of the whole text (it encodes past its chunk limit, then refuses to return
+    the tokens, saying how many there are)."""
+    import bpe_openai
+
+    encoding = bpe_openai.get_encoding("o200k_base")
+    try:
+        return len(encoding.encode_ordinary(text))
+    except bpe_openai.TokenLimitError as exc:
+        return int(exc.token_count)
+
+
+# --- 2. texts past the tokenizer's chunk limit --------------------------------------------------------
+
+
+@needs_bpe
+@pytest.mark.parametrize(
+    "text",
+    [
+        "".join(chr(random.Random(7).randint(0x4E00, 0x9FFF)) for _ in range(110_000)),  # the tester's
+        "中文文本测试" * 20_000,  # one pre-split piece: a cut between its characters changes the count
+        "ก" * 120_000,  # Thai letters, no space: one piece of more than 200,000 tokens' worth of bytes
+    ],
+    ids=["random-cjk", "repeated-cjk", "thai"],
+)
+def test_savings_counts_a_run_past_the_chunk_limit_exactly(text: str) -> None:
+    """Found: 110,000 CJK characters without punctuation raised bpe_openai's TokenLimitError (211,535
+    tokens > 200,000) out of savings(). CJK letters are one pre-split piece in o200k_base, so no cut
+    between them is exact (the repeated phrase counts 12 tokens more cut every 997 characters): the run is
+    counted whole, and the count is the tokenizer's own."""
+    messages = _one_result(text)
+    counted = savings(messages)
+    assert counted["tokens_before"] == _whole_count(model_text(messages))
+    assert counted["token_method"].startswith("o200k_base")
+
+
+@needs_bpe
+def test_a_run_no_tokenizer_call_can_count_is_a_clear_error_naming_the_message() -> None:
+    """Past `MAX_PIECE_CHARS` without a safe cut, no exact count exists: an `UncountableText` (a
+    ValueError) naming the message, its role and call id and its length, never a library's own error."""
+    with pytest.raises(UncountableText) as caught:
+        savings(_one_result("x" * (MAX_PIECE_CHARS + 100_000)))
+    text = str(caught.value)
+    assert "message 2 (tool, tool_call_id 'c1')" in text and "1,000,000 characters" in text
+    assert isinstance(caught.value, ValueError) and caught.value.length == 1_000_000
