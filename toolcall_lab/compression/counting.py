@@ -34,6 +34,7 @@ class UncountableText(ValueError):
         super().__init__(message)
         self.start, self.end, self.length = start, end, length
 
+
 _ASCII_KIND = "".join(
     "L" if c.isalpha() else "N" if c.isdigit() else "'" if c == "'" else "O" for c in map(chr, range(128))
 )
