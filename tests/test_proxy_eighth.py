@@ -140,3 +140,93 @@ def test_copies_in_flight_share_the_first_ones_error_too(marker) -> None:
     assert [r.status_code for r in replies] == [429, 429, 429]
     assert {r.headers["retry-after"] for r in replies} == {"7"}
     assert {r.json()["error"]["message"] for r in replies} == {"slow down (1)"}
+
+
+# --- 3. an early reply reaches httpx and the openai client -----------------------------------------
+
+
+def _big_request(size: int) -> bytes:
+    return json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * size}]}).encode()
+
+
+async def _refused_while_sending(
+    send, *, max_body_bytes: int = 10_000_000, inflight: int = 15_000_000, hold: int = 8_000_000
+):
+    """A raw connection announces a `hold`-byte body and sends part of it (its bytes count against the
+    in-flight budget); then `send(http, base_url)` runs against the real proxy."""
+    payload = _big_request(hold)
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
+    )
+
+    async def go(http, server):
+        host, port = str(http.base_url).split("//")[1].split("/")[0].rsplit(":", 1)
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(head + payload[:1000])
+        await writer.drain()
+        for _ in range(3000):  # until the proxy counted the held body (no time limit is asserted)
+            if server._http.inflight:
+                break
+            await asyncio.sleep(0.01)
+        try:
+            return await send(http, str(http.base_url)), dict(server.stats)
+        finally:
+            writer.close()
+
+    up = GatedUpstream()
+    up.gate.set()
+    url = await up.start()
+    try:
+        return await proxied(
+            go, HTTPUpstream(url), max_body_bytes=max_body_bytes, max_inflight_body_bytes=inflight
+        )
+    finally:
+        await up.close()
+
+
+def test_an_httpx_client_sending_a_big_body_gets_the_503_past_the_body_budget_not_a_reset() -> None:
+    """The tester: three 8 MB bodies at once against --max-inflight-body-bytes 15000000 gave httpx
+    [200, ReadError, ReadError] and the openai client APIConnectionError: the proxy answered before reading
+    the body and closed while the client was still sending, so the client's TCP stack got a reset and threw
+    the reply away. Now the proxy half-closes and reads the rest of the body (bounded) before it closes."""
+
+    async def send(http, base):
+        async with httpx.AsyncClient(timeout=30) as fresh:  # its own connection, as a new client's
+            return await fresh.post(base + "chat/completions", content=_big_request(8_000_000))
+
+    reply, stats = arun(_refused_while_sending(send))
+    assert reply.status_code == 503 and reply.json()["error"]["code"] == "bodies_over_budget"
+    assert reply.headers["retry-after"] == "1"
+    assert stats["error_replies_5xx"] == 1
+
+
+def test_the_openai_client_gets_the_503_too_and_retries_on_it() -> None:
+    """The openai client raised APIConnectionError('Connection error.'); now it sees the 503 as an
+    APIStatusError (with max_retries=0), the budget named in the message."""
+    from openai import APIStatusError, AsyncOpenAI
+
+    async def send(http, base):
+        client = AsyncOpenAI(base_url=base, api_key="k", max_retries=0)
+        try:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x" * 8_000_000}]
+            )
+        except APIStatusError as exc:
+            return exc
+        finally:
+            await client.close()
+        raise AssertionError("no error")
+
+    error, _ = arun(_refused_while_sending(send))
+    assert error.status_code == 503 and "--max-inflight-body-bytes" in str(error)
+
+
+def test_a_413_for_a_body_over_the_limit_reaches_httpx_whole() -> None:
+    """The other early reply: a body over --max-body-bytes is refused from its Content-Length."""
+
+    async def send(http, base):
+        async with httpx.AsyncClient(timeout=30) as fresh:
+            return await fresh.post(base + "chat/completions", content=_big_request(12_000_000))
+
+    reply, _ = arun(_refused_while_sending(send, inflight=100_000_000))
+    assert reply.status_code == 413 and reply.json()["error"]["code"] == "body_too_large"
