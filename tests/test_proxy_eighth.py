@@ -155,9 +155,7 @@ async def _refused_while_sending(
     """A raw connection announces a `hold`-byte body and sends part of it (its bytes count against the
     in-flight budget); then `send(http, base_url)` runs against the real proxy."""
     payload = _big_request(hold)
-    head = (
-        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
-    )
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
 
     async def go(http, server):
         host, port = str(http.base_url).split("//")[1].split("/")[0].rsplit(":", 1)
