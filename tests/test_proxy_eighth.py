@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from tests.proxy_helpers import completion
-from tests.test_proxy_faults import arun, body, proxied, the_call
+from tests.test_proxy_faults import answered, arun, body, checking, converse, proxied, the_call
 from toolcall_lab.proxy import HTTPUpstream
 from toolcall_lab.proxy.upstreams import serve
 
@@ -228,3 +228,84 @@ def test_a_413_for_a_body_over_the_limit_reaches_httpx_whole() -> None:
 
     reply, _ = arun(_refused_while_sending(send, inflight=100_000_000))
     assert reply.status_code == 413 and reply.json()["error"]["code"] == "body_too_large"
+
+
+# --- 5. a later turn that drops or edits a finished batch's messages ---------------------------------
+
+
+async def _finished(http):
+    """A conversation whose 3-call batch is finished: its messages, final answer included."""
+    final, messages = await converse(http, [{"role": "user", "content": "q"}])
+    return [*messages, final["choices"][0]["message"], {"role": "user", "content": "next"}]
+
+
+def _variants(history):
+    """The tester's r23.py variants of a later turn (the batch is messages 1-6)."""
+    edited = json.loads(json.dumps(history))
+    edited[4]["content"] = "EDITED"
+    last_dropped = history[:5] + history[7:]
+    middle_dropped = history[:3] + history[5:]
+    result_dropped = history[:6] + history[7:]  # call 2 kept, its result left out
+    return {"edited": edited, "last": last_dropped, "middle": middle_dropped, "result": result_dropped}
+
+
+@pytest.mark.parametrize("forgotten", [False, True], ids=["held", "expired"])
+def test_a_later_turn_that_edits_or_drops_a_finished_batchs_messages_is_refused_the_same_way(
+    forgotten,
+) -> None:
+    """The tester's r23.py: with the last pair dropped the upstream got all 3 calls and a made-up
+    "Result left out" for call 2 (200, not counted), the middle pair dropped was a 400, and an edited
+    result went upstream (200). Now a batch in the history is whole or absent: an edited result is a 409
+    naming the call, a left-out pair or result a 400 naming it, held or forgotten (from the tombstone),
+    and nothing goes upstream."""
+    now = [1_000_000.0]
+
+    async def go(http, server, up):
+        history = await _finished(http)
+        if forgotten:
+            now[0] += 61
+            server.sweep()
+        sent = len(up.requests)
+        replies = {
+            name: await http.post("/chat/completions", json=body(messages))
+            for name, messages in _variants(history).items()
+        }
+        whole = await http.post("/chat/completions", json=body(history))
+        without = await http.post("/chat/completions", json=body([history[0], *history[7:]]))
+        return replies, whole, without, len(up.requests) - sent
+
+    (replies, whole, without, forwarded), up = arun(checking(go, ttl_s=60, clock=lambda: now[0]))
+    assert forwarded == 2 and up.problems == []  # only the whole batch, and the history without it
+    assert whole.status_code == 200 and without.status_code == 200
+    edited = replies["edited"]
+    assert edited.status_code == 409 and edited.json()["error"]["code"] == "result_conflict"
+    assert "_1of3" in _error(edited) and "message 4 differs" in _error(edited)
+    for name in ("last", "middle", "result"):
+        reply = replies[name]
+        assert reply.status_code == 400, (name, reply.text)
+        assert reply.json()["error"]["code"] == "invalid_batch_messages"
+        assert "or leave the whole batch out" in _error(reply)
+    assert "_2of3" in _error(replies["last"]) and "its call and its result" in _error(replies["last"])
+    assert "not the call at position 1" in _error(replies["middle"])
+    assert "_2of3" in _error(replies["result"]) and "leaves out its result" in _error(replies["result"])
+
+
+def test_an_interrupted_batch_whose_unanswered_call_the_client_dropped_still_goes_on() -> None:
+    """What stays allowed: a call handed out but never answered (the user moved on) may be left out of
+    the history; the proxy knows it was handed out and tells the upstream it was not executed."""
+
+    async def go(http, server, up):
+        first = [{"role": "user", "content": "q"}]
+        r0 = (await http.post("/chat/completions", json=body(first))).json()
+        m1 = answered(first, r0)
+        await http.post("/chat/completions", json=body(m1))  # call 1 handed out, never answered
+        return await http.post("/chat/completions", json=body([*m1, {"role": "user", "content": "stop"}]))
+
+    reply, up = arun(checking(go))
+    assert reply.status_code == 200
+    tools = [m for m in up.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(tools) == 3 and tools[1]["content"].startswith("Not executed")
+
+
+def _error(reply: httpx.Response) -> str:
+    return str(reply.json()["error"]["message"])

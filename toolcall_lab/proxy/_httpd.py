@@ -799,7 +799,8 @@ class _Protocol(asyncio.Protocol):
         `LINGER_IDLE_S` without a byte) before closing, so the client is never reset while it sends."""
         transport = self.transport
         self.buffer.clear()
-        if transport is None or transport.is_closing() or self.eof or not transport.can_write_eof():
+        can_write_eof = getattr(transport, "can_write_eof", None)  # a transport may not half-close
+        if transport is None or transport.is_closing() or self.eof or not (can_write_eof and can_write_eof()):
             self._close()
             return
         self.linger = 2 * self.server.max_body_bytes

@@ -59,7 +59,9 @@ between round trips (a system prompt with the current time). How each request is
 - **Later turns**: every batch in the history goes upstream in the upstream's form (one assistant
   message with N calls under its own ids, then N tool messages). When the proxy no longer holds the
   batch it is rebuilt from the client's messages; only the calls of an interrupted batch that were
-  never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged).
+  never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged). A
+  batch in the history is whole or absent: an edited result is a 409, a left-out pair or result the
+  proxy received a 400 naming the call (`check_results`), never filled in.
 
 Errors are OpenAI-style JSON bodies; the proxy's own refusals that a retry cannot change say
 ``x-should-retry: false``; upstream errors keep their status, body and ``Retry-After``; the proxy never
@@ -74,7 +76,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -110,7 +112,7 @@ from toolcall_lab.proxy.batches import (
     session_key,
     translate,
 )
-from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse
+from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse, proxy_id
 from toolcall_lab.proxy.settings import ProxySettings, _Flights, _Locks
 from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, TooLarge
 from toolcall_lab.proxy.upstreams import Upstream
@@ -683,6 +685,8 @@ class ProxyServer:
             if tomb is not None:
                 self.check_handed(split, tomb.handed_out, tomb.n_calls, "when it forgot the batch")
             self.check_calls(split, None, tomb)
+            if tomb is not None and tomb.n_calls == split.n_calls:
+                self.check_results(split, tomb.result_digests, tomb.answered, tomb.name)
             form, left_out = merged(None, split, messages, tomb)
             if self.count_rebuilt(split.tag, left_out) and left_out:
                 logger.warning(
@@ -698,6 +702,7 @@ class ProxyServer:
         self.check_ids(batch, split)
         self.check_handed(split, batch.handed_out, batch.n_calls)
         self.check_calls(split, batch, None)
+        self.check_results(split, batch.digests, batch.answered, batch.name)
         if batch.state == "open":
             batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
             self.stats["batches_finished" if batch.state == "finished" else "batches_interrupted"] += 1
@@ -784,6 +789,35 @@ class ProxyServer:
         )
 
     @staticmethod
+    def check_results(
+        split: Split, digests: Sequence[str], answered: int, name: Callable[[int], str]
+    ) -> None:
+        """A batch in a later turn's history holds every result the proxy received, each unchanged: an
+        edited one is a 409 ``result_conflict``, a left-out one (the last pairs dropped, or a call kept
+        without its result) a 400 naming the call, as a dropped pair in the middle is (`scan`). A batch
+        is sent whole, as handed out and answered, or not at all: never repaired."""
+        n_calls = split.n_calls
+        for p in range(min(split.answered, len(digests))):
+            index, message = split.results[p]
+            if result_digest(message.get("content")) != digests[p]:
+                what = f"{proxy_id(split.tag, p, n_calls)!r} ({name(p)}, position {p} of {n_calls})"
+                raise _conflict(what, index)
+        if split.answered >= answered:
+            return
+        p = split.answered
+        left = "its result" if p in split.calls else "its call and its result"
+        last = max(i for i, _ in [*split.calls.values(), *split.results.values()])
+        raise HTTPError(
+            400,
+            f"call {proxy_id(split.tag, p, n_calls)!r} ({name(p)}, position {p} of {n_calls}) of batch "
+            f"{split.tag} was handed out and answered, but this conversation leaves out {left} (the "
+            f"batch's messages end at message {last} with {split.answered} of the {answered} results the "
+            "proxy received); the proxy will not fill it in. Send a batch's messages whole, every call "
+            "handed out with its result, or leave the whole batch out.",
+            "invalid_batch_messages",
+        )
+
+    @staticmethod
     def check_calls(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
         """The client's copies of the calls must be the calls handed out (a 400 names an edited one)."""
         try:
@@ -850,13 +884,7 @@ class ProxyServer:
         for p in range(0 if tail.verified else min(given, batch.answered)):
             index, message = tail.results[p]
             if result_digest(message.get("content")) != digests[p]:
-                raise HTTPError(
-                    409,
-                    f"conflict: tool call {batch.describe(p)} was already answered with different content "
-                    f"(message {index} differs); a result cannot be changed once given. Resend the "
-                    "conversation with the original result, or start a new turn.",
-                    "result_conflict",
-                )
+                raise _conflict(batch.describe(p), index)
         if batch.state == "interrupted":
             raise HTTPError(
                 409,
@@ -1063,6 +1091,8 @@ class ProxyServer:
         if tail.answered < tail.n_calls:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
         self.check_calls(tail, None, tomb)
+        if tomb is not None and tomb.n_calls == tail.n_calls:
+            self.check_results(tail, tomb.result_digests, tomb.answered, tomb.name)
         form, _ = merged(None, tail, messages, tomb)
         self.count_rebuilt(tail.tag, 0)
         fields = request_fields(body)
@@ -1243,6 +1273,17 @@ def _as_handed_out(messages: list[dict[str, Any]], batch: Batch, given: int) -> 
     digests = batch.digests
     return all(
         result_digest(answers[j].get("content")) == digests[j] for j in range(min(given, len(digests)))
+    )
+
+
+def _conflict(call: str, index: int) -> HTTPError:
+    """The 409 for a result that differs from the one the proxy received for `call` (described)."""
+    return HTTPError(
+        409,
+        f"conflict: tool call {call} was already answered with different content (message {index} "
+        "differs); a result cannot be changed once given. Resend the conversation with the original "
+        "result, or start a new turn.",
+        "result_conflict",
     )
 
 
