@@ -3,6 +3,7 @@ limit, statuses of calls whose ids repeat across turns, and where the log block 
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -73,3 +74,86 @@ def test_a_run_no_tokenizer_call_can_count_is_a_clear_error_naming_the_message()
     text = str(caught.value)
     assert "message 2 (tool, tool_call_id 'c1')" in text and "1,000,000 characters" in text
     assert isinstance(caught.value, ValueError) and caught.value.length == 1_000_000
+
+
+# --- 7. where the log block cuts its lines ---------------------------------------------------------
+
+_CLUSTERS = [
+    "a",
+    "👩\u200d💻",
+    "🇫🇷",
+    "e\u0301",
+    "👍🏽",
+    "❤\ufe0f",
+    "\u1112\u1161\u11ab",
+    "🏳️\u200d🌈",
+    " ",
+    "中",
+]
+"""Characters a reader sees as one (ZWJ sequences, flags, combining marks, skin tones, variation
+selectors, Hangul jamo): a cut must fall between them."""
+
+
+def _lines_of(messages: list[dict], prefix: str) -> list[str]:
+    return [line for m in messages for line in str(m.get("content")).splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        json.dumps({f"key{i}": "x" * 60 for i in range(10)}),  # the tester's: the line was 314 characters
+        json.dumps({"q": ["y" * 40] * 9, "r": {"s": "z" * 49}, "t": "w" * 49}),
+        "not json " * 60,
+    ],
+    ids=["json", "nested", "not-json"],
+)
+def test_the_arguments_line_is_at_most_300_characters_in_all(arguments: str) -> None:
+    """Found: "Arguments: ..." was 314 characters (the prefix and the "..." on top of 300); the README
+    promises the whole line to 300. The compact template's call line keeps the same bound."""
+    from toolcall_lab.compression import CompressionConfig, compress
+
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "assistant", "content": "done"},
+    ]
+    (line,) = _lines_of(compress(messages).messages, "Arguments: ")
+    assert len(line) == 300 and line.endswith("...")
+    (compact,) = _lines_of(
+        compress(messages, config=CompressionConfig(template="compact")).messages, "[Tool Exe"
+    )
+    assert len(compact) <= 300 and compact.endswith("...)")
+
+
+def test_cuts_never_split_a_character_the_reader_sees_as_one() -> None:
+    """Found: the 50-character cut of an argument string split a ZWJ emoji (👩‍💻 became 👩 and a
+    dangling joiner). Every cut (argument strings, the Arguments line, the result preview) now falls
+    between grapheme clusters: property-tested on strings made of such clusters."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from toolcall_lab._unicode import grapheme_cut
+    from toolcall_lab.compression.render import _cut
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(_CLUSTERS), min_size=1, max_size=80), st.integers(0, 120))
+    def check(clusters: list[str], limit: int) -> None:
+        text = "".join(clusters)
+        kept = grapheme_cut(text, limit)
+        assert len(kept) <= limit or kept == text
+        bounds = {0}
+        for cluster in clusters:
+            bounds.add(max(bounds) + len(cluster))
+        assert len(kept) in bounds, (clusters, limit, kept)
+        assert len(kept) > limit - 6 or kept == text  # never more than one cluster short
+        cut = _cut(text, limit)
+        assert cut == text or (cut.endswith("...") and cut[:-3] == kept)
+
+    check()
