@@ -392,3 +392,34 @@ def test_integers_beyond_64_bits_are_still_read_exactly_when_the_body_is_not_sca
     assert exact(data, loads(data))["metadata"]["n"] == [big, 0.5, 2**63]
     text = {"messages": [{"role": "user", "content": "1" * 40}], "temperature": 1e19}
     assert exact(json.dumps(text).encode(), loads(json.dumps(text).encode())) == text
+
+
+# --- 8. --out of a command that writes a folder -----------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["import", "generate"])
+@pytest.mark.parametrize("name", ["rec.json", "rec.JSONL"])
+def test_an_out_folder_named_like_a_json_file_is_refused_before_any_work(
+    tmp_path, capsys, command, name
+) -> None:
+    """Found: `toolcall-lab import recording X.sse --out rec.json` made a folder called rec.json, and
+    `serve-trace rec.json` then said "no such trace file". A folder output named like a file is refused
+    with a message saying it is a folder and what name to give; an existing folder of that name is used."""
+    from pathlib import Path
+
+    from toolcall_lab import cli
+
+    trace = str(Path(__file__).parent.parent / "data" / "traces" / "one_tool_round.json")
+    out = tmp_path / name
+    args = {
+        "import": ["import", "recording", trace, "--out", str(out)],
+        "generate": ["generate", "--n", "1", "--out", str(out)],
+    }[command]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "writes a folder of trace files" in err and f"--out {tmp_path / 'rec'}" in err
+    assert not out.exists()
+    if command == "generate":
+        out.mkdir()
+        assert cli.main(args) == 0  # an existing folder is a folder, whatever its name
+        assert any(out.iterdir())
