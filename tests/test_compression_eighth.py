@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from toolcall_lab import ToolOutcome
 from toolcall_lab.compression import UncountableText, model_text, savings
 from toolcall_lab.compression.counting import MAX_PIECE_CHARS
 
@@ -157,3 +158,83 @@ def test_cuts_never_split_a_character_the_reader_sees_as_one() -> None:
         assert cut == text or (cut.endswith("...") and cut[:-3] == kept)
 
     check()
+
+
+# --- 6. statuses when call ids repeat across turns ----------------------------------------------------
+
+
+def _two_turns(on_complete: bool):
+    """The tester's c4.py: a scripted model (ids restart at call_0_0 every run) calls the same tool with
+    the same arguments in two turns; the tool answers the same text, failing the first time."""
+    import asyncio
+    import itertools
+
+    from toolcall_lab.compression import CompressionHook
+    from toolcall_lab.loop import Hooks, run
+    from toolcall_lab.models import ScriptedModel, ScriptedResponse
+    from toolcall_lab.tools import ToolRegistry
+
+    tools = ToolRegistry()
+    n = itertools.count(1)
+
+    @tools.register
+    def get_weather(city: str) -> ToolOutcome:
+        """weather"""
+        return ToolOutcome(text="same text", status="error" if next(n) == 1 else "ok")
+
+    hook = CompressionHook()
+    seen: list[list[dict]] = []
+
+    def capture(messages):
+        out = hook(messages)
+        seen.append(out)
+        return out
+
+    hooks = Hooks(before_model_call=capture, on_tool_complete=hook.record if on_complete else None)
+
+    async def go():
+        result = None
+        for turn in range(2):
+            model = ScriptedModel(
+                [ScriptedResponse(tool_calls=(("get_weather", {"city": "Paris"}),)), f"done {turn}"]
+            )
+            start = (
+                "q0" if result is None else [*result.messages, {"role": "user", "content": f"q{turn + 1}"}]
+            )
+            result = await run(model, tools, start, hooks=hooks)
+            if not on_complete:
+                hook.remember(result)
+        last = await run(
+            ScriptedModel(["end"]), tools, [*result.messages, {"role": "user", "content": "q3"}], hooks=hooks
+        )
+        return result, last
+
+    second, _ = asyncio.run(go())
+    return second, seen[-1]
+
+
+def _statuses(messages: list[dict]) -> list[str]:
+    return _lines_of(messages, "Status: ")
+
+
+@pytest.mark.parametrize("on_complete", [False, True], ids=["remember", "on_tool_complete"])
+def test_a_call_whose_id_name_arguments_and_result_repeat_keeps_its_own_status(on_complete) -> None:
+    """Found: the hook showed the first turn's failed call as "✓ Success" (the second turn's record, same
+    id, name, arguments and result). Records of a run are now kept at the position where the run made the
+    call; records given one by one are matched in order."""
+    _, sent = _two_turns(on_complete)
+    assert _statuses(sent) == ["Status: ✗ Failed: same text", "Status: ✓ Success"]
+
+
+def test_compress_with_the_second_turns_executions_says_the_first_turns_call_was_not_recorded() -> None:
+    """Found: `compress(messages, executions=<turn 2 only>)` gave turn 1's call turn 2's status. With the
+    run, turn 2's call is matched where it was made and turn 1's reads "not recorded"; with its bare
+    executions (no position) neither call can be told apart, so both read "not recorded"."""
+    from toolcall_lab.compression import compress
+
+    second, _ = _two_turns(False)
+    messages = [*second.messages, {"role": "user", "content": "q3"}]
+    first, later = _statuses(compress(messages, executions=second).messages)
+    assert "Not recorded" in first and later == "Status: ✓ Success"
+    bare = _statuses(compress(messages, executions=second.executions).messages)
+    assert all("Not recorded" in s for s in bare) and len(bare) == 2
