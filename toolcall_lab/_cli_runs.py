@@ -316,6 +316,12 @@ def _check_out(given: str, command: str, *, folder: bool = False, suffixes: tupl
     if folder:
         if path.exists() and not path.is_dir():
             raise UsageError(f"--out {given}: a file, not a folder (name a folder for the files)")
+        if not path.exists() and path.suffix.lower() in (".json", ".jsonl"):
+            raise UsageError(
+                f"--out {given}: {command} writes a folder of trace files (one per conversation, and a "
+                "report), and this name reads like a file; name a folder (e.g. --out "
+                f"{path.with_suffix('')}), then give one of its .json files to the next command"
+            )
         where = path
     else:
         if path.is_dir():

@@ -10,6 +10,7 @@ say where. Text meant for people (reports, CSV cells, SVG, HTML) shows them as `
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,3 +72,37 @@ def describe(doc: Any, path: str) -> str:
             if isinstance(node.get("tool_call_id"), str):
                 where.append(f"call {escape(node['tool_call_id'])}")
     return f"{path} ({', '.join(where)})" if where else path
+
+
+_EXTENDS = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u0610-\u061a\u064b-\u065f\u0900-\u0903\u093a-\u094f"
+    "\u1160-\u11ff\u1ab0-\u1aff\u1dc0-\u1dff\u200c\u200d\u20d0-\u20ff\ufe00-\ufe0f\ufe20-\ufe2f"
+    "\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f\U000e0100-\U000e01ef]"
+)
+"""Characters that never start a grapheme cluster (a cut before one splits a character the reader sees
+as one): combining marks of the common scripts, Hangul vowel and final jamo, joiners (ZWJ), variation
+selectors, emoji skin-tone modifiers and tag characters. Other marks are found by category."""
+_REGIONAL = re.compile("[\U0001f1e6-\U0001f1ff]")
+
+
+def grapheme_cut(text: str, limit: int) -> str:
+    """The longest prefix of `text` of at most `limit` characters that does not end inside a grapheme
+    cluster: never between a character and a combining mark, variation selector or skin-tone modifier,
+    never next to a zero-width joiner (👩‍💻 stays whole or goes whole), never inside a flag (a pair of
+    regional indicators). An approximation of UAX #29 with the standard library only."""
+    if len(text) <= limit:
+        return text
+    cut = max(limit, 0)
+    while cut > 0 and (_extends(text[cut]) or text[cut - 1] == "\u200d"):
+        cut -= 1
+    if cut > 0 and _REGIONAL.match(text[cut]) and _REGIONAL.match(text[cut - 1]):
+        run = cut
+        while run > 0 and _REGIONAL.match(text[run - 1]):
+            run -= 1
+        if (cut - run) % 2:  # an odd number of indicators before the cut: it splits a flag
+            cut -= 1
+    return text[:cut]
+
+
+def _extends(char: str) -> bool:
+    return bool(_EXTENDS.match(char)) or unicodedata.category(char) in ("Mn", "Me", "Mc")

@@ -45,7 +45,7 @@ from toolcall_lab.compression.chains import (
     final_transcript,
     finished_chains,
 )
-from toolcall_lab.compression.counting import model_text, savings, token_counter
+from toolcall_lab.compression.counting import UncountableText, model_text, savings, token_counter
 from toolcall_lab.compression.render import (
     TEMPLATES,
     ChainTemplate,
@@ -70,6 +70,7 @@ __all__ = [
     "CompressionHook",
     "LoggedCall",
     "SiYuanTemplate",
+    "UncountableText",
     "VarRefError",
     "VariableStore",
     "chain_view",

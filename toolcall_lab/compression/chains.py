@@ -21,19 +21,99 @@ from toolcall_lab.exceptions import UsageError
 from toolcall_lab.protocol import ProtocolViolation, validate_messages
 from toolcall_lab.records import ToolExecution
 
-Records = Mapping[tuple[str, str, str, str], ToolExecution]
+CallKey = tuple[str, str, str, str]
+"""(call id, name, arguments, result): what a call is."""
+Records = Mapping[tuple[int, str, str, str, str], ToolExecution]
+"""The execution of each call of a conversation, by (position of the assistant message that made it,
+call id, name, arguments, result)."""
 
 
-def execution_records(source: Any) -> dict[tuple[str, str, str, str], ToolExecution]:
-    """Executions of a `RunResult`, a `Trace` or an iterable of `ToolExecution`, keyed by
-    (call id, name, arguments, result): ids repeat across turns (fallback ids), the 4-tuple does not."""
+@dataclass
+class ExecutionRecords:
+    """Recorded executions, by where they ran when that is known.
+
+    Ids repeat across turns (a scripted model's ``call_0_0`` every run, upstreams that send ``call_0``),
+    and a tool may answer the same text twice, once failing and once not: the 4-tuple (id, name,
+    arguments, result) does not tell two such calls apart. An execution of a `RunResult` or `Trace` is
+    therefore *anchored*: kept with the position, in that run's own transcript, of the assistant
+    message that made the call, and it gives its status only to the call at that position (a later turn
+    sends the earlier ones again, so positions stay). Executions whose position is unknown (given as
+    bare `ToolExecution`s, or rounds not found in the transcript) are *loose*: matched by the 4-tuple,
+    in order, and only when the conversation holds as many unanchored calls with that 4-tuple as there
+    are such executions; otherwise those calls read "not recorded" rather than borrow another's status.
+    """
+
+    anchored: dict[tuple[int, str, str, str, str], ToolExecution] = field(default_factory=dict)
+    loose: dict[CallKey, list[ToolExecution]] = field(default_factory=dict)
+
+    def add(self, execution: ToolExecution, at: int | None = None) -> None:
+        key = (execution.tool_call_id, execution.name, execution.arguments, execution.result)
+        if at is not None:
+            self.anchored[(at, *key)] = execution
+            return
+        kept = self.loose.setdefault(key, [])
+        if not any(e is execution for e in kept):  # the same record given twice is one execution
+            kept.append(execution)
+
+    def update(self, other: ExecutionRecords) -> None:
+        self.anchored.update(other.anchored)
+        for executions in other.loose.values():
+            for execution in executions:
+                self.add(execution)
+
+    def values(self) -> list[ToolExecution]:
+        """Every execution kept (anchored ones first)."""
+        return [*self.anchored.values(), *(e for kept in self.loose.values() for e in kept)]
+
+    def __len__(self) -> int:
+        return len(self.anchored) + sum(map(len, self.loose.values()))
+
+    def resolve(self, calls: Iterable[tuple[int, CallKey]]) -> Records:
+        """The execution of each call (position of its assistant message, its 4-tuple) of a conversation
+        (see the class docstring); a call missing from the result is not recorded."""
+        out: dict[tuple[int, str, str, str, str], ToolExecution] = {}
+        unanchored: dict[CallKey, list[int]] = {}
+        for at, key in calls:
+            found = self.anchored.get((at, *key))
+            if found is not None:
+                out[(at, *key)] = found
+            else:
+                unanchored.setdefault(key, []).append(at)
+        for key, places in unanchored.items():
+            loose = self.loose.get(key, [])
+            if len(loose) == len(places):
+                out.update({(at, *key): e for at, e in zip(places, loose, strict=True)})
+        return out
+
+
+def execution_records(source: Any) -> ExecutionRecords:
+    """Executions of a `RunResult`, a `Trace` (anchored where their rounds are found in the run's own
+    transcript), an `ExecutionRecords`, or an iterable of `ToolExecution` (loose); see
+    `ExecutionRecords`."""
+    if isinstance(source, ExecutionRecords):
+        return source
+    records = ExecutionRecords()
     if source is None:
-        return {}
-    if hasattr(source, "rounds"):
-        executions: Iterable[ToolExecution] = [e for r in source.rounds for e in r.executions]
-    else:
-        executions = source
-    return {(e.tool_call_id, e.name, e.arguments, e.result): e for e in executions}
+        return records
+    if not hasattr(source, "rounds"):
+        for execution in source:
+            records.add(execution)
+        return records
+    if hasattr(source, "initial_messages"):
+        messages = getattr(source, "messages", None)
+        transcript = list(messages) if messages is not None else final_transcript(source)
+        cursor = len(source.initial_messages)
+    else:  # pragma: no cover - a bare list of rounds
+        transcript, cursor = [], 0
+    for round_ in source.rounds:
+        at = None
+        for i in range(cursor, len(transcript)):
+            if transcript[i] == round_.assistant_message:
+                at, cursor = i, i + 1
+                break
+        for execution in round_.executions:
+            records.add(execution, at)
+    return records
 
 
 def finished_chains(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -132,7 +212,7 @@ def chain_view(
                 key = (cid, name, arguments, "result:" + result)
                 args_var = store.put(name, arguments, kind="args", key=key)
                 result_var = store.put(name, result, kind="result", key=key)
-                record = records.get((cid, name, arguments, result))
+                record = records.get((offset + i, cid, name, arguments, result))
                 state, detail = _state(record)
                 logged = LoggedCall(
                     name=name,
@@ -237,11 +317,15 @@ def compress(
     executions = executions if executions is not None else own
     store = store if store is not None else VariableStore()
     config = config or CompressionConfig()
-    records = execution_records(executions)
+    known = execution_records(executions)
     out: list[dict[str, Any]] = []
     violations: list[str] = []
     last = 0
     spans = finished_chains(messages)
+    calls: list[tuple[int, CallKey]] = []  # what each chain's calls are, to match them to executions
+    for start, end in spans:
+        chain_view(messages[start : end + 1], VariableStore(), _Seen(calls), start, messages[end + 1 :])
+    records = known.resolve(calls)
     for start, end in spans:
         out.extend(messages[last:start])
         view = chain_view(messages[start : end + 1], store, records, start, messages[end + 1 :])
@@ -258,6 +342,18 @@ def compress(
     return Compressed(
         messages=out, violations=tuple(violations + outside), chains=len(spans), outside=len(outside)
     )
+
+
+class _Seen(dict[tuple[int, str, str, str, str], ToolExecution]):
+    """The `records` of a first reading of the chains: it finds nothing and notes what was asked."""
+
+    def __init__(self, asked: list[tuple[int, CallKey]]) -> None:
+        super().__init__()
+        self.asked = asked
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.asked.append((key[0], key[1:]))
+        return default
 
 
 def _pending(messages: Sequence[dict[str, Any]], violation: ProtocolViolation) -> bool:
@@ -290,22 +386,22 @@ class CompressionHook:
 
     config: CompressionConfig = field(default_factory=CompressionConfig)
     store: VariableStore = field(default_factory=VariableStore)
-    records: dict[tuple[str, str, str, str], ToolExecution] = field(default_factory=dict)
+    records: ExecutionRecords = field(default_factory=ExecutionRecords)
     violations: tuple[str, ...] = ()
     """What the last call found (also flagged inside the compressed messages)."""
 
     def __call__(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        done = compress(messages, self.store, self.config, self.records.values())
+        done = compress(messages, self.store, self.config, self.records)
         self.violations = done.violations
         return done.messages
 
     def record(self, execution: ToolExecution) -> None:
-        self.records[(execution.tool_call_id, execution.name, execution.arguments, execution.result)] = (
-            execution
-        )
+        """Keep one execution (its position unknown: matched as `ExecutionRecords` says)."""
+        self.records.add(execution)
 
     def remember(self, source: Any) -> None:
-        """Keep the executions of a finished `RunResult` or `Trace`."""
+        """Keep the executions of a finished `RunResult` or `Trace`, each at the position where its run
+        made the call."""
         self.records.update(execution_records(source))
 
 

@@ -17,12 +17,23 @@ from toolcall_lab.compression.variables import VariableStore
 
 
 PIECE_CHARS = 50_000
-"""Texts up to this many characters are counted whole; longer ones in pieces about this long. A piece
-this long holds at most 200,000 UTF-8 bytes, so at most 200,000 tokens: the most bpe-openai's
-o200k_base counts at once (it also refuses 1,000,000 characters and more)."""
+"""Texts up to this many characters are counted whole; longer ones in pieces about this long (each
+piece is one call to the tokenizer, whose work grows faster than the text within one pre-split piece)."""
 MAX_PIECE_CHARS = 900_000
-"""A run of text in which no cut is safe (one word of 100,000 letters) is counted whole up to this
-length; a longer one is a `ValueError` saying so, never a count that may be off."""
+"""A run of text in which no cut is safe (one word of 100,000 letters, 110,000 CJK characters without
+punctuation) is counted whole up to this length (bpe-openai refuses 1,000,000 characters and more); a
+longer one is an `UncountableText`, never a count that may be off."""
+
+
+class UncountableText(ValueError):
+    """A text holds a run of more than `MAX_PIECE_CHARS` characters in which no cut is safe: the
+    tokenizer cannot count it whole, and counting it in pieces could be off. No cut is safe in
+    ``text[start:end]``; `length` is the text's length (`savings` names the message instead)."""
+
+    def __init__(self, message: str, *, start: int, end: int, length: int) -> None:
+        super().__init__(message)
+        self.start, self.end, self.length = start, end, length
+
 
 _ASCII_KIND = "".join(
     "L" if c.isalpha() else "N" if c.isdigit() else "'" if c == "'" else "O" for c in map(chr, range(128))
@@ -88,10 +99,13 @@ def in_pieces(count: Callable[[str], int], text: str, piece: int = PIECE_CHARS) 
             low = high
         if cut is None:
             if size - start > MAX_PIECE_CHARS:
-                raise ValueError(
-                    f"a run of more than {MAX_PIECE_CHARS:,} characters (from character {start:,}) has no "
-                    "place where the tokenizer's count could be split safely, and the tokenizer cannot "
-                    "count it whole"
+                raise UncountableText(
+                    f"a run of more than {MAX_PIECE_CHARS:,} characters (from character {start:,} of "
+                    f"{size:,}) has no place where the tokenizer's count could be split safely, and the "
+                    "tokenizer cannot count it whole",
+                    start=start,
+                    end=start + MAX_PIECE_CHARS,
+                    length=size,
                 )
             break
         total += count(text[start:cut])
@@ -113,9 +127,13 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
             import bpe_openai
 
             encoding = bpe_openai.get_encoding("o200k_base")
+            too_many = bpe_openai.TokenLimitError
 
         def bpe(text: str) -> int:  # special tokens (<|endoftext|>, ...) are text the model reads
-            return len(encoding.encode_ordinary(text))
+            try:
+                return len(encoding.encode_ordinary(text))
+            except too_many as exc:  # encoded whole; it only refuses to return more than 200,000 tokens
+                return int(exc.token_count)
 
         return "o200k_base (bpe-openai, bundled vocabulary)", lambda text: in_pieces(bpe, text)
     except Exception:  # not installed, or its data is missing
@@ -139,18 +157,52 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
 def model_text(messages: Sequence[dict[str, Any]]) -> str:
     """What the model reads of a conversation: each message's text, and each call's name and arguments
     (not the JSON around them, whose quotes and escapes no model is billed for as text)."""
-    parts: list[str] = []
-    for m in messages:
-        parts.append(text_of(m.get("content")))
+    return "\n".join(text for _, text in _model_parts(messages))
+
+
+def _model_parts(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
+    """The non-empty texts `model_text` joins, each with the index of its message."""
+    parts: list[tuple[int, str]] = []
+    for i, m in enumerate(messages):
+        parts.append((i, text_of(m.get("content"))))
         for call in m.get("tool_calls") or []:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):
                 arguments = fn.get("arguments")
                 parts += [
-                    str(fn.get("name", "")),
-                    arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    (i, str(fn.get("name", ""))),
+                    (i, arguments if isinstance(arguments, str) else json.dumps(arguments)),
                 ]
-    return "\n".join(p for p in parts if p)
+    return [(i, text) for i, text in parts if text]
+
+
+def _counted(count: Callable[[str], int], messages: Sequence[dict[str, Any]], side: str) -> int:
+    """`count` of `model_text(messages)`; a run it cannot count exactly is an `UncountableText` naming
+    the message that holds it and that message's length."""
+    try:
+        return count(model_text(messages))
+    except UncountableText as exc:
+        offset, inside, holder = 0, exc.end - 1, None  # `inside`: a character of the stretch
+        for index, text in _model_parts(messages):
+            if inside < offset + len(text):
+                holder = index
+                break
+            offset += len(text) + 1
+        if holder is None:  # pragma: no cover - the stretch lies inside the text
+            raise
+        i, m = holder, messages[holder]
+        what = f"message {i} ({m.get('role')}"
+        what += f", tool_call_id {m['tool_call_id']!r})" if m.get("tool_call_id") else ")"
+        length = sum(len(text) for j, text in _model_parts([m]) if j == 0)
+        raise UncountableText(
+            f"savings: {what}, {side} compression, holds {length:,} characters of text with a run of more "
+            f"than {MAX_PIECE_CHARS:,} characters in which no cut is safe (no space, punctuation, or "
+            "change between letters and digits); the tokenizer cannot count it whole, and counting it "
+            "in pieces could be off. Shorten that text, or count it yourself.",
+            start=exc.start,
+            end=exc.end,
+            length=length,
+        ) from None
 
 
 def savings(
@@ -179,8 +231,8 @@ def savings(
     return {
         "chars_before": len(before),
         "chars_after": len(after) + len(added),
-        "tokens_before": count(before),
-        "tokens_after": count(after) + (count(added) if added else 0),
+        "tokens_before": _counted(count, messages, "before"),
+        "tokens_after": _counted(count, done.messages, "after") + (count(added) if added else 0),
         "read_tool_tokens": count(added) if added else 0,
         "token_method": label,
         "variables": len(store.values),

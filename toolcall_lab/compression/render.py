@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from toolcall_lab._unicode import grapheme_cut
 from toolcall_lab.exceptions import UsageError
 
 CallState = Literal["success", "failed", "rejected", "not_answered", "unrecorded"]
@@ -88,7 +89,7 @@ def _truncate_json(value: Any, config: CompressionConfig) -> Any:
     more there were."""
     limit, items = config.argument_chars, config.argument_items
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + "..."
+        return _cut(value, limit)
     if isinstance(value, list):
         kept = [_truncate_json(v, config) for v in value[:items]]
         return [*kept, f"... ({len(value) - items} more items)"] if len(value) > items else kept
@@ -109,21 +110,30 @@ def one_line(text: str) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
+    """The first `limit` characters of `text` and "..." (cut between grapheme clusters), or `text`."""
+    return text if len(text) <= limit else grapheme_cut(text, limit) + "..."
 
 
-def _arguments_preview(arguments: str, config: CompressionConfig) -> str:
-    """The arguments with each string and container cut, on one line of at most `arguments_line_chars`;
-    arguments that are not JSON are shown as the model wrote them (line breaks as ``\\n``), cut to
-    the same line length, never dressed up as JSON; so are arguments nested too deep to read back."""
+def _fit(text: str, width: int) -> str:
+    """`text` in at most `width` characters, "..." included when it had to be cut."""
+    return text if len(text) <= width else grapheme_cut(text, width - 3) + "..."
+
+
+def _arguments_preview(arguments: str, config: CompressionConfig, around: str) -> str:
+    """The arguments with each string and container cut, on one line that with `around` (the rest of
+    the line) holds
+    at most `arguments_line_chars` characters ("..." included); arguments that are not JSON are shown as
+    the model wrote them (line breaks as ``\\n``), cut to the same line length, never dressed up as
+    JSON; so are arguments nested too deep to read back."""
+    width = max(config.arguments_line_chars - len(around), 3)
     if not arguments.strip():
         return "(none)" if not arguments else repr(arguments)
     try:
         value = json.loads(arguments)
         text = json.dumps(_truncate_json(value, config), ensure_ascii=False, separators=(",", ":"))
     except (ValueError, RecursionError):
-        return _cut(one_line(arguments), config.arguments_line_chars)
-    return _cut(text, config.arguments_line_chars)
+        return _fit(one_line(arguments), width)
+    return _fit(text, width)
 
 
 def preview(text: str, limit: int) -> str:
@@ -202,7 +212,7 @@ class SiYuanTemplate:
         return "\n".join(lines) + "\n".join(parts).strip()
 
     def block(self, call: LoggedCall, config: CompressionConfig) -> str:
-        body = [f"Arguments: {_arguments_preview(call.arguments, config)}"]
+        body = [f"Arguments: {_arguments_preview(call.arguments, config, 'Arguments: ')}"]
         shown = ""
         if call.state == "success":
             body.append("Status: ✓ Success")
@@ -244,10 +254,9 @@ class CompactTemplate:
             )
             detail = f": {json.dumps(item.detail, ensure_ascii=False)}" if item.detail else ""
             result = json.dumps(preview(item.result or "", config.preview_chars), ensure_ascii=False)
-            out.append(
-                f"[Tool Execution Log] {_name(item.name)}({_arguments_preview(item.arguments, config)})\n"
-                f"Status: {status}{detail}\nResult: {result}"
-            )
+            head = f"[Tool Execution Log] {_name(item.name)}("
+            arguments = _arguments_preview(item.arguments, config, head + ")")
+            out.append(f"{head}{arguments})\nStatus: {status}{detail}\nResult: {result}")
         return "\n\n".join(out)
 
 

@@ -152,9 +152,22 @@ class Forwarder:
         # numbers and escapes as orjson writes them), compact or spaced (Python's json.dumps, pretty
         # printers): then writing the new body from the parsed one keeps every token the client wrote
         # (only the spacing between tokens may change), found with two C-speed passes, not a scan.
+        ascii_only = raw.isascii()
+        originals = body.get("messages")
+        if not (isinstance(originals, list) and len(raw) >= PIECEWISE_BYTES * max(len(originals), 1)):
+            originals = None  # written whole (see PIECEWISE_BYTES)
         for write in WRITERS:
+            if originals is not None:
+                new = _rewritten(write, raw, body, originals, messages, self.model, drop, ascii_only)
+                if new is not None:
+                    return new
+                continue
             written = write(body)
-            if written is not None and same_but_spacing(written, raw):
+            if (
+                written is not None
+                and (not ascii_only or written.isascii())
+                and same_but_spacing(written, raw)
+            ):
                 out = {**body, "messages": messages, **({"model": self.model} if self.model else {})}
                 new = write({k: v for k, v in out.items() if k not in drop})
                 if new is not None:
@@ -347,6 +360,128 @@ class Forwarder:
             return Response(200, b"".join(sse_events(response, include_usage=include)), out)
         out["Content-Type"] = content_type if raw is not None else "application/json"
         return Response(200, raw if raw is not None else dumps(response), out)
+
+
+PIECEWISE_BYTES = 4096
+"""Bodies whose messages average at least this many bytes are written message by message (`_rewritten`:
+one write of the large ones instead of two); others whole, twice (a write per message costs Python work
+per message, which many small messages would make more than a second write of the whole)."""
+_SLOT = "\x00toolcall-lab messages\x00"
+"""Stands for the message list while the rest of a body is written (found once, or not used)."""
+
+
+def _rewritten(
+    write: Any,
+    raw: bytes,
+    body: dict[str, Any],
+    originals: list[Any],
+    messages: list[dict[str, Any]],
+    model: str | None,
+    drop: frozenset[str],
+    ascii_only: bool,
+) -> bytes | None:
+    """The new body written by `write` when `write` gives back the client's tokens (`same_but_spacing`),
+    else None. Each message is written once: a message the proxy did not change goes upstream as the
+    bytes written for the check, a result it only re-homed under the upstream's call id (same content
+    object) as those bytes with that one id replaced; only the messages it built are written anew.
+    So the proxy writes a large body once, not twice."""
+    pieces: dict[int, bytes] = {}
+    by_content: dict[int, dict[str, Any]] = {}
+    for message in originals:
+        piece = write(message)
+        if piece is None or (ascii_only and not piece.isascii()):  # other tokens: not the same
+            return None
+        pieces[id(message)] = piece
+        if isinstance(message, dict) and "tool_call_id" in message and "content" in message:
+            by_content[id(message["content"])] = message
+    shell = write({**body, "messages": _SLOT})
+    slot = write(_SLOT)
+    if shell is None or slot is None or shell.count(slot) != 1:
+        return None
+    before, after = shell.split(slot)
+    written = [pieces[id(m)] for m in originals]
+    if not _same_bytes(raw, before, written, after) and not same_but_spacing(
+        _joined(before, [(w,) for w in written], after), raw
+    ):
+        return None
+    parts: list[tuple[bytes | memoryview, ...]] = []
+    for message in messages:
+        piece = pieces.get(id(message))
+        if piece is not None:
+            parts.append((piece,))
+            continue
+        segments = _rehomed(write, message, by_content, pieces)
+        if segments is None:
+            piece = write(message)
+            if piece is None:
+                return None
+            segments = (piece,)
+        parts.append(segments)
+    out = {**body, "messages": _SLOT, **({"model": model} if model else {})}
+    shell = write({k: v for k, v in out.items() if k not in drop})
+    if shell is None or shell.count(slot) != 1:  # pragma: no cover - written once above
+        return None
+    before, after = shell.split(slot)
+    return _joined(before, parts, after)
+
+
+def _joined(before: bytes, pieces: list[tuple[bytes | memoryview, ...]], after: bytes) -> bytes:
+    """``before[piece,piece,...]after`` (each piece given as its segments) in one copy: a large body is
+    not copied twice."""
+    out: list[bytes | memoryview] = [before, b"["]
+    for segments in pieces:
+        out += segments
+        out.append(b",")
+    if pieces:
+        out.pop()
+    out += (b"]", after)
+    return b"".join(out)
+
+
+def _same_bytes(raw: bytes, before: bytes, pieces: list[bytes], after: bytes) -> bool:
+    """Whether `raw` is exactly ``before[piece,...]after``, compared in place (no copy of the body)."""
+    size = len(before) + 2 + sum(map(len, pieces)) + max(len(pieces) - 1, 0) + len(after)
+    if len(raw) != size or not raw.startswith(before) or not raw.startswith(b"[", len(before)):
+        return False
+    at = len(before) + 1
+    for k, piece in enumerate(pieces):
+        if k and not raw.startswith(b",", at):
+            return False
+        at += 1 if k else 0
+        if not raw.startswith(piece, at):
+            return False
+        at += len(piece)
+    return raw.startswith(b"]", at) and raw.endswith(after)
+
+
+def _rehomed(
+    write: Any, message: Any, by_content: dict[int, dict[str, Any]], pieces: dict[int, bytes]
+) -> tuple[bytes | memoryview, ...] | None:
+    """The bytes of a client's tool message moved under another ``tool_call_id`` (every other field the
+    same object), from the bytes written for the original (as segments: its text is not copied); None
+    when `message` is not such a copy."""
+    if not isinstance(message, dict) or "content" not in message:
+        return None
+    original = by_content.get(id(message["content"]))
+    if (
+        original is None
+        or list(original) != list(message)  # the same keys in the same order
+        or any(message[k] is not v for k, v in original.items() if k != "tool_call_id")
+    ):
+        return None
+    old_key, new_key = (
+        write({"tool_call_id": original["tool_call_id"]}),
+        write({"tool_call_id": message["tool_call_id"]}),
+    )
+    if old_key is None or new_key is None:
+        return None
+    old_key, new_key = old_key[1:-1], new_key[1:-1]
+    piece = pieces[id(original)]
+    at = piece.find(old_key)
+    if at < 0 or piece.find(old_key, at + 1) >= 0:  # the key's bytes elsewhere too: write it anew
+        return None
+    view = memoryview(piece)
+    return view[:at], new_key, view[at + len(old_key) :]
 
 
 def _first(a: float | None, b: float | None) -> float | None:

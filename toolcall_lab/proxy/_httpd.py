@@ -24,6 +24,13 @@ tables, middlewares, multidicts, request objects built field by field). This ser
   and the connection closes; a connection idle for `keepalive_s` is closed. At most
   `max_connections` are open: at the cap a new one takes the place of the longest-idle kept-alive
   connection, or is answered 503 at once when every connection is in use.
+- **Early replies reach the client.** A refusal written before the request's body was read (a 413 from
+  the Content-Length, a 503 past the body budget or the connection cap, a 408, a malformed head) is
+  followed by a lingering close, as Apache and nginx do: the server half-closes (FIN after the reply)
+  and reads and discards what the client still sends (up to twice `max_body_bytes`, for 30 s at most
+  and 2 s without a byte), then closes; a lingering connection counts as idle at the connection cap.
+  Closing at once, with the body still arriving, makes the kernel answer with a reset, and a client
+  still sending (httpx, the openai client) loses the reply.
 - **Handlers.** A handler is never cancelled when its client goes away (the proxy finishes what it
   started: a retry finds the reply kept); a stream stops when its client is gone. `HTTPServer.close`
   stops accepting, closes idle connections, and gives handlers in flight `grace_s` to deliver their
@@ -58,6 +65,12 @@ REPEATED = "\n"
 written as a line of its own again (``Set-Cookie`` must never be joined, RFC 9110 5.3)."""
 MAX_CHUNK_LINE = 4096
 """Longest chunk-size line (size and extensions) accepted."""
+LINGER_IDLE_S = 2.0
+LINGER_S = 30.0
+"""After an early reply (a refusal written before the request's body was read: 413, 503, 408, ...) the
+connection half-closes and reads and discards what the client still sends, for at most `LINGER_S` in
+all and `LINGER_IDLE_S` without a byte (Apache's lingering close: 30 s and 2 s), so the client's TCP
+stack is not reset while it sends and keeps the reply."""
 
 _REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _date_cache: list[Any] = [0, b""]
@@ -300,6 +313,9 @@ class _Protocol(asyncio.Protocol):
         self.pending: _Pending | None = None
         self.reserved = 0
         """Bytes of the in-flight body budget this connection's request holds (`HTTPServer.reserve`)."""
+        self.linger: int | None = None
+        """After an early reply: how many more bytes the client may send (read and discarded) before the
+        connection closes (`_linger`); None otherwise."""
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -317,7 +333,7 @@ class _Protocol(asyncio.Protocol):
             )
             length = b"Content-Length: %d\r\n" % len(reply.body)
             transport.write(self._head(reply.status, reply.headers, False, "HTTP/1.1", length) + reply.body)
-            transport.close()
+            self._linger()
             return
         server.connections.add(self)
         self.last_data = self.head_since = self.loop.time()
@@ -335,6 +351,12 @@ class _Protocol(asyncio.Protocol):
             self.drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self.linger is not None:  # after an early reply: read and dropped, up to a bound
+            self.linger -= len(data)
+            self.last_data = self.loop.time()
+            if self.linger < 0:
+                self._close()
+            return
         if self.refused:
             return
         self.last_data = self.loop.time()
@@ -351,6 +373,9 @@ class _Protocol(asyncio.Protocol):
         """The client half-closed its side: what it sent in full is still answered, then the connection
         closes (True keeps the transport open for writing)."""
         self.eof = True
+        if self.linger is not None:  # the client has sent all it will: the early reply is delivered
+            self._close()
+            return True
         if not self.busy and not self.refused:
             self._next()
         return True
@@ -766,7 +791,41 @@ class _Protocol(asyncio.Protocol):
         self._release()
         reply = self.server.refusal(status, message, code)
         self._write(reply, False, "HTTP/1.1")
-        self._close()
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after an early reply without losing it: half-close (the reply, then FIN), then read and
+        discard what the client still sends (up to twice `max_body_bytes`, `LINGER_S` in all and
+        `LINGER_IDLE_S` without a byte) before closing, so the client is never reset while it sends."""
+        transport = self.transport
+        self.buffer.clear()
+        can_write_eof = getattr(transport, "can_write_eof", None)  # a transport may not half-close
+        if transport is None or transport.is_closing() or self.eof or not (can_write_eof and can_write_eof()):
+            self._close()
+            return
+        self.linger = 2 * self.server.max_body_bytes
+        if self.reading_paused:
+            transport.resume_reading()
+            self.reading_paused = False
+        try:
+            transport.write_eof()
+        except OSError:  # pragma: no cover - the client is gone already
+            self._close()
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.last_data = now = self.loop.time()
+        self.timer = self.loop.call_at(now + LINGER_IDLE_S, self._linger_tick, now + LINGER_S)
+
+    def _linger_tick(self, end: float) -> None:
+        """Close a lingering connection once it was quiet for `LINGER_IDLE_S` or at `end`."""
+        now = self.loop.time()
+        due = min(end, self.last_data + LINGER_IDLE_S)
+        if now >= due:
+            self.timer = None
+            self._close()
+        else:
+            self.timer = self.loop.call_at(due, self._linger_tick, end)
 
     def _close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -776,7 +835,10 @@ class _Protocol(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        """Waiting for a next request that has not begun (may be closed at any time: RFC 9112 9.8)."""
+        """Waiting for a next request that has not begun (may be closed at any time: RFC 9112 9.8), or
+        lingering after an early reply (its reply is written: closing it early risks only that reply)."""
+        if self.linger is not None:
+            return not self.closed
         return not self.busy and self.pending is None and not self.buffer and not self.closed
 
     def _arm(self) -> None:

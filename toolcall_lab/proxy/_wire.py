@@ -366,9 +366,11 @@ _LONG_RUN = b"9" * 19
 
 def exact(raw: bytes, value: Any) -> Any:
     """`value` parsed from `raw`, parsed again with the standard library when `raw` holds a run of 19 or
-    more digits: orjson reads an integer beyond 64 bits as a float, and the proxy must not change a
-    number it forwards. The check costs about a microsecond and a half per kilobyte."""
-    if _LONG_RUN not in raw.translate(_DIGITS):
+    more digits and `value` a float that may be such an integer: orjson reads an integer beyond 64 bits
+    as a float (integral, of size at least 2**63), and the proxy must not change a number it forwards.
+    The parsed value is looked at first (its containers and numbers, not its strings: a request's text
+    costs nothing), the body's bytes only when it holds such a float."""
+    if not _may_hold_big_integer(value) or _LONG_RUN not in raw.translate(_DIGITS):
         return value
     try:
         return json.loads(raw)
@@ -376,6 +378,24 @@ def exact(raw: bytes, value: Any) -> Any:
         raise TooDeep() from None
     except ValueError:  # pragma: no cover - orjson read it, the standard library reads a superset
         return value
+
+
+def _may_hold_big_integer(value: Any) -> bool:
+    """Whether `value` holds a float orjson may have read from an integer beyond 64 bits."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and abs(item) >= _TWO_63 and item.is_integer():
+            return True
+    return False
+
+
+_TWO_63 = float(2**63)
 
 
 def request_digest(raw: bytes) -> str:
@@ -396,6 +416,7 @@ RETRYABLE = frozenset(
         "request_timeout",
         "too_many_connections",
         "bodies_over_budget",
+        "batch_evicted",
     }
 )
 """Codes of the proxy's own errors that a retry may cure; every other one says ``x-should-retry: false``."""

@@ -35,11 +35,6 @@ NEVER_HANDED_OUT = (
     "client never ran it (serialized proxy)."
 )
 """What the upstream sees for a call of an interrupted batch that was never handed out."""
-RESULT_LEFT_OUT = (
-    "Result left out: the client answered this call, but the conversation it sent does not hold that "
-    "result (serialized proxy)."
-)
-"""What the upstream sees for a call the proxy knows was answered when the client's history drops it."""
 
 _UPSTREAM_FIELDS = ("role", "content", "name", "refusal")
 
@@ -281,6 +276,7 @@ class Batch:
             upstream_ids=self.upstream_ids(),
             call_digests=tuple(call_digest(c) for c in self.calls),
             answered=self.answered,
+            result_digests=tuple(self.digests),
             state=self.state,
             reason=reason,
             at=at,
@@ -301,6 +297,9 @@ class Tombstone:
     call_digests: tuple[str, ...] = ()
     """`call_digest` of each call: a client copy that differs was edited."""
     answered: int
+    result_digests: tuple[str, ...] = ()
+    """`result_digest` of each result the proxy received, by position (empty in tombstones written before
+    the field existed): a later copy that differs was edited."""
     state: BatchState
     reason: ForgetReason
     at: float
@@ -329,6 +328,7 @@ class Tombstone:
             + sum(len(n) for n in self.names)
             + sum(len(str(i)) + 8 for i in self.upstream_ids)
             + 40 * len(self.call_digests)
+            + 40 * len(self.result_digests)
         )
 
 
@@ -554,7 +554,8 @@ def _check_shape(split: Split, messages: Sequence[dict[str, Any]], owner: list[s
         some = split.calls[held[-1]][1].get("id")
         raise MalformedBatch(
             f"the conversation holds {some!r} (position {held[-1]} of {split.n_calls}) but not the call at "
-            f"position {missing} of the same batch; send a batch's messages whole, from its first call on"
+            f"position {missing} of the same batch; send a batch's messages whole, from its first call on "
+            "(every call handed out with its result), or leave the whole batch out"
         )
     answered = sorted(split.results)
     if answered != list(range(len(answered))) or len(answered) < len(held) - 1:
@@ -594,9 +595,9 @@ def merged(
             if p in results:
                 tools.append({**results[p], "tool_call_id": upstream_id})
                 continue
-            if p < batch.answered:
-                content = RESULT_LEFT_OUT
-            elif p < handed:
+            if p < batch.answered:  # the server refuses such a history first (`check_results`)
+                raise MalformedBatch(f"batch {batch.tag}: the result of position {p} was left out")
+            if p < handed:
                 content = HANDED_NOT_ANSWERED
             else:
                 content = NEVER_HANDED_OUT

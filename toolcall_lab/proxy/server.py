@@ -19,7 +19,8 @@ between round trips (a system prompt with the current time). How each request is
   says so: the same ``Idempotency-Key`` with the same JSON body replays the stored reply byte for byte
   (another body under a used key is a 409), and under an ``x-session-id`` the same messages while the
   batch they opened is still open get its first call again. The same first message after that batch
-  finished is a new conversation.
+  finished is a new conversation. Copies in flight at once under either marker share one upstream
+  call: the later ones wait for the first and get its answer (`_Flights`).
 - **Scope**: everything kept (Idempotency-Key replies, ``x-session-id`` retries, batches, tombstones)
   is keyed by `batches.scope_of` the caller's credentials (a digest of ``Authorization``, ``api-key``,
   ``x-api-key``, ``x-goog-api-key``, ``OpenAI-Organization``, ``OpenAI-Project``; '' without them):
@@ -58,7 +59,9 @@ between round trips (a system prompt with the current time). How each request is
 - **Later turns**: every batch in the history goes upstream in the upstream's form (one assistant
   message with N calls under its own ids, then N tool messages). When the proxy no longer holds the
   batch it is rebuilt from the client's messages; only the calls of an interrupted batch that were
-  never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged).
+  never handed out cannot be rebuilt then (they are left out, counted in ``/health`` and logged). A
+  batch in the history is whole or absent: an edited result is a 409, a left-out pair or result the
+  proxy received a 400 naming the call (`check_results`), never filled in.
 
 Errors are OpenAI-style JSON bodies; the proxy's own refusals that a retry cannot change say
 ``x-should-retry: false``; upstream errors keep their status, body and ``Retry-After``; the proxy never
@@ -73,7 +76,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -109,8 +112,8 @@ from toolcall_lab.proxy.batches import (
     session_key,
     translate,
 )
-from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse
-from toolcall_lab.proxy.settings import ProxySettings, _Locks
+from toolcall_lab.proxy.ids import MAX_CALLS, new_tag, parse, proxy_id
+from toolcall_lab.proxy.settings import ProxySettings, _Flights, _Locks
 from toolcall_lab.proxy.store import MemoryStore, SQLiteStore, StoredReply, TooLarge
 from toolcall_lab.proxy.upstreams import Upstream
 
@@ -187,6 +190,7 @@ class ProxyServer:
             "batches_finished": 0,
             "batches_interrupted": 0,
             "retries_replayed": 0,
+            "retries_joined": 0,
             "conflicts": 0,
             "gone": 0,
             "batches_rebuilt_from_client": 0,
@@ -213,6 +217,8 @@ class ProxyServer:
         self._rebuilt: OrderedDict[str, None] = OrderedDict()
         """Tags of batches rebuilt from a client's messages, counted once (bounded like the store)."""
         self._locks = _Locks()
+        self._flights = _Flights()
+        """Identical requests in flight at once under one retry marker: one upstream call for them all."""
         """One lock per batch tag and per Idempotency-Key: concurrent requests for one batch queue up."""
         self._http: HTTPServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -359,8 +365,20 @@ class ProxyServer:
         key = request.headers.get(IDEMPOTENCY_HEADER)
         if not key:
             return await self._answer(request, raw, scope)
-        async with self._locks.hold(f"key:{scope}:{key}"):
-            return await self._idempotent(key, request, raw, scope)
+
+        async def keyed() -> HTTPReply:
+            async with self._locks.hold(f"key:{scope}:{key}"):
+                return await self._idempotent(key, request, raw, scope)
+
+        # the same request in flight at once under the same key shares the first one's reply, whatever
+        # its status (a stream passed through cannot be shared: then the key's kept reply decides)
+        reply, shared = await self._flights.run(f"key:{scope}:{key}:{request_digest(raw)}", keyed)
+        if not shared:
+            return reply
+        if isinstance(reply, StreamResponse):
+            return await keyed()
+        self.stats["retries_joined"] += 1
+        return Response(reply.status, reply.body, dict(reply.headers))
 
     async def _idempotent(self, key: str, request: Request, raw: bytes, scope: str) -> HTTPReply:
         """A request under an Idempotency-Key: the key is the caller's own (kept under `scope_of` its
@@ -480,20 +498,62 @@ class ProxyServer:
             return await self.continue_batch(request, body, messages, history, forms, tail, scope)
         session = request.headers.get(SESSION_HEADER, "")
         key = session_key(session, messages, scope, request_fields(body)) if session and serial else ""
-        if key:
-            retry = self.store.open_for(key)
-            if retry is not None:  # the same request again under the same x-session-id
-                self.stats["served_from_queue"] += 1
-                self.store.touch(retry)
-                return self.forward.render(
-                    body, hand_out_reply(retry.template, retry.choice, retry.hand_out(0), 0), retry.headers
-                )
         upstream_messages = translate(messages, history, forms)
         if not serial:
             return await self.forward.pass_through(request, body, raw, upstream_messages if splits else None)
+        if key:
+            return await self.session_first(request, body, upstream_messages, bool(splits), key, scope)
         answer = await self.forward.call_upstream(request, body, upstream_messages, unchanged=not splits)
         with upstream_json():
             return self.answer_serial(body, answer, key, scope)
+
+    async def session_first(
+        self,
+        request: Request,
+        body: dict[str, Any],
+        upstream_messages: list[dict[str, Any]],
+        changed: bool,
+        key: str,
+        scope: str,
+    ) -> HTTPReply:
+        """A first request under ``x-session-id`` (`key`: its `session_key`): the same request while the
+        batch it opened is open gets that batch's first call again; while it is still in flight, the
+        later copies wait for it and get its answer (the same batch, or its answer as sent, or its
+        error): one upstream call, however many copies a client's retries send."""
+        retry = self.store.open_for(key)
+        if retry is not None:  # the same request again under the same x-session-id
+            self.stats["served_from_queue"] += 1
+            self.store.touch(retry)
+            return self.forward.render(
+                body, hand_out_reply(retry.template, retry.choice, retry.hand_out(0), 0), retry.headers
+            )
+
+        async def first() -> tuple[Answer, str | None]:
+            answer = await self.forward.call_upstream(request, body, upstream_messages, unchanged=not changed)
+            with upstream_json():
+                opened = self.new_batch(answer, key, scope)
+            return answer, opened.tag if opened is not None else None
+
+        (answer, tag), shared = await self._flights.run("session:" + key, first)
+        batch = self.store.get(tag) if tag is not None else None
+        if shared:
+            self.stats["retries_joined"] += 1
+            if batch is not None:
+                self.store.touch(batch)
+        if batch is not None:
+            return self.forward.render(
+                body, hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0), answer.headers
+            )
+        if tag is not None:  # pragma: no cover - opened a moment ago: only a flood of new batches evicts it
+            raise HTTPError(
+                503,
+                f"the batch this request opened ({tag}) was evicted before this copy of the request was "
+                "answered (--max-batches, --max-bytes); send it again",
+                "batch_evicted",
+            )
+        return self.forward.render(
+            body, answer.response, answer.headers, raw=answer.raw, content_type=answer.content_type
+        )
 
     async def unreadable(self, request: Request, raw: bytes, exc: Exception) -> HTTPReply:
         """A body the proxy cannot read exactly (a number beyond a double, ``1e400``): forwarded as it
@@ -625,6 +685,8 @@ class ProxyServer:
             if tomb is not None:
                 self.check_handed(split, tomb.handed_out, tomb.n_calls, "when it forgot the batch")
             self.check_calls(split, None, tomb)
+            if tomb is not None and tomb.n_calls == split.n_calls:
+                self.check_results(split, tomb.result_digests, tomb.answered, tomb.name)
             form, left_out = merged(None, split, messages, tomb)
             if self.count_rebuilt(split.tag, left_out) and left_out:
                 logger.warning(
@@ -640,6 +702,7 @@ class ProxyServer:
         self.check_ids(batch, split)
         self.check_handed(split, batch.handed_out, batch.n_calls)
         self.check_calls(split, batch, None)
+        self.check_results(split, batch.digests, batch.answered, batch.name)
         if batch.state == "open":
             batch.state = "finished" if split.answered >= batch.n_calls else "interrupted"
             self.stats["batches_finished" if batch.state == "finished" else "batches_interrupted"] += 1
@@ -726,6 +789,35 @@ class ProxyServer:
         )
 
     @staticmethod
+    def check_results(
+        split: Split, digests: Sequence[str], answered: int, name: Callable[[int], str]
+    ) -> None:
+        """A batch in a later turn's history holds every result the proxy received, each unchanged: an
+        edited one is a 409 ``result_conflict``, a left-out one (the last pairs dropped, or a call kept
+        without its result) a 400 naming the call, as a dropped pair in the middle is (`scan`). A batch
+        is sent whole, as handed out and answered, or not at all: never repaired."""
+        n_calls = split.n_calls
+        for p in range(min(split.answered, len(digests))):
+            index, message = split.results[p]
+            if result_digest(message.get("content")) != digests[p]:
+                what = f"{proxy_id(split.tag, p, n_calls)!r} ({name(p)}, position {p} of {n_calls})"
+                raise _conflict(what, index)
+        if split.answered >= answered:
+            return
+        p = split.answered
+        left = "its result" if p in split.calls else "its call and its result"
+        last = max(i for i, _ in [*split.calls.values(), *split.results.values()])
+        raise HTTPError(
+            400,
+            f"call {proxy_id(split.tag, p, n_calls)!r} ({name(p)}, position {p} of {n_calls}) of batch "
+            f"{split.tag} was handed out and answered, but this conversation leaves out {left} (the "
+            f"batch's messages end at message {last} with {split.answered} of the {answered} results the "
+            "proxy received); the proxy will not fill it in. Send a batch's messages whole, every call "
+            "handed out with its result, or leave the whole batch out.",
+            "invalid_batch_messages",
+        )
+
+    @staticmethod
     def check_calls(split: Split, batch: Batch | None, tomb: Tombstone | None) -> None:
         """The client's copies of the calls must be the calls handed out (a 400 names an edited one)."""
         try:
@@ -792,13 +884,7 @@ class ProxyServer:
         for p in range(0 if tail.verified else min(given, batch.answered)):
             index, message = tail.results[p]
             if result_digest(message.get("content")) != digests[p]:
-                raise HTTPError(
-                    409,
-                    f"conflict: tool call {batch.describe(p)} was already answered with different content "
-                    f"(message {index} differs); a result cannot be changed once given. Resend the "
-                    "conversation with the original result, or start a new turn.",
-                    "result_conflict",
-                )
+                raise _conflict(batch.describe(p), index)
         if batch.state == "interrupted":
             raise HTTPError(
                 409,
@@ -1005,6 +1091,8 @@ class ProxyServer:
         if tail.answered < tail.n_calls:
             raise HTTPError(410, self.gone_message(tail, tomb), f"batch_{tomb.reason if tomb else 'unknown'}")
         self.check_calls(tail, None, tomb)
+        if tomb is not None and tomb.n_calls == tail.n_calls:
+            self.check_results(tail, tomb.result_digests, tomb.answered, tomb.name)
         form, _ = merged(None, tail, messages, tomb)
         self.count_rebuilt(tail.tag, 0)
         fields = request_fields(body)
@@ -1089,6 +1177,11 @@ class ProxyServer:
         """Open a batch when a serial client got N > 1 calls the proxy can split; returns the first
         hand-out, or None when the answer goes to the client as sent (one call or none, several
         choices, or calls that are not well-formed function calls)."""
+        batch = self.new_batch(answer, key, scope)
+        return None if batch is None else hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+
+    def new_batch(self, answer: Answer, key: str, scope: str) -> Batch | None:
+        """The batch `open_batch` opens (kept in the store), or None."""
         response = answer.response
         choices = response.get("choices")
         if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
@@ -1144,7 +1237,7 @@ class ProxyServer:
                 "batch_too_large",
             ) from None
         self.stats["batches_opened"] += 1
-        return hand_out_reply(batch.template, batch.choice, batch.hand_out(0), 0)
+        return batch
 
 
 def _as_handed_out(messages: list[dict[str, Any]], batch: Batch, given: int) -> bool:
@@ -1180,6 +1273,17 @@ def _as_handed_out(messages: list[dict[str, Any]], batch: Batch, given: int) -> 
     digests = batch.digests
     return all(
         result_digest(answers[j].get("content")) == digests[j] for j in range(min(given, len(digests)))
+    )
+
+
+def _conflict(call: str, index: int) -> HTTPError:
+    """The 409 for a result that differs from the one the proxy received for `call` (described)."""
+    return HTTPError(
+        409,
+        f"conflict: tool call {call} was already answered with different content (message {index} "
+        "differs); a result cannot be changed once given. Resend the conversation with the original "
+        "result, or start a new turn.",
+        "result_conflict",
     )
 
 

@@ -1,10 +1,13 @@
-"""The proxy's settings (`ProxySettings`, validated on creation) and the named locks that make concurrent
-requests for one batch or one Idempotency-Key wait their turn."""
+"""The proxy's settings (`ProxySettings`, validated on creation), the named locks that make concurrent
+requests for one batch or one Idempotency-Key wait their turn, and the flights that let identical
+requests in flight at once under one retry marker share one upstream call."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.proxy.store import StoreLimits
@@ -146,3 +149,48 @@ class _Hold:
             self.held[self.name] = (lock, users)
         else:
             del self.held[self.name]
+
+
+T = TypeVar("T")
+_NO_OUTCOME = object()
+"""What a flight's waiters get when its leader was cancelled (its client went away): no answer to share."""
+
+
+class _Flights:
+    """Identical requests in flight at once under one name (a retry marker in one scope): the first
+    (the leader) does the work, the others wait for it and get its outcome, its result or the same
+    exception. When the leader is cancelled (its client went away) a waiter takes its place, so a
+    retry never waits for an answer that will not come."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, asyncio.Future[object]] = {}
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    async def run(self, name: str, work: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """``(outcome, shared)``: `work`'s result, run here (shared False) or by the request already in
+        flight under `name` (shared True); its exception is raised in both."""
+        while True:
+            running = self._running.get(name)
+            if running is None:
+                break
+            outcome = await asyncio.shield(running)
+            if outcome is not _NO_OUTCOME:
+                return outcome, True  # type: ignore[return-value]
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self._running[name] = future
+        try:
+            result = await work()
+        except asyncio.CancelledError:
+            future.set_result(_NO_OUTCOME)
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waited
+            raise
+        else:
+            future.set_result(result)
+            return result, False
+        finally:
+            del self._running[name]

@@ -454,6 +454,7 @@ class SQLiteStore(MemoryStore):
             d = loads(data)
             for name in ("names", "upstream_ids", "call_digests"):
                 d[name] = tuple(d[name])
+            d["result_digests"] = tuple(d.get("result_digests", ()))  # written before the field existed
             d.setdefault("completed", d["state"] == "finished")  # written before the field existed
             self._add_tomb(Tombstone(**d), write=False)
         rows = self._db.execute("SELECT touched_at, data FROM batches ORDER BY touched_at").fetchall()
