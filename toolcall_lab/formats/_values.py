@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolcall_lab.formats._findings import finding
@@ -170,6 +170,34 @@ def as_index(value: Any) -> int | None:
     if type(value) is float and value.is_integer() and 0 <= value < 1e9:
         return int(value)
     return None
+
+
+def index_gaps(indices: Iterable[int]) -> list[tuple[int, int]]:
+    """The numbers from 0 up to the largest of `indices` that are none of them, as inclusive ranges
+    (first, last). Work grows with how many indices there are, never with their values: an index is
+    a number in the input, and one of 10**12 must cost no more than one of 2."""
+    gaps: list[tuple[int, int]] = []
+    expected = 0
+    for index in sorted(set(indices)):
+        if index < 0:
+            continue
+        if index > expected:
+            gaps.append((expected, index - 1))
+        expected = index + 1
+    return gaps
+
+
+def describe_gaps(gaps: list[tuple[int, int]], shown: int = 10) -> str:
+    """Gap ranges for a message, the first `shown` only:
+    ``"1, 3-5 and 2 more range(s) (30 missing indices)"``."""
+    parts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in gaps[:shown]]
+    text = ", ".join(parts)
+    if len(gaps) > shown:
+        text += f" and {len(gaps) - shown} more range(s)"
+    count = sum(b - a + 1 for a, b in gaps)
+    if count > len(gaps):
+        text += f" ({count} missing indices)"
+    return text
 
 
 def compact_json(value: Any) -> str:

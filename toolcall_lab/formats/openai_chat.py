@@ -51,6 +51,8 @@ from toolcall_lab.formats._values import (
     as_index,
     as_text,
     content_parts,
+    describe_gaps,
+    index_gaps,
     may_hold_calls,
     refusal_note,
     unknown_shape,
@@ -1157,21 +1159,18 @@ def _ending(
 
 def _gaps(st: _Choice, order: list[PendingCall], findings: list[Finding]) -> None:
     """The ``sparse_index`` finding of a choice whose wire indices skip numbers: which never came
-    (indices that only arrived out of order are no gap)."""
-    present = {c.index for c in order}
-    missing = [i for i in range(max(present, default=-1) + 1) if i not in present]
-    if not missing:
+    (indices that only arrived out of order are no gap). The gaps are ranges, found from the calls
+    present: an index is a number in the input (1e12 costs no more than 2)."""
+    gaps = index_gaps(c.index for c in order)
+    if not gaps:
         return
-    shown = ", ".join(map(str, missing[:10])) + (
-        f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-    )
     findings.append(
         finding(
             "sparse_index",
-            f"choice {st.index}: tool call indices skip {shown} (sparse indices kept)",
+            f"choice {st.index}: tool call indices skip {describe_gaps(gaps)} (sparse indices kept)",
             chunk_index=st.sparse_at,
             choice_index=st.index,
-            call_index=missing[0],
+            call_index=gaps[0][0],
         )
     )
 
