@@ -475,6 +475,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             raw = None
             start = self._inputs.get(pending.index)
             closed = pending.done or ending == "normal"
+            if pending.done and ending != "normal":
+                pending.finished_by = "a block that was closed (content_block_stop)"
             if not pending.pieces:
                 if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
                     pending.args_absent = "`input` null" if start is None else "`input` missing"
@@ -554,6 +556,9 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     cut = None
     if ending in ("limit", "abnormal"):
         cut = f"{cut_reason('stop_reason', str(stop))} at this tool_use, the message's last block"
+    elif ending == "none":  # a snapshot of a message in progress: its last block may not be whole
+        cut = "the message ended without a stop_reason at this tool_use, its last block"
+        findings.append(finding("no_finish_reason", "the message has no stop_reason"))
     content = body.get("content")
     if not isinstance(content, list):
         if content is not None:
@@ -593,7 +598,9 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             elif not isinstance(raw, str):
                 raw = compact_json(raw)
             last = pos == len(content) - 1
-            calls.append(pending.finalize(batch, findings, raw, failed, cut if last else None, taken))
+            calls.append(
+                pending.finalize(batch, findings, raw, failed, cut if last else None, taken, ending == "none")
+            )
         elif kind in _SERVER_BLOCKS:
             pending = PendingCall.announced(0, len(server), 0, tid, name)
             server_inputs[pending.index] = block.get("input")

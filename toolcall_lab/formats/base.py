@@ -434,6 +434,7 @@ class PendingCall:
     non_string_at: int | None = None  # the chunk of the first argument piece that was not a string
     held: str | None = None  # why the call is held back (never complete): what could not be read
     started = False  # CallStarted was emitted to the listener
+    finished_by: str | None = None  # what ended the call when the response did not end normally
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
         self.choice_index = choice_index
@@ -754,9 +755,8 @@ class PendingCall:
                     )
             else:
                 what = self.args_absent if self.args_absent is not None else "empty argument string"
-                message = (
-                    f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
-                )
+                ended = self.finished_by or "a response that ended normally"
+                message = f"call {tool_call_id} ({name}): {what} in {ended}, read as {{}}"
                 findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
         else:
             if outcome.double_encoded:

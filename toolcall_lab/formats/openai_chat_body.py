@@ -60,9 +60,21 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
                     choice_index=ci,
                 )
             )
-        message = choice.get("message") or {}
-        if not isinstance(message, dict):
-            findings.append(finding("malformed_chunk", f"choice {ci}: message is not an object; skipped"))
+        message = choice.get("message")
+        if message is None:
+            if "message" in choice or "delta" not in choice:
+                said = "null" if "message" in choice else "missing"
+                note = f"choice {ci}: message is {said}; nothing read"
+                findings.append(finding("malformed_chunk", note, choice_index=ci))
+            message = {}
+        elif not isinstance(message, dict):
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"choice {ci}: message is {a_json_type(message)}, not an object; skipped",
+                    choice_index=ci,
+                )
+            )
             message = {}
         finish = choice.get("finish_reason")
         if finish is not None and type(finish) is not str:
@@ -84,6 +96,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     taken = provider_ids([p for ps in pendings for p in ps])
     for (ci, message, finish), pending in sorted(zip(messages, pendings, strict=True), key=lambda m: m[0][0]):
         failed = cut = None
+        loose = False
         ending = "normal" if finish in NORMAL else ending_of(finish)
         if error is not None:
             failed = failure_clause(error)
@@ -91,10 +104,17 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             failed = f"the provider stopped or withheld the output (finish_reason {finish!r})"
         elif ending in ("limit", "abnormal"):  # a whole body's calls have no end of their own
             cut = cut_reason("finish_reason", str(finish))
+        elif ending == "none":  # as in a stream: arguments that form a JSON object are whole, an
+            # empty string or custom input is not (nothing says the response ended)
+            findings.append(
+                finding("no_finish_reason", f"choice {ci}: the body has no finish_reason", choice_index=ci)
+            )
+            cut, loose = "the response ended without a finish reason", True
         calls = [
-            p.finalize(batch, findings, None, failed, cut, taken) for p in sorted(pending, key=_by_index)
+            p.finalize(batch, findings, None, failed, cut, taken, loose)
+            for p in sorted(pending, key=_by_index)
         ]
-        if (failed or cut) and error is None:
+        if (failed or cut) and error is None and finish is not None:
             unfinished = sum(not c.complete for c in calls)
             findings.append(how_it_ended("finish_reason", str(finish), unfinished, f"choice {ci}: ", ci))
         text, thought = _message_text(message, ci, findings)

@@ -126,7 +126,7 @@ def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
 class _Item:
     """A client call item: its pending call, where it is, and its final text once known."""
 
-    __slots__ = ("call", "final", "item_id", "output_index", "unlisted")
+    __slots__ = ("call", "cut_item", "final", "item_id", "output_index", "unlisted")
 
     def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
         self.call = call
@@ -134,6 +134,19 @@ class _Item:
         self.output_index = output_index if type(output_index) is int else 1 << 30
         self.final: str | None = None
         self.unlisted = False  # never finished and not in response.completed's output
+        self.cut_item = False  # a final form of the item says `status: "incomplete"`
+
+    def settle(self, status: Any, finished: bool) -> None:
+        """What a final form of the item says of its end: ``status: "incomplete"`` = cut, whatever the
+        response says; ``"completed"``, or a form that is itself the item's end (`finished`:
+        ``output_item.done``) = finished. Being listed in a response's output without a status
+        shows nothing (a ``custom_tool_call`` has no status field): only a normal end of the
+        response then says the item is whole (`_result`)."""
+        if status == "incomplete":
+            self.cut_item = True
+            self.call.done = False
+        elif (status == "completed" or finished) and not self.cut_item:
+            self.call.done = True
 
 
 class _Held:
@@ -457,8 +470,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         final = self._final_text(entry.call, _final_of(item), n)
         if final is not None:
             entry.final = final
-        if item.get("status") != "incomplete":
-            entry.call.done = True
+        entry.settle(item.get("status"), True)
 
     def _disagree(self, entry: _Item, item: Mapping[str, Any], where: str, n: int | None) -> None:
         """A later form of an item (``output_item.done``, ``response.completed``) against the call as
@@ -571,8 +583,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                         tool_call_id=entry.call.tool_call_id,
                     )
                 entry.final = final
-            if item.get("status") != "incomplete":
-                entry.call.done = True
+            entry.settle(item.get("status"), False)
         ending = "response.incomplete" if self.status == "incomplete" else "response.completed"
         empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
@@ -703,9 +714,16 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 if pending.pieces:
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
-            done = pending.done or (ending == "normal" and not entry.unlisted)
+            done = pending.done or (ending == "normal" and not entry.unlisted and not entry.cut_item)
+            why = cut
+            if entry.cut_item:
+                why = "its item has status 'incomplete'" + (
+                    " although the response completed" if ending == "normal" else ""
+                )
+            elif done and ending != "normal":
+                pending.finished_by = "an item that finished"
             call = pending.finalize(
-                self.batch, findings, raw, None if done else failed, None if done else cut, taken
+                self.batch, findings, raw, None if done else failed, None if done else why, taken
             )
             calls.append(call)
             if self.listener is not None:
@@ -808,7 +826,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
                 entry.call.quirky = True
                 final = ""
             entry.final = acc._final_text(entry.call, final, 0)
-            entry.call.done = item.get("status") != "incomplete"
+            entry.settle(item.get("status"), False)
         elif kind in _SERVER_ITEMS:
             server = _server_call(item)
             acc._server[server.tool_call_id] = server

@@ -1,0 +1,245 @@
+"""Issue 10, seventh pass: the findings of the fresh-eyes report f10, fixed by class (each test names
+its item of the brief). Bytes are written here; files are read whole and streamed, which must agree
+(`parse` of the sixth pass)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_parser_sixth_pass import (
+    A_START,
+    R_START,
+    a_block,
+    a_end,
+    a_stop,
+    body,
+    chat,
+    ev,
+    kinds,
+    one,
+    r_added,
+    r_delta,
+    r_end,
+    r_item_done,
+    said,
+    tc,
+)
+from toolcall_lab.formats import (
+    AnthropicStreamAccumulator,
+    ChatCompletionAccumulator,
+    ResponsesStreamAccumulator,
+    parse_anthropic_message,
+    parse_chat_completion,
+    parse_responses_output,
+)
+from toolcall_lab.formats._values import describe_gaps, index_gaps
+
+HUGE = 10**12
+DONE = "data: [DONE]\n\n"
+
+
+# -- 1: nothing costs in proportion to a number in the input ----------------------------------------
+def test_1_gaps_are_ranges_found_from_the_indices_present() -> None:
+    assert index_gaps([HUGE]) == [(0, HUGE - 1)]
+    assert index_gaps([0, 2, 3, 7, 7]) == [(1, 1), (4, 6)]
+    assert index_gaps([0, 1, 2]) == []
+    gaps = index_gaps(range(0, 50, 2))
+    assert describe_gaps(gaps) == "1, 3, 5, 7, 9, 11, 13, 15, 17, 19 and 14 more range(s)"
+    assert describe_gaps([(0, HUGE - 1)]) == f"0-{HUGE - 1} ({HUGE} missing indices)"
+
+
+def test_1_a_tool_call_index_of_10_to_the_12_in_a_chat_stream(tmp_path: Path) -> None:
+    header = chat(
+        {
+            "tool_calls": [
+                {"index": HUGE, "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ]
+        }
+    )
+    r = one(tmp_path, ev(header) + ev(chat({}, "tool_calls")) + DONE)
+    assert [(c.tool_call_id, c.index, c.complete) for c in r.tool_calls] == [("c1", HUGE, True)]
+    assert f"skip 0-{HUGE - 1} ({HUGE} missing indices)" in said(r, "sparse_index")
+
+
+def test_1_huge_indices_with_many_gaps_keep_the_message_short() -> None:
+    acc = ChatCompletionAccumulator()
+    for k in range(1, 40):
+        acc.feed(chat(tc(k * HUGE, f"c{k}", "f", "{}")))
+    acc.feed(chat({}, "tool_calls"))
+    r = acc.finish()
+    assert len(r.tool_calls) == 39 and all(c.complete for c in r.tool_calls)
+    (note,) = [f for f in r.findings if f.kind == "sparse_index"]
+    assert "and 29 more range(s)" in note.message and len(note.message) < 400
+
+
+def test_1_huge_numbers_in_every_reader() -> None:
+    chat_choice = ChatCompletionAccumulator()
+    chat_choice.feed({"id": "x", "choices": [{"index": HUGE, "delta": tc(0, "c1", "f", "{}")}]})
+    chat_choice.feed({"id": "x", "choices": [{"index": HUGE, "delta": {}, "finish_reason": "tool_calls"}]})
+    assert chat_choice.finish().choices[0].index == HUGE
+    whole = parse_chat_completion(
+        json.loads(
+            body(
+                "tool_calls",
+                [
+                    {
+                        "index": HUGE,
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                ],
+            )
+        )
+    )
+    assert [c.complete for c in whole.tool_calls] == [True]
+    anthropic = AnthropicStreamAccumulator()
+    for event in (
+        {"type": "message_start", "message": {"id": "m", "usage": {}}},
+        {
+            "type": "content_block_start",
+            "index": HUGE,
+            "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": HUGE,
+            "delta": {"type": "input_json_delta", "partial_json": '{"a":1}'},
+        },
+        {"type": "content_block_stop", "index": HUGE},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+    ):
+        anthropic.feed(event)
+    assert [c.arguments for c in anthropic.finish().tool_calls] == ['{"a":1}']
+    responses = ResponsesStreamAccumulator()
+    item = {"type": "function_call", "id": "fc", "call_id": "c", "name": "f", "arguments": ""}
+    for event in (
+        {"type": "response.output_item.added", "output_index": HUGE, "item": item},
+        {"type": "response.function_call_arguments.delta", "output_index": HUGE, "delta": "{}"},
+        {"type": "response.completed", "response": {"status": "completed"}},
+    ):
+        responses.feed(event)
+    assert [c.complete for c in responses.finish().tool_calls] == [True]
+
+
+# -- 2: one completeness rule for every reader, streamed and whole ----------------------------------
+CUSTOM_ITEM = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "shell", "input": ""}
+
+
+def test_2_a_custom_call_cut_at_max_output_tokens_and_listed_in_the_output_is_not_complete(
+    tmp_path: Path,
+) -> None:
+    listed = {**CUSTOM_ITEM, "input": "rm -rf /tmp/x"}  # a custom_tool_call has no `status` field
+    delta = ev(
+        {
+            "type": "response.custom_tool_call_input.delta",
+            "item_id": "ctc_1",
+            "output_index": 0,
+            "delta": "rm -rf /tmp/x",
+        }
+    )
+    incomplete = ev(
+        {
+            "type": "response.incomplete",
+            "response": {
+                "id": "resp_1",
+                "status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"},
+                "output": [listed],
+            },
+        }
+    )
+    r = one(tmp_path, R_START + r_added(CUSTOM_ITEM) + delta + incomplete)
+    assert [c.complete for c in r.tool_calls] == [False] and "unfinished_call" in kinds(r)
+    assert "1 of 1 call(s) incomplete" in said(r, "incomplete_response")
+    whole = parse_responses_output(
+        {
+            "id": "r",
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "output": [listed],
+        }
+    )
+    assert [c.complete for c in whole.tool_calls] == [False] and "unfinished_call" in kinds(whole)
+
+
+def test_2_a_function_item_without_status_in_an_incomplete_body_is_not_complete() -> None:
+    item = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_a",
+        "name": "write",
+        "arguments": '{"path":"a.txt"}',
+    }
+    r = parse_responses_output(
+        {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [item]}
+    )
+    assert [c.complete for c in r.tool_calls] == [False]
+    done = parse_responses_output({"status": "incomplete", "output": [{**item, "status": "completed"}]})
+    assert [c.complete for c in done.tool_calls] == [True]  # its own item finished
+
+
+def test_2_an_item_with_status_incomplete_in_a_completed_response(tmp_path: Path) -> None:
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "f", "arguments": '{"x":1}'}
+    cut = {**item, "status": "incomplete"}
+    r = one(
+        tmp_path,
+        R_START
+        + r_added({**item, "arguments": ""})
+        + r_delta('{"x":1}')
+        + r_item_done(cut)
+        + r_end("completed", [cut]),
+    )
+    assert [c.complete for c in r.tool_calls] == [False]
+    assert "its item has status 'incomplete' although the response completed" in said(r, "unfinished_call")
+    whole = parse_responses_output({"status": "completed", "output": [cut]})
+    assert [c.complete for c in whole.tool_calls] == [False] and "unfinished_call" in kinds(whole)
+
+
+def test_2_whole_bodies_without_any_finish_reason_are_not_ended_normally() -> None:
+    for fn in ({"name": "f", "arguments": ""}, {"name": "f", "arguments": None}, {"name": "f"}):
+        r = parse_chat_completion(json.loads(body(None, [{"id": "c", "type": "function", "function": fn}])))
+        assert [c.complete for c in r.tool_calls] == [False], fn
+        assert "no_finish_reason" in kinds(r) and "incomplete_arguments" in kinds(r)
+        assert "empty_arguments" not in kinds(r)
+    legacy = parse_chat_completion({"choices": [{"index": 0, "message": {"function_call": {"name": "f"}}}]})
+    assert [c.complete for c in legacy.tool_calls] == [False]
+    custom = {"id": "c", "type": "custom", "custom": {"name": "sh", "input": "rm -rf /tmp/a"}}
+    r = parse_chat_completion(json.loads(body(None, [custom])))
+    assert [c.complete for c in r.tool_calls] == [False] and "unfinished_call" in kinds(r)
+    whole_json = {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
+    r = parse_chat_completion(json.loads(body(None, [whole_json])))  # as streamed: whole JSON is whole
+    assert [c.complete for c in r.tool_calls] == [True] and "no_finish_reason" in kinds(r)
+
+
+def test_2_anthropic_body_with_stop_reason_null() -> None:
+    r = parse_anthropic_message(
+        {
+            "type": "message",
+            "stop_reason": None,
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "f"}],
+        }
+    )
+    assert [c.complete for c in r.tool_calls] == [False]
+    assert kinds(r) == ["incomplete_arguments", "no_finish_reason"]
+
+
+def test_2_responses_body_in_progress_never_says_it_ended_normally() -> None:
+    items = [
+        {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "f", "arguments": ""},
+        {**CUSTOM_ITEM, "input": "rm -rf /tmp/a"},
+    ]
+    r = parse_responses_output({"status": "in_progress", "output": items})
+    assert [c.complete for c in r.tool_calls] == [False, False]
+    assert "empty_arguments" not in kinds(r) and "abnormal_finish" in kinds(r)
+    assert not any("ended normally" in f.message for f in r.findings)
+
+
+def test_2_a_closed_block_of_a_cut_message_does_not_claim_a_normal_end(tmp_path: Path) -> None:
+    bare = {"type": "tool_use", "id": "toolu_1", "name": "ping"}  # no `input`: read as {} once closed
+    for n, stop in enumerate(("max_tokens", None)):
+        r = one(tmp_path, A_START + a_block(0, bare) + a_stop(0) + a_end(stop), f"{n}.sse")
+        assert [c.complete for c in r.tool_calls] == [True]  # its block closed
+        assert "in a block that was closed (content_block_stop)" in said(r, "empty_arguments")
+        assert not any("ended normally" in f.message for f in r.findings)
