@@ -12,12 +12,14 @@ from tests.test_parser_sixth_pass import (
     R_START,
     a_block,
     a_end,
+    a_json,
     a_stop,
     body,
     chat,
     ev,
     kinds,
     one,
+    parse,
     r_added,
     r_delta,
     r_end,
@@ -243,3 +245,116 @@ def test_2_a_closed_block_of_a_cut_message_does_not_claim_a_normal_end(tmp_path:
         assert [c.complete for c in r.tool_calls] == [True]  # its block closed
         assert "in a block that was closed (content_block_stop)" in said(r, "empty_arguments")
         assert not any("ended normally" in f.message for f in r.findings)
+
+
+# -- 3: an event without type, or of another wire format, is never dropped unseen ------------------
+A_DELTA_NO_TYPE = {"index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"confirm": false}'}}
+DELETE = {"type": "tool_use", "id": "toolu_1", "name": "delete", "input": {}}
+
+
+def test_3_a_payload_without_type_takes_the_name_of_its_event_line(tmp_path: Path) -> None:
+    r = one(
+        tmp_path,
+        A_START + a_block(0, DELETE) + ev(A_DELTA_NO_TYPE, "content_block_delta") + a_stop(0) + a_end(),
+    )
+    assert [(c.arguments, c.complete) for c in r.tool_calls] == [('{"confirm": false}', True)]
+    assert "read as the type its SSE event line names, 'content_block_delta'" in said(r, "malformed_chunk")
+    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "delete", "arguments": ""}
+    delta = {"item_id": "fc_1", "output_index": 0, "delta": '{"confirm": false}'}
+    r = one(
+        tmp_path,
+        R_START + r_added(fc) + ev(delta, "response.function_call_arguments.delta") + r_end(),
+        "r.sse",
+    )
+    assert [(c.arguments, c.complete) for c in r.tool_calls] == [('{"confirm": false}', True)]
+
+
+def test_3_a_payload_without_type_and_no_event_line_holds_its_call_back(tmp_path: Path) -> None:
+    r = one(tmp_path, A_START + a_block(0, DELETE) + ev(A_DELTA_NO_TYPE) + a_stop(0) + a_end())
+    assert [c.complete for c in r.tool_calls] == [False]
+    assert "call_held_back" in kinds(r) and "without `type`" in said(r, "malformed_chunk")
+    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "delete", "arguments": ""}
+    delta = {"item_id": "fc_1", "output_index": 0, "delta": '{"confirm": false}'}
+    r = one(
+        tmp_path,
+        R_START + r_added(fc) + ev(delta) + r_item_done({**fc, "status": "completed"}) + r_end(),
+        "r.sse",
+    )
+    assert [c.complete for c in r.tool_calls] == [False] and "call_held_back" in kinds(r)
+
+
+def test_3_a_chat_chunk_with_a_call_inside_an_anthropic_response(tmp_path: Path) -> None:
+    stray = chat(tc(0, "c9", "rm", "{}"))
+    r = one(tmp_path, A_START + a_block(0, DELETE) + a_json(0, "{}") + ev(stray) + a_stop(0) + a_end())
+    assert [c.complete for c in r.tool_calls] == [False] and "call_held_back" in kinds(r)
+    assert "a chat-completion chunk, not an Anthropic event, inside this response" in said(r, "mixed_formats")
+    assert '"id":"c9"' in said(r, "mixed_formats")  # quoted, never unseen
+
+
+def test_3_a_file_of_two_recordings_of_different_formats_keeps_both(tmp_path: Path) -> None:
+    anthropic = A_START + a_block(0, DELETE) + a_json(0, "{}") + a_stop(0) + a_end()
+    chat_stream = ev(chat(tc(0, "call_9", "get_weather", '{"city":"Rome"}'))) + ev(chat({}, "tool_calls"))
+    first, second = parse(tmp_path, anthropic + chat_stream + DONE + anthropic)[:2]
+    assert [c.tool_call_id for c in first.tool_calls] == ["toolu_1"]
+    assert "mixed_formats" in kinds(first)
+    assert second.format == "openai-chat-stream" and [c.tool_call_id for c in second.tool_calls] == ["call_9"]
+    responses = (
+        R_START
+        + r_added(
+            {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": "f", "arguments": "{}"}
+        )
+        + r_end()
+    )
+    got = parse(tmp_path, chat_stream + responses, "c.sse")
+    assert [[c.tool_call_id for c in r.tool_calls] for r in got] == [["call_9"], ["call_r"]]
+
+
+# -- 4: an Anthropic block of an unknown type is reported ------------------------------------------
+FUTURE = {"type": "future_tool_use", "id": "x_1", "name": "f", "input": {"a": 1}}
+
+
+def test_4_an_unknown_block_streamed_and_whole(tmp_path: Path) -> None:
+    r = one(tmp_path, A_START + a_block(0, FUTURE) + a_json(0, '{"b":2}') + a_stop(0) + a_end())
+    assert r.tool_calls == () and "orphan_delta" not in kinds(r)
+    note = said(r, "unknown_block")
+    assert "a call-like content block of unknown type 'future_tool_use'" in note and "was not read" in note
+    assert "input_json_delta for block 0, a 'future_tool_use' block" in note
+    assert "no content_block_start opened it" not in note
+    whole = parse_anthropic_message({"type": "message", "stop_reason": "tool_use", "content": [FUTURE]})
+    assert "call-like content block of unknown type 'future_tool_use'" in said(whole, "unknown_block")
+    quiet = parse_anthropic_message(
+        {"type": "message", "stop_reason": "end_turn", "content": [{"type": "mystery", "data": 1}]}
+    )
+    assert (
+        said(quiet, "unknown_block") == "content block 0: a content block of unknown type 'mystery'; not read"
+    )
+
+
+# -- 5: an unwrapped error object mid-stream; an empty `error` ----------------------------------------
+def test_5_an_unwrapped_error_object_mid_stream_is_a_provider_error(tmp_path: Path) -> None:
+    error = {
+        "object": "error",
+        "message": "The model ran out of KV cache",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }
+    r = one(tmp_path, ev(chat(tc(0, "c1", "f", '{"a":1}'))) + ev(error) + DONE)
+    assert r.error is not None and "The model ran out of KV cache" in r.error
+    assert [c.complete for c in r.tool_calls] == [False] and "provider_error" in kinds(r)
+    a = one(tmp_path, A_START + a_block(0, DELETE) + a_json(0, "{}") + ev(error), "a.sse")
+    assert a.error is not None and "KV cache" in a.error and [c.complete for c in a.tool_calls] == [False]
+
+
+def test_5_an_empty_error_is_reported_not_silently_read_as_none(tmp_path: Path) -> None:
+    for empty in ({}, ""):
+        chunk = {**chat(tc(0, "c1", "f", "{}")), "error": empty}
+        r = one(tmp_path, ev(chunk) + ev(chat({}, "tool_calls")) + DONE)
+        assert f"`error` is {json.dumps(empty)}" in said(r, "malformed_chunk")
+        assert "read as no error" in said(r, "malformed_chunk")
+    assert "error" not in kinds(r)
+
+
+def test_8_a_nested_error_message_is_shown_as_json(tmp_path: Path) -> None:
+    r = one(tmp_path, ev(chat({"content": "hi"})) + ev({"error": {"message": {"detail": "deep"}}}))
+    assert r.error == '{"detail": "deep"}'

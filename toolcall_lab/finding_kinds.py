@@ -145,6 +145,25 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "An Anthropic or Responses event type this parser does not know; ignored.",
         "unknown Anthropic event type 'content_block_pause' ignored",
     ),
+    "unknown_block": KindInfo(
+        "warning",
+        "An Anthropic content block of a type this parser does not read (streamed or whole). One with an "
+        "`id`, `name` or `input` looks like a call: the message says a call-like block was not read (no "
+        "call is made of it, nothing runs). Deltas to such a block are reported under this kind too.",
+        "chunk 1: block 0: a call-like content block of unknown type 'future_tool_use' (id/name/input: id "
+        "'x_1', name 'f') was not read: no call is made of it, it will not be executed",
+    ),
+    "mixed_formats": KindInfo(
+        "warning",
+        "An event of another wire format in a stream (a chat chunk in an Anthropic stream, two recordings "
+        "of different formats in one file). After the response ended, or when it starts a response "
+        "(`message_start`, `response.created`), it is read as the next response in its own format; "
+        "anywhere else it is skipped and quoted, and when it may hold call data every call of the "
+        "response is held back (`call_held_back`).",
+        "chunk 9: a chat-completion chunk, not an Anthropic event, after this response ended: the stream "
+        "holds recordings of another wire format; read_recording / iter_responses read it as the next "
+        "response, in its own format",
+    ),
     "provider_error": KindInfo(
         "error",
         "The provider reported an error in the stream or instead of a response (an `error` object, "
@@ -372,6 +391,12 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "blocks or Responses items never closed are incomplete (`incomplete_arguments`, "
         "`unfinished_call`).",
         "choice 0: stream ended without a finish_reason",
+    ),
+    "finish_without_calls": KindInfo(
+        "warning",
+        'A choice finished with `finish_reason: "tool_calls"` (or `function_call`, Anthropic '
+        "`tool_use`) but holds no call: the calls it announces were lost on the way or never sent.",
+        "choice 0: finish_reason 'tool_calls' but no tool call was read",
     ),
     "length_finish": KindInfo(
         "warning",

@@ -255,6 +255,41 @@ def may_hold_calls(value: Any, depth: int = 0) -> bool:
     return False
 
 
+_ANTHROPIC_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
+STARTS = frozenset({"message_start", "response.created"})
+"""Event types that start a response of their format (a chat stream has no such event)."""
+
+
+def wire_format_of(payload: Mapping[str, Any]) -> str | None:
+    """The wire format an event plainly belongs to ("openai-chat", "anthropic", "openai-responses"),
+    None when it does not say: how a reader tells an event of another format in its stream."""
+    if "choices" in payload or str(payload.get("object", "")).startswith("chat.completion"):
+        return "openai-chat"
+    kind = payload.get("type")
+    if type(kind) is str:
+        if kind.startswith("response."):
+            return "openai-responses"
+        if kind in _ANTHROPIC_TYPES:
+            return "anthropic"
+    return None
+
+
+def event_type_from_line(event: str) -> bool:
+    """Is an SSE ``event:`` name an Anthropic or Responses event type (usable as a payload's missing
+    ``type``)? Chat streams have no typed events, so a chat chunk is never given one."""
+    return event in _ANTHROPIC_TYPES or (event.startswith("response.") and len(event) < 80)
+
+
 def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
     """Why `doc` has no known wire format: its keys, and the API it looks like when that is clear."""
     hint = ""

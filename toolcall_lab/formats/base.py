@@ -15,7 +15,7 @@ from toolcall_lab.formats._findings import FINDINGS_PER_KIND as FINDINGS_PER_KIN
 from toolcall_lab.formats._findings import FindingLimit as FindingLimit
 from toolcall_lab.formats._findings import capped as capped
 from toolcall_lab.formats._findings import finding as finding
-from toolcall_lab.formats._values import a_json_type
+from toolcall_lab.formats._values import STARTS, a_json_type, as_text, may_hold_calls
 from toolcall_lab.formats._values import compact_json as compact_json
 from toolcall_lab.formats._values import fix_surrogates as fix_surrogates
 from toolcall_lab.formats._values import join_text as join_text
@@ -101,6 +101,7 @@ class StreamAccumulator:
         "chunk_count",
         "damaged",
         "findings",
+        "foreign",
         "listener",
         "model",
         "response_id",
@@ -121,6 +122,7 @@ class StreamAccumulator:
         self.response_id: str | None = None
         self.model: str | None = None
         self.damaged: str | None = None
+        self.foreign: str | None = None  # an event of this wire format starts the next response
         self._final: ParsedResponse | None = None
         self._limit: FindingLimit | None = None
 
@@ -175,6 +177,46 @@ class StreamAccumulator:
         """Take one payload of the stream."""
         raise NotImplementedError
 
+    own_format = "unknown"
+    """This reader's wire format, as `wire_format_of` names it."""
+
+    def _foreign_event(self, event: Mapping[str, Any], n: int, fmt: str, ended: bool) -> bool:
+        """An event of another wire format (`fmt`) in this stream (``mixed_formats``). After this
+        response `ended`, or when it starts a response of its own (``message_start``,
+        ``response.created``), the file holds recordings of several formats: `foreign` asks the
+        recording reader to read it as the next response (True). Anywhere else it is skipped,
+        quoted, and when it may hold call data every call of this response is held back (False)."""
+        kind = event.get("type")
+        what = _WHAT[fmt] + (f" ({str(kind)[:40]!r})" if kind is not None else "")
+        what = f"{what}, not {_WHAT[self.own_format]},"
+        if ended or kind in STARTS:
+            self.foreign = fmt
+            when = "after this response ended" if ended else "starting a response"
+            self.note(
+                "mixed_formats",
+                f"chunk {n}: {what} {when}: the stream holds recordings of another wire format; "
+                "read_recording / iter_responses read it as the next response, in its own format",
+                chunk_index=n,
+            )
+            return True
+        holds = may_hold_calls(event)
+        self.note(
+            "mixed_formats",
+            f"chunk {n}: {what} inside this response; skipped ({as_text(event)[:300]})"
+            + ("; it may hold tool call data, so every call of this response is held back" if holds else ""),
+            chunk_index=n,
+        )
+        if holds:
+            self._hold_all(
+                f"chunk {n} was {what} holding tool call data inside this response: which call it "
+                "belongs to, or whether it is a call of its own, is unknown"
+            )
+        return False
+
+    def _hold_all(self, reason: str) -> None:
+        """Hold back every client call of this response (`reason`: what could not be read)."""
+        raise NotImplementedError
+
     def _result(self, error: str | None) -> ParsedResponse:
         raise NotImplementedError
 
@@ -215,6 +257,14 @@ class StreamAccumulator:
         exc = ProviderStreamError(message, payload=payload, line_number=None, chunk_index=chunk_index)
         exc.partial_responses = (partial,)
         raise exc
+
+
+_WHAT = {
+    "openai-chat": "a chat-completion chunk",
+    "anthropic": "an Anthropic event",
+    "openai-responses": "a Responses API event",
+    "unknown": "an event of this stream's format",
+}
 
 
 def _feed_closed(self: StreamAccumulator, payload: Any) -> None:

@@ -56,6 +56,7 @@ from toolcall_lab.formats._values import (
     may_hold_calls,
     refusal_note,
     unknown_shape,
+    wire_format_of,
 )
 from toolcall_lab.formats.base import (
     _CLOSED,
@@ -209,6 +210,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
         self._odd: _Odd | None = None  # what came that is not a chat-completion chunk (rare)
+        self.foreign: str | None = None  # an event of this wire format starts the next response
         self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -345,6 +347,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
         if "choices" not in chunk and "error" not in chunk:
+            if chunk.get("object") == "error" or chunk.get("type") == "error":  # vLLM / FastChat's
+                # ErrorResponse, unwrapped: {"object": "error", "message", "type", "code"}
+                self.fail(error_message(chunk) or "an error object without a message", chunk, n)
             if isinstance(chunk.get("type"), str):
                 self._other_format(chunk, n)
                 return
@@ -380,23 +385,38 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 message = "finish_reason 'error' without an error message"
             if message is not None:
                 self.fail(message, chunk, n)
+            if chunk.get("error") is not None:  # {}, "", [], false: no message, yet not null
+                self._empty_error(chunk["error"], n)
+
+    def _empty_error(self, error: Any, n: int) -> None:
+        """An ``error`` that is present but empty (``{}``, ``""``): read as no error, and said, since
+        a provider that meant one lost its message on the way."""
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: `error` is {compact_json(error)[:40]} ({a_json_type(error)}): read as no error; if "
+            "the provider meant one, its message is lost",
+            chunk_index=n,
+        )
+
+    own_format = "openai-chat"
 
     def _other_format(self, chunk: dict[str, Any], n: int) -> None:
-        """An event of another wire format (Anthropic, Responses) fed to the chat accumulator: the
-        first few reported one by one, the rest counted when the response is built."""
-        odd = self._odd_state()
-        odd.foreign += 1
-        if odd.foreign > 3:
+        """A typed event fed to the chat accumulator: of another wire format (Anthropic, Responses),
+        `_foreign_event` (the next response, or skipped and the calls held back when it may hold
+        call data); of no known format, a stray part (`_stray`)."""
+        fmt = wire_format_of(chunk)
+        if fmt is None:
+            self._stray(
+                chunk, n, f"an event of type {str(chunk['type'])[:40]!r}, not a chat-completion chunk"
+            )
             return
-        kind = chunk["type"]
-        what = (
-            "an Anthropic event"
-            if kind.startswith(("message", "content_block")) or kind == "ping"
-            else "a Responses API event"
-            if kind.startswith("response.")
-            else "an event"
-        )
-        self._malformed(n, f"{what} ({kind[:40]!r}), not a chat-completion chunk")
+        self._odd_state().foreign += 1
+        self._foreign_event(chunk, n, fmt, self.finished)
+
+    def _hold_all(self, reason: str) -> None:
+        odd = self._odd_state()
+        if odd.stray is None:
+            odd.stray = reason
 
     def _first(self, chunk: dict[str, Any]) -> None:
         """The response's id and model, from the first chunk that has an id (Azure's first chunk,
@@ -1080,14 +1100,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         held back when data of an unknown shape may have been one's."""
         odd = self._odd
         assert odd is not None
-        if odd.foreign > 3:
-            findings.append(
-                finding(
-                    "malformed_chunk",
-                    f"{odd.foreign - 3} more event(s) of another wire format, not chat-completion "
-                    "chunks; skipped",
-                )
-            )
         if odd.stray is not None:
             for call in self.pending_calls():
                 call.hold(odd.stray)

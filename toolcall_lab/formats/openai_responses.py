@@ -26,7 +26,15 @@ from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats._endings import ending_of, how_it_ended
-from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text, refusal_note
+from toolcall_lab.formats._values import (
+    a_json_type,
+    as_index,
+    as_key,
+    as_text,
+    may_hold_calls,
+    refusal_note,
+    wire_format_of,
+)
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -82,6 +90,8 @@ _SERVER_ITEMS = frozenset(
 _FINAL_STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled"})
 """Statuses that end a response (any other, ``in_progress`` or ``queued``, means the stream was cut)."""
 _QUIET_ITEMS = frozenset({"message", "reasoning", "mcp_list_tools"})
+_DATA_KEYS = frozenset({"delta", "arguments", "input", "item", "output", "response"})
+"""Keys of an event that may carry a call's data (read when an event has no type to say what it is)."""
 _RESPONSE_EVENTS = frozenset(
     {
         "response.created",
@@ -173,6 +183,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "_reasoning",
         "_refusal",
         "_server",
+        "_stray",
         "_text",
         "_text_done",
         "ended",
@@ -195,6 +206,13 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._completed: list[Any] | None = None
         # deltas (and a `.done`) for items not announced yet, by item id or ("#", output_index)
         self._orphans: dict[Any, _Held] | None = None
+        self._stray: str | None = None  # why every call is held back (call data that could not be read)
+
+    own_format = "openai-responses"
+
+    def _hold_all(self, reason: str) -> None:
+        if self._stray is None:
+            self._stray = reason
 
     def _find(self, event: Mapping[str, Any]) -> _Item | None:
         item_id = _key(event.get("item_id"))
@@ -421,7 +439,37 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         elif kind not in _RESPONSE_EVENTS and (message := error_message(event)) is not None:
             self.fail(message, dict(event), n)  # {"error": ...} or "response.error" from other servers
         elif not (isinstance(kind, str) and kind.startswith(_QUIET_PREFIXES)):
-            self.note("unknown_event", f"unknown Responses event type {kind!r} ignored", chunk_index=n)
+            self._unknown(event, kind, n)
+
+    def _unknown(self, event: Mapping[str, Any], kind: Any, n: int) -> None:
+        """An event without ``type`` or of a type this reader does not know. One of another wire
+        format goes to `_foreign_event`; one that may hold call data (a key such as ``delta``,
+        ``arguments``, ``item``) is never dropped unseen: the call of the item it names (every call,
+        when it names none) is held back."""
+        fmt = wire_format_of(event)
+        if fmt is not None and fmt != "openai-responses":
+            self._foreign_event(event, n, fmt, self.ended)
+            return
+        what = "an event without `type`" if kind is None else f"a Responses event of unknown type {kind!r}"
+        if not (may_hold_calls(event) or event.keys() & _DATA_KEYS):
+            if kind is None:
+                self.note(
+                    "malformed_chunk", f"chunk {n}: {what}; skipped ({as_text(event)[:80]})", chunk_index=n
+                )
+            else:
+                self.note("unknown_event", f"chunk {n}: {what} ignored", chunk_index=n)
+            return
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: {what} that may hold tool call data; skipped ({as_text(event)[:100]}), and the "
+            "call(s) it may belong to held back",
+            chunk_index=n,
+        )
+        entry = self._find(event)
+        if entry is not None:
+            entry.call.hold(f"chunk {n}: {what} named its item and may hold its arguments")
+        else:
+            self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
 
     def _unknown_item(self, itype: Any, n: int) -> None:
         self.note(
@@ -689,6 +737,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._reconcile()
         if self._orphans:
             self._orphan_calls()
+        if self._stray is not None:
+            for entry in self._items:
+                entry.call.hold(self._stray)
         findings = list(self.findings)
         calls: list[ToolCall] = []
         status = self.status
