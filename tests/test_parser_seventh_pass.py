@@ -358,3 +358,45 @@ def test_5_an_empty_error_is_reported_not_silently_read_as_none(tmp_path: Path) 
 def test_8_a_nested_error_message_is_shown_as_json(tmp_path: Path) -> None:
     r = one(tmp_path, ev(chat({"content": "hi"})) + ev({"error": {"message": {"detail": "deep"}}}))
     assert r.error == '{"detail": "deep"}'
+
+
+# -- 6: the same provider id on two calls of one response -------------------------------------------
+def test_6_the_same_provider_id_on_two_calls_is_reported_in_every_reader(tmp_path: Path) -> None:
+    stream = ev(chat(tc(0, "call_0", "f", '{"x":1}'))) + ev(chat(tc(1, "call_0", "g", '{"y":2}')))
+    r = one(tmp_path, stream + ev(chat({}, "tool_calls")) + DONE)
+    assert "share the provider id 'call_0'" in said(r, "duplicate_tool_call_id")
+    fn = {"type": "function", "id": "call_0", "function": {"name": "f", "arguments": "{}"}}
+    whole = parse_chat_completion(json.loads(body("tool_calls", [fn, fn])))
+    assert kinds(whole) == ["duplicate_tool_call_id"]
+    a = one(
+        tmp_path, A_START + a_block(0, DELETE) + a_stop(0) + a_block(1, DELETE) + a_stop(1) + a_end(), "a.sse"
+    )
+    assert "duplicate_tool_call_id" in kinds(a)
+    fc = {"type": "function_call", "call_id": "call_r", "name": "f", "arguments": "{}", "status": "completed"}
+    rs = parse_responses_output(
+        {"status": "completed", "output": [{**fc, "id": "fc_1"}, {**fc, "id": "fc_2"}]}
+    )
+    assert kinds(rs) == ["duplicate_tool_call_id"]
+
+
+# -- 7: a dropped call never with only an info finding ---------------------------------------------
+def test_7_a_capitalised_data_field_is_a_warning_that_says_data_was_ignored(tmp_path: Path) -> None:
+    line = "Data: " + json.dumps(chat(tc(0, "c1", "f", "{}"))) + "\n\n"
+    r = one(tmp_path, line + ev(chat({}, "tool_calls")) + DONE)
+    (note,) = [f for f in r.findings if f.kind == "sse_ignored_data"]
+    assert note.severity == "warning" and "a field that looks like data ('Data') was ignored" in note.message
+    assert "finish_without_calls" in kinds(r)  # the call it held is gone, and that is said too
+
+
+def test_7_a_finish_that_promises_calls_with_none_read(tmp_path: Path) -> None:
+    r = one(tmp_path, ev(chat({"content": "I'll call get_weather"})) + ev(chat({}, "tool_calls")) + DONE)
+    assert said(r, "finish_without_calls") == "choice 0: finish_reason 'tool_calls' but no tool call was read"
+    whole = parse_chat_completion({"choices": [{"index": 0, "message": None, "finish_reason": "tool_calls"}]})
+    assert kinds(whole) == ["finish_without_calls", "malformed_chunk"]
+    assert "message is null" in said(whole, "malformed_chunk")
+    a = parse_anthropic_message({"type": "message", "stop_reason": "tool_use", "content": []})
+    assert kinds(a) == ["finish_without_calls"]
+    fine = parse_chat_completion(
+        {"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}
+    )
+    assert kinds(fine) == []

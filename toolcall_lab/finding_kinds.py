@@ -36,6 +36,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "SSE standard says. Shown because a server may have meant it as data.",
         "line 9: unknown SSE field 'result' ignored: 'result: {\"x\": 1}'",
     ),
+    "sse_ignored_data": KindInfo(
+        "warning",
+        "A field that looks like `data` in another case (`Data:`, `DATA:`) was ignored: SSE field names "
+        "are case-sensitive (WHATWG), so its payload, and any call in it, is not read. The message "
+        "quotes the line.",
+        "line 3: a field that looks like data ('Data') was ignored: SSE field names are case-sensitive, "
+        "so its payload is not read: 'Data: {\"id\": \"x\", ...'",
+    ),
     "sse_raw_json": KindInfo(
         "warning",
         "JSON text on lines without the `data:` field name inside an event stream (JSON lines saved "
@@ -199,8 +207,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "duplicate_tool_call_id": KindInfo(
         "warning",
-        "Two calls of one batch carry the same id (buggy servers); each is run and answered by "
-        "position, so the tool messages repeat the id. Reported by the run loop, not the parser.",
+        "Two calls of one response (or batch) carry the same provider id (buggy servers): tool results "
+        "matched by id would be crossed. The parser reports it on the response; the run loop runs each "
+        "and answers it by position, so the tool messages repeat the id, and reports it on the round.",
         "round 2: the calls at positions [0, 1] share the id 'call_1'; each is run (or screened) and "
         "answered by position, so the tool messages repeat the id",
     ),

@@ -18,6 +18,7 @@ CallKind = Literal["function", "custom", "builtin"]
 FindingKind = Literal[
     "sse_nonstandard_line",
     "sse_unknown_field",
+    "sse_ignored_data",
     "sse_raw_json",
     "sse_stray_text",
     "sse_unterminated_event",

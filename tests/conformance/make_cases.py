@@ -2010,7 +2010,7 @@ case(
                     call("call_s1", "get_weather", WEATHER),
                     call("call_s1", "get_time", '{"tz":"UTC"}'),
                 ],
-                "findings": ["index_reused"],
+                "findings": ["index_reused", "duplicate_tool_call_id"],
                 "absent": ["split_name", "invalid_arguments"],
             }
         ]
@@ -3628,7 +3628,9 @@ case(
     category="anthropic",
     provider="Anthropic (a block type newer than this parser)",
     models="https://docs.anthropic.com/en/api/messages-streaming (content block types grow over time)",
-    expect={"responses": [{"calls": [], "findings": ["unknown_block", "unknown_block"]}]},
+    expect={
+        "responses": [{"calls": [], "findings": ["unknown_block", "unknown_block", "finish_without_calls"]}]
+    },
 )
 case(
     "anthropic/anthropic_then_chat_recording_in_one_file.sse",

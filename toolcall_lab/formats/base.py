@@ -335,6 +335,44 @@ def failure_clause(error: str) -> str:
     return "the response ended in a provider error"
 
 
+_CALL_FINISHES = frozenset({"tool_calls", "function_call", "tool_use"})
+
+
+def promised_calls(
+    field: str, reason: str | None, findings: list[Finding], where: str = "", choice_index: int | None = None
+) -> None:
+    """The ``finish_without_calls`` finding of a choice whose finish / stop reason says it made tool
+    calls (``tool_calls``, ``tool_use``) when none was read: they were lost on the way."""
+    if reason in _CALL_FINISHES:
+        findings.append(
+            finding(
+                "finish_without_calls",
+                f"{where}{field} {reason!r} but no tool call was read",
+                choice_index=choice_index,
+            )
+        )
+
+
+def repeated_provider_ids(calls: Iterable[ToolCall], findings: list[Finding]) -> None:
+    """A ``duplicate_tool_call_id`` finding per provider id that more than one call of a choice
+    carries: results matched by id would be crossed (fallback ids are made unique already)."""
+    where: dict[str, list[int]] = {}
+    for call in calls:
+        if call.id_source == "provider":
+            where.setdefault(call.tool_call_id, []).append(call.index)
+    for tool_call_id, indices in where.items():
+        if len(indices) > 1:
+            findings.append(
+                finding(
+                    "duplicate_tool_call_id",
+                    f"the calls at indices {indices} share the provider id {tool_call_id!r}: tool results "
+                    "matched by id would be crossed; each call kept (answer them by position)",
+                    tool_call_id=tool_call_id,
+                    call_index=indices[1],
+                )
+            )
+
+
 def single_choice(
     fmt: str,
     *,
@@ -350,6 +388,10 @@ def single_choice(
     error: str | None = None,
 ) -> ParsedResponse:
     """A response with one choice (Anthropic and Responses API answers have exactly one)."""
+    if len(calls) > 1:
+        repeated_provider_ids(calls, findings)
+    elif not calls and error is None:
+        promised_calls("stop_reason", finish_reason, findings)
     content = join_text(text, findings, "text")
     thought = join_text(reasoning, findings, "reasoning")
     choice = new_choice(0, content, thought, tuple(calls), finish_reason, server_calls)

@@ -74,7 +74,9 @@ from toolcall_lab.formats.base import (
     failure_clause,
     finding,
     join_text,
+    promised_calls,
     provider_ids,
+    repeated_provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.formats.openai_chat_body import entry_shape, parse_chat_completion
@@ -991,10 +993,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         batch = self.batch
         # every call was started by the fast path, which takes only the next index: `order` is
         # already in index order (a call started anywhere else sets `st.slow`)
-        if len(order) == 1:
-            calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, None, None, None, taken),)
+        calls: tuple[ToolCall, ...]
+        if not order:
+            calls = ()
+            promised_calls("finish_reason", st.finish_reason, findings, "choice 0: ", 0)
+        elif len(order) == 1:
+            calls = (order[0].finalize(batch, findings, None, None, None, taken),)
         else:
             calls = tuple([p.finalize(batch, findings, None, None, None, taken) for p in order])
+            repeated_provider_ids(calls, findings)
         text = st.content
         thought = st.reasoning
         choice: Any = _new(_ChoiceTwin)  # new_choice(...) and new_response(...), inlined
@@ -1049,6 +1056,10 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     p.finalize(batch, findings, None, failed, cut, taken, loose)
                     for p in sorted(order, key=_by_index)
                 )
+            if len(calls) > 1:
+                repeated_provider_ids(calls, findings)
+            elif not calls and error is None:
+                promised_calls("finish_reason", finish, findings, f"choice {ci}: ", ci)
             if (failed or cut) and error is None and finish is not None:
                 unfinished = sum(not c.complete for c in calls)
                 findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))

@@ -21,8 +21,10 @@ from toolcall_lab.formats.base import (
     failure_clause,
     finding,
     join_text,
+    promised_calls,
     provider_error_note,
     provider_ids,
+    repeated_provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, new_choice, new_response
@@ -114,6 +116,10 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             p.finalize(batch, findings, None, failed, cut, taken, loose)
             for p in sorted(pending, key=_by_index)
         ]
+        if len(calls) > 1:
+            repeated_provider_ids(calls, findings)
+        elif not calls and error is None:
+            promised_calls("finish_reason", finish, findings, f"choice {ci}: ", ci)
         if (failed or cut) and error is None and finish is not None:
             unfinished = sum(not c.complete for c in calls)
             findings.append(how_it_ended("finish_reason", str(finish), unfinished, f"choice {ci}: ", ci))

@@ -241,7 +241,15 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[Frame | Finding]:
                         name = stripped
                     else:
                         shown = line[:80].decode("utf-8", "replace")
-                        if colon and _TOKEN.match(stripped):
+                        if colon and stripped.lower() == b"data":  # `Data:`: field names are
+                            # case-sensitive (WHATWG), so it is not data; a server surely meant it as such
+                            found = finding(
+                                "sse_ignored_data",
+                                f"line {number}: a field that looks like data ("
+                                f"{name[:40].decode('utf-8', 'replace')!r}) was ignored: SSE field names "
+                                f"are case-sensitive, so its payload is not read: {shown!r}",
+                            )
+                        elif colon and _TOKEN.match(stripped):
                             found = finding(
                                 "sse_unknown_field",
                                 f"line {number}: unknown SSE field {name[:40].decode('utf-8', 'replace')!r} "
