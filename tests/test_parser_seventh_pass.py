@@ -4,8 +4,11 @@ its item of the brief). Bytes are written here; files are read whole and streame
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
+
+import pytest
 
 from tests.test_parser_sixth_pass import (
     A_START,
@@ -27,6 +30,7 @@ from tests.test_parser_sixth_pass import (
     said,
     tc,
 )
+from toolcall_lab.exceptions import UnknownFormatError
 from toolcall_lab.formats import (
     AnthropicStreamAccumulator,
     ChatCompletionAccumulator,
@@ -34,6 +38,7 @@ from toolcall_lab.formats import (
     parse_anthropic_message,
     parse_chat_completion,
     parse_responses_output,
+    read_recording,
 )
 from toolcall_lab.formats._values import describe_gaps, index_gaps
 
@@ -400,3 +405,31 @@ def test_7_a_finish_that_promises_calls_with_none_read(tmp_path: Path) -> None:
         {"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}
     )
     assert kinds(fine) == []
+
+
+# -- 8: minor -----------------------------------------------------------------------------------------
+def test_8_tool_calls_and_a_different_function_call_in_one_delta(tmp_path: Path) -> None:
+    delta = {**tc(0, "a", "f", "{}"), "function_call": {"name": "g", "arguments": "{}"}}
+    r = one(tmp_path, ev(chat(delta)) + ev(chat({}, "tool_calls")) + DONE)
+    assert [c.name for c in r.tool_calls] == ["f", "g"]
+    assert "function_call ('g') and the tool_calls ('f') say different calls" in said(
+        r, "conflicting_legacy_call"
+    )
+    message = {
+        "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        "function_call": {"name": "g", "arguments": "{}"},
+    }
+    whole = parse_chat_completion(
+        {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    )
+    assert "conflicting_legacy_call" in kinds(whole)
+    same = {**message, "function_call": {"name": "f", "arguments": "{}"}}
+    once = parse_chat_completion({"choices": [{"index": 0, "message": same, "finish_reason": "tool_calls"}]})
+    assert "conflicting_legacy_call" not in kinds(once) and "duplicate_legacy_call" in kinds(once)
+
+
+def test_8_a_gzipped_stream_file_is_named_as_gzip(tmp_path: Path) -> None:
+    path = tmp_path / "x.sse"
+    path.write_bytes(gzip.compress((ev(chat(tc(0, "c1", "f", "{}"))) + DONE).encode()))
+    with pytest.raises(UnknownFormatError, match="the file is gzip data"):
+        read_recording(path).parse()

@@ -257,6 +257,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "name and arguments; counted once (the `tool_calls` entry, which has an id).",
         "choice 0: function_call duplicates tool call call_1 (same name and arguments); counted once",
     ),
+    "conflicting_legacy_call": KindInfo(
+        "warning",
+        "A choice carries both the deprecated `function_call` and `tool_calls`, and they say different "
+        "calls (another name or other arguments); both are kept as sent, and which the model meant is "
+        "for you to judge.",
+        "choice 0: the deprecated function_call ('g') and the tool_calls ('f') say different calls; both "
+        "kept, as sent",
+    ),
     "name_changed": KindInfo(
         "warning",
         "A later form of a Responses item (`output_item.done`, the `response.completed` output) names "

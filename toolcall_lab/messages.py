@@ -48,6 +48,7 @@ FindingKind = Literal[
     "split_name",
     "split_call",
     "duplicate_legacy_call",
+    "conflicting_legacy_call",
     "name_changed",
     "late_name",
     "unknown_call_type",

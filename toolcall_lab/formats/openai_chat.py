@@ -79,7 +79,7 @@ from toolcall_lab.formats.base import (
     repeated_provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import entry_shape, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import entry_shape, legacy_differs_note, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -1144,6 +1144,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             None,
         )
         if twin is None:
+            findings.append(legacy_differs_note(st.index, legacy, [c for c in st.order if c is not legacy]))
             return st.order
         findings.append(
             finding(

@@ -279,6 +279,8 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                 )
             )
         else:
+            if pendings:
+                findings.append(legacy_differs_note(ci, pending, pendings))
             pendings.append(pending)
             findings.append(
                 finding(
@@ -289,6 +291,20 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                 )
             )
     return pendings
+
+
+def legacy_differs_note(ci: int, legacy: PendingCall, others: list[PendingCall]) -> Finding:
+    """The ``conflicting_legacy_call`` finding: a choice's deprecated ``function_call`` names a call
+    no ``tool_calls`` entry of it says (another name or other arguments). Both are kept, as sent;
+    which the model meant, one or both, is for the reader to judge."""
+    names = ", ".join(repr(c.name) for c in others[:5])
+    return finding(
+        "conflicting_legacy_call",
+        f"choice {ci}: the deprecated function_call ({legacy.name!r}) and the tool_calls ({names}) say "
+        "different calls; both kept, as sent",
+        choice_index=ci,
+        call_index=legacy.index,
+    )
 
 
 _ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom", "extra_content"))
