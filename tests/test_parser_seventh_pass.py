@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -433,3 +435,33 @@ def test_8_a_gzipped_stream_file_is_named_as_gzip(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress((ev(chat(tc(0, "c1", "f", "{}"))) + DONE).encode()))
     with pytest.raises(UnknownFormatError, match="the file is gzip data"):
         read_recording(path).parse()
+
+
+# -- 9: `toolcall-lab parse` imports only what reading recordings needs ------------------------------
+def test_9_parse_imports_neither_the_loop_nor_the_importers_nor_asyncio(tmp_path: Path) -> None:
+    path = tmp_path / "x.sse"
+    path.write_text(ev(chat(tc(0, "c1", "f", "{}"))) + ev(chat({}, "tool_calls")) + DONE)
+    code = (
+        "import sys, io, contextlib\n"
+        "from toolcall_lab.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['parse', {str(path)!r}]) == 0\n"
+        "heavy = ['toolcall_lab.loop', 'toolcall_lab._execution', 'toolcall_lab.importers', 'asyncio']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_9_the_package_names_resolve_lazily_and_replay_stays_the_function() -> None:
+    code = (
+        "import sys, toolcall_lab\n"
+        "assert 'toolcall_lab.loop' not in sys.modules\n"
+        "import toolcall_lab.replay\n"
+        "from toolcall_lab import replay, run, Trace\n"
+        "assert callable(replay) and replay.__module__ == 'toolcall_lab.replay', replay\n"
+        "assert all(getattr(toolcall_lab, n) is not None for n in toolcall_lab.__all__)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok", out.stderr
