@@ -337,6 +337,31 @@ def test_4_an_unknown_block_streamed_and_whole(tmp_path: Path) -> None:
     )
 
 
+def test_4_a_call_like_responses_item_of_an_unknown_type_is_a_warning(tmp_path: Path) -> None:
+    future = {
+        "type": "future_function_call",
+        "id": "ff",
+        "call_id": "call_z",
+        "name": "delete",
+        "arguments": "",
+    }
+    delta = ev(
+        {
+            "type": "response.future_function_call_arguments.delta",
+            "item_id": "ff",
+            "output_index": 0,
+            "delta": '{"all": true}',
+        }
+    )
+    r = one(tmp_path, R_START + r_added(future) + delta + r_end())
+    notes = [f for f in r.findings if f.kind == "malformed_chunk"]
+    assert r.tool_calls == () and [f.severity for f in notes] == ["warning", "warning"]
+    assert "a call-like output item of unknown type 'future_function_call'" in notes[0].message
+    assert "for an output item of a type this parser does not read" in notes[1].message
+    whole = parse_responses_output({"status": "completed", "output": [future]})
+    assert "call-like output item of unknown type" in said(whole, "malformed_chunk")
+
+
 # -- 5: an unwrapped error object mid-stream; an empty `error` ----------------------------------------
 def test_5_an_unwrapped_error_object_mid_stream_is_a_provider_error(tmp_path: Path) -> None:
     error = {

@@ -178,6 +178,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
     __slots__ = (
         "_by_key",
         "_completed",
+        "_foreign_items",
         "_items",
         "_orphans",
         "_reasoning",
@@ -207,6 +208,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         # deltas (and a `.done`) for items not announced yet, by item id or ("#", output_index)
         self._orphans: dict[Any, _Held] | None = None
         self._stray: str | None = None  # why every call is held back (call data that could not be read)
+        self._foreign_items: set[Any] | None = None  # ids / ("#", output_index) of items not read
 
     own_format = "openai-responses"
 
@@ -418,7 +420,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             elif itype in _BUILTIN_ITEMS:
                 self._announce(item, event.get("output_index"), n)
             elif item and itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
-                self._unknown_item(itype, n)
+                self._unknown_item(itype, n, item, event.get("output_index"))
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
             found = self._find(event)
             final = event.get("arguments" if kind.startswith("response.function") else "input")
@@ -459,6 +461,17 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             else:
                 self.note("unknown_event", f"chunk {n}: {what} ignored", chunk_index=n)
             return
+        if self._foreign_items and (
+            _key(event.get("item_id")) in self._foreign_items
+            or ("#", _position(event.get("output_index"))) in self._foreign_items
+        ):  # it names an item of an unknown type (reported when it came): that item's data
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: {what} for an output item of a type this parser does not read; not read "
+                f"({as_text(event)[:100]})",
+                chunk_index=n,
+            )
+            return
         self.note(
             "malformed_chunk",
             f"chunk {n}: {what} that may hold tool call data; skipped ({as_text(event)[:100]}), and the "
@@ -471,10 +484,33 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         else:
             self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
 
-    def _unknown_item(self, itype: Any, n: int) -> None:
+    def _unknown_item(self, itype: Any, n: int, item: Mapping[str, Any], output_index: Any = None) -> None:
+        """An output item of a type this reader does not know: one that looks like a call (a
+        ``call_id``, ``name``, ``arguments`` or ``input``) is said not to be read (a warning); the
+        deltas naming it are its own, not orphans that hold the other calls back."""
+        said = [key for key in ("call_id", "name", "arguments", "input") if key in item]
+        if not said:
+            self.note(
+                "unknown_event",
+                f"output item type {itype!r} is not read as a tool call; ignored",
+                chunk_index=n,
+            )
+            return
         self.note(
-            "unknown_event", f"output item type {itype!r} is not read as a tool call; ignored", chunk_index=n
+            "malformed_chunk",
+            f"chunk {n}: a call-like output item of unknown type {itype!r} ({'/'.join(said)}: call_id "
+            f"{as_text(item.get('call_id'))[:40]!r}, name {as_text(item.get('name'))[:40]!r}) was not read: "
+            "no call is made of it, it will not be executed",
+            chunk_index=n,
         )
+        if self._foreign_items is None:
+            self._foreign_items = set()
+        item_id = _key(item.get("id"))
+        if item_id:
+            self._foreign_items.add(item_id)
+        position = _position(output_index)
+        if position is not None:
+            self._foreign_items.add(("#", position))
 
     def _response_of(self, event: Mapping[str, Any], kind: str, n: int) -> Mapping[str, Any]:
         """The ``response`` object of a response event. ``response.completed`` / ``.incomplete``
@@ -656,6 +692,17 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         orphans = self._orphans
         assert orphans is not None
         self._orphans = None
+        if self._foreign_items:  # deltas for an item of an unknown type are that item's (reported)
+            for key in [k for k in orphans if k in self._foreign_items]:
+                held = orphans.pop(key)
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {held.first}: {held.count} arguments delta(s) for {key!r}, an output item of a "
+                    "type this parser does not read; not read",
+                    chunk_index=held.first,
+                )
+            if not orphans:
+                return
         if any(held.pieces or held.final for held in orphans.values()):
             for entry in self._items:  # an item with no final form of its own may be what they were for
                 if entry.final is None and entry.call.kind != "builtin":
@@ -864,7 +911,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
             for part in _parts(item.get("summary"), f"output item {pos} summary", acc):
                 acc._reasoning.append(part.get("text"))
         elif not _is_call(kind) and kind not in _SERVER_ITEMS and kind not in _QUIET_ITEMS:
-            acc._unknown_item(kind, 0)
+            acc._unknown_item(kind, 0, item)
     acc._completed = None
     for pos, item in enumerate(output):
         kind = as_key(item.get("type")) if isinstance(item, Mapping) else None
