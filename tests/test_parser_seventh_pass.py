@@ -245,6 +245,17 @@ def test_2_responses_body_in_progress_never_says_it_ended_normally() -> None:
     assert not any("ended normally" in f.message for f in r.findings)
 
 
+def test_2_a_responses_body_without_status_is_read_as_a_chat_body_without_finish_reason() -> None:
+    items = [
+        {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "f", "arguments": '{"a":1}'},
+        {"type": "function_call", "id": "fc_2", "call_id": "call_b", "name": "g", "arguments": ""},
+    ]
+    r = parse_responses_output({"output": items})
+    assert [c.complete for c in r.tool_calls] == [True, False]  # whole JSON is whole, "" is not {}
+    assert "the body has no final status" in said(r, "no_finish_reason")
+    assert "incomplete_arguments" in kinds(r) and "empty_arguments" not in kinds(r)
+
+
 def test_2_a_closed_block_of_a_cut_message_does_not_claim_a_normal_end(tmp_path: Path) -> None:
     bare = {"type": "tool_use", "id": "toolu_1", "name": "ping"}  # no `input`: read as {} once closed
     for n, stop in enumerate(("max_tokens", None)):

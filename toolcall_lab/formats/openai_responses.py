@@ -190,6 +190,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "ended",
         "incomplete_reason",
         "status",
+        "whole",
     )
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
@@ -197,6 +198,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self.status: str | None = None
         self.ended = False  # a response.completed / .incomplete event came (its status says how it ended)
         self.incomplete_reason: str | None = None
+        self.whole = False  # a whole body (parse_responses_output), not a stream
         self._text: list[Any] = []
         self._reasoning: list[Any] = []
         self._refusal: list[Any] = []
@@ -797,6 +799,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         # response.completed an item it lists ended too, and `_reconcile` marked it done)
         if ending == "normal":
             cut = "the item never finished and response.completed's output does not list it"
+        elif ending == "none" and self.whole:  # as a chat body without finish_reason: arguments that
+            # form a JSON object are whole, an empty string or custom input is not
+            cut = "the response ended without a status"
         elif ending == "none":
             cut = "the stream ended before the item finished, without response.completed"
         elif status == "incomplete":
@@ -821,7 +826,13 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             elif done and ending != "normal":
                 pending.finished_by = "an item that finished"
             call = pending.finalize(
-                self.batch, findings, raw, None if done else failed, None if done else why, taken
+                self.batch,
+                findings,
+                raw,
+                None if done else failed,
+                None if done else why,
+                taken,
+                self.whole and ending == "none",
             )
             calls.append(call)
             if self.listener is not None:
@@ -836,7 +847,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 )
             )
         elif ending == "none" and error is None:
-            message = f"stream ended without response.completed (status {status!r})"
+            message = (
+                f"the body has no final status (status {status!r})"
+                if self.whole
+                else f"stream ended without response.completed (status {status!r})"
+            )
             findings.append(finding("no_finish_reason", message))
         elif ending not in ("normal", "none") and error is None:
             findings.append(how_it_ended("status", str(status), unfinished))
@@ -888,6 +903,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
     ``status: "incomplete"`` marks calls whose items are not completed incomplete.
     """
     acc = ResponsesStreamAccumulator(batch=batch)
+    acc.whole = True
     acc._response_event("response.completed", body)
     if body.get("status") == "incomplete":
         acc._response_event("response.incomplete", body)
