@@ -396,6 +396,10 @@ def test_5_an_empty_error_is_reported_not_silently_read_as_none(tmp_path: Path) 
         assert f"`error` is {json.dumps(empty)}" in said(r, "malformed_chunk")
         assert "read as no error" in said(r, "malformed_chunk")
     assert "error" not in kinds(r)
+    quiet = one(
+        tmp_path, ev({**chat(tc(0, "c1", "f", "{}")), "error": False}) + ev(chat({}, "tool_calls")) + DONE
+    )
+    assert kinds(quiet) == []  # false (like null) says there is no error
 
 
 def test_8_a_nested_error_message_is_shown_as_json(tmp_path: Path) -> None:

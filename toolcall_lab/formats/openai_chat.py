@@ -387,8 +387,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 message = "finish_reason 'error' without an error message"
             if message is not None:
                 self.fail(message, chunk, n)
-            if chunk.get("error") is not None:  # {}, "", [], false: no message, yet not null
-                self._empty_error(chunk["error"], n)
+            if chunk.get("error") is not None and chunk["error"] is not False:  # {}, "", []: no
+                self._empty_error(chunk["error"], n)  # message, yet not "no error" (null, false)
 
     def _empty_error(self, error: Any, n: int) -> None:
         """An ``error`` that is present but empty (``{}``, ``""``): read as no error, and said, since
