@@ -156,7 +156,13 @@ def _findings(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+_LIGHT = frozenset({"parse", "conformance", "findings"})
+"""Commands that only read recordings: their parser is built without the run / import commands,
+whose registration imports the importers, the loop and asyncio (most of a small parse's time)."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; for a `command` of `_LIGHT`, without the other commands (lazy imports)."""
     parser = argparse.ArgumentParser(prog="toolcall-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
@@ -174,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("findings", help="print the reference of every parser finding kind")
     p.add_argument("--markdown", action="store_true", help="as the Markdown table the README holds")
     p.set_defaults(func=_findings)
+    if command in _LIGHT:
+        return parser
     from toolcall_lab import _cli_runs
 
     _cli_runs.register(sub)
@@ -181,8 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(given[0] if given else None)
+    args = parser.parse_args(given)
     for stream in (sys.stdout, sys.stderr):  # a lone surrogate in a name or message prints as \udXXX
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

@@ -36,6 +36,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "SSE standard says. Shown because a server may have meant it as data.",
         "line 9: unknown SSE field 'result' ignored: 'result: {\"x\": 1}'",
     ),
+    "sse_ignored_data": KindInfo(
+        "warning",
+        "A field that looks like `data` in another case (`Data:`, `DATA:`) was ignored: SSE field names "
+        "are case-sensitive (WHATWG), so its payload, and any call in it, is not read. The message "
+        "quotes the line.",
+        "line 3: a field that looks like data ('Data') was ignored: SSE field names are case-sensitive, "
+        "so its payload is not read: 'Data: {\"id\": \"x\", ...'",
+    ),
     "sse_raw_json": KindInfo(
         "warning",
         "JSON text on lines without the `data:` field name inside an event stream (JSON lines saved "
@@ -145,6 +153,25 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "An Anthropic or Responses event type this parser does not know; ignored.",
         "unknown Anthropic event type 'content_block_pause' ignored",
     ),
+    "unknown_block": KindInfo(
+        "warning",
+        "An Anthropic content block of a type this parser does not read (streamed or whole). One with an "
+        "`id`, `name` or `input` looks like a call: the message says a call-like block was not read (no "
+        "call is made of it, nothing runs). Deltas to such a block are reported under this kind too.",
+        "chunk 1: block 0: a call-like content block of unknown type 'future_tool_use' (id/name/input: id "
+        "'x_1', name 'f') was not read: no call is made of it, it will not be executed",
+    ),
+    "mixed_formats": KindInfo(
+        "warning",
+        "An event of another wire format in a stream (a chat chunk in an Anthropic stream, two recordings "
+        "of different formats in one file). After the response ended, or when it starts a response "
+        "(`message_start`, `response.created`), it is read as the next response in its own format; "
+        "anywhere else it is skipped and quoted, and when it may hold call data every call of the "
+        "response is held back (`call_held_back`).",
+        "chunk 9: a chat-completion chunk, not an Anthropic event, after this response ended: the stream "
+        "holds recordings of another wire format; read_recording / iter_responses read it as the next "
+        "response, in its own format",
+    ),
     "provider_error": KindInfo(
         "error",
         "The provider reported an error in the stream or instead of a response (an `error` object, "
@@ -180,8 +207,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "duplicate_tool_call_id": KindInfo(
         "warning",
-        "Two calls of one batch carry the same id (buggy servers); each is run and answered by "
-        "position, so the tool messages repeat the id. Reported by the run loop, not the parser.",
+        "Two calls of one response (or batch) carry the same provider id (buggy servers): tool results "
+        "matched by id would be crossed. The parser reports it on the response; the run loop runs each "
+        "and answers it by position, so the tool messages repeat the id, and reports it on the round.",
         "round 2: the calls at positions [0, 1] share the id 'call_1'; each is run (or screened) and "
         "answered by position, so the tool messages repeat the id",
     ),
@@ -228,6 +256,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "A message carries both the deprecated `function_call` and a `tool_calls` entry with the same "
         "name and arguments; counted once (the `tool_calls` entry, which has an id).",
         "choice 0: function_call duplicates tool call call_1 (same name and arguments); counted once",
+    ),
+    "conflicting_legacy_call": KindInfo(
+        "warning",
+        "A choice carries both the deprecated `function_call` and `tool_calls`, and they say different "
+        "calls (another name or other arguments); both are kept as sent, and which the model meant is "
+        "for you to judge.",
+        "choice 0: the deprecated function_call ('g') and the tool_calls ('f') say different calls; both "
+        "kept, as sent",
     ),
     "name_changed": KindInfo(
         "warning",
@@ -372,6 +408,12 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "blocks or Responses items never closed are incomplete (`incomplete_arguments`, "
         "`unfinished_call`).",
         "choice 0: stream ended without a finish_reason",
+    ),
+    "finish_without_calls": KindInfo(
+        "warning",
+        'A choice finished with `finish_reason: "tool_calls"` (or `function_call`, Anthropic '
+        "`tool_use`) but holds no call: the calls it announces were lost on the way or never sent.",
+        "choice 0: finish_reason 'tool_calls' but no tool call was read",
     ),
     "length_finish": KindInfo(
         "warning",

@@ -2010,7 +2010,7 @@ case(
                     call("call_s1", "get_weather", WEATHER),
                     call("call_s1", "get_time", '{"tz":"UTC"}'),
                 ],
-                "findings": ["index_reused"],
+                "findings": ["index_reused", "duplicate_tool_call_id"],
                 "absent": ["split_name", "invalid_arguments"],
             }
         ]
@@ -3556,6 +3556,140 @@ case(
     expect={
         "responses": [{"calls": [], "findings": ["provider_error"], "error": "Tool call validation failed"}],
         "raises": {"type": "ProviderStreamError", "message": "Tool call validation failed"},
+    },
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 10, seventh pass (f10): numbers in the input, completeness, shapes never dropped unseen
+case(
+    "chat/tool_call_index_of_ten_to_the_twelve.sse",
+    sse([ROLE, chunk(header(10**12, "call_big1", "get_weather", WEATHER)), chunk(finish="tool_calls")]),
+    quirk="a tool-call index of 10**12 (a corrupted or hostile upstream): the call is kept at its index and "
+    "the gap reported as a range, in time and memory that do not grow with the number",
+    category="chat-completions",
+    provider="any OpenAI-compatible upstream (fuzzing; a proxy forwarding a broken index)",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming (index: integer, unbounded)",
+    expect={
+        "responses": [
+            {"calls": [call("call_big1", "get_weather", WEATHER)], "findings": ["sparse_index"]},
+        ]
+    },
+)
+case(
+    "errors/vllm_unwrapped_error_object_midstream.sse",
+    sse(
+        [
+            ROLE,
+            chunk(header(0, "call_kv1", "get_weather", '{"city":"Par')),
+            {
+                "object": "error",
+                "message": "The model ran out of KV cache",
+                "type": "InternalServerError",
+                "param": None,
+                "code": 500,
+            },
+        ]
+    ),
+    quirk="an OpenAI-compatible ErrorResponse sent unwrapped mid-stream ({object: error, message, type, "
+    "code}, no `error` key): a provider error quoting it, the call in progress incomplete",
+    category="provider-errors",
+    provider="vLLM / FastChat (ErrorResponse)",
+    models="https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/openai/protocol.py (ErrorResponse)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_kv1", "get_weather", '{"city":"Par', complete=False)],
+                "findings": ["incomplete_arguments", "provider_error"],
+                "error": "The model ran out of KV cache",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "The model ran out of KV cache"},
+    },
+)
+case(
+    "anthropic/unknown_call_like_block.sse",
+    events(
+        [
+            MSG_START,
+            block_event(
+                "content_block_start",
+                0,
+                content_block={"type": "future_tool_use", "id": "ftu_1", "name": "delete", "input": {}},
+            ),
+            input_delta(0, '{"path": "/tmp/x"}'),
+            block_stop(0),
+            *MSG_END,
+        ]
+    ),
+    quirk="a content block of a type this parser does not know, shaped like a call (id, name, input) and "
+    "fed by input_json_delta: reported as a call-like block not read, its deltas too, never dropped "
+    "unseen",
+    category="anthropic",
+    provider="Anthropic (a block type newer than this parser)",
+    models="https://docs.anthropic.com/en/api/messages-streaming (content block types grow over time)",
+    expect={
+        "responses": [{"calls": [], "findings": ["unknown_block", "unknown_block", "finish_without_calls"]}]
+    },
+)
+case(
+    "anthropic/anthropic_then_chat_recording_in_one_file.sse",
+    events(
+        [
+            MSG_START,
+            tool_use_start(0, "toolu_mx1", "get_weather"),
+            input_delta(0, WEATHER),
+            block_stop(0),
+            *MSG_END,
+        ]
+    )
+    + sse([ROLE, chunk(header(0, "call_mx2", "get_time", '{"tz":"CET"}')), chunk(finish="tool_calls")]),
+    quirk="two recordings of different wire formats saved in one file (an Anthropic stream, then an "
+    "OpenAI chat stream): each read as its own response in its own format, none of their calls lost",
+    category="anthropic",
+    provider="recording tools that append every exchange to one file (multi-provider harnesses)",
+    models="https://docs.anthropic.com/en/api/messages-streaming ; "
+    "https://platform.openai.com/docs/api-reference/chat-streaming",
+    expect={
+        "responses": [
+            {"calls": [call("toolu_mx1", "get_weather", WEATHER)], "findings": ["mixed_formats"]},
+            {"calls": [call("call_mx2", "get_time", '{"tz":"CET"}')], "findings": []},
+        ]
+    },
+)
+case(
+    "responses/custom_call_cut_and_listed_in_incomplete.sse",
+    events(
+        [
+            CREATED,
+            resp(
+                "response.output_item.added",
+                output_index=0,
+                item={k: v for k, v in CUSTOM_CALL.items() if k != "status"} | {"input": ""},
+            ),
+            resp(
+                "response.custom_tool_call_input.delta", output_index=0, item_id="ctc_1", delta="rm -rf /tm"
+            ),
+            completed(
+                [{k: v for k, v in CUSTOM_CALL.items() if k != "status"} | {"input": "rm -rf /tm"}],
+                status="incomplete",
+                incomplete_details={"reason": "max_output_tokens"},
+            ),
+        ]
+    ),
+    quirk="a custom tool call cut at max_output_tokens and listed in response.incomplete's output (a "
+    "custom_tool_call has no status field): being listed shows nothing, so it is incomplete",
+    category="responses",
+    provider="OpenAI Responses API",
+    models="https://platform.openai.com/docs/guides/function-calling#custom-tools ; "
+    "https://github.com/openai/openai-python (ResponseCustomToolCall has no status)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_c1", "code_exec", "rm -rf /tm", complete=False, kind="custom")],
+                "findings": ["custom_tool_call", "unfinished_call", "incomplete_response"],
+            }
+        ]
     },
 )
 

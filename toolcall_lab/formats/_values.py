@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolcall_lab.formats._findings import finding
@@ -172,6 +172,34 @@ def as_index(value: Any) -> int | None:
     return None
 
 
+def index_gaps(indices: Iterable[int]) -> list[tuple[int, int]]:
+    """The numbers from 0 up to the largest of `indices` that are none of them, as inclusive ranges
+    (first, last). Work grows with how many indices there are, never with their values: an index is
+    a number in the input, and one of 10**12 must cost no more than one of 2."""
+    gaps: list[tuple[int, int]] = []
+    expected = 0
+    for index in sorted(set(indices)):
+        if index < 0:
+            continue
+        if index > expected:
+            gaps.append((expected, index - 1))
+        expected = index + 1
+    return gaps
+
+
+def describe_gaps(gaps: list[tuple[int, int]], shown: int = 10) -> str:
+    """Gap ranges for a message, the first `shown` only:
+    ``"1, 3-5 and 2 more range(s) (30 missing indices)"``."""
+    parts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}" for a, b in gaps[:shown]]
+    text = ", ".join(parts)
+    if len(gaps) > shown:
+        text += f" and {len(gaps) - shown} more range(s)"
+    count = sum(b - a + 1 for a, b in gaps)
+    if count > len(gaps):
+        text += f" ({count} missing indices)"
+    return text
+
+
 def compact_json(value: Any) -> str:
     """Serialise an argument object the way it is shown for object-valued inputs (no spaces).
 
@@ -225,6 +253,41 @@ def may_hold_calls(value: Any, depth: int = 0) -> bool:
     if isinstance(value, list):
         return any(may_hold_calls(item, depth + 1) for item in value[:200])
     return False
+
+
+_ANTHROPIC_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
+STARTS = frozenset({"message_start", "response.created"})
+"""Event types that start a response of their format (a chat stream has no such event)."""
+
+
+def wire_format_of(payload: Mapping[str, Any]) -> str | None:
+    """The wire format an event plainly belongs to ("openai-chat", "anthropic", "openai-responses"),
+    None when it does not say: how a reader tells an event of another format in its stream."""
+    if "choices" in payload or str(payload.get("object", "")).startswith("chat.completion"):
+        return "openai-chat"
+    kind = payload.get("type")
+    if type(kind) is str:
+        if kind.startswith("response."):
+            return "openai-responses"
+        if kind in _ANTHROPIC_TYPES:
+            return "anthropic"
+    return None
+
+
+def event_type_from_line(event: str) -> bool:
+    """Is an SSE ``event:`` name an Anthropic or Responses event type (usable as a payload's missing
+    ``type``)? Chat streams have no typed events, so a chat chunk is never given one."""
+    return event in _ANTHROPIC_TYPES or (event.startswith("response.") and len(event) < 80)
 
 
 def unknown_shape(doc: Mapping[str, Any], what: str) -> str:

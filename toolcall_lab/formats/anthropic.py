@@ -25,7 +25,14 @@ from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats._endings import cut_reason, ending_of, how_it_ended
-from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text
+from toolcall_lab.formats._values import (
+    a_json_type,
+    as_index,
+    as_key,
+    as_text,
+    may_hold_calls,
+    wire_format_of,
+)
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -49,6 +56,21 @@ _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 _QUIET_DELTAS = frozenset({"signature_delta", "citations_delta"})  # known, carry no text nor arguments
 _ABSENT: Any = object()  # a tool_use block (start) without `input`
 _CALL_BLOCKS = frozenset({"tool_use", *_SERVER_BLOCKS})
+_QUIET_BLOCKS = frozenset({"redacted_thinking", "container_upload"})  # known, hold no call nor text
+
+
+def unknown_block_note(block: Mapping[str, Any], where: str) -> str:
+    """The ``unknown_block`` message of a content block of a type this reader does not read; one
+    with an id, a name or an input looks like a call, and the message says it was not read."""
+    btype = as_key(block.get("type"))
+    said = [key for key in ("id", "name", "input") if key in block]
+    if said:
+        return (
+            f"{where}: a call-like content block of unknown type {btype!r} ({'/'.join(said)}: id "
+            f"{as_text(block.get('id'))[:40]!r}, name {as_text(block.get('name'))[:40]!r}) was not read: "
+            "no call is made of it, it will not be executed"
+        )
+    return f"{where}: a content block of unknown type {btype!r}; not read"
 
 
 def _is_tool_use(block: Any) -> bool:
@@ -122,6 +144,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
     __slots__ = (
         "_blocks",
         "_calls",
+        "_ended",
         "_inputs",
         "_results",
         "_server",
@@ -129,6 +152,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         "_stray",
         "_text",
         "_thinking",
+        "_unknown_blocks",
         "early",
         "opened",
         "stop_reason",
@@ -148,6 +172,14 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         self._server: list[PendingCall] = []
         self._results: dict[str, tuple[str, str | None]] = {}
         self._stray: str | None = None  # why every client call is held back (orphan arguments came)
+        self._ended = False  # message_stop seen: an event of another format after it starts a response
+        self._unknown_blocks: dict[Any, str] | None = None  # block index -> a type this reader does not read
+
+    own_format = "anthropic"
+
+    def _hold_all(self, reason: str) -> None:
+        if self._stray is None:
+            self._stray = reason
 
     def feed(self, event: Mapping[str, Any]) -> None:
         n = self.chunk_count
@@ -214,15 +246,49 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self.stop_reason = stop or self.stop_reason
             self._usage(event.get("usage"))
         elif kind == "message_stop":
-            self.opened = True
+            self.opened = self._ended = True
         elif kind == "ping":
             pass
-        elif kind == "error" or event.get("error"):
+        elif kind == "error" or event.get("error") or event.get("object") == "error":
             self.fail(describe_error(event.get("error") or event), dict(event), n)
         else:
-            self.note(
-                "unknown_event", f"unknown Anthropic event type {as_key(kind)!r} ignored", chunk_index=n
-            )
+            self._unknown(event, kind, n)
+
+    def _unknown(self, event: Mapping[str, Any], kind: Any, n: int) -> None:
+        """An event without ``type`` or of a type this reader does not know. One of another wire
+        format goes to `_foreign_event`; one that may hold call data is never dropped unseen: the
+        call of the block it names (every client call, when it names none) is held back."""
+        fmt = wire_format_of(event)
+        if fmt is not None and fmt != "anthropic":
+            self._foreign_event(event, n, fmt, self._ended)
+            return
+        holds = may_hold_calls(event)
+        what = (
+            "an event without `type`"
+            if kind is None
+            else f"an Anthropic event of unknown type {as_key(kind)!r}"
+        )
+        if not holds:
+            if kind is None:
+                self.note(
+                    "malformed_chunk", f"chunk {n}: {what}; skipped ({as_text(event)[:80]})", chunk_index=n
+                )
+            else:
+                self.note("unknown_event", f"chunk {n}: {what} ignored", chunk_index=n)
+            return
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: {what} that may hold tool call data; skipped ({as_text(event)[:100]}), and the "
+            "call(s) it may belong to held back",
+            chunk_index=n,
+        )
+        index = event.get("index")
+        entry = self._blocks.get(index) if type(index) is int else None
+        if entry is not None:
+            if entry[1]:
+                entry[0].hold(f"chunk {n}: {what} named its block and may hold its arguments")
+        else:
+            self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
 
     def _usage(self, usage: Any) -> None:
         if isinstance(usage, Mapping):
@@ -272,8 +338,18 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def _orphan(self, index: Any, piece: Any, n: int) -> None:
         """An ``input_json_delta`` for no block a start opened: its text is reported, and every client
-        call of the message is held back (which of them it belongs to is unknown), never run without it."""
+        call of the message is held back (which of them it belongs to is unknown), never run without it.
+        A delta for a block of a type this reader does not read belongs to that block (reported)."""
         text = piece if isinstance(piece, str) else compact_json(piece) if piece is not None else ""
+        unknown = self._unknown_blocks.get(index) if self._unknown_blocks and index is not None else None
+        if unknown is not None:
+            self.note(
+                "unknown_block",
+                f"chunk {n}: input_json_delta for block {index!r}, a {unknown!r} block this parser does not "
+                f"read: {len(text)} character(s) ({text[:60]!r}) not read",
+                chunk_index=n,
+            )
+            return
         which = (
             "without `index`" if index is None else f"for block {index!r} (no content_block_start opened it)"
         )
@@ -421,6 +497,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             thought = block.get("thinking")
             if thought:
                 self._thinking.append(thought)
+        elif block and btype not in _QUIET_BLOCKS:
+            if self._unknown_blocks is None:
+                self._unknown_blocks = {}
+            self._unknown_blocks[index] = str(btype)
+            self.note(
+                "unknown_block", unknown_block_note(block, f"chunk {n}: block {index!r}"), chunk_index=n
+            )
 
     @staticmethod
     def _start_and_deltas(pending: PendingCall, start: dict[str, Any], findings: list[Finding]) -> None:
@@ -475,6 +558,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             raw = None
             start = self._inputs.get(pending.index)
             closed = pending.done or ending == "normal"
+            if pending.done and ending != "normal":
+                pending.finished_by = "a block that was closed (content_block_stop)"
             if not pending.pieces:
                 if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
                     pending.args_absent = "`input` null" if start is None else "`input` missing"
@@ -554,6 +639,9 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     cut = None
     if ending in ("limit", "abnormal"):
         cut = f"{cut_reason('stop_reason', str(stop))} at this tool_use, the message's last block"
+    elif ending == "none":  # a snapshot of a message in progress: its last block may not be whole
+        cut = "the message ended without a stop_reason at this tool_use, its last block"
+        findings.append(finding("no_finish_reason", "the message has no stop_reason"))
     content = body.get("content")
     if not isinstance(content, list):
         if content is not None:
@@ -593,7 +681,9 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             elif not isinstance(raw, str):
                 raw = compact_json(raw)
             last = pos == len(content) - 1
-            calls.append(pending.finalize(batch, findings, raw, failed, cut if last else None, taken))
+            calls.append(
+                pending.finalize(batch, findings, raw, failed, cut if last else None, taken, ending == "none")
+            )
         elif kind in _SERVER_BLOCKS:
             pending = PendingCall.announced(0, len(server), 0, tid, name)
             server_inputs[pending.index] = block.get("input")
@@ -604,6 +694,8 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             text.append(block.get("text"))
         elif kind == "thinking":
             thinking.append(block.get("thinking"))
+        elif kind not in _QUIET_BLOCKS:
+            findings.append(finding("unknown_block", unknown_block_note(block, f"content block {pos}")))
     if ending not in ("normal", "none"):
         findings.append(how_it_ended("stop_reason", str(stop), sum(not c.complete for c in calls)))
     server_calls = _server_calls(server, server_inputs, results, findings)

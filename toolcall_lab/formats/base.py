@@ -15,7 +15,7 @@ from toolcall_lab.formats._findings import FINDINGS_PER_KIND as FINDINGS_PER_KIN
 from toolcall_lab.formats._findings import FindingLimit as FindingLimit
 from toolcall_lab.formats._findings import capped as capped
 from toolcall_lab.formats._findings import finding as finding
-from toolcall_lab.formats._values import a_json_type
+from toolcall_lab.formats._values import STARTS, a_json_type, as_text, may_hold_calls
 from toolcall_lab.formats._values import compact_json as compact_json
 from toolcall_lab.formats._values import fix_surrogates as fix_surrogates
 from toolcall_lab.formats._values import join_text as join_text
@@ -101,6 +101,7 @@ class StreamAccumulator:
         "chunk_count",
         "damaged",
         "findings",
+        "foreign",
         "listener",
         "model",
         "response_id",
@@ -121,6 +122,7 @@ class StreamAccumulator:
         self.response_id: str | None = None
         self.model: str | None = None
         self.damaged: str | None = None
+        self.foreign: str | None = None  # an event of this wire format starts the next response
         self._final: ParsedResponse | None = None
         self._limit: FindingLimit | None = None
 
@@ -175,6 +177,46 @@ class StreamAccumulator:
         """Take one payload of the stream."""
         raise NotImplementedError
 
+    own_format = "unknown"
+    """This reader's wire format, as `wire_format_of` names it."""
+
+    def _foreign_event(self, event: Mapping[str, Any], n: int, fmt: str, ended: bool) -> bool:
+        """An event of another wire format (`fmt`) in this stream (``mixed_formats``). After this
+        response `ended`, or when it starts a response of its own (``message_start``,
+        ``response.created``), the file holds recordings of several formats: `foreign` asks the
+        recording reader to read it as the next response (True). Anywhere else it is skipped,
+        quoted, and when it may hold call data every call of this response is held back (False)."""
+        kind = event.get("type")
+        what = _WHAT[fmt] + (f" ({str(kind)[:40]!r})" if kind is not None else "")
+        what = f"{what}, not {_WHAT[self.own_format]},"
+        if ended or kind in STARTS:
+            self.foreign = fmt
+            when = "after this response ended" if ended else "starting a response"
+            self.note(
+                "mixed_formats",
+                f"chunk {n}: {what} {when}: the stream holds recordings of another wire format; "
+                "read_recording / iter_responses read it as the next response, in its own format",
+                chunk_index=n,
+            )
+            return True
+        holds = may_hold_calls(event)
+        self.note(
+            "mixed_formats",
+            f"chunk {n}: {what} inside this response; skipped ({as_text(event)[:300]})"
+            + ("; it may hold tool call data, so every call of this response is held back" if holds else ""),
+            chunk_index=n,
+        )
+        if holds:
+            self._hold_all(
+                f"chunk {n} was {what} holding tool call data inside this response: which call it "
+                "belongs to, or whether it is a call of its own, is unknown"
+            )
+        return False
+
+    def _hold_all(self, reason: str) -> None:
+        """Hold back every client call of this response (`reason`: what could not be read)."""
+        raise NotImplementedError
+
     def _result(self, error: str | None) -> ParsedResponse:
         raise NotImplementedError
 
@@ -215,6 +257,14 @@ class StreamAccumulator:
         exc = ProviderStreamError(message, payload=payload, line_number=None, chunk_index=chunk_index)
         exc.partial_responses = (partial,)
         raise exc
+
+
+_WHAT = {
+    "openai-chat": "a chat-completion chunk",
+    "anthropic": "an Anthropic event",
+    "openai-responses": "a Responses API event",
+    "unknown": "an event of this stream's format",
+}
 
 
 def _feed_closed(self: StreamAccumulator, payload: Any) -> None:
@@ -285,6 +335,44 @@ def failure_clause(error: str) -> str:
     return "the response ended in a provider error"
 
 
+_CALL_FINISHES = frozenset({"tool_calls", "function_call", "tool_use"})
+
+
+def promised_calls(
+    field: str, reason: str | None, findings: list[Finding], where: str = "", choice_index: int | None = None
+) -> None:
+    """The ``finish_without_calls`` finding of a choice whose finish / stop reason says it made tool
+    calls (``tool_calls``, ``tool_use``) when none was read: they were lost on the way."""
+    if reason in _CALL_FINISHES:
+        findings.append(
+            finding(
+                "finish_without_calls",
+                f"{where}{field} {reason!r} but no tool call was read",
+                choice_index=choice_index,
+            )
+        )
+
+
+def repeated_provider_ids(calls: Iterable[ToolCall], findings: list[Finding]) -> None:
+    """A ``duplicate_tool_call_id`` finding per provider id that more than one call of a choice
+    carries: results matched by id would be crossed (fallback ids are made unique already)."""
+    where: dict[str, list[int]] = {}
+    for call in calls:
+        if call.id_source == "provider":
+            where.setdefault(call.tool_call_id, []).append(call.index)
+    for tool_call_id, indices in where.items():
+        if len(indices) > 1:
+            findings.append(
+                finding(
+                    "duplicate_tool_call_id",
+                    f"the calls at indices {indices} share the provider id {tool_call_id!r}: tool results "
+                    "matched by id would be crossed; each call kept (answer them by position)",
+                    tool_call_id=tool_call_id,
+                    call_index=indices[1],
+                )
+            )
+
+
 def single_choice(
     fmt: str,
     *,
@@ -300,6 +388,10 @@ def single_choice(
     error: str | None = None,
 ) -> ParsedResponse:
     """A response with one choice (Anthropic and Responses API answers have exactly one)."""
+    if len(calls) > 1:
+        repeated_provider_ids(calls, findings)
+    elif not calls and error is None:
+        promised_calls("stop_reason", finish_reason, findings)
     content = join_text(text, findings, "text")
     thought = join_text(reasoning, findings, "reasoning")
     choice = new_choice(0, content, thought, tuple(calls), finish_reason, server_calls)
@@ -434,6 +526,7 @@ class PendingCall:
     non_string_at: int | None = None  # the chunk of the first argument piece that was not a string
     held: str | None = None  # why the call is held back (never complete): what could not be read
     started = False  # CallStarted was emitted to the listener
+    finished_by: str | None = None  # what ended the call when the response did not end normally
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:
         self.choice_index = choice_index
@@ -754,9 +847,8 @@ class PendingCall:
                     )
             else:
                 what = self.args_absent if self.args_absent is not None else "empty argument string"
-                message = (
-                    f"call {tool_call_id} ({name}): {what} in a response that ended normally, read as {{}}"
-                )
+                ended = self.finished_by or "a response that ended normally"
+                message = f"call {tool_call_id} ({name}): {what} in {ended}, read as {{}}"
                 findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))
         else:
             if outcome.double_encoded:

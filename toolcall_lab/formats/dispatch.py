@@ -335,6 +335,34 @@ def iter_stream_responses(
                 acc = None
                 after_error = True
                 continue
+            if acc.foreign is not None:  # an event of another wire format starts the next response
+                fmt = acc.foreign  # type: ignore[assignment]
+                yield _with_notes(acc.finish(), notes)
+                yielded += 1
+                batch += 1
+                boundary = _NEW_RESPONSE.get(fmt)  # type: ignore[arg-type]
+                acc = new_accumulator(fmt, batch)  # type: ignore[arg-type]
+                feed = acc.feed
+                count = 0
+                try:
+                    feed(item)
+                except ProviderStreamError as exc:
+                    response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
+                    if errors == "raise":
+                        _raise(
+                            ProviderStreamError(
+                                exc.provider_message,
+                                payload=exc.payload,
+                                line_number=_line(where),
+                                chunk_index=exc.chunk_index,
+                            ),
+                            response,
+                        )
+                    last, yielded = response, yielded + 1
+                    batch += 1
+                    acc = None
+                    after_error = True
+                    continue
             count += 1
             if count >= _COMPACT_EVERY:
                 count = 0

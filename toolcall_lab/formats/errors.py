@@ -23,7 +23,7 @@ def describe_error(error: Any) -> str:
         code = error.get("code") or error.get("type") or error.get("status")
         if not message:
             return json.dumps(dict(error), ensure_ascii=False, default=str)[:500]
-        text = str(message)
+        text = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False, default=str)
         if code and str(code) not in text:
             text = f"{text} ({code})"
         return text

@@ -51,9 +51,12 @@ from toolcall_lab.formats._values import (
     as_index,
     as_text,
     content_parts,
+    describe_gaps,
+    index_gaps,
     may_hold_calls,
     refusal_note,
     unknown_shape,
+    wire_format_of,
 )
 from toolcall_lab.formats.base import (
     _CLOSED,
@@ -71,10 +74,12 @@ from toolcall_lab.formats.base import (
     failure_clause,
     finding,
     join_text,
+    promised_calls,
     provider_ids,
+    repeated_provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
-from toolcall_lab.formats.openai_chat_body import entry_shape, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import entry_shape, legacy_differs_note, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -207,6 +212,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         first.index, first.calls, first.order = 0, {}, []
         self._choices: dict[int, _Choice] = {0: first}
         self._odd: _Odd | None = None  # what came that is not a chat-completion chunk (rare)
+        self.foreign: str | None = None  # an event of this wire format starts the next response
         self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -343,6 +349,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
         if "choices" not in chunk and "error" not in chunk:
+            if chunk.get("object") == "error" or chunk.get("type") == "error":  # vLLM / FastChat's
+                # ErrorResponse, unwrapped: {"object": "error", "message", "type", "code"}
+                self.fail(error_message(chunk) or "an error object without a message", chunk, n)
             if isinstance(chunk.get("type"), str):
                 self._other_format(chunk, n)
                 return
@@ -378,23 +387,38 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 message = "finish_reason 'error' without an error message"
             if message is not None:
                 self.fail(message, chunk, n)
+            if chunk.get("error") is not None and chunk["error"] is not False:  # {}, "", []: no
+                self._empty_error(chunk["error"], n)  # message, yet not "no error" (null, false)
+
+    def _empty_error(self, error: Any, n: int) -> None:
+        """An ``error`` that is present but empty (``{}``, ``""``): read as no error, and said, since
+        a provider that meant one lost its message on the way."""
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: `error` is {compact_json(error)[:40]} ({a_json_type(error)}): read as no error; if "
+            "the provider meant one, its message is lost",
+            chunk_index=n,
+        )
+
+    own_format = "openai-chat"
 
     def _other_format(self, chunk: dict[str, Any], n: int) -> None:
-        """An event of another wire format (Anthropic, Responses) fed to the chat accumulator: the
-        first few reported one by one, the rest counted when the response is built."""
-        odd = self._odd_state()
-        odd.foreign += 1
-        if odd.foreign > 3:
+        """A typed event fed to the chat accumulator: of another wire format (Anthropic, Responses),
+        `_foreign_event` (the next response, or skipped and the calls held back when it may hold
+        call data); of no known format, a stray part (`_stray`)."""
+        fmt = wire_format_of(chunk)
+        if fmt is None:
+            self._stray(
+                chunk, n, f"an event of type {str(chunk['type'])[:40]!r}, not a chat-completion chunk"
+            )
             return
-        kind = chunk["type"]
-        what = (
-            "an Anthropic event"
-            if kind.startswith(("message", "content_block")) or kind == "ping"
-            else "a Responses API event"
-            if kind.startswith("response.")
-            else "an event"
-        )
-        self._malformed(n, f"{what} ({kind[:40]!r}), not a chat-completion chunk")
+        self._odd_state().foreign += 1
+        self._foreign_event(chunk, n, fmt, self.finished)
+
+    def _hold_all(self, reason: str) -> None:
+        odd = self._odd_state()
+        if odd.stray is None:
+            odd.stray = reason
 
     def _first(self, chunk: dict[str, Any]) -> None:
         """The response's id and model, from the first chunk that has an id (Azure's first chunk,
@@ -969,10 +993,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
         batch = self.batch
         # every call was started by the fast path, which takes only the next index: `order` is
         # already in index order (a call started anywhere else sets `st.slow`)
-        if len(order) == 1:
-            calls: tuple[ToolCall, ...] = (order[0].finalize(batch, findings, None, None, None, taken),)
+        calls: tuple[ToolCall, ...]
+        if not order:
+            calls = ()
+            promised_calls("finish_reason", st.finish_reason, findings, "choice 0: ", 0)
+        elif len(order) == 1:
+            calls = (order[0].finalize(batch, findings, None, None, None, taken),)
         else:
             calls = tuple([p.finalize(batch, findings, None, None, None, taken) for p in order])
+            repeated_provider_ids(calls, findings)
         text = st.content
         thought = st.reasoning
         choice: Any = _new(_ChoiceTwin)  # new_choice(...) and new_response(...), inlined
@@ -1027,6 +1056,10 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     p.finalize(batch, findings, None, failed, cut, taken, loose)
                     for p in sorted(order, key=_by_index)
                 )
+            if len(calls) > 1:
+                repeated_provider_ids(calls, findings)
+            elif not calls and error is None:
+                promised_calls("finish_reason", finish, findings, f"choice {ci}: ", ci)
             if (failed or cut) and error is None and finish is not None:
                 unfinished = sum(not c.complete for c in calls)
                 findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))
@@ -1078,14 +1111,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
         held back when data of an unknown shape may have been one's."""
         odd = self._odd
         assert odd is not None
-        if odd.foreign > 3:
-            findings.append(
-                finding(
-                    "malformed_chunk",
-                    f"{odd.foreign - 3} more event(s) of another wire format, not chat-completion "
-                    "chunks; skipped",
-                )
-            )
         if odd.stray is not None:
             for call in self.pending_calls():
                 call.hold(odd.stray)
@@ -1119,6 +1144,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             None,
         )
         if twin is None:
+            findings.append(legacy_differs_note(st.index, legacy, [c for c in st.order if c is not legacy]))
             return st.order
         findings.append(
             finding(
@@ -1157,21 +1183,18 @@ def _ending(
 
 def _gaps(st: _Choice, order: list[PendingCall], findings: list[Finding]) -> None:
     """The ``sparse_index`` finding of a choice whose wire indices skip numbers: which never came
-    (indices that only arrived out of order are no gap)."""
-    present = {c.index for c in order}
-    missing = [i for i in range(max(present, default=-1) + 1) if i not in present]
-    if not missing:
+    (indices that only arrived out of order are no gap). The gaps are ranges, found from the calls
+    present: an index is a number in the input (1e12 costs no more than 2)."""
+    gaps = index_gaps(c.index for c in order)
+    if not gaps:
         return
-    shown = ", ".join(map(str, missing[:10])) + (
-        f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-    )
     findings.append(
         finding(
             "sparse_index",
-            f"choice {st.index}: tool call indices skip {shown} (sparse indices kept)",
+            f"choice {st.index}: tool call indices skip {describe_gaps(gaps)} (sparse indices kept)",
             chunk_index=st.sparse_at,
             choice_index=st.index,
-            call_index=missing[0],
+            call_index=gaps[0][0],
         )
     )
 

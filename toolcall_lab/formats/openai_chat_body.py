@@ -21,8 +21,10 @@ from toolcall_lab.formats.base import (
     failure_clause,
     finding,
     join_text,
+    promised_calls,
     provider_error_note,
     provider_ids,
+    repeated_provider_ids,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, new_choice, new_response
@@ -60,9 +62,21 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
                     choice_index=ci,
                 )
             )
-        message = choice.get("message") or {}
-        if not isinstance(message, dict):
-            findings.append(finding("malformed_chunk", f"choice {ci}: message is not an object; skipped"))
+        message = choice.get("message")
+        if message is None:
+            if "message" in choice or "delta" not in choice:
+                said = "null" if "message" in choice else "missing"
+                note = f"choice {ci}: message is {said}; nothing read"
+                findings.append(finding("malformed_chunk", note, choice_index=ci))
+            message = {}
+        elif not isinstance(message, dict):
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"choice {ci}: message is {a_json_type(message)}, not an object; skipped",
+                    choice_index=ci,
+                )
+            )
             message = {}
         finish = choice.get("finish_reason")
         if finish is not None and type(finish) is not str:
@@ -84,6 +98,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     taken = provider_ids([p for ps in pendings for p in ps])
     for (ci, message, finish), pending in sorted(zip(messages, pendings, strict=True), key=lambda m: m[0][0]):
         failed = cut = None
+        loose = False
         ending = "normal" if finish in NORMAL else ending_of(finish)
         if error is not None:
             failed = failure_clause(error)
@@ -91,10 +106,21 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             failed = f"the provider stopped or withheld the output (finish_reason {finish!r})"
         elif ending in ("limit", "abnormal"):  # a whole body's calls have no end of their own
             cut = cut_reason("finish_reason", str(finish))
+        elif ending == "none":  # as in a stream: arguments that form a JSON object are whole, an
+            # empty string or custom input is not (nothing says the response ended)
+            findings.append(
+                finding("no_finish_reason", f"choice {ci}: the body has no finish_reason", choice_index=ci)
+            )
+            cut, loose = "the response ended without a finish reason", True
         calls = [
-            p.finalize(batch, findings, None, failed, cut, taken) for p in sorted(pending, key=_by_index)
+            p.finalize(batch, findings, None, failed, cut, taken, loose)
+            for p in sorted(pending, key=_by_index)
         ]
-        if (failed or cut) and error is None:
+        if len(calls) > 1:
+            repeated_provider_ids(calls, findings)
+        elif not calls and error is None:
+            promised_calls("finish_reason", finish, findings, f"choice {ci}: ", ci)
+        if (failed or cut) and error is None and finish is not None:
             unfinished = sum(not c.complete for c in calls)
             findings.append(how_it_ended("finish_reason", str(finish), unfinished, f"choice {ci}: ", ci))
         text, thought = _message_text(message, ci, findings)
@@ -253,6 +279,8 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                 )
             )
         else:
+            if pendings:
+                findings.append(legacy_differs_note(ci, pending, pendings))
             pendings.append(pending)
             findings.append(
                 finding(
@@ -263,6 +291,20 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                 )
             )
     return pendings
+
+
+def legacy_differs_note(ci: int, legacy: PendingCall, others: list[PendingCall]) -> Finding:
+    """The ``conflicting_legacy_call`` finding: a choice's deprecated ``function_call`` names a call
+    no ``tool_calls`` entry of it says (another name or other arguments). Both are kept, as sent;
+    which the model meant, one or both, is for the reader to judge."""
+    names = ", ".join(repr(c.name) for c in others[:5])
+    return finding(
+        "conflicting_legacy_call",
+        f"choice {ci}: the deprecated function_call ({legacy.name!r}) and the tool_calls ({names}) say "
+        "different calls; both kept, as sent",
+        choice_index=ci,
+        call_index=legacy.index,
+    )
 
 
 _ENTRY_KEYS = frozenset(("index", "id", "type", "function", "custom", "extra_content"))

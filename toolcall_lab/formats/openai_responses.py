@@ -26,7 +26,15 @@ from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats._endings import ending_of, how_it_ended
-from toolcall_lab.formats._values import a_json_type, as_index, as_key, as_text, refusal_note
+from toolcall_lab.formats._values import (
+    a_json_type,
+    as_index,
+    as_key,
+    as_text,
+    may_hold_calls,
+    refusal_note,
+    wire_format_of,
+)
 from toolcall_lab.formats.base import (
     ArgumentsDelta,
     CallFinished,
@@ -82,6 +90,8 @@ _SERVER_ITEMS = frozenset(
 _FINAL_STATUSES = frozenset({"completed", "incomplete", "failed", "cancelled"})
 """Statuses that end a response (any other, ``in_progress`` or ``queued``, means the stream was cut)."""
 _QUIET_ITEMS = frozenset({"message", "reasoning", "mcp_list_tools"})
+_DATA_KEYS = frozenset({"delta", "arguments", "input", "item", "output", "response"})
+"""Keys of an event that may carry a call's data (read when an event has no type to say what it is)."""
 _RESPONSE_EVENTS = frozenset(
     {
         "response.created",
@@ -126,7 +136,7 @@ def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
 class _Item:
     """A client call item: its pending call, where it is, and its final text once known."""
 
-    __slots__ = ("call", "final", "item_id", "output_index", "unlisted")
+    __slots__ = ("call", "cut_item", "final", "item_id", "output_index", "unlisted")
 
     def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
         self.call = call
@@ -134,6 +144,19 @@ class _Item:
         self.output_index = output_index if type(output_index) is int else 1 << 30
         self.final: str | None = None
         self.unlisted = False  # never finished and not in response.completed's output
+        self.cut_item = False  # a final form of the item says `status: "incomplete"`
+
+    def settle(self, status: Any, finished: bool) -> None:
+        """What a final form of the item says of its end: ``status: "incomplete"`` = cut, whatever the
+        response says; ``"completed"``, or a form that is itself the item's end (`finished`:
+        ``output_item.done``) = finished. Being listed in a response's output without a status
+        shows nothing (a ``custom_tool_call`` has no status field): only a normal end of the
+        response then says the item is whole (`_result`)."""
+        if status == "incomplete":
+            self.cut_item = True
+            self.call.done = False
+        elif (status == "completed" or finished) and not self.cut_item:
+            self.call.done = True
 
 
 class _Held:
@@ -155,16 +178,19 @@ class ResponsesStreamAccumulator(StreamAccumulator):
     __slots__ = (
         "_by_key",
         "_completed",
+        "_foreign_items",
         "_items",
         "_orphans",
         "_reasoning",
         "_refusal",
         "_server",
+        "_stray",
         "_text",
         "_text_done",
         "ended",
         "incomplete_reason",
         "status",
+        "whole",
     )
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
@@ -172,6 +198,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self.status: str | None = None
         self.ended = False  # a response.completed / .incomplete event came (its status says how it ended)
         self.incomplete_reason: str | None = None
+        self.whole = False  # a whole body (parse_responses_output), not a stream
         self._text: list[Any] = []
         self._reasoning: list[Any] = []
         self._refusal: list[Any] = []
@@ -182,6 +209,14 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._completed: list[Any] | None = None
         # deltas (and a `.done`) for items not announced yet, by item id or ("#", output_index)
         self._orphans: dict[Any, _Held] | None = None
+        self._stray: str | None = None  # why every call is held back (call data that could not be read)
+        self._foreign_items: set[Any] | None = None  # ids / ("#", output_index) of items not read
+
+    own_format = "openai-responses"
+
+    def _hold_all(self, reason: str) -> None:
+        if self._stray is None:
+            self._stray = reason
 
     def _find(self, event: Mapping[str, Any]) -> _Item | None:
         item_id = _key(event.get("item_id"))
@@ -387,7 +422,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             elif itype in _BUILTIN_ITEMS:
                 self._announce(item, event.get("output_index"), n)
             elif item and itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
-                self._unknown_item(itype, n)
+                self._unknown_item(itype, n, item, event.get("output_index"))
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
             found = self._find(event)
             final = event.get("arguments" if kind.startswith("response.function") else "input")
@@ -408,12 +443,76 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         elif kind not in _RESPONSE_EVENTS and (message := error_message(event)) is not None:
             self.fail(message, dict(event), n)  # {"error": ...} or "response.error" from other servers
         elif not (isinstance(kind, str) and kind.startswith(_QUIET_PREFIXES)):
-            self.note("unknown_event", f"unknown Responses event type {kind!r} ignored", chunk_index=n)
+            self._unknown(event, kind, n)
 
-    def _unknown_item(self, itype: Any, n: int) -> None:
+    def _unknown(self, event: Mapping[str, Any], kind: Any, n: int) -> None:
+        """An event without ``type`` or of a type this reader does not know. One of another wire
+        format goes to `_foreign_event`; one that may hold call data (a key such as ``delta``,
+        ``arguments``, ``item``) is never dropped unseen: the call of the item it names (every call,
+        when it names none) is held back."""
+        fmt = wire_format_of(event)
+        if fmt is not None and fmt != "openai-responses":
+            self._foreign_event(event, n, fmt, self.ended)
+            return
+        what = "an event without `type`" if kind is None else f"a Responses event of unknown type {kind!r}"
+        if not (may_hold_calls(event) or event.keys() & _DATA_KEYS):
+            if kind is None:
+                self.note(
+                    "malformed_chunk", f"chunk {n}: {what}; skipped ({as_text(event)[:80]})", chunk_index=n
+                )
+            else:
+                self.note("unknown_event", f"chunk {n}: {what} ignored", chunk_index=n)
+            return
+        if self._foreign_items and (
+            _key(event.get("item_id")) in self._foreign_items
+            or ("#", _position(event.get("output_index"))) in self._foreign_items
+        ):  # it names an item of an unknown type (reported when it came): that item's data
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: {what} for an output item of a type this parser does not read; not read "
+                f"({as_text(event)[:100]})",
+                chunk_index=n,
+            )
+            return
         self.note(
-            "unknown_event", f"output item type {itype!r} is not read as a tool call; ignored", chunk_index=n
+            "malformed_chunk",
+            f"chunk {n}: {what} that may hold tool call data; skipped ({as_text(event)[:100]}), and the "
+            "call(s) it may belong to held back",
+            chunk_index=n,
         )
+        entry = self._find(event)
+        if entry is not None:
+            entry.call.hold(f"chunk {n}: {what} named its item and may hold its arguments")
+        else:
+            self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
+
+    def _unknown_item(self, itype: Any, n: int, item: Mapping[str, Any], output_index: Any = None) -> None:
+        """An output item of a type this reader does not know: one that looks like a call (a
+        ``call_id``, ``name``, ``arguments`` or ``input``) is said not to be read (a warning); the
+        deltas naming it are its own, not orphans that hold the other calls back."""
+        said = [key for key in ("call_id", "name", "arguments", "input") if key in item]
+        if not said:
+            self.note(
+                "unknown_event",
+                f"output item type {itype!r} is not read as a tool call; ignored",
+                chunk_index=n,
+            )
+            return
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: a call-like output item of unknown type {itype!r} ({'/'.join(said)}: call_id "
+            f"{as_text(item.get('call_id'))[:40]!r}, name {as_text(item.get('name'))[:40]!r}) was not read: "
+            "no call is made of it, it will not be executed",
+            chunk_index=n,
+        )
+        if self._foreign_items is None:
+            self._foreign_items = set()
+        item_id = _key(item.get("id"))
+        if item_id:
+            self._foreign_items.add(item_id)
+        position = _position(output_index)
+        if position is not None:
+            self._foreign_items.add(("#", position))
 
     def _response_of(self, event: Mapping[str, Any], kind: str, n: int) -> Mapping[str, Any]:
         """The ``response`` object of a response event. ``response.completed`` / ``.incomplete``
@@ -457,8 +556,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         final = self._final_text(entry.call, _final_of(item), n)
         if final is not None:
             entry.final = final
-        if item.get("status") != "incomplete":
-            entry.call.done = True
+        entry.settle(item.get("status"), True)
 
     def _disagree(self, entry: _Item, item: Mapping[str, Any], where: str, n: int | None) -> None:
         """A later form of an item (``output_item.done``, ``response.completed``) against the call as
@@ -571,8 +669,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                         tool_call_id=entry.call.tool_call_id,
                     )
                 entry.final = final
-            if item.get("status") != "incomplete":
-                entry.call.done = True
+            entry.settle(item.get("status"), False)
         ending = "response.incomplete" if self.status == "incomplete" else "response.completed"
         empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
@@ -597,6 +694,17 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         orphans = self._orphans
         assert orphans is not None
         self._orphans = None
+        if self._foreign_items:  # deltas for an item of an unknown type are that item's (reported)
+            for key in [k for k in orphans if k in self._foreign_items]:
+                held = orphans.pop(key)
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {held.first}: {held.count} arguments delta(s) for {key!r}, an output item of a "
+                    "type this parser does not read; not read",
+                    chunk_index=held.first,
+                )
+            if not orphans:
+                return
         if any(held.pieces or held.final for held in orphans.values()):
             for entry in self._items:  # an item with no final form of its own may be what they were for
                 if entry.final is None and entry.call.kind != "builtin":
@@ -678,6 +786,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._reconcile()
         if self._orphans:
             self._orphan_calls()
+        if self._stray is not None:
+            for entry in self._items:
+                entry.call.hold(self._stray)
         findings = list(self.findings)
         calls: list[ToolCall] = []
         status = self.status
@@ -688,6 +799,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         # response.completed an item it lists ended too, and `_reconcile` marked it done)
         if ending == "normal":
             cut = "the item never finished and response.completed's output does not list it"
+        elif ending == "none" and self.whole:  # as a chat body without finish_reason: arguments that
+            # form a JSON object are whole, an empty string or custom input is not
+            cut = "the response ended without a status"
         elif ending == "none":
             cut = "the stream ended before the item finished, without response.completed"
         elif status == "incomplete":
@@ -703,9 +817,22 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 if pending.pieces:
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
-            done = pending.done or (ending == "normal" and not entry.unlisted)
+            done = pending.done or (ending == "normal" and not entry.unlisted and not entry.cut_item)
+            why = cut
+            if entry.cut_item:
+                why = "its item has status 'incomplete'" + (
+                    " although the response completed" if ending == "normal" else ""
+                )
+            elif done and ending != "normal":
+                pending.finished_by = "an item that finished"
             call = pending.finalize(
-                self.batch, findings, raw, None if done else failed, None if done else cut, taken
+                self.batch,
+                findings,
+                raw,
+                None if done else failed,
+                None if done else why,
+                taken,
+                self.whole and ending == "none",
             )
             calls.append(call)
             if self.listener is not None:
@@ -720,7 +847,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 )
             )
         elif ending == "none" and error is None:
-            message = f"stream ended without response.completed (status {status!r})"
+            message = (
+                f"the body has no final status (status {status!r})"
+                if self.whole
+                else f"stream ended without response.completed (status {status!r})"
+            )
             findings.append(finding("no_finish_reason", message))
         elif ending not in ("normal", "none") and error is None:
             findings.append(how_it_ended("status", str(status), unfinished))
@@ -772,6 +903,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
     ``status: "incomplete"`` marks calls whose items are not completed incomplete.
     """
     acc = ResponsesStreamAccumulator(batch=batch)
+    acc.whole = True
     acc._response_event("response.completed", body)
     if body.get("status") == "incomplete":
         acc._response_event("response.incomplete", body)
@@ -795,7 +927,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
             for part in _parts(item.get("summary"), f"output item {pos} summary", acc):
                 acc._reasoning.append(part.get("text"))
         elif not _is_call(kind) and kind not in _SERVER_ITEMS and kind not in _QUIET_ITEMS:
-            acc._unknown_item(kind, 0)
+            acc._unknown_item(kind, 0, item)
     acc._completed = None
     for pos, item in enumerate(output):
         kind = as_key(item.get("type")) if isinstance(item, Mapping) else None
@@ -808,7 +940,7 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
                 entry.call.quirky = True
                 final = ""
             entry.final = acc._final_text(entry.call, final, 0)
-            entry.call.done = item.get("status") != "incomplete"
+            entry.settle(item.get("status"), False)
         elif kind in _SERVER_ITEMS:
             server = _server_call(item)
             acc._server[server.tool_call_id] = server

@@ -297,6 +297,11 @@ def _refuse_wide(first: bytes) -> None:
     in those encodings: Windows PowerShell 5's ``>`` writes UTF-16): event streams and JSON lines
     are UTF-8, and read as such they would give no payload and a misleading error."""
     name = next((name for bom, name in _WIDE_BOMS if first.startswith(bom)), None)
+    if first.startswith(b"\x1f\x8b"):
+        raise UnknownFormatError(
+            "the file is gzip data (it starts with the gzip magic bytes 1f 8b), not an event stream or "
+            "JSON lines; decompress it first, e.g. `gunzip -c in > out.sse`"
+        )
     head = first[:4]
     if name is None and len(head) == 4 and b"\x00" in head:
         zeros = "".join("0" if b == 0 else "x" for b in head)

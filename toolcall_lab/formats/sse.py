@@ -32,6 +32,7 @@ from itertools import chain
 from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError, SSEDecodeError
+from toolcall_lab.formats._values import compact_json, event_type_from_line
 from toolcall_lab.formats.base import FINDINGS_PER_KIND as FINDINGS_PER_KIND
 from toolcall_lab.formats.base import FindingLimit, finding
 from toolcall_lab.formats.errors import error_frame_payload, error_message, list_error_message
@@ -240,7 +241,15 @@ def sse_frames(pieces: Iterable[bytes]) -> Iterator[Frame | Finding]:
                         name = stripped
                     else:
                         shown = line[:80].decode("utf-8", "replace")
-                        if colon and _TOKEN.match(stripped):
+                        if colon and stripped.lower() == b"data":  # `Data:`: field names are
+                            # case-sensitive (WHATWG), so it is not data; a server surely meant it as such
+                            found = finding(
+                                "sse_ignored_data",
+                                f"line {number}: a field that looks like data ("
+                                f"{name[:40].decode('utf-8', 'replace')!r}) was ignored: SSE field names "
+                                f"are case-sensitive, so its payload is not read: {shown!r}",
+                            )
+                        elif colon and _TOKEN.match(stripped):
                             found = finding(
                                 "sse_unknown_field",
                                 f"line {number}: unknown SSE field {name[:40].decode('utf-8', 'replace')!r} "
@@ -377,6 +386,9 @@ def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = N
                 payload = None
             if type(payload) is dict:
                 where[0] = start
+                if event is not None and "type" not in payload and event_type_from_line(event):
+                    yield typed_by_line(payload, event, start)
+                    payload["type"] = event
                 yield payload
                 continue
             if not data or data.isspace():
@@ -400,10 +412,23 @@ def payload_items(frames: Iterable[Frame | Finding], where: list[int] | None = N
                 if type(payload) is Unreadable:
                     yield payload
                     continue
+            if event is not None and "type" not in payload and event_type_from_line(event):
+                yield typed_by_line(payload, event, start)
+                payload["type"] = event
         else:
             payload = error_frame_payload(data.decode("utf-8", "replace"))
         where[0] = start
         yield payload
+
+
+def typed_by_line(payload: dict[str, Any], event: str, line: int) -> Finding:
+    """The finding of a payload without ``type`` whose SSE ``event:`` line names one: the event
+    line's name is read as its type (Anthropic and Responses payloads carry their type in both)."""
+    return finding(
+        "malformed_chunk",
+        f"line {line}: a payload without `type` ({compact_json(payload)[:80]}); read as the "
+        f"type its SSE event line names, {event!r}",
+    )
 
 
 def _line_by_line(data: bytes, start: int, error: SSEDecodeError, where: list[int]) -> Iterator[Item]:
