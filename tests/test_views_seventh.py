@@ -365,3 +365,38 @@ def test_a_measured_speedup_is_not_marked() -> None:
     assert speedup_caveat({**row, "stream_overlap_s": 0.2, "chunk_timing": "spread"}) == "assumed timings"
     # a little placeholder time beside a large measured saving: the speedup does not rest on it
     assert speedup_caveat({**row, "timing_evidence": "placeholder", "measured_share": 0.95}) is None
+
+
+# --- 9: the stepper names the chunk a finding is shown at ----------------------------------------------
+
+
+def test_a_repeated_header_names_the_chunk_it_is_shown_at(tmp_path) -> None:
+    """f15 #9: shown at the repeating chunk, the finding read "repeated_header (chunk 2)": its
+    chunk_index points at the first header."""
+    import json
+
+    from toolcall_lab.notebook.stream import frame_html
+    from toolcall_lab.notebook.widgets import StreamStepper
+
+    def chunk(delta, finish=None):
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"id": "x", "object": "chat.completion.chunk", "choices": [choice]}
+
+    def call(**kw):
+        return {"tool_calls": [{"index": 0, **kw}]}
+
+    header = {"id": "c1", "type": "function"}
+    chunks = [
+        chunk({"role": "assistant"}),
+        chunk(call(**header, function={"name": "f", "arguments": ""})),
+        chunk(call(function={"arguments": '{"a": '})),
+        chunk(call(**header, function={"name": "f", "arguments": "1}"})),
+        chunk({}, "tool_calls"),
+    ]
+    path = tmp_path / "repeated.sse"
+    path.write_text("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n")
+    states = StreamStepper(path).states
+    assert [f["chunk_index"] for f in states.findings] == [1] and states.seen_at == (3,)
+    text = visible_text(frame_html(states, 3))
+    assert "repeated_header (first header at chunk 1, repeated at chunk 3)" in text, text
+    assert "repeated_header" not in visible_text(frame_html(states, 2))

@@ -239,11 +239,23 @@ def reasoning_text(r: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def finding_li(f: Mapping[str, Any]) -> str:
-    """One finding as a list item: every field it carries, nothing assumed beyond `kind`/`message`."""
+def finding_li(f: Mapping[str, Any], *, seen_at: int | None = None) -> str:
+    """One finding as a list item: every field it carries, nothing assumed beyond `kind`/`message`.
+    `seen_at`: the chunk a stepper shows it at, named beside its ``chunk_index`` when they differ
+    (a repeated header's index points at the first header)."""
+    at = f.get("chunk_index")
+    if seen_at is not None and at is not None and seen_at != at:
+        first = "first header" if f.get("kind") == "repeated_header" else "chunk_index points at"
+        where = (
+            f" (first header at chunk {e(at)}, repeated at chunk {seen_at})"
+            if first == "first header"
+            else f" (shown at chunk {seen_at}; its chunk_index points at chunk {e(at)})"
+        )
+    else:
+        where = f" (chunk {e(at)})" if at is not None else ""
     return (
         f"<li><b>{e(f.get('kind', '?'))}</b>"
-        + (f" (chunk {e(f['chunk_index'])})" if f.get("chunk_index") is not None else "")
+        + where
         + f": {e(f.get('message', ''))}"
         + "".join(
             f" <span class='tcl-id'>{e(k)}={e(v)}</span>"
