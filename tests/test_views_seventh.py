@@ -400,3 +400,17 @@ def test_a_repeated_header_names_the_chunk_it_is_shown_at(tmp_path) -> None:
     text = visible_text(frame_html(states, 3))
     assert "repeated_header (first header at chunk 1, repeated at chunk 3)" in text, text
     assert "repeated_header" not in visible_text(frame_html(states, 2))
+
+
+def test_a_call_without_an_execution_in_the_record_is_not_called_skipped() -> None:
+    """A record that lacks a call's execution says so; "skipped" is for a call the run chose not to
+    execute (first_only)."""
+    from toolcall_lab.scenarios import SCENARIOS
+
+    doc = SCENARIOS["weather_news_stock"].record().to_dict()
+    r = next(r for r in doc["rounds"] if len(r["tool_calls"]) >= 2)
+    n = len(r["tool_calls"])
+    r["tool_executions"] = r["tool_executions"][:-1]
+    title = round_title(r)
+    assert title.endswith(f"{n - 1} ok, 1 with no execution in the record"), title
+    assert "skipped" not in title

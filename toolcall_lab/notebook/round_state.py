@@ -77,11 +77,12 @@ def round_status(r: dict[str, Any]) -> str:
             word = OTHER_WORDS.get(x["status"], x["status"])
             others[word] = others.get(word, 0) + 1
     n_ok = len(ended) - failed - sum(others.values())
-    started = len(ended) + running
-    skipped = len(r["tool_calls"]) - started if live is None else 0
+    skipped = sum(x["status"] == "skipped" for x in execs)
+    # a call with no execution at all in a finished record was not skipped: the record lacks it
+    missing = max(len(r["tool_calls"]) - len(execs), 0) if live is None else 0
     not_started = n_calls(r) - len(r["tool_calls"]) if live is not None else 0
     words: list[str] = []
-    if others or running or not_started:
+    if others or running or not_started or missing:
         words += [f"{n_ok} ok"] if n_ok else []
         words += [f"{failed} failed"] if failed else []
     elif ended:
@@ -90,4 +91,5 @@ def round_status(r: dict[str, Any]) -> str:
     words += [f"{plural(running, 'call')} running"] if running else []
     words += [f"{not_started} not started yet"] if not_started else []
     words += [f"{skipped} skipped"] if skipped else []
+    words += [f"{missing} with no execution in the record"] if missing else []
     return ", ".join(words) or "no call ran"
