@@ -326,7 +326,7 @@ def test_compare_view_concurrency_cap_and_bad_settings() -> None:
     waits = view.timelines.value.count("tcl-bar-wait")
     assert waits == sum(x["queued_at"] < x["started_at"] for x in queued)  # drawn only where recorded
     before = view.summary.value
-    with pytest.raises(Exception, match=r"concurrency=-1: use 0 \(no cap\)"):
+    with pytest.raises(Exception, match=r"concurrency=-1: must be an integer >= 1, or None for no cap"):
         view.concurrency = -1
     assert view.concurrency == 2 and view.summary.value == before and view.errors.outputs == ()
 
@@ -840,7 +840,9 @@ def test_corpus_figures_say_what_they_rest_on_weighed_by_seconds() -> None:
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert any("first_only" in t and "not comparable" in t for t in labels)
     runs = table.runs.copy()
-    runs["measured_share"] = 1.0  # every second recorded, whatever the 0 s placeholders
+    runs["measured_share"] = 1.0  # every second recorded, but 0 s placeholders: the traces rest on them
+    assert plotting._evidence(runs).endswith("2 of 2 traces rest on estimated or placeholder durations")
+    runs["trace_timing_evidence"] = "recorded"
     assert plotting._evidence(runs) == "timings: all recorded or reported"
     fig = plotting.time_breakdown(table, show=False)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -957,10 +959,10 @@ def test_compare_view_cap_box_reads_blank_as_no_cap_and_refuses_words() -> None:
     view = CompareView(SCENARIOS["multi_angle_search"].record(), modes=("parallel",), concurrency=2)
     assert view.cap_box.value == "2" and view.concurrency == 2
     view.cap_box.value = ""
-    assert view.concurrency == 0 and view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 0.6 + 0.8)
+    assert view.concurrency is None and view.rows[0]["wall_time_s"] == pytest.approx(0.8 + 0.6 + 0.8)
     view.cap_box.value = "three"
-    assert view.concurrency == 0 and view.cap_box.value == ""
-    with pytest.raises(Exception, match="positive whole number"):  # what the error area shows
+    assert view.concurrency is None and view.cap_box.value == ""
+    with pytest.raises(Exception, match="whole number of calls at once >= 1"):  # what the error area shows
         view._cap_typed({"new": "-1"})
     view.concurrency = 3
     assert view.cap_box.value == "3"

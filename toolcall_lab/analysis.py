@@ -344,6 +344,43 @@ def timing_columns(
     }
 
 
+ASSUMED = "assumed timings"
+"""How a speedup resting on assumed numbers is marked wherever one is shown (`speedup_caveat`)."""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # NaN
+        return None
+    return float(value)
+
+
+def speedup_caveat(row: Any) -> str | None:
+    """``"assumed timings"`` when a run's speedup over sequential rests entirely or mostly on
+    estimated or placeholder numbers, else None (a row of `Comparison.runs`, or a view's row).
+
+    Seconds-weighted shares hide it (a 0.1 s placeholder tool saving 0.1 s beside 1.8 s of recorded
+    model time is "<1 %"), so the test is on the saving itself: the speedup rests on assumed numbers
+    when the time it saves (or loses; none at all for a 1.00x) is no more than the run's estimated or
+    placeholder seconds
+    (``(1 - measured_share)`` of its model, tool and round-trip seconds), or when it overlaps tools
+    with a stream whose chunk offsets were spread or estimated (``stream_overlap_s`` on
+    ``chunk_timing`` ``spread``/``estimated``)."""
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    speed, wall = _number(get("speedup_vs_sequential")), _number(get("wall_time_s"))
+    if speed is None or wall is None or get("mode") == "sequential":  # (sequential: 1.00x by definition)
+        return None
+    overlap = _number(get("stream_overlap_s")) or 0.0
+    if overlap > 0 and str(get("chunk_timing") or "") in ("spread", "estimated"):
+        return ASSUMED
+    if get("timing_evidence") not in ("estimated", "placeholder"):
+        return None
+    share = _number(get("measured_share"))
+    share = 1.0 if share is None else share
+    seconds = sum(_number(get(c)) or 0.0 for c in ("model_time_s", "tool_time_s", "round_trip_time_s"))
+    saving = abs(wall * speed - wall)
+    return ASSUMED if saving <= (1 - share) * seconds + 1e-9 else None
+
+
 def timing_gap(trace: Trace, allowed: frozenset[TimingSource]) -> str | None:
     """Why `trace` does not rest only on `allowed` timing labels (None when it does)."""
     seconds = timing_seconds(trace.rounds)

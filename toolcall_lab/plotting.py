@@ -390,12 +390,30 @@ def _weak_share(runs: Any) -> float:
 
 
 def _evidence(runs: Any) -> str:
-    """What a figure rests on, in words: all measured, or the estimated/placeholder share."""
+    """What a figure rests on, in words: all measured, or the estimated/placeholder share of the
+    seconds and how many traces rest on such numbers at all (a share of seconds hides a trace whose
+    every tool duration is a placeholder beside long recorded ones)."""
     share = _weak_share(runs)
-    if share <= 0:
+    column = "trace_timing_evidence" if "trace_timing_evidence" in runs else "timing_evidence"
+    weak = (
+        int(runs.loc[runs[column].isin(("estimated", "placeholder")), "trace"].nunique())
+        if column in runs and "trace" in runs
+        else 0
+    )
+    if share <= 0 and not weak:
         return "timings: all recorded or reported"
-    pct = "<1" if share < 0.01 else f"{share * 100:.0f}"
-    return f"⚠ {pct} % of these seconds are estimated or placeholders"
+    pct = "<1" if 0 < share < 0.01 else f"{share * 100:.0f}"
+    n = int(runs["trace"].nunique()) if "trace" in runs else 0
+    traces = f"; {weak} of {plural(n, 'trace')} rest on estimated or placeholder durations" if weak else ""
+    return f"⚠ {pct} % of these seconds are estimated or placeholders{traces}"
+
+
+def _assumed(runs: Any) -> Any:
+    """Per run: whether its speedup rests entirely or mostly on assumed numbers
+    (`analysis.speedup_caveat`)."""
+    from toolcall_lab.analysis import speedup_caveat
+
+    return runs.apply(lambda r: speedup_caveat(r) is not None, axis=1) if len(runs) else runs["mode"].isna()
 
 
 def _origins(runs: Any) -> str:
@@ -444,6 +462,7 @@ def speedup_distribution(
     fig = LabFigure(figsize=(7, 4.0), layout="constrained")
     ax = fig.subplots()
     data, labels, left_out = [], [], []
+    guessed = _assumed(runs)
     for m in modes:
         mine = runs["mode"] == m
         kept = runs.loc[mine & ok, "speedup_vs_sequential"].dropna()
@@ -456,12 +475,21 @@ def speedup_distribution(
             labels.append(f"{m}\n⚠ {out} of {int(mine.sum())} runs\nleft out (skipped calls)")
         else:
             labels.append(str(m))
+        on_guesses = int((mine & ok & guessed & runs["speedup_vs_sequential"].notna()).sum())
+        if on_guesses:  # marked as "not comparable" is: the speedup rests on assumed timings
+            labels[-1] += f"\n⚠ {on_guesses} of {len(kept)} on\nassumed timings"
+            xs = [len(data)] * on_guesses
+            ys = runs.loc[mine & ok & guessed, "speedup_vs_sequential"].dropna()
+            ax.scatter(xs, ys, marker="x", color="#9a3412", zorder=3, label="assumed timings")
     box = ax.boxplot(data, tick_labels=labels, showfliers=True, patch_artist=True)
     for patch, out in zip(box["boxes"], left_out, strict=True):
         patch.set_facecolor("#e5e7eb" if out else "#cfe0f5")
         if out:
             patch.set_hatch("///")
     ax.axhline(1.0, color="#888", linewidth=0.8, linestyle="--")
+    if guessed.any():
+        handles, _ = ax.get_legend_handles_labels()
+        ax.legend(handles[:1], ["speedup on assumed timings"], fontsize=7, loc="best")
     ax.set_ylabel("speedup vs sequential (x)", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -35,6 +36,7 @@ from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.theme import article, e, plural, secs
 from toolcall_lab.notebook.timeline import NARROWEST, Panel, items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
+from toolcall_lab.strategies._slots import check_limits
 from toolcall_lab.trace import Trace
 
 
@@ -49,6 +51,17 @@ def mode_name(mode: Any) -> str:
         return str(getattr(mode, "name", mode))
 
 
+def check_round_trip(value: Any, where: str) -> None:
+    """The rule `RunConfig` applies to a client round trip (what `compare(round_trip_s=...)` runs
+    with): a finite number of seconds >= 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise UsageError(f"{where}: round_trip_s={value!r}: must be >= 0 seconds (finite)")
+
+
 class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """The same trace under several modes or strategies: a summary that marks runs which cannot be
     compared (they skipped calls), every run on one shared time axis with the selected round
@@ -61,7 +74,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     """
 
     modes = traitlets.Tuple(default_value=tuple(MODES))
-    concurrency = traitlets.Int(0, help="cap on calls at once (parallel, eager); 0 = no cap")
+    concurrency = traitlets.Int(
+        None, allow_none=True, help="cap on calls at once (parallel, eager); None: no cap"
+    )
     round_trip_ms = traitlets.Float(50.0, help="serialized mode's client round trip, milliseconds")
     selected_round = traitlets.Int(0, allow_none=True)
     trace_index = traitlets.Int(0, help="which trace of the opened file is compared")
@@ -89,17 +104,18 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             options=options, value=tuple(modes), description="modes", rows=min(6, len(options))
         )
         self.cap_box = widgets.Text(
-            value=str(concurrency) if concurrency else "",
+            value="" if concurrency is None else str(concurrency),
             placeholder="none",
             description="cap",
             tooltip="calls at once in parallel and eager modes: a number, blank for no cap",
             continuous_update=False,
             layout=widgets.Layout(width="14em"),
         )
+        check_round_trip(round_trip_s, "CompareView(round_trip_s=...)")
         self.rtt_box = widgets.FloatSlider(
             value=round_trip_s * 1000,
             min=0,
-            max=500,
+            max=max(500.0, math.ceil(round_trip_s * 1000)),  # never clamp the value given
             step=5,
             description="round trip ms",
             readout_format=".0f",
@@ -146,9 +162,9 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.failed: dict[str, str] = {}
         """Modes that could not replay the trace, with the reason."""
         self._round_options()
-        self.modes, self.concurrency, self.round_trip_ms = tuple(modes), concurrency or 0, round_trip_s * 1000
+        self.modes, self.concurrency, self.round_trip_ms = tuple(modes), concurrency, round_trip_s * 1000
         widgets.link((self.mode_box, "value"), (self, "modes"))
-        # blank or "none" in the box is no cap (0 here); both ways, by hand: a bad entry resets the box
+        # blank or "none" in the box is no cap (None); both ways, by hand: a bad entry resets the box
         self.cap_box.observe(guarded(self.errors, self._cap_typed), names=["value"])
         self.observe(lambda change: setattr(self.cap_box, "value", self._cap_text()), names=["concurrency"])
         widgets.link((self.rtt_box, "value"), (self, "round_trip_ms"))
@@ -166,34 +182,39 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         return pd.DataFrame(self.rows)
 
     def _cap_text(self) -> str:
-        return str(self.concurrency) if self.concurrency else ""
+        return "" if self.concurrency is None else str(self.concurrency)
 
     def _cap_typed(self, change: Any) -> None:
         """The cap box's text as a cap: blank or none is no cap; anything else must be a whole number
-        (said in the view's error area, the box goes back to the cap in force)."""
+        of calls at once that `compare` takes (0 and 00 are refused as `compare(concurrency=0)` is,
+        said in the view's error area; the box goes back to the cap in force)."""
         text = str(change["new"]).strip().lower()
-        if text in ("", "none", "0"):
-            self.concurrency = 0
-        elif text.isdigit():
-            self.concurrency = int(text)
-        else:
+        if text in ("", "none"):
+            self.concurrency = None
+            return
+        try:
+            if not text.isdigit():
+                raise UsageError(
+                    f"concurrency={text!r}: must be a whole number of calls at once >= 1 (blank: no cap)"
+                )
+            check_limits("cap", int(text), None)  # compare's own rule
+        except UsageError:
             self.cap_box.value = self._cap_text()
-            raise UsageError(f"cap {text!r}: use a positive whole number of calls at once, or leave it blank")
+            raise
+        self.concurrency = int(text)
 
     @traitlets.validate("concurrency")
-    def _valid_cap(self, proposal: Any) -> int:
-        value = proposal["value"]
-        if value < 0:
-            raise traitlets.TraitError(
-                f"CompareView.concurrency={value!r}: use 0 (no cap) or a positive number of calls at once"
-            )
-        return int(value)
+    def _valid_cap(self, proposal: Any) -> int | None:
+        """The rule `compare(concurrency=...)` applies (`strategies` check it): None or an integer >= 1."""
+        check_limits("CompareView(concurrency=...)", proposal["value"], None)
+        return proposal["value"]  # type: ignore[no-any-return]
 
     @traitlets.validate("round_trip_ms")
     def _valid_rtt(self, proposal: Any) -> float:
         value = proposal["value"]
-        if not value >= 0:  # NaN too
-            raise traitlets.TraitError(f"CompareView.round_trip_ms={value!r}: use 0 or more milliseconds")
+        check_round_trip(value / 1000, "CompareView.round_trip_ms (in seconds)")
+        if value > self.rtt_box.max:  # a slider clamps what it cannot show: widen it instead
+            self.rtt_box.max = math.ceil(value)
         return float(value)
 
     def _round_options(self) -> None:
@@ -230,7 +251,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.rerun()
 
     def rerun(self, _: Any = None) -> None:
-        from toolcall_lab.analysis import run_rows
+        from toolcall_lab.analysis import run_rows, stream_timing
         from toolcall_lab.exceptions import ToolcallLabError
         from toolcall_lab.replay import replay
 
@@ -242,6 +263,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             rows: list[dict[str, Any]] = []
             failed: dict[str, str] = {}
             origin = self.trace.metadata.origin
+            streamed = stream_timing(self.trace)
             from toolcall_lab.strategies import Serialized, resolve
 
             for mode in self.modes:
@@ -250,7 +272,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                     strategy = resolve(mode)
                     if isinstance(strategy, Serialized):
                         kwargs["round_trip_s"] = self.round_trip_ms / 1000
-                    if self.concurrency:  # (strategies that run calls one at a time ignore it)
+                    if self.concurrency is not None:  # (strategies running calls one at a time ignore it)
                         kwargs["concurrency"] = self.concurrency
                     result = replay(self.trace, strategy, **kwargs)
                 except ToolcallLabError as exc:
@@ -261,6 +283,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 results[mode_name(mode)] = doc
                 row = run_rows(self.trace.metadata.title, result, self.trace)[0]
                 row["mode"] = mode_name(mode)
+                row["chunk_timing"] = streamed  # what an overlap with the stream rests on
                 rows.append(row)
         except Exception as exc:
             self.summary.value = error_html(

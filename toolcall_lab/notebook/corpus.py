@@ -13,7 +13,7 @@ import traitlets
 
 from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
-from toolcall_lab.notebook.html import comparable, fmt, table_html
+from toolcall_lab.notebook.html import assumed, comparable, fmt, speedup_text, table_html
 from toolcall_lab.notebook.loading import IMPORT_FIRST, TRACE, import_hint, kind_of
 from toolcall_lab.notebook.theme import e, middle, plural
 from toolcall_lab.records import MODES
@@ -116,6 +116,12 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         page_size: int = 20,
         **kwargs: Any,
     ) -> None:
+        from toolcall_lab.exceptions import UsageError
+
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise UsageError(
+                f"CorpusView(page_size={page_size!r}): page_size={page_size!r}: must be an integer >= 1"
+            )
         self.modes_arg, self.round_trip_s, self.page_size = tuple(modes), round_trip_s, page_size
         self.errors = widgets.Output()
         self.folder = widgets.Text(
@@ -477,7 +483,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         """A row in the list: number and mode first, then the trace's name as it tells traces apart
         (what they all share cut), its wall time and speedup (always two places)."""
         speed = row.get("speedup_vs_sequential")
-        speed_text = "not comparable" if comparable(row) else f"{fmt(speed, 'speedup_vs_sequential')}x"
+        speed_text = "not comparable" if comparable(row) else speedup_text(row, speed)
         trace = str(row.get("trace"))
         name = self._names.get(trace, self.short(trace)) if self._names else self.short(trace)
         return (
@@ -524,7 +530,13 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         rows = list(getattr(self.comparison, table).to_dict("records"))
         if table == "runs":
             rows = [
-                {k: (None if comparable(r) and str(k).startswith("speedup") else v) for k, v in r.items()}
+                {
+                    **{
+                        k: (None if comparable(r) and str(k).startswith("speedup") else v)
+                        for k, v in r.items()
+                    },
+                    "speedup_rests_on": "" if comparable(r) else assumed(r),
+                }
                 for r in rows
             ]
         return rows

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from toolcall_lab.notebook.round_state import CLOSING, n_calls, placeholder_of, round_status
 from toolcall_lab.notebook.theme import (
     CSS,
     ORIGIN_NOTE,
@@ -45,7 +46,6 @@ __all__ = [
 
 _e = e  # older name, kept for callers
 PREVIEW = 160
-FAILED = ("error", "timeout", "unknown_tool", "invalid_arguments")
 
 
 def pretty_arguments(raw: str) -> str:
@@ -87,16 +87,6 @@ def round_duration(r: dict[str, Any]) -> float:
     return round_end(r) - float(r["response"]["started_at"])
 
 
-def round_status(r: dict[str, Any]) -> str:
-    runs = [x for x in r["tool_executions"] if x["status"] != "skipped"]
-    if not r["tool_calls"]:
-        return "final answer"
-    failed = sum(x["status"] in FAILED for x in runs)
-    skipped = len(r["tool_calls"]) - len(runs)
-    text = "ok" if not failed else ("failed" if failed == len(runs) else f"{failed} failed")
-    return text + (f", {skipped} skipped" if skipped else "")
-
-
 def tool_names(r: dict[str, Any], limit: int = 4) -> str:
     """`get_weather, get_news ×2, …`: which tools a round called, in order of first use."""
     counts: dict[str, int] = {}
@@ -117,9 +107,10 @@ def mode_evidenced(doc: Mapping[str, Any]) -> str | None:
 def round_title(r: dict[str, Any], *, mode: bool = True) -> str:
     """`Round 2 · parallel · 3 calls: get_weather, … · 1.80 s · ok`; `mode=False` leaves the round's
     mode out (a trace that does not evidence one)."""
-    n = len(r["tool_calls"])
+    n = n_calls(r)
     kind = " (final, no tools)" if r.get("final") else ""
-    calls = f"{n} call{'s' if n != 1 else ''}: {tool_names(r)}" if n else "no calls"
+    names = tool_names(r)  # (none yet while a live round's calls have not started)
+    calls = f"{n} call{'s' if n != 1 else ''}{': ' + names if names else ''}" if n else "no calls"
     shown = r.get("mode") if mode else ""
     return (
         f"Round {r['round_index']}{kind} · {shown + ' · ' if shown else ''}{calls} · "
@@ -142,12 +133,13 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
     whole (a long id never squeezes the arguments), then the arguments and the tool message."""
     status = execution["status"] if execution else "skipped"
     colour = status_style(status).fill
-    ran = execution is not None and status != "skipped"
+    running = status == "running"  # a live view's call that started and has not finished
+    ran = execution is not None and status not in ("skipped", "running")
     times = (
         f"{secs(execution['duration_s'])} <span class='tcl-muted'>({exact(execution['started_at'])} → "
         f"{exact(execution['ended_at'])} s)</span>"
         if ran and execution
-        else ""
+        else (f"running since {exact(execution['started_at'])} s" if running and execution else "")
     )
     args = call["arguments"] if raw else pretty_arguments(call["arguments"])
     notes = []
@@ -165,7 +157,11 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
     body = (
         _result_block(execution["result"])
         if ran and execution
-        else "<div class='tcl-result tcl-muted'>not executed (no tool message sent)</div>"
+        else (
+            "<div class='tcl-result tcl-muted'>running: no result yet</div>"
+            if running
+            else "<div class='tcl-result tcl-muted'>not executed (no tool message sent)</div>"
+        )
     )
     return (
         f"<li class='tcl-call tcl-status-{e(status)}' data-call-id='{e(call['tool_call_id'])}' "
@@ -243,11 +239,23 @@ def reasoning_text(r: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def finding_li(f: Mapping[str, Any]) -> str:
-    """One finding as a list item: every field it carries, nothing assumed beyond `kind`/`message`."""
+def finding_li(f: Mapping[str, Any], *, seen_at: int | None = None) -> str:
+    """One finding as a list item: every field it carries, nothing assumed beyond `kind`/`message`.
+    `seen_at`: the chunk a stepper shows it at, named beside its ``chunk_index`` when they differ
+    (a repeated header's index points at the first header)."""
+    at = f.get("chunk_index")
+    if seen_at is not None and at is not None and seen_at != at:
+        first = "first header" if f.get("kind") == "repeated_header" else "chunk_index points at"
+        where = (
+            f" (first header at chunk {e(at)}, repeated at chunk {seen_at})"
+            if first == "first header"
+            else f" (shown at chunk {seen_at}; its chunk_index points at chunk {e(at)})"
+        )
+    else:
+        where = f" (chunk {e(at)})" if at is not None else ""
     return (
         f"<li><b>{e(f.get('kind', '?'))}</b>"
-        + (f" (chunk {e(f['chunk_index'])})" if f.get("chunk_index") is not None else "")
+        + where
         + f": {e(f.get('message', ''))}"
         + "".join(
             f" <span class='tcl-id'>{e(k)}={e(v)}</span>"
@@ -414,9 +422,12 @@ def timing_summary(doc: dict[str, Any]) -> str:
     model: dict[str, int] = {}
     tools: dict[str, int] = {}
     chunks: dict[str, int] = {}
+    closing = 0
     for r in doc["rounds"]:
         t = r["response"].get("timing")
-        if isinstance(t, dict) and t.get("source"):
+        if placeholder_of(r) is not None:  # an importer's closing round: no model call to count
+            closing += 1
+        elif isinstance(t, dict) and t.get("source"):
             model[t["source"]] = model.get(t["source"], 0) + 1
         c = r["response"].get("chunk_timing")
         if isinstance(c, str):
@@ -437,6 +448,8 @@ def timing_summary(doc: dict[str, Any]) -> str:
     pieces = [
         p for p in (part("model calls", model), part("tools", tools), part("chunk offsets", chunks)) if p
     ]
+    if closing:
+        pieces.append(CLOSING if closing == 1 else f"{closing} closing rounds added, no model call")
     return "timings: " + "; ".join(pieces)
 
 
@@ -600,8 +613,23 @@ def with_speedups(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         speed = seq / r["wall_time_s"] if seq and r["wall_time_s"] and not comparable(r) else None
-        out.append({**r, "speedup_vs_sequential": speed})
+        row = {**r, "speedup_vs_sequential": speed}
+        out.append({**row, "speedup_rests_on": assumed(row)})
     return out
+
+
+def assumed(row: Mapping[str, Any]) -> str:
+    """``"assumed timings"`` when a row's speedup rests entirely or mostly on estimated or
+    placeholder numbers (`analysis.speedup_caveat`), else ""."""
+    from toolcall_lab.analysis import speedup_caveat
+
+    return speedup_caveat(row) or ""
+
+
+def speedup_text(row: Mapping[str, Any], value: Any) -> str:
+    """A speedup as every view shows it: ``1.05x``, or ``1.05x (assumed timings)``."""
+    why = assumed(row)
+    return f"{fmt(value, 'speedup_vs_sequential')}x" + (f" ({why})" if why else "")
 
 
 def summary_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -633,7 +661,16 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> str:
             notes.append(f"<li><b>{e(r['mode'])}</b>: ⚠ not comparable ({e(why)})</li>")
             speed = f"<span title='{e(why)}'>⚠ not comparable</span>"
         elif r["speedup_vs_sequential"] is not None:
-            speed = f"{r['speedup_vs_sequential']:.2f}x"
+            speed = speedup_text(r, r["speedup_vs_sequential"])
+            if r["speedup_rests_on"]:
+                speed = (
+                    f"<span class='tcl-warn' title='the time this saves is no more than the estimated or "
+                    f"placeholder seconds behind it'>⚠ {e(speed)}</span>"
+                )
+                notes.append(
+                    f"<li><b>{e(r['mode'])}</b>: ⚠ the speedup rests on {e(r['speedup_rests_on'])} "
+                    "(estimated or placeholder durations, or chunk offsets spread evenly)</li>"
+                )
         else:
             speed = "—"
         mode = e(r["mode"]) + (
@@ -678,6 +715,9 @@ def table_html(
             value = row.get(c)
             if why and c.startswith("speedup"):
                 cells.append(f"<td class='tcl-left'>⚠ not comparable ({e(why)})</td>")
+                continue
+            if c == "speedup_vs_sequential" and isinstance(value, float) and assumed(row):
+                cells.append(f"<td>⚠ {e(speedup_text(row, value))}</td>")
                 continue
             if html_cells and c in html_cells:
                 cells.append(f"<td class='tcl-left tcl-name' title='{e(value)}'>{html_cells[c](value)}</td>")

@@ -9,6 +9,8 @@ makes the view refuse to draw that run, saying why, instead of drawing a mixture
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,7 @@ from toolcall_lab.events import (
 )
 from toolcall_lab.notebook._controls import StaticFallback, wrap
 from toolcall_lab.notebook.html import round_html, round_spans, timing_summary
+from toolcall_lab.notebook.round_state import round_status
 from toolcall_lab.notebook.theme import SUMMARY, e, plural, secs
 from toolcall_lab.notebook.timeline import NARROWEST, round_end, timeline_svg
 from toolcall_lab.trace import call_to_dict
@@ -37,6 +40,11 @@ TANGLED = (
     "cannot tell them apart, so it does not draw this run; give each run its own LiveView, or emit "
     "events with a run_id"
 )
+
+
+def new_step() -> dict[str, Any]:
+    """A round's progress before any event said more of it."""
+    return {"responded": False, "expected": 0, "started": [], "answered": False}
 
 
 @dataclass(slots=True)
@@ -53,6 +61,11 @@ class LiveRun:
     events: int = 0
     tangled: str | None = None
     """Why the view refuses to draw this run (events of two runs without ids interleaved)."""
+    now: float = 0.0
+    """The latest time an event of this run carried: how far a round in progress is drawn."""
+    progress: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Per round, what the events said of its progress: whether the model responded, how many calls
+    it announced, when each call started, whether the final answer came."""
 
     def round(self, index: int, at: float = 0.0) -> dict[str, Any]:
         return self.rounds.setdefault(
@@ -82,9 +95,13 @@ class LiveRun:
         if self.finished is not None:
             self.warnings.append(f"a {event.kind} event arrived after the run finished")
         self.events += 1
+        self.now = max(self.now, event.at)
+        index = getattr(event, "round_index", None)
+        step = self.progress.setdefault(index, new_step()) if isinstance(index, int) else {}
         if isinstance(event, RoundStarted):
             self.round(event.round_index, event.at)
         elif isinstance(event, ModelResponded):
+            step.update(responded=True, expected=event.n_tool_calls)
             r = self.round(event.round_index)
             timing = getattr(event, "timing", None)
             # one source for the bar and the text: the model call's own times (an older emitter
@@ -105,6 +122,7 @@ class LiveRun:
             self.round(event.round_index)["assistant_message"]["content"] = event.text
         elif isinstance(event, Action):
             self.round(event.round_index)["tool_calls"].append(call_to_dict(event.call))
+            step["started"].append(event.at)
         elif isinstance(event, Observation):
             x = event.execution
             self.round(event.round_index)["tool_executions"].append(
@@ -123,19 +141,79 @@ class LiveRun:
         elif isinstance(event, FinalAnswer):
             self.round(event.round_index)["assistant_message"]["content"] = event.text
             self.final = event.text
+            step["answered"] = True
         elif isinstance(event, RunFinished):
             self.finished = f"{event.status} / {event.reason}"
             self.finished_at = event.at
 
+    def shown(self, index: int) -> dict[str, Any]:
+        """Round `index` as the view draws it: as recorded once complete; while it is in progress
+        (the run's last round, the run not finished) marked so (`round_state`), each call that
+        started and has not finished as ``running`` up to the latest event, and the model call
+        still awaited drawn up to the latest event."""
+        r = self.rounds[index]
+        r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
+        if self.finished is not None or index != max(self.rounds):
+            return r
+        step = self.progress.get(index) or new_step()
+        shown = {**r, "response": dict(r["response"]), "tool_executions": list(r["tool_executions"])}
+        ended: dict[str, int] = {}
+        for x in r["tool_executions"]:
+            ended[x["tool_call_id"]] = ended.get(x["tool_call_id"], 0) + 1
+        for call, at in zip(r["tool_calls"], step["started"], strict=False):
+            if ended.get(call["tool_call_id"]):
+                ended[call["tool_call_id"]] -= 1
+                continue
+            shown["tool_executions"].append(
+                {
+                    "tool_call_id": call["tool_call_id"],
+                    "name": call["name"],
+                    "status": "running",
+                    "result": "",
+                    "queued_at": None,
+                    "started_at": at,
+                    "ended_at": max(self.now, at),
+                    "duration_s": max(self.now, at) - at,
+                    "timing": {},
+                }
+            )
+        running = any(x["status"] == "running" for x in shown["tool_executions"])
+        shown["expected_calls"] = step["expected"]
+        if not step["responded"]:
+            shown["live"] = "model"
+            shown["response"]["ended_at"] = max(self.now, r["response"]["started_at"])
+        elif step["expected"] and (running or len(r["tool_calls"]) < step["expected"]):
+            shown["live"] = "calls"
+        elif not step["expected"] and not step["answered"]:
+            shown["live"] = "answer"
+        return shown
+
+    def status(self, rounds: list[dict[str, Any]]) -> str:
+        """How the run stands: its end, or what its round in progress is doing."""
+        if self.finished:
+            return self.finished
+        if self.final is not None:
+            return "final answer received"
+        last = rounds[-1] if rounds else None
+        if last is not None and last.get("live"):
+            return f"running · round {last['round_index']}: {round_status(last)}"
+        return "running"
+
     def html(self, title: str, label: str, *, folded: bool = False) -> str:
-        rounds = [self.rounds[k] for k in sorted(self.rounds)]
-        for r in rounds:
-            r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
+        name = f"<div class='tcl-title'>{e(title)}{' · ' + e(label) if label else ''}</div>"
+        if self.tangled is not None:  # the events of two runs: no counts, they would merge them
+            body = f"<div class='tcl-error'>⚠ {e(self.tangled)}</div>"
+            return (
+                f"<div class='tcl-live-run' data-run='{e(self.key)}'><div class='tcl-head'>{name}"
+                f"<div class='tcl-facts'><span><span class='tcl-badge'>live</span> not drawn</span></div>"
+                f"</div>{body}</div>"
+            )
+        rounds = [self.shown(k) for k in sorted(self.rounds)]
         last = max((round_end(r) for r in rounds), default=0.0)
-        status = self.finished or ("running" if self.final is None else "final answer received")
+        status = self.status(rounds)
         head = (
-            f"<div class='tcl-head'><div class='tcl-title'>{e(title)}{' · ' + e(label) if label else ''}"
-            f"</div><div class='tcl-facts'><span><span class='tcl-badge'>live</span> events of a run as "
+            f"<div class='tcl-head'>{name}"
+            f"<div class='tcl-facts'><span><span class='tcl-badge'>live</span> events of a run as "
             f"they arrive</span><span>{e(status)}</span><span>{plural(self.events, 'event')}</span>"
             f"<span>{plural(len(rounds), 'round')}</span>"
             + (
@@ -146,9 +224,6 @@ class LiveRun:
             + (f"<span>{e(timing_summary({'rounds': rounds, 'metadata': {}}))}</span>" if rounds else "")
             + "</div></div>"
         )
-        if self.tangled is not None:
-            body = f"<div class='tcl-error'>⚠ {e(self.tangled)}</div>"
-            return f"<div class='tcl-live-run' data-run='{e(self.key)}'>{head}{body}</div>"
         spans = round_spans(rounds)
         final = (
             f"<div><span class='tcl-role'>final answer</span>{e(self.final)}</div>"
@@ -191,6 +266,9 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         """Every run fed to this view, in the order its first event came."""
         self._anonymous = 0
         self._last = 0.0
+        self._pending = False
+        """Events taken but not drawn yet (the throttle holds them until `flush`)."""
+        self._timer: Any = None
         self.view = widgets.HTML(
             wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
         )
@@ -251,6 +329,8 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         return run
 
     def on_event(self, event: RunEvent) -> None:
+        """Take one event; draw it now, or (within `min_interval_s` of the last drawing) once the
+        interval is over, so the last event of a burst is always drawn."""
         run = self._run_of(event)
         self.n_events += 1
         run.take(event)
@@ -259,8 +339,33 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             event.kind in ("run_finished", "final_answer", "model_response")
             or now - self._last >= self.min_interval_s
         ):
-            self._last = now
-            self.render()
+            self._draw()
+        else:
+            self._pending = True
+            self._later(self._last + self.min_interval_s - now)
+
+    def _later(self, delay: float) -> None:
+        """A trailing redraw after `delay` seconds (one at a time): on the running event loop when
+        there is one (a run in a notebook), else on a timer thread."""
+        if self._timer is not None:
+            return
+        try:
+            self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self.flush)
+        except RuntimeError:  # events fed from plain code, no loop running
+            timer = threading.Timer(max(delay, 0.0), self.flush)
+            timer.daemon = True
+            self._timer = timer
+            timer.start()
+
+    def flush(self) -> None:
+        """Draw the events not drawn yet (the throttle calls it after each burst)."""
+        self._timer = None
+        if self._pending:
+            self._draw()
+
+    def _draw(self) -> None:
+        self._last, self._pending = time.monotonic(), False
+        self.render()
 
     def html(self) -> str:
         runs = list(self.runs.values())

@@ -287,6 +287,13 @@ class StreamStates:
     """The last step's heading: after the last chunk, or after the provider error that ended it."""
     labels: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    seen_at: tuple[int | None, ...] = ()
+    """Per finding, the chunk (0-based) at whose step it first shows (None: at finish()); a finding's
+    own ``chunk_index`` may point elsewhere (repeated_header: the first header)."""
+
+    def finding(self, k: int) -> str:
+        """Finding `k` as a list item that names the chunk it is shown at."""
+        return finding_li(self.findings[k], seen_at=self.seen_at[k] if k < len(self.seen_at) else None)
 
     @property
     def chunks(self) -> tuple[dict[str, Any], ...]:
@@ -329,6 +336,7 @@ class StreamStates:
         state, steps, labels, notes = _State(), [], [], []
         n = sum(1 for line, _ in read if line.kind == "chunk")
         k = 0
+        seen_at: dict[int, int | None] = {}
         error_at: int | None = None
         unreadable_at: int | None = None
         for line, after in read:
@@ -352,6 +360,8 @@ class StreamStates:
                 if unreadable_at is None:
                     unreadable_at = line.line or 0
             step = _diff(state, after.calls, ids(after.findings), note)
+            for f in step.found or ():
+                seen_at.setdefault(f, k - 1 if line.kind == "chunk" else None)
             state.apply(step)
             steps.append(step)
             labels.append(label)
@@ -390,6 +400,7 @@ class StreamStates:
             last_label=last,
             labels=(*labels, last),
             notes=tuple(notes),
+            seen_at=tuple(seen_at.get(i) for i in range(len(unique))),
         )
 
     def label(self, i: int) -> str:
@@ -443,7 +454,7 @@ class StreamStates:
             if step.note:
                 item["x"] = step.note
             items.append(item)
-        found = [finding_li(f) for f in self.findings]
+        found = [self.finding(k) for k in range(len(self.findings))]
         return json.dumps({"s": items, "F": found, "e": self.finish_note}, ensure_ascii=False)
 
     def counts(self) -> str:
@@ -580,7 +591,7 @@ def frame_html(states: StreamStates, i: int) -> str:
     found = now.found
     new_found = len(found) - (len(before.found) if before else 0)
     findings = (
-        findings_block([finding_li(states.findings[k]) for k in found], open_=True)
+        findings_block([states.finding(k) for k in found], open_=True)
         + (f"<div><mark class='tcl-added'>{new_found} new at this step</mark></div>" if new_found > 0 else "")
         if found
         else f"<div class='tcl-muted'>{'no findings yet' if i < n else 'no findings: a clean stream'}</div>"

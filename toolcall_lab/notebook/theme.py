@@ -34,6 +34,7 @@ STATUS: dict[str, StatusStyle] = {
     "cancelled": StatusStyle("■", "cancelled", "#7e57c2"),
     "skipped": StatusStyle("↷", "skipped (not executed, no tool message)", "#8a8f98", "#111111"),
     "withheld": StatusStyle("◌", "withheld (ran; its result kept from the model)", "#5b6475"),
+    "running": StatusStyle("▶", "running (started, not finished yet)", "#0f766e"),
     "not_recorded": StatusStyle("∅", "result not recorded (the imported source does not hold it)", "#6b6f76"),
 }
 UNKNOWN_STATUS = StatusStyle("•", "other", "#6b7280")
@@ -140,8 +141,18 @@ CSS = """<style>
  --tcl-bg2:var(--jp-layout-color2,#eef1f4);--tcl-border:var(--jp-border-color1,#c9d1d9);
  --tcl-grid:var(--jp-border-color2,#e5e7eb);--tcl-accent:var(--jp-brand-color1,#1f6feb);
  --tcl-mark:#fff3c4;--tcl-mark-fg:#1f2328;
+ --tcl-warn-fg:#9a3412;--tcl-error-fg:#b91c1c;
  color:var(--tcl-fg);background:var(--tcl-bg);font-family:var(--jp-ui-font-family,system-ui,-apple-system,
  'Segoe UI',sans-serif);font-size:13px;line-height:1.4;max-width:100%;box-sizing:border-box;min-width:0}
+/* text colours that must read (4.5:1) on every background a view draws them on (the page, a call
+   card, a shaded row) in every theme: JupyterLab's warning and error colours are not text-safe (its
+   Light theme's --jp-warn-color1 #f57c00 is 2.7:1 on white), so warnings and errors take colours of
+   their own per theme (a dark theme: data-jp-theme-light=false, also in nbconvert's dark export),
+   and muted text is the theme's text colour mixed a little towards the page (never below 4.5:1,
+   where --jp-ui-font-color2 is 4.2:1 on a shaded row) */
+[data-jp-theme-light='false'] .tcl{--tcl-warn-fg:#fbbf24;--tcl-error-fg:#fca5a5}
+@supports (color:color-mix(in srgb,red 50%,blue)){.tcl{
+ --tcl-fg2:color-mix(in srgb,var(--tcl-fg) 78%,var(--tcl-bg))}}
 /* marked text (a chunk's delta, what it appended): a tint of the theme's warning colour over the
    page, text in the page's colour, so it reads in light, dark and high-contrast themes alike */
 @supports (background:color-mix(in srgb,red 50%,blue)){.tcl{
@@ -178,6 +189,9 @@ CSS = """<style>
 .tcl .tcl-calls{list-style:none;margin:4px 0 4px 10px;padding:0}
 .tcl .tcl-call{border-left:4px solid var(--tcl-border);padding:3px 8px;margin:4px 0;background:var(--tcl-bg1)}
 .tcl .tcl-call-head{display:flex;flex-wrap:wrap;align-items:baseline;gap:2px 8px}
+/* names up to the 64 characters a tool name may have break anywhere rather than spill out */
+.tcl .tcl-call-head>b,.tcl details>summary,.tcl .tcl-tools li,.tcl .tcl-msg{overflow-wrap:anywhere;
+ min-width:0}
 .tcl .tcl-id{color:var(--tcl-fg2);font-size:12px;overflow-wrap:anywhere;min-width:0}
 .tcl .tcl-dur{margin-left:auto;color:var(--tcl-fg2);white-space:nowrap}
 .tcl .tcl-result{margin-top:2px}
@@ -235,8 +249,8 @@ CSS = """<style>
 .tcl .tcl-controls button:focus-visible,.tcl .tcl-controls input:focus-visible{
  outline:2px solid var(--tcl-accent)}
 .tcl .tcl-controls input[type=range]{flex:1 1 200px;min-width:120px}
-.tcl .tcl-error{color:var(--jp-error-color1,#b91c1c);white-space:pre-wrap}
-.tcl .tcl-warn{color:var(--jp-warn-color1,#b45309)}
+.tcl .tcl-error{color:var(--tcl-error-fg);white-space:pre-wrap}
+.tcl .tcl-warn{color:var(--tcl-warn-fg)}
 .tcl .tcl-report{margin:2px 0 4px;font-size:12px}.tcl .tcl-report ul{margin:2px 0 2px 18px;padding:0}
 .tcl .tcl-table td.tcl-long{max-width:22em;overflow:hidden;text-overflow:ellipsis}
 /* a name cut in the middle by the page: its start shrinks to an ellipsis, its end (what tells names

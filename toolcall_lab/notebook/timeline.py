@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolcall_lab.notebook.legend import bars_table, legend_entries, legend_html
+from toolcall_lab.notebook.round_state import answer_kind
 from toolcall_lab.notebook.theme import (
     MODEL,
     PROVENANCE_NOTE,
@@ -131,7 +132,7 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
     for r in rounds:
         resp, index = r["response"], r["round_index"]
         latency = resp["ended_at"] - resp["started_at"]
-        kind = "final answer" if not r["tool_calls"] else plural(len(r["tool_calls"]), "call")
+        kind = answer_kind(r)
         first = ttfc_text(resp)
         out.append(
             Item(
@@ -229,8 +230,14 @@ def items_of(rounds: Sequence[dict[str, Any]]) -> list[Item]:
                     label=f"{name} {secs(dur)}" if x["status"] == "ok" else f"{st.icon} {name} {secs(dur)}",
                     # (a failed call keeps its mark and its tool even in the short label)
                     short=secs(dur) if x["status"] == "ok" else f"{st.icon} {name}",
-                    tip=f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {exact(dur)} s, "
-                    f"{exact(x['started_at'])} → {exact(x['ended_at'])} s" + _prov_note(x),
+                    tip=(
+                        f"{name} ({call['tool_call_id']}): {st.icon} running since "
+                        f"{exact(x['started_at'])} s, not finished (drawn to the last event, "
+                        f"{exact(x['ended_at'])} s)"
+                        if x["status"] == "running"
+                        else f"{name} ({call['tool_call_id']}): {st.icon} {x['status']}, {exact(dur)} s, "
+                        f"{exact(x['started_at'])} → {exact(x['ended_at'])} s" + _prov_note(x)
+                    ),
                     round_index=index,
                     provenance=_timing(x)[0],
                     status=x["status"],
