@@ -4,6 +4,14 @@ The core (value types, parsing, the loop, execution modes, traces) imports no UI
 in `toolcall_lab.notebook` and plots in `toolcall_lab.plotting`, both imported lazily.
 """
 
+import sys as _sys
+
+if _sys.argv and "toolcall-lab" in _sys.argv[0]:  # the command: guard its start-up before anything heavy
+    from toolcall_lab import _startup
+
+    if _startup.is_command():
+        _startup.install()
+
 from toolcall_lab._execution import Hooks
 from toolcall_lab.exceptions import (
     ModelError,

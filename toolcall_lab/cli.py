@@ -181,12 +181,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from toolcall_lab import _startup
+
+    guarded = _startup.active()  # (the command's process: a signal before the command runs exits 130/143)
     parser = build_parser()
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a lone surrogate in a name or message prints as \udXXX
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    if guarded:
+        _startup.release()  # the command's own signal handling from here on
+    try:
+        return _command(args)
+    finally:
+        if guarded:
+            _startup.rearm()
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except BrokenPipeError:  # output piped into `head` and the like: not an error
