@@ -180,8 +180,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "duplicate_tool_call_id": KindInfo(
         "warning",
-        "Two calls of one batch carry the same id (buggy servers); each is run and answered by "
-        "position, so the tool messages repeat the id. Reported by the run loop, not the parser.",
+        "Two calls of one batch carry the same id (buggy servers), or a call reuses the id of a call "
+        "of an earlier round; each is run and answered by position, so the tool messages repeat the "
+        "id. Reported by the run loop, not the parser.",
         "round 2: the calls at positions [0, 1] share the id 'call_1'; each is run (or screened) and "
         "answered by position, so the tool messages repeat the id",
     ),
