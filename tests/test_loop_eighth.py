@@ -351,3 +351,122 @@ def test_a_call_id_reused_in_a_later_round_gets_a_finding() -> None:
     assert validate_messages(list(result.messages))  # (the validator flags the transcript too)
     again = replay(as_trace(result))
     assert [f.message for f in again.rounds[1].findings] == [finding.message]
+
+
+# --- 6. validate: a trace that contradicts itself -------------------------------------------------------
+
+
+def two_rounds(tmp_path: Any) -> dict[str, Any]:
+    import json
+
+    from toolcall_lab.trace_files import save
+
+    tools = ToolRegistry()
+
+    @tools.register
+    async def work(s: float) -> str:
+        """Works."""
+        await asyncio.sleep(s)
+        return "done"
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=(("work", {"s": 0.1}),)),
+            ScriptedResponse(tool_calls=(("work", {"s": 0.2}),)),
+            "fin",
+        ]
+    )
+    path = save(as_trace(run_virtual(run(model, tools, "go"))), tmp_path / "t.json")
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def tampered(tmp_path: Any, doc: dict[str, Any]) -> tuple[int, str]:
+    import contextlib
+    import io
+    import json
+
+    from toolcall_lab import cli
+
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(doc))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["validate", str(path)])
+    return code, out.getvalue()
+
+
+def test_validate_accepts_the_untampered_trace(tmp_path: Any) -> None:
+    code, out = tampered(tmp_path, two_rounds(tmp_path))
+    assert code == 0 and out.startswith("ok"), out
+
+
+@pytest.mark.parametrize(("status", "error"), [("error", None), ("ok", "Error: boom"), ("timeout", None)])
+def test_validate_calls_a_status_that_contradicts_the_error_a_contradiction(
+    tmp_path: Any, status: str, error: str | None
+) -> None:
+    doc = two_rounds(tmp_path)
+    ex = doc["rounds"][1]["tool_executions"][0]
+    ex["status"], ex["error"] = status, error
+    code, out = tampered(tmp_path, doc)
+    assert code == 1, out
+    assert f"contradiction: rounds[1] call {ex['tool_call_id']} (position 0): status {status!r}" in out
+
+
+def test_validate_calls_a_result_the_next_request_did_not_send_a_contradiction(tmp_path: Any) -> None:
+    doc = two_rounds(tmp_path)
+    ex = doc["rounds"][0]["tool_executions"][0]
+    ex["result"] = "changed"
+    code, out = tampered(tmp_path, doc)
+    assert code == 1, out
+    assert f"contradiction: rounds[0] call {ex['tool_call_id']} (work) (position 0): the next request" in out
+    assert "unanswered" not in out  # (it is answered: with another text)
+
+
+def test_validate_calls_a_wall_time_far_beyond_the_rounds_a_contradiction(tmp_path: Any) -> None:
+    doc = two_rounds(tmp_path)
+    doc["outcome"]["wall_time_s"] = 99
+    code, out = tampered(tmp_path, doc)
+    assert code == 1, out
+    assert "contradiction: outcome.wall_time_s is 99 s, but the rounds end at 0.300 s" in out
+
+
+# --- 5. a blocking hook holding the loop past the deadline -------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["parallel", "eager", "parallel[cap=2]"])
+def test_calls_held_past_the_deadline_by_a_blocking_hook_are_recorded_alike(mode: str) -> None:
+    tools = ToolRegistry()
+
+    @tools.register
+    async def work(s: float, k: int) -> str:
+        """Sleeps `s` seconds."""
+        await asyncio.sleep(s)
+        return "ok"
+
+    def on_tool_complete(ex: Any) -> None:
+        if ex.index == 0:  # blocks the event loop for 0.6 s (as time.sleep would, on the virtual clock)
+            asyncio.get_running_loop().advance(0.6)  # type: ignore[attr-defined]
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                tool_calls=(
+                    ("work", {"s": 0.1, "k": 0}),
+                    ("work", {"s": 0.2, "k": 1}),
+                    ("work", {"s": 0.1, "k": 2}),
+                )
+            ),
+            "done",
+        ]
+    )
+    result = run_virtual(
+        run(model, tools, "go", mode=mode, timeout_s=0.4, hooks=Hooks(on_tool_complete=on_tool_complete))
+    )
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    first, *held = result.executions
+    assert (first.status, first.ended_at) == ("ok", pytest.approx(0.1))
+    assert [e.status for e in held] == ["cancelled", "cancelled"]  # neither returned before the deadline
+    for ex in result.executions:
+        assert ex.status != "ok" or ex.ended_at <= 0.4 + 1e-9  # no result kept from after the deadline
+    assert "deadline" in held[1].result

@@ -531,6 +531,20 @@ class Executor(HookCalls):
                 raise  # closed (its loop went away after a second signal gave up on it): not the tool's
             raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin
+        deadline = self.deadline
+        if deadline is not None and position is not None:
+            when = deadline.when()
+            if when is not None and ended + origin >= when and not deadline.expired():
+                # It returned after the run's deadline, whose timer had not run yet: something held the
+                # event loop past it (a blocking hook or tool), so the call's end, and any duration,
+                # includes that hold. Cut off like every call still running at the deadline.
+                self._stopped(
+                    position,
+                    f"it returned only at {ended:.3f} s, after the deadline, as the event loop had been held "
+                    "past it; that result is discarded",
+                )
+                await self._after_hook(None)  # (the deadline fires now: nothing after it)
+                raise asyncio.CancelledError
         # This call's own task (not the run's) was cancelled: the tool received the cancellation,
         # caught it and returned. A call that finished on its own while the run was being cut (at the
         # same instant, or before its task's turn came) keeps its outcome: no cancellation reached it.
