@@ -532,16 +532,17 @@ class Executor(HookCalls):
             raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin
         deadline = self.deadline
-        if deadline is not None and position is not None:
+        if deadline is not None and position is not None and self.held_past_deadline is not None:
             when = deadline.when()
             if when is not None and ended + origin >= when and not deadline.expired():
-                # It returned after the run's deadline, whose timer had not run yet: something held the
-                # event loop past it (a blocking hook or tool), so the call's end, and any duration,
-                # includes that hold. Cut off like every call still running at the deadline.
+                # It returned after the run's deadline, whose timer had not run yet: a hook (or the
+                # on_event listener) held the event loop past it, so the call's end, and its duration,
+                # would include that hold. Cut off like every call still running at the deadline. (A
+                # tool that blocks the loop itself keeps its result: its duration is its own.)
                 self._stopped(
                     position,
-                    f"it returned only at {ended:.3f} s, after the deadline, as the event loop had been held "
-                    "past it; that result is discarded",
+                    f"it returned only at {ended:.3f} s, after the deadline, as a hook had held the event "
+                    "loop past it; that result is discarded",
                 )
                 await self._after_hook(None)  # (the deadline fires now: nothing after it)
                 raise asyncio.CancelledError

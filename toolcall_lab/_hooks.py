@@ -68,7 +68,7 @@ class Hooks:
     everything, the run's deadline too. The deadline is checked when a hook returns (and before a hook
     or a call with per-call hooks starts): past it, the run ends ``timeout/deadline`` there, nothing
     starts after it, and the error names the hook and when it returned; a call that returns only after
-    the deadline (the hold kept its timer from firing) is cancelled like the calls still running. A
+    the deadline (the hook's hold kept its timer from firing) is cancelled like the calls still running. A
     coroutine hook that awaits (e.g. ``await asyncio.to_thread(input)``) is cut at the deadline itself.
     """
 
