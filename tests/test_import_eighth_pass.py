@@ -350,7 +350,7 @@ def test_validate_names_every_kind_of_secret_in_a_field_and_never_echoes_one(tmp
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     _, found = validate(path)
-    assert any("unanswered tool call" in w for w in found)
+    assert any("contradiction" in w and "the next request answers it with" in w for w in found)
     assert any("a GitHub token" in w and "an AWS access key id" in w for w in found)
     shown = "\n".join(found)
     assert not any(s in shown or s[:8] in shown for s in secrets)

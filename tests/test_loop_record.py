@@ -685,9 +685,9 @@ def test_validate_checks_every_round_by_position_and_the_whole_conversation(tmp_
 
     path, _ = _tampered(tmp_path, "result", other_result)
     _, found = validate(path)
-    assert found == [
-        "unanswered tool call: rounds[0] call call_0_0 (get_weather): the next request answers it with "
-        "'Paris: 18°C, light rain', but the recorded result is 'not what was sent'"
+    assert found == [  # (answered, with another text: a contradiction, not an unanswered call)
+        "contradiction: rounds[0] call call_0_0 (get_weather) (position 0): the next request answers it "
+        "with 'Paris: 18°C, light rain', but the recorded result is 'not what was sent'"
     ]
 
     def orphan(doc: dict[str, Any]) -> None:

@@ -13,6 +13,12 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+if sys.argv and "toolcall-lab" in sys.argv[0]:  # the command: guard its start-up before anything heavy
+    from toolcall_lab import _startup
+
+    if _startup.is_command():
+        _startup.install()
+
 from toolcall_lab.exceptions import (
     ModelError,
     ProviderStreamError,

@@ -246,8 +246,8 @@ def _stopped_runs(command: str, out: Path | None) -> Any:
         text = {
             "stopping": f"{_words(name)}: stopping the run; {keep}... ({name} again: stop waiting for "
             "calls that are still finishing)",
-            "gave_up": f"{name} again: no longer waiting for calls that have not stopped (their records "
-            f"say so); {keep}...",
+            "gave_up": f"{name} again: no longer waiting for calls that have not stopped (if any: their "
+            f"records say so); {keep}...",
             "saving": f"{name} again: still saving the run so far to {out}; the save finishes first"
             if out is not None
             else f"{name} again: the run has stopped; showing what ran",

@@ -50,6 +50,7 @@ __all__ = [  # (Hooks, Interrupted and being_cancelled live in `_hooks`; the mod
     "Hooks",
     "Interrupted",
     "being_cancelled",
+    "being_closed",
     "canonical_json",
     "current_tool_call",
     "dedupe_key",
@@ -70,6 +71,17 @@ scheduling). Python versions without it use `asyncio.current_task`."""
 def _own_task(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any] | None:
     """The task running on `loop` now (the one running this call)."""
     return _RUNNING.get(loop) if _RUNNING is not None else asyncio.current_task(loop)
+
+
+def being_closed(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether a GeneratorExit is a coroutine of a run on `loop` being closed (no task of that loop
+    is stepping it: e.g. the garbage collector closing a call a second signal gave up on, maybe while
+    another loop runs), not one raised by code that runs."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:  # no running loop
+        return True
+    return running is not loop or asyncio.current_task() is None
 
 
 class _HarnessTimeout(Exception):
@@ -176,8 +188,10 @@ class BatchDedupe:
 
 
 Phase = tuple[str, float, ToolExecution | None]
-"""Where a call stood when its hooks were involved: (``queued`` | ``on_tool_start`` | ``running`` |
-``approve_result`` | ``on_tool_complete``, since when, its record once the tool had ended)."""
+"""Where a call stood when its hooks were involved, or it never started: (``queued`` |
+``on_tool_start`` | ``running`` | ``no_worker`` (a sync call no worker thread had taken up when it
+was cancelled) | ``approve_result`` | ``on_tool_complete``, since when, its record once the tool had
+ended)."""
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | None:
@@ -250,6 +264,8 @@ class Executor(HookCalls):
         self.stopped: set[int] = set()
         """Positions of calls whose tool stopped when cancelled (raised, or returned after catching
         it): a cut-off call not among them had not stopped when the wait for it was given up."""
+        self.abandoned: list[str] = []
+        """Ids of calls recorded as not stopped when a second signal gave up waiting for them."""
         self.give_up: asyncio.Future[None] | None = None
         """Resolved when a second signal gave up waiting for calls that do not stop (the loop sets it)."""
 
@@ -338,13 +354,22 @@ class Executor(HookCalls):
                 "it had not stopped when the run gave up waiting for it (a second Ctrl-C or SIGTERM): "
                 "it may still be running, and what it does is not recorded"
             )
+            kind = self.phases.get(position, ("running",))[0]
+            if kind == "running":  # (a call settled, or never started, is not abandoned)
+                self.abandoned.append(call.tool_call_id)
         phase = self.phases.get(position)
         stopped = at
         if phase is None:
             return self.cancelled(call, started_at, why, note, stopped)
         kind, at, ex = phase
-        if kind in ("queued", "on_tool_start"):
-            running = " (its on_tool_start hook was running)" if kind == "on_tool_start" else ""
+        if kind in ("queued", "on_tool_start", "no_worker"):
+            running = (
+                " (its on_tool_start hook was running)"
+                if kind == "on_tool_start"
+                else " (no worker thread had taken it up yet: it never ran)"
+                if kind == "no_worker"
+                else ""
+            )
             return self._made(call, "cancelled", f"Not executed: {why} before this call started{running}.")
         if ex is None:  # running
             return self.cancelled(call, at, why, note, stopped)
@@ -374,6 +399,8 @@ class Executor(HookCalls):
         """Ask ``approve_call`` (if set) about a call that passed the checks: None = approved."""
         approve = self.hooks.approve_call
         if approve is not None:
+            if (self.stop_asked or self._cancelling()) and self.refuse_start():
+                raise asyncio.CancelledError  # (asked to stop: no hook is asked about a call that never runs)
             reason = await self.approval("approve_call", approve, (call,), "call rejected", call, position)
             if reason is not None:
                 if self.dedupe:  # a rejected call is not the original of later duplicates
@@ -491,12 +518,14 @@ class Executor(HookCalls):
         clock, origin = self._clock, self.origin
         if started is None:
             started = clock() - origin
-        if self._cancelling():  # the run is being cut off, and something that caught the cancellation
-            if position is not None:  # (a strategy's code) goes on: no call starts now
-                self.phases[position] = ("queued", started, None)
-            raise asyncio.CancelledError
+        # The run is being cut off (something that caught the cancellation goes on: a strategy's code),
+        # or an abort or a signal asked it to stop just now (e.g. the tool or hook before this call
+        # did): no call starts now.
+        if self.stop_asked or self._cancelling():
+            self._refused(position, started)
         status: CallStatus = "ok"
         timing = self.clock_timing
+        job: concurrent.futures.Future[Any] | None = None
         try:
             if tool.plain:
                 value = await tool.function(**args)
@@ -504,11 +533,14 @@ class Executor(HookCalls):
                 if tool.uses_current_call:  # only when asked: setting a context variable costs per call
                     _set_current(call)
                 if tool.timeout_s is not None:
-                    value = await self._limited(tool, args, started)
+                    value = await self._limited(tool, args, started, position)
                 elif tool.is_async:
                     value = await tool.function(**args)
-                else:
+                elif self.virtual:  # (inline: no virtual time passes)
                     value = await self.threads.run(tool.function, args)
+                else:
+                    pending, job = self.threads.start(tool.function, args)
+                    value = await pending
             if type(value) is not str and inspect.isawaitable(value):  # e.g. a callable object's coroutine
                 value = await value
         except _HarnessTimeout as expired:
@@ -516,7 +548,9 @@ class Executor(HookCalls):
         except asyncio.CancelledError as exc:
             if being_cancelled():  # (this call's own task was cancelled: not a CancelledError of its own)
                 if position is not None:
-                    self.stopped.add(position)
+                    if job is not None and job.cancel():  # no worker thread had taken it: it never runs
+                        self.phases[position] = ("no_worker", started, None)
+                    self._stopped(position)
                 raise
             status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except ReplayDivergenceError:
@@ -526,8 +560,7 @@ class Executor(HookCalls):
                 raise self._stops_the_run(call, exc.original, started, timing) from exc.original
             if being_cancelled():  # it raised after its task received the cancellation (its cleanup)
                 if position is not None:
-                    self.stopped.add(position)
-                    self.cut_notes[position] = f"on being cancelled it raised {error_text(exc)}"
+                    self._stopped(position, f"on being cancelled it raised {error_text(exc)}")
                 raise asyncio.CancelledError from exc
             problem = tool.argument_problem(args) if type(exc) is TypeError and tool.check_arguments else None
             if problem is not None:  # the call itself failed (its body never ran): not the tool's error
@@ -535,17 +568,34 @@ class Executor(HookCalls):
             else:
                 status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except BaseException as exc:
+            if type(exc) is GeneratorExit and being_closed(self._loop):  # an abandoned call's coroutine being
+                raise  # closed (its loop went away after a second signal gave up on it): not the tool's
             raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin
+        deadline = self.deadline
+        if deadline is not None and position is not None and self.held_past_deadline is not None:
+            when = deadline.when()
+            if when is not None and ended + origin >= when and not deadline.expired():
+                # It returned after the run's deadline, whose timer had not run yet: a hook (or the
+                # on_event listener) held the event loop past it, so the call's end, and its duration,
+                # would include that hold. Cut off like every call still running at the deadline. (A
+                # tool that blocks the loop itself keeps its result: its duration is its own.)
+                self._stopped(
+                    position,
+                    f"it returned only at {ended:.3f} s, after the deadline, as a hook had held the event "
+                    "loop past it; that result is discarded",
+                )
+                await self._after_hook(None)  # (the deadline fires now: nothing after it)
+                raise asyncio.CancelledError
         # This call's own task (not the run's) was cancelled: the tool received the cancellation,
         # caught it and returned. A call that finished on its own while the run was being cut (at the
         # same instant, or before its task's turn came) keeps its outcome: no cancellation reached it.
         own = _RUNNING.get(self._loop) if _RUNNING is not None else _own_task(self._loop)
         if own.cancelling():  # type: ignore[union-attr]
             if position is not None:
-                self.stopped.add(position)
-                self.cut_notes[position] = (
-                    f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded"
+                self._stopped(
+                    position,
+                    f"it caught the cancellation and returned at {ended:.3f} s; that result is discarded",
                 )
             raise asyncio.CancelledError
         if type(value) is str:
@@ -578,6 +628,25 @@ class Executor(HookCalls):
             None if status == "ok" else text, started, ended, None, timing,
         )  # fmt: skip
 
+    def _refused(self, position: int | None, at: float) -> None:
+        """No call may start now (`HookCalls.refuse_start`, which delivers an abort's or a signal's
+        cancellation not delivered yet): the call at `position` is recorded as never started."""
+        if self.refuse_start():
+            if position is not None:
+                self.phases[position] = ("queued", at, None)
+            raise asyncio.CancelledError
+
+    def _stopped(self, position: int, note: str | None = None) -> None:
+        """The call at `position` stopped on being cancelled (`note`: how, if not simply). Once a second
+        signal gave up waiting for the calls, one that stops afterwards (e.g. on a further
+        cancellation) is not counted: when the run gave up, it had not stopped, and its record says so."""
+        give_up = self.give_up
+        if give_up is not None and give_up.done():
+            return
+        self.stopped.add(position)
+        if note is not None:
+            self.cut_notes[position] = note
+
     def _stops_the_run(
         self, call: ToolCall, exc: BaseException, started: float, timing: Timing
     ) -> Interrupted:
@@ -597,6 +666,8 @@ class Executor(HookCalls):
         on_tool_complete), keeping where the call stands in `phases` for a run cut off meanwhile."""
         hooks = self.hooks
         phases = self.phases if position is not None else None
+        if self.stop_asked or self._cancelling():  # (an abort just now: not even its first hook starts)
+            self._refused(position, self.now() if started is None else started)
         if self.deadline is not None:  # a sibling's hook may have held the loop past it: not started
             if phases is not None:
                 phases[position] = ("queued", self.now(), None)  # type: ignore[index]
@@ -694,7 +765,7 @@ class Executor(HookCalls):
         )
         return ended, Timing(source=clock.source, note=note)
 
-    async def _limited(self, tool: Tool, args: dict[str, Any], started: float) -> Any:
+    async def _limited(self, tool: Tool, args: dict[str, Any], started: float, position: int | None) -> Any:
         """The tool under its own limit; the harness's expiry is told apart from the tool's own
         TimeoutError, also when the tool caught the cancellation or its cleanup raised or took time."""
         timeout_s = tool.timeout_s
@@ -716,6 +787,8 @@ class Executor(HookCalls):
                     pending, job = self.threads.start(tool.function, args)
                     value = await pending
         except asyncio.CancelledError:
+            if job is not None and position is not None and being_cancelled() and job.cancel():
+                self.phases[position] = ("no_worker", started, None)  # (no worker had taken it up)
             raise
         except Exception as exc:
             if limit.expired() and from_limit(exc):  # the limit's own TimeoutError: the tool stopped

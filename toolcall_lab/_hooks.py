@@ -71,8 +71,9 @@ class Hooks:
     Hooks run on the event loop: a plain function that blocks (``time.sleep``, ``input()``) holds up
     everything, the run's deadline too. The deadline is checked when a hook returns (and before a hook
     or a call with per-call hooks starts): past it, the run ends ``timeout/deadline`` there, nothing
-    starts after it, and the error names the hook and when it returned. A coroutine hook that awaits
-    (e.g. ``await asyncio.to_thread(input)``) is cut at the deadline itself.
+    starts after it, and the error names the hook and when it returned; a call that returns only after
+    the deadline (the hook's hold kept its timer from firing) is cancelled like the calls still running. A
+    coroutine hook that awaits (e.g. ``await asyncio.to_thread(input)``) is cut at the deadline itself.
     """
 
     approve_call: Callable[[ToolCall], Approval | Awaitable[Approval]] | None = None
@@ -155,6 +156,10 @@ class HookCalls:
         self.on_hook_failure: Callable[[HookFailure], None] | None = None
         """Called with each failure as it is recorded (the loop emits an event)."""
         self._cancelling: Callable[[], int] = int  # (no run task: never; `int()` is 0)
+        self.stop_asked = False
+        """An abort or a first signal asked the run to stop (set the moment it came, from any
+        thread): no call starts from then on, even before the cancellation reaches the run's task."""
+        self._deliver_stop: Callable[[], None] | None = None
         self.deadline: asyncio.Timeout | None = None
         """The run's deadline (the loop sets it), checked when a hook returns (`_after_hook`)."""
         self.held_past_deadline: tuple[str, float] | None = None
@@ -169,8 +174,28 @@ class HookCalls:
         self._cancelling = task.cancelling
 
     def _cut(self) -> bool:
-        """Whether the run is being cut off (abort, cancellation, deadline)."""
-        return self._cancelling() > 0
+        """Whether the run is being cut off (abort, cancellation, deadline), or was asked to stop."""
+        return self._cancelling() > 0 or self.stop_asked
+
+    def ask_stop(self, deliver: Callable[[], None]) -> None:
+        """(An `AbortHandle` or a signal, the moment it comes) stop the run: `deliver` cancels its task
+        (it is also scheduled on the loop by whoever asked; it acts once)."""
+        if not self.stop_asked:
+            self._deliver_stop = deliver
+            self.stop_asked = True
+
+    def refuse_start(self) -> bool:
+        """Whether nothing may start now (a call, a call's first hook): the run is being cut off, or
+        an abort or a signal asked it to stop, whose cancellation is then delivered at once, so it
+        takes effect here, before anything starts, not at the event loop's next turn."""
+        if self._cancelling() > 0:
+            return True
+        if not self.stop_asked:
+            return False
+        deliver = self._deliver_stop
+        if deliver is not None:
+            deliver()
+        return True
 
     def hook_failed(
         self,

@@ -15,7 +15,7 @@ it is complete, at the time its chunk arrived (`toolcall_lab.strategies._complet
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -185,12 +185,28 @@ class ModelStream:
         return replace(parsed, choices=choices, findings=(*parsed.findings, *findings))
 
 
-def repeated_ids(calls: tuple[ToolCall, ...], round_index: int) -> list[Finding]:
-    """A finding per tool-call id that more than one call of the batch carries (buggy servers)."""
+def repeated_ids(
+    calls: tuple[ToolCall, ...], round_index: int, earlier: Mapping[str, int] | None = None
+) -> list[Finding]:
+    """A finding per tool-call id that more than one call of the batch carries (buggy servers), and
+    per call reusing the id of a call of an earlier round (`earlier`: id -> its round)."""
     positions: dict[str, list[int]] = {}
     for pos, call in enumerate(calls):
         positions.setdefault(call.tool_call_id, []).append(pos)
-    return [
+    reused = [
+        Finding(
+            kind="duplicate_tool_call_id",
+            severity="warning",
+            message=f"round {round_index}: the call at position {where[0]} reuses the id {cid!r} of a "
+            f"call of round {earlier[cid]}; it is run and answered, but the conversation then holds two "
+            "calls, and two tool messages, with one id",
+            tool_call_id=cid,
+            call_index=calls[where[0]].index,
+        )
+        for cid, where in positions.items()
+        if earlier and cid in earlier
+    ]
+    return reused + [
         Finding(
             kind="duplicate_tool_call_id",
             severity="warning",

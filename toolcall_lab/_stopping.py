@@ -37,6 +37,8 @@ class AbortHandle:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._used = False
+        self._delivered = False
+        self._on_abort: Callable[[], None] | None = None
 
     def _claim(self) -> None:
         """A run takes the handle (before it starts)."""
@@ -48,24 +50,58 @@ class AbortHandle:
                 )
             self._used = True
 
-    def _attach(self, task: asyncio.Task[Any]) -> None:
+    def _attach(self, task: asyncio.Task[Any], on_abort: Callable[[], None] | None = None) -> None:
+        """The run's task (an abort cancels it) and `on_abort`, called the moment `abort` is (from
+        any thread): the run refuses to start any call from then on, before the cancellation
+        reaches its task (`toolcall_lab._hooks.HookCalls.ask_stop`)."""
         with self._lock:
-            self._task, self._loop = task, task.get_loop()
-            if self.aborted:
-                task.cancel()
+            self._task, self._loop, self._on_abort = task, task.get_loop(), on_abort
+            aborted = self.aborted
+        if aborted:
+            if on_abort is not None:
+                on_abort()
+            self._deliver()
 
     def reset(self) -> None:
         """Make the handle usable for another run (it forgets the abort)."""
         with self._lock:
-            self.aborted, self.reason, self._used = False, "", False
-            self._task = self._loop = None
+            self.aborted, self.reason, self._used, self._delivered = False, "", False, False
+            self._task = self._loop = self._on_abort = None
 
     def abort(self, reason: str = "aborted by the user") -> None:
+        """Stop the run: from this call on no call of the run starts (also one the run was about to
+        start in the same step of the event loop, e.g. the next call under ``sequential`` after the
+        tool or hook calling `abort` returns); calls in flight are cancelled."""
+        self._abort(reason)
+
+    def _abort(self, reason: str, at_instant_end: bool = False) -> None:
+        """`abort`; `at_instant_end`: on a virtual clock, the cancellation of calls in flight waits
+        until everything due at this instant has run (a replay's cut at the recorded end of a run
+        that was aborted: a call that finished at that instant finished, as recorded), while no call
+        starts from now on."""
         with self._lock:
             self.aborted, self.reason = True, reason
-            task, loop = self._task, self._loop
+            task, loop, on_abort = self._task, self._loop, self._on_abort
+        if on_abort is not None:
+            on_abort()
         if task is not None and loop is not None and not task.done():
-            loop.call_soon_threadsafe(task.cancel)
+            when_idle = getattr(loop, "call_at_instant_end", None) if at_instant_end else None
+            if when_idle is not None:
+                when_idle(self._deliver)
+            else:
+                loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        """(On the run's loop) cancel the run's task, once: the abort's cancellation arrives either
+        from `abort`'s callback or from the run itself, when it refuses to start a call (whichever
+        comes first)."""
+        with self._lock:
+            if self._delivered:
+                return
+            self._delivered = True
+            task = self._task
+        if task is not None and not task.done():
+            task.cancel()
 
 
 class Terminated(KeyboardInterrupt):
@@ -89,7 +125,19 @@ class Outside:
     `run_main`, the CLI): the task running the run, the partial record of a run that was stopped, and
     the signals that came (see `catch_signals` for what each one does)."""
 
-    __slots__ = ("first", "gave_up", "give_up", "loop", "result", "saving", "say", "signals", "task")
+    __slots__ = (
+        "first",
+        "gave_up",
+        "give_up",
+        "loop",
+        "on_stop",
+        "result",
+        "saving",
+        "say",
+        "signals",
+        "stopped",
+        "task",
+    )
 
     def __init__(self, say: Callable[[str, str], None] | None = None) -> None:
         self.result: RunResult | None = None
@@ -103,6 +151,11 @@ class Outside:
         self.gave_up = False
         self.saving = False
         """The run is over and its record is being written (a CLI command): signals are only said."""
+        self.on_stop: Callable[[], None] | None = None
+        """Called the moment the first signal comes (in the handler): the run refuses to start any
+        call from then on, before the cancellation reaches its task (the loop sets it)."""
+        self.stopped = False
+        """The first signal's cancellation was delivered (`_stop`, once)."""
         self.say = say
         """Where a CLI command says what a signal does: ``say(event, signal name)`` with event one of
         ``stopping``, ``waiting``, ``gave_up``, ``saving``, ``now``."""
@@ -121,7 +174,11 @@ class Outside:
         return Terminated() if self.first == signal.SIGTERM else KeyboardInterrupt()
 
     def _stop(self) -> None:
-        """(On the loop) the first signal: cancel the run."""
+        """(On the loop) the first signal: cancel the run (once: the handler's callback, or the run
+        itself refusing to start a call, whichever comes first)."""
+        if self.stopped:
+            return
+        self.stopped = True
         task = self.task
         if task is not None and not task.done():
             task.cancel()
@@ -190,6 +247,8 @@ def catch_signals(outside: Outside, signals: tuple[int, ...] = (signal.SIGINT,))
                 say("stopping", name)  # the run has not started: it stops as it starts (`_run_state`)
                 return
             if not task.done():
+                if outside.on_stop is not None:
+                    outside.on_stop()
                 task.get_loop().call_soon_threadsafe(outside._stop)
                 say("stopping", name)
                 return

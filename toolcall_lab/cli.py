@@ -189,6 +189,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from toolcall_lab import _startup
+
+    guarded = _startup.active()  # (the command's process: a signal before the command runs exits 130/143)
     given = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(given[0] if given else None)
     args = parser.parse_args(given)
@@ -196,6 +199,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    if guarded:
+        _startup.release()  # the command's own signal handling from here on
+    try:
+        return _command(args)
+    finally:
+        if guarded:
+            _startup.rearm()
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except BrokenPipeError:  # output piped into `head` and the like: not an error

@@ -74,6 +74,9 @@ class _VirtualSelector(selectors.DefaultSelector):
         return any(fd != own_fd for fd in self.get_map())
 
 
+INSTANT_END_TRIES = 10_000
+"""Turns of the loop `VirtualEventLoop.call_at_instant_end` waits at most for the instant to end."""
+
 STALL_GRACE_S = 0.2
 """Real seconds a deadlocked virtual loop waits (for a thread of the user's own) before it calls its
 stall handlers."""
@@ -141,6 +144,23 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
         timer._scheduled = True  # type: ignore[attr-defined]
         return timer
+
+    def call_at_instant_end(self, callback: Callable[[], Any]) -> None:
+        """Call `callback` once everything due at this virtual instant has run: nothing ready, no
+        timer due now (what a real clock, which never quite ties, would run first anyway). Gives up
+        deferring after `INSTANT_END_TRIES` turns (code that keeps rescheduling itself at one instant)."""
+        tries = [0]
+
+        def check() -> None:
+            scheduled = self._scheduled  # type: ignore[attr-defined]
+            due = bool(scheduled) and scheduled[0]._when <= self._virtual_now
+            if (self._ready or due) and tries[0] < INSTANT_END_TRIES:  # type: ignore[attr-defined]
+                tries[0] += 1
+                self.call_soon(check)
+                return
+            callback()
+
+        self.call_soon_threadsafe(check)
 
     def _stalled(self) -> bool:
         """The loop is deadlocked: ask the stall handlers; True if one of them acted."""

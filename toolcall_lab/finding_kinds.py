@@ -42,7 +42,7 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "are case-sensitive (WHATWG), so its payload, and any call in it, is not read. The message "
         "quotes the line.",
         "line 3: a field that looks like data ('Data') was ignored: SSE field names are case-sensitive, "
-        "so its payload is not read: 'Data: {\"id\": \"x\", ...'",
+        'so its payload is not read: \'Data: {"id": "x", ...\'',
     ),
     "sse_raw_json": KindInfo(
         "warning",
@@ -207,9 +207,10 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "duplicate_tool_call_id": KindInfo(
         "warning",
-        "Two calls of one response (or batch) carry the same provider id (buggy servers): tool results "
-        "matched by id would be crossed. The parser reports it on the response; the run loop runs each "
-        "and answers it by position, so the tool messages repeat the id, and reports it on the round.",
+        "Two calls of one response (or batch) carry the same provider id (buggy servers), or a call reuses "
+        "the id of a call of an earlier round: tool results matched by id would be crossed. The parser "
+        "reports it on the response; the run loop runs each and answers it by position, so the tool "
+        "messages repeat the id, and reports it on the round.",
         "round 2: the calls at positions [0, 1] share the id 'call_1'; each is run (or screened) and "
         "answered by position, so the tool messages repeat the id",
     ),

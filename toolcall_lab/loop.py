@@ -48,7 +48,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from toolcall_lab._copy import json_copy
-from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled, from_limit
+from toolcall_lab._execution import Executor, Hooks, Interrupted, being_cancelled, being_closed, from_limit
 from toolcall_lab._hooks import GIVE_UP, wait_until_stopped
 from toolcall_lab._model_call import ModelFailed, ModelStream, repeated_ids, unclash
 from toolcall_lab._outcomes import error_text
@@ -114,15 +114,6 @@ async def _carrying(awaitable: Any) -> Any:
         return await awaitable
     except (KeyboardInterrupt, SystemExit) as exc:
         raise _Carried(exc) from None
-
-
-def _being_closed() -> bool:
-    """Whether a GeneratorExit is a coroutine being closed (no task is stepping it), not one raised
-    by code that runs."""
-    try:
-        return asyncio.current_task() is None
-    except RuntimeError:  # no running loop
-        return True
 
 
 _RAISE = dis.opmap["RAISE_VARARGS"]
@@ -232,6 +223,8 @@ class _Run:
         self.streaming: ModelStream | None = None
         """The model call in progress, if any."""
         self.retried_empty = False
+        self.ids_seen: dict[str, int] = {}
+        """Tool-call ids of the recorded rounds -> the first round that carried each."""
         self.deadline: asyncio.Timeout | None = None
         self.copy: Callable[[Any], Any] = _same if getattr(model, "copy_free", False) else json_copy
         """What the model is handed: copies, unless it promises to leave requests alone (`Model`)."""
@@ -323,7 +316,7 @@ class _Run:
         except (Exception, asyncio.CancelledError):
             raise
         except BaseException as exc:
-            if isinstance(exc, GeneratorExit) and _being_closed():
+            if isinstance(exc, GeneratorExit) and being_closed(loop):
                 raise  # the coroutine is being closed (its loop went away): nothing to carry
             raise Interrupted(exc, "the run") from exc
         finally:
@@ -526,6 +519,8 @@ class _Run:
             elif calls:
                 await self.run_strategy(batch)
             left = batch._unsettled()
+            if left and self.executor.refuse_start():  # (an abort came as the strategy returned: the
+                raise asyncio.CancelledError  # calls it had not run never start; the cut records them)
             if left:
                 hint = (
                     "; a strategy that streams gets its calls from `async for pos in batch.arrivals()`"
@@ -586,7 +581,7 @@ class _Run:
         if renamed:
             findings += renamed
             assistant["tool_calls"] = [c.to_openai() for c in calls]
-        findings += repeated_ids(calls, round_index)
+        findings += repeated_ids(calls, round_index, self.ids_seen)
         self.emit(
             ModelResponded(
                 at=self.now(),
@@ -646,7 +641,8 @@ class _Run:
                 self.strategy_cut = self.waiting_on(batch)
             raise
         except BaseException as exc:  # (KeyboardInterrupt, SystemExit, GeneratorExit raised by the
-            if isinstance(exc, GeneratorExit) and _being_closed():  # strategy itself: a tool's or
+            closing = being_closed(self.executor._loop)  # strategy itself: a tool's or
+            if isinstance(exc, GeneratorExit) and closing:
                 raise  # a hook's is `Interrupted`), unless the coroutine is being closed, or it is
             if isinstance(exc, KeyboardInterrupt) and not _raised_by_code(exc):  # a real Ctrl-C that
                 raise  # landed while the strategy's own code ran
@@ -663,7 +659,7 @@ class _Run:
         if not left:
             return f"{calls} had finished" if n else "the batch had no calls"
         phases = self.executor.phases  # (a call waiting on the deadline check or its on_tool_start
-        waiting = ("queued", "on_tool_start")  # hook had its turn, but its tool never started)
+        waiting = ("queued", "on_tool_start", "no_worker")  # hook had its turn: its tool never started)
         started = [
             p for p in left if batch._started[p] is not None and phases.get(p, ("",))[0] not in waiting
         ]
@@ -759,7 +755,7 @@ class _Run:
         model_call, parsed = stream.partial()
         calls = parsed.first.tool_calls
         assistant = parsed.first.to_message()
-        findings = [*parsed.findings, *repeated_ids(calls, round_index)]
+        findings = [*parsed.findings, *repeated_ids(calls, round_index, self.ids_seen)]
         batch._end_stream(calls, assistant, model_call.chunk_timing)
         ran = "while calls that were already complete ran" if batch._began() else "before any call started"
         batch.note(
@@ -802,6 +798,8 @@ class _Run:
             strategy_notes=tuple(batch._notes),
         )
         self.rounds.append(rnd)
+        for call in batch._calls:  # (a later round reusing one of these ids gets a finding)
+            self.ids_seen.setdefault(call.tool_call_id, rnd.round_index)
         self.partial = {}
         return rnd
 
@@ -974,30 +972,40 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
     state.executor.give_up = outside.give_up
     token = GIVE_UP.set(outside.give_up)  # (the run's tasks start from a copy of this context)
     if outside.sigint and outside.task is not None:  # a signal came before the run started
-        outside.task.cancel()
+        outside._stop()
     task = asyncio.create_task(state.guarded())
     GIVE_UP.reset(token)
     GIVE_UP.set(outside.give_up)  # (and this task waits by it below)
+    executor = state.executor
     if abort is not None:
-        abort._attach(task)
+        abort._attach(task, lambda: executor.ask_stop(abort._deliver))
+    outside.on_stop = lambda: executor.ask_stop(outside._stop)
+    if outside.sigint:  # (a signal before the run started: it stops as it starts, nothing runs)
+        executor.ask_stop(outside._stop)
+        task.cancel()
     try:
-        await task
+        # Waited for, not awaited: cancelled from outside (Ctrl-C, SIGTERM, task.cancel()), this task
+        # hears it at once and cuts the run below, where a second signal can give up waiting for it
+        # (awaiting the run's task would pass the cancellation on and wait for it to stop, however
+        # long a call that ignores its cancellation keeps it running: under sequential, forever).
+        await asyncio.wait((task,))
+        task.result()
     except asyncio.CancelledError as exc:
         if being_cancelled() or abort is None or not abort.aborted:  # cancelled from outside
             task.cancel()  # the run stops as at an abort: its calls are cancelled and waited for
             with contextlib.suppress(asyncio.CancelledError):  # (cancelled again: it is stopping)
                 await wait_until_stopped((task,))
-            gave_up = ""
-            if outside.gave_up:
-                gave_up = "; a second signal gave up waiting for calls that had not stopped"
+            left = not task.done()  # (given up while the run's own task had not stopped)
             if outside.sigint:
                 name = outside.signal_name
                 what = "KeyboardInterrupt: Ctrl-C" if name == "Ctrl-C" else name
                 where = state.cut(f"the run was interrupted ({what})")
                 said = "KeyboardInterrupt (Ctrl-C)" if name == "Ctrl-C" else name
+                gave_up = _gave_up(outside, state.executor, left)
                 state.stop("aborted", "interrupted", f"{said}; the run stopped{where}{gave_up}")
             else:
                 where = state.cut("the run was cancelled")
+                gave_up = _gave_up(outside, state.executor, left)
                 state.stop("aborted", "cancelled", f"the run was cancelled{where}{gave_up}")
             outside.result = partial = state.result()
             exc.partial_result = partial  # type: ignore[attr-defined]
@@ -1051,6 +1059,27 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
     finally:
         state.executor.close()
     return state.result()
+
+
+def _gave_up(outside: Outside, executor: Executor, left: bool) -> str:
+    """What a second signal did, for the run's error (after the cut recorded the calls): gave up
+    waiting for the calls named (their records say they had not stopped), or only for the run's own
+    code (`left`: still stopping), or nothing: every call had stopped."""
+    if not outside.gave_up:
+        return ""
+    abandoned = executor.abandoned
+    if abandoned:
+        shown = ", ".join(abandoned[:5]) + (f" and {len(abandoned) - 5} more" if len(abandoned) > 5 else "")
+        return (
+            f"; a second signal gave up waiting for calls that had not stopped ({shown}: their records "
+            "say so)"
+        )
+    if left:  # (e.g. a hook or the model call ignoring its cancellation, or just not done unwinding)
+        return (
+            "; a second signal came after every call had stopped, while the run itself was still "
+            "stopping: it stopped waiting for the run (no call was abandoned)"
+        )
+    return "; a second signal came after every call had stopped (nothing was left running)"
 
 
 def run_sync(

@@ -845,7 +845,9 @@ async def replay_async(
             f"the replay stops where the recorded run was cut off ({trace.outcome.status}/"
             f"{trace.outcome.reason} at {cut_at:.3f} s)"
         )
-        timer = asyncio.get_running_loop().call_later(cut_at, abort.abort, why)
+        # (at the recorded end: no call starts from then on, and a call that finished at that very
+        # instant, as recorded, finishes before the cut reaches the calls still running)
+        timer = asyncio.get_running_loop().call_later(cut_at, abort._abort, why, True)
     try:
         result = await run(
             model,

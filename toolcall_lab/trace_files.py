@@ -276,9 +276,11 @@ def unknown_fields(doc: Any) -> list[str]:
     return out
 
 
-def unanswered_calls(trace: Trace) -> list[str]:
+def unanswered_calls(trace: Trace, differing: list[tuple[bool, str]] | None = None) -> list[str]:
     """Tool calls without a result: no execution at their position, none sent back to the model in the
-    next request, a different result sent than the one recorded, or none recorded by the source."""
+    next request, a different result sent than the one recorded (into `differing` when given, as
+    (whether the text sent is a string, the warning): the call is answered, with another result), or
+    none recorded by the source."""
     out: list[str] = []
     rounds = trace.rounds
     for k, r in enumerate(rounds):
@@ -323,11 +325,60 @@ def unanswered_calls(trace: Trace) -> list[str]:
             if answer is None:
                 out.append(f"{where}: the next request does not answer it")
             elif answer.get("content") != ex.result:
+                said = (
+                    f"{where} (position {pos}): the next request answers it with "
+                    f"{_clip(answer.get('content'))}, but the recorded result is {_clip(ex.result)}"
+                )
+                if differing is None:
+                    out.append(said)
+                else:
+                    differing.append((isinstance(answer.get("content"), str), said))
+    return out
+
+
+_SUCCEEDED = frozenset({"ok", "skipped"})
+"""Statuses whose record carries no error (every other status's text is its error)."""
+
+
+def status_contradictions(trace: Trace) -> list[str]:
+    """Executions whose status contradicts their error: a call that succeeded (or was skipped) with
+    an error, or one that did not with none (e.g. status ``error`` over a success result)."""
+    out = []
+    for r in trace.rounds:
+        for pos, ex in enumerate(r.executions):
+            where = f"rounds[{r.round_index}] call {ex.tool_call_id} (position {pos})"
+            if ex.status in _SUCCEEDED and ex.error is not None:
+                out.append(f"{where}: status {ex.status!r}, but it has an error {_clip(ex.error)}")
+            elif ex.status not in _SUCCEEDED and ex.error is None:
                 out.append(
-                    f"{where}: the next request answers it with {_clip(answer.get('content'))}, but the "
-                    f"recorded result is {_clip(ex.result)}"
+                    f"{where}: status {ex.status!r}, but its error is null (its result is {_clip(ex.result)})"
                 )
     return out
+
+
+WALL_TIME_SLACK_S = 60.0
+"""How much longer than its rounds' span a run made by this package (origin scripted or replayed)
+may say it took (the work after its last record: closing, hooks, listeners) before `validate` calls
+its ``wall_time_s`` a contradiction."""
+
+
+def wall_time_contradiction(trace: Trace) -> str | None:
+    """A completed run made here whose ``outcome.wall_time_s`` is far beyond its rounds' span (the
+    end of its last record): its own clock cannot have run that long unrecorded. Recorded and
+    imported runs are not checked (a source may count time the rounds do not show, e.g. a session
+    left open)."""
+    if trace.metadata.origin not in ("scripted", "replayed") or not trace.rounds:
+        return None
+    if trace.outcome.status != "completed":  # (a failed model call or hook ran after the last round)
+        return None
+    last = max(max([r.model_call.ended_at, *(e.ended_at for e in r.executions)]) for r in trace.rounds)
+    wall = trace.outcome.wall_time_s
+    if wall is None or wall - last <= max(WALL_TIME_SLACK_S, last):
+        return None
+    return (
+        f"outcome.wall_time_s is {wall} s, but the rounds end at {last:.3f} s (rounds[0] to "
+        f"rounds[{trace.rounds[-1].round_index}]): the run's wall time contradicts its rounds"
+    )
 
 
 def _clip(value: Any) -> str:
@@ -528,10 +579,11 @@ def _every_format_error(p: Path, first: TraceFormatError) -> None:
 
 def validate(path: str | Path) -> tuple[Trace, list[str]]:
     """Load a trace and list warnings: possible secrets (schema properties merely named like one are
-    not), tool calls without a result (by position; also a next request that answers a call with
-    another text than its recorded result), unknown fields, and protocol breaks anywhere in the
-    conversation (first_only's skipped calls, unanswered on purpose, excepted), times out of order
-    across records (`order_problems`); raises on unusable files."""
+    not), tool calls without a result (by position), unknown fields, and protocol breaks anywhere in
+    the conversation (first_only's skipped calls, unanswered on purpose, excepted), times out of order
+    across records (`order_problems`), and contradictions (`contradictions`; a call answered in the
+    next request with another text than its recorded result, `status_contradictions`,
+    `wall_time_contradiction`); raises on unusable files."""
     from toolcall_lab.exceptions import TraceFormatError
     from toolcall_lab.protocol import validate_messages
     from toolcall_lab.replay import check_recorded_settings, tools_not_offered
@@ -549,7 +601,16 @@ def validate(path: str | Path) -> tuple[Trace, list[str]]:
         raise TraceFormatError(f"{p}: {exc}") from None
     doc = json.loads(p.read_text(encoding="utf-8"))
     warnings = [f"possible secret: {w}" for w in secret_warnings(doc)]
-    warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace)]
+    differing: list[tuple[bool, str]] = []
+    warnings += [f"unanswered tool call: {w}" for w in unanswered_calls(trace, differing)]
+    warnings += [  # (answered, with another text than recorded: a contradiction when both are text)
+        f"{CONTRADICTION}{w}" if text else f"result sent differs from the record: {w}"
+        for text, w in differing
+    ]
+    warnings += [f"{CONTRADICTION}{w}" for w in status_contradictions(trace)]
+    wall = wall_time_contradiction(trace)
+    if wall is not None:
+        warnings.append(f"{CONTRADICTION}{wall}")
     warnings += [f"unknown field: {f}" for f in unknown_fields(doc)]
     warnings += [
         f"tool not offered: {w} ran, but the trace's tools do not list it" for w in tools_not_offered(trace)

@@ -1239,6 +1239,8 @@ class _Group:
         """ACTION now (unless the strategy emitted it); then the call runs in a task (waiting for
         its slots if it must)."""
         batch = self.batch
+        if batch._executor.stop_asked and batch._executor.refuse_start():  # an abort just now: it never
+            raise asyncio.CancelledError  # starts (the run's cut, delivered now, records it as not started)
         final = batch._final
         call = batch._calls[pos] if final else batch._indices[pos]
         if act:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 from toolcall_lab._execution import Interrupted
@@ -28,6 +29,8 @@ class Sequential(Strategy):
         emit, round_index = batch._emit, batch.round_index
         settled = batch._settled()
         for pos, call in enumerate(calls):
+            if executor.stop_asked and executor.refuse_start():  # an abort just now: the rest never start
+                raise asyncio.CancelledError
             started[pos] = at = now()
             is_open[pos] = True
             emit(make_action("action", at, round_index, call))

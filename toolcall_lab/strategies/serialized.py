@@ -68,6 +68,8 @@ class Serialized(Strategy):
         pos = 0
         at = now()
         while (handed := session.next_call()) is not None:
+            if executor.stop_asked and executor.refuse_start():  # an abort just now: no further round
+                raise asyncio.CancelledError  # trip, no further call
             call = calls[pos]
             if pos:
                 if round_trip_s:
