@@ -650,7 +650,7 @@ def test_serve_trace_refuses_an_empty_message_list_and_its_health_counts_every_r
     empty, bad, ok, health = arun(go())
     assert empty.status_code == 400 and "empty" in _message(empty)
     assert bad.status_code == 400 and ok.status_code == 200
-    assert health == {"ok": True, "requests": 3, "answered": 1, "refused": 2}
+    assert health == {"ok": True, "requests": 3, "answered": 1, "disconnected": 0, "refused": 2}
 
 
 def test_small_cli_messages_say_what_is_true(capsys) -> None:

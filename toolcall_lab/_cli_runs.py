@@ -911,10 +911,15 @@ def _port(text: str) -> int:
     return port
 
 
-def _positive(kind: type[int] | type[float], *, zero: bool = False, minimum: float = 0) -> Any:
-    """An argparse type: a number > 0 (or >= 0 with `zero`, or >= `minimum`), naming the bound."""
+def _positive(
+    kind: type[int] | type[float], *, zero: bool = False, minimum: float = 0, maximum: float | None = None
+) -> Any:
+    """An argparse type: a number > 0 (or >= 0 with `zero`, or >= `minimum`; <= `maximum` when given),
+    naming the bounds."""
     what = "an integer" if kind is int else "a number"
     bound = f">= {minimum:g}" if minimum else (">= 0" if zero else "> 0")
+    if maximum is not None:
+        bound = f"{bound} and <= {maximum:g}"
 
     def parse(text: str) -> int | float:
         try:
@@ -924,11 +929,17 @@ def _positive(kind: type[int] | type[float], *, zero: bool = False, minimum: flo
         finite = value == value and value not in (float("inf"), float("-inf"))
         if not finite:
             raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number {bound}")
-        if value < minimum or value < 0 or (value == 0 and not zero):
+        too_big = maximum is not None and value > maximum
+        if value < minimum or value < 0 or (value == 0 and not zero) or too_big:
             raise argparse.ArgumentTypeError(f"{text!r}: must be {bound}")
         return value
 
     return parse
+
+
+MAX_DELAY_SCALE = 1000.0
+"""``--delay-scale``'s upper bound: `toolcall_lab.proxy.upstreams.MAX_DELAY_SCALE` (a test keeps them equal;
+that module loads aiohttp, which `--help` need not)."""
 
 
 def _upstream(spec: str, delay_scale: float, ca_file: str | None = None) -> Any:
@@ -1136,30 +1147,53 @@ def _loop_factory(choice: str) -> Any:
 
 
 def cmd_serve_trace(args: argparse.Namespace) -> int:
+    """Serve a trace until SIGTERM or Ctrl-C; then stop at once: replies still in flight (a stream paced
+    by ``--delay-scale`` may have minutes to go) are cut off and counted, exit 0 as `proxy` does."""
     import asyncio
 
     from toolcall_lab.proxy import serve, upstream_app
-    from toolcall_lab.proxy.upstreams import COUNTS
+    from toolcall_lab.proxy.upstreams import COUNTS, cut_in_flight
 
     upstream = _trace_upstream(args.path, args.delay_scale, "", keep_requests=0)
     app = upstream_app(upstream)
 
     async def main() -> None:
-        runner, url = await serve(app, args.host, args.port)
+        runner, url = await serve(app, args.host, args.port, shutdown_timeout=1.0)
         stop = _Stop()
-        how = _how_to_stop()
+        then = "; replies in flight are cut off" if args.delay_scale else ""
+        how = _how_to_stop(then)
         print(f"trace {args.path} served as an OpenAI-compatible endpoint on {url} ({how})", flush=True)
+        cut = 0
         try:
             await stop.event.wait()
         finally:
-            await runner.cleanup()
+            cut = await cut_in_flight(app)
+            if stop.names:
+                print(
+                    f"toolcall-lab serve-trace: {stop.names[0]} received: stopping; "
+                    + (f"{cut} {_replies(cut)} in flight cut off" if cut else "no reply was in flight"),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            await runner.cleanup()  # (nothing left to wait for; 1 s at most for a request just arrived)
             counts = app[COUNTS]
             refused = counts["requests"] - counts["answered"]
-            print(f"served {counts['requests']} request(s) ({refused} refused)", flush=True)
+            went = counts["disconnected"]
+            gone = f", {went} left by their client before the end" if went else ""
+            print(
+                f"served {counts['requests']} request(s) ({refused} refused{gone}"
+                + (f", {cut} cut off by the stop" if cut else "")
+                + ")",
+                flush=True,
+            )
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
     return 0
+
+
+def _replies(n: int) -> str:
+    return "reply" if n == 1 else "replies"
 
 
 def register(sub: Any) -> None:
@@ -1177,11 +1211,12 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=_port, default=8081, help="TCP port (0 picks a free one)")
     p.add_argument(
         "--delay-scale",
-        type=_positive(float, zero=True),
+        type=_positive(float, zero=True, maximum=MAX_DELAY_SCALE),
         default=0.0,
         help="pace replies by the recording x this: a streaming request gets each recorded chunk at its "
         "offset x S and [DONE] at the latency x S (a live eager run can overlap the stream); a "
-        "non-streaming one, or a round recorded whole, comes whole after the latency x S (0: at once)",
+        "non-streaming one, or a round recorded whole, comes whole after the latency x S (0: at once; "
+        f"at most {MAX_DELAY_SCALE:g}). A stop (SIGTERM, Ctrl-C) cuts off the replies still in flight",
     )
     p.set_defaults(func=cmd_serve_trace)
 
@@ -1274,10 +1309,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--delay-scale",
-        type=_positive(float, zero=True),
+        type=_positive(float, zero=True, maximum=MAX_DELAY_SCALE),
         default=0.0,
         help="trace upstream only: pace replies by the recording x this (recorded chunk offsets x S for "
-        "a streamed round, else the whole reply after the latency x S)",
+        f"a streamed round, else the whole reply after the latency x S; at most {MAX_DELAY_SCALE:g})",
     )
     p.add_argument(
         "--event-loop",

@@ -287,6 +287,11 @@ def chat_url(base_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
+MAX_DELAY_SCALE = 1000.0
+"""The largest `TraceUpstream.delay_scale` (``--delay-scale``): a recorded second then takes about 17
+minutes; more is a mistake (a huge scale meant no reply at all), never a useful pace."""
+
+
 class TraceUpstream:
     """A recorded trace as the upstream: request k (k = assistant messages sent so far) gets the
     recorded response of round k. Stateless, so many conversations can replay the same trace.
@@ -301,13 +306,17 @@ class TraceUpstream:
     each at its recorded offset x `delay_scale` and ``[DONE]`` at the recorded latency x
     `delay_scale`, so a client that acts on chunks as they arrive (an ``eager`` run) can overlap
     with the stream; any other reply (non-streaming, or a round recorded whole) comes whole after
-    the recorded latency x `delay_scale`.
+    the recorded latency x `delay_scale`. `delay_scale` is at most `MAX_DELAY_SCALE`.
     """
 
     def __init__(self, trace: Trace, *, delay_scale: float = 0.0, keep_requests: int = 100) -> None:
         from toolcall_lab.formats.openai_chat import ChatCompletionAccumulator
         from toolcall_lab.importers import chat_body
 
+        if not (isinstance(delay_scale, int | float) and 0 <= delay_scale <= MAX_DELAY_SCALE):
+            raise UsageError(
+                f"delay_scale={delay_scale!r}: must be a number from 0 to {MAX_DELAY_SCALE:g} (0: no pacing)"
+            )
         self.trace = trace
         self.delay_scale = delay_scale
         self.requests: deque[dict[str, Any]] = deque(maxlen=keep_requests)
@@ -450,15 +459,31 @@ def _json_response(status: int, value: Any) -> UpstreamResponse:
 
 
 COUNTS = web.AppKey("counts", dict)
-"""What an `upstream_app` counted (``requests``, ``answered``), also shown by its /health."""
+"""What an `upstream_app` counted (``requests``, ``answered``, ``disconnected``), also shown by its
+/health."""
+IN_FLIGHT: web.AppKey[set[asyncio.Task[Any]]] = web.AppKey("in_flight")
+"""The tasks of an `upstream_app`'s requests still being answered (`cut_in_flight` stops them)."""
 
 
 def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) -> web.Application:
-    """Serve any `Upstream` (e.g. a recorded trace) as a plain OpenAI-compatible endpoint."""
+    """Serve any `Upstream` (e.g. a recorded trace) as a plain OpenAI-compatible endpoint.
 
-    counts = {"requests": 0, "answered": 0}
+    A client that goes away before its reply has been sent whole (a stream paced by ``--delay-scale``,
+    a ``record`` stopped with Ctrl-C) is a normal end, counted as ``disconnected``, not an error."""
+
+    counts = {"requests": 0, "answered": 0, "disconnected": 0}
+    in_flight: set[asyncio.Task[Any]] = set()
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        in_flight.add(task)
+        try:
+            return await answer(request)
+        finally:
+            in_flight.discard(task)
+
+    async def answer(request: web.Request) -> web.StreamResponse:
         counts["requests"] += 1
         try:
             raw = await request.read()
@@ -477,15 +502,23 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
         if reply.stream is None:
             return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
         out = web.StreamResponse(status=reply.status, headers=reply.headers)
-        await out.prepare(request)
-        async for data in reply.stream:
-            await out.write(data)
-        await out.write_eof()
+        try:
+            await out.prepare(request)
+            async for data in reply.stream:
+                await out.write(data)
+            await out.write_eof()
+        except ConnectionError:  # the client went away mid-reply: a normal end, counted, no traceback
+            counts["disconnected"] += 1  # (aiohttp then closes the connection quietly)
+        finally:
+            aclose = getattr(reply.stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
         return out
 
     async def health(request: web.Request) -> web.Response:
         """``requests``: every POST to the chat-completions path, whatever its body (bad JSON included);
-        ``answered``: those answered 2xx; ``refused``: the others. GET /health is not counted."""
+        ``answered``: those answered 2xx; ``refused``: the others; ``disconnected``: replies the client
+        went away from before their end. GET /health is not counted."""
         refused = counts["requests"] - counts["answered"]
         return web.json_response({"ok": True, **counts, "refused": refused})
 
@@ -498,11 +531,24 @@ def upstream_app(upstream: Upstream, *, max_body_bytes: int = 32 * 1024 * 1024) 
 
     app = web.Application(client_max_size=max_body_bytes)
     app[COUNTS] = counts
+    app[IN_FLIGHT] = in_flight
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_post("/chat/completions", handle)
     app.router.add_get("/health", health)
     app.router.add_route("*", "/{tail:.*}", elsewhere)
     return app
+
+
+async def cut_in_flight(app: web.Application) -> int:
+    """Stop, at once, every request an `upstream_app` is still answering (a stream paced by
+    ``--delay-scale`` may have minutes to go): its connection closes without the rest of the reply.
+    Returns how many were cut off."""
+    in_flight = app[IN_FLIGHT]
+    tasks = list(in_flight)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return len(tasks)
 
 
 async def serve(
@@ -511,12 +557,14 @@ async def serve(
     port: int = 0,
     *,
     max_body_bytes: int = 32 * 1024 * 1024,
+    shutdown_timeout: float = 60.0,
 ) -> tuple[web.BaseRunner, str]:
     """Start an aiohttp app, or a bare request handler on aiohttp's low-level server (no router or
-    middleware machinery: the proxy's per-request cost); returns the runner and base URL ending in /v1."""
+    middleware machinery: the proxy's per-request cost); returns the runner and base URL ending in /v1.
+    The runner's ``cleanup()`` waits up to `shutdown_timeout` seconds for requests in flight."""
     runner: web.BaseRunner
     if isinstance(app, web.Application):
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     else:
         loop = asyncio.get_running_loop()
 
@@ -527,7 +575,9 @@ async def serve(
                 message, payload, protocol, writer, task, loop, client_max_size=max_body_bytes
             )
 
-        runner = web.ServerRunner(web.Server(app, request_factory=make_request, access_log=None))
+        runner = web.ServerRunner(
+            web.Server(app, request_factory=make_request, access_log=None), shutdown_timeout=shutdown_timeout
+        )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
