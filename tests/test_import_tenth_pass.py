@@ -1,0 +1,135 @@
+"""Issue 13, tenth pass: what the v13 verifier found. An OTLP spanId alone never makes two spans one
+(model spans included); a figure measured across a gap a missing record falls into is an upper
+bound (an OpenHands action missing while its observation is there), and the model call that made the
+missing action is counted; a Langfuse trace without the generation that asked for a tool says what
+part of the run it leaves out. The tests over ``../shared/realdata`` damage copies in ``tmp_path``."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REALDATA, needs_realdata
+from toolcall_lab.importers import import_source
+
+OT = REALDATA / "agent-prism" / "otlp_json_openinference_smolagents_o1_6_llm_spans.json"
+
+
+def _import(kind: str, tmp_path: Path, doc: Any, name: str = "x.json") -> Any:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return import_source(kind, path)
+
+
+def _calls(result: Any) -> dict[str, Any]:
+    return {e.tool_call_id: e for t in result for r in t.rounds for e in r.executions}
+
+
+def _damage(result: Any) -> list[str]:
+    return [str(i) for i in result.report.issues if i.kind == "damaged"]
+
+
+def _shape(result: Any) -> list[tuple[str, list[Any]]]:
+    """Each trace's rounds: latency, label and calls (id, status, duration, result)."""
+    return sorted(
+        (
+            str(t.metadata.title).split(" ", 1)[-1],
+            [
+                (
+                    r.model_call.latency_s,
+                    r.model_call.timing.source,
+                    r.model_call.timing.covers,
+                    [(e.tool_call_id, e.status, e.duration_s, e.result) for e in r.executions],
+                )
+                for r in t.rounds
+            ],
+        )
+        for t in result
+    )
+
+
+# --- A: OTLP, spans sharing a traceId and spanId ---------------------------------------------------
+
+
+def _ot_spans(doc: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if "spanId" in x and "startTimeUnixNano" in x:
+                out.append(x)
+            else:
+                for v in x.values():
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    return out
+
+
+@needs_realdata
+def test_otlp_two_model_spans_sharing_an_id_are_both_read(tmp_path) -> None:
+    """v13 finding A: model span 03LeOf... given the spanId of model span qlOes2... (12 s earlier,
+    another output) was dropped as an export copy: the web_search call and its 10.93 s model call
+    vanished from the counts."""
+    clean = import_source("otlp", OT)
+    doc = json.loads(OT.read_text())
+    span = next(s for s in _ot_spans(doc) if s["spanId"] == "03LeOf1yQXI=")
+    span["spanId"] = "qlOes2yQJ+I="
+    result = _import("otlp", tmp_path, doc)
+    assert _shape(result) == _shape(clean)
+    assert "call_TzKWLXOFTa6np870KErcqInF" in _calls(result)
+    report = result.report
+    assert (report.source_calls, report.imported_calls) == (clean.report.source_calls, 2)
+    assert (report.source_model_calls, report.imported_model_calls) == (6, clean.report.imported_model_calls)
+    (line,) = [d for d in _damage(result) if "qlOes2yQJ+I=" in d]
+    assert "both are read" in line and "differ in times" in line and "exported" not in line
+
+
+@needs_realdata
+def test_otlp_a_span_sent_twice_is_read_once_even_with_other_bookkeeping_counts(tmp_path) -> None:
+    """Only a repeat (identical but for the export's bookkeeping counts) is read once."""
+    clean = import_source("otlp", OT)
+    doc = json.loads(OT.read_text())
+    span = next(s for s in _ot_spans(doc) if s["spanId"] == "03LeOf1yQXI=")
+    again = copy.deepcopy(span)
+    again["droppedAttributesCount"] = 3
+    doc.append({"resourceSpans": [{"scopeSpans": [{"spans": [again]}]}]})
+    result = _import("otlp", tmp_path, doc)
+    assert _shape(result) == _shape(clean)
+    assert result.report.source_model_calls == clean.report.source_model_calls == 6
+    assert any("03LeOf1yQXI=" in d and "exported 2 times" in d for d in _damage(result))
+
+
+@needs_realdata
+def test_otlp_a_copy_whose_status_differs_is_another_span(tmp_path) -> None:
+    """A second span with the same ids and times but another status is not a copy either."""
+    doc = json.loads(OT.read_text())
+    span = next(s for s in _ot_spans(doc) if s["spanId"] == "03LeOf1yQXI=")
+    other = copy.deepcopy(span)
+    other["status"] = {"code": "STATUS_CODE_ERROR", "message": "boom"}
+    doc.append({"resourceSpans": [{"scopeSpans": [{"spans": [other]}]}]})
+    result = _import("otlp", tmp_path, doc)
+    assert result.report.source_model_calls == 7
+    assert any("03LeOf1yQXI=" in d and "differ in status" in d for d in _damage(result))
+
+
+def test_otlp_two_tool_spans_sharing_an_id_each_run_their_call(tmp_path) -> None:
+    """Tool spans told apart by their ids alone: the second of two spans sharing a spanId was taken as
+    used once the first was matched, so its call lost its recorded duration."""
+    from tests.test_import_damage import genai
+
+    path = genai(tmp_path, system=True, tools="sequential")
+    doc = json.loads(path.read_text())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    clean = import_source("otlp", path)
+    spans[3]["spanId"] = spans[2]["spanId"]  # tool1 gets tool0's id
+    result = _import("otlp", tmp_path, doc, "tools.json")
+    assert _shape(result) == _shape(clean)
+    assert all(e.timing.source == "recorded" for e in _calls(result).values())
+    assert (result.report.source_calls, result.report.imported_calls) == (3, 3)
+    assert any("both are read" in d for d in _damage(result))
