@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import REALDATA, needs_realdata
 from toolcall_lab.importers import import_source
 
@@ -133,3 +135,53 @@ def test_otlp_two_tool_spans_sharing_an_id_each_run_their_call(tmp_path) -> None
     assert all(e.timing.source == "recorded" for e in _calls(result).values())
     assert (result.report.source_calls, result.report.imported_calls) == (3, 3)
     assert any("both are read" in d for d in _damage(result))
+
+
+# --- B: OpenHands, an action missing while its observation is there ---------------------------------
+
+OH_GUI = REALDATA / "OpenHands" / "openhands_claude-3-5-sonnet_basic_gui_mode_event_stream.json"
+
+
+@needs_realdata
+def test_openhands_a_latency_spanning_a_missing_action_is_an_upper_bound(tmp_path) -> None:
+    """v13 finding B: without action 11 (its observation 12 still there) R2's latency (10.31 s) held
+    another model call and a tool run (clean: 7.93 + 0.034 + 2.35 s), labelled plain recorded, and the
+    model call that made the action was not counted."""
+    from toolcall_lab.analysis import compare
+
+    clean = import_source("openhands", OH_GUI)
+    events = [e for e in json.loads(OH_GUI.read_text()) if e.get("id") != 11]
+    result = _import("openhands", tmp_path, events)
+    (trace,) = result
+    r2 = trace.rounds[2].model_call
+    assert r2.latency_s == pytest.approx(10.314379)
+    assert r2.timing.covers == "upper_bound" and not r2.timing.measured
+    assert "toolu_01GpJj2ShdFjb9ZTY4CVxi9C" in r2.timing.note and "event 12" in r2.timing.note
+    # the other figures rest on their own evidence and stay recorded
+    assert [r.model_call.timing.measured for r in trace.rounds] == [True, True, False, True]
+    report = result.report
+    assert report.source_model_calls == clean.report.source_model_calls == 5
+    assert (report.imported_model_calls, report.source_calls, report.imported_calls) == (4, 4, 3)
+    (failed,) = [i for i in report.issues if i.kind == "failed"]
+    assert failed.model_calls == 1 and "chatcmpl-34fef176" in failed.what and "model calls" in failed.what
+    assert not compare(list(clean), ["sequential"], timings="recorded").runs.empty
+    assert compare([trace], ["sequential"], timings="recorded").runs.empty
+
+
+@needs_realdata
+def test_openhands_observations_of_one_lost_response_count_one_model_call(tmp_path) -> None:
+    """Two observations naming the same lost response prove one model call, not two; without a
+    response in their metadata a run of them proves one."""
+    events = [e for e in json.loads(OH_GUI.read_text()) if e.get("id") != 11]
+    twelve = next(k for k, e in enumerate(events) if e.get("id") == 12)
+    second = copy.deepcopy(events[twelve])
+    second["tool_call_metadata"]["tool_call_id"] = "toolu_SECOND"
+    events[twelve]["id"] = 11  # (the lost action's id is free: the two stay in id order)
+    events.insert(twelve + 1, second)
+    result = _import("openhands", tmp_path, events)
+    assert (result.report.source_model_calls, result.report.source_calls) == (5, 5)
+    for e in events[twelve : twelve + 2]:
+        del e["tool_call_metadata"]["model_response"]
+    result = _import("openhands", tmp_path, events, "y.json")
+    assert (result.report.source_model_calls, result.report.source_calls) == (5, 5)
+    assert result[0].rounds[2].model_call.timing.covers == "upper_bound"
