@@ -185,3 +185,24 @@ def test_openhands_observations_of_one_lost_response_count_one_model_call(tmp_pa
     result = _import("openhands", tmp_path, events, "y.json")
     assert (result.report.source_model_calls, result.report.source_calls) == (5, 5)
     assert result[0].rounds[2].model_call.timing.covers == "upper_bound"
+
+
+# --- C: Langfuse, a run without the generation that asked for its tool ------------------------------
+
+LF = REALDATA / "agent-prism" / "langfuse_trace_export_vercel-ai_gpt-5_tool_call_inside_stream.json"
+
+
+@needs_realdata
+def test_langfuse_a_trace_missing_the_start_of_its_run_says_so(tmp_path) -> None:
+    """v13 (minor): without generation a44bd8... (the one that asked for the tool) the trace claimed a
+    recorded wall of 8.184 s for a run whose wrapper spans 20.29 s, its notes silent about the first
+    12 s."""
+    doc = json.loads(LF.read_text())
+    doc["observations"] = [o for o in doc["observations"] if o.get("id") != "a44bd80c743afa87"]
+    result = _import("langfuse", tmp_path, doc)
+    (trace,) = result
+    assert trace.metadata.recorded_wall_s == pytest.approx(8.184)
+    notes = trace.metadata.notes
+    assert "the first 12.097 s of this run (from the run's wrapper's start) are not in this trace" in notes
+    assert "9a6a16a257c88b0a" in notes and "NOT REPRESENTED" in notes
+    assert "are not in this trace" not in import_source("langfuse", LF)[0].metadata.notes
