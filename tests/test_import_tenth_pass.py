@@ -206,3 +206,28 @@ def test_langfuse_a_trace_missing_the_start_of_its_run_says_so(tmp_path) -> None
     assert "the first 12.097 s of this run (from the run's wrapper's start) are not in this trace" in notes
     assert "9a6a16a257c88b0a" in notes and "NOT REPRESENTED" in notes
     assert "are not in this trace" not in import_source("langfuse", LF)[0].metadata.notes
+
+
+# --- B's class in Claude Code: a tool_use line missing while its result is there --------------------
+
+CC_1AF = (
+    REALDATA / "claude-code-viewer" / "claude-code_v1.0.98_sonnet-4_session-1af7fc5e_7calls_parallel5+3.jsonl"
+)
+
+
+@needs_realdata
+def test_claude_code_a_latency_spanning_a_lost_tool_use_says_why_it_is_an_upper_bound(tmp_path) -> None:
+    """Without line 22 (the tool_use of toolu_01PbUv..., its result on line 23 still there) the next
+    latency was an upper bound whose note called line 23 'a second, unused result for a call of the
+    request'; it is the result of a call the log lost."""
+    lines = CC_1AF.read_text().splitlines(keepends=True)
+    del lines[21]
+    result = _import("claude-code", tmp_path, "".join(lines), "lost.jsonl")
+    report = result.report
+    (failed,) = [i for i in report.issues if i.kind == "failed"]
+    assert "toolu_01PbUvZLKxR3ysWR9vhm6PSH" in failed.what and "not counted as a model call" in failed.what
+    assert (report.source_calls, report.imported_calls) == (12, 11)
+    spanning = result[0].rounds[3].model_call.timing
+    assert spanning.covers == "upper_bound"
+    assert "line(s) 22 hold the result of a call whose tool_use is not in the log" in spanning.note
+    assert "second, unused result" not in spanning.note
