@@ -231,3 +231,42 @@ def test_claude_code_a_latency_spanning_a_lost_tool_use_says_why_it_is_an_upper_
     assert spanning.covers == "upper_bound"
     assert "line(s) 22 hold the result of a call whose tool_use is not in the log" in spanning.note
     assert "second, unused result" not in spanning.note
+
+
+# --- B's class in inspect: a model event missing while its tool event is there ----------------------
+
+INSPECT = (
+    REALDATA
+    / "inspect_ai"
+    / "inspect_log_gpt-4o-mini_browser_agent_5_model_calls_with_raw_api_and_timings.json"
+)
+
+
+@needs_realdata
+def test_inspect_a_tool_event_whose_model_event_is_missing_is_counted(tmp_path) -> None:
+    """Without model event 23 (the one that asked for call_53eN...) its tool event was skipped as 'a tool
+    the solver ran itself', exit 0, and neither the call nor the model call was counted; the next
+    model event's input holds the assistant message (source "generate") that asked for it."""
+    clean = import_source("inspect", INSPECT)
+    log = json.loads(INSPECT.read_text())
+    events = log["samples"][0]["events"]
+    (k,) = [
+        k
+        for k, e in enumerate(events)
+        if e.get("event") == "model" and "call_53eNweGanOHt6jGWAo2UuNCG" in json.dumps(e.get("output"))
+    ]
+    del events[k]
+    result = _import("inspect", tmp_path, log)
+    report = result.report
+    assert (report.source_calls, report.imported_calls) == (clean.report.source_calls, 3) == (4, 3)
+    assert (report.source_model_calls, report.imported_model_calls) == (5, 4)
+    (failed,) = [i for i in report.issues if i.kind == "failed"]
+    assert "call_53eNweGanOHt6jGWAo2UuNCG" in failed.where and failed.model_calls == 1 and not report.ok
+    # a message a solver put in the conversation itself (source "input") proves no model call
+    for e in events:
+        for m in e.get("input") or [] if isinstance(e.get("input"), list) else []:
+            if isinstance(m, dict) and m.get("role") == "assistant":
+                m["source"] = "input"
+    result = _import("inspect", tmp_path, log, "solver.json")
+    assert not [i for i in result.report.issues if i.kind == "failed"]
+    assert result.report.source_model_calls == 4
