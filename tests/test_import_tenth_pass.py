@@ -270,3 +270,21 @@ def test_inspect_a_tool_event_whose_model_event_is_missing_is_counted(tmp_path) 
     result = _import("inspect", tmp_path, log, "solver.json")
     assert not [i for i in result.report.issues if i.kind == "failed"]
     assert result.report.source_model_calls == 4
+
+
+def test_otlp_tool_spans_whose_model_span_is_missing_are_counted(tmp_path) -> None:
+    """B's class in OTLP: without the model span that asked for three calls, their tool spans were
+    skipped as 'ran outside a model's request' (exit 0) though the next model span's input shows the
+    model asked for them: NOT REPRESENTED, with one lost model call."""
+    from tests.test_import_damage import genai
+
+    path = genai(tmp_path, system=True, tools="sequential")
+    doc = json.loads(path.read_text())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[:] = [s for s in spans if s["spanId"] != "chat1"]
+    result = _import("otlp", tmp_path, doc, "lost.json")
+    report = result.report
+    failed = [i for i in report.issues if i.kind == "failed"]
+    assert len(failed) == 3 and [i.model_calls for i in failed] == [1, 0, 0] and not report.ok
+    assert (report.source_calls, report.imported_calls) == (3, 0)
+    assert report.source_model_calls == 2

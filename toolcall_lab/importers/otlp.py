@@ -742,6 +742,16 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             segment.closing = f"{segment.error}: no model response follows here"
         segments.append(segment)
     ran = {(t.trace_id, str(tool_call_id(t))): t for t in tools if span_key(t) in used}
+    asked = {str(c.get("id")) for conv in conversations for _, b, _, _ in conv.spans for c in _calls(b)}
+    asking: dict[tuple[str, str], tuple[str, ...]] = {}  # (trace, call id) -> the ids of the message asking
+    for conv in conversations:
+        for span, _, _, request in conv.spans:
+            for m in request:
+                ids = tuple(str(c.get("id")) for c in m.get("tool_calls") or [] if isinstance(c, dict))
+                for cid in ids if m.get("role") == "assistant" else ():
+                    asking.setdefault((span.trace_id, cid), ids)
+    lost_messages: set[tuple[str, tuple[str, ...]]] = set()
+    lost_model_calls = 0
     for t in tools:
         twin = ran.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
         if span_key(t) not in used and twin is not None:
@@ -777,6 +787,29 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
                 ),
                 None,
             )
+            message = asking.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
+            if lost_with is None and message is not None and str(tool_call_id(t)) not in asked:
+                new = (t.trace_id, message) not in lost_messages
+                lost_messages.add((t.trace_id, message))
+                source_calls += 1
+                lost_model_calls += new
+                issues.append(
+                    Issue(
+                        kind="failed",
+                        where=f"tool span {t.span_id} ({t.name})",
+                        what=f"ran call {tool_call_id(t)}, which a later model span's input shows the model "
+                        "asked for, but the model span that returned it is not in the export: not imported; "
+                        + (
+                            "the model call that made it is counted in the source's model calls"
+                            if new
+                            else "made by the same lost model call as call "
+                            + next((c for c in message if c != str(tool_call_id(t))), "")
+                        ),
+                        calls=1,
+                        model_calls=int(new),
+                    )
+                )
+                continue
             issues.append(
                 Issue(
                     kind="skipped",
@@ -793,7 +826,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         str(path),
         segments,
         source_calls=source_calls,
-        source_model_calls=len(models),
+        source_model_calls=len(models) + lost_model_calls,
         issues=issues,
     )
 
