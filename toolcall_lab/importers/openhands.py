@@ -23,7 +23,9 @@ Where each number comes from (``recorded``):
   present; otherwise from the event that completed the request (the previous observation or user
   message) to the action, which includes OpenHands' step overhead. When that event's timestamp is
   not trusted, the start is not in the log: a placeholder (never a gap measured from an earlier
-  event, which would hold the tool's time);
+  event, which would hold the tool's time). A latency measured across a record the log lost (an
+  action whose observation is missing, an observation whose action is missing) is an
+  ``upper_bound`` saying so;
 - tool duration: from the action to its observation. Actions of one response run one after another,
   so a later call is timed from the previous call's observation.
 
