@@ -126,11 +126,11 @@ def read_uses(lines: list[Line], issues: list[Issue]) -> Calls:
 
 def match_results(
     lines: list[Line], calls: Calls, passed: dict[str, str | None], issues: list[Issue]
-) -> tuple[dict[int, tuple[Line, dict[str, Any]]], int]:
-    """Each call's result line and block (by `key` of its tool_use block), and how many results
-    answer no call in the log (each a failed issue: that call is lost)."""
+) -> tuple[dict[int, tuple[Line, dict[str, Any]]], list[Line]]:
+    """Each call's result line and block (by `key` of its tool_use block), and the results that
+    answer no call in the log, by line (each a failed issue: that call is lost)."""
     results: dict[int, tuple[Line, dict[str, Any]]] = {}
-    orphans = 0
+    orphans: list[Line] = []
     by_uuid: dict[str, Line] = {}
     for ln in lines:  # (lines sharing a uuid: the first holds it, as parentUuid links read it)
         if ln.uuid:
@@ -149,13 +149,14 @@ def match_results(
             tid = str(b.get("tool_use_id"))
             uses = calls.by_id.get(tid)
             if not uses:
-                orphans += 1
+                orphans.append(ln)
                 issues.append(
                     Issue(
                         kind="failed",
                         where=ln.where(),
                         what=f"a tool_result for {tid}, whose tool_use is missing or unreadable: that "
-                        "call is lost",
+                        "call is lost (the response that held it is not counted as a model call: the log "
+                        "does not say whether it was one of the responses it holds)",
                         calls=1,
                     )
                 )

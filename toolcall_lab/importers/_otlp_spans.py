@@ -80,6 +80,12 @@ class Span:
     """The start of a span that ends before it starts (its `start` and `end` are then None): which of
     the two is wrong is not known, so no duration rests on it; the gap before it may, when the start
     fits the order of the spans (`otlp`)."""
+    copy: int = 0
+    """Which of the spans sharing this traceId and spanId it is (0: the first in the file): spans that
+    differ are all read (`otlp._once`), so the ids alone do not name one."""
+    rest: str = ""
+    """The span's other fields (kind, status, events, links...) as read, for telling a repeat from
+    another span: everything but its ids, times, attributes and the export's bookkeeping counts."""
 
     @property
     def kind(self) -> str | None:
@@ -119,6 +125,23 @@ def _nanos(value: Any) -> float | None:
     return n / 1e9 if n > 0 else None
 
 
+_READ_APART = frozenset(
+    {
+        "traceId",
+        "spanId",
+        "startTimeUnixNano",
+        "endTimeUnixNano",
+        "attributes",
+        "droppedAttributesCount",
+        "droppedEventsCount",
+        "droppedLinksCount",
+        "flags",
+    }
+)
+"""Span fields `Span.rest` leaves out: those read into the span's own fields, and the export's
+bookkeeping (counts of what the SDK dropped, trace flags), which two sends of one span may differ in."""
+
+
 def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
     batches = doc if isinstance(doc, list) else [doc]
     for batch in batches:
@@ -149,6 +172,7 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                     if status.get("code") in ("STATUS_CODE_ERROR", 2):
                         error = status.get("message") or "error"
                     start, end = _nanos(sp.get("startTimeUnixNano")), _nanos(sp.get("endTimeUnixNano"))
+                    rest = {k: v for k, v in sp.items() if k not in _READ_APART}
                     span = Span(
                         trace_id=str(sp.get("traceId")),
                         span_id=str(sp.get("spanId")),
@@ -159,6 +183,7 @@ def spans_of(doc: Any, where: str, issues: list[Issue]) -> Iterable[Span]:
                         error=error or (str(attrs["error.type"]) if "error.type" in attrs else None),
                         parent_id=str(sp["parentSpanId"]) if sp.get("parentSpanId") else None,
                         order=start if start is not None else end,
+                        rest=json.dumps(rest, sort_keys=True, default=str),
                     )
                     if span.kind is not None and (start is None or end is None or end < start):
                         backwards = start is not None and end is not None

@@ -25,12 +25,13 @@ from typing import Any
 from toolcall_lab.importers._build import Issue
 from toolcall_lab.importers._otlp_spans import Span
 
-SpanKey = tuple[str, str]
+SpanKey = tuple[str, str, int]
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "tool_arguments", "input.value", "traceloop.entity.input")
 
 
 def span_key(span: Span) -> SpanKey:
-    return span.trace_id, span.span_id
+    """One span: its ids, and which of the different spans sharing them it is (`Span.copy`)."""
+    return span.trace_id, span.span_id, span.copy
 
 
 def tool_name(span: Span) -> Any:

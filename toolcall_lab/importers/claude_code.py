@@ -233,6 +233,7 @@ def _thread_segments(
     spec: _Thread,
     *,
     results: dict[int, tuple[_Line, dict[str, Any]]],
+    orphans: list[_Line],
     read: Transcript,
     keys: dict[int, str],
     issues: list[Issue],
@@ -460,12 +461,30 @@ def _thread_segments(
                 "log, so the request may have been sent later (the time may hold that tool's run)",
             )
         elif unused and timing.measured:
+            lost = [u for u in unused if any(u is o for o in orphans)]
+            second = [u for u in unused if not any(u is o for o in orphans)]
+            why = [
+                *(
+                    [
+                        f"line(s) {', '.join(str(u.number) for u in second)} hold a second, unused result "
+                        "for a call of the request, so when the request was sent is not certain (it may "
+                        "have waited for them)"
+                    ]
+                    if second
+                    else []
+                ),
+                *(
+                    [
+                        f"line(s) {', '.join(str(u.number) for u in lost)} hold the result of a call whose "
+                        "tool_use is not in the log (NOT REPRESENTED): that call's run, and the model call "
+                        "that made it if it was not one of the responses here, fall in this time too"
+                    ]
+                    if lost
+                    else []
+                ),
+            ]
             timing = replace(
-                timing,
-                covers="upper_bound",
-                note=f"{timing.note}; an upper bound: line(s) {', '.join(str(u.number) for u in unused)} "
-                "hold a second, unused result for a call of the request, so when the request was sent "
-                "is not certain (it may have waited for them)",
+                timing, covers="upper_bound", note=f"{timing.note}; an upper bound: {'; '.join(why)}"
             )
         unused.clear()
         if timing.source != "recorded":
@@ -684,7 +703,9 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
             )
     opened: list[_Open] = []
     for thread, spec in zip(threads, specs, strict=True):
-        opened += _thread_segments(path, thread, spec, results=results, read=read, keys=keys, issues=issues)
+        opened += _thread_segments(
+            path, thread, spec, results=results, orphans=orphans, read=read, keys=keys, issues=issues
+        )
     kept: list[Segment] = []
     repeated_calls = repeated_models = 0
     for part in opened:
@@ -720,7 +741,11 @@ def _file(path: Path, *, include_no_calls: bool, holder: Holder | None = None) -
         "claude-code",
         str(path),
         kept,
-        source_calls=source_uses.count + orphans + cut_calls - repeated_calls + sum(i.calls for i in lost),
+        source_calls=source_uses.count
+        + len(orphans)
+        + cut_calls
+        - repeated_calls
+        + sum(i.calls for i in lost),
         source_model_calls=len(message_ids) + cut_models - repeated_models,
         issues=issues,
         zone_less=zone_less_note(ln.doc.get("timestamp") for ln in lines),

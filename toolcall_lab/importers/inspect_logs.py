@@ -440,6 +440,10 @@ def _loads_arguments(call: dict[str, Any]) -> Any:
         return None
 
 
+LOST_MODEL_EVENT = "whose model event is not in the log"
+"""Says a tool event proves a call (and the model call that made it) the log lost: counted."""
+
+
 def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: list[Issue]) -> list[Segment]:
     attachments = sample.get("attachments") or {}
     events = [_resolve(e, attachments) for e in sample.get("events") or [] if isinstance(e, dict)]
@@ -554,10 +558,39 @@ def _sample(path: Path, log: dict[str, Any], sample: dict[str, Any], issues: lis
         for t in s.turns
         for c in ((t.payloads[0].get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []
     }
+    seen_asking: dict[str, tuple[str, ...]] = {}  # call id -> the ids of the assistant message asking it
+    for e in model_events:  # (a message the model generated: a solver's own, source "input", is not)
+        for m in e.get("input") or []:
+            if not isinstance(m, dict) or m.get("role") != "assistant" or m.get("source") == "input":
+                continue
+            ids = tuple(str(c.get("id")) for c in m.get("tool_calls") or [] if isinstance(c, dict))
+            for cid in ids:
+                seen_asking.setdefault(cid, ids)
+    lost_responses: set[tuple[str, ...]] = set()
     for te in tool_events:
         if id(te) in used:
             continue
         tid = str(te.get("id"))
+        if tid not in asked and tid in seen_asking:
+            new = seen_asking[tid] not in lost_responses
+            lost_responses.add(seen_asking[tid])
+            issues.append(
+                Issue(
+                    kind="failed",
+                    where=f"{label} tool event {tid}",
+                    what=f"a tool event of call {tid} ({te.get('function')}) {LOST_MODEL_EVENT}: a later "
+                    "model event's input holds the assistant message that asked for it; not imported"
+                    + (
+                        "; the model call that made it is counted in the source's model calls"
+                        if new
+                        else "; made by the same lost model call as call "
+                        + next(c for c in seen_asking[tid] if c != tid)
+                    ),
+                    calls=1,
+                    model_calls=1 if new else 0,
+                )
+            )
+            continue
         issues.append(
             Issue(
                 kind="damaged",
@@ -678,7 +711,11 @@ def _file(path: Path) -> ImportResult:
             for e in events
             if e.get("event") == "model"
         )
+        before = len(issues)
         segments += _sample(path, log, sample, issues)
+        lost = [i for i in issues[before:] if i.kind == "failed" and LOST_MODEL_EVENT in i.what]
+        source_calls += sum(i.calls for i in lost)
+        source_model_calls += sum(i.model_calls for i in lost)
     return build_result(
         "inspect",
         str(path),

@@ -783,6 +783,7 @@ def _run(
                 calls=1,
             )
         )
+    left_out = _left_out(pool, turns, times, stamp_or_none(parent.get("startTime")))
     first = steps[0]
     given, schemas = messages(first.get("input"))
     if not given:
@@ -799,6 +800,7 @@ def _run(
             else "responses as recorded"
         )
         + (f"; {converted} converted from chat messages to completion bodies" if converted else "")
+        + left_out
     )
     out = []
     for lo, hi in zip([0, *cuts], [*cuts, len(turns)], strict=True):
@@ -821,6 +823,42 @@ def _run(
             )
         )
     return out, source_calls
+
+
+def _left_out(
+    lost: list[Obs],
+    turns: list[Turn],
+    times: dict[int, tuple[float | None, float | None]],
+    wrapper_start: float | None,
+) -> str:
+    """What the notes say when tool observations of the run that no recorded model call asked for
+    (NOT REPRESENTED) ran before the trace's first model call or after its last record: that part of
+    the run, which the export shows, is not in the trace, so its recorded wall time leaves it out
+    ('' when none did)."""
+    first = next((t.recorded_start for t in turns if t.recorded_start is not None), None)
+    last = max((t.recorded_end for t in turns if t.recorded_end is not None), default=None)
+    before = [(s, t) for t in lost if (s := times[id(t)][0]) is not None and first is not None and s < first]
+    after = [(e, t) for t in lost if (e := times[id(t)][1]) is not None and last is not None and e > last]
+    out = ""
+    if before and first is not None:
+        ids = ", ".join(str(t.get("id")) for _, t in before)
+        begin = min(s for s, _ in before)
+        if wrapper_start is not None and wrapper_start < begin:
+            begin = wrapper_start
+        out += (
+            f"; the first {first - begin:.3f} s of this run (from "
+            + ("the run's wrapper's start" if begin == wrapper_start else f"tool observation {ids}'s start")
+            + f") are not in this trace: tool observation(s) {ids} ran then, and the generation that "
+            "asked for them is not in the export (NOT REPRESENTED); the recorded wall time leaves them out"
+        )
+    if after and last is not None:
+        ids = ", ".join(str(t.get("id")) for _, t in after)
+        out += (
+            f"; the last {max(e for e, _ in after) - last:.3f} s of this run are not in this trace: tool "
+            f"observation(s) {ids} no recorded model call asked for (NOT REPRESENTED) ran then; the "
+            "recorded wall time leaves them out"
+        )
+    return out
 
 
 def _model_timing(

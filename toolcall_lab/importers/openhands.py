@@ -23,7 +23,9 @@ Where each number comes from (``recorded``):
   present; otherwise from the event that completed the request (the previous observation or user
   message) to the action, which includes OpenHands' step overhead. When that event's timestamp is
   not trusted, the start is not in the log: a placeholder (never a gap measured from an earlier
-  event, which would hold the tool's time);
+  event, which would hold the tool's time). A latency measured across a record the log lost (an
+  action whose observation is missing, an observation whose action is missing) is an
+  ``upper_bound`` saying so;
 - tool duration: from the action to its observation. Actions of one response run one after another,
   so a later call is timed from the previous call's observation.
 
@@ -140,12 +142,39 @@ _ORPHAN = "whose action is not in the log"
 """Says an observation proves a call the log lost (counted as a call of the source)."""
 
 
-def _join(events: list[dict[str, Any]], where: str, issues: list[Issue]) -> dict[int, dict[str, Any]]:
+def _lost_note(lost: list[str]) -> str:
+    """What a latency measured across records the log lost holds besides the model call ('' when
+    nothing was lost)."""
+    if not lost:
+        return ""
+    return (
+        "; "
+        + "; ".join(lost)
+        + ": the model call that made "
+        + ("it" if len(lost) == 1 else "them")
+        + " and "
+        + ("its" if len(lost) == 1 else "their")
+        + " run fall in this time too"
+    )
+
+
+def _join(
+    events: list[dict[str, Any]], where: str, issues: list[Issue], orphans: dict[int, str] | None = None
+) -> dict[int, dict[str, Any]]:
     """Each tool-call action's observation (by the action's ``id()``), joined by the strongest key:
     the observation's ``tool_call_metadata.tool_call_id`` when one action holds it, else its ``cause``
     when one action has that id. An observation the keys do not tie to one action, and a second
-    observation for an action, are reported (their content is not imported)."""
+    observation for an action, are reported (their content is not imported).
+
+    An observation whose action is not in the log (`_ORPHAN`) proves a call and the model call that
+    made it: NOT REPRESENTED, counted in the source's calls and, unless a logged response holds the
+    call, model calls (one per response the observations name, else one per run of such observations
+    with no action between them). `orphans` gets each one's ``id()`` -> what it proves, for the
+    figures measured across it."""
     actions = [e for e in events if "action" in e and e.get("tool_call_metadata")]
+    logged = {k for a in actions if (k := response_key(a)) is not None}
+    lost: dict[Any, Any] = {}  # a lost response (its key, or a run of observations) -> its first event
+    run: Any = None
     by_call: dict[str, list[dict[str, Any]]] = {}
     by_eid: dict[Any, list[dict[str, Any]]] = {}
     for a in actions:
@@ -155,6 +184,8 @@ def _join(events: list[dict[str, Any]], where: str, issues: list[Issue]) -> dict
     joined: dict[int, dict[str, Any]] = {}
     for o in events:
         if "observation" not in o:
+            if "action" in o:
+                run = None
             continue
         cid, cause = _call_id(o), o.get("cause")
         by_id = by_eid.get(cause, []) if cause is not None else []
@@ -181,15 +212,34 @@ def _join(events: list[dict[str, Any]], where: str, issues: list[Issue]) -> dict
         elif len(by_id) == 1 and (cid is None or _call_id(by_id[0]) in (None, cid)):
             target = by_id[0]
         elif cid is not None and not by_call.get(cid) and not by_id and o.get("observation") != "error":
+            own = response_key(o)
+            if own is None and run is None:
+                run = ("run", o.get("id"))
+            key = own if own is not None else run
+            first = lost.setdefault(key, o.get("id")) if key not in logged else None
+            named = f" (response {own[0]})" if own is not None else ""
+            model = (
+                ""
+                if first is None
+                else f"; the model call that made it{named} is counted in the source's model calls, not "
+                "imported"
+                if first == o.get("id")
+                else f"; made by the same lost model call as event {first}'s"
+            )
             issues.append(
                 Issue(
                     kind="failed",
                     where=f"{where} event {o.get('id')}",
                     what=f"an observation of call {cid} {_ORPHAN} (cause {cause!r}): the call ran, but which "
-                    "call the model made is not known; not imported",
+                    f"call the model made is not known; not imported{model}",
                     calls=1,
+                    model_calls=1 if first is not None and first == o.get("id") else 0,
                 )
             )
+            if orphans is not None:
+                orphans[id(o)] = (
+                    f"the action of call {cid} is not in the log (its observation, event {o.get('id')}, is)"
+                )
             continue
         elif cid is not None or by_id:
             issues.append(
@@ -322,7 +372,8 @@ def _history(
         return at_of.get(position.get(id(e), -1))
 
     by_id = {e.get("id"): e for e in events}
-    observation_of = _join(events, label, issues)
+    orphans: dict[int, str] = {}
+    observation_of = _join(events, label, issues, orphans)
     answers = {id(o) for o in observation_of.values()}
     last_event = events[-1] if events else None
     initial: list[dict[str, Any]] = []
@@ -372,6 +423,9 @@ def _history(
     untrusted: Any = None
     """The event that completed the next request, when its timestamp is not trusted (its start is
     then not in the log)."""
+    lost_between: list[str] = []
+    """What the log lost since the last event that completed a request (an action whose observation
+    is there): the model call that made it and its run fall inside the next model latency."""
     for e in events:
         at = when(e)
         action = e.get("action")
@@ -386,9 +440,12 @@ def _history(
             history.append({"role": "user", "content": text_of((e.get("args") or {}).get("content"))})
             ready_at = at
             untrusted = e.get("id") if at is None else None
+            lost_between = []
             continue
         if "observation" in e:
-            if e.get("observation") == "error" and e.get("cause") is None:
+            if id(e) in orphans:
+                lost_between.append(orphans[id(e)])
+            elif e.get("observation") == "error" and e.get("cause") is None:
                 rid = unlogged_queue.pop(0) if unlogged_queue else None
                 text = text_of(e.get("content"))
                 fitted = _fitting(
@@ -410,7 +467,9 @@ def _history(
                         at - ready_at,
                         Timing(
                             source="recorded",
-                            note="from the event that completed the request to the error event",
+                            note="from the event that completed the request to the error event"
+                            + _lost_note(lost_between),
+                            covers="upper_bound" if lost_between else "execution",
                         ),
                     )
                 else:
@@ -453,6 +512,7 @@ def _history(
                 history.append({"role": "user", "content": text})
                 ready_at = at
                 untrusted = e.get("id") if at is None else None
+                lost_between = []
             elif id(e) in answers or (
                 e.get("cause") is not None and e.get("cause") in by_id and _call_id(e) is None
             ):
@@ -512,7 +572,17 @@ def _history(
                     covers="upper_bound",
                     note=f"an upper bound: the observation of action {unanswered} (which completed this "
                     "request) is not in the log, so the time from the last event before it to this action "
-                    "holds that tool's run too",
+                    "holds that tool's run too" + _lost_note(lost_between),
+                ),
+            )
+        elif lost_between and first_at is not None and start is not None and first_at >= start:
+            latency, timing = (
+                first_at - start,
+                Timing(
+                    source="recorded",
+                    covers="upper_bound",
+                    note="an upper bound: from the event that completed the request to the action, a time "
+                    + _lost_note(lost_between).removeprefix("; "),
                 ),
             )
         elif first_at is not None and start is not None and first_at >= start:
@@ -642,6 +712,7 @@ def _history(
             )
         )
         untrusted = None
+        lost_between = []
         unanswered = next(
             (
                 g.get("id")
@@ -863,7 +934,9 @@ def _file(
         slug = slugify(path.name.rsplit(".", 1)[0]) + "__" + slugify(label.split(" ", 1)[-1])
         before = len(issues)
         episode = _history(path, f"{path.name} {label}", slug, all_events, entries, unlogged, issues, model)
-        source_calls += sum(i.calls for i in issues[before:] if i.kind == "failed" and _ORPHAN in i.what)
+        orphaned = [i for i in issues[before:] if i.kind == "failed" and _ORPHAN in i.what]
+        source_calls += sum(i.calls for i in orphaned)
+        source_model_calls += sum(i.model_calls for i in orphaned)  # the calls that made lost actions
         segments += episode
         if record.get("error"):
             error = str(record["error"])

@@ -56,7 +56,10 @@ span whose output cannot be read (an attribute cut by a length limit, content no
 rebuilt from the next model span whose input extends its request (that input holds the assistant
 message it returned), else from the tool spans that ran after it when each shows its call id, name
 and arguments (its text is then unknown): DAMAGED, saying which. Token counts that are not whole
-numbers >= 0 are left out, each with a DAMAGED line.
+numbers >= 0 are left out, each with a DAMAGED line. A span sent twice (identical but for the
+export's bookkeeping counts) is read once; an id alone never makes two spans one: spans sharing a
+traceId and spanId that differ in anything read from them are each read (DAMAGED), model spans
+included, so no call they hold vanishes from the counts.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ from toolcall_lab.importers._otlp_spans import (
 )
 from toolcall_lab.importers._otlp_tools import (
     UNREADABLE,
+    SpanKey,
     loads,
     match_batch,
     span_arguments_text,
@@ -144,78 +148,104 @@ def _read(path: Path, issues: list[Issue]) -> list[Span]:
     return _once([s for d in docs for s in spans_of(d, path.name, issues)], path.name, issues)
 
 
+def _content(span: Span) -> tuple[Any, ...]:
+    """What tells two spans sharing ids apart: everything read from them but the ids and the export's
+    bookkeeping counts (`_otlp_spans.Span.rest`)."""
+    return (
+        span.name,
+        span.parent_id,
+        span.start,
+        span.end,
+        span.lone_start,
+        span.attrs,
+        span.error,
+        span.rest,
+    )
+
+
+def _differences(span: Span, first: Span) -> str:
+    """How `span` differs from `first` (both share ids), for the DAMAGED line."""
+    found = [
+        what
+        for what, a, b in (
+            ("name", span.name, first.name),
+            ("parent", span.parent_id, first.parent_id),
+            ("times", (span.start, span.end, span.lone_start), (first.start, first.end, first.lone_start)),
+            ("attributes", span.attrs, first.attrs),
+            ("status", span.error, first.error),
+            ("other fields", span.rest, first.rest),
+        )
+        if a != b
+    ]
+    if "times" in found and span.start is not None and first.start is not None:
+        found[found.index("times")] = f"times (starts {span.start - first.start:+.3f} s from it)"
+    return ", ".join(found)
+
+
 def _once(spans: list[Span], where: str, issues: list[Issue]) -> list[Span]:
-    """Each span once: a span exported twice (same traceId and spanId: exporters retry) is read once,
-    and reported; when the copies differ, the one with valid times and more attributes is kept."""
-    kept: dict[tuple[str, str], Span] = {}
-    repeats: dict[tuple[str, str], int] = {}
-    others: list[Span] = []
-    """Spans with the ids of a span before them but another name: different spans, each read."""
+    """Each span once: a span exported twice (same traceId and spanId, identical but for the export's
+    bookkeeping counts: exporters retry) is read once, and reported. An id alone never makes two
+    spans one: spans sharing ids that differ in anything read from them (name, parent, times,
+    attributes, status, events...) are each read (DAMAGED), each with its own `Span.copy`, so no call
+    they hold vanishes; children naming the shared id follow the first."""
+    kept: list[Span] = []
+    holders: dict[tuple[str, str], list[Span]] = {}
+    repeats: dict[tuple[str, str, int], int] = {}
     for span in spans:
         key = (span.trace_id, span.span_id)
-        first = kept.get(key)
-        if first is not None and span.name != first.name:
-            if all(o.name != span.name or (o.trace_id, o.span_id) != key for o in others):
-                others.append(span)
-                issues.append(
-                    Issue(
-                        kind="damaged",
-                        where=f"{where} trace {span.trace_id} span {span.span_id} ({span.name})",
-                        what=f"has the traceId and spanId of another span ({first.name}): both are read (a "
-                        "shared id is no evidence that they are one span); children naming the id follow "
-                        "the first",
-                    )
+        same_ids = holders.setdefault(key, [])
+        twin = next((s for s in same_ids if _content(s) == _content(span)), None)
+        if twin is not None:
+            repeats[(*key, twin.copy)] = repeats.get((*key, twin.copy), 1) + 1
+            continue
+        if same_ids:
+            first = same_ids[0]
+            span.copy = len(same_ids)
+            issues.append(
+                Issue(
+                    kind="damaged",
+                    where=f"{where} trace {span.trace_id} span {span.span_id} ({span.name}, "
+                    f"copy {span.copy + 1})",
+                    what=f"has the traceId and spanId of another span ({first.name}): both are read (they "
+                    f"differ in {_differences(span, first)}; a shared id is no evidence that they are one "
+                    "span); children naming the id follow the first",
                 )
-            continue
-        if first is None:
-            kept[key] = span
-            continue
-        repeats[key] = repeats.get(key, 1) + 1
-        if (span.timed, len(span.attrs)) > (first.timed, len(first.attrs)):
-            kept[key] = span
-    for (trace_id, span_id), n in repeats.items():
-        span = kept[(trace_id, span_id)]
-        same = all(
-            (s.start, s.end, s.attrs, s.error) == (span.start, span.end, span.attrs, span.error)
-            for s in spans
-            if (s.trace_id, s.span_id) == (trace_id, span_id)
-        )
+            )
+        same_ids.append(span)
+        kept.append(span)
+    for (trace_id, span_id, copy), n in repeats.items():
+        span = holders[(trace_id, span_id)][copy]
         issues.append(
             Issue(
                 kind="damaged",
                 where=f"{where} trace {trace_id} span {span_id} ({span.name})",
-                what=f"exported {n} times (same traceId and spanId): read once"
-                + (
-                    ""
-                    if same
-                    else "; the copies differ: the one with valid times and the most attributes is used"
-                ),
+                what=f"exported {n} times (same traceId and spanId, identical but for the export's "
+                "bookkeeping counts): read once",
             )
         )
-    return [*kept.values(), *others]
+    return kept
 
 
 def _outermost_removed(models: list[Span], spans: list[Span], issues: list[Issue], where: str) -> list[Span]:
     """The model spans less those that wrap another model span of their trace: one call instrumented
     twice (a framework's span around the client library's, e.g. OpenLLMetry's LangChain and OpenAI
     instrumentations together). The inner span is the client call; the wrapper is reported."""
-    ids = {(s.trace_id, s.span_id) for s in models}
     by_id: dict[tuple[str, str], Span] = {}
     for s_ in spans:  # (spans sharing ids: the first holds them, as `_once` says)
         by_id.setdefault((s_.trace_id, s_.span_id), s_)
-    wrappers: dict[tuple[str, str], Span] = {}
+    wrappers: dict[SpanKey, Span] = {}
     for s in models:
         parent = s.parent_id
         seen: set[str] = set()
         while parent is not None and parent not in seen:
             seen.add(parent)
-            if (s.trace_id, parent) in ids:
-                wrappers[(s.trace_id, parent)] = s
-                break
             above = by_id.get((s.trace_id, parent))
+            if above is not None and above is not s and above.kind == "model":
+                wrappers[span_key(above)] = s
+                break
             parent = above.parent_id if above is not None else None
     for key, inner in wrappers.items():
-        outer = by_id[key]
+        outer = by_id[key[:2]]
         issues.append(
             Issue(
                 kind="note",
@@ -225,7 +255,7 @@ def _outermost_removed(models: list[Span], spans: list[Span], issues: list[Issue
                 "counted",
             )
         )
-    return [s for s in models if (s.trace_id, s.span_id) not in wrappers]
+    return [s for s in models if span_key(s) not in wrappers]
 
 
 def _signature(messages: list[dict[str, Any]]) -> list[tuple[Any, str]]:
@@ -285,7 +315,7 @@ def _results(
     conv: _Conversation,
     k: int,
     tools: list[Span],
-    used: set[tuple[str, str]],
+    used: set[SpanKey],
     where: str,
     by_id: dict[tuple[str, str], Span],
     issues: list[Issue],
@@ -343,7 +373,7 @@ def _results(
         ]
         differ = any((t.start, t.end) != (match.start, match.end) for t in twins if match is not None)
         if match is not None:
-            used.add((match.trace_id, match.span_id))
+            used.add(span_key(match))
             value, whence = _span_result(match)
             sent = None if answer is None else text_of(answer.get("content"))
             if answer is not None and (value is None or whence or sent != text_of(value)):
@@ -616,7 +646,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             open_.setdefault(span.trace_id, []).append(conv)
         conv.spans.append((span, body, own, request))
     segments: list[Segment] = []
-    used: set[tuple[str, str]] = set()
+    used: set[SpanKey] = set()
     name = slugify(path.stem)
     for c, conv in enumerate(conversations):
         calls = sum(len(_calls(b)) for _, b, _, _ in conv.spans)
@@ -711,10 +741,20 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
             segment.error = f"the next model span of this trace ({lost[0].span_id}) is unreadable: {lost[1]}"
             segment.closing = f"{segment.error}: no model response follows here"
         segments.append(segment)
-    ran = {(t.trace_id, str(tool_call_id(t))): t for t in tools if (t.trace_id, t.span_id) in used}
+    ran = {(t.trace_id, str(tool_call_id(t))): t for t in tools if span_key(t) in used}
+    asked = {str(c.get("id")) for conv in conversations for _, b, _, _ in conv.spans for c in _calls(b)}
+    asking: dict[tuple[str, str], tuple[str, ...]] = {}  # (trace, call id) -> the ids of the message asking
+    for conv in conversations:
+        for span, _, _, request in conv.spans:
+            for m in request:
+                ids = tuple(str(c.get("id")) for c in m.get("tool_calls") or [] if isinstance(c, dict))
+                for cid in ids if m.get("role") == "assistant" else ():
+                    asking.setdefault((span.trace_id, cid), ids)
+    lost_messages: set[tuple[str, tuple[str, ...]]] = set()
+    lost_model_calls = 0
     for t in tools:
         twin = ran.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
-        if (t.trace_id, t.span_id) not in used and twin is not None:
+        if span_key(t) not in used and twin is not None:
             other = (tool_name(t), span_arguments_text(t), _span_result(t)[0]) != (
                 tool_name(twin),
                 span_arguments_text(twin),
@@ -738,7 +778,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
                     "runs once, so this duplicate is dropped and one execution imported",
                 )
             )
-        elif (t.trace_id, t.span_id) not in used:
+        elif span_key(t) not in used:
             lost_with = next(
                 (
                     (bad, why)
@@ -747,6 +787,29 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
                 ),
                 None,
             )
+            message = asking.get((t.trace_id, str(tool_call_id(t)))) if tool_call_id(t) else None
+            if lost_with is None and message is not None and str(tool_call_id(t)) not in asked:
+                new = (t.trace_id, message) not in lost_messages
+                lost_messages.add((t.trace_id, message))
+                source_calls += 1
+                lost_model_calls += new
+                issues.append(
+                    Issue(
+                        kind="failed",
+                        where=f"tool span {t.span_id} ({t.name})",
+                        what=f"ran call {tool_call_id(t)}, which a later model span's input shows the model "
+                        "asked for, but the model span that returned it is not in the export: not imported; "
+                        + (
+                            "the model call that made it is counted in the source's model calls"
+                            if new
+                            else "made by the same lost model call as call "
+                            + next((c for c in message if c != str(tool_call_id(t))), "")
+                        ),
+                        calls=1,
+                        model_calls=int(new),
+                    )
+                )
+                continue
             issues.append(
                 Issue(
                     kind="skipped",
@@ -763,7 +826,7 @@ def _file(path: Path, *, include_no_calls: bool) -> ImportResult:
         str(path),
         segments,
         source_calls=source_calls,
-        source_model_calls=len(models),
+        source_model_calls=len(models) + lost_model_calls,
         issues=issues,
     )
 
