@@ -1,0 +1,213 @@
+"""Views, eighth pass (issue 15, the v15 tester's findings): the live view ends on what the run's
+result holds (a call cut off before it started had no event, and was lost), one validation rule for
+the options of the views and the functions they mirror, the live view's time says what it is, and
+a call an imported recording never ran shows no tool message as if recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from html import unescape
+from typing import Any
+
+import pytest
+
+from tests.test_widgets import visible_text
+from toolcall_lab import AbortHandle, Hooks, ScriptedModel, ScriptedResponse, ToolRegistry, run
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.events import RunEvent
+from toolcall_lab.notebook.widgets import LiveView, TraceView
+
+# --- 1: the live view ends equal to a trace view of the result ------------------------------------------
+
+
+def _calls_shown(html: str) -> list[tuple[str, str, str]]:
+    """Each call card drawn: (status, call id, its tool message or what stands in for it)."""
+    html = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
+    cards = re.findall(
+        r"<li class='tcl-call tcl-status-([\w-]+)' data-call-id='([^']*)'.*?</pre>(.*?)</li>",
+        html,
+        flags=re.S,
+    )
+    return [(status, unescape(cid), visible_text(body).strip()) for status, cid, body in cards]
+
+
+def _round_statuses(html: str) -> list[str]:
+    """Each round panel's title without the mode and the duration (a live view does not know the
+    mode; the round's end is the same): `Round 0 · 3 calls: wait ×3 · 1 ok, 2 cancelled`."""
+    titles = re.findall(r"<(?:div|span) class='tcl-round-title'>([^<]*)</(?:div|span)>", html)
+    out = []
+    for t in titles:
+        parts = unescape(t).split(" · ")
+        out.append(" · ".join(p for p in parts if p not in ("sequential", "parallel", "eager")))
+    return [re.sub(r" · [\d.]+ (?:s|ms|µs)(?= · )", "", t) for t in out]
+
+
+def _tools() -> ToolRegistry:
+    tools = ToolRegistry()
+
+    @tools.register
+    async def wait(s: float) -> str:
+        """Sleeps `s` seconds (virtual clock)."""
+        await asyncio.sleep(s)
+        return f"waited {s}"
+
+    return tools
+
+
+def _three_calls(latency_s: float = 0.0) -> ScriptedModel:
+    calls = (("wait", {"s": 0.3}), ("wait", {"s": 0.31}), ("wait", {"s": 0.32}))
+    return ScriptedModel([ScriptedResponse(tool_calls=calls, latency_s=latency_s), "done"])
+
+
+def _abort(mode: str, at: float, **kwargs: Any) -> Callable[[Callable[[RunEvent], None]], Any]:
+    async def go(on_event: Callable[[RunEvent], None]) -> Any:
+        handle = AbortHandle()
+        model = _three_calls(kwargs.pop("latency_s", 0.0))
+        task = asyncio.create_task(
+            run(model, _tools(), "go", mode=mode, on_event=on_event, abort=handle, **kwargs)
+        )
+        await asyncio.sleep(at)
+        handle.abort()
+        return await task
+
+    return go
+
+
+def _deadline(mode: str) -> Callable[[Callable[[RunEvent], None]], Any]:
+    async def go(on_event: Callable[[RunEvent], None]) -> Any:
+        return await run(_three_calls(), _tools(), "go", mode=mode, on_event=on_event, timeout_s=0.45)
+
+    return go
+
+
+def _hook_interrupts() -> Callable[[Callable[[RunEvent], None]], Any]:
+    """An on_tool_start hook raising a BaseException at the second call: the run is interrupted,
+    the third call never starts, the record is the exception's partial_result."""
+
+    async def go(on_event: Callable[[RunEvent], None]) -> Any:
+        def start(call: Any) -> None:
+            if call.tool_call_id == "call_0_1":
+                raise KeyboardInterrupt
+
+        try:
+            await run(
+                _three_calls(),
+                _tools(),
+                "go",
+                mode="sequential",
+                on_event=on_event,
+                hooks=Hooks(on_tool_start=start),
+            )
+        except KeyboardInterrupt as exc:
+            return exc.partial_result  # type: ignore[attr-defined]
+        raise AssertionError("the hook did not interrupt the run")
+
+    return go
+
+
+def _hook_rejects() -> Callable[[Callable[[RunEvent], None]], Any]:
+    """approve_call raises on the second call (rejected), fail_fast skips the calls after it."""
+
+    async def go(on_event: Callable[[RunEvent], None]) -> Any:
+        def approve(call: Any) -> bool:
+            if call.tool_call_id == "call_0_1":
+                raise RuntimeError("approval service down")
+            return True
+
+        return await run(
+            _three_calls(),
+            _tools(),
+            "go",
+            mode="sequential",
+            on_event=on_event,
+            error_policy="fail_fast",
+            hooks=Hooks(approve_call=approve),
+        )
+
+    return go
+
+
+FAULTS = {
+    "abort mid-batch, sequential": _abort("sequential", 0.4),
+    "abort mid-batch, parallel with a cap of 1": _abort("parallel", 0.4, concurrency=1),
+    "abort mid-batch, parallel": _abort("parallel", 0.1),
+    "abort while eager streams": _abort("eager", 0.3, latency_s=0.5),
+    "abort after eager's stream": _abort("eager", 0.5, latency_s=0.2),
+    "deadline, sequential": _deadline("sequential"),
+    "deadline, eager": _deadline("eager"),
+    "a hook interrupts the run": _hook_interrupts(),
+    "a hook fails, fail_fast": _hook_rejects(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAULTS))
+def test_the_live_view_ends_with_every_call_of_the_result(case: str) -> None:
+    """v15 #1: aborted at 0.4 s under sequential, the live view ended on "2 calls … 1 ok, 1
+    cancelled": the third call, cut off before it started, had no event and was lost from the
+    count, the cards and the timeline, while a trace view of the result said "3 calls … 1 ok, 2
+    cancelled". Whatever cuts the run, the live view ends with the calls, statuses and tool
+    messages a trace view of the result shows."""
+    live = LiveView("live", min_interval_s=0.0)
+    result = run_virtual(FAULTS[case](live.on_event))
+    assert result is not None
+    trace_html = TraceView(result).static_html()
+    live_html = live.view.value
+    expected = _calls_shown(trace_html)
+    assert expected, trace_html  # (each case makes calls)
+    assert _calls_shown(live_html) == expected, case
+    assert _round_statuses(live_html) == _round_statuses(trace_html), case
+    n = sum(len(r.tool_calls) for r in result.rounds)
+    assert f"{n} tool call" in visible_text(live_html)  # (the timeline's caption counts them all)
+
+
+def test_the_sequential_abort_keeps_the_call_that_never_started() -> None:
+    """The tester's own case, word for word."""
+    live = LiveView("live", min_interval_s=0.0)
+    run_virtual(_abort("sequential", 0.4)(live.on_event))
+    text = visible_text(live.view.value)
+    assert re.search(r"Round 0 · sequential · 3 calls: wait ×3 · [^·]+ · 1 ok, 2 cancelled", text), text
+    assert "aborted (aborted by the user) before this call started" in text
+    assert "1 call never started (no event announced it): drawn from the run's record at its end" in text
+
+
+def test_events_without_the_record_still_count_the_calls_that_never_started() -> None:
+    """An emitter whose run_finished carries no record (events made by hand): the calls the response
+    announced and no ACTION started are counted as never started, not dropped."""
+    from toolcall_lab.events import ModelResponded, RoundStarted, RunFinished, make_action, make_observation
+    from toolcall_lab.messages import ToolCall
+    from toolcall_lab.records import ToolExecution
+
+    live = LiveView("by hand", min_interval_s=0.0)
+    live.on_event(RoundStarted(at=0.0, round_index=0))
+    live.on_event(ModelResponded(at=0.1, round_index=0, ttfc_s=None, latency_s=0.1, n_tool_calls=3))
+    call = ToolCall(tool_call_id="a", name="wait", arguments="{}")
+    live.on_event(make_action("action", 0.1, 0, call))
+    ex = ToolExecution(
+        tool_call_id="a",
+        name="wait",
+        arguments="{}",
+        index=0,
+        status="ok",
+        result="x",
+        started_at=0.1,
+        ended_at=0.2,
+    )
+    live.on_event(make_observation("observation", 0.2, 0, ex))
+    live.on_event(RunFinished(at=0.3, status="aborted", reason="aborted"))
+    title = re.findall(r"Round 0[^<]*", live.view.value)[0]
+    assert "3 calls" in title and title.endswith("1 ok, 2 never started"), title
+
+
+def test_a_round_the_record_lacks_is_not_drawn_and_the_error_says_why() -> None:
+    """Aborted while eager's model call streamed, before any call arrived: the record holds no
+    round (the model call is not in it, the error says so). The live view, which drew round 0 from
+    its events, ends with no round, the error, and a note of the round it dropped."""
+    live = LiveView("live", min_interval_s=0.0)
+    result = run_virtual(_abort("eager", 0.2, latency_s=0.5)(live.on_event))
+    assert result.rounds == () and result.error
+    text = visible_text(live.view.value)
+    assert "0 rounds" in text and f"error: {result.error}" in text, text
+    assert "round 0, begun in the events, is not in the run's record (the error says why)" in text
+    assert "Round 0" not in text
