@@ -211,3 +211,65 @@ def test_a_round_the_record_lacks_is_not_drawn_and_the_error_says_why() -> None:
     assert "0 rounds" in text and f"error: {result.error}" in text, text
     assert "round 0, begun in the events, is not in the run's record (the error says why)" in text
     assert "Round 0" not in text
+
+
+# --- 2: one rule for the cap and the round trip, in views and functions alike --------------------------
+
+
+def _option_takers() -> dict[str, Callable[..., Any]]:
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.notebook.widgets import CompareView, CorpusView
+    from toolcall_lab.plotting import gantt
+
+    return {
+        "compare": lambda t, **kw: compare([t], modes=("sequential",), **kw),
+        "gantt": lambda t, **kw: gantt(t, modes=("sequential",), show=False, **kw),
+        "CompareView": lambda t, **kw: CompareView(t, modes=("sequential",), **kw),
+        "CorpusView": lambda t, **kw: CorpusView([t], modes=("sequential",), **kw),
+    }
+
+
+@pytest.mark.parametrize("value", [2.0, True, 0, -1, "2"])
+@pytest.mark.parametrize("taker", ["compare", "gantt", "CompareView"])
+def test_a_cap_is_refused_alike_by_compare_gantt_and_compare_view(taker: str, value: Any) -> None:
+    """v15 #2: `CompareView(concurrency=2.0)` was taken (the box showed "2.0") while compare and
+    gantt refused it; `gantt(modes=('sequential',), concurrency=0)` drew "could not be replayed"
+    instead of refusing. One rule (an integer >= 1, never a bool), refused before any replay."""
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    with pytest.raises(
+        UsageError, match=rf"concurrency={re.escape(repr(value))}: must be an integer >= 1, or None"
+    ):
+        _option_takers()[taker](trace, concurrency=value)
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "0.05", True])
+@pytest.mark.parametrize("taker", ["compare", "gantt", "CompareView", "CorpusView"])
+def test_a_round_trip_is_refused_up_front_alike_even_without_serialized(taker: str, value: Any) -> None:
+    """v15 #2: gantt drew the other modes and wrote the round trip's error into the figure;
+    compare and gantt took a bad one silently when serialized was not among the modes."""
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    with pytest.raises(
+        UsageError, match=rf"round_trip_s={re.escape(repr(value))}: must be >= 0 seconds \(finite\)"
+    ):
+        _option_takers()[taker](trace, round_trip_s=value)
+
+
+def test_good_options_still_pass_everywhere_and_run_config_refuses_a_bool_cap() -> None:
+    from toolcall_lab import RunConfig
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.scenarios import SCENARIOS
+
+    trace = SCENARIOS["weather_news_stock"].record()
+    for name, take in _option_takers().items():
+        kwargs: dict[str, Any] = {"round_trip_s": 0}
+        if name != "CorpusView":
+            kwargs["concurrency"] = 2
+        assert take(trace, **kwargs) is not None
+    with pytest.raises(UsageError, match=r"RunConfig.concurrency=True: must be an integer >= 1"):
+        RunConfig(concurrency=True)

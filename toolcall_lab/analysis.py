@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcall_lab._execution import dedupe_key
+from toolcall_lab._rules import check_concurrency, check_round_trip
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import (
@@ -948,6 +949,8 @@ def compare(
 
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
+    check_concurrency(concurrency, "compare(concurrency=...)")  # (every setting, before any replay)
+    check_round_trip(round_trip_s, "compare(round_trip_s=...)")
     modes = modes_list(modes, "compare(modes=...)")
     modes = run_capped(modes, concurrency, "compare(modes=...)")  # bad specs fail before any replay
     settings: dict[str, Any] = {"round_trip_s": round_trip_s}
