@@ -273,3 +273,20 @@ def test_good_options_still_pass_everywhere_and_run_config_refuses_a_bool_cap() 
         assert take(trace, **kwargs) is not None
     with pytest.raises(UsageError, match=r"RunConfig.concurrency=True: must be an integer >= 1"):
         RunConfig(concurrency=True)
+
+
+# --- 3: the live view's time says what it is ------------------------------------------------------------
+
+
+def test_the_live_time_is_the_run_clock_at_the_last_event_and_says_so() -> None:
+    """v15 #3: "2.04 s so far" stood still between events (at 3.0 s and at 4.1 s of a run), reading
+    like elapsed time: it is the run clock at the latest event, and now says that."""
+    from toolcall_lab.events import ModelResponded, RoundStarted
+
+    live = LiveView("by hand", min_interval_s=0.0)
+    live.on_event(RoundStarted(at=0.0, round_index=0, run_id="r"))
+    live.on_event(
+        ModelResponded(at=2.04, round_index=0, ttfc_s=None, latency_s=2.04, n_tool_calls=1, run_id="r")
+    )
+    text = visible_text(live.view.value)
+    assert "2.04 s at the last event" in text and "so far" not in text, text

@@ -251,7 +251,10 @@ class LiveRun:
             + (
                 f"<span>wall <b>{secs(self.finished_at)}</b></span>"
                 if self.finished_at is not None
-                else f"<span>{secs(last)} so far</span>"
+                # the run's clock at its latest event: the view draws no time between events, so
+                # it says which time this is rather than "so far" (v15: it read like elapsed time)
+                else f"<span title='the run clock at the latest event this view received'>"
+                f"{secs(max(self.now, last))} at the last event</span>"
             )
             + (f"<span>{e(timing_summary({'rounds': rounds, 'metadata': {}}))}</span>" if rounds else "")
             + "</div></div>"
