@@ -290,3 +290,39 @@ def test_the_live_time_is_the_run_clock_at_the_last_event_and_says_so() -> None:
     )
     text = visible_text(live.view.value)
     assert "2.04 s at the last event" in text and "so far" not in text, text
+
+
+# --- 4: the CLI's bench summary marks a speedup on assumed timings ---------------------------------------
+
+
+def test_bench_marks_a_median_speedup_resting_on_assumed_timings(tmp_path, capsys) -> None:
+    """v15 #4: `toolcall-lab bench` printed `parallel … median_speedup_vs_sequential 1.051` with no
+    note, while every view marks that speedup "(assumed timings)"."""
+    from tests.test_views_seventh import _assumed_trace
+    from toolcall_lab.cli import main
+    from toolcall_lab.trace_files import save
+
+    save(_assumed_trace(), tmp_path / "assumed.json")
+    assert main(["bench", str(tmp_path / "assumed.json"), "--modes", "sequential,parallel"]) == 0
+    out = capsys.readouterr().out
+    line = [x for x in out.splitlines() if "rests on assumed timings" in x]
+    assert len(line) == 1 and line[0].startswith("parallel: median_speedup_vs_sequential 1."), out
+    assert "in 1 of 1 comparable run(s)" in line[0]
+
+
+def test_bench_does_not_mark_a_measured_speedup(tmp_path, capsys) -> None:
+    from toolcall_lab.cli import main
+    from toolcall_lab.scenarios import SCENARIOS
+    from toolcall_lab.trace_files import save
+
+    doc = SCENARIOS["weather_news_stock"].record().to_dict()
+    for r in doc["rounds"]:  # every duration recorded
+        r["response"]["timing"] = {"source": "recorded", "note": ""}
+        for x in r["tool_executions"]:
+            x["timing"] = {"source": "recorded", "note": ""}
+    from toolcall_lab import Trace
+
+    save(Trace.from_dict(doc), tmp_path / "measured.json")
+    assert main(["bench", str(tmp_path / "measured.json"), "--modes", "sequential,parallel"]) == 0
+    out = capsys.readouterr().out
+    assert "median_speedup_vs_sequential" in out and "assumed timings" not in out, out

@@ -784,6 +784,19 @@ class Comparison:
         return sorted({m for m in self.errors["mode"].dropna() if m not in ran})
 
     @property
+    def summarised_runs(self) -> pd.DataFrame:
+        """The runs `summary` is made of: those of the traces every mode (but one that failed on
+        every trace) replayed."""
+        if self.runs.empty:
+            return self.runs
+        dead = self.modes_failed_everywhere
+        if dead:
+            errors = self.errors
+            failed = set(errors.loc[errors["mode"].notna() & ~errors["mode"].isin(dead), "trace"])
+            return self.runs[~self.runs["trace"].isin(failed)]
+        return self.runs[self.runs["in_all_modes"]]
+
+    @property
     def summary(self) -> pd.DataFrame:
         """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
 
@@ -803,14 +816,7 @@ class Comparison:
 
         if self.runs.empty:
             return pd.DataFrame()
-        dead = self.modes_failed_everywhere
-        if dead:
-            errors = self.errors
-            failed = set(errors.loc[errors["mode"].notna() & ~errors["mode"].isin(dead), "trace"])
-            in_all = ~self.runs["trace"].isin(failed)
-        else:
-            in_all = self.runs["in_all_modes"]
-        runs = self.runs[in_all]
+        runs = self.summarised_runs
         given = set(self.runs["trace"]) | set(self.errors["trace"]) | set(self.not_compared)
         left_out = len(given - set(runs["trace"]))
         if runs.empty:
@@ -1067,7 +1073,29 @@ def summary_text(comparison: Comparison) -> str:
         for mode, n in (s["traces"] - s["comparable_runs"]).items()
         if n > 0
     ]
-    return "\n".join([text, *notes, *stream_evidence(comparison)])
+    return "\n".join([text, *notes, *assumed_speedups(comparison), *stream_evidence(comparison)])
+
+
+def assumed_speedups(comparison: Comparison) -> list[str]:
+    """One line per mode whose median speedup rests, on some of its runs, on assumed timings
+    (`speedup_caveat`), as the views mark such a speedup: the CLI's summary table cannot mark a
+    number, so a line under it does."""
+    s, runs = comparison.summary, comparison.summarised_runs
+    if s.empty or "median_speedup_vs_sequential" not in s or "speedup_vs_sequential" not in runs:
+        return []
+    out = []
+    for mode, speedup in s["median_speedup_vs_sequential"].items():
+        mine = runs[(runs["mode"] == mode) & runs["comparable"]]
+        if speedup != speedup or mine.empty:  # (NaN: no comparable run, no speedup shown)
+            continue
+        k = sum(speedup_caveat(row) is not None for _, row in mine.iterrows())
+        if k:
+            out.append(
+                f"{mode}: median_speedup_vs_sequential {speedup:,.3f} rests on {ASSUMED} in {k} of "
+                f"{len(mine)} comparable run(s): the time it saves (or loses) is no more than their "
+                "estimated or placeholder seconds, so it is a figure of those assumptions, not a measurement"
+            )
+    return out
 
 
 _CHUNK_WORDS = {
