@@ -326,3 +326,92 @@ def test_bench_does_not_mark_a_measured_speedup(tmp_path, capsys) -> None:
     assert main(["bench", str(tmp_path / "measured.json"), "--modes", "sequential,parallel"]) == 0
     out = capsys.readouterr().out
     assert "median_speedup_vs_sequential" in out and "assumed timings" not in out, out
+
+
+# --- 5: a tool message the recording does not hold is labelled --------------------------------------------
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    import json
+
+    body = {"id": "r", "object": "chat.completion.chunk", "model": "gpt-x"}
+    body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]  # type: ignore[assignment]
+    return f"data: {json.dumps(body)}\n\n"
+
+
+CUT_MID_ARGUMENTS = "".join(
+    [
+        _chunk(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_w",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ],
+            }
+        ),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}]}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "call_s",
+                        "type": "function",
+                        "function": {"name": "get_stock", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        _chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"ticker": "AA'}}]}),
+    ]
+)
+"""A chat stream cut while the second call's arguments streamed: no finish, no [DONE]."""
+
+
+def test_a_call_the_cut_recording_never_ran_shows_no_tool_message_as_recorded() -> None:
+    """v15 #5: an .sse cut mid-arguments opened with a tool message "Error: invalid arguments …
+    send valid JSON arguments" shown as if recorded: it is what toolcall_lab would send, the
+    recording holds no such message. The call card, the next request and the import's trace and
+    report say so."""
+    from toolcall_lab.notebook.html import NOT_RECORDED_MESSAGE
+    from toolcall_lab.notebook.loading import open_upload
+    from toolcall_lab.records import NOT_IN_SOURCE
+
+    opened = open_upload("cut.sse", CUT_MID_ARGUMENTS.encode())
+    trace = opened.traces[0]
+    screened = [x for r in trace.rounds for x in r.executions if x.status == "invalid_arguments"]
+    assert [x.tool_call_id for x in screened] == ["call_s"]
+    assert NOT_IN_SOURCE in screened[0].timing.note  # (the trace says so)
+    report = " ".join(i.what for i in opened.report.issues) if getattr(opened, "report", None) else ""
+    assert "its tool message in the trace is not in the recording: what toolcall_lab would send" in report
+    html = TraceView(trace).static_html()
+    card = re.search(
+        r"<li class='tcl-call tcl-status-invalid_arguments' data-call-id='call_s'.*?</li>", html, re.S
+    )
+    assert card is not None
+    assert f"tool message⚠ {NOT_RECORDED_MESSAGE}" in visible_text(card.group(0)), visible_text(card.group(0))
+    messages = re.findall(r"<div class='tcl-msg tcl-msg-tool'>.*?</div>", html, re.S)
+    answering = [visible_text(m) for m in messages if "answers call_s" in m]
+    assert answering and all(NOT_RECORDED_MESSAGE in m for m in answering), answering
+    # a recorded result is not labelled
+    other = [visible_text(m) for m in messages if "answers call_w" in m]
+    assert other and not any(NOT_RECORDED_MESSAGE in m for m in other)
+    assert NOT_RECORDED_MESSAGE not in visible_text(
+        re.search(r"<li class='tcl-call[^']*' data-call-id='call_w'.*?</li>", html, re.S).group(0)  # type: ignore[union-attr]
+    )
+
+
+def test_a_live_runs_invalid_arguments_message_is_not_labelled() -> None:
+    """The loop's own run sent that message: it is recorded, no label."""
+    from toolcall_lab.notebook.html import NOT_RECORDED_MESSAGE
+
+    tools = _tools()
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("wait", '{"s": '),)), "done"])
+    result = run_virtual(run(model, tools, "go"))
+    assert result.rounds[0].executions[0].status == "invalid_arguments"
+    assert NOT_RECORDED_MESSAGE not in TraceView(result).static_html()
