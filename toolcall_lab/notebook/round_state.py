@@ -60,7 +60,8 @@ def answer_kind(r: dict[str, Any]) -> str:
 def round_status(r: dict[str, Any]) -> str:
     """`ok`, `1 failed, 1 skipped`, `final answer`; and for an incomplete record what it is:
     `waiting for the model`, `streaming, 1 call running`, `1 ok, 1 call running, 1 not started yet`,
-    `1 ok, 1 cancelled`, `closing round added, no model call`. Never `ok`, `skipped` or
+    `1 ok, 1 cancelled`, `closing round added, no model call`, `1 ok, 2 never started` (calls a
+    response announced in a live view whose run ended with no record given). Never `ok`, `skipped` or
     `final answer` for what has not happened."""
     live = r.get("live")
     execs = r["tool_executions"]
