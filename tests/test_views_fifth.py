@@ -254,7 +254,8 @@ def test_live_view_round_titles_name_no_mode_it_was_not_told_and_give_the_wall_t
     s = SCENARIOS["three_tools_100ms"]
     result = asyncio.run(run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=live.on_event))
     text = visible_text(live.html())
-    assert "Round 0 · 3 calls" in text and "?" not in text
+    # (at the end the view draws the run's record, which names the mode the rounds ran under)
+    assert "Round 0 · sequential · 3 calls" in text and "?" not in text
     assert f"wall {result.wall_time_s * 1000:.0f} ms" in text or "wall 0." in text
     told = LiveView("told", mode="sequential")
     asyncio.run(run(s.model(), s.registry(), s.prompt, mode="sequential", on_event=told.on_event))

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolcall_lab._execution import dedupe_key
+from toolcall_lab._rules import check_concurrency, check_round_trip
 from toolcall_lab.dependencies import RoundPair, dependency_evidence, independent_groups
 from toolcall_lab.exceptions import ReplayDivergenceError, TraceError, TraceFormatError, UsageError
 from toolcall_lab.records import (
@@ -783,6 +784,19 @@ class Comparison:
         return sorted({m for m in self.errors["mode"].dropna() if m not in ran})
 
     @property
+    def summarised_runs(self) -> pd.DataFrame:
+        """The runs `summary` is made of: those of the traces every mode (but one that failed on
+        every trace) replayed."""
+        if self.runs.empty:
+            return self.runs
+        dead = self.modes_failed_everywhere
+        if dead:
+            errors = self.errors
+            failed = set(errors.loc[errors["mode"].notna() & ~errors["mode"].isin(dead), "trace"])
+            return self.runs[~self.runs["trace"].isin(failed)]
+        return self.runs[self.runs["in_all_modes"]]
+
+    @property
     def summary(self) -> pd.DataFrame:
         """Per mode, over the traces replayed in every mode: totals, medians, what they rest on.
 
@@ -802,14 +816,7 @@ class Comparison:
 
         if self.runs.empty:
             return pd.DataFrame()
-        dead = self.modes_failed_everywhere
-        if dead:
-            errors = self.errors
-            failed = set(errors.loc[errors["mode"].notna() & ~errors["mode"].isin(dead), "trace"])
-            in_all = ~self.runs["trace"].isin(failed)
-        else:
-            in_all = self.runs["in_all_modes"]
-        runs = self.runs[in_all]
+        runs = self.summarised_runs
         given = set(self.runs["trace"]) | set(self.errors["trace"]) | set(self.not_compared)
         left_out = len(given - set(runs["trace"]))
         if runs.empty:
@@ -948,6 +955,8 @@ def compare(
 
     if timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
+    check_concurrency(concurrency, "compare(concurrency=...)")  # (every setting, before any replay)
+    check_round_trip(round_trip_s, "compare(round_trip_s=...)")
     modes = modes_list(modes, "compare(modes=...)")
     modes = run_capped(modes, concurrency, "compare(modes=...)")  # bad specs fail before any replay
     settings: dict[str, Any] = {"round_trip_s": round_trip_s}
@@ -1064,7 +1073,29 @@ def summary_text(comparison: Comparison) -> str:
         for mode, n in (s["traces"] - s["comparable_runs"]).items()
         if n > 0
     ]
-    return "\n".join([text, *notes, *stream_evidence(comparison)])
+    return "\n".join([text, *notes, *assumed_speedups(comparison), *stream_evidence(comparison)])
+
+
+def assumed_speedups(comparison: Comparison) -> list[str]:
+    """One line per mode whose median speedup rests, on some of its runs, on assumed timings
+    (`speedup_caveat`), as the views mark such a speedup: the CLI's summary table cannot mark a
+    number, so a line under it does."""
+    s, runs = comparison.summary, comparison.summarised_runs
+    if s.empty or "median_speedup_vs_sequential" not in s or "speedup_vs_sequential" not in runs:
+        return []
+    out = []
+    for mode, speedup in s["median_speedup_vs_sequential"].items():
+        mine = runs[(runs["mode"] == mode) & runs["comparable"]]
+        if speedup != speedup or mine.empty:  # (NaN: no comparable run, no speedup shown)
+            continue
+        k = sum(speedup_caveat(row) is not None for _, row in mine.iterrows())
+        if k:
+            out.append(
+                f"{mode}: median_speedup_vs_sequential {speedup:,.3f} rests on {ASSUMED} in {k} of "
+                f"{len(mine)} comparable run(s): the time it saves (or loses) is no more than their "
+                "estimated or placeholder seconds, so it is a figure of those assumptions, not a measurement"
+            )
+    return out
 
 
 _CHUNK_WORDS = {

@@ -6,7 +6,8 @@ batch's ACTIONs all come at one instant once the response has ended and the OBSE
 the calls finish; under ``eager`` an ACTION may come while the model still streams (before the round's
 ``model_response``). Results still go back to the model in model order, once the batch has finished.
 Whatever ends a run, every ACTION gets its OBSERVATION (a call cut off is observed with its
-``cancelled`` record).
+``cancelled`` record). A call cut off before it started has neither (it never started): the
+``run_finished`` event carries the run's record (`RunFinished.rounds`), which holds it.
 A listener that raises is recorded as a hook failure (``on_event``) and the run goes on.
 Every event of one run carries the same `run_id` (the loop sets it as it emits the event), so a
 listener fed by two runs at once (``asyncio.gather``) can tell them apart.
@@ -15,11 +16,18 @@ listener fed by two runs at once (``asyncio.gather``) can tell them apart.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolcall_lab.messages import ToolCall
-from toolcall_lab.records import ChunkTiming, HookFailure, Timing, ToolExecution, positional_constructor
+from toolcall_lab.records import (
+    ChunkTiming,
+    HookFailure,
+    Round,
+    Timing,
+    ToolExecution,
+    positional_constructor,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +149,10 @@ class RunFinished:
     reason: str
     run_id: str = ""
     """The run the event belongs to (set by the loop as it emits the event)."""
+    rounds: tuple[Round, ...] | None = field(default=None, repr=False, compare=False)
+    """The run's record as it ends (the result's `rounds`): every call, including those a cut
+    (abort, deadline, hook failure) stopped before they started, which no ACTION announced. A live
+    view ends on it, so it shows what the result holds; None from an emitter that does not give it."""
 
 
 RunEvent = (

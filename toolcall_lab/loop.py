@@ -820,14 +820,13 @@ class _Run:
 
     def result(self) -> RunResult:
         end = self.now()
-        self.emit(RunFinished(at=end, status=self.status, reason=self.reason))
+        rounds = tuple(self.rounds) if end + self.origin < FINE_UNTIL_S else coarse(self.rounds, self.origin)
+        self.emit(RunFinished(at=end, status=self.status, reason=self.reason, rounds=rounds))
         return RunResult(
             status=self.status,
             reason=self.reason,
             mode=self.strategy_name,
-            rounds=tuple(self.rounds)
-            if end + self.origin < FINE_UNTIL_S
-            else coarse(self.rounds, self.origin),
+            rounds=rounds,
             messages=tuple(self.messages),
             initial_messages=self.initial,
             tools=tuple(self.tools.schemas()),

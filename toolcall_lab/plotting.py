@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
+from toolcall_lab._rules import check_concurrency, check_round_trip
 from toolcall_lab.analysis import DEFAULT_ROUND_TRIP_S, Comparison
 from toolcall_lab.notebook.html import run_caption
 from toolcall_lab.notebook.legend import legend_entries
@@ -338,6 +339,8 @@ def gantt(
     from toolcall_lab.exceptions import ToolcallLabError
     from toolcall_lab.strategies import Serialized, resolve
 
+    check_concurrency(concurrency, "gantt(concurrency=...)")  # (every setting, before any replay)
+    check_round_trip(round_trip_s, "gantt(round_trip_s=...)")
     modes = run_capped(modes_list(modes, "gantt(modes=...)"), concurrency, "gantt(modes=...)")
     strategies = [resolve(m, "gantt(modes=...)") for m in modes]
     panels, failed = [], []

@@ -133,6 +133,11 @@ NOT_BATCH_EVIDENCE = "not evidence of how its batch ran"
 """Ends a tool execution's timing note when its span is not both recorded: the source gives its end
 but not its start (an importer assumed one), or the tool did not run (its input was rejected, the
 user declined it). `analysis.recorded_batch` leaves such calls out."""
+SCREENED_ON_IMPORT = "screened out by toolcall_lab's loop when importing"
+"""In the timing note of an imported call the import's own loop screened out (arguments not a
+complete JSON object, an unknown tool, a duplicate): the source holds no result for it, so its tool
+message is the one toolcall_lab would send, not one the source holds (the views label it so)."""
+NOT_IN_SOURCE = "its tool message is not in the recording: what toolcall_lab would send"
 MEASURED = Timing(source="recorded", note="measured by toolcall_lab on the real clock")
 SIMULATED = Timing(source="placeholder", note="simulated on the virtual clock")
 DECIDED = Timing(source="recorded", note="decided by the harness; no tool ran")

@@ -6,10 +6,10 @@ The loop produces a `RunResult`; traces, replay and analysis read it. Keeping bo
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolcall_lab._rules import CAP_RULE, ROUND_TRIP_RULE, valid_cap, valid_round_trip
 from toolcall_lab.events import RunEvent
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.records import HookFailure, Origin, Round, StrategyName, ToolExecution
@@ -111,10 +111,8 @@ class RunConfig:
         resolve(self.mode, "RunConfig.mode")
         if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
             raise UsageError(f"RunConfig.max_rounds={self.max_rounds!r}: must be an integer >= 1")
-        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise UsageError(
-                f"RunConfig.concurrency={self.concurrency!r}: must be an integer >= 1, or None for no cap"
-            )
+        if not valid_cap(self.concurrency):
+            raise UsageError(f"RunConfig.concurrency={self.concurrency!r}: {CAP_RULE}")
         if self.error_policy not in ("continue", "fail_fast"):
             raise UsageError(f"RunConfig.error_policy={self.error_policy!r}: use 'continue' or 'fail_fast'")
         if self.all_failed_policy not in ("stop", "continue"):
@@ -130,12 +128,8 @@ class RunConfig:
                 f"RunConfig.params sets {owned}: the loop sends the conversation and the registry's tools "
                 "itself; pass messages to run() and register the tools instead"
             )
-        if (
-            isinstance(self.round_trip_s, bool)
-            or not isinstance(self.round_trip_s, int | float)
-            or not 0 <= self.round_trip_s < math.inf
-        ):
-            raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: must be >= 0 seconds (finite)")
+        if not valid_round_trip(self.round_trip_s):
+            raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: {ROUND_TRIP_RULE}")
         if self.timeout_s is not None and (
             isinstance(self.timeout_s, bool)
             or not isinstance(self.timeout_s, int | float)

@@ -75,6 +75,8 @@ from toolcall_lab.records import (
     DECIDED,
     MODE_NOT_EVIDENCED,
     NOT_BATCH_EVIDENCE,
+    NOT_IN_SOURCE,
+    SCREENED_ON_IMPORT,
     ChunkTiming,
     Mode,
     ModelCall,
@@ -470,8 +472,8 @@ def _screened_on_import(ex: ToolExecution) -> ToolExecution:
         ex,
         timing=Timing(
             source="placeholder",
-            note=f"{ex.status}: screened out by toolcall_lab's loop when importing; the source holds no "
-            "result, so whether the recorded client ran it, and for how long, is unknown: 0 s",
+            note=f"{ex.status}: {SCREENED_ON_IMPORT}; the source holds no result, so whether the "
+            f"recorded client ran it, and for how long, is unknown: 0 s; {NOT_IN_SOURCE}",
         ),
     )
 
@@ -513,7 +515,8 @@ def _missing_issues(trace: Trace, segment: Segment) -> tuple[int, list[Issue]]:
                         kind="note",
                         where=r.where or f"{trace.metadata.title} round {k}",
                         what=f"call {call.tool_call_id} ({call.name}) is {rnd.executions[i].status}: "
-                        "never run, so no result is missing (the trace says why)",
+                        "never run, so no result is missing (the trace says why); its tool message in "
+                        "the trace is not in the recording: what toolcall_lab would send",
                     )
                 )
                 continue

@@ -10,6 +10,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from toolcall_lab._rules import check_concurrency, check_round_trip
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.notebook._controls import (
     ExportBar,
@@ -36,7 +37,6 @@ from toolcall_lab.notebook.loading import Opened
 from toolcall_lab.notebook.theme import article, e, plural, secs
 from toolcall_lab.notebook.timeline import NARROWEST, Panel, items_of, round_end, timeline_svg
 from toolcall_lab.records import MODES
-from toolcall_lab.strategies._slots import check_limits
 from toolcall_lab.trace import Trace
 
 
@@ -49,17 +49,6 @@ def mode_name(mode: Any) -> str:
         return name_of(mode)
     except UsageError:
         return str(getattr(mode, "name", mode))
-
-
-def check_round_trip(value: Any, where: str) -> None:
-    """The rule `RunConfig` applies to a client round trip (what `compare(round_trip_s=...)` runs
-    with): a finite number of seconds >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value >= 0)
-    ):
-        raise UsageError(f"{where}: round_trip_s={value!r}: must be >= 0 seconds (finite)")
 
 
 class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
@@ -92,6 +81,8 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     ) -> None:
         from toolcall_lab.analysis import check_distinct, modes_list
 
+        check_concurrency(concurrency, "CompareView(concurrency=...)")  # (compare's rules, up front)
+        check_round_trip(round_trip_s, "CompareView(round_trip_s=...)")
         modes = modes_list(modes, "CompareView(modes=...)")
         check_distinct([mode_name(m) for m in modes], "CompareView(modes=...)")
         self.trace = trace
@@ -111,7 +102,6 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             continuous_update=False,
             layout=widgets.Layout(width="14em"),
         )
-        check_round_trip(round_trip_s, "CompareView(round_trip_s=...)")
         self.rtt_box = widgets.FloatSlider(
             value=round_trip_s * 1000,
             min=0,
@@ -197,7 +187,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 raise UsageError(
                     f"concurrency={text!r}: must be a whole number of calls at once >= 1 (blank: no cap)"
                 )
-            check_limits("cap", int(text), None)  # compare's own rule
+            check_concurrency(int(text), "cap")  # compare's own rule
         except UsageError:
             self.cap_box.value = self._cap_text()
             raise
@@ -206,7 +196,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
     @traitlets.validate("concurrency")
     def _valid_cap(self, proposal: Any) -> int | None:
         """The rule `compare(concurrency=...)` applies (`strategies` check it): None or an integer >= 1."""
-        check_limits("CompareView(concurrency=...)", proposal["value"], None)
+        check_concurrency(proposal["value"], "CompareView(concurrency=...)")
         return proposal["value"]  # type: ignore[no-any-return]
 
     @traitlets.validate("round_trip_ms")

@@ -11,6 +11,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from toolcall_lab._rules import check_round_trip
 from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
 from toolcall_lab.notebook.html import assumed, comparable, fmt, speedup_text, table_html
@@ -122,6 +123,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
             raise UsageError(
                 f"CorpusView(page_size={page_size!r}): page_size={page_size!r}: must be an integer >= 1"
             )
+        check_round_trip(round_trip_s, "CorpusView(round_trip_s=...)")  # (compare's rule, up front)
         self.modes_arg, self.round_trip_s, self.page_size = tuple(modes), round_trip_s, page_size
         self.errors = widgets.Output()
         self.folder = widgets.Text(

@@ -27,6 +27,7 @@ from toolcall_lab.notebook.theme import (
     status_style,
 )
 from toolcall_lab.notebook.timeline import NARROWEST, paired, round_end, timeline_svg, ttfc_text
+from toolcall_lab.records import SCREENED_ON_IMPORT
 
 __all__ = [
     "CSS",
@@ -119,11 +120,27 @@ def round_title(r: dict[str, Any], *, mode: bool = True) -> str:
     )
 
 
-def _result_block(text: str) -> str:
+NOT_RECORDED_MESSAGE = "not in the recording: what toolcall_lab would send"
+"""How a view labels the tool message of an imported call the import's loop screened out: the source
+holds none, so the text is toolcall_lab's, not the recorded agent's (`records.SCREENED_ON_IMPORT`)."""
+
+
+def not_in_source(execution: Mapping[str, Any] | None) -> bool:
+    """Whether this execution's tool message was written by the import's loop, not recorded."""
+    note = ((execution or {}).get("timing") or {}).get("note") or ""
+    return SCREENED_ON_IMPORT in note
+
+
+def _result_block(text: str, *, written: bool = False) -> str:
+    """The tool message; `written`: one the source does not hold (toolcall_lab's own text), so
+    labelled, never shown as if recorded."""
+    role = "<span class='tcl-role'>tool message</span>"
+    if written:
+        role += f"<span class='tcl-warn'>⚠ {e(NOT_RECORDED_MESSAGE)}</span> "
     if len(text) <= PREVIEW:
-        return f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text)}</div>"
+        return f"<div class='tcl-result'>{role}{e(text)}</div>"
     return (
-        f"<div class='tcl-result'><span class='tcl-role'>tool message</span>{e(text[:PREVIEW])}… <details>"
+        f"<div class='tcl-result'>{role}{e(text[:PREVIEW])}… <details>"
         f"{SUMMARY}full result ({len(text):,} characters)</summary><pre>{e(text)}</pre></details></div>"
     )
 
@@ -155,7 +172,7 @@ def call_row(call: dict[str, Any], execution: dict[str, Any] | None, *, raw: boo
     if covers in COVERS_WORDS:  # a duration that is not the tool's run (schema 3)
         notes.append(f"time: {COVERS_WORDS[covers]}")
     body = (
-        _result_block(execution["result"])
+        _result_block(execution["result"], written=not_in_source(execution))
         if ran and execution
         else (
             "<div class='tcl-result tcl-muted'>running: no result yet</div>"
@@ -179,12 +196,15 @@ def _content(m: Mapping[str, Any]) -> str:
     return c if isinstance(c, str) else json.dumps(c, ensure_ascii=False)
 
 
-def message_html(m: Mapping[str, Any]) -> str:
-    """One chat message, whatever its role."""
+def message_html(m: Mapping[str, Any], *, written: bool = False) -> str:
+    """One chat message, whatever its role; `written`: a tool message the imported source does not
+    hold (toolcall_lab's own text), labelled so."""
     role = str(m.get("role", "?"))
     extra = ""
     if m.get("tool_call_id"):
         extra = f" <span class='tcl-id'>answers {e(m['tool_call_id'])}</span>"
+    if written:
+        extra += f" <span class='tcl-warn'>⚠ {e(NOT_RECORDED_MESSAGE)}</span>"
     calls = m.get("tool_calls") or []
     if calls:
         extra += (
@@ -219,7 +239,11 @@ def request_html(r: dict[str, Any], previous: dict[str, Any] | None) -> str:
         f"request as sent: {len(msgs)} message{'s' if len(msgs) != 1 else ''} ({kept}{len(new)} shown)"
         f"{'' if offered else ' · tools not offered'}"
     )
-    body = "".join(message_html(m) for m in new) or "<span class='tcl-muted'>(no messages recorded)</span>"
+    # a tool message answering a call the import's loop screened out is toolcall_lab's text
+    written = {x["tool_call_id"] for x in (previous or {}).get("tool_executions") or () if not_in_source(x)}
+    body = "".join(
+        message_html(m, written=m.get("role") == "tool" and m.get("tool_call_id") in written) for m in new
+    ) or ("<span class='tcl-muted'>(no messages recorded)</span>")
     return f"<details class='tcl-request'>{SUMMARY}{e(summary)}</summary>{body}</details>"
 
 

@@ -20,6 +20,7 @@ import traitlets
 
 from toolcall_lab.events import (
     Action,
+    ErrorEvent,
     FinalAnswer,
     ModelResponded,
     Observation,
@@ -33,6 +34,7 @@ from toolcall_lab.notebook.html import round_html, round_spans, timing_summary
 from toolcall_lab.notebook.round_state import round_status
 from toolcall_lab.notebook.theme import SUMMARY, e, plural, secs
 from toolcall_lab.notebook.timeline import NARROWEST, round_end, timeline_svg
+from toolcall_lab.records import Round
 from toolcall_lab.trace import call_to_dict
 
 TANGLED = (
@@ -63,6 +65,10 @@ class LiveRun:
     """Why the view refuses to draw this run (events of two runs without ids interleaved)."""
     now: float = 0.0
     """The latest time an event of this run carried: how far a round in progress is drawn."""
+    errors: list[str] = field(default_factory=list)
+    """What the run's error events said (why it stopped), as a trace view shows its error."""
+    notes: list[str] = field(default_factory=list)
+    """What the view says of how it drew the run (not a problem: those are `warnings`)."""
     progress: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Per round, what the events said of its progress: whether the model responded, how many calls
     it announced, when each call started, whether the final answer came."""
@@ -145,6 +151,30 @@ class LiveRun:
         elif isinstance(event, RunFinished):
             self.finished = f"{event.status} / {event.reason}"
             self.finished_at = event.at
+            if event.rounds is not None:
+                self.settle(event.rounds)
+        elif isinstance(event, ErrorEvent):
+            self.errors.append(event.message)
+
+    def settle(self, rounds: tuple[Round, ...]) -> None:
+        """End on the run's record: its rounds replace what the events said, so the view shows
+        every call the result holds (a call cut off before it started had no event) with its
+        status and tool message, as a trace view of the result does."""
+        announced = sum(len(r["tool_calls"]) for r in self.rounds.values())
+        drawn = set(self.rounds)
+        self.rounds = {r.round_index: r.to_dict() for r in rounds}
+        unseen = sum(len(r.tool_calls) for r in rounds) - announced
+        if unseen > 0:
+            self.notes.append(
+                f"{plural(unseen, 'call')} never started (no event announced "
+                f"{'them' if unseen > 1 else 'it'}): drawn from the run's record at its end"
+            )
+        gone = sorted(drawn - set(self.rounds))
+        if gone:  # (a model call cut off before its response could be recorded)
+            self.notes.append(
+                f"round {', '.join(map(str, gone))}, begun in the events, is not in the run's record "
+                "(the error says why)"
+            )
 
     def shown(self, index: int) -> dict[str, Any]:
         """Round `index` as the view draws it: as recorded once complete; while it is in progress
@@ -153,9 +183,11 @@ class LiveRun:
         still awaited drawn up to the latest event."""
         r = self.rounds[index]
         r["response"]["ended_at"] = max(r["response"]["ended_at"], r["response"]["started_at"])
-        if self.finished is not None or index != max(self.rounds):
-            return r
         step = self.progress.get(index) or new_step()
+        if self.finished is not None or index != max(self.rounds):
+            if step["expected"] > len(r["tool_calls"]):  # (events with no record at the end)
+                return {**r, "expected_calls": step["expected"]}
+            return r
         shown = {**r, "response": dict(r["response"]), "tool_executions": list(r["tool_executions"])}
         ended: dict[str, int] = {}
         for x in r["tool_executions"]:
@@ -219,7 +251,10 @@ class LiveRun:
             + (
                 f"<span>wall <b>{secs(self.finished_at)}</b></span>"
                 if self.finished_at is not None
-                else f"<span>{secs(last)} so far</span>"
+                # the run's clock at its latest event: the view draws no time between events, so
+                # it says which time this is rather than "so far" (v15: it read like elapsed time)
+                else f"<span title='the run clock at the latest event this view received'>"
+                f"{secs(max(self.now, last))} at the last event</span>"
             )
             + (f"<span>{e(timing_summary({'rounds': rounds, 'metadata': {}}))}</span>" if rounds else "")
             + "</div></div>"
@@ -231,6 +266,8 @@ class LiveRun:
             else ""
         )
         warnings = "".join(f"<div class='tcl-warn'>⚠ {e(w)}</div>" for w in dict.fromkeys(self.warnings))
+        warnings += "".join(f"<div class='tcl-error'>error: {e(m)}</div>" for m in self.errors)
+        warnings += "".join(f"<div class='tcl-muted'>{e(n)}</div>" for n in self.notes)
         panels = "".join(
             round_html(r, span=spans[i], previous=rounds[i - 1] if i else None) for i, r in enumerate(rounds)
         )

@@ -60,7 +60,8 @@ def answer_kind(r: dict[str, Any]) -> str:
 def round_status(r: dict[str, Any]) -> str:
     """`ok`, `1 failed, 1 skipped`, `final answer`; and for an incomplete record what it is:
     `waiting for the model`, `streaming, 1 call running`, `1 ok, 1 call running, 1 not started yet`,
-    `1 ok, 1 cancelled`, `closing round added, no model call`. Never `ok`, `skipped` or
+    `1 ok, 1 cancelled`, `closing round added, no model call`, `1 ok, 2 never started` (calls a
+    response announced in a live view whose run ended with no record given). Never `ok`, `skipped` or
     `final answer` for what has not happened."""
     live = r.get("live")
     execs = r["tool_executions"]
@@ -80,7 +81,7 @@ def round_status(r: dict[str, Any]) -> str:
     skipped = sum(x["status"] == "skipped" for x in execs)
     # a call with no execution at all in a finished record was not skipped: the record lacks it
     missing = max(len(r["tool_calls"]) - len(execs), 0) if live is None else 0
-    not_started = n_calls(r) - len(r["tool_calls"]) if live is not None else 0
+    not_started = n_calls(r) - len(r["tool_calls"])  # (announced, no record: a live view's)
     words: list[str] = []
     if others or running or not_started or missing:
         words += [f"{n_ok} ok"] if n_ok else []
@@ -89,7 +90,8 @@ def round_status(r: dict[str, Any]) -> str:
         words.append("ok" if not failed else ("failed" if failed == len(ended) else f"{failed} failed"))
     words += [f"{k} {w}" for w, k in others.items()]
     words += [f"{plural(running, 'call')} running"] if running else []
-    words += [f"{not_started} not started yet"] if not_started else []
+    if not_started:
+        words.append(f"{not_started} not started yet" if live is not None else f"{not_started} never started")
     words += [f"{skipped} skipped"] if skipped else []
     words += [f"{missing} with no execution in the record"] if missing else []
     return ", ".join(words) or "no call ran"

@@ -15,15 +15,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from toolcall_lab._rules import check_concurrency
 from toolcall_lab.exceptions import UsageError
 
 
 def check_limits(owner: str, concurrency: Any, tool_limits: Any) -> dict[str, int]:
     """Validate a strategy's cap and per-tool limits; return the limits as a plain dict."""
-    if concurrency is not None and (
-        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-    ):
-        raise UsageError(f"{owner}: concurrency={concurrency!r}: must be an integer >= 1, or None for no cap")
+    check_concurrency(concurrency, owner)
     if tool_limits is None:
         return {}
     if not isinstance(tool_limits, Mapping):
