@@ -1,0 +1,260 @@
+"""Issue 11, ninth check: what the verification report v11 found in the run loop.
+
+1. a replay of a run aborted at the instant its first call arrived (or at 0 s) kept no round under a
+   streaming strategy: the replay's cut at the recorded end, tied with the round's start, cancelled
+   the run before the response due at that instant had arrived. A replay keeps every recorded round;
+2. a second signal just after a stopped run was saved killed the command by the signal: its own
+   handling, once over, put Python's defaults back before the start-up guard came back (and Python's
+   own shutdown puts them back too);
+3. ``record`` had a start-up window (importing openai, loading --tools) with SIGTERM's default.
+
+Virtual clock unless a test needs real signals; no wall-clock thresholds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from toolcall_lab import Hooks, ScriptedModel, ScriptedResponse, ToolRegistry, replay
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.loop import AbortHandle, run
+from toolcall_lab.strategies import Batch, strategy
+from toolcall_lab.trace import Trace, TraceMetadata
+
+
+@strategy("start_as_they_arrive")
+async def start_as_they_arrive(batch: Batch) -> None:
+    """A user strategy that streams: each call starts as it arrives."""
+    async for pos in batch.arrivals():
+        batch.start(pos)
+    await batch.join()
+
+
+STRATEGIES = ["eager", "parallel", "sequential", start_as_they_arrive]
+
+
+def name_of(mode: Any) -> str:
+    return mode if isinstance(mode, str) else mode.name
+
+
+def tools() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.register
+    async def work(s: float, k: int) -> str:
+        """Sleeps `s` seconds."""
+        await asyncio.sleep(s)
+        return "ok"
+
+    return registry
+
+
+def aborted_at_the_first_call(mode: Any, latency_s: float, hook: str) -> Trace:
+    """A run whose `hook` for its first call aborts it: at 0 s (latency 0), or the instant that call
+    arrived while the model streamed (eager, streaming strategies) or the response ended."""
+    handle = AbortHandle()
+
+    def aborts(call: Any) -> bool:
+        if call.index == 0:
+            handle.abort("stop")
+        return True
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                tool_calls=(("work", {"s": 0.1, "k": 0}), ("work", {"s": 0.3, "k": 1})), latency_s=latency_s
+            ),
+            "done",
+        ]
+    )
+    result = run_virtual(run(model, tools(), "go", mode=mode, abort=handle, hooks=Hooks(**{hook: aborts})))
+    assert (result.status, result.reason) == ("aborted", "aborted")
+    assert len(result.rounds) == 1
+    return Trace.from_run(result, TraceMetadata(title="v11", origin="scripted"))
+
+
+def shape(rounds: Any) -> list[Any]:
+    return [
+        (
+            [c.tool_call_id for c in r.tool_calls],
+            r.model_call.latency_s,
+            len(r.model_call.chunks),
+            [(e.status, e.started_at, e.ended_at) for e in r.executions],
+        )
+        for r in rounds
+    ]
+
+
+@pytest.mark.parametrize("hook", ["on_tool_start", "approve_call"])
+@pytest.mark.parametrize("latency_s", [0.0, 0.05], ids=["at_0s", "at_first_arrival"])
+@pytest.mark.parametrize("recorded", STRATEGIES, ids=name_of)
+def test_a_replay_of_a_run_aborted_at_its_first_call_keeps_the_round(
+    recorded: Any, latency_s: float, hook: str
+) -> None:
+    trace = aborted_at_the_first_call(recorded, latency_s, hook)
+    for mode in STRATEGIES:
+        again = replay(trace, mode)
+        assert (again.status, again.reason) == ("aborted", "aborted")
+        assert len(again.rounds) == 1, f"{name_of(mode)} dropped the recorded round: {again!r}"
+        (r,) = again.rounds
+        recorded_round = trace.rounds[0]
+        assert [c.tool_call_id for c in r.tool_calls] == [c.tool_call_id for c in recorded_round.tool_calls]
+        assert r.model_call.chunks == recorded_round.model_call.chunks
+        assert r.model_call.latency_s == pytest.approx(recorded_round.model_call.latency_s)
+        assert all(e.status == "cancelled" for e in r.executions)
+        assert all(e.result.startswith(("Not executed: ", "Cancelled: ")) for e in r.executions)
+        if name_of(mode) == name_of(recorded):
+            assert shape(again.rounds) == shape(trace.rounds)
+
+
+# --- 2. / 3. the command line's signals -----------------------------------------------------------
+
+AS_THE_COMMAND = """
+import os, signal, sys
+sys.argv[0] = os.path.join(os.path.dirname(sys.executable), "toolcall-lab")  # as the console script
+import toolcall_lab
+from toolcall_lab import _startup
+"""
+
+AFTER_ITS_OWN_HANDLING = (
+    AS_THE_COMMAND
+    + """
+from toolcall_lab._stopping import Outside, catch_signals
+from toolcall_lab._workers import StopOnce
+_startup.release()  # (what cli.main does around the command)
+if sys.argv[2] == "run":
+    undo = catch_signals(Outside(), (signal.SIGINT, signal.SIGTERM))  # a run command's handling
+    undo()  # ... over: the run was stopped and saved
+else:
+    with StopOnce("bench"):  # a command running synchronous work
+        pass
+signal.raise_signal(getattr(signal, sys.argv[1]))  # a second signal just after the save
+print("went on")
+sys.exit(143 if sys.argv[1] == "SIGTERM" else 130)  # the command's own status
+"""
+)
+
+AS_IT_EXITS = (
+    AS_THE_COMMAND
+    + """
+import atexit
+_startup.release()
+_startup.rearm()
+# (exit handlers run last-registered first: this one runs before the guard's own, the other after it,
+# where Python's shutdown follows and no Python handler runs any more)
+atexit.register(lambda: signal.raise_signal(getattr(signal, sys.argv[1])))
+_startup._exiting()
+atexit.register(lambda: signal.raise_signal(getattr(signal, sys.argv[1])))
+sys.exit(143 if sys.argv[1] == "SIGTERM" else 130)
+"""
+)
+
+
+def python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("handling", ["run", "bench"])
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_after_the_commands_own_handling_ended_is_said(name: str, code: int, handling: str) -> None:
+    done = python(AFTER_ITS_OWN_HANDLING, name, handling)
+    assert done.returncode == code, done.stderr
+    assert "as it exited; what it did is done" in done.stderr and "Traceback" not in done.stderr
+    assert "went on" in done.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_python_shuts_down_keeps_the_commands_status(name: str, code: int) -> None:
+    done = python(AS_IT_EXITS, name)
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+TOOLS_THAT_TAKE_A_WHILE = """
+import signal
+from toolcall_lab import ToolRegistry
+signal.raise_signal(signal.{name})  # (a signal while `record` loads its --tools)
+tools = ToolRegistry()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(("name", "code", "words"), [
+    ("SIGINT", 130, "interrupted (Ctrl-C)"),
+    ("SIGTERM", 143, "terminated (SIGTERM)"),
+])  # fmt: skip
+def test_a_signal_while_record_loads_its_tools_exits_with_one_line(
+    tmp_path: Path, name: str, code: int, words: str
+) -> None:
+    (tmp_path / "slow_tools.py").write_text(TOOLS_THAT_TAKE_A_WHILE.format(name=name))
+    command = Path(sys.executable).parent / "toolcall-lab"
+    done = subprocess.run(
+        [
+            str(command), "record", "--model", "m", "--prompt", "go",
+            "--tools", f"{tmp_path / 'slow_tools.py'}:tools",
+            "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "out.json"),
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": "x"},
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert done.stderr == f"toolcall-lab record: {words}\n"
+    assert not (tmp_path / "out.json").exists()
+
+
+def slow_trace(path: Path) -> None:
+    """A recording whose one call took an hour: its replay on the real clock waits for a signal."""
+    registry = ToolRegistry()
+
+    @registry.register
+    async def wait(s: float) -> str:
+        """Sleeps `s` seconds."""
+        await asyncio.sleep(s)
+        return "ok"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("wait", {"s": 3600.0}),)), "done"])
+    result = run_virtual(run(model, registry, "go"))
+    trace = Trace.from_run(result, TraceMetadata(title="slow", origin="scripted"))
+    path.write_text(json.dumps(trace.to_file_dict()))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_two_quick_sigterms_stop_a_real_time_replay_with_its_status(tmp_path: Path) -> None:
+    trace = tmp_path / "slow.json"
+    slow_trace(trace)
+    command = Path(sys.executable).parent / "toolcall-lab"
+    for gap in (0.0, 0.02, 0.05):  # (where the second one lands varies: stopping, saving, exiting)
+        out = tmp_path / f"out{gap}.json"
+        p = subprocess.Popen(
+            [str(command), "replay", str(trace), "--real-time", "--out", str(out)],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert p.stdout is not None
+            assert p.stdout.readline().startswith("replaying")  # (its handling is in place)
+            p.send_signal(signal.SIGTERM)
+            if gap:
+                time.sleep(gap)
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 143, err
+        assert "Traceback" not in err
+        assert json.loads(out.read_text())["outcome"]["reason"] == "interrupted"
