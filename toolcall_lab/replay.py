@@ -861,7 +861,22 @@ async def replay_async(
     finally:
         if timer is not None:
             timer.cancel()
+    if cut_at is not None and len(result.rounds) < len(trace.rounds) and _same_strategy(trace, cfg.mode):
+        dropped = ReplayDivergenceError(  # (a safety net: the cut at the recorded end keeps every round)
+            f"{trace.metadata.title}: the replay under the recording's own strategy kept "
+            f"{len(result.rounds)} of the {len(trace.rounds)} recorded rounds of a run cut off at "
+            f"{cut_at:.3f} s ({trace.outcome.status}/{trace.outcome.reason}): it would drop recorded rounds"
+        )
+        dropped.partial_result = result
+        raise dropped
     return _first_chunks_as_recorded(_ends_on_placeholder(result, trace, model.served), trace)
+
+
+def _same_strategy(trace: Trace, mode: StrategySpec) -> bool:
+    try:
+        return resolve(mode).name == (trace.metadata.mode or "sequential")
+    except UsageError:
+        return False
 
 
 _RECORDING_GAPS = frozenset({"response_not_recorded", "next_round_not_representable"})
