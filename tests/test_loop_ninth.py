@@ -258,3 +258,26 @@ def test_two_quick_sigterms_stop_a_real_time_replay_with_its_status(tmp_path: Pa
         assert p.returncode == 143, err
         assert "Traceback" not in err
         assert json.loads(out.read_text())["outcome"]["reason"] == "interrupted"
+
+
+# --- 5. the deadline's words about a call whose hook was running ---------------------------------
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential", "eager"])
+def test_the_deadline_says_a_call_was_in_its_hook_not_unfinished(mode: str) -> None:
+    def on_tool_complete(ex: Any) -> None:
+        if ex.index == 0:  # blocks the event loop for 0.6 s (as time.sleep would, on the virtual clock)
+            asyncio.get_running_loop().advance(0.6)  # type: ignore[attr-defined]
+
+    model = ScriptedModel(
+        [ScriptedResponse(tool_calls=(("work", {"s": 0.1, "k": 0}), ("work", {"s": 0.2, "k": 1}))), "done"]
+    )
+    result = run_virtual(
+        run(model, tools(), "go", mode=mode, timeout_s=0.4, hooks=Hooks(on_tool_complete=on_tool_complete))
+    )
+    assert (result.status, result.reason) == ("timeout", "deadline")
+    first = result.executions[0]
+    assert (first.status, first.ended_at) == ("ok", pytest.approx(0.1))
+    error = result.error or ""
+    assert "the calls at positions [0] had returned and were in their on_tool_complete hook" in error, error
+    assert "[0] had started and not finished" not in error and "0, 1] had started" not in error
