@@ -281,3 +281,45 @@ def test_the_deadline_says_a_call_was_in_its_hook_not_unfinished(mode: str) -> N
     error = result.error or ""
     assert "the calls at positions [0] had returned and were in their on_tool_complete hook" in error, error
     assert "[0] had started and not finished" not in error and "0, 1] had started" not in error
+
+
+# --- 4. validate: more contradictions ------------------------------------------------------------
+
+
+def test_validate_calls_a_reason_of_another_status_a_contradiction(tmp_path: Any) -> None:
+    from tests.test_loop_eighth import tampered, two_rounds
+
+    doc = two_rounds(tmp_path)
+    doc["outcome"]["status"], doc["outcome"]["reason"] = "completed", "interrupted"
+    code, out = tampered(tmp_path, doc)
+    assert code == 1, out
+    assert (
+        "contradiction: outcome: completed/interrupted, but the reason 'interrupted' ends a run aborted"
+        in out
+    )
+
+
+def test_validate_calls_a_final_answer_of_an_aborted_run_a_contradiction(tmp_path: Any) -> None:
+    from tests.test_loop_eighth import tampered, two_rounds
+
+    doc = two_rounds(tmp_path)
+    doc["outcome"]["status"], doc["outcome"]["reason"] = "aborted", "aborted"
+    assert doc["outcome"]["final_answer"] == "fin"
+    code, out = tampered(tmp_path, doc)
+    assert code == 1, out
+    assert "contradiction: outcome: aborted/aborted, but it has a final answer 'fin'" in out
+    assert "rounds[2]" in out  # (the round holding that answer)
+
+
+def test_validate_calls_an_execution_naming_another_call_a_contradiction(tmp_path: Any) -> None:
+    from tests.test_loop_eighth import tampered, two_rounds
+
+    doc = two_rounds(tmp_path)
+    ex = doc["rounds"][1]["tool_executions"][0]
+    call_id, ex["tool_call_id"] = ex["tool_call_id"], "call_9_9"
+    code, out = tampered(tmp_path, doc)
+    assert code == 1, out
+    assert (
+        f"contradiction: rounds[1] call {call_id} (position 0): its execution names call_9_9, a call this "
+        f"round does not have, and the next request answers {call_id} with that execution's result"
+    ) in out
