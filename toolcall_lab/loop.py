@@ -211,6 +211,7 @@ class _Run:
             dedupe_across_rounds=config.dedupe_across_rounds,
         )
         self.executor.on_hook_failure = self.hook_failed
+        self.executor.before_start = getattr(model, "before_start", None)  # (a replay's cut: `replay`)
         if config.timeout_s is not None:  # (code that blocks the loop may hold it past the deadline)
             self.executor.check_deadline_per_call()
         self.deadline_fired_at: float | None = None
