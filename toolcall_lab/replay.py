@@ -10,7 +10,10 @@ exactly reproducible.
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
 whose outcome the recording does not know (cancelled) wait, and the replay stops at the recorded cut
 (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
-that strategy would have finished by then. A live run that went on past its deadline (a call that
+that strategy would have finished by then. An abort's instant goes as recorded: what was due then
+happens (a response arrives whole, keeping its round; calls the recording started then start), the
+first call the recording never started stops the run as it is about to start, and the cut comes
+when the instant is over. A live run that went on past its deadline (a call that
 ignored its cancellation, a hook that held the event loop) ended later than that: the replay does not
 reproduce the wait. A run that ended because the model failed (between rounds,
 or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
