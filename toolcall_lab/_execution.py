@@ -521,6 +521,8 @@ class Executor(HookCalls):
         # The run is being cut off (something that caught the cancellation goes on: a strategy's code),
         # or an abort or a signal asked it to stop just now (e.g. the tool or hook before this call
         # did): no call starts now.
+        if self.before_start is not None:
+            self.before_start(call)
         if self.stop_asked or self._cancelling():
             self._refused(position, started)
         status: CallStatus = "ok"

@@ -160,6 +160,9 @@ class HookCalls:
         """An abort or a first signal asked the run to stop (set the moment it came, from any
         thread): no call starts from then on, even before the cancellation reaches the run's task."""
         self._deliver_stop: Callable[[], None] | None = None
+        self.before_start: Callable[[ToolCall], None] | None = None
+        """(A replay of a cut-off run: `toolcall_lab.replay`) called as a call is about to enter its
+        tool: it may stop the run there, as the recorded abort did (the call then never starts)."""
         self.deadline: asyncio.Timeout | None = None
         """The run's deadline (the loop sets it), checked when a hook returns (`_after_hook`)."""
         self.held_past_deadline: tuple[str, float] | None = None

@@ -38,6 +38,9 @@ class AbortHandle:
         self._lock = threading.Lock()
         self._used = False
         self._delivered = False
+        self._held = False
+        """An abort at an instant's end (`_abort`): its cancellation waits for that end, even when the
+        run refuses to start a call meanwhile."""
         self._on_abort: Callable[[], None] | None = None
 
     def _claim(self) -> None:
@@ -66,6 +69,7 @@ class AbortHandle:
         """Make the handle usable for another run (it forgets the abort)."""
         with self._lock:
             self.aborted, self.reason, self._used, self._delivered = False, "", False, False
+            self._held = False
             self._task = self._loop = self._on_abort = None
 
     def abort(self, reason: str = "aborted by the user") -> None:
@@ -77,26 +81,29 @@ class AbortHandle:
     def _abort(self, reason: str, at_instant_end: bool = False) -> None:
         """`abort`; `at_instant_end`: on a virtual clock, the cancellation of calls in flight waits
         until everything due at this instant has run (a replay's cut at the recorded end of a run
-        that was aborted: a call that finished at that instant finished, as recorded), while no call
-        starts from now on."""
+        that was aborted: a call that finished at that instant finished, as recorded, and a response
+        due at that instant arrives whole, as recorded, with the round it makes), while no call
+        starts from now on (a call refused meanwhile does not bring the cancellation forward)."""
         with self._lock:
-            self.aborted, self.reason = True, reason
-            task, loop, on_abort = self._task, self._loop, self._on_abort
+            task, loop = self._task, self._loop
+            when_idle = getattr(loop, "call_at_instant_end", None) if at_instant_end else None
+            held = when_idle is not None and task is not None and not task.done()
+            self.aborted, self.reason, self._held = True, reason, held
+            on_abort = self._on_abort
         if on_abort is not None:
             on_abort()
         if task is not None and loop is not None and not task.done():
-            when_idle = getattr(loop, "call_at_instant_end", None) if at_instant_end else None
-            if when_idle is not None:
-                when_idle(self._deliver)
+            if held and when_idle is not None:
+                when_idle(lambda: self._deliver(at_end=True))
             else:
                 loop.call_soon_threadsafe(self._deliver)
 
-    def _deliver(self) -> None:
+    def _deliver(self, at_end: bool = False) -> None:
         """(On the run's loop) cancel the run's task, once: the abort's cancellation arrives either
         from `abort`'s callback or from the run itself, when it refuses to start a call (whichever
-        comes first)."""
+        comes first; for an abort at an instant's end, `at_end`: only from its callback)."""
         with self._lock:
-            if self._delivered:
+            if self._delivered or (self._held and not at_end):
                 return
             self._delivered = True
             task = self._task
@@ -206,8 +213,11 @@ def catch_signals(outside: Outside, signals: tuple[int, ...] = (signal.SIGINT,))
     handler, SIGTERM's default action), so a caller's own handler is respected."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    from toolcall_lab import _startup
+
     defaults: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
-    mine = [s for s in signals if signal.getsignal(s) is defaults.get(s)]
+    guarded = {s for s in signals if _startup.guarding(s)}  # (the command's start-up guard: replaced
+    mine = [s for s in signals if s in guarded or signal.getsignal(s) is defaults.get(s)]  # in one step)
 
     count = itertools.count(1)
     said: dict[int, tuple[str, str]] = {}
@@ -264,7 +274,10 @@ def catch_signals(outside: Outside, signals: tuple[int, ...] = (signal.SIGINT,))
 
     def undo() -> None:
         for s in mine:
-            signal.signal(s, defaults[s])
+            if s in guarded:  # (in one step: the command's process is never left to SIGTERM's default)
+                _startup.hand_back(s)
+            else:
+                signal.signal(s, defaults[s])
 
     for s in mine:
         signal.signal(s, on_signal)

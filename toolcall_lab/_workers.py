@@ -23,6 +23,7 @@ from concurrent.futures import InvalidStateError, ProcessPoolExecutor
 from types import TracebackType
 from typing import Any
 
+from toolcall_lab import _startup
 from toolcall_lab._stopping import Terminated, signalled
 
 __all__ = ["StopOnce", "Terminated", "process_pool", "stop_workers"]
@@ -54,7 +55,10 @@ class StopOnce:
                 signal.SIGTERM: signal.SIG_DFL,
             }
             for s, default in defaults.items():
-                if signal.getsignal(s) is default:
+                if _startup.guarding(s):  # (the command's start-up guard: replaced in one step)
+                    signal.signal(s, self._on_signal)
+                    self._undo.append((s, None))
+                elif signal.getsignal(s) is default:
                     signal.signal(s, self._on_signal)
                     self._undo.append((s, default))
         return self
@@ -63,7 +67,10 @@ class StopOnce:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         for s, default in self._undo:
-            signal.signal(s, default)
+            if default is None:  # (the guard again, in one step)
+                _startup.hand_back(s)
+            else:
+                signal.signal(s, default)
         self._undo.clear()
 
     @contextlib.contextmanager

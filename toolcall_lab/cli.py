@@ -199,17 +199,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    if guarded:
-        _startup.release()  # the command's own signal handling from here on
     try:
-        return _command(args)
+        return _command(args, guarded)
     finally:
         if guarded:
             _startup.rearm()
 
 
-def _command(args: argparse.Namespace) -> int:
+def _command(args: argparse.Namespace, guarded: bool = False) -> int:
     try:
+        if guarded:  # a signal from here on stops the command as Ctrl-C does (said below), until its
+            from toolcall_lab import _startup  # own handling takes over from the guard in one step
+
+            _startup.release()
         return int(args.func(args))
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()

@@ -211,6 +211,7 @@ class _Run:
             dedupe_across_rounds=config.dedupe_across_rounds,
         )
         self.executor.on_hook_failure = self.hook_failed
+        self.executor.before_start = getattr(model, "before_start", None)  # (a replay's cut: `replay`)
         if config.timeout_s is not None:  # (code that blocks the loop may hold it past the deadline)
             self.executor.check_deadline_per_call()
         self.deadline_fired_at: float | None = None
@@ -660,13 +661,21 @@ class _Run:
             return f"{calls} had finished" if n else "the batch had no calls"
         phases = self.executor.phases  # (a call waiting on the deadline check or its on_tool_start
         waiting = ("queued", "on_tool_start", "no_worker")  # hook had its turn: its tool never started)
+        hooked = ("approve_result", "on_tool_complete")  # (its tool had returned: its record stands)
         started = [
             p for p in left if batch._started[p] is not None and phases.get(p, ("",))[0] not in waiting
         ]
+        in_hook = [p for p in started if phases.get(p, ("",))[0] in hooked]
+        running = [p for p in started if p not in in_hook]
         idle = [p for p in left if p not in started]
         parts = []
-        if started:
-            parts.append(f"the calls at positions {started} had started and not finished")
+        if running:
+            parts.append(f"the calls at positions {running} had started and not finished")
+        if in_hook:
+            parts.append(
+                f"the calls at positions {in_hook} had returned and were in their "
+                f"{' / '.join(sorted({phases[p][0] for p in in_hook}))} hook"
+            )
         if idle:
             parts.append(f"the calls at positions {idle} had not been run")
         return " and ".join(parts)

@@ -10,7 +10,10 @@ exactly reproducible.
 A run that was cut off (deadline, abort, cancellation, Ctrl-C) is replayed up to the same cut: calls
 whose outcome the recording does not know (cancelled) wait, and the replay stops at the recorded cut
 (the recorded deadline, or an abort at the recorded end), so under another strategy it shows what
-that strategy would have finished by then. A live run that went on past its deadline (a call that
+that strategy would have finished by then. An abort's instant goes as recorded: what was due then
+happens (a response arrives whole, keeping its round; calls the recording started then start), the
+first call the recording never started stops the run as it is about to start, and the cut comes
+when the instant is over. A live run that went on past its deadline (a call that
 ignored its cancellation, a hook that held the event loop) ended later than that: the replay does not
 reproduce the wait. A run that ended because the model failed (between rounds,
 or mid-stream while an ``eager`` batch ran: the response then breaks off where it did), or because
@@ -276,6 +279,8 @@ class ReplayModel:
         self.name = f"replay:{trace.metadata.title}"
         self.served = 0
         """Model calls served so far (the round in progress is ``served - 1``)."""
+        self.before_start: Any = None
+        """(`replay_async`) called as each call is about to enter its tool (`HookCalls.before_start`)."""
 
     def response_timing(self, request: ModelRequest) -> tuple[Timing, ChunkTiming]:
         """A replayed response is timed as recorded, so it carries the recording's labels."""
@@ -847,7 +852,16 @@ async def replay_async(
         )
         # (at the recorded end: no call starts from then on, and a call that finished at that very
         # instant, as recorded, finishes before the cut reaches the calls still running)
-        timer = asyncio.get_running_loop().call_later(cut_at, abort._abort, why, True)
+        loop = asyncio.get_running_loop()
+        at_end = getattr(loop, "call_at_instant_end", None)
+        unstarted = _never_started(trace)
+        if at_end is not None and unstarted:  # (virtual clock) that instant in the recorded order: the
+            # calls the recording started then start, and the first one it never started stops the run
+            # as it is about to enter its tool (as the recorded abort did); the cut ends the instant
+            model.before_start = _stopping_at(unstarted, model, cut_at, abort, why)
+            timer = loop.call_later(cut_at, at_end, lambda: abort._abort(why, True))
+        else:
+            timer = loop.call_later(cut_at, abort._abort, why, True)
     try:
         result = await run(
             model,
@@ -861,7 +875,46 @@ async def replay_async(
     finally:
         if timer is not None:
             timer.cancel()
+    if cut_at is not None and len(result.rounds) < len(trace.rounds) and _same_strategy(trace, cfg.mode):
+        dropped = ReplayDivergenceError(  # (a safety net: the cut at the recorded end keeps every round)
+            f"{trace.metadata.title}: the replay under the recording's own strategy kept "
+            f"{len(result.rounds)} of the {len(trace.rounds)} recorded rounds of a run cut off at "
+            f"{cut_at:.3f} s ({trace.outcome.status}/{trace.outcome.reason}): it would drop recorded rounds"
+        )
+        dropped.partial_result = result
+        raise dropped
     return _first_chunks_as_recorded(_ends_on_placeholder(result, trace, model.served), trace)
+
+
+def _same_strategy(trace: Trace, mode: StrategySpec) -> bool:
+    try:
+        return resolve(mode).name == (trace.metadata.mode or "sequential")
+    except UsageError:
+        return False
+
+
+def _never_started(trace: Trace) -> set[tuple[int, str]]:
+    """(round, id and position) of the calls a cut-off recording answered as never started."""
+    return {
+        (k, _place(ex.tool_call_id, call.index))
+        for k, r in enumerate(trace.rounds)
+        for call, ex in zip(r.tool_calls, r.executions, strict=False)
+        if ex.status == "cancelled" and ex.result.startswith("Not executed: ")
+    }
+
+
+def _stopping_at(
+    unstarted: set[tuple[int, str]], model: ReplayModel, cut_at: float, abort: AbortHandle, why: str
+) -> Any:
+    """What the replay does as a call is about to enter its tool: a call the recording never started,
+    at the recorded cut or later, stops the run there (it does not start, as recorded)."""
+
+    def before_start(call: ToolCall) -> None:
+        now = asyncio.get_running_loop().time()
+        if now >= cut_at - 1e-12 and (model.served - 1, _place(call.tool_call_id, call.index)) in unstarted:
+            abort._abort(why, True)
+
+    return before_start
 
 
 _RECORDING_GAPS = frozenset({"response_not_recorded", "next_round_not_representable"})

@@ -476,6 +476,69 @@ def _message_calls(message: dict[str, Any]) -> list[tuple[Any, Any, Any]] | None
     return out
 
 
+_STATUS_OF_REASON = {
+    **dict.fromkeys(("final_answer", "max_rounds", "fail_fast", "agent_finished"), "completed"),
+    **dict.fromkeys(("aborted", "cancelled", "interrupted"), "aborted"),
+    "deadline": "timeout",
+    **dict.fromkeys(
+        (
+            "all_calls_failed",
+            "model_error",
+            "hook_error",
+            "empty_response",
+            "replay_divergence",
+            "strategy_error",
+        ),
+        "failed",
+    ),
+    **dict.fromkeys(("recording_incomplete", "stopped_as_recorded"), "incomplete"),
+}
+"""The status each reason the loop writes goes with (`toolcall_lab.runs.Reason`)."""
+
+
+def _made_here(trace: Trace) -> list[str]:
+    """A run made by this package (not imported): a reason the loop writes under another status, a
+    final answer of a run that did not complete, and an execution naming a call its round does not
+    have (answered, in the next request, under its call's id)."""
+    out: list[str] = []
+    outcome, rounds = trace.outcome, trace.rounds
+    said = f"outcome: {outcome.status}/{outcome.reason}, but"
+    status = _STATUS_OF_REASON.get(outcome.reason)
+    if status is not None and status != outcome.status:
+        out.append(f"{said} the reason {outcome.reason!r} ends a run {status}, not {outcome.status}")
+    if outcome.status != "completed" and outcome.final_answer is not None:
+        last = rounds[-1] if rounds else None
+        final = ""
+        if last is not None and not last.tool_calls:
+            what = "the final call without tools" if last.final else "the model's answer"
+            final = f" (and its last round, rounds[{last.round_index}], is {what})"
+        out.append(
+            f"{said} it has a final answer {_clip(outcome.final_answer)}{final}: only a completed run ends "
+            "with the model's answer"
+        )
+    for k, r in enumerate(rounds):
+        if len(r.executions) != len(r.tool_calls):
+            continue  # (`unanswered_calls` says so)
+        ids = {c.tool_call_id for c in r.tool_calls}
+        sent = (
+            _answers_in(rounds[k + 1].request_messages, r.assistant_message) if k + 1 < len(rounds) else None
+        )
+        for pos, (call, ex) in enumerate(zip(r.tool_calls, r.executions, strict=True)):
+            if ex.tool_call_id == call.tool_call_id or ex.tool_call_id in ids:
+                continue
+            answered = [m for m in sent or () if m.get("tool_call_id") == call.tool_call_id]
+            how = (
+                f", and the next request answers {call.tool_call_id} with that execution's result"
+                if any(m.get("content") == ex.result for m in answered)
+                else ""
+            )
+            out.append(
+                f"rounds[{r.round_index}] call {call.tool_call_id} (position {pos}): its execution names "
+                f"{ex.tool_call_id}, a call this round does not have{how}"
+            )
+    return out
+
+
 def contradictions(trace: Trace) -> list[str]:
     """Where a trace contradicts itself (each record may be valid on its own, loading checks that):
     a round's calls against its assistant message, an execution's arguments against its call's, the
@@ -520,6 +583,8 @@ def contradictions(trace: Trace) -> list[str]:
     outcome, rounds = trace.outcome, trace.rounds
     last = rounds[-1] if rounds else None
     said = f"outcome: {outcome.status}/{outcome.reason}, but"
+    if trace.metadata.origin != "imported":  # (a run made here: its outcome is one the loop writes)
+        out += _made_here(trace)
     final = f"the last round (rounds[{last.round_index}])" if last is not None else ""
     if outcome.reason in _ANSWERED_BY_THE_MODEL and outcome.status == "completed":
         if last is None:
