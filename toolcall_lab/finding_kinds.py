@@ -161,6 +161,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "chunk 1: block 0: a call-like content block of unknown type 'future_tool_use' (id/name/input: id "
         "'x_1', name 'f') was not read: no call is made of it, it will not be executed",
     ),
+    "content_in_start": KindInfo(
+        "warning",
+        "An Anthropic `message_start` whose `message.content` holds blocks (the API sends it empty; a "
+        "shim may send the whole message there): each block is read as one started at that point (a "
+        "`tool_use` is a call, complete only when the message stops normally, as a block never "
+        "closed; text is kept), and this says the shape was odd.",
+        "chunk 0: message_start carries 1 content block(s) (tool_use); read as blocks of the message",
+    ),
     "mixed_formats": KindInfo(
         "warning",
         "An event of another wire format in a stream (a chat chunk in an Anthropic stream, two recordings "

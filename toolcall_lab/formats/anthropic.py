@@ -232,6 +232,9 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self.response_id = rid if type(rid) is str else self.response_id
             self.model = model if type(model) is str else self.model
             self._usage(message.get("usage"))
+            content = message.get("content")
+            if content:
+                self._start_content(content, n)
         elif kind == "message_delta":
             self.opened = True
             stop = self._part(event, "delta", n, required=True).get("stop_reason")
@@ -447,14 +450,50 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             block.get("name"), "name", where, note
         )
 
+    def _start_content(self, content: Any, n: int) -> None:
+        """Blocks in ``message_start.message.content`` (the API sends it empty; a shim may send the
+        whole message there): each read as a block started at that point (a ``tool_use`` is a call,
+        its ``input`` the arguments, complete only when the message stops normally, as a block never
+        closed), reported (``content_in_start``) so the odd shape is seen."""
+        if not isinstance(content, list):
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: message_start's `content` is {a_json_type(content)}, not a list of blocks; "
+                f"skipped ({as_text(content)[:100]})",
+                chunk_index=n,
+            )
+            if may_hold_calls(content) or (isinstance(content, Mapping) and "input" in content):
+                self._hold_all(f"chunk {n}: message_start's content may hold tool call data and was not read")
+            return
+        kinds = [as_text(b.get("type"))[:30] if isinstance(b, Mapping) else a_json_type(b) for b in content]
+        self.note(
+            "content_in_start",
+            f"chunk {n}: message_start carries {len(content)} content block(s) ({', '.join(kinds[:5])}); "
+            "read as blocks of the message",
+            chunk_index=n,
+        )
+        for position, block in enumerate(content):
+            if not isinstance(block, Mapping):
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: message_start content block {position} is {a_json_type(block)}, not an "
+                    f"object; skipped ({as_text(block)[:80]})",
+                    chunk_index=n,
+                )
+                continue
+            self._open_block(block, ("message_start", position), n)
+
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
         block = self._part(event, "content_block", n, required=True)
-        btype = as_key(block.get("type"))
         index = event.get("index")
         if type(index) is not int:
             index = self._index(event, n, "content_block_start")
             if index is None:  # a block no delta can name: its deltas are orphans (and hold it back)
                 index = ("unindexed", n)
+        self._open_block(block, index, n)
+
+    def _open_block(self, block: Mapping[str, Any], index: Any, n: int) -> None:
+        btype = as_key(block.get("type"))
         held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(

@@ -47,6 +47,7 @@ from typing import Any
 
 from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
 from toolcall_lab.formats._values import (
+    CHAT_METADATA,
     a_json_type,
     as_index,
     as_text,
@@ -92,24 +93,9 @@ from toolcall_lab.messages import (
 __all__ = ["ChatCompletionAccumulator", "parse_chat_completion"]
 
 
-_METADATA = frozenset(
-    {
-        "id",
-        "object",
-        "created",
-        "model",
-        "system_fingerprint",
-        "usage",
-        "service_tier",
-        "provider",
-        "x_groq",
-        "prompt_filter_results",
-        "obfuscation",
-        "timings",
-        "citations",
-    }
-)
+_METADATA = CHAT_METADATA
 """Keys a chat chunk without ``choices`` may hold and still be a chunk (usage, metadata)."""
+_EMPTY_CHOICES_KEYS = CHAT_METADATA | {"choices", "error"}
 _CHOICE_KEYS = frozenset(
     {
         "index",
@@ -355,12 +341,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if isinstance(chunk.get("type"), str):
                 self._other_format(chunk, n)
                 return
-            if not chunk.keys() <= _METADATA and not str(chunk.get("object", "")).startswith(
-                "chat.completion"
-            ):
-                what = f"{unknown_shape(chunk, 'payload')}, not a chat-completion chunk (no `choices`)"
-                self._stray(chunk, n, what)
-                return
+            if not chunk.keys() <= _METADATA:
+                if not str(chunk.get("object", "")).startswith("chat.completion"):
+                    what = f"{unknown_shape(chunk, 'payload')}, not a chat-completion chunk (no `choices`)"
+                    self._stray(chunk, n, what)
+                    return
+                self._beside_no_choices(chunk, n)
         if self.response_id is None:
             self._first(chunk)
         if not usage_done:
@@ -372,6 +358,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if type(choices) is list:
             for choice in choices:
                 error_finish |= self._choice(choice, n)
+            if not choices and not chunk.keys() <= _EMPTY_CHOICES_KEYS:
+                self._beside_no_choices(chunk, n)
         elif type(choices) is dict:
             self.note(
                 "wrong_type",
@@ -389,6 +377,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self.fail(message, chunk, n)
             if chunk.get("error") is not None and chunk["error"] is not False:  # {}, "", []: no
                 self._empty_error(chunk["error"], n)  # message, yet not "no error" (null, false)
+
+    def _beside_no_choices(self, chunk: dict[str, Any], n: int) -> None:
+        """A chunk (``object: chat.completion.chunk``) without choices, or with ``choices: []``, that
+        holds keys a chunk does not have (a top-level ``delta``, ``tool_calls``, ``message``): those
+        keys are a part of an unknown shape (`_stray`: reported, and every call held back when they
+        may hold call data), never passed over because the chunk names its object."""
+        extra = {k: v for k, v in chunk.items() if k not in _EMPTY_CHOICES_KEYS}
+        keys = sorted(str(k) for k in extra)[:10]
+        what = f"a chat-completion chunk with no choices holds keys {keys} a chunk does not have"
+        self._stray(extra, n, what)
 
     def _empty_error(self, error: Any, n: int) -> None:
         """An ``error`` that is present but empty (``{}``, ``""``): read as no error, and said, since

@@ -12,7 +12,15 @@ from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
-from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
+from toolcall_lab.formats._values import (
+    CHAT_METADATA,
+    a_json_type,
+    as_index,
+    as_text,
+    content_parts,
+    may_hold_calls,
+    refusal_note,
+)
 from toolcall_lab.formats.base import (
     PendingCall,
     capped,
@@ -34,6 +42,23 @@ def _by_index(call: PendingCall) -> int:
     return call.index
 
 
+def _beside_no_choices(body: Mapping[str, Any], findings: list[Finding]) -> None:
+    """A body without choices (or ``choices: []``) that holds keys a chat completion does not have
+    (a top-level ``message``, ``tool_calls``): reported with what they held, never passed over."""
+    extra = {k: v for k, v in body.items() if k not in CHAT_METADATA and k not in ("choices", "error")}
+    if not extra:
+        return
+    keys = sorted(str(k) for k in extra)[:10]
+    calls = "; it may hold tool call data: no call is made of it" if may_hold_calls(extra) else ""
+    findings.append(
+        finding(
+            "malformed_chunk",
+            f"the body has no choices and holds keys {keys} a chat completion does not have; not read "
+            f"({as_text(extra)[:80]}){calls}",
+        )
+    )
+
+
 def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
     """Read a whole (non-streamed) chat completion body, including Ollama's ``index`` inside calls.
 
@@ -46,6 +71,8 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     if not isinstance(raw_choices, list):
         findings.append(finding("malformed_chunk", "choices is not a list; skipped"))
         raw_choices = []
+    if not raw_choices:
+        _beside_no_choices(body, findings)
     errored = False
     messages: list[tuple[int, dict[str, Any], Any]] = []
     for pos, choice in enumerate(raw_choices):

@@ -1,0 +1,204 @@
+"""Issue 10, eighth pass: the findings of the verification report v10, fixed by class -- a part of
+the input that may carry a call or text is never skipped with no finding. Each test names its item
+of the brief. Bytes are written here; files are read whole and streamed, which must agree (`parse`
+of the sixth pass)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.test_parser_sixth_pass import (
+    A_START,
+    FC,
+    R_START,
+    a_end,
+    ev,
+    kinds,
+    one,
+    r_added,
+    r_delta,
+    r_end,
+    r_item_done,
+    said,
+)
+from toolcall_lab.formats import parse_chat_completion, parse_responses_output
+
+DONE = "data: [DONE]\n\n"
+DELETE = {"type": "function_call", "id": "fc_9", "call_id": "call_9", "name": "delete", "arguments": "{}"}
+
+
+# -- 1: every item of response.completed's output is read or reported -------------------------------
+def test_1_a_completed_item_without_type_is_reported_as_the_body_reader_does(tmp_path: Path) -> None:
+    item = {k: v for k, v in DELETE.items() if k != "type"}
+    r = one(tmp_path, R_START + r_end(output=[item]))
+    assert r.tool_calls == ()
+    note = said(r, "malformed_chunk")
+    assert "response.completed output item 0: a call-like output item of unknown type None" in note
+    assert "call_id 'call_9', name 'delete'" in note
+    whole = parse_responses_output({"status": "completed", "output": [item]})
+    assert "call-like output item of unknown type None" in said(whole, "malformed_chunk")
+
+
+def test_1_a_completed_item_of_an_unknown_type_or_not_an_object_is_reported(tmp_path: Path) -> None:
+    future = {**DELETE, "type": "future_call"}
+    r = one(tmp_path, R_START + r_end(output=[future, json.dumps(DELETE), 7]))
+    assert r.tool_calls == ()
+    note = said(r, "malformed_chunk")
+    assert "unknown type 'future_call'" in note
+    assert "response.completed: output item 1 is a string, not an object; skipped" in note
+    assert "output item 2 is a number, not an object" in note
+    incomplete = one(tmp_path, R_START + r_end("incomplete", [future], kind="response.incomplete"))
+    assert "response.incomplete output item 0: a call-like output item" in said(incomplete, "malformed_chunk")
+
+
+def test_1_an_item_streamed_with_an_unknown_type_is_reported_once(tmp_path: Path) -> None:
+    future = {**DELETE, "type": "future_call"}
+    r = one(tmp_path, R_START + r_added(future) + r_item_done(future) + r_end(output=[future]))
+    assert r.tool_calls == () and kinds(r) == ["malformed_chunk"]
+
+
+def test_1_an_output_item_done_of_an_unknown_type_never_announced_is_reported(tmp_path: Path) -> None:
+    item = {k: v for k, v in DELETE.items() if k != "type"}
+    r = one(tmp_path, R_START + r_item_done(item) + r_end())
+    assert "chunk 1: a call-like output item of unknown type None" in said(r, "malformed_chunk")
+
+
+def test_1_the_text_of_message_items_that_only_finish_is_kept(tmp_path: Path) -> None:
+    message = {"type": "message", "id": "m", "content": [{"type": "output_text", "text": "hello"}]}
+    r = one(tmp_path, R_START + r_item_done(message) + r_end())
+    assert r.choices[0].content == "hello" and r.findings == ()
+
+
+def test_1_items_in_the_output_of_response_created_are_reported(tmp_path: Path) -> None:
+    start = ev(
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": [DELETE]}}
+    )
+    r = one(tmp_path, start + r_end())
+    assert r.tool_calls == ()
+    assert "response.created: its `output` holds 1 item(s), call(s) call_9 (delete); not read" in said(
+        r, "malformed_chunk"
+    )
+
+
+# -- 2: blocks in message_start.message.content ------------------------------------------------------
+def _start_with(content: Any) -> str:
+    return ev(
+        {"type": "message_start", "message": {"id": "m", "model": "c", "content": content, "usage": {}}}
+    )
+
+
+def test_2_a_tool_use_in_message_start_is_read(tmp_path: Path) -> None:
+    block = {"type": "tool_use", "id": "toolu_9", "name": "delete", "input": {"confirm": False}}
+    r = one(tmp_path, _start_with([block]) + a_end("end_turn"))
+    (call,) = r.tool_calls
+    assert (call.tool_call_id, call.arguments, call.complete) == ("toolu_9", '{"confirm":false}', True)
+    assert kinds(r) == ["content_in_start"]
+    cut = one(tmp_path, _start_with([block]) + a_end("max_tokens"))
+    assert not cut.tool_calls[0].complete  # a block never closed, in a message cut short
+
+
+def test_2_text_in_message_start_is_kept_and_odd_content_reported(tmp_path: Path) -> None:
+    r = one(tmp_path, _start_with([{"type": "text", "text": "hello"}]) + a_end("end_turn"))
+    assert r.choices[0].content == "hello" and kinds(r) == ["content_in_start"]
+    odd = one(
+        tmp_path, _start_with({"type": "tool_use", "id": "t", "name": "f", "input": {}}) + a_end("end_turn")
+    )
+    assert "message_start's `content` is an object, not a list of blocks" in said(odd, "malformed_chunk")
+    empty = one(tmp_path, A_START + a_end("end_turn"))
+    assert empty.findings == ()
+
+
+# -- 3: a chat chunk with no (or empty) choices that holds other keys --------------------------------
+def _chunk(**keys: Any) -> str:
+    return ev({"id": "x", "object": "chat.completion.chunk", **keys})
+
+
+STOP = _chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+CALLS = [{"id": "c1", "index": 0, "type": "function", "function": {"name": "delete", "arguments": "{}"}}]
+
+
+def test_3_chat_chunk_without_choices_holding_call_data_is_reported(tmp_path: Path) -> None:
+    for extra in ({"delta": {"tool_calls": CALLS}}, {"tool_calls": CALLS}):
+        r = one(tmp_path, _chunk(**extra) + STOP + DONE)
+        note = said(r, "malformed_chunk")
+        assert f"a chat-completion chunk with no choices holds keys {sorted(extra)}" in note
+        assert "it may hold tool call data" in note
+
+
+def test_3_empty_choices_with_a_top_level_message_is_reported_and_holds_calls_back(tmp_path: Path) -> None:
+    header = _chunk(choices=[{"index": 0, "delta": {"tool_calls": CALLS}}])
+    r = one(tmp_path, header + _chunk(choices=[], message={"tool_calls": CALLS}) + STOP + DONE)
+    assert "no choices holds keys ['message']" in said(r, "malformed_chunk")
+    assert not r.tool_calls[0].complete and "call_held_back" in kinds(r)
+
+
+def test_3_usage_and_metadata_chunks_stay_quiet(tmp_path: Path) -> None:
+    usage = _chunk(choices=[], usage={"prompt_tokens": 1}, model="m", system_fingerprint="fp")
+    r = one(
+        tmp_path, _chunk(choices=[{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]) + usage
+    )
+    assert r.findings == () and r.choices[0].content == "hi"
+
+
+def test_3_chat_body_without_choices_holding_a_message_is_reported() -> None:
+    r = parse_chat_completion({"id": "x", "object": "chat.completion", "message": {"tool_calls": CALLS}})
+    assert "the body has no choices and holds keys ['message']" in said(r, "malformed_chunk")
+    quiet = parse_chat_completion({"id": "x", "object": "chat.completion", "choices": [], "usage": {}})
+    assert quiet.findings == ()
+
+
+# -- 4: an empty final `arguments` never overrides non-empty deltas silently --------------------------
+def _done(arguments: str) -> str:
+    return ev(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "arguments": arguments,
+        }
+    )
+
+
+def test_4_an_empty_done_after_deltas_keeps_them_and_holds_the_call_back(tmp_path: Path) -> None:
+    r = one(tmp_path, R_START + r_added(FC) + r_delta('{"confirm":false}') + _done("") + r_end())
+    (call,) = r.tool_calls
+    assert call.arguments == '{"confirm":false}' and not call.complete
+    note = said(r, "arguments_mismatch")
+    assert (
+        "function_call_arguments.done gives empty arguments (0 characters) but the concatenated deltas held 17"
+        in note
+    )
+    assert "call_held_back" in kinds(r) and "empty_arguments" not in kinds(r)
+
+
+def test_4_a_later_non_empty_final_form_settles_it(tmp_path: Path) -> None:
+    done_item = {**FC, "arguments": '{"confirm":false}', "status": "completed"}
+    r = one(
+        tmp_path,
+        R_START + r_added(FC) + r_delta('{"confirm":false}') + _done("") + r_item_done(done_item) + r_end(),
+    )
+    (call,) = r.tool_calls
+    assert call.complete and call.arguments == '{"confirm":false}'
+    assert kinds(r) == ["arguments_mismatch"]
+
+
+def test_4_an_empty_completed_output_does_not_erase_the_done(tmp_path: Path) -> None:
+    done_item = {**FC, "arguments": '{"a":1}', "status": "completed"}
+    r = one(
+        tmp_path, R_START + r_added(FC) + r_item_done(done_item) + r_end(output=[{**FC, "arguments": ""}])
+    )
+    (call,) = r.tool_calls
+    assert call.arguments == '{"a":1}' and not call.complete
+    assert "response.completed gives empty arguments (0 characters) but an earlier final form held 7" in said(
+        r, "arguments_mismatch"
+    )
+
+
+def test_4_the_mismatch_numbers_say_which_is_which(tmp_path: Path) -> None:
+    r = one(tmp_path, R_START + r_added(FC) + r_delta('{"a":12}') + _done('{"a":1}') + r_end())
+    assert r.tool_calls[0].arguments == '{"a":1}' and r.tool_calls[0].complete
+    assert "the final arguments (7 characters) differ from the concatenated deltas (8 characters)" in said(
+        r, "arguments_mismatch"
+    )
