@@ -6,8 +6,12 @@ of the sixth pass)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.test_parser_sixth_pass import (
     A_START,
@@ -23,7 +27,13 @@ from tests.test_parser_sixth_pass import (
     r_item_done,
     said,
 )
-from toolcall_lab.formats import parse_chat_completion, parse_responses_output
+from toolcall_lab.exceptions import ProviderStreamError
+from toolcall_lab.formats import (
+    parse_anthropic_message,
+    parse_chat_completion,
+    parse_responses_output,
+    read_recording,
+)
 
 DONE = "data: [DONE]\n\n"
 DELETE = {"type": "function_call", "id": "fc_9", "call_id": "call_9", "name": "delete", "arguments": "{}"}
@@ -202,3 +212,85 @@ def test_4_the_mismatch_numbers_say_which_is_which(tmp_path: Path) -> None:
     assert "the final arguments (7 characters) differ from the concatenated deltas (8 characters)" in said(
         r, "arguments_mismatch"
     )
+
+
+# -- 6: a server_tool_use and a tool_use sharing one id ----------------------------------------------
+def test_6_a_client_call_sharing_its_id_with_a_server_call_is_reported(tmp_path: Path) -> None:
+    server = {"type": "server_tool_use", "id": "toolu_1", "name": "web_search", "input": {"query": "q"}}
+    client = {"type": "tool_use", "id": "toolu_1", "name": "g", "input": {"y": 2}}
+    stream = (
+        A_START
+        + ev({"type": "content_block_start", "index": 0, "content_block": server})
+        + ev({"type": "content_block_stop", "index": 0})
+        + ev({"type": "content_block_start", "index": 1, "content_block": client})
+        + ev({"type": "content_block_stop", "index": 1})
+        + a_end()
+    )
+    r = one(tmp_path, stream)
+    assert "call 'toolu_1' (g) at index 0 shares its provider id with a server-side tool call" in said(
+        r, "duplicate_tool_call_id"
+    )
+    whole = parse_anthropic_message(
+        {"type": "message", "stop_reason": "tool_use", "content": [server, client]}
+    )
+    assert "shares its provider id with a server-side tool call" in said(whole, "duplicate_tool_call_id")
+
+
+# -- 7: FastAPI's {"detail": ...} -------------------------------------------------------------------
+def test_7_a_fastapi_detail_body_is_a_provider_error_quoting_it(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text('{"detail": "Not Found"}')
+    with pytest.raises(ProviderStreamError, match="Not Found"):
+        read_recording(tmp_path / "x.json").parse()
+    (tmp_path / "v.json").write_text('{"detail": [{"loc": ["body"], "msg": "field required"}]}')
+    (r,) = read_recording(tmp_path / "v.json").parse(errors="keep")
+    assert r.error is not None and "field required" in r.error and "provider_error" in kinds(r)
+
+
+def test_7_a_detail_mid_stream_ends_it_and_the_call_in_progress_is_incomplete(tmp_path: Path) -> None:
+    header = _chunk(choices=[{"index": 0, "delta": {"tool_calls": CALLS}}])
+    r = one(tmp_path, header + ev({"detail": "upstream timeout"}) + DONE)
+    assert r.error == "upstream timeout" and not r.tool_calls[0].complete
+    anthropic = one(tmp_path, A_START + ev({"detail": "boom"}))
+    assert anthropic.error == "boom"
+    responses = one(tmp_path, R_START + ev({"detail": "boom"}))
+    assert responses.error == "boom"
+
+
+def test_7_detail_beside_other_keys_is_not_an_error() -> None:
+    body = {"id": "x", "object": "chat.completion", "detail": "fine", "choices": []}
+    assert parse_chat_completion(body).error is None
+
+
+# -- 8: the benchmark's --help ----------------------------------------------------------------------
+def test_8_bench_parse_help_prints_usage_and_runs_nothing() -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_parse.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.startswith("usage: bench_parse.py")
+    assert "--e2e-only" in done.stdout and "in process" not in done.stdout.lower()
+    bad = subprocess.run(
+        [sys.executable, str(script), "--bogus"], capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2 and "unrecognized arguments: --bogus" in bad.stderr
+
+
+# -- 9: the command's signal guard is the package's first import ------------------------------------
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX console script")
+def test_9_the_start_up_guard_is_installed_before_any_other_import_of_the_package() -> None:
+    command = Path(sys.executable).with_name("toolcall-lab")
+    if not command.exists():
+        pytest.skip("the console script is not installed beside this Python")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(command), "findings"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    names = [
+        line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")
+    ]
+    after_site = names[names.index("site") + 1 :]
+    guard = after_site.index("toolcall_lab._startup")
+    assert after_site[:guard] == ["signal"], after_site[: guard + 1]  # nothing but what the guard needs

@@ -183,7 +183,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
     "provider_error": KindInfo(
         "error",
         "The provider reported an error in the stream or instead of a response (an `error` object, "
-        '`event: error`, llama.cpp\'s `error:` field, `finish_reason: "error"`, `response.failed`). '
+        '`event: error`, llama.cpp\'s `error:` field, `finish_reason: "error"`, `response.failed`, '
+        'FastAPI\'s `{"detail": ...}` as the whole payload). '
         "The message quotes the provider, names the calls in progress it marked incomplete, and quotes "
         "the model output the provider rejected when it sent it back (Groq's `failed_generation`).",
         "provider error at chunk 7: Provider disconnected unexpectedly; 1 call(s) in progress marked "
@@ -215,7 +216,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "duplicate_tool_call_id": KindInfo(
         "warning",
-        "Two calls of one response (or batch) carry the same provider id (buggy servers), or a call reuses "
+        "Two calls of one response (or batch) carry the same provider id (buggy servers; also a client "
+        "call and a server-side call such as Anthropic's `server_tool_use`), or a call reuses "
         "the id of a call of an earlier round: tool results matched by id would be crossed. The parser "
         "reports it on the response; the run loop runs each and answers it by position, so the tool "
         "messages repeat the id, and reports it on the round.",

@@ -49,7 +49,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
     single_choice,
 )
-from toolcall_lab.formats.errors import describe_error
+from toolcall_lab.formats.errors import describe_error, is_detail_error
 from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerToolCall, ToolCall
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -252,7 +252,9 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self.opened = self._ended = True
         elif kind == "ping":
             pass
-        elif kind == "error" or event.get("error") or event.get("object") == "error":
+        elif (
+            kind == "error" or event.get("error") or event.get("object") == "error" or is_detail_error(event)
+        ):
             self.fail(describe_error(event.get("error") or event), dict(event), n)
         else:
             self._unknown(event, kind, n)

@@ -79,7 +79,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
     repeated_provider_ids,
 )
-from toolcall_lab.formats.errors import error_message
+from toolcall_lab.formats.errors import error_message, is_detail_error
 from toolcall_lab.formats.openai_chat_body import entry_shape, legacy_differs_note, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
@@ -335,8 +335,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
         if "choices" not in chunk and "error" not in chunk:
-            if chunk.get("object") == "error" or chunk.get("type") == "error":  # vLLM / FastChat's
-                # ErrorResponse, unwrapped: {"object": "error", "message", "type", "code"}
+            if chunk.get("object") == "error" or chunk.get("type") == "error" or is_detail_error(chunk):
+                # vLLM / FastChat's ErrorResponse, unwrapped ({"object": "error", "message", "type",
+                # "code"}); FastAPI's {"detail": ...}
                 self.fail(error_message(chunk) or "an error object without a message", chunk, n)
             if isinstance(chunk.get("type"), str):
                 self._other_format(chunk, n)
