@@ -29,11 +29,13 @@ from tests.test_parser_sixth_pass import (
 )
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats import (
+    ChatCompletionAccumulator,
     parse_anthropic_message,
     parse_chat_completion,
     parse_responses_output,
     read_recording,
 )
+from toolcall_lab.formats.openai_chat import MAX_CHOICES
 
 DONE = "data: [DONE]\n\n"
 DELETE = {"type": "function_call", "id": "fc_9", "call_id": "call_9", "name": "delete", "arguments": "{}"}
@@ -294,3 +296,17 @@ def test_9_the_start_up_guard_is_installed_before_any_other_import_of_the_packag
     after_site = names[names.index("site") + 1 :]
     guard = after_site.index("toolcall_lab._startup")
     assert after_site[:guard] == ["signal"], after_site[: guard + 1]  # nothing but what the guard needs
+
+
+# -- 5: chunks that each name a new choice keep no state beyond a bound -------------------------------
+def test_5_entries_of_choices_beyond_the_bound_that_hold_nothing_are_only_counted() -> None:
+    acc = ChatCompletionAccumulator()
+    for ci in range(MAX_CHOICES + 1000):
+        acc.feed({"id": "x", "choices": [{"index": ci, "delta": {}, "finish_reason": None}]})
+    extra = {"index": MAX_CHOICES + 5000, "delta": {"tool_calls": CALLS}, "finish_reason": "tool_calls"}
+    acc.feed({"id": "x", "choices": [extra]})  # one that holds a call is kept
+    assert len(acc._choices) == MAX_CHOICES + 1  # the state kept: bounded, whatever the chunk count
+    r = acc.finish()
+    assert len(r.choices) == MAX_CHOICES + 1 and r.choices[-1].tool_calls[0].tool_call_id == "c1"
+    note = said(r, "extra_choices")
+    assert f"1000 entr(y/ies) for choices beyond the first {MAX_CHOICES} (indices 128-1127)" in note

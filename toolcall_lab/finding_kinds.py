@@ -145,7 +145,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "warning",
         "The response has more than one choice (`n > 1`). Every choice is parsed, but "
         "`response.tool_calls`, `to_message()` and the run loop use choice 0 (the lowest-numbered "
-        "choice) only; this says what the others hold.",
+        "choice) only; this says what the others hold. Entries for choices beyond the first 128 "
+        "(OpenAI's largest `n`) that hold no call, text nor error are counted in one such finding, "
+        "not kept, so memory does not grow with chunks that each name a new choice.",
         "the response has 2 choices; tool_calls and the run loop use choice 0 only (choice 1: 1 call)",
     ),
     "unknown_event": KindInfo(

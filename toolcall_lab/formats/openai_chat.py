@@ -117,11 +117,35 @@ _CHOICE_KEYS = frozenset(
 class _Odd:
     """What came in a chat stream that is not a chat-completion chunk (made on first use)."""
 
-    __slots__ = ("foreign", "stray")
+    __slots__ = ("extra", "extra_at", "extra_finished", "extra_high", "extra_low", "foreign", "stray")
 
     def __init__(self) -> None:
         self.foreign = 0  # events of other wire formats fed here
         self.stray: str | None = None  # why every call is held back (call data of an unknown shape)
+        self.extra = 0  # entries of choices beyond `MAX_CHOICES` that held nothing (counted, not kept)
+        self.extra_at = 0  # the chunk of the first
+        self.extra_finished = 0  # how many of them had a finish_reason
+        self.extra_low = 0  # the lowest and highest choice index among them
+        self.extra_high = 0
+
+
+MAX_CHOICES = 128
+"""Choices whose state is kept whatever they hold (OpenAI's `n` is at most 128). An entry for a further
+choice that holds no call, text nor error is only counted (`extra_choices`), so memory does not grow
+with chunks that each name a new choice; one that holds something is kept, as its content is."""
+
+
+def _holds_nothing(choice: dict[str, Any]) -> bool:
+    """A choice entry with no call, text nor error: at most an index, an empty delta (or one with
+    only a role) and a finish reason."""
+    if not choice.keys() <= _CHOICE_KEYS or choice.get("error"):
+        return False
+    delta = choice.get("delta")
+    if delta is None:
+        delta = choice.get("message")
+    if delta is None:
+        return True
+    return type(delta) is dict and not any(v for k, v in delta.items() if k != "role")
 
 
 class _Choice:
@@ -459,6 +483,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
             ci = number
         st = self._choices.get(ci)
         if st is None:
+            if len(self._choices) >= MAX_CHOICES and _holds_nothing(choice):
+                self._count_extra(ci, choice, n)
+                return False
             st = self._choices[ci] = _Choice(ci)
         st.seen = True
         delta = choice.get("delta")
@@ -479,6 +506,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if finish:
             self._finish(st, finish, n)
         return st.finish_reason == "error" or bool(choice.get("error"))
+
+    def _count_extra(self, ci: int, choice: dict[str, Any], n: int) -> None:
+        """An entry for a choice beyond `MAX_CHOICES` that holds nothing: counted, not kept."""
+        odd = self._odd_state()
+        if not odd.extra:
+            odd.extra_at, odd.extra_low, odd.extra_high = n, ci, ci
+        odd.extra += 1
+        odd.extra_low = min(odd.extra_low, ci)
+        odd.extra_high = max(odd.extra_high, ci)
+        if choice.get("finish_reason"):
+            odd.extra_finished += 1
 
     def _odd_state(self) -> _Odd:
         odd = self._odd
@@ -1113,6 +1151,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if odd.stray is not None:
             for call in self.pending_calls():
                 call.hold(odd.stray)
+        if odd.extra:
+            finished = f" ({odd.extra_finished} with a finish_reason)" if odd.extra_finished else ""
+            findings.append(
+                finding(
+                    "extra_choices",
+                    f"chunk {odd.extra_at} on: {odd.extra} entr(y/ies) for choices beyond the first "
+                    f"{MAX_CHOICES} (indices {odd.extra_low}-{odd.extra_high}) held no call, text nor "
+                    f"error{finished}; counted, not kept as choices",
+                    chunk_index=odd.extra_at,
+                )
+            )
 
     @staticmethod
     def _text_notes(st: _Choice, findings: list[Finding]) -> None:
