@@ -310,3 +310,41 @@ def test_5_entries_of_choices_beyond_the_bound_that_hold_nothing_are_only_counte
     assert len(r.choices) == MAX_CHOICES + 1 and r.choices[-1].tool_calls[0].tool_call_id == "c1"
     note = said(r, "extra_choices")
     assert f"1000 entr(y/ies) for choices beyond the first {MAX_CHOICES} (indices 128-1127)" in note
+
+
+# -- the class, audited in every reader: a part that is not an object but may hold a call ------------
+def test_a_call_sent_as_a_json_string_holds_back_the_calls_in_every_reader(tmp_path: Path) -> None:
+    entry = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    as_string = json.dumps(
+        {"id": "c2", "type": "function", "function": {"name": "delete", "arguments": "{}"}}
+    )
+    message = {"role": "assistant", "tool_calls": [entry, as_string]}
+    chat = parse_chat_completion(
+        {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]}
+    )
+    assert not chat.tool_calls[0].complete and "call_held_back" in kinds(chat)
+    assert "tool call 1 is a string, not an object; skipped" in said(chat, "malformed_chunk")
+
+    tool_use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    block = json.dumps({"type": "tool_use", "id": "t2", "name": "delete", "input": {}})
+    body = parse_anthropic_message(
+        {"type": "message", "stop_reason": "tool_use", "content": [tool_use, block]}
+    )
+    assert not body.tool_calls[0].complete and "content block 1 is a string" in said(body, "malformed_chunk")
+    stream = one(
+        tmp_path,
+        A_START
+        + ev({"type": "content_block_start", "index": 0, "content_block": tool_use})
+        + ev({"type": "content_block_stop", "index": 0})
+        + ev({"type": "content_block_start", "index": 1, "content_block": block})
+        + a_end(),
+    )
+    assert not stream.tool_calls[0].complete and "call_held_back" in kinds(stream)
+
+    done = {**DELETE, "status": "completed"}
+    responses = one(
+        tmp_path, R_START + r_added(done) + r_item_done(done) + r_added(json.dumps(DELETE), 1) + r_end()
+    )
+    assert not responses.tool_calls[0].complete and "call_held_back" in kinds(responses)
+    whole = parse_responses_output({"status": "completed", "output": [done, json.dumps(DELETE)]})
+    assert not whole.tool_calls[0].complete and "output item 1 is a string" in said(whole, "malformed_chunk")

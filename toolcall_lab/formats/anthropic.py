@@ -487,6 +487,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
         block = self._part(event, "content_block", n, required=True)
+        if not block and may_hold_calls(event.get("content_block")):  # (a block sent as a JSON string)
+            self._hold_all(f"chunk {n}: a content_block that is not an object may hold tool call data")
         index = event.get("index")
         if type(index) is not int:
             index = self._index(event, n, "content_block_start")
@@ -704,9 +706,19 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     ]
     given = [tid for (tid, _), b in zip(headers, content, strict=True) if _is_tool_use(b)]
     taken = {i for i in given if i} if not all(given) else None
+    stray = next(  # a block that is not an object but may hold a call: every tool_use is held back
+        (pos for pos, b in enumerate(content) if not isinstance(b, Mapping) and may_hold_calls(b)), None
+    )
     for pos, block in enumerate(content):
         if not isinstance(block, Mapping):
-            findings.append(finding("malformed_chunk", f"content block {pos} is not an object; skipped"))
+            calls_in = "; it may hold tool call data, so every call of this message is held back"
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"content block {pos} is {a_json_type(block)}, not an object; skipped "
+                    f"({as_text(block)[:80]}){calls_in if may_hold_calls(block) else ''}",
+                )
+            )
             continue
         kind = as_key(block.get("type"))
         if kind in _CALL_BLOCKS:
@@ -722,6 +734,8 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             elif not isinstance(raw, str):
                 raw = compact_json(raw)
             last = pos == len(content) - 1
+            if stray is not None:
+                pending.hold(f"content block {stray} is not an object and may hold tool call data")
             calls.append(
                 pending.finalize(batch, findings, raw, failed, cut if last else None, taken, ending == "none")
             )

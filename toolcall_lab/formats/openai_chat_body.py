@@ -257,11 +257,25 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
     given = [as_index(tc.get("index")) if isinstance(tc, dict) else None for tc in entries]
     explicit = all(type(i) is int for i in given) and len(set(given)) == len(given)
     pendings: list[PendingCall] = []
+    stray: str | None = None  # a tool call entry that is not an object but may hold one's data
     for pos, tc in enumerate(entries):
         if not isinstance(tc, dict):
+            holds = may_hold_calls(tc)
             findings.append(
-                finding("malformed_chunk", f"choice {ci}: tool call {pos} is not an object; skipped")
+                finding(
+                    "malformed_chunk",
+                    f"choice {ci}: tool call {pos} is {a_json_type(tc)}, not an object; skipped "
+                    f"({as_text(tc)[:80]})"
+                    + (
+                        "; it may hold tool call data, so every call of this choice is held back"
+                        if holds
+                        else ""
+                    ),
+                    choice_index=ci,
+                )
             )
+            if holds and stray is None:
+                stray = f"choice {ci}: tool call {pos} is not an object and may hold tool call data"
             continue
         index = given[pos] if explicit else pos
         index = index if type(index) is int else pos
@@ -317,6 +331,9 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                     call_index=pending.index,
                 )
             )
+    if stray is not None:
+        for pending in pendings:
+            pending.hold(stray)
     return pendings
 
 

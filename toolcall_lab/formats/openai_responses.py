@@ -426,6 +426,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 self._reasoning.append(text)
         elif kind == "response.output_item.added":
             item = self._part(event, "item", n, required=True)
+            if not item:
+                self._odd_item(event.get("item"), f"chunk {n}: the output_item.added's item")
             itype = as_key(item.get("type"))
             if itype in _CLIENT_ITEMS:
                 entry = self._announce(item, event.get("output_index"), n)
@@ -561,8 +563,17 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             return {"status": status}
         return response
 
+    def _odd_item(self, item: Any, where: str) -> None:
+        """An item that is not an object (a JSON string...): when it may hold a call's data, every
+        call of the response is held back (which one it is, or whether it is one of its own, is
+        unknown)."""
+        if item is not None and not isinstance(item, Mapping) and may_hold_calls(item):
+            self._hold_all(f"{where} is not an object and may hold tool call data")
+
     def _item_done(self, event: Mapping[str, Any], n: int) -> None:
         item = self._part(event, "item", n, required=True)
+        if not item:
+            self._odd_item(event.get("item"), f"chunk {n}: the output_item.done's item")
         itype = as_key(item.get("type"))
         if itype in _SERVER_ITEMS:
             server = _server_call(item)
@@ -716,6 +727,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     f"{ending}: output item {pos} is {a_json_type(item)}, not an object; skipped "
                     f"({as_text(item)[:100]})",
                 )
+                self._odd_item(item, f"{ending} output item {pos}")
                 continue
             itype = as_key(item.get("type"))
             if itype in _SERVER_ITEMS:
@@ -1004,7 +1016,11 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
         output = []
     for pos, item in enumerate(output):
         if not isinstance(item, Mapping):
-            acc.note("malformed_chunk", f"output item {pos} is not an object; skipped")
+            acc.note(
+                "malformed_chunk",
+                f"output item {pos} is {a_json_type(item)}, not an object; skipped ({as_text(item)[:100]})",
+            )
+            acc._odd_item(item, f"output item {pos}")
             continue
         kind = as_key(item.get("type"))
         if kind == "message":
