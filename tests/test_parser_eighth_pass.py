@@ -348,3 +348,36 @@ def test_a_call_sent_as_a_json_string_holds_back_the_calls_in_every_reader(tmp_p
     assert not responses.tool_calls[0].complete and "call_held_back" in kinds(responses)
     whole = parse_responses_output({"status": "completed", "output": [done, json.dumps(DELETE)]})
     assert not whole.tool_calls[0].complete and "output item 1 is a string" in said(whole, "malformed_chunk")
+
+
+def test_1_the_output_of_response_failed_is_read_as_the_body_reader_reads_it(tmp_path: Path) -> None:
+    done = {**DELETE, "status": "completed"}
+    failed = {
+        "id": "r",
+        "status": "failed",
+        "error": {"message": "boom"},
+        "output": [done, {"id": "x", "call_id": "c"}],
+    }
+    (stream,) = read_recording_keep(tmp_path, R_START + ev({"type": "response.failed", "response": failed}))
+    whole = parse_responses_output_keep(failed)
+    assert (
+        [c.tool_call_id for c in stream.tool_calls]
+        == [c.tool_call_id for c in whole.tool_calls]
+        == ["call_9"]
+    )
+    assert "only in response.failed output; taken from there" in said(stream, "recovered_from_completed")
+    assert "response.failed output item 1: a call-like output item of unknown type None" in said(
+        stream, "malformed_chunk"
+    )
+    assert stream.error == whole.error == "boom"
+
+
+def read_recording_keep(tmp_path: Path, data: str) -> list[Any]:
+    (tmp_path / "f.sse").write_text(data)
+    return read_recording(tmp_path / "f.sse").parse(errors="keep")
+
+
+def parse_responses_output_keep(body: dict[str, Any]) -> Any:
+    with pytest.raises(ProviderStreamError) as info:
+        parse_responses_output(body)
+    return info.value.partial_responses[0]

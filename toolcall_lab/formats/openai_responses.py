@@ -11,7 +11,8 @@ must answer), not its ``fc_`` item id. Items the provider runs itself (``web_sea
 are reported in ``server_tool_calls``; items of built-in tools the *client* runs
 (``computer_call``, ``local_shell_call``, ``shell_call``, ``apply_patch_call``) are calls of kind
 ``builtin`` whose arguments are the item's action. ``response.failed`` and ``error`` events raise
-`ProviderStreamError`; ``response.incomplete`` marks calls whose items did not finish incomplete,
+`ProviderStreamError` (the items ``response.failed`` lists are read as a body's are);
+``response.incomplete`` marks calls whose items did not finish incomplete,
 and so does a stream cut before ``response.completed`` for an item announced with no arguments.
 A streamed call that ``response.completed`` lists nowhere in its ``output`` is kept when its item
 finished and incomplete when it never did, reported either way; after a status that is not a normal
@@ -686,7 +687,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         output = response.get("output")
         if kind not in ("response.completed", "response.incomplete", "response.failed", "error") and output:
             self._early_output(kind, output)
-        if kind in ("response.completed", "response.incomplete") and output is not None:
+        if kind in ("response.completed", "response.incomplete", "response.failed") and output is not None:
             if isinstance(output, list):
                 self._completed = output
             else:
@@ -719,7 +720,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         if self._completed is None:
             return
         listed: set[int] = set()
-        ending = "response.incomplete" if self.status == "incomplete" else "response.completed"
+        ending = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(
+            str(self.status), "response.completed"
+        )
         for pos, item in enumerate(self._completed):
             if not isinstance(item, Mapping):
                 self.note(
@@ -753,8 +756,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 entry = self._announce(item, pos, -1)
                 self.note(
                     "recovered_from_completed",
-                    f"call {item.get('call_id')} ({item.get('name')}) only in response.completed "
-                    "output; taken from there",
+                    f"call {item.get('call_id')} ({item.get('name')}) only in {ending} output; taken "
+                    "from there",
                     tool_call_id=entry.call.tool_call_id,
                 )
             else:
@@ -772,6 +775,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     tool_call_id=entry.call.tool_call_id,
                 )
             entry.settle(item.get("status"), False)
+        if self.status == "failed":  # a failed response's calls in progress are its error's to name
+            return
         empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
             if id(entry) not in listed:
@@ -881,8 +886,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         return calls_snapshot([e.call for e in self._items])
 
     def _result(self, error: str | None) -> ParsedResponse:
-        if error is None:
-            self._reconcile()
+        if error is None or (self.status == "failed" and self._completed is not None):
+            self._reconcile()  # (response.failed's output too: what it lists is read as the body reader does)
         if self._orphans:
             self._orphan_calls()
         if self._stray is not None:
