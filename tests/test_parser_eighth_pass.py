@@ -381,3 +381,34 @@ def parse_responses_output_keep(body: dict[str, Any]) -> Any:
     with pytest.raises(ProviderStreamError) as info:
         parse_responses_output(body)
     return info.value.partial_responses[0]
+
+
+def test_call_data_under_keys_the_chat_reader_does_not_read_is_reported_and_holds_calls_back(
+    tmp_path: Path,
+) -> None:
+    header = _chunk(choices=[{"index": 0, "delta": {"tool_calls": CALLS}}])
+    odd_delta = _chunk(choices=[{"index": 0, "delta": {"tool_call": CALLS[0]}}])
+    beside = _chunk(choices=[{"index": 0, "delta": {"role": "assistant"}, "tool_calls": CALLS}])
+    for odd, where in (
+        (odd_delta, "choice 0's delta holds keys ['tool_call']"),
+        (beside, "beside its delta"),
+    ):
+        r = one(tmp_path, header + odd + STOP + DONE)
+        assert where in said(r, "malformed_chunk") and not r.tool_calls[0].complete
+    quiet = one(
+        tmp_path, header + _chunk(choices=[{"index": 0, "delta": {"content": "a", "annotations": []}}]) + STOP
+    )
+    assert "malformed_chunk" not in kinds(quiet)  # other keys (metadata) pass
+    message = {"role": "assistant", "tool_calls": CALLS, "tool_call": CALLS[0]}
+    body = parse_chat_completion(
+        {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]}
+    )
+    assert "the message holds keys ['tool_call']" in said(body, "malformed_chunk")
+    assert not body.tool_calls[0].complete
+    choice = {
+        "index": 0,
+        "finish_reason": "tool_calls",
+        "message": {"tool_calls": CALLS},
+        "tool_calls": CALLS,
+    }
+    assert not parse_chat_completion({"choices": [choice]}).tool_calls[0].complete

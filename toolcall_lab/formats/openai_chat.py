@@ -112,6 +112,11 @@ _CHOICE_KEYS = frozenset(
     }
 )
 """Keys of a choice: one holding others and no ``delta`` is of a shape this parser does not read."""
+_DELTA_KEYS = frozenset(
+    {"role", "content", "reasoning_content", "reasoning", "function_call", "refusal", "tool_calls"}
+)
+"""Keys of a delta this reader reads; another key that may hold call data is a part of an unknown
+shape (`_odd_keys`), never passed over."""
 
 
 class _Odd:
@@ -251,8 +256,10 @@ class ChatCompletionAccumulator(StreamAccumulator):
             (choice,) = chunk["choices"]
             st = self._choices[choice["index"]]  # a choice without "index" takes the general path
             delta = choice["delta"]
-            if "error" in choice:  # OpenRouter's per-choice error object
-                raise KeyError
+            if "error" in choice or "tool_calls" in choice:  # OpenRouter's per-choice error object,
+                raise KeyError  # or calls beside the delta
+            if len(choice) > 4 and not choice.keys() <= _CHOICE_KEYS:
+                raise KeyError  # keys a choice does not have (checked by the general path)
             calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
@@ -494,6 +501,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if delta is None and not choice.keys() <= _CHOICE_KEYS:
                 keys = sorted(str(k) for k in choice)[:10]
                 self._stray(choice, n, f"choice {ci} has no `delta` (keys {keys})")
+        elif not choice.keys() <= _CHOICE_KEYS:
+            self._odd_keys(choice, _CHOICE_KEYS, n, f"choice {ci}, beside its delta,")
         if delta:
             if type(delta) is not dict:
                 self._stray(delta, n, f"choice {ci}'s delta is {a_json_type(delta)}, not an object")
@@ -574,6 +583,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if st.refusal is None:
                 st.refusal = []
             st.refusal.append(refusal)
+        if (len(delta) > 1 or text is None) and not delta.keys() <= _DELTA_KEYS:
+            self._odd_keys(delta, _DELTA_KEYS, n, f"choice {st.index}'s delta")
+
+    def _odd_keys(self, part: dict[str, Any], known: frozenset[str], n: int, what: str) -> None:
+        """Keys of a delta or choice this reader does not read: when they may hold call data (a
+        ``tool_call``, a ``tool_calls`` beside the delta), a part of an unknown shape (`_stray`:
+        reported, every call held back); other keys (metadata) pass."""
+        extra = {k: v for k, v in part.items() if k not in known}
+        if may_hold_calls(extra):
+            keys = sorted(str(k) for k in extra)[:10]
+            self._stray(extra, n, f"{what} holds keys {keys} this reader does not read")
 
     def _odd_text(self, st: _Choice, text: Any, n: int) -> None:
         """``content`` that is not a string: a list of typed parts (Mistral) read as text and

@@ -42,6 +42,26 @@ def _by_index(call: PendingCall) -> int:
     return call.index
 
 
+_BODY_CHOICE_KEYS = frozenset(
+    {
+        "index",
+        "message",
+        "delta",
+        "finish_reason",
+        "logprobs",
+        "native_finish_reason",
+        "stop_reason",
+        "matched_stop",
+        "error",
+        "content_filter_results",
+        "content_filter_offsets",
+    }
+)
+_MESSAGE_KEYS = frozenset(
+    {"role", "content", "tool_calls", "function_call", "refusal", "reasoning_content", "reasoning"}
+)
+
+
 def _beside_no_choices(body: Mapping[str, Any], findings: list[Finding]) -> None:
     """A body without choices (or ``choices: []``) that holds keys a chat completion does not have
     (a top-level ``message``, ``tool_calls``): reported with what they held, never passed over."""
@@ -117,6 +137,9 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             )
             finish = as_text(finish)
         errored |= finish == "error" or bool(choice.get("error"))
+        beside = {k: v for k, v in choice.items() if k not in _BODY_CHOICE_KEYS}
+        if beside and may_hold_calls(beside):  # (`tool_calls` beside the message, not in it)
+            message = {**message, **{f"{k} (beside the message)": v for k, v in beside.items()}}
         messages.append((ci, message, finish))
     error = error_message(body)
     if error is None and errored:
@@ -258,6 +281,19 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
     explicit = all(type(i) is int for i in given) and len(set(given)) == len(given)
     pendings: list[PendingCall] = []
     stray: str | None = None  # a tool call entry that is not an object but may hold one's data
+    extra = {k: v for k, v in message.items() if k not in _MESSAGE_KEYS}
+    if extra and may_hold_calls(extra):  # (a `tool_call`, a `tool_calls` misspelt): never passed over
+        keys = sorted(str(k) for k in extra)[:10]
+        findings.append(
+            finding(
+                "malformed_chunk",
+                f"choice {ci}: the message holds keys {keys} this reader does not read; skipped "
+                f"({as_text(extra)[:80]}); it may hold tool call data, so every call of this choice is "
+                "held back",
+                choice_index=ci,
+            )
+        )
+        stray = f"choice {ci}: the message holds keys {keys} that may hold tool call data"
     for pos, tc in enumerate(entries):
         if not isinstance(tc, dict):
             holds = may_hold_calls(tc)
