@@ -256,11 +256,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             (choice,) = chunk["choices"]
             st = self._choices[choice["index"]]  # a choice without "index" takes the general path
             delta = choice["delta"]
-            if "error" in choice or "tool_calls" in choice:  # OpenRouter's per-choice error object,
-                raise KeyError  # or calls beside the delta
-            if len(choice) > 4 and not choice.keys() <= _CHOICE_KEYS:
-                raise KeyError  # keys a choice does not have (checked by the general path)
+            if "error" in choice:  # OpenRouter's per-choice error object
+                raise KeyError
             calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
+            if calls is None and "tool_calls" in choice:  # calls beside the delta: the general path
+                raise KeyError  # reports them
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
             return
@@ -561,6 +561,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 st.content = [text]
             else:
                 st.content.append(text)
+            if len(delta) == 1:  # the usual text delta: nothing else to read
+                return
         elif text is not None and type(text) is not str:
             self._odd_text(st, text, n)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
@@ -583,7 +585,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if st.refusal is None:
                 st.refusal = []
             st.refusal.append(refusal)
-        if (len(delta) > 1 or text is None) and not delta.keys() <= _DELTA_KEYS:
+        if not delta.keys() <= _DELTA_KEYS:
             self._odd_keys(delta, _DELTA_KEYS, n, f"choice {st.index}'s delta")
 
     def _odd_keys(self, part: dict[str, Any], known: frozenset[str], n: int, what: str) -> None:
