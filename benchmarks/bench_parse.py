@@ -25,6 +25,7 @@ Run: `python benchmarks/bench_parse.py [--quick] [--no-sdk] [--e2e-only | --shap
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
@@ -357,14 +358,29 @@ def shapes(quick: bool) -> None:
             )
 
 
-def main() -> None:
-    quick = "--quick" in sys.argv
-    if "--e2e-only" not in sys.argv and "--shapes-only" not in sys.argv:
-        in_process(quick, with_sdk="--no-sdk" not in sys.argv)
-    if "--no-e2e" not in sys.argv and "--shapes-only" not in sys.argv:
-        end_to_end(quick)
-    if "--no-e2e" not in sys.argv and "--e2e-only" not in sys.argv:
-        shapes(quick)
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options (``--help`` prints them and runs nothing; an unknown option is an error)."""
+    parser = argparse.ArgumentParser(
+        prog="bench_parse.py",
+        description="Parser speed and memory against baselines measured in the same run (issue 10).",
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and smaller files")
+    parser.add_argument("--no-sdk", action="store_true", help="skip openai's ChatCompletionStreamState")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--e2e-only", action="store_true", help="only the CLI end to end on the big stream")
+    which.add_argument("--shapes-only", action="store_true", help="only the other shapes at N and 2N")
+    which.add_argument("--no-e2e", action="store_true", help="only the in-process comparison")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    options = arguments(argv)
+    if not options.e2e_only and not options.shapes_only:
+        in_process(options.quick, with_sdk=not options.no_sdk)
+    if not options.no_e2e and not options.shapes_only:
+        end_to_end(options.quick)
+    if not options.no_e2e and not options.e2e_only:
+        shapes(options.quick)
 
 
 if __name__ == "__main__":

@@ -423,7 +423,9 @@ def test_6_a_payload_of_another_format_carrying_a_call_holds_the_calls_back(
     assert "not a chat-completion chunk" in said(r, "malformed_chunk")
 
 
-@pytest.mark.parametrize("stray", [{"detail": "Internal Server Error"}, {"foo": 1}])
+@pytest.mark.parametrize(  # (`{"detail": ...}` alone is FastAPI's error shape: a provider error, v10 item 7)
+    "stray", [{"detail": "Internal Server Error", "status": 500}, {"foo": 1}]
+)
 def test_6_a_payload_of_unknown_shape_is_reported_never_dropped(tmp_path: Path, stray: Any) -> None:
     r = one(tmp_path, HEADER + ARGS + ev(stray) + ev(chat({}, "tool_calls")) + DONE)
     assert calls(r)[0][3] is True  # it holds no call data: nothing to hold back

@@ -7,17 +7,18 @@ The names below are imported on first use (PEP 562 `__getattr__`), so `import to
 command that only parses (``toolcall-lab parse``) do not pay for the loop, execution and asyncio.
 """
 
-import importlib
-import importlib.util
 import sys
-import types
-from typing import TYPE_CHECKING, Any
 
-if sys.argv and "toolcall-lab" in sys.argv[0]:  # the command: guard its start-up before anything heavy
-    from toolcall_lab import _startup
+if sys.argv and "toolcall-lab" in sys.argv[0]:  # the command: guard its start-up before any other
+    from toolcall_lab import _startup  # import (this one needs only os, signal, sys: already loaded)
 
     if _startup.is_command():
         _startup.install()
+
+import importlib
+import importlib.util
+import types
+from typing import TYPE_CHECKING, Any
 
 from toolcall_lab.exceptions import (
     ModelError,

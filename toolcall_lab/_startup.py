@@ -18,8 +18,10 @@ import atexit
 import os
 import signal
 import sys
-import threading
-from typing import Any
+
+TYPE_CHECKING = False  # (not `typing`'s: this module runs before anything but os, signal and sys)
+if TYPE_CHECKING:
+    from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
@@ -58,11 +60,14 @@ def is_command() -> bool:
 
 def install() -> None:
     """Guard the start-up (main thread only, and only where Python's default handling is in place)."""
-    if _phase[0] != "off" or threading.current_thread() is not threading.main_thread():
+    if _phase[0] != "off":
         return
     for s in _SIGNALS:
         if signal.getsignal(s) is _DEFAULTS[s]:
-            signal.signal(s, _on_signal)
+            try:
+                signal.signal(s, _on_signal)
+            except ValueError:  # not the main thread (signal handlers belong to it): no guard
+                return
             _mine.append(s)
     _phase[0] = "starting"
     atexit.register(_exiting)

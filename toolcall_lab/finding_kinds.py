@@ -145,7 +145,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "warning",
         "The response has more than one choice (`n > 1`). Every choice is parsed, but "
         "`response.tool_calls`, `to_message()` and the run loop use choice 0 (the lowest-numbered "
-        "choice) only; this says what the others hold.",
+        "choice) only; this says what the others hold. Entries for choices beyond the first 128 "
+        "(OpenAI's largest `n`) that hold no call, text nor error are counted in one such finding, "
+        "not kept, so memory does not grow with chunks that each name a new choice.",
         "the response has 2 choices; tool_calls and the run loop use choice 0 only (choice 1: 1 call)",
     ),
     "unknown_event": KindInfo(
@@ -161,6 +163,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "chunk 1: block 0: a call-like content block of unknown type 'future_tool_use' (id/name/input: id "
         "'x_1', name 'f') was not read: no call is made of it, it will not be executed",
     ),
+    "content_in_start": KindInfo(
+        "warning",
+        "An Anthropic `message_start` whose `message.content` holds blocks (the API sends it empty; a "
+        "shim may send the whole message there): each block is read as one started at that point (a "
+        "`tool_use` is a call, complete only when the message stops normally, as a block never "
+        "closed; text is kept), and this says the shape was odd.",
+        "chunk 0: message_start carries 1 content block(s) (tool_use); read as blocks of the message",
+    ),
     "mixed_formats": KindInfo(
         "warning",
         "An event of another wire format in a stream (a chat chunk in an Anthropic stream, two recordings "
@@ -175,7 +185,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
     "provider_error": KindInfo(
         "error",
         "The provider reported an error in the stream or instead of a response (an `error` object, "
-        '`event: error`, llama.cpp\'s `error:` field, `finish_reason: "error"`, `response.failed`). '
+        '`event: error`, llama.cpp\'s `error:` field, `finish_reason: "error"`, `response.failed`, '
+        'FastAPI\'s `{"detail": ...}` as the whole payload). '
         "The message quotes the provider, names the calls in progress it marked incomplete, and quotes "
         "the model output the provider rejected when it sent it back (Groq's `failed_generation`).",
         "provider error at chunk 7: Provider disconnected unexpectedly; 1 call(s) in progress marked "
@@ -207,7 +218,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
     ),
     "duplicate_tool_call_id": KindInfo(
         "warning",
-        "Two calls of one response (or batch) carry the same provider id (buggy servers), or a call reuses "
+        "Two calls of one response (or batch) carry the same provider id (buggy servers; also a client "
+        "call and a server-side call such as Anthropic's `server_tool_use`), or a call reuses "
         "the id of a call of an earlier round: tool results matched by id would be crossed. The parser "
         "reports it on the response; the run loop runs each and answers it by position, so the tool "
         "messages repeat the id, and reports it on the round.",

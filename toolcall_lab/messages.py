@@ -35,6 +35,7 @@ FindingKind = Literal[
     "extra_choices",
     "unknown_event",
     "unknown_block",
+    "content_in_start",
     "mixed_formats",
     "provider_error",
     "unexpected_event",

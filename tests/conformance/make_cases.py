@@ -3397,13 +3397,11 @@ case(
             ROLE,
             chunk(header(0, "call_nm1", "get_weather", WEATHER)),
             OLLAMA_NATIVE,
-            {"detail": "Internal Server Error"},
             chunk(finish="tool_calls"),
         ]
     ),
-    quirk="a chunk of another wire format (Ollama's native /api/chat, carrying a call) and a FastAPI "
-    "error body inside a chat stream: each reported, and the calls held back since the foreign chunk "
-    "may hold one of theirs",
+    quirk="a chunk of another wire format (Ollama's native /api/chat, carrying a call) inside a chat "
+    "stream: reported, and the calls held back since the foreign chunk may hold one of theirs",
     category="chat-completions",
     provider="proxies in front of Ollama that pass native NDJSON through",
     models="https://github.com/decolua/9router/issues/4119 (Ollama answers NDJSON to a streaming request "
@@ -3412,7 +3410,7 @@ case(
         "responses": [
             {
                 "calls": [call("call_nm1", "get_weather", WEATHER, complete=False)],
-                "findings": ["malformed_chunk", "malformed_chunk", "call_held_back"],
+                "findings": ["malformed_chunk", "call_held_back"],
             }
         ]
     },
@@ -3688,6 +3686,122 @@ case(
             {
                 "calls": [call("call_c1", "code_exec", "rm -rf /tm", complete=False, kind="custom")],
                 "findings": ["custom_tool_call", "unfinished_call", "incomplete_response"],
+            }
+        ]
+    },
+)
+
+# ---------------------------------------------------------------------------------------------
+# v10: a part that may carry a call or text is never skipped unseen
+case(
+    "errors/fastapi_detail_midstream.sse",
+    sse([ROLE, chunk(header(0, "call_fa1", "get_weather", WEATHER)), {"detail": "Internal Server Error"}]),
+    quirk='FastAPI\'s error shape {"detail": ...} as a whole payload in the middle of a chat stream '
+    "(an OpenAI-compatible server built on FastAPI failing after it began streaming)",
+    category="provider-errors",
+    provider="OpenAI-compatible servers built on FastAPI (vLLM, LiteLLM proxies)",
+    models='https://fastapi.tiangolo.com/tutorial/handling-errors/ (HTTPException answers {"detail": ...})',
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_fa1", "get_weather", WEATHER, complete=False)],
+                "findings": ["unfinished_call", "provider_error"],
+                "error": "Internal Server Error",
+            }
+        ],
+        "raises": {"type": "ProviderStreamError", "message": "Internal Server Error"},
+    },
+)
+case(
+    "chat/chunk_without_choices_holding_tool_calls.sse",
+    sse(
+        [
+            ROLE,
+            {k: v for k, v in chunk().items() if k != "choices"} | header(0, "call_nc1", "delete_file", "{}"),
+            chunk(finish="stop"),
+        ]
+    ),
+    quirk="a payload that names itself chat.completion.chunk but has no choices, with tool_calls at its "
+    "top level: reported as a part of an unknown shape, never passed over because of its `object`",
+    category="chat-completions",
+    provider="OpenAI-compatible shims that flatten the choice into the chunk",
+    models="https://platform.openai.com/docs/api-reference/chat-streaming/streaming (tool_calls live in "
+    "choices[].delta)",
+    expect={"responses": [{"calls": [], "findings": ["malformed_chunk"]}]},
+)
+case(
+    "anthropic/tool_use_in_message_start.sse",
+    events(
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_conf",
+                        "model": "claude-conf",
+                        "content": [
+                            {"type": "text", "text": "Deleting."},
+                            {
+                                "type": "tool_use",
+                                "id": "toolu_ms1",
+                                "name": "delete_file",
+                                "input": {"path": "a"},
+                            },
+                        ],
+                        "usage": {"input_tokens": 20},
+                    },
+                },
+            ),
+            *MSG_END,
+        ]
+    ),
+    quirk="content blocks inside message_start.message.content (the API sends it empty; a shim sends "
+    "the whole message there): read as blocks of the message, with a finding",
+    category="anthropic",
+    provider="Anthropic-compatible shims that replay a whole message as its start",
+    models="https://docs.anthropic.com/en/docs/build-with-claude/streaming#event-types (message_start "
+    "has empty content)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_ms1", "delete_file", '{"path":"a"}')],
+                "findings": ["content_in_start"],
+            }
+        ]
+    },
+)
+case(
+    "responses/completed_item_without_type.sse",
+    events([CREATED, completed([{k: v for k, v in FC.items() if k != "type"}])]),
+    quirk="an item of response.completed's output without `type` (and no item events before it): "
+    "reported as a call-like item that was not read, as the body reader does",
+    category="responses",
+    provider="Responses-API shims that drop the item type",
+    models=RESP_DOCS,
+    expect={"responses": [{"calls": [], "findings": ["malformed_chunk"]}]},
+)
+case(
+    "responses/empty_done_after_deltas.sse",
+    events(
+        [
+            CREATED,
+            call_added(FC),
+            args_delta(WEATHER),
+            resp("response.function_call_arguments.done", output_index=0, item_id="fc_1", arguments=""),
+            completed([]),
+        ]
+    ),
+    quirk="function_call_arguments.done with empty arguments after non-empty deltas: the deltas are "
+    "kept as the evidence, and the call is held back rather than run with {}",
+    category="responses",
+    provider="Responses-API proxies that do not fill in .done",
+    models="https://platform.openai.com/docs/api-reference/responses-streaming/response/function_call_arguments/done",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER, complete=False)],
+                "findings": ["arguments_mismatch", "not_in_completed", "call_held_back"],
             }
         ]
     },

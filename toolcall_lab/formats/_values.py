@@ -320,3 +320,24 @@ def unknown_shape(doc: Mapping[str, Any], what: str) -> str:
 
 
 _COHERE_EVENTS = frozenset(("message-start", "content-delta", "tool-call-start", "tool-plan-delta"))
+
+
+CHAT_METADATA = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "system_fingerprint",
+        "usage",
+        "service_tier",
+        "provider",
+        "x_groq",
+        "prompt_filter_results",
+        "obfuscation",
+        "timings",
+        "citations",
+    }
+)
+"""Keys a chat chunk or body without ``choices`` may hold and still be one (usage, metadata); any
+other key beside no choices is a part of an unknown shape, reported."""

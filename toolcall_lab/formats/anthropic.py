@@ -49,7 +49,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
     single_choice,
 )
-from toolcall_lab.formats.errors import describe_error
+from toolcall_lab.formats.errors import describe_error, is_detail_error
 from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerToolCall, ToolCall
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -232,6 +232,9 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self.response_id = rid if type(rid) is str else self.response_id
             self.model = model if type(model) is str else self.model
             self._usage(message.get("usage"))
+            content = message.get("content")
+            if content:
+                self._start_content(content, n)
         elif kind == "message_delta":
             self.opened = True
             stop = self._part(event, "delta", n, required=True).get("stop_reason")
@@ -249,7 +252,9 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self.opened = self._ended = True
         elif kind == "ping":
             pass
-        elif kind == "error" or event.get("error") or event.get("object") == "error":
+        elif (
+            kind == "error" or event.get("error") or event.get("object") == "error" or is_detail_error(event)
+        ):
             self.fail(describe_error(event.get("error") or event), dict(event), n)
         else:
             self._unknown(event, kind, n)
@@ -447,14 +452,52 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             block.get("name"), "name", where, note
         )
 
+    def _start_content(self, content: Any, n: int) -> None:
+        """Blocks in ``message_start.message.content`` (the API sends it empty; a shim may send the
+        whole message there): each read as a block started at that point (a ``tool_use`` is a call,
+        its ``input`` the arguments, complete only when the message stops normally, as a block never
+        closed), reported (``content_in_start``) so the odd shape is seen."""
+        if not isinstance(content, list):
+            self.note(
+                "malformed_chunk",
+                f"chunk {n}: message_start's `content` is {a_json_type(content)}, not a list of blocks; "
+                f"skipped ({as_text(content)[:100]})",
+                chunk_index=n,
+            )
+            if may_hold_calls(content) or (isinstance(content, Mapping) and "input" in content):
+                self._hold_all(f"chunk {n}: message_start's content may hold tool call data and was not read")
+            return
+        kinds = [as_text(b.get("type"))[:30] if isinstance(b, Mapping) else a_json_type(b) for b in content]
+        self.note(
+            "content_in_start",
+            f"chunk {n}: message_start carries {len(content)} content block(s) ({', '.join(kinds[:5])}); "
+            "read as blocks of the message",
+            chunk_index=n,
+        )
+        for position, block in enumerate(content):
+            if not isinstance(block, Mapping):
+                self.note(
+                    "malformed_chunk",
+                    f"chunk {n}: message_start content block {position} is {a_json_type(block)}, not an "
+                    f"object; skipped ({as_text(block)[:80]})",
+                    chunk_index=n,
+                )
+                continue
+            self._open_block(block, ("message_start", position), n)
+
     def _block_start(self, event: Mapping[str, Any], n: int) -> None:
         block = self._part(event, "content_block", n, required=True)
-        btype = as_key(block.get("type"))
+        if not block and may_hold_calls(event.get("content_block")):  # (a block sent as a JSON string)
+            self._hold_all(f"chunk {n}: a content_block that is not an object may hold tool call data")
         index = event.get("index")
         if type(index) is not int:
             index = self._index(event, n, "content_block_start")
             if index is None:  # a block no delta can name: its deltas are orphans (and hold it back)
                 index = ("unindexed", n)
+        self._open_block(block, index, n)
+
+    def _open_block(self, block: Mapping[str, Any], index: Any, n: int) -> None:
+        btype = as_key(block.get("type"))
         held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(
@@ -663,9 +706,19 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     ]
     given = [tid for (tid, _), b in zip(headers, content, strict=True) if _is_tool_use(b)]
     taken = {i for i in given if i} if not all(given) else None
+    stray = next(  # a block that is not an object but may hold a call: every tool_use is held back
+        (pos for pos, b in enumerate(content) if not isinstance(b, Mapping) and may_hold_calls(b)), None
+    )
     for pos, block in enumerate(content):
         if not isinstance(block, Mapping):
-            findings.append(finding("malformed_chunk", f"content block {pos} is not an object; skipped"))
+            calls_in = "; it may hold tool call data, so every call of this message is held back"
+            findings.append(
+                finding(
+                    "malformed_chunk",
+                    f"content block {pos} is {a_json_type(block)}, not an object; skipped "
+                    f"({as_text(block)[:80]}){calls_in if may_hold_calls(block) else ''}",
+                )
+            )
             continue
         kind = as_key(block.get("type"))
         if kind in _CALL_BLOCKS:
@@ -681,6 +734,8 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
             elif not isinstance(raw, str):
                 raw = compact_json(raw)
             last = pos == len(content) - 1
+            if stray is not None:
+                pending.hold(f"content block {stray} is not an object and may hold tool call data")
             calls.append(
                 pending.finalize(batch, findings, raw, failed, cut if last else None, taken, ending == "none")
             )

@@ -373,6 +373,27 @@ def repeated_provider_ids(calls: Iterable[ToolCall], findings: list[Finding]) ->
             )
 
 
+def _ids_shared_with_server(
+    calls: Iterable[ToolCall], server_calls: Iterable[ServerToolCall], findings: list[Finding]
+) -> None:
+    """A ``duplicate_tool_call_id`` finding per provider id that a client call shares with a
+    server-side call (``server_tool_use`` and ``tool_use`` with one id): a result matched by id would
+    answer the wrong one."""
+    server = {s.tool_call_id for s in server_calls if s.tool_call_id}
+    for call in calls:
+        if call.id_source == "provider" and call.tool_call_id in server:
+            findings.append(
+                finding(
+                    "duplicate_tool_call_id",
+                    f"call {call.tool_call_id!r} ({call.name}) at index {call.index} shares its provider id "
+                    "with a server-side tool call of this response: results matched by id would be "
+                    "crossed; both kept (answer the client call by position)",
+                    tool_call_id=call.tool_call_id,
+                    call_index=call.index,
+                )
+            )
+
+
 def single_choice(
     fmt: str,
     *,
@@ -392,6 +413,8 @@ def single_choice(
         repeated_provider_ids(calls, findings)
     elif not calls and error is None:
         promised_calls("stop_reason", finish_reason, findings)
+    if calls and server_calls:
+        _ids_shared_with_server(calls, server_calls, findings)
     content = join_text(text, findings, "text")
     thought = join_text(reasoning, findings, "reasoning")
     choice = new_choice(0, content, thought, tuple(calls), finish_reason, server_calls)

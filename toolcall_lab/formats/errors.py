@@ -4,9 +4,9 @@ Shapes seen in the wild: ``{"error": {...}}`` bodies and stream payloads (OpenAI
 latter also with ``choices`` and ``finish_reason: "error"``), an ``error`` object inside a choice
 (OpenRouter's choice type carries ``error?: ErrorResponse``), Anthropic's ``{"type": "error",
 "error": {...}}``, the Responses API's ``{"type": "error", "message": ...}`` and
-``response.failed``, vLLM's ``{"object": "error", "message": ...}``, a JSON array of error objects
-(Gemini's REST API: ``[{"error": {...}}]``), and frames sent as ``event: error`` or llama.cpp's
-``error:`` field.
+``response.failed``, vLLM's ``{"object": "error", "message": ...}``, FastAPI's ``{"detail": ...}``
+(only as the whole payload: a single key), a JSON array of error objects (Gemini's REST API:
+``[{"error": {...}}]``), and frames sent as ``event: error`` or llama.cpp's ``error:`` field.
 """
 
 from __future__ import annotations
@@ -45,7 +45,15 @@ def error_message(payload: Mapping[str, Any]) -> str | None:
         return describe_error(error)
     if kind == "error" or payload.get("object") == "error":  # Responses error events; vLLM error bodies
         return describe_error(payload)
+    if is_detail_error(payload):
+        return describe_error(payload)
     return choice_error(payload)
+
+
+def is_detail_error(payload: Mapping[str, Any]) -> bool:
+    """FastAPI's error shape (``HTTPException``, validation errors): ``{"detail": ...}`` as the whole
+    payload, a single key (a payload with more keys is something else)."""
+    return len(payload) == 1 and "detail" in payload
 
 
 def choice_error(payload: Mapping[str, Any]) -> str | None:

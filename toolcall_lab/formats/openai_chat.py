@@ -47,6 +47,7 @@ from typing import Any
 
 from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
 from toolcall_lab.formats._values import (
+    CHAT_METADATA,
     a_json_type,
     as_index,
     as_text,
@@ -78,7 +79,7 @@ from toolcall_lab.formats.base import (
     provider_ids,
     repeated_provider_ids,
 )
-from toolcall_lab.formats.errors import error_message
+from toolcall_lab.formats.errors import error_message, is_detail_error
 from toolcall_lab.formats.openai_chat_body import entry_shape, legacy_differs_note, parse_chat_completion
 from toolcall_lab.messages import (
     Finding,
@@ -92,24 +93,9 @@ from toolcall_lab.messages import (
 __all__ = ["ChatCompletionAccumulator", "parse_chat_completion"]
 
 
-_METADATA = frozenset(
-    {
-        "id",
-        "object",
-        "created",
-        "model",
-        "system_fingerprint",
-        "usage",
-        "service_tier",
-        "provider",
-        "x_groq",
-        "prompt_filter_results",
-        "obfuscation",
-        "timings",
-        "citations",
-    }
-)
+_METADATA = CHAT_METADATA
 """Keys a chat chunk without ``choices`` may hold and still be a chunk (usage, metadata)."""
+_EMPTY_CHOICES_KEYS = CHAT_METADATA | {"choices", "error"}
 _CHOICE_KEYS = frozenset(
     {
         "index",
@@ -126,16 +112,45 @@ _CHOICE_KEYS = frozenset(
     }
 )
 """Keys of a choice: one holding others and no ``delta`` is of a shape this parser does not read."""
+_DELTA_KEYS = frozenset(
+    {"role", "content", "reasoning_content", "reasoning", "function_call", "refusal", "tool_calls"}
+)
+"""Keys of a delta this reader reads; another key that may hold call data is a part of an unknown
+shape (`_odd_keys`), never passed over."""
 
 
 class _Odd:
     """What came in a chat stream that is not a chat-completion chunk (made on first use)."""
 
-    __slots__ = ("foreign", "stray")
+    __slots__ = ("extra", "extra_at", "extra_finished", "extra_high", "extra_low", "foreign", "stray")
 
     def __init__(self) -> None:
         self.foreign = 0  # events of other wire formats fed here
         self.stray: str | None = None  # why every call is held back (call data of an unknown shape)
+        self.extra = 0  # entries of choices beyond `MAX_CHOICES` that held nothing (counted, not kept)
+        self.extra_at = 0  # the chunk of the first
+        self.extra_finished = 0  # how many of them had a finish_reason
+        self.extra_low = 0  # the lowest and highest choice index among them
+        self.extra_high = 0
+
+
+MAX_CHOICES = 128
+"""Choices whose state is kept whatever they hold (OpenAI's `n` is at most 128). An entry for a further
+choice that holds no call, text nor error is only counted (`extra_choices`), so memory does not grow
+with chunks that each name a new choice; one that holds something is kept, as its content is."""
+
+
+def _holds_nothing(choice: dict[str, Any]) -> bool:
+    """A choice entry with no call, text nor error: at most an index, an empty delta (or one with
+    only a role) and a finish reason."""
+    if not choice.keys() <= _CHOICE_KEYS or choice.get("error"):
+        return False
+    delta = choice.get("delta")
+    if delta is None:
+        delta = choice.get("message")
+    if delta is None:
+        return True
+    return type(delta) is dict and not any(v for k, v in delta.items() if k != "role")
 
 
 class _Choice:
@@ -244,6 +259,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if "error" in choice:  # OpenRouter's per-choice error object
                 raise KeyError
             calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
+            if calls is None and "tool_calls" in choice:  # calls beside the delta: the general path
+                raise KeyError  # reports them
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
             return
@@ -349,18 +366,19 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self._malformed(n, f"chunk is {type(chunk).__name__}, expected an object")
                 return
         if "choices" not in chunk and "error" not in chunk:
-            if chunk.get("object") == "error" or chunk.get("type") == "error":  # vLLM / FastChat's
-                # ErrorResponse, unwrapped: {"object": "error", "message", "type", "code"}
+            if chunk.get("object") == "error" or chunk.get("type") == "error" or is_detail_error(chunk):
+                # vLLM / FastChat's ErrorResponse, unwrapped ({"object": "error", "message", "type",
+                # "code"}); FastAPI's {"detail": ...}
                 self.fail(error_message(chunk) or "an error object without a message", chunk, n)
             if isinstance(chunk.get("type"), str):
                 self._other_format(chunk, n)
                 return
-            if not chunk.keys() <= _METADATA and not str(chunk.get("object", "")).startswith(
-                "chat.completion"
-            ):
-                what = f"{unknown_shape(chunk, 'payload')}, not a chat-completion chunk (no `choices`)"
-                self._stray(chunk, n, what)
-                return
+            if not chunk.keys() <= _METADATA:
+                if not str(chunk.get("object", "")).startswith("chat.completion"):
+                    what = f"{unknown_shape(chunk, 'payload')}, not a chat-completion chunk (no `choices`)"
+                    self._stray(chunk, n, what)
+                    return
+                self._beside_no_choices(chunk, n)
         if self.response_id is None:
             self._first(chunk)
         if not usage_done:
@@ -372,6 +390,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if type(choices) is list:
             for choice in choices:
                 error_finish |= self._choice(choice, n)
+            if not choices and not chunk.keys() <= _EMPTY_CHOICES_KEYS:
+                self._beside_no_choices(chunk, n)
         elif type(choices) is dict:
             self.note(
                 "wrong_type",
@@ -389,6 +409,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self.fail(message, chunk, n)
             if chunk.get("error") is not None and chunk["error"] is not False:  # {}, "", []: no
                 self._empty_error(chunk["error"], n)  # message, yet not "no error" (null, false)
+
+    def _beside_no_choices(self, chunk: dict[str, Any], n: int) -> None:
+        """A chunk (``object: chat.completion.chunk``) without choices, or with ``choices: []``, that
+        holds keys a chunk does not have (a top-level ``delta``, ``tool_calls``, ``message``): those
+        keys are a part of an unknown shape (`_stray`: reported, and every call held back when they
+        may hold call data), never passed over because the chunk names its object."""
+        extra = {k: v for k, v in chunk.items() if k not in _EMPTY_CHOICES_KEYS}
+        keys = sorted(str(k) for k in extra)[:10]
+        what = f"a chat-completion chunk with no choices holds keys {keys} a chunk does not have"
+        self._stray(extra, n, what)
 
     def _empty_error(self, error: Any, n: int) -> None:
         """An ``error`` that is present but empty (``{}``, ``""``): read as no error, and said, since
@@ -460,6 +490,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
             ci = number
         st = self._choices.get(ci)
         if st is None:
+            if len(self._choices) >= MAX_CHOICES and _holds_nothing(choice):
+                self._count_extra(ci, choice, n)
+                return False
             st = self._choices[ci] = _Choice(ci)
         st.seen = True
         delta = choice.get("delta")
@@ -468,6 +501,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if delta is None and not choice.keys() <= _CHOICE_KEYS:
                 keys = sorted(str(k) for k in choice)[:10]
                 self._stray(choice, n, f"choice {ci} has no `delta` (keys {keys})")
+        elif not choice.keys() <= _CHOICE_KEYS:
+            self._odd_keys(choice, _CHOICE_KEYS, n, f"choice {ci}, beside its delta,")
         if delta:
             if type(delta) is not dict:
                 self._stray(delta, n, f"choice {ci}'s delta is {a_json_type(delta)}, not an object")
@@ -480,6 +515,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if finish:
             self._finish(st, finish, n)
         return st.finish_reason == "error" or bool(choice.get("error"))
+
+    def _count_extra(self, ci: int, choice: dict[str, Any], n: int) -> None:
+        """An entry for a choice beyond `MAX_CHOICES` that holds nothing: counted, not kept."""
+        odd = self._odd_state()
+        if not odd.extra:
+            odd.extra_at, odd.extra_low, odd.extra_high = n, ci, ci
+        odd.extra += 1
+        odd.extra_low = min(odd.extra_low, ci)
+        odd.extra_high = max(odd.extra_high, ci)
+        if choice.get("finish_reason"):
+            odd.extra_finished += 1
 
     def _odd_state(self) -> _Odd:
         odd = self._odd
@@ -515,6 +561,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 st.content = [text]
             else:
                 st.content.append(text)
+            if len(delta) == 1:  # the usual text delta: nothing else to read
+                return
         elif text is not None and type(text) is not str:
             self._odd_text(st, text, n)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
@@ -537,6 +585,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if st.refusal is None:
                 st.refusal = []
             st.refusal.append(refusal)
+        if not delta.keys() <= _DELTA_KEYS:
+            self._odd_keys(delta, _DELTA_KEYS, n, f"choice {st.index}'s delta")
+
+    def _odd_keys(self, part: dict[str, Any], known: frozenset[str], n: int, what: str) -> None:
+        """Keys of a delta or choice this reader does not read: when they may hold call data (a
+        ``tool_call``, a ``tool_calls`` beside the delta), a part of an unknown shape (`_stray`:
+        reported, every call held back); other keys (metadata) pass."""
+        extra = {k: v for k, v in part.items() if k not in known}
+        if may_hold_calls(extra):
+            keys = sorted(str(k) for k in extra)[:10]
+            self._stray(extra, n, f"{what} holds keys {keys} this reader does not read")
 
     def _odd_text(self, st: _Choice, text: Any, n: int) -> None:
         """``content`` that is not a string: a list of typed parts (Mistral) read as text and
@@ -1114,6 +1173,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if odd.stray is not None:
             for call in self.pending_calls():
                 call.hold(odd.stray)
+        if odd.extra:
+            finished = f" ({odd.extra_finished} with a finish_reason)" if odd.extra_finished else ""
+            findings.append(
+                finding(
+                    "extra_choices",
+                    f"chunk {odd.extra_at} on: {odd.extra} entr(y/ies) for choices beyond the first "
+                    f"{MAX_CHOICES} (indices {odd.extra_low}-{odd.extra_high}) held no call, text nor "
+                    f"error{finished}; counted, not kept as choices",
+                    chunk_index=odd.extra_at,
+                )
+            )
 
     @staticmethod
     def _text_notes(st: _Choice, findings: list[Finding]) -> None:

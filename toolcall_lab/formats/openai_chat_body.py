@@ -12,7 +12,15 @@ from typing import Any
 
 from toolcall_lab.exceptions import ProviderStreamError
 from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
-from toolcall_lab.formats._values import a_json_type, as_index, as_text, content_parts, refusal_note
+from toolcall_lab.formats._values import (
+    CHAT_METADATA,
+    a_json_type,
+    as_index,
+    as_text,
+    content_parts,
+    may_hold_calls,
+    refusal_note,
+)
 from toolcall_lab.formats.base import (
     PendingCall,
     capped,
@@ -34,6 +42,43 @@ def _by_index(call: PendingCall) -> int:
     return call.index
 
 
+_BODY_CHOICE_KEYS = frozenset(
+    {
+        "index",
+        "message",
+        "delta",
+        "finish_reason",
+        "logprobs",
+        "native_finish_reason",
+        "stop_reason",
+        "matched_stop",
+        "error",
+        "content_filter_results",
+        "content_filter_offsets",
+    }
+)
+_MESSAGE_KEYS = frozenset(
+    {"role", "content", "tool_calls", "function_call", "refusal", "reasoning_content", "reasoning"}
+)
+
+
+def _beside_no_choices(body: Mapping[str, Any], findings: list[Finding]) -> None:
+    """A body without choices (or ``choices: []``) that holds keys a chat completion does not have
+    (a top-level ``message``, ``tool_calls``): reported with what they held, never passed over."""
+    extra = {k: v for k, v in body.items() if k not in CHAT_METADATA and k not in ("choices", "error")}
+    if not extra:
+        return
+    keys = sorted(str(k) for k in extra)[:10]
+    calls = "; it may hold tool call data: no call is made of it" if may_hold_calls(extra) else ""
+    findings.append(
+        finding(
+            "malformed_chunk",
+            f"the body has no choices and holds keys {keys} a chat completion does not have; not read "
+            f"({as_text(extra)[:80]}){calls}",
+        )
+    )
+
+
 def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedResponse:
     """Read a whole (non-streamed) chat completion body, including Ollama's ``index`` inside calls.
 
@@ -46,6 +91,8 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     if not isinstance(raw_choices, list):
         findings.append(finding("malformed_chunk", "choices is not a list; skipped"))
         raw_choices = []
+    if not raw_choices:
+        _beside_no_choices(body, findings)
     errored = False
     messages: list[tuple[int, dict[str, Any], Any]] = []
     for pos, choice in enumerate(raw_choices):
@@ -90,6 +137,9 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             )
             finish = as_text(finish)
         errored |= finish == "error" or bool(choice.get("error"))
+        beside = {k: v for k, v in choice.items() if k not in _BODY_CHOICE_KEYS}
+        if beside and may_hold_calls(beside):  # (`tool_calls` beside the message, not in it)
+            message = {**message, **{f"{k} (beside the message)": v for k, v in beside.items()}}
         messages.append((ci, message, finish))
     error = error_message(body)
     if error is None and errored:
@@ -230,11 +280,38 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
     given = [as_index(tc.get("index")) if isinstance(tc, dict) else None for tc in entries]
     explicit = all(type(i) is int for i in given) and len(set(given)) == len(given)
     pendings: list[PendingCall] = []
+    stray: str | None = None  # a tool call entry that is not an object but may hold one's data
+    extra = {k: v for k, v in message.items() if k not in _MESSAGE_KEYS}
+    if extra and may_hold_calls(extra):  # (a `tool_call`, a `tool_calls` misspelt): never passed over
+        keys = sorted(str(k) for k in extra)[:10]
+        findings.append(
+            finding(
+                "malformed_chunk",
+                f"choice {ci}: the message holds keys {keys} this reader does not read; skipped "
+                f"({as_text(extra)[:80]}); it may hold tool call data, so every call of this choice is "
+                "held back",
+                choice_index=ci,
+            )
+        )
+        stray = f"choice {ci}: the message holds keys {keys} that may hold tool call data"
     for pos, tc in enumerate(entries):
         if not isinstance(tc, dict):
+            holds = may_hold_calls(tc)
             findings.append(
-                finding("malformed_chunk", f"choice {ci}: tool call {pos} is not an object; skipped")
+                finding(
+                    "malformed_chunk",
+                    f"choice {ci}: tool call {pos} is {a_json_type(tc)}, not an object; skipped "
+                    f"({as_text(tc)[:80]})"
+                    + (
+                        "; it may hold tool call data, so every call of this choice is held back"
+                        if holds
+                        else ""
+                    ),
+                    choice_index=ci,
+                )
             )
+            if holds and stray is None:
+                stray = f"choice {ci}: tool call {pos} is not an object and may hold tool call data"
             continue
         index = given[pos] if explicit else pos
         index = index if type(index) is int else pos
@@ -290,6 +367,9 @@ def _pending_calls(message: dict[str, Any], ci: int, findings: list[Finding]) ->
                     call_index=pending.index,
                 )
             )
+    if stray is not None:
+        for pending in pendings:
+            pending.hold(stray)
     return pendings
 
 

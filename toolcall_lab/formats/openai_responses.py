@@ -11,7 +11,8 @@ must answer), not its ``fc_`` item id. Items the provider runs itself (``web_sea
 are reported in ``server_tool_calls``; items of built-in tools the *client* runs
 (``computer_call``, ``local_shell_call``, ``shell_call``, ``apply_patch_call``) are calls of kind
 ``builtin`` whose arguments are the item's action. ``response.failed`` and ``error`` events raise
-`ProviderStreamError`; ``response.incomplete`` marks calls whose items did not finish incomplete,
+`ProviderStreamError` (the items ``response.failed`` lists are read as a body's are);
+``response.incomplete`` marks calls whose items did not finish incomplete,
 and so does a stream cut before ``response.completed`` for an item announced with no arguments.
 A streamed call that ``response.completed`` lists nowhere in its ``output`` is kept when its item
 finished and incomplete when it never did, reported either way; after a status that is not a normal
@@ -118,6 +119,16 @@ _QUIET_PREFIXES = (
 )
 
 
+def _message_texts(item: Mapping[str, Any]) -> list[Any]:
+    """The ``output_text`` parts of a ``message`` item."""
+    content = item.get("content")
+    return [
+        part.get("text")
+        for part in (content if isinstance(content, list) else ())
+        if isinstance(part, Mapping) and part.get("type") == "output_text"
+    ]
+
+
 def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
     kind = str(item.get("type"))
     details = {
@@ -136,7 +147,7 @@ def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
 class _Item:
     """A client call item: its pending call, where it is, and its final text once known."""
 
-    __slots__ = ("call", "cut_item", "final", "item_id", "output_index", "unlisted")
+    __slots__ = ("call", "cut_item", "emptied", "final", "item_id", "output_index", "unlisted")
 
     def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
         self.call = call
@@ -145,6 +156,7 @@ class _Item:
         self.final: str | None = None
         self.unlisted = False  # never finished and not in response.completed's output
         self.cut_item = False  # a final form of the item says `status: "incomplete"`
+        self.emptied: str | None = None  # a final form gave "" against earlier text (`_set_final`)
 
     def settle(self, status: Any, finished: bool) -> None:
         """What a final form of the item says of its end: ``status: "incomplete"`` = cut, whatever the
@@ -179,6 +191,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         "_by_key",
         "_completed",
         "_foreign_items",
+        "_item_texts",
         "_items",
         "_orphans",
         "_reasoning",
@@ -204,6 +217,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._refusal: list[Any] = []
         self._text_done: list[Any] | None = None  # the `text` of each response.output_text.done
         self._items: list[_Item] = []
+        self._item_texts: list[Any] = []  # the text of output_item.done message items
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
         self._completed: list[Any] | None = None
@@ -258,7 +272,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             entry.call.came_not_string(odd)
         final = next((h.final for h in found if h.final is not None), None)
         if final is not None:
-            entry.final = final
+            self._set_final(entry, final, "its .done", found[0].first)
             entry.call.done = True
         count = sum(h.count for h in found)
         what = f"{count} arguments delta(s)" + (" and its .done" if final is not None else "")
@@ -413,6 +427,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 self._reasoning.append(text)
         elif kind == "response.output_item.added":
             item = self._part(event, "item", n, required=True)
+            if not item:
+                self._odd_item(event.get("item"), f"chunk {n}: the output_item.added's item")
             itype = as_key(item.get("type"))
             if itype in _CLIENT_ITEMS:
                 entry = self._announce(item, event.get("output_index"), n)
@@ -431,7 +447,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 if found is None:  # kept until its item comes (or as an orphan call at the end)
                     self._held(event, n).final = final
                 else:
-                    found.final = final
+                    self._set_final(found, final, kind.removeprefix("response."), n)
                     found.call.done = True
         elif kind == "response.output_item.done":
             self._item_done(event, n)
@@ -486,24 +502,43 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         else:
             self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
 
-    def _unknown_item(self, itype: Any, n: int, item: Mapping[str, Any], output_index: Any = None) -> None:
-        """An output item of a type this reader does not know: one that looks like a call (a
-        ``call_id``, ``name``, ``arguments`` or ``input``) is said not to be read (a warning); the
-        deltas naming it are its own, not orphans that hold the other calls back."""
+    def _was_foreign(self, item: Mapping[str, Any], output_index: Any) -> bool:
+        """The item is one of an unknown type already reported when it streamed (by id, else position)."""
+        foreign = self._foreign_items
+        if not foreign:
+            return False
+        item_id = _key(item.get("id"))
+        return item_id in foreign if item_id else ("#", _position(output_index)) in foreign
+
+    def _unknown_item(
+        self,
+        itype: Any,
+        n: int,
+        item: Mapping[str, Any],
+        output_index: Any = None,
+        *,
+        where: str | None = None,
+    ) -> None:
+        """An output item of a type this reader does not know (or without ``type``): one that looks
+        like a call (a ``call_id``, ``name``, ``arguments`` or ``input``) is said not to be read (a
+        warning); the deltas naming it are its own, not orphans that hold the other calls back."""
         said = [key for key in ("call_id", "name", "arguments", "input") if key in item]
+        where = where or f"chunk {n}"
+        chunk = n if n >= 0 else None
         if not said:
             self.note(
                 "unknown_event",
-                f"output item type {itype!r} is not read as a tool call; ignored",
-                chunk_index=n,
+                f"{where}: output item type {itype!r} is not read as a tool call; ignored "
+                f"({as_text(item)[:80]})",
+                chunk_index=chunk,
             )
             return
         self.note(
             "malformed_chunk",
-            f"chunk {n}: a call-like output item of unknown type {itype!r} ({'/'.join(said)}: call_id "
+            f"{where}: a call-like output item of unknown type {itype!r} ({'/'.join(said)}: call_id "
             f"{as_text(item.get('call_id'))[:40]!r}, name {as_text(item.get('name'))[:40]!r}) was not read: "
             "no call is made of it, it will not be executed",
-            chunk_index=n,
+            chunk_index=chunk,
         )
         if self._foreign_items is None:
             self._foreign_items = set()
@@ -529,14 +564,29 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             return {"status": status}
         return response
 
+    def _odd_item(self, item: Any, where: str) -> None:
+        """An item that is not an object (a JSON string...): when it may hold a call's data, every
+        call of the response is held back (which one it is, or whether it is one of its own, is
+        unknown)."""
+        if item is not None and not isinstance(item, Mapping) and may_hold_calls(item):
+            self._hold_all(f"{where} is not an object and may hold tool call data")
+
     def _item_done(self, event: Mapping[str, Any], n: int) -> None:
         item = self._part(event, "item", n, required=True)
+        if not item:
+            self._odd_item(event.get("item"), f"chunk {n}: the output_item.done's item")
         itype = as_key(item.get("type"))
         if itype in _SERVER_ITEMS:
             server = _server_call(item)
             self._server[server.tool_call_id] = server
             return
         if not _is_call(itype):
+            if itype == "message":  # its text: read when the stream sent no text deltas (`_final_texts`)
+                self._item_texts.extend(_message_texts(item))
+            elif item and itype not in _QUIET_ITEMS:
+                position = event.get("output_index")
+                if not self._was_foreign(item, position):
+                    self._unknown_item(itype, n, item, position)
             return
         item_id = _key(item.get("id"))
         entry = self._by_key.get(item_id) if item_id else None
@@ -555,8 +605,32 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._disagree(entry, item, "output_item.done", n)
         final = self._final_text(entry.call, _final_of(item), n)
         if final is not None:
-            entry.final = final
+            self._set_final(entry, final, "output_item.done", n)
         entry.settle(item.get("status"), True)
+
+    def _set_final(self, entry: _Item, final: str, where: str, n: int | None) -> bool:
+        """Take `final` (from `where`) as the item's final arguments (the later form wins, README's
+        authority rule), unless it is empty while what came before (the deltas, an earlier final form)
+        holds text: then the earlier text is kept as the evidence, ``arguments_mismatch`` says so and
+        the call is held back at the end (`_Item.emptied`), never run with ``{}``. A later non-empty
+        form settles it. False when `final` was not taken."""
+        if not final.strip():
+            before = entry.final if entry.final else "".join(entry.call.pieces)
+            if before.strip():
+                what = "an earlier final form" if entry.final else "the concatenated deltas"
+                entry.emptied = f"{where} gave empty arguments after {what} held {len(before)} characters"
+                self.note(
+                    "arguments_mismatch",
+                    f"call {entry.call.tool_call_id}: {where} gives empty arguments (0 characters) but "
+                    f"{what} held {len(before)}; kept those {len(before)} characters as the evidence, "
+                    "and the call is held back (incomplete, never run): which is right is unknown",
+                    chunk_index=n,
+                    tool_call_id=entry.call.tool_call_id,
+                )
+                return False
+        entry.final = final
+        entry.emptied = None
+        return True
 
     def _disagree(self, entry: _Item, item: Mapping[str, Any], where: str, n: int | None) -> None:
         """A later form of an item (``output_item.done``, ``response.completed``) against the call as
@@ -611,7 +685,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
             self.status = "incomplete"
         output = response.get("output")
-        if kind in ("response.completed", "response.incomplete") and output is not None:
+        if kind not in ("response.completed", "response.incomplete", "response.failed", "error") and output:
+            self._early_output(kind, output)
+        if kind in ("response.completed", "response.incomplete", "response.failed") and output is not None:
             if isinstance(output, list):
                 self._completed = output
             else:
@@ -621,14 +697,40 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     "kept as streamed",
                 )
 
+    def _early_output(self, kind: str, output: Any) -> None:
+        """Items in the ``output`` of ``response.created`` / ``.in_progress`` (OpenAI sends it empty):
+        not read, since only the item events and ``response.completed`` say what the response holds;
+        reported, naming any call among them, so nothing they held goes unseen."""
+        items = output if isinstance(output, list) else [output]
+        calls = [
+            f"{as_text(i.get('call_id'))[:40]} ({as_text(i.get('name'))[:40]})"
+            for i in items
+            if isinstance(i, Mapping) and (_is_call(as_key(i.get("type"))) or "call_id" in i)
+        ]
+        named = f", call(s) {', '.join(calls[:5])}" if calls else ""
+        self.note(
+            "malformed_chunk",
+            f"{kind}: its `output` holds {len(items)} item(s){named}; not read (the item events and "
+            "response.completed's output say what the response holds): a call only there is not made",
+        )
+
     def _reconcile(self) -> None:
         """Take the ``output`` of ``response.completed`` as the authoritative list of items (its
         arguments over every earlier form; a different name or call_id is reported, see `_disagree`)."""
         if self._completed is None:
             return
         listed: set[int] = set()
+        ending = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(
+            str(self.status), "response.completed"
+        )
         for pos, item in enumerate(self._completed):
             if not isinstance(item, Mapping):
+                self.note(
+                    "malformed_chunk",
+                    f"{ending}: output item {pos} is {a_json_type(item)}, not an object; skipped "
+                    f"({as_text(item)[:100]})",
+                )
+                self._odd_item(item, f"{ending} output item {pos}")
                 continue
             itype = as_key(item.get("type"))
             if itype in _SERVER_ITEMS:
@@ -636,6 +738,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 self._server.setdefault(server.tool_call_id, server)
                 continue
             if not _is_call(itype):
+                if itype not in _QUIET_ITEMS and not self._was_foreign(item, pos):
+                    self._unknown_item(itype, -1, item, pos, where=f"{ending} output item {pos}")
                 continue
             item_id = _key(item.get("id"))
             entry = self._by_key.get(item_id) if item_id else None
@@ -652,25 +756,27 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 entry = self._announce(item, pos, -1)
                 self.note(
                     "recovered_from_completed",
-                    f"call {item.get('call_id')} ({item.get('name')}) only in response.completed "
-                    "output; taken from there",
+                    f"call {item.get('call_id')} ({item.get('name')}) only in {ending} output; taken "
+                    "from there",
                     tool_call_id=entry.call.tool_call_id,
                 )
             else:
                 self._disagree(entry, item, "response.completed", None)
             listed.add(id(entry))
             final = self._final_text(entry.call, _final_of(item), -1)
-            if final is not None:
-                if entry.final is not None and entry.final != final:
-                    self.note(
-                        "arguments_mismatch",
-                        f"call {entry.call.tool_call_id}: response.completed output differs from "
-                        "the earlier final arguments; kept the response.completed output",
-                        tool_call_id=entry.call.tool_call_id,
-                    )
-                entry.final = final
+            earlier = entry.final
+            taken = final is not None and self._set_final(entry, final, "response.completed", None)
+            if taken and final is not None and earlier is not None and earlier != final:
+                self.note(
+                    "arguments_mismatch",
+                    f"call {entry.call.tool_call_id}: response.completed output ({len(final)} "
+                    f"characters) differs from the earlier final arguments ({len(earlier)} characters); "
+                    "kept the response.completed output",
+                    tool_call_id=entry.call.tool_call_id,
+                )
             entry.settle(item.get("status"), False)
-        ending = "response.incomplete" if self.status == "incomplete" else "response.completed"
+        if self.status == "failed":  # a failed response's calls in progress are its error's to name
+            return
         empty = " (its output list is empty)" if not self._completed else ""
         for entry in self._items:
             if id(entry) not in listed:
@@ -718,7 +824,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             entry = self._announce({"type": "function_call", "id": item_id}, None, held.first)
             entry.call.pieces = held.pieces
             entry.call.first_chunk = held.first
-            entry.final = held.final
+            if held.final is not None:
+                self._set_final(entry, held.final, "the .done", held.first)
             what = f"{held.count} arguments delta(s)" if held.count else ""
             if held.final is not None:
                 what = f"{what} and a .done" if what else "a function_call_arguments.done"
@@ -750,8 +857,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         findings.append(
             finding(
                 "arguments_mismatch",
-                f"call {pending.tool_call_id}: the final arguments differ from the concatenated deltas "
-                f"({len(joined)} vs {len(final)} characters); kept the final ones",
+                f"call {pending.tool_call_id}: the final arguments ({len(final)} characters) differ from "
+                f"the concatenated deltas ({len(joined)} characters); kept the final ones",
                 chunk_index=pending.first_chunk,
                 tool_call_id=pending.tool_call_id,
             )
@@ -765,11 +872,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         texts: list[Any] = []
         for item in self._completed or ():
             if isinstance(item, Mapping) and item.get("type") == "message":
-                content = item.get("content")
-                for part in content if isinstance(content, list) else ():
-                    if isinstance(part, Mapping) and part.get("type") == "output_text":
-                        texts.append(part.get("text"))
-        return texts
+                texts.extend(_message_texts(item))
+        return texts or self._item_texts
 
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
@@ -782,13 +886,16 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         return calls_snapshot([e.call for e in self._items])
 
     def _result(self, error: str | None) -> ParsedResponse:
-        if error is None:
-            self._reconcile()
+        if error is None or (self.status == "failed" and self._completed is not None):
+            self._reconcile()  # (response.failed's output too: what it lists is read as the body reader does)
         if self._orphans:
             self._orphan_calls()
         if self._stray is not None:
             for entry in self._items:
                 entry.call.hold(self._stray)
+        for entry in self._items:
+            if entry.emptied is not None:
+                entry.call.hold(f"{entry.emptied}: which is right is unknown")
         findings = list(self.findings)
         calls: list[ToolCall] = []
         status = self.status
@@ -914,7 +1021,11 @@ def parse_responses_output(body: Mapping[str, Any], *, batch: int = 0) -> Parsed
         output = []
     for pos, item in enumerate(output):
         if not isinstance(item, Mapping):
-            acc.note("malformed_chunk", f"output item {pos} is not an object; skipped")
+            acc.note(
+                "malformed_chunk",
+                f"output item {pos} is {a_json_type(item)}, not an object; skipped ({as_text(item)[:100]})",
+            )
+            acc._odd_item(item, f"output item {pos}")
             continue
         kind = as_key(item.get("type"))
         if kind == "message":
