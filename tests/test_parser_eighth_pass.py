@@ -295,7 +295,8 @@ def test_9_the_start_up_guard_is_installed_before_any_other_import_of_the_packag
     ]
     after_site = names[names.index("site") + 1 :]
     guard = after_site.index("toolcall_lab._startup")
-    assert after_site[:guard] == ["signal"], after_site[: guard + 1]  # nothing but what the guard needs
+    # nothing but the small standard-library modules the guard itself imports (atexit, os, signal, sys)
+    assert set(after_site[:guard]) <= {"atexit", "signal"}, after_site[: guard + 1]
 
 
 # -- 5: chunks that each name a new choice keep no state beyond a bound -------------------------------
