@@ -319,18 +319,7 @@ def iter_stream_responses(
             try:
                 feed(item)
             except ProviderStreamError as exc:
-                response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
-                if errors == "raise":
-                    _raise(
-                        ProviderStreamError(
-                            exc.provider_message,
-                            payload=exc.payload,
-                            line_number=_line(where),
-                            chunk_index=exc.chunk_index,
-                        ),
-                        response,
-                    )
-                last, yielded = response, yielded + 1
+                last, yielded = _stream_error(exc, notes, errors, where), yielded + 1
                 batch += 1
                 acc = None
                 after_error = True
@@ -347,18 +336,7 @@ def iter_stream_responses(
                 try:
                     feed(item)
                 except ProviderStreamError as exc:
-                    response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
-                    if errors == "raise":
-                        _raise(
-                            ProviderStreamError(
-                                exc.provider_message,
-                                payload=exc.payload,
-                                line_number=_line(where),
-                                chunk_index=exc.chunk_index,
-                            ),
-                            response,
-                        )
-                    last, yielded = response, yielded + 1
+                    last, yielded = _stream_error(exc, notes, errors, where), yielded + 1
                     batch += 1
                     acc = None
                     after_error = True
@@ -456,6 +434,23 @@ def collect(responses: Iterable[ParsedResponse]) -> list[ParsedResponse]:
 
 def _line(where: list[int] | None) -> int | None:
     return where[0] if where else None
+
+
+def _stream_error(exc: ProviderStreamError, notes: Any, errors: str, where: Any) -> ParsedResponse:
+    """The response a provider error ended (its calls in progress incomplete), or, with
+    ``errors="raise"``, the error raised again with the line it came on."""
+    response = _with_notes(exc.partial_responses[0], notes)  # type: ignore[arg-type]
+    if errors == "raise":
+        _raise(
+            ProviderStreamError(
+                exc.provider_message,
+                payload=exc.payload,
+                line_number=_line(where),
+                chunk_index=exc.chunk_index,
+            ),
+            response,
+        )
+    return response
 
 
 def _raise(exc: WireFormatError, failed: ParsedResponse) -> NoReturn:
