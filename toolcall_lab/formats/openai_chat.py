@@ -80,7 +80,12 @@ from toolcall_lab.formats.base import (
     repeated_provider_ids,
 )
 from toolcall_lab.formats.errors import error_message, is_detail_error
-from toolcall_lab.formats.openai_chat_body import entry_shape, legacy_differs_note, parse_chat_completion
+from toolcall_lab.formats.openai_chat_body import (
+    CHOICE_KEYS,
+    entry_shape,
+    legacy_differs_note,
+    parse_chat_completion,
+)
 from toolcall_lab.messages import (
     Finding,
     ParsedChoice,
@@ -96,21 +101,7 @@ __all__ = ["ChatCompletionAccumulator", "parse_chat_completion"]
 _METADATA = CHAT_METADATA
 """Keys a chat chunk without ``choices`` may hold and still be a chunk (usage, metadata)."""
 _EMPTY_CHOICES_KEYS = CHAT_METADATA | {"choices", "error"}
-_CHOICE_KEYS = frozenset(
-    {
-        "index",
-        "delta",
-        "message",
-        "finish_reason",
-        "logprobs",
-        "native_finish_reason",
-        "stop_reason",
-        "matched_stop",
-        "error",
-        "content_filter_results",
-        "content_filter_offsets",
-    }
-)
+_CHOICE_KEYS = CHOICE_KEYS
 """Keys of a choice: one holding others and no ``delta`` is of a shape this parser does not read."""
 _DELTA_KEYS = frozenset(
     {"role", "content", "reasoning_content", "reasoning", "function_call", "refusal", "tool_calls"}

@@ -42,7 +42,7 @@ def _by_index(call: PendingCall) -> int:
     return call.index
 
 
-_BODY_CHOICE_KEYS = frozenset(
+CHOICE_KEYS = frozenset(
     {
         "index",
         "message",
@@ -137,7 +137,7 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             )
             finish = as_text(finish)
         errored |= finish == "error" or bool(choice.get("error"))
-        beside = {k: v for k, v in choice.items() if k not in _BODY_CHOICE_KEYS}
+        beside = {k: v for k, v in choice.items() if k not in CHOICE_KEYS}
         if beside and may_hold_calls(beside):  # (`tool_calls` beside the message, not in it)
             message = {**message, **{f"{k} (beside the message)": v for k, v in beside.items()}}
         messages.append((ci, message, finish))
