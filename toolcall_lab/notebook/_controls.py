@@ -251,6 +251,27 @@ class ExportBar(widgets.VBox):  # type: ignore[misc]
         self.message.value = note("saved " + ", ".join(str(p) for p in paths))
 
 
+def box_options(view: type, given: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments a view hands on to its `widgets.VBox` (``layout=``, ``tooltip=``, ...).
+    Any other is refused, naming it and the view's own options: a view must never ignore an option
+    it was given (``CorpusView(folder, timings="recorded")`` would show unfiltered numbers)."""
+    known = {n for n in widgets.VBox.class_trait_names() if not n.startswith("_")} - {"children"}
+    unknown = sorted(k for k in given if k not in known)
+    if unknown:
+        import inspect
+
+        own = [
+            p.name
+            for p in inspect.signature(view).parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        raise UsageError(
+            f"{view.__name__}: unknown option(s) {', '.join(map(repr, unknown))}; its options: "
+            f"{', '.join(own)} (and a widget box's, such as layout=)"
+        )
+    return given
+
+
 class StaticFallback:
     """A view that also prints a static HTML copy of itself, for renderers without the widget's
     JavaScript (a code host, `jupyter nbconvert --to html` offline, a notebook opened without a

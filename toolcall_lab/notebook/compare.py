@@ -16,6 +16,7 @@ from toolcall_lab.notebook._controls import (
     ExportBar,
     OpenBox,
     StaticFallback,
+    box_options,
     error_html,
     guarded,
     note,
@@ -79,11 +80,12 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         concurrency: int | None = None,
         **kwargs: Any,
     ) -> None:
-        from toolcall_lab.analysis import check_distinct, modes_list
+        from toolcall_lab.analysis import check_distinct, modes_list, run_capped
 
         check_concurrency(concurrency, "CompareView(concurrency=...)")  # (compare's rules, up front)
         check_round_trip(round_trip_s, "CompareView(round_trip_s=...)")
         modes = modes_list(modes, "CompareView(modes=...)")
+        run_capped(modes, None, "CompareView(modes=...)")  # (a spec that names no strategy: refused now)
         check_distinct([mode_name(m) for m in modes], "CompareView(modes=...)")
         self.trace = trace
         self.traces: list[Trace] = [trace] if trace is not None else []
@@ -143,7 +145,7 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.export,
                 self.errors,
             ],
-            **kwargs,
+            **box_options(CompareView, kwargs),
         )
         self.add_class("tcl-view")
         self.add_class("tcl-compare-view")
@@ -285,9 +287,10 @@ class CompareView(StaticFallback, widgets.VBox):  # type: ignore[misc]
 
     @traitlets.validate("modes")
     def _distinct(self, proposal: Any) -> tuple[Any, ...]:
-        from toolcall_lab.analysis import check_distinct
+        from toolcall_lab.analysis import check_distinct, run_capped
 
         check_distinct([mode_name(m) for m in proposal["value"]], "CompareView.modes")
+        run_capped(list(proposal["value"]), None, "CompareView.modes")
         return tuple(proposal["value"])
 
     def render(self, _: Any = None) -> None:

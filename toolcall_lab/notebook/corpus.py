@@ -12,7 +12,7 @@ import ipywidgets as widgets
 import traitlets
 
 from toolcall_lab._rules import check_round_trip
-from toolcall_lab.notebook._controls import ExportBar, StaticFallback, guarded, note, wrap
+from toolcall_lab.notebook._controls import ExportBar, StaticFallback, box_options, guarded, note, wrap
 from toolcall_lab.notebook.compare import CompareView, mode_name
 from toolcall_lab.notebook.html import assumed, comparable, fmt, speedup_text, table_html
 from toolcall_lab.notebook.loading import IMPORT_FIRST, TRACE, import_hint, kind_of
@@ -124,6 +124,10 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 f"CorpusView(page_size={page_size!r}): page_size={page_size!r}: must be an integer >= 1"
             )
         check_round_trip(round_trip_s, "CorpusView(round_trip_s=...)")  # (compare's rule, up front)
+        from toolcall_lab.analysis import modes_list, run_capped
+
+        modes = modes_list(modes, "CorpusView(modes=...)")
+        run_capped(modes, None, "CorpusView(modes=...)")  # (bad specs refused before any replay)
         self.modes_arg, self.round_trip_s, self.page_size = tuple(modes), round_trip_s, page_size
         self.errors = widgets.Output()
         self.folder = widgets.Text(
@@ -199,7 +203,7 @@ class CorpusView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.export,
                 self.errors,
             ],
-            **kwargs,
+            **box_options(CorpusView, kwargs),
         )
         self.add_class("tcl-view")
         self.add_class("tcl-corpus-view")

@@ -29,7 +29,7 @@ from toolcall_lab.events import (
     RunFinished,
     Thought,
 )
-from toolcall_lab.notebook._controls import StaticFallback, wrap
+from toolcall_lab.notebook._controls import StaticFallback, box_options, wrap
 from toolcall_lab.notebook.html import round_html, round_spans, timing_summary
 from toolcall_lab.notebook.round_state import round_status
 from toolcall_lab.notebook.theme import SUMMARY, e, plural, secs
@@ -309,7 +309,7 @@ class LiveView(StaticFallback, widgets.VBox):  # type: ignore[misc]
         self.view = widgets.HTML(
             wrap(f"<b>{e(title)}</b> <span class='tcl-muted'>waiting for events…</span>")
         )
-        super().__init__([self.view], **kwargs)
+        super().__init__([self.view], **box_options(LiveView, kwargs))
         self.add_class("tcl-view")
         self.add_class("tcl-live-view")
 

@@ -16,7 +16,15 @@ import ipywidgets as widgets
 import traitlets
 
 from toolcall_lab.formats.recordings import read_recording
-from toolcall_lab.notebook._controls import ExportBar, OpenBox, StaticFallback, guarded, note, wrap
+from toolcall_lab.notebook._controls import (
+    ExportBar,
+    OpenBox,
+    StaticFallback,
+    box_options,
+    guarded,
+    note,
+    wrap,
+)
 from toolcall_lab.notebook.compare import CompareView
 from toolcall_lab.notebook.corpus import CorpusView
 from toolcall_lab.notebook.export import calls_rows
@@ -100,7 +108,7 @@ class TraceView(StaticFallback, widgets.VBox):  # type: ignore[misc]
                 self.export,
                 self.errors,
             ],
-            **kwargs,
+            **box_options(TraceView, kwargs),
         )
         self.add_class("tcl-view")
         self.add_class("tcl-trace-view")
@@ -302,7 +310,7 @@ class StreamStepper(StaticFallback, widgets.VBox):  # type: ignore[misc]
             layout=widgets.Layout(display=None if len(self.streams) > 1 else "none", width="95%"),
         )
         self.errors = widgets.Output()
-        super().__init__([self.chooser, self.view, self.errors], **kwargs)
+        super().__init__([self.chooser, self.view, self.errors], **box_options(StreamStepper, kwargs))
         self.add_class("tcl-view")
         self.add_class("tcl-stream-stepper")
         widgets.link((self.chooser, "value"), (self, "stream"))
