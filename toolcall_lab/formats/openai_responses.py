@@ -155,19 +155,21 @@ class _Item:
         self.output_index = output_index if type(output_index) is int else 1 << 30
         self.final: str | None = None
         self.unlisted = False  # never finished and not in response.completed's output
-        self.cut_item = False  # a final form of the item says `status: "incomplete"`
+        self.cut_item: str | None = None  # a final form's `status` other than "completed" (repr)
         self.emptied: str | None = None  # a final form gave "" against earlier text (`_set_final`)
 
     def settle(self, status: Any, finished: bool) -> None:
-        """What a final form of the item says of its end: ``status: "incomplete"`` = cut, whatever the
-        response says; ``"completed"``, or a form that is itself the item's end (`finished`:
+        """What a final form of the item says of its end: any status other than ``"completed"``
+        (``incomplete``, ``failed``, ``in_progress``, ``queued``, an unknown value) = not finished,
+        whatever the response says; ``"completed"``, or a form that is itself the item's end (`finished`:
         ``output_item.done``) = finished. Being listed in a response's output without a status
         shows nothing (a ``custom_tool_call`` has no status field): only a normal end of the
         response then says the item is whole (`_result`)."""
-        if status == "incomplete":
-            self.cut_item = True
+        if status is not None and status != "completed":
+            if self.cut_item is None:
+                self.cut_item = repr(status)
             self.call.done = False
-        elif (status == "completed" or finished) and not self.cut_item:
+        elif (status == "completed" or finished) and self.cut_item is None:
             self.call.done = True
 
 
@@ -924,10 +926,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 if pending.pieces:
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
-            done = pending.done or (ending == "normal" and not entry.unlisted and not entry.cut_item)
+            done = pending.done or (ending == "normal" and not entry.unlisted and entry.cut_item is None)
             why = cut
-            if entry.cut_item:
-                why = "its item has status 'incomplete'" + (
+            if entry.cut_item is not None:
+                why = f"its item has status {entry.cut_item}" + (
                     " although the response completed" if ending == "normal" else ""
                 )
             elif done and ending != "normal":

@@ -1,0 +1,50 @@
+"""Issue 10, ninth pass: the findings of the re-check w10, fixed by class -- a call is never marked
+complete when the evidence does not show it finished, and a part that may carry a call or text is
+never skipped with no finding (stream and whole body agree). Each test names its item of the brief.
+Bytes are written here; files are read whole and streamed, which must agree (`one`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_parser_sixth_pass import FC, R_START, one, r_added, r_delta, r_end, r_item_done, said
+from toolcall_lab.formats import parse_responses_output
+
+ARGS = '{"x":1}'
+NOT_FINISHED = ["failed", "in_progress", "queued", "searching"]
+
+
+# -- 1: a Responses item's own status other than "completed" is not finished --------------------------
+@pytest.mark.parametrize("status", NOT_FINISHED)
+def test_1_a_body_item_whose_status_is_not_completed_is_incomplete(status: str) -> None:
+    item = {**FC, "arguments": ARGS, "status": status}
+    r = parse_responses_output({"status": "completed", "output": [item]})
+    (call,) = r.tool_calls
+    assert not call.complete
+    assert f"its item has status {status!r}" in said(r, "unfinished_call")
+
+
+@pytest.mark.parametrize("status", NOT_FINISHED)
+def test_1_a_streamed_item_listed_with_such_a_status_is_incomplete(tmp_path: Path, status: str) -> None:
+    listed = {**FC, "arguments": ARGS, "status": status}
+    r = one(tmp_path, R_START + r_added(FC) + r_delta(ARGS) + r_end(output=[listed]))
+    (call,) = r.tool_calls
+    assert not call.complete
+    assert f"its item has status {status!r}" in said(r, "unfinished_call")
+
+
+def test_1_an_item_done_with_such_a_status_is_incomplete(tmp_path: Path) -> None:
+    done = {**FC, "arguments": ARGS, "status": "failed"}
+    r = one(tmp_path, R_START + r_added(FC) + r_delta(ARGS) + r_item_done(done) + r_end())
+    assert not r.tool_calls[0].complete
+
+
+def test_1_completed_and_absent_statuses_still_finish(tmp_path: Path) -> None:
+    done = {**FC, "arguments": ARGS, "status": "completed"}
+    r = one(tmp_path, R_START + r_added(FC) + r_delta(ARGS) + r_item_done(done) + r_end(output=[done]))
+    assert r.tool_calls[0].complete and r.findings == ()
+    plain: dict[str, Any] = {**FC, "arguments": ARGS}
+    assert parse_responses_output({"status": "completed", "output": [plain]}).tool_calls[0].complete
