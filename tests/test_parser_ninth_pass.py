@@ -10,8 +10,24 @@ from typing import Any
 
 import pytest
 
-from tests.test_parser_sixth_pass import FC, R_START, one, r_added, r_delta, r_end, r_item_done, said
-from toolcall_lab.formats import parse_responses_output
+from tests.test_parser_sixth_pass import (
+    A_START,
+    FC,
+    R_START,
+    TOOL_USE,
+    a_block,
+    a_end,
+    a_json,
+    a_stop,
+    ev,
+    one,
+    r_added,
+    r_delta,
+    r_end,
+    r_item_done,
+    said,
+)
+from toolcall_lab.formats import parse_anthropic_message, parse_responses_output
 
 ARGS = '{"x":1}'
 NOT_FINISHED = ["failed", "in_progress", "queued", "searching"]
@@ -48,3 +64,40 @@ def test_1_completed_and_absent_statuses_still_finish(tmp_path: Path) -> None:
     assert r.tool_calls[0].complete and r.findings == ()
     plain: dict[str, Any] = {**FC, "arguments": ARGS}
     assert parse_responses_output({"status": "completed", "output": [plain]}).tool_calls[0].complete
+
+
+# -- 2: Anthropic max_tokens: the stream and the body agree -------------------------------------------
+TEXT = {"type": "text", "text": ""}
+
+
+@pytest.mark.parametrize("before", [[], ["text"]])
+def test_2_a_closed_last_tool_use_at_max_tokens_is_incomplete_as_in_the_body(
+    tmp_path: Path, before: list[str]
+) -> None:
+    head = a_block(0, TEXT) + a_stop(0) if before else ""
+    i = len(before)
+    r = one(tmp_path, A_START + head + a_block(i) + a_json(i, ARGS) + a_stop(i) + a_end("max_tokens"))
+    (call,) = r.tool_calls
+    assert not call.complete
+    assert "the message's last block" in said(r, "unfinished_call")
+    content: list[Any] = [TEXT] * len(before) + [{**TOOL_USE, "input": {"x": 1}}]
+    body = parse_anthropic_message({"content": content, "stop_reason": "max_tokens"})
+    assert [c.complete for c in body.tool_calls] == [False]
+    assert "the message's last block" in said(body, "unfinished_call")
+
+
+def test_2_a_tool_use_followed_by_another_block_at_max_tokens_is_finished(tmp_path: Path) -> None:
+    r = one(
+        tmp_path, A_START + a_block(0) + a_json(0, ARGS) + a_stop(0) + a_block(1, TEXT) + a_end("max_tokens")
+    )
+    assert r.tool_calls[0].complete
+    r = one(tmp_path, A_START + a_block(0) + a_json(0, ARGS) + a_stop(0) + a_end("end_turn"))
+    assert r.tool_calls[0].complete
+
+
+def test_2_a_closed_last_block_followed_by_a_provider_error_is_incomplete(tmp_path: Path) -> None:
+    error = ev({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    r = one(tmp_path, A_START + a_block(0) + a_json(0, ARGS) + a_stop(0) + error)
+    (call,) = r.tool_calls
+    assert not call.complete
+    assert "provider error" in said(r, "unfinished_call")

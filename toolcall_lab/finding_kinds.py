@@ -375,8 +375,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "Nothing shows this call was finished: the response ended in a provider error, was filtered, "
         "or did not end normally (the token limit, `abort`, any reason not in the normal list) and the "
         "call's own structure does not close it (chat calls have no end marker; an Anthropic block "
-        "not closed by `content_block_stop`, the last block of a body cut at `max_tokens`; a Responses "
-        "item never finished). Its arguments may parse, or it is a custom tool's free-form input, but "
+        "not closed by `content_block_stop`, the last block of a message cut at `max_tokens`, closed or "
+        "not; a Responses item never finished or whose own `status` is not `completed`). Its arguments "
+        "may parse, or it is a custom tool's free-form input, but "
         "may be cut: marked incomplete, never executed.",
         "call call_c (shell): the response was cut at the token limit (finish_reason 'length'), and a "
         "custom tool's free-form input has no end of its own (it may be cut); marked incomplete",

@@ -146,6 +146,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         "_calls",
         "_ended",
         "_inputs",
+        "_last",
         "_results",
         "_server",
         "_server_inputs",
@@ -174,6 +175,10 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         self._stray: str | None = None  # why every client call is held back (orphan arguments came)
         self._ended = False  # message_stop seen: an event of another format after it starts a response
         self._unknown_blocks: dict[Any, str] | None = None  # block index -> a type this reader does not read
+        # the call of the last block opened, when that block is a tool_use: its content_block_stop does
+        # not show it finished if the message was then cut (max_tokens) or failed (the API closes a cut
+        # block too), as the last block of a whole body cut short (`parse_anthropic_message`)
+        self._last: PendingCall | None = None
 
     own_format = "anthropic"
 
@@ -498,6 +503,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def _open_block(self, block: Mapping[str, Any], index: Any, n: int) -> None:
         btype = as_key(block.get("type"))
+        self._last = None
         held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(
@@ -512,6 +518,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             tid, name = self._header(block, n)
             call = PendingCall.announced(0, len(self._calls), n, tid, name)
             self._blocks[index] = (call, True)
+            self._last = call
             self._inputs[call.index] = block.get("input", _ABSENT)
             self._calls.append(call)
             if self.listener is not None:
@@ -597,9 +604,22 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             for pending in self._calls:
                 pending.hold(self._stray)
         taken = provider_ids(self._calls)
+        doubt = None  # why the last block's content_block_stop does not show its call finished
+        if error is not None:
+            doubt = "its block was the last one opened before the provider error"
+        elif ending in ("limit", "abnormal"):
+            doubt = (
+                f"{cut_reason('stop_reason', str(stop))} at this tool_use, the message's last block "
+                "(the API closes a cut block with content_block_stop too)"
+            )
         for pending in self._calls:
             raw = None
             start = self._inputs.get(pending.index)
+            here = cut
+            stopped = pending.done  # its block was closed: its start input is what it said
+            if doubt is not None and pending is self._last and stopped:
+                pending.done = False
+                here = doubt
             closed = pending.done or ending == "normal"
             if pending.done and ending != "normal":
                 pending.finished_by = "a block that was closed (content_block_stop)"
@@ -607,7 +627,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
                     pending.args_absent = "`input` null" if start is None else "`input` missing"
                     pending.quirky = True
-                elif start or closed:  # (an empty start input of a block cut before its end says nothing)
+                elif start or closed or stopped:  # (an empty start input of a block cut before its end
+                    # says nothing)
                     raw = compact_json(start)
             elif start and isinstance(start, dict):
                 self._start_and_deltas(pending, start, findings)
@@ -616,7 +637,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 findings,
                 raw,
                 failed if ending == "filtered" or not pending.done else None,
-                None if closed else cut,
+                None if closed else here,
                 taken,
             )
             calls.append(call)
