@@ -101,3 +101,49 @@ def test_2_a_closed_last_block_followed_by_a_provider_error_is_incomplete(tmp_pa
     (call,) = r.tool_calls
     assert not call.complete
     assert "provider error" in said(r, "unfinished_call")
+
+
+# -- 3: Responses text: the final forms are authoritative over the deltas; no text is dropped ---------
+def _message(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": "m1",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    }
+
+
+def _text_delta(text: str) -> str:
+    return ev({"type": "response.output_text.delta", "item_id": "m1", "output_index": 0, "delta": text})
+
+
+def test_3_final_text_wins_over_the_deltas_with_a_finding(tmp_path: Path) -> None:
+    done = ev(
+        {"type": "response.output_text.done", "item_id": "m1", "output_index": 0, "text": "hello world"}
+    )
+    data = R_START + r_added(_message("")) + _text_delta("hello") + done
+    r = one(tmp_path, data + r_item_done(_message("hello world")) + r_end(output=[_message("hello world")]))
+    assert r.first.content == "hello world"
+    assert "the text deltas (5 characters) differ from the response.completed text (11" in said(
+        r, "text_mismatch"
+    )
+    whole = parse_responses_output({"status": "completed", "output": [_message("hello world")]})
+    assert whole.first.content == "hello world" and whole.findings == ()
+    same = one(tmp_path, R_START + _text_delta("hello") + r_end(output=[_message("hello")]), "same.sse")
+    assert same.first.content == "hello" and same.findings == ()
+
+
+def test_3_text_only_in_content_part_done_or_output_item_added_is_read(tmp_path: Path) -> None:
+    part = ev(
+        {
+            "type": "response.content_part.done",
+            "item_id": "m1",
+            "output_index": 0,
+            "content_index": 0,
+            "part": {"type": "output_text", "text": "part text"},
+        }
+    )
+    r = one(tmp_path, R_START + r_added(_message("")) + part + r_end(output=[]), "part.sse")
+    assert r.first.content == "part text"
+    r = one(tmp_path, R_START + r_added(_message("added text")) + r_end(output=[]), "added.sse")
+    assert r.first.content == "added text"

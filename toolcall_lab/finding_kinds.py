@@ -515,6 +515,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "final ones are kept.",
         "call call_1: function_call_arguments.done differs from the deltas; kept .done",
     ),
+    "text_mismatch": KindInfo(
+        "warning",
+        "The final text of a Responses stream (`response.completed`, `output_item.done`, "
+        "`content_part.done`, `output_text.done`: the latest form) differs from the concatenated text "
+        "deltas; the final text is kept, as for arguments.",
+        "the text deltas (5 characters) differ from the response.completed text (11 characters); kept "
+        "the response.completed text",
+    ),
     "not_in_completed": KindInfo(
         "warning",
         "A call the stream showed is missing from the `output` of `response.completed`: kept as "

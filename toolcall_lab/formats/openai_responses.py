@@ -190,12 +190,14 @@ class ResponsesStreamAccumulator(StreamAccumulator):
     """Assemble function calls and text from the events of one Responses API stream."""
 
     __slots__ = (
+        "_added_texts",
         "_by_key",
         "_completed",
         "_foreign_items",
         "_item_texts",
         "_items",
         "_orphans",
+        "_part_texts",
         "_reasoning",
         "_refusal",
         "_server",
@@ -220,6 +222,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._text_done: list[Any] | None = None  # the `text` of each response.output_text.done
         self._items: list[_Item] = []
         self._item_texts: list[Any] = []  # the text of output_item.done message items
+        self._part_texts: list[Any] = []  # the text of content_part.done output_text parts
+        self._added_texts: list[Any] = []  # the text of output_item.added message items (sent empty)
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
         self._completed: list[Any] | None = None
@@ -421,6 +425,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             if self._text_done is None:
                 self._text_done = []
             self._text_done.append(event.get("text"))
+        elif kind == "response.content_part.done":
+            part = event.get("part")
+            if isinstance(part, Mapping) and part.get("type") == "output_text":
+                self._part_texts.append(part.get("text"))
         elif kind == "response.refusal.delta":
             self._refusal.append(event.get("delta"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
@@ -439,6 +447,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     entry.call.pieces.append(first)
             elif itype in _BUILTIN_ITEMS:
                 self._announce(item, event.get("output_index"), n)
+            elif itype == "message":
+                self._added_texts.extend(_message_texts(item))
             elif item and itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
                 self._unknown_item(itype, n, item, event.get("output_index"))
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
@@ -583,7 +593,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._server[server.tool_call_id] = server
             return
         if not _is_call(itype):
-            if itype == "message":  # its text: read when the stream sent no text deltas (`_final_texts`)
+            if itype == "message":  # its text: read when the stream sent no text deltas (`_final_text_of`)
                 self._item_texts.extend(_message_texts(item))
             elif item and itype not in _QUIET_ITEMS:
                 position = event.get("output_index")
@@ -866,16 +876,40 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         )
 
-    def _final_texts(self) -> list[Any]:
-        """The text of a stream that sent no text deltas: its final forms, ``output_text.done``
-        events, else the message items of ``response.completed`` (servers that send only those)."""
-        if self._text_done:
-            return self._text_done
-        texts: list[Any] = []
+    def _final_text_of(self, findings: list[Finding]) -> list[Any]:
+        """The text of the stream. Its final forms are authoritative over the deltas, as for arguments
+        (the latest that holds text: ``response.completed``'s message items, ``output_item.done``,
+        ``content_part.done``, ``output_text.done``); when it differs from the joined deltas,
+        ``text_mismatch`` says so. Text only in ``output_item.added`` (sent empty by OpenAI) is read
+        when nothing else holds any."""
+        completed: list[Any] = []
         for item in self._completed or ():
             if isinstance(item, Mapping) and item.get("type") == "message":
-                texts.extend(_message_texts(item))
-        return texts or self._item_texts
+                completed.extend(_message_texts(item))
+        forms = (
+            ("response.completed", completed),
+            ("output_item.done", self._item_texts),
+            ("content_part.done", self._part_texts),
+            ("output_text.done", self._text_done or []),
+        )
+        final = next(((where, texts) for where, texts in forms if any(texts)), None)
+        if final is None:
+            return self._text or self._added_texts
+        if not self._text:
+            return final[1]
+        where, texts = final
+        if all(type(t) is str for t in (*texts, *self._text)):
+            kept, sent = "".join(texts), "".join(self._text)
+            if kept != sent:
+                findings.append(
+                    finding(
+                        "text_mismatch",
+                        f"the text deltas ({len(sent)} characters) differ from the {where} text "
+                        f"({len(kept)} characters); kept the {where} text",
+                    )
+                )
+            return texts
+        return self._text
 
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
@@ -978,7 +1012,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         return single_choice(
             "openai-responses-stream",
-            text=self._text or self._final_texts(),
+            text=self._final_text_of(findings),
             reasoning=self._reasoning,
             calls=calls,
             finish_reason=self.status,
