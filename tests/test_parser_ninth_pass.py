@@ -5,6 +5,7 @@ Bytes are written here; files are read whole and streamed, which must agree (`on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,46 @@ def test_3_text_only_in_content_part_done_or_output_item_added_is_read(tmp_path:
     assert r.first.content == "part text"
     r = one(tmp_path, R_START + r_added(_message("added text")) + r_end(output=[]), "added.sse")
     assert r.first.content == "added text"
+
+
+# -- 4: chat: a choice with both `delta` and `message`; the legacy `choices[].text` -------------------
+CALL = {"id": "c1", "type": "function", "function": {"name": "delete", "arguments": "{}"}}
+
+
+def test_4_a_streamed_choice_with_delta_and_message_reports_the_message(tmp_path: Path) -> None:
+    both = {"index": 0, "delta": {"content": "hi"}, "message": {"role": "assistant", "tool_calls": [CALL]}}
+    end = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    r = one(tmp_path, ev({"choices": [both]}) + ev({"choices": [end]}) + "data: [DONE]\n\n")
+    assert r.first.content == "hi"
+    assert "has both `delta` and `message`; its message is not read" in said(r, "malformed_chunk")
+    assert "may hold tool call data" in said(r, "malformed_chunk")
+
+
+def test_4_a_body_choice_with_message_and_delta_reports_the_delta(tmp_path: Path) -> None:
+    delta = {"tool_calls": [{"index": 0, **CALL}]}
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "hi"},
+        "delta": delta,
+        "finish_reason": "stop",
+    }
+    r = one(tmp_path, json.dumps({"object": "chat.completion", "choices": [choice]}), "x.json")
+    assert r.first.content == "hi"
+    assert "delta (beside the message)" in said(r, "malformed_chunk")
+    text_delta = {**choice, "delta": {"content": "other"}}
+    r = one(tmp_path, json.dumps({"object": "chat.completion", "choices": [text_delta]}), "y.json")
+    assert "has both `message` and `delta`; its delta is not read" in said(r, "malformed_chunk")
+
+
+def test_4_a_body_with_legacy_choice_text_and_null_content_reads_the_text(tmp_path: Path) -> None:
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": None},
+        "text": "legacy",
+        "finish_reason": "stop",
+    }
+    r = one(tmp_path, json.dumps({"object": "chat.completion", "choices": [choice]}), "x.json")
+    assert r.first.content == "legacy" and r.findings == ()
+    other = {**choice, "message": {"role": "assistant", "content": "new"}}
+    r = one(tmp_path, json.dumps({"object": "chat.completion", "choices": [other]}), "y.json")
+    assert r.first.content == "new" and "`text` (legacy) beside a message" in said(r, "malformed_chunk")
