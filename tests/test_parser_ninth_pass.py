@@ -191,3 +191,24 @@ def test_4_a_body_with_legacy_choice_text_and_null_content_reads_the_text(tmp_pa
     other = {**choice, "message": {"role": "assistant", "content": "new"}}
     r = one(tmp_path, json.dumps({"object": "chat.completion", "choices": [other]}), "y.json")
     assert r.first.content == "new" and "`text` (legacy) beside a message" in said(r, "malformed_chunk")
+
+
+# -- 5: `.done` equal to the deltas, response.completed different: one finding that says so ----------
+def test_5_completed_differing_from_done_and_deltas_gives_one_true_finding(tmp_path: Path) -> None:
+    done = ev(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "arguments": ARGS,
+        }
+    )
+    other = {**FC, "arguments": '{"x":2}', "status": "completed"}
+    r = one(tmp_path, R_START + r_added(FC) + r_delta(ARGS) + done + r_end(output=[other]))
+    assert r.tool_calls[0].arguments == '{"x":2}'
+    (note,) = [f.message for f in r.findings if f.kind == "arguments_mismatch"]
+    assert "earlier final arguments of function_call_arguments.done (7 characters), which equal the" in note
+    # deltas that differ from both are named in the same finding
+    r = one(tmp_path, R_START + r_added(FC) + r_delta('{"x":3}') + done + r_end(output=[other]), "y.sse")
+    (note,) = [f.message for f in r.findings if f.kind == "arguments_mismatch"]
+    assert "and from the concatenated deltas (7 characters)" in note

@@ -147,13 +147,25 @@ def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
 class _Item:
     """A client call item: its pending call, where it is, and its final text once known."""
 
-    __slots__ = ("call", "cut_item", "emptied", "final", "item_id", "output_index", "unlisted")
+    __slots__ = (
+        "call",
+        "compared",
+        "cut_item",
+        "emptied",
+        "final",
+        "final_from",
+        "item_id",
+        "output_index",
+        "unlisted",
+    )
 
     def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
         self.call = call
         self.item_id = item_id
         self.output_index = output_index if type(output_index) is int else 1 << 30
         self.final: str | None = None
+        self.final_from = ""  # the form `final` came from (for findings)
+        self.compared = False  # a finding already set the final arguments against the deltas
         self.unlisted = False  # never finished and not in response.completed's output
         self.cut_item: str | None = None  # a final form's `status` other than "completed" (repr)
         self.emptied: str | None = None  # a final form gave "" against earlier text (`_set_final`)
@@ -641,6 +653,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 )
                 return False
         entry.final = final
+        entry.final_from = where
         entry.emptied = None
         return True
 
@@ -776,14 +789,23 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 self._disagree(entry, item, "response.completed", None)
             listed.add(id(entry))
             final = self._final_text(entry.call, _final_of(item), -1)
-            earlier = entry.final
+            earlier, earlier_from = entry.final, entry.final_from or "a final form"
             taken = final is not None and self._set_final(entry, final, "response.completed", None)
             if taken and final is not None and earlier is not None and earlier != final:
+                # one finding naming every form that differs (the deltas are not compared again)
+                pieces = entry.call.pieces
+                joined = "".join(pieces) if pieces else None
+                deltas = ""
+                if joined == earlier:
+                    deltas = ", which equal the concatenated deltas"
+                elif joined is not None and joined != final:
+                    deltas = f", and from the concatenated deltas ({len(joined)} characters)"
+                entry.compared = joined is not None
                 self.note(
                     "arguments_mismatch",
                     f"call {entry.call.tool_call_id}: response.completed output ({len(final)} "
-                    f"characters) differs from the earlier final arguments ({len(earlier)} characters); "
-                    "kept the response.completed output",
+                    f"characters) differs from the earlier final arguments of {earlier_from} "
+                    f"({len(earlier)} characters){deltas}; kept the response.completed output",
                     tool_call_id=entry.call.tool_call_id,
                 )
             entry.settle(item.get("status"), False)
@@ -957,7 +979,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             pending.index = position
             raw = None
             if entry.final is not None:
-                if pending.pieces:
+                if pending.pieces and not entry.compared:
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
             done = pending.done or (ending == "normal" and not entry.unlisted and entry.cut_item is None)
