@@ -212,3 +212,36 @@ def test_5_completed_differing_from_done_and_deltas_gives_one_true_finding(tmp_p
     r = one(tmp_path, R_START + r_added(FC) + r_delta('{"x":3}') + done + r_end(output=[other]), "y.sse")
     (note,) = [f.message for f in r.findings if f.kind == "arguments_mismatch"]
     assert "and from the concatenated deltas (7 characters)" in note
+
+
+# -- 6: Anthropic content where the API sends none; a text_delta for a block never opened -------------
+DELETE_BLOCK = {"type": "tool_use", "id": "t9", "name": "delete", "input": {}}
+
+
+@pytest.mark.parametrize(
+    ("event", "where"),
+    [
+        (
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "content": [DELETE_BLOCK]}},
+            "delta.content",
+        ),
+        ({"type": "content_block_stop", "index": 0, "content_block": DELETE_BLOCK}, "content_block"),
+        ({"type": "message_stop", "message": {"content": [DELETE_BLOCK]}}, "message"),
+    ],
+)
+def test_6_content_in_other_events_is_reported_and_holds_calls_back(
+    tmp_path: Path, event: dict[str, Any], where: str
+) -> None:
+    data = A_START + a_block(0) + a_json(0, ARGS) + a_stop(0) + ev(event) + a_end("end_turn")
+    r = one(tmp_path, data)
+    assert f"carries {where}, where the API sends no content" in said(r, "malformed_chunk")
+    assert not r.tool_calls[0].complete  # which call the content belongs to is unknown
+
+
+def test_6_a_text_delta_for_a_block_never_opened_is_kept_and_reported(tmp_path: Path) -> None:
+    text = ev({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hello"}})
+    r = one(tmp_path, A_START + text + a_end("end_turn"))
+    assert r.first.content == "hello"
+    assert "text_delta for block 0, which was never opened" in said(r, "orphan_delta")
+    opened = one(tmp_path, A_START + a_block(0, TEXT) + text + a_stop(0) + a_end("end_turn"), "y.sse")
+    assert opened.first.content == "hello" and opened.findings == ()

@@ -473,7 +473,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "the deltas (and a `.done`) are kept as a call without name or id, incomplete, never run, and "
         "calls with no final arguments of their own are held back; Anthropic: skipped (the characters "
         "counted and quoted), and every `tool_use` call of the message is held back "
-        "(`call_held_back`), since which one the text was for is unknown.",
+        "(`call_held_back`), since which one the text was for is unknown. An Anthropic `text_delta` "
+        "for a block never opened: its text is kept, and reported.",
         "chunk 5: 3 arguments delta(s) for item 'fc_x', which was never announced; kept as call 1 "
         "without name or id (incomplete, never run)",
     ),
