@@ -245,9 +245,14 @@ def test_1_anthropic_stream_a_block_not_closed_under_such_a_reason_is_incomplete
 ) -> None:
     cut = one(tmp_path, A_START + a_block(0) + a_json(0, WEATHER) + a_end(reason))
     assert calls(cut) == [("toolu_1", "get_weather", WEATHER, False)] and "unfinished_call" in kinds(cut)
-    closed = one(tmp_path, A_START + a_block(0) + a_json(0, WEATHER) + a_stop(0) + a_end(reason))
-    assert calls(closed) == [("toolu_1", "get_weather", WEATHER, True)]  # its block stop shows it ended
+    text = a_block(1, {"type": "text", "text": ""}) + a_stop(1)
+    closed = one(tmp_path, A_START + a_block(0) + a_json(0, WEATHER) + a_stop(0) + text + a_end(reason))
+    assert calls(closed) == [("toolu_1", "get_weather", WEATHER, True)]  # a block after it shows it ended
     assert kinds(closed) == [ENDING_KIND.get(reason, "abnormal_finish")]
+    # the last block: its content_block_stop shows nothing (the API closes a cut block too), as in a
+    # whole body (issue 10, ninth pass)
+    last = one(tmp_path, A_START + a_block(0) + a_json(0, WEATHER) + a_stop(0) + a_end(reason))
+    assert calls(last) == [("toolu_1", "get_weather", WEATHER, False)] and "unfinished_call" in kinds(last)
 
 
 def test_1_anthropic_stream_cut_before_its_stop_reason(tmp_path: Path) -> None:

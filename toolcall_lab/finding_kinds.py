@@ -375,8 +375,9 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "Nothing shows this call was finished: the response ended in a provider error, was filtered, "
         "or did not end normally (the token limit, `abort`, any reason not in the normal list) and the "
         "call's own structure does not close it (chat calls have no end marker; an Anthropic block "
-        "not closed by `content_block_stop`, the last block of a body cut at `max_tokens`; a Responses "
-        "item never finished). Its arguments may parse, or it is a custom tool's free-form input, but "
+        "not closed by `content_block_stop`, the last block of a message cut at `max_tokens`, closed or "
+        "not; a Responses item never finished or whose own `status` is not `completed`). Its arguments "
+        "may parse, or it is a custom tool's free-form input, but "
         "may be cut: marked incomplete, never executed.",
         "call call_c (shell): the response was cut at the token limit (finish_reason 'length'), and a "
         "custom tool's free-form input has no end of its own (it may be cut); marked incomplete",
@@ -472,7 +473,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "the deltas (and a `.done`) are kept as a call without name or id, incomplete, never run, and "
         "calls with no final arguments of their own are held back; Anthropic: skipped (the characters "
         "counted and quoted), and every `tool_use` call of the message is held back "
-        "(`call_held_back`), since which one the text was for is unknown.",
+        "(`call_held_back`), since which one the text was for is unknown. An Anthropic `text_delta` "
+        "for a block never opened: its text is kept, and reported.",
         "chunk 5: 3 arguments delta(s) for item 'fc_x', which was never announced; kept as call 1 "
         "without name or id (incomplete, never run)",
     ),
@@ -513,6 +515,14 @@ FINDING_KINDS: dict[str, KindInfo] = {
         "The final arguments (`.done`, `response.completed`) differ from the concatenated deltas; the "
         "final ones are kept.",
         "call call_1: function_call_arguments.done differs from the deltas; kept .done",
+    ),
+    "text_mismatch": KindInfo(
+        "warning",
+        "The final text of a Responses stream (`response.completed`, `output_item.done`, "
+        "`content_part.done`, `output_text.done`: the latest form) differs from the concatenated text "
+        "deltas; the final text is kept, as for arguments.",
+        "the text deltas (5 characters) differ from the response.completed text (11 characters); kept "
+        "the response.completed text",
     ),
     "not_in_completed": KindInfo(
         "warning",

@@ -83,6 +83,7 @@ FindingKind = Literal[
     "late_delta",
     "unannounced_item",
     "arguments_mismatch",
+    "text_mismatch",
     "not_in_completed",
     "recovered_from_completed",
     "changed_after_start",

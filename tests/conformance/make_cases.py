@@ -3808,6 +3808,54 @@ case(
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# w10: a call is never marked complete when the evidence does not show it finished
+case(
+    "responses/item_status_failed_in_completed_response.sse",
+    events([CREATED, call_added(FC), args_delta(WEATHER), completed([{**FC, "status": "failed"}])]),
+    quirk="a completed response whose function_call item has its own status 'failed' (no .done "
+    "events): the item did not finish, so the call is incomplete whatever the response says",
+    category="responses",
+    provider="OpenAI Responses API",
+    models="https://platform.openai.com/docs/api-reference/responses/object (output item status: "
+    "in_progress, completed, incomplete; other values may come)",
+    expect={
+        "responses": [
+            {
+                "calls": [call("call_r1", "get_weather", WEATHER, complete=False)],
+                "findings": ["unfinished_call"],
+            }
+        ]
+    },
+)
+case(
+    "anthropic/max_tokens_closes_last_tool_use.sse",
+    events(
+        [
+            ("message_start", {"type": "message_start", "message": {"id": "msg_mt", "model": "claude"}}),
+            tool_use_start(0, "toolu_mt1", "get_weather"),
+            input_delta(0, WEATHER),
+            block_stop(0),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    ),
+    quirk="a tool_use block closed by content_block_stop as the last block of a message cut at "
+    "max_tokens: the API closes a cut block too, so it is incomplete, as in a whole body",
+    category="anthropic",
+    provider="Anthropic Messages API (eager input streaming)",
+    models="https://github.com/anthropics/anthropic-sdk-python/issues/794",
+    expect={
+        "responses": [
+            {
+                "calls": [call("toolu_mt1", "get_weather", WEATHER, complete=False)],
+                "findings": ["unfinished_call", "length_finish"],
+            }
+        ]
+    },
+)
+
+
 def write(root: Path = HERE) -> list[Path]:
     written = []
     for name, (data, spec) in CASES.items():

@@ -146,6 +146,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         "_calls",
         "_ended",
         "_inputs",
+        "_last",
+        "_opened",
         "_results",
         "_server",
         "_server_inputs",
@@ -174,6 +176,11 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         self._stray: str | None = None  # why every client call is held back (orphan arguments came)
         self._ended = False  # message_stop seen: an event of another format after it starts a response
         self._unknown_blocks: dict[Any, str] | None = None  # block index -> a type this reader does not read
+        # the call of the last block opened, when that block is a tool_use: its content_block_stop does
+        # not show it finished if the message was then cut (max_tokens) or failed (the API closes a cut
+        # block too), as the last block of a whole body cut short (`parse_anthropic_message`)
+        self._last: PendingCall | None = None
+        self._opened: set[Any] = set()  # the indexes of the blocks started (a text_delta elsewhere is odd)
 
     own_format = "anthropic"
 
@@ -201,6 +208,14 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 text = delta.get("text")
                 if text is not None:
                     self._text.append(text)
+                index = event.get("index")
+                if type(index) is int and index not in self._opened:
+                    self.note(
+                        "orphan_delta",
+                        f"chunk {n}: text_delta for block {index}, which was never opened "
+                        f"(no content_block_start); its text is kept ({as_text(text)[:60]})",
+                        chunk_index=n,
+                    )
                 if self._blocks:
                     index = event.get("index")
                     if type(index) is not int:
@@ -225,6 +240,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             )
             if entry is not None:
                 entry[0].done = True
+            self._content_elsewhere(event.get("content_block"), kind, "content_block", n)
         elif kind == "message_start":
             self.opened = True
             message = self._part(event, "message", n, required=True)
@@ -248,8 +264,17 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 stop = as_text(stop)
             self.stop_reason = stop or self.stop_reason
             self._usage(event.get("usage"))
+            delta = event.get("delta")
+            if type(delta) is dict:
+                self._content_elsewhere(delta.get("content"), kind, "delta.content", n)
+            self._content_elsewhere(event.get("content"), kind, "content", n)
         elif kind == "message_stop":
             self.opened = self._ended = True
+            whole: Any = event.get("message")
+            if whole:
+                self._content_elsewhere(
+                    whole.get("content") if type(whole) is dict else whole, kind, "message", n
+                )
         elif kind == "ping":
             pass
         elif (
@@ -258,6 +283,23 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self.fail(describe_error(event.get("error") or event), dict(event), n)
         else:
             self._unknown(event, kind, n)
+
+    def _content_elsewhere(self, content: Any, kind: str, where: str, n: int) -> None:
+        """Content (blocks, text) sent where the API sends none (``message_delta``,
+        ``content_block_stop``, ``message_stop``): not read as blocks, reported
+        (``malformed_chunk``); when it may hold a call, every call of the message is held back."""
+        if not content:
+            return
+        calls = may_hold_calls(content)
+        held = "; it may hold tool call data, so every call of this message is held back" if calls else ""
+        self.note(
+            "malformed_chunk",
+            f"chunk {n}: {kind} carries {where}, where the API sends no content; not read "
+            f"({as_text(content)[:80]}){held}",
+            chunk_index=n,
+        )
+        if calls:
+            self._hold_all(f"chunk {n}: {kind} carried {where} that may hold tool call data")
 
     def _unknown(self, event: Mapping[str, Any], kind: Any, n: int) -> None:
         """An event without ``type`` or of a type this reader does not know. One of another wire
@@ -498,6 +540,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
 
     def _open_block(self, block: Mapping[str, Any], index: Any, n: int) -> None:
         btype = as_key(block.get("type"))
+        self._last = None
+        self._opened.add(index)
         held = self._blocks.get(index)
         if held is not None and (btype == "tool_use" or btype in _SERVER_BLOCKS):
             self.note(
@@ -512,6 +556,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             tid, name = self._header(block, n)
             call = PendingCall.announced(0, len(self._calls), n, tid, name)
             self._blocks[index] = (call, True)
+            self._last = call
             self._inputs[call.index] = block.get("input", _ABSENT)
             self._calls.append(call)
             if self.listener is not None:
@@ -597,9 +642,22 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             for pending in self._calls:
                 pending.hold(self._stray)
         taken = provider_ids(self._calls)
+        doubt = None  # why the last block's content_block_stop does not show its call finished
+        if error is not None:
+            doubt = "its block was the last one opened before the provider error"
+        elif ending in ("limit", "abnormal"):
+            doubt = (
+                f"{cut_reason('stop_reason', str(stop))} at this tool_use, the message's last block "
+                "(the API closes a cut block with content_block_stop too)"
+            )
         for pending in self._calls:
             raw = None
             start = self._inputs.get(pending.index)
+            here = cut
+            stopped = pending.done  # its block was closed: its start input is what it said
+            if doubt is not None and pending is self._last and stopped:
+                pending.done = False
+                here = doubt
             closed = pending.done or ending == "normal"
             if pending.done and ending != "normal":
                 pending.finished_by = "a block that was closed (content_block_stop)"
@@ -607,7 +665,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 if start is None or start is _ABSENT:  # nothing said the arguments: not `{}` silently
                     pending.args_absent = "`input` null" if start is None else "`input` missing"
                     pending.quirky = True
-                elif start or closed:  # (an empty start input of a block cut before its end says nothing)
+                elif start or closed or stopped:  # (an empty start input of a block cut before its end
+                    # says nothing)
                     raw = compact_json(start)
             elif start and isinstance(start, dict):
                 self._start_and_deltas(pending, start, findings)
@@ -616,7 +675,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 findings,
                 raw,
                 failed if ending == "filtered" or not pending.done else None,
-                None if closed else cut,
+                None if closed else here,
                 taken,
             )
             calls.append(call)

@@ -252,6 +252,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
             if calls is None and "tool_calls" in choice:  # calls beside the delta: the general path
                 raise KeyError  # reports them
+            if "message" in choice:  # a message beside the delta: the general path reports it
+                raise KeyError
         except _FAST_ERRORS:
             self._general(chunk, n, usage_done=True)
             return
@@ -492,8 +494,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if delta is None and not choice.keys() <= _CHOICE_KEYS:
                 keys = sorted(str(k) for k in choice)[:10]
                 self._stray(choice, n, f"choice {ci} has no `delta` (keys {keys})")
-        elif not choice.keys() <= _CHOICE_KEYS:
-            self._odd_keys(choice, _CHOICE_KEYS, n, f"choice {ci}, beside its delta,")
+        else:
+            if not choice.keys() <= _CHOICE_KEYS:
+                self._odd_keys(choice, _CHOICE_KEYS, n, f"choice {ci}, beside its delta,")
+            message = choice.get("message")
+            if message and not (
+                type(message) is dict and not any(v for k, v in message.items() if k != "role")
+            ):
+                self._stray(
+                    message, n, f"choice {ci} has both `delta` and `message`; its message is not read"
+                )
         if delta:
             if type(delta) is not dict:
                 self._stray(delta, n, f"choice {ci}'s delta is {a_json_type(delta)}, not an object")

@@ -138,6 +138,37 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
             finish = as_text(finish)
         errored |= finish == "error" or bool(choice.get("error"))
         beside = {k: v for k, v in choice.items() if k not in CHOICE_KEYS}
+        delta = choice.get("delta")
+        if (
+            "message" in choice
+            and delta
+            and not (isinstance(delta, dict) and not any(v for k, v in delta.items() if k != "role"))
+        ):
+            if may_hold_calls(delta):  # reported with the keys beside the message, its calls held back
+                beside["delta"] = delta
+            else:
+                findings.append(
+                    finding(
+                        "malformed_chunk",
+                        f"choice {ci} has both `message` and `delta`; its delta is not read "
+                        f"({as_text(delta)[:80]})",
+                        choice_index=ci,
+                    )
+                )
+        legacy = beside.get("text")
+        if type(legacy) is str and legacy:  # the legacy completions field
+            if not message.get("content"):
+                message = {**message, "content": legacy}
+                beside.pop("text")
+            elif message.get("content") != legacy:
+                findings.append(
+                    finding(
+                        "malformed_chunk",
+                        f"choice {ci}: `text` ({as_text(legacy)[:60]}) beside a message with other "
+                        "content; not read",
+                        choice_index=ci,
+                    )
+                )
         if beside and may_hold_calls(beside):  # (`tool_calls` beside the message, not in it)
             message = {**message, **{f"{k} (beside the message)": v for k, v in beside.items()}}
         messages.append((ci, message, finish))

@@ -147,27 +147,41 @@ def _server_call(item: Mapping[str, Any]) -> ServerToolCall:
 class _Item:
     """A client call item: its pending call, where it is, and its final text once known."""
 
-    __slots__ = ("call", "cut_item", "emptied", "final", "item_id", "output_index", "unlisted")
+    __slots__ = (
+        "call",
+        "compared",
+        "cut_item",
+        "emptied",
+        "final",
+        "final_from",
+        "item_id",
+        "output_index",
+        "unlisted",
+    )
 
     def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
         self.call = call
         self.item_id = item_id
         self.output_index = output_index if type(output_index) is int else 1 << 30
         self.final: str | None = None
+        self.final_from = ""  # the form `final` came from (for findings)
+        self.compared = False  # a finding already set the final arguments against the deltas
         self.unlisted = False  # never finished and not in response.completed's output
-        self.cut_item = False  # a final form of the item says `status: "incomplete"`
+        self.cut_item: str | None = None  # a final form's `status` other than "completed" (repr)
         self.emptied: str | None = None  # a final form gave "" against earlier text (`_set_final`)
 
     def settle(self, status: Any, finished: bool) -> None:
-        """What a final form of the item says of its end: ``status: "incomplete"`` = cut, whatever the
-        response says; ``"completed"``, or a form that is itself the item's end (`finished`:
+        """What a final form of the item says of its end: any status other than ``"completed"``
+        (``incomplete``, ``failed``, ``in_progress``, ``queued``, an unknown value) = not finished,
+        whatever the response says; ``"completed"``, or a form that is itself the item's end (`finished`:
         ``output_item.done``) = finished. Being listed in a response's output without a status
         shows nothing (a ``custom_tool_call`` has no status field): only a normal end of the
         response then says the item is whole (`_result`)."""
-        if status == "incomplete":
-            self.cut_item = True
+        if status is not None and status != "completed":
+            if self.cut_item is None:
+                self.cut_item = repr(status)
             self.call.done = False
-        elif (status == "completed" or finished) and not self.cut_item:
+        elif (status == "completed" or finished) and self.cut_item is None:
             self.call.done = True
 
 
@@ -188,12 +202,14 @@ class ResponsesStreamAccumulator(StreamAccumulator):
     """Assemble function calls and text from the events of one Responses API stream."""
 
     __slots__ = (
+        "_added_texts",
         "_by_key",
         "_completed",
         "_foreign_items",
         "_item_texts",
         "_items",
         "_orphans",
+        "_part_texts",
         "_reasoning",
         "_refusal",
         "_server",
@@ -218,6 +234,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         self._text_done: list[Any] | None = None  # the `text` of each response.output_text.done
         self._items: list[_Item] = []
         self._item_texts: list[Any] = []  # the text of output_item.done message items
+        self._part_texts: list[Any] = []  # the text of content_part.done output_text parts
+        self._added_texts: list[Any] = []  # the text of output_item.added message items (sent empty)
         self._by_key: dict[Any, _Item] = {}
         self._server: dict[str, ServerToolCall] = {}
         self._completed: list[Any] | None = None
@@ -419,6 +437,10 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             if self._text_done is None:
                 self._text_done = []
             self._text_done.append(event.get("text"))
+        elif kind == "response.content_part.done":
+            part = event.get("part")
+            if isinstance(part, Mapping) and part.get("type") == "output_text":
+                self._part_texts.append(part.get("text"))
         elif kind == "response.refusal.delta":
             self._refusal.append(event.get("delta"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
@@ -437,6 +459,8 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     entry.call.pieces.append(first)
             elif itype in _BUILTIN_ITEMS:
                 self._announce(item, event.get("output_index"), n)
+            elif itype == "message":
+                self._added_texts.extend(_message_texts(item))
             elif item and itype not in _SERVER_ITEMS and itype not in _QUIET_ITEMS:
                 self._unknown_item(itype, n, item, event.get("output_index"))
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
@@ -581,7 +605,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             self._server[server.tool_call_id] = server
             return
         if not _is_call(itype):
-            if itype == "message":  # its text: read when the stream sent no text deltas (`_final_texts`)
+            if itype == "message":  # its text: read when the stream sent no text deltas (`_final_text_of`)
                 self._item_texts.extend(_message_texts(item))
             elif item and itype not in _QUIET_ITEMS:
                 position = event.get("output_index")
@@ -629,6 +653,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 )
                 return False
         entry.final = final
+        entry.final_from = where
         entry.emptied = None
         return True
 
@@ -764,14 +789,23 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 self._disagree(entry, item, "response.completed", None)
             listed.add(id(entry))
             final = self._final_text(entry.call, _final_of(item), -1)
-            earlier = entry.final
+            earlier, earlier_from = entry.final, entry.final_from or "a final form"
             taken = final is not None and self._set_final(entry, final, "response.completed", None)
             if taken and final is not None and earlier is not None and earlier != final:
+                # one finding naming every form that differs (the deltas are not compared again)
+                pieces = entry.call.pieces
+                joined = "".join(pieces) if pieces else None
+                deltas = ""
+                if joined == earlier:
+                    deltas = ", which equal the concatenated deltas"
+                elif joined is not None and joined != final:
+                    deltas = f", and from the concatenated deltas ({len(joined)} characters)"
+                entry.compared = joined is not None
                 self.note(
                     "arguments_mismatch",
                     f"call {entry.call.tool_call_id}: response.completed output ({len(final)} "
-                    f"characters) differs from the earlier final arguments ({len(earlier)} characters); "
-                    "kept the response.completed output",
+                    f"characters) differs from the earlier final arguments of {earlier_from} "
+                    f"({len(earlier)} characters){deltas}; kept the response.completed output",
                     tool_call_id=entry.call.tool_call_id,
                 )
             entry.settle(item.get("status"), False)
@@ -864,16 +898,40 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         )
 
-    def _final_texts(self) -> list[Any]:
-        """The text of a stream that sent no text deltas: its final forms, ``output_text.done``
-        events, else the message items of ``response.completed`` (servers that send only those)."""
-        if self._text_done:
-            return self._text_done
-        texts: list[Any] = []
+    def _final_text_of(self, findings: list[Finding]) -> list[Any]:
+        """The text of the stream. Its final forms are authoritative over the deltas, as for arguments
+        (the latest that holds text: ``response.completed``'s message items, ``output_item.done``,
+        ``content_part.done``, ``output_text.done``); when it differs from the joined deltas,
+        ``text_mismatch`` says so. Text only in ``output_item.added`` (sent empty by OpenAI) is read
+        when nothing else holds any."""
+        completed: list[Any] = []
         for item in self._completed or ():
             if isinstance(item, Mapping) and item.get("type") == "message":
-                texts.extend(_message_texts(item))
-        return texts or self._item_texts
+                completed.extend(_message_texts(item))
+        forms = (
+            ("response.completed", completed),
+            ("output_item.done", self._item_texts),
+            ("content_part.done", self._part_texts),
+            ("output_text.done", self._text_done or []),
+        )
+        final = next(((where, texts) for where, texts in forms if any(texts)), None)
+        if final is None:
+            return self._text or self._added_texts
+        if not self._text:
+            return final[1]
+        where, texts = final
+        if all(type(t) is str for t in (*texts, *self._text)):
+            kept, sent = "".join(texts), "".join(self._text)
+            if kept != sent:
+                findings.append(
+                    finding(
+                        "text_mismatch",
+                        f"the text deltas ({len(sent)} characters) differ from the {where} text "
+                        f"({len(kept)} characters); kept the {where} text",
+                    )
+                )
+            return texts
+        return self._text
 
     def pending_calls(self) -> list[PendingCall]:
         return [e.call for e in self._items]
@@ -921,13 +979,13 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             pending.index = position
             raw = None
             if entry.final is not None:
-                if pending.pieces:
+                if pending.pieces and not entry.compared:
                     self._compare(pending, entry.final, findings)
                 raw = entry.final
-            done = pending.done or (ending == "normal" and not entry.unlisted and not entry.cut_item)
+            done = pending.done or (ending == "normal" and not entry.unlisted and entry.cut_item is None)
             why = cut
-            if entry.cut_item:
-                why = "its item has status 'incomplete'" + (
+            if entry.cut_item is not None:
+                why = f"its item has status {entry.cut_item}" + (
                     " although the response completed" if ending == "normal" else ""
                 )
             elif done and ending != "normal":
@@ -976,7 +1034,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
         return single_choice(
             "openai-responses-stream",
-            text=self._text or self._final_texts(),
+            text=self._final_text_of(findings),
             reasoning=self._reasoning,
             calls=calls,
             finish_reason=self.status,
