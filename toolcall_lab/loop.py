@@ -970,6 +970,12 @@ async def _run(
         raise original from None
 
 
+def _abort_reason(abort: AbortHandle) -> Reason:
+    """``aborted``, or the recorded reason a same-strategy replay's cut stands for."""
+    ends_as = abort._ends_as
+    return ends_as if ends_as in ("interrupted", "cancelled") else "aborted"  # type: ignore[return-value]
+
+
 async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
     """`_run`'s body once the run is set up."""
     loop = asyncio.get_running_loop()
@@ -1027,7 +1033,7 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
             exc.partial_result = partial  # type: ignore[attr-defined]
             raise
         where = state.cut(f"the run was aborted ({abort.reason})")
-        state.stop("aborted", "aborted", f"{abort.reason}{where}")
+        state.stop("aborted", _abort_reason(abort), f"{abort.reason}{where}")
     except Interrupted as carrier:
         original = carrier.original
         what = f"{carrier.where} raised {type(original).__name__}"
@@ -1049,7 +1055,7 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
             # it, its cancellation not yet delivered) wins; which one the event loop ran first at that
             # instant depends on the strategy's scheduling, not on what happened.
             where = state.cut(f"the run was aborted ({abort.reason})")
-            state.stop("aborted", "aborted", f"{abort.reason}{where}")
+            state.stop("aborted", _abort_reason(abort), f"{abort.reason}{where}")
             return state.result()
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
         waiting = state.strategy_cut

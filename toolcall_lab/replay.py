@@ -860,6 +860,8 @@ async def replay_async(
         # instant, as recorded, finishes before the cut reaches the calls still running)
         if tie:
             abort._wins_tie_at = (cut_at, why)
+        if _same_strategy(trace, cfg.mode):  # (a signal's cut stays interrupted, a cancellation cancelled)
+            abort._ends_as = trace.outcome.reason
         loop = asyncio.get_running_loop()
         at_end = getattr(loop, "call_at_instant_end", None)
         unstarted = _never_started(trace)
