@@ -97,3 +97,89 @@ def test_a_same_strategy_replay_of_a_cut_recording_keeps_its_reason(tmp_path: Pa
     assert [e.status for e in same.executions] == ["ok", "cancelled"]
     other = replay(load(path), "sequential")
     assert (other.status, other.reason) == ("aborted", "aborted")
+
+
+# --- 4. validate: an execution against itself, its call, its round and the run ---------------------
+
+
+def _two_calls(tmp_path: Path) -> dict[str, object]:
+    """A completed parallel run: round 0 asks for two calls (0.1 s and 0.05 s), round 1 answers."""
+    from toolcall_lab.trace_files import save
+
+    tools = ToolRegistry()
+
+    @tools.register
+    async def work(s: float) -> str:
+        """Sleeps s seconds."""
+        await asyncio.sleep(s)
+        return "done"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=(("work", {"s": 0.1}), ("work", {"s": 0.05}))), "fin"])
+    result = run_virtual(run(model, tools, "go", mode="parallel"))
+    path = save(Trace.from_run(result, TraceMetadata(title="two", origin="scripted")), tmp_path / "t.json")
+    doc: dict[str, object] = json.loads(path.read_text())
+    return doc
+
+
+def _validate(tmp_path: Path, doc: dict[str, object]) -> tuple[int, str]:
+    from tests.test_loop_eighth import tampered
+
+    return tampered(tmp_path, doc)
+
+
+def _executions(doc: dict[str, object], k: int) -> list[dict[str, object]]:
+    return doc["rounds"][k]["tool_executions"]  # type: ignore[index,no-any-return]
+
+
+def test_validate_the_untouched_run_is_fine(tmp_path: Path) -> None:
+    code, out = _validate(tmp_path, _two_calls(tmp_path))
+    assert code == 0, out
+
+
+def test_validate_a_call_not_executed_that_ran_and_kept_its_result(tmp_path: Path) -> None:
+    doc = _two_calls(tmp_path)
+    ex = _executions(doc, 0)[1]
+    ex["status"], ex["error"] = (
+        "cancelled",
+        "Not executed: the run was aborted (stop) before this call started.",
+    )
+    code, out = _validate(tmp_path, doc)
+    assert code == 1, out
+    assert "contradiction: rounds[0] call call_0_1 (position 1): 'Not executed', but it ran 0.050000 s" in out
+    assert (
+        "contradiction: rounds[0] call call_0_1 (position 1): 'Not executed', but it keeps a result 'done'"
+        in out
+    )
+    assert "but the run completed (completed/final_answer)" in out
+
+
+def test_validate_an_execution_under_another_name(tmp_path: Path) -> None:
+    doc = _two_calls(tmp_path)
+    _executions(doc, 0)[0]["name"] = "other"
+    code, out = _validate(tmp_path, doc)
+    assert code == 1, out
+    assert (
+        "contradiction: rounds[0] call call_0_0 (position 0): its execution ran 'other', the call is to 'work'"
+        in out
+    )
+
+
+def test_validate_an_index_given_twice(tmp_path: Path) -> None:
+    doc = _two_calls(tmp_path)
+    _executions(doc, 0)[1]["index"] = 0
+    code, out = _validate(tmp_path, doc)
+    assert code == 1, out
+    assert "contradiction: rounds[0]: the executions call_0_0, call_0_1 all have index 0" in out
+
+
+def test_validate_an_execution_that_ended_after_the_request_carrying_its_result(tmp_path: Path) -> None:
+    doc = _two_calls(tmp_path)
+    ex = _executions(doc, 0)[0]
+    ex["started_at"], ex["ended_at"] = 0.2, 0.3
+    doc["outcome"]["wall_time_s"] = 0.3  # type: ignore[index]
+    code, out = _validate(tmp_path, doc)
+    assert code == 1, out
+    assert (
+        "contradiction: rounds[0] call call_0_0 (position 0): it ended at 0.300000 s, after rounds[1]'s request "
+        "(0.100000 s), which carries its result"
+    ) in out
