@@ -6,6 +6,9 @@
    put the default handling back. The guard now leaves the signals ignored for every thread.
 3. a same-strategy replay of a recording cut by a signal (``aborted/interrupted``) ended
    ``aborted/aborted``: it keeps the recorded reason (another strategy's replay says ``aborted``).
+4. validate passed executions that contradict themselves, their call, their round or the run.
+5. option checks by one rule: a tool's ``timeout_s`` as RunConfig's, ``max_rounds=True``, and
+   ``compare(timings=[...])`` are UsageErrors with RunConfig's words, not a TypeError or accepted.
 """
 
 from __future__ import annotations
@@ -183,3 +186,39 @@ def test_validate_an_execution_that_ended_after_the_request_carrying_its_result(
         "contradiction: rounds[0] call call_0_0 (position 0): it ended at 0.300000 s, after rounds[1]'s request "
         "(0.100000 s), which carries its result"
     ) in out
+
+
+# --- 5. options checked by one rule (toolcall_lab._rules) ------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["1", True, float("nan"), 0, -1.0])
+def test_a_tools_timeout_follows_the_runs_rule(value: object) -> None:
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.runs import RunConfig
+
+    with pytest.raises(
+        UsageError, match=r"RunConfig\.timeout_s=.*: must be > 0 seconds, or None for no deadline"
+    ):
+        RunConfig(timeout_s=value)  # type: ignore[arg-type]
+    tools = ToolRegistry()
+    with pytest.raises(UsageError, match=r"Tool\.timeout_s=.*: must be > 0 seconds, or None for no limit"):
+        tools.register(lambda: "x", name="f", timeout_s=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [True, 0, 2.0, "3"])
+def test_max_rounds_is_an_integer_not_a_bool(value: object) -> None:
+    from toolcall_lab.exceptions import UsageError
+    from toolcall_lab.runs import RunConfig
+
+    with pytest.raises(UsageError, match=r"RunConfig\.max_rounds=.*: must be an integer >= 1"):
+        RunConfig(max_rounds=value)  # type: ignore[arg-type]
+
+
+def test_compare_refuses_timings_that_are_not_a_name() -> None:
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.exceptions import UsageError
+
+    with pytest.raises(
+        UsageError, match=r"compare\(timings=\['recorded'\]\): use one of any, measured, recorded"
+    ):
+        compare([], ["parallel"], timings=["recorded"])  # type: ignore[arg-type]
