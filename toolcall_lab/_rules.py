@@ -11,11 +11,24 @@ from toolcall_lab.exceptions import UsageError
 
 CAP_RULE = "must be an integer >= 1, or None for no cap"
 ROUND_TRIP_RULE = "must be >= 0 seconds (finite)"
+COUNT_RULE = "must be an integer >= 1"
+LIMIT_RULE = "must be > 0 seconds"
 
 
 def valid_cap(value: Any) -> bool:
     """None (no cap) or an int >= 1; never a bool, nor a float that happens to be whole (2.0)."""
     return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
+def valid_count(value: Any) -> bool:
+    """An int >= 1 (``max_rounds``); never a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def valid_limit(value: Any) -> bool:
+    """None (no limit) or a number of seconds > 0 (a run's ``timeout_s``, a tool's); never a bool,
+    a string or nan."""
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value > 0)
 
 
 def valid_round_trip(value: Any) -> bool:

@@ -76,7 +76,8 @@ def install() -> None:
 def _exiting() -> None:
     """(The last exit handler: Python's own shutdown follows, where no Python handler runs any more
     and it puts the defaults back, so SIGTERM would kill the process by the signal) from here on a
-    signal is held back and dies with the process: the command exits with its own status. One that
+    signal is held back (blocked, then ignored in every thread) and dies with the process: the command
+    exits with its own status. One that
     came just before is said here; until here the guard said it."""
     held = [s for s in _mine if signal.getsignal(s) is _on_signal]
     if not held:
@@ -90,6 +91,9 @@ def _exiting() -> None:
     for s in sorted(signal.sigpending() & set(held)):
         words, _ = _words(s)
         os.write(2, f"toolcall-lab: {words} as it exited; what it did is done\n".encode())
+    for s in held:  # (the mask is this thread's: another thread still alive, e.g. a progress bar's
+        signal.signal(s, signal.SIG_IGN)  # monitor, would take the signal once the shutdown has put
+        # the default back, and die by it; an ignored signal is left ignored by the shutdown)
 
 
 def active() -> bool:

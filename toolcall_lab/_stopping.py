@@ -42,6 +42,12 @@ class AbortHandle:
         """An abort at an instant's end (`_abort`): its cancellation waits for that end, even when the
         run refuses to start a call meanwhile."""
         self._on_abort: Callable[[], None] | None = None
+        self._ends_as: str | None = None
+        """(A same-strategy replay of a run cut off otherwise than by an abort, e.g. a signal's
+        ``interrupted``) the recorded reason the run ends with when this handle stops it."""
+        self._wins_tie_at: tuple[float, str] | None = None
+        """(A replay of a run aborted at its deadline's instant) that instant (s from the run's start)
+        and the abort's reason: the run ends aborted even when the deadline's timer ran first."""
 
     def _claim(self) -> None:
         """A run takes the handle (before it starts)."""

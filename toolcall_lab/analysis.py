@@ -953,7 +953,7 @@ def compare(
         progress: True for a tqdm bar (notebook-aware), or a callable wrapping an iterable.
     """
 
-    if timings not in TIMING_FILTERS:
+    if not isinstance(timings, str) or timings not in TIMING_FILTERS:
         raise UsageError(f"compare(timings={timings!r}): use one of {', '.join(TIMING_FILTERS)}")
     check_concurrency(concurrency, "compare(concurrency=...)")  # (every setting, before any replay)
     check_round_trip(round_trip_s, "compare(round_trip_s=...)")

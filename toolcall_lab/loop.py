@@ -16,7 +16,8 @@ Termination rules:
 - ``continue``: a round where every call failed (a duplicate of a failed call counting as failed)
   ends the run, with `ALL_FAILED_NOTE` appended as the assistant's message (``all_failed_policy="stop"``,
   the default) or goes on like any other round (``"continue"``);
-- the deadline ``timeout_s`` passes: status ``timeout``; abort (`AbortHandle`): status ``aborted``;
+- the deadline ``timeout_s`` passes: status ``timeout``; abort (`AbortHandle`): status ``aborted``
+  (an abort at the deadline's very instant wins, under every strategy);
 - ``before_model_call`` raises: ``hook_error``; the model fails: ``model_error``; the strategy raises
   (or returns with calls neither run nor skipped): ``strategy_error``.
 
@@ -969,6 +970,12 @@ async def _run(
         raise original from None
 
 
+def _abort_reason(abort: AbortHandle) -> Reason:
+    """``aborted``, or the recorded reason a same-strategy replay's cut stands for."""
+    ends_as = abort._ends_as
+    return ends_as if ends_as in ("interrupted", "cancelled") else "aborted"  # type: ignore[return-value]
+
+
 async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, outside: Outside) -> RunResult:
     """`_run`'s body once the run is set up."""
     loop = asyncio.get_running_loop()
@@ -985,8 +992,15 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
     GIVE_UP.reset(token)
     GIVE_UP.set(outside.give_up)  # (and this task waits by it below)
     executor = state.executor
+    aborted_at: list[float] = []  # (when the abort came: at the deadline's instant, the abort wins)
+
+    def on_abort() -> None:
+        if abort is not None and not aborted_at:
+            aborted_at.append(loop.time())
+            executor.ask_stop(abort._deliver)
+
     if abort is not None:
-        abort._attach(task, lambda: executor.ask_stop(abort._deliver))
+        abort._attach(task, on_abort)
     outside.on_stop = lambda: executor.ask_stop(outside._stop)
     if outside.sigint:  # (a signal before the run started: it stops as it starts, nothing runs)
         executor.ask_stop(outside._stop)
@@ -1019,7 +1033,7 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
             exc.partial_result = partial  # type: ignore[attr-defined]
             raise
         where = state.cut(f"the run was aborted ({abort.reason})")
-        state.stop("aborted", "aborted", f"{abort.reason}{where}")
+        state.stop("aborted", _abort_reason(abort), f"{abort.reason}{where}")
     except Interrupted as carrier:
         original = carrier.original
         what = f"{carrier.where} raised {type(original).__name__}"
@@ -1032,6 +1046,17 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         deadline = state.deadline
         if deadline is None or not deadline.expired() or not from_limit(exc):
             raise  # (not the deadline's: the type alone cannot tell since Python 3.11)
+        due = deadline.when() or 0.0
+        tie = abort._wins_tie_at if abort is not None else None
+        if abort is not None and tie is not None and abs(due - state.origin - tie[0]) <= 1e-9:
+            abort._abort(tie[1], True)  # (a replay's recorded abort at the deadline)
+        if abort is not None and abort.aborted and aborted_at and aborted_at[0] <= due + 1e-9:
+            # One rule under every strategy: an abort that came at the deadline's instant (or before
+            # it, its cancellation not yet delivered) wins; which one the event loop ran first at that
+            # instant depends on the strategy's scheduling, not on what happened.
+            where = state.cut(f"the run was aborted ({abort.reason})")
+            state.stop("aborted", _abort_reason(abort), f"{abort.reason}{where}")
+            return state.result()
         why = f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
         waiting = state.strategy_cut
         where = state.cut(why)

@@ -841,8 +841,14 @@ async def replay_async(
     hooks = replay_hooks(trace, model)
     listener = replay_listener(trace, model)
     cut_at = recorded_cut(trace)
-    if cut_at is None or (cfg.timeout_s is not None and cfg.timeout_s <= cut_at + 1e-9):
-        abort = None  # (a recorded deadline cuts the replay by itself)
+    tie = (
+        cut_at is not None
+        and trace.outcome.status == "aborted"
+        and cfg.timeout_s is not None
+        and cfg.timeout_s >= cut_at - 1e-9
+    )
+    if cut_at is None or (cfg.timeout_s is not None and cfg.timeout_s <= cut_at + 1e-9 and not tie):
+        abort = None  # (a recorded deadline cuts the replay by itself; an abort at it wins, as it did)
         timer = None
     else:
         abort = AbortHandle()
@@ -852,6 +858,10 @@ async def replay_async(
         )
         # (at the recorded end: no call starts from then on, and a call that finished at that very
         # instant, as recorded, finishes before the cut reaches the calls still running)
+        if tie:
+            abort._wins_tie_at = (cut_at, why)
+        if _same_strategy(trace, cfg.mode):  # (a signal's cut stays interrupted, a cancellation cancelled)
+            abort._ends_as = trace.outcome.reason
         loop = asyncio.get_running_loop()
         at_end = getattr(loop, "call_at_instant_end", None)
         unstarted = _never_started(trace)

@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolcall_lab._rules import CAP_RULE, ROUND_TRIP_RULE, valid_cap, valid_round_trip
+from toolcall_lab._rules import (
+    CAP_RULE,
+    COUNT_RULE,
+    LIMIT_RULE,
+    ROUND_TRIP_RULE,
+    valid_cap,
+    valid_count,
+    valid_limit,
+    valid_round_trip,
+)
 from toolcall_lab.events import RunEvent
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.records import HookFailure, Origin, Round, StrategyName, ToolExecution
@@ -109,8 +118,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         resolve(self.mode, "RunConfig.mode")
-        if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
-            raise UsageError(f"RunConfig.max_rounds={self.max_rounds!r}: must be an integer >= 1")
+        if not valid_count(self.max_rounds):
+            raise UsageError(f"RunConfig.max_rounds={self.max_rounds!r}: {COUNT_RULE}")
         if not valid_cap(self.concurrency):
             raise UsageError(f"RunConfig.concurrency={self.concurrency!r}: {CAP_RULE}")
         if self.error_policy not in ("continue", "fail_fast"):
@@ -130,14 +139,8 @@ class RunConfig:
             )
         if not valid_round_trip(self.round_trip_s):
             raise UsageError(f"RunConfig.round_trip_s={self.round_trip_s!r}: {ROUND_TRIP_RULE}")
-        if self.timeout_s is not None and (
-            isinstance(self.timeout_s, bool)
-            or not isinstance(self.timeout_s, int | float)
-            or not self.timeout_s > 0
-        ):
-            raise UsageError(
-                f"RunConfig.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no deadline"
-            )
+        if not valid_limit(self.timeout_s):
+            raise UsageError(f"RunConfig.timeout_s={self.timeout_s!r}: {LIMIT_RULE}, or None for no deadline")
         for name in ("dedupe", "dedupe_across_rounds"):
             if not isinstance(getattr(self, name), bool):
                 raise UsageError(f"RunConfig.{name}={getattr(self, name)!r}: use True or False")

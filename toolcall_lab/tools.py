@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
 
+from toolcall_lab._rules import LIMIT_RULE, valid_limit
 from toolcall_lab.exceptions import UsageError
 from toolcall_lab.messages import ToolCall
 from toolcall_lab.records import Timing
@@ -206,8 +207,8 @@ class Tool:
         object.__setattr__(self, "plain", is_async and self.timeout_s is None and not self.uses_current_call)
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise UsageError(f"Tool.timeout_s={self.timeout_s!r}: must be > 0 seconds, or None for no limit")
+        if not valid_limit(self.timeout_s):  # (the rule RunConfig.timeout_s follows)
+            raise UsageError(f"Tool.timeout_s={self.timeout_s!r}: {LIMIT_RULE}, or None for no limit")
 
     def argument_problem(self, arguments: dict[str, Any]) -> str | None:
         """Why these arguments cannot be passed to the tool (None: they can)."""

@@ -536,6 +536,55 @@ def _made_here(trace: Trace) -> list[str]:
                 f"rounds[{r.round_index}] call {call.tool_call_id} (position {pos}): its execution names "
                 f"{ex.tool_call_id}, a call this round does not have{how}"
             )
+    return out + _executions_made_here(trace)
+
+
+_NOT_EXECUTED = "Not executed: "
+"""How the loop's record of a call that never started begins (its result and its error)."""
+
+
+def _executions_made_here(trace: Trace) -> list[str]:
+    """(A run made here) an execution against itself, its call and the run: a call "not executed"
+    that ran for a while, kept a result, or sits in a completed run; an execution under another
+    name than its call's; an index given twice in a round; an execution that ended after the next
+    round's request, which carries its result, was sent."""
+    out: list[str] = []
+    rounds = trace.rounds
+    for k, r in enumerate(rounds):
+        where = f"rounds[{r.round_index}]"
+        indexes = [ex.index for ex in r.executions]
+        for index in sorted({i for i in indexes if indexes.count(i) > 1}):
+            ids = [ex.tool_call_id for ex in r.executions if ex.index == index]
+            out.append(
+                f"{where}: the executions {', '.join(ids)} all have index {index} (each call has its own)"
+            )
+        nxt = rounds[k + 1] if k + 1 < len(rounds) else None
+        sent = _answers_in(nxt.request_messages, r.assistant_message) if nxt is not None else None
+        answered = {m.get("tool_call_id") for m in sent or ()}
+        for pos, (call, ex) in enumerate(zip(r.tool_calls, r.executions, strict=False)):
+            name = f"{where} call {ex.tool_call_id} (position {pos})"
+            if ex.tool_call_id == call.tool_call_id and ex.name != call.name:
+                out.append(f"{name}: its execution ran {ex.name!r}, the call is to {call.name!r}")
+            if ex.status == "cancelled" and (ex.error or "").startswith(_NOT_EXECUTED):
+                if ex.ended_at - ex.started_at > _ORDER_SLACK_S:
+                    out.append(
+                        f"{name}: 'Not executed', but it ran {ex.ended_at - ex.started_at:.6f} s "
+                        f"({ex.started_at:.6f}-{ex.ended_at:.6f} s)"
+                    )
+                if not ex.result.startswith(_NOT_EXECUTED):
+                    out.append(f"{name}: 'Not executed', but it keeps a result {_clip(ex.result)}")
+                if trace.outcome.status == "completed":
+                    out.append(
+                        f"{name}: 'Not executed' because the run was cut off ({_clip(ex.error)}), but the "
+                        f"run completed ({trace.outcome.status}/{trace.outcome.reason})"
+                    )
+            if nxt is not None and ex.tool_call_id in answered:
+                asked = nxt.model_call.started_at
+                if ex.ended_at > asked + _ORDER_SLACK_S:
+                    out.append(
+                        f"{name}: it ended at {ex.ended_at:.6f} s, after rounds[{nxt.round_index}]'s request"
+                        f" ({asked:.6f} s), which carries its result"
+                    )
     return out
 
 
