@@ -194,14 +194,14 @@ class CheckingUpstream:
         return web.json_response(response)
 
 
-class ScriptedHTTP:
-    """An upstream on loopback that answers with scripted (status, headers, body) replies, in order,
-    and records every request body it received."""
+class LoopbackUpstream:
+    """A fake upstream on loopback: `start` serves its `handle` at /v1/chat/completions and returns the
+    base URL, `close` stops it."""
 
-    def __init__(self, replies: list[tuple[int, dict[str, str], bytes]]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict[str, Any]] = []
-        self.runner: web.AppRunner | None = None
+    runner: web.BaseRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError
 
     async def start(self) -> str:
         app = web.Application()
@@ -212,6 +212,16 @@ class ScriptedHTTP:
     async def close(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
+
+
+class ScriptedHTTP(LoopbackUpstream):
+    """An upstream on loopback that answers with scripted (status, headers, body) replies, in order,
+    and records every request body it received."""
+
+    def __init__(self, replies: list[tuple[int, dict[str, str], bytes]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.runner: web.AppRunner | None = None
 
     async def handle(self, request: web.Request) -> web.Response:
         self.requests.append(await request.json())

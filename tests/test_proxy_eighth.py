@@ -16,10 +16,9 @@ import httpx
 import pytest
 from aiohttp import web
 
-from tests.proxy_helpers import completion
+from tests.proxy_helpers import LoopbackUpstream, completion
 from tests.test_proxy_faults import answered, arun, body, checking, converse, proxied, the_call
 from toolcall_lab.proxy import HTTPUpstream
-from toolcall_lab.proxy.upstreams import serve
 
 # --- 1. identical requests in flight under one retry marker: one upstream call --------------------
 
@@ -36,7 +35,7 @@ def _batch_reply(n: int) -> bytes:
     return completion({"role": "assistant", "content": None, "tool_calls": calls})
 
 
-class GatedUpstream:
+class GatedUpstream(LoopbackUpstream):
     """Answers every request only once `gate` opens: a 3-call batch (distinct per request, so copies that
     went upstream each would get other calls), or `status` with an error body."""
 
@@ -45,16 +44,6 @@ class GatedUpstream:
         self.gate = asyncio.Event()
         self.requests: list[dict[str, Any]] = []
         self.runner: web.BaseRunner | None = None
-
-    async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self.handle)
-        self.runner, url = await serve(app)
-        return url
-
-    async def close(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
 
     async def handle(self, request: web.Request) -> web.Response:
         self.requests.append(await request.json())
