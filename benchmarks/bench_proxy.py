@@ -10,7 +10,8 @@ Workload (issue 12): 200 conversations x a 3-call batch. "direct": the conversat
 themselves (2 requests each: the batch, then the final answer). "via the proxy": the same with
 ``parallel_tool_calls: false`` (4 requests each: the first and the last go upstream, 2 are served from
 the queue). Under load 20 clients (one connection each) run the 200 conversations; direct and proxied
-phases alternate, 3 each (1 with ``--quick``). Unloaded: one client, one request at a time, direct and
+phases alternate, 20 each (2 with ``--quick``; a phase lasts about 50-100 ms, so one phase's
+noise moves its median a lot: the headline pools every phase). Unloaded: one client, one request at a time, direct and
 proxied conversations interleaved. Targets: unloaded, a hop that goes upstream adds at most 1 ms at
 the median and a queued hop is no slower than a direct call; under load the median latency through the
 proxy is at most 1.3x direct. All ratios are against direct calls measured in the same run.
@@ -24,7 +25,8 @@ proxy adds must not depend on the client's spacing. CPU time is read from ``/pro
 in any figure: with ``parallel_tool_calls: false`` a streamed answer reaches the client in one burst
 (time to first token = time of the whole answer, see the README).
 
-Run: `python benchmarks/bench_proxy.py [--quick] [--clients N] [--conversations N]`.
+Run: `python benchmarks/bench_proxy.py [--quick] [--clients N] [--conversations N] [--pairs N]
+[--event-loop asyncio]`.
 """
 
 from __future__ import annotations
@@ -259,6 +261,12 @@ def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, url
 
 
+def proxy_loop(proc: subprocess.Popen[str]) -> str:
+    """The event loop the proxy says it runs on (its second line: uvloop with the `fast` extra)."""
+    line = proc.stdout.readline() if proc.stdout else ""
+    return line.rsplit("event loop: ", 1)[1].strip() if "event loop: " in line else "unknown"
+
+
 # --- report ----------------------------------------------------------------------------------------
 
 
@@ -305,7 +313,13 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--conversations", type=int, default=200, help="per load phase")
-    parser.add_argument("--pairs", type=int, default=10, help="pairs of load phases (direct, proxied)")
+    parser.add_argument("--pairs", type=int, default=20, help="pairs of load phases (direct, proxied)")
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="the proxy's (its own option)",
+    )
     args = parser.parse_args()
     n, pairs = args.conversations, 2 if args.quick else args.pairs
     single = 50 if args.quick else 300
@@ -314,7 +328,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trace_path = save(SCENARIOS["three_tools_100ms"].record(), Path(tmp) / "three.json")
         upstream, upstream_url = start(["serve-trace", str(trace_path), "--port", "0"])
-        proxy, proxy_url = start(["proxy", "--upstream", upstream_url, "--port", "0"])
+        proxy, proxy_url = start(
+            ["proxy", "--upstream", upstream_url, "--port", "0", "--event-loop", args.event_loop]
+        )
+        loop_name = proxy_loop(proxy)
         pids = {"upstream": upstream.pid, "proxy": proxy.pid}
         try:
 
@@ -346,6 +363,15 @@ def main() -> None:
     print(
         f"{n} conversations x 3-call batch; upstream (serve-trace), proxy and load generator in 3 processes "
         f"on {os.cpu_count()} cores; load average {load_before:.1f} before the run, {os.getloadavg()[0]:.1f} after"
+    )
+    print(
+        f"the proxy's event loop: {loop_name}"
+        + (
+            ""
+            if loop_name == "uvloop" or args.event_loop == "asyncio"
+            else " (uvloop, what the CLI proxy runs on with the `fast` extra, is not installed here: "
+            "pip install -e '.[fast]'; these figures are asyncio's loop)"
+        )
     )
     print()
     added = (med(p1.upstream) - med(d1.all)) * 1e3
