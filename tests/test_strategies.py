@@ -870,3 +870,66 @@ def test_the_corpus_view_compares_a_user_strategy() -> None:
     view = CorpusView([SCENARIOS["weather_news_stock"].record()], ["parallel", read_only_parallel, "eager"])
     assert set(view.comparison.runs["mode"]) == {"parallel", "read_only_parallel", "eager"}
     assert "read_only_parallel" in list(view.mode_box.options)
+
+
+def _record(result: RunResult) -> list[tuple[Any, ...]]:
+    """What a round recorded of its calls, and the events' order, without run-specific ids."""
+    calls = [
+        (e.tool_call_id, e.status, e.result, e.started_at, e.ended_at, e.duplicate_of)
+        for e in result.rounds[0].executions
+    ]
+    events = [  # (a streaming strategy's ACTIONs may come before the loop's model_response event)
+        (ev.kind, getattr(ev, "tool_call_id", None), ev.at)
+        for ev in result.events
+        if ev.kind in ("action", "observation")
+    ]
+    return [*calls, *events]
+
+
+@pytest.mark.parametrize("cap", [None, 2])
+def test_eager_on_a_one_chunk_response_records_what_parallel_records(cap: int | None) -> None:
+    """Every call of the batch in one chunk: eager starts them all at that instant. Its record, and its
+    ACTION/OBSERVATION events in their order, are parallel's, also with a duplicate in the batch,
+    broken arguments and a cap."""
+    calls = [
+        ("search", {"key": "a"}),
+        ("read", {"key": "b", "seconds": 2.0}),
+        ("search", {"key": "a"}),  # a duplicate of the first
+        ("write", '{"key": '),  # broken arguments
+        ("write", {"key": "c", "seconds": 0.5}),
+    ]
+    settings = {"concurrency": cap} if cap else {}
+    deltas = [
+        {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": a}}
+        for i, (name, a) in enumerate((n, a if isinstance(a, str) else json.dumps(a)) for n, a in calls)
+    ]
+    model = lambda: ChunkModel([(1.0, chunk({"tool_calls": deltas}, "tool_calls"))], answer())  # noqa: E731
+    eager = play(model(), Counting().registry(), mode="eager", **settings)
+    parallel = play(model(), Counting().registry(), mode="parallel", **settings)
+    assert eager.status == parallel.status == "completed"
+    assert _record(eager) == _record(parallel)
+    assert [e.status for e in eager.rounds[0].executions] == [
+        "ok", "ok", "duplicate", "invalid_arguments", "ok"
+    ]  # fmt: skip
+
+
+def test_eager_on_a_one_chunk_response_asks_approve_call_per_call_then_starts_it() -> None:
+    """An ``approve_call`` hook under eager: each call is approved, then starts (not the whole batch
+    approved first, as under parallel), also when every call arrived in one chunk."""
+    order: list[str] = []
+
+    async def approve(call: Any) -> bool:
+        order.append(f"approve {call.tool_call_id}")
+        await asyncio.sleep(1.0)
+        return True
+
+    counting = Counting()
+    deltas = [
+        {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": "search", "arguments": a}}
+        for i, a in enumerate(json.dumps({"key": str(i)}) for i in range(3))
+    ]
+    model = ChunkModel([(1.0, chunk({"tool_calls": deltas}, "tool_calls"))], answer())
+    result = play(model, counting.registry(), mode="eager", hooks=Hooks(approve_call=approve))
+    assert result.status == "completed"
+    starts_at = sorted(t for _, t in counting.started)
+    assert starts_at[0] < starts_at[-1]  # the first call started before the last was approved
