@@ -375,3 +375,35 @@ def test_proxy_command_serves_a_trace_on_loopback(tmp_path) -> None:
         proc.wait(timeout=10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_health_counts_each_request_once_whichever_path_answers_it() -> None:
+    """``requests`` is the number of requests received: a serialized 3-call conversation is 4 (two go
+    upstream through the task path, two are answered from the queue on the synchronous path), a
+    pass-through request 1, a refused one 1; the /health request itself is counted after its reply."""
+
+    async def go(http, upstream, server):
+        async def health():
+            return (await http.get(str(http.base_url).rstrip("/").removesuffix("/v1") + "/health")).json()
+
+        messages = prompt()
+        for _ in range(4):
+            r = await http.post(
+                "/chat/completions", json={"model": "m", "messages": messages, "parallel_tool_calls": False}
+            )
+            assert r.status_code == 200
+            _, calls = call_of(r.json())
+            if not calls:
+                break
+            messages = answer(messages, r.json(), "ok")
+        h = await health()
+        assert (h["requests"], h["upstream_calls"], h["served_from_queue"]) == (4, 2, 2)
+        r = await http.post("/chat/completions", json={"model": "m", "messages": prompt("other")})
+        assert r.status_code == 200  # passed through (no parallel_tool_calls: false)
+        r = await http.post("/chat/completions", content=b"{not json")
+        assert r.status_code == 400
+        h = await health()
+        assert h["requests"] == 4 + 1 + 1 + 1  # + the first /health
+        assert h["upstream_calls"] == 3
+
+    arun(with_proxy(go))

@@ -356,7 +356,7 @@ class ProxyServer:
         return HTTPError(status, what + message, code).response()
 
     async def handle(self, request: Request) -> HTTPReply:
-        self.stats["requests"] += 1
+        # (counted in `requests` by `dispatch`, which runs it)
         raw = request.body
         memo = request.memo  # what the request's head gives, worked out once per head seen
         scope = memo.get("scope")
