@@ -181,6 +181,39 @@ def test_events_animate_deltas_into_calls() -> None:
     assert events[-1].call.arguments == '{"x":1}'
 
 
+def test_a_listener_hears_every_delta_whenever_it_is_set_and_the_calls_are_the_same() -> None:
+    """With a listener every chunk takes the general path (the fast path never checks for one): the
+    response is the same as without, and a listener set after a few chunks hears every later delta
+    (a call it had not heard of announced first); removed again, it hears nothing more."""
+    stream = [
+        chunk(tc(0, "a", "f", "")),
+        chunk(tc(0, args='{"x":')),
+        chunk(tc(0, args="1}")),
+        chunk(tc(1, "b", "g", '{"y"')),
+        chunk(tc(1, args=":2}")),
+        chunk({}, finish="tool_calls"),
+    ]
+    plain, heard = ChatCompletionAccumulator(), ChatCompletionAccumulator(listener=[].append)
+    late, events = ChatCompletionAccumulator(), []
+    for k, c in enumerate(stream):
+        if k == 2:
+            late.listener = events.append
+        if k == 4:
+            late.listener = None
+        for acc in (plain, heard, late):
+            acc.feed(json.loads(json.dumps(c)))
+    results = [acc.finish() for acc in (plain, heard, late)]
+    assert results[0] == results[1] == results[2]
+    assert [c.arguments for c in results[0].tool_calls] == ['{"x":1}', '{"y":2}']
+    assert [(type(e).__name__, getattr(e, "delta", None) or e.tool_call_id) for e in events] == [
+        ("CallStarted", "a"),  # (announced first: the listener had not heard of it)
+        ("ArgumentsDelta", "1}"),
+        ("CallStarted", "b"),
+        ("ArgumentsDelta", '{"y"'),
+    ]
+    assert late.listener is None
+
+
 def test_sdk_chunk_objects_are_accepted() -> None:
     from openai.types.chat import ChatCompletionChunk
 

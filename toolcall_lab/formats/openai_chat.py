@@ -168,6 +168,7 @@ class _Choice:
 
     def __init__(self, index: int) -> None:
         self.index = index
+        self.finish_reason = None  # (see `ChatCompletionAccumulator.__init__`)
         self.calls: dict[int, PendingCall] = {}  # wire index -> the call it currently names
         self.order: list[PendingCall] = []  # every call, in the order they started
 
@@ -200,13 +201,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_odd", "finished")
+    __slots__ = ("_choices", "_listener", "_odd", "finished")
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
         # construction is part of every response's fixed cost
         self.batch = batch
-        self.listener = listener
+        self._listener = listener
+        if listener is not None:  # (a listener hears every chunk through the general path)
+            self.__class__ = _HeardChatCompletionAccumulator
         self.findings: list[Finding] = []
         self.chunk_count = 0
         self.usage: dict[str, Any] | None = None
@@ -216,10 +219,27 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self._limit = None  # (`_final` is set when the response is built)
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
+        first.finish_reason = None  # (an instance value: read on every delta, faster than a class default)
         self._choices: dict[int, _Choice] = {0: first}
         self._odd: _Odd | None = None  # what came that is not a chat-completion chunk (rare)
         self.foreign: str | None = None  # an event of this wire format starts the next response
         self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
+
+    @property
+    def listener(self) -> StreamListener | None:
+        """The callback hearing this stream's events (None: none). Accumulators with one feed every
+        chunk through the general path, which tells it everything; the fast path, for the usual
+        accumulator without one, never looks (setting one later switches paths too)."""
+        return self._listener
+
+    @listener.setter
+    def listener(self, value: StreamListener | None) -> None:
+        self._listener = value
+        cls = type(self)
+        if value is not None and cls is ChatCompletionAccumulator:
+            self.__class__ = _HeardChatCompletionAccumulator
+        elif value is None and cls is _HeardChatCompletionAccumulator:
+            self.__class__ = ChatCompletionAccumulator
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
@@ -271,15 +291,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
                         if len(tc) == 2 and len(fn) == 1 and type(args) is str and st.finish_reason is None:
                             if args:
                                 call.pieces.append(args)
-                                if self.listener is not None:
-                                    self.listener(
-                                        ArgumentsDelta(
-                                            chunk_index=n,
-                                            choice_index=st.index,
-                                            call_index=call.index,
-                                            delta=args,
-                                        )
-                                    )
                             if len(delta) == 1:  # nothing else in this delta: done, but for a finish
                                 finish = choice.get("finish_reason")
                                 if finish:
@@ -291,7 +302,6 @@ class ChatCompletionAccumulator(StreamAccumulator):
                         and type(idx) is int
                         and len(fn) == 2
                         and type(args) is str
-                        and self.listener is None
                     ):
                         tid = tc["id"]
                         name = fn["name"]
@@ -326,7 +336,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
             st.seen = True
         finish = choice.get("finish_reason")
         if finish:
-            self._finished(st, finish, chunk, n)
+            if type(finish) is str and finish != "error":  # (`_finished`'s common case, inlined)
+                st.finish_reason = finish
+                self.finished = True
+            else:
+                self._finished(st, finish, chunk, n)
 
     def _finished(self, st: _Choice, finish: Any, chunk: dict[str, Any], n: int) -> None:
         if type(finish) is str:  # (`_finish`, inlined for the common case)
@@ -702,13 +716,13 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 )
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
-            if not call.started and self.listener is not None:
+            if not call.started and self._listener is not None:
                 self._announce(call, n)
             if args:
                 if type(args) is str:
                     call.pieces.append(args)
-                    if self.listener is not None:
-                        self.listener(
+                    if self._listener is not None:
+                        self._listener(
                             ArgumentsDelta(
                                 chunk_index=n, choice_index=st.index, call_index=call.index, delta=args
                             )
@@ -739,7 +753,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _announce(self, call: PendingCall, n: int) -> None:
         """`CallStarted`, once per call, with the id and name known now."""
         call.started = True
-        self.listener(  # type: ignore[misc]
+        self._listener(  # type: ignore[misc]
             CallStarted(
                 chunk_index=n,
                 choice_index=call.choice_index,
@@ -775,8 +789,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             args = call.not_string(args, n)
         if args:
             call.pieces.append(args)
-            if self.listener is not None:
-                self.listener(
+            if self._listener is not None:
+                self._listener(
                     ArgumentsDelta(chunk_index=n, choice_index=st.index, call_index=call.index, delta=args)
                 )
 
@@ -861,10 +875,10 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _keep(self, call: PendingCall, args: str, n: int) -> None:
         call.pieces.append(args)
-        if self.listener is not None:
+        if self._listener is not None:
             if not call.started:
                 self._announce(call, n)
-            self.listener(
+            self._listener(
                 ArgumentsDelta(
                     chunk_index=n, choice_index=call.choice_index, call_index=call.index, delta=args
                 )
@@ -988,7 +1002,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         name = self._header_text(fc.get("name"), "function name", n)
         if name:
             call.add_name(name)
-        if not call.started and self.listener is not None:
+        if not call.started and self._listener is not None:
             self._announce(call, n)
         args = fc.get("arguments")
         if args is not None:
@@ -1019,7 +1033,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         with `_result`'s choice of path inlined: this runs once per response)."""
         states = self._choices
         response = None
-        if self.damaged is None and self._odd is None and self.listener is None and len(states) == 1:
+        if self.damaged is None and self._odd is None and self._listener is None and len(states) == 1:
             st = states[0]
             if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
                 response = self._plain(st)
@@ -1031,7 +1045,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _result(self, error: str | None) -> ParsedResponse:
         states = self._choices
-        if error is None and self._odd is None and self.listener is None and len(states) == 1:
+        if error is None and self._odd is None and self._listener is None and len(states) == 1:
             st = states[0]
             if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
                 return self._plain(st)
@@ -1123,9 +1137,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if (failed or cut) and error is None and finish is not None:
                 unfinished = sum(not c.complete for c in calls)
                 findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))
-            if self.listener is not None:
+            if self._listener is not None:
                 for call in calls:
-                    self.listener(CallFinished(call=call))
+                    self._listener(CallFinished(call=call))
             if st.parts or st.refusal is not None:
                 self._text_notes(st, findings)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
@@ -1226,9 +1240,21 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 call_index=legacy.index,
             )
         )
-        if self.listener is not None:  # it was announced: it ends, never to be run
-            self.listener(CallFinished(call=legacy.finalize(self.batch, [], failed="counted once")))
+        if self._listener is not None:  # it was announced: it ends, never to be run
+            self._listener(CallFinished(call=legacy.finalize(self.batch, [], failed="counted once")))
         return [c for c in st.order if c is not legacy]
+
+
+class _HeardChatCompletionAccumulator(ChatCompletionAccumulator):
+    """A `ChatCompletionAccumulator` with a listener: every chunk takes the general path, which
+    emits the listener's events (the fast path never checks for a listener)."""
+
+    __slots__ = ()
+
+    def feed(self, chunk: Mapping[str, Any] | Any) -> None:
+        n = self.chunk_count
+        self.chunk_count = n + 1
+        self._general(chunk, n)
 
 
 def _ending(
