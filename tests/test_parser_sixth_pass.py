@@ -781,3 +781,41 @@ def test_the_plain_result_is_the_full_result() -> None:
         assert got == want and got.to_dict() == want.to_dict()
         assert [c.parse_arguments() for c in got.tool_calls] == [c.parse_arguments() for c in want.tool_calls]
     assert _Counting.plain >= 20  # the corpus exercises it
+
+
+def _realdata_chat_streams() -> list[list[dict[str, Any]]]:
+    from tests.conftest import REALDATA
+
+    streams = []
+    for path in sorted(REALDATA.rglob("*")) if REALDATA.is_dir() else ():
+        if not path.is_file() or path.suffix not in (".sse", ".yaml", ".yml", ".json", ".txt", ".jsonl"):
+            continue
+        try:
+            exchanges = read_recording(path).exchanges
+        except (ToolcallLabError, OSError, ValueError):
+            continue
+        streams += [list(x.payloads) for x in exchanges if x.payloads and x.format == "openai-chat"]
+    return streams
+
+
+def _fed(acc: ChatCompletionAccumulator, payloads: list[dict[str, Any]]) -> Any:
+    try:
+        for payload in payloads:
+            acc.feed(json.loads(json.dumps(payload)))  # (each its own copy: neither path may see the other's)
+    except ProviderStreamError as exc:
+        return ("error", str(exc), [r.to_dict() for r in exc.partial_responses])
+    response = acc.finish()
+    return response.to_dict(), [c.parse_arguments() for c in response.tool_calls]
+
+
+def test_the_fast_feed_gives_what_the_general_feed_gives_on_every_chat_stream_we_have() -> None:
+    """An accumulator with a listener takes the general path for every chunk; without one the common
+    chunks take the fast path. On every chat stream of the corpus and of ../shared/realdata (when
+    present), both give the same response: calls, text, findings, or the same provider error."""
+    streams = _chat_streams() + _realdata_chat_streams()
+    assert len(streams) >= 20
+    for payloads in streams:
+        heard: list[Any] = []
+        assert _fed(ChatCompletionAccumulator(), payloads) == _fed(
+            ChatCompletionAccumulator(listener=heard.append), payloads
+        )
