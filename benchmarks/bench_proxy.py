@@ -449,7 +449,8 @@ def main() -> None:
     print(
         f"  CPU per request, all processes: direct {d_total:.0f} µs, via the proxy {p_total:.0f} µs "
         f"({p_total / d_total:.2f}x; the proxy's own share {p_cpu['proxy']:.0f} µs). When the machine's "
-        "cores are busy with other work, latency under load follows this CPU ratio more than the free-core one."
+        "cores are busy with other work, a request's latency under load follows this CPU ratio more than the "
+        "free-core one (and a conversation's, the per-conversation ratio below)."
     )
     d_reqs = sum(p.requests for p in direct) / (n * len(direct))  # requests per conversation (2 direct)
     p_reqs = sum(p.requests for p in proxied) / (n * len(proxied))  # (4 via the proxy: one call each)

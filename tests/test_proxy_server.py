@@ -380,7 +380,8 @@ def test_proxy_command_serves_a_trace_on_loopback(tmp_path) -> None:
 def test_health_counts_each_request_once_whichever_path_answers_it() -> None:
     """``requests`` is the number of requests received: a serialized 3-call conversation is 4 (two go
     upstream through the task path, two are answered from the queue on the synchronous path), a
-    pass-through request 1, a refused one 1; the /health request itself is counted after its reply."""
+    pass-through request 1, a refused one 1; GET /health is not counted (as in serve-trace: a monitor
+    polling it inflates nothing)."""
 
     async def go(http, upstream, server):
         async def health():
@@ -403,7 +404,8 @@ def test_health_counts_each_request_once_whichever_path_answers_it() -> None:
         r = await http.post("/chat/completions", content=b"{not json")
         assert r.status_code == 400
         h = await health()
-        assert h["requests"] == 4 + 1 + 1 + 1  # + the first /health
+        assert h["requests"] == 4 + 1 + 1
+        assert (await health())["requests"] == 4 + 1 + 1  # (the polls themselves are not counted)
         assert h["upstream_calls"] == 3
 
     arun(with_proxy(go))

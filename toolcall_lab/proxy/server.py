@@ -298,19 +298,22 @@ class ProxyServer:
 
         A bug of the proxy's own still answers JSON (a 500 naming the exception; the traceback is logged).
         """
+        polled = False  # GET /health is not counted in `requests`: a monitor polling it inflates nothing
         try:
             if request.path in ("/v1/chat/completions", "/chat/completions") and request.method == "POST":
                 reply = await self.handle(request)
             elif request.path == "/health" and request.method == "GET":
                 reply = await self.health(request)
+                polled = True
             else:
                 reply = _not_routed(request)
         except (asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as exc:
             reply = self.fault(request, exc)
-        self.stats["requests"] += 1
-        self.count_reply(reply.status)
+        if not polled:
+            self.stats["requests"] += 1
+            self.count_reply(reply.status)
         return reply
 
     def fault(self, request: Any, exc: Exception) -> Response:
