@@ -3,7 +3,15 @@
 In process (CPU time of this thread, the minimum over interleaved repetitions, so other work on a
 shared machine inflates neither side):
   minimal    a dict-by-index accumulator written here: list of pieces, one join + json.loads per call
-  sdk        openai's ChatCompletionStreamState fed the same chunks (as SDK objects)
+  sdk        openai's ChatCompletionStreamState fed the same chunks as SDK ``ChatCompletionChunk``
+             objects, built before the timing (what the openai client hands its users; building them
+             from the wire, which the client does, is not counted: that favours the SDK). Ours gets
+             the decoded dicts, what `toolcall_lab.openai_model` passes on (``chunk.to_dict()``). Not
+             the same work: the SDK builds an event and a snapshot on every chunk, ours without a
+             listener neither (with a do-nothing listener, which moves every chunk to the general
+             path, a tester measured 3.5-5.7x our fast path's time). Fed the SDK objects themselves,
+             ours converts each with its ``to_dict`` first, and that conversion dominates: a tester
+             measured us 13-15x faster than the SDK then.
   json-line  decoding each `data:` line of the SSE bytes with the standard json module
 
 End to end, on a generated 16 calls x 50 KB stream (~178k chunks, ~61 MB; written to a temp dir,

@@ -250,7 +250,7 @@ import dataclasses  # noqa: E402
 
 import pytest  # noqa: E402
 
-from toolcall_lab.exceptions import ProviderStreamError  # noqa: E402
+from toolcall_lab.exceptions import ProviderStreamError, UsageError  # noqa: E402
 from toolcall_lab.messages import ToolCall, new_choice, new_response, new_tool_call  # noqa: E402
 
 
@@ -434,3 +434,67 @@ def test_a_repeated_name_after_complete_arguments_waits_for_the_next_delta() -> 
         ]
     )
     assert calls_of(repeater) == [("call_0_0", "f", '{"a":1} ', True)]
+
+
+@pytest.mark.parametrize("finish", ["stop", "tool_calls", "length"])
+@pytest.mark.parametrize("listening", [False, True])
+def test_a_new_call_after_the_finish_reason_is_reported_at_its_chunk_on_either_path(
+    finish: str, listening: bool
+) -> None:
+    """A call header after the choice's finish_reason (the fast path used to take it silently when no
+    listener was set): kept, as everything the model sent, and reported as `late_delta` naming its
+    chunk, with and without a listener alike."""
+    stream = [
+        chunk(content="All done."),
+        chunk(finish=finish),
+        chunk(tc(0, "call_x", "delete_all", "{}")),
+    ]
+    acc = ChatCompletionAccumulator(listener=[].append if listening else None)
+    for c in stream:
+        acc.feed(c)
+    r = acc.finish()
+    late = [f for f in r.findings if f.kind == "late_delta"]
+    assert len(late) == 1 and late[0].chunk_index == 2 and "after choice 0's finish_reason" in late[0].message
+    assert [c.tool_call_id for c in r.tool_calls] == ["call_x"]
+
+
+def test_a_listener_that_raises_loses_nothing_of_the_stream() -> None:
+    """A listener's exception propagates (its own bug, not hidden), but the accumulator keeps what the
+    chunk carried: raising on `CallStarted` does not lose the header's arguments, and raising on
+    `CallFinished` does not lose the response (`finish()` again returns it)."""
+
+    class Boom(Exception):
+        pass
+
+    def raising_on(kind: type) -> object:
+        def listener(event: object) -> None:
+            if type(event) is kind:
+                raise Boom(kind.__name__)
+
+        return listener
+
+    stream = [chunk(tc(0, "call_a", "write", '{"path": "/tmp/x"}')), chunk(finish="tool_calls")]
+    acc = ChatCompletionAccumulator(listener=raising_on(CallStarted))
+    with pytest.raises(Boom):
+        acc.feed(stream[0])
+    acc.feed(stream[1])
+    r = acc.finish()
+    assert r.tool_calls[0].arguments == '{"path": "/tmp/x"}' and r.tool_calls[0].complete
+    assert "empty_arguments" not in kinds(r)
+
+    acc = ChatCompletionAccumulator(listener=raising_on(CallFinished))
+    for c in stream:
+        acc.feed(c)
+    with pytest.raises(Boom):
+        acc.finish()
+    again = acc.finish()
+    assert [c.arguments for c in again.tool_calls] == ['{"path": "/tmp/x"}']
+
+
+def test_a_listener_that_is_not_callable_is_refused_when_given() -> None:
+    with pytest.raises(UsageError, match="a listener is a function"):
+        ChatCompletionAccumulator(listener=42)  # type: ignore[arg-type]
+    acc = ChatCompletionAccumulator()
+    with pytest.raises(UsageError, match="a listener is a function"):
+        acc.listener = "x"  # type: ignore[assignment]
+    assert acc.listener is None

@@ -172,3 +172,54 @@ def test_any_sse_framing_and_chunking_gives_the_same_calls(calls, data) -> None:
     (response,) = iter_stream_responses(payload_items(sse_frames(iter(pieces))))
     assert response.tool_calls == want
     assert [(c.tool_call_id, c.name, c.arguments) for c in want] == spec
+
+
+@st.composite
+def odd_chunks(draw: Any) -> dict[str, Any]:
+    """One chat chunk of any shape a quirky provider sends: text, a finish reason anywhere, tool call
+    deltas with or without id, type, name or index reuse, arguments as pieces, objects or null."""
+    choice: dict[str, Any] = {
+        "index": draw(st.sampled_from([0, 0, 0, 1])),
+        "delta": {},
+        "finish_reason": None,
+    }
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        choice["finish_reason"] = draw(st.sampled_from(["tool_calls", "stop", "length"]))
+    elif kind == 1:
+        choice["delta"] = {"content": draw(st.sampled_from(["hi", " ", "", None]))}
+    else:
+        entry: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 1, 1, 2, 3]))}
+        if draw(st.booleans()):
+            entry["id"] = draw(st.sampled_from(["a", "b", "c", ""]))
+            if draw(st.booleans()):
+                entry["type"] = "function"
+        fn: dict[str, Any] = {}
+        if draw(st.integers(0, 2)) == 0:
+            fn["name"] = draw(st.sampled_from(["f", "get_", "weather"]))
+        fn["arguments"] = draw(st.sampled_from(["{", "}", '"x":1', "", '{"a":1}', None, "1", {"o": 1}]))
+        entry["function"] = fn
+        choice["delta"] = {"tool_calls": [entry]}
+        if draw(st.integers(0, 9)) == 0:
+            choice["delta"]["content"] = "t"
+    return {"id": "r", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+
+
+def _outcome(payloads: list[dict[str, Any]], listening: bool) -> Any:
+    acc = ChatCompletionAccumulator(listener=(lambda event: None) if listening else None)
+    try:
+        for payload in payloads:
+            acc.feed(json.loads(json.dumps(payload)))
+    except ToolcallLabError as exc:
+        return type(exc).__name__, str(exc)
+    return acc.finish().to_dict()
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_fast_path_and_the_general_path_agree_on_any_quirky_stream(data: Any) -> None:
+    """Without a listener the common chunks take the fast path; with one, every chunk takes the general
+    path. On any stream of odd chunks both give the same response: calls, text, findings and where
+    each finding points."""
+    payloads = data.draw(st.lists(odd_chunks(), min_size=1, max_size=9))
+    assert _outcome(payloads, False) == _outcome(payloads, True)

@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolcall_lab.exceptions import UsageError
 from toolcall_lab.formats._endings import NORMAL, cut_reason, ending_of, how_it_ended
 from toolcall_lab.formats._values import (
     CHAT_METADATA,
@@ -209,6 +210,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.batch = batch
         self._listener = listener
         if listener is not None:  # (a listener hears every chunk through the general path)
+            _check_listener(listener)
             self.__class__ = _HeardChatCompletionAccumulator
         self.findings: list[Finding] = []
         self.chunk_count = 0
@@ -234,6 +236,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     @listener.setter
     def listener(self, value: StreamListener | None) -> None:
+        if value is not None:
+            _check_listener(value)
         self._listener = value
         cls = type(self)
         if value is not None and cls is ChatCompletionAccumulator:
@@ -302,6 +306,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                         and type(idx) is int
                         and len(fn) == 2
                         and type(args) is str
+                        and st.finish_reason is None  # (a call after the finish: the general path reports it)
                     ):
                         tid = tc["id"]
                         name = fn["name"]
@@ -716,21 +721,24 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 )
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
-            if not call.started and self._listener is not None:
-                self._announce(call, n)
+            # the call's state first, then the listener: one that raises loses nothing of the stream
+            told = None
             if args:
                 if type(args) is str:
                     call.pieces.append(args)
-                    if self._listener is not None:
-                        self._listener(
-                            ArgumentsDelta(
-                                chunk_index=n, choice_index=st.index, call_index=call.index, delta=args
-                            )
-                        )
+                    told = args
                 else:
-                    self._arguments(st, call, args, n)
+                    told = self._arguments(st, call, args, n, tell=False)
             elif args is not None and type(args) is not str:
-                self._arguments(st, call, args, n)  # {} or [] or 0 or false: still JSON, still kept
+                told = self._arguments(st, call, args, n, tell=False)  # {} or [] or 0 or false: still JSON
+            if self._listener is not None:
+                if not call.started:
+                    self._announce(call, n)
+                if told:
+                    delta = ArgumentsDelta(
+                        chunk_index=n, choice_index=st.index, call_index=call.index, delta=told
+                    )
+                    self._listener(delta)
 
     def _unknown_type(
         self, st: _Choice, tc: dict[str, Any], shape: tuple[str, Any], n: int, seen: set[int] | None
@@ -784,15 +792,19 @@ class ChatCompletionAccumulator(StreamAccumulator):
         )
         return None
 
-    def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int) -> None:
+    def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int, tell: bool = True) -> str | None:
+        """Keep `args` (serialised when not a string) as the call's next piece; the text kept (None:
+        nothing). `tell`: the listener hears it now (else the caller tells it)."""
         if type(args) is not str:
             args = call.not_string(args, n)
         if args:
             call.pieces.append(args)
-            if self._listener is not None:
+            if tell and self._listener is not None:
                 self._listener(
                     ArgumentsDelta(chunk_index=n, choice_index=st.index, call_index=call.index, delta=args)
                 )
+            return args  # type: ignore[no-any-return]
+        return None
 
     def _target(
         self,
@@ -1037,10 +1049,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
             st = states[0]
             if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
                 response = self._plain(st)
+        ends: list[CallFinished] | None = None
         if response is None:
-            response = self._full_result(self.damaged)
+            ends = [] if self._listener is not None else None
+            response = self._full_result(self.damaged, ends)
         self._final = response  # closed
         self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
+        if ends:  # (heard once the response is final: a listener that raises cannot lose it, and
+            listener = self._listener  # `finish()` again returns it)
+            for event in ends:
+                listener(event)  # type: ignore[misc]
         return response
 
     def _result(self, error: str | None) -> ParsedResponse:
@@ -1088,7 +1106,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
         choice.__class__ = ParsedChoice
         return self._response((choice,), findings, None)
 
-    def _full_result(self, error: str | None) -> ParsedResponse:
+    def _full_result(self, error: str | None, ends: list[CallFinished] | None = None) -> ParsedResponse:
+        """The response, with every check. The listener's `CallFinished` events go into `ends` when
+        given (`finish` tells them once the response is final), else to the listener now."""
         findings = self.findings  # (not copied: the response is built once, then the accumulator is closed)
         if self._odd is not None:
             self._odd_notes(findings)
@@ -1116,7 +1136,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 failed, cut, loose = _ending(ci, finish, error, findings)
             order = st.order
             if st.legacy is not None and len(order) > 1:
-                order = self._legacy_once(st, findings)
+                order = self._legacy_once(st, findings, ends)
             if st.slow and len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
                 order = _headers_apart(order, st.legacy, findings)
             if st.sparse:
@@ -1139,7 +1159,10 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))
             if self._listener is not None:
                 for call in calls:
-                    self._listener(CallFinished(call=call))
+                    if ends is not None:
+                        ends.append(CallFinished(call=call))
+                    else:
+                        self._listener(CallFinished(call=call))
             if st.parts or st.refusal is not None:
                 self._text_notes(st, findings)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
@@ -1215,7 +1238,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if st.refusal is not None and (note := refusal_note(st.refusal, f"choice {st.index}: ")) is not None:
             findings.append(note)
 
-    def _legacy_once(self, st: _Choice, findings: list[Finding]) -> list[PendingCall]:
+    def _legacy_once(
+        self, st: _Choice, findings: list[Finding], ends: list[CallFinished] | None = None
+    ) -> list[PendingCall]:
         """The choice's calls without its `function_call` when a `tool_calls` entry says the same."""
         legacy = st.legacy
         assert legacy is not None
@@ -1241,8 +1266,20 @@ class ChatCompletionAccumulator(StreamAccumulator):
             )
         )
         if self._listener is not None:  # it was announced: it ends, never to be run
-            self._listener(CallFinished(call=legacy.finalize(self.batch, [], failed="counted once")))
+            ended = CallFinished(call=legacy.finalize(self.batch, [], failed="counted once"))
+            if ends is not None:
+                ends.append(ended)
+            else:
+                self._listener(ended)
         return [c for c in st.order if c is not legacy]
+
+
+def _check_listener(listener: Any) -> None:
+    if not callable(listener):
+        raise UsageError(
+            f"ChatCompletionAccumulator(listener={listener!r}): a listener is a function taking one event "
+            "(CallStarted, ArgumentsDelta, CallFinished), or None"
+        )
 
 
 class _HeardChatCompletionAccumulator(ChatCompletionAccumulator):
