@@ -498,3 +498,26 @@ def test_a_listener_that_is_not_callable_is_refused_when_given() -> None:
     with pytest.raises(UsageError, match="a listener is a function"):
         acc.listener = "x"  # type: ignore[assignment]
     assert acc.listener is None
+
+
+def test_every_arguments_delta_comes_after_its_calls_call_started() -> None:
+    """A call entry of an unknown type and the legacy `function_call` field: the listener hears
+    `CallStarted` before the call's first `ArgumentsDelta` (the unknown type's came with none)."""
+    unknown = {"index": 0, "id": "c1", "type": "mystery", "mystery": {"input": "x"}}
+    legacy = {
+        "id": "r",
+        "choices": [{"index": 0, "delta": {"function_call": {"name": "f", "arguments": "{}"}}}],
+    }
+    for stream in ([chunk(unknown), chunk(finish="tool_calls")], [legacy, chunk(finish="function_call")]):
+        events: list[object] = []
+        acc = ChatCompletionAccumulator(listener=events.append)
+        for c in stream:
+            acc.feed(c)
+        acc.finish()
+        started: set[int] = set()
+        for e in events:
+            if isinstance(e, CallStarted):
+                started.add(e.call_index)
+            elif isinstance(e, ArgumentsDelta):
+                assert e.call_index in started, events
+        assert any(isinstance(e, ArgumentsDelta) for e in events), events

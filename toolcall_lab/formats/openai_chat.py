@@ -800,6 +800,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if args:
             call.pieces.append(args)
             if tell and self._listener is not None:
+                if not call.started:  # (kept first: a listener that raises loses nothing)
+                    self._announce(call, n)
                 self._listener(
                     ArgumentsDelta(chunk_index=n, choice_index=st.index, call_index=call.index, delta=args)
                 )
@@ -1014,11 +1016,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
         name = self._header_text(fc.get("name"), "function name", n)
         if name:
             call.add_name(name)
-        if not call.started and self._listener is not None:
-            self._announce(call, n)
         args = fc.get("arguments")
         if args is not None:
-            self._arguments(st, call, args, n)
+            self._arguments(st, call, args, n)  # (kept, then announced and told)
+        if not call.started and self._listener is not None:
+            self._announce(call, n)
 
     # -- results ---------------------------------------------------------------------------------
     def pending_calls(self) -> list[PendingCall]:
