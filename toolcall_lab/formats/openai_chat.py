@@ -732,7 +732,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
             elif args is not None and type(args) is not str:
                 told = self._arguments(st, call, args, n, tell=False)  # {} or [] or 0 or false: still JSON
             if self._listener is not None:
-                if not call.started:
+                # announced once it holds something (a delta with nothing but an index may end up
+                # making no call: it is then never announced, as it never ends)
+                if not call.started and (told or call.tool_call_id or call.name):
                     self._announce(call, n)
                 if told:
                     delta = ArgumentsDelta(
