@@ -521,3 +521,52 @@ def test_every_arguments_delta_comes_after_its_calls_call_started() -> None:
             elif isinstance(e, ArgumentsDelta):
                 assert e.call_index in started, events
         assert any(isinstance(e, ArgumentsDelta) for e in events), events
+
+
+@pytest.mark.parametrize("raised", [RuntimeError, KeyboardInterrupt])
+def test_a_listener_that_raises_mid_chunk_loses_nothing_of_that_chunk(raised: type) -> None:
+    """What the listener raises is held until the chunk is read: the chunk's other calls, its text and
+    its finish reason are all kept, then the exception comes out of `feed`."""
+
+    def listener(event: object) -> None:
+        if isinstance(event, CallStarted) and event.call_index == 0:
+            raise raised("the listener's bug")
+
+    both = [
+        tc(0, "a", "f", "{}"),
+        tc(1, "b", "rm", '{"p":1}'),
+    ]
+    acc = ChatCompletionAccumulator(listener=listener)
+    with pytest.raises(raised):
+        acc.feed(chunk(*both, content="hi", finish="tool_calls"))
+    r = acc.finish()
+    assert [c.tool_call_id for c in r.tool_calls] == ["a", "b"]
+    assert (r.choices[0].content, r.choices[0].finish_reason, kinds(r)) == ("hi", "tool_calls", [])
+
+
+def test_a_call_the_listener_never_heard_start_is_announced_before_it_finishes() -> None:
+    """A listener set after a call's last delta, and a call made by a delta with nothing but an index:
+    each gets its CallStarted (at `finish`) before its CallFinished, once."""
+    late = ChatCompletionAccumulator()
+    late.feed(chunk(tc(0, "a", "f", '{"x":1}')))
+    events: list[object] = []
+    late.listener = events.append
+    late.feed(chunk(finish="tool_calls"))
+    late.finish()
+    assert [type(e).__name__ for e in events] == ["CallStarted", "CallFinished"]
+
+    events = []
+    bare = ChatCompletionAccumulator(listener=events.append)
+    bare.feed(chunk({"index": 0, "function": {"arguments": ""}}))
+    bare.feed(chunk(finish="tool_calls"))
+    r = bare.finish()
+    assert len(r.tool_calls) == 1
+    assert [type(e).__name__ for e in events] == ["CallStarted", "CallFinished"]
+
+
+def test_a_new_call_after_the_finish_is_named_as_new_in_its_finding() -> None:
+    acc = ChatCompletionAccumulator()
+    for c in (chunk(finish="stop"), chunk(tc(0, "call_x", "delete_all", "{}"))):
+        acc.feed(c)
+    (late,) = [f for f in acc.finish().findings if f.kind == "late_delta"]
+    assert late.tool_call_id == "call_x" and "a new tool call call_x (call 0)" in late.message

@@ -68,6 +68,7 @@ from toolcall_lab.formats.base import (
     CallStarted,
     PendingCall,
     StreamAccumulator,
+    StreamEvent,
     StreamListener,
     _closed_class,
     capped,
@@ -202,7 +203,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_listener", "_odd", "finished")
+    __slots__ = ("_choices", "_heard", "_listener", "_odd", "_raised", "finished")
+    _heard: StreamListener  # the user's listener (set with one)
+    _raised: BaseException | None  # what it raised, held until the chunk is read (`_tell`)
 
     def __init__(self, *, batch: int = 0, listener: StreamListener | None = None) -> None:
         # the base class's fields, set here directly: one accumulator per model response, so its
@@ -210,8 +213,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self.batch = batch
         self._listener = listener
         if listener is not None:  # (a listener hears every chunk through the general path)
-            _check_listener(listener)
-            self.__class__ = _HeardChatCompletionAccumulator
+            self.listener = listener
         self.findings: list[Finding] = []
         self.chunk_count = 0
         self.usage: dict[str, Any] | None = None
@@ -231,19 +233,41 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def listener(self) -> StreamListener | None:
         """The callback hearing this stream's events (None: none). Accumulators with one feed every
         chunk through the general path, which tells it everything; the fast path, for the usual
-        accumulator without one, never looks (setting one later switches paths too)."""
-        return self._listener
+        accumulator without one, never looks (setting one later switches paths too).
+
+        The parser calls it through `_tell`: what it raises is held until the chunk (or `finish`) is
+        fully read, then raised, so the accumulator loses nothing of the stream; it hears nothing
+        more of that chunk (or of that `finish`) meanwhile."""
+        return self._heard if self._listener is not None else None
 
     @listener.setter
     def listener(self, value: StreamListener | None) -> None:
-        if value is not None:
-            _check_listener(value)
-        self._listener = value
         cls = type(self)
-        if value is not None and cls is ChatCompletionAccumulator:
+        if value is None:
+            self._listener = None
+            if cls is _HeardChatCompletionAccumulator:
+                self.__class__ = ChatCompletionAccumulator
+            return
+        _check_listener(value)
+        self._heard = value
+        self._raised = None
+        self._listener = self._tell
+        if cls is ChatCompletionAccumulator:
             self.__class__ = _HeardChatCompletionAccumulator
-        elif value is None and cls is _HeardChatCompletionAccumulator:
-            self.__class__ = ChatCompletionAccumulator
+
+    def _tell(self, event: StreamEvent) -> None:
+        """Hand `event` to the listener; what it raises is held (`_raise_held` raises it)."""
+        if self._raised is None:
+            try:
+                self._heard(event)
+            except BaseException as exc:  # (also KeyboardInterrupt: raised once the chunk is read)
+                self._raised = exc
+
+    def _raise_held(self) -> None:
+        raised = self._raised
+        if raised is not None:
+            self._raised = None
+            raise raised
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
@@ -711,13 +735,21 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 call.flat = call.quirky = True
             if st.finish_reason is not None and not call.late and (args or name or tid):
                 call.late = True
+                said = tid or call.tool_call_id
+                what = (  # (a call this delta starts, or one it adds to)
+                    f"a new tool call{f' {said}' if said else ''} (call {call.index}) after choice "
+                    f"{st.index}'s finish_reason {st.finish_reason!r}; kept as a call"
+                    if call.first_chunk == n
+                    else f"tool call delta for call {call.index} after choice {st.index}'s finish_reason "
+                    f"{st.finish_reason!r}; appended to that call"
+                )
                 self.note(
                     "late_delta",
-                    f"chunk {n}: tool call delta for call {call.index} after choice {st.index}'s "
-                    f"finish_reason {st.finish_reason!r}; appended to that call",
+                    f"chunk {n}: {what}",
                     chunk_index=n,
                     choice_index=st.index,
                     call_index=call.index,
+                    tool_call_id=said,
                 )
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
@@ -762,16 +794,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     def _announce(self, call: PendingCall, n: int) -> None:
         """`CallStarted`, once per call, with the id and name known now."""
-        call.started = True
-        self._listener(  # type: ignore[misc]
-            CallStarted(
-                chunk_index=n,
-                choice_index=call.choice_index,
-                call_index=call.index,
-                tool_call_id=call.tool_call_id,
-                name=call.name,
-            )
-        )
+        self._listener(_started(call, n))  # type: ignore[misc]
 
     def _header_text(self, value: Any, what: str, n: int) -> str | None:
         """An id or name as the wire gives it: a string; a number read as its text; anything else
@@ -1053,16 +1076,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
             st = states[0]
             if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
                 response = self._plain(st)
-        ends: list[CallFinished] | None = None
+        ends: list[StreamEvent] | None = None
         if response is None:
             ends = [] if self._listener is not None else None
             response = self._full_result(self.damaged, ends)
         self._final = response  # closed
         self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
         if ends:  # (heard once the response is final: a listener that raises cannot lose it, and
-            listener = self._listener  # `finish()` again returns it)
-            for event in ends:
-                listener(event)  # type: ignore[misc]
+            for event in ends:  # `finish()` again returns it)
+                self._tell(event)
+            self._raise_held()
         return response
 
     def _result(self, error: str | None) -> ParsedResponse:
@@ -1110,7 +1133,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         choice.__class__ = ParsedChoice
         return self._response((choice,), findings, None)
 
-    def _full_result(self, error: str | None, ends: list[CallFinished] | None = None) -> ParsedResponse:
+    def _full_result(self, error: str | None, ends: list[StreamEvent] | None = None) -> ParsedResponse:
         """The response, with every check. The listener's `CallFinished` events go into `ends` when
         given (`finish` tells them once the response is final), else to the listener now."""
         findings = self.findings  # (not copied: the response is built once, then the accumulator is closed)
@@ -1162,11 +1185,17 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 unfinished = sum(not c.complete for c in calls)
                 findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))
             if self._listener is not None:
-                for call in calls:
-                    if ends is not None:
-                        ends.append(CallFinished(call=call))
-                    else:
-                        self._listener(CallFinished(call=call))
+                told: list[StreamEvent] = []
+                pendings = order if len(order) == 1 else sorted(order, key=_by_index)
+                for pending, call in zip(pendings, calls, strict=True):
+                    if not pending.started:  # (a call the listener never heard start: set after its
+                        told.append(_started(pending, pending.first_chunk))  # last delta, or nothing
+                    told.append(CallFinished(call=call))  # but an index came for it)
+                if ends is not None:
+                    ends += told
+                else:
+                    for event in told:
+                        self._listener(event)
             if st.parts or st.refusal is not None:
                 self._text_notes(st, findings)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
@@ -1243,7 +1272,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             findings.append(note)
 
     def _legacy_once(
-        self, st: _Choice, findings: list[Finding], ends: list[CallFinished] | None = None
+        self, st: _Choice, findings: list[Finding], ends: list[StreamEvent] | None = None
     ) -> list[PendingCall]:
         """The choice's calls without its `function_call` when a `tool_calls` entry says the same."""
         legacy = st.legacy
@@ -1278,6 +1307,18 @@ class ChatCompletionAccumulator(StreamAccumulator):
         return [c for c in st.order if c is not legacy]
 
 
+def _started(call: PendingCall, n: int) -> CallStarted:
+    """The call's `CallStarted` (marking it announced), with the id and name known now."""
+    call.started = True
+    return CallStarted(
+        chunk_index=n,
+        choice_index=call.choice_index,
+        call_index=call.index,
+        tool_call_id=call.tool_call_id,
+        name=call.name,
+    )
+
+
 def _check_listener(listener: Any) -> None:
     if not callable(listener):
         raise UsageError(
@@ -1295,7 +1336,14 @@ class _HeardChatCompletionAccumulator(ChatCompletionAccumulator):
     def feed(self, chunk: Mapping[str, Any] | Any) -> None:
         n = self.chunk_count
         self.chunk_count = n + 1
-        self._general(chunk, n)
+        try:
+            self._general(chunk, n)
+        except BaseException as exc:  # (a provider error: the listener's own exception goes with it)
+            held, self._raised = self._raised, None
+            if held is not None and held is not exc:
+                exc.add_note(f"the stream listener raised {held!r} on this chunk meanwhile")
+            raise
+        self._raise_held()
 
 
 def _ending(
