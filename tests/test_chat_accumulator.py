@@ -570,3 +570,35 @@ def test_a_new_call_after_the_finish_is_named_as_new_in_its_finding() -> None:
         acc.feed(c)
     (late,) = [f for f in acc.finish().findings if f.kind == "late_delta"]
     assert late.tool_call_id == "call_x" and "a new tool call call_x (call 0)" in late.message
+
+
+@pytest.mark.parametrize(
+    ("entry", "raw"),
+    [
+        ({"type": "custom", "function": {"name": "weather", "arguments": '{"x":1}'}}, "function"),
+        ({"type": "function", "custom": {"name": "weather", "input": "abc"}}, "custom"),
+    ],
+)
+def test_a_call_whose_payload_sits_under_the_other_types_key_is_kept_raw_and_reported(
+    entry: dict, raw: str
+) -> None:
+    """The type names one key and the payload sits under the other: it is not read as either (its
+    name and arguments were dropped), but kept raw as the call's text, reported as
+    `unknown_call_type`, the call never run; streamed and whole alike."""
+    streamed = ChatCompletionAccumulator()
+    streamed.feed(chunk({"index": 0, "id": "c1", **entry}))
+    streamed.feed(chunk(finish="tool_calls"))
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "tool_calls": [{"id": "c1", **entry}]},
+            }
+        ]
+    }
+    for r in (streamed.finish(), parse_chat_completion(body)):
+        (call,) = r.tool_calls
+        assert json.loads(call.arguments) == entry[raw] and not call.complete
+        (found,) = [f for f in r.findings if f.kind == "unknown_call_type"]
+        assert f"payload is under `{raw}`" in found.message

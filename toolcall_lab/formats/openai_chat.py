@@ -698,12 +698,14 @@ class ChatCompletionAccumulator(StreamAccumulator):
             fn = tc.get("function")
             kind = "function"
             flat = False
-            if ctype == "custom" or (ctype is None and fn is None and "custom" in tc):
+            if (ctype == "custom" and ("custom" in tc or fn is None)) or (
+                ctype is None and fn is None and "custom" in tc
+            ):
                 kind, fn = "custom", tc.get("custom")  # {"name", "input"}: free-form text
                 if type(fn) is dict and "input" in fn:
                     fn = {"name": fn.get("name"), "arguments": fn["input"]}
-            elif fn is None or (ctype is not None and ctype != "function"):
-                shape = entry_shape(tc)
+            elif fn is None or (ctype is not None and ctype != "function"):  # (also: typed custom, payload
+                shape = entry_shape(tc)  # under `function`: `entry_shape` says so)
                 if type(shape) is tuple:
                     self._unknown_type(st, tc, shape, n, seen)
                     continue

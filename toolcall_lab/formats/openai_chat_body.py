@@ -435,6 +435,10 @@ def entry_shape(tc: dict[str, Any]) -> tuple[str, Any] | dict[str, Any] | None:
     ctype = tc.get("type")
     if ctype == "":  # ("type": "" as Azure sends it: no type, as null)
         ctype = None
+    if ctype == "custom" and "custom" not in tc and "function" in tc:  # the type says one key, the
+        return "a tool call of type 'custom' whose payload is under `function`", tc["function"]  # payload
+    if ctype == "function" and "function" not in tc and "custom" in tc:  # sits under the other: not read
+        return "a tool call of type 'function' whose payload is under `custom`", tc["custom"]  # as either
     if ctype == "custom" or (ctype is None and "function" not in tc and "custom" in tc):
         return None
     if ctype is None or ctype == "function":
