@@ -204,6 +204,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     """
 
     __slots__ = ("_choices", "_heard", "_listener", "_odd", "_raised", "finished")
+    _listener: StreamListener | None  # `_tell` when a listener is set (the parser calls it), else None
     _heard: StreamListener  # the user's listener (set with one)
     _raised: BaseException | None  # what it raised, held until the chunk is read (`_tell`)
 
@@ -211,7 +212,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         # the base class's fields, set here directly: one accumulator per model response, so its
         # construction is part of every response's fixed cost
         self.batch = batch
-        self._listener = listener
+        self._listener = None
         if listener is not None:  # (a listener hears every chunk through the general path)
             self.listener = listener
         self.findings: list[Finding] = []
@@ -755,26 +756,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 )
             if tid is not None or name is not None:
                 self._header(call, tid, name, n)
-            # the call's state first, then the listener: one that raises loses nothing of the stream
-            told = None
-            if args:
-                if type(args) is str:
-                    call.pieces.append(args)
-                    told = args
-                else:
-                    told = self._arguments(st, call, args, n, tell=False)
-            elif args is not None and type(args) is not str:
-                told = self._arguments(st, call, args, n, tell=False)  # {} or [] or 0 or false: still JSON
-            if self._listener is not None:
-                # announced once it holds something (a delta with nothing but an index may end up
-                # making no call: it is then never announced, as it never ends)
-                if not call.started and (told or call.tool_call_id or call.name):
-                    self._announce(call, n)
-                if told:
-                    delta = ArgumentsDelta(
-                        chunk_index=n, choice_index=st.index, call_index=call.index, delta=told
-                    )
-                    self._listener(delta)
+            if args is not None and (args or type(args) is not str):  # ({} or 0 or false: still JSON)
+                self._arguments(st, call, args, n)  # (kept, then announced and told)
+            # announced once it holds something: a delta with nothing but an index may end up making
+            # no call (never announced, as it never ends; one that does is announced at `finish`)
+            if self._listener is not None and not call.started and (call.tool_call_id or call.name):
+                self._announce(call, n)
 
     def _unknown_type(
         self, st: _Choice, tc: dict[str, Any], shape: tuple[str, Any], n: int, seen: set[int] | None
@@ -819,21 +806,19 @@ class ChatCompletionAccumulator(StreamAccumulator):
         )
         return None
 
-    def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int, tell: bool = True) -> str | None:
-        """Keep `args` (serialised when not a string) as the call's next piece; the text kept (None:
-        nothing). `tell`: the listener hears it now (else the caller tells it)."""
+    def _arguments(self, st: _Choice, call: PendingCall, args: Any, n: int) -> None:
+        """Keep `args` (serialised when not a string) as the call's next piece, then tell the listener
+        (announcing the call first if it was not)."""
         if type(args) is not str:
             args = call.not_string(args, n)
         if args:
             call.pieces.append(args)
-            if tell and self._listener is not None:
-                if not call.started:  # (kept first: a listener that raises loses nothing)
+            if self._listener is not None:
+                if not call.started:
                     self._announce(call, n)
                 self._listener(
                     ArgumentsDelta(chunk_index=n, choice_index=st.index, call_index=call.index, delta=args)
                 )
-            return args  # type: ignore[no-any-return]
-        return None
 
     def _target(
         self,
@@ -1078,16 +1063,12 @@ class ChatCompletionAccumulator(StreamAccumulator):
             st = states[0]
             if st.finish_reason in NORMAL and not (st.slow or st.parts or st.refusal is not None):
                 response = self._plain(st)
-        ends: list[StreamEvent] | None = None
         if response is None:
-            ends = [] if self._listener is not None else None
-            response = self._full_result(self.damaged, ends)
+            response = self._full_result(self.damaged)
         self._final = response  # closed
         self.__class__ = _CLOSED.get(type(self)) or _closed_class(type(self))
-        if ends:  # (heard once the response is final: a listener that raises cannot lose it, and
-            for event in ends:  # `finish()` again returns it)
-                self._tell(event)
-            self._raise_held()
+        if self._listener is not None:  # (what it raised while the response was built comes out once
+            self._raise_held()  # the response is final: `finish()` again returns it)
         return response
 
     def _result(self, error: str | None) -> ParsedResponse:
@@ -1135,9 +1116,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         choice.__class__ = ParsedChoice
         return self._response((choice,), findings, None)
 
-    def _full_result(self, error: str | None, ends: list[StreamEvent] | None = None) -> ParsedResponse:
-        """The response, with every check. The listener's `CallFinished` events go into `ends` when
-        given (`finish` tells them once the response is final), else to the listener now."""
+    def _full_result(self, error: str | None) -> ParsedResponse:
         findings = self.findings  # (not copied: the response is built once, then the accumulator is closed)
         if self._odd is not None:
             self._odd_notes(findings)
@@ -1165,7 +1144,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 failed, cut, loose = _ending(ci, finish, error, findings)
             order = st.order
             if st.legacy is not None and len(order) > 1:
-                order = self._legacy_once(st, findings, ends)
+                order = self._legacy_once(st, findings)
             if st.slow and len(order) > 1 and any(c.name is None and c.tool_call_id is None for c in order):
                 order = _headers_apart(order, st.legacy, findings)
             if st.sparse:
@@ -1187,17 +1166,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 unfinished = sum(not c.complete for c in calls)
                 findings.append(how_it_ended("finish_reason", finish, unfinished, f"choice {ci}: ", ci))
             if self._listener is not None:
-                told: list[StreamEvent] = []
                 pendings = order if len(order) == 1 else sorted(order, key=_by_index)
                 for pending, call in zip(pendings, calls, strict=True):
                     if not pending.started:  # (a call the listener never heard start: set after its
-                        told.append(_started(pending, pending.first_chunk))  # last delta, or nothing
-                    told.append(CallFinished(call=call))  # but an index came for it)
-                if ends is not None:
-                    ends += told
-                else:
-                    for event in told:
-                        self._listener(event)
+                        self._announce(pending, pending.first_chunk)  # last delta, or nothing but
+                    self._listener(CallFinished(call=call))  # an index came for it)
             if st.parts or st.refusal is not None:
                 self._text_notes(st, findings)
             content = None if st.content is None else join_text(st.content, findings, f"choice {ci} content")
@@ -1273,9 +1246,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
         if st.refusal is not None and (note := refusal_note(st.refusal, f"choice {st.index}: ")) is not None:
             findings.append(note)
 
-    def _legacy_once(
-        self, st: _Choice, findings: list[Finding], ends: list[StreamEvent] | None = None
-    ) -> list[PendingCall]:
+    def _legacy_once(self, st: _Choice, findings: list[Finding]) -> list[PendingCall]:
         """The choice's calls without its `function_call` when a `tool_calls` entry says the same."""
         legacy = st.legacy
         assert legacy is not None
@@ -1301,11 +1272,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             )
         )
         if self._listener is not None:  # it was announced: it ends, never to be run
-            ended = CallFinished(call=legacy.finalize(self.batch, [], failed="counted once"))
-            if ends is not None:
-                ends.append(ended)
-            else:
-                self._listener(ended)
+            self._listener(CallFinished(call=legacy.finalize(self.batch, [], failed="counted once")))
         return [c for c in st.order if c is not legacy]
 
 
