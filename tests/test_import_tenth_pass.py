@@ -8,69 +8,17 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import REALDATA, needs_realdata
+from tests.test_import_ninth_pass import _calls, _damage, _import, _ot_spans, _shape
 from toolcall_lab.importers import import_source
 
 OT = REALDATA / "agent-prism" / "otlp_json_openinference_smolagents_o1_6_llm_spans.json"
 
 
-def _import(kind: str, tmp_path: Path, doc: Any, name: str = "x.json") -> Any:
-    path = tmp_path / name
-    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
-    return import_source(kind, path)
-
-
-def _calls(result: Any) -> dict[str, Any]:
-    return {e.tool_call_id: e for t in result for r in t.rounds for e in r.executions}
-
-
-def _damage(result: Any) -> list[str]:
-    return [str(i) for i in result.report.issues if i.kind == "damaged"]
-
-
-def _shape(result: Any) -> list[tuple[str, list[Any]]]:
-    """Each trace's rounds: latency, label and calls (id, status, duration, result)."""
-    return sorted(
-        (
-            str(t.metadata.title).split(" ", 1)[-1],
-            [
-                (
-                    r.model_call.latency_s,
-                    r.model_call.timing.source,
-                    r.model_call.timing.covers,
-                    [(e.tool_call_id, e.status, e.duration_s, e.result) for e in r.executions],
-                )
-                for r in t.rounds
-            ],
-        )
-        for t in result
-    )
-
-
 # --- A: OTLP, spans sharing a traceId and spanId ---------------------------------------------------
-
-
-def _ot_spans(doc: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, dict):
-            if "spanId" in x and "startTimeUnixNano" in x:
-                out.append(x)
-            else:
-                for v in x.values():
-                    walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(doc)
-    return out
 
 
 @needs_realdata
