@@ -255,7 +255,7 @@ def may_hold_calls(value: Any, depth: int = 0) -> bool:
     return False
 
 
-_ANTHROPIC_TYPES = frozenset(
+ANTHROPIC_EVENTS = frozenset(  # the `type`s of Anthropic's Messages stream events
     {
         "message_start",
         "content_block_start",
@@ -279,7 +279,7 @@ def wire_format_of(payload: Mapping[str, Any]) -> str | None:
     if type(kind) is str:
         if kind.startswith("response."):
             return "openai-responses"
-        if kind in _ANTHROPIC_TYPES:
+        if kind in ANTHROPIC_EVENTS:
             return "anthropic"
     return None
 
@@ -287,7 +287,7 @@ def wire_format_of(payload: Mapping[str, Any]) -> str | None:
 def event_type_from_line(event: str) -> bool:
     """Is an SSE ``event:`` name an Anthropic or Responses event type (usable as a payload's missing
     ``type``)? Chat streams have no typed events, so a chat chunk is never given one."""
-    return event in _ANTHROPIC_TYPES or (event.startswith("response.") and len(event) < 80)
+    return event in ANTHROPIC_EVENTS or (event.startswith("response.") and len(event) < 80)
 
 
 def unknown_shape(doc: Mapping[str, Any], what: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal, NoReturn
 
 from toolcall_lab.exceptions import ProviderStreamError, UnknownFormatError, WireFormatError
-from toolcall_lab.formats._values import join_blocks, unknown_shape
+from toolcall_lab.formats._values import ANTHROPIC_EVENTS, join_blocks, unknown_shape
 from toolcall_lab.formats.anthropic import AnthropicStreamAccumulator, parse_anthropic_message
 from toolcall_lab.formats.base import (
     FindingLimit,
@@ -28,17 +28,6 @@ from toolcall_lab.messages import Finding, ParsedResponse
 
 WireFormat = Literal["openai-chat", "anthropic", "openai-responses"]
 ErrorPolicy = Literal["raise", "keep"]
-_ANTHROPIC_EVENTS = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-    }
-)
 _RESPONSES_ITEMS = frozenset(
     {
         "message",
@@ -77,7 +66,7 @@ def detect_payload_format(payload: Mapping[str, Any]) -> WireFormat:
         return "openai-chat"
     if isinstance(kind, str) and kind.startswith("response."):
         return "openai-responses"
-    if isinstance(kind, str) and (kind in _ANTHROPIC_EVENTS or (kind == "message" and "content" in payload)):
+    if isinstance(kind, str) and (kind in ANTHROPIC_EVENTS or (kind == "message" and "content" in payload)):
         return "anthropic"
     if payload.get("object") == "response":
         return "openai-responses"
