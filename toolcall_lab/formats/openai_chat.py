@@ -1087,22 +1087,18 @@ class ChatCompletionAccumulator(StreamAccumulator):
         give the same response."""
         findings = self.findings
         order = st.order
-        taken = None  # (`provider_ids`, inlined: None when every call has an id)
-        for pending in order:
-            if pending.tool_call_id is None:
-                taken = provider_ids(order)
-                break
         batch = self.batch
-        # every call was started by the fast path, which takes only the next index: `order` is
-        # already in index order (a call started anywhere else sets `st.slow`)
+        # every call was started by the fast path (a call started anywhere else sets `st.slow`),
+        # which takes only the next index and only a call with a provider id (never unset after):
+        # `order` is already in index order, and no fallback id is made (so no ids to avoid)
         calls: tuple[ToolCall, ...]
         if not order:
             calls = ()
             promised_calls("finish_reason", st.finish_reason, findings, "choice 0: ", 0)
         elif len(order) == 1:
-            calls = (order[0].finalize(batch, findings, None, None, None, taken),)
+            calls = (order[0].finalize(batch, findings),)
         else:
-            calls = tuple([p.finalize(batch, findings, None, None, None, taken) for p in order])
+            calls = tuple([p.finalize(batch, findings) for p in order])
             repeated_provider_ids(calls, findings)
         text = st.content
         thought = st.reasoning
