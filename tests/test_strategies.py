@@ -673,6 +673,56 @@ def test_eager_stops_early_dispatch_at_out_of_order_indices_and_survives_a_negat
     answered_once_in_model_order(result)
 
 
+@pytest.mark.parametrize("hooked", [False, True])
+def test_eager_calls_that_move_before_their_tasks_first_run_land_at_their_final_positions(hooked: bool) -> None:
+    """Two calls are dispatched as they arrive, and the stream ends with a negative index that moves
+    them one place on (0 -> 1, 1 -> 2) before their tasks first ran: each task finds its call's final
+    position once (its start, its approval, its record), with or without an ``approve_call`` hook; a
+    position mapped twice put a call's start or record where the next call belongs."""
+    from toolcall_lab._execution import Executor
+    from toolcall_lab.messages import ToolCall
+
+    asked: list[str] = []
+    running: list[float | None] = []
+
+    def approve(call: Any) -> bool:
+        asked.append(call.tool_call_id)
+        return True
+
+    async def main() -> Batch:
+        executor = Executor(Counting().registry(), Hooks(approve_call=approve if hooked else None), 0.0)
+        batch = Batch(executor, emit=None, strategy="eager", streaming=True)
+        early = [
+            ToolCall(tool_call_id="a", name="search", arguments='{"key": "x", "seconds": 2}', index=0),
+            ToolCall(tool_call_id="b", name="read", arguments='{"key": "y", "seconds": 1}', index=1),
+        ]
+
+        async def streaming() -> None:
+            if await batch._first_arrival():
+                await resolve("eager").run(batch)
+
+        task = asyncio.get_running_loop().create_task(streaming())
+        await asyncio.sleep(0)  # the strategy waits for the first call
+        batch._arrive(0, early[0])
+        await asyncio.sleep(0)  # it dispatches a (its task not run yet), and takes the next at arrival
+        batch._arrive(1, early[1])
+        last = ToolCall(tool_call_id="c", name="write", arguments='{"key": "z", "seconds": 0.5}', index=-1)
+        batch._end_stream([last, *early], None, "recorded")  # moves a and b on, before their tasks ran
+        await asyncio.sleep(0.1)  # every call has started (the shortest runs 0.5 s)
+        running.extend(batch._started)
+        await task
+        return batch
+
+    batch = run_virtual(main())
+    done = batch.results
+    assert [e.tool_call_id for e in done] == ["c", "a", "b"]  # type: ignore[union-attr]
+    assert [e.result for e in done] == ["write z", "search x", "read y"]  # type: ignore[union-attr]
+    assert [e.ended_at - e.started_at for e in done] == [0.5, 2.0, 1.0]  # type: ignore[union-attr]
+    assert running == [e.started_at for e in done] == [0.0, 0.0, 0.0]  # type: ignore[union-attr]
+    assert not any(batch._open)
+    assert sorted(asked) == (["a", "b", "c"] if hooked else [])
+
+
 def test_eager_with_an_approval_hook_and_duplicates() -> None:
     def approve(call: Any) -> Any:
         return "no writes" if call.name == "write" else True

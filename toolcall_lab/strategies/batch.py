@@ -62,6 +62,8 @@ from toolcall_lab.strategies._bulk import TASK_NAME, run_all
 from toolcall_lab.strategies._slots import Slots
 
 Emit = Callable[[RunEvent], None]
+_INDEX = operator.attrgetter("index")
+_Task = asyncio.Task  # (one lookup less per call dispatched)
 
 
 def _drop(event: RunEvent) -> None:
@@ -173,7 +175,9 @@ class Batch:
         if round_trip_s:
             self._round_trip_s = round_trip_s
         self._calls: tuple[ToolCall, ...] = tuple(calls)
-        n = len(self._calls)
+        # while streaming, room for the calls to come: 8 at first (a list of 8 costs what an empty
+        # one does), doubled as needed (`_ensure`); `_end_stream` trims it to the final batch
+        n = max(len(self._calls), 8) if streaming else len(self._calls)
         self._done: list[ToolExecution | None] = [None] * n  # each call's record once settled
         self._started: list[float | None] = [None] * n  # when each call started running
         self._claimed = [False] * n  # run, started or skipped through the public API
@@ -195,6 +199,8 @@ class Batch:
         if streaming:
             self._streaming = True
             self._final = False
+            self._assistant = self._chunk_timing = None  # (set at the stream's end: made here, stored
+            # among the attributes every batch has, that store costs what any other does)
             self._checked = [False] * n
             self._arrivals = deque()
             self._indices = {}
@@ -490,13 +496,14 @@ class Batch:
                 pre[pos] = await executor.screen_one(calls[pos], pos, dedupe)
                 self._screened = pos + 1
 
-    async def _verdict(self, pos: int) -> ToolExecution | None:
-        """None when the call at `pos` may run; else the record it is answered with instead. The
-        whole batch is screened first (model order), or, under streaming, this call as it arrived
-        (``approve_call`` one call at a time, in arrival order). A duplicate is decided last
-        (`_duplicate_turn`): it may wait for its original, or run in its place."""
+    async def _verdict(self, given: int, early: bool) -> ToolExecution | None:
+        """None when the call dispatched at `given` may run; else the record it is answered with
+        instead. The whole batch is screened first (model order), or, under streaming, this call as it
+        arrived (``approve_call`` one call at a time, in arrival order). A duplicate is decided last
+        (`_duplicate_turn`): it may wait for its original, or run in its place. `early`: it was
+        dispatched while the model streamed (so it may have moved since: `_at`)."""
         checked = self._checked
-        early = not self._final
+        pos = self._at(given, early)
         if checked is None:
             if self._screened < len(self._calls):
                 await self._screen()
@@ -511,10 +518,10 @@ class Batch:
                     self._lock = asyncio.Lock()
                 async with self._lock:  # (a human approving calls never gets two prompts at once)
                     verdict = await executor.screen_one(call, pos, self._dedupe)
-                self._pre[self._at(pos, early)] = verdict
+                self._pre[self._at(given, early)] = verdict
         if self._dedupe.of:
-            return await self._resolved(pos, early)
-        return self._pre[self._at(pos, early)]
+            return await self._resolved(given, early)
+        return self._pre[self._at(given, early)]
 
     # -- de-duplication ------------------------------------------------------------------------------
 
@@ -716,9 +723,10 @@ class Batch:
             self._cancelled(self._at(pos, early))
             raise
 
-    async def _run_claimed(self, pos: int, early: bool) -> ToolExecution:
-        pre = await self._verdict(pos)
-        pos = self._at(pos, early)
+    async def _run_claimed(self, given: int, early: bool) -> ToolExecution:
+        """`run`'s steps for the call claimed at `given` (where it sits now: ``_at(given, early)``)."""
+        pre = await self._verdict(given, early)
+        pos = self._at(given, early)
         executor = self._executor
         at = executor.now()
         self._act(pos, at)
@@ -743,12 +751,12 @@ class Batch:
                     slots.forget(pos)
                 raise
             queued, at = at, executor.now()
-        self._started[self._at(pos, early)] = at
+        self._started[self._at(given, early)] = at
         try:
             ex = await executor.execute(call, pos, at)
         except Interrupted as exc:
             if exc.execution is not None:
-                at_pos = self._at(pos, early)
+                at_pos = self._at(given, early)
                 self._done[at_pos] = self._with_queue(at_pos, exc.execution)
             raise
         finally:
@@ -756,7 +764,7 @@ class Batch:
                 slots.release(call.name)
         if queued is not None:
             ex = replace(ex, queued_at=queued)
-        pos = self._at(pos, early)
+        pos = self._at(given, early)
         self._done[pos] = ex
         if self._settling is not None:
             self._tell_settled()
@@ -916,11 +924,11 @@ class Batch:
             wake.set_exception(exc)
 
     def _ensure(self, n: int) -> None:
-        """Room for `n` calls (while streaming it grows in steps; `_end_stream` trims it)."""
+        """Room for `n` calls (while streaming it doubles; `_end_stream` trims it)."""
         grow = n - len(self._done)
         if grow > 0:
             if self._streaming:
-                grow = max(grow, len(self._done), 8)
+                grow = max(grow, len(self._done))
             self._done += [None] * grow
             self._started += [None] * grow
             self._claimed += [False] * grow
@@ -960,8 +968,10 @@ class Batch:
             return
         self._arrivals.append(pos)
         wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
+        if wake is not None:  # (once: the arrivals after it until the strategy waits again need not)
+            self._wake = None
+            if not wake.done():
+                wake.set_result(None)
 
     def _end_stream(
         self,
@@ -974,8 +984,8 @@ class Batch:
         early = self._indices
         self._calls = final_calls = tuple(calls)
         self._assistant = assistant_message
-        self._view = None
-        self._views = None
+        if self._view is not None or self._views is not None:  # (handed out while streaming: stale now)
+            self._view = self._views = None
         self._chunk_timing = chunk_timing
         n = len(final_calls)
         if early and not self._in_place(early, final_calls):
@@ -990,11 +1000,10 @@ class Batch:
             del self._done[n:], self._started[n:], self._claimed[n:], self._open[n:], self._pre[n:]
             if self._checked is not None:
                 del self._checked[n:]
-        compare = self._compare
         for pos, call in early.items():
             final_call = final_calls[pos]
-            if call is not final_call:
-                compare(pos, call, final_call)
+            if call is not final_call:  # (the parser hands over the same object when nothing changed)
+                self._compare(pos, call, final_call)
         if len(early) < n:
             arrivals = self._arrivals
             for pos in range(n):
@@ -1014,7 +1023,7 @@ class Batch:
         for pos, call in early.items():
             if pos >= n or final[pos].index != call.index:
                 return False
-        return len({c.index for c in final}) == n
+        return n == 1 or len(set(map(_INDEX, final))) == n
 
     def _move(self, moved: dict[int, int]) -> None:
         """Calls that arrived early sit elsewhere in the final batch: only a call index that sorts
@@ -1027,7 +1036,7 @@ class Batch:
             self._claimed,
             self._open,
             self._pre,
-            self._checked or [],
+            self._checked if self._checked is not None else [],
         ]
         blank: list[Any] = [None, None, False, False, None, False]
         fresh: list[list[Any]] = [[b] * n for b in blank]
@@ -1036,9 +1045,8 @@ class Batch:
             for src, dst in zip(lists, fresh, strict=True):
                 if pos < len(src):
                     dst[moved.get(pos, pos)] = src[pos]
-        self._done, self._started, self._claimed, self._open, self._pre = fresh[:5]
-        if self._checked is not None:
-            self._checked = fresh[5]
+        for src, dst in zip(lists, fresh, strict=True):  # in place: a group's `lane` holds the lists
+            src[:] = dst
         self._indices = {moved.get(p, p): c for p, c in self._indices.items()}
         if self._runners:
             self._runners = {moved.get(p, p): t for p, t in self._runners.items()}
@@ -1195,24 +1203,35 @@ class _Group:
     iteration per task). The semantics are a task group's: the first exception that must stop the
     run (cancellation aside) cancels the others, which are drained before it propagates; cancelling
     the batch cancels and drains every call. A call screened out (a duplicate, bad arguments, ...)
-    is answered at once, without a task or a slot. The per-call path reads the batch's lists and
-    the executor's clock directly (it is the hot path of ``eager``).
+    is answered at once, without a task or a slot. When nothing is awaited before a tool (no
+    ``approve_call``, no slots), calls take the lean `dispatch_lean` / `plain` path, which reads what it
+    needs from the group's own fields (it is the hot path of ``eager``); else `dispatch_any` / `one`.
     """
 
     __slots__ = (
         "batch",
         "check",
+        "checked",
+        "clock",
+        "dedupe",
+        "dispatch",
+        "done",
         "emit",
+        "executor",
         "failure",
         "fast",
         "finished",
+        "is_open",
         "left",
         "loop",
         "observe",
+        "origin",
+        "pre",
         "round_index",
         "screened",
         "settled",
         "spawn",
+        "started",
         "tasks",
     )
 
@@ -1234,18 +1253,94 @@ class _Group:
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
         self.spawn = loop.create_task if loop.get_task_factory() is not None else None
+        # what the lean path reads per call, held here (the lists' identities never change during a
+        # batch: `Batch._ensure` extends them, `_end_stream` trims them, `_move` moves them, in place)
+        self.executor = executor = batch._executor
+        self.clock, self.origin = executor._clock, executor.origin
+        self.done, self.started, self.is_open = batch._done, batch._started, batch._open
+        self.pre, self.checked, self.dedupe = batch._pre, batch._checked, batch._dedupe
+        self.dispatch: Callable[..., None] = self.dispatch_lean if self.fast else self.dispatch_any
+        """``dispatch(pos, at=None)``: ACTION at `at` (None: now), then the call runs in a task of the
+        group (waiting for its slots if it must)."""
 
-    def dispatch(self, pos: int, at: float, act: bool = True) -> None:
-        """ACTION now (unless the strategy emitted it); then the call runs in a task (waiting for
-        its slots if it must)."""
+    def dispatch_lean(self, pos: int, at: float | None = None) -> None:
+        """`dispatch` when nothing is awaited before a tool (no ``approve_call``, no slots): the same
+        steps as `dispatch_any`, in the same order, reading what they need from the group; a call that
+        de-duplication must decide at its turn takes the general task (`one`)."""
+        executor = self.executor
+        if executor.stop_asked and executor.refuse_start():  # an abort just now: it never starts
+            raise asyncio.CancelledError  # (the run's cut, delivered now, records it as not started)
+        if at is None:
+            at = self.clock() - self.origin
+        batch = self.batch
+        final = batch._final
+        call = batch._calls[pos] if final else batch._indices[pos]
+        self.is_open[pos] = True
+        self.emit(make_action("action", at, self.round_index, call))
+        checked = self.checked
+        if checked is None:
+            pre = batch._check_now(pos)
+        elif checked[pos]:
+            pre = self.pre[pos]
+        else:
+            checked[pos] = True
+            pre = self.pre[pos] = self.check(call, pos, self.dedupe)
+        if self.dedupe.of:  # de-duplication decides at the call's turn (`Batch._verdict`)
+            coro = self.one(pos, call, at, False, not final)
+        elif pre is not None:
+            batch._answer(pos, pre, at)
+            if self.observe:
+                batch._observe(pos, at)
+            return
+        else:
+            coro = self.plain(pos, call, not final)
+        self.left += 1
+        spawn = self.spawn
+        task = _Task(coro, loop=self.loop, name=TASK_NAME) if spawn is None else spawn(coro, name=TASK_NAME)
+        self.tasks.append(task)
+
+    async def plain(self, given: int, call: ToolCall, early: bool) -> None:
+        """`one` for a screened call with no slots to wait for (the common case, kept lean). `given`:
+        the call's position when it was dispatched; where it sits now is ``batch._at(given, early)``
+        (a call dispatched while the model streamed may move once, at the stream's end: `_move`)."""
+        batch = self.batch
+        clock, origin = self.clock, self.origin
+        pos = given
+        try:
+            if early and batch._moved:  # (moved before this task first ran)
+                pos = batch._moved.get(given, given)
+            self.started[pos] = started = clock() - origin
+            ex = await self.executor.execute(call, pos, started)
+            if early and batch._moved:
+                pos = batch._moved.get(given, given)
+            self.done[pos] = ex
+            if batch._settling is not None:
+                batch._tell_settled()
+            if self.observe:
+                self.is_open[pos] = False
+                end = ex.ended_at if self.settled else clock() - origin
+                self.emit(make_observation("observation", end, self.round_index, ex))
+        except asyncio.CancelledError:
+            batch._cancelled(batch._at(given, early))
+            raise
+        except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
+            self.failed(exc, batch._at(given, early))
+            return
+        self.left -= 1
+        if not self.left and not self.finished.done():
+            self.finished.set_result(None)
+
+    def dispatch_any(self, pos: int, at: float | None = None) -> None:
+        """`dispatch` for any group (approval to ask, slots to wait for)."""
         batch = self.batch
         if batch._executor.stop_asked and batch._executor.refuse_start():  # an abort just now: it never
             raise asyncio.CancelledError  # starts (the run's cut, delivered now, records it as not started)
+        if at is None:
+            at = batch._executor.now()
         final = batch._final
         call = batch._calls[pos] if final else batch._indices[pos]
-        if act:
-            batch._open[pos] = True
-            self.emit(make_action("action", at, self.round_index, call))
+        batch._open[pos] = True
+        self.emit(make_action("action", at, self.round_index, call))
         screened = self.screened
         if screened:
             checked = batch._checked
@@ -1264,48 +1359,13 @@ class _Group:
                     batch._observe(pos, at)
                 return
         self.left += 1
-        if self.fast and screened:
-            coro = self.plain(pos, call, not final)
-        else:
-            coro = self.one(pos, call, at, screened, not final)
+        coro = self.one(pos, call, at, screened, not final)
         spawn = self.spawn
         self.tasks.append(
             asyncio.Task(coro, loop=self.loop, name=TASK_NAME)
             if spawn is None
             else spawn(coro, name=TASK_NAME)
         )
-
-    async def plain(self, pos: int, call: ToolCall, early: bool) -> None:
-        """`one` for a screened call with no slots to wait for (the common case, kept lean)."""
-        batch = self.batch
-        executor = batch._executor
-        try:
-            batch._started[pos] = started = executor._clock() - executor.origin
-            ex = await executor.execute(call, pos, started)
-            if early and batch._moved:
-                pos = batch._at(pos)
-            batch._done[pos] = ex
-            if batch._settling is not None:
-                batch._tell_settled()
-            if self.observe:
-                batch._open[pos] = False
-                self.emit(
-                    make_observation(
-                        "observation",
-                        ex.ended_at if self.settled else executor._clock() - executor.origin,
-                        self.round_index,
-                        ex,
-                    )
-                )
-        except asyncio.CancelledError:
-            batch._cancelled(batch._at(pos, early))
-            raise
-        except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
-            self.failed(exc, batch._at(pos, early))
-            return
-        self.left -= 1
-        if not self.left and not self.finished.done():
-            self.finished.set_result(None)
 
     def failed(self, exc: BaseException, pos: int) -> None:
         if isinstance(exc, Interrupted) and exc.execution is not None:
@@ -1316,13 +1376,17 @@ class _Group:
             self.finished.set_result(None)
         self.batch._failed(exc)
 
-    async def one(self, pos: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
+    async def one(self, given: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
+        """A dispatched call's task: its verdict (unless `screened`), a slot, the tool, its record.
+        `given`: its position when dispatched; where it sits now is ``batch._at(given, early)``
+        (a call dispatched while the model streamed may move once, at the stream's end: `_move`)."""
         batch = self.batch
         executor = batch._executor
+        pos = given
         try:
-            pre = None if screened else await batch._verdict(pos)
+            pre = None if screened else await batch._verdict(given, early)
             if early and batch._moved:
-                pos = batch._at(pos)
+                pos = batch._at(given)
             if pre is not None:
                 now = executor.now()
                 batch._answer(pos, pre, now)
@@ -1345,7 +1409,7 @@ class _Group:
                         raise
                     queued = at
                     if early and batch._moved:
-                        pos = batch._at(pos)
+                        pos = batch._at(given)
                 started = executor._clock() - executor.origin
                 batch._started[pos] = started
                 try:
@@ -1356,7 +1420,7 @@ class _Group:
                 if queued is not None:
                     ex = replace(ex, queued_at=queued)
                 if early and batch._moved:
-                    pos = batch._at(pos)
+                    pos = batch._at(given)
                 batch._done[pos] = ex
                 if batch._settling is not None:
                     batch._tell_settled()
@@ -1371,10 +1435,10 @@ class _Group:
                         )
                     )
         except asyncio.CancelledError:
-            batch._cancelled(batch._at(pos, early))
+            batch._cancelled(batch._at(given, early))
             raise
         except BaseException as exc:  # the run must stop: wake the batch, which re-raises it
-            self.failed(exc, batch._at(pos, early))
+            self.failed(exc, batch._at(given, early))
             return
         self.left -= 1
         if not self.left and not self.finished.done():

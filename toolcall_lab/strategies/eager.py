@@ -93,7 +93,7 @@ class Eager(Strategy):
         while queue:  # what arrived before this task first ran
             dispatch(queue.popleft(), at)
         if batch.streaming:  # from now on each call is dispatched as it arrives (no wake-up per call)
-            batch._direct = lambda pos: dispatch(pos, now())
+            batch._direct = dispatch  # (at None: now)
         try:
             while await batch._next_arrivals():  # (the stream's end: the calls that complete only then)
                 at = now()
