@@ -30,11 +30,23 @@ stream's own cost (chunks, parsing) is the same for every strategy and is not co
 completeness scan, which only ``eager`` runs (about one pass over each argument string: see
 `bench_parse.py` for the parser's cost). The issue's target is eager within 1.5x of parallel.
 
-Two arrival patterns. "burst": every call arrives before the strategy's task first runs (the
-cheapest case for eager: one wake-up). "interleaved" (`--interleaved` table, printed too): one
-event-loop iteration (``await asyncio.sleep(0)``) between arrivals, as a real stream's chunks are
-spread over the loop; the same iterations precede parallel's batch and gather's, so the ratios
-compare scheduling, not the waiting. There eager's per-call wake-up is what it costs.
+Two arrival patterns, each with the same event-loop iterations (``await asyncio.sleep(0)``) for
+every mode and for gather, so the ratios compare scheduling, not the waiting. "burst" (the first
+table): every call arrives at once (as when a response's chunks come in one read), and the stream's
+end reaches the loop one iteration later; a mode that does not stream, and gather, get that
+iteration before their batch. That is how `run` sees a burst: the stream is received in a task of
+its own, and the loop learns of its end only after that task finished and the loop resumed, so
+eager's task, woken by the first arrival, steps before the end (it dispatches what has arrived, the
+calls checked first and then started together, as `run_parallel` does, while the response is still
+streaming). "interleaved" (printed too): one iteration after each arrival, as a real stream's
+chunks are spread over the loop; there eager dispatches each call as it arrives.
+
+Until the 2026-11-28 pass the burst gave no mode that iteration, and ended eager's stream before its
+task could take a step, a sequence `run` never produces (checked: an eager run over a response whose
+chunks all come at once finds its strategy called while the stream is still open, every call
+waiting). That sequence is still printed, last before the timeout table ("unpaced"), for comparison,
+with no verdict: there eager pays two loop iterations that the others do not (its task's first step,
+and its task ending before the batch's awaiter resumes).
 
 The calls are built outside the timed region by the real parser (`ChatCompletionAccumulator` over a
 streamed response), exactly as the loop receives them, fresh for every timed run: the parser reads
@@ -119,6 +131,11 @@ def calls_for(n: int) -> list[ToolCall]:
 
 
 async def gather_only(n: int) -> None:
+    await asyncio.sleep(0)  # the stream's end reaches the loop (as for every mode: `with_mode`)
+    await asyncio.gather(*(noop(i) for i in range(n)))
+
+
+async def gather_unpaced(n: int) -> None:
     await asyncio.gather(*(noop(i) for i in range(n)))
 
 
@@ -156,16 +173,25 @@ async def ready_for(mode: str, executor: Executor) -> Ready:
     return state, task, events
 
 
+Pacing = str
+"""How the calls reach the loop: ``"burst"`` (all at once, then the stream's end one loop iteration
+later, as `run` sees it), ``"interleaved"`` (one iteration after each call), ``"unpaced"`` (all at
+once and the end at once, before a streaming strategy's task could take a step: a sequence `run`
+never produces, timed for comparison only)."""
+
+
 async def with_mode(
     mode: str,
     batch: tuple[list[ToolCall], dict[str, Any]],
     executor: Executor,
     record: bool = False,
-    interleaved: bool = False,
+    pacing: Pacing = "burst",
     ready: Ready | None = None,
 ) -> tuple[Batch, list[Any]]:
     """One batch under `mode`. A strategy that streams gets `ready` (`ready_for`, made before the
-    timed region): from here on the calls arrive (timed), then the stream ends."""
+    timed region): from here on the calls arrive (timed), then the stream ends. Every mode gets the
+    same loop iterations (`Pacing`): a streaming strategy between the arrivals and the stream's end,
+    the others before their batch (as gather before its own)."""
     calls, assistant = batch
     strategy = resolve(mode)
     if strategy.streams:  # as in a streamed round: the strategy first, then the calls arrive
@@ -174,15 +200,16 @@ async def with_mode(
         state, task, events = ready
         for pos, call in enumerate(calls):
             state._arrive(pos, call)
-            if interleaved:
+            if pacing == "interleaved":
                 await asyncio.sleep(0)
+        if pacing == "burst":
+            await asyncio.sleep(0)  # the stream's end reaches the loop (the strategy's task steps first)
         state._end_stream(calls, assistant, "recorded")
         await task
     else:
         events = []
-        if interleaved:
-            for _ in calls:  # the same pacing before the batch
-                await asyncio.sleep(0)
+        for _ in calls if pacing == "interleaved" else () if pacing == "unpaced" else (None,):
+            await asyncio.sleep(0)  # the same pacing before the batch
         state = Batch(
             executor, calls, emit=events.append, strategy=strategy.name, assistant_message=assistant
         )
@@ -213,6 +240,7 @@ async def gather_limited(n: int) -> None:
         async with asyncio.timeout(5.0):
             return await noop(i)
 
+    await asyncio.sleep(0)  # the stream's end reaches the loop (as for every mode: `with_mode`)
     await asyncio.gather(*(one(i) for i in range(n)))
 
 
@@ -272,7 +300,7 @@ def _timed(
     mode: str,
     n: int,
     record: bool = False,
-    interleaved: bool = False,
+    pacing: Pacing = "burst",
     registry: ToolRegistry = REGISTRY,
 ) -> Callable[[], Work]:
     """A maker: fresh calls from the parser and a fresh executor (made outside the timed region, as
@@ -283,7 +311,7 @@ def _timed(
         ex = Executor(registry, Hooks(), loop.time())
 
         async def one(ready: Ready | None = None) -> tuple[str, int, Any]:
-            return mode, n, await with_mode(mode, batch, ex, record, interleaved, ready)
+            return mode, n, await with_mode(mode, batch, ex, record, pacing, ready)
 
         if resolve(mode).streams:
             return ready_for(mode, ex), one
@@ -342,6 +370,7 @@ def main() -> None:
         f"{'met' if worst['eager'] <= 1.5 else 'MISSED'})"
     )
     interleaved(quick)
+    unpaced(quick)
     per_call_timeout(quick)
 
 
@@ -355,7 +384,7 @@ def interleaved(quick: bool) -> None:
         repeat = 20 if quick else (200 if n < 64 else 40)
         makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather_interleaved(n)}
         for mode in ("parallel", "eager"):
-            makers[mode] = _timed(loop, mode, n, interleaved=True)
+            makers[mode] = _timed(loop, mode, n, pacing="interleaved")
         t = measure(loop, makers, repeat)
         base = t["gather"]
         worst_p = max(worst_p, t["eager"] / t["parallel"])
@@ -370,6 +399,32 @@ def interleaved(quick: bool) -> None:
         f"({'met' if worst_p <= 1.5 else 'MISSED'}), eager / gather {worst_g:.2f}x "
         f"({'met' if worst_g <= 1.5 else 'MISSED'}; targets <= 1.5x)"
     )
+
+
+def unpaced(quick: bool) -> None:
+    """The sequence the first table timed until the 2026-11-28 pass, for comparison (no verdict):
+    every call arrives and the stream ends before eager's task takes a step, and no mode gets a loop
+    iteration before its batch. `run` never produces it: the stream's end reaches the loop only after
+    the receive task finishes and the loop resumes, and eager's task, woken at the first arrival,
+    steps before that (it then dispatches what arrived, while the response is still streaming)."""
+    loop = asyncio.new_event_loop()
+    print(
+        "\nfor comparison, unpaced (the stream ends before eager's task takes a step, a sequence run() "
+        "never produces; no iteration before any batch; not a target):"
+    )
+    print(f"{'calls':>5} {'gather us/call':>15} {'parallel':>18} {'eager':>18} {'eager/parallel':>15}")
+    for n in (8, 64, 512):
+        repeat = 20 if quick else (200 if n < 64 else 40)
+        makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather_unpaced(n)}
+        for mode in ("parallel", "eager"):
+            makers[mode] = _timed(loop, mode, n, pacing="unpaced")
+        t = measure(loop, makers, repeat)
+        base = t["gather"]
+        print(
+            f"{n:>5} {base / n * 1e6:>15.2f} {t['parallel'] / n * 1e6:>8.1f} us {t['parallel'] / base:>5.2f}x "
+            f"{t['eager'] / n * 1e6:>8.1f} us {t['eager'] / base:>5.2f}x {t['eager'] / t['parallel']:>14.2f}x"
+        )
+    loop.close()
 
 
 def per_call_timeout(quick: bool) -> None:

@@ -674,7 +674,9 @@ def test_eager_stops_early_dispatch_at_out_of_order_indices_and_survives_a_negat
 
 
 @pytest.mark.parametrize("hooked", [False, True])
-def test_eager_calls_that_move_before_their_tasks_first_run_land_at_their_final_positions(hooked: bool) -> None:
+def test_eager_calls_that_move_before_their_tasks_first_run_land_at_their_final_positions(
+    hooked: bool,
+) -> None:
     """Two calls are dispatched as they arrive, and the stream ends with a negative index that moves
     them one place on (0 -> 1, 1 -> 2) before their tasks first ran: each task finds its call's final
     position once (its start, its approval, its record), with or without an ``approve_call`` hook; a
@@ -721,6 +723,69 @@ def test_eager_calls_that_move_before_their_tasks_first_run_land_at_their_final_
     assert running == [e.started_at for e in done] == [0.0, 0.0, 0.0]  # type: ignore[union-attr]
     assert not any(batch._open)
     assert sorted(asked) == (["a", "b", "c"] if hooked else [])
+
+
+def burst(*calls: tuple[str, str, str]) -> ChunkModel:
+    """Every call of one response, and its end, in chunks that all come at once (as in one read)."""
+    chunks = [(0.0, header(i, cid, name, arguments)) for i, (cid, name, arguments) in enumerate(calls)]
+    return ChunkModel([*chunks, (0.0, chunk({}, "tool_calls"))], answer())
+
+
+def test_eager_over_a_burst_checks_every_call_then_starts_them_together_in_model_order() -> None:
+    """Calls that arrive together are dispatched as `run_parallel` does a batch: each checked first,
+    then every ACTION in model order (a call with bad arguments answered at its own), then the calls
+    run; with a duplicate among them, each is decided at its turn (it waits for its original). The
+    strategy is called while the stream is still open (the stream's end reaches the loop only after
+    the task receiving it finished)."""
+    seen: list[tuple[bool, int]] = []
+
+    @strategy("spy_eager", streams=True)
+    async def spy(batch: Batch) -> None:
+        seen.append((batch.streaming, len(batch._arrivals)))
+        await Eager().run(batch)
+
+    def played(model: ChunkModel, mode: Any = "eager") -> tuple[RunResult, list[tuple[str, str]]]:
+        events: list[Any] = []
+        result = run_virtual(run(model, Counting().registry(), "go", mode=mode, on_event=events.append))
+        answered_once_in_model_order(result)
+        return result, [
+            (e.kind, e.call.tool_call_id if e.kind == "action" else e.execution.tool_call_id)
+            for e in events
+            if e.kind in ("action", "observation")
+        ]
+
+    calls = [
+        ("a", "search", '{"key": "x"}'),
+        ("c", "read", '{"key": 1, "nope": 2}'),
+        ("d", "write", '{"key": "y"}'),
+    ]
+    result, acts = played(burst(*calls))
+    assert [e.status for e in result.executions] == ["ok", "invalid_arguments", "ok"]
+    assert acts[:4] == [("action", "a"), ("action", "c"), ("observation", "c"), ("action", "d")]
+    result, acts = played(burst(calls[0], ("b", "search", '{"key": "x"}'), *calls[1:]))
+    assert [e.status for e in result.executions] == ["ok", "duplicate", "invalid_arguments", "ok"]
+    assert [cid for kind, cid in acts if kind == "action"] == ["a", "b", "c", "d"]
+    result, _ = played(burst(*calls), spy)
+    assert result.status == "completed" and seen == [(True, 3)]
+
+
+def test_an_abort_from_a_listener_at_the_first_action_of_a_burst_starts_no_other_call() -> None:
+    handle = AbortHandle()
+    tools = Counting()
+
+    def listener(event: Any) -> None:
+        if event.kind == "action":
+            handle.abort("seen enough")
+
+    model = burst(
+        ("a", "search", '{"key": "x"}'), ("b", "read", '{"key": "y"}'), ("c", "write", '{"key": "z"}')
+    )
+    result = run_virtual(run(model, tools.registry(), "go", mode="eager", abort=handle, on_event=listener))
+    assert (result.status, result.reason) == ("aborted", "aborted")
+    assert tools.started == []  # (a's ACTION went out, then the abort: no tool is entered)
+    assert [e.status for e in result.executions] == ["cancelled"] * 3
+    assert all("aborted (seen enough) before this call started" in e.result for e in result.executions)
+    assert validate_messages(result.messages) == []
 
 
 def test_eager_with_an_approval_hook_and_duplicates() -> None:
@@ -908,7 +973,9 @@ def test_eager_on_the_real_clock_starts_a_call_before_the_stream_ends() -> None:
     calls = [("search", {"key": "a", "seconds": 0.05}), ("read", {"key": "b", "seconds": 0.05})]
     result = asyncio.run(run(scripted(calls, latency=0.3), Counting().registry(), "go", mode="eager"))
     rnd = result.rounds[0]
-    assert rnd.model_call.chunk_timing == "recorded"  # on the real clock, offsets are measured as chunks arrive
+    assert (
+        rnd.model_call.chunk_timing == "recorded"
+    )  # on the real clock, offsets are measured as chunks arrive
     assert rnd.executions[0].started_at < rnd.model_call.ended_at
     assert result.rounds[1].model_call.started_at >= max(e.ended_at for e in rnd.executions)
     answered_once_in_model_order(result)

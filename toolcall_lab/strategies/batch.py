@@ -857,7 +857,8 @@ class Batch:
         group = self._group
         if group is not None:
             self._group = None
-            await self._joined(group.wait())
+            if group.left or group.failure:  # (else every call it dispatched has finished)
+                await self._joined(group.wait())
 
     def skip(self, pos: int, why: str | None = None) -> None:
         """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
@@ -988,22 +989,22 @@ class Batch:
             self._view = self._views = None
         self._chunk_timing = chunk_timing
         n = len(final_calls)
-        if early and not self._in_place(early, final_calls):
+        differ = self._in_place(early, final_calls) if early else []
+        if differ is None:  # some sit elsewhere in the final batch: move them
             final = {c.index: p for p, c in enumerate(final_calls)}
             moved = {pos: final[c.index] for pos, c in early.items() if final.get(c.index, pos) != pos}
             if moved:
                 self._move(moved)
                 early = self._indices
+            differ = [pos for pos, call in early.items() if call is not final_calls[pos]]
         self._streaming = False
         self._ensure(n)
         if len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
             del self._done[n:], self._started[n:], self._claimed[n:], self._open[n:], self._pre[n:]
             if self._checked is not None:
                 del self._checked[n:]
-        for pos, call in early.items():
-            final_call = final_calls[pos]
-            if call is not final_call:  # (the parser hands over the same object when nothing changed)
-                self._compare(pos, call, final_call)
+        for pos in differ:
+            self._compare(pos, early[pos], final_calls[pos])
         if len(early) < n:
             arrivals = self._arrivals
             for pos in range(n):
@@ -1015,15 +1016,22 @@ class Batch:
             wake.set_result(None)
 
     @staticmethod
-    def _in_place(early: Mapping[int, ToolCall], final: Sequence[ToolCall]) -> bool:
-        """Whether every call that arrived early sits at its own position in the final batch (the
-        common case: no call index sorting before them came later), so nothing moves; indices
-        unique (else `_end_stream` maps them as it always did)."""
+    def _in_place(early: Mapping[int, ToolCall], final: Sequence[ToolCall]) -> list[int] | None:
+        """When every call that arrived early sits at its own position in the final batch (the common
+        case: no call index sorting before them came later, and indices are unique), the positions of
+        those the stream ended with as another object (the parser hands over the same object when
+        nothing changed: usually none); else None (`_end_stream` maps them)."""
         n = len(final)
+        differ = []
         for pos, call in early.items():
-            if pos >= n or final[pos].index != call.index:
-                return False
-        return n == 1 or len(set(map(_INDEX, final))) == n
+            if pos >= n:
+                return None
+            final_call = final[pos]
+            if final_call is not call:
+                if final_call.index != call.index:
+                    return None
+                differ.append(pos)
+        return differ if n == 1 or len(set(map(_INDEX, final))) == n else None
 
     def _move(self, moved: dict[int, int]) -> None:
         """Calls that arrived early sit elsewhere in the final batch: only a call index that sorts
@@ -1240,7 +1248,7 @@ class _Group:
         self.observe = observe
         """Emit each call's OBSERVATION when it finishes (else the strategy does, e.g. all at the end)."""
         self.loop = loop = asyncio.get_running_loop()
-        self.finished: asyncio.Future[None] = loop.create_future()
+        self.finished: asyncio.Future[None] | None = None  # made when `wait` waits
         self.failure: list[BaseException] = []
         self.left = 0
         self.tasks: list[asyncio.Task[None]] = []
@@ -1262,6 +1270,58 @@ class _Group:
         self.dispatch: Callable[..., None] = self.dispatch_lean if self.fast else self.dispatch_any
         """``dispatch(pos, at=None)``: ACTION at `at` (None: now), then the call runs in a task of the
         group (waiting for its slots if it must)."""
+
+    def dispatch_queued(self, queue: deque[int]) -> None:
+        """Dispatch every position waiting in `queue` (taken off it as it goes), at one clock reading:
+        calls that arrived together. With several waiting and nothing to await before a tool, as
+        `run_parallel` does a whole batch: every one screened first (in order), then each ACTION (a
+        call screened out is answered then), then their tasks; else one `dispatch` each."""
+        if not queue:
+            return
+        at = self.clock() - self.origin
+        if not self.fast or len(queue) == 1:
+            dispatch = self.dispatch
+            while queue:
+                dispatch(queue.popleft(), at)
+            return
+        batch, executor, dedupe = self.batch, self.executor, self.dedupe
+        final = batch._final
+        calls = batch._calls if final else batch._indices
+        checked, screened, check = self.checked, self.pre, self.check
+        for pos in queue:  # the checks first, in arrival (= model) order
+            if checked is None:
+                batch._check_now(pos)
+            elif not checked[pos]:
+                checked[pos] = True
+                screened[pos] = check(calls[pos], pos, dedupe)
+        if dedupe.of:  # de-duplication decides at each call's turn: one by one
+            while queue:
+                self.dispatch_lean(queue.popleft(), at)
+            return
+        is_open, emit, round_index, observe = self.is_open, self.emit, self.round_index, self.observe
+        runnable: list[tuple[int, ToolCall]] = []
+        while queue:
+            if executor.stop_asked and executor.refuse_start():  # an abort just now: the rest never start
+                raise asyncio.CancelledError  # (the run's cut, delivered now, records them as not started)
+            pos = queue.popleft()
+            call = calls[pos]
+            is_open[pos] = True
+            emit(make_action("action", at, round_index, call))
+            pre = screened[pos]
+            if pre is None:
+                runnable.append((pos, call))
+            else:
+                batch._answer(pos, pre, at)
+                if observe:
+                    batch._observe(pos, at)
+        if not runnable:
+            return
+        self.left += len(runnable)
+        plain, loop, spawn, early, name = self.plain, self.loop, self.spawn, not final, TASK_NAME
+        if spawn is None:
+            self.tasks += [_Task(plain(pos, call, early), loop=loop, name=name) for pos, call in runnable]
+        else:
+            self.tasks += [spawn(plain(pos, call, early), name=name) for pos, call in runnable]
 
     def dispatch_lean(self, pos: int, at: float | None = None) -> None:
         """`dispatch` when nothing is awaited before a tool (no ``approve_call``, no slots): the same
@@ -1327,8 +1387,8 @@ class _Group:
             self.failed(exc, batch._at(given, early))
             return
         self.left -= 1
-        if not self.left and not self.finished.done():
-            self.finished.set_result(None)
+        if not self.left:
+            self.wake()
 
     def dispatch_any(self, pos: int, at: float | None = None) -> None:
         """`dispatch` for any group (approval to ask, slots to wait for)."""
@@ -1372,9 +1432,14 @@ class _Group:
             self.batch._done[pos] = self.batch._with_queue(pos, exc.execution)
             self.batch._tell_settled()
         self.failure.append(exc)
-        if not self.finished.done():
-            self.finished.set_result(None)
+        self.wake()
         self.batch._failed(exc)
+
+    def wake(self) -> None:
+        """Every call has finished, or one must stop the run: `wait` (if it waits) goes on."""
+        finished = self.finished
+        if finished is not None and not finished.done():
+            finished.set_result(None)
 
     async def one(self, given: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
         """A dispatched call's task: its verdict (unless `screened`), a slot, the tool, its record.
@@ -1441,17 +1506,18 @@ class _Group:
             self.failed(exc, batch._at(given, early))
             return
         self.left -= 1
-        if not self.left and not self.finished.done():
-            self.finished.set_result(None)
+        if not self.left:
+            self.wake()
 
     async def wait(self) -> None:
         if not self.left and not self.failure:
             return
         try:
             while self.left and not self.failure:  # (calls may have counted down to 0 before, and
-                if self.finished.done():  # more been dispatched since: wait for those too)
-                    self.finished = self.loop.create_future()
-                await self.finished
+                finished = self.finished  # more been dispatched since: wait for those too)
+                if finished is None or finished.done():
+                    finished = self.finished = self.loop.create_future()
+                await finished
         finally:
             if self.left or self.failure:  # (when every call counted itself out, every task returned)
                 pending = [t for t in self.tasks if not t.done()]

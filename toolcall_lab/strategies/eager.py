@@ -44,6 +44,9 @@ ESTIMATED_NOTE = (
     "the stream, is a model, not a measurement"
 )
 
+_NOTES = {"none": FALLBACK_NOTE, "spread": SPREAD_NOTE, "estimated": ESTIMATED_NOTE}
+"""The note a round under eager gets, by its chunk timing (``recorded``: none)."""
+
 
 class Eager(Strategy):
     """Start each call as soon as its arguments are complete, overlapping tools with the stream.
@@ -86,26 +89,20 @@ class Eager(Strategy):
 
     async def run(self, batch: Batch) -> None:
         # `async for pos in batch.arrivals(): batch.start(pos)`, without the generator and the
-        # per-call checks: calls that arrive together are dispatched at one clock reading
+        # per-call checks: calls that arrive together are dispatched at one clock reading, as
+        # `run_parallel` does a batch (each checked first, then their ACTIONs, then their tasks)
         group = batch._group_for()
-        dispatch, now, queue = group.dispatch, batch._executor.now, batch._arrivals
-        at = now()
-        while queue:  # what arrived before this task first ran
-            dispatch(queue.popleft(), at)
+        queue = batch._arrivals
+        group.dispatch_queued(queue)  # what arrived before this task first ran, at one clock reading
         if batch.streaming:  # from now on each call is dispatched as it arrives (no wake-up per call)
-            batch._direct = dispatch  # (at None: now)
+            batch._direct = group.dispatch  # (at None: now)
         try:
             while await batch._next_arrivals():  # (the stream's end: the calls that complete only then)
-                at = now()
-                while queue:
-                    dispatch(queue.popleft(), at)
+                group.dispatch_queued(queue)
         finally:
             batch._direct = None
         await batch.join()
         if batch._calls:
-            if batch.chunk_timing == "none":
-                batch.note(FALLBACK_NOTE)
-            elif batch.chunk_timing == "spread":
-                batch.note(SPREAD_NOTE)
-            elif batch.chunk_timing == "estimated":
-                batch.note(ESTIMATED_NOTE)
+            note = _NOTES.get(batch.chunk_timing)  # type: ignore[arg-type]
+            if note is not None:
+                batch.note(note)
