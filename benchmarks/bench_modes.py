@@ -374,17 +374,19 @@ def main() -> None:
     per_call_timeout(quick)
 
 
-def interleaved(quick: bool) -> None:
-    """Arrivals spread over the event loop (one iteration each), for gather, parallel and eager."""
+def eager_table(
+    quick: bool, pacing: Pacing, gather: Callable[[int], Coroutine[Any, Any, None]]
+) -> tuple[float, float]:
+    """gather, parallel and eager at 8-512 calls under `pacing`, one row each; the worst eager /
+    parallel and eager / gather."""
     loop = asyncio.new_event_loop()
-    print("\ninterleaved arrivals (one loop iteration between calls, before the batch for gather/parallel):")
     print(f"{'calls':>5} {'gather us/call':>15} {'parallel':>18} {'eager':>18} {'eager/parallel':>15}")
     worst_p = worst_g = 0.0
     for n in (8, 64, 512):
         repeat = 20 if quick else (200 if n < 64 else 40)
-        makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather_interleaved(n)}
+        makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather(n)}
         for mode in ("parallel", "eager"):
-            makers[mode] = _timed(loop, mode, n, pacing="interleaved")
+            makers[mode] = _timed(loop, mode, n, pacing=pacing)
         t = measure(loop, makers, repeat)
         base = t["gather"]
         worst_p = max(worst_p, t["eager"] / t["parallel"])
@@ -394,6 +396,13 @@ def interleaved(quick: bool) -> None:
             f"{t['eager'] / n * 1e6:>8.1f} us {t['eager'] / base:>5.2f}x {t['eager'] / t['parallel']:>14.2f}x"
         )
     loop.close()
+    return worst_p, worst_g
+
+
+def interleaved(quick: bool) -> None:
+    """Arrivals spread over the event loop (one iteration each), for gather, parallel and eager."""
+    print("\ninterleaved arrivals (one loop iteration between calls, before the batch for gather/parallel):")
+    worst_p, worst_g = eager_table(quick, "interleaved", gather_interleaved)
     print(
         f"interleaved, worst at 8-512 calls: eager / parallel {worst_p:.2f}x "
         f"({'met' if worst_p <= 1.5 else 'MISSED'}), eager / gather {worst_g:.2f}x "
@@ -407,24 +416,11 @@ def unpaced(quick: bool) -> None:
     iteration before its batch. `run` never produces it: the stream's end reaches the loop only after
     the receive task finishes and the loop resumes, and eager's task, woken at the first arrival,
     steps before that (it then dispatches what arrived, while the response is still streaming)."""
-    loop = asyncio.new_event_loop()
     print(
         "\nfor comparison, unpaced (the stream ends before eager's task takes a step, a sequence run() "
         "never produces; no iteration before any batch; not a target):"
     )
-    print(f"{'calls':>5} {'gather us/call':>15} {'parallel':>18} {'eager':>18} {'eager/parallel':>15}")
-    for n in (8, 64, 512):
-        repeat = 20 if quick else (200 if n < 64 else 40)
-        makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather_unpaced(n)}
-        for mode in ("parallel", "eager"):
-            makers[mode] = _timed(loop, mode, n, pacing="unpaced")
-        t = measure(loop, makers, repeat)
-        base = t["gather"]
-        print(
-            f"{n:>5} {base / n * 1e6:>15.2f} {t['parallel'] / n * 1e6:>8.1f} us {t['parallel'] / base:>5.2f}x "
-            f"{t['eager'] / n * 1e6:>8.1f} us {t['eager'] / base:>5.2f}x {t['eager'] / t['parallel']:>14.2f}x"
-        )
-    loop.close()
+    eager_table(quick, "unpaced", gather_unpaced)
 
 
 def per_call_timeout(quick: bool) -> None:

@@ -1212,8 +1212,8 @@ class _Group:
     run (cancellation aside) cancels the others, which are drained before it propagates; cancelling
     the batch cancels and drains every call. A call screened out (a duplicate, bad arguments, ...)
     is answered at once, without a task or a slot. When nothing is awaited before a tool (no
-    ``approve_call``, no slots), calls take the lean `dispatch_lean` / `plain` path, which reads what it
-    needs from the group's own fields (it is the hot path of ``eager``); else `dispatch_any` / `one`.
+    ``approve_call``, no slots), a call's task is the lean `plain`, which reads what it needs from the
+    group's own fields (it is the hot path of ``eager``); else `one`.
     """
 
     __slots__ = (
@@ -1222,7 +1222,6 @@ class _Group:
         "checked",
         "clock",
         "dedupe",
-        "dispatch",
         "done",
         "emit",
         "executor",
@@ -1267,9 +1266,6 @@ class _Group:
         self.clock, self.origin = executor._clock, executor.origin
         self.done, self.started, self.is_open = batch._done, batch._started, batch._open
         self.pre, self.checked, self.dedupe = batch._pre, batch._checked, batch._dedupe
-        self.dispatch: Callable[..., None] = self.dispatch_lean if self.fast else self.dispatch_any
-        """``dispatch(pos, at=None)``: ACTION at `at` (None: now), then the call runs in a task of the
-        group (waiting for its slots if it must)."""
 
     def dispatch_queued(self, queue: deque[int]) -> None:
         """Dispatch every position waiting in `queue` (taken off it as it goes), at one clock reading:
@@ -1296,7 +1292,7 @@ class _Group:
                 screened[pos] = check(calls[pos], pos, dedupe)
         if dedupe.of:  # de-duplication decides at each call's turn: one by one
             while queue:
-                self.dispatch_lean(queue.popleft(), at)
+                self.dispatch(queue.popleft(), at)
             return
         is_open, emit, round_index, observe = self.is_open, self.emit, self.round_index, self.observe
         runnable: list[tuple[int, ToolCall]] = []
@@ -1322,42 +1318,6 @@ class _Group:
             self.tasks += [_Task(plain(pos, call, early), loop=loop, name=name) for pos, call in runnable]
         else:
             self.tasks += [spawn(plain(pos, call, early), name=name) for pos, call in runnable]
-
-    def dispatch_lean(self, pos: int, at: float | None = None) -> None:
-        """`dispatch` when nothing is awaited before a tool (no ``approve_call``, no slots): the same
-        steps as `dispatch_any`, in the same order, reading what they need from the group; a call that
-        de-duplication must decide at its turn takes the general task (`one`)."""
-        executor = self.executor
-        if executor.stop_asked and executor.refuse_start():  # an abort just now: it never starts
-            raise asyncio.CancelledError  # (the run's cut, delivered now, records it as not started)
-        if at is None:
-            at = self.clock() - self.origin
-        batch = self.batch
-        final = batch._final
-        call = batch._calls[pos] if final else batch._indices[pos]
-        self.is_open[pos] = True
-        self.emit(make_action("action", at, self.round_index, call))
-        checked = self.checked
-        if checked is None:
-            pre = batch._check_now(pos)
-        elif checked[pos]:
-            pre = self.pre[pos]
-        else:
-            checked[pos] = True
-            pre = self.pre[pos] = self.check(call, pos, self.dedupe)
-        if self.dedupe.of:  # de-duplication decides at the call's turn (`Batch._verdict`)
-            coro = self.one(pos, call, at, False, not final)
-        elif pre is not None:
-            batch._answer(pos, pre, at)
-            if self.observe:
-                batch._observe(pos, at)
-            return
-        else:
-            coro = self.plain(pos, call, not final)
-        self.left += 1
-        spawn = self.spawn
-        task = _Task(coro, loop=self.loop, name=TASK_NAME) if spawn is None else spawn(coro, name=TASK_NAME)
-        self.tasks.append(task)
 
     async def plain(self, given: int, call: ToolCall, early: bool) -> None:
         """`one` for a screened call with no slots to wait for (the common case, kept lean). `given`:
@@ -1390,28 +1350,32 @@ class _Group:
         if not self.left:
             self.wake()
 
-    def dispatch_any(self, pos: int, at: float | None = None) -> None:
-        """`dispatch` for any group (approval to ask, slots to wait for)."""
-        batch = self.batch
-        if batch._executor.stop_asked and batch._executor.refuse_start():  # an abort just now: it never
-            raise asyncio.CancelledError  # starts (the run's cut, delivered now, records it as not started)
+    def dispatch(self, pos: int, at: float | None = None) -> None:
+        """ACTION at `at` (None: now); then the call runs in a task of the group (waiting for its
+        slots if it must). A call screened out is answered at once; without anything to await before
+        a tool, the call takes the lean task (`plain`), else `one` (approval, de-duplication at its
+        turn, slots)."""
+        executor = self.executor
+        if executor.stop_asked and executor.refuse_start():  # an abort just now: it never starts
+            raise asyncio.CancelledError  # (the run's cut, delivered now, records it as not started)
         if at is None:
-            at = batch._executor.now()
+            at = self.clock() - self.origin
+        batch = self.batch
         final = batch._final
         call = batch._calls[pos] if final else batch._indices[pos]
-        batch._open[pos] = True
+        self.is_open[pos] = True
         self.emit(make_action("action", at, self.round_index, call))
         screened = self.screened
         if screened:
-            checked = batch._checked
+            checked = self.checked
             if checked is None:
                 pre = batch._check_now(pos)
             elif checked[pos]:
-                pre = batch._pre[pos]
+                pre = self.pre[pos]
             else:
                 checked[pos] = True
-                pre = batch._pre[pos] = self.check(call, pos, batch._dedupe)
-            if batch._dedupe.of:  # de-duplication decides at the call's turn (`Batch._verdict`)
+                pre = self.pre[pos] = self.check(call, pos, self.dedupe)
+            if self.dedupe.of:  # de-duplication decides at the call's turn (`Batch._verdict`)
                 screened = False
             elif pre is not None:
                 batch._answer(pos, pre, at)
@@ -1419,13 +1383,13 @@ class _Group:
                     batch._observe(pos, at)
                 return
         self.left += 1
-        coro = self.one(pos, call, at, screened, not final)
+        if screened and self.fast:
+            coro = self.plain(pos, call, not final)
+        else:
+            coro = self.one(pos, call, at, screened, not final)
         spawn = self.spawn
-        self.tasks.append(
-            asyncio.Task(coro, loop=self.loop, name=TASK_NAME)
-            if spawn is None
-            else spawn(coro, name=TASK_NAME)
-        )
+        task = _Task(coro, loop=self.loop, name=TASK_NAME) if spawn is None else spawn(coro, name=TASK_NAME)
+        self.tasks.append(task)
 
     def failed(self, exc: BaseException, pos: int) -> None:
         if isinstance(exc, Interrupted) and exc.execution is not None:
