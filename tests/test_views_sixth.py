@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -500,7 +501,9 @@ def test_corpus_names_tell_traces_apart_in_every_list_and_cell(tmp_path: Path) -
     labels = [label for label, _ in view.picker.options]
     assert len({label.split(" · ")[1] for label in labels}) == 4  # four traces, four names
     for label in labels:
-        assert SESSION not in label and re.search(r"(\d+\.\d\dx( \(assumed timings\))?|not comparable)$", label), label
+        assert SESSION not in label and re.search(
+            r"(\d+\.\d\dx( \(assumed timings\))?|not comparable)$", label
+        ), label
     assert any("…sidechains__main_turn02.json" in label for label in labels)
     ends = re.findall(r"<span class='tcl-mid-b'>([^<]*)</span>", view.table.value)
     assert any(e.endswith("__main_turn01.json") for e in ends)
@@ -672,3 +675,43 @@ def test_a_trace_views_widgets_and_static_copy_do_not_grow_with_its_rounds() -> 
     assert few[0] == many[0]  # the same widgets, whatever the number of rounds
     assert many[1] == 41 and few[1] == 4  # one title per round
     assert html.round_title is widgets.round_title
+
+
+@pytest.mark.parametrize(
+    "mode", ["sequential", "parallel", "serialized", "first_only", "eager", "parallel[cap=1]"]
+)
+@pytest.mark.parametrize("listener", ["none", "quiet", "failing"])
+def test_every_event_of_a_run_carries_its_run_id_with_or_without_a_listener(mode: str, listener: str) -> None:
+    """x14 #1: without an ``on_event`` listener the loop appends the batch's ACTION/OBSERVATION events
+    as they are made, and they carried no run id (nor did a failing listener's ``hook_failed``): two
+    runs' events could not be told apart, and a LiveView fed them drew a run that never happened."""
+    import asyncio
+
+    from toolcall_lab.clock import run_virtual
+    from toolcall_lab.loop import run
+    from toolcall_lab.notebook.widgets import LiveView
+    from toolcall_lab.scenarios import SCENARIOS
+
+    def failing(event: Any) -> None:
+        if event.kind == "action":
+            raise ValueError("a listener's bug")
+
+    on_event = {"none": None, "quiet": lambda e: None, "failing": failing}[listener]
+    a, b = SCENARIOS["weather_news_stock"], SCENARIOS["three_tools_100ms"]
+
+    async def both() -> Any:
+        return await asyncio.gather(
+            run(a.model(), a.registry(), a.prompt, mode=mode, on_event=on_event),
+            run(b.model(), b.registry(), b.prompt, mode=mode, on_event=on_event),
+        )
+
+    first, second = run_virtual(both())
+    for result in (first, second):
+        kinds = {e.kind for e in result.events}
+        assert {"action", "observation"} <= kinds and (listener != "failing" or "hook_failed" in kinds)
+        assert {e.run_id for e in result.events} == {result.events[0].run_id} != {""}
+    assert first.events[0].run_id != second.events[0].run_id
+    live = LiveView("replayed events", min_interval_s=0.0)
+    for event in first.events:
+        live.on_event(event)
+    assert len(live.runs) == 1 and not live.warnings

@@ -289,7 +289,9 @@ class _Run:
             executor.held_past_deadline = ("on_event", self.now())
 
     def hook_failed(self, failure: HookFailure) -> None:
-        event = HookFailed(at=failure.at, round_index=failure.round_index, failure=failure)
+        event = HookFailed(
+            at=failure.at, round_index=failure.round_index, failure=failure, run_id=self.run_id
+        )
         if failure.hook == "on_event":  # not back to the listener that just failed
             self.events.append(event)
         else:
@@ -558,6 +560,7 @@ class _Run:
             round_trip_s=self.config.round_trip_s,
             streaming=streaming,
             skips_calls=bool(getattr(self.strategy, "skips_calls", False)),
+            run_id=self.run_id,
         )
 
     def received(

@@ -35,20 +35,20 @@ async def run_all(batch: Any, positions: list[int]) -> None:
     clock, origin, execute = executor._clock, executor.origin, executor.execute
     calls, done, started, is_open = batch._calls, batch._done, batch._started, batch._open
     screened = batch._pre
-    emit, round_index = batch._emit, batch._round_index
+    emit, round_index, run_id = batch._emit, batch._round_index, batch._run_id
     settled = batch._settled()
     at = clock() - origin  # the batch starts at one instant: one clock read for all its actions
     runnable = []
     for pos in positions:  # (marked open before each event: a listener that stops the run leaves
         is_open[pos] = True  # the record consistent)
-        emit(make_action("action", at, round_index, calls[pos]))
+        emit(make_action("action", at, round_index, calls[pos], run_id))
         pre = screened[pos]
         if pre is None:
             runnable.append(pos)
         else:  # decided at screening: answered at once
             done[pos] = ex = pre if pre.started_at == at else replace(pre, started_at=at, ended_at=at)
             is_open[pos] = False
-            emit(make_observation("observation", at, round_index, ex))
+            emit(make_observation("observation", at, round_index, ex, run_id))
     if not runnable:
         return
     finished = loop.create_future()
@@ -62,7 +62,7 @@ async def run_all(batch: Any, positions: list[int]) -> None:
             done[pos] = ex = await execute(calls[pos], pos, t)
             is_open[pos] = False
             end = ex.ended_at if settled else clock() - origin
-            emit(make_observation("observation", end, round_index, ex))
+            emit(make_observation("observation", end, round_index, ex, run_id))
         except asyncio.CancelledError:
             batch._cancelled(pos)
             raise

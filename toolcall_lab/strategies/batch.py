@@ -143,6 +143,7 @@ class Batch:
     _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
     _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
     _changed: frozenset[int] = frozenset()  # call indices that started early, then changed
+    _run_id = ""  # the run's id, on every event the batch makes (`RunEvent.run_id`)
 
     def __init__(
         self,
@@ -158,8 +159,11 @@ class Batch:
         round_trip_s: float = 0.0,
         streaming: bool = False,
         skips_calls: bool = False,
+        run_id: str = "",
     ) -> None:
         self._executor = executor
+        if run_id:  # (stamped on the events the batch makes: the loop may append them as they are)
+            self._run_id = run_id
         self._skips_calls = skips_calls
         self._round_index = round_index
         self._strategy = strategy
@@ -451,14 +455,16 @@ class Batch:
         """Emit the ACTION event of the call at `pos` (the strategy dispatched it)."""
         self._open[pos] = True
         call = self._calls[pos] if self._final else self._indices[pos]
-        self._emit(make_action("action", self.now() if at is None else at, self._round_index, call))
+        at = self.now() if at is None else at
+        self._emit(make_action("action", at, self._round_index, call, self._run_id))
 
     def _observe(self, pos: int, at: float | None = None) -> None:
         """Emit the OBSERVATION event of the call at `pos` (it must be settled)."""
         ex = self._done[pos]
         assert ex is not None, f"observe({pos}) before the call settled"
         self._open[pos] = False
-        self._emit(make_observation("observation", self.now() if at is None else at, self._round_index, ex))
+        at = self.now() if at is None else at
+        self._emit(make_observation("observation", at, self._round_index, ex, self._run_id))
 
     # -- screening -----------------------------------------------------------------------------------
 
@@ -1235,6 +1241,7 @@ class _Group:
         "origin",
         "pre",
         "round_index",
+        "run_id",
         "screened",
         "settled",
         "spawn",
@@ -1257,6 +1264,7 @@ class _Group:
         self.emit = batch._emit
         self.check = batch._executor.check
         self.round_index = batch._round_index
+        self.run_id = batch._run_id
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
         self.spawn = loop.create_task if loop.get_task_factory() is not None else None
@@ -1294,7 +1302,13 @@ class _Group:
             while queue:
                 self.dispatch(queue.popleft(), at)
             return
-        is_open, emit, round_index, observe = self.is_open, self.emit, self.round_index, self.observe
+        is_open, emit, round_index, observe, run_id = (
+            self.is_open,
+            self.emit,
+            self.round_index,
+            self.observe,
+            self.run_id,
+        )
         runnable: list[tuple[int, ToolCall]] = []
         while queue:
             if executor.stop_asked and executor.refuse_start():  # an abort just now: the rest never start
@@ -1302,7 +1316,7 @@ class _Group:
             pos = queue.popleft()
             call = calls[pos]
             is_open[pos] = True
-            emit(make_action("action", at, round_index, call))
+            emit(make_action("action", at, round_index, call, run_id))
             pre = screened[pos]
             if pre is None:
                 runnable.append((pos, call))
@@ -1339,7 +1353,7 @@ class _Group:
             if self.observe:
                 self.is_open[pos] = False
                 end = ex.ended_at if self.settled else clock() - origin
-                self.emit(make_observation("observation", end, self.round_index, ex))
+                self.emit(make_observation("observation", end, self.round_index, ex, self.run_id))
         except asyncio.CancelledError:
             batch._cancelled(batch._at(given, early))
             raise
@@ -1364,7 +1378,7 @@ class _Group:
         final = batch._final
         call = batch._calls[pos] if final else batch._indices[pos]
         self.is_open[pos] = True
-        self.emit(make_action("action", at, self.round_index, call))
+        self.emit(make_action("action", at, self.round_index, call, self.run_id))
         screened = self.screened
         if screened:
             checked = self.checked
@@ -1461,6 +1475,7 @@ class _Group:
                             ex.ended_at if self.settled else executor._clock() - executor.origin,
                             batch._round_index,
                             ex,
+                            self.run_id,
                         )
                     )
         except asyncio.CancelledError:

@@ -26,14 +26,14 @@ class Sequential(Strategy):
         now, execute = executor.now, executor.execute
         calls, done, started = batch._calls, batch._done, batch._started
         screened, is_open = batch._pre, batch._open
-        emit, round_index = batch._emit, batch.round_index
+        emit, round_index, run_id = batch._emit, batch.round_index, batch._run_id
         settled = batch._settled()
         for pos, call in enumerate(calls):
             if executor.stop_asked and executor.refuse_start():  # an abort just now: the rest never start
                 raise asyncio.CancelledError
             started[pos] = at = now()
             is_open[pos] = True
-            emit(make_action("action", at, round_index, call))
+            emit(make_action("action", at, round_index, call, run_id))
             pre = screened[pos]
             if pre is None:
                 try:
@@ -46,4 +46,4 @@ class Sequential(Strategy):
             else:
                 done[pos] = ex = pre if pre.started_at == at else replace(pre, started_at=at, ended_at=at)
             is_open[pos] = False
-            emit(make_observation("observation", at, round_index, ex))
+            emit(make_observation("observation", at, round_index, ex, run_id))

@@ -63,7 +63,7 @@ class Serialized(Strategy):
         timing = Timing(source="placeholder", note=f"{ROUND_TRIP_PLACEHOLDER} ({round_trip_s} s)")
         executor = batch._executor
         now, execute = executor.now, executor.execute
-        emit, round_index = batch._emit, batch.round_index
+        emit, round_index, run_id = batch._emit, batch.round_index, batch._run_id
         settled = batch._settled()
         pos = 0
         at = now()
@@ -91,7 +91,7 @@ class Serialized(Strategy):
                 at = ended
             started[pos] = at
             is_open[pos] = True
-            emit(make_action("action", at, round_index, call))
+            emit(make_action("action", at, round_index, call, run_id))
             pre = screened[pos]
             if pre is None:
                 try:
@@ -104,7 +104,7 @@ class Serialized(Strategy):
                 done[pos] = ex = pre if pre.started_at == at else replace(pre, started_at=at, ended_at=at)
             session.submit(handed.tool_call_id, ex.result)
             is_open[pos] = False
-            emit(make_observation("observation", at, round_index, ex))
+            emit(make_observation("observation", at, round_index, ex, run_id))
             pos += 1
         messages = session.tool_messages()
         if stand_ins:  # back to the ids the model sent
