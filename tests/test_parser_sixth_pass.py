@@ -889,3 +889,75 @@ def test_listener_events_retell_the_response_on_every_chat_stream_we_have() -> N
         {"id": "r", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     ]  # fmt: skip
     assert _event_problems(empty_at_new_index) == []
+
+
+@pytest.mark.parametrize(
+    "where, value",
+    [("call", False), ("call", True), ("call", 0.0), ("call", 1.0), ("choice", False), ("choice", 0.0)],
+)
+def test_an_index_of_another_type_equal_to_an_int_is_reported_on_the_fast_path_too(
+    where: str, value: Any
+) -> None:
+    """x10 #1: a continuation delta's ``index`` false / true / 0.0 / 1.0, or a choice's index false or
+    0.0, equals an int as a key (False == 0), so the fast path found the call or choice by it and read
+    the delta silently; with a listener (the general path) it is reported. Both paths agree now: the
+    value is reported as what it is (and read by the general path's rule: a number as the integer it
+    equals, a boolean as a delta without index; a choice index false skipped)."""
+
+    def chunk(tool_calls: list[dict[str, Any]] | None = None, ci: Any = 0, finish: str | None = None) -> Any:
+        delta = {"tool_calls": tool_calls} if tool_calls else {}
+        return {"id": "r", "model": "m", "choices": [{"index": ci, "delta": delta, "finish_reason": finish}]}
+
+    def header(i: int, cid: str, args: str) -> dict[str, Any]:
+        return {"index": i, "id": cid, "type": "function", "function": {"name": "move", "arguments": args}}
+
+    target = 1 if value is True or value == 1.0 else 0
+    odd_call = {"index": value if where == "call" else target, "function": {"arguments": '"/a"}'}}
+    payloads = [
+        chunk([header(0, "call_a", '{"dest":' if target == 0 else '{"dest":"/a"}')]),
+        chunk([header(1, "call_b", '{"dest":' if target == 1 else '{"dest":"/b"}')]),
+        chunk([odd_call], ci=value if where == "choice" else 0),
+        chunk(finish="tool_calls"),
+    ]
+    fast = _fed(ChatCompletionAccumulator(), payloads)
+    assert fast == _fed(ChatCompletionAccumulator(listener=lambda e: None), payloads)
+    said = [f["message"] for f in fast[0]["findings"] if f["kind"] in ("wrong_type", "malformed_chunk")]
+    assert len(said) == 1 and f"index {json.dumps(value)} " in said[0], said
+
+
+def test_a_late_id_with_blank_arguments_names_the_call_and_a_usage_not_an_object_is_reported() -> None:
+    """x10 #2, #3: a late id whose delta carries only blanks as arguments named a new, nameless call
+    (``bool(" ")``; elsewhere blanks are no arguments) and the finding called the blanks an empty
+    string; a ``usage`` that is not an object was dropped without a word. Fast and general paths alike."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **top: Any) -> dict[str, Any]:
+        return {
+            "id": "r",
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **top,
+        }
+
+    no_id = {"tool_calls": [{"index": 0, "function": {"name": "move", "arguments": '{"dest": "/a"}'}}]}
+    late_id = {"tool_calls": [{"index": 0, "id": "x", "function": {"arguments": " "}}]}
+    payloads = [chunk(no_id), chunk(late_id), chunk({}, "tool_calls", usage="x")]
+    fast = _fed(ChatCompletionAccumulator(), payloads)
+    assert fast == _fed(ChatCompletionAccumulator(listener=lambda e: None), payloads)
+    response = fast[0]
+    calls = response["choices"][0]["tool_calls"]
+    assert [(c["id"], c["name"], c["arguments"]) for c in calls] == [("x", "move", '{"dest": "/a"} ')]
+    said = {f["kind"]: f["message"] for f in response["findings"]}
+    assert 'usage "x" is a string, not an object; not kept' in said["wrong_type"]
+    assert response.get("usage") is None
+    blank = [
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c", "type": "function", "function": {"name": "f", "arguments": "  "}}
+                ]
+            }
+        ),
+        chunk({}, "tool_calls"),
+    ]
+    found = _fed(ChatCompletionAccumulator(), blank)[0]["findings"]
+    assert any("argument string of only whitespace" in f["message"] for f in found), found

@@ -869,7 +869,13 @@ class PendingCall:
                         )
                     )
             else:
-                what = self.args_absent if self.args_absent is not None else "empty argument string"
+                what = (
+                    self.args_absent
+                    if self.args_absent is not None
+                    else "empty argument string"
+                    if not arguments
+                    else "argument string of only whitespace"
+                )
                 ended = self.finished_by or "a response that ended normally"
                 message = f"call {tool_call_id} ({name}): {what} in {ended}, read as {{}}"
                 findings.append(finding("empty_arguments", message, tool_call_id=tool_call_id, **where))

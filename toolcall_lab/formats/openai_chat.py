@@ -187,6 +187,7 @@ def _as_dict(chunk: Any) -> Any:
 
 
 _FAST_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
+_ZERO = 0
 _new = object.__new__
 
 
@@ -290,13 +291,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
             else:
                 self._first(chunk)
         usage = chunk.get("usage")
-        if usage and type(usage) is dict:
-            self.usage = usage
+        if usage is not None:
+            self._usage(usage, n)
         try:
             (choice,) = chunk["choices"]
-            st = self._choices[choice["index"]]  # a choice without "index" takes the general path
+            ci = choice["index"]
+            st = self._choices[ci]  # a choice without "index" takes the general path
             delta = choice["delta"]
-            if "error" in choice:  # OpenRouter's per-choice error object
+            # OpenRouter's per-choice error object; an index false or 0.0 (equal to 0 as a key) is
+            # the general path's to report (`ci is _ZERO`: a decoded 0 is the interpreter's own 0)
+            if "error" in choice or (ci is not _ZERO and type(ci) is not int):
                 raise KeyError
             calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
             if calls is None and "tool_calls" in choice:  # calls beside the delta: the general path
@@ -315,9 +319,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     idx = tc["index"]
                     fn = tc["function"]
                     args = fn["arguments"]
-                    call = st.calls.get(idx)
+                    call = st.calls.get(idx)  # (false or 1.0 find the call at 0 or 1: checked below)
                     if call is not None:
-                        if len(tc) == 2 and len(fn) == 1 and type(args) is str and st.finish_reason is None:
+                        if (
+                            len(tc) == 2
+                            and len(fn) == 1
+                            and type(args) is str
+                            and (idx is call.index or type(idx) is int)  # (not false, not 1.0)
+                            and st.finish_reason is None
+                        ):
                             if args:
                                 call.pieces.append(args)
                             if len(delta) == 1:  # nothing else in this delta: done, but for a finish
@@ -420,8 +430,8 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self._first(chunk)
         if not usage_done:
             usage = chunk.get("usage")
-            if usage and type(usage) is dict:
-                self.usage = usage
+            if usage is not None:
+                self._usage(usage, n)
         choices = chunk.get("choices")
         error_finish = False
         if type(choices) is list:
@@ -446,6 +456,20 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 self.fail(message, chunk, n)
             if chunk.get("error") is not None and chunk["error"] is not False:  # {}, "", []: no
                 self._empty_error(chunk["error"], n)  # message, yet not "no error" (null, false)
+
+    def _usage(self, usage: Any, n: int) -> None:
+        """A chunk's ``usage``: kept when it is an object (an empty one says nothing); anything else
+        is reported, not kept (a number, a string, a list)."""
+        if type(usage) is dict:
+            if usage:
+                self.usage = usage
+        else:
+            self.note(
+                "wrong_type",
+                f"chunk {n}: usage {compact_json(usage)[:60]} is {a_json_type(usage)}, not an object; "
+                "not kept",
+                chunk_index=n,
+            )
 
     def _beside_no_choices(self, chunk: dict[str, Any], n: int) -> None:
         """A chunk (``object: chat.completion.chunk``) without choices, or with ``choices: []``, that
@@ -1429,7 +1453,7 @@ def _is_new_call(call: PendingCall, tid: str | None, name: str | None, args: Any
         if call.tool_call_id is None:  # a late id for this call, unless it already looks finished
             if name and call.name is None:
                 return False  # a late header (id and first name) for a call that had neither
-            return (bool(name) or bool(args)) and call.looks_complete()
+            return (bool(name) or _real_args(args)) and call.looks_complete()
         if tid != call.tool_call_id:
             if name and call.name is not None and name != call.name:
                 return True  # another function: a new call (Ollama), whatever came before
