@@ -10,7 +10,11 @@ under ``parallel``, against a like-for-like gather that wraps each call in ``asy
 limit's own cost is asyncio's, paid by both sides), and against bare gather too (what the limit
 costs a user in all). Hooks, a run deadline and sync tools (a worker thread per call) are not timed.
 
-Baseline ("gather"): `asyncio.gather` over the same no-op tool coroutines, nothing else. Each strategy
+Baseline ("gather"): `asyncio.gather` over the same no-op tool coroutines, nothing else but the loop
+iteration every mode gets before its batch (see "Two arrival patterns" below); the first table also
+times "bare gather", without that iteration, and prints eager against it (eager keeping its
+iteration: the strictest reading of the target, which charges eager an iteration `run()` makes every
+strategy wait for; at 8 calls it is a tenth of gather's time). Each strategy
 runs the same calls through its `Batch` with everything a real batch gets: screening (arguments,
 unknown tools, within-batch de-duplication), per-call timing on the run's clock, the harness's
 exception handling (timeouts, tool exceptions, cancellation, hooks), ACTION/OBSERVATION events, and
@@ -331,10 +335,14 @@ def main() -> None:
     print(f"toolcall_lab from {Path(toolcall_lab.__file__).parent}")
     print(f"{'calls':>5} {'gather us/call':>15} | " + " | ".join(f"{m:>28}" for m in MODES))
     worst: dict[str, float] = {}
-    eager_vs_parallel = 0.0
+    eager_vs_parallel = eager_vs_bare = 0.0
+    bare_rows = []
     for n in (1, 8, 64, 512):
         repeat = 20 if quick else (200 if n < 64 else 40)
-        makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather_only(n)}
+        makers: dict[str, Callable[[], Work]] = {
+            "gather": lambda n=n: gather_only(n),
+            "bare gather": lambda n=n: gather_unpaced(n),
+        }
         for mode in MODES:
             makers[mode] = _timed(loop, mode, n)
             makers[f"{mode}+record"] = _timed(loop, mode, n, record=True)
@@ -348,13 +356,16 @@ def main() -> None:
                 f"{t[mode] / n * 1e6:>6.1f} us {t[mode] / base:>5.2f}x +record {t[f'{mode}+record'] / base:>5.2f}x"
             )
         print(f"{n:>5} {base / n * 1e6:>15.2f} | " + " | ".join(cells))
+        bare_rows.append(f"{n} calls {t['eager'] / t['bare gather']:.2f}x")
         if n >= 8:
             eager_vs_parallel = max(eager_vs_parallel, t["eager"] / t["parallel"])
+            eager_vs_bare = max(eager_vs_bare, t["eager"] / t["bare gather"])
     loop.close()
     print(
-        "\nratio = mode time / bare gather time for the same no-op coroutines (async tools without "
-        "Tool.timeout_s, no hooks, no deadline: the fastest path); target <= 1.5x at 8-512 calls, "
-        "eager included (issue 14)"
+        "\nratio = mode time / gather's time for the same no-op coroutines (async tools without "
+        "Tool.timeout_s, no hooks, no deadline: the fastest path), each given the one loop iteration "
+        "run() takes before it sees the stream's end; target <= 1.5x at 8-512 calls, eager included "
+        "(issue 14)"
     )
     print(
         "worst ratio at 8-512 calls: "
@@ -368,6 +379,11 @@ def main() -> None:
     print(
         f"eager / gather, worst at 8-512 calls: {worst['eager']:.2f}x (target <= 1.5x: "
         f"{'met' if worst['eager'] <= 1.5 else 'MISSED'})"
+    )
+    print(
+        f"eager / bare gather (gather without that iteration, eager with it: the strictest reading), "
+        f"{', '.join(bare_rows)}; worst at 8-512 calls {eager_vs_bare:.2f}x (target <= 1.5x: "
+        f"{'met' if eager_vs_bare <= 1.5 else 'MISSED'})"
     )
     interleaved(quick)
     unpaced(quick)

@@ -961,3 +961,42 @@ def test_a_late_id_with_blank_arguments_names_the_call_and_a_usage_not_an_object
     ]
     found = _fed(ChatCompletionAccumulator(), blank)[0]["findings"]
     assert any("argument string of only whitespace" in f["message"] for f in found), found
+
+
+def test_the_fast_paths_shortcut_to_the_last_call_agrees_with_the_general_path_past_small_ints() -> None:
+    """The fast path finds a continuation's call as the call it started last when the delta's index is
+    that call's own int object (decoded small ints are shared), else by index: past 256 calls the
+    objects differ and the lookup takes over; interleaved deltas, a parked call and a late name go
+    through the general path, after which the shortcut is off. Both paths give the same response."""
+
+    def chunk(*tool_calls: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        delta = {"tool_calls": list(tool_calls)} if tool_calls else {}
+        return {"id": "r", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def header(i: int) -> dict[str, Any]:
+        return {
+            "index": i,
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "f", "arguments": '{"k":'},
+        }
+
+    def more(i: int, text: str) -> dict[str, Any]:
+        return {"index": i, "function": {"arguments": text}}
+
+    many = [c for i in range(300) for c in (chunk(header(i)), chunk(more(i, f" {i}}}")))]
+    interleaved = [chunk(header(0)), chunk(header(1)), chunk(more(0, " 0}")), chunk(more(1, " 1}"))]
+    parked = [
+        chunk(header(0)),
+        chunk(more(0, " 0}")),
+        chunk({"index": 0, "function": {"name": "f"}}),
+        chunk(more(0, "")),
+    ]
+    for payloads in (many, interleaved, parked):
+        payloads = [*payloads, chunk(finish="tool_calls")]
+        fast = _fed(ChatCompletionAccumulator(), payloads)
+        assert fast == _fed(ChatCompletionAccumulator(listener=lambda e: None), payloads)
+    calls = _fed(ChatCompletionAccumulator(), [*many, chunk(finish="tool_calls")])[0]["choices"][0][
+        "tool_calls"
+    ]
+    assert [c["arguments"] for c in calls] == [f'{{"k": {i}}}' for i in range(300)]

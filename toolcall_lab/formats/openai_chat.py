@@ -173,6 +173,7 @@ class _Choice:
         self.finish_reason = None  # (see `ChatCompletionAccumulator.__init__`)
         self.calls: dict[int, PendingCall] = {}  # wire index -> the call it currently names
         self.order: list[PendingCall] = []  # every call, in the order they started
+        self.tail: PendingCall | None = None  # (see `ChatCompletionAccumulator.feed`)
 
 
 def _as_dict(chunk: Any) -> Any:
@@ -187,7 +188,6 @@ def _as_dict(chunk: Any) -> Any:
 
 
 _FAST_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
-_ZERO = 0
 _new = object.__new__
 
 
@@ -204,7 +204,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     is on the exception (``partial_responses``).
     """
 
-    __slots__ = ("_choices", "_heard", "_listener", "_odd", "_raised", "finished")
+    __slots__ = ("_choices", "_heard", "_listener", "_odd", "_raised", "_zero", "finished")
     _listener: StreamListener | None  # `_tell` when a listener is set (the parser calls it), else None
     _heard: StreamListener  # the user's listener (set with one)
     _raised: BaseException | None  # what it raised, held until the chunk is read (`_tell`)
@@ -225,8 +225,10 @@ class ChatCompletionAccumulator(StreamAccumulator):
         self._limit = None  # (`_final` is set when the response is built)
         first = _new(_Choice)  # _Choice(0), without the call: most streams have just choice 0
         first.index, first.calls, first.order = 0, {}, []
-        first.finish_reason = None  # (an instance value: read on every delta, faster than a class default)
+        first.finish_reason = first.tail = None  # (instance values: read on every delta, faster than
+        # class defaults)
         self._choices: dict[int, _Choice] = {0: first}
+        self._zero = first
         self._odd: _Odd | None = None  # what came that is not a chat-completion chunk (rare)
         self.foreign: str | None = None  # an event of this wire format starts the next response
         self.finished = False  # a choice had a finish_reason (a chunk with another id: a new stream)
@@ -295,12 +297,14 @@ class ChatCompletionAccumulator(StreamAccumulator):
             self._usage(usage, n)
         try:
             (choice,) = chunk["choices"]
-            ci = choice["index"]
-            st = self._choices[ci]  # a choice without "index" takes the general path
+            ci = choice["index"]  # (a choice without "index" takes the general path)
+            st = self._zero
+            if ci is not st.index:  # (a decoded 0 is the interpreter's own 0, choice 0's index)
+                if type(ci) is not int:  # false or 0.0, equal to 0 as a key: the general path reports it
+                    raise KeyError
+                st = self._choices[ci]
             delta = choice["delta"]
-            # OpenRouter's per-choice error object; an index false or 0.0 (equal to 0 as a key) is
-            # the general path's to report (`ci is _ZERO`: a decoded 0 is the interpreter's own 0)
-            if "error" in choice or (ci is not _ZERO and type(ci) is not int):
+            if "error" in choice:  # OpenRouter's per-choice error object
                 raise KeyError
             calls = delta.get("tool_calls") if delta else None  # (a delta that is no object: general)
             if calls is None and "tool_calls" in choice:  # calls beside the delta: the general path
@@ -319,15 +323,15 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     idx = tc["index"]
                     fn = tc["function"]
                     args = fn["arguments"]
-                    call = st.calls.get(idx)  # (false or 1.0 find the call at 0 or 1: checked below)
+                    # the call the fast path started last, when the index is that call's own int
+                    # object (a decoded small int is the interpreter's own), else by its index; an
+                    # index false or 1.0 (equal to 0 or 1 as a key) finds none: the general path
+                    # reports it
+                    call = st.tail
+                    if call is None or idx is not call.index:
+                        call = st.calls.get(idx) if type(idx) is int else None
                     if call is not None:
-                        if (
-                            len(tc) == 2
-                            and len(fn) == 1
-                            and type(args) is str
-                            and (idx is call.index or type(idx) is int)  # (not false, not 1.0)
-                            and st.finish_reason is None
-                        ):
+                        if len(tc) == 2 and len(fn) == 1 and type(args) is str and st.finish_reason is None:
                             if args:
                                 call.pieces.append(args)
                             if len(delta) == 1:  # nothing else in this delta: done, but for a finish
@@ -362,7 +366,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
                             st.calls[idx] = call
                             st.order.append(call)
                             st.max_index = idx
-                            st.last = call
+                            st.last = st.tail = call
                             calls = None
                 except _FAST_ERRORS:
                     pass
@@ -701,6 +705,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
 
     # -- tool-call deltas ------------------------------------------------------------------------
     def _tool_deltas(self, st: _Choice, deltas: Any, n: int) -> None:
+        st.tail = None  # (the fast path's shortcut holds only while it alone has handled calls)
         if type(deltas) is not list:
             if type(deltas) is not dict:
                 self._stray(deltas, n, f"tool_calls is {a_json_type(deltas)}, not a list")
@@ -968,6 +973,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _start(self, st: _Choice, idx: int | None, n: int) -> PendingCall:
         """A new call, at wire index `idx` (None: no index) or the next free index when it is taken."""
         st.slow = True  # (only calls started here can lack an id and a name: see _headers_apart)
+        st.tail = None
         top = st.max_index
         if idx is not None and idx > top:
             index = idx
