@@ -1000,3 +1000,26 @@ def test_the_fast_paths_shortcut_to_the_last_call_agrees_with_the_general_path_p
         "tool_calls"
     ]
     assert [c["arguments"] for c in calls] == [f'{{"k": {i}}}' for i in range(300)]
+
+
+def test_a_responses_call_without_id_recovered_from_completed_is_named_by_its_output_item() -> None:
+    """x10 #4: a call only in ``response.completed``'s output, without a call_id, was named
+    ``call None`` (or ``call `` for an empty id) in the finding."""
+    from toolcall_lab.formats import ResponsesStreamAccumulator
+
+    items = [
+        {"type": "function_call", "name": "f", "arguments": "{}", "status": "completed"},
+        {"type": "function_call", "call_id": "", "name": "g", "arguments": "{}", "status": "completed"},
+    ]
+    acc = ResponsesStreamAccumulator()
+    acc.feed(
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}
+    )
+    acc.feed(
+        {"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": items}}
+    )
+    said = [f.message for f in acc.finish().findings if f.kind == "recovered_from_completed"]
+    assert [m.split(" only in")[0] for m in said] == [
+        "a call without id (output item 0) (f)",
+        "a call without id (output item 1) (g)",
+    ]

@@ -779,10 +779,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                 )
             if entry is None:
                 entry = self._announce(item, pos, -1)
+                cid = item.get("call_id")
+                who = f"call {cid}" if cid and type(cid) is str else f"a call without id (output item {pos})"
                 self.note(
                     "recovered_from_completed",
-                    f"call {item.get('call_id')} ({item.get('name')}) only in {ending} output; taken "
-                    "from there",
+                    f"{who} ({item.get('name')}) only in {ending} output; taken from there",
                     tool_call_id=entry.call.tool_call_id,
                 )
             else:
