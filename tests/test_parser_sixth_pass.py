@@ -1023,3 +1023,119 @@ def test_a_responses_call_without_id_recovered_from_completed_is_named_by_its_ou
         "a call without id (output item 0) (f)",
         "a call without id (output item 1) (g)",
     ]
+
+
+@pytest.mark.parametrize("odd", [None, False, [0], "0", -1, 2**70])
+def test_a_responses_item_whose_output_index_is_not_a_usable_integer_is_reported_and_keeps_its_place(
+    odd: Any,
+) -> None:
+    """y21 #1: an item announced with output_index null (false, a list, a huge or negative number)
+    sorted after every other item, silently: the calls came out reversed. It is reported and keeps
+    its place in the stream ("0" is read as 0, reported)."""
+    from toolcall_lab.formats import ResponsesStreamAccumulator
+
+    def added(index: Any, cid: str) -> dict[str, Any]:
+        item = {"type": "function_call", "id": f"fc_{cid}", "call_id": cid, "name": "f", "arguments": ""}
+        return {"type": "response.output_item.added", "output_index": index, "item": item}
+
+    events = [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}},
+        added(odd, "a"),
+        added(1, "b"),
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": odd,
+            "item_id": "fc_a",
+            "delta": '{"x": 1}',
+        },
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": 1,
+            "item_id": "fc_b",
+            "delta": "{}",
+        },
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    ]
+    for listener in (None, lambda e: None):
+        acc = ResponsesStreamAccumulator(listener=listener)
+        for event in events:
+            acc.feed(json.loads(json.dumps(event)))
+        response = acc.finish()
+        assert [(c.tool_call_id, c.arguments) for c in response.tool_calls] == [
+            ("a", '{"x": 1}'),
+            ("b", "{}"),
+        ]
+        said = [f.message for f in response.findings if f.kind == "wrong_type"]
+        assert len(said) == 1 and "item 'fc_a' (call a) has output_index" in said[0], said
+
+
+def test_a_negative_choice_index_a_usage_of_another_type_and_a_guessed_index_are_reported() -> None:
+    """y21 #2-#4: a chunk for choice -1 became the choice the run used (choice 0's call dropped);
+    a usage that is not an object was dropped silently in the Anthropic and Responses readers and a
+    whole chat body; a continuation without index among several calls was read as the last call's
+    with nothing said."""
+    from toolcall_lab.formats import (
+        AnthropicStreamAccumulator,
+        ResponsesStreamAccumulator,
+        parse_chat_completion,
+    )
+
+    def chunk(ci: Any, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "r", "model": "m", "choices": [{"index": ci, "delta": delta, "finish_reason": finish}]}
+
+    def header(i: int, cid: str, args: str) -> dict[str, Any]:
+        return {
+            "tool_calls": [
+                {"index": i, "id": cid, "type": "function", "function": {"name": "f", "arguments": args}}
+            ]
+        }
+
+    payloads = [chunk(0, header(0, "a", "{}")), chunk(-1, {"content": "hi"}), chunk(0, {}, "tool_calls")]
+    response = _fed(ChatCompletionAccumulator(), payloads)
+    assert response == _fed(ChatCompletionAccumulator(listener=lambda e: None), payloads)
+    assert [c["id"] for c in response[0]["choices"][0]["tool_calls"]] == ["a"]
+    assert [c["index"] for c in response[0]["choices"]] == [0]
+    assert any("choice index -1 is negative" in f["message"] for f in response[0]["findings"])
+    body = {
+        "id": "r",
+        "choices": [{"index": -2, "message": {"role": "assistant", "content": "x"}}],
+        "usage": "x",
+    }
+    whole = parse_chat_completion(body)
+    assert [c.index for c in whole.choices] == [0]
+    assert len([f for f in whole.findings if f.kind == "wrong_type"]) == 2, whole.findings
+    anthropic = AnthropicStreamAccumulator()
+    anthropic.feed({"type": "message_start", "message": {"id": "m", "usage": 5}})
+    anthropic.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": [1]})
+    assert [f.message for f in anthropic.finish().findings] == [
+        "chunk 0: usage 5 is a number, not an object; not kept",
+        "chunk 1: usage [1] is an array, not an object; not kept",
+    ]
+    responses = ResponsesStreamAccumulator()
+    responses.feed(
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "usage": "x"}}
+    )
+    assert [f.message for f in responses.finish().findings] == [
+        'response.completed: usage "x" is a string, not an object; not kept'
+    ]
+    guessed = [
+        chunk(0, header(0, "a", '{"a":')),
+        chunk(0, header(1, "b", '{"a":')),
+        chunk(0, {"tool_calls": [{"function": {"arguments": "1}"}}]}),
+        chunk(0, {"tool_calls": [{"function": {"arguments": " "}}]}),
+        chunk(0, {}, "tool_calls"),
+    ]
+    fast = _fed(ChatCompletionAccumulator(), guessed)
+    assert fast == _fed(ChatCompletionAccumulator(listener=lambda e: None), guessed)
+    said = [f["message"] for f in fast[0]["findings"] if f["kind"] == "missing_index"]
+    assert said == [
+        "chunk 2: tool call delta without index; read as part of call 1 (b), the last of 2 calls to start"
+    ]
+    single = [
+        chunk(0, header(0, "a", '{"a":')),
+        chunk(0, {"tool_calls": [{"function": {"arguments": "1}"}}]}),
+        chunk(0, {}, "tool_calls"),
+    ]
+    assert not [
+        f for f in _fed(ChatCompletionAccumulator(), single)[0]["findings"] if f["kind"] == "missing_index"
+    ]

@@ -202,7 +202,8 @@ FINDING_KINDS: dict[str, KindInfo] = {
     "missing_index": KindInfo(
         "info",
         "A tool-call delta without `index` (Mistral, Gemini): it continues the last call unless it "
-        "starts a new one (a different id, or a new name after complete arguments).",
+        "starts a new one (a different id, or a new name after complete arguments). Reported when it "
+        "starts a call, and once per call when it is read as part of the last of several calls (a guess).",
         "tool call delta without index; treated as call 1",
     ),
     "sparse_index": KindInfo(

@@ -48,6 +48,7 @@ from toolcall_lab.formats.base import (
     finding,
     provider_ids,
     single_choice,
+    usage_problem,
 )
 from toolcall_lab.formats.errors import describe_error, is_detail_error
 from toolcall_lab.messages import Finding, FindingKind, ParsedResponse, ServerToolCall, ToolCall
@@ -247,7 +248,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             rid, model = message.get("id"), message.get("model")
             self.response_id = rid if type(rid) is str else self.response_id
             self.model = model if type(model) is str else self.model
-            self._usage(message.get("usage"))
+            self._usage(message.get("usage"), n)
             content = message.get("content")
             if content:
                 self._start_content(content, n)
@@ -263,7 +264,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
                 )
                 stop = as_text(stop)
             self.stop_reason = stop or self.stop_reason
-            self._usage(event.get("usage"))
+            self._usage(event.get("usage"), n)
             delta = event.get("delta")
             if type(delta) is dict:
                 self._content_elsewhere(delta.get("content"), kind, "delta.content", n)
@@ -337,9 +338,11 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         else:
             self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
 
-    def _usage(self, usage: Any) -> None:
+    def _usage(self, usage: Any, n: int) -> None:
         if isinstance(usage, Mapping):
             self.usage = {**(self.usage or {}), **usage}
+        elif usage is not None:
+            self.note("wrong_type", usage_problem(usage, f"chunk {n}: ") or "", chunk_index=n)
 
     def _before_start(self, kind: str, n: int) -> None:
         """A content event before ``message_start`` (reported once): read as part of that message."""
@@ -813,6 +816,9 @@ def parse_anthropic_message(body: Mapping[str, Any], *, batch: int = 0) -> Parse
     if ending not in ("normal", "none"):
         findings.append(how_it_ended("stop_reason", str(stop), sum(not c.complete for c in calls)))
     server_calls = _server_calls(server, server_inputs, results, findings)
+    odd_usage = usage_problem(body.get("usage"))
+    if odd_usage is not None:
+        findings.append(finding("wrong_type", odd_usage))
     return single_choice(
         "anthropic",
         text=text,

@@ -394,6 +394,15 @@ def _ids_shared_with_server(
             )
 
 
+def usage_problem(usage: Any, where: str = "") -> str | None:
+    """What is wrong with a response's ``usage`` that is there but not an object (a number, a string, a
+    list): the message of its ``wrong_type`` finding (it is not kept); None when it is absent, null or
+    an object. `where` prefixes the message (``"chunk 3: "``)."""
+    if usage is None or isinstance(usage, Mapping):
+        return None
+    return f"{where}usage {compact_json(usage)[:60]} is {a_json_type(usage)}, not an object; not kept"
+
+
 def single_choice(
     fmt: str,
     *,
@@ -549,6 +558,7 @@ class PendingCall:
     non_string_at: int | None = None  # the chunk of the first argument piece that was not a string
     held: str | None = None  # why the call is held back (never complete): what could not be read
     started = False  # CallStarted was emitted to the listener
+    guessed = False  # a delta without index was read as this call's, among several (reported once)
     finished_by: str | None = None  # what ended the call when the response did not end normally
 
     def __init__(self, choice_index: int, index: int, first_chunk: int) -> None:

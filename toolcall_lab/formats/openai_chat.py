@@ -80,6 +80,7 @@ from toolcall_lab.formats.base import (
     promised_calls,
     provider_ids,
     repeated_provider_ids,
+    usage_problem,
 )
 from toolcall_lab.formats.errors import error_message, is_detail_error
 from toolcall_lab.formats.openai_chat_body import (
@@ -468,12 +469,7 @@ class ChatCompletionAccumulator(StreamAccumulator):
             if usage:
                 self.usage = usage
         else:
-            self.note(
-                "wrong_type",
-                f"chunk {n}: usage {compact_json(usage)[:60]} is {a_json_type(usage)}, not an object; "
-                "not kept",
-                chunk_index=n,
-            )
+            self.note("wrong_type", usage_problem(usage, f"chunk {n}: ") or "", chunk_index=n)
 
     def _beside_no_choices(self, chunk: dict[str, Any], n: int) -> None:
         """A chunk (``object: chat.completion.chunk``) without choices, or with ``choices: []``, that
@@ -553,6 +549,9 @@ class ChatCompletionAccumulator(StreamAccumulator):
                 choice_index=number,
             )
             ci = number
+        if ci < 0:  # (no choice has one: reading it as a choice would put it before choice 0)
+            self._stray(choice, n, f"choice index {ci} is negative")
+            return False
         st = self._choices.get(ci)
         if st is None:
             if len(self._choices) >= MAX_CHOICES and _holds_nothing(choice):
@@ -896,6 +895,16 @@ class ChatCompletionAccumulator(StreamAccumulator):
                     if args:  # whitespace: kept, as everything the model sent
                         self._keep(last, args, n)
                     return None
+                if idx is None and len(st.order) > 1 and not last.guessed:  # (with one call there is
+                    last.guessed = True  # nothing to guess; said once per call)
+                    self.note(
+                        "missing_index",
+                        f"chunk {n}: tool call delta without index; read as part of call {last.index} "
+                        f"({last.tool_call_id or 'no id yet'}), the last of {len(st.order)} calls to start",
+                        chunk_index=n,
+                        choice_index=st.index,
+                        call_index=last.index,
+                    )
                 return last
             return self._unindexed(st, n, None, idx is None)
         held = st.calls.get(idx)

@@ -33,6 +33,7 @@ from toolcall_lab.formats.base import (
     provider_error_note,
     provider_ids,
     repeated_provider_ids,
+    usage_problem,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, new_choice, new_response
@@ -223,6 +224,9 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         calls = [c for choice in choices for c in choice.tool_calls]
         findings.append(provider_error_note(error, body, calls, None, instead=True))
     usage, rid, model = body.get("usage"), body.get("id"), body.get("model")
+    odd_usage = usage_problem(usage)
+    if odd_usage is not None:
+        findings.append(finding("wrong_type", odd_usage))
     response = new_response(
         "openai-chat",
         tuple(choices),
@@ -253,7 +257,16 @@ def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding]) -> 
         return pos
     ci = choice["index"]
     if type(ci) is int:
-        return ci
+        if ci >= 0:
+            return ci
+        findings.append(
+            finding(
+                "wrong_type",
+                f"choice {pos}: index {ci} is negative; numbered by its position, {pos}",
+                choice_index=pos,
+            )
+        )
+        return pos
     number = as_index(ci)
     if number is not None:
         findings.append(

@@ -52,6 +52,7 @@ from toolcall_lab.formats.base import (
     provider_error_note,
     provider_ids,
     single_choice,
+    usage_problem,
 )
 from toolcall_lab.formats.errors import error_message
 from toolcall_lab.messages import Finding, ParsedResponse, ServerToolCall, ToolCall
@@ -64,6 +65,11 @@ _ITEM_BOOKKEEPING = frozenset({"id", "type", "status", "call_id", "pending_safet
 def _key(value: Any) -> str | None:
     """An item id as a lookup key: a non-empty string, else None (absent, or of another type)."""
     return value if type(value) is str and value else None
+
+
+_ORDERED_BELOW = 1 << 30
+"""An ``output_index`` from 0 up to this orders an item; another (negative, huge) is reported and the
+item keeps its place in the stream."""
 
 
 def _position(value: Any) -> int | None:
@@ -155,14 +161,16 @@ class _Item:
         "final",
         "final_from",
         "item_id",
+        "order",
         "output_index",
         "unlisted",
     )
 
-    def __init__(self, call: PendingCall, item_id: Any, output_index: Any) -> None:
+    def __init__(self, call: PendingCall, item_id: Any, output_index: Any, order: int | None) -> None:
         self.call = call
         self.item_id = item_id
-        self.output_index = output_index if type(output_index) is int else 1 << 30
+        self.output_index = output_index  # (events naming it find the item: `_by_key`)
+        self.order = _ORDERED_BELOW if order is None else order  # (the calls are sorted by it)
         self.final: str | None = None
         self.final_from = ""  # the form `final` came from (for findings)
         self.compared = False  # a finding already set the final arguments against the deltas
@@ -308,7 +316,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
                     ArgumentsDelta(chunk_index=n, choice_index=0, call_index=entry.call.index, delta=piece)
                 )
 
-    def _announce(self, item: Mapping[str, Any], output_index: Any, n: int) -> _Item:
+    def _announce(self, item: Mapping[str, Any], output_index: Any, n: int, wire: bool = True) -> _Item:
+        """A new call item; `output_index` as the event gave it (`wire`: else the parser's own
+        stand-in, None for an item no announcement named)."""
         kind = str(item.get("type"))
         name = self._header(item.get("name"), "name", n)
         if kind in _BUILTIN_ITEMS:
@@ -322,8 +332,27 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             call.kind = "builtin"
             call.quirky = True
         item_id = _key(item.get("id"))
-        output_index = _position(output_index)
-        entry = _Item(call, item_id, output_index)
+        given, output_index = output_index, _position(output_index)
+        order = output_index if output_index is not None and 0 <= output_index < _ORDERED_BELOW else None
+        if wire and n >= 0 and (type(given) is not int or order is None):  # (the calls are ordered by
+            # it: say how it was read)
+            what = compact_json(given)[:40] + ("" if given is None else f" ({a_json_type(given)})")
+            read = (
+                f"read as {order}"
+                if order is not None
+                else f"ordered by its place in the stream (item {len(self._items)})"
+            )
+            self.note(
+                "wrong_type",
+                f"chunk {n}: item {item_id!r}{f' (call {tid})' if tid else ''} has output_index {what}, "
+                + ("out of range" if type(given) is int else "not an integer")
+                + f"; {read}",
+                chunk_index=n,
+                tool_call_id=tid,
+            )
+            if order is None:
+                order = len(self._items)
+        entry = _Item(call, item_id, output_index, order)
         self._items.append(entry)
         if item_id:
             self._by_key[item_id] = entry
@@ -699,8 +728,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             )
             status = as_text(status)
         self.status = status or self.status
-        if response.get("usage") and isinstance(response["usage"], dict):
-            self.usage = response["usage"]
+        usage = response.get("usage")
+        if usage and isinstance(usage, dict):
+            self.usage = usage
+        elif usage is not None and not isinstance(usage, dict):
+            self.note("wrong_type", usage_problem(usage, f"{kind}: ") or "")
         if kind in ("response.completed", "response.incomplete"):
             self.ended = True
         if kind == "response.incomplete":
@@ -856,7 +888,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         for key, held in orphans.items():
             item_id = None if isinstance(key, tuple) else key
             where = f"item {key!r}" if item_id is not None else f"output index {key[1]!r}"
-            entry = self._announce({"type": "function_call", "id": item_id}, None, held.first)
+            entry = self._announce({"type": "function_call", "id": item_id}, None, held.first, wire=False)
             entry.call.pieces = held.pieces
             entry.call.first_chunk = held.first
             if held.final is not None:
@@ -975,7 +1007,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         else:
             cut = f"the response ended with status {status!r}, not a normal end, before the item finished"
         taken = provider_ids([e.call for e in self._items])
-        for position, entry in enumerate(sorted(self._items, key=lambda e: e.output_index)):
+        for position, entry in enumerate(sorted(self._items, key=lambda e: e.order)):
             pending = entry.call
             pending.index = position
             raw = None
