@@ -1139,3 +1139,54 @@ def test_a_negative_choice_index_a_usage_of_another_type_and_a_guessed_index_are
     assert not [
         f for f in _fed(ChatCompletionAccumulator(), single)[0]["findings"] if f["kind"] == "missing_index"
     ]
+
+
+@pytest.mark.parametrize("odd", [-1, None, True, "0", "absent"])
+def test_a_body_choice_without_a_usable_index_never_stands_in_for_another_choice(odd: Any) -> None:
+    """z21 #1: in a whole chat body, a choice with index -1 (null, true, "0" when another choice holds
+    0, or none) was numbered by its position, 0, beside the real choice 0: the response's calls were
+    the wrong choice's and the real choice 0's calls never ran."""
+    from toolcall_lab.formats import parse_chat_completion
+
+    def choice(index: Any, cid: str) -> dict[str, Any]:
+        call = {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        made = {
+            "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            "finish_reason": "tool_calls",
+        }
+        return made if index == "absent" else {"index": index, **made}
+
+    response = parse_chat_completion({"id": "r", "choices": [choice(odd, "x"), choice(0, "a")]})
+    assert [(c.index, [t.tool_call_id for t in c.tool_calls]) for c in response.choices] == [
+        (0, ["a"]),
+        (1, ["x"]),
+    ]
+    assert [t.tool_call_id for t in response.tool_calls] == ["a"]
+    said = [f.message for f in response.findings if f.kind == "wrong_type"]
+    assert (
+        len(said) == 1
+        and said[0].startswith("choice 0: ")
+        and said[0].endswith("numbered by the first number no other choice holds (its position 0 is), 1")
+    )
+
+
+def test_a_responses_event_naming_its_item_by_an_output_index_that_is_no_integer_is_reported() -> None:
+    """z21 #2: a delta or .done naming its item by output_index "1" (or 1.0), without item_id, was read
+    as 1 with nothing said (the same value on output_item.added was reported)."""
+    from toolcall_lab.formats import ResponsesStreamAccumulator
+
+    acc = ResponsesStreamAccumulator()
+    item = {"type": "function_call", "id": "fc_b", "call_id": "b", "name": "f", "arguments": ""}
+    for event in (
+        {"type": "response.output_item.added", "output_index": 1, "item": item},
+        {"type": "response.function_call_arguments.delta", "output_index": "1", "delta": "{}"},
+        {"type": "response.function_call_arguments.done", "output_index": 1.0, "arguments": "{}"},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    ):
+        acc.feed(event)
+    response = acc.finish()
+    assert [(c.tool_call_id, c.arguments, c.complete) for c in response.tool_calls] == [("b", "{}", True)]
+    assert [f.message for f in response.findings if f.kind == "wrong_type"] == [
+        'chunk 1: output_index "1" (a string) is not an integer; read as 1',
+        "chunk 2: output_index 1.0 (a number) is not an integer; read as 1",
+    ]

@@ -96,11 +96,14 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         _beside_no_choices(body, findings)
     errored = False
     messages: list[tuple[int, dict[str, Any], Any]] = []
+    # the indices choices give themselves: a choice numbered by the parser (no usable index) takes a
+    # number no other choice holds, so it never stands in for another choice (choice 0 is the run's)
+    held = {c["index"] for c in raw_choices if isinstance(c, dict) and type(c.get("index")) is int}
     for pos, choice in enumerate(raw_choices):
         if not isinstance(choice, dict):
             findings.append(finding("malformed_chunk", f"choice {pos} is not an object; skipped"))
             continue
-        ci = _choice_index(choice, pos, findings)
+        ci = _choice_index(choice, pos, findings, held)
         if "message" not in choice and "delta" in choice:
             findings.append(
                 finding(
@@ -243,46 +246,44 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     return response
 
 
-def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding]) -> int:
-    """A choice's index: an integer, a decimal string read as its number (reported), else (absent or
-    of another type) its position (reported)."""
-    if "index" not in choice:
+def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding], taken: set[int]) -> int:
+    """A choice's index: a non-negative integer; a decimal string or a whole number written with a
+    fraction read as its number (reported); else (absent, negative, of another type) a number of its
+    own (reported): its position, or the next one no other choice holds (`taken`, which this adds
+    to)."""
+    ci = choice.get("index")
+    if type(ci) is int and ci >= 0:
+        taken.add(ci)
+        return ci
+    number = as_index(ci) if type(ci) is not int else None
+    if number is not None and number not in taken:
+        taken.add(number)
         findings.append(
             finding(
                 "wrong_type",
-                f"choice {pos}: without `index`; numbered by its position, {pos}",
-                choice_index=pos,
-            )
-        )
-        return pos
-    ci = choice["index"]
-    if type(ci) is int:
-        if ci >= 0:
-            return ci
-        findings.append(
-            finding(
-                "wrong_type",
-                f"choice {pos}: index {ci} is negative; numbered by its position, {pos}",
-                choice_index=pos,
-            )
-        )
-        return pos
-    number = as_index(ci)
-    if number is not None:
-        findings.append(
-            finding(
-                "wrong_type", f"choice {pos}: index {ci!r} is a string; read as {number}", choice_index=number
+                f"choice {pos}: index {ci!r} is {a_json_type(ci)}; read as {number}",
+                choice_index=number,
             )
         )
         return number
-    findings.append(
-        finding(
-            "wrong_type",
-            f"choice {pos}: index {as_text(ci)[:40]} is not an integer; numbered by its position, {pos}",
-            choice_index=pos,
-        )
+    own = pos
+    while own in taken:
+        own += 1
+    taken.add(own)
+    given = f"index {compact_json(ci)[:40]}"
+    what = (
+        "without `index`"
+        if "index" not in choice
+        else f"{given} is negative"
+        if type(ci) is int
+        else f"{given} is {a_json_type(ci)}, not an integer"
+        if number is None
+        else f"{given} is {a_json_type(ci)}, read as {number}, which another choice holds"
     )
-    return pos
+    why = "its position" if own == pos else f"the first number no other choice holds (its position {pos} is)"
+    message = f"choice {pos}: {what}; numbered by {why}, {own}"
+    findings.append(finding("wrong_type", message, choice_index=own))
+    return own
 
 
 def _message_text(message: dict[str, Any], ci: int, findings: list[Finding]) -> tuple[list[Any], list[Any]]:

@@ -262,7 +262,22 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         item_id = _key(event.get("item_id"))
         found = self._by_key.get(item_id) if item_id else None
         if found is None:
-            found = self._by_key.get(("#", _position(event.get("output_index"))))
+            found = self._at_position(event.get("output_index"))
+        return found
+
+    def _at_position(self, given: Any) -> _Item | None:
+        """The item announced at output_index `given`; found by a value that is no integer (``"1"``,
+        ``1.0``), it is reported (the item it names is a reading of that value)."""
+        position = _position(given)
+        found = self._by_key.get(("#", position)) if position is not None else None
+        if found is not None and type(given) is not int:
+            n = self.chunk_count - 1
+            self.note(
+                "wrong_type",
+                f"chunk {n}: output_index {compact_json(given)[:40]} ({a_json_type(given)}) is not an "
+                f"integer; read as {position}",
+                chunk_index=n,
+            )
         return found
 
     def _held(self, event: Mapping[str, Any], n: int) -> _Held:
@@ -644,7 +659,7 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         item_id = _key(item.get("id"))
         entry = self._by_key.get(item_id) if item_id else None
         if entry is None:
-            entry = self._by_key.get(("#", _position(event.get("output_index"))))
+            entry = self._at_position(event.get("output_index"))
         if entry is None:
             entry = self._announce(item, event.get("output_index"), n)
             self.note(
