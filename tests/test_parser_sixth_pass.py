@@ -1190,3 +1190,31 @@ def test_a_responses_event_naming_its_item_by_an_output_index_that_is_no_integer
         'chunk 1: output_index "1" (a string) is not an integer; read as 1',
         "chunk 2: output_index 1.0 (a number) is not an integer; read as 1",
     ]
+
+
+@pytest.mark.parametrize("odd", [-1, 2**70, -(2**70)])
+def test_an_anthropic_block_index_out_of_range_is_reported(odd: int) -> None:
+    """z21 #3: a content block started, streamed and stopped at index -1 (or a huge one) was read with
+    nothing said; it is reported, and the block keeps its place in the stream."""
+    from toolcall_lab.formats import AnthropicStreamAccumulator
+
+    acc = AnthropicStreamAccumulator()
+    block = {"type": "tool_use", "id": "b", "name": "g", "input": {}}
+    for event in (
+        {"type": "message_start", "message": {"id": "m", "usage": {}}},
+        {"type": "content_block_start", "index": odd, "content_block": block},
+        {
+            "type": "content_block_delta",
+            "index": odd,
+            "delta": {"type": "input_json_delta", "partial_json": "{}"},
+        },
+        {"type": "content_block_stop", "index": odd},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+    ):
+        acc.feed(event)
+    response = acc.finish()
+    assert [(c.tool_call_id, c.arguments, c.complete) for c in response.tool_calls] == [("b", "{}", True)]
+    assert [f.message for f in response.findings] == [
+        f"chunk 1: content_block_start index {odd} is out of range (a block index counts from 0); kept as the "
+        "name its deltas use, the block in its place in the stream"
+    ]

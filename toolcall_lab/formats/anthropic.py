@@ -539,6 +539,13 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             index = self._index(event, n, "content_block_start")
             if index is None:  # a block no delta can name: its deltas are orphans (and hold it back)
                 index = ("unindexed", n)
+        elif not 0 <= index < 1 << 30:  # (kept as the name its deltas use; the blocks keep stream order)
+            self.note(
+                "wrong_type",
+                f"chunk {n}: content_block_start index {index} is out of range (a block index counts "
+                "from 0); kept as the name its deltas use, the block in its place in the stream",
+                chunk_index=n,
+            )
         self._open_block(block, index, n)
 
     def _open_block(self, block: Mapping[str, Any], index: Any, n: int) -> None:
