@@ -1166,7 +1166,7 @@ def test_a_body_choice_without_a_usable_index_never_stands_in_for_another_choice
     assert (
         len(said) == 1
         and said[0].startswith("choice 0: ")
-        and said[0].endswith("numbered by the first number no other choice holds (its position 0 is), 1")
+        and said[0].endswith("numbered by the first number no choice holds (its position 0 is), 1")
     )
 
 
@@ -1218,3 +1218,25 @@ def test_an_anthropic_block_index_out_of_range_is_reported(odd: int) -> None:
         f"chunk 1: content_block_start index {odd} is out of range (a block index counts from 0); kept as the "
         "name its deltas use, the block in its place in the stream"
     ]
+
+
+def test_body_choice_numbers_are_given_to_valid_indices_first_and_repeats_are_reported() -> None:
+    """w21 #1, #2: an odd choice before one whose 0 is written "0" took 0 first (the run used the odd
+    choice's calls); two choices giving the same index both kept it, and nothing said so."""
+    from toolcall_lab.formats import parse_chat_completion
+
+    def choice(index: Any, cid: str) -> dict[str, Any]:
+        call = {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"index": index, "message": message, "finish_reason": "tool_calls"}
+
+    for choices, used, numbered in (
+        ([choice(-1, "x"), choice("0", "y")], "y", [(0, "y"), (1, "x")]),
+        ([choice(None, "x"), choice("0", "y")], "y", [(0, "y"), (1, "x")]),
+        ([choice(0, "a"), choice(0, "b")], "a", [(0, "a"), (1, "b")]),
+        ([choice(1, "b1"), choice(1, "b2"), choice(0, "a")], "a", [(0, "a"), (1, "b1"), (2, "b2")]),
+    ):
+        response = parse_chat_completion({"id": "r", "choices": choices})
+        assert [t.tool_call_id for t in response.tool_calls] == [used]
+        assert [(c.index, c.tool_calls[0].tool_call_id) for c in response.choices] == numbered
+        assert [f for f in response.findings if f.kind == "wrong_type"]

@@ -96,14 +96,12 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
         _beside_no_choices(body, findings)
     errored = False
     messages: list[tuple[int, dict[str, Any], Any]] = []
-    # the indices choices give themselves: a choice numbered by the parser (no usable index) takes a
-    # number no other choice holds, so it never stands in for another choice (choice 0 is the run's)
-    held = {c["index"] for c in raw_choices if isinstance(c, dict) and type(c.get("index")) is int}
+    numbers = _choice_indices(raw_choices, findings)
     for pos, choice in enumerate(raw_choices):
         if not isinstance(choice, dict):
             findings.append(finding("malformed_chunk", f"choice {pos} is not an object; skipped"))
             continue
-        ci = _choice_index(choice, pos, findings, held)
+        ci = numbers[pos]
         if "message" not in choice and "delta" in choice:
             findings.append(
                 finding(
@@ -246,44 +244,54 @@ def parse_chat_completion(body: Mapping[str, Any], *, batch: int = 0) -> ParsedR
     return response
 
 
-def _choice_index(choice: dict[str, Any], pos: int, findings: list[Finding], taken: set[int]) -> int:
-    """A choice's index: a non-negative integer; a decimal string or a whole number written with a
-    fraction read as its number (reported); else (absent, negative, of another type) a number of its
-    own (reported): its position, or the next one no other choice holds (`taken`, which this adds
-    to)."""
-    ci = choice.get("index")
-    if type(ci) is int and ci >= 0:
-        taken.add(ci)
-        return ci
-    number = as_index(ci) if type(ci) is not int else None
-    if number is not None and number not in taken:
-        taken.add(number)
-        findings.append(
-            finding(
-                "wrong_type",
-                f"choice {pos}: index {ci!r} is {a_json_type(ci)}; read as {number}",
-                choice_index=number,
-            )
-        )
-        return number
-    own = pos
-    while own in taken:
-        own += 1
-    taken.add(own)
-    given = f"index {compact_json(ci)[:40]}"
-    what = (
-        "without `index`"
-        if "index" not in choice
-        else f"{given} is negative"
-        if type(ci) is int
-        else f"{given} is {a_json_type(ci)}, not an integer"
-        if number is None
-        else f"{given} is {a_json_type(ci)}, read as {number}, which another choice holds"
-    )
-    why = "its position" if own == pos else f"the first number no other choice holds (its position {pos} is)"
-    message = f"choice {pos}: {what}; numbered by {why}, {own}"
-    findings.append(finding("wrong_type", message, choice_index=own))
-    return own
+def _choice_indices(raw_choices: list[Any], findings: list[Finding]) -> list[int]:
+    """Each choice's index (by position; 0 for an entry that is no object), so that no two choices
+    share one and a choice never stands in for another (choice 0 is the one a run uses): the
+    non-negative integers first, each kept by the first choice giving it; then a decimal string or a
+    whole number written with a fraction, read as its number when no choice holds that; then every
+    other choice (no index, negative, of another type, a number already held) gets its position, or
+    the next number no choice holds. Every choice not kept as given is reported."""
+    numbers: list[int | None] = [None] * len(raw_choices)
+    taken: set[int] = set()
+    notes: list[tuple[int, str, int]] = []
+    left: list[tuple[int, str]] = []  # (position, why it is numbered by the parser)
+    for pos, choice in enumerate(raw_choices):
+        ci = choice.get("index") if isinstance(choice, dict) else None  # (an entry that is no object is
+        if type(ci) is int and ci >= 0:  # skipped: it holds no number)
+            if ci in taken:
+                left.append((pos, f"index {ci} is an earlier choice's too"))
+            else:
+                numbers[pos] = ci
+                taken.add(ci)
+    for pos, choice in enumerate(raw_choices):
+        if numbers[pos] is not None or not isinstance(choice, dict) or (left and left[-1][0] == pos):
+            continue
+        ci = choice.get("index")
+        given = f"index {compact_json(ci)[:40]}"
+        number = as_index(ci) if type(ci) is not int else None
+        if number is not None and number not in taken:
+            numbers[pos] = number
+            taken.add(number)
+            notes.append((pos, f"choice {pos}: index {ci!r} is {a_json_type(ci)}; read as {number}", number))
+        elif "index" not in choice:
+            left.append((pos, "without `index`"))
+        elif type(ci) is int:
+            left.append((pos, f"{given} is negative"))
+        elif number is None:
+            left.append((pos, f"{given} is {a_json_type(ci)}, not an integer"))
+        else:
+            left.append((pos, f"{given} is {a_json_type(ci)}, read as {number}, which another choice holds"))
+    for pos, what in sorted(left):
+        own = pos
+        while own in taken:
+            own += 1
+        numbers[pos] = own
+        taken.add(own)
+        why = "its position" if own == pos else f"the first number no choice holds (its position {pos} is)"
+        notes.append((pos, f"choice {pos}: {what}; numbered by {why}, {own}", own))
+    for _, message, number in sorted(notes):
+        findings.append(finding("wrong_type", message, choice_index=number))
+    return [0 if n is None else n for n in numbers]
 
 
 def _message_text(message: dict[str, Any], ci: int, findings: list[Finding]) -> tuple[list[Any], list[Any]]:
