@@ -1166,7 +1166,9 @@ def test_a_body_choice_without_a_usable_index_never_stands_in_for_another_choice
     assert (
         len(said) == 1
         and said[0].startswith("choice 0: ")
-        and said[0].endswith("numbered by the first number no choice holds (its position 0 is), 1")
+        and said[0].endswith(
+            "numbered by the first number above every index the choices give (its position 0 is not), 1"
+        )
     )
 
 
@@ -1240,3 +1242,22 @@ def test_body_choice_numbers_are_given_to_valid_indices_first_and_repeats_are_re
         assert [t.tool_call_id for t in response.tool_calls] == [used]
         assert [(c.index, c.tool_calls[0].tool_call_id) for c in response.choices] == numbered
         assert [f for f in response.findings if f.kind == "wrong_type"]
+
+
+def test_a_body_choice_numbered_by_the_parser_never_comes_before_one_that_claimed_its_number() -> None:
+    """v21 #1: with no valid index 0, a choice with index -1 (or a repeated index) took its position,
+    0, and the run used its calls instead of the choice that gave itself index 1."""
+    from toolcall_lab.formats import parse_chat_completion
+
+    def choice(index: Any, cid: str) -> dict[str, Any]:
+        call = {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"index": index, "message": message, "finish_reason": "tool_calls"}
+
+    for indices, used in (((-1, 1), "b"), ((2, 2), "a"), ((2, -1), "a"), ((None, 1), "b"), (("1", 1), "b")):
+        ids = ["a", "b"] if used == "a" else ["z", "b"]
+        response = parse_chat_completion(
+            {"id": "r", "choices": [choice(i, cid) for i, cid in zip(indices, ids, strict=True)]}
+        )
+        assert [t.tool_call_id for t in response.tool_calls] == [used], (indices, response.choices)
+        assert len({c.index for c in response.choices}) == 2

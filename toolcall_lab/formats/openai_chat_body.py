@@ -249,8 +249,10 @@ def _choice_indices(raw_choices: list[Any], findings: list[Finding]) -> list[int
     share one and a choice never stands in for another (choice 0 is the one a run uses): the
     non-negative integers first, each kept by the first choice giving it; then a decimal string or a
     whole number written with a fraction, read as its number when no choice holds that; then every
-    other choice (no index, negative, of another type, a number already held) gets its position, or
-    the next number no choice holds. Every choice not kept as given is reported."""
+    other choice (no index, negative, of another type, a number already held) gets its position, or,
+    when a choice gave itself that number or a higher one, the first number above every index the
+    choices give, so that it never comes before a choice that claimed its number (the lowest is the
+    run's). Every choice not kept as given is reported."""
     numbers: list[int | None] = [None] * len(raw_choices)
     taken: set[int] = set()
     notes: list[tuple[int, str, int]] = []
@@ -281,13 +283,18 @@ def _choice_indices(raw_choices: list[Any], findings: list[Finding]) -> list[int
             left.append((pos, f"{given} is {a_json_type(ci)}, not an integer"))
         else:
             left.append((pos, f"{given} is {a_json_type(ci)}, read as {number}, which another choice holds"))
-    for pos, what in sorted(left):
-        own = pos
+    claimed = max(taken) + 1 if taken else 0  # (above every index a choice gave itself: a choice
+    for pos, what in sorted(left):  # numbered here never comes before one that claimed its number)
+        own = max(pos, claimed)
         while own in taken:
             own += 1
         numbers[pos] = own
         taken.add(own)
-        why = "its position" if own == pos else f"the first number no choice holds (its position {pos} is)"
+        why = (
+            "its position"
+            if own == pos
+            else f"the first number above every index the choices give (its position {pos} is not)"
+        )
         notes.append((pos, f"choice {pos}: {what}; numbered by {why}, {own}", own))
     for _, message, number in sorted(notes):
         findings.append(finding("wrong_type", message, choice_index=number))
