@@ -1254,6 +1254,12 @@ def test_a_body_choice_numbered_by_the_parser_never_comes_before_one_that_claime
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"index": index, "message": message, "finish_reason": "tool_calls"}
 
+    said = parse_chat_completion({"id": "r", "choices": [choice(-1, "x"), choice(0, "a"), choice(0, "b")]})
+    assert [(c.index, c.tool_calls[0].tool_call_id) for c in said.choices] == [(0, "a"), (1, "x"), (2, "b")]
+    assert [f.message.split(";")[0] for f in said.findings if f.kind == "wrong_type"] == [
+        "choice 0: index -1 is negative",
+        "choice 2: index 0 is an earlier choice's too",
+    ]  # (the repeat numbered once: it was numbered twice, the second time as "negative")
     for indices, used in (((-1, 1), "b"), ((2, 2), "a"), ((2, -1), "a"), ((None, 1), "b"), (("1", 1), "b")):
         ids = ["a", "b"] if used == "a" else ["z", "b"]
         response = parse_chat_completion(

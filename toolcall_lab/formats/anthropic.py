@@ -339,10 +339,11 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self._hold_all(f"chunk {n}: {what} may hold tool call data, and which call it is for is unknown")
 
     def _usage(self, usage: Any, n: int) -> None:
-        if isinstance(usage, Mapping):
-            self.usage = {**(self.usage or {}), **usage}
+        problem = usage_problem(usage, f"chunk {n}: ")
+        if problem is not None:
+            self.note("wrong_type", problem, chunk_index=n)
         elif usage is not None:
-            self.note("wrong_type", usage_problem(usage, f"chunk {n}: ") or "", chunk_index=n)
+            self.usage = {**(self.usage or {}), **usage}
 
     def _before_start(self, kind: str, n: int) -> None:
         """A content event before ``message_start`` (reported once): read as part of that message."""

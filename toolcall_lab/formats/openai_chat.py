@@ -465,11 +465,11 @@ class ChatCompletionAccumulator(StreamAccumulator):
     def _usage(self, usage: Any, n: int) -> None:
         """A chunk's ``usage``: kept when it is an object (an empty one says nothing); anything else
         is reported, not kept (a number, a string, a list)."""
-        if type(usage) is dict:
-            if usage:
-                self.usage = usage
-        else:
-            self.note("wrong_type", usage_problem(usage, f"chunk {n}: ") or "", chunk_index=n)
+        problem = usage_problem(usage, f"chunk {n}: ")
+        if problem is not None:
+            self.note("wrong_type", problem, chunk_index=n)
+        elif usage:
+            self.usage = usage if type(usage) is dict else dict(usage)
 
     def _beside_no_choices(self, chunk: dict[str, Any], n: int) -> None:
         """A chunk (``object: chat.completion.chunk``) without choices, or with ``choices: []``, that

@@ -256,17 +256,17 @@ def _choice_indices(raw_choices: list[Any], findings: list[Finding]) -> list[int
     numbers: list[int | None] = [None] * len(raw_choices)
     taken: set[int] = set()
     notes: list[tuple[int, str, int]] = []
-    left: list[tuple[int, str]] = []  # (position, why it is numbered by the parser)
+    left: dict[int, str] = {}  # position -> why the parser numbers it
     for pos, choice in enumerate(raw_choices):
         ci = choice.get("index") if isinstance(choice, dict) else None  # (an entry that is no object is
         if type(ci) is int and ci >= 0:  # skipped: it holds no number)
             if ci in taken:
-                left.append((pos, f"index {ci} is an earlier choice's too"))
+                left[pos] = f"index {ci} is an earlier choice's too"
             else:
                 numbers[pos] = ci
                 taken.add(ci)
     for pos, choice in enumerate(raw_choices):
-        if numbers[pos] is not None or not isinstance(choice, dict) or (left and left[-1][0] == pos):
+        if numbers[pos] is not None or not isinstance(choice, dict) or pos in left:
             continue
         ci = choice.get("index")
         given = f"index {compact_json(ci)[:40]}"
@@ -276,15 +276,15 @@ def _choice_indices(raw_choices: list[Any], findings: list[Finding]) -> list[int
             taken.add(number)
             notes.append((pos, f"choice {pos}: index {ci!r} is {a_json_type(ci)}; read as {number}", number))
         elif "index" not in choice:
-            left.append((pos, "without `index`"))
+            left[pos] = "without `index`"
         elif type(ci) is int:
-            left.append((pos, f"{given} is negative"))
+            left[pos] = f"{given} is negative"
         elif number is None:
-            left.append((pos, f"{given} is {a_json_type(ci)}, not an integer"))
+            left[pos] = f"{given} is {a_json_type(ci)}, not an integer"
         else:
-            left.append((pos, f"{given} is {a_json_type(ci)}, read as {number}, which another choice holds"))
+            left[pos] = f"{given} is {a_json_type(ci)}, read as {number}, which another choice holds"
     claimed = max(taken) + 1 if taken else 0  # (above every index a choice gave itself: a choice
-    for pos, what in sorted(left):  # numbered here never comes before one that claimed its number)
+    for pos, what in sorted(left.items()):  # numbered here never comes before one that claimed its number)
         own = max(pos, claimed)
         while own in taken:
             own += 1

@@ -744,10 +744,11 @@ class ResponsesStreamAccumulator(StreamAccumulator):
             status = as_text(status)
         self.status = status or self.status
         usage = response.get("usage")
-        if usage and isinstance(usage, dict):
-            self.usage = usage
-        elif usage is not None and not isinstance(usage, dict):
-            self.note("wrong_type", usage_problem(usage, f"{kind}: ") or "")
+        problem = usage_problem(usage, f"{kind}: ")
+        if problem is not None:
+            self.note("wrong_type", problem)
+        elif usage:
+            self.usage = usage if type(usage) is dict else dict(usage)
         if kind in ("response.completed", "response.incomplete"):
             self.ended = True
         if kind == "response.incomplete":

@@ -1059,7 +1059,7 @@ class Batch:
             for src, dst in zip(lists, fresh, strict=True):
                 if pos < len(src):
                     dst[moved.get(pos, pos)] = src[pos]
-        for src, dst in zip(lists, fresh, strict=True):  # in place: a group's `lane` holds the lists
+        for src, dst in zip(lists, fresh, strict=True):  # in place: a `_Group` holds the lists
             src[:] = dst
         self._indices = {moved.get(p, p): c for p, c in self._indices.items()}
         if self._runners:
