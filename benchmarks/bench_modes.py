@@ -10,47 +10,37 @@ under ``parallel``, against a like-for-like gather that wraps each call in ``asy
 limit's own cost is asyncio's, paid by both sides), and against bare gather too (what the limit
 costs a user in all). Hooks, a run deadline and sync tools (a worker thread per call) are not timed.
 
-Baseline ("gather"): `asyncio.gather` over the same no-op tool coroutines, nothing else but the loop
-iteration every mode gets before its batch (see "Two arrival patterns" below); the first table also
-times "bare gather", without that iteration, and prints eager against it (eager keeping its
-iteration: the strictest reading of the target, which charges eager an iteration `run()` makes every
-strategy wait for; at 8 calls it is a tenth of gather's time). Each strategy
-runs the same calls through its `Batch` with everything a real batch gets: screening (arguments,
-unknown tools, within-batch de-duplication), per-call timing on the run's clock, the harness's
-exception handling (timeouts, tool exceptions, cancellation, hooks), ACTION/OBSERVATION events, and
-results kept by position, in model order. That is the figure the target (<= 1.5x at 8, 64 and 512
-calls) is about. A second figure ("+record", not the target) adds what the loop does with a finished
-batch (`_Run.close_round`'s work: the executions, one tool message per call, the cross-round
-history), to show the whole per-call cost of a round.
+Baseline ("gather"): bare `asyncio.gather` over the same no-op tool coroutines, nothing else. Each
+strategy runs the same calls through its `Batch` with everything a real batch gets: screening
+(arguments, unknown tools, within-batch de-duplication), per-call timing on the run's clock, the
+harness's exception handling (timeouts, tool exceptions, cancellation, hooks), ACTION/OBSERVATION
+events, and results kept by position, in model order. That is the figure the target (<= 1.5x at 8,
+64 and 512 calls) is about. A second figure ("+record", not the target) adds what the loop does with
+a finished batch (`_Run.close_round`'s work: the executions, one tool message per call, the
+cross-round history), to show the whole per-call cost of a round.
 
-``eager`` runs as in a streamed round: the batch is made and the strategy's task started before the
-timed region, and that task takes its first step (waiting for the first call), as the loop does when
-it sends the request (in a run that happens while the model's first token is awaited, before any call
-exists); timed from there: each call arrives through the batch's arrival path (`Batch._arrive`, as
-the stream hands them over), then the stream ends, and the batch finishes. (Until the 2026-11-28
-pass the task was made inside the timed region, charging eager for a task creation a run pays before
-the response.) The
-stream's own cost (chunks, parsing) is the same for every strategy and is not counted; nor is the
-completeness scan, which only ``eager`` runs (about one pass over each argument string: see
-`bench_parse.py` for the parser's cost). The issue's target is eager within 1.5x of parallel.
+``eager`` runs as in a streamed round (`_Run.receive_dispatching`): the batch is made and set to
+dispatch arrivals (`Batch._dispatch_arrivals`) before the timed region, as the loop does when it
+sends the request (before any call exists); timed from there: each call arrives through the batch's
+arrival path (`Batch._arrive`, as the stream hands them over), the stream ends (`Batch._end_stream`),
+and the strategy (`Eager.run`, in the same task, as the loop calls it once the stream has ended)
+dispatches what is still waiting and joins the batch. The stream's own cost (chunks, parsing) is the
+same for every strategy and is not counted; nor is the completeness scan, which only ``eager`` runs
+(about one pass over each argument string: see `bench_parse.py` for the parser's cost). The issue's
+target is eager within 1.5x of parallel, and within 1.5x of gather like every built-in strategy.
 
-Two arrival patterns, each with the same event-loop iterations (``await asyncio.sleep(0)``) for
-every mode and for gather, so the ratios compare scheduling, not the waiting. "burst" (the first
-table): every call arrives at once (as when a response's chunks come in one read), and the stream's
-end reaches the loop one iteration later; a mode that does not stream, and gather, get that
-iteration before their batch. That is how `run` sees a burst: the stream is received in a task of
-its own, and the loop learns of its end only after that task finished and the loop resumed, so
-eager's task, woken by the first arrival, steps before the end (it dispatches what has arrived, the
-calls checked first and then started together, as `run_parallel` does, while the response is still
-streaming). "interleaved" (printed too): one iteration after each arrival, as a real stream's
-chunks are spread over the loop; there eager dispatches each call as it arrives.
+Two arrival patterns. "burst" (the first table): every call arrives at once and the stream ends in
+the same step of the event loop, as when a response's chunks come in one read: since the 2026-11-28
+(second) pass `run` receives the stream in the run's own task under every strategy, eager included,
+so it sees the stream's end at once, and no mode and no gather gets a loop iteration before its
+batch. "interleaved" (printed too): one loop iteration (``await asyncio.sleep(0)``) after each
+arrival, as a real stream's chunks are spread over the loop; there eager dispatches each call at the
+loop's next step after it arrives, and every mode, and gather, gets the same iterations before its
+batch, so the ratios compare scheduling, not the waiting.
 
-Until the 2026-11-28 pass the burst gave no mode that iteration, and ended eager's stream before its
-task could take a step, a sequence `run` never produces (checked: an eager run over a response whose
-chunks all come at once finds its strategy called while the stream is still open, every call
-waiting). That sequence is still printed, last before the timeout table ("unpaced"), for comparison,
-with no verdict: there eager pays two loop iterations that the others do not (its task's first step,
-and its task ending before the batch's awaiter resumes).
+Until that pass eager ran its strategy in a task of its own, alongside a task receiving the stream;
+the run learned of the stream's end one loop iteration late, so the first table gave every mode and
+gather that iteration, and printed eager against bare gather separately (1.69x at 8 calls then).
 
 The calls are built outside the timed region by the real parser (`ChatCompletionAccumulator` over a
 streamed response), exactly as the loop receives them, fresh for every timed run: the parser reads
@@ -135,11 +125,6 @@ def calls_for(n: int) -> list[ToolCall]:
 
 
 async def gather_only(n: int) -> None:
-    await asyncio.sleep(0)  # the stream's end reaches the loop (as for every mode: `with_mode`)
-    await asyncio.gather(*(noop(i) for i in range(n)))
-
-
-async def gather_unpaced(n: int) -> None:
     await asyncio.gather(*(noop(i) for i in range(n)))
 
 
@@ -155,33 +140,29 @@ async def gather_interleaved(n: int) -> None:
     await asyncio.gather(*(noop(i) for i in range(n)))
 
 
-Ready = tuple[Batch, "asyncio.Task[None]", list[Any]]
-"""A streaming strategy's batch, its task (waiting for the first call) and its events list."""
+Ready = tuple[Batch, list[Any]]
+"""A streaming strategy's batch, set to dispatch arrivals, and its events list."""
 
 
 async def ready_for(mode: str, executor: Executor) -> Ready:
-    """What the loop does for a strategy that streams when it sends the request (`_Run.round`): the
-    batch is made and the strategy's task started (`_Run.run_streaming`: it waits for the first
-    call, then runs the strategy); the task takes its first step and parks while the model's first
-    token is awaited. Outside the timed region: in a run this happens before any call exists."""
+    """What the loop does for built-in eager when it sends the request (`_Run.receive_dispatching`):
+    the batch is made and set to dispatch the calls as they arrive. Outside the timed region: in a
+    run this happens before any call exists."""
     events: list[Any] = []
     strategy = resolve(mode)
     state = Batch(executor, emit=events.append, strategy=strategy.name, streaming=True)
+    state._dispatch_arrivals(_never)
+    return state, events
 
-    async def run_streaming() -> None:  # (`_Run.run_streaming`)
-        if await state._first_arrival():
-            await strategy.run(state)
 
-    task = asyncio.get_running_loop().create_task(run_streaming())
-    await asyncio.sleep(0)  # (its first step: it waits for the first call)
-    return state, task, events
+def _never(exc: BaseException) -> None:
+    raise AssertionError(f"a call failed: {exc!r}")
 
 
 Pacing = str
-"""How the calls reach the loop: ``"burst"`` (all at once, then the stream's end one loop iteration
-later, as `run` sees it), ``"interleaved"`` (one iteration after each call), ``"unpaced"`` (all at
-once and the end at once, before a streaming strategy's task could take a step: a sequence `run`
-never produces, timed for comparison only)."""
+"""How the calls reach the loop: ``"burst"`` (all at once, the stream's end in the same step),
+``"interleaved"`` (one loop iteration after each call, and the same iterations before the batch of
+a mode that does not stream)."""
 
 
 async def with_mode(
@@ -193,26 +174,23 @@ async def with_mode(
     ready: Ready | None = None,
 ) -> tuple[Batch, list[Any]]:
     """One batch under `mode`. A strategy that streams gets `ready` (`ready_for`, made before the
-    timed region): from here on the calls arrive (timed), then the stream ends. Every mode gets the
-    same loop iterations (`Pacing`): a streaming strategy between the arrivals and the stream's end,
-    the others before their batch (as gather before its own)."""
+    timed region): from here on the calls arrive (timed), then the stream ends and the strategy
+    runs. Every mode gets the same loop iterations (`Pacing`)."""
     calls, assistant = batch
     strategy = resolve(mode)
-    if strategy.streams:  # as in a streamed round: the strategy first, then the calls arrive
+    if strategy.streams:  # as in a streamed round: the calls arrive, the stream ends, the strategy runs
         if ready is None:
             ready = await ready_for(mode, executor)
-        state, task, events = ready
+        state, events = ready
         for pos, call in enumerate(calls):
             state._arrive(pos, call)
             if pacing == "interleaved":
                 await asyncio.sleep(0)
-        if pacing == "burst":
-            await asyncio.sleep(0)  # the stream's end reaches the loop (the strategy's task steps first)
         state._end_stream(calls, assistant, "recorded")
-        await task
+        await strategy.run(state)
     else:
         events = []
-        for _ in calls if pacing == "interleaved" else () if pacing == "unpaced" else (None,):
+        for _ in calls if pacing == "interleaved" else ():
             await asyncio.sleep(0)  # the same pacing before the batch
         state = Batch(
             executor, calls, emit=events.append, strategy=strategy.name, assistant_message=assistant
@@ -244,7 +222,6 @@ async def gather_limited(n: int) -> None:
         async with asyncio.timeout(5.0):
             return await noop(i)
 
-    await asyncio.sleep(0)  # the stream's end reaches the loop (as for every mode: `with_mode`)
     await asyncio.gather(*(one(i) for i in range(n)))
 
 
@@ -335,14 +312,10 @@ def main() -> None:
     print(f"toolcall_lab from {Path(toolcall_lab.__file__).parent}")
     print(f"{'calls':>5} {'gather us/call':>15} | " + " | ".join(f"{m:>28}" for m in MODES))
     worst: dict[str, float] = {}
-    eager_vs_parallel = eager_vs_bare = 0.0
-    bare_rows = []
+    eager_vs_parallel = 0.0
     for n in (1, 8, 64, 512):
         repeat = 20 if quick else (200 if n < 64 else 40)
-        makers: dict[str, Callable[[], Work]] = {
-            "gather": lambda n=n: gather_only(n),
-            "bare gather": lambda n=n: gather_unpaced(n),
-        }
+        makers: dict[str, Callable[[], Work]] = {"gather": lambda n=n: gather_only(n)}
         for mode in MODES:
             makers[mode] = _timed(loop, mode, n)
             makers[f"{mode}+record"] = _timed(loop, mode, n, record=True)
@@ -356,15 +329,13 @@ def main() -> None:
                 f"{t[mode] / n * 1e6:>6.1f} us {t[mode] / base:>5.2f}x +record {t[f'{mode}+record'] / base:>5.2f}x"
             )
         print(f"{n:>5} {base / n * 1e6:>15.2f} | " + " | ".join(cells))
-        bare_rows.append(f"{n} calls {t['eager'] / t['bare gather']:.2f}x")
         if n >= 8:
             eager_vs_parallel = max(eager_vs_parallel, t["eager"] / t["parallel"])
-            eager_vs_bare = max(eager_vs_bare, t["eager"] / t["bare gather"])
     loop.close()
     print(
-        "\nratio = mode time / gather's time for the same no-op coroutines (async tools without "
-        "Tool.timeout_s, no hooks, no deadline: the fastest path), each given the one loop iteration "
-        "run() takes before it sees the stream's end; target <= 1.5x at 8-512 calls, eager included "
+        "\nratio = mode time / bare asyncio.gather's time for the same no-op coroutines (async tools "
+        "without Tool.timeout_s, no hooks, no deadline: the fastest path), every call arriving at once "
+        "and the stream ending in the same loop step; target <= 1.5x at 8-512 calls, eager included "
         "(issue 14)"
     )
     print(
@@ -376,17 +347,7 @@ def main() -> None:
         f"(target <= 1.5x: {'met' if eager_vs_parallel <= 1.5 else 'MISSED'}; scheduling only: "
         "the stream's chunks, the parser and eager's completeness tracking are not counted)"
     )
-    print(
-        f"eager / gather, worst at 8-512 calls: {worst['eager']:.2f}x (target <= 1.5x: "
-        f"{'met' if worst['eager'] <= 1.5 else 'MISSED'})"
-    )
-    print(
-        f"eager / bare gather (gather without that iteration, eager with it: the strictest reading), "
-        f"{', '.join(bare_rows)}; worst at 8-512 calls {eager_vs_bare:.2f}x (target <= 1.5x: "
-        f"{'met' if eager_vs_bare <= 1.5 else 'MISSED'})"
-    )
     interleaved(quick)
-    unpaced(quick)
     per_call_timeout(quick)
 
 
@@ -424,19 +385,6 @@ def interleaved(quick: bool) -> None:
         f"({'met' if worst_p <= 1.5 else 'MISSED'}), eager / gather {worst_g:.2f}x "
         f"({'met' if worst_g <= 1.5 else 'MISSED'}; targets <= 1.5x)"
     )
-
-
-def unpaced(quick: bool) -> None:
-    """The sequence the first table timed until the 2026-11-28 pass, for comparison (no verdict):
-    every call arrives and the stream ends before eager's task takes a step, and no mode gets a loop
-    iteration before its batch. `run` never produces it: the stream's end reaches the loop only after
-    the receive task finishes and the loop resumes, and eager's task, woken at the first arrival,
-    steps before that (it then dispatches what arrived, while the response is still streaming)."""
-    print(
-        "\nfor comparison, unpaced (the stream ends before eager's task takes a step, a sequence run() "
-        "never produces; no iteration before any batch; not a target):"
-    )
-    eager_table(quick, "unpaced", gather_unpaced)
 
 
 def per_call_timeout(quick: bool) -> None:

@@ -5,7 +5,10 @@ batch of calls the model answered with (the strategy decides when each call runs
 `toolcall_lab.strategies`), and appends the assistant message and one tool message per call. A
 strategy that streams (``eager``) gets each call as soon as it is complete, while the model is still
 streaming; the next model request waits until the stream has ended and every call has finished.
-Termination rules:
+Such a strategy runs in a task of its own beside the stream's; built-in ``eager`` needs neither: its
+batch dispatches each call as it arrives while the run's own task receives the stream, and the
+strategy is called once the stream has ended (`_Run.receive_dispatching`), so a round costs it no
+more tasks or loop steps than ``parallel``. Termination rules:
 
 - the model answers without tools: done (``final_answer``); an *empty* answer after tool rounds is
   followed by the `EMPTY_ANSWER_NOTE` and one more call without tools, once (``final_reason`` of that
@@ -73,6 +76,7 @@ from toolcall_lab.models import Model, ModelRequest
 from toolcall_lab.records import FinalReason, HookFailure, ModelCall, Round, Timing, count_failed
 from toolcall_lab.runs import TOOL_ONLY_PARAMS, Reason, RunConfig, RunResult, Status
 from toolcall_lab.strategies import Batch, StrategySpec
+from toolcall_lab.strategies.eager import runs_without_task
 from toolcall_lab.tools import Tool, ToolFunction, ToolRegistry
 
 __all__ = ["AbortHandle", "Hooks", "RunConfig", "RunResult", "as_messages", "as_registry", "run", "run_sync"]
@@ -108,6 +112,17 @@ class _Carried(Exception):
     def __init__(self, exc: BaseException) -> None:
         super().__init__(repr(exc))
         self.exc = exc
+
+
+def _stopping(exc: BaseException) -> BaseException:
+    """What a failure that stopped built-in ``eager``'s stream raises in the run's task: what a
+    strategy's run lets through stays as it is (`run_strategy`); anything else is the harness's own
+    failure, reported as the strategy's."""
+    if isinstance(exc, Exception) and not isinstance(exc, _STOPS_THE_RUN):
+        failed = _StrategyFailed(exc)
+        failed.__cause__ = exc
+        return failed
+    return exc
 
 
 async def _carrying(awaitable: Any) -> Any:
@@ -233,6 +248,8 @@ class _Run:
         self.strategy = config.strategy
         self.strategy_name: str = self.strategy.name
         self.streams = bool(getattr(self.strategy, "streams", False))
+        self.dispatching = self.streams and runs_without_task(self.strategy)
+        """Built-in eager: the batch dispatches calls while the stream is received in the run's task."""
         self.concurrency: int | None = getattr(self.strategy, "concurrency", None) or config.concurrency
         self.strategy_runner: asyncio.Task[Any] | None = None
         """The task running the strategy, while it runs."""
@@ -462,6 +479,7 @@ class _Run:
         streams = self.streams and offer_tools
         batch: Batch | None = None
         strategy_task: asyncio.Task[None] | None = None
+        dispatching = streams and self.dispatching
         if streams:  # the strategy starts with the stream, and calls arrive as each is complete
             batch = self.new_batch(round_index, (), None, streaming=True)
             self.partial["batch"] = batch
@@ -469,7 +487,9 @@ class _Run:
             self.model, request, self.executor, batch._arrive if batch is not None else None
         )
         try:
-            if batch is not None:
+            if dispatching and batch is not None:
+                model_call, parsed = await self.receive_dispatching(stream, batch)
+            elif batch is not None:
                 strategy_task = asyncio.get_running_loop().create_task(_carrying(self.run_streaming(batch)))
                 model_call, parsed = await self.stream_alongside(stream, strategy_task, batch)
             else:
@@ -478,7 +498,7 @@ class _Run:
             cause = exc.__cause__
             where = f" ({stream.unrecorded('when it failed')})" if stream.chunks else ""
             why = f"the model call failed ({type(cause).__name__}: {cause})"
-            if strategy_task is not None and batch is not None:
+            if batch is not None and (strategy_task is not None or dispatching):
                 await self.stop_strategy(strategy_task, batch)
                 if batch._began():
                     self.close_cut_stream(why)
@@ -496,7 +516,7 @@ class _Run:
         try:
             calls, assistant, findings = self.received(round_index, model_call, parsed, offer_tools)
         except BaseException:  # (an event listener stopping the run): the strategy's calls stop too
-            if strategy_task is not None and batch is not None:
+            if batch is not None and (strategy_task is not None or dispatching):
                 await self.stop_strategy(strategy_task, batch)
             raise
         self.streaming = None  # (left set when the run is cut off mid-stream: `cut` says so)
@@ -520,7 +540,7 @@ class _Run:
                     await strategy_task
                 except _Carried as carried:
                     raise carried.exc from None
-            elif calls:
+            elif calls or (dispatching and batch._indices):  # (eager: it joins the calls it dispatched)
                 await self.run_strategy(batch)
             left = batch._unsettled()
             if left and self.executor.refuse_start():  # (an abort came as the strategy returned: the
@@ -732,9 +752,63 @@ class _Run:
                 raise exc.exc from None
             raise
 
-    async def stop_strategy(self, strategy_task: asyncio.Task[None], batch: Batch) -> None:
-        """Cancel the strategy and every call it runs, and wait until they have stopped."""
+    async def receive_dispatching(
+        self, stream: ModelStream, batch: Batch
+    ) -> tuple[ModelCall, ParsedResponse]:
+        """Receive the response in the run's own task while the batch dispatches each call as it
+        becomes complete (built-in ``eager``: `Batch._dispatch_arrivals`), with no task for the
+        strategy or the stream, so the round goes on as soon as the stream has ended. What must stop
+        the run meanwhile (a call's failure, a listener's) stops the stream at once, as under a
+        strategy's task (`stream_alongside`): this task is cancelled for it, as a task group cancels
+        its parent, and raises it instead; the calls are stopped either way."""
+        task = asyncio.current_task()
+        failure: list[BaseException] = []
+
+        def failed(exc: BaseException) -> None:
+            if task is None or failure or isinstance(exc, asyncio.CancelledError):
+                return  # (an abort: the run's own cancellation reaches this task)
+            batch._stop_dispatching()
+            failure.append(exc)
+            task.cancel()
+
+        batch._dispatch_arrivals(failed)
+        try:
+            received: tuple[ModelCall, ParsedResponse] = await stream.receive(self.hooks.on_model_chunk)
+        except BaseException as exc:
+            outside = isinstance(exc, asyncio.CancelledError)  # (else the model's, or a signal's)
+            if failure and task is not None:  # this task's cancellation was ours: taken back (one from
+                left = task.uncancel()  # outside too, the deadline's, an abort's: it wins)
+                outside = outside and left > 0
+            if not failure:  # the calls complete before the stream stopped start, as each would have
+                batch._on_fail = None  # (at the loop's next step; what stops the run is this already)
+                batch._flush()
+            batch._stop_dispatching()
+            try:  # calls whose turn has come at this instant take it (one that finishes now, finished)
+                await asyncio.sleep(0)
+            finally:
+                await self.stop_strategy(None, batch, cut=not failure)
+            if failure and not outside:
+                raise _stopping(failure[0])  # noqa: B904  (it is what stopped the stream)
+            raise
+        batch._stop_dispatching()
+        if failure and task is not None:  # (the stream ended before the cancellation reached it)
+            task.uncancel()
+            await self.stop_strategy(None, batch, cut=False)
+            raise _stopping(failure[0])
+        return received
+
+    async def stop_strategy(
+        self, strategy_task: asyncio.Task[None] | None, batch: Batch, cut: bool = True
+    ) -> None:
+        """Cancel the strategy and every call it runs, and wait until they have stopped (without a
+        strategy task, built-in ``eager``'s calls; `cut`: from outside, which the deadline's message
+        says the strategy was waiting on, as when its task is cancelled)."""
         batch._draining = True  # (the harness cancels its calls, not the strategy)
+        if strategy_task is None:
+            if cut and batch._indices and self.strategy_cut is None:
+                self.strategy_cut = self.waiting_on(batch)
+            await batch._drain()
+            return
         if not strategy_task.done():
             strategy_task.cancel()
             await wait_until_stopped((strategy_task,))

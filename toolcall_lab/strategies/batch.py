@@ -140,8 +140,10 @@ class Batch:
     _stopping: set[asyncio.Task[Any]] | None = None  # call tasks the harness cancelled (a call that
     # must stop the run stops its siblings): their cancellation is the run's, not the strategy's
     _closed = False  # the round is recorded: the batch runs nothing more
-    _direct: Callable[[int], None] | None = None  # eager: dispatch each arrival at once (no wake-up)
-    _arrive_error: BaseException | None = None  # what `_direct` raised (the strategy re-raises it)
+    _flushing = 0  # eager (`_dispatch_arrivals`): 0 no; 1 each arrival at once; 2 arrivals wait
+    # for the task of the call dispatched first at this step of the loop (until it first runs)
+    _on_fail: Callable[[BaseException], None] | None = None  # told what must stop the run mid-stream
+    _arrive_error: BaseException | None = None  # what dispatching an arrival raised (re-raised)
     _changed: frozenset[int] = frozenset()  # call indices that started early, then changed
     _run_id = ""  # the run's id, on every event the batch makes (`RunEvent.run_id`)
 
@@ -925,10 +927,48 @@ class Batch:
         return bool(self._arrivals) or bool(self._indices)
 
     def _failed(self, exc: BaseException) -> None:
-        """A call the batch runs must stop the run: a strategy waiting for arrivals hears it now."""
+        """A call the batch runs must stop the run: a strategy waiting for arrivals hears it now, and
+        so does the loop while the batch dispatches arrivals itself (`_dispatch_arrivals`)."""
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_exception(exc)
+        on_fail = self._on_fail
+        if on_fail is not None:
+            self._on_fail = None
+            on_fail(exc)
+
+    def _dispatch_arrivals(self, on_fail: Callable[[BaseException], None] | None = None) -> None:
+        """(Built-in ``eager``) from now until the stream ends, the batch dispatches the calls that
+        arrive, without waking a strategy for each: the first call to arrive in a step of the event
+        loop at once, and those arriving after it in that step together when its task first runs
+        (the loop's next step, where their tasks would first run too: one clock reading, each checked
+        first and then started, as `run_parallel` does a batch); what is still waiting when the
+        stream ends is the strategy's (`Eager.run`). What must stop the run meanwhile (a call's
+        failure, a listener's) is raised by the strategy from its wait, and told to `on_fail` (the
+        loop, which then has no strategy task: `toolcall_lab.loop`)."""
+        self._flushing = 1
+        if on_fail is not None:
+            self._on_fail = on_fail
+
+    def _stop_dispatching(self) -> None:
+        """Arrivals wait in ``_arrivals`` again (the stream ended, or the batch is being drained)."""
+        self._flushing = 0
+        self._on_fail = None
+
+    def _flush(self) -> None:
+        """Dispatch the calls waiting in ``_arrivals`` together (the first call dispatched at this
+        step of the loop has started its task: `_Group.plain`; or the stream stopped)."""
+        if not self._flushing or self._draining or not self._arrivals:
+            return
+        try:
+            self._group_for().dispatch_queued(self._arrivals)
+        except BaseException as exc:  # (a listener stopping the run, an abort): the run hears it
+            self._dispatch_failed(exc)
+
+    def _dispatch_failed(self, exc: BaseException) -> None:
+        self._flushing = 0
+        self._arrive_error = exc
+        self._failed(exc)
 
     def _ensure(self, n: int) -> None:
         """Room for `n` calls (while streaming it doubles; `_end_stream` trims it)."""
@@ -964,16 +1004,16 @@ class Batch:
         if pos >= len(self._done):
             self._ensure(pos + 1)
         self._indices[pos] = call  # type: ignore[index]  # (a dict while streaming)
-        direct = self._direct
-        if direct is not None:  # the built-in eager: dispatched here, without waking its task
+        flushing = self._flushing
+        if flushing == 1:  # built-in eager: at once (the first call to arrive at this step of the loop)
             try:
-                direct(pos)
-            except BaseException as exc:  # (e.g. a listener stopping the run): the strategy raises it
-                self._direct = None
-                self._arrive_error = exc
-                self._failed(exc)
+                (self._group or self._group_for()).dispatch(pos, None, True)
+            except BaseException as exc:  # (a listener stopping the run, an abort): the run hears it
+                self._dispatch_failed(exc)
             return
         self._arrivals.append(pos)
+        if flushing:  # (it waits for the task of the call dispatched first at this step)
+            return
         wake = self._wake
         if wake is not None:  # (once: the arrivals after it until the strategy waits again need not)
             self._wake = None
@@ -989,6 +1029,8 @@ class Batch:
         """(The loop) the stream ended with these calls (choice 0, model order): calls that arrived
         early are checked against what the stream ended with, and the rest arrive now."""
         early = self._indices
+        if self._flushing:  # (what has arrived and waits is the strategy's now)
+            self._stop_dispatching()
         self._calls = final_calls = tuple(calls)
         self._assistant = assistant_message
         if self._view is not None or self._views is not None:  # (handed out while streaming: stale now)
@@ -1028,7 +1070,7 @@ class Batch:
         those the stream ended with as another object (the parser hands over the same object when
         nothing changed: usually none); else None (`_end_stream` maps them)."""
         n = len(final)
-        differ = []
+        differ: list[int] | None = None
         for pos, call in early.items():
             if pos >= n:
                 return None
@@ -1036,8 +1078,12 @@ class Batch:
             if final_call is not call:
                 if final_call.index != call.index:
                     return None
+                if differ is None:
+                    differ = []
                 differ.append(pos)
-        return differ if n == 1 or len(set(map(_INDEX, final))) == n else None
+        if differ is None:  # every one is the very call at its position: nothing can have moved
+            return []
+        return differ if n == 1 or len(set(map(_INDEX, final))) == n else None  # (same index, same call)
 
     def _move(self, moved: dict[int, int]) -> None:
         """Calls that arrived early sit elsewhere in the final batch: only a call index that sorts
@@ -1155,6 +1201,8 @@ class Batch:
         and wait until they all stopped: no tool keeps running once the round is recorded (a sync
         tool in a worker thread cannot be stopped: its record says so)."""
         self._group = None
+        if self._flushing:
+            self._stop_dispatching()
         pending = self._pending() if self._groups or self._runners or self._joiners else []
         if not pending:
             return
@@ -1333,13 +1381,19 @@ class _Group:
         else:
             self.tasks += [spawn(plain(pos, call, early), name=name) for pos, call in runnable]
 
-    async def plain(self, given: int, call: ToolCall, early: bool) -> None:
+    async def plain(self, given: int, call: ToolCall, early: bool, lead: bool = False) -> None:
         """`one` for a screened call with no slots to wait for (the common case, kept lean). `given`:
         the call's position when it was dispatched; where it sits now is ``batch._at(given, early)``
-        (a call dispatched while the model streamed may move once, at the stream's end: `_move`)."""
+        (a call dispatched while the model streamed may move once, at the stream's end: `_move`).
+        `lead`: the first call dispatched at its step while the batch dispatches arrivals: the calls
+        that arrived after it in that step are dispatched now (`Batch._dispatch_arrivals`)."""
         batch = self.batch
         clock, origin = self.clock, self.origin
         pos = given
+        if lead and batch._flushing == 2:  # what arrived after this call at its step goes now
+            batch._flushing = 1
+            if batch._arrivals:
+                batch._flush()
         try:
             if early and batch._moved:  # (moved before this task first ran)
                 pos = batch._moved.get(given, given)
@@ -1364,11 +1418,11 @@ class _Group:
         if not self.left:
             self.wake()
 
-    def dispatch(self, pos: int, at: float | None = None) -> None:
+    def dispatch(self, pos: int, at: float | None = None, lead: bool = False) -> None:
         """ACTION at `at` (None: now); then the call runs in a task of the group (waiting for its
         slots if it must). A call screened out is answered at once; without anything to await before
         a tool, the call takes the lean task (`plain`), else `one` (approval, de-duplication at its
-        turn, slots)."""
+        turn, slots). `lead`: see `plain`."""
         executor = self.executor
         if executor.stop_asked and executor.refuse_start():  # an abort just now: it never starts
             raise asyncio.CancelledError  # (the run's cut, delivered now, records it as not started)
@@ -1397,10 +1451,12 @@ class _Group:
                     batch._observe(pos, at)
                 return
         self.left += 1
+        if lead and batch._flushing:  # (until its task first runs, arrivals wait for it: `Batch._arrive`)
+            batch._flushing = 2
         if screened and self.fast:
-            coro = self.plain(pos, call, not final)
+            coro = self.plain(pos, call, not final, lead)
         else:
-            coro = self.one(pos, call, at, screened, not final)
+            coro = self.one(pos, call, at, screened, not final, lead)
         spawn = self.spawn
         task = _Task(coro, loop=self.loop, name=TASK_NAME) if spawn is None else spawn(coro, name=TASK_NAME)
         self.tasks.append(task)
@@ -1419,13 +1475,20 @@ class _Group:
         if finished is not None and not finished.done():
             finished.set_result(None)
 
-    async def one(self, given: int, call: ToolCall, at: float, screened: bool, early: bool) -> None:
+    async def one(
+        self, given: int, call: ToolCall, at: float, screened: bool, early: bool, lead: bool = False
+    ) -> None:
         """A dispatched call's task: its verdict (unless `screened`), a slot, the tool, its record.
         `given`: its position when dispatched; where it sits now is ``batch._at(given, early)``
-        (a call dispatched while the model streamed may move once, at the stream's end: `_move`)."""
+        (a call dispatched while the model streamed may move once, at the stream's end: `_move`).
+        `lead`: see `plain`."""
         batch = self.batch
         executor = batch._executor
         pos = given
+        if lead and batch._flushing == 2:  # (as in `plain`)
+            batch._flushing = 1
+            if batch._arrivals:
+                batch._flush()
         try:
             pre = None if screened else await batch._verdict(given, early)
             if early and batch._moved:

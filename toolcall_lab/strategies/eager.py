@@ -90,19 +90,33 @@ class Eager(Strategy):
     async def run(self, batch: Batch) -> None:
         # `async for pos in batch.arrivals(): batch.start(pos)`, without the generator and the
         # per-call checks: calls that arrive together are dispatched at one clock reading, as
-        # `run_parallel` does a batch (each checked first, then their ACTIONs, then their tasks)
+        # `run_parallel` does a batch (each checked first, then their ACTIONs, then their tasks).
+        # A run calls this once the stream has ended (`toolcall_lab.loop`: the batch dispatched what
+        # arrived before, with no task for the strategy); called while the model streams (a subclass's
+        # ``super().run(batch)``), it hands the arrivals to the batch until the stream's end.
+        if batch._arrive_error is not None:  # (dispatching an arrival raised: the run stops)
+            raise batch._arrive_error
         group = batch._group_for()
         queue = batch._arrivals
-        group.dispatch_queued(queue)  # what arrived before this task first ran, at one clock reading
-        if batch.streaming:  # from now on each call is dispatched as it arrives (no wake-up per call)
-            batch._direct = group.dispatch  # (at None: now)
-        try:
-            while await batch._next_arrivals():  # (the stream's end: the calls that complete only then)
-                group.dispatch_queued(queue)
-        finally:
-            batch._direct = None
+        group.dispatch_queued(queue)  # what arrived and waits, at one clock reading
+        if batch._streaming:
+            batch._dispatch_arrivals()
+            try:
+                while await batch._next_arrivals():  # (the stream's end: the calls complete only then)
+                    group.dispatch_queued(queue)
+            finally:
+                batch._stop_dispatching()
         await batch.join()
         if batch._calls:
             note = _NOTES.get(batch.chunk_timing)  # type: ignore[arg-type]
             if note is not None:
                 batch.note(note)
+
+
+def runs_without_task(strategy: object) -> bool:
+    """Whether a run may drive `strategy` as the built-in ``eager`` (`Eager` or a subclass that keeps
+    its `Eager.run`): the batch dispatches the calls as they arrive (`Batch._dispatch_arrivals`) and
+    the strategy is called once the stream has ended, in the run's own task, with no task of its own
+    and none for the stream. A strategy with its own ``run`` gets a task that runs alongside the
+    stream (`toolcall_lab.loop`)."""
+    return isinstance(strategy, Eager) and type(strategy).run is Eager.run

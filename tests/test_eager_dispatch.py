@@ -1,0 +1,122 @@
+"""Built-in eager without a task of its own (issue 14's speed target): the batch dispatches each call
+as it arrives while the run's own task receives the stream, and the strategy is called once the
+stream has ended. A strategy with its own ``run`` (even one calling ``Eager.run``) keeps a task that
+runs alongside the stream; both behave alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.test_strategies import ChunkModel, Counting, answer, chunk, header, play, starts
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.loop import run
+from toolcall_lab.protocol import validate_messages
+from toolcall_lab.strategies import Batch, Eager
+from toolcall_lab.strategies._bulk import TASK_NAME
+from toolcall_lab.tools import ToolRegistry
+
+
+class Delegating(Eager):
+    """Eager's own run, called from a strategy's own ``run``: the general path (a task of its own)."""
+
+    name = "delegating"
+
+    async def run(self, batch: Batch) -> None:
+        await super().run(batch)
+
+
+def _response() -> list[tuple[float, dict[str, Any]]]:
+    return [
+        (0.1, header(0, "a", "probe", '{"key": "x"}')),
+        (0.2, header(1, "b", "probe", '{"key": "y"}')),
+        (0.2, header(2, "c", "probe", '{"key": "z"}')),  # (b and c arrive at one step of the loop)
+        (0.5, chunk({}, "tool_calls")),
+    ]
+
+
+def _probing() -> tuple[ToolRegistry, list[set[str]]]:
+    """A tool that notes the names of the tasks other than the calls' own while it runs."""
+    seen: list[set[str]] = []
+
+    async def probe(key: str) -> str:
+        seen.append({t.get_name() for t in asyncio.all_tasks() if t.get_name() != TASK_NAME})
+        await asyncio.sleep(0.05)
+        return key
+
+    return ToolRegistry([probe]), seen
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_builtin_eager_adds_no_task_to_the_run_and_a_strategys_own_run_does(clock: str) -> None:
+    def tasks_under(strategy: Any) -> tuple[list[set[str]], Any]:
+        tools, seen = _probing()
+        coro = run(ChunkModel(_response(), answer()), tools, "go", mode=strategy)
+        result = run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+        assert result.status == "completed", result.reason
+        return seen, result
+
+    parallel, _ = tasks_under("parallel")
+    eager, result = tasks_under("eager")
+    assert len(eager) == 3 and all(len(names) == len(parallel[0]) for names in eager + parallel)
+    execs = result.rounds[0].executions
+    assert [e.status for e in execs] == ["ok", "ok", "ok"]
+    assert execs[0].started_at < result.rounds[0].model_call.ended_at  # (it did start early)
+    delegating, _ = tasks_under(Delegating())
+    assert all(len(names) == len(parallel[0]) + 2 for names in delegating)  # its task, the stream's
+
+
+def test_a_strategy_calling_eagers_run_starts_each_call_when_eager_does() -> None:
+    model = ChunkModel(_response(), answer())
+    tools, _ = _probing()
+    builtin = play(model, tools, mode="eager")
+    model = ChunkModel(_response(), answer())
+    tools, _ = _probing()
+    delegating = play(model, tools, mode=Delegating())
+    assert starts(delegating) == starts(builtin) == [0.1, 0.2, 0.2]  # (each complete at its header)
+    events = [(e.kind, round(e.at, 6)) for e in delegating.events if e.kind in ("action", "observation")]
+    assert events == [(e.kind, round(e.at, 6)) for e in builtin.events if e.kind in ("action", "observation")]
+    assert validate_messages(delegating.messages) == []
+
+
+def test_a_call_failing_mid_stream_leaves_the_run_task_with_no_cancellation_pending() -> None:
+    """The run's task is cancelled to stop the stream (as a task group cancels its parent); that
+    cancellation is taken back, so what the run records afterwards is not refused as "cut off"."""
+
+    async def boom(key: str) -> str:
+        await asyncio.sleep(0.1)
+        raise KeyboardInterrupt
+
+    tools = Counting().registry()
+    tools.register(boom)
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.05}')),
+            (0.2, header(1, "b", "boom", '{"key": "y"}')),
+            (0.35, header(2, "c", "read", '{"key": "z", "seconds": 5}')),
+            (9.0, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    cancelling: list[int] = []
+
+    async def main() -> Any:
+        try:
+            return await run(model, tools, "go", mode="eager")
+        finally:
+            task = asyncio.current_task()
+            assert task is not None
+            cancelling.append(task.cancelling())
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(main())
+    assert cancelling == [0]
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    rnd = partial.rounds[0]
+    assert rnd.model_call.ended_at == pytest.approx(0.3)  # b raised at 0.3: the stream stopped then
+    assert [c.tool_call_id for c in rnd.tool_calls] == ["a", "b"]  # (c had not appeared)
+    assert [e.status for e in rnd.executions] == ["ok", "error"]
+    assert validate_messages(partial.messages) == []
