@@ -120,3 +120,39 @@ def test_a_call_failing_mid_stream_leaves_the_run_task_with_no_cancellation_pend
     assert [c.tool_call_id for c in rnd.tool_calls] == ["a", "b"]  # (c had not appeared)
     assert [e.status for e in rnd.executions] == ["ok", "error"]
     assert validate_messages(partial.messages) == []
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+@pytest.mark.parametrize("end", [0.2, 0.3])  # the stream's end in the same step as b's arrival, or later
+def test_a_listener_interrupting_at_an_action_mid_stream_stops_the_run_as_itself(
+    clock: str, end: float
+) -> None:
+    """The ACTION of a call that arrives is emitted in the run's own task, inside the stream's
+    parsing: a listener's KeyboardInterrupt there stops the stream and comes out of `run` as itself
+    (it came out as a CancelledError, recorded ``cancelled``, when b arrived with the stream's end)."""
+    actions = [0]
+
+    def on_event(event: Any) -> None:
+        if event.kind == "action":
+            actions[0] += 1
+            if actions[0] == 2:
+                raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x"}')),
+            (0.2, header(1, "b", "read", '{"key": "y"}')),
+            (end, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    coro = run(model, Counting().registry(), "go", mode="eager", on_event=on_event)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert "the on_event listener raised KeyboardInterrupt" in (partial.error or "")
+    execs = partial.rounds[0].executions
+    assert [e.tool_call_id for e in execs] == ["a", "b"]
+    assert execs[0].status == "cancelled" and "interrupted" in execs[0].result  # (a ran for 1 s)
+    assert validate_messages(partial.messages) == []

@@ -114,6 +114,11 @@ class _Carried(Exception):
         self.exc = exc
 
 
+class _StreamStopped(BaseException):
+    """Raised through the stream's parsing when what must stop the run happened in the run's own task
+    as a call arrived under built-in ``eager`` (`_Run.receive_dispatching` raises that instead)."""
+
+
 def _stopping(exc: BaseException) -> BaseException:
     """What a failure that stopped built-in ``eager``'s stream raises in the run's task: what a
     strategy's run lets through stays as it is (`run_strategy`); anything else is the harness's own
@@ -759,16 +764,22 @@ class _Run:
         becomes complete (built-in ``eager``: `Batch._dispatch_arrivals`), with no task for the
         strategy or the stream, so the round goes on as soon as the stream has ended. What must stop
         the run meanwhile (a call's failure, a listener's) stops the stream at once, as under a
-        strategy's task (`stream_alongside`): this task is cancelled for it, as a task group cancels
-        its parent, and raises it instead; the calls are stopped either way."""
+        strategy's task (`stream_alongside`), and is raised instead: from another task, this one is
+        cancelled for it (as a task group cancels its parent; the cancellation is taken back), and
+        from this one (a listener at the ACTION of a call as it arrives) it stops the stream's parsing
+        there (`_StreamStopped`). The calls are stopped either way."""
         task = asyncio.current_task()
         failure: list[BaseException] = []
+        cancelled: list[bool] = []
 
         def failed(exc: BaseException) -> None:
             if task is None or failure or isinstance(exc, asyncio.CancelledError):
                 return  # (an abort: the run's own cancellation reaches this task)
             batch._stop_dispatching()
             failure.append(exc)
+            if asyncio.current_task() is task:  # (a cancellation of the running task would only land at
+                raise _StreamStopped  # its next await, after what it does until then: stop it here)
+            cancelled.append(True)
             task.cancel()
 
         batch._dispatch_arrivals(failed)
@@ -776,7 +787,7 @@ class _Run:
             received: tuple[ModelCall, ParsedResponse] = await stream.receive(self.hooks.on_model_chunk)
         except BaseException as exc:
             outside = isinstance(exc, asyncio.CancelledError)  # (else the model's, or a signal's)
-            if failure and task is not None:  # this task's cancellation was ours: taken back (one from
+            if cancelled and task is not None:  # this task's cancellation was ours: taken back (one from
                 left = task.uncancel()  # outside too, the deadline's, an abort's: it wins)
                 outside = outside and left > 0
             if not failure:  # the calls complete before the stream stopped start, as each would have
@@ -786,27 +797,23 @@ class _Run:
             try:  # calls whose turn has come at this instant take it (one that finishes now, finished)
                 await asyncio.sleep(0)
             finally:
-                await self.stop_strategy(None, batch, cut=not failure)
+                await self.stop_strategy(None, batch)
             if failure and not outside:
                 raise _stopping(failure[0])  # noqa: B904  (it is what stopped the stream)
             raise
         batch._stop_dispatching()
-        if failure and task is not None:  # (the stream ended before the cancellation reached it)
-            task.uncancel()
-            await self.stop_strategy(None, batch, cut=False)
+        if failure:  # (a model that swallowed the cancellation and ended its stream)
+            if cancelled and task is not None:
+                task.uncancel()
+            await self.stop_strategy(None, batch)
             raise _stopping(failure[0])
         return received
 
-    async def stop_strategy(
-        self, strategy_task: asyncio.Task[None] | None, batch: Batch, cut: bool = True
-    ) -> None:
+    async def stop_strategy(self, strategy_task: asyncio.Task[None] | None, batch: Batch) -> None:
         """Cancel the strategy and every call it runs, and wait until they have stopped (without a
-        strategy task, built-in ``eager``'s calls; `cut`: from outside, which the deadline's message
-        says the strategy was waiting on, as when its task is cancelled)."""
+        strategy task: built-in ``eager``'s calls)."""
         batch._draining = True  # (the harness cancels its calls, not the strategy)
         if strategy_task is None:
-            if cut and batch._indices and self.strategy_cut is None:
-                self.strategy_cut = self.waiting_on(batch)
             await batch._drain()
             return
         if not strategy_task.done():
