@@ -1029,8 +1029,9 @@ class Batch:
         """(The loop) the stream ended with these calls (choice 0, model order): calls that arrived
         early are checked against what the stream ended with, and the rest arrive now."""
         early = self._indices
-        if self._flushing:  # (what has arrived and waits is the strategy's now)
-            self._stop_dispatching()
+        if self._flushing:  # (what has arrived and waits is the strategy's now: `_stop_dispatching`)
+            self._flushing = 0
+            self._on_fail = None
         self._calls = final_calls = tuple(calls)
         self._assistant = assistant_message
         if self._view is not None or self._views is not None:  # (handed out while streaming: stale now)
@@ -1046,8 +1047,9 @@ class Batch:
                 early = self._indices
             differ = [pos for pos, call in early.items() if call is not final_calls[pos]]
         self._streaming = False
-        self._ensure(n)
-        if len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
+        if n > len(self._done):
+            self._ensure(n)
+        elif len(self._done) > n:  # the room made while streaming, beyond the final batch (all empty)
             del self._done[n:], self._started[n:], self._claimed[n:], self._open[n:], self._pre[n:]
             if self._checked is not None:
                 del self._checked[n:]
