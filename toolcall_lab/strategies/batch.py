@@ -802,12 +802,7 @@ class Batch:
             and self._screen_now()
             and not self._dedupe.of  # (duplicates are decided at their turn: `_duplicate_turn`)
         ):
-            task = asyncio.current_task()  # (the common case, on a lean path; `_joined` inlined)
-            joiners = self._joiners
-            if joiners is None:
-                joiners = self._joiners = set()
-            if task is not None:
-                joiners.add(task)
+            task, joiners = self._joining()  # (the common case, on a lean path)
             try:
                 await run_all(self, chosen)
             finally:
@@ -848,25 +843,35 @@ class Batch:
     async def _joined(self, waiting: Coroutine[Any, Any, None]) -> None:
         """Await `waiting` as a task waiting for the batch's calls (`join`'s bookkeeping: a task the
         strategy left behind in it is found and cancelled when the batch closes)."""
+        task, joiners = self._joining()
+        try:
+            await waiting
+        finally:
+            joiners.discard(task)
+
+    def _joining(self) -> tuple[asyncio.Task[Any] | None, set[asyncio.Task[Any]]]:
+        """The current task, now among the batch's joiners (`_joined`), and that set."""
         task = asyncio.current_task()
         joiners = self._joiners
         if joiners is None:
             joiners = self._joiners = set()
         if task is not None:
             joiners.add(task)
-        try:
-            await waiting
-        finally:
-            joiners.discard(task)
+        return task, joiners
 
     async def join(self) -> None:
         """Wait for every call `start` dispatched to finish."""
-        self._refuse_closed("join()")
+        if self._closed:
+            self._refuse_closed("join()")
         group = self._group
         if group is not None:
             self._group = None
             if group.left or group.failure:  # (else every call it dispatched has finished)
-                await self._joined(group.wait())
+                task, joiners = self._joining()  # (`_joined` without its coroutine: one less per batch)
+                try:
+                    await group.wait()
+                finally:
+                    joiners.discard(task)
 
     def skip(self, pos: int, why: str | None = None) -> None:
         """Leave the call at `pos` unexecuted and unanswered (status ``skipped``, its text naming
@@ -1359,17 +1364,16 @@ class _Group:
             self.observe,
             self.run_id,
         )
-        runnable: list[tuple[int, ToolCall]] = []
+        runnable: list[int] = []
         while queue:
             if executor.stop_asked and executor.refuse_start():  # an abort just now: the rest never start
                 raise asyncio.CancelledError  # (the run's cut, delivered now, records them as not started)
             pos = queue.popleft()
-            call = calls[pos]
             is_open[pos] = True
-            emit(make_action("action", at, round_index, call, run_id))
+            emit(make_action("action", at, round_index, calls[pos], run_id))
             pre = screened[pos]
             if pre is None:
-                runnable.append((pos, call))
+                runnable.append(pos)
             else:
                 batch._answer(pos, pre, at)
                 if observe:
@@ -1379,9 +1383,9 @@ class _Group:
         self.left += len(runnable)
         plain, loop, spawn, early, name = self.plain, self.loop, self.spawn, not final, TASK_NAME
         if spawn is None:
-            self.tasks += [_Task(plain(pos, call, early), loop=loop, name=name) for pos, call in runnable]
+            self.tasks += [_Task(plain(pos, calls[pos], early), loop=loop, name=name) for pos in runnable]
         else:
-            self.tasks += [spawn(plain(pos, call, early), name=name) for pos, call in runnable]
+            self.tasks += [spawn(plain(pos, calls[pos], early), name=name) for pos in runnable]
 
     async def plain(self, given: int, call: ToolCall, early: bool, lead: bool = False) -> None:
         """`one` for a screened call with no slots to wait for (the common case, kept lean). `given`:
