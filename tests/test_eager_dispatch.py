@@ -86,16 +86,17 @@ def test_a_call_failing_mid_stream_leaves_the_run_task_with_no_cancellation_pend
     """The run's task is cancelled to stop the stream (as a task group cancels its parent); that
     cancellation is taken back, so what the run records afterwards is not refused as "cut off"."""
 
-    async def boom(key: str) -> str:
+    async def interrupts(key: str) -> str:  # (a Ctrl-C landing in the tool 0.1 s after it started)
         await asyncio.sleep(0.1)
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(key)
 
     tools = Counting().registry()
-    tools.register(boom)
+    tools.register(interrupts)
+    a = header(0, "a", "search", '{"key": "x", "seconds": 0.05}')
     model = ChunkModel(
         [
-            (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.05}')),
-            (0.2, header(1, "b", "boom", '{"key": "y"}')),
+            (0.1, a),
+            (0.2, header(1, "b", "interrupts", '{"key": "y"}')),
             (0.35, header(2, "c", "read", '{"key": "z", "seconds": 5}')),
             (9.0, chunk({}, "tool_calls")),
         ],
