@@ -13,7 +13,7 @@ import pytest
 
 from tests.test_strategies import ChunkModel, Counting, answer, chunk, header, play, starts
 from toolcall_lab.clock import run_virtual
-from toolcall_lab.loop import run
+from toolcall_lab.loop import AbortHandle, run
 from toolcall_lab.protocol import validate_messages
 from toolcall_lab.strategies import Batch, Eager
 from toolcall_lab.strategies._bulk import TASK_NAME
@@ -157,3 +157,64 @@ def test_a_listener_interrupting_at_an_action_mid_stream_stops_the_run_as_itself
     assert [e.tool_call_id for e in execs] == ["a", "b"]
     assert execs[0].status == "cancelled" and "interrupted" in execs[0].result  # (a ran for 1 s)
     assert validate_messages(partial.messages) == []
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+@pytest.mark.parametrize("mode", ["eager", "parallel"])
+def test_a_listener_that_aborts_then_raises_at_an_action_stops_the_run_with_its_interrupt(
+    clock: str, mode: str
+) -> None:
+    """The interrupt is what stops the run, under eager as under parallel: the abort the listener
+    asked for just before is delivered while eager stops its stream, and must not replace it."""
+    handle = AbortHandle()
+    actions = [0]
+
+    def on_event(event: Any) -> None:
+        if event.kind == "action":
+            actions[0] += 1
+            if actions[0] == 2:
+                handle.abort("the listener's abort")
+                raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "a", "seconds": 0.1}')),
+            (0.3, header(1, "b", "read", '{"key": "b"}')),
+            (0.3, header(2, "c", "write", '{"key": "c"}')),
+            (0.5, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    coro = run(model, Counting().registry(), "go", mode=mode, on_event=on_event, abort=handle)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert validate_messages(partial.messages) == []
+
+
+def test_a_stream_the_run_stopped_is_not_said_to_lack_a_finish_reason() -> None:
+    """A listener stops the run at the ACTION of a call that arrives in the same step as the finish
+    chunk: eager stops reading there, so the finish was never read; the round's note says the run cut
+    the response, and no ``no_finish_reason`` finding blames the model for it."""
+    actions = [0]
+
+    def on_event(event: Any) -> None:
+        if event.kind == "action":
+            actions[0] += 1
+            if actions[0] == 2:
+                raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "a"}')),
+            (0.2, header(1, "b", "read", '{"key": "b"}')),
+            (0.2, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(run(model, Counting().registry(), "go", mode="eager", on_event=on_event))
+    rnd = info.value.partial_result.rounds[0]  # type: ignore[attr-defined]
+    assert any("cut off" in note for note in rnd.strategy_notes)
+    assert "no_finish_reason" not in {f.kind for f in rnd.findings}

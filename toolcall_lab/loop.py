@@ -506,7 +506,7 @@ class _Run:
             if batch is not None and (strategy_task is not None or dispatching):
                 await self.stop_strategy(strategy_task, batch)
                 if batch._began():
-                    self.close_cut_stream(why)
+                    self.close_cut_stream(why, model_failed=True)
                     where = f" ({stream!r} when it failed; recorded as far as it came)"
             self.streaming = None
             self.stop(
@@ -794,10 +794,16 @@ class _Run:
                 batch._on_fail = None  # (at the loop's next step; what stops the run is this already)
                 batch._flush()
             batch._stop_dispatching()
-            try:  # calls whose turn has come at this instant take it (one that finishes now, finished)
-                await asyncio.sleep(0)
-            finally:
-                await self.stop_strategy(None, batch)
+            try:
+                try:  # calls whose turn has come at this instant take it (one that finishes now, finished)
+                    await asyncio.sleep(0)
+                finally:
+                    await self.stop_strategy(None, batch)
+            except asyncio.CancelledError:
+                if not failure or outside:
+                    raise
+                # (else one that came meanwhile, e.g. an abort a listener asked for before it raised:
+                # what stops the run is the failure, as under `parallel`, where nothing is awaited then)
             if failure and not outside:
                 raise _stopping(failure[0])  # noqa: B904  (it is what stopped the stream)
             raise
@@ -839,9 +845,11 @@ class _Run:
             f"round {round_index}: the strategy {self.strategy_name!r} failed: {what}; the run stopped",
         )
 
-    def close_cut_stream(self, why: str) -> None:
+    def close_cut_stream(self, why: str, model_failed: bool = False) -> None:
         """A streaming strategy had started calls when the response was cut off: record the round as
-        far as the response came (its calls as parsed so far), with every call answered."""
+        far as the response came (its calls as parsed so far), with every call answered. Cut off by
+        the run (not `model_failed`), the stream had not ended: the parser's ``no_finish_reason``
+        would blame the model for a finish the run never read (the round's note says why it stopped)."""
         stream, batch = self.streaming, self.partial.get("batch")
         if stream is None or batch is None:
             return
@@ -849,7 +857,10 @@ class _Run:
         model_call, parsed = stream.partial()
         calls = parsed.first.tool_calls
         assistant = parsed.first.to_message()
-        findings = [*parsed.findings, *repeated_ids(calls, round_index, self.ids_seen)]
+        found = (
+            parsed.findings if model_failed else [f for f in parsed.findings if f.kind != "no_finish_reason"]
+        )
+        findings = [*found, *repeated_ids(calls, round_index, self.ids_seen)]
         batch._end_stream(calls, assistant, model_call.chunk_timing)
         ran = "while calls that were already complete ran" if batch._began() else "before any call started"
         batch.note(

@@ -7,6 +7,10 @@ end of the stream, as under every strategy). The next model request is sent once
 ended and every call of the batch has finished. Honours the concurrency cap and per-tool limits
 (a call that waits for a slot records when it was queued).
 
+A run drives `Eager` (and a subclass that keeps its `run`) without a task of its own
+(`runs_without_task`): the batch dispatches each call as it arrives while the run's task receives the
+stream, and `Eager.run` is called once the stream has ended, to dispatch what still waits and join.
+
 On the real clock, completeness is seen as chunks arrive. In a replay on the virtual clock, the
 recorded chunk offsets say when each call became complete, so the evidence matters and each round
 says what it rests on (`Round.strategy_notes`):
