@@ -13,7 +13,7 @@ import pytest
 
 from tests.test_strategies import ChunkModel, Counting, answer, chunk, header, play, starts
 from toolcall_lab.clock import run_virtual
-from toolcall_lab.loop import AbortHandle, run
+from toolcall_lab.loop import AbortHandle, Hooks, run
 from toolcall_lab.protocol import validate_messages
 from toolcall_lab.strategies import Batch, Eager
 from toolcall_lab.strategies._bulk import TASK_NAME
@@ -218,3 +218,52 @@ def test_a_stream_the_run_stopped_is_not_said_to_lack_a_finish_reason() -> None:
     rnd = info.value.partial_result.rounds[0]  # type: ignore[attr-defined]
     assert any("cut off" in note for note in rnd.strategy_notes)
     assert "no_finish_reason" not in {f.kind for f in rnd.findings}
+
+
+@pytest.mark.parametrize("hook", ["approve_call", "on_tool_start"])
+@pytest.mark.parametrize("mode", ["eager", "parallel", "delegating"])
+def test_no_call_starts_after_a_hook_raised_keyboard_interrupt(hook: str, mode: str) -> None:
+    """Once a hook raised KeyboardInterrupt, the run stops with it: a sibling whose turn comes while
+    the interrupt is on its way to the run's task is recorded as never started, not run (under
+    parallel and a strategy with its own task, c entered its tool after the interrupt)."""
+    log: list[tuple[str, str]] = []
+
+    def approve(call: Any) -> bool:
+        log.append(("approve", call.tool_call_id))
+        if hook == "approve_call" and call.tool_call_id == "b":
+            raise KeyboardInterrupt
+        return True
+
+    def on_start(call: Any) -> None:
+        log.append(("start", call.tool_call_id))
+        if hook == "on_tool_start" and call.tool_call_id == "b":
+            raise KeyboardInterrupt
+
+    tools, entered = ToolRegistry(), []
+    for name in ("search", "read", "write"):
+
+        async def tool(key: str, name: str = name) -> str:
+            entered.append(name)
+            await asyncio.sleep(0.1)
+            return key
+
+        tools.register(tool, name=name)
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "a"}')),
+            (0.3, header(1, "b", "read", '{"key": "b"}')),
+            (0.3, header(2, "c", "write", '{"key": "c"}')),
+            (0.5, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    hooks = Hooks(approve_call=approve) if hook == "approve_call" else Hooks(on_tool_start=on_start)
+    strategy = Delegating() if mode == "delegating" else mode
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(run(model, tools, "go", mode=strategy, hooks=hooks))
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert "write" not in entered and ("approve", "c") not in log and ("start", "c") not in log
+    c = partial.rounds[0].executions[2]
+    assert c.status == "cancelled" and "before this call started" in c.result
+    assert validate_messages(partial.messages) == []

@@ -659,7 +659,9 @@ class Executor(HookCalls):
             call.tool_call_id, call.name, call.arguments, call.index, "error", text, text, started,
             self.now(), None, timing,
         )  # fmt: skip
-        return Interrupted(exc, f"tool {call.name!r}", ex)
+        stopped = self.interrupted(exc, f"tool {call.name!r}")
+        stopped.execution = ex
+        return stopped
 
     async def _execute_hooked(
         self, call: ToolCall, position: int | None = None, started: float | None = None

@@ -187,6 +187,14 @@ class HookCalls:
             self._deliver_stop = deliver
             self.stop_asked = True
 
+    def interrupted(self, exc: BaseException, where: str) -> Interrupted:
+        """A tool, a hook or a listener raised `exc` (KeyboardInterrupt, SystemExit, ...): the run
+        stops with it, and from now on no call starts (nor a call's first hook) while the exception
+        is on its way to the run's task, as after an abort (a sibling whose turn comes meanwhile is
+        recorded as never started, not run)."""
+        self.stop_asked = True  # (an abort's or a signal's delivery, if any came first, is kept)
+        return Interrupted(exc, where)
+
     def refuse_start(self) -> bool:
         """Whether nothing may start now (a call, a call's first hook): the run is being cut off, or
         an abort or a signal asked it to stop, whose cancellation is then delivered at once, so it
@@ -252,7 +260,7 @@ class HookCalls:
             self.hook_failed(hook, exc, effect, call, position)
             return False, exc
         except BaseException as exc:
-            raise Interrupted(exc, f"hook {hook}") from exc
+            raise self.interrupted(exc, f"hook {hook}") from exc
         if being_cancelled():  # its task received the cancellation, and it returned: the cut goes on
             raise asyncio.CancelledError
         if self.deadline is not None:

@@ -294,7 +294,7 @@ class _Run:
                 )
             except BaseException as exc:  # (KeyboardInterrupt, ...): the run stops; the listener
                 self.listener = None  # hears no more (the cut's events are still recorded)
-                raise Interrupted(exc, "the on_event listener") from exc
+                raise self.executor.interrupted(exc, "the on_event listener") from exc
             if self.deadline is not None:
                 self.listener_returned(self.deadline)
 
