@@ -267,3 +267,34 @@ def test_no_call_starts_after_a_hook_raised_keyboard_interrupt(hook: str, mode: 
     c = partial.rounds[0].executions[2]
     assert c.status == "cancelled" and "before this call started" in c.result
     assert validate_messages(partial.messages) == []
+
+
+@pytest.mark.parametrize("mode", ["eager", "parallel"])
+def test_a_listener_stopping_the_run_at_a_hook_failure_is_named_and_the_call_never_ran(mode: str) -> None:
+    """on_tool_start fails (ValueError: ignored, the call would run), then the listener raises
+    KeyboardInterrupt at that failure's event: the record names the listener, not the hook, and the
+    failure no longer says the call ran."""
+
+    def on_start(call: Any) -> None:
+        if call.tool_call_id == "b":
+            raise ValueError("hook bug")
+
+    def on_event(event: Any) -> None:
+        if event.kind == "hook_failed":
+            raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [(0.1, header(0, "a", "search", '{"key": "a"}')), (0.3, header(1, "b", "read", '{"key": "b"}'))],
+        answer(),
+    )
+    coro = run(
+        model, Counting().registry(), "go", mode=mode, hooks=Hooks(on_tool_start=on_start), on_event=on_event
+    )
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    b = partial.rounds[0].executions[1]
+    assert b.result == "Not executed: the on_event listener raised KeyboardInterrupt; the run stopped."
+    (failure,) = partial.hook_failures
+    assert (failure.hook, failure.error) == ("on_tool_start", "ValueError: hook bug")
+    assert failure.effect.endswith("the call never ran") and "the call ran" not in failure.effect

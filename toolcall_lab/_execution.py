@@ -649,6 +649,22 @@ class Executor(HookCalls):
         if note is not None:
             self.cut_notes[position] = note
 
+    def _never_ran(self, call: ToolCall, position: int | None, why: str) -> None:
+        """The on_tool_start hook of the call at `position` failed and its failure was recorded as
+        "ignored; the call ran", then the run stopped before the call ran (`why`: e.g. the event
+        listener raised at the failure's event): the record says so instead."""
+        failures = self.hook_failures
+        if failures:
+            last = failures[-1]
+            if (
+                last.hook == "on_tool_start"
+                and last.position == position
+                and last.tool_call_id == call.tool_call_id
+            ):
+                failures[-1] = replace(
+                    last, effect=f"{last.effect.split(';')[0]}; but {why}: the call never ran"
+                )
+
     def _stops_the_run(
         self, call: ToolCall, exc: BaseException, started: float, timing: Timing
     ) -> Interrupted:
@@ -690,9 +706,11 @@ class Executor(HookCalls):
                 )
             except Interrupted as stop:  # the tool never started
                 what = type(stop.original).__name__
+                who = "the on_tool_start hook" if stop.where == "hook on_tool_start" else stop.where
                 stop.execution = self._made(
-                    call, "cancelled", f"Not executed: the on_tool_start hook raised {what}; the run stopped."
+                    call, "cancelled", f"Not executed: {who} raised {what}; the run stopped."
                 )
+                self._never_ran(call, position, f"{who} raised {what} meanwhile")
                 raise
             started = None
         if started is None:
