@@ -50,6 +50,31 @@ def _probing() -> tuple[ToolRegistry, list[set[str]]]:
     return ToolRegistry([probe]), seen
 
 
+def _two_calls(end: float) -> ChunkModel:
+    """a at 0.1, b at 0.2, the finish at `end` (0.2: in b's step of the loop)."""
+    return ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x"}')),
+            (0.2, header(1, "b", "read", '{"key": "y"}')),
+            (end, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+
+
+def _interrupts_at_action(n: int) -> Any:
+    """An event listener raising KeyboardInterrupt at the n-th ACTION."""
+    actions = [0]
+
+    def on_event(event: Any) -> None:
+        if event.kind == "action":
+            actions[0] += 1
+            if actions[0] == n:
+                raise KeyboardInterrupt
+
+    return on_event
+
+
 @pytest.mark.parametrize("clock", ["virtual", "real"])
 def test_builtin_eager_adds_no_task_to_the_run_and_a_strategys_own_run_does(clock: str) -> None:
     def tasks_under(strategy: Any) -> tuple[list[set[str]], Any]:
@@ -131,23 +156,7 @@ def test_a_listener_interrupting_at_an_action_mid_stream_stops_the_run_as_itself
     """The ACTION of a call that arrives is emitted in the run's own task, inside the stream's
     parsing: a listener's KeyboardInterrupt there stops the stream and comes out of `run` as itself
     (it came out as a CancelledError, recorded ``cancelled``, when b arrived with the stream's end)."""
-    actions = [0]
-
-    def on_event(event: Any) -> None:
-        if event.kind == "action":
-            actions[0] += 1
-            if actions[0] == 2:
-                raise KeyboardInterrupt
-
-    model = ChunkModel(
-        [
-            (0.1, header(0, "a", "search", '{"key": "x"}')),
-            (0.2, header(1, "b", "read", '{"key": "y"}')),
-            (end, chunk({}, "tool_calls")),
-        ],
-        answer(),
-    )
-    coro = run(model, Counting().registry(), "go", mode="eager", on_event=on_event)
+    coro = run(_two_calls(end), Counting().registry(), "go", mode="eager", on_event=_interrupts_at_action(2))
     with pytest.raises(KeyboardInterrupt) as info:
         run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
     partial = info.value.partial_result  # type: ignore[attr-defined]
@@ -197,24 +206,10 @@ def test_a_stream_the_run_stopped_is_not_said_to_lack_a_finish_reason() -> None:
     """A listener stops the run at the ACTION of a call that arrives in the same step as the finish
     chunk: eager stops reading there, so the finish was never read; the round's note says the run cut
     the response, and no ``no_finish_reason`` finding blames the model for it."""
-    actions = [0]
-
-    def on_event(event: Any) -> None:
-        if event.kind == "action":
-            actions[0] += 1
-            if actions[0] == 2:
-                raise KeyboardInterrupt
-
-    model = ChunkModel(
-        [
-            (0.1, header(0, "a", "search", '{"key": "a"}')),
-            (0.2, header(1, "b", "read", '{"key": "b"}')),
-            (0.2, chunk({}, "tool_calls")),
-        ],
-        answer(),
-    )
     with pytest.raises(KeyboardInterrupt) as info:
-        run_virtual(run(model, Counting().registry(), "go", mode="eager", on_event=on_event))
+        run_virtual(
+            run(_two_calls(0.2), Counting().registry(), "go", mode="eager", on_event=_interrupts_at_action(2))
+        )
     rnd = info.value.partial_result.rounds[0]  # type: ignore[attr-defined]
     assert any("cut off" in note for note in rnd.strategy_notes)
     assert "no_finish_reason" not in {f.kind for f in rnd.findings}
