@@ -169,19 +169,20 @@ def test_a_listener_interrupting_at_an_action_mid_stream_stops_the_run_as_itself
 
 
 @pytest.mark.parametrize("clock", ["virtual", "real"])
-@pytest.mark.parametrize("mode", ["eager", "parallel"])
+@pytest.mark.parametrize("mode", ["eager", "parallel", "delegating"])
+@pytest.mark.parametrize("nth", [2, 3])  # b (the first to arrive in its step), c (after it, same step)
 def test_a_listener_that_aborts_then_raises_at_an_action_stops_the_run_with_its_interrupt(
-    clock: str, mode: str
+    clock: str, mode: str, nth: int
 ) -> None:
-    """The interrupt is what stops the run, under eager as under parallel: the abort the listener
-    asked for just before is delivered while eager stops its stream, and must not replace it."""
+    """The interrupt is what stops the run, under every strategy as under parallel: the abort the
+    listener asked for just before is delivered while the stream stops, and must not replace it."""
     handle = AbortHandle()
     actions = [0]
 
     def on_event(event: Any) -> None:
         if event.kind == "action":
             actions[0] += 1
-            if actions[0] == 2:
+            if actions[0] == nth:
                 handle.abort("the listener's abort")
                 raise KeyboardInterrupt
 
@@ -194,7 +195,8 @@ def test_a_listener_that_aborts_then_raises_at_an_action_stops_the_run_with_its_
         ],
         answer(),
     )
-    coro = run(model, Counting().registry(), "go", mode=mode, on_event=on_event, abort=handle)
+    strategy = Delegating() if mode == "delegating" else mode
+    coro = run(model, Counting().registry(), "go", mode=strategy, on_event=on_event, abort=handle)
     with pytest.raises(KeyboardInterrupt) as info:
         run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
     partial = info.value.partial_result  # type: ignore[attr-defined]
@@ -293,3 +295,36 @@ def test_a_listener_stopping_the_run_at_a_hook_failure_is_named_and_the_call_nev
     (failure,) = partial.hook_failures
     assert (failure.hook, failure.error) == ("on_tool_start", "ValueError: hook bug")
     assert failure.effect.endswith("the call never ran") and "the call ran" not in failure.effect
+
+
+def test_a_strategy_that_catches_exception_around_a_call_does_not_lose_a_keyboard_interrupt() -> None:
+    """A hook's KeyboardInterrupt reaches a strategy as `Interrupted` (an ``Exception``): a strategy
+    catching ``Exception`` around `batch.run` still has the run stop with the interrupt, not as
+    "cancelled" (the calls after it are refused) nor as completed."""
+    from toolcall_lab.strategies import strategy
+
+    @strategy("catches_everything")
+    async def catches_everything(batch: Batch) -> None:
+        for pos in range(len(batch.calls)):
+            try:
+                await batch.run(pos)
+            except Exception as exc:  # (defensive code a researcher may well write)
+                batch.note(f"call {pos} failed: {exc}")
+
+    def on_start(call: Any) -> None:
+        if call.tool_call_id == "a":
+            raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [(0.1, header(0, "a", "search", '{"key": "a"}')), (0.2, header(1, "b", "read", '{"key": "b"}'))],
+        answer(),
+    )
+    coro = run(
+        model, Counting().registry(), "go", mode=catches_everything, hooks=Hooks(on_tool_start=on_start)
+    )
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert [e.status for e in partial.rounds[0].executions] == ["cancelled", "cancelled"]
+    assert "before this call started" in partial.rounds[0].executions[1].result

@@ -160,6 +160,9 @@ class HookCalls:
         """An abort or a first signal asked the run to stop (set the moment it came, from any
         thread): no call starts from then on, even before the cancellation reaches the run's task."""
         self._deliver_stop: Callable[[], None] | None = None
+        self.interrupt: Interrupted | None = None
+        """The first KeyboardInterrupt (or other BaseException) a tool, hook or listener raised
+        (`interrupted`): the run stops with it, even if a strategy's code caught it on the way."""
         self.before_start: Callable[[ToolCall], None] | None = None
         """(A replay of a cut-off run: `toolcall_lab.replay`) called as a call is about to enter its
         tool: it may stop the run there, as the recorded abort did (the call then never starts)."""
@@ -193,7 +196,10 @@ class HookCalls:
         is on its way to the run's task, as after an abort (a sibling whose turn comes meanwhile is
         recorded as never started, not run)."""
         self.stop_asked = True  # (an abort's or a signal's delivery, if any came first, is kept)
-        return Interrupted(exc, where)
+        stopped = Interrupted(exc, where)
+        if self.interrupt is None:
+            self.interrupt = stopped
+        return stopped
 
     def refuse_start(self) -> bool:
         """Whether nothing may start now (a call, a call's first hook): the run is being cut off, or

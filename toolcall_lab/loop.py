@@ -155,6 +155,9 @@ def _raised_by_code(exc: BaseException) -> bool:
 
 
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
+_INTERRUPTS = (Interrupted, KeyboardInterrupt, SystemExit)
+"""What a tool, hook or listener raised that `run` re-raises as itself, also when an abort or the
+deadline cut the run at the same time (under every strategy, as under ``parallel``)."""
 """What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
 
@@ -647,6 +650,7 @@ class _Run:
         runner = self.strategy_runner = self.executor.strategy_task = asyncio.current_task()
         try:
             returned: Any = await cast(Any, self.strategy).run(batch)  # (None, unless it misbehaves)
+            self.raise_interrupt()
             if batch._running():
                 raise UsageError(
                     f"returned while calls it started had not finished{_unfinished(batch)} (await "
@@ -659,6 +663,8 @@ class _Run:
                     "returns None; what it returns is not used)"
                 )
         except _STOPS_THE_RUN as exc:
+            if not isinstance(exc, Interrupted):
+                self.raise_interrupt()
             if isinstance(exc, asyncio.CancelledError):
                 stall = self.stall
                 if stall is not None and runner is not None:
@@ -680,6 +686,14 @@ class _Run:
         finally:
             self.strategy_runner = self.executor.strategy_task = None
             await batch._drain()
+
+    def raise_interrupt(self) -> None:
+        """A tool, hook or listener raised KeyboardInterrupt (or another BaseException) and it did not
+        come out of the strategy (its code caught `Interrupted`, an ``Exception``; the calls refused
+        after it then raise a cancellation): the run stops with the interrupt, not as cancelled."""
+        interrupt = self.executor.interrupt
+        if interrupt is not None:
+            raise interrupt
 
     def waiting_on(self, batch: Batch) -> str:
         """What a strategy that has not returned was waiting for, in words."""
@@ -755,6 +769,16 @@ class _Run:
             await self.stop_strategy(strategy_task, batch)
             if isinstance(exc, _Carried):
                 raise exc.exc from None
+            if (
+                isinstance(exc, asyncio.CancelledError)
+                and strategy_task.done()
+                and not strategy_task.cancelled()
+            ):
+                stopped = strategy_task.exception()  # (it stopped with an interrupt as the cut came: the
+                if isinstance(stopped, _Carried):  # interrupt wins, as under `parallel`)
+                    raise stopped.exc from None
+                if isinstance(stopped, Interrupted):
+                    raise stopped from None
             raise
 
     async def receive_dispatching(
@@ -787,6 +811,7 @@ class _Run:
             received: tuple[ModelCall, ParsedResponse] = await stream.receive(self.hooks.on_model_chunk)
         except BaseException as exc:
             outside = isinstance(exc, asyncio.CancelledError)  # (else the model's, or a signal's)
+            interrupt = bool(failure) and isinstance(failure[0], _INTERRUPTS)  # (it wins: `run` raises it)
             if cancelled and task is not None:  # this task's cancellation was ours: taken back (one from
                 left = task.uncancel()  # outside too, the deadline's, an abort's: it wins)
                 outside = outside and left > 0
@@ -800,11 +825,11 @@ class _Run:
                 finally:
                     await self.stop_strategy(None, batch)
             except asyncio.CancelledError:
-                if not failure or outside:
+                if not failure or (outside and not interrupt):
                     raise
                 # (else one that came meanwhile, e.g. an abort a listener asked for before it raised:
                 # what stops the run is the failure, as under `parallel`, where nothing is awaited then)
-            if failure and not outside:
+            if failure and (interrupt or not outside):
                 raise _stopping(failure[0])  # noqa: B904  (it is what stopped the stream)
             raise
         batch._stop_dispatching()
