@@ -328,3 +328,36 @@ def test_a_strategy_that_catches_exception_around_a_call_does_not_lose_a_keyboar
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert [e.status for e in partial.rounds[0].executions] == ["cancelled", "cancelled"]
     assert "before this call started" in partial.rounds[0].executions[1].result
+
+
+@pytest.mark.parametrize("mode", ["eager", "parallel", "delegating"])
+def test_a_hook_that_blocks_past_the_deadline_then_raises_keyboard_interrupt_stops_the_run_with_it(
+    mode: str,
+) -> None:
+    """On the real clock an on_tool_start hook holds the loop past the deadline, then raises
+    KeyboardInterrupt: the run stops with the interrupt, not ``timeout/deadline`` (a strategy with its
+    own task returned the timeout, its record saying the hook's interrupt stopped the call)."""
+    import time
+
+    def on_start(call: Any) -> None:
+        if call.tool_call_id == "k":
+            time.sleep(0.3)
+            raise KeyboardInterrupt
+
+    model = ChunkModel(
+        [
+            (0.01, header(0, "a", "search", '{"key": "a", "seconds": 5}')),
+            (0.01, header(1, "k", "read", '{"key": "k"}')),
+            (0.05, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    strategy = Delegating() if mode == "delegating" else mode
+    coro = run(
+        model, Counting().registry(), "go", mode=strategy, timeout_s=0.2, hooks=Hooks(on_tool_start=on_start)
+    )
+    with pytest.raises(KeyboardInterrupt) as info:
+        asyncio.run(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert validate_messages(partial.messages) == []

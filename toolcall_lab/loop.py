@@ -1131,6 +1131,10 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         # (awaiting the run's task would pass the cancellation on and wait for it to stop, however
         # long a call that ignores its cancellation keeps it running: under sequential, forever).
         await asyncio.wait((task,))
+        if executor.interrupt is not None and (
+            task.cancelled() or isinstance(task.exception(), (TimeoutError, asyncio.CancelledError))
+        ):  # a tool, hook or listener raised KeyboardInterrupt (...) as the deadline or an abort cut the
+            raise executor.interrupt  # run (e.g. a hook that blocked past the deadline): the interrupt wins
         task.result()
     except asyncio.CancelledError as exc:
         if being_cancelled() or abort is None or not abort.aborted:  # cancelled from outside
