@@ -658,6 +658,7 @@ class Executor(HookCalls):
             last = failures[-1]
             if (
                 last.hook == "on_tool_start"
+                and last.round_index == self.round_index
                 and last.position == position
                 and last.tool_call_id == call.tool_call_id
             ):
@@ -710,7 +711,8 @@ class Executor(HookCalls):
                 stop.execution = self._made(
                     call, "cancelled", f"Not executed: {who} raised {what}; the run stopped."
                 )
-                self._never_ran(call, position, f"{who} raised {what} meanwhile")
+                if stop.where != "hook on_tool_start":  # (the hook failed, then a listener stopped the run)
+                    self._never_ran(call, position, f"{who} raised {what} meanwhile")
                 raise
             started = None
         if started is None:

@@ -155,10 +155,10 @@ def _raised_by_code(exc: BaseException) -> bool:
 
 
 _STOPS_THE_RUN = (Interrupted, ReplayDivergenceError, ScriptError, asyncio.CancelledError)
+"""What a strategy's run lets through as is: these end the run as they would anywhere else."""
 _INTERRUPTS = (Interrupted, KeyboardInterrupt, SystemExit)
 """What a tool, hook or listener raised that `run` re-raises as itself, also when an abort or the
 deadline cut the run at the same time (under every strategy, as under ``parallel``)."""
-"""What a strategy's run lets through as is: these end the run as they would anywhere else."""
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -1132,7 +1132,7 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
         # long a call that ignores its cancellation keeps it running: under sequential, forever).
         await asyncio.wait((task,))
         if executor.interrupt is not None and (
-            task.cancelled() or isinstance(task.exception(), (TimeoutError, asyncio.CancelledError))
+            task.cancelled() or isinstance(task.exception(), TimeoutError)
         ):  # a tool, hook or listener raised KeyboardInterrupt (...) as the deadline or an abort cut the
             raise executor.interrupt  # run (e.g. a hook that blocked past the deadline): the interrupt wins
         task.result()

@@ -970,6 +970,14 @@ class Batch:
         except BaseException as exc:  # (a listener stopping the run, an abort): the run hears it
             self._dispatch_failed(exc)
 
+    def _led(self) -> None:
+        """The task of the call dispatched first at this step of the loop first runs: the calls that
+        arrived after it in that step are dispatched now, together (`_dispatch_arrivals`)."""
+        if self._flushing == 2:
+            self._flushing = 1
+            if self._arrivals:
+                self._flush()
+
     def _dispatch_failed(self, exc: BaseException) -> None:
         self._flushing = 0
         self._arrive_error = exc
@@ -1396,10 +1404,8 @@ class _Group:
         batch = self.batch
         clock, origin = self.clock, self.origin
         pos = given
-        if lead and batch._flushing == 2:  # what arrived after this call at its step goes now
-            batch._flushing = 1
-            if batch._arrivals:
-                batch._flush()
+        if lead:  # what arrived after this call at its step goes now
+            batch._led()
         try:
             if early and batch._moved:  # (moved before this task first ran)
                 pos = batch._moved.get(given, given)
@@ -1491,10 +1497,8 @@ class _Group:
         batch = self.batch
         executor = batch._executor
         pos = given
-        if lead and batch._flushing == 2:  # (as in `plain`)
-            batch._flushing = 1
-            if batch._arrivals:
-                batch._flush()
+        if lead:  # (as in `plain`)
+            batch._led()
         try:
             pre = None if screened else await batch._verdict(given, early)
             if early and batch._moved:
