@@ -74,6 +74,12 @@ How it measures (changed in the runloop pass, so that the ratio is the one the t
   sample's set-up, whose parsing then left young objects due: a mode that allocated a little more in
   its timed region could tip a collection into it. The same tester check that had eager's batch
   timed found it: eager at 8 calls read 1.58x then, 1.4x once the collection came after the set-up.)
+- the calls reach each mode as the loop hands them over: the parser's tuple (`Choice.tool_calls`,
+  which the loop passes on as it is; until the 2026-11-28 fourth pass a list, which every mode copied
+  into a tuple), and for eager through the batch's bound arrival method, held once (the parser holds
+  it so: `ModelStream`), after a set-up done synchronously as the loop does it (until that pass it
+  was awaited as a coroutine of its own, and the arrival method was looked up on each call: about
+  0.5 us a batch that no run pays);
 - the figure is the best of the repeats (noise on a shared machine only ever adds time).
 
 Prints time per call and the ratio to gather (best of several repeats; the machine is shared, so
@@ -111,9 +117,10 @@ async def noop(i: int) -> str:
 _CHUNKS: dict[int, list[dict[str, Any]]] = {}
 
 
-def calls_for(n: int) -> list[ToolCall]:
+def calls_for(n: int) -> tuple[ToolCall, ...]:
     """n calls of `noop`, parsed from a streamed response by the real accumulator: fresh calls, as
-    the loop gets them from the parser (the arguments parsed once, not yet read by anything else)."""
+    the loop gets them from the parser (the arguments parsed once, not yet read by anything else),
+    in the tuple the parser hands over (`Choice.tool_calls`, which the loop passes on as it is)."""
     chunks = _CHUNKS.get(n)
     if chunks is None:
         chunks = _CHUNKS[n] = response_chunks(
@@ -124,7 +131,7 @@ def calls_for(n: int) -> list[ToolCall]:
     acc = ChatCompletionAccumulator(batch=0)
     for chunk in chunks:
         acc.feed(chunk)
-    calls = list(acc.finish().first.tool_calls)
+    calls = acc.finish().first.tool_calls
     assert len(calls) == n and all(c.arguments == json.dumps({"i": i}) for i, c in enumerate(calls))
     return calls
 
@@ -133,7 +140,7 @@ async def gather_only(n: int) -> None:
     await asyncio.gather(*(noop(i) for i in range(n)))
 
 
-def batch_for(n: int) -> tuple[list[ToolCall], dict[str, Any]]:
+def batch_for(n: int) -> tuple[tuple[ToolCall, ...], dict[str, Any]]:
     """The calls and the assistant message carrying them, as the loop has them after parsing."""
     calls = calls_for(n)
     return calls, {"role": "assistant", "content": None, "tool_calls": [c.to_openai() for c in calls]}
@@ -149,11 +156,10 @@ Ready = tuple[Batch, list[Any]]
 """A streaming strategy's batch, set to dispatch arrivals, and its events list."""
 
 
-async def ready_for(mode: str, executor: Executor) -> Ready:
+def ready_for(strategy: Any, executor: Executor) -> Ready:
     """What the loop does for built-in eager when it sends the request (`_Run.receive_dispatching`):
-    the batch is made and set to dispatch the calls as they arrive."""
+    the batch is made and set to dispatch the calls as they arrive (synchronously, as the loop does)."""
     events: list[Any] = []
-    strategy = resolve(mode)
     state = Batch(executor, emit=events.append, strategy=strategy.name, streaming=True)
     state._dispatch_arrivals(_never)
     return state, events
@@ -171,7 +177,7 @@ a mode that does not stream)."""
 
 async def with_mode(
     mode: str,
-    batch: tuple[list[ToolCall], dict[str, Any]],
+    batch: tuple[tuple[ToolCall, ...], dict[str, Any]],
     executor: Executor,
     record: bool = False,
     pacing: Pacing = "burst",
@@ -184,12 +190,16 @@ async def with_mode(
     strategy = resolve(mode)
     if strategy.streams:  # as in a streamed round: the calls arrive, the stream ends, the strategy runs
         if ready is None:
-            ready = await ready_for(mode, executor)
+            ready = ready_for(strategy, executor)
         state, events = ready
-        for pos, call in enumerate(calls):
-            state._arrive(pos, call)
-            if pacing == "interleaved":
+        arrive = state._arrive  # (the parser holds the bound method: `ModelStream`)
+        if pacing == "interleaved":
+            for pos, call in enumerate(calls):
+                arrive(pos, call)
                 await asyncio.sleep(0)
+        else:
+            for pos, call in enumerate(calls):
+                arrive(pos, call)
         state._end_stream(calls, assistant, "recorded")
         await strategy.run(state)
     else:

@@ -361,3 +361,86 @@ def test_a_hook_that_blocks_past_the_deadline_then_raises_keyboard_interrupt_sto
     partial = info.value.partial_result  # type: ignore[attr-defined]
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert validate_messages(partial.messages) == []
+
+
+def _screened_out(duplicate: bool) -> list[tuple[float, dict[str, Any]]]:
+    """Each call the first to arrive at its step of the loop (the lean lead path): bad arguments, an
+    unknown tool, an ordinary call, and (`duplicate`) first a duplicate of a call still running (after
+    which de-duplication decides every call at its turn)."""
+    second = '{"key": "x", "seconds": 0.5}' if duplicate else '{"key": "v", "seconds": 0.5}'
+    return [
+        (0.1, header(0, "a", "search", '{"key": "x", "seconds": 0.5}')),
+        (0.2, header(1, "b", "search", second)),
+        (0.3, header(2, "c", "read", '{"nope": 1}')),  # (bad arguments)
+        (0.4, header(3, "d", "nosuch", '{"key": "z"}')),  # (unknown tool)
+        (0.5, header(4, "e", "write", '{"key": "w", "seconds": 0.1}')),
+        (0.6, chunk({}, "tool_calls")),
+    ]
+
+
+def _record(result: Any) -> tuple[Any, ...]:
+    rnd = result.rounds[0]
+    calls = [
+        (e.tool_call_id, e.status, e.result, round(e.started_at, 6), round(e.ended_at, 6))
+        for e in rnd.executions
+    ]
+    events = [(e.kind, round(e.at, 6)) for e in result.events if e.kind in ("action", "observation")]
+    return result.status, calls, events
+
+
+@pytest.mark.parametrize("duplicate", [True, False])
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_calls_screened_out_as_they_arrive_are_answered_as_on_the_general_path(
+    clock: str, duplicate: bool
+) -> None:
+    """Built-in eager dispatches the first call arriving at a step of the loop on a lean path; a
+    duplicate (decided at its turn), bad arguments and an unknown tool take that path too, and come
+    out exactly as they do on the general one (a strategy calling ``Eager.run`` from its own task)."""
+    records = []
+    for strategy in ("eager", Delegating()):
+        coro = run(ChunkModel(_screened_out(duplicate), answer()), Counting().registry(), "go", mode=strategy)
+        result = run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+        assert validate_messages(result.messages) == []
+        records.append(_record(result))
+    builtin, general = records
+    statuses = [c[1] for c in builtin[1]]
+    assert statuses == ["ok", "duplicate" if duplicate else "ok", "invalid_arguments", "unknown_tool", "ok"]
+    if clock == "virtual":
+        assert builtin == general
+        b_at = 0.6 if duplicate else 0.2  # (a duplicate is answered once its original finished)
+        assert [c[3] for c in builtin[1]] == [0.1, b_at, 0.3, 0.4, 0.5]
+    else:
+        assert builtin[0] == general[0] and [c[:3] for c in builtin[1]] == [c[:3] for c in general[1]]
+    kinds = [k for k, _ in builtin[2]]
+    assert kinds.count("action") == kinds.count("observation") == 5  # (one each: none taken back)
+
+
+@pytest.mark.parametrize("mode", ["eager", "delegating"])
+def test_a_call_arriving_after_an_abort_was_asked_never_starts(mode: str) -> None:
+    """The ``on_model_chunk`` hook asks for an abort on a chunk, and the next chunk (at the same
+    instant: no await between them) completes a call, the first to arrive at that step of the loop:
+    it is refused before it starts, its ACTION never emitted, on the lean path as on the general one."""
+    handle = AbortHandle()
+
+    def on_model_chunk(payload: dict[str, Any]) -> None:
+        if payload["choices"][0]["delta"].get("content") == "stop now":
+            handle.abort("asked on a chunk")
+
+    model = ChunkModel(
+        [
+            (0.1, header(0, "a", "search", '{"key": "x", "seconds": 2}')),
+            (0.2, chunk({"content": "stop now"})),
+            (0.2, header(1, "b", "read", '{"key": "y"}')),
+            (0.5, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+    tools = Counting()
+    strategy = Delegating() if mode == "delegating" else mode
+    hooks = Hooks(on_model_chunk=on_model_chunk)
+    result = run_virtual(run(model, tools.registry(), "go", mode=strategy, hooks=hooks, abort=handle))
+    assert (result.status, result.reason) == ("aborted", "aborted")
+    assert [key for key, _ in tools.started] == ["x"]  # (b never started)
+    actions = [e.call.tool_call_id for e in result.events if e.kind == "action"]
+    assert actions == ["a"]
+    assert validate_messages(result.messages) == []

@@ -144,6 +144,7 @@ class Batch:
     # for the task of the call dispatched first at this step of the loop (until it first runs)
     _on_fail: Callable[[BaseException], None] | None = None  # told what must stop the run mid-stream
     _arrive_error: BaseException | None = None  # what dispatching an arrival raised (re-raised)
+    _driven = False  # the run dispatches arrivals, and calls the strategy in its own task
     _changed: frozenset[int] = frozenset()  # call indices that started early, then changed
     _run_id = ""  # the run's id, on every event the batch makes (`RunEvent.run_id`)
 
@@ -210,7 +211,6 @@ class Batch:
             self._checked = [False] * n
             self._arrivals = deque()
             self._indices = {}
-            self._moved = {}
 
     def __repr__(self) -> str:
         settled = sum(d is not None for d in self._done)
@@ -954,6 +954,7 @@ class Batch:
         self._flushing = 1
         if on_fail is not None:
             self._on_fail = on_fail
+            self._driven = True
 
     def _stop_dispatching(self) -> None:
         """Arrivals wait in ``_arrivals`` again (the stream ended, or the batch is being drained)."""
@@ -1012,21 +1013,26 @@ class Batch:
 
     def _arrive(self, pos: int, call: ToolCall) -> None:
         """(The loop) the call at `pos` became complete while the model streams."""
+        flushing = self._flushing  # (not 0 only while streaming: `_dispatch_arrivals`)
+        if flushing and pos < len(self._done):  # built-in eager (the hot path)
+            self._indices[pos] = call  # type: ignore[index]  # (a dict while streaming)
+            if flushing == 2:  # it waits for the task of the call dispatched first at this step
+                self._arrivals.append(pos)
+                return
+            try:  # at once: the first call to arrive at this step of the loop
+                (self._group or self._group_for()).lead(pos, call)
+            except BaseException as exc:  # (a listener stopping the run, an abort): the run hears it
+                self._dispatch_failed(exc)
+            return
         if self._final:
             raise UsageError(f"arrive({pos}): the batch is not streaming (its calls are final)")
         if pos >= len(self._done):
             self._ensure(pos + 1)
-        self._indices[pos] = call  # type: ignore[index]  # (a dict while streaming)
-        flushing = self._flushing
-        if flushing == 1:  # built-in eager: at once (the first call to arrive at this step of the loop)
-            try:
-                (self._group or self._group_for()).dispatch(pos, None, True)
-            except BaseException as exc:  # (a listener stopping the run, an abort): the run hears it
-                self._dispatch_failed(exc)
+        if flushing:  # (the hot path, now that there is room)
+            self._arrive(pos, call)
             return
+        self._indices[pos] = call  # type: ignore[index]
         self._arrivals.append(pos)
-        if flushing:  # (it waits for the task of the call dispatched first at this step)
-            return
         wake = self._wake
         if wake is not None:  # (once: the arrivals after it until the strategy waits again need not)
             self._wake = None
@@ -1316,24 +1322,25 @@ class _Group:
         self.batch = batch
         self.observe = observe
         """Emit each call's OBSERVATION when it finishes (else the strategy does, e.g. all at the end)."""
-        self.loop = loop = asyncio.get_running_loop()
+        # what the lean path reads per call, held here (the lists' identities never change during a
+        # batch: `Batch._ensure` extends them, `_end_stream` trims them, `_move` moves them, in place)
+        self.executor = executor = batch._executor
+        self.loop = loop = executor._loop  # (the run's loop: the executor is made in it)
         self.finished: asyncio.Future[None] | None = None  # made when `wait` waits
-        self.failure: list[BaseException] = []
+        self.failure: tuple[BaseException, ...] = ()  # (a call that must stop the run: rare)
         self.left = 0
         self.tasks: list[asyncio.Task[None]] = []
-        self.settled = batch._settled()
-        self.screened = batch._executor.hooks.approve_call is None  # the checks need no await
-        self.fast = self.screened and batch._slots is None  # nothing to await before the tool
+        hooks = executor.hooks
+        self.settled = hooks.approve_result is None and hooks.on_tool_complete is None  # (`Batch._settled`)
+        self.screened = screened = hooks.approve_call is None  # the checks need no await
+        self.fast = screened and batch._slots is None  # nothing to await before the tool
         self.emit = batch._emit
-        self.check = batch._executor.check
+        self.check = executor.check
         self.round_index = batch._round_index
         self.run_id = batch._run_id
         # asyncio.Task directly when no task factory is installed (what loop.create_task does then,
         # minus its Python wrapper): a tenth of a call's cost here. A task factory is respected.
         self.spawn = loop.create_task if loop.get_task_factory() is not None else None
-        # what the lean path reads per call, held here (the lists' identities never change during a
-        # batch: `Batch._ensure` extends them, `_end_stream` trims them, `_move` moves them, in place)
-        self.executor = executor = batch._executor
         self.clock, self.origin = executor._clock, executor.origin
         self.done, self.started, self.is_open = batch._done, batch._started, batch._open
         self.pre, self.checked, self.dedupe = batch._pre, batch._checked, batch._dedupe
@@ -1404,8 +1411,10 @@ class _Group:
         batch = self.batch
         clock, origin = self.clock, self.origin
         pos = given
-        if lead:  # what arrived after this call at its step goes now
-            batch._led()
+        if lead and batch._flushing == 2:  # what arrived after this call at its step goes now (`_led`)
+            batch._flushing = 1
+            if batch._arrivals:
+                batch._flush()
         try:
             if early and batch._moved:  # (moved before this task first ran)
                 pos = batch._moved.get(given, given)
@@ -1429,6 +1438,39 @@ class _Group:
         self.left -= 1
         if not self.left:
             self.wake()
+
+    def lead(self, pos: int, call: ToolCall) -> None:
+        """`dispatch` of the first call to arrive at this step of the loop while the batch dispatches
+        arrivals (`Batch._dispatch_arrivals`), on a lean path when nothing is awaited before a tool:
+        built-in eager's hot path, a call at a time when the stream's chunks are spread over the loop.
+        """
+        checked = self.checked
+        if not self.fast or checked is None or checked[pos] or self.spawn is not None:
+            self.dispatch(pos, None, True)
+            return
+        executor = self.executor
+        if executor.stop_asked and executor.refuse_start():  # an abort just now: it never starts
+            raise asyncio.CancelledError  # (the run's cut, delivered now, records it as not started)
+        at = self.clock() - self.origin
+        self.is_open[pos] = True
+        self.emit(make_action("action", at, self.round_index, call, self.run_id))
+        checked[pos] = True
+        dedupe = self.dedupe
+        pre = self.pre[pos] = self.check(call, pos, dedupe)
+        batch = self.batch
+        if dedupe.of:  # de-duplication decides at the call's turn (`Batch._verdict`)
+            coro = self.one(pos, call, at, False, True, True)
+        elif pre is not None:  # answered at once
+            batch._answer(pos, pre, at)
+            if self.observe:
+                batch._observe(pos, at)
+            return
+        else:
+            coro = self.plain(pos, call, True, True)
+        self.left += 1
+        if batch._flushing:  # (until its task first runs, arrivals wait for it: `Batch._arrive`)
+            batch._flushing = 2
+        self.tasks.append(_Task(coro, loop=self.loop, name=TASK_NAME))
 
     def dispatch(self, pos: int, at: float | None = None, lead: bool = False) -> None:
         """ACTION at `at` (None: now); then the call runs in a task of the group (waiting for its
@@ -1477,7 +1519,7 @@ class _Group:
         if isinstance(exc, Interrupted) and exc.execution is not None:
             self.batch._done[pos] = self.batch._with_queue(pos, exc.execution)
             self.batch._tell_settled()
-        self.failure.append(exc)
+        self.failure = (*self.failure, exc)
         self.wake()
         self.batch._failed(exc)
 

@@ -110,9 +110,14 @@ class Eager(Strategy):
                     group.dispatch_queued(queue)
             finally:
                 batch._stop_dispatching()
-        await batch.join()
+        if batch._driven:  # the run's own task, once the stream has ended: nothing else waits for the
+            if batch._group is group:  # batch (`join`, without its bookkeeping of the tasks waiting in it)
+                batch._group = None
+            await group.wait()
+        else:
+            await batch.join()
         if batch._calls:
-            note = _NOTES.get(batch.chunk_timing)  # type: ignore[arg-type]
+            note = _NOTES.get(batch._chunk_timing)  # type: ignore[arg-type]
             if note is not None:
                 batch.note(note)
 
