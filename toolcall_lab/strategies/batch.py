@@ -55,7 +55,7 @@ from toolcall_lab._copy import read_only
 from toolcall_lab._execution import Executor, Interrupted
 from toolcall_lab._hooks import wait_until_stopped
 from toolcall_lab.events import RunEvent, make_action, make_observation
-from toolcall_lab.exceptions import UsageError
+from toolcall_lab.exceptions import ReplayDivergenceError, UsageError
 from toolcall_lab.messages import Finding, ToolCall
 from toolcall_lab.records import ClientRoundTrip, ToolExecution
 from toolcall_lab.strategies._bulk import TASK_NAME, run_all
@@ -730,6 +730,9 @@ class Batch:
         except asyncio.CancelledError:
             self._cancelled(self._at(pos, early))
             raise
+        except (Interrupted, ReplayDivergenceError) as exc:  # the run must stop: so do the others
+            self._stop_others(exc)
+            raise
 
     async def _run_claimed(self, given: int, early: bool) -> ToolExecution:
         """`run`'s steps for the call claimed at `given` (where it sits now: ``_at(given, early)``)."""
@@ -778,6 +781,29 @@ class Batch:
             self._tell_settled()
         self._observe(pos, ex.ended_at if self._settled() else executor.now())
         return ex
+
+    def _stop_others(self, exc: BaseException) -> None:
+        """A call `run` runs must stop the run (a tool's or hook's KeyboardInterrupt, a replay
+        divergence): the batch's other calls running in tasks of their own stop now, as a call group
+        stops its own (`_Group.wait`), recorded as stopped by the run. Else a strategy that does not
+        hear it (``asyncio.gather(..., return_exceptions=True)``, a ``try`` that goes on and joins)
+        would wait for every one of them. A group the strategy started (`start`) fails with `exc`,
+        so its `join` raises it. The strategy's own task is not cancelled: the exception reaches it
+        (and the run raises the interrupt it recorded, whatever the strategy does with it)."""
+        me = asyncio.current_task()
+        keep = {me, self._executor.strategy_task}
+        others = {t for t in (self._runners or {}).values() if t not in keep and not t.done()}
+        for group in self._groups or ():
+            pending = [t for t in group.tasks if t not in keep and not t.done()]
+            if pending:
+                others.update(pending)
+                if not group.failure:  # (its `wait` drains them and raises: the run must stop)
+                    group.failure = (exc,)
+                    group.wake()
+        if others:
+            self._stopping = {*(self._stopping or ()), *others}
+            for t in others:
+                t.cancel()
 
     async def run_sequential(self, positions: Iterable[int] | None = None) -> None:
         """Run the calls at `positions` one after another, in the order given (default: every call
@@ -1521,6 +1547,8 @@ class _Group:
             self.batch._tell_settled()
         self.failure = (*self.failure, exc)
         self.wake()
+        if self.batch._runners:  # (calls `run` runs in tasks of their own stop now too)
+            self.batch._stop_others(exc)
         self.batch._failed(exc)
 
     def wake(self) -> None:

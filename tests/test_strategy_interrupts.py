@@ -1,0 +1,101 @@
+"""A call that must stop the run stops the batch's other calls at once, whatever the strategy does
+with the exception: a strategy running calls with ``asyncio.gather(..., return_exceptions=True)``,
+or catching the exception and joining, must not wait for its slowest call after a Ctrl-C (a
+tester's finding, r22 #2: it waited 60 s for a sibling; under ``parallel`` the sibling is cancelled
+at once, recorded as cut by the interrupt)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+
+from toolcall_lab.clock import run_virtual
+from toolcall_lab.loop import Hooks, run
+from toolcall_lab.models import ScriptedModel, ScriptedResponse
+from toolcall_lab.protocol import validate_messages
+from toolcall_lab.strategies import Batch, strategy
+from toolcall_lab.tools import ToolRegistry
+
+
+async def slow(key: str) -> str:
+    await asyncio.sleep(60)
+    return key
+
+
+async def kbi(key: str) -> str:
+    await asyncio.sleep(0.5)
+    if key == "raise":
+        raise KeyboardInterrupt
+    return key
+
+
+@strategy("gathered")
+async def gathered(batch: Batch) -> None:
+    await asyncio.gather(*(batch.run(p) for p in range(len(batch.calls))), return_exceptions=True)
+
+
+@strategy("caught_then_joined")
+async def caught_then_joined(batch: Batch) -> None:
+    batch.start(0)
+    with contextlib.suppress(BaseException):  # (it swallows the interrupt: the run must stop anyway)
+        await batch.run(1)
+    await batch.join()
+
+
+@strategy("started_and_gathered")
+async def started_and_gathered(batch: Batch) -> None:
+    batch.start(1)  # the interrupting call in the batch's call group, the slow one through `run`
+    await asyncio.gather(batch.run(0), batch.join(), return_exceptions=True)
+
+
+STRATEGIES = {
+    "gathered": gathered,
+    "caught_then_joined": caught_then_joined,
+    "started_and_gathered": started_and_gathered,
+}
+
+
+def _model(key: str) -> ScriptedModel:
+    calls = (("slow", {"key": "a"}, "a"), ("kbi", {"key": key}, "k"))
+    return ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+
+
+def _settings(source: str) -> tuple[str, dict[str, Any]]:
+    """Who raises KeyboardInterrupt for call k: the tool, its on_tool_start hook, or a listener at
+    its ACTION."""
+    if source == "tool":
+        return "raise", {}
+
+    def hook(call: Any) -> None:
+        if call.tool_call_id == "k":
+            raise KeyboardInterrupt
+
+    def listener(event: Any) -> None:
+        if event.kind == "action" and event.call.tool_call_id == "k":
+            raise KeyboardInterrupt
+
+    if source == "hook":
+        return "x", {"hooks": Hooks(on_tool_start=hook)}
+    return "x", {"on_event": listener}
+
+
+@pytest.mark.parametrize("source", ["tool", "hook", "listener"])
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_an_interrupt_stops_the_other_calls_at_once_whatever_the_strategy_does_with_it(
+    clock: str, name: str, source: str
+) -> None:
+    key, settings = _settings(source)
+    coro = run(_model(key), ToolRegistry([slow, kbi]), "go", mode=STRATEGIES[name], **settings)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    a, _ = partial.rounds[0].executions
+    assert a.status == "cancelled" and "the run was interrupted" in a.result, a.result  # (not waited for)
+    if clock == "virtual":
+        assert a.ended_at == pytest.approx(0.5 if source == "tool" else 0.0)
+    assert validate_messages(partial.messages) == []
