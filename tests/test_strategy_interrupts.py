@@ -99,3 +99,26 @@ def test_an_interrupt_stops_the_other_calls_at_once_whatever_the_strategy_does_w
     if clock == "virtual":
         assert a.ended_at == pytest.approx(0.5 if source == "tool" else 0.0)
     assert validate_messages(partial.messages) == []
+
+
+def test_a_replay_divergence_a_strategy_swallows_stops_the_run_as_under_parallel() -> None:
+    """A replayed call whose arguments differ from the recording raises a divergence; a strategy
+    gathering with ``return_exceptions=True`` swallows it: the run still stops with it (not a
+    strategy failure), and the other call is stopped at once, as under ``parallel``."""
+    from tests.test_strategies import Counting, play, scripted
+    from toolcall_lab.exceptions import ReplayDivergenceError
+    from toolcall_lab.replay import replay
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    calls = [("search", {"key": "x", "seconds": 60}), ("read", {"key": "y", "seconds": 0.2})]
+    recorded = play(scripted(calls), Counting().registry())
+    data = Trace.from_run(recorded, TraceMetadata(title="tampered", origin="scripted")).to_dict()
+    data["rounds"][0]["tool_executions"][1]["arguments"] = "{}"
+    tampered = Trace.from_dict(data)
+    outcomes = []
+    for mode in ("parallel", gathered):
+        with pytest.raises(ReplayDivergenceError, match="the recording ran it with other arguments") as info:
+            replay(tampered, mode)
+        partial = info.value.partial_result  # type: ignore[attr-defined]
+        outcomes.append([(e.status, e.ended_at) for e in partial.rounds[0].executions])
+    assert outcomes[0] == outcomes[1] == [("cancelled", 0.0), ("cancelled", 0.0)]

@@ -555,7 +555,9 @@ class Executor(HookCalls):
                     self._stopped(position)
                 raise
             status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
-        except ReplayDivergenceError:
+        except ReplayDivergenceError as exc:
+            if self.divergence is None:  # (the run stops with it, whatever the strategy does with it)
+                self.divergence = exc
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             if type(exc) is GeneratorExitInTool:  # (a sync tool's, carried out of its thread whole)

@@ -163,6 +163,9 @@ class HookCalls:
         self.interrupt: Interrupted | None = None
         """The first KeyboardInterrupt (or other BaseException) a tool, hook or listener raised
         (`interrupted`): the run stops with it, even if a strategy's code caught it on the way."""
+        self.divergence: Exception | None = None
+        """The first replay divergence a call raised (`toolcall_lab.replay`): the run stops with it,
+        even if a strategy's code caught it on the way (``asyncio.gather(..., return_exceptions=True)``)."""
         self.before_start: Callable[[ToolCall], None] | None = None
         """(A replay of a cut-off run: `toolcall_lab.replay`) called as a call is about to enter its
         tool: it may stop the run there, as the recorded abort did (the call then never starts)."""

@@ -690,10 +690,14 @@ class _Run:
     def raise_interrupt(self) -> None:
         """A tool, hook or listener raised KeyboardInterrupt (or another BaseException) and it did not
         come out of the strategy (its code caught `Interrupted`, an ``Exception``; the calls refused
-        after it then raise a cancellation): the run stops with the interrupt, not as cancelled."""
+        after it then raise a cancellation): the run stops with the interrupt, not as cancelled. So
+        too with a replay divergence a call raised (not the strategy's failure)."""
         interrupt = self.executor.interrupt
         if interrupt is not None:
             raise interrupt
+        divergence = self.executor.divergence
+        if divergence is not None:
+            raise divergence
 
     def waiting_on(self, batch: Batch) -> str:
         """What a strategy that has not returned was waiting for, in words."""
