@@ -122,3 +122,22 @@ def test_a_replay_divergence_a_strategy_swallows_stops_the_run_as_under_parallel
         partial = info.value.partial_result  # type: ignore[attr-defined]
         outcomes.append([(e.status, e.ended_at) for e in partial.rounds[0].executions])
     assert outcomes[0] == outcomes[1] == [("cancelled", 0.0), ("cancelled", 0.0)]
+
+
+@pytest.mark.parametrize("mode", ["parallel", "eager", "sequential"])
+def test_a_cancelled_error_an_event_listener_raises_is_its_failure_not_an_abort(mode: str) -> None:
+    """Called, not awaited, a listener is never cancelled: a CancelledError it raises is its own bug,
+    recorded as a hook failure while the run goes on, as for any hook (a tester's finding, a23 #3:
+    the run ended aborted/interrupted)."""
+    from tests.test_strategies import Counting, scripted
+
+    def listener(event: Any) -> None:
+        if event.kind == "action":
+            raise asyncio.CancelledError("the listener's own")
+
+    model = scripted([("search", {"key": "x", "seconds": 0.2}), ("read", {"key": "y"})])
+    result = run_virtual(run(model, Counting().registry(), "go", mode=mode, on_event=listener))
+    assert (result.status, result.reason) == ("completed", "final_answer")
+    assert [e.status for e in result.executions] == ["ok", "ok"]
+    assert [f.hook for f in result.hook_failures] == ["on_event", "on_event"]
+    assert all("CancelledError: the listener's own" in f.error for f in result.hook_failures)

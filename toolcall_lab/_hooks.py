@@ -36,7 +36,10 @@ class Hooks:
     (edited in place or not). It gets a copy: edits apply to this model call only, never to the
     conversation or the record of earlier calls.
     on_tool_start(call), on_tool_complete(execution), on_model_chunk(payload): notifications (the
-    payload is a copy: the recorded chunk stays as the model sent it).
+    payload is a copy: the recorded chunk stays as the model sent it). ``on_model_chunk`` is called
+    once the chunk is parsed: under a strategy that streams (``eager``) the calls that chunk completed
+    have been dispatched by then (their ACTIONs emitted), so an abort it asks for finds them dispatched
+    and not started: they are recorded as never started.
 
     An approval hook returning anything else (``1``, ``[]``, ``"yes"`` is a reason!) is a hook failure:
     only True, None, False and strings mean something. Where the time goes: ``approve_call`` runs for

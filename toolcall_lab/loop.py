@@ -284,7 +284,9 @@ class _Run:
                     if inspect.iscoroutine(returned):
                         returned.close()
                     raise TypeError("returned an awaitable; event listeners are called synchronously")
-            except Exception as exc:  # a listener's bug is recorded; the run goes on
+            except (Exception, asyncio.CancelledError) as exc:  # a listener's bug is recorded; the run goes
+                # on (a CancelledError too: called, not awaited, a listener is never cancelled, so one it
+                # raises is its own, as for any hook: `Hooks`)
                 call = getattr(event, "call", None)  # (an action's call; an observation's execution)
                 ex = getattr(event, "execution", None)
                 self.executor.hook_failed(
