@@ -141,3 +141,62 @@ def test_a_cancelled_error_an_event_listener_raises_is_its_failure_not_an_abort(
     assert [e.status for e in result.executions] == ["ok", "ok"]
     assert [f.hook for f in result.hook_failures] == ["on_event", "on_event"]
     assert all("CancelledError: the listener's own" in f.error for f in result.hook_failures)
+
+
+async def _answers_the_cut_with_kbi(key: str) -> str:
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
+    return key
+
+
+@pytest.mark.parametrize("cut", ["deadline", "abort"])
+@pytest.mark.parametrize("mode", ["parallel", "eager"])
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_a_tool_answering_the_cut_with_an_interrupt_leaves_the_cut_in_the_record(
+    clock: str, mode: str, cut: str
+) -> None:
+    """The deadline (or an abort) cuts two calls; one answers its cancellation with KeyboardInterrupt.
+    The run stops with it (the interrupt wins), and the record says what cut the calls: the deadline
+    or the abort, and what the tool did on being cancelled (r22 #3: the deadline appeared nowhere,
+    and the call was an ``error`` that a replay reproduced as ``cancelled``)."""
+    from toolcall_lab.loop import AbortHandle
+    from toolcall_lab.replay import replay
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    kbi_tool = _answers_the_cut_with_kbi
+    kbi_tool.__name__ = "kbi"
+    handle = AbortHandle()
+
+    async def stopper(key: str) -> str:
+        await asyncio.sleep(1.0)
+        handle.abort("enough")
+        return key
+
+    tools = [slow, kbi_tool] + ([stopper] if cut == "abort" else [])
+    calls = [("slow", {"key": "a"}, "a"), ("kbi", {"key": "k"}, "k")]
+    if cut == "abort":
+        calls.append(("stopper", {"key": "s"}, "s"))
+    model = ScriptedModel([ScriptedResponse(tool_calls=tuple(calls)), "done"])
+    settings: dict[str, Any] = {"timeout_s": 1.0} if cut == "deadline" else {"abort": handle}
+    coro = run(model, ToolRegistry(tools), "go", mode=mode, **settings)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    said = (
+        "the run's deadline (timeout_s=1.0) passed" if cut == "deadline" else "the run was aborted (enough)"
+    )
+    assert f"raised KeyboardInterrupt on being cancelled as {said}" in partial.error
+    a, k = partial.rounds[0].executions[:2]
+    assert a.status == k.status == "cancelled"
+    assert said in a.result and said in k.result
+    assert "on being cancelled it raised KeyboardInterrupt" in k.result
+    assert validate_messages(partial.messages) == []
+    if clock == "virtual":  # a replay under its own strategy reproduces every call's status
+        trace = Trace.from_run(partial, TraceMetadata(title="cut", origin="scripted"))
+        again = replay(trace, mode)
+        assert [e.status for e in again.rounds[0].executions] == [
+            e.status for e in partial.rounds[0].executions
+        ]

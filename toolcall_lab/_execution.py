@@ -574,6 +574,11 @@ class Executor(HookCalls):
         except BaseException as exc:
             if type(exc) is GeneratorExit and being_closed(self._loop):  # an abandoned call's coroutine being
                 raise  # closed (its loop went away after a second signal gave up on it): not the tool's
+            if position is not None and being_cancelled():  # it raised this on being cancelled: the cut
+                self._stopped(position, f"on being cancelled it raised {error_text(exc)}")  # stands (its
+                stopped = self.interrupted(exc, f"tool {call.name!r}")  # record says so), and the run
+                stopped.on_cut = True  # stops with what it raised
+                raise stopped from exc
             raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin
         deadline = self.deadline

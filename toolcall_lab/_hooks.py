@@ -106,6 +106,9 @@ class Interrupted(Exception):
         self.where = where
         self.execution = execution
         """The record of the call that raised it, when a tool did."""
+        self.on_cut = False
+        """A tool raised it on being cancelled (the deadline, an abort, a cancellation from outside
+        cut its call): the run stops with it, and the cut stands in the record (`toolcall_lab.loop`)."""
 
 
 GIVE_UP: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(

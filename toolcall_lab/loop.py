@@ -1096,6 +1096,20 @@ async def _run(
         raise original from None
 
 
+def _cut_first(carrier: Interrupted, state: _Run, cfg: RunConfig, abort: AbortHandle | None) -> str | None:
+    """What cut the run first when a tool raised `carrier`'s exception on being cancelled (None when
+    it did not, or the cut was the harness's own, e.g. for a sibling's failure): the deadline or an
+    abort, as the calls' records then say."""
+    if not carrier.on_cut:
+        return None
+    deadline = state.deadline
+    if deadline is not None and deadline.expired():
+        return f"the run's deadline (timeout_s={cfg.timeout_s}) passed"
+    if abort is not None and abort.aborted:
+        return f"the run was aborted ({abort.reason})"
+    return None
+
+
 def _abort_reason(abort: AbortHandle) -> Reason:
     """``aborted``, or the recorded reason a same-strategy replay's cut stands for."""
     ends_as = abort._ends_as
@@ -1167,8 +1181,15 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
     except Interrupted as carrier:
         original = carrier.original
         what = f"{carrier.where} raised {type(original).__name__}"
-        where = state.cut(f"the run was interrupted ({what})")
-        state.stop("aborted", "interrupted", f"{what}; the run stopped{where}")
+        cut = _cut_first(carrier, state, cfg, abort)
+        if cut is not None:  # it came on being cancelled: the cut stands in the record (r22 #3)
+            where = state.cut(cut)
+            state.stop(
+                "aborted", "interrupted", f"{what} on being cancelled as {cut}; the run stopped{where}"
+            )
+        else:
+            where = state.cut(f"the run was interrupted ({what})")
+            state.stop("aborted", "interrupted", f"{what}; the run stopped{where}")
         original.partial_result = state.result()  # type: ignore[attr-defined]
         original.add_note("toolcall_lab: the record of the run so far is this exception's partial_result")
         raise original from None
