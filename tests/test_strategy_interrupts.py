@@ -200,3 +200,27 @@ def test_a_tool_answering_the_cut_with_an_interrupt_leaves_the_cut_in_the_record
         assert [e.status for e in again.rounds[0].executions] == [
             e.status for e in partial.rounds[0].executions
         ]
+
+
+@pytest.mark.parametrize("mode", ["first_only", "parallel", "sequential", "eager", "serialized"])
+def test_no_model_call_is_sent_after_an_abort_a_tool_asked_for(mode: str) -> None:
+    """A tool asks for an abort and returns; under ``first_only`` the batch ended right there, and the
+    next model call was sent at that instant, then cut (r22 #4): no round begins after an abort."""
+    from toolcall_lab.loop import AbortHandle
+
+    handle = AbortHandle()
+
+    async def stopper(key: str) -> str:
+        await asyncio.sleep(0.8)
+        handle.abort("enough")
+        return key
+
+    async def other(key: str) -> str:
+        return key
+
+    first = ScriptedResponse(tool_calls=(("stopper", {"key": "a"}, "a"), ("other", {"key": "b"}, "b")))
+    model = ScriptedModel([first, ScriptedResponse(content="never", latency_s=1.0), "done"])
+    result = run_virtual(run(model, ToolRegistry([stopper, other]), "go", mode=mode, abort=handle))
+    assert (result.status, result.reason, result.error) == ("aborted", "aborted", "enough")
+    assert len(result.rounds) == 1 and len(model.requests) == 1
+    assert not [e for e in result.events if e.kind == "round_started" and e.round_index == 1]

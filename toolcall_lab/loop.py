@@ -441,6 +441,9 @@ class _Run:
         self, round_index: int, *, offer_tools: bool, final_reason: FinalReason | None = None
     ) -> Round | None:
         """One model call and its batch; None when the run stopped before the batch (hook, model)."""
+        executor = self.executor
+        if executor.stop_asked and executor.refuse_start():  # an abort just now (a tool's, as the batch
+            raise asyncio.CancelledError  # ended): no round begins, no model call is sent (r22 #4)
         self.partial = {"round_index": round_index, "final_reason": final_reason}
         self.executor.round_index = round_index
         self.emit(RoundStarted(at=self.now(), round_index=round_index))
