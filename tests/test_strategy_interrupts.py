@@ -224,3 +224,33 @@ def test_no_model_call_is_sent_after_an_abort_a_tool_asked_for(mode: str) -> Non
     assert (result.status, result.reason, result.error) == ("aborted", "aborted", "enough")
     assert len(result.rounds) == 1 and len(model.requests) == 1
     assert not [e for e in result.events if e.kind == "round_started" and e.round_index == 1]
+
+
+def test_a_recording_cut_off_shows_no_overlap_saved_in_compare() -> None:
+    """Two calls overlap until an abort cuts the run: every mode's replay ends at the cut, so no mode
+    saved time by overlapping them; ``compare`` says NaN, as for the bounds (a tester's finding, s22
+    #3: "saved 9.65 s" for runs that all ended at the same instant), and the summary leaves it out."""
+    import math
+
+    from toolcall_lab.analysis import compare
+    from toolcall_lab.loop import AbortHandle
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    handle = AbortHandle()
+
+    async def stopper(key: str) -> str:
+        await asyncio.sleep(2.0)
+        handle.abort("enough")
+        return key
+
+    model = ScriptedModel(
+        [ScriptedResponse(tool_calls=(("slow", {"key": "a"}, "a"), ("stopper", {"key": "s"}, "s"))), "done"]
+    )
+    result = run_virtual(run(model, ToolRegistry([slow, stopper]), "go", mode="parallel", abort=handle))
+    assert result.status == "aborted"
+    trace = Trace.from_run(result, TraceMetadata(title="cut", origin="scripted"))
+    table = compare([trace], ["sequential", "parallel", "eager"])
+    runs = table.runs.set_index("mode")
+    assert all(math.isnan(v) for v in runs["overlap_saved_s"]), runs["overlap_saved_s"]
+    assert all(math.isnan(v) for v in runs["stream_overlap_s"])
+    assert (table.summary["overlap_saved_s"] == 0.0).all()

@@ -663,6 +663,8 @@ def trace_rows(
             out["errors"].append({"trace": trace_id, "mode": strategy.name, "error": result.error or ""})
             continue
         summary, r_rows, c_rows = run_rows(trace_id, result, trace)
+        if cut:  # every mode ends at the cut: calls overlapping until it saved no time (NaN, as the bounds)
+            summary["overlap_saved_s"] = summary["stream_overlap_s"] = float("nan")
         summary.update(
             lower_bound_s=bound,
             # a run that skipped calls (first_only) did less than the bound counts: no efficiency
@@ -754,7 +756,9 @@ class Comparison:
     call start at its stream's end: a strategy that overlaps the stream (``eager``) can exceed 1, up
     to ``lower_bound_s / eager_bound_s``; for a recording cut off (deadline, abort) the bounds are
     empty (NaN): its replays end at the cut in every mode, and a bound summed over what it holds would
-    count time past the cut that no run can show; ``in_all_modes`` (False when the
+    count time past the cut that no run can show; so are ``overlap_saved_s`` and ``stream_overlap_s``
+    (calls that overlapped until the cut saved no time: every mode ends there; the summary's sums
+    leave them out); ``in_all_modes`` (False when the
     trace failed in some mode); ``status`` ``incomplete`` when the replay ended on an importer's
     placeholder round (the recording holds no response there; ``completed/agent_finished`` when the
     recorded agent ended its run with its own finishing tool)."""
