@@ -443,6 +443,22 @@ CASES: dict[str, Case] = {
 }
 
 
+async def _settled(case: Case, settings: dict[str, Any], ledger: Ledger, task: asyncio.Task[Any]) -> None:
+    """(A real-clock abort) wait until every call the case expects ``ok`` under this mode has finished
+    and its blocking call (the second) has started, within 30 s, then 0.2 s more (a call that is to
+    wait for it, e.g. under ``sequential``, is still waiting when the abort comes)."""
+    expect = case.by_mode.get(settings.get("mode", ""), case.expect)
+    keys = [args["key"] for _, args in case.calls]
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 30.0
+    while not task.done() and loop.time() < until:
+        done = all(ledger.finished[k] >= 1 for k, status in zip(keys, expect, strict=True) if status == "ok")
+        if done and ledger.started[keys[1]] >= 1:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+
+
 def make_run(case: Case, settings: dict[str, Any], ledger: Ledger) -> tuple[RunResult, BaseException | None]:
     steps = [ScriptedResponse(content="On it.", tool_calls=case.calls), *(case.steps or ["done"])]
     model = case.model() if case.model is not None else ScriptedModel(steps)
@@ -455,7 +471,10 @@ def make_run(case: Case, settings: dict[str, Any], ledger: Ledger) -> tuple[RunR
         if case.drive in ("abort", "cancel", "real_abort"):
             handle = AbortHandle()
             task = asyncio.create_task(run(model, tools, "go", abort=handle, **coro_kwargs))
-            await asyncio.sleep(0.2 if case.drive == "real_abort" else 1.0)
+            if case.drive == "real_abort":  # the calls expected to finish have, whatever the load (a
+                await _settled(case, settings, ledger, task)  # fixed 0.2 s failed on a busy machine)
+            else:
+                await asyncio.sleep(1.0)
             if task.done():  # first_only finished before: nothing to cut
                 return await task
             if case.drive in ("abort", "real_abort"):
