@@ -254,3 +254,58 @@ def test_a_recording_cut_off_shows_no_overlap_saved_in_compare() -> None:
     assert all(math.isnan(v) for v in runs["overlap_saved_s"]), runs["overlap_saved_s"]
     assert all(math.isnan(v) for v in runs["stream_overlap_s"])
     assert (table.summary["overlap_saved_s"] == 0.0).all()
+
+
+@strategy("task_grouped")
+async def task_grouped(batch: Batch) -> None:
+    async with asyncio.TaskGroup() as group:
+        for p in range(len(batch.calls)):
+            group.create_task(batch.run(p))
+
+
+async def _quick(key: str) -> str:
+    await asyncio.sleep(0.5)
+    return key
+
+
+@pytest.mark.parametrize("name", ["gathered", "task_grouped", "parallel"])
+def test_calls_finishing_at_the_instant_of_an_interrupt_keep_their_results(name: str) -> None:
+    """k raises KeyboardInterrupt at 0.5 s, as b and c return: they finished on their own as the run
+    stopped, so they keep their results, under every strategy as under ``parallel`` (b23 #1: under
+    ``batch.run`` strategies they were cancelled, their results lost); under a TaskGroup the run
+    stops with the interrupt, not as the strategy's failure (b23 #3)."""
+    _quick.__name__ = "quick"
+    mode: Any = {"gathered": gathered, "task_grouped": task_grouped}.get(name, name)
+    calls = (("kbi", {"key": "raise"}, "k"), ("quick", {"key": "b"}, "b"), ("quick", {"key": "c"}, "c"))
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(run(model, ToolRegistry([kbi, _quick]), "go", mode=mode))
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    by_id = {e.tool_call_id: e for e in partial.rounds[0].executions}
+    assert by_id["k"].status == "error"
+    assert [by_id["b"].status, by_id["c"].status] == ["ok", "ok"], [by_id["b"].result, by_id["c"].result]
+    assert validate_messages(partial.messages) == []
+
+
+def test_no_call_starts_after_a_replay_divergence_under_a_gathering_strategy() -> None:
+    """The first call diverges at once, before the second has begun: the second never starts (it
+    ran 20 s before the run could stop, b23 #2), as under ``parallel``."""
+    from tests.test_strategies import Counting, play, scripted
+    from toolcall_lab.exceptions import ReplayDivergenceError
+    from toolcall_lab.replay import replay
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    calls = [("search", {"key": "x", "seconds": 0.2}), ("read", {"key": "y", "seconds": 20})]
+    recorded = play(scripted(calls), Counting().registry())
+    data = Trace.from_run(recorded, TraceMetadata(title="tampered", origin="scripted")).to_dict()
+    data["rounds"][0]["tool_executions"][0]["arguments"] = "{}"
+    tampered = Trace.from_dict(data)
+    ends = []
+    for mode in ("parallel", gathered):
+        with pytest.raises(ReplayDivergenceError) as info:
+            replay(tampered, mode)
+        partial = info.value.partial_result  # type: ignore[attr-defined]
+        ends.append((partial.ended_at, [e.status for e in partial.rounds[0].executions]))
+    assert ends[0] == ends[1]
+    assert ends[1][1] == ["cancelled", "cancelled"] and ends[1][0] < 1.0

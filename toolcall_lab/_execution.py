@@ -556,8 +556,9 @@ class Executor(HookCalls):
                 raise
             status, text, value = "error", f"Error: tool {call.name!r} raised {error_text(exc)}", None
         except ReplayDivergenceError as exc:
-            if self.divergence is None:  # (the run stops with it, whatever the strategy does with it)
-                self.divergence = exc
+            if self.divergence is None:  # the run stops with it, whatever the strategy does with it,
+                self.divergence = exc  # and no call starts from now on (as after an interrupt)
+            self.stop_asked = True
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             if type(exc) is GeneratorExitInTool:  # (a sync tool's, carried out of its thread whole)

@@ -687,7 +687,8 @@ class _Run:
                 raise  # a hook's is `Interrupted`), unless the coroutine is being closed, or it is
             if isinstance(exc, KeyboardInterrupt) and not _raised_by_code(exc):  # a real Ctrl-C that
                 raise  # landed while the strategy's own code ran
-            raise _StrategyFailed(exc) from exc
+            self.raise_interrupt()  # (a tool's interrupt wrapped by the strategy, e.g. in a TaskGroup's
+            raise _StrategyFailed(exc) from exc  # ExceptionGroup: what stopped the run, not its failure)
         finally:
             self.strategy_runner = self.executor.strategy_task = None
             await batch._drain()
@@ -1165,6 +1166,8 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
             with contextlib.suppress(asyncio.CancelledError):  # (cancelled again: it is stopping)
                 await wait_until_stopped((task,))
             left = not task.done()  # (given up while the run's own task had not stopped)
+            if not left and not task.cancelled():  # (it ended with an exception: e.g. a tool answering
+                task.exception()  # the cut with KeyboardInterrupt; retrieved, the record says it all)
             if outside.sigint:
                 name = outside.signal_name
                 what = "KeyboardInterrupt: Ctrl-C" if name == "Ctrl-C" else name

@@ -784,22 +784,26 @@ class Batch:
 
     def _stop_others(self, exc: BaseException) -> None:
         """A call `run` runs must stop the run (a tool's or hook's KeyboardInterrupt, a replay
-        divergence): the batch's other calls running in tasks of their own stop now, as a call group
-        stops its own (`_Group.wait`), recorded as stopped by the run. Else a strategy that does not
-        hear it (``asyncio.gather(..., return_exceptions=True)``, a ``try`` that goes on and joins)
-        would wait for every one of them. A group the strategy started (`start`) fails with `exc`,
-        so its `join` raises it. The strategy's own task is not cancelled: the exception reaches it
-        (and the run raises the interrupt it recorded, whatever the strategy does with it)."""
-        me = asyncio.current_task()
-        keep = {me, self._executor.strategy_task}
-        others = {t for t in (self._runners or {}).values() if t not in keep and not t.done()}
+        divergence): the batch's other calls running in tasks of their own are stopped at the loop's
+        next step, as a call group stops its own (`_Group.wait`: a call finishing at this same
+        instant keeps its result), recorded as stopped by the run; none starts meanwhile (the
+        executor refuses). Else a strategy that does not hear it (``asyncio.gather(...,
+        return_exceptions=True)``, a ``try`` that goes on and joins) would wait for every one of
+        them. A group the strategy started (`start`) fails with `exc`, so its `join` raises it. The
+        strategy's own task is not cancelled: the exception reaches it (and the run raises what it
+        recorded, whatever the strategy does with it)."""
         for group in self._groups or ():
-            pending = [t for t in group.tasks if t not in keep and not t.done()]
-            if pending:
-                others.update(pending)
-                if not group.failure:  # (its `wait` drains them and raises: the run must stop)
-                    group.failure = (exc,)
-                    group.wake()
+            if not group.failure and any(not t.done() for t in group.tasks):
+                group.failure = (exc,)  # (its `wait` drains them and raises: the run must stop)
+                group.wake()
+        asyncio.get_running_loop().call_soon(self._cancel_others)
+
+    def _cancel_others(self) -> None:
+        """(`_stop_others`, a step later) cancel the batch's calls still running in tasks of their own."""
+        keep = self._executor.strategy_task
+        others = {t for t in (self._runners or {}).values() if t is not keep and not t.done()}
+        for group in self._groups or ():
+            others.update(t for t in group.tasks if not t.done())
         if others:
             self._stopping = {*(self._stopping or ()), *others}
             for t in others:
