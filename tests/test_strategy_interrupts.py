@@ -309,3 +309,61 @@ def test_no_call_starts_after_a_replay_divergence_under_a_gathering_strategy() -
         ends.append((partial.ended_at, [e.status for e in partial.rounds[0].executions]))
     assert ends[0] == ends[1]
     assert ends[1][1] == ["cancelled", "cancelled"] and ends[1][0] < 1.0
+
+
+@strategy("waits_for_the_first")
+async def waits_for_the_first(batch: Batch) -> None:
+    """The first call under a 1 s limit of the strategy's own, then the others."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(batch.run(0), 1.0)
+    for p in range(1, len(batch.calls)):
+        await batch.run(p)
+
+
+def test_a_call_the_strategy_cancelled_replays_under_that_strategy() -> None:
+    """The recording's strategy cancelled a call itself (``asyncio.wait_for``): its result is unknown,
+    but under the same strategy the replay runs it until the strategy cancels it again, as recorded
+    (b23 #5: the replay refused, naming the very strategy it ran under); under another strategy it
+    still says the result is unknown."""
+    from tests.test_strategies import Counting
+    from toolcall_lab.exceptions import ReplayDivergenceError
+    from toolcall_lab.replay import replay
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    calls = (("search", {"key": "x", "seconds": 30}, "x"), ("read", {"key": "b", "seconds": 0.2}, "b"))
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    recorded = run_virtual(run(model, Counting().registry(), "go", mode=waits_for_the_first))
+    assert [e.status for e in recorded.executions] == ["cancelled", "ok"]
+    trace = Trace.from_run(recorded, TraceMetadata(title="wait_for", origin="scripted"))
+    again = replay(trace, waits_for_the_first)
+    assert (again.status, again.reason) == (recorded.status, recorded.reason)
+    key = [(e.status, e.started_at, e.ended_at, e.result) for e in recorded.executions]
+    assert [(e.status, e.started_at, e.ended_at, e.result) for e in again.executions] == key
+    with pytest.raises(ReplayDivergenceError, match="its own decision"):
+        replay(trace, "parallel")
+
+
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_a_tool_answering_the_strategys_own_cancellation_with_an_interrupt(clock: str) -> None:
+    """The strategy cancels a call itself (``asyncio.wait_for``) and the tool answers with
+    KeyboardInterrupt: the run stops with it, and the call's record says the strategy cancelled it
+    and what the tool did then (b23 #4: it said the tool's own interrupt cut it while it ran)."""
+    from toolcall_lab.tools import Tool
+
+    calls = (("answers", {"key": "x"}, "x"), ("quick", {"key": "b"}, "b"))
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    tools = ToolRegistry(
+        [Tool(name="answers", function=_answers_the_cut_with_kbi), Tool(name="quick", function=_quick)]
+    )
+    coro = run(model, tools, "go", mode=waits_for_the_first)
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    partial = info.value.partial_result  # type: ignore[attr-defined]
+    assert (partial.status, partial.reason) == ("aborted", "interrupted")
+    assert "raised KeyboardInterrupt on being cancelled; the run stopped" in partial.error
+    x, b = partial.rounds[0].executions
+    assert x.status == "cancelled"
+    assert "the strategy 'waits_for_the_first' cancelled it" in x.result
+    assert "(on being cancelled it raised KeyboardInterrupt)" in x.result
+    assert b.status == "cancelled" and b.result.startswith("Not executed")
+    assert validate_messages(partial.messages) == []

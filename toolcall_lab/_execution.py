@@ -576,9 +576,10 @@ class Executor(HookCalls):
             if type(exc) is GeneratorExit and being_closed(self._loop):  # an abandoned call's coroutine being
                 raise  # closed (its loop went away after a second signal gave up on it): not the tool's
             if position is not None and being_cancelled():  # it raised this on being cancelled: the cut
-                self._stopped(position, f"on being cancelled it raised {error_text(exc)}")  # stands (its
-                stopped = self.interrupted(exc, f"tool {call.name!r}")  # record says so), and the run
-                stopped.on_cut = True  # stops with what it raised
+                by_run = self._cut()  # stands (its record says so), and the run stops with what it
+                self._stopped(position, f"on being cancelled it raised {error_text(exc)}")  # raised (the
+                stopped = self.interrupted(exc, f"tool {call.name!r}")  # cut: the run's, or its task's
+                stopped.on_cut = "run" if by_run else "task"  # alone, e.g. the strategy's wait_for)
                 raise stopped from exc
             raise self._stops_the_run(call, exc, started, timing) from exc
         ended = clock() - origin

@@ -106,9 +106,11 @@ class Interrupted(Exception):
         self.where = where
         self.execution = execution
         """The record of the call that raised it, when a tool did."""
-        self.on_cut = False
-        """A tool raised it on being cancelled (the deadline, an abort, a cancellation from outside
-        cut its call): the run stops with it, and the cut stands in the record (`toolcall_lab.loop`)."""
+        self.on_cut: str | None = None
+        """A tool raised it on being cancelled: ``"run"`` when the run was being cut (the deadline, an
+        abort, a cancellation from outside), ``"task"`` when only its call's task was (the strategy's
+        own cancellation, e.g. ``asyncio.wait_for``, or the harness's): the run stops with it, and the
+        cut stands in the record (`toolcall_lab.loop`, `toolcall_lab.strategies.batch`)."""
 
 
 GIVE_UP: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(

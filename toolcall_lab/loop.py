@@ -1104,7 +1104,7 @@ def _cut_first(carrier: Interrupted, state: _Run, cfg: RunConfig, abort: AbortHa
     """What cut the run first when a tool raised `carrier`'s exception on being cancelled (None when
     it did not, or the cut was the harness's own, e.g. for a sibling's failure): the deadline or an
     abort, as the calls' records then say."""
-    if not carrier.on_cut:
+    if carrier.on_cut != "run":
         return None
     deadline = state.deadline
     if deadline is not None and deadline.expired():
@@ -1187,6 +1187,8 @@ async def _run_state(state: _Run, cfg: RunConfig, abort: AbortHandle | None, out
     except Interrupted as carrier:
         original = carrier.original
         what = f"{carrier.where} raised {type(original).__name__}"
+        if carrier.on_cut == "task":  # (its call's task alone was cancelled: the strategy's own doing)
+            what += " on being cancelled"
         cut = _cut_first(carrier, state, cfg, abort)
         if cut is not None:  # it came on being cancelled: the cut stands in the record (r22 #3)
             where = state.cut(cut)

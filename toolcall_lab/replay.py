@@ -365,7 +365,9 @@ def ran_tool(ex: ToolExecution) -> bool:
     return ex.status in _RAN or (ex.status == "invalid_arguments" and ex.timing != DECIDED)
 
 
-def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry:
+def replay_tools(
+    trace: Trace, model: ReplayModel | None = None, *, same_strategy: bool = False
+) -> ToolRegistry:
     """Tools that return the recorded results after the recorded durations, answering by tool_call_id
     (or, for calls the recording does not know by id, by name and arguments in recorded order).
 
@@ -382,6 +384,10 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     recording did not run (any such status) that this replay's screening lets through raises
     `ReplayDivergenceError` naming the recorded status. Tools whose repeats the recording answered as
     duplicates because they were marked idempotent are marked idempotent again.
+
+    A call the recording's strategy cancelled itself (``asyncio.wait_for``, a task it cancelled) has
+    no known result either: under that same strategy (`same_strategy`) it runs until the strategy
+    cancels it again; under another it raises `ReplayDivergenceError`.
     """
     recorded: list[ToolExecution] = []
     streamed: dict[tuple[int, str], ToolCall] = {}
@@ -392,6 +398,8 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
     by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     unknown: dict[tuple[int, str], str] = {}
     """Calls the recording has no result for: (round, id) -> why."""
+    strategy_cut: set[tuple[int, str]] = set()
+    """(round, id): calls the recording's strategy cancelled itself."""
     invalid: dict[tuple[int, str], deque[tuple[ToolExecution, str]]] = defaultdict(deque)
     """(round, id and position): the call the recording's harness screened out before it ran, and why."""
     idempotent: set[str] = set()
@@ -413,6 +421,7 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 if key:
                     by_key[k, key].append(len(recorded) - 1)
             elif ex.status == "cancelled" and not cut and (said := strategy_said(ex.result)) is not None:
+                strategy_cut.add((k, ex.tool_call_id))
                 unknown.setdefault(
                     (k, ex.tool_call_id),
                     f"the recording's strategy {said[0]} {said[1]} it (its own decision), so its result is "
@@ -500,6 +509,13 @@ def replay_tools(trace: Trace, model: ReplayModel | None = None) -> ToolRegistry
                 _refuse_snapshot(call, name, model.served - 1)
             if pos is None:
                 why = unknown.get((model.served - 1, call.tool_call_id)) if model is not None else None
+                if (
+                    same_strategy
+                    and model is not None
+                    and (model.served - 1, call.tool_call_id) in strategy_cut
+                ):
+                    # (the strategy cancelled it, and will again: it runs until then, as recorded)
+                    await asyncio.get_running_loop().create_future()
                 if (
                     why is not None
                     and why.startswith("cancelled")
@@ -875,7 +891,7 @@ async def replay_async(
     try:
         result = await run(
             model,
-            tools or replay_tools(trace, model),
+            tools or replay_tools(trace, model, same_strategy=_same_strategy(trace, cfg.mode)),
             trace.initial_messages,
             config=cfg,
             hooks=hooks,

@@ -668,6 +668,14 @@ class Batch:
                 stopped = self._stopped_at = {}
             stopped[pos] = at
             return
+        self._cancelled_by_strategy(pos)
+
+    def _cancelled_by_strategy(self, pos: int) -> None:
+        """The strategy cancelled the call at `pos` itself: recorded now, as cancelled by it."""
+        if pos >= len(self._done) or self._done[pos] is not None:
+            return
+        executor = self._executor
+        at = executor.now()
         call = self._calls[pos] if self._final else self._indices[pos]
         why = f"the strategy {self._strategy!r} cancelled it"
         self._done[pos] = self._with_queue(pos, executor.cut_off(call, pos, self._started[pos], why, at))
@@ -731,6 +739,10 @@ class Batch:
             self._cancelled(self._at(pos, early))
             raise
         except (Interrupted, ReplayDivergenceError) as exc:  # the run must stop: so do the others
+            if isinstance(exc, Interrupted) and exc.on_cut == "task" and not self._draining:
+                stopping = self._stopping  # its tool raised it on being cancelled by the strategy
+                if not (stopping and asyncio.current_task() in stopping):  # (not by the harness)
+                    self._cancelled_by_strategy(self._at(pos, early))
             self._stop_others(exc)
             raise
 
