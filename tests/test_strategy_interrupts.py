@@ -367,3 +367,73 @@ def test_a_tool_answering_the_strategys_own_cancellation_with_an_interrupt(clock
     assert "(on being cancelled it raised KeyboardInterrupt)" in x.result
     assert b.status == "cancelled" and b.result.startswith("Not executed")
     assert validate_messages(partial.messages) == []
+
+
+async def _answers_the_cut(key: str, how: str = "return") -> str:
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        if how == "raise":
+            raise ValueError("boom on cancel") from None
+        await asyncio.sleep(0.3)  # (cleans up a while, then returns)
+        return "late"
+    return key
+
+
+@pytest.mark.parametrize("how", ["return", "raise"])
+def test_a_call_the_strategy_cancelled_replays_with_how_its_tool_answered(how: str) -> None:
+    """The strategy cancels a call itself and its tool answers (returns after cleaning up, or raises):
+    a replay under that strategy does the same, so the next request, which carries the call's text,
+    matches the recording (c23 #1: the replay said "result is unknown" and the conversation
+    differed)."""
+    from tests.test_strategies import Counting
+    from toolcall_lab.replay import replay
+    from toolcall_lab.tools import Tool
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    calls = (("answers", {"key": "x", "how": how}, "x"), ("read", {"key": "b", "seconds": 0.2}, "b"))
+    tools = Counting().registry()
+    tools.add(Tool(name="answers", function=_answers_the_cut))
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    recorded = run_virtual(run(model, tools, "go", mode=waits_for_the_first))
+    x = recorded.executions[0]
+    assert x.status == "cancelled" and "the strategy 'waits_for_the_first' cancelled it" in x.result
+    trace = Trace.from_run(recorded, TraceMetadata(title="answers", origin="scripted"))
+    again = replay(trace, waits_for_the_first)
+    key = [(e.status, e.started_at, e.ended_at, e.result) for e in recorded.executions]
+    assert [(e.status, e.started_at, e.ended_at, e.result) for e in again.executions] == key
+    assert (again.status, again.reason, again.wall_time_s) == (
+        recorded.status,
+        recorded.reason,
+        recorded.wall_time_s,
+    )
+
+
+def test_a_call_answering_the_cut_at_once_replays_at_the_cut_under_another_strategy() -> None:
+    """Recorded under eager (its calls start while the model streams), cut by the deadline, a tool
+    answering the cancellation at once: replayed under parallel (the calls start later), the call
+    answers at the cut, as recorded, not as long after its own start as it ran (c23 #2: the replay
+    ran 0.2 s past the cut)."""
+    from tests.test_strategies import ChunkModel, answer, chunk, header
+    from toolcall_lab.replay import replay
+    from toolcall_lab.tools import Tool
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    def stream() -> ChunkModel:
+        return ChunkModel(
+            [
+                (0.1, header(0, "x", "answers", '{"key": "x", "how": "raise"}')),
+                (0.3, header(1, "a", "slow", '{"key": "a"}')),
+                (0.3, chunk({}, "tool_calls")),
+            ],
+            answer(),
+        )
+
+    tools = ToolRegistry([Tool(name="answers", function=_answers_the_cut), slow])
+    recorded = run_virtual(run(stream(), tools, "go", mode="eager", timeout_s=1.0))
+    assert (recorded.status, recorded.reason, recorded.wall_time_s) == ("timeout", "deadline", 1.0)
+    trace = Trace.from_run(recorded, TraceMetadata(title="cut", origin="scripted"))
+    for mode in ("parallel", "sequential", "eager"):
+        again = replay(trace, mode)
+        assert again.wall_time_s == pytest.approx(1.0), (mode, again.wall_time_s)
+        assert all(e.ended_at <= 1.0 + 1e-9 for e in again.executions), mode

@@ -278,6 +278,9 @@ class ReplayModel:
         self.check = check
         self.name = f"replay:{trace.metadata.title}"
         self.served = 0
+        self.run_started_at: float | None = None
+        """The replayed run's start on the loop's clock (`replay_async` sets it): a call answering a
+        cut does so at the run time it did in the recording (`_as_when_cut`)."""
         """Model calls served so far (the round in progress is ``served - 1``)."""
         self.before_start: Any = None
         """(`replay_async`) called as each call is about to enter its tool (`HookCalls.before_start`)."""
@@ -400,6 +403,8 @@ def replay_tools(
     """Calls the recording has no result for: (round, id) -> why."""
     strategy_cut: set[tuple[int, str]] = set()
     """(round, id): calls the recording's strategy cancelled itself."""
+    by_strategy: dict[tuple[int, str], deque[ToolExecution]] = defaultdict(deque)
+    """(round, id and position): those calls, for what each did on being cancelled."""
     invalid: dict[tuple[int, str], deque[tuple[ToolExecution, str]]] = defaultdict(deque)
     """(round, id and position): the call the recording's harness screened out before it ran, and why."""
     idempotent: set[str] = set()
@@ -422,6 +427,7 @@ def replay_tools(
                     by_key[k, key].append(len(recorded) - 1)
             elif ex.status == "cancelled" and not cut and (said := strategy_said(ex.result)) is not None:
                 strategy_cut.add((k, ex.tool_call_id))
+                by_strategy[k, _place(ex.tool_call_id, call.index)].append(ex)
                 unknown.setdefault(
                     (k, ex.tool_call_id),
                     f"the recording's strategy {said[0]} {said[1]} it (its own decision), so its result is "
@@ -514,8 +520,16 @@ def replay_tools(
                     and model is not None
                     and (model.served - 1, call.tool_call_id) in strategy_cut
                 ):
-                    # (the strategy cancelled it, and will again: it runs until then, as recorded)
-                    await asyncio.get_running_loop().create_future()
+                    # (the strategy cancelled it, and will again: it runs until then, and answers the
+                    # cancellation as recorded)
+                    began = asyncio.get_running_loop().time()
+                    answers = by_strategy.get((model.served - 1, _place(call.tool_call_id, call.index)))
+                    try:
+                        await asyncio.get_running_loop().create_future()
+                    except asyncio.CancelledError:
+                        if answers:
+                            return await _as_when_cut(answers.popleft(), began, model.run_started_at)
+                        raise
                 if (
                     why is not None
                     and why.startswith("cancelled")
@@ -528,7 +542,9 @@ def replay_tools(
                         await _until_cut()  # (the replay's cut, or its model failing, cancels it)
                     except asyncio.CancelledError:
                         if queue:  # what the recorded call did on being cancelled, done again
-                            return await _as_when_cut(queue.popleft(), began)
+                            return await _as_when_cut(
+                                queue.popleft(), began, model.run_started_at if model else None
+                            )
                         raise
                 raise ReplayDivergenceError(
                     f"{trace.metadata.title}: no recorded execution for call "
@@ -582,26 +598,29 @@ _CAUGHT = re.compile(
 _RAISED = re.compile(r" while this call was running \(on being cancelled it raised (.*)\)\.", re.S)
 
 
-async def _as_when_cut(ex: ToolExecution, began: float) -> ToolOutcome:
+async def _as_when_cut(ex: ToolExecution, began: float, origin: float | None = None) -> ToolOutcome:
     """Do again what the recorded call `ex` did when the run was cut off while it ran (its text
-    says): return as long after its start as it did (the replay's executor then records that it
-    caught the cancellation and returned), or raise what it raised; else stop (CancelledError),
-    as a call whose result is unknown."""
+    says): return when it did (the replay's executor then records that it caught the cancellation
+    and returned), or raise what it raised; else stop (CancelledError), as a call whose result is
+    unknown. When: at the run time it did in the recording (`origin`: the replayed run's start), not
+    as long after its own start (under another strategy it started at another time: a call that
+    answered the cut at once would run past the cut; c23 #2), or at once if that time has passed."""
+    now = asyncio.get_running_loop().time()
     caught = _CAUGHT.search(ex.result)
+    raised = _RAISED.search(ex.result) if caught is None else None
+    if caught is None and raised is None:
+        raise asyncio.CancelledError
     if caught is not None:
         at = float(caught[1])  # (written to the millisecond; the record's end, when it agrees, exactly)
-        returned = ex.ended_at if abs(ex.ended_at - at) <= 5e-4 else at
-        delay = returned - ex.started_at - (asyncio.get_running_loop().time() - began)
-        if delay > 0:
-            await asyncio.sleep(delay)
-        return ToolOutcome(text="")  # (discarded: the executor records the cancellation)
-    raised = _RAISED.search(ex.result)
+        end = ex.ended_at if abs(ex.ended_at - at) <= 5e-4 else at
+    else:
+        end = ex.ended_at
+    delay = end - (now - origin) if origin is not None else end - ex.started_at - (now - began)
+    if delay > 0:
+        await asyncio.sleep(delay)
     if raised is not None:
-        delay = ex.ended_at - ex.started_at - (asyncio.get_running_loop().time() - began)
-        if delay > 0:  # (as long after its start as the recorded call raised)
-            await asyncio.sleep(delay)
         raise Recorded(raised[1])
-    raise asyncio.CancelledError
+    return ToolOutcome(text="")  # (discarded: the executor records the cancellation)
 
 
 def tools_not_offered(trace: Trace) -> list[str]:
@@ -888,6 +907,7 @@ async def replay_async(
             timer = loop.call_later(cut_at, at_end, lambda: abort._abort(why, True))
         else:
             timer = loop.call_later(cut_at, abort._abort, why, True)
+    model.run_started_at = asyncio.get_running_loop().time()  # (the run starts now)
     try:
         result = await run(
             model,
