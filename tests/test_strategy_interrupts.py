@@ -121,6 +121,8 @@ def test_a_replay_divergence_a_strategy_swallows_stops_the_run_as_under_parallel
             replay(tampered, mode)
         partial = info.value.partial_result  # type: ignore[attr-defined]
         outcomes.append([(e.status, e.ended_at) for e in partial.rounds[0].executions])
+        diverged = partial.rounds[0].executions[1]  # (its record says it is the call that diverged: c23 #3)
+        assert "the replay diverged from the recording here" in diverged.result
     assert outcomes[0] == outcomes[1] == [("cancelled", 0.0), ("cancelled", 0.0)]
 
 

@@ -559,6 +559,10 @@ class Executor(HookCalls):
             if self.divergence is None:  # the run stops with it, whatever the strategy does with it,
                 self.divergence = exc  # and no call starts from now on (as after an interrupt)
             self.stop_asked = True
+            if position is not None:  # (its record names it as the call the replay could not answer)
+                self.cut_notes.setdefault(
+                    position, "the replay diverged from the recording here: no recorded result"
+                )
             raise
         except Exception as exc:  # a tool's exception is data for the model, not a crash of the run
             if type(exc) is GeneratorExitInTool:  # (a sync tool's, carried out of its thread whole)
