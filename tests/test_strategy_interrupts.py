@@ -439,3 +439,39 @@ def test_a_call_answering_the_cut_at_once_replays_at_the_cut_under_another_strat
         again = replay(trace, mode)
         assert again.wall_time_s == pytest.approx(1.0), (mode, again.wall_time_s)
         assert all(e.ended_at <= 1.0 + 1e-9 for e in again.executions), mode
+
+
+async def _cleans_up_then_stops(key: str) -> str:
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.5)  # (cleans up, then lets the cancellation through)
+        raise
+    return key
+
+
+@pytest.mark.parametrize("cut", ["strategy", "deadline"])
+def test_a_call_that_cleans_up_before_stopping_replays_with_its_cleanup(cut: str) -> None:
+    """Cancelled (by its strategy, or by the run's deadline), a tool cleans up for 0.5 s and then
+    lets the cancellation through: its record ends when it stopped, and a replay under the same
+    strategy keeps that time, and the run's end (d23 #1: the replay stopped it at once and the run
+    ended 0.5 s early, with no warning; d23 #2: the same after the deadline)."""
+    from tests.test_strategies import Counting
+    from toolcall_lab.replay import replay
+    from toolcall_lab.tools import Tool
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    calls = (("lingers", {"key": "x"}, "x"), ("read", {"key": "b", "seconds": 0.2}, "b"))
+    tools = Counting().registry()
+    tools.add(Tool(name="lingers", function=_cleans_up_then_stops))
+    mode: Any = waits_for_the_first if cut == "strategy" else "parallel"
+    settings: dict[str, Any] = {} if cut == "strategy" else {"timeout_s": 1.0}
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    recorded = run_virtual(run(model, tools, "go", mode=mode, **settings))
+    x = recorded.executions[0]
+    assert x.status == "cancelled" and x.ended_at == pytest.approx(1.5)
+    trace = Trace.from_run(recorded, TraceMetadata(title="lingers", origin="scripted"))
+    again = replay(trace, mode)
+    key = [(e.status, e.started_at, e.ended_at) for e in recorded.executions]
+    assert [(e.status, e.started_at, e.ended_at) for e in again.executions] == key
+    assert again.wall_time_s == pytest.approx(recorded.wall_time_s)

@@ -608,18 +608,20 @@ async def _as_when_cut(ex: ToolExecution, began: float, origin: float | None = N
     now = asyncio.get_running_loop().time()
     caught = _CAUGHT.search(ex.result)
     raised = _RAISED.search(ex.result) if caught is None else None
-    if caught is None and raised is None:
+    if caught is None and raised is None and origin is None:
         raise asyncio.CancelledError
     if caught is not None:
         at = float(caught[1])  # (written to the millisecond; the record's end, when it agrees, exactly)
         end = ex.ended_at if abs(ex.ended_at - at) <= 5e-4 else at
-    else:
-        end = ex.ended_at
+    else:  # (raised, or stopped: the record's end is when the cancellation came out of it, after any
+        end = ex.ended_at  # cleanup it did first; d23 #1, #2)
     delay = end - (now - origin) if origin is not None else end - ex.started_at - (now - began)
     if delay > 0:
         await asyncio.sleep(delay)
     if raised is not None:
         raise Recorded(raised[1])
+    if caught is None:
+        raise asyncio.CancelledError
     return ToolOutcome(text="")  # (discarded: the executor records the cancellation)
 
 
