@@ -475,3 +475,59 @@ def test_a_call_that_cleans_up_before_stopping_replays_with_its_cleanup(cut: str
     key = [(e.status, e.started_at, e.ended_at) for e in recorded.executions]
     assert [(e.status, e.started_at, e.ended_at) for e in again.executions] == key
     assert again.wall_time_s == pytest.approx(recorded.wall_time_s)
+
+
+@strategy("waits_half_a_second")
+async def waits_half_a_second(batch: Batch) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(batch.run(0), 0.5)
+    for p in range(1, len(batch.calls)):
+        await batch.run(p)
+
+
+def test_a_replay_strategy_cancelling_a_call_early_stops_it_then() -> None:
+    """Recorded under eager and cut by the deadline at 2 s; replayed under a strategy that cancels
+    the call after 0.5 s: the call stops then (it has no cleanup to do), and the next call runs, as a
+    recording under that strategy shows (e23 #1: the call ran on until the recorded cut, and the next
+    one never ran)."""
+    from toolcall_lab.replay import replay
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    def model() -> ScriptedModel:
+        calls = (("slow", {"key": "x"}, "x"), ("quick", {"key": "a"}, "a"))
+        return ScriptedModel([ScriptedResponse(tool_calls=calls, latency_s=0.3), "done"])
+
+    _quick.__name__ = "quick"
+    tools = ToolRegistry([slow, _quick])
+    recorded = run_virtual(run(model(), tools, "go", mode="eager", timeout_s=2.0))
+    assert (recorded.status, recorded.reason) == ("timeout", "deadline")
+    truth = run_virtual(run(model(), tools, "go", mode=waits_half_a_second, timeout_s=2.0))
+    trace = Trace.from_run(recorded, TraceMetadata(title="cut", origin="scripted"))
+    again = replay(trace, waits_half_a_second)
+    assert [(e.status, e.started_at, e.ended_at) for e in again.rounds[0].executions] == [
+        (e.status, e.started_at, e.ended_at) for e in truth.rounds[0].executions
+    ]
+    assert "the strategy 'waits_half_a_second' cancelled it" in again.rounds[0].executions[0].result
+
+
+def test_a_call_the_recording_never_started_stops_at_the_replays_cut() -> None:
+    """Recorded under sequential and cut by the deadline while the first call cleaned up until 1.5 s;
+    the second call never started. Replayed under parallel, the second call runs from the start and
+    is cut at the deadline, not at the recorded run's end (e23 #2)."""
+    from tests.test_strategies import Counting
+    from toolcall_lab.replay import replay
+    from toolcall_lab.tools import Tool
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    calls = (("lingers", {"key": "x"}, "x"), ("slow", {"key": "a"}, "a"))
+    tools = Counting().registry()
+    tools.add(Tool(name="lingers", function=_cleans_up_then_stops))
+    tools.add(Tool(name="slow", function=slow))
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls, latency_s=0.3), "done"])
+    recorded = run_virtual(run(model, tools, "go", mode="sequential", timeout_s=1.0))
+    assert [e.status for e in recorded.executions] == ["cancelled", "cancelled"]
+    assert recorded.executions[1].result.startswith("Not executed")
+    trace = Trace.from_run(recorded, TraceMetadata(title="cut", origin="scripted"))
+    again = replay(trace, "parallel")
+    x, a = again.rounds[0].executions
+    assert (x.ended_at, a.ended_at) == (pytest.approx(1.5), pytest.approx(1.0))

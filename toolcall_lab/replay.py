@@ -31,7 +31,7 @@ import json
 import re
 import warnings
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -278,6 +278,9 @@ class ReplayModel:
         self.check = check
         self.name = f"replay:{trace.metadata.title}"
         self.served = 0
+        self.cut_now: Callable[[], bool] | None = None
+        """Whether the replay is being cut now, by its own cut (the recorded deadline, or its abort at
+        the recorded end): `replay_async` sets it."""
         self.run_started_at: float | None = None
         """The replayed run's start on the loop's clock (`replay_async` sets it): a call answering a
         cut does so at the run time it did in the recording (`_as_when_cut`)."""
@@ -528,7 +531,7 @@ def replay_tools(
                         await asyncio.get_running_loop().create_future()
                     except asyncio.CancelledError:
                         if answers:
-                            return await _as_when_cut(answers.popleft(), began, model.run_started_at)
+                            return await _as_when_cut(answers.popleft(), began, model.run_started_at, True)
                         raise
                 if (
                     why is not None
@@ -542,8 +545,12 @@ def replay_tools(
                         await _until_cut()  # (the replay's cut, or its model failing, cancels it)
                     except asyncio.CancelledError:
                         if queue:  # what the recorded call did on being cancelled, done again
+                            ex = queue.popleft()
+                            linger = same_strategy or (  # (the cancellation is the recorded one:
+                                model is not None and model.cut_now is not None and model.cut_now()
+                            )  # any, under the recording's strategy; else only the replay's own cut)
                             return await _as_when_cut(
-                                queue.popleft(), began, model.run_started_at if model else None
+                                ex, began, model.run_started_at if model else None, linger
                             )
                         raise
                 raise ReplayDivergenceError(
@@ -598,17 +605,27 @@ _CAUGHT = re.compile(
 _RAISED = re.compile(r" while this call was running \(on being cancelled it raised (.*)\)\.", re.S)
 
 
-async def _as_when_cut(ex: ToolExecution, began: float, origin: float | None = None) -> ToolOutcome:
+async def _as_when_cut(
+    ex: ToolExecution, began: float, origin: float | None = None, linger: bool = False
+) -> ToolOutcome:
     """Do again what the recorded call `ex` did when the run was cut off while it ran (its text
     says): return when it did (the replay's executor then records that it caught the cancellation
     and returned), or raise what it raised; else stop (CancelledError), as a call whose result is
     unknown. When: at the run time it did in the recording (`origin`: the replayed run's start), not
     as long after its own start (under another strategy it started at another time: a call that
-    answered the cut at once would run past the cut; c23 #2), or at once if that time has passed."""
+    answered the cut at once would run past the cut; c23 #2), or at once if that time has passed.
+    A call that simply stopped stops at once, unless `linger` (the cancellation now is the one the
+    recording's was: its strategy's, or the replay's own cut): then when it did (it may have cleaned
+    up first; d23 #1, #2). Another cancellation (the replay's strategy cancelling it before the
+    recorded cut) or a call the recording never started (``Not executed``) stops at once (e23 #1, #2)."""
     now = asyncio.get_running_loop().time()
     caught = _CAUGHT.search(ex.result)
     raised = _RAISED.search(ex.result) if caught is None else None
-    if caught is None and raised is None and origin is None:
+    if (
+        caught is None
+        and raised is None
+        and (origin is None or not linger or ex.result.startswith("Not executed"))
+    ):
         raise asyncio.CancelledError
     if caught is not None:
         at = float(caught[1])  # (written to the millisecond; the record's end, when it agrees, exactly)
@@ -909,7 +926,15 @@ async def replay_async(
             timer = loop.call_later(cut_at, at_end, lambda: abort._abort(why, True))
         else:
             timer = loop.call_later(cut_at, abort._abort, why, True)
-    model.run_started_at = asyncio.get_running_loop().time()  # (the run starts now)
+    model.run_started_at = started = asyncio.get_running_loop().time()  # (the run starts now)
+    timeout_s = cfg.timeout_s
+
+    def cut_now() -> bool:
+        if abort is not None and abort.aborted:
+            return True
+        return timeout_s is not None and asyncio.get_running_loop().time() - started >= timeout_s - 1e-9
+
+    model.cut_now = cut_now
     try:
         result = await run(
             model,
