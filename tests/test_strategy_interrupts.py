@@ -101,20 +101,26 @@ def test_an_interrupt_stops_the_other_calls_at_once_whatever_the_strategy_does_w
     assert validate_messages(partial.messages) == []
 
 
+def _tampered(calls: list[tuple[str, dict[str, Any]]], pos: int) -> Any:
+    """A recording of `calls` (under sequential) whose call at `pos` ran, it says, with other arguments:
+    a replay of it diverges there."""
+    from tests.test_strategies import Counting, play, scripted
+    from toolcall_lab.trace import Trace, TraceMetadata
+
+    recorded = play(scripted(calls), Counting().registry())
+    data = Trace.from_run(recorded, TraceMetadata(title="tampered", origin="scripted")).to_dict()
+    data["rounds"][0]["tool_executions"][pos]["arguments"] = "{}"
+    return Trace.from_dict(data)
+
+
 def test_a_replay_divergence_a_strategy_swallows_stops_the_run_as_under_parallel() -> None:
     """A replayed call whose arguments differ from the recording raises a divergence; a strategy
     gathering with ``return_exceptions=True`` swallows it: the run still stops with it (not a
     strategy failure), and the other call is stopped at once, as under ``parallel``."""
-    from tests.test_strategies import Counting, play, scripted
     from toolcall_lab.exceptions import ReplayDivergenceError
     from toolcall_lab.replay import replay
-    from toolcall_lab.trace import Trace, TraceMetadata
 
-    calls = [("search", {"key": "x", "seconds": 60}), ("read", {"key": "y", "seconds": 0.2})]
-    recorded = play(scripted(calls), Counting().registry())
-    data = Trace.from_run(recorded, TraceMetadata(title="tampered", origin="scripted")).to_dict()
-    data["rounds"][0]["tool_executions"][1]["arguments"] = "{}"
-    tampered = Trace.from_dict(data)
+    tampered = _tampered([("search", {"key": "x", "seconds": 60}), ("read", {"key": "y", "seconds": 0.2})], 1)
     outcomes = []
     for mode in ("parallel", gathered):
         with pytest.raises(ReplayDivergenceError, match="the recording ran it with other arguments") as info:
@@ -293,16 +299,10 @@ def test_calls_finishing_at_the_instant_of_an_interrupt_keep_their_results(name:
 def test_no_call_starts_after_a_replay_divergence_under_a_gathering_strategy() -> None:
     """The first call diverges at once, before the second has begun: the second never starts (it
     ran 20 s before the run could stop, b23 #2), as under ``parallel``."""
-    from tests.test_strategies import Counting, play, scripted
     from toolcall_lab.exceptions import ReplayDivergenceError
     from toolcall_lab.replay import replay
-    from toolcall_lab.trace import Trace, TraceMetadata
 
-    calls = [("search", {"key": "x", "seconds": 0.2}), ("read", {"key": "y", "seconds": 20})]
-    recorded = play(scripted(calls), Counting().registry())
-    data = Trace.from_run(recorded, TraceMetadata(title="tampered", origin="scripted")).to_dict()
-    data["rounds"][0]["tool_executions"][0]["arguments"] = "{}"
-    tampered = Trace.from_dict(data)
+    tampered = _tampered([("search", {"key": "x", "seconds": 0.2}), ("read", {"key": "y", "seconds": 20})], 0)
     ends = []
     for mode in ("parallel", gathered):
         with pytest.raises(ReplayDivergenceError) as info:
@@ -313,13 +313,20 @@ def test_no_call_starts_after_a_replay_divergence_under_a_gathering_strategy() -
     assert ends[1][1] == ["cancelled", "cancelled"] and ends[1][0] < 1.0
 
 
-@strategy("waits_for_the_first")
-async def waits_for_the_first(batch: Batch) -> None:
-    """The first call under a 1 s limit of the strategy's own, then the others."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(batch.run(0), 1.0)
-    for p in range(1, len(batch.calls)):
-        await batch.run(p)
+def _waits_for_the_first(name: str, limit_s: float) -> Any:
+    """A strategy: the first call under a limit of its own (``asyncio.wait_for``), then the others."""
+
+    @strategy(name)
+    async def waits(batch: Batch) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(batch.run(0), limit_s)
+        for p in range(1, len(batch.calls)):
+            await batch.run(p)
+
+    return waits
+
+
+waits_for_the_first = _waits_for_the_first("waits_for_the_first", 1.0)
 
 
 def test_a_call_the_strategy_cancelled_replays_under_that_strategy() -> None:
@@ -477,12 +484,7 @@ def test_a_call_that_cleans_up_before_stopping_replays_with_its_cleanup(cut: str
     assert again.wall_time_s == pytest.approx(recorded.wall_time_s)
 
 
-@strategy("waits_half_a_second")
-async def waits_half_a_second(batch: Batch) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(batch.run(0), 0.5)
-    for p in range(1, len(batch.calls)):
-        await batch.run(p)
+waits_half_a_second = _waits_for_the_first("waits_half_a_second", 0.5)
 
 
 def test_a_replay_strategy_cancelling_a_call_early_stops_it_then() -> None:
