@@ -404,10 +404,9 @@ def replay_tools(
     by_key: dict[tuple[int, str], deque[int]] = defaultdict(deque)
     unknown: dict[tuple[int, str], str] = {}
     """Calls the recording has no result for: (round, id) -> why."""
-    strategy_cut: set[tuple[int, str]] = set()
-    """(round, id): calls the recording's strategy cancelled itself."""
     by_strategy: dict[tuple[int, str], deque[ToolExecution]] = defaultdict(deque)
-    """(round, id and position): those calls, for what each did on being cancelled."""
+    """(round, id and position): calls the recording's strategy cancelled itself, for what each did
+    on being cancelled."""
     invalid: dict[tuple[int, str], deque[tuple[ToolExecution, str]]] = defaultdict(deque)
     """(round, id and position): the call the recording's harness screened out before it ran, and why."""
     idempotent: set[str] = set()
@@ -429,7 +428,6 @@ def replay_tools(
                 if key:
                     by_key[k, key].append(len(recorded) - 1)
             elif ex.status == "cancelled" and not cut and (said := strategy_said(ex.result)) is not None:
-                strategy_cut.add((k, ex.tool_call_id))
                 by_strategy[k, _place(ex.tool_call_id, call.index)].append(ex)
                 unknown.setdefault(
                     (k, ex.tool_call_id),
@@ -518,19 +516,16 @@ def replay_tools(
                 _refuse_snapshot(call, name, model.served - 1)
             if pos is None:
                 why = unknown.get((model.served - 1, call.tool_call_id)) if model is not None else None
-                if (
-                    same_strategy
-                    and model is not None
-                    and (model.served - 1, call.tool_call_id) in strategy_cut
-                ):
+                place = (model.served - 1, _place(call.tool_call_id, call.index)) if model else None
+                if same_strategy and place in by_strategy:
                     # (the strategy cancelled it, and will again: it runs until then, and answers the
                     # cancellation as recorded)
                     began = asyncio.get_running_loop().time()
-                    answers = by_strategy.get((model.served - 1, _place(call.tool_call_id, call.index)))
+                    answers = by_strategy[place]
                     try:
                         await asyncio.get_running_loop().create_future()
                     except asyncio.CancelledError:
-                        if answers:
+                        if answers and model is not None:
                             return await _as_when_cut(answers.popleft(), began, model.run_started_at, True)
                         raise
                 if (

@@ -1453,10 +1453,8 @@ class _Group:
         batch = self.batch
         clock, origin = self.clock, self.origin
         pos = given
-        if lead and batch._flushing == 2:  # what arrived after this call at its step goes now (`_led`)
-            batch._flushing = 1
-            if batch._arrivals:
-                batch._flush()
+        if lead and batch._flushing == 2:  # what arrived after this call at its step goes now
+            batch._led()
         try:
             if early and batch._moved:  # (moved before this task first ran)
                 pos = batch._moved.get(given, given)
