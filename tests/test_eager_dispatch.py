@@ -62,6 +62,20 @@ def _two_calls(end: float) -> ChunkModel:
     )
 
 
+def _three_calls(a_arguments: str) -> ChunkModel:
+    """a (search, `a_arguments`) alone at 0.1, b (read) and c (write) at one step at 0.3, the finish
+    at 0.5."""
+    return ChunkModel(
+        [
+            (0.1, header(0, "a", "search", a_arguments)),
+            (0.3, header(1, "b", "read", '{"key": "b"}')),
+            (0.3, header(2, "c", "write", '{"key": "c"}')),
+            (0.5, chunk({}, "tool_calls")),
+        ],
+        answer(),
+    )
+
+
 def _interrupts_at_action(n: int) -> Any:
     """An event listener raising KeyboardInterrupt at the n-th ACTION."""
     actions = [0]
@@ -73,6 +87,13 @@ def _interrupts_at_action(n: int) -> Any:
                 raise KeyboardInterrupt
 
     return on_event
+
+
+def _interrupted(coro: Any, clock: str = "virtual") -> Any:
+    """Run `coro` on `clock`; it must stop with KeyboardInterrupt: the record it carries."""
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
+    return info.value.partial_result  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("clock", ["virtual", "real"])
@@ -157,9 +178,7 @@ def test_a_listener_interrupting_at_an_action_mid_stream_stops_the_run_as_itself
     parsing: a listener's KeyboardInterrupt there stops the stream and comes out of `run` as itself
     (it came out as a CancelledError, recorded ``cancelled``, when b arrived with the stream's end)."""
     coro = run(_two_calls(end), Counting().registry(), "go", mode="eager", on_event=_interrupts_at_action(2))
-    with pytest.raises(KeyboardInterrupt) as info:
-        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
-    partial = info.value.partial_result  # type: ignore[attr-defined]
+    partial = _interrupted(coro, clock)
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert "the on_event listener raised KeyboardInterrupt" in (partial.error or "")
     execs = partial.rounds[0].executions
@@ -186,20 +205,10 @@ def test_a_listener_that_aborts_then_raises_at_an_action_stops_the_run_with_its_
                 handle.abort("the listener's abort")
                 raise KeyboardInterrupt
 
-    model = ChunkModel(
-        [
-            (0.1, header(0, "a", "search", '{"key": "a", "seconds": 0.1}')),
-            (0.3, header(1, "b", "read", '{"key": "b"}')),
-            (0.3, header(2, "c", "write", '{"key": "c"}')),
-            (0.5, chunk({}, "tool_calls")),
-        ],
-        answer(),
-    )
+    model = _three_calls('{"key": "a", "seconds": 0.1}')
     strategy = Delegating() if mode == "delegating" else mode
     coro = run(model, Counting().registry(), "go", mode=strategy, on_event=on_event, abort=handle)
-    with pytest.raises(KeyboardInterrupt) as info:
-        run_virtual(coro) if clock == "virtual" else asyncio.run(coro)
-    partial = info.value.partial_result  # type: ignore[attr-defined]
+    partial = _interrupted(coro, clock)
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert validate_messages(partial.messages) == []
 
@@ -245,20 +254,10 @@ def test_no_call_starts_after_a_hook_raised_keyboard_interrupt(hook: str, mode: 
             return key
 
         tools.register(tool, name=name)
-    model = ChunkModel(
-        [
-            (0.1, header(0, "a", "search", '{"key": "a"}')),
-            (0.3, header(1, "b", "read", '{"key": "b"}')),
-            (0.3, header(2, "c", "write", '{"key": "c"}')),
-            (0.5, chunk({}, "tool_calls")),
-        ],
-        answer(),
-    )
+    model = _three_calls('{"key": "a"}')
     hooks = Hooks(approve_call=approve) if hook == "approve_call" else Hooks(on_tool_start=on_start)
     strategy = Delegating() if mode == "delegating" else mode
-    with pytest.raises(KeyboardInterrupt) as info:
-        run_virtual(run(model, tools, "go", mode=strategy, hooks=hooks))
-    partial = info.value.partial_result  # type: ignore[attr-defined]
+    partial = _interrupted(run(model, tools, "go", mode=strategy, hooks=hooks))
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert "write" not in entered and ("approve", "c") not in log and ("start", "c") not in log
     c = partial.rounds[0].executions[2]
@@ -280,16 +279,11 @@ def test_a_listener_stopping_the_run_at_a_hook_failure_is_named_and_the_call_nev
         if event.kind == "hook_failed":
             raise KeyboardInterrupt
 
-    model = ChunkModel(
-        [(0.1, header(0, "a", "search", '{"key": "a"}')), (0.3, header(1, "b", "read", '{"key": "b"}'))],
-        answer(),
-    )
+    model = _two_calls(0.5)
     coro = run(
         model, Counting().registry(), "go", mode=mode, hooks=Hooks(on_tool_start=on_start), on_event=on_event
     )
-    with pytest.raises(KeyboardInterrupt) as info:
-        run_virtual(coro)
-    partial = info.value.partial_result  # type: ignore[attr-defined]
+    partial = _interrupted(coro)
     b = partial.rounds[0].executions[1]
     assert b.result == "Not executed: the on_event listener raised KeyboardInterrupt; the run stopped."
     (failure,) = partial.hook_failures
@@ -315,16 +309,11 @@ def test_a_strategy_that_catches_exception_around_a_call_does_not_lose_a_keyboar
         if call.tool_call_id == "a":
             raise KeyboardInterrupt
 
-    model = ChunkModel(
-        [(0.1, header(0, "a", "search", '{"key": "a"}')), (0.2, header(1, "b", "read", '{"key": "b"}'))],
-        answer(),
-    )
+    model = _two_calls(0.5)
     coro = run(
         model, Counting().registry(), "go", mode=catches_everything, hooks=Hooks(on_tool_start=on_start)
     )
-    with pytest.raises(KeyboardInterrupt) as info:
-        run_virtual(coro)
-    partial = info.value.partial_result  # type: ignore[attr-defined]
+    partial = _interrupted(coro)
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert [e.status for e in partial.rounds[0].executions] == ["cancelled", "cancelled"]
     assert "before this call started" in partial.rounds[0].executions[1].result
@@ -356,9 +345,7 @@ def test_a_hook_that_blocks_past_the_deadline_then_raises_keyboard_interrupt_sto
     coro = run(
         model, Counting().registry(), "go", mode=strategy, timeout_s=0.2, hooks=Hooks(on_tool_start=on_start)
     )
-    with pytest.raises(KeyboardInterrupt) as info:
-        asyncio.run(coro)
-    partial = info.value.partial_result  # type: ignore[attr-defined]
+    partial = _interrupted(coro, "real")
     assert (partial.status, partial.reason) == ("aborted", "interrupted")
     assert validate_messages(partial.messages) == []
 
